@@ -1,0 +1,114 @@
+"""Durations and byte sizes for humans: one table of units each, no branches."""
+
+from __future__ import annotations
+
+import math
+import re
+
+# (factor in the base unit, symbol), smallest first.
+_TIME_UNITS: tuple[tuple[float, str], ...] = (
+    (1e-9, "ns"),
+    (1e-6, "µs"),
+    (1e-3, "ms"),
+    (1.0, "s"),
+)
+# Binary multiples, as memory is allocated in pages; names are IEC.
+_BYTE_UNITS: tuple[tuple[float, str], ...] = (
+    (1.0, "B"),
+    (1024.0, "KiB"),
+    (1024.0**2, "MiB"),
+    (1024.0**3, "GiB"),
+    (1024.0**4, "TiB"),
+)
+# Accepted by parse_bytes; like pytest-memray, kB/MB/GB count in powers of 1024.
+_BYTE_SUFFIXES: dict[str, float] = {
+    "": 1.0,
+    "b": 1.0,
+    "k": 1024.0,
+    "kb": 1024.0,
+    "kib": 1024.0,
+    "m": 1024.0**2,
+    "mb": 1024.0**2,
+    "mib": 1024.0**2,
+    "g": 1024.0**3,
+    "gb": 1024.0**3,
+    "gib": 1024.0**3,
+    "t": 1024.0**4,
+    "tb": 1024.0**4,
+    "tib": 1024.0**4,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def _pick(value: float, units: tuple[tuple[float, str], ...]) -> tuple[float, str]:
+    """Returns the largest unit in which ``abs(value)`` is at least 1."""
+    factor, symbol = units[0]
+    for f, s in units:
+        if abs(value) >= f * 0.9995:  # 999.96 ns reads better as 1.00 µs
+            factor, symbol = f, s
+    return factor, symbol
+
+
+def _digits(scaled: float, significant: int) -> str:
+    """Formats ``scaled`` with ``significant`` significant digits, never in exponent form."""
+    if scaled == 0 or not math.isfinite(scaled):
+        return f"{scaled:.{max(significant - 1, 0)}f}"
+    magnitude = int(math.floor(math.log10(abs(scaled)))) + 1
+    decimals = max(significant - magnitude, 0)
+    return f"{scaled:.{decimals}f}"
+
+
+def format_duration(seconds: float, significant: int = 3, unit: str | None = None) -> str:
+    """Formats a duration in the unit that reads best, e.g. ``24.1 ns`` or ``1.52 s``.
+
+    :param seconds: duration in seconds
+    :param significant: number of significant digits
+    :param unit: force a unit (``ns``, ``µs``, ``ms``, ``s``; ``us`` is accepted)
+    :return: the formatted string
+    """
+    if unit is not None:
+        wanted = "µs" if unit == "us" else unit
+        table = {s: f for f, s in _TIME_UNITS}
+        if wanted not in table:
+            raise ValueError(f"unit must be one of {sorted(table)}, got {unit!r}")
+        factor, symbol = table[wanted], wanted
+    else:
+        factor, symbol = _pick(seconds, _TIME_UNITS)
+    return f"{_digits(seconds / factor, significant)} {symbol}"
+
+
+def format_bytes(n: float, significant: int = 3) -> str:
+    """Formats a number of bytes with a binary unit, e.g. ``300 MiB``.
+
+    :param n: number of bytes
+    :param significant: number of significant digits
+    :return: the formatted string
+    """
+    factor, symbol = _pick(n, _BYTE_UNITS)
+    if factor == 1.0:
+        return f"{int(round(n))} B"
+    return f"{_digits(n / factor, significant)} {symbol}"
+
+
+def parse_bytes(text: str | int | float) -> int:
+    """Parses a size such as ``"200 MB"``, ``"1.5GiB"`` or ``4096`` into bytes.
+
+    ``kB``, ``MB``, ``GB`` count in powers of 1024, as ``KiB``, ``MiB``, ``GiB`` do
+    (the convention of pytest-memray's ``limit_memory``).
+
+    :param text: the size
+    :return: the number of bytes
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"size must be >= 0, got {text!r}")
+        return int(text)
+    if not isinstance(text, str):
+        raise TypeError(f"size must be a str, int or float, got {type(text).__name__}")
+    m = _SIZE_RE.match(text)
+    suffix = m.group(2).lower() if m else None
+    if m is None or suffix not in _BYTE_SUFFIXES:
+        raise ValueError(
+            f"size must be a number followed by B, KB, MB, GB, TB (or KiB...), got {text!r}"
+        )
+    return int(float(m.group(1)) * _BYTE_SUFFIXES[suffix])
