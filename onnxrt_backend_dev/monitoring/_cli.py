@@ -86,8 +86,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     return parser, commands
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
-         err: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     """Runs the command line.
 
     :param argv: arguments without the program name, ``sys.argv[1:]`` if None

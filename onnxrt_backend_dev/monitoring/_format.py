@@ -53,8 +53,11 @@ def _digits(scaled: float, significant: int) -> str:
     """Formats ``scaled`` with ``significant`` significant digits, never in exponent form."""
     if scaled == 0 or not math.isfinite(scaled):
         return f"{scaled:.{max(significant - 1, 0)}f}"
-    magnitude = int(math.floor(math.log10(abs(scaled)))) + 1
+    magnitude = math.floor(math.log10(abs(scaled))) + 1
     decimals = max(significant - magnitude, 0)
+    if abs(round(scaled, decimals)) >= 10.0**magnitude:
+        # Rounding carried into a new digit (0.99996 -> 1.000): one decimal fewer.
+        decimals = max(decimals - 1, 0)
     return f"{scaled:.{decimals}f}"
 
 
@@ -86,7 +89,7 @@ def format_bytes(n: float, significant: int = 3) -> str:
     """
     factor, symbol = _pick(n, _BYTE_UNITS)
     if factor == 1.0:
-        return f"{int(round(n))} B"
+        return f"{round(n)} B"
     return f"{_digits(n / factor, significant)} {symbol}"
 
 

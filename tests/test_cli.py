@@ -1,0 +1,106 @@
+"""Tests for the command-line dispatcher (`_cli.main`)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+from typing import TextIO
+
+import pytest
+
+from onnxrt_backend_dev import __version__
+from onnxrt_backend_dev.monitoring import _cli
+from onnxrt_backend_dev.monitoring._optional import MissingDependencyError, require
+
+
+class _FakeCommand:
+    name = "fake"
+    help = "a command for tests"
+
+    def __init__(self, exc: BaseException | None = None, code: int = 0) -> None:
+        self.exc = exc
+        self.code = code
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("word")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        if self.exc is not None:
+            raise self.exc
+        out.write(f"got {args.word}\n")
+        return self.code
+
+
+def _run(
+    monkeypatch: pytest.MonkeyPatch, command: _FakeCommand, *argv: str
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(_cli, "_load_commands", lambda: [command])
+    out, err = io.StringIO(), io.StringIO()
+    code = _cli.main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_command_runs_and_its_exit_code_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = _run(monkeypatch, _FakeCommand(code=3), "fake", "hello")
+    assert (code, out, err) == (3, "got hello\n", "")
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "message"),
+    [
+        (
+            _cli.CommandError("no such file: x.prof", exit_code=4),
+            4,
+            "error: no such file: x.prof\n",
+        ),
+        (
+            ValueError("repeat must be >= 1, got 0"),
+            1,
+            "error: ValueError: repeat must be >= 1, got 0\n",
+        ),
+        (MissingDependencyError("pandas is required"), 1, "error: pandas is required\n"),
+        (KeyboardInterrupt(), 130, "interrupted\n"),
+    ],
+)
+def test_user_mistakes_become_one_line_and_an_exit_code(
+    monkeypatch: pytest.MonkeyPatch, exc: BaseException, code: int, message: str
+) -> None:
+    got_code, out, err = _run(monkeypatch, _FakeCommand(exc=exc), "fake", "x")
+    assert (got_code, out, err) == (code, "", message)
+
+
+def test_bugs_are_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ZeroDivisionError):
+        _run(monkeypatch, _FakeCommand(exc=ZeroDivisionError("bug")), "fake", "x")
+
+
+def test_no_command_prints_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, _ = _run(monkeypatch, _FakeCommand())
+    assert code == _cli.EXIT_USAGE
+    assert "fake" in out and "a command for tests" in out
+
+
+def test_every_registered_command_is_loaded() -> None:
+    _, commands = _cli.build_parser()
+    assert set(commands) <= set(_cli._COMMAND_MODULES)
+    for name, command in commands.items():
+        assert command.name == name and command.help
+
+
+def test_require_names_the_extra() -> None:
+    with pytest.raises(MissingDependencyError, match=r"onnxrt-backend-dev\[plot\]"):
+        require("surely_not_a_module_xyz", "plot", "pictures")
+
+
+def test_version_and_help_in_a_real_subprocess() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert __version__ in res.stdout

@@ -1,0 +1,74 @@
+"""Tests for the human formatting of durations and sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxrt_backend_dev.monitoring._format import format_bytes, format_duration, parse_bytes
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (24.1e-9, "24.1 ns"),
+        (0.6e-9, "0.600 ns"),
+        (999.96e-9, "1.00 µs"),
+        (1.5e-6, "1.50 µs"),
+        (0.0123, "12.3 ms"),
+        (1.52, "1.52 s"),
+        (125.0, "125 s"),
+        (0.0, "0.00 ns"),
+    ],
+)
+def test_format_duration_picks_the_readable_unit(seconds: float, expected: str) -> None:
+    assert format_duration(seconds) == expected
+
+
+def test_format_duration_forced_unit() -> None:
+    assert format_duration(2.5e-6, unit="ns") == "2500 ns"
+    assert format_duration(2.5e-6, unit="us") == "2.50 µs"
+    with pytest.raises(ValueError, match="unit must be one of"):
+        format_duration(1.0, unit="min")
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (0, "0 B"),
+        (512, "512 B"),
+        (2048, "2.00 KiB"),
+        (300 * 1024**2, "300 MiB"),
+        (1.5 * 1024**3, "1.50 GiB"),
+    ],
+)
+def test_format_bytes(n: float, expected: str) -> None:
+    assert format_bytes(n) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("200 MB", 200 * 1024**2),
+        ("200MiB", 200 * 1024**2),
+        ("1.5 GB", int(1.5 * 1024**3)),
+        ("4096", 4096),
+        ("10 kb", 10240),
+        (123, 123),
+        (1e3, 1000),
+    ],
+)
+def test_parse_bytes(text: str | int | float, expected: int) -> None:
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "MB", "12 parsecs", "-3 MB"])
+def test_parse_bytes_rejects_nonsense(bad: str) -> None:
+    with pytest.raises(ValueError, match="size must be"):
+        parse_bytes(bad)
+
+
+def test_parse_bytes_rejects_negative_numbers_and_wrong_types() -> None:
+    with pytest.raises(ValueError, match="size must be >= 0, got -1"):
+        parse_bytes(-1)
+    with pytest.raises(TypeError, match="got list"):
+        parse_bytes([1])  # type: ignore[arg-type]
