@@ -8,7 +8,9 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
     [ -x .venv/bin/python ] || "$PY" -m venv .venv
     PY=.venv/bin/python
 fi
-"$PY" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# This machine's pip configuration names local mirrors that may be absent: drop that noise.
+"$PY" -m pip install --quiet --disable-pip-version-check -e ".[test]" 2>&1 \
+    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 # The HTML call tree is tested in a real headless browser: Debian's chromium, when it can
 # be had (root with apt-get); the test skips itself otherwise.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
