@@ -1,0 +1,360 @@
+"""pytest plugin: time and memory of a block inside a test, and memory limits.
+
+Installing ``onnxrt-backend-dev`` registers this plugin (entry point
+``onnxrt_monitoring``); it is opt-in in the sense that nothing happens to a test that
+does not ask for it: importing the plugin imports nothing heavy, the fixtures do work
+only when requested and the marker only acts on the tests that carry it. Disable it
+entirely with ``-p no:onnxrt_monitoring``.
+
+Fixtures::
+
+    def test_load(monitor_time, monitor_memory):
+        with monitor_time("load") as t:                # one run, monotonic clock
+            data = load()
+        with monitor_memory("build", limit="200 MB") as m:
+            model = build(data)
+        assert t.elapsed < 10 and m.increase < 300 * 2**20
+        res = monitor_time.measure(lambda: model(data), repeat=5, number=3)
+
+``monitor_time(label, limit=None)`` measures a block once (``elapsed`` in seconds);
+``monitor_time.measure(stmt, context=None, **kwargs)`` calls
+:func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and returns its dict.
+``monitor_memory(label, limit=None, delay=0.01, cuda=False)`` runs a block under
+:func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and gives ``peak``,
+``begin``, ``end``, ``mean`` and ``increase`` (peak - begin) in bytes, plus ``stats``,
+the spy's result. With a ``limit`` the test fails when the block exceeds it.
+
+Marker::
+
+    @pytest.mark.limit_memory("200 MB")
+    def test_build(): ...
+
+fails the test when the peak resident memory (RSS) of the process during the test's
+call phase (fixtures excluded) rises more than 200 MB above its value when the call
+started; ``absolute=True`` compares the peak itself. Memory is measured from outside
+(the process's RSS seen by the spy), so it counts native allocations (numpy, C
+extensions, CUDA host memory) as well as Python's, but only pages actually touched:
+``bytearray(n)`` or ``numpy.zeros`` cost nothing until written. Sizes follow
+:func:`~onnxrt_backend_dev.monitoring._format.parse_bytes` (``kB``/``MB``/``GB`` are
+powers of 1024). Every measured block is listed in a "monitoring" section of the test's
+report (shown for failed tests, or with ``-rA``) and in ``user_properties`` (JUnit XML).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from types import TracebackType
+from typing import Any, Protocol
+
+import pytest
+
+from ._format import format_bytes, format_duration, parse_bytes
+
+PLUGIN_NAME = "onnxrt_monitoring"
+
+
+class _Record(Protocol):
+    """A measured block, listed in the test's report."""
+
+    def summary(self) -> str:
+        """One line for the report."""
+
+    def properties(self) -> list[tuple[str, object]]:
+        """``(name, value)`` pairs for ``user_properties``."""
+
+
+_RECORDS = pytest.StashKey[list[_Record]]()
+
+
+def _records(item: pytest.Item) -> list[_Record]:
+    """Returns the list of records of a test, created on first use."""
+    return item.stash.setdefault(_RECORDS, [])
+
+
+class TimedBlock:
+    """A block timed once: ``with monitor_time("load") as t: ...``, then ``t.elapsed``.
+
+    :param label: name shown in the report
+    :param limit: seconds; the test fails when the block takes longer
+    :param clock: monotonic clock in seconds
+    """
+
+    def __init__(
+        self,
+        label: str,
+        limit: float | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if limit is not None and limit <= 0:
+            raise ValueError(f"limit must be > 0 seconds, got {limit!r}")
+        self.label = label
+        self.limit = limit
+        self.clock = clock
+        self.elapsed: float = float("nan")
+        self._start = 0.0
+
+    def __enter__(self) -> TimedBlock:
+        self._start = self.clock()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.elapsed = self.clock() - self._start
+        if exc_type is None and self.limit is not None and self.elapsed > self.limit:
+            pytest.fail(
+                f"block {self.label!r} took {format_duration(self.elapsed)}, "
+                f"more than the limit {format_duration(self.limit)}",
+                pytrace=False,
+            )
+
+    def summary(self) -> str:
+        """One line for the report."""
+        return f"time {self.label}: {format_duration(self.elapsed)}"
+
+    def properties(self) -> list[tuple[str, object]]:
+        """``(name, value)`` pairs for ``user_properties``."""
+        return [(f"time.{self.label}.elapsed", self.elapsed)]
+
+
+class MemoryBlock:
+    """A block run under the memory spy: ``with monitor_memory("build") as m: ...``.
+
+    After the block, ``peak``, ``begin``, ``end``, ``mean`` and ``increase`` hold the
+    resident memory of the process (bytes) and ``stats`` the spy's result.
+
+    :param label: name shown in the report
+    :param limit: bytes or a size such as ``"200 MB"``; the test fails when the peak
+        rises more than this above ``begin`` (or above zero when ``absolute``)
+    :param delay: seconds between two measures of the spy
+    :param cuda: also spy on the GPUs
+    :param absolute: compare the peak itself with the limit, not its increase
+    """
+
+    def __init__(
+        self,
+        label: str,
+        limit: int | float | str | None = None,
+        delay: float = 0.01,
+        cuda: bool = False,
+        absolute: bool = False,
+    ) -> None:
+        self.label = label
+        self.limit = None if limit is None else parse_bytes(limit)
+        self.delay = delay
+        self.cuda = cuda
+        self.absolute = absolute
+        self.stats: dict[str, Any] = {}
+        self.peak = self.begin = self.end = 0
+        self.mean = 0.0
+        self._spy: Any = None
+
+    @property
+    def increase(self) -> int:
+        """How far the peak rose above the memory at the start, in bytes."""
+        return self.peak - self.begin
+
+    def __enter__(self) -> MemoryBlock:
+        from .memory_peak import start_spying_on
+
+        self._spy = start_spying_on(delay=self.delay, cuda=self.cuda)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stats = self._spy.stop()
+        cpu = self.stats["cpu"]
+        self.peak, self.begin, self.end = int(cpu.max_peak), int(cpu.begin), int(cpu.end)
+        self.mean = float(cpu.mean)
+        if exc_type is None and self.exceeded():
+            pytest.fail(self.failure(), pytrace=False)
+
+    def exceeded(self) -> bool:
+        """Tells whether the block went over its limit (False without a limit)."""
+        if self.limit is None:
+            return False
+        return (self.peak if self.absolute else self.increase) > self.limit
+
+    def failure(self) -> str:
+        """The message of a test failing its limit."""
+        what = "peak RSS" if self.absolute else "RSS increase"
+        used = self.peak if self.absolute else self.increase
+        return (
+            f"{self.label}: {what} {format_bytes(used)} exceeds the limit "
+            f"{format_bytes(self.limit or 0)} ({self.summary()})"
+        )
+
+    def summary(self) -> str:
+        """One line for the report."""
+        return (
+            f"memory {self.label}: peak {format_bytes(self.peak)} "
+            f"(+{format_bytes(self.increase)} over {format_bytes(self.begin)} at start), "
+            f"end {format_bytes(self.end)}"
+        )
+
+    def properties(self) -> list[tuple[str, object]]:
+        """``(name, value)`` pairs for ``user_properties``."""
+        return [
+            (f"memory.{self.label}.peak", self.peak),
+            (f"memory.{self.label}.increase", self.increase),
+        ]
+
+
+class _Measured:
+    """A ``measure_time`` result kept for the report."""
+
+    def __init__(self, label: str, res: dict[str, Any]) -> None:
+        self.label = label
+        self.res = res
+
+    def summary(self) -> str:
+        """One line for the report."""
+        return (
+            f"time {self.label}: {format_duration(self.res['average'])} ± "
+            f"{format_duration(self.res['deviation'])} per run "
+            f"({self.res['repeat']} × {self.res['number']})"
+        )
+
+    def properties(self) -> list[tuple[str, object]]:
+        """``(name, value)`` pairs for ``user_properties``."""
+        return [(f"time.{self.label}.average", self.res["average"])]
+
+
+class TimeMonitor:
+    """What the ``monitor_time`` fixture returns.
+
+    :param records: where measured blocks are kept for the report
+    :param clock: monotonic clock in seconds
+    """
+
+    def __init__(
+        self, records: list[_Record], clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self.records = records
+        self.clock = clock
+
+    def __call__(self, label: str = "block", limit: float | None = None) -> TimedBlock:
+        """Returns a context manager timing a block once.
+
+        :param label: name shown in the report
+        :param limit: seconds; the test fails when the block takes longer
+        :return: the block, whose ``elapsed`` is set on exit
+        """
+        block = TimedBlock(label, limit, self.clock)
+        self.records.append(block)
+        return block
+
+    def measure(
+        self, stmt: str | Callable[[], Any], context: dict[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Calls :func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time`.
+
+        :param stmt: statement or function to time
+        :param context: variables the statement sees
+        :param kwargs: other parameters of ``measure_time`` and ``label``
+        :return: the dictionary of ``measure_time``
+        """
+        from .benchmark import measure_time
+
+        label = str(kwargs.pop("label", "measure"))
+        res = measure_time(stmt, context, **kwargs)
+        self.records.append(_Measured(label, res))
+        return res
+
+
+class MemoryMonitor:
+    """What the ``monitor_memory`` fixture returns.
+
+    :param records: where measured blocks are kept for the report
+    """
+
+    def __init__(self, records: list[_Record]) -> None:
+        self.records = records
+
+    def __call__(
+        self,
+        label: str = "block",
+        limit: int | float | str | None = None,
+        delay: float = 0.01,
+        cuda: bool = False,
+        absolute: bool = False,
+    ) -> MemoryBlock:
+        """Returns a context manager spying on the memory of a block.
+
+        :param label: name shown in the report
+        :param limit: bytes or a size such as ``"200 MB"``; the test fails above it
+        :param delay: seconds between two measures
+        :param cuda: also spy on the GPUs
+        :param absolute: compare the peak itself with the limit, not its increase
+        :return: the block, whose ``peak``, ``increase``... are set on exit
+        """
+        block = MemoryBlock(label, limit, delay=delay, cuda=cuda, absolute=absolute)
+        self.records.append(block)
+        return block
+
+
+@pytest.fixture
+def monitor_time(request: pytest.FixtureRequest) -> TimeMonitor:
+    """Times blocks of a test: ``with monitor_time("label") as t:``, then ``t.elapsed``."""
+    return TimeMonitor(_records(request.node))
+
+
+@pytest.fixture
+def monitor_memory(request: pytest.FixtureRequest) -> MemoryMonitor:
+    """Spies on the memory of blocks of a test: ``with monitor_memory("label") as m:``."""
+    return MemoryMonitor(_records(request.node))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declares the marker (so that ``--strict-markers`` accepts it)."""
+    config.addinivalue_line(
+        "markers",
+        "limit_memory(size, absolute=False, delay=0.01): fail the test when its RSS "
+        "rises more than size (e.g. '200 MB') during the call (onnxrt_monitoring)",
+    )
+
+
+def _marker_block(marker: pytest.Mark) -> MemoryBlock:
+    """Builds the memory block a ``limit_memory`` marker asks for."""
+    args = dict(marker.kwargs)
+    if marker.args:
+        args["limit"] = marker.args[0]
+    if "limit" not in args or len(marker.args) > 1:
+        raise TypeError("limit_memory takes one size, e.g. limit_memory('200 MB')")
+    return MemoryBlock("limit_memory", **args)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Applies ``limit_memory`` and lists the measured blocks in the report."""
+    marker = item.get_closest_marker("limit_memory")
+    try:
+        if marker is None:
+            return (yield)
+        try:
+            block = _marker_block(marker)
+        except (TypeError, ValueError) as e:
+            pytest.fail(f"limit_memory: {e}", pytrace=False)
+        _records(item).append(block)
+        with block:
+            return (yield)
+    finally:
+        _report(item)
+
+
+def _report(item: pytest.Item) -> None:
+    """Adds the test's measured blocks to its report and user properties."""
+    records = item.stash.get(_RECORDS, None)
+    if not records:
+        return
+    item.add_report_section("call", "monitoring", "\n".join(r.summary() for r in records))
+    for record in records:
+        item.user_properties.extend(record.properties())
