@@ -1,0 +1,176 @@
+"""Measuring computing time: :func:`measure_time` and :func:`compare`.
+
+The machinery lives in :mod:`onnxrt_backend_dev.monitoring._timing`; this module is its
+public face. It imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._timing import (
+    Clock,
+    Comparison,
+    compare_results,
+    compare_samples,
+    format_comparison,
+    measure,
+    measure_interleaved,
+)
+
+__all__ = ["Comparison", "compare", "format_comparison", "measure_time"]
+
+
+def measure_time(
+    stmt: str | Callable[[], Any],
+    context: dict[str, Any] | None = None,
+    repeat: int = 10,
+    number: int = 50,
+    warmup: int = 1,
+    div_by_number: bool = True,
+    max_time: float | None = None,
+    keep_gc: bool = False,
+    setup: str | None = None,
+    clock: Clock | None = None,
+) -> dict[str, str | int | float]:
+    """Measures a statement and returns the results as a dictionary.
+
+    The statement runs in batches of ``number`` executions, ``repeat`` times, after
+    ``warmup`` executions that are timed apart. A str statement is compiled into the
+    timing loop itself, as :mod:`timeit` does, so nothing but the statement and the loop
+    is timed; a callable is called from that loop.
+
+    :param stmt: string or callable; a string is compiled with a copy of ``context`` as
+        its globals (``context`` itself is never modified)
+    :param context: variable to know in a dictionary (globals of a str statement;
+        unused by a callable)
+    :param repeat: average over repeat experiment (number of batches)
+    :param number: number of executions in one row (one batch)
+    :param warmup: number of iteration to do before starting the real measurement
+    :param div_by_number: divide by the number of executions: the statistics describe
+        one execution (True) or one batch of ``number`` executions (False)
+    :param max_time: execute the statement until the measured total goes beyond this
+        time in seconds; ``repeat`` and ``number`` are then ignored: batch sizes are
+        calibrated (about ``max_time / 50`` seconds each, at most 0.2 s) and the last
+        batches shrink so that the total ends just past ``max_time``;
+        ``div_by_number`` must be True
+    :param keep_gc: keep the garbage collector enabled while timing (it is disabled by
+        default, as :mod:`timeit` does, and restored afterwards)
+    :param setup: code run before each batch, outside the timed region, whose names are
+        local to the timing loop (as ``timeit -s``); a str only
+    :param clock: returns seconds, :func:`time.perf_counter` by default (tests inject
+        a fake one)
+    :return: a dictionary of plain ints and floats (seconds for durations):
+
+        * ``average``, ``deviation`` (population standard deviation, never NaN),
+          ``min_exec``, ``max_exec``: over the batches, per execution if
+          ``div_by_number`` else per batch; ``min_exec <= average <= max_exec``
+        * ``repeat``: number of batches the statistics describe
+        * ``number``: executions per batch (with ``max_time``, the rounded mean size of
+          those batches)
+        * ``ttime``: total seconds measured over all timed batches, warmup excluded,
+          in every mode: ``repeat * number * average`` when ``div_by_number`` is True
+          and ``repeat * average`` when it is False; with ``max_time`` it also counts
+          the calibration batches and it is at least ``max_time``
+        * ``context_size``: ``sys.getsizeof(context)`` (of ``{}`` when None)
+        * ``warmup_time``: seconds taken by the ``warmup`` executions together
+        * extras: ``median``, ``iqr`` (third minus first quartile), ``mad`` (median
+          absolute deviation from the median, unscaled), all in the unit of
+          ``average``; ``batches`` and ``runs``: the batches and executions really
+          timed (with ``max_time``, batches shorter than a quarter of the target
+          batch time count here and in ``ttime`` but not in the statistics)
+    :raises TypeError: ``stmt`` is neither a str nor a callable (the message names the
+        type), or a count is not an int
+    :raises ValueError: ``repeat < 1``, ``number < 1``, ``warmup < 0``,
+        ``max_time <= 0``, or ``max_time`` with ``div_by_number=False``
+    :raises SyntaxError: a str ``stmt`` or ``setup`` is not valid Python (at call time)
+
+    Any exception raised by the statement propagates unchanged.
+
+    ::
+
+        from pprint import pprint
+        from math import cos
+        from onnxrt_backend_dev.monitoring.benchmark import measure_time
+
+        res = measure_time(lambda: cos(0.5))
+        pprint(res)
+
+    See :meth:`timeit.Timer.repeat` for a better understanding of parameters
+    ``repeat`` and ``number``.
+    """
+    result = measure(
+        stmt,
+        context,
+        repeat=repeat,
+        number=number,
+        warmup=warmup,
+        div_by_number=div_by_number,
+        max_time=max_time,
+        setup=setup,
+        keep_gc=keep_gc,
+        clock=clock,
+    )
+    return dict(result.to_dict())
+
+
+def compare(
+    baseline: str | Callable[[], Any] | Mapping[str, Any],
+    candidate: str | Callable[[], Any] | Mapping[str, Any],
+    context: dict[str, Any] | None = None,
+    repeat: int = 20,
+    number: int = 50,
+    warmup: int = 1,
+    confidence: float = 0.95,
+    alpha: float = 0.05,
+    keep_gc: bool = False,
+    setup: str | None = None,
+    clock: Clock | None = None,
+) -> Comparison:
+    """Tells how much faster ``candidate`` is than ``baseline``, and whether it is
+    significant, in process (what ``pyperf compare_to`` does across files).
+
+    * Two statements (str or callable) are timed interleaved, batch by batch with the
+      order alternating, so that a drift of the machine weighs on both alike. The speedup
+      is the Hodges-Lehmann ratio of the per-execution times with its distribution-free
+      interval, the test is Mann-Whitney U.
+    * Two results of :func:`measure_time` (or dictionaries loaded back from JSON) are
+      compared on their ``average``, ``deviation`` and ``repeat`` with Welch's t-test;
+      the interval of the ratio of means comes from the delta method.
+
+    :param baseline: the reference: a statement or a result of :func:`measure_time`
+    :param candidate: the other one, of the same kind
+    :param context: globals of str statements (see :func:`measure_time`)
+    :param repeat: batches per statement
+    :param number: executions per batch
+    :param warmup: executions of each statement before timing
+    :param confidence: level of the interval of the speedup
+    :param alpha: the difference is significant when the p-value is below it
+    :param keep_gc: keep the garbage collector enabled while timing
+    :param setup: code run before each batch, outside the timed region
+    :param clock: returns seconds, :func:`time.perf_counter` by default
+    :return: a :class:`Comparison`: ``speedup = baseline time / candidate time`` (above
+        1, the candidate is faster), ``ci_low``, ``ci_high``, ``p_value``,
+        ``significant``; ``format_comparison(cmp)`` reads as one line
+    :raises TypeError: the two sides are not both statements or both results
+    :raises ValueError: as :func:`measure_time`, or a result with ``repeat < 2``
+    """
+    if isinstance(baseline, Mapping) and isinstance(candidate, Mapping):
+        return compare_results(baseline, candidate, confidence, alpha)
+    if isinstance(baseline, Mapping) or isinstance(candidate, Mapping):
+        raise TypeError(
+            "baseline and candidate must be both statements or both results, got "
+            f"{type(baseline).__name__} and {type(candidate).__name__}"
+        )
+    samples = measure_interleaved(
+        [baseline, candidate],
+        context,
+        repeat=repeat,
+        number=number,
+        warmup=warmup,
+        setup=setup,
+        keep_gc=keep_gc,
+        clock=clock,
+    )
+    return compare_samples(samples[0], samples[1], confidence, alpha)
