@@ -1,0 +1,171 @@
+"""Rows as dictionaries, nested JSON, and the flat per-function table (DataFrame)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._callgraph import Row, _stats_dicts, _is_artifact
+
+# Columns of the per-function table, in order.
+DF_COLUMNS = ["namefct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
+
+
+def row_as_dict(r: Row) -> dict[str, Any]:
+    """One row as the reference's dictionary (plus ``share``)."""
+    d = {
+        "fct": r.node.func_name,
+        "where": r.node.key,
+        "nc1": r.nc1,
+        "nc2": r.nc2,
+        "tin": r.tin,
+        "tall": r.tall,
+        "indent": r.indent,
+        "ncalls": len(r.node.calls_to),
+        "share": r.share,
+    }
+    if r.ref:
+        d["more"] = "+"
+    return d
+
+
+def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Rows as dictionaries with keys ``fct, where, nc1, nc2, tin, tall, indent, ncalls,
+    share`` and ``more='+'`` for references.
+
+    :param rows: rows from :func:`tree_rows <._callgraph.tree_rows>`
+    :return: list of dictionaries
+    """
+    return [row_as_dict(r) for r in rows]
+
+
+def _item_name(r: Row, width: int, top: bool) -> str:
+    sep = ":::" if top else ":"
+    return f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
+
+
+def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
+    """Nests rows as ``{name: {"details": {...}, "calls": {...}}}`` with an explicit
+    stack. Rows deeper than ``max_indent`` are attached at that level (their real
+    depth stays in ``details["indent"]``) so that the nesting stays readable by any
+    JSON parser.
+
+    :param rows: rows in depth-first order
+    :param max_indent: deepest nesting level
+    :return: the nested dictionary and the number of folded rows
+    """
+    if max_indent < 1:
+        raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+    width = len(str(max((abs(int(r.nc1)) for r in rows), default=0)))
+    top: dict[str, Any] = {}
+    # containers[i] is the "calls" dictionary receiving rows of level i.
+    containers: list[dict[str, Any]] = [top]
+    folded = 0
+    for r in rows:
+        level = r.indent
+        if level > max_indent:
+            folded += 1
+            level = max_indent
+        level = min(level, len(containers) - 1)
+        del containers[level + 1 :]
+        target = containers[level]
+        name = _item_name(r, width, level == 0)
+        if name in target:
+            name = f"{name}#{len(target)}"
+        item: dict[str, Any] = {"details": row_as_dict(r)}
+        target[name] = item
+        calls: dict[str, Any] = {}
+        item["calls"] = calls
+        containers.append(calls)
+    _drop_empty_calls(top)
+    return top, folded
+
+
+def _drop_empty_calls(top: dict[str, Any]) -> None:
+    stack = [top]
+    while stack:
+        for item in stack.pop().values():
+            if item["calls"]:
+                stack.append(item["calls"])
+            else:
+                del item["calls"]
+
+
+def render_json(
+    rows: Sequence[Row], as_str: bool = True, max_indent: int = 30, **kwargs: Any
+) -> str | dict[str, Any]:
+    """Renders rows as ``{"profile": nested}``.
+
+    :param rows: rows in depth-first order
+    :param as_str: return a string (:func:`json.dumps` with ``kwargs``) or the dictionary
+    :param max_indent: deepest nesting level, see :func:`nest_rows`
+    :param kwargs: given to :func:`json.dumps`
+    :return: JSON text or dictionary
+    """
+    nested, folded = nest_rows(rows, max_indent=max_indent)
+    doc: dict[str, Any] = {"profile": nested}
+    if folded:
+        doc["folded"] = (
+            f"{folded} rows deeper than {max_indent} levels are attached at level "
+            f"{max_indent}; details.indent keeps their depth"
+        )
+    if as_str:
+        return json.dumps(doc, **kwargs)
+    return doc
+
+
+def _better_name(fct: str, file: str) -> str:
+    if len(fct) > 15:
+        return f"{file.split(':')[-1]}-{fct}"
+    return f"{os.path.basename(file)}-{fct}"
+
+
+def stats_rows(ps: Any, clean_text: Callable[[str], str] | None = None) -> list[dict[str, Any]]:
+    """One row per function of one or several profiles: ``namefct, fct, file, ncalls1,
+    ncalls2, tin, cum_tin, tall, cum_tall`` (cProfile's callers keep no figures of their
+    own, so the cumulated columns equal ``tin`` and ``tall``).
+
+    :param ps: :class:`pstats.Stats`, a path, or a list of them
+    :param clean_text: function to clean file names
+    :return: rows
+    """
+    clean = clean_text or (lambda x: x)
+    rows = []
+    for stats in _stats_dicts(ps):
+        for func, v in stats.items():
+            if len(v) < 4 or _is_artifact(func):
+                continue
+            file = f"{clean(str(func[0]).replace(chr(92), '/'))}:{func[1]}"
+            fct = str(func[2])
+            rows.append(
+                {
+                    "namefct": _better_name(fct, file),
+                    "fct": fct,
+                    "file": file,
+                    "ncalls1": v[0],
+                    "ncalls2": v[1],
+                    "tin": v[2],
+                    "cum_tin": v[2],
+                    "tall": v[3],
+                    "cum_tall": v[3],
+                }
+            )
+    return rows
+
+
+def rows_to_dataframe(rows: list[dict[str, Any]]) -> Any:
+    """The per-function table as a DataFrame grouped by ``namefct, file`` and sorted by
+    decreasing ``cum_tall``.
+
+    :param rows: rows from :func:`stats_rows`
+    :return: a :class:`pandas.DataFrame` with columns :data:`DF_COLUMNS`
+    """
+    from ._optional import require
+
+    pandas = require("pandas", "pandas", "profiling tables")
+    df = pandas.DataFrame(rows, columns=["fct", *DF_COLUMNS])[DF_COLUMNS]
+    df = df.groupby(["namefct", "file"], as_index=False).sum()
+    df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
+    return df[DF_COLUMNS].copy()
