@@ -1,0 +1,373 @@
+"""Tests for ``measure_time`` and ``compare`` (benchmark.py) and their machinery (_timing.py).
+
+The logic is tested with a fake clock that the statement itself advances, so every
+figure is exact; a few real-time tests check the shape of the result and honest bounds.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pprint import pprint
+from typing import Any
+
+import pytest
+
+from onnxrt_backend_dev.monitoring import _timing
+from onnxrt_backend_dev.monitoring.benchmark import compare, format_comparison, measure_time
+
+DOCUMENTED = {
+    "average",
+    "deviation",
+    "min_exec",
+    "max_exec",
+    "repeat",
+    "number",
+    "ttime",
+    "context_size",
+    "warmup_time",
+}
+EXTRAS = {"median", "iqr", "mad", "batches", "runs"}
+
+
+class FakeClock:
+    """A clock that only moves when told: the statement under test advances it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def costing(self, seconds: float) -> Callable[[], None]:
+        """A statement that takes ``seconds`` on this clock."""
+        return lambda: self.advance(seconds)
+
+    def costing_each(self, costs: Iterator[float]) -> Callable[[], None]:
+        """A statement whose successive executions take ``next(costs)`` seconds."""
+        return lambda: self.advance(next(costs))
+
+
+# --- contract: shape -----------------------------------------------------------------
+
+
+def test_reference_example_runs_verbatim_and_prints_plain_numbers() -> None:
+    from math import cos
+
+    res = measure_time(lambda: cos(0.5))
+    buffer = io.StringIO()
+    pprint(res, stream=buffer)
+
+    assert set(res) >= DOCUMENTED | EXTRAS
+    assert all(type(v) in (int, float) for v in res.values()), res
+    assert "np." not in buffer.getvalue()
+    assert (res["repeat"], res["number"], res["context_size"]) == (10, 50, sys.getsizeof({}))
+    assert not math.isnan(res["deviation"])
+    assert res["min_exec"] <= res["average"] <= res["max_exec"]
+    assert res["warmup_time"] > 0 and res["ttime"] > 0
+
+
+def test_fixed_batches_give_exact_per_execution_figures() -> None:
+    clock = FakeClock()
+    res = measure_time(clock.costing(1e-6), repeat=4, number=5, warmup=3, clock=clock)
+    assert res["average"] == pytest.approx(1e-6)
+    assert res["min_exec"] == pytest.approx(1e-6) and res["max_exec"] == pytest.approx(1e-6)
+    assert res["deviation"] == pytest.approx(0.0, abs=1e-18)
+    assert (res["repeat"], res["number"], res["batches"], res["runs"]) == (4, 5, 4, 20)
+    assert res["ttime"] == pytest.approx(20e-6)  # repeat * number * average
+    assert res["warmup_time"] == pytest.approx(3e-6)
+
+
+def test_div_by_number_false_gives_per_batch_figures_and_same_ttime() -> None:
+    clock = FakeClock()
+    res = measure_time(clock.costing(1e-6), repeat=4, number=5, div_by_number=False, clock=clock)
+    assert res["average"] == pytest.approx(5e-6)
+    assert res["ttime"] == pytest.approx(20e-6)  # repeat * average
+
+
+def test_statistics_match_the_statistics_module() -> None:
+    clock = FakeClock()
+    per_batch = [3.0, 1.0, 2.0, 10.0, 2.5]
+    costs = iter([0.0, *per_batch])  # warmup first, then one execution per batch
+    res = measure_time(clock.costing_each(costs), repeat=5, number=1, clock=clock)
+    assert res["average"] == pytest.approx(statistics.fmean(per_batch))
+    assert res["deviation"] == pytest.approx(statistics.pstdev(per_batch))
+    assert res["median"] == pytest.approx(2.5)
+    q1, _, q3 = statistics.quantiles(per_batch, n=4, method="inclusive")
+    assert res["iqr"] == pytest.approx(q3 - q1)
+    assert res["mad"] == pytest.approx(0.5)
+    assert (res["min_exec"], res["max_exec"]) == (1.0, 10.0)
+
+
+def test_equal_samples_keep_min_average_max_ordered() -> None:
+    stats = _timing.summarize([0.1] * 7)
+    assert stats["min_exec"] <= stats["average"] <= stats["max_exec"]
+    assert stats["deviation"] == 0.0
+
+
+def test_one_batch_has_zero_spread_not_nan() -> None:
+    clock = FakeClock()
+    res = measure_time(clock.costing(1e-3), repeat=1, number=1, clock=clock)
+    assert (res["deviation"], res["iqr"], res["mad"]) == (0.0, 0.0, 0.0)
+
+
+def test_warmup_zero_reports_zero() -> None:
+    clock = FakeClock()
+    res = measure_time(clock.costing(1e-3), repeat=2, number=1, warmup=0, clock=clock)
+    assert res["warmup_time"] == 0.0 and type(res["warmup_time"]) is float
+
+
+# --- contract: str statements and context ----------------------------------------------
+
+
+def test_str_statement_is_compiled_into_the_loop_not_called() -> None:
+    inner = _timing.build_timer("cos(x)", {"x": 0.5})
+    code: Any = inner.__code__
+    assert "cos" in code.co_names and "x" in code.co_names  # looked up in the loop body
+    assert "_stmt" not in code.co_varnames
+    callable_inner = _timing.build_timer(lambda: None)
+    assert "_stmt" in callable_inner.__code__.co_varnames  # a local, as in timeit
+
+
+def test_str_statement_sees_context_which_is_left_untouched() -> None:
+    seen: list[int] = []
+    context = {"seen": seen, "value": 7}
+    res = measure_time("seen.append(value)", context, repeat=2, number=3, warmup=1)
+    assert seen == [7] * 7
+    assert set(context) == {"seen", "value"}  # no __builtins__ added
+    assert res["context_size"] == sys.getsizeof(context)
+
+
+def test_setup_runs_before_each_batch_with_local_names() -> None:
+    calls: list[int] = []
+    measure_time(
+        "items.append(1)",
+        {"calls": calls},
+        repeat=3,
+        number=2,
+        warmup=1,
+        setup="calls.append(1)\nitems = []",
+    )
+    assert len(calls) == 4  # warmup batch + 3 batches
+
+
+def test_multiline_str_statement() -> None:
+    res = measure_time("a = 1\nfor i in range(3):\n    a += i", repeat=2, number=2)
+    assert res["runs"] == 4
+
+
+# --- contract: max_time -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cost", "budget"), [(30e-9, 0.05), (1e-6, 0.5), (20e-3, 0.5), (0.3, 0.5), (1e-3, 100.0)]
+)
+def test_max_time_ends_just_past_the_budget(cost: float, budget: float) -> None:
+    clock = FakeClock()
+    res = measure_time(clock.costing(cost), max_time=budget, clock=clock)
+    assert res["ttime"] >= budget
+    assert res["ttime"] <= budget * 1.03 + cost  # at most one execution over, and the margin
+    assert res["runs"] * cost == pytest.approx(res["ttime"])
+    assert res["average"] == pytest.approx(cost)
+    assert 1 <= res["repeat"] <= res["batches"]
+
+
+def test_max_time_reports_the_batches_and_runs_really_made() -> None:
+    clock = FakeClock()
+    res = measure_time(clock.costing(1e-6), repeat=3, number=7, max_time=0.5, clock=clock)
+    assert res["batches"] > 10  # repeat is ignored
+    assert res["repeat"] < res["batches"]  # short calibration batches are left out
+    assert res["runs"] == pytest.approx(0.5 / 1e-6, rel=0.03)
+    assert res["number"] * res["repeat"] <= res["runs"]
+
+
+def test_max_time_copes_with_a_statement_that_slows_down() -> None:
+    clock = FakeClock()
+    costs = (1e-6 if i < 200_000 else 3e-6 for i in range(10**9))
+    res = measure_time(clock.costing_each(costs), max_time=0.5, clock=clock)
+    assert 0.5 <= res["ttime"] <= 0.55
+
+
+def test_max_time_longer_than_one_execution_stops_after_one_batch() -> None:
+    clock = FakeClock()
+    res = measure_time(clock.costing(2.0), max_time=0.5, clock=clock)
+    assert (res["batches"], res["runs"], res["ttime"]) == (1, 1, 2.0)
+
+
+def test_plan_next_batch_grows_at_most_tenfold_while_calibrating() -> None:
+    assert _timing.plan_next_batch(1, 30e-9, 30e-9, 0.5) == 10
+    assert _timing.plan_next_batch(1000, 1e-3, 2e-3, 0.5) == math.ceil(1000 * 10e-3 / 1e-3)
+
+
+def test_plan_next_batch_splits_the_remainder_evenly_and_stops() -> None:
+    target = _timing.batch_target(0.5)
+    assert _timing.plan_next_batch(100, target, 0.5, 0.5) == 0
+    # 2.4 targets left: 2 even batches of 1.2 targets, i.e. 120 executions.
+    assert _timing.plan_next_batch(100, target, 0.5 - 2.4 * target, 0.5) == pytest.approx(
+        120, abs=1
+    )
+    # A quarter target left: one last batch slightly over it.
+    assert _timing.plan_next_batch(100, target, 0.5 - 0.25 * target, 0.5) == 26
+
+
+def test_progress_counts_batches_and_runs() -> None:
+    clock = FakeClock()
+    progress = _timing.Progress()
+    _timing.measure(clock.costing(1e-3), repeat=3, number=2, clock=clock, progress=progress)
+    assert (progress.batches, progress.runs) == (3, 6)
+    assert progress.measured == pytest.approx(6e-3)
+
+
+def test_max_time_real_clock_shape_and_bounds() -> None:
+    begin = time.perf_counter()
+    res = measure_time("x = 1 + 1", max_time=0.2)
+    wall = time.perf_counter() - begin
+    assert res["ttime"] >= 0.2
+    assert wall >= 0.2
+    assert wall < 5.0  # generous: a busy machine, never a speed claim
+    assert res["min_exec"] <= res["median"] <= res["max_exec"]
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"repeat": 0}, "repeat must be >= 1, got 0"),
+        ({"number": 0}, "number must be >= 1, got 0"),
+        ({"warmup": -1}, "warmup must be >= 0, got -1"),
+        ({"max_time": 0}, "max_time must be > 0 and finite, got 0"),
+        ({"max_time": -1.5}, "max_time must be > 0 and finite, got -1.5"),
+        ({"max_time": math.inf}, "max_time must be > 0 and finite, got inf"),
+        (
+            {"max_time": 1.0, "div_by_number": False},
+            "div_by_number must be True when max_time is set, got False",
+        ),
+    ],
+)
+def test_bad_values_raise_value_error_naming_them(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{message.replace('.', '[.]')}$"):
+        measure_time("pass", **kwargs)
+
+
+@pytest.mark.parametrize("stmt", [42, None, b"pass", ["pass"]])
+def test_bad_statement_type_raises_type_error_naming_it(stmt: Any) -> None:
+    with pytest.raises(TypeError, match=f"got {type(stmt).__name__}$"):
+        measure_time(stmt)
+
+
+def test_non_int_count_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="repeat must be an int, got float"):
+        measure_time("pass", repeat=2.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("stmt", "setup"), [("x = ", None), ("pass", "def"), ("return 1", None)])
+def test_syntax_error_at_call_time(stmt: str, setup: str | None) -> None:
+    with pytest.raises(SyntaxError):
+        measure_time(stmt, setup=setup)
+
+
+def test_exception_of_the_statement_propagates_unchanged_and_gc_is_restored() -> None:
+    error = KeyError("boom")
+
+    def fail() -> None:
+        raise error
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError) as info:
+        measure_time(fail)
+    assert info.value is error
+    assert gc.isenabled()
+
+
+# --- garbage collector ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("keep_gc", "expected"), [(False, False), (True, True)])
+def test_gc_is_off_while_timing_unless_kept(keep_gc: bool, expected: bool) -> None:
+    seen: set[bool] = set()
+    measure_time(lambda: seen.add(gc.isenabled()), repeat=2, number=2, keep_gc=keep_gc)
+    assert seen == {expected}
+    assert gc.isenabled()
+
+
+# --- comparison ------------------------------------------------------------------------------
+
+
+def _jittered(clock: FakeClock, cost: float) -> Callable[[], None]:
+    # Deterministic jitter of +-1 % so that the samples are not all tied.
+    steps = iter([cost * (1 + 0.01 * math.sin(i)) for i in range(10**6)])
+    return clock.costing_each(steps)
+
+
+def test_compare_statements_finds_a_twofold_speedup() -> None:
+    clock = FakeClock()
+    cmp = compare(_jittered(clock, 2e-6), _jittered(clock, 1e-6), clock=clock, number=1)
+    assert cmp.method == "mann-whitney"
+    assert cmp.speedup == pytest.approx(2.0, rel=0.02)
+    assert cmp.ci_low <= cmp.speedup <= cmp.ci_high
+    assert cmp.significant and cmp.p_value < 1e-4
+    assert (cmp.n_baseline, cmp.n_candidate) == (20, 20)
+    assert format_comparison(cmp).startswith("candidate is 2")
+
+
+def test_compare_identical_statements_is_not_significant() -> None:
+    clock = FakeClock()
+    cost = 2.0**-20  # exact sums: every sample is tied
+    cmp = compare(clock.costing(cost), clock.costing(cost), clock=clock)
+    assert cmp.speedup == pytest.approx(1.0)
+    assert cmp.p_value == 1.0 and not cmp.significant
+
+
+def test_compare_interleaves_in_alternating_order() -> None:
+    order: list[str] = []
+    compare(lambda: order.append("a"), lambda: order.append("b"), repeat=3, number=1, warmup=0)
+    assert "".join(order) == "abbaab"
+
+
+def test_compare_results_uses_welch() -> None:
+    a = {"average": 2e-6, "deviation": 1e-7, "repeat": 10}
+    b = {"average": 1e-6, "deviation": 1e-7, "repeat": 10}
+    cmp = compare(a, b)
+    assert cmp.method == "welch"
+    assert cmp.speedup == pytest.approx(2.0)
+    assert cmp.ci_low < 2.0 < cmp.ci_high and cmp.significant
+    assert "faster" in format_comparison(cmp)
+    assert "slower" in format_comparison(compare(b, a))
+
+
+def test_compare_rejects_mixed_or_thin_inputs() -> None:
+    with pytest.raises(TypeError, match="both statements or both results, got dict and str"):
+        compare({"average": 1.0, "deviation": 0.0, "repeat": 3}, "pass")
+    with pytest.raises(ValueError, match="repeat >= 2"):
+        compare(
+            {"average": 1.0, "deviation": 0.0, "repeat": 1},
+            {"average": 1.0, "deviation": 0.0, "repeat": 3},
+        )
+    with pytest.raises(ValueError, match="misses keys"):
+        compare({"average": 1.0}, {"average": 1.0})
+    with pytest.raises(ValueError, match="confidence must be in"):
+        compare("pass", "pass", confidence=1.5)
+
+
+def test_statistical_tests_agree_with_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    a = [1.0, 1.2, 0.9, 1.4, 1.1, 1.3, 1.0, 1.25, 1.15, 1.05]
+    b = [0.8, 0.95, 0.85, 1.0, 0.9, 0.7, 0.9, 0.75, 1.1, 0.88]
+    _, p = _timing.mann_whitney_u(a, b)
+    expected = stats.mannwhitneyu(a, b, use_continuity=True, method="asymptotic").pvalue
+    assert p == pytest.approx(expected, rel=1e-6)
+
+    t, df, p = _timing.welch_test(2.0, 0.3, 8, 1.7, 0.1, 12)
+    ref = stats.ttest_ind_from_stats(2.0, 0.3**0.5, 8, 1.7, 0.1**0.5, 12, equal_var=False)
+    assert (t, p) == pytest.approx((ref.statistic, ref.pvalue), rel=1e-6)
+    assert _timing.student_t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-6)
