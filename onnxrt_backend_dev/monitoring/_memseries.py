@@ -1,0 +1,321 @@
+"""The memory spy's data: per-channel statistics and a bounded time series.
+
+One :class:`Monitor` per channel (the process, each GPU) keeps exact statistics
+(peak, mean, count, first and last values) and a :class:`MemorySeries`, the curve behind
+them. The series is bounded: once full it halves itself, keeping the larger point of each
+pair, and from then on stores the maximum of every ``stride`` ticks, so the true maximum
+always survives and the memory used does not grow with the duration.
+:class:`SpyResult` is what ``MemorySpy.stop()`` returns. Exporters (rows, DataFrame) are
+plain functions over it. This module only imports the standard library: the spy process
+uses it too.
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+# 2 x 8 bytes per point: 1 MiB per channel however long the spy runs
+# (the issue's budget is 10 MB per hour at delay=0.01, i.e. 360,000 ticks).
+DEFAULT_MAX_POINTS = 65536
+
+
+class MemorySeries:
+    """A bounded ``(timestamp, bytes)`` series that always keeps its maximum.
+
+    :param max_points: number of points kept at most (>= 2); when reached, pairs of
+        points are merged into the larger one and the sampling stride doubles
+    """
+
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        if max_points < 2:
+            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+        self.max_points = max_points
+        self.times = array.array("d")
+        self.values = array.array("d")
+        self.stride = 1
+        # Pending bucket: the largest of the last `_bucket_n` ticks not stored yet.
+        self._bucket_n = 0
+        self._bucket_t = 0.0
+        self._bucket_v = 0.0
+
+    def append(self, timestamp: float, value: float) -> None:
+        """Adds one tick.
+
+        :param timestamp: seconds (``time.monotonic`` in the spy)
+        :param value: bytes
+        """
+        if self._bucket_n == 0 or value > self._bucket_v:
+            self._bucket_t, self._bucket_v = timestamp, value
+        self._bucket_n += 1
+        if self._bucket_n >= self.stride:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._bucket_n == 0:
+            return
+        self.times.append(self._bucket_t)
+        self.values.append(self._bucket_v)
+        self._bucket_n = 0
+        if len(self.values) >= self.max_points:
+            self._halve()
+
+    def _halve(self) -> None:
+        """Merges consecutive pairs into their larger point and doubles the stride."""
+        times, values = self.times, self.values
+        new_t, new_v = array.array("d"), array.array("d")
+        for i in range(0, len(values) - 1, 2):
+            j = i if values[i] >= values[i + 1] else i + 1
+            new_t.append(times[j])
+            new_v.append(values[j])
+        if len(values) % 2:
+            new_t.append(times[-1])
+            new_v.append(values[-1])
+        self.times, self.values = new_t, new_v
+        self.stride *= 2
+
+    def finish(self) -> None:
+        """Stores the pending bucket (call once the spy stops)."""
+        self._flush()
+
+    def __len__(self) -> int:
+        return len(self.values) + (1 if self._bucket_n else 0)
+
+    def __iter__(self) -> Iterator[tuple[float, float]]:
+        yield from zip(self.times, self.values, strict=False)
+        if self._bucket_n:
+            yield self._bucket_t, self._bucket_v
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the two arrays."""
+        return (len(self.times) + len(self.values)) * self.times.itemsize
+
+    def to_bytes(self) -> bytes:
+        """Serializes the stored points (times then values, native doubles)."""
+        self.finish()
+        return self.times.tobytes() + self.values.tobytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, max_points: int, stride: int) -> MemorySeries:
+        """Rebuilds a series from :meth:`to_bytes`.
+
+        :param data: the bytes
+        :param max_points: see the constructor
+        :param stride: the stride the series had reached
+        :return: the series
+        """
+        series = cls(max_points)
+        half = len(data) // 2
+        series.times.frombytes(data[:half])
+        series.values.frombytes(data[half:])
+        series.stride = stride
+        return series
+
+
+class Monitor:
+    """Memory statistics of one channel, in bytes.
+
+    ``max_peak`` is the highest memory seen; with the kernel's high-water mark
+    (``peak_source == "hwm"``) it includes spikes shorter than the spy's delay.
+    ``mean``, ``begin`` and ``end`` come from the memory sampled at each tick,
+    ``n_measures`` counts the ticks. ``previous_peak`` is the target's high-water mark
+    from before the spy started (None when unknown).
+
+    :param name: the channel, ``"cpu"``, ``"gpu0"``...
+    :param max_points: bound of the retained series, see :class:`MemorySeries`
+    """
+
+    def __init__(self, name: str = "cpu", max_points: int = DEFAULT_MAX_POINTS) -> None:
+        self.name = name
+        self.max_peak = 0.0
+        self.n_measures = 0
+        self.begin = 0.0
+        self.end = 0.0
+        self.total = 0.0
+        self.peak_source = "sampling"
+        self.previous_peak: float | None = None
+        self.series = MemorySeries(max_points)
+
+    def update(self, value: float, peak: float | None = None, timestamp: float = 0.0) -> None:
+        """Adds one measure.
+
+        :param value: memory at this tick, in bytes
+        :param peak: highest memory since the previous tick if known (high-water mark)
+        :param timestamp: when, in seconds; the series stores ``(timestamp, peak)``
+        """
+        top = value if peak is None or peak < value else peak
+        if self.n_measures == 0:
+            self.begin = value
+            self.max_peak = top
+        elif top > self.max_peak:
+            self.max_peak = top
+        self.end = value
+        self.total += value
+        self.n_measures += 1
+        self.series.append(timestamp, top)
+
+    @property
+    def mean(self) -> float:
+        """Mean of the sampled memory (0 without any measure)."""
+        return self.total / self.n_measures if self.n_measures else 0.0
+
+    @property
+    def delta_peak(self) -> float:
+        """``max_peak - begin``: what the measured code added at its peak."""
+        return self.max_peak - self.begin
+
+    @property
+    def delta_end(self) -> float:
+        """``end - begin``: what the measured code left allocated."""
+        return self.end - self.begin
+
+    def to_dict(self, unit: int | float = 1) -> dict[str, float]:
+        """Returns ``{'peak', 'mean', 'n', 'begin', 'end'}``, sizes divided by ``unit``.
+
+        :param unit: divide byte figures by this (``2**20`` for MiB); ``n`` stays a count
+        :return: the dictionary
+        """
+        if not unit or unit <= 0:
+            raise ValueError(f"unit must be > 0, got {unit!r}")
+        f = float(unit)
+        return {
+            "peak": self.max_peak / f,
+            "mean": self.mean / f,
+            "n": self.n_measures,
+            "begin": self.begin / f,
+            "end": self.end / f,
+        }
+
+    def summary(self) -> str:
+        """One line with units, e.g. ``peak 312 MiB, mean 40.1 MiB, ...``."""
+        from ._format import format_bytes  # not at import: the spy process stays small
+
+        return (
+            f"peak {format_bytes(self.max_peak)}, mean {format_bytes(self.mean)}, "
+            f"begin {format_bytes(self.begin)}, end {format_bytes(self.end)}, "
+            f"n={self.n_measures}, source={self.peak_source}"
+        )
+
+    def __repr__(self) -> str:
+        return f"Monitor({self.name}: {self.summary()})"
+
+    def to_state(self) -> tuple[dict[str, Any], bytes]:
+        """Serializes the monitor: a JSON-able header and the series bytes."""
+        data = self.series.to_bytes()
+        header = {
+            "name": self.name,
+            "max_peak": self.max_peak,
+            "n": self.n_measures,
+            "begin": self.begin,
+            "end": self.end,
+            "total": self.total,
+            "source": self.peak_source,
+            "previous_peak": self.previous_peak,
+            "max_points": self.series.max_points,
+            "stride": self.series.stride,
+            "nbytes": len(data),
+        }
+        return header, data
+
+    @classmethod
+    def from_state(cls, header: dict[str, Any], data: bytes) -> Monitor:
+        """Rebuilds a monitor from :meth:`to_state`."""
+        mon = cls(header["name"], header["max_points"])
+        mon.max_peak = header["max_peak"]
+        mon.n_measures = header["n"]
+        mon.begin = header["begin"]
+        mon.end = header["end"]
+        mon.total = header["total"]
+        mon.peak_source = header["source"]
+        mon.previous_peak = header["previous_peak"]
+        mon.series = MemorySeries.from_bytes(data, header["max_points"], header["stride"])
+        return mon
+
+
+class SpyResult(dict):  # type: ignore[type-arg]
+    """What ``MemorySpy.stop()`` returns: a dict with ``'cpu'`` (a :class:`Monitor`) and,
+    with ``cuda=True``, ``'gpus'`` (one Monitor per GPU, device-wide used memory) and
+    ``'gpus_process'`` (the spied process's own usage per GPU, where the driver reports it).
+    Beside them: ``'duration'`` (seconds), ``'target_exited'`` (the spied process ended
+    before ``stop()``), ``'marks'`` (``(seconds since start, label)`` pairs).
+    ``str()`` gives a readable summary with units.
+    """
+
+    def __init__(self, *args: Any, t0: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: ``time.monotonic()`` at the spy's first tick: the origin of the series.
+        self.t0 = t0
+
+    def monitors(self) -> list[Monitor]:
+        """Every monitor: cpu first, then the GPUs."""
+        mons: list[Monitor] = [self["cpu"]]
+        mons.extend(self.get("gpus", []))
+        mons.extend(self.get("gpus_process", []))
+        return mons
+
+    def __str__(self) -> str:
+        from ._format import format_duration
+
+        lines = [f"{m.name}: {m.summary()}" for m in self.monitors()]
+        extra = f"duration {format_duration(float(self.get('duration', 0.0)))}"
+        if self.get("target_exited"):
+            extra += ", the spied process exited before stop()"
+        lines.append(extra)
+        lines.extend(f"mark {format_duration(t)}: {label}" for t, label in self.get("marks", []))
+        return "\n".join(lines)
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """See :func:`to_rows`."""
+        return to_rows(self)
+
+    def to_dataframe(self) -> Any:
+        """See :func:`to_dataframe`."""
+        return to_dataframe(self)
+
+    def plot(self, ax: Any = None, unit: int = 2**20) -> Any:
+        """See :func:`onnxrt_backend_dev.monitoring._plot_memory.plot_memory`."""
+        from ._plot_memory import plot_memory
+
+        return plot_memory(self, ax=ax, unit=unit)
+
+
+def to_rows(result: SpyResult) -> list[dict[str, Any]]:
+    """The retained series as rows ``{'time', 'channel', 'bytes', 'label'}``.
+
+    ``time`` is in seconds since the spy started. Marks come as rows of channel
+    ``'mark'`` with their ``label`` and ``bytes`` None; ``label`` is None elsewhere.
+
+    :param result: what ``MemorySpy.stop()`` returned
+    :return: the rows, ordered by channel then time, marks last
+    """
+    t0 = result.t0
+    rows: list[dict[str, Any]] = []
+    for mon in result.monitors():
+        rows.extend(
+            {"time": t - t0, "channel": mon.name, "bytes": v, "label": None} for t, v in mon.series
+        )
+    rows.extend(
+        {"time": t, "channel": "mark", "bytes": None, "label": label}
+        for t, label in result.get("marks", [])
+    )
+    return rows
+
+
+def to_dataframe(result: SpyResult) -> Any:
+    """The rows of :func:`to_rows` as a pandas DataFrame (pandas extra).
+
+    :param result: what ``MemorySpy.stop()`` returned
+    :return: a DataFrame with columns time, channel, bytes, label
+    """
+    from ._optional import require
+
+    pd = require("pandas", "pandas", "the memory series as a DataFrame")
+    return pd.DataFrame(to_rows(result), columns=["time", "channel", "bytes", "label"])
+
+
+def series_nbytes(result: SpyResult) -> int:
+    """Memory held by all retained series, in bytes."""
+    return sum(m.series.nbytes for m in result.monitors()) + sys.getsizeof(result)

@@ -1,0 +1,425 @@
+"""Memory probes behind one interface, used by the spy process.
+
+A probe's ``read()`` returns ``(current, peak)`` in bytes, where ``peak`` is the highest
+memory since the previous read, and raises :class:`TargetGone` once the process ended.
+
+On Linux, :class:`ProcessProbe` reads ``/proc/PID/status`` directly (no psutil):
+``VmRSS`` is the current resident memory and ``VmHWM`` the kernel's high-water mark.
+Writing ``5`` to ``/proc/PID/clear_refs`` resets the high-water mark to the current RSS,
+so reading it then resetting it at every tick gives the exact peak of each interval, even
+of a spike shorter than the interval. The reset also lowers the target's ``ru_maxrss``
+(``resource.getrusage``), which reads the same counter. Where the reset is not permitted
+or turned off, the high-water mark is still used whenever it rises above its previous
+level, and the current RSS otherwise; without ``/proc`` (another OS) psutil samples RSS.
+Each probe says which in ``source``: ``"hwm"``, ``"sampling+hwm"`` or ``"sampling"``.
+
+:class:`NvmlProbe` reads GPU memory through an NVML module (nvidia-ml-py's ``pynvml``),
+given as an object so that tests can pass a fake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+PERMISSION_ADVICE = (
+    "run the spy as the same user as the spied process or as root "
+    "(or check that /proc is not mounted with hidepid)"
+)
+PROC_ROOT = "/proc"
+
+
+class TargetGone(Exception):
+    """The spied process ended (or is a zombie)."""
+
+
+class Probe(Protocol):
+    """Reads the memory of one process (or one process tree)."""
+
+    source: str
+    previous_peak: float | None
+
+    def read(self) -> tuple[float, float]:
+        """Returns ``(current, peak since the previous read)`` in bytes."""
+
+    def close(self) -> None:
+        """Releases what the probe holds."""
+
+
+def _parse_kb(data: bytes, key: bytes) -> int | None:
+    """Extracts ``key:   1234 kB`` from a status file, in bytes."""
+    i = data.find(key)
+    if i < 0:
+        return None
+    j = data.find(b"kB", i)
+    return int(data[i + len(key) : j]) * 1024
+
+
+def _no_process(pid: int) -> ProcessLookupError:
+    return ProcessLookupError(f"no process with pid {pid}")
+
+
+def _denied(pid: int, e: OSError) -> PermissionError:
+    return PermissionError(
+        f"cannot read the memory of pid {pid} ({e.strerror}): {PERMISSION_ADVICE}"
+    )
+
+
+def read_status(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int | None]:
+    """Reads ``(VmRSS, VmHWM)`` of a process in bytes from ``/proc/PID/status``.
+
+    :param pid: the process
+    :param proc_root: where procfs is mounted
+    :return: current resident memory and high-water mark (None if not shown)
+    """
+    try:
+        with open(f"{proc_root}/{pid}/status", "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise _no_process(pid) from None
+    except PermissionError as e:
+        raise _denied(pid, e) from None
+    rss = _parse_kb(data, b"VmRSS:")
+    if rss is None:
+        raise ProcessLookupError(f"process {pid} has no user memory (ended or a kernel thread)")
+    return rss, _parse_kb(data, b"VmHWM:")
+
+
+def get_memory_rss(pid: int) -> int:
+    """Returns the resident memory (RSS) of a process in bytes.
+
+    :param pid: the process
+    :return: bytes
+    """
+    if os.path.isdir(f"{PROC_ROOT}/self"):
+        return read_status(pid)[0]
+    import psutil
+
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.NoSuchProcess:
+        raise _no_process(pid) from None
+    except psutil.AccessDenied as e:
+        raise PermissionError(f"cannot read the memory of pid {pid}: {PERMISSION_ADVICE}") from e
+
+
+class ProcessProbe:
+    """One process, through ``/proc/PID/status`` and ``/proc/PID/clear_refs``.
+
+    :param pid: the process
+    :param reset_peak: reset the high-water mark at each read (exact peaks)
+    :param proc_root: where procfs is mounted
+    """
+
+    def __init__(self, pid: int, reset_peak: bool = True, proc_root: str = PROC_ROOT) -> None:
+        self.pid = pid
+        base = f"{proc_root}/{pid}"
+        try:
+            self._fd = os.open(f"{base}/status", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise _no_process(pid) from None
+        except PermissionError as e:
+            raise _denied(pid, e) from None
+        self._clear_fd: int | None = None
+        try:
+            _, hwm = self._read_raw()
+        except TargetGone:
+            self.close()
+            raise ProcessLookupError(
+                f"process {pid} has no user memory (ended or a kernel thread)"
+            ) from None
+        # The mark left by what ran before the spy started, kept before the first reset.
+        self.previous_peak: float | None = hwm
+        self._last_hwm = hwm or 0
+        self.source = "sampling" if hwm is None else "sampling+hwm"
+        if hwm is not None and reset_peak:
+            try:
+                fd = os.open(f"{base}/clear_refs", os.O_WRONLY | os.O_CLOEXEC)
+            except OSError:
+                return  # not permitted (another user's process): no reset
+            try:
+                os.write(fd, b"5")
+            except OSError:
+                os.close(fd)
+                return
+            self._clear_fd = fd
+            self.source = "hwm"
+
+    def _read_raw(self) -> tuple[int, int | None]:
+        try:
+            data = os.pread(self._fd, 8192, 0)
+        except OSError:
+            raise TargetGone(self.pid) from None
+        rss = _parse_kb(data, b"VmRSS:")
+        if rss is None:  # a zombie shows no memory
+            raise TargetGone(self.pid)
+        return rss, _parse_kb(data, b"VmHWM:")
+
+    def read(self) -> tuple[float, float]:
+        """Returns ``(current, peak since the previous read)`` in bytes."""
+        rss, hwm = self._read_raw()
+        if self._clear_fd is not None:
+            try:
+                os.write(self._clear_fd, b"5")
+            except OSError:
+                raise TargetGone(self.pid) from None
+            return rss, max(rss, hwm or 0)
+        if hwm is not None and hwm > self._last_hwm:
+            # A new high-water mark was reached during this interval: it is its peak.
+            self._last_hwm = hwm
+            return rss, hwm
+        return rss, rss
+
+    def close(self) -> None:
+        """Closes the file descriptors."""
+        for fd in (self._fd, self._clear_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._clear_fd = None
+
+
+class PsutilProbe:
+    """One process sampled with psutil, where ``/proc`` is missing.
+
+    :param pid: the process
+    """
+
+    source = "sampling"
+    previous_peak: float | None = None
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self._psutil = psutil
+        try:
+            self._proc = psutil.Process(pid)
+            self._proc.memory_info()
+        except psutil.NoSuchProcess:
+            raise _no_process(pid) from None
+        except psutil.AccessDenied as e:
+            raise PermissionError(
+                f"cannot read the memory of pid {pid}: {PERMISSION_ADVICE}"
+            ) from e
+
+    def read(self) -> tuple[float, float]:
+        """Returns ``(current, current)`` in bytes."""
+        try:
+            rss = float(self._proc.memory_info().rss)
+        except (self._psutil.NoSuchProcess, self._psutil.AccessDenied):
+            raise TargetGone(self._proc.pid) from None
+        return rss, rss
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def make_process_probe(pid: int, reset_peak: bool = True, proc_root: str = PROC_ROOT) -> Probe:
+    """Returns the best probe for one process on this system.
+
+    :param pid: the process
+    :param reset_peak: see :class:`ProcessProbe`
+    :param proc_root: where procfs is mounted
+    :return: the probe
+    """
+    if os.path.isdir(f"{proc_root}/self"):
+        return ProcessProbe(pid, reset_peak, proc_root)
+    return PsutilProbe(pid)
+
+
+def children_map(proc_root: str = PROC_ROOT) -> dict[int, list[int]]:
+    """Scans procfs: parent pid -> child pids.
+
+    :param proc_root: where procfs is mounted
+    :return: the map
+    """
+    children: dict[int, list[int]] = {}
+    for name in os.listdir(proc_root):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{proc_root}/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # ended meanwhile
+        # The command name may hold spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def descendants(pid: int, children: dict[int, list[int]], exclude: Iterable[int] = ()) -> list[int]:
+    """All descendants of ``pid`` (not itself), skipping ``exclude`` and their subtrees.
+
+    :param pid: the root
+    :param children: parent -> children, see :func:`children_map`
+    :param exclude: pids left out with everything below them
+    :return: the pids
+    """
+    skip = set(exclude)
+    found: list[int] = []
+    seen = {pid}
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child in skip or child in seen:
+                continue
+            seen.add(child)
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+class TreeProbe:
+    """A process and all its descendants, summed.
+
+    The current figure is the sum of the current RSS, the peak the sum of each process's
+    peak during the interval (an upper bound when the processes peak at different
+    moments). The tree is rescanned every ``refresh`` seconds.
+
+    :param pid: the root process
+    :param exclude: pids never counted, with their subtrees (the spy itself)
+    :param reset_peak: see :class:`ProcessProbe`
+    :param proc_root: where procfs is mounted
+    :param refresh: seconds between two scans of the process tree
+    :param clock: a monotonic clock
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        exclude: Iterable[int] = (),
+        reset_peak: bool = True,
+        proc_root: str = PROC_ROOT,
+        refresh: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pid = pid
+        self.root = make_process_probe(pid, reset_peak, proc_root)
+        self.source = self.root.source
+        self.previous_peak = self.root.previous_peak
+        self.exclude = set(exclude)
+        self.reset_peak = reset_peak
+        self.proc_root = proc_root
+        self.refresh = refresh
+        self.clock = clock
+        self.probes: dict[int, Probe] = {}
+        self._next_scan = clock()
+
+    def _scan(self) -> None:
+        pids = set(descendants(self.pid, children_map(self.proc_root), self.exclude))
+        for gone in set(self.probes) - pids:
+            self.probes.pop(gone).close()
+        for pid in pids - set(self.probes):
+            try:
+                self.probes[pid] = make_process_probe(pid, self.reset_peak, self.proc_root)
+            except (ProcessLookupError, PermissionError):
+                continue  # ended meanwhile, or not ours to read
+
+    def read(self) -> tuple[float, float]:
+        """Returns the summed ``(current, peak)`` of the tree in bytes."""
+        current, peak = self.root.read()
+        now = self.clock()
+        if now >= self._next_scan:
+            self._next_scan = now + self.refresh
+            self._scan()
+        for pid, probe in list(self.probes.items()):
+            try:
+                c, p = probe.read()
+            except TargetGone:
+                self.probes.pop(pid).close()
+                continue
+            current += c
+            peak += p
+        return current, peak
+
+    def close(self) -> None:
+        """Closes every probe."""
+        self.root.close()
+        for probe in self.probes.values():
+            probe.close()
+        self.probes.clear()
+
+
+# NVML exception class name (nvidia-ml-py) -> the cause in words.
+_NVML_CAUSES: dict[str, str] = {
+    "LibraryNotFound": "the NVML library (libnvidia-ml.so) was not found; is the NVIDIA driver "
+    "installed?",
+    "DriverNotLoaded": "the NVIDIA driver is not loaded",
+    "NoPermission": "no permission to query the GPUs through NVML",
+    "InsufficientPower": "a GPU reports insufficient power",
+    "Uninitialized": "NVML could not be initialized",
+}
+
+
+def nvml_cause(exc: BaseException) -> str:
+    """Names the cause of an NVML failure in words.
+
+    :param exc: the exception raised by NVML
+    :return: a short sentence
+    """
+    name = type(exc).__name__
+    for key, cause in _NVML_CAUSES.items():
+        if key in name:
+            return cause
+    return f"{name}: {exc}"
+
+
+class NvmlProbe:
+    """GPU memory through NVML: device-wide used memory per GPU and, where the driver
+    reports it, the memory used by the spied processes on each GPU.
+
+    ``read()`` returns one figure per channel (see ``channels``), None where unknown.
+
+    :param nvml: the NVML module (``pynvml`` from nvidia-ml-py) or a fake
+    :param pids: returns the pids whose own usage is wanted
+    """
+
+    def __init__(self, nvml: Any, pids: Callable[[], set[int]]) -> None:
+        self.nvml = nvml
+        self.pids = pids
+        try:
+            nvml.nvmlInit()
+        except Exception as e:
+            raise RuntimeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+            self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        except Exception as e:
+            self.close()
+            raise RuntimeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
+        if not self.handles:
+            self.close()
+            raise RuntimeError("cuda=True but NVML sees no GPU")
+        n = len(self.handles)
+        self.channels = [f"gpu{i}" for i in range(n)] + [f"gpu{i}:process" for i in range(n)]
+
+    def _process_usage(self, handle: Any, pids: set[int]) -> float | None:
+        try:
+            procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except Exception:
+            return None  # not supported by this driver or GPU
+        used = [p.usedGpuMemory for p in procs if p.pid in pids]
+        if any(u is None for u in used):
+            return None  # the driver does not report it (e.g. under MIG, or without rights)
+        return float(sum(used))
+
+    def read(self) -> list[float | None]:
+        """Returns device-wide used bytes per GPU, then the processes' bytes per GPU."""
+        device: list[float | None] = []
+        for handle in self.handles:
+            try:
+                device.append(float(self.nvml.nvmlDeviceGetMemoryInfo(handle).used))
+            except Exception:
+                device.append(None)
+        pids = self.pids()
+        return device + [self._process_usage(h, pids) for h in self.handles]
+
+    def close(self) -> None:
+        """Shuts NVML down."""
+        with contextlib.suppress(Exception):
+            self.nvml.nvmlShutdown()

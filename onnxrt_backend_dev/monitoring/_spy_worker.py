@@ -1,0 +1,307 @@
+"""The spy process's own program.
+
+``memory_peak.MemorySpy`` starts it with ``subprocess`` (``python -I -S -c ...``), never
+with multiprocessing: it does not depend on the start method, never re-imports the
+user's ``__main__`` and never copies the parent's memory. It imports the standard
+library only (plus the NVML module with ``cuda=True``).
+
+Protocol. The parent writes ``stop`` lines to the spy's stdin. The spy writes frames to
+its stdout: one JSON line ``{"kind": ..., "nbytes": N}`` followed by N bytes of payload.
+Kinds: ``ready`` once the probes are open (after the first reset of the high-water mark),
+``error`` if they cannot be (then it exits), ``result`` with every monitor's state when
+asked to stop or when the spied process ended (then it exits). It also exits, silently,
+when its stdin reaches end-of-file or its parent changes: the parent died.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._memseries import DEFAULT_MAX_POINTS, Monitor
+from ._probes import NvmlProbe, Probe, TargetGone, TreeProbe, make_process_probe
+
+WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
+
+
+class SpyLoop:
+    """Reads the probes at each tick and feeds one :class:`Monitor` per channel.
+
+    :param cpu: the process (or process tree) probe
+    :param gpu: the NVML probe, if any
+    :param clock: a monotonic clock
+    :param max_points: bound of each retained series
+    """
+
+    def __init__(
+        self,
+        cpu: Probe,
+        gpu: NvmlProbe | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_points: int = DEFAULT_MAX_POINTS,
+    ) -> None:
+        self.cpu = cpu
+        self.gpu = gpu
+        self.clock = clock
+        names = ["cpu"] + (gpu.channels if gpu is not None else [])
+        self.monitors = [Monitor(name, max_points) for name in names]
+        self.monitors[0].peak_source = cpu.source
+        self.monitors[0].previous_peak = cpu.previous_peak
+        for mon in self.monitors[1:]:
+            mon.peak_source = "nvml"
+        self.first: float | None = None
+        self.last = 0.0
+
+    def tick(self) -> bool:
+        """Takes one measure of every channel.
+
+        :return: False once the spied process is gone
+        """
+        t = self.clock()
+        try:
+            current, peak = self.cpu.read()
+        except TargetGone:
+            return False
+        if self.first is None:
+            self.first = t
+        self.last = t
+        self.monitors[0].update(current, peak, t)
+        if self.gpu is not None:
+            for mon, value in zip(self.monitors[1:], self.gpu.read(), strict=False):
+                if value is not None:
+                    mon.update(value, None, t)
+        return True
+
+    def result(self, target_exited: bool) -> tuple[dict[str, Any], bytes]:
+        """Serializes every monitor: a header and the concatenated series bytes."""
+        headers, chunks = [], []
+        for mon in self.monitors:
+            header, data = mon.to_state()
+            headers.append(header)
+            chunks.append(data)
+        payload = b"".join(chunks)
+        first = self.last if self.first is None else self.first
+        header = {
+            "kind": "result",
+            "target_exited": target_exited,
+            "t0": first,
+            "duration": self.last - first,
+            "monitors": headers,
+            "nbytes": len(payload),
+        }
+        return header, payload
+
+    def close(self) -> None:
+        """Closes the probes."""
+        self.cpu.close()
+        if self.gpu is not None:
+            self.gpu.close()
+
+
+def write_frame(
+    fd: int, header: dict[str, Any], payload: bytes = b"", timeout: float = WRITE_TIMEOUT
+) -> bool:
+    """Writes one frame, giving up after ``timeout`` seconds (nobody reading).
+
+    :param fd: where to write (non-blocking or not)
+    :param header: the JSON header; ``nbytes`` is set to the payload size
+    :param payload: the bytes following the header
+    :param timeout: seconds
+    :return: True if everything was written
+    """
+    header = dict(header, nbytes=len(payload))
+    data = memoryview(json.dumps(header).encode() + b"\n" + payload)
+    deadline = time.monotonic() + timeout
+    os.set_blocking(fd, False)
+    while data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        select.select([], [fd], [], left)
+        try:
+            n = os.write(fd, data)
+        except BlockingIOError:
+            continue
+        except OSError:  # the reader is gone
+            return False
+        data = data[n:]
+    return True
+
+
+def _read_request(rfd: int) -> str | None:
+    """Reads the parent's messages: ``"stop"``, ``"peek"`` (or ``""``), None at end-of-file."""
+    try:
+        data = os.read(rfd, 4096)
+    except OSError:
+        return None
+    if not data:
+        return None
+    if b"stop" in data:
+        return "stop"
+    return "peek" if b"peek" in data else ""
+
+
+def serve(
+    loop: SpyLoop,
+    rfd: int,
+    wfd: int,
+    delay: float,
+    parent: int,
+    getppid: Callable[[], int] = os.getppid,
+) -> int:
+    """Ticks every ``delay`` seconds until told to stop, the target ends or the parent dies.
+
+    :param loop: the probes and monitors
+    :param rfd: the parent's messages
+    :param wfd: where frames go
+    :param delay: seconds between two ticks
+    :param parent: pid of the parent; another parent means it died
+    :param getppid: returns the current parent pid
+    :return: the exit code
+    """
+    clock = loop.clock
+    next_tick = clock()
+    while True:
+        next_tick += delay
+        now = clock()
+        if next_tick < now:  # late (machine busy): no burst of ticks to catch up
+            next_tick = now
+        readable, _, _ = select.select([rfd], [], [], next_tick - now)
+        if readable:
+            request = _read_request(rfd)
+            if request is None:
+                return 0  # the parent closed the pipe or died: nobody wants the result
+            if request == "stop":
+                exited = not loop.tick()
+                write_frame(wfd, *loop.result(exited))
+                return 0
+            if request == "peek":
+                cpu = loop.monitors[0]
+                write_frame(wfd, {"kind": "peek", "peak": cpu.max_peak, "n": cpu.n_measures})
+        if getppid() != parent:
+            return 0
+        if not loop.tick():
+            write_frame(wfd, *loop.result(True))
+            return 0
+
+
+def parse_args(argv: Sequence[str]) -> dict[str, Any]:
+    """Parses ``--pid N --delay S --parent P [--children] [--no-reset] [--cuda]
+    [--nvml MODULE] [--max-points N]`` (argparse is left out to stay small).
+
+    :param argv: the arguments
+    :return: the options
+    """
+    opts: dict[str, Any] = {
+        "children": False,
+        "reset": True,
+        "cuda": False,
+        "nvml": "pynvml",
+        "max_points": DEFAULT_MAX_POINTS,
+    }
+    flags = {
+        "--children": ("children", True),
+        "--no-reset": ("reset", False),
+        "--cuda": ("cuda", True),
+    }
+    values: dict[str, tuple[str, Callable[[str], Any]]] = {
+        "--pid": ("pid", int),
+        "--delay": ("delay", float),
+        "--parent": ("parent", int),
+        "--nvml": ("nvml", str),
+        "--max-points": ("max_points", int),
+    }
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in flags:
+            key, flag = flags[arg]
+            opts[key] = flag
+        elif arg in values and args:
+            key, conv = values[arg]
+            opts[key] = conv(args.pop(0))
+        else:
+            raise ValueError(f"unexpected spy argument {arg!r}")
+    for key in ("pid", "delay", "parent"):
+        if key not in opts:
+            raise ValueError(f"missing spy argument --{key}")
+    return opts
+
+
+def build_loop(opts: dict[str, Any]) -> SpyLoop:
+    """Opens the probes described by ``opts`` (see :func:`parse_args`).
+
+    :param opts: the options
+    :return: the loop
+    """
+    pid = opts["pid"]
+    cpu: Probe
+    if opts["children"]:
+        tree = TreeProbe(pid, exclude=[os.getpid()], reset_peak=opts["reset"])
+        cpu = tree
+
+        def pids() -> set[int]:
+            return {pid, *tree.probes}
+
+    else:
+        cpu = make_process_probe(pid, opts["reset"])
+
+        def pids() -> set[int]:
+            return {pid}
+
+    gpu = None
+    if opts["cuda"]:
+        import importlib
+
+        try:
+            nvml = importlib.import_module(opts["nvml"])
+        except ImportError as e:
+            cpu.close()
+            raise RuntimeError(
+                f"cuda=True needs nvidia-ml-py: pip install 'onnxrt-backend-dev[gpu]' ({e})"
+            ) from None
+        try:
+            gpu = NvmlProbe(nvml, pids)
+        except RuntimeError:
+            cpu.close()
+            raise
+    return SpyLoop(cpu, gpu, max_points=opts["max_points"])
+
+
+def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
+    """Runs the spy: opens the probes, says ready, ticks, sends the result.
+
+    Errors are sent to the parent as an ``error`` frame, never printed.
+
+    :param argv: the arguments, ``sys.argv[1:]`` if None
+    :param rfd: file descriptor of the parent's messages
+    :param wfd: file descriptor for the frames
+    :return: the exit code
+    """
+    # Ctrl-C reaches the whole foreground process group: the parent decides, not the spy.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        opts = parse_args(sys.argv[1:] if argv is None else argv)
+        loop = build_loop(opts)
+    except Exception as e:
+        write_frame(wfd, {"kind": "error", "type": type(e).__name__, "message": str(e)})
+        return 1
+    try:
+        alive = loop.tick()  # the first measure: ``begin`` is the memory at start
+        if not write_frame(wfd, {"kind": "ready", "t0": loop.first, "source": loop.cpu.source}):
+            return 0
+        if not alive:
+            write_frame(wfd, *loop.result(True))
+            return 0
+        return serve(loop, rfd, wfd, opts["delay"], opts["parent"])
+    except Exception as e:  # unexpected: report it rather than print a traceback
+        write_frame(wfd, {"kind": "error", "type": "RuntimeError", "message": f"spy failed: {e!r}"})
+        return 1
+    finally:
+        loop.close()

@@ -1,0 +1,479 @@
+"""Memory spy: the peak, mean, first and last memory of a process while code runs.
+
+::
+
+    from onnxrt_backend_dev.monitoring.memory_peak import start_spying_on
+
+    p = start_spying_on()
+    # ...
+    # code to measure
+    # ...
+    stat = p.stop()
+    print(stat)
+
+The spy is a separate, small process (``python -I -S``, started with ``subprocess``,
+never with multiprocessing, so it works from scripts without a main guard, ``python -c``
+and notebooks, under any start method, and never copies the parent's memory). On Linux it
+reads the kernel's high-water mark (``VmHWM``) and resets it at each tick by writing ``5``
+to ``/proc/PID/clear_refs``, so that a spike shorter than ``delay`` still sets
+``max_peak``. **The reset also resets the spied process's** ``ru_maxrss``
+(``resource.getrusage``); pass ``reset_peak=False`` to leave it alone (peaks are then
+exact only when they exceed the high-water mark the process had before the spy started).
+Where the reset is not permitted the spy falls back to sampling;
+``stat['cpu'].peak_source`` says which was used.
+
+The spy ends on its own when the spied process ends (``stop()`` then returns what was
+measured, with ``stat['target_exited']`` true) and when the process that started it dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from types import TracebackType
+from typing import IO, Any
+
+from ._memseries import DEFAULT_MAX_POINTS, Monitor, SpyResult
+from ._probes import get_memory_rss as _get_memory_rss
+
+__all__ = [
+    "MemorySpy",
+    "Monitor",
+    "SpyResult",
+    "get_memory_rss",
+    "spied",
+    "spy_call",
+    "start_spying_on",
+]
+
+START_TIMEOUT = 10.0  # seconds for the spy to open its probes (a loaded machine is slow)
+STOP_TIMEOUT = 10.0  # seconds for the spy to hand its result over
+KILL_TIMEOUT = 2.0  # seconds to reap the spy once killed
+
+# Exceptions the spy may report, rebuilt as such in the parent; others become RuntimeError.
+_ERRORS: dict[str, type[Exception]] = {
+    "ProcessLookupError": ProcessLookupError,
+    "PermissionError": PermissionError,
+    "ValueError": ValueError,
+    "RuntimeError": RuntimeError,
+}
+_LIVE: weakref.WeakSet[MemorySpy] = weakref.WeakSet()
+
+
+def get_memory_rss(pid: int) -> int:
+    """Returns the resident memory (RSS) of a process in bytes.
+
+    :param pid: the process id
+    :return: bytes
+    """
+    return _get_memory_rss(pid)
+
+
+def _package_root() -> str:
+    """The directory holding ``onnxrt_backend_dev``, put on the spy's ``sys.path``."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _check_pid(pid: int) -> None:
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise TypeError(f"pid must be an int, got {type(pid).__name__}")
+    if pid <= 0:
+        raise ValueError(f"pid must be > 0, got {pid}")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise ProcessLookupError(f"no process with pid {pid}") from None
+    except PermissionError:
+        pass  # it exists, owned by another user: the spy says what it can read
+
+
+class _Reader:
+    """Reads the spy's frames in a daemon thread, then reaps the spy.
+
+    :param proc: the spy process
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.ready = threading.Event()
+        self.done = threading.Event()
+        self.ready_frame: dict[str, Any] | None = None
+        self.final: tuple[dict[str, Any], bytes] | None = None
+        self.peek: dict[str, Any] = {}
+        self.thread = threading.Thread(target=self._run, name="memory-spy-reader", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        stream = self.proc.stdout
+        assert stream is not None
+        try:
+            self._read_frames(stream)
+        except (OSError, ValueError):
+            pass  # the spy died mid-frame: stop() reports it
+        finally:
+            self.ready.set()
+            self.done.set()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=KILL_TIMEOUT)  # reap it at once: no zombie
+
+    def _read_frames(self, stream: IO[bytes]) -> None:
+        while True:
+            line = stream.readline()
+            if not line:
+                return
+            header = json.loads(line)
+            payload = stream.read(header.get("nbytes", 0))
+            if header["kind"] == "ready":
+                self.ready_frame = header
+                self.ready.set()
+                continue
+            if header["kind"] == "peek":
+                self.peek = header
+                continue
+            self.final = (header, payload)
+            self.done.set()
+
+
+def _raise_error(header: dict[str, Any]) -> None:
+    cls = _ERRORS.get(header.get("type", ""), RuntimeError)
+    raise cls(header.get("message", "the memory spy failed"))
+
+
+class MemorySpy:
+    """Spies on the memory of a process from another process.
+
+    The spy starts on construction. :meth:`stop` returns a :class:`SpyResult`, a dict
+    ``{'cpu': Monitor}``, plus ``'gpus'`` (one Monitor per GPU, device-wide used memory)
+    and ``'gpus_process'`` (the process's own usage per GPU, where the driver reports it)
+    with ``cuda=True``, and ``'duration'``, ``'target_exited'``, ``'marks'``.
+
+    :param pid: process id of the process to spy on
+    :param delay: spy on every delay seconds
+    :param cuda: enable cuda monitoring (nvidia-ml-py, the gpu extra)
+    :param include_children: count the whole process tree (never the spy itself)
+    :param reset_peak: reset the kernel's high-water mark at each tick for exact peaks;
+        this also resets the spied process's ``ru_maxrss``
+    :param max_points: points kept per retained series (decimated beyond, keeping the max)
+    :param nvml_module: the module implementing NVML (tests pass a fake)
+    :param start_timeout: seconds to wait for the spy to be ready
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        delay: float = 0.01,
+        cuda: bool = False,
+        include_children: bool = False,
+        reset_peak: bool = True,
+        max_points: int = DEFAULT_MAX_POINTS,
+        nvml_module: str = "pynvml",
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
+        _check_pid(pid)
+        if not delay > 0:
+            raise ValueError(f"delay must be > 0, got {delay!r}")
+        if max_points < 2:
+            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+        if not start_timeout > 0:
+            raise ValueError(f"start_timeout must be > 0, got {start_timeout!r}")
+        self.pid = pid
+        self.delay = float(delay)
+        self.cuda = cuda
+        self.include_children = include_children
+        self.reset_peak = reset_peak
+        self.max_points = max_points
+        self.nvml_module = nvml_module
+        self.start_timeout = start_timeout
+        self.result: SpyResult | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: _Reader | None = None
+        self._marks: list[tuple[float, str]] = []
+        self._owner = os.getpid()
+        self.start()
+
+    def _command(self) -> list[str]:
+        if not sys.executable:
+            raise RuntimeError("the memory spy needs sys.executable to start a Python process")
+        paths = [_package_root()]
+        if self.cuda:
+            paths.extend(p for p in sys.path if p)  # where the NVML module is installed
+        code = (
+            f"import sys; sys.path[:0] = {paths!r}; "
+            "from onnxrt_backend_dev.monitoring._spy_worker import main; sys.exit(main())"
+        )
+        cmd = [sys.executable, "-I", "-S", "-c", code]
+        cmd += ["--pid", str(self.pid), "--delay", repr(self.delay), "--parent", str(os.getpid())]
+        cmd += ["--max-points", str(self.max_points)]
+        if self.include_children:
+            cmd.append("--children")
+        if not self.reset_peak:
+            cmd.append("--no-reset")
+        if self.cuda:
+            cmd += ["--cuda", "--nvml", self.nvml_module]
+        return cmd
+
+    def start(self) -> MemorySpy:
+        """Starts another process and tells it to spy (nothing if it already spies).
+
+        :return: self
+        """
+        if self._proc is not None and self.result is None:
+            return self
+        if self.cuda and importlib.util.find_spec(self.nvml_module.split(".")[0]) is None:
+            from ._optional import MissingDependencyError
+
+            raise MissingDependencyError(
+                f"cuda=True needs {self.nvml_module!r}: pip install 'onnxrt-backend-dev[gpu]'"
+            )
+        self.result = None
+        self._marks = []
+        self._owner = os.getpid()
+        proc = subprocess.Popen(
+            self._command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # the spy reports errors as frames, never prints
+            bufsize=0,
+        )
+        self._proc = proc
+        self._reader = _Reader(proc)
+        if not self._reader.ready.wait(self.start_timeout):
+            self._kill()
+            raise RuntimeError(f"the memory spy did not start within {self.start_timeout} s")
+        if self._reader.ready_frame is None:
+            final = self._reader.final
+            self._kill()
+            if final is not None and final[0].get("kind") == "error":
+                _raise_error(final[0])
+            raise RuntimeError(f"the memory spy ended at start (exit code {proc.poll()})")
+        _LIVE.add(self)
+        return self
+
+    @property
+    def running(self) -> bool:
+        """True while the spy measures (False once the spied process ended)."""
+        return self._reader is not None and not self._reader.done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits until the spy ends on its own (the spied process ended).
+
+        :param timeout: seconds, None to wait without limit
+        :return: True if it ended
+        """
+        return self._reader is not None and self._reader.done.wait(timeout)
+
+    def peak_so_far(self) -> float | None:
+        """The CPU peak measured so far, in bytes, as of the previous call (None at first).
+
+        Each call asks the spy for a fresh figure, received in the background.
+
+        :return: bytes or None
+        """
+        if self.running and self._proc is not None and self._proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):  # stopped meanwhile
+                self._proc.stdin.write(b"peek\n")
+        peak = self._reader.peek.get("peak") if self._reader is not None else None
+        return None if peak is None else float(peak)
+
+    def mark(self, label: str) -> float:
+        """Puts a labelled mark into the series (``stat['marks']``), e.g. ``"epoch 2"``.
+
+        :param label: the label
+        :return: seconds since the spy started
+        """
+        t = time.monotonic()
+        self._marks.append((t, str(label)))
+        return t - (self._reader.ready_frame or {}).get("t0", t) if self._reader else 0.0
+
+    def stop(self) -> SpyResult:
+        """Stops spying on and returns the measures (the same result if called again).
+
+        :return: ``{'cpu': Monitor, ...}``, see the class
+        """
+        if self.result is not None:
+            return self.result
+        if self._proc is None or self._reader is None:
+            raise RuntimeError("the memory spy was not started")
+        if os.getpid() != self._owner:
+            raise RuntimeError("stop() must be called by the process that started the spy")
+        stdin = self._proc.stdin
+        try:
+            if stdin is not None:
+                stdin.write(b"stop\n")
+        except OSError:
+            pass  # the spy already ended (the spied process exited)
+        done = self._reader.done.wait(STOP_TIMEOUT)
+        final = self._reader.final
+        self._close()
+        if not done or final is None:
+            raise RuntimeError(
+                f"the memory spy ended without its measures (exit code {self._proc.returncode})"
+            )
+        header, payload = final
+        if header.get("kind") == "error":
+            _raise_error(header)
+        self.result = self._build(header, payload)
+        return self.result
+
+    def _build(self, header: dict[str, Any], payload: bytes) -> SpyResult:
+        monitors, offset = [], 0
+        for state in header["monitors"]:
+            size = state["nbytes"]
+            monitors.append(Monitor.from_state(state, payload[offset : offset + size]))
+            offset += size
+        t0 = header["t0"]
+        result = SpyResult(cpu=monitors[0], t0=t0)
+        if self.cuda:
+            n = (len(monitors) - 1) // 2
+            result["gpus"] = monitors[1 : 1 + n]
+            result["gpus_process"] = monitors[1 + n :]
+        result["duration"] = header["duration"]
+        result["target_exited"] = header["target_exited"]
+        result["marks"] = [(t - t0, label) for t, label in self._marks]
+        return result
+
+    def _close(self) -> None:
+        """Closes the pipe (the spy exits at end-of-file), reaps it, kills it if needed."""
+        proc = self._proc
+        if proc is None:
+            return
+        _LIVE.discard(self)
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=KILL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        if self._reader is not None:
+            self._reader.thread.join(KILL_TIMEOUT)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        _LIVE.discard(self)
+        if proc.poll() is None:
+            proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=KILL_TIMEOUT)
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+    def __enter__(self) -> MemorySpy:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.stop()
+        elif self.result is None:
+            self._kill()  # the block failed: do not hide its exception behind ours
+
+    def __del__(self) -> None:
+        if self.result is None and self._proc is not None and os.getpid() == self._owner:
+            self._kill()
+
+
+def start_spying_on(
+    pid: int | None = None,
+    delay: float = 0.01,
+    cuda: bool = False,
+    include_children: bool = False,
+    reset_peak: bool = True,
+    **kwargs: Any,
+) -> MemorySpy:
+    """Starts the memory spy. The function starts another process spying on the one sent
+    as an argument. Use :meth:`MemorySpy.stop` to get the measures, or a ``with`` block
+    (the result is then in ``spy.result``).
+
+    :param pid: process id to spy or the current one
+    :param delay: delay between two measures
+    :param cuda: True or False to get memory for cuda devices
+    :param include_children: count the whole process tree (never the spy itself)
+    :param reset_peak: reset the high-water mark at each tick (exact peaks; also resets
+        the process's ``ru_maxrss``)
+    :param kwargs: other arguments of :class:`MemorySpy`
+    :return: the started spy
+    """
+    return MemorySpy(
+        os.getpid() if pid is None else pid,
+        delay=delay,
+        cuda=cuda,
+        include_children=include_children,
+        reset_peak=reset_peak,
+        **kwargs,
+    )
+
+
+def spy_call(
+    fct: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    delay: float = 0.01,
+    cuda: bool = False,
+    **spy_kwargs: Any,
+) -> tuple[Any, SpyResult]:
+    """Measures the memory of one call ``fct(*args, **kwargs)`` in the current process.
+
+    :param fct: the function
+    :param args: its positional arguments
+    :param kwargs: its keyword arguments
+    :param delay: delay between two measures
+    :param cuda: measure the GPUs as well
+    :param spy_kwargs: other arguments of :class:`MemorySpy`
+    :return: what the function returned and the spy's result
+    """
+    spy = start_spying_on(delay=delay, cuda=cuda, **spy_kwargs)
+    try:
+        value = fct(*args, **(kwargs or {}))
+    except BaseException:
+        spy._kill()
+        raise
+    return value, spy.stop()
+
+
+def spied(**spy_kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: each call is measured; the last result is in ``wrapper.memory``.
+
+    :param spy_kwargs: arguments of :func:`start_spying_on`
+    :return: the decorator
+    """
+
+    def decorator(fct: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fct)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            value, wrapper.memory = spy_call(fct, args, kwargs, **spy_kwargs)  # type: ignore[attr-defined]
+            return value
+
+        wrapper.memory = None  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorator
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Kills the spies left running at exit (they would exit anyway at end-of-file)."""
+    pid = os.getpid()
+    for spy in list(_LIVE):
+        if spy._owner == pid:
+            spy._kill()
