@@ -21,7 +21,7 @@ _LIVE_STATUS_MIN_SECONDS = 5.0
 # caches something.
 _UNSTABLE_RATIO = 4.0
 # Errors main() already reports as one line; anything else comes from the statement.
-_USER_ERRORS = (ValueError, TypeError, SyntaxError)
+_USER_ERRORS = (CommandError, ValueError, TypeError, SyntaxError)
 
 
 def _same_unit(seconds: float, like: str) -> str:
@@ -95,6 +95,8 @@ class TimeCommand:
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Times the statement and prints the result."""
         setup = "\n".join(args.setup) or None
+        if args.compare is not None and args.max_time is not None:
+            raise CommandError("--compare times a fixed --repeat x --number; drop --max-time")
         try:
             if args.compare is not None:
                 return self._compare(args, setup, out)
@@ -145,8 +147,6 @@ class TimeCommand:
     def _compare(self, args: argparse.Namespace, setup: str | None, out: TextIO) -> int:
         from ._timing import compare_samples, format_comparison, measure_interleaved, summarize
 
-        if args.max_time is not None:
-            raise CommandError("--compare times a fixed --repeat x --number; drop --max-time")
         samples = measure_interleaved(
             [args.stmt, args.compare],
             None,
