@@ -83,8 +83,14 @@ def is_library_path(filename: str) -> bool:
 
 # The one table of sort keys: a key over (node, tin, tall) of a row or an edge.
 _SortFunction = Callable[["ProfileNode", float, float], Any]
+
+
+def _by_line(n: ProfileNode, tin: float, tall: float) -> tuple[str, int]:
+    return (n.filename, n.line)
+
+
 _SORT_KEYS: dict[str, _SortFunction] = {
-    SortKey.LINE.value: lambda n, tin, tall: (n.filename, n.line),
+    SortKey.LINE.value: _by_line,
     SortKey.CUMULATIVE.value: lambda n, tin, tall: -tall,
     SortKey.TIME.value: lambda n, tin, tall: -tin,
 }
@@ -457,7 +463,7 @@ class _GraphBuilder:
         """Merges the edges that collisions duplicated (same caller and callee)."""
         for node in self.nodes.values():
             merged: dict[int, tuple[ProfileNode, list[Any]]] = {}
-            for child, el in zip(node.calls_to, node.calls_to_elements):
+            for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
                 if id(child) in merged:
                     acc = merged[id(child)][1]
                     for i in range(min(len(acc), len(el))):
@@ -612,7 +618,7 @@ class _Walker:
 
     def children(self, node: ProfileNode) -> list[tuple[ProfileNode, TimeElements]]:
         sortf = self.sortf
-        pairs = list(zip(node.calls_to, node.calls_to_elements))
+        pairs = list(zip(node.calls_to, node.calls_to_elements, strict=True))
         if len(pairs) > 1:
             pairs.sort(key=lambda p: sortf(p[0], p[1][2], p[1][3]))
         return pairs
@@ -732,7 +738,7 @@ class PathLimits:
     """
 
     max_items: int = 50_000
-    max_cells: int = 2_000_000
+    max_cells: int = 500_000
     min_fraction: float = 1e-6
 
 
@@ -799,7 +805,7 @@ class _PathExpander:
         scale = total / node.tall
         kids = [
             (c, el[3] * scale)
-            for c, el in zip(node.calls_to, node.calls_to_elements)
+            for c, el in zip(node.calls_to, node.calls_to_elements, strict=True)
             if id(c) not in on_path and el[3] > 0
         ]
         s = sum(t for _, t in kids)

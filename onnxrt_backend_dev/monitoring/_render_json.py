@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._callgraph import Row, _stats_dicts, _is_artifact
+from ._callgraph import Row, _is_artifact, _stats_dicts
 
 # Columns of the per-function table, in order.
 DF_COLUMNS = ["namefct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]

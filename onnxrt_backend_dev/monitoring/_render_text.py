@@ -62,7 +62,8 @@ def render_text(
             indent = max_indent
         pad = indent * 4
         line = (
-            f"{' ' * pad}{align_text(name, fct_width - pad)} -- {int(r.nc1): {dg}d} {int(r.nc2): {dg}d}"
+            f"{' ' * pad}{align_text(name, fct_width - pad)}"
+            f" -- {int(r.nc1): {dg}d} {int(r.nc2): {dg}d}"
             f" -- {r.tin:1.5f} {r.tall:1.5f} -- {r.node.key} ({r.node.func_name})"
         )
         if r.ref:
