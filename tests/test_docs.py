@@ -1,0 +1,354 @@
+"""The documentation cannot rot: the Sphinx site builds with warnings as errors, and every
+code block of ``README.md`` runs.
+
+README convention (also stated in README.md, in a comment above its "Usage" section):
+
+- every fenced ```` ```python ```` block is executed in a fresh interpreter, in an empty
+  temporary folder, and must exit with 0;
+- every fenced ```` ```bash ```` block is executed with ``bash -e`` the same way
+  (``python`` and ``onnxrt-monitoring`` are those of the interpreter running the tests),
+  except the blocks of the "Set up" section (they create ``.venv`` and run this very
+  suite: CI runs the second command, ``tests/test_packaging.py`` checks what the first
+  one does) and the blocks preceded by the line ``<!-- readme-test: skip -->``;
+- other languages (``text``, ``console``...) are shown, never run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+SKIP_MARK = "<!-- readme-test: skip -->"
+SETUP_SECTION = "set up"
+DOCS_TIMEOUT = 150.0
+BLOCK_TIMEOUT = 90.0
+_FENCE = re.compile(r"^(```+)\s*([\w+-]*)\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block of a Markdown file."""
+
+    line: int  # 1-based line of the opening fence
+    language: str
+    code: str
+    section: str  # the nearest heading above, lower case
+    skip: bool  # preceded by SKIP_MARK
+
+    @property
+    def id(self) -> str:
+        return f"README.md:{self.line}:{self.language}"
+
+
+def parse_code_blocks(text: str) -> list[CodeBlock]:
+    """Returns the fenced code blocks of a Markdown text, in order.
+
+    :param text: Markdown
+    :return: the blocks
+    """
+    blocks: list[CodeBlock] = []
+    lines = text.splitlines()
+    section, previous, i = "", "", 0
+    while i < len(lines):
+        line = lines[i]
+        heading = _HEADING.match(line)
+        fence = _FENCE.match(line)
+        if heading:
+            section = heading.group(2).strip().lower()
+        elif fence:
+            end = i + 1
+            while end < len(lines) and lines[end].strip() != fence.group(1):
+                end += 1
+            code = "\n".join(lines[i + 1 : end]) + "\n"
+            blocks.append(
+                CodeBlock(i + 1, fence.group(2).lower(), code, section, previous == SKIP_MARK)
+            )
+            i = end
+        if line.strip():
+            previous = line.strip()
+        i += 1
+    return blocks
+
+
+def is_run(block: CodeBlock) -> bool:
+    """Tells whether a README block is executed by the tests (see the module docstring).
+
+    :param block: the block
+    :return: True to run it
+    """
+    if block.skip or block.language not in ("python", "bash"):
+        return False
+    return not (block.language == "bash" and block.section == SETUP_SECTION)
+
+
+def child_env() -> dict[str, str]:
+    """Environment for the README blocks and the docs build: this checkout first."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    )
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["MPLBACKEND"] = "Agg"
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def _readme_blocks() -> list[CodeBlock]:
+    return parse_code_blocks(README.read_text(encoding="utf-8")) if README.exists() else []
+
+
+# ---------------------------------------------------------------------------------------
+# The README convention itself (fast).
+
+
+def test_code_blocks_are_found_with_their_section_and_mark() -> None:
+    text = "\n".join(
+        [
+            "# Title",
+            "## Set up",
+            "```bash",
+            "pip install x",
+            "```",
+            "## Usage",
+            "```python",
+            "print(1)",
+            "```",
+            SKIP_MARK,
+            "",
+            "```bash",
+            "sleep 1000",
+            "```",
+            "```text",
+            "shown only",
+            "```",
+        ]
+    )
+    blocks = parse_code_blocks(text)
+    assert [(b.line, b.language, b.section, b.skip) for b in blocks] == [
+        (3, "bash", "set up", False),
+        (7, "python", "usage", False),
+        (12, "bash", "usage", True),
+        (15, "text", "usage", False),
+    ]
+    assert blocks[1].code == "print(1)\n"
+    assert [is_run(b) for b in blocks] == [False, True, False, False]
+
+
+def test_readme_has_the_setup_commands_and_runnable_blocks() -> None:
+    blocks = _readme_blocks()
+    setup = [b for b in blocks if b.section == SETUP_SECTION]
+    assert setup, "README.md must have a 'Set up' section with a code block"
+    assert "bash tools/test.sh" in setup[0].code
+    assert any(is_run(b) for b in blocks), "README.md has no block that the tests run"
+
+
+# ---------------------------------------------------------------------------------------
+# Executing the README.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", [b for b in _readme_blocks() if is_run(b)], ids=lambda b: b.id)
+def test_readme_block_runs(block: CodeBlock, tmp_path: Path) -> None:
+    if block.language == "python":
+        script = tmp_path / "readme_block.py"
+        script.write_text(block.code, encoding="utf-8")
+        cmd = [sys.executable, str(script)]
+    else:
+        cmd = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+    proc = subprocess.run(
+        cmd,
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, (
+        f"{block.id} failed with exit code {proc.returncode}\n"
+        f"--- code\n{block.code}--- stdout\n{proc.stdout[-3000:]}\n"
+        f"--- stderr\n{proc.stderr[-3000:]}"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The Sphinx extensions of docs/_ext (fast, in-process).
+
+
+def _ext(name: str) -> ModuleType:
+    path = str(DOCS / "_ext")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    return importlib.import_module(name)
+
+
+def test_markdown_include_converts_what_results_md_uses() -> None:
+    md = _ext("markdown_include")
+    text = "\n".join(
+        [
+            "# Results",
+            "<!-- hidden -->",
+            "Measured on *a machine*, see `bench.py` and [pyperf](https://x.org).",
+            "",
+            "| tool | ratio |",
+            "|------|------:|",
+            "| ours | **1.0** |",
+            "| timeit | 2.5 |",
+            "",
+            "- one",
+            "  continued",
+            "- two",
+            "",
+            "```bash",
+            "python bench.py",
+            "```",
+        ]
+    )
+    nodes_ = md.markdown_to_nodes(text)
+    kinds = [type(n).__name__ for n in nodes_]
+    assert kinds == ["rubric", "paragraph", "table", "bullet_list", "literal_block"]
+    assert "hidden" not in "".join(n.astext() for n in nodes_)
+    para = nodes_[1]
+    assert [type(c).__name__ for c in para.children] == [
+        "Text",
+        "emphasis",
+        "Text",
+        "literal",
+        "Text",
+        "reference",
+        "Text",
+    ]
+    table = nodes_[2].astext()
+    assert "timeit" in table and "2.5" in table and "|" not in table
+    assert nodes_[3].astext().splitlines()[0] == "one continued"
+
+
+def test_cli_guide_writes_options_as_on_the_command_line() -> None:
+    import argparse
+
+    guide = _ext("cli_guide")
+    parser = argparse.ArgumentParser(prog="p")
+    sub = parser.add_subparsers().add_parser("time")
+    sub.add_argument("stmt")
+    sub.add_argument("-n", "--number", type=int, default=50, help="runs (default %(default)s)")
+    sub.add_argument("--quiet", action="store_true", help="say nothing")
+    sub.add_argument("--sort", choices=["a", "b"], help="order")
+    assert list(guide.subparsers_of(parser)) == ["time"]
+    actions = {a.dest: a for a in sub._actions}
+    assert guide.invocation(actions["stmt"]) == "stmt"
+    assert guide.invocation(actions["number"]) == "-n NUMBER, --number NUMBER"
+    assert guide.invocation(actions["quiet"]) == "--quiet"
+    assert guide.expanded_help(sub, actions["number"]) == "runs (default 50)"
+    assert guide.expanded_help(sub, actions["sort"]) == "order (one of: a, b)"
+
+
+def test_runpython_reports_a_failing_example(tmp_path: Path) -> None:
+    rp = _ext("runpython")
+    out, picture = rp.run_example("print('hello')", ROOT, timeout=30)
+    assert (out, picture) == ("hello\n", None)
+    with pytest.raises(rp.ExampleError, match="exit code 3"):
+        rp.run_example("import sys; sys.exit(3)", ROOT, timeout=30)
+    with pytest.raises(rp.ExampleError, match="timed out"):
+        rp.run_example("import time; time.sleep(30)", ROOT, timeout=0.5)
+
+
+# ---------------------------------------------------------------------------------------
+# Building the site.
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Builds the documentation once (warnings are errors) and returns the HTML folder."""
+    out = tmp_path_factory.mktemp("docs")
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html"]
+    cmd += ["-d", str(out / "doctrees"), str(DOCS), str(out / "html")]
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=DOCS_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, (
+        f"sphinx failed ({proc.returncode})\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+    )
+    return out / "html"
+
+
+def _page(html: Path, name: str) -> str:
+    return (html / f"{name}.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_docs_build_with_warnings_as_errors(html: Path) -> None:
+    for name in ("index", "monitoring", "cli", "integrations", "comparison", "changelog"):
+        assert (html / f"{name}.html").exists(), name
+    from onnxrt_backend_dev import __version__
+
+    assert __version__ in _page(html, "index")
+    assert __version__ in _page(html, "changelog")
+
+
+@pytest.mark.slow
+def test_docs_show_the_executed_examples_and_pictures(html: Path) -> None:
+    page = _page(html, "monitoring")
+    if _module_exists("onnxrt_backend_dev.monitoring.benchmark"):
+        assert "runpython-output" in page and "context_size" in page
+    if _module_exists("onnxrt_backend_dev.monitoring.profiling"):
+        assert "fct4" in page and "data:image/png;base64," in page
+    if _module_exists("onnxrt_backend_dev.monitoring.memory_peak"):
+        assert page.count("data:image/png;base64,") >= 1
+
+
+@pytest.mark.slow
+def test_docs_cli_guide_lists_every_subcommand_and_option(html: Path) -> None:
+    import html as html_lib
+
+    from onnxrt_backend_dev.monitoring._cli import build_parser
+
+    guide = _ext("cli_guide")
+    page = html_lib.unescape(_page(html, "cli"))
+    parser, commands = build_parser()
+    for name, sub in guide.subparsers_of(parser).items():
+        assert f'id="cli-{name}"' in page, name
+        for action in sub._actions:
+            for option in action.option_strings:
+                assert option in page, (name, option)
+    assert set(commands) == set(guide.subparsers_of(parser))
+
+
+@pytest.mark.slow
+def test_docs_comparison_includes_the_benchmark_results(html: Path) -> None:
+    results = ROOT / "benchmarks" / "RESULTS.md"
+    if not results.exists():
+        pytest.skip("benchmarks/RESULTS.md does not exist yet")
+    import html as html_lib
+
+    page = html_lib.unescape(_page(html, "comparison"))
+    md = _ext("markdown_include")
+    first = md.markdown_to_nodes(results.read_text(encoding="utf-8"))[0].astext()
+    assert first.strip() and first.strip() in page
