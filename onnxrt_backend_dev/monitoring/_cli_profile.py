@@ -1,0 +1,307 @@
+"""``profile``: runs a script or a module under cProfile and prints its call tree, or
+renders existing profile files.
+
+``profile [options] script.py [args...]``, ``profile [options] -m module [args...]`` and
+``profile show FILE.prof [FILE2.prof...] [options]``. The script runs as ``__main__``
+with its own ``sys.argv``; its exit code is returned and an exception it raises is
+reported, after the profile is written either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from ._cli import EXIT_USAGE, CommandError
+
+_FORMATS = ("text", "json", "html", "speedscope", "collapsed", "prof")
+# File suffix -> format when --format is not given; longest suffixes first.
+_SUFFIXES = (
+    (".speedscope.json", "speedscope"),
+    (".json", "json"),
+    (".html", "html"),
+    (".htm", "html"),
+    (".collapsed", "collapsed"),
+    (".folded", "collapsed"),
+    (".prof", "prof"),
+    (".pstats", "prof"),
+)
+_SORTS = ("line", "cumulative", "time", "cumtime", "tottime")
+_VIEW_DESTS = (
+    "sort",
+    "format",
+    "output",
+    "quiet",
+    "hide_stdlib",
+    "min_share",
+    "max_depth",
+    "focus",
+)
+
+
+def _add_view_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by running a program and ``show``."""
+    parser.add_argument(
+        "--sort",
+        default="cumulative",
+        choices=_SORTS,
+        help="order of callees and roots in text and json (cumulative)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=_FORMATS,
+        default=None,
+        help="output format (text, or guessed from -o's suffix)",
+    )
+    parser.add_argument("-o", "--output", default=None, help="write to FILE, not stdout")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no live status, no 'written to' line"
+    )
+    parser.add_argument(
+        "--hide-stdlib",
+        action="store_true",
+        help="hide standard library, site-packages and built-in frames",
+    )
+    parser.add_argument(
+        "--min-share",
+        type=float,
+        default=0.0,
+        help="hide rows below this share of the total time (0-1)",
+    )
+    parser.add_argument("--max-depth", type=int, default=None, help="hide deeper rows")
+    parser.add_argument(
+        "--focus", default=None, help="only the calls made from functions whose name contains TEXT"
+    )
+
+
+def _resolve_format(args: argparse.Namespace) -> str:
+    if args.format is not None:
+        fmt: str = args.format
+    else:
+        out = (args.output or "").lower()
+        fmt = next((f for s, f in _SUFFIXES if out.endswith(s)), "text")
+    if fmt == "prof" and not args.output:
+        raise CommandError("--format prof writes a binary file and needs -o FILE", EXIT_USAGE)
+    return fmt
+
+
+def _view_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "hide_stdlib": args.hide_stdlib,
+        "min_share": args.min_share,
+        "max_depth": args.max_depth,
+        "focus": args.focus,
+    }
+
+
+def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
+    from .profiling import FORMATS, path_cleaner, profile2graph
+
+    root, _ = profile2graph(stats, clean_text=path_cleaner())
+    opts = _view_options(args)
+    if fmt in ("text", "json", "html"):
+        opts["sort_key"] = args.sort
+    return FORMATS[fmt][0](root, **opts)
+
+
+def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    """Writes the profile in the chosen format to -o or ``out``."""
+    fmt = _resolve_format(args)
+    if fmt == "prof":
+        stats.dump_stats(args.output)
+    else:
+        text = _render(stats, args, fmt)
+        if args.output is None:
+            out.write(text if text.endswith("\n") or not text else text + "\n")
+            return
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    if not args.quiet:
+        err.write(f"profile written to {args.output} ({fmt})\n")
+
+
+@contextmanager
+def _as_main(module: types.ModuleType, argv: list[str], path0: str) -> Iterator[None]:
+    """Installs ``module`` as ``__main__`` with ``argv`` and ``sys.path[0]``, restored
+    afterwards whatever happens."""
+    saved = sys.argv, sys.path[0] if sys.path else None, sys.modules.get("__main__")
+    sys.argv = argv
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.append(path0)
+    sys.modules["__main__"] = module
+    try:
+        yield
+    finally:
+        sys.argv = saved[0]
+        if saved[1] is not None:
+            sys.path[0] = saved[1]
+        if saved[2] is not None:
+            sys.modules["__main__"] = saved[2]
+
+
+def _script_code(path: str) -> tuple[types.CodeType, types.ModuleType, list[str], str]:
+    if not os.path.isfile(path):
+        raise CommandError(f"script not found: {path!r}", EXIT_USAGE)
+    with open(path, "rb") as f:
+        source = f.read()
+    code = compile(source, path, "exec")
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    return code, module, [path], os.path.dirname(os.path.abspath(path))
+
+
+def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType, list[str], str]:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(name + ".__main__")
+    except (ImportError, ValueError) as e:
+        raise CommandError(f"cannot find module {name!r}: {e}", EXIT_USAGE) from e
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
+        raise CommandError(f"no runnable module named {name!r}", EXIT_USAGE)
+    code = spec.loader.get_code(spec.name)
+    if code is None:
+        raise CommandError(f"module {name!r} has no code to run", EXIT_USAGE)
+    module = types.ModuleType("__main__")
+    module.__file__ = spec.origin
+    module.__spec__ = spec
+    module.__package__ = spec.parent
+    module.__loader__ = spec.loader
+    return code, module, [spec.origin or name], os.getcwd()
+
+
+def _exit_code(e: SystemExit, err: TextIO) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    err.write(f"{e.code}\n")
+    return 1
+
+
+class ProfileCommand:
+    """The ``profile`` subcommand."""
+
+    name = "profile"
+    help = "profile a script or module with cProfile and show its call tree"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        """Declares the options."""
+        parser.usage = (
+            "%(prog)s [options] script.py [args...] | -m module [args...] | "
+            "show FILE.prof [FILE.prof...] [options]"
+        )
+        _add_view_options(parser)
+        parser.add_argument(
+            "-m",
+            dest="module",
+            nargs=argparse.REMAINDER,
+            default=None,
+            help="run a module as a script, the rest is its arguments",
+        )
+        parser.add_argument(
+            "target",
+            nargs="?",
+            default=None,
+            help="the script to run, or 'show' to render profile files",
+        )
+        parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        """Profiles the program, or renders files with ``show``."""
+        if args.module:
+            code, module, argv, path0 = _module_code(args.module[0])
+            return self._profile(code, module, argv + args.module[1:], path0, args, out, err)
+        if args.target == "show":
+            return self._show(args, out, err)
+        if args.target is None:
+            raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
+        code, module, argv, path0 = _script_code(args.target)
+        return self._profile(code, module, argv + args.args, path0, args, out, err)
+
+    def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from pstats import Stats
+
+        parser = argparse.ArgumentParser(
+            prog="python -m onnxrt_backend_dev.monitoring profile show"
+        )
+        _add_view_options(parser)
+        parser.add_argument("files", nargs="+", help="profile files (merged)")
+        parser.set_defaults(**{k: getattr(args, k) for k in _VIEW_DESTS})
+        try:
+            sargs = parser.parse_args(args.args)
+        except SystemExit as e:  # argparse already wrote the usage line on stderr
+            raise CommandError("invalid arguments for 'profile show'", EXIT_USAGE) from e
+        try:
+            stats = Stats(*sargs.files)
+        except OSError:
+            raise
+        except Exception as e:  # marshal and pstats raise anything on a bad file
+            raise CommandError(f"cannot read profile {sargs.files!r}: {e}") from e
+        _emit(stats, sargs, out, err)
+        return 0
+
+    def _profile(
+        self,
+        code: types.CodeType,
+        module: types.ModuleType,
+        argv: list[str],
+        path0: str,
+        args: argparse.Namespace,
+        out: TextIO,
+        err: TextIO,
+    ) -> int:
+        import cProfile
+        from pstats import Stats
+
+        from ._format import format_duration
+        from ._progress import LiveStatus
+        from .profiling import check_no_profiler_active
+
+        _resolve_format(args)  # a usage error is reported before the program runs
+        check_no_profiler_active()
+        name = os.path.basename(argv[0])
+        start = time.perf_counter()
+        status = LiveStatus(
+            err,
+            lambda: f"profiling {name}: {format_duration(time.perf_counter() - start)}",
+            enabled=False if args.quiet else None,
+        )
+        pr = cProfile.Profile()
+        failure: BaseException | None = None
+        with status, _as_main(module, argv, path0):
+            pr.enable()
+            try:
+                exec(code, module.__dict__)
+            except BaseException as e:  # handled below, with the profiler off
+                failure = e
+            finally:
+                pr.disable()
+        rc = _exit_code(failure, err) if isinstance(failure, SystemExit) else 0
+        failure = None if isinstance(failure, SystemExit) else failure
+        _emit(Stats(pr), args, out, err)
+        if isinstance(failure, KeyboardInterrupt):
+            raise failure
+        if failure is not None:
+            tb = failure.__traceback__
+            lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
+            err.write("".join(lines))
+            err.write(f"error: {name} raised {type(failure).__name__}: {failure}\n")
+            return 1
+        if rc and not args.quiet:
+            err.write(f"{name} exited with code {rc}\n")
+        return rc
+
+
+COMMAND = ProfileCommand()
