@@ -1,18 +1,19 @@
 """Notebook magics, loaded with ``%load_ext onnxrt_backend_dev.monitoring``.
 
 ``%measure_time`` / ``%%measure_time`` time a statement or a cell with
-:func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and show the result on
-one line, like ``%timeit`` but with the median, the extremes and the deviation::
+:func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and print one line, like
+``%timeit`` but with the median, the minimum and the deviation
+(``x * 2: 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 10 x 50 runs)``)::
 
     %measure_time [-r REPEAT] [-n NUMBER] [-w WARMUP] [--max-time SECONDS] [-q] [-o] stmt
 
-    %%measure_time [options] [setup code, run once, not timed]
+    %%measure_time [options] [setup code, run before each batch, not timed]
     code to time
 
 ``-r``/``-n``/``-w``/``--max-time`` are the parameters of ``measure_time`` (defaults
-10, 50, 1, none), ``-q`` prints nothing, ``-o`` returns the dictionary. The code runs
-in a copy of the notebook's namespace: it sees every variable, and the setup code
-defines nothing in the notebook.
+10, 50, 1, none), ``-q`` prints nothing, ``-o`` returns the dictionary of
+``measure_time``. The code is compiled into the timing loop with a copy of the
+notebook's namespace as globals: it sees every variable and defines none there.
 
 ``%%spy`` runs the cell under :func:`~onnxrt_backend_dev.monitoring.memory_peak.
 start_spying_on` and prints the peak, mean, first and last resident memory of the
@@ -24,23 +25,28 @@ the memory curve of the cell::
 ``%%profile_tree`` profiles the cell with :func:`~onnxrt_backend_dev.monitoring.
 profiling.profile` and prints the call tree built by ``profile2graph``::
 
-    %%profile_tree [-s SORT] [-w FCT_WIDTH] [-o]
+    %%profile_tree [-s SORT] [-w FCT_WIDTH] [--max-depth N] [--hide-stdlib] [-o]
 
-``-s`` sorts the children of a node (``line``, ``time``, ``cumulative``, ...), ``-w``
-is the width of the function column. With ``-o`` both cell magics return their result
+``-s`` sorts the children of a node (``line``, the default, ``cumulative`` or
+``time``), ``-w`` is the width of the function column, ``--max-depth`` hides deeper
+rows, ``--hide-stdlib`` hides the frames of the standard library and installed
+packages (their callees take their place). With ``-o`` both cell magics return their result
 (the spy's dictionary of monitors, the root of the call tree) instead of ``None``.
 Errors in the options are reported in one line, errors in the cell as usual.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import io
 from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 
-from ._format import format_bytes, format_duration
+from ._cli_time import format_line
+from ._format import format_bytes
 
 
 def _option(opts: dict[str, Any], name: str) -> str | None:
@@ -72,52 +78,6 @@ def _number_option(
     return value
 
 
-def format_timing(res: dict[str, Any]) -> str:
-    """Renders the dictionary returned by ``measure_time`` on one line.
-
-    :param res: result of :func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time`
-    :return: ``average ± deviation per loop (median, min, max; runs × loops)``
-    """
-    parts = [f"{key} {format_duration(res[key])}" for key in ("median",) if key in res]
-    parts.append(f"min {format_duration(res['min_exec'])}")
-    parts.append(f"max {format_duration(res['max_exec'])}")
-    runs = f"{res['repeat']} runs × {res['number']} loops each"
-    if "warmup_time" in res:
-        runs += f", warmup {format_duration(res['warmup_time'])}"
-    return (
-        f"{format_duration(res['average'])} ± {format_duration(res['deviation'])} per loop "
-        f"(mean ± std. dev.; {', '.join(parts)}; {runs})"
-    )
-
-
-def _monitors(stats: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Flattens the spy's result into ``(name, Monitor)`` pairs (GPUs come as a list)."""
-    pairs: list[tuple[str, Any]] = []
-    for key, value in stats.items():
-        if isinstance(value, (list, tuple)):
-            pairs.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
-        else:
-            pairs.append((key, value))
-    return pairs
-
-
-def format_memory(stats: dict[str, Any]) -> str:
-    """Renders the result of ``MemorySpy.stop()``, one line per device.
-
-    :param stats: ``{'cpu': Monitor, ...}`` as returned by ``MemorySpy.stop()``
-    :return: lines ``name: peak ..., mean ..., begin ..., end ... (+delta, n measures)``
-    """
-    lines = []
-    for name, mon in _monitors(stats):
-        lines.append(
-            f"{name}: peak {format_bytes(mon.max_peak)}, mean {format_bytes(mon.mean)}, "
-            f"begin {format_bytes(mon.begin)}, end {format_bytes(mon.end)} "
-            f"(peak - begin {format_bytes(mon.max_peak - mon.begin)}, "
-            f"{mon.n_measures} measures)"
-        )
-    return "\n".join(lines)
-
-
 @magics_class
 class MonitoringMagics(Magics):
     """``%measure_time``, ``%%measure_time``, ``%%spy`` and ``%%profile_tree``."""
@@ -141,6 +101,15 @@ class MonitoringMagics(Magics):
 
         return run
 
+    def _checked(self, source: str | None) -> str | None:
+        """Turns IPython syntax into Python and compiles it, so that a syntax error
+        points at the user's code only; None for blank code."""
+        if source is None or not source.strip():
+            return None
+        code: str = self._shell.transform_cell(source)
+        self._shell.compile(code, "<measure_time>", "exec")
+        return code
+
     @no_var_expand
     @line_cell_magic
     def measure_time(self, line: str, cell: str | None = None) -> dict[str, Any] | None:
@@ -154,20 +123,24 @@ class MonitoringMagics(Magics):
         number = _number_option(opts, "n", 50, int, 1)
         warmup = _number_option(opts, "w", 1, int, 0)
         max_time = _number_option(opts, "max-time", None, float, 1e-9)
-        setup, body = ("", stmt) if cell is None else (stmt, cell)
-        if not body.strip():
+        setup, body = (None, stmt) if cell is None else (stmt, cell)
+        code = self._checked(body)
+        if code is None:
             raise UsageError("nothing to time: give a statement or a cell")
-        context = dict(self._shell.user_ns)
-        if setup.strip():
-            exec(self._shell.compile(self._shell.transform_cell(setup), "<setup>", "exec"), context)
-        body = self._shell.transform_cell(body)
-        # Syntax errors are reported against the user's code, not a timing template.
-        self._shell.compile(body, "<measure_time>", "exec")
+        # measure_time compiles the code into its loop with a copy of the namespace as
+        # globals: the code sees the notebook's variables and defines none there.
         res = measure_time(
-            body, context, repeat=repeat, number=number, warmup=warmup, max_time=max_time
+            code,
+            self._shell.user_ns,
+            repeat=repeat,
+            number=number,
+            warmup=warmup,
+            max_time=max_time,
+            setup=self._checked(setup),
         )
         if "q" not in opts:
-            print(format_timing(res))
+            name = stmt.strip() if cell is None else "cell"
+            print(format_line(name, {**res, "max_time": max_time}))
         return res if "o" in opts else None
 
     @no_var_expand
@@ -184,9 +157,13 @@ class MonitoringMagics(Magics):
             run()
         finally:
             stats = spy.stop()
-        print(format_memory(stats))
+        cpu = stats["cpu"]
+        print(
+            f"{stats}\nthe cell added {format_bytes(cpu.max_peak - cpu.begin)} at its peak "
+            f"and kept {format_bytes(cpu.end - cpu.begin)}"
+        )
         if "no-plot" not in opts:
-            _plot_memory(stats)
+            _plot_memory(self._shell, stats)
         return stats if "o" in opts else None
 
     @no_var_expand
@@ -195,17 +172,26 @@ class MonitoringMagics(Magics):
         """Profiles the cell and prints its call tree; see the module's documentation."""
         from .profiling import profile, profile2graph
 
-        opts, _ = self.parse_options(line, "s:w:o", posix=False)
-        width = _number_option(opts, "w", 60, int, 10)
-        sort = _option(opts, "s")
-        run = self._code(cell, "profile_tree")
+        opts, _ = self.parse_options(
+            line, "s:w:o", "hide-stdlib", "max-depth=", posix=False, strict=False
+        )
+        options = {
+            "sort_key": _sort_key(_option(opts, "s") or "line"),
+            "fct_width": _number_option(opts, "w", 60, int, 10),
+            "max_depth": _number_option(opts, "max-depth", None, int, 0),
+            "hide_stdlib": "hide-stdlib" in opts,
+            # The tree starts at the cell: the wrapper running it is left out.
+            "focus": f"<{_CELL_NAME}>:1:<module>",
+        }
+        run = self._code(cell, _CELL_NAME)
         stats = profile(run)[0]
         root, _nodes = profile2graph(stats, clean_text=_short_name)
-        kwargs: dict[str, Any] = {"fct_width": width}
-        if sort is not None:
-            kwargs["sort_key"] = _sort_key(sort)
-        print(root.to_text(**kwargs))
+        print(root.to_text(**options))
         return root if "o" in opts else None
+
+
+# The file name of the cell in the call tree.
+_CELL_NAME = "cell"
 
 
 def _short_name(text: str) -> str:
@@ -213,20 +199,36 @@ def _short_name(text: str) -> str:
     return text.split("/")[-1]
 
 
-def _sort_key(name: str) -> Any:
-    """Maps ``-s NAME`` to the sort key ``ProfileNode.to_text`` expects."""
-    from pstats import SortKey
+def _sort_key(name: str) -> str:
+    """Checks ``-s NAME`` against the sort keys of the call tree."""
+    from ._callgraph import sort_function
 
     try:
-        return SortKey(name.lower())
-    except ValueError:
-        choices = ", ".join(sorted({k.value for k in SortKey}))
-        raise UsageError(f"-s must be one of {choices}, got {name!r}") from None
+        sort_function(name)
+    except NotImplementedError as e:
+        raise UsageError(f"-s {name}: {e}") from None
+    return name
 
 
-def _plot_memory(stats: dict[str, Any]) -> None:
-    """Draws the memory curve when matplotlib and a plotting helper are available."""
-    return None
+def _plot_memory(shell: Any, stats: Any) -> None:
+    """Shows the memory curve as a PNG, when the front end displays images (a notebook,
+    not a terminal), matplotlib is installed and the spy's result can plot itself."""
+    if "image/png" not in shell.display_formatter.active_types or not hasattr(stats, "plot"):
+        return
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    from IPython.display import Image, display
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # A bare Figure, not pyplot: no global state, no backend, nothing left open.
+    fig = Figure(figsize=(8, 3))
+    FigureCanvasAgg(fig)
+    stats.plot(ax=fig.add_subplot())
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    display(Image(data=buffer.getvalue(), format="png"))
 
 
 def register_magics(ipython: Any) -> None:

@@ -22,7 +22,10 @@ Fixtures::
 ``monitor_memory(label, limit=None, delay=0.01, cuda=False)`` runs a block under
 :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and gives ``peak``,
 ``begin``, ``end``, ``mean`` and ``increase`` (peak - begin) in bytes, plus ``stats``,
-the spy's result. With a ``limit`` the test fails when the block exceeds it.
+the spy's result. With a ``limit`` the test fails when the block exceeds it. Peaks
+are exact (the kernel's high-water mark, reset at each tick of the spy) for the
+outermost block; a block nested in another one, or in a test marked ``limit_memory``,
+may miss spikes shorter than its ``delay``.
 
 Marker::
 
@@ -158,10 +161,17 @@ class MemoryBlock:
         """How far the peak rose above the memory at the start, in bytes."""
         return self.peak - self.begin
 
+    # Blocks running now in this process. A spy resets the kernel's high-water mark at
+    # each tick to get exact peaks; two spies doing so would hide peaks from each other,
+    # so only the outermost block resets it and nested ones read it as it is.
+    _active = 0
+
     def __enter__(self) -> MemoryBlock:
         from .memory_peak import start_spying_on
 
-        self._spy = start_spying_on(delay=self.delay, cuda=self.cuda)
+        outermost = MemoryBlock._active == 0
+        self._spy = start_spying_on(delay=self.delay, cuda=self.cuda, reset_peak=outermost)
+        MemoryBlock._active += 1
         return self
 
     def __exit__(
@@ -170,6 +180,7 @@ class MemoryBlock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        MemoryBlock._active -= 1
         self.stats = self._spy.stop()
         cpu = self.stats["cpu"]
         self.peak, self.begin, self.end = int(cpu.max_peak), int(cpu.begin), int(cpu.end)
