@@ -1,0 +1,185 @@
+"""Notebook magics, driven through IPython's own API (``run_line_magic``/``run_cell_magic``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("IPython")
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+MiB = 2**20
+
+
+@pytest.fixture(scope="module")
+def ip() -> Iterator[Any]:
+    """A shell with the extension loaded, as ``%load_ext`` does in a notebook."""
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    shell.run_line_magic("load_ext", "onnxrt_backend_dev.monitoring")
+    yield shell
+    # The variables set by the tests must not leak into other test modules' shells.
+    shell.reset(new_session=False)
+
+
+def test_magics_are_registered(ip: Any) -> None:
+    magics = ip.magics_manager.magics
+    assert "measure_time" in magics["line"]
+    assert {"measure_time", "spy", "profile_tree"} <= set(magics["cell"])
+
+
+# --- %measure_time ------------------------------------------------------------------
+
+
+def test_measure_time_line_prints_one_readable_line(ip: Any) -> None:
+    # GIVEN a variable of the notebook
+    ip.user_ns["x"] = 3
+    # WHEN a statement using it is timed
+    with capture_output() as out:
+        res = ip.run_line_magic("measure_time", "-r 4 -n 7 x * 2")
+    # THEN one line like %timeit, with the median, the minimum and the shape of the run
+    assert res is None
+    text = out.stdout.strip()
+    assert "\n" not in text
+    assert text.startswith("x * 2: ") and " ± " in text
+    for word in ("median", "min", "4 x 7 runs"):
+        assert word in text, text
+
+
+def test_measure_time_line_returns_the_dict_with_o(ip: Any) -> None:
+    ip.user_ns["x"] = 3
+    with capture_output() as out:
+        res = ip.run_line_magic("measure_time", "-o -q -r 3 -n 5 -w 2 x + 1")
+    assert out.stdout == ""
+    assert res["repeat"] == 3 and res["number"] == 5
+    assert 0 < res["min_exec"] <= res["average"] <= res["max_exec"]
+    assert res["deviation"] >= 0
+
+
+def test_measure_time_cell_runs_setup_apart(ip: Any) -> None:
+    # GIVEN setup code on the magic's line and the code to time in the cell
+    ip.user_ns.pop("y", None)
+    with capture_output():
+        res = ip.run_cell_magic("measure_time", "-o -r 2 -n 3 y = [3, 1, 2]", "z = sorted(y)\n")
+    # THEN the cell saw the setup's names, which stay out of the notebook
+    assert res["repeat"] == 2 and res["number"] == 3
+    assert "y" not in ip.user_ns and "z" not in ip.user_ns
+
+
+def test_measure_time_max_time(ip: Any) -> None:
+    with capture_output():
+        res = ip.run_line_magic("measure_time", "-o --max-time 0.05 sum(range(10))")
+    assert res["average"] > 0
+    assert res["ttime"] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("-r 0 pass", "-r must be >= 1"),
+        ("-n many pass", "-n must be a int"),
+        ("--max-time -1 pass", "--max-time must be >= "),
+        ("-r 3", "nothing to time"),
+    ],
+)
+def test_measure_time_rejects_bad_options(ip: Any, line: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("measure_time", line)
+
+
+def test_measure_time_syntax_error_points_at_the_statement(ip: Any) -> None:
+    with pytest.raises(SyntaxError):
+        ip.run_line_magic("measure_time", "-q x +* 2")
+
+
+# --- %%spy --------------------------------------------------------------------------
+
+
+def _spy_children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def test_spy_reports_the_cell_peak(ip: Any) -> None:
+    # GIVEN a cell that touches 64 MiB, then frees them
+    cell = "buf = bytearray(b'x') * (64 * 2**20)\ndel buf\n"
+    before = _spy_children()
+    with capture_output() as out:
+        stats = ip.run_cell_magic("spy", "-o --no-plot", cell)
+    # THEN the peak rose by about that much, and the output says so with units
+    cpu = stats["cpu"]
+    assert cpu.max_peak - cpu.begin >= 48 * MiB
+    assert cpu.n_measures >= 1
+    assert "cpu" in out.stdout and "peak" in out.stdout and "MiB" in out.stdout
+    assert _spy_children() <= before  # the spy process is gone
+
+
+def test_spy_stops_when_the_cell_fails(ip: Any) -> None:
+    before = _spy_children()
+    with pytest.raises(ZeroDivisionError), capture_output():
+        ip.run_cell_magic("spy", "--no-plot", "1 / 0\n")
+    assert _spy_children() <= before
+
+
+def test_spy_draws_the_curve_with_matplotlib(ip: Any) -> None:
+    pytest.importorskip("matplotlib")
+    with capture_output() as out:
+        ip.run_cell_magic("spy", "", "buf = bytearray(b'x') * (8 * 2**20)\ndel buf\n")
+    assert any("image/png" in o.data for o in out.outputs), out.outputs
+
+
+def test_spy_rejects_a_bad_delay(ip: Any) -> None:
+    with pytest.raises(UsageError, match="-d must be"):
+        ip.run_cell_magic("spy", "-d 0", "pass\n")
+
+
+# --- %%profile_tree -----------------------------------------------------------------
+
+_CELL = """
+import time
+
+def leaf():
+    time.sleep(0.01)
+
+def branch():
+    leaf()
+    leaf()
+
+branch()
+"""
+
+
+def test_profile_tree_prints_the_call_tree(ip: Any) -> None:
+    with capture_output() as out:
+        res = ip.run_cell_magic("profile_tree", "", _CELL)
+    assert res is None
+    lines = out.stdout.splitlines()
+    branch = next(i for i, line in enumerate(lines) if line.lstrip().startswith("branch"))
+    leaf = next(i for i, line in enumerate(lines) if line.lstrip().startswith("leaf"))
+    # leaf is printed under branch, further indented
+    assert leaf > branch
+    indent = len(lines[leaf]) - len(lines[leaf].lstrip())
+    assert indent > len(lines[branch]) - len(lines[branch].lstrip())
+
+
+def test_profile_tree_options(ip: Any) -> None:
+    with capture_output() as out:
+        root = ip.run_cell_magic("profile_tree", "-o -s cumulative -w 30", _CELL)
+    assert "branch" in root.to_text()
+    assert "branch" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "message"), [("-s nowhere", "-s nowhere: .*must be one of"), ("-w 2", "-w")]
+)
+def test_profile_tree_rejects_bad_options(ip: Any, line: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic("profile_tree", line, "pass\n")

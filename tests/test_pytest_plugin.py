@@ -1,0 +1,245 @@
+"""The pytest plugin, run on generated test files with pytest's ``pytester``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+# Imported here once: pytester's in-process runs unload the modules they import, and
+# numpy cannot be loaded twice in a process.
+import numpy  # noqa: F401
+import pytest
+
+from onnxrt_backend_dev.monitoring._pytest_plugin import MemoryBlock, TimedBlock, TimeMonitor
+
+pytest_plugins = ["pytester"]
+
+MiB = 2**20
+
+
+class FakeClock:
+    """Returns the times it is given, one per call."""
+
+    def __init__(self, *times: float) -> None:
+        self.times = list(times)
+
+    def __call__(self) -> float:
+        return self.times.pop(0)
+
+
+# --- units, no child process --------------------------------------------------------
+
+
+def test_timed_block_measures_with_its_clock() -> None:
+    records: list = []
+    with TimeMonitor(records, clock=FakeClock(10.0, 10.25))("load") as t:
+        pass
+    assert t.elapsed == 0.25
+    assert records == [t]
+    assert t.summary() == "time load: 250 ms"
+    assert t.properties() == [("time.load.elapsed", 0.25)]
+
+
+def test_timed_block_fails_over_its_limit() -> None:
+    with pytest.raises(pytest.fail.Exception, match=r"took 2\.00 s, more than the limit 1\.00 s"):  # noqa: SIM117
+        with TimedBlock("slow", limit=1.0, clock=FakeClock(0.0, 2.0)):
+            pass
+
+
+def test_timed_block_keeps_the_test_exception() -> None:
+    with pytest.raises(KeyError):  # noqa: SIM117
+        with TimedBlock("slow", limit=1.0, clock=FakeClock(0.0, 2.0)):
+            raise KeyError("x")
+
+
+@pytest.mark.parametrize("limit", [0, -1.0])
+def test_timed_block_rejects_a_bad_limit(limit: float) -> None:
+    with pytest.raises(ValueError, match="limit must be > 0 seconds"):
+        TimedBlock("x", limit=limit)
+
+
+def test_memory_block_limit_rules() -> None:
+    block = MemoryBlock("b", limit="100 MB")
+    assert block.limit == 100 * MiB
+    block.begin, block.peak = 50 * MiB, 140 * MiB
+    assert not block.exceeded()
+    block.peak = 151 * MiB
+    assert block.exceeded()
+    assert "RSS increase 101 MiB exceeds the limit 100 MiB" in block.failure()
+    absolute = MemoryBlock("b", limit=120 * MiB, absolute=True)
+    absolute.begin, absolute.peak = 50 * MiB, 121 * MiB
+    assert absolute.exceeded()
+    assert not MemoryBlock("b").exceeded()
+
+
+def test_memory_block_rejects_a_bad_size() -> None:
+    with pytest.raises(ValueError, match="size must be"):
+        MemoryBlock("b", limit="lots")
+
+
+def test_plugin_import_is_light() -> None:
+    # Installed plugins are imported by every pytest session: nothing heavy at import.
+    code = (
+        "import sys; import onnxrt_backend_dev.monitoring._pytest_plugin; "
+        "heavy = [m for m in ('numpy', 'pandas', 'matplotlib', 'psutil', 'pynvml', "
+        "'onnxrt_backend_dev.monitoring.memory_peak', 'onnxrt_backend_dev.monitoring.benchmark', "
+        "'onnxrt_backend_dev.monitoring.profiling') if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+# --- end to end, through pytester ---------------------------------------------------
+
+_FIXTURES = """
+import time
+import numpy as np
+
+def test_blocks(monitor_time, monitor_memory):
+    with monitor_time("nap") as t:
+        time.sleep(0.05)
+    with monitor_memory("alloc") as m:
+        a = np.ones(96 * 2**20 // 8)
+        del a
+    res = monitor_time.measure(lambda: sum(range(10)), repeat=3, number=4, label="sum")
+    assert 0.05 <= t.elapsed < 5
+    assert m.increase >= 80 * 2**20, m.summary()
+    assert m.peak >= m.begin > 0 and m.end > 0 and m.mean > 0
+    assert m.stats["cpu"].n_measures >= 1
+    assert res["repeat"] == 3 and res["number"] == 4
+    print("MEASURED", t.elapsed, m.increase)
+
+def test_without_fixtures() -> None:
+    assert True
+"""
+
+
+def test_fixtures_give_sensible_values(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_FIXTURES)
+    result = pytester.runpytest_inprocess("-rA", "--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    # the report lists the measured blocks
+    result.stdout.fnmatch_lines(
+        [
+            "*Captured monitoring call*",
+            "time nap: *",
+            "memory alloc: peak * (+* over *",
+            "time sum: *",
+        ]
+    )
+
+
+_LIMITS = """
+import numpy as np
+import pytest
+
+@pytest.mark.limit_memory("100 MB")
+def test_over() -> None:
+    a = np.ones(300 * 2**20 // 8)  # 300 MiB written, so resident
+    del a
+
+@pytest.mark.limit_memory("100 MB")
+def test_under() -> None:
+    a = np.ones(10 * 2**20 // 8)
+    del a
+
+@pytest.mark.limit_memory(limit="1 GB", absolute=True)
+def test_absolute_under() -> None:
+    pass
+
+@pytest.mark.limit_memory("lots")
+def test_bad_size() -> None:
+    pass
+
+@pytest.mark.limit_memory("500 MB")
+def test_nested(monitor_memory):
+    with monitor_memory("inner") as m:
+        a = np.ones(100 * 2**20 // 8)
+        del a
+    assert m.increase >= 50 * 2**20, m.summary()
+
+@pytest.mark.limit_memory("1 MB")
+def test_own_error():
+    a = np.ones(50 * 2**20 // 8)
+    raise KeyError("its own error")
+
+def test_helper(monitor_memory):
+    with monitor_memory("big", limit="50 MB"):
+        a = np.ones(150 * 2**20 // 8)
+        del a
+"""
+
+
+def _call_reports(reprec: pytest.HookRecorder) -> dict[str, pytest.TestReport]:
+    reports = reprec.getreports("pytest_runtest_logreport")
+    return {r.nodeid.split("::")[-1]: r for r in reports if r.when == "call"}
+
+
+def test_limit_memory_fails_only_the_tests_over_the_limit(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_LIMITS)
+    reports = _call_reports(pytester.inline_run("--strict-markers", "-p", "no:cacheprovider"))
+    assert {name: r.outcome for name, r in reports.items()} == {
+        "test_over": "failed",
+        "test_under": "passed",
+        "test_absolute_under": "passed",
+        "test_bad_size": "failed",
+        "test_nested": "passed",
+        "test_own_error": "failed",
+        "test_helper": "failed",
+    }
+    # a test failing on its own reports its own error, not the limit
+    assert "KeyError: 'its own error'" in reports["test_own_error"].longreprtext
+    assert "limit_memory: RSS increase" in reports["test_over"].longreprtext
+    assert "exceeds the limit 100 MiB" in reports["test_over"].longreprtext
+    assert "big: RSS increase" in reports["test_helper"].longreprtext
+    assert "size must be" in reports["test_bad_size"].longreprtext
+    # the measured block is in the report of the passing test too
+    sections = dict(reports["test_under"].sections)
+    assert "memory limit_memory: peak" in sections["Captured monitoring call"]
+
+
+def test_limit_memory_counts_native_allocations(pytester: pytest.Pytester) -> None:
+    # A C-level allocation that Python's allocator never sees (ctypes calloc + memset).
+    pytester.makepyfile(
+        """
+        import ctypes, ctypes.util
+        import pytest
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.malloc.restype = ctypes.c_void_p
+        libc.malloc.argtypes = [ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+
+        @pytest.mark.limit_memory("64 MB")
+        def test_native():
+            n = 256 * 2**20
+            p = libc.malloc(n)
+            ctypes.memset(p, 1, n)
+            libc.free(p)
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*RSS increase * exceeds the limit 64.0 MiB*"])
+
+
+def test_plugin_is_registered_by_its_entry_point_and_can_be_disabled(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_uses(monitor_time):
+            with monitor_time("x") as t:
+                pass
+            assert t.elapsed >= 0
+        """
+    )
+    enabled = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+    enabled.assert_outcomes(passed=1)
+    disabled = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:onnxrt_monitoring", timeout=60
+    )
+    disabled.assert_outcomes(errors=1)
+    disabled.stdout.fnmatch_lines(["*fixture 'monitor_time' not found*"])
