@@ -235,7 +235,7 @@ class Monitor:
         return mon
 
 
-class SpyResult(dict):  # type: ignore[type-arg]
+class SpyResult(dict[str, Any]):
     """What ``MemorySpy.stop()`` returns: a dict with ``'cpu'`` (a :class:`Monitor`) and,
     with ``cuda=True``, ``'gpus'`` (one Monitor per GPU, device-wide used memory) and
     ``'gpus_process'`` (the spied process's own usage per GPU, where the driver reports it).

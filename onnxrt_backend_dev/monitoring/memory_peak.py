@@ -389,7 +389,9 @@ class MemorySpy:
             self._kill()  # the block failed: do not hide its exception behind ours
 
     def __del__(self) -> None:
-        if self.result is None and self._proc is not None and os.getpid() == self._owner:
+        # getattr: the constructor may have failed before setting them.
+        proc, owner = getattr(self, "_proc", None), getattr(self, "_owner", None)
+        if getattr(self, "result", None) is None and proc is not None and os.getpid() == owner:
             self._kill()
 
 

@@ -1,0 +1,127 @@
+"""Fakes for the memory spy: a probe, a fake procfs and a fake NVML module.
+
+The fake NVML module is this very module: the spy process imports it by name
+(``nvml_module="fakes_memory"``) and reads its behaviour from the environment variable
+``FAKE_NVML`` (``ok``, or the name of an NVML error to raise at ``nvmlInit``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from onnxrt_backend_dev.monitoring._probes import TargetGone
+
+GIB = 2**30
+
+
+class FakeProbe:
+    """A probe replaying ``(current, peak)`` readings, then the target is gone."""
+
+    def __init__(
+        self,
+        readings: Iterable[tuple[float, float]],
+        source: str = "hwm",
+        previous_peak: float | None = 123.0,
+    ) -> None:
+        self.readings = list(readings)
+        self.source = source
+        self.previous_peak = previous_peak
+        self.closed = False
+
+    def read(self) -> tuple[float, float]:
+        if not self.readings:
+            raise TargetGone(0)
+        return self.readings.pop(0)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def write_status(
+    root: Path, pid: int, rss_kb: int | None, hwm_kb: int | None, ppid: int = 1
+) -> None:
+    """Writes a fake ``/proc/PID/{status,stat,clear_refs}`` under ``root``."""
+    d = root / str(pid)
+    d.mkdir(parents=True, exist_ok=True)
+    lines = [f"Name:\tfake\nPid:\t{pid}\n"]
+    if hwm_kb is not None:
+        lines.append(f"VmHWM:\t{hwm_kb:8d} kB\n")
+    if rss_kb is not None:
+        lines.append(f"VmRSS:\t{rss_kb:8d} kB\n")
+    (d / "status").write_text("".join(lines))
+    (d / "stat").write_text(f"{pid} (a (weird) name) S {ppid} 0 0\n")
+    (d / "clear_refs").touch()
+
+
+# --- the fake NVML module -------------------------------------------------------------
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):
+    pass
+
+
+class NVMLError_DriverNotLoaded(NVMLError):
+    pass
+
+
+class NVMLError_NoPermission(NVMLError):
+    pass
+
+
+@dataclass
+class _MemoryInfo:
+    total: int
+    used: int
+    free: int
+
+
+@dataclass
+class _Process:
+    pid: int
+    usedGpuMemory: int | None
+
+
+def _mode() -> str:
+    return os.environ.get("FAKE_NVML", "ok")
+
+
+def nvmlInit() -> None:
+    errors = {
+        "LibraryNotFound": NVMLError_LibraryNotFound,
+        "DriverNotLoaded": NVMLError_DriverNotLoaded,
+        "NoPermission": NVMLError_NoPermission,
+    }
+    if _mode() in errors:
+        raise errors[_mode()]("fake NVML failure")
+
+
+def nvmlShutdown() -> None:
+    pass
+
+
+def nvmlDeviceGetCount() -> int:
+    return 0 if _mode() == "nogpu" else 2
+
+
+def nvmlDeviceGetHandleByIndex(i: int) -> int:
+    return i
+
+
+def nvmlDeviceGetMemoryInfo(handle: int) -> _MemoryInfo:
+    used = (handle + 1) * GIB
+    return _MemoryInfo(total=80 * GIB, used=used, free=80 * GIB - used)
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
+    # The spied process uses 256 MiB on GPU 0 and nothing on GPU 1; another one is there.
+    target = int(os.environ.get("FAKE_NVML_PID", "0"))
+    if handle == 0:
+        return [_Process(target, 256 * 2**20), _Process(999999, GIB)]
+    return [_Process(999999, GIB)]
