@@ -136,6 +136,17 @@ def test_spy_draws_the_curve_with_matplotlib(ip: Any) -> None:
     assert any("image/png" in o.data for o in out.outputs), out.outputs
 
 
+def test_spy_reports_a_spy_that_cannot_start(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnxrt_backend_dev.monitoring import memory_peak
+
+    def no_nvml(**kwargs: Any) -> None:
+        raise RuntimeError("cuda=True but NVML is unusable")
+
+    monkeypatch.setattr(memory_peak, "start_spying_on", no_nvml)
+    with pytest.raises(UsageError, match="the memory spy cannot start: cuda=True but NVML"):
+        ip.run_cell_magic("spy", "--cuda", "pass\n")
+
+
 def test_spy_rejects_a_bad_delay(ip: Any) -> None:
     with pytest.raises(UsageError, match="-d must be"):
         ip.run_cell_magic("spy", "-d 0", "pass\n")

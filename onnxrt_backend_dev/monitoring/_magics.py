@@ -152,7 +152,10 @@ class MonitoringMagics(Magics):
         opts, _ = self.parse_options(line, "d:o", "cuda", "no-plot", posix=False)
         delay = _number_option(opts, "d", 0.01, float, 1e-4)
         run = self._code(cell, "spy")
-        spy = start_spying_on(delay=delay, cuda="cuda" in opts)
+        try:
+            spy = start_spying_on(delay=delay, cuda="cuda" in opts)
+        except (ImportError, RuntimeError, OSError) as e:  # no NVML, no permission...
+            raise UsageError(f"the memory spy cannot start: {e}") from None
         try:
             run()
         finally:
