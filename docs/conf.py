@@ -58,6 +58,5 @@ html_theme_options = {
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autodoc_default_options = {"show-inheritance": False}
 # The public faces import their optional dependencies lazily; nothing to mock.
 autodoc_mock_imports: list[str] = []

@@ -247,11 +247,16 @@ def test_cli_guide_writes_options_as_on_the_command_line() -> None:
     sub.add_argument("-n", "--number", type=int, default=50, help="runs (default %(default)s)")
     sub.add_argument("--quiet", action="store_true", help="say nothing")
     sub.add_argument("--sort", choices=["a", "b"], help="order")
+    sub.add_argument("-m", nargs=argparse.REMAINDER, help="module")
+    sub.add_argument("--pair", nargs=2, metavar="X")
     assert list(guide.subparsers_of(parser)) == ["time"]
     actions = {a.dest: a for a in sub._actions}
     assert guide.invocation(actions["stmt"]) == "stmt"
     assert guide.invocation(actions["number"]) == "-n NUMBER, --number NUMBER"
     assert guide.invocation(actions["quiet"]) == "--quiet"
+    assert guide.invocation(actions["sort"]) == "--sort {a,b}"
+    assert guide.invocation(actions["m"]) == "-m ..."
+    assert guide.invocation(actions["pair"]) == "--pair X X"
     assert guide.expanded_help(sub, actions["number"]) == "runs (default 50)"
     assert guide.expanded_help(sub, actions["sort"]) == "order (one of: a, b)"
 

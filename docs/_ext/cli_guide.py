@@ -41,6 +41,31 @@ def subparsers_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Argumen
     return {}
 
 
+# How argparse shows the values of an argument, by nargs (see HelpFormatter._format_args).
+_NARGS_FORMATS: dict[object, str] = {
+    None: "{m}",
+    argparse.OPTIONAL: "[{m}]",
+    argparse.ZERO_OR_MORE: "[{m} ...]",
+    argparse.ONE_OR_MORE: "{m} [{m} ...]",
+    argparse.REMAINDER: "...",
+}
+
+
+def _values(action: argparse.Action) -> str:
+    """The values of an argument as ``--help`` shows them, e.g. ``N`` or ``{a,b}``."""
+    if action.metavar is not None:
+        metavar = action.metavar
+    elif action.choices is not None:
+        metavar = "{" + ",".join(map(str, action.choices)) + "}"
+    else:
+        metavar = action.dest.upper() if action.option_strings else action.dest
+    if isinstance(metavar, tuple):
+        return " ".join(metavar)
+    if isinstance(action.nargs, int):
+        return " ".join([metavar] * action.nargs)
+    return _NARGS_FORMATS.get(action.nargs, "{m}").format(m=metavar)
+
+
 def invocation(action: argparse.Action) -> str:
     """How an argument is written on the command line, e.g. ``-n N, --number N``.
 
@@ -51,10 +76,8 @@ def invocation(action: argparse.Action) -> str:
         return str(action.metavar or action.dest)
     if action.nargs == 0:
         return ", ".join(action.option_strings)
-    metavar = action.metavar or action.dest.upper()
-    if isinstance(metavar, tuple):
-        metavar = " ".join(metavar)
-    return ", ".join(f"{opt} {metavar}" for opt in action.option_strings)
+    values = _values(action)
+    return ", ".join(f"{opt} {values}" for opt in action.option_strings)
 
 
 def expanded_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:

@@ -12,8 +12,9 @@ Options:
 - ``:hide-code:`` shows only the output
 - ``:shell:`` runs the block with ``bash -e`` instead of Python; ``python`` and the
   console scripts resolve to the interpreter building the docs
-- ``:figure: ALT TEXT`` saves the current matplotlib figure after the code has run and
-  inserts it as a picture (embedded in the page, nothing is written into the sources)
+- ``:figure: ALT TEXT`` saves a matplotlib figure after the code has run (the figure of
+  the global ``ax``, else the global ``fig``, else pyplot's current one) and inserts it
+  as a picture (embedded in the page, nothing is written into the sources)
 - ``:figure-width: WIDTH`` width of that picture (e.g. ``90%``)
 
 Example::
@@ -43,13 +44,16 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 60.0
 _FIGURE_FILE = "_runpython_figure.png"
-# Appended to the user's code when a figure is wanted: saves the current figure, if any.
+# Appended to the user's code when a figure is wanted: saves the figure of a global ``ax``
+# (what the plot helpers return), else of a global ``fig``, else pyplot's current figure.
 _SAVE_FIGURE = f"""
 import sys as _sys
-if "matplotlib.pyplot" in _sys.modules:
+_fig = getattr(globals().get("ax"), "figure", None) or globals().get("fig")
+if _fig is None and "matplotlib.pyplot" in _sys.modules:
     import matplotlib.pyplot as _plt
-    if _plt.get_fignums():
-        _plt.gcf().savefig({_FIGURE_FILE!r}, dpi=100, bbox_inches="tight")
+    _fig = _plt.gcf() if _plt.get_fignums() else None
+if _fig is not None:
+    _fig.savefig({_FIGURE_FILE!r}, dpi=100, bbox_inches="tight")
 """
 _MAX_SHOWN_ERROR = 3000
 
