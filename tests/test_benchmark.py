@@ -137,6 +137,13 @@ def test_str_statement_is_compiled_into_the_loop_not_called() -> None:
     assert "_stmt" in callable_inner.__code__.co_varnames  # a local, as in timeit
 
 
+def test_timing_loop_is_timeit_template() -> None:
+    import timeit
+
+    # Same loop, same cost per execution as timeit: the harness adds nothing of its own.
+    assert timeit.template == _timing._TEMPLATE  # type: ignore[attr-defined]
+
+
 def test_str_statement_sees_context_which_is_left_untouched() -> None:
     seen: list[int] = []
     context = {"seen": seen, "value": 7}
@@ -159,9 +166,10 @@ def test_setup_runs_before_each_batch_with_local_names() -> None:
     assert len(calls) == 4  # warmup batch + 3 batches
 
 
-def test_multiline_str_statement() -> None:
+def test_multiline_and_comment_only_str_statements() -> None:
     res = measure_time("a = 1\nfor i in range(3):\n    a += i", repeat=2, number=2)
     assert res["runs"] == 4
+    assert measure_time("# nothing", repeat=2, number=2)["runs"] == 4
 
 
 # --- contract: max_time -----------------------------------------------------------------
