@@ -273,6 +273,12 @@ def test_bad_statement_type_raises_type_error_naming_it(stmt: Any) -> None:
         measure_time(stmt)
 
 
+def test_numpy_integers_are_accepted_and_plain_ints_returned() -> None:
+    np = pytest.importorskip("numpy")
+    res = measure_time("pass", repeat=np.int64(3), number=np.int32(4), max_time=None)
+    assert (type(res["repeat"]), type(res["number"]), res["runs"]) == (int, int, 12)
+
+
 def test_non_int_count_raises_type_error() -> None:
     with pytest.raises(TypeError, match="repeat must be an int, got float"):
         measure_time("pass", repeat=2.0)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import itertools
 import math
+import operator
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -164,8 +165,13 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    # operator.index accepts numpy integers too, refuses floats.
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
 
@@ -349,6 +355,8 @@ def measure(
     :return: the result
     """
     validate(stmt, repeat, number, warmup, div_by_number, max_time)
+    # Plain Python numbers from here on (numpy integers are accepted on input).
+    repeat, number, warmup = operator.index(repeat), operator.index(number), operator.index(warmup)
     inner = build_timer(stmt, context, setup)
     clock = perf_counter if clock is None else clock
     progress = Progress() if progress is None else progress
