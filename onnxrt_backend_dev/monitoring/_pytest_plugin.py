@@ -200,7 +200,8 @@ class MemoryBlock:
         used = self.peak if self.absolute else self.increase
         return (
             f"{self.label}: {what} {format_bytes(used)} exceeds the limit "
-            f"{format_bytes(self.limit or 0)} ({self.summary()})"
+            f"{format_bytes(self.limit or 0)} (peak {format_bytes(self.peak)}, "
+            f"{format_bytes(self.begin)} at start)"
         )
 
     def summary(self) -> str:
