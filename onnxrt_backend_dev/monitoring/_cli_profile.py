@@ -160,17 +160,23 @@ def _script_code(path: str) -> tuple[types.CodeType, types.ModuleType, list[str]
 
 
 def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType, list[str], str]:
+    import importlib
     import importlib.util
 
+    importlib.invalidate_caches()  # a module written since the last import is found
     try:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations is not None:
             spec = importlib.util.find_spec(name + ".__main__")
     except (ImportError, ValueError) as e:
         raise CommandError(f"cannot find module {name!r}: {e}", EXIT_USAGE) from e
-    if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
-        raise CommandError(f"no runnable module named {name!r}", EXIT_USAGE)
-    code = spec.loader.get_code(spec.name)
+    if spec is None:
+        raise CommandError(f"no module named {name!r}", EXIT_USAGE)
+    get_code = getattr(spec.loader, "get_code", None)
+    code = get_code(spec.name) if get_code is not None else None
+    if code is None and spec.origin and os.path.isfile(spec.origin):
+        # Import hooks (pytest's, for one) may not expose get_code: read the source.
+        code = _script_code(spec.origin)[0]
     if code is None:
         raise CommandError(f"module {name!r} has no code to run", EXIT_USAGE)
     module = types.ModuleType("__main__")

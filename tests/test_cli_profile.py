@@ -1,0 +1,161 @@
+"""Tests for the ``profile`` subcommand (_cli_profile.py): in process, and once as a
+subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onnxrt_backend_dev.monitoring import _cli, _cli_profile
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+SCRIPT = """\
+import sys, time
+print("argv", sys.argv[1:], __name__)
+
+def busy():
+    time.sleep({sleep})
+
+busy()
+if "fail" in sys.argv:
+    raise ZeroDivisionError("on purpose")
+if "exit" in sys.argv:
+    sys.exit(int(sys.argv[-1]))
+"""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _main(*argv: str, err: io.StringIO | None = None) -> tuple[int, str, str]:
+    out = io.StringIO()
+    err = io.StringIO() if err is None else err
+    code = _cli.main(["profile", *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "prog.py"
+    path.write_text(SCRIPT.format(sleep=0.01), encoding="utf-8")
+    return path
+
+
+def test_command_is_registered() -> None:
+    assert _cli_profile.COMMAND.name == "profile"
+    _, commands = _cli.build_parser()
+    assert "profile" in commands
+
+
+def test_runs_script_as_main_with_its_argv(
+    script: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a script WHEN profiled THEN it runs as __main__ with its own arguments
+    code, out, err = _main("-q", str(script), "a", "--b")
+    assert code == 0 and err == ""
+    assert "argv ['a', '--b'] __main__" in capsys.readouterr().out
+    assert "busy" in out and "<module>" in out and " -- " in out
+
+
+def test_exit_code_and_exception_reported_profile_written(script: Path, tmp_path: Path) -> None:
+    out_file = tmp_path / "p.json"
+    code, _, err = _main("-o", str(out_file), str(script), "exit", "3")
+    assert code == 3 and "exited with code 3" in err
+    assert "busy" in out_file.read_text()
+    out_file.unlink()
+    code, _, err = _main("-o", str(out_file), str(script), "fail")
+    assert code == 1
+    assert "ZeroDivisionError: on purpose" in err and "Traceback" in err
+    assert "prog.py raised ZeroDivisionError" in err
+    assert json.loads(out_file.read_text())["profile"]
+    assert sys.getprofile() is None
+
+
+def test_module_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "profmod_cli_test.py").write_text(SCRIPT.format(sleep=0.001))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = _main("-q", "--format", "collapsed", "-m", "profmod_cli_test", "x")
+    assert code == 0, err
+    assert any("busy (" in line for line in out.splitlines())
+    code, _, err = _main("-m", "no_such_module_xyz")
+    assert code == 2 and "no_such_module_xyz" in err
+
+
+@pytest.mark.parametrize(
+    ("fmt", "check"),
+    [
+        ("text", lambda s: "fct4" in s and " -- " in s),
+        ("json", lambda s: "profile" in json.loads(s)),
+        ("speedscope", lambda s: json.loads(s)["profiles"][0]["type"] == "sampled"),
+        ("collapsed", lambda s: ";" in s),
+        ("html", lambda s: s.startswith("<!DOCTYPE html>")),
+    ],
+)
+def test_show_formats(fmt: str, check: object) -> None:
+    code, out, _ = _main("show", os.path.join(DATA, "cprofile.prof"), "--format", fmt)
+    assert code == 0 and callable(check) and check(out)
+
+
+def test_show_merges_files_filters_and_writes(tmp_path: Path) -> None:
+    files = [os.path.join(DATA, f) for f in ("cprofile.prof", "yappi.prof")]
+    code, out, _ = _main("--sort", "line", "show", *files, "--hide-stdlib", "--max-depth", "2")
+    assert code == 0 and "fct3" in out and "runpy" not in out
+    target = tmp_path / "merged.prof"
+    code, _, err = _main("show", *files, "-o", str(target))
+    assert code == 0 and "written to" in err and target.stat().st_size > 0
+    code, out, _ = _main("show", str(target), "--focus", "fct3")
+    assert out.startswith("fct3")
+
+
+def test_usage_errors(script: Path) -> None:
+    code, _, err = _main("--format", "prof", str(script))
+    assert code == 2 and "needs -o" in err
+    code, _, err = _main("missing_script.py")
+    assert code == 2 and "not found" in err
+    code, _, err = _main()
+    assert code == 2
+    code, _, err = _main("show", __file__)
+    assert code == 1 and err.startswith("error:") and err.count("\n") == 1
+
+
+def test_live_status_on_terminal_only(tmp_path: Path) -> None:
+    slow = tmp_path / "slow.py"
+    slow.write_text(SCRIPT.format(sleep=1.4))
+    term = _Terminal()
+    code, _, _ = _main(str(slow), err=term)
+    assert code == 0 and "profiling slow.py" in term.getvalue()
+    quiet = _Terminal()
+    _main("-q", str(slow), err=quiet)
+    assert quiet.getvalue() == ""
+
+
+@pytest.mark.slow
+def test_real_subprocess(script: Path, tmp_path: Path) -> None:
+    out_file = tmp_path / "out.speedscope.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "onnxrt_backend_dev.monitoring",
+            "profile",
+            "-o",
+            str(out_file),
+            str(script),
+            "fail",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "ZeroDivisionError" in proc.stderr and "argv ['fail'] __main__" in proc.stdout
+    doc = json.loads(out_file.read_text())
+    assert doc["profiles"][0]["weights"]
