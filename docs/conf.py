@@ -48,12 +48,13 @@ extensions = [
 
 exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store"]
 templates_path: list[str] = []
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_theme = "alabaster"
 html_title = f"{project} {release}"
 html_theme_options = {
     "description": "How long, how much memory, and where the time goes.",
-    "page_width": "1100px",
+    "page_width": "1240px",
 }
 
 autodoc_member_order = "bysource"
