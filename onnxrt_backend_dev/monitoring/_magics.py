@@ -15,24 +15,26 @@
 ``measure_time``. The code is compiled into the timing loop with a copy of the
 notebook's namespace as globals: it sees every variable and defines none there.
 
-``%%spy`` runs the cell under :func:`~onnxrt_backend_dev.monitoring.memory_peak.
-start_spying_on` and prints the peak, mean, first and last resident memory of the
-kernel (``cpu``, and every GPU with ``--cuda``); when matplotlib is installed it draws
-the memory curve of the cell::
+``%%spy`` runs the cell under
+:func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and prints the peak,
+mean, first and last resident memory of the kernel (``cpu``, and every GPU with
+``--cuda``) and how much the cell added at its peak; when the front end shows images
+(a notebook, not a terminal) and matplotlib is installed, it draws the memory curve::
 
     %%spy [-d DELAY] [--cuda] [--no-plot] [-o]
 
-``%%profile_tree`` profiles the cell with :func:`~onnxrt_backend_dev.monitoring.
-profiling.profile` and prints the call tree built by ``profile2graph``::
+``%%profile_tree`` profiles the cell with
+:func:`~onnxrt_backend_dev.monitoring.profiling.profile` and prints the call tree built
+by ``profile2graph``, starting at the cell::
 
     %%profile_tree [-s SORT] [-w FCT_WIDTH] [--max-depth N] [--hide-stdlib] [-o]
 
 ``-s`` sorts the children of a node (``line``, the default, ``cumulative`` or
 ``time``), ``-w`` is the width of the function column, ``--max-depth`` hides deeper
 rows, ``--hide-stdlib`` hides the frames of the standard library and installed
-packages (their callees take their place). With ``-o`` both cell magics return their result
-(the spy's dictionary of monitors, the root of the call tree) instead of ``None``.
-Errors in the options are reported in one line, errors in the cell as usual.
+packages (their callees take their place). With ``-o`` both cell magics return their
+result (the spy's dictionary of monitors, the root of the call tree) instead of
+``None``. Errors in the options are reported in one line, errors in the cell as usual.
 """
 
 from __future__ import annotations
