@@ -188,6 +188,15 @@ def test_profile_tree_options(ip: Any) -> None:
     assert "branch" in out.stdout
 
 
+def test_profile_tree_depth_and_stdlib(ip: Any) -> None:
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "--max-depth 1", _CELL)
+    assert "branch" in out.stdout and "leaf" not in out.stdout
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "--hide-stdlib", _CELL)
+    assert "leaf" in out.stdout and "time.sleep" not in out.stdout
+
+
 @pytest.mark.parametrize(
     ("line", "message"), [("-s nowhere", "-s nowhere: .*must be one of"), ("-w 2", "-w")]
 )
