@@ -314,8 +314,13 @@ def _serve(readings: list[tuple[float, float]], message: bytes, parent: int = 1)
 
 
 def test_serve_answers_stop_with_the_result() -> None:
-    out = _serve([(1.0, 1.0)] * 1000, b"stop\n")
-    assert b'"kind": "result"' in out and b'"target_exited": false' in out
+    out = _serve([(1.0, 1.0)] * 1000, b"peek\nstop\n")
+    header, payload, rest = _spy_worker.decode_frame(out)
+    if header["kind"] == "peek":  # both lines may come in one read or in two
+        assert header["peak"] == 1.0
+        header, payload, rest = _spy_worker.decode_frame(rest)
+    assert (header["kind"], header["target_exited"], rest) == ("result", False, b"")
+    assert Monitor.from_state(header["monitors"][0], payload).max_peak == 1.0
 
 
 def test_serve_exits_silently_at_end_of_file() -> None:
@@ -338,7 +343,8 @@ def test_serve_sends_the_result_when_the_target_ends() -> None:
     assert _spy_worker.serve(loop, r_in, w_out, 0.001, 1, getppid=lambda: 1) == 0
     os.close(w_out)
     with os.fdopen(r_out, "rb") as f:
-        assert b'"target_exited": true' in f.read()
+        header, _, rest = _spy_worker.decode_frame(f.read())
+    assert (header["kind"], header["target_exited"], rest) == ("result", True, b"")
     os.close(r_in)
     os.close(w_in)
 

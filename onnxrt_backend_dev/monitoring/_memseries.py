@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import array
 import sys
-from collections.abc import Iterator
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 # 2 x 8 bytes per point: 1 MiB per channel however long the spy runs
 # (the issue's budget is 10 MB per hour at delay=0.01, i.e. 360,000 ticks).
@@ -235,7 +238,7 @@ class Monitor:
         return mon
 
 
-class SpyResult(dict[str, Any]):
+class SpyResult(dict):
     """What ``MemorySpy.stop()`` returns: a dict with ``'cpu'`` (a :class:`Monitor`) and,
     with ``cuda=True``, ``'gpus'`` (one Monitor per GPU, device-wide used memory) and
     ``'gpus_process'`` (the spied process's own usage per GPU, where the driver reports it).

@@ -19,11 +19,26 @@ given as an object so that tests can pass a fake.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+
+TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, Protocol
+
+    class Probe(Protocol):
+        """Reads the memory of one process (or one process tree)."""
+
+        source: str
+        previous_peak: float | None
+
+        def read(self) -> tuple[float, float]:
+            """Returns ``(current, peak since the previous read)`` in bytes."""
+
+        def close(self) -> None:
+            """Releases what the probe holds."""
+
 
 PERMISSION_ADVICE = (
     "run the spy as the same user as the spied process or as root "
@@ -34,19 +49,6 @@ PROC_ROOT = "/proc"
 
 class TargetGone(Exception):
     """The spied process ended (or is a zombie)."""
-
-
-class Probe(Protocol):
-    """Reads the memory of one process (or one process tree)."""
-
-    source: str
-    previous_peak: float | None
-
-    def read(self) -> tuple[float, float]:
-        """Returns ``(current, peak since the previous read)`` in bytes."""
-
-    def close(self) -> None:
-        """Releases what the probe holds."""
 
 
 def _parse_kb(data: bytes, key: bytes) -> int | None:
@@ -177,8 +179,11 @@ class ProcessProbe:
         """Closes the file descriptors."""
         for fd in (self._fd, self._clear_fd):
             if fd is not None:
-                with contextlib.suppress(OSError):
+                # No contextlib here: importing it costs the spy milliseconds at start.
+                try:  # noqa: SIM105
                     os.close(fd)
+                except OSError:
+                    pass
         self._clear_fd = None
 
 
@@ -421,5 +426,7 @@ class NvmlProbe:
 
     def close(self) -> None:
         """Shuts NVML down."""
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105
             self.nvml.nvmlShutdown()
+        except Exception:
+            pass

@@ -5,27 +5,32 @@ with multiprocessing: it does not depend on the start method, never re-imports t
 user's ``__main__`` and never copies the parent's memory. It imports the standard
 library only (plus the NVML module with ``cuda=True``).
 
-Protocol. The parent writes ``stop`` lines to the spy's stdin. The spy writes frames to
-its stdout: one JSON line ``{"kind": ..., "nbytes": N}`` followed by N bytes of payload.
-Kinds: ``ready`` once the probes are open (after the first reset of the high-water mark),
-``error`` if they cannot be (then it exits), ``result`` with every monitor's state when
-asked to stop or when the spied process ended (then it exits). It also exits, silently,
-when its stdin reaches end-of-file or its parent changes: the parent died.
+Protocol. The parent writes ``stop`` (or ``peek``) lines to the spy's stdin. The spy
+writes frames to its stdout (see :func:`encode_frame`); the header's ``kind`` is
+``ready`` once the probes are open (after the first reset of the high-water mark),
+``error`` if they cannot be (then it exits), ``peek`` (the peak so far, on request),
+``result`` with every monitor's state when asked to stop or when the spied process ended
+(then it exits). It also exits, silently, when its stdin reaches end-of-file or its
+parent changes: the parent died.
 """
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import select
-import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
 
 from ._memseries import DEFAULT_MAX_POINTS, Monitor
-from ._probes import NvmlProbe, Probe, TargetGone, TreeProbe, make_process_probe
+from ._probes import NvmlProbe, TargetGone, TreeProbe, make_process_probe
+
+TYPE_CHECKING = False  # typing, json, argparse are left out: the spy starts in milliseconds
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from ._probes import Probe
 
 WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
 
@@ -104,19 +109,43 @@ class SpyLoop:
             self.gpu.close()
 
 
+def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
+    """A frame: header and payload sizes (8 bytes each), the marshalled header, the payload.
+
+    marshal, not json: both ends run the same interpreter and json would import ``re``.
+
+    :param header: plain values only (str, int, float, bool, None, lists, dicts)
+    :param payload: raw bytes
+    :return: the frame
+    """
+    head = marshal.dumps(header)
+    return len(head).to_bytes(8, "little") + len(payload).to_bytes(8, "little") + head + payload
+
+
+def decode_frame(data: bytes) -> tuple[dict[str, Any], bytes, bytes]:
+    """Reads the first frame of ``data``.
+
+    :param data: bytes starting with a frame from :func:`encode_frame`
+    :return: the header, the payload and what follows the frame
+    """
+    n_head = int.from_bytes(data[:8], "little")
+    n_payload = int.from_bytes(data[8:16], "little")
+    end = 16 + n_head + n_payload
+    return marshal.loads(data[16 : 16 + n_head]), data[16 + n_head : end], data[end:]
+
+
 def write_frame(
     fd: int, header: dict[str, Any], payload: bytes = b"", timeout: float = WRITE_TIMEOUT
 ) -> bool:
     """Writes one frame, giving up after ``timeout`` seconds (nobody reading).
 
     :param fd: where to write (non-blocking or not)
-    :param header: the JSON header; ``nbytes`` is set to the payload size
+    :param header: the header
     :param payload: the bytes following the header
     :param timeout: seconds
     :return: True if everything was written
     """
-    header = dict(header, nbytes=len(payload))
-    data = memoryview(json.dumps(header).encode() + b"\n" + payload)
+    data = memoryview(encode_frame(header, payload))
     deadline = time.monotonic() + timeout
     os.set_blocking(fd, False)
     while data:
@@ -284,8 +313,6 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
     :param wfd: file descriptor for the frames
     :return: the exit code
     """
-    # Ctrl-C reaches the whole foreground process group: the parent decides, not the spy.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         opts = parse_args(sys.argv[1:] if argv is None else argv)
         loop = build_loop(opts)

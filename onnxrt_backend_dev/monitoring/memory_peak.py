@@ -32,7 +32,7 @@ import atexit
 import contextlib
 import functools
 import importlib.util
-import json
+import marshal
 import os
 import subprocess
 import sys
@@ -67,6 +67,18 @@ _ERRORS: dict[str, type[Exception]] = {
     "ValueError": ValueError,
     "RuntimeError": RuntimeError,
 }
+# The spy's program. Empty stand-ins for the two packages keep their __init__ (and what
+# they import) out of the spy; os._exit skips the interpreter's shutdown: nothing is left
+# to flush, and stop() returns sooner.
+_WORKER_CODE = (
+    "import sys, os; sys.path[:0] = {paths!r}\n"
+    "for name, path in (('onnxrt_backend_dev', os.path.dirname({package!r})),"
+    " ('onnxrt_backend_dev.monitoring', {package!r})):\n"
+    "    if name not in sys.modules:\n"
+    "        sys.modules[name] = m = type(sys)(name); m.__path__ = [path]\n"
+    "from onnxrt_backend_dev.monitoring._spy_worker import main\n"
+    "os._exit(main())"
+)
 _LIVE: weakref.WeakSet[MemorySpy] = weakref.WeakSet()
 
 
@@ -77,11 +89,6 @@ def get_memory_rss(pid: int) -> int:
     :return: bytes
     """
     return _get_memory_rss(pid)
-
-
-def _package_root() -> str:
-    """The directory holding ``onnxrt_backend_dev``, put on the spy's ``sys.path``."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _check_pid(pid: int) -> None:
@@ -128,11 +135,12 @@ class _Reader:
 
     def _read_frames(self, stream: IO[bytes]) -> None:
         while True:
-            line = stream.readline()
-            if not line:
+            sizes = stream.read(16)
+            if len(sizes) < 16:
                 return
-            header = json.loads(line)
-            payload = stream.read(header.get("nbytes", 0))
+            head = stream.read(int.from_bytes(sizes[:8], "little"))
+            payload = stream.read(int.from_bytes(sizes[8:], "little"))
+            header = marshal.loads(head)
             if header["kind"] == "ready":
                 self.ready_frame = header
                 self.ready.set()
@@ -204,13 +212,9 @@ class MemorySpy:
     def _command(self) -> list[str]:
         if not sys.executable:
             raise RuntimeError("the memory spy needs sys.executable to start a Python process")
-        paths = [_package_root()]
-        if self.cuda:
-            paths.extend(p for p in sys.path if p)  # where the NVML module is installed
-        code = (
-            f"import sys; sys.path[:0] = {paths!r}; "
-            "from onnxrt_backend_dev.monitoring._spy_worker import main; sys.exit(main())"
-        )
+        # With cuda, the parent's path: where the NVML module is installed.
+        paths = [p for p in sys.path if p] if self.cuda else []
+        code = _WORKER_CODE.format(paths=paths, package=os.path.dirname(os.path.abspath(__file__)))
         cmd = [sys.executable, "-I", "-S", "-c", code]
         cmd += ["--pid", str(self.pid), "--delay", repr(self.delay), "--parent", str(os.getpid())]
         cmd += ["--max-points", str(self.max_points)]
@@ -244,6 +248,8 @@ class MemorySpy:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # the spy reports errors as frames, never prints
             bufsize=0,
+            # Its own session: Ctrl-C on the terminal is for the parent, which stops the spy.
+            start_new_session=True,
         )
         self._proc = proc
         self._reader = _Reader(proc)
