@@ -11,6 +11,7 @@ run outside the repository.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -134,11 +135,24 @@ def _run(cmd: Sequence[str | Path], cwd: Path, timeout: float) -> subprocess.Com
     return proc
 
 
+# Never copied into the build's source tree: local state, caches, build outputs.
+_NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv", "venv", "build", "dist", "_build", "__pycache__", "*.egg-info",
+    ".mypy_cache", ".ruff_cache", ".pytest_cache", "monitoring-demo", "*.pyc",
+)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Builds the sdist, then the wheel from it, into a temporary folder."""
-    out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--outdir", out, ROOT], out, BUILD_TIMEOUT)
+    """Builds the sdist, then the wheel from it, into a temporary folder.
+
+    The build runs on a copy of the checkout so that it writes nothing into the working
+    tree (setuptools leaves ``*.egg-info`` beside the sources) and two runs never race.
+    """
+    tmp = tmp_path_factory.mktemp("dist")
+    src, out = tmp / "src", tmp / "out"
+    shutil.copytree(ROOT, src, ignore=_NOT_SOURCES, symlinks=True)
+    _run([sys.executable, "-m", "build", "--outdir", out, src], tmp, BUILD_TIMEOUT)
     return out
 
 
