@@ -24,7 +24,9 @@ import pytest
 
 from onnxrt_backend_dev import __version__
 
-pytestmark = pytest.mark.slow
+# pytest-timeout's default (pyproject) is for one test; here the first test of each
+# environment also builds or installs it: the subprocess timeouts below bound each step.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "onnxrt_backend_dev" / "monitoring"
