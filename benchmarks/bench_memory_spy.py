@@ -174,19 +174,19 @@ def _time_mp_spy(ctx: Any) -> tuple[float, float]:
 def bench_latency() -> None:
     """Section 2: start and stop, ours and a multiprocessing spawn spy."""
     print("== 2. start / stop latency, median (targets 30 ms / 10 ms)")
-    starts, stops = [], []
+    # Interleaved with the floor, starting the bare interpreter the spy runs in, so that
+    # the load of a noisy machine weighs on both alike.
+    starts, stops, bare = [], [], []
     for _ in range(30):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=True, timeout=TIMEOUT)
+        bare.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         spy = start_spying_on(delay=DELAY)
         t1 = time.perf_counter()
         spy.stop()
         starts.append(t1 - t0)
         stops.append(time.perf_counter() - t1)
-    bare = []  # the floor: starting the interpreter the spy runs in, doing nothing
-    for _ in range(30):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=True, timeout=TIMEOUT)
-        bare.append(time.perf_counter() - t0)
     ctx = multiprocessing.get_context("spawn")
     mp = [_time_mp_spy(ctx) for _ in range(10)]
     mp_start = statistics.median(s for s, _ in mp)
@@ -222,30 +222,56 @@ def bench_footprint() -> None:
     )
 
 
-def _cpu_work() -> float:
-    t0 = time.perf_counter()
+def _cpu_work() -> tuple[float, float]:
+    """A pure-Python loop; returns its wall time and its CPU time."""
+    t0, c0 = time.perf_counter(), time.process_time()
     total = 0
-    for i in range(1_500_000):
+    for i in range(2_000_000):
         total += i * i % 7
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def _spied_work() -> tuple[tuple[float, float], float]:
+    """Runs the loop under the spy; returns its times and the spy's CPU seconds."""
+    import psutil
+
+    spy = start_spying_on(delay=DELAY)
+    assert spy._proc is not None
+    cpu = psutil.Process(spy._proc.pid)
+    before = sum(cpu.cpu_times()[:2])
+    times = _cpu_work()
+    used = sum(cpu.cpu_times()[:2]) - before
+    spy.stop()
+    return times, used
 
 
 def bench_slowdown() -> None:
-    """Section 4: a CPU-bound loop with and without the spy, interleaved."""
+    """Section 4: a CPU-bound loop with and without the spy, interleaved (ABBA).
+
+    Wall time is what users feel but other processes' load blurs it on a small machine;
+    the loop's CPU time (the spy's cache and lock effects) plus the spy's own CPU use
+    (what it takes when every core is busy) bound the slowdown more steadily.
+    """
     print("== 4. slowdown of a CPU-bound loop spied on at delay=0.01 (target <= 2 %)")
-    alone, spied = [], []
+    alone, spied, spy_cpu = [], [], 0.0
     _cpu_work()
-    for _ in range(9):
-        alone.append(_cpu_work())
-        spy = start_spying_on(delay=DELAY)
-        spied.append(_cpu_work())
-        spy.stop()
-    best = min(spied) / min(alone) - 1
-    med = statistics.median(spied) / statistics.median(alone) - 1
-    print(
-        f"   alone {format_duration(min(alone))}, spied {format_duration(min(spied))}: "
-        f"slowdown {100 * best:+.2f} % (min), {100 * med:+.2f} % (median)"
-    )
+    for i in range(12):
+        if i % 2:
+            alone.append(_cpu_work())
+        times, used = _spied_work()
+        spied.append(times)
+        spy_cpu += used
+        if not i % 2:
+            alone.append(_cpu_work())
+    for k, what in ((0, "wall time"), (1, "CPU time ")):
+        a, b = [x[k] for x in alone], [x[k] for x in spied]
+        print(
+            f"   {what}: alone {format_duration(min(a))}, spied {format_duration(min(b))}: "
+            f"slowdown {100 * (min(b) / min(a) - 1):+.2f} % (min), "
+            f"{100 * (statistics.median(b) / statistics.median(a) - 1):+.2f} % (median)"
+        )
+    share = spy_cpu / sum(x[0] for x in spied)
+    print(f"   the spy's own CPU use: {100 * share:.2f} % of one core")
 
 
 def main() -> None:
