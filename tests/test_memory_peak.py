@@ -18,6 +18,7 @@ from onnxrt_backend_dev.monitoring._memseries import MemorySeries, Monitor, SpyR
 from onnxrt_backend_dev.monitoring.memory_peak import (
     MemorySpy,
     _raise_error,
+    _Reader,
     get_memory_rss,
     spied,
     spy_call,
@@ -356,6 +357,34 @@ def test_write_frame_gives_up_when_nobody_reads() -> None:
     os.close(w)
 
 
+class _FakeProc:
+    """Stands for the spy process: its stdout is a pipe the test writes to."""
+
+    def __init__(self, fd: int) -> None:
+        self.stdout = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed by the test)
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+def test_reader_reassembles_large_frames_from_short_reads() -> None:
+    # GIVEN a 1 MiB payload, far more than a pipe holds, written in odd-sized pieces
+    r, w = os.pipe()
+    data = _spy_worker.encode_frame({"kind": "ready", "t0": 1.0})
+    data += _spy_worker.encode_frame({"kind": "result"}, bytes(range(256)) * 4096)
+    proc = _FakeProc(r)
+    reader = _Reader(proc)  # type: ignore[arg-type]
+    for i in range(0, len(data), 7777):
+        os.write(w, data[i : i + 7777])
+    os.close(w)
+    # THEN both frames arrive whole
+    assert reader.done.wait(REAL_TIMEOUT)
+    reader.thread.join(REAL_TIMEOUT)
+    proc.stdout.close()
+    assert reader.ready_frame == {"kind": "ready", "t0": 1.0}
+    assert reader.final is not None and reader.final[1] == bytes(range(256)) * 4096
+
+
 def test_worker_arguments_are_validated() -> None:
     assert _spy_worker.parse_args(["--pid", "3", "--delay", "0.5", "--parent", "1"])["pid"] == 3
     with pytest.raises(ValueError, match="missing spy argument --parent"):
@@ -377,8 +406,9 @@ def test_errors_reported_by_the_spy_keep_their_type() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "exc", "match"),
     [
-        ({"delay": 0}, ValueError, "delay must be > 0, got 0"),
-        ({"delay": -1.0}, ValueError, "delay must be > 0, got -1.0"),
+        ({"delay": 0}, ValueError, "delay must be > 0"),
+        ({"delay": -1.0}, ValueError, "delay must be > 0 \\(and finite\\), got -1.0"),
+        ({"delay": float("nan")}, ValueError, "got nan"),
         ({"pid": 0}, ValueError, "pid must be > 0, got 0"),
         ({"pid": "12"}, TypeError, "pid must be an int, got str"),
         ({"max_points": 1}, ValueError, "max_points must be >= 2"),

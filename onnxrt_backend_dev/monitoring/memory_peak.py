@@ -33,6 +33,7 @@ import contextlib
 import functools
 import importlib.util
 import marshal
+import math
 import os
 import subprocess
 import sys
@@ -133,13 +134,25 @@ class _Reader:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=KILL_TIMEOUT)  # reap it at once: no zombie
 
+    @staticmethod
+    def _read_exact(stream: IO[bytes], size: int) -> bytes:
+        """Reads ``size`` bytes (an unbuffered pipe returns what is there); fewer at EOF."""
+        chunks, left = [], size
+        while left > 0:
+            chunk = stream.read(left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
     def _read_frames(self, stream: IO[bytes]) -> None:
         while True:
-            sizes = stream.read(16)
+            sizes = self._read_exact(stream, 16)
             if len(sizes) < 16:
                 return
-            head = stream.read(int.from_bytes(sizes[:8], "little"))
-            payload = stream.read(int.from_bytes(sizes[8:], "little"))
+            head = self._read_exact(stream, int.from_bytes(sizes[:8], "little"))
+            payload = self._read_exact(stream, int.from_bytes(sizes[8:], "little"))
             header = marshal.loads(head)
             if header["kind"] == "ready":
                 self.ready_frame = header
@@ -188,8 +201,8 @@ class MemorySpy:
         start_timeout: float = START_TIMEOUT,
     ) -> None:
         _check_pid(pid)
-        if not delay > 0:
-            raise ValueError(f"delay must be > 0, got {delay!r}")
+        if not 0 < delay < math.inf:
+            raise ValueError(f"delay must be > 0 (and finite), got {delay!r}")
         if max_points < 2:
             raise ValueError(f"max_points must be >= 2, got {max_points!r}")
         if not start_timeout > 0:
