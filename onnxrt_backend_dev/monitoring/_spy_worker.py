@@ -195,29 +195,28 @@ def serve(
     :return: the exit code
     """
     clock = loop.clock
-    next_tick = clock()
+    next_tick = clock() + delay
     while True:
-        next_tick += delay
-        now = clock()
-        if next_tick < now:  # late (machine busy): no burst of ticks to catch up
-            next_tick = now
-        readable, _, _ = select.select([rfd], [], [], next_tick - now)
+        readable, _, _ = select.select([rfd], [], [], max(next_tick - clock(), 0.0))
         if readable:
             request = _read_request(rfd)
             if request is None:
                 return 0  # the parent closed the pipe or died: nobody wants the result
             if request == "stop":
-                exited = not loop.tick()
+                exited = not loop.tick()  # a last measure: a spike just before stop() counts
                 write_frame(wfd, *loop.result(exited))
                 return 0
             if request == "peek":
                 cpu = loop.monitors[0]
                 write_frame(wfd, {"kind": "peek", "peak": cpu.max_peak, "n": cpu.n_measures})
+            continue  # the tick keeps its schedule
         if getppid() != parent:
             return 0
         if not loop.tick():
             write_frame(wfd, *loop.result(True))
             return 0
+        # Late (machine busy): no burst of ticks to catch up.
+        next_tick = max(next_tick + delay, clock())
 
 
 def parse_args(argv: Sequence[str]) -> dict[str, Any]:
