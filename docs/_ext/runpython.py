@@ -157,8 +157,9 @@ class RunPythonDirective(SphinxDirective):
         except ExampleError as e:
             logger.warning("runpython: the example failed: %s", e, location=self.get_location())
             return result
-        if output.strip():
-            out = nodes.literal_block(output.rstrip(), output.rstrip(), language="text")
+        text = output.rstrip().lstrip("\n")
+        if text:
+            out = nodes.literal_block(text, text, language="text")
             out["classes"].append("runpython-output")
             result.append(out)
         if picture is not None:
