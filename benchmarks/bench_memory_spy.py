@@ -255,7 +255,7 @@ def bench_slowdown() -> None:
     print("== 4. slowdown of a CPU-bound loop spied on at delay=0.01 (target <= 2 %)")
     alone, spied, spy_cpu = [], [], 0.0
     _cpu_work()
-    for i in range(12):
+    for i in range(20):
         if i % 2:
             alone.append(_cpu_work())
         times, used = _spied_work()
