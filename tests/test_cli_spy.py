@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -111,6 +112,16 @@ def test_attach_to_a_missing_pid_is_one_error_line() -> None:
     proc.wait(TIMEOUT)
     code, _, err = _main("--pid", str(proc.pid))
     assert code == 1 and err == f"error: ProcessLookupError: no process with pid {proc.pid}\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU driver is present")
+def test_cuda_without_a_driver_is_one_error_line_and_no_leftover_command() -> None:
+    pytest.importorskip("pynvml")
+    code, out, err = _main("--cuda", "--", sys.executable, "-c", "import time; time.sleep(30)")
+    assert code == 1 and out == ""
+    assert err.startswith("error: RuntimeError: cuda=True but NVML is unusable")
 
 
 @pytest.mark.slow

@@ -192,6 +192,9 @@ def test_probe_without_reset_uses_the_mark_only_when_it_rises(tmp_path: Path) ->
     assert probe.read() == (1000 * 1024, 1000 * 1024)  # the old mark is not ours
     write_status(tmp_path, 42, rss_kb=1000, hwm_kb=7000)
     assert probe.read() == (1000 * 1024, 7000 * 1024)  # a new mark: this interval's peak
+    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=2000)
+    assert probe.read() == (1000 * 1024, 2000 * 1024)  # another spy reset it: since then
+    assert probe.read() == (1000 * 1024, 1000 * 1024)
     probe.close()
 
 
@@ -500,7 +503,11 @@ def test_the_spy_ends_on_its_own_when_the_target_exits() -> None:
     spy = MemorySpy(target.pid, delay=0.01)
     target.wait(REAL_TIMEOUT)
     assert spy.wait(10.0)
-    assert spy._proc is not None and _wait_gone(spy._proc.pid)
+    assert spy._proc is not None
+    deadline = time.monotonic() + 10.0
+    while os.path.exists(f"/proc/{spy._proc.pid}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(f"/proc/{spy._proc.pid}")  # ended and reaped before stop()
     stat = spy.stop()
     assert stat["target_exited"] is True and stat["cpu"].n_measures >= 1
     assert spy._proc.returncode == 0
@@ -523,6 +530,32 @@ def test_the_spy_ends_when_its_parent_dies_without_stop(ending: str) -> None:
     worker = int(res.stdout.split()[0])
     assert _wait_gone(worker), f"the spy {worker} outlived its parent"
     assert res.stderr == ""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_the_spy_ends_when_its_parent_dies_even_if_a_fork_holds_the_pipe() -> None:
+    # A forked child keeps the pipe open: no end-of-file; the spy sees its parent change.
+    code = textwrap.dedent(
+        """
+        import os, time
+        from onnxrt_backend_dev.monitoring.memory_peak import start_spying_on
+        spy = start_spying_on()
+        print(spy._proc.pid, flush=True)
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        os._exit(0)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdout is not None
+    worker = int(proc.stdout.readline())
+    proc.wait(REAL_TIMEOUT)
+    assert _wait_gone(worker, timeout=3.0), f"the spy {worker} outlived its parent"
+    proc.stdout.close()
 
 
 @pytest.mark.slow

@@ -9,8 +9,8 @@ Writing ``5`` to ``/proc/PID/clear_refs`` resets the high-water mark to the curr
 so reading it then resetting it at every tick gives the exact peak of each interval, even
 of a spike shorter than the interval. The reset also lowers the target's ``ru_maxrss``
 (``resource.getrusage``), which reads the same counter. Where the reset is not permitted
-or turned off, the high-water mark is still used whenever it rises above its previous
-level, and the current RSS otherwise; without ``/proc`` (another OS) psutil samples RSS.
+or turned off, the high-water mark is still used whenever it changes (it rose, or another
+spy reset it), and the current RSS otherwise; without ``/proc`` (another OS) psutil samples RSS.
 Each probe says which in ``source``: ``"hwm"``, ``"sampling+hwm"`` or ``"sampling"``.
 
 :class:`NvmlProbe` reads GPU memory through an NVML module (nvidia-ml-py's ``pynvml``),
@@ -169,11 +169,12 @@ class ProcessProbe:
             except OSError:
                 raise TargetGone(self.pid) from None
             return rss, max(rss, hwm or 0)
-        if hwm is not None and hwm > self._last_hwm:
-            # A new high-water mark was reached during this interval: it is its peak.
-            self._last_hwm = hwm
-            return rss, hwm
-        return rss, rss
+        if hwm is None or hwm == self._last_hwm:
+            return rss, rss  # no new mark: sampling only
+        # A higher mark was reached during this interval: it is its peak. A lower one
+        # means another spy resets it (an outer block): it is the peak since then.
+        self._last_hwm = hwm
+        return rss, max(rss, hwm)
 
     def close(self) -> None:
         """Closes the file descriptors."""
