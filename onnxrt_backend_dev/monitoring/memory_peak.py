@@ -16,11 +16,13 @@ never with multiprocessing, so it works from scripts without a main guard, ``pyt
 and notebooks, under any start method, and never copies the parent's memory). On Linux it
 reads the kernel's high-water mark (``VmHWM``) and resets it at each tick by writing ``5``
 to ``/proc/PID/clear_refs``, so that a spike shorter than ``delay`` still sets
-``max_peak``. **The reset also resets the spied process's** ``ru_maxrss``
-(``resource.getrusage``); pass ``reset_peak=False`` to leave it alone (peaks are then
-exact only when they exceed the high-water mark the process had before the spy started).
-Where the reset is not permitted the spy falls back to sampling;
-``stat['cpu'].peak_source`` says which was used.
+``max_peak``. Before the first reset it records the mark left by what ran before
+(``stat['cpu'].previous_peak``). **The reset also resets the spied process's**
+``ru_maxrss`` (``resource.getrusage``); pass ``reset_peak=False`` to leave it alone
+(peaks are then exact only when they exceed the high-water mark the process had before
+the spy started, sampled otherwise). Where the reset is not permitted (another user's
+process) the spy falls back to sampling; ``stat['cpu'].peak_source`` says which was used:
+``"hwm"``, ``"sampling+hwm"`` or ``"sampling"``.
 
 The spy ends on its own when the spied process ends (``stop()`` then returns what was
 measured, with ``stat['target_exited']`` true) and when the process that started it dies.
