@@ -478,6 +478,9 @@ def test_stop_twice_returns_the_same_result_and_leaves_no_process() -> None:
     stat = spy.stop()
     assert spy.stop() is stat
     assert spy._proc is not None and spy._proc.returncode is not None
+    # start() after stop() measures anew
+    again = spy.start().stop()
+    assert again is not stat and again["cpu"].n_measures >= 1
 
 
 @pytest.mark.slow
