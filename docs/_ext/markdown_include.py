@@ -7,7 +7,9 @@ bullet and numbered lists, pipe tables, fenced code, block quotes, HTML comments
 and, inline, ``code``, **bold**, *emphasis* and [links](url). Anything else is shown as
 plain text: an unknown construct can never break the build.
 
-Options: ``:missing-ok:`` shows a note instead of a warning when the file does not exist.
+Options: ``:missing-ok:`` shows a note instead of a warning when the file does not exist;
+``:skip-title:`` drops the file's first heading when it is a level-1 one (the page has
+its own title).
 """
 
 from __future__ import annotations
@@ -225,7 +227,10 @@ class MarkdownIncludeDirective(SphinxDirective):
     """Includes a Markdown file, converted at build time."""
 
     required_arguments = 1
-    option_spec: ClassVar[dict[str, Any]] = {"missing-ok": directives.flag}
+    option_spec: ClassVar[dict[str, Any]] = {
+        "missing-ok": directives.flag,
+        "skip-title": directives.flag,
+    }
 
     def run(self) -> list[nodes.Node]:
         """Reads and converts the file.
@@ -243,7 +248,10 @@ class MarkdownIncludeDirective(SphinxDirective):
             note += nodes.paragraph("", f"{self.arguments[0]} is not available yet.")
             return [note]
         self.env.note_dependency(rel)
-        return markdown_to_nodes(path.read_text(encoding="utf-8"))
+        result = markdown_to_nodes(path.read_text(encoding="utf-8"))
+        if "skip-title" in self.options and result and "h1" in result[0].get("classes", []):
+            result = result[1:]
+        return result
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
