@@ -357,7 +357,15 @@ def test_docs_comparison_includes_the_benchmark_results(html: Path) -> None:
         pytest.skip("benchmarks/RESULTS.md does not exist yet")
     import html as html_lib
 
-    page = html_lib.unescape(_page(html, "comparison"))
+    page = html_lib.unescape(re.sub(r"<[^>]+>", "", _page(html, "comparison")))
     md = _ext("markdown_include")
-    first = md.markdown_to_nodes(results.read_text(encoding="utf-8"))[0].astext()
-    assert first.strip() and first.strip() in page
+    blocks = md.markdown_to_nodes(results.read_text(encoding="utf-8"))
+    assert blocks
+    # Every heading and every line of the figures (code blocks) is on the page.
+    for block in blocks:
+        kind = type(block).__name__
+        if kind == "rubric":
+            assert block.astext() in page, block.astext()
+        elif kind == "literal_block":
+            for line in block.astext().splitlines():
+                assert line.strip() in page, line
