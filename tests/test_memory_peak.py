@@ -591,6 +591,41 @@ def test_works_from_a_script_without_main_guard(tmp_path: Path, method: str) -> 
 
 @pytest.mark.slow
 @pytest.mark.timeout(REAL_TIMEOUT)
+def test_the_spy_never_copies_a_large_parent() -> None:
+    block = b"\x01" * (200 * MIB)
+    spy = start_spying_on()
+    assert spy._proc is not None
+    try:
+        assert get_memory_rss(spy._proc.pid) < 40 * MIB  # a fresh small interpreter
+    finally:
+        spy.stop()
+    del block
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_works_from_an_ipython_shell() -> None:
+    pytest.importorskip("IPython")
+    code = textwrap.dedent(
+        """
+        from IPython.core.interactiveshell import InteractiveShell
+        shell = InteractiveShell.instance()
+        cell = (
+            "from onnxrt_backend_dev.monitoring.memory_peak import start_spying_on\\n"
+            "p = start_spying_on()\\n"
+            "data = b'x' * (30 * 2**20)\\n"
+            "stat = p.stop()\\n"
+        )
+        res = shell.run_cell(cell)
+        print(res.success, shell.user_ns["stat"]["cpu"].delta_peak > 20 * 2**20)
+        """
+    )
+    res = _run_python(code)
+    assert res.stdout.split()[-2:] == ["True", "True"], res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
 def test_children_are_counted_and_the_spy_is_not() -> None:
     alone = start_spying_on(include_children=True, delay=0.02).stop()["cpu"]
     assert alone.max_peak < get_memory_rss(os.getpid()) + 8 * MIB  # the spy is not counted
