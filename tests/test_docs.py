@@ -319,6 +319,44 @@ def test_docs_build_with_warnings_as_errors(html: Path) -> None:
     assert __version__ in _page(html, "changelog")
 
 
+# The objects of the reference document, by module: each one has its entry on the page.
+REFERENCE_API = {
+    "benchmark": ["measure_time"],
+    "memory_peak": [
+        "start_spying_on",
+        "MemorySpy",
+        "MemorySpy.start",
+        "MemorySpy.stop",
+        "Monitor",
+    ],
+    "profiling": [
+        "ProfileNode",
+        "ProfileNode.add_called_by",
+        "ProfileNode.add_calls_to",
+        "ProfileNode.as_dict",
+        "ProfileNode.filter_node_",
+        "ProfileNode.get_root",
+        "ProfileNode.key",
+        "ProfileNode.to_json",
+        "ProfileNode.to_text",
+        "profile",
+        "profile2graph",
+    ],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # the first one builds the site
+def test_docs_document_the_reference_api(html: Path) -> None:
+    page = _page(html, "monitoring")
+    for module, names in REFERENCE_API.items():
+        full = f"onnxrt_backend_dev.monitoring.{module}"
+        if not _module_exists(full):
+            continue
+        for name in names:
+            assert f'id="{full}.{name}"' in page, f"{full}.{name}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)  # the first one builds the site
 def test_docs_show_the_executed_examples_and_pictures(html: Path) -> None:
@@ -328,6 +366,7 @@ def test_docs_show_the_executed_examples_and_pictures(html: Path) -> None:
     if _module_exists("onnxrt_backend_dev.monitoring.profiling"):
         assert "fct4" in page and "data:image/png;base64," in page
     if _module_exists("onnxrt_backend_dev.monitoring.memory_peak"):
+        assert "source=" in page  # print(stat) of the spy example
         assert page.count("data:image/png;base64,") >= 1
 
 
