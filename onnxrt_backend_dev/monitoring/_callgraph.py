@@ -8,9 +8,11 @@ the rows and paths computed here.
 
 from __future__ import annotations
 
+import gc
 import os
 import sysconfig
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pstats import SortKey, Stats
 from typing import Any, NamedTuple, Union
@@ -81,18 +83,19 @@ def is_library_path(filename: str) -> bool:
     return any(m in name for m in _LIBRARY_MARKERS)
 
 
-# The one table of sort keys: a key over (node, tin, tall) of a row or an edge.
-_SortFunction = Callable[["ProfileNode", float, float], Any]
+# The one table of sort keys: from callees (or top-level nodes) and their figures
+# ``(nc1, nc2, tin, tall)``, the list of keys to sort them by (ascending).
+_SortFunction = Callable[[Sequence["ProfileNode"], Sequence[TimeElements]], list[Any]]
 
 
-def _by_line(n: ProfileNode, tin: float, tall: float) -> tuple[str, int]:
-    return (n.filename, n.line)
+def _line_keys(nodes: Sequence[ProfileNode], els: Sequence[TimeElements]) -> list[Any]:
+    return [(n.filename, n.line) for n in nodes]
 
 
 _SORT_KEYS: dict[str, _SortFunction] = {
-    SortKey.LINE.value: _by_line,
-    SortKey.CUMULATIVE.value: lambda n, tin, tall: -tall,
-    SortKey.TIME.value: lambda n, tin, tall: -tin,
+    SortKey.LINE.value: _line_keys,
+    SortKey.CUMULATIVE.value: lambda nodes, els: [-e[3] for e in els],
+    SortKey.TIME.value: lambda nodes, els: [-e[2] for e in els],
 }
 _SORT_ALIASES = {"cumtime": "cumulative", "tottime": "time"}
 
@@ -102,7 +105,7 @@ def sort_function(sort_key: Any) -> _SortFunction:
 
     :param sort_key: :class:`pstats.SortKey` ``LINE``, ``CUMULATIVE`` or ``TIME`` (or
         their names, ``cumtime`` and ``tottime`` accepted)
-    :return: a function over ``(node, tin, tall)``
+    :return: a function from callees and their figures to the list of sort keys
     :raises NotImplementedError: for any other sort key
     """
     name = sort_key.value if isinstance(sort_key, SortKey) else str(sort_key)
@@ -241,7 +244,7 @@ class ProfileNode:
             to overwrite the attributes held by the node
         :return: boolean (True to keep, False to forget)
         """
-        if os.path.basename(node.filename) not in _SMALL_MODULES and node.filename != "~":
+        if not _in_small_module(node):
             return True
         if info is None:
             return not (node.nc1 <= 10 and node.nc2 <= 10 and node.tall <= 1e-4)
@@ -265,7 +268,8 @@ class ProfileNode:
         """
         from ._render_json import rows_as_dicts
 
-        return rows_as_dicts(tree_rows(self, filter_node, sort_key, ViewOptions(**options)))
+        with gc_paused():
+            return rows_as_dicts(tree_rows(self, filter_node, sort_key, ViewOptions(**options)))
 
     def to_text(
         self,
@@ -295,8 +299,15 @@ class ProfileNode:
         """
         from ._render_text import render_text
 
-        rows = tree_rows(self, filter_node, sort_key, ViewOptions(**options))
-        return render_text(rows, fct_width=fct_width, show_share=show_share, max_indent=max_indent)
+        with gc_paused():
+            rows = TreeRows(self, filter_node, sort_key, ViewOptions(**options))
+            return render_text(
+                rows,
+                fct_width=fct_width,
+                show_share=show_share,
+                max_indent=max_indent,
+                max_count=rows.max_count,
+            )
 
     def to_json(
         self,
@@ -323,8 +334,9 @@ class ProfileNode:
 
         opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
         max_indent = kwargs.pop("max_indent", 30)
-        rows = tree_rows(self, filter_node, sort_key, ViewOptions(**opts))
-        return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
+        with gc_paused():
+            rows = tree_rows(self, filter_node, sort_key, ViewOptions(**opts))
+            return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -356,6 +368,20 @@ class ViewOptions:
     def matches_focus(self, node: ProfileNode) -> bool:
         """Tells if ``node`` is a starting point of the focus."""
         return self.focus is not None and (self.focus == node.func_name or self.focus in node.key)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pauses the cyclic garbage collector while a graph or its rows are built: they
+    create hundreds of thousands of objects that all survive, which only makes the
+    collector scan them again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # ---------------------------------------------------------------- building the graph
@@ -444,20 +470,24 @@ class _GraphBuilder:
 
     def add_edges(self, stats: dict[Any, Any]) -> None:
         artifacts = self.artifacts
+        by_func_get = self.by_func.get
         for func, value in stats.items():
             if len(value) < 5 or func in artifacts:
                 continue
             callee = self.by_func[func]
             called_by = callee.called_by
             for caller_func, edge in value[4].items():
-                if caller_func in artifacts or (
-                    caller_func not in self.by_func and _is_artifact(caller_func)
-                ):
-                    continue
-                caller = self.by_func.get(caller_func) or self.node_for(caller_func, None)
+                caller = by_func_get(caller_func)
+                if caller is None:
+                    if caller_func in artifacts or _is_artifact(caller_func):
+                        continue
+                    # A caller without entry of its own (some tools write such files).
+                    caller = self.node_for(caller_func, None)
                 called_by.append(caller)
                 caller.calls_to.append(callee)
-                caller.calls_to_elements.append(_edge_elements(edge, callee))
+                caller.calls_to_elements.append(
+                    edge if type(edge) is tuple else _edge_elements(edge, callee)
+                )
 
     def dedupe_edges(self) -> None:
         """Merges the edges that collisions duplicated (same caller and callee)."""
@@ -489,12 +519,13 @@ def build_graph(
     """
     dicts = _stats_dicts(ps)
     builder = _GraphBuilder(clean_text or (lambda x: x))
-    for stats in dicts:
-        builder.add_stats(stats)
-    for stats in dicts:
-        builder.add_edges(stats)
-    if builder.merged or len(dicts) > 1:
-        builder.dedupe_edges()
+    with gc_paused():
+        for stats in dicts:
+            builder.add_stats(stats)
+        for stats in dicts:
+            builder.add_edges(stats)
+        if builder.merged or len(dicts) > 1:
+            builder.dedupe_edges()
     nodes = builder.nodes
     if not nodes:
         raise ValueError("ps must hold at least one profiled function, got an empty profile")
@@ -569,7 +600,8 @@ def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> set[int]:
     while True:
         while stack:
             for child in stack.pop().calls_to:
-                if id(child) not in covered and id(child) not in roots:
+                # Only a callee with a single caller hangs below it.
+                if len(child.called_by) == 1 and id(child) not in covered:
                     covered.add(id(child))
                     stack.append(child)
         rest = next((n for n in reachable if id(n) not in covered), None)
@@ -594,60 +626,102 @@ def _total_time(reachable: list[ProfileNode]) -> float:
 
 
 class _Walker:
-    """Depth-first expansion of the graph into rows with an explicit stack."""
+    """Depth-first expansion of the graph into rows, with an explicit stack of
+    iterators over sorted callees; references (leaves) never go on the stack."""
 
     def __init__(
         self,
         filter_node: FilterNode | None,
         sort_key: Any,
         options: ViewOptions,
-        total: float,
+        reachable: list[ProfileNode],
     ) -> None:
         self.filter_node = filter_node
         self.sortf = sort_function(sort_key)
         self.options = options
-        self.total = total
-        self.min_time = options.min_share * total
-        self.rows: list[Row] = []
+        self.total = _total_time(reachable)
+        self.min_time = options.min_share * self.total
+        self.limited = options.max_depth is not None or self.min_time > 0
+        # Default mode: a callee is a reference if it has not exactly one caller or is
+        # in extra_roots (start, cycle breakers). Focus mode: if it was met before.
+        self.focus_mode = options.focus is not None
+        self.extra_roots: set[int] = set()
+        self.seen: set[int] = set()
+        # The default filter only ever drops nodes of a few modules: find them once.
+        small = {id(n) for n in reachable if _in_small_module(n)}
+        self.small = small
+        self.no_filter = filter_node is None or (
+            filter_node is ProfileNode.filter_node_ and not small
+        )
 
-    def keep(self, node: ProfileNode, indent: int, tall: float) -> bool:
+    def keep(self, indent: int, tall: float) -> bool:
         o = self.options
         if o.max_depth is not None and indent > o.max_depth:
             return False
         return not (self.min_time > 0 and tall < self.min_time)
 
-    def children(self, node: ProfileNode) -> list[tuple[ProfileNode, TimeElements]]:
-        sortf = self.sortf
-        pairs = list(zip(node.calls_to, node.calls_to_elements, strict=True))
-        if len(pairs) > 1:
-            pairs.sort(key=lambda p: sortf(p[0], p[1][2], p[1][3]))
-        return pairs
+    def accept(self, child: ProfileNode, depth: int, el: TimeElements, ref: bool) -> bool:
+        """Applies ``filter_node`` to a callee (with the edge's figures for a reference)."""
+        if self.filter_node is None:
+            return True
+        if self.filter_node is ProfileNode.filter_node_ and id(child) not in self.small:
+            return True
+        info = self._info(child, depth, el) if ref else None
+        return bool(self.filter_node(child, info=info))
 
-    def emit(self, node: ProfileNode, indent: int, el: TimeElements, ref: bool) -> None:
-        share = el[3] / self.total if self.total > 0 else 0.0
-        self.rows.append(Row(node, indent, el[0], el[1], el[2], el[3], ref, share))
+    def is_ref(self, child: ProfileNode) -> bool:
+        if self.focus_mode:
+            cid = id(child)
+            if cid in self.seen:
+                return True
+            self.seen.add(cid)
+            return False
+        return len(child.called_by) != 1 or id(child) in self.extra_roots
 
-    def walk(self, start: ProfileNode, is_ref: Callable[[ProfileNode], bool]) -> None:
-        """Expands ``start``; a child for which ``is_ref`` is true is only referenced."""
+    def callees(self, node: ProfileNode, depth: int) -> list[tuple[ProfileNode, Any, bool]]:
+        """Sorted and filtered callees of ``node`` with their figures and ref flag."""
+        nodes, els = node.calls_to, node.calls_to_elements
+        if len(nodes) > 1:
+            keys = self.sortf(nodes, els)
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            nodes = [nodes[i] for i in order]
+            els = [els[i] for i in order]
+        extra = self.extra_roots
+        if self.no_filter and not self.focus_mode and not extra:
+            return [(c, e, len(c.called_by) != 1) for c, e in zip(nodes, els, strict=True)]
+        out = []
+        for child, el in zip(nodes, els, strict=True):
+            ref = self.is_ref(child)
+            if self.no_filter or self.accept(child, depth, el, ref):
+                out.append((child, el, ref))
+        return out
+
+    def walk(self, start: ProfileNode) -> Iterator[Row]:
+        """Yields the row of ``start`` and of everything expanded below it."""
+        new = tuple.__new__
+        inv_total = 1.0 / self.total if self.total > 0 else 0.0
+        hide, limited = self.options.hide_stdlib, self.limited
+        self.seen.add(id(start))
         own = (start.nc1, start.nc2, start.tin, start.tall)
-        stack: list[tuple[ProfileNode, int, TimeElements, bool]] = [(start, 0, own, False)]
+        stack: list[tuple[Iterator[tuple[ProfileNode, Any, bool]], int]] = [
+            (iter([(start, own, False)]), 0)
+        ]
         while stack:
-            node, indent, el, ref = stack.pop()
-            if not self.keep(node, indent, el[3]):
-                continue
-            hidden = node.virtual or (self.options.hide_stdlib and node.library)
-            if not hidden:
-                self.emit(node, indent, el, ref)
-            if ref:
-                continue
-            depth = indent if hidden else indent + 1
-            for child, cel in reversed(self.children(node)):
-                child_ref = is_ref(child)
-                if self.filter_node is not None:
-                    info = None if not child_ref else self._info(child, depth, cel)
-                    if not self.filter_node(child, info=info):
-                        continue
-                stack.append((child, depth, cel, child_ref))
+            it, depth = stack[-1]
+            for node, el, ref in it:
+                if limited and not self.keep(depth, el[3]):
+                    continue
+                if node.virtual or (hide and node.library):
+                    if not ref:  # hidden: its callees take its place
+                        stack.append((iter(self.callees(node, depth)), depth))
+                        break
+                    continue
+                yield new(Row, (node, depth, el[0], el[1], el[2], el[3], ref, el[3] * inv_total))
+                if not ref:
+                    stack.append((iter(self.callees(node, depth + 1)), depth + 1))
+                    break
+            else:
+                stack.pop()
 
     @staticmethod
     def _info(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
@@ -664,19 +738,71 @@ class _Walker:
         }
 
 
+def _in_small_module(node: ProfileNode) -> bool:
+    return node.filename == "~" or os.path.basename(node.filename) in _SMALL_MODULES
+
+
+class TreeRows:
+    """The rows of the tree view of a graph, produced lazily (a renderer that streams
+    them keeps no more than one row alive).
+
+    Every function called from zero or several places is printed once at the top level
+    and referenced (``ref``) under each caller; a function with a single caller is
+    expanded under it. With ``focus``, the expansion starts from the matching functions
+    and each function is expanded the first time it is met, referenced afterwards.
+    Either way the number of rows is at most nodes + edges, and nothing recurses.
+
+    :param start: the node to start from
+    :param filter_node: keeps a node if it returns True; None uses
+        :meth:`ProfileNode.filter_node_`
+    :param sort_key: order of the top-level rows and of the callees
+    :param options: filters
+    """
+
+    def __init__(
+        self,
+        start: ProfileNode,
+        filter_node: FilterNode | None = None,
+        sort_key: Any = SortKey.LINE,
+        options: ViewOptions | None = None,
+    ) -> None:
+        options = options or ViewOptions()
+        if filter_node is None:
+            filter_node = ProfileNode.filter_node_
+        self.filter_node = filter_node
+        reachable = list(start)
+        walker = _Walker(filter_node, sort_key, options, reachable)
+        if options.focus is not None:
+            top = [n for n in reachable if options.matches_focus(n) and not n.virtual]
+        else:
+            roots = _tree_roots(start, reachable)
+            top = [n for n in reachable if id(n) in roots]
+            walker.extra_roots = {id(n) for n in top if len(n.called_by) == 1}
+        keys = walker.sortf(top, [(n.nc1, n.nc2, n.tin, n.tall) for n in top])
+        self.top = [top[i] for i in sorted(range(len(top)), key=keys.__getitem__)]
+        self.walker = walker
+        #: total time: the sum of the own times of the functions
+        self.total = walker.total
+        #: the largest call count of the graph, which bounds those of the rows
+        self.max_count = max((max(abs(int(n.nc1)), abs(int(n.nc2))) for n in reachable), default=0)
+
+    def __iter__(self) -> Iterator[Row]:
+        walker = self.walker
+        for root in self.top:
+            if id(root) in walker.seen:
+                continue  # focus: already expanded under another focused function
+            if root.virtual or self.filter_node(root):
+                yield from walker.walk(root)
+
+
 def tree_rows(
     start: ProfileNode,
     filter_node: FilterNode | None = None,
     sort_key: Any = SortKey.LINE,
     options: ViewOptions | None = None,
 ) -> list[Row]:
-    """Expands the graph reachable from ``start`` into rows, iteratively.
-
-    Every function called from zero or several places is printed once at the top level
-    and referenced (``ref``) under each caller; a function with a single caller is
-    expanded under it. With ``focus``, the expansion starts from the matching functions
-    and each function is expanded the first time it is met, referenced afterwards.
-    Either way the number of rows is at most nodes + edges.
+    """Expands the graph reachable from ``start`` into rows, iteratively
+    (see :class:`TreeRows`).
 
     :param start: the node to start from
     :param filter_node: keeps a node if it returns True; None uses
@@ -685,33 +811,7 @@ def tree_rows(
     :param options: filters
     :return: the rows
     """
-    options = options or ViewOptions()
-    if filter_node is None:
-        filter_node = ProfileNode.filter_node_
-    reachable = list(start)
-    walker = _Walker(filter_node, sort_key, options, _total_time(reachable))
-    sortf = walker.sortf
-    if options.focus is not None:
-        starts = [n for n in reachable if options.matches_focus(n) and not n.virtual]
-        expanded: set[int] = set()
-
-        def seen_before(child: ProfileNode) -> bool:
-            if id(child) in expanded:
-                return True
-            expanded.add(id(child))
-            return False
-
-        for root in sorted(starts, key=lambda n: sortf(n, n.tin, n.tall)):
-            if not seen_before(root):
-                walker.walk(root, seen_before)
-        return walker.rows
-    roots = _tree_roots(start, reachable)
-    top = [n for n in reachable if id(n) in roots]
-    top.sort(key=lambda n: sortf(n, n.tin, n.tall))
-    for root in top:
-        if root.virtual or filter_node(root):
-            walker.walk(root, lambda c: id(c) in roots)
-    return walker.rows
+    return list(TreeRows(start, filter_node, sort_key, options))
 
 
 # ---------------------------------------------------------------- graph -> call paths

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ._callgraph import Row
 
@@ -26,14 +26,35 @@ def align_text(text: str, size: int) -> str:
     return text[:head] + "..." + (text[len(text) - tail :] if tail else "")
 
 
-def _count_width(rows: Sequence[Row]) -> int:
-    """Width of the call count columns (a sign space and the longest count)."""
-    longest = max(len(str(abs(int(v)))) for r in rows for v in (r.nc1, r.nc2))
-    return longest + 1
+def _max_count(rows: Sequence[Row]) -> int:
+    """The largest call count of the rows (0 without rows)."""
+    return max((max(abs(int(r[2])), abs(int(r[3]))) for r in rows), default=0)
+
+
+def _templates(max_count: int, show_share: bool) -> tuple[str, str]:
+    """The %-templates of a line and of a reference line; the count columns hold a
+    sign space and the longest count ("% 2d" is the reference's "{: 2d}")."""
+    dg = len(str(abs(max_count))) + 1
+    base = f"%s -- % {dg}d % {dg}d -- %1.5f %1.5f%s"
+    share = " -- %.1f%%" if show_share else "%.0s"
+    return base + share, base + " +++" + share
+
+
+def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
+    """Indentation and aligned name; deeper than ``max_indent``, the depth in brackets."""
+    if indent > max_indent:
+        name = f"[{indent}] {name}"
+        indent = max_indent
+    pad = indent * 4
+    return " " * pad + align_text(name, fct_width - pad)
 
 
 def render_text(
-    rows: Sequence[Row], fct_width: int = 60, show_share: bool = True, max_indent: int = 30
+    rows: Iterable[Row],
+    fct_width: int = 60,
+    show_share: bool = True,
+    max_indent: int = 30,
+    max_count: int | None = None,
 ) -> str:
     """Renders rows as the reference's text tree.
 
@@ -42,35 +63,34 @@ def render_text(
     :param show_share: append each row's share of the total time
     :param max_indent: indentation levels drawn before folding deeper rows at that
         level, their depth in brackets
+    :param max_count: the largest call count of the rows, which sets the width of the
+        count columns; computed from ``rows`` (then read twice) if None
     :return: text
     """
     if fct_width < 0:
         raise ValueError(f"fct_width must be >= 0, got {fct_width!r}")
     if max_indent < 1:
         raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
-    if not rows:
-        return ""
-    dg = _count_width(rows)
+    if max_count is None:
+        rows = list(rows)
+        max_count = _max_count(rows)
+    templates = _templates(max_count, show_share)
+    tails: dict[int, str] = {}
+    prefixes: dict[tuple[int, int], str] = {}
     lines = []
     folded = 0
-    for r in rows:
-        name = r.node.func_name
-        indent = r.indent
+    for node, indent, nc1, nc2, tin, tall, ref, part in rows:
+        tail = tails.get(id(node))
+        if tail is None:
+            tail = tails[id(node)] = f" -- {node.key} ({node.func_name})"
+        prefix = prefixes.get((id(node), indent))
+        if prefix is None:
+            prefix = prefixes[id(node), indent] = _prefix(
+                node.func_name, indent, fct_width, max_indent
+            )
         if indent > max_indent:
             folded += 1
-            name = f"[{indent}] {name}"
-            indent = max_indent
-        pad = indent * 4
-        line = (
-            f"{' ' * pad}{align_text(name, fct_width - pad)}"
-            f" -- {int(r.nc1): {dg}d} {int(r.nc2): {dg}d}"
-            f" -- {r.tin:1.5f} {r.tall:1.5f} -- {r.node.key} ({r.node.func_name})"
-        )
-        if r.ref:
-            line += " +++"
-        if show_share:
-            line += f" -- {r.share * 100:.1f}%"
-        lines.append(line)
+        lines.append(templates[ref] % (prefix, nc1, nc2, tin, tall, tail, part * 100))
     if folded:
         lines.append(
             f"[{folded} rows deeper than {max_indent} levels are drawn at level "

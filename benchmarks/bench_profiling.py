@@ -1,0 +1,159 @@
+"""Speed of profile2graph + to_text against gprof2dot (and tuna) on synthetic profiles.
+
+Writes two synthetic cProfile files, 5,000 functions / ~55,000 call edges and 20,000 /
+~220,000 (each function called from up to 11 earlier ones), then times, side by side in
+this run:
+
+- ours: ``profile2graph(Stats) + root.to_text()`` in process (file already loaded; the
+  load time is printed apart), median of several runs;
+- gprof2dot: ``gprof2dot -f pstats FILE -o /dev/null`` as a subprocess (its usual use;
+  the bare interpreter start-up is printed too, to read the figure fairly);
+- tuna: ``tuna.main.read(FILE)`` (the tree it serves, built without the web server) in a
+  subprocess with a time limit, as it may recurse or blow up on dense graphs.
+
+Floors (issue 4): small <= 0.2 s, large <= 1.0 s and <= 4.5x the small case.
+Run: ``python benchmarks/bench_profiling.py [--runs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import marshal
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pstats import Stats
+from typing import Any
+
+from onnxrt_backend_dev.monitoring.profiling import profile2graph
+
+FLOOR_SMALL = 0.2
+FLOOR_LARGE = 1.0
+FLOOR_RATIO = 4.5
+TOOL_TIMEOUT = 60.0
+
+
+def synthetic_stats(n_functions: int, fan_in: int = 11, seed: int = 0) -> dict[Any, Any]:
+    """A cProfile-shaped stats dict: function i is called by up to ``fan_in`` functions
+    among 0..i-1; times are consistent (a callee's time is split among its callers)."""
+    rnd = random.Random(seed)
+    keys = [(f"/src/pkg/mod_{i % 97}.py", 10 + i, f"func_{i}") for i in range(n_functions)]
+    callers: list[dict[int, int]] = []
+    for i in range(n_functions):
+        picked = rnd.sample(range(i), min(i, fan_in))
+        callers.append({c: rnd.randint(1, 5) for c in picked})
+    tin = [rnd.uniform(1e-6, 1e-3) for _ in range(n_functions)]
+    tall = list(tin)
+    calls_to: list[list[int]] = [[] for _ in range(n_functions)]
+    for i, cs in enumerate(callers):
+        for c in cs:
+            calls_to[c].append(i)
+    for i in range(n_functions - 1, -1, -1):
+        tall[i] = tin[i] + sum(tall[c] / len(callers[c]) for c in calls_to[i])
+    stats: dict[Any, Any] = {}
+    for i, key in enumerate(keys):
+        ncalls = sum(callers[i].values()) or 1
+        share = 1.0 / max(len(callers[i]), 1)
+        edges = {keys[c]: (n, n, tin[i] * share, tall[i] * share) for c, n in callers[i].items()}
+        stats[key] = (ncalls, ncalls, tin[i], tall[i], edges)
+    return stats
+
+
+def write_profile(stats: dict[Any, Any], path: str) -> None:
+    with open(path, "wb") as f:
+        marshal.dump(stats, f)
+
+
+def ours(path: str, runs: int) -> tuple[float, float, int]:
+    t0 = time.perf_counter()
+    ps = Stats(path)
+    load = time.perf_counter() - t0
+    times = []
+    size = 0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        root, _ = profile2graph(ps)
+        text = root.to_text()
+        times.append(time.perf_counter() - t0)
+        size = len(text)
+    return statistics.median(times), load, size
+
+
+def subprocess_time(cmd: list[str], runs: int) -> tuple[float | None, str]:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, timeout=TOOL_TIMEOUT, text=True)
+        except subprocess.TimeoutExpired:
+            return None, f"did not finish in {TOOL_TIMEOUT:.0f} s"
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            return None, f"failed: {last[:100]}"
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), "ok"
+
+
+def fmt(t: float | None) -> str:
+    return "   n/a" if t is None else f"{t:6.3f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs per measure (median)")
+    args = parser.parse_args()
+    print(f"# bench_profiling  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(
+        f"# {platform.platform()}, python {platform.python_version()}, "
+        f"{os.cpu_count()} cores; medians of {args.runs} runs"
+    )
+    startup, _ = subprocess_time([sys.executable, "-c", "pass"], args.runs)
+    print(f"# interpreter start-up (python -c pass): {fmt(startup)} s")
+    gprof2dot = shutil.which("gprof2dot")
+    results: dict[int, float] = {}
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (5_000, 20_000):
+            stats = synthetic_stats(n)
+            edges = sum(len(v[4]) for v in stats.values())
+            path = os.path.join(tmp, f"synthetic_{n}.prof")
+            write_profile(stats, path)
+            t_ours, load, size = ours(path, args.runs)
+            results[n] = t_ours
+            print(f"\n## {n} functions, {edges} edges ({os.path.getsize(path) // 1024} KiB)")
+            print(
+                f"ours   profile2graph+to_text: {fmt(t_ours)} s  (load {load:.3f} s, "
+                f"text {size / 1e6:.1f} MB)"
+            )
+            if gprof2dot:
+                t_g, status = subprocess_time(
+                    [gprof2dot, "-f", "pstats", path, "-o", os.devnull], max(1, args.runs // 2)
+                )
+                ratio = f"ours/gprof2dot = {t_ours / t_g:.2f}" if t_g else status
+                print(f"gprof2dot (subprocess):       {fmt(t_g)} s  {ratio}")
+            t_t, status2 = subprocess_time(
+                [sys.executable, "-c", f"import tuna.main as m; m.read({path!r})"], 1
+            )
+            ratio = f"ours/tuna = {t_ours / t_t:.2f}" if t_t else status2
+            print(f"tuna read (subprocess):       {fmt(t_t)} s  {ratio}")
+    growth = results[20_000] / results[5_000]
+    print(f"\nlarge/small = {growth:.2f}  (floor <= {FLOOR_RATIO})")
+    checks = [
+        (results[5_000] <= FLOOR_SMALL, f"small {results[5_000]:.3f} s <= {FLOOR_SMALL} s"),
+        (results[20_000] <= FLOOR_LARGE, f"large {results[20_000]:.3f} s <= {FLOOR_LARGE} s"),
+        (growth <= FLOOR_RATIO, f"large/small {growth:.2f} <= {FLOOR_RATIO}"),
+    ]
+    for passed, text in checks:
+        ok &= passed
+        print(f"{'PASS' if passed else 'FAIL'}  {text}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
