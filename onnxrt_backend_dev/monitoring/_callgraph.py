@@ -302,11 +302,12 @@ class ProfileNode:
         with gc_paused():
             rows = TreeRows(self, filter_node, sort_key, ViewOptions(**options))
             return render_text(
-                rows,
+                rows.raw(),
                 fct_width=fct_width,
                 show_share=show_share,
                 max_indent=max_indent,
                 max_count=rows.max_count,
+                total=rows.total,
             )
 
     def to_json(
@@ -429,19 +430,27 @@ class _GraphBuilder:
         self.by_func: dict[Any, ProfileNode] = {}
         self.merged = False
         self.artifacts: set[Any] = set()
+        self.files: dict[Any, tuple[str, bool]] = {}
+
+    def file_info(self, file: Any) -> tuple[str, bool]:
+        """The cleaned file name and whether it is library code, once per file."""
+        info = self.files.get(file)
+        if info is None:
+            raw = str(file).replace("\\", "/")
+            info = self.files[file] = (self.clean_text(raw), is_library_path(raw))
+        return info
 
     def node_for(self, func: tuple[Any, ...], value: Sequence[Any] | None) -> ProfileNode:
         node = self.by_func.get(func)
         if node is not None:
             return node
-        raw = str(func[0]).replace("\\", "/")
-        filename = self.clean_text(raw)
+        filename, library = self.file_info(func[0])
         line, name = int(func[1]), str(func[2])
         nc1, nc2, tin, tall = value[:4] if value is not None else (0, 0, 0.0, 0.0)
         key = f"{filename}:{line}:{name}"
         node = self.nodes.get(key)
         if node is None:
-            node = ProfileNode(filename, line, name, nc1, nc2, tin, tall, is_library_path(raw))
+            node = ProfileNode(filename, line, name, nc1, nc2, tin, tall, library)
             self.nodes[key] = node
         else:
             # Two functions (or one in two profiles) share a key after clean_text: merge.
@@ -576,6 +585,10 @@ def _mark_reachable(starts: Iterable[ProfileNode], reached: set[int]) -> None:
 # ---------------------------------------------------------------- graph -> rows
 
 
+# What the walker yields: (node, depth, (nc1, nc2, tin, tall), ref).
+RawRow = tuple["ProfileNode", int, TimeElements, bool]
+
+
 class Row(NamedTuple):
     """One line of the tree view."""
 
@@ -670,55 +683,58 @@ class _Walker:
         return bool(self.filter_node(child, info=info))
 
     def is_ref(self, child: ProfileNode) -> bool:
+        """Tells if ``child`` is only referenced where it is met now."""
         if self.focus_mode:
-            cid = id(child)
-            if cid in self.seen:
-                return True
-            self.seen.add(cid)
-            return False
+            return id(child) in self.seen
         return len(child.called_by) != 1 or id(child) in self.extra_roots
 
-    def callees(self, node: ProfileNode, depth: int) -> list[tuple[ProfileNode, Any, bool]]:
-        """Sorted and filtered callees of ``node`` with their figures and ref flag."""
+    def callees(self, node: ProfileNode, depth: int) -> Iterator[tuple[ProfileNode, Any]]:
+        """Sorted and filtered callees of ``node`` with the figures of their call."""
         nodes, els = node.calls_to, node.calls_to_elements
         if len(nodes) > 1:
             keys = self.sortf(nodes, els)
             order = sorted(range(len(keys)), key=keys.__getitem__)
             nodes = [nodes[i] for i in order]
             els = [els[i] for i in order]
-        extra = self.extra_roots
-        if self.no_filter and not self.focus_mode and not extra:
-            return [(c, e, len(c.called_by) != 1) for c, e in zip(nodes, els, strict=True)]
-        out = []
-        for child, el in zip(nodes, els, strict=True):
-            ref = self.is_ref(child)
-            if self.no_filter or self.accept(child, depth, el, ref):
-                out.append((child, el, ref))
-        return out
+        if self.no_filter:
+            return zip(nodes, els, strict=True)
+        return iter(
+            [
+                (child, el)
+                for child, el in zip(nodes, els, strict=True)
+                if self.accept(child, depth, el, self.is_ref(child))
+            ]
+        )
 
-    def walk(self, start: ProfileNode) -> Iterator[Row]:
-        """Yields the row of ``start`` and of everything expanded below it."""
-        new = tuple.__new__
-        inv_total = 1.0 / self.total if self.total > 0 else 0.0
+    def walk(self, start: ProfileNode) -> Iterator[RawRow]:
+        """Yields ``(node, depth, figures, ref)`` for ``start`` and everything expanded
+        below it, depth first; references (leaves) never go on the stack."""
+        seen, extra, focus = self.seen, self.extra_roots, self.focus_mode
         hide, limited = self.options.hide_stdlib, self.limited
-        self.seen.add(id(start))
-        own = (start.nc1, start.nc2, start.tin, start.tall)
-        stack: list[tuple[Iterator[tuple[ProfileNode, Any, bool]], int]] = [
-            (iter([(start, own, False)]), 0)
-        ]
+        seen.add(id(start))
+        depth = 0
+        if not (start.virtual or (hide and start.library)):
+            yield (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False)
+            depth = 1
+        stack = [(self.callees(start, depth), depth)]
         while stack:
             it, depth = stack[-1]
-            for node, el, ref in it:
+            for node, el in it:
                 if limited and not self.keep(depth, el[3]):
                     continue
-                if node.virtual or (hide and node.library):
+                if focus:
+                    ref = id(node) in seen
+                    seen.add(id(node))
+                else:
+                    ref = len(node.called_by) != 1 or (bool(extra) and id(node) in extra)
+                if hide and node.library:
                     if not ref:  # hidden: its callees take its place
-                        stack.append((iter(self.callees(node, depth)), depth))
+                        stack.append((self.callees(node, depth), depth))
                         break
                     continue
-                yield new(Row, (node, depth, el[0], el[1], el[2], el[3], ref, el[3] * inv_total))
+                yield (node, depth, el, ref)
                 if not ref:
-                    stack.append((iter(self.callees(node, depth + 1)), depth + 1))
+                    stack.append((self.callees(node, depth + 1), depth + 1))
                     break
             else:
                 stack.pop()
@@ -786,13 +802,20 @@ class TreeRows:
         #: the largest call count of the graph, which bounds those of the rows
         self.max_count = max((max(abs(int(n.nc1)), abs(int(n.nc2))) for n in reachable), default=0)
 
-    def __iter__(self) -> Iterator[Row]:
+    def raw(self) -> Iterator[RawRow]:
+        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, the cheapest form."""
         walker = self.walker
         for root in self.top:
             if id(root) in walker.seen:
                 continue  # focus: already expanded under another focused function
             if root.virtual or self.filter_node(root):
                 yield from walker.walk(root)
+
+    def __iter__(self) -> Iterator[Row]:
+        inv_total = 1.0 / self.total if self.total > 0 else 0.0
+        new = tuple.__new__
+        for node, depth, el, ref in self.raw():
+            yield new(Row, (node, depth, el[0], el[1], el[2], el[3], ref, el[3] * inv_total))
 
 
 def tree_rows(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from ._callgraph import Row
+from ._callgraph import RawRow, Row
 
 
 def align_text(text: str, size: int) -> str:
@@ -50,47 +51,63 @@ def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
 
 
 def render_text(
-    rows: Iterable[Row],
+    rows: Iterable[Row] | Iterable[RawRow],
     fct_width: int = 60,
     show_share: bool = True,
     max_indent: int = 30,
     max_count: int | None = None,
+    total: float | None = None,
 ) -> str:
     """Renders rows as the reference's text tree.
 
-    :param rows: rows from :func:`tree_rows <._callgraph.tree_rows>`
+    :param rows: :class:`Row <._callgraph.Row>` from :func:`tree_rows
+        <._callgraph.tree_rows>`, or, with ``max_count`` and ``total``, the raw rows
+        ``(node, depth, (nc1, nc2, tin, tall), ref)`` of :meth:`TreeRows.raw
+        <._callgraph.TreeRows.raw>`, streamed
     :param fct_width: width of the function name column
     :param show_share: append each row's share of the total time
     :param max_indent: indentation levels drawn before folding deeper rows at that
         level, their depth in brackets
     :param max_count: the largest call count of the rows, which sets the width of the
-        count columns; computed from ``rows`` (then read twice) if None
+        count columns
+    :param total: the total time the shares are relative to
     :return: text
     """
     if fct_width < 0:
         raise ValueError(f"fct_width must be >= 0, got {fct_width!r}")
     if max_indent < 1:
         raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
-    if max_count is None:
-        rows = list(rows)
-        max_count = _max_count(rows)
-    templates = _templates(max_count, show_share)
-    tails: dict[int, str] = {}
-    prefixes: dict[tuple[int, int], str] = {}
+    if max_count is None or total is None:
+        full = [r for r in rows if isinstance(r, Row)]
+        max_count = _max_count(full)
+        # Every row has share = tall / total: any of them gives the total back.
+        total = next((r.tall / r.share for r in full if r.share > 0), 0.0)
+        rows = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in full]
+    return _render(rows, _templates(max_count, show_share), fct_width, max_indent, total)
+
+
+def _render(
+    rows: Iterable[Any], templates: tuple[str, str], fct_width: int, max_indent: int, total: float
+) -> str:
+    scale = 100.0 / total if total > 0 else 0.0
+    # By depth, then node: the line's start and end (a node shows at few depths).
+    parts: dict[int, dict[int, tuple[str, str]]] = {}
     lines = []
     folded = 0
-    for node, indent, nc1, nc2, tin, tall, ref, part in rows:
-        tail = tails.get(id(node))
-        if tail is None:
-            tail = tails[id(node)] = f" -- {node.key} ({node.func_name})"
-        prefix = prefixes.get((id(node), indent))
-        if prefix is None:
-            prefix = prefixes[id(node), indent] = _prefix(
-                node.func_name, indent, fct_width, max_indent
+    for node, indent, el, ref in rows:
+        by_node = parts.get(indent)
+        if by_node is None:
+            by_node = parts[indent] = {}
+        both = by_node.get(id(node))
+        if both is None:
+            both = by_node[id(node)] = (
+                _prefix(node.func_name, indent, fct_width, max_indent),
+                f" -- {node.key} ({node.func_name})",
             )
+        prefix, tail = both
         if indent > max_indent:
             folded += 1
-        lines.append(templates[ref] % (prefix, nc1, nc2, tin, tall, tail, part * 100))
+        lines.append(templates[ref] % (prefix, el[0], el[1], el[2], el[3], tail, el[3] * scale))
     if folded:
         lines.append(
             f"[{folded} rows deeper than {max_indent} levels are drawn at level "
