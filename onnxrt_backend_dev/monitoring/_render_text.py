@@ -27,6 +27,9 @@ def align_text(text: str, size: int) -> str:
     return text[:head] + "..." + (text[len(text) - tail :] if tail else "")
 
 
+_CHUNK = 2048
+
+
 def _max_count(rows: Sequence[Row]) -> int:
     """The largest call count of the rows (0 without rows)."""
     return max((max(abs(int(r[2])), abs(int(r[3]))) for r in rows), default=0)
@@ -92,7 +95,8 @@ def _render(
     scale = 100.0 / total if total > 0 else 0.0
     # By depth, then node: the line's start and end (a node shows at few depths).
     parts: dict[int, dict[int, tuple[str, str]]] = {}
-    lines = []
+    lines: list[str] = []
+    chunks: list[str] = []
     folded = 0
     for node, indent, el, ref in rows:
         by_node = parts.get(indent)
@@ -108,9 +112,14 @@ def _render(
         if indent > max_indent:
             folded += 1
         lines.append(templates[ref] % (prefix, el[0], el[1], el[2], el[3], tail, el[3] * scale))
+        if len(lines) >= _CHUNK:
+            # Joined while still in the processor's cache, not all at the end.
+            chunks.append("\n".join(lines))
+            lines.clear()
     if folded:
         lines.append(
             f"[{folded} rows deeper than {max_indent} levels are drawn at level "
             f"{max_indent} with their depth in brackets]"
         )
-    return "\n".join(lines)
+    chunks.append("\n".join(lines))
+    return "\n".join(c for c in chunks if c)
