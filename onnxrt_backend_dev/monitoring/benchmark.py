@@ -33,7 +33,7 @@ def measure_time(
     keep_gc: bool = False,
     setup: str | None = None,
     clock: Clock | None = None,
-) -> dict[str, int | float]:
+) -> dict[str, Any]:
     """Measures a statement and returns the results as a dictionary.
 
     The statement runs in batches of ``number`` executions, ``repeat`` times, after
@@ -61,8 +61,9 @@ def measure_time(
         local to the timing loop (as ``timeit -s``); a str only
     :param clock: returns seconds, :func:`time.perf_counter` by default (tests inject
         a fake one)
-    :return: a dictionary of plain ints and floats (seconds for durations; the
-        reference annotates ``Dict[str, str | int | float]``, no value is ever a str):
+    :return: a dictionary of plain ints and floats, seconds for durations (annotated
+        ``dict[str, Any]`` so that code written against the reference's
+        ``Dict[str, str | int | float]`` and code doing arithmetic both type-check):
 
         * ``average``, ``deviation`` (population standard deviation, never NaN),
           ``min_exec``, ``max_exec``: over the batches, per execution if
