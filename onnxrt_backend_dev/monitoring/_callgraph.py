@@ -706,38 +706,52 @@ class _Walker:
             ]
         )
 
-    def walk(self, start: ProfileNode) -> Iterator[RawRow]:
-        """Yields ``(node, depth, figures, ref)`` for ``start`` and everything expanded
-        below it, depth first; references (leaves) never go on the stack."""
+    def _head(
+        self, start: ProfileNode, filter_node: FilterNode
+    ) -> tuple[RawRow | None, int] | None:
+        """The row of a top-level node and the depth of its callees, None to skip it."""
+        if id(start) in self.seen:
+            return None  # focus: already expanded under another focused function
+        if not (start.virtual or filter_node(start)):
+            return None
+        self.seen.add(id(start))
+        if start.virtual or (self.options.hide_stdlib and start.library):
+            return None, 0
+        return (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False), 1
+
+    def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
+        """Yields ``(node, depth, figures, ref)`` for each top-level node and everything
+        expanded below it, depth first; references (leaves) never go on the stack."""
         seen, extra, focus = self.seen, self.extra_roots, self.focus_mode
         hide, limited = self.options.hide_stdlib, self.limited
-        seen.add(id(start))
-        depth = 0
-        if not (start.virtual or (hide and start.library)):
-            yield (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False)
-            depth = 1
-        stack = [(self.callees(start, depth), depth)]
-        while stack:
-            it, depth = stack[-1]
-            for node, el in it:
-                if limited and not self.keep(depth, el[3]):
-                    continue
-                if focus:
-                    ref = id(node) in seen
-                    seen.add(id(node))
-                else:
-                    ref = len(node.called_by) != 1 or (bool(extra) and id(node) in extra)
-                if hide and node.library:
-                    if not ref:  # hidden: its callees take its place
-                        stack.append((self.callees(node, depth), depth))
+        for start in starts:
+            head = self._head(start, filter_node)
+            if head is None:
+                continue
+            if head[0] is not None:
+                yield head[0]
+            stack = [(self.callees(start, head[1]), head[1])]
+            while stack:
+                it, depth = stack[-1]
+                for node, el in it:
+                    if limited and not self.keep(depth, el[3]):
+                        continue
+                    ref = (
+                        _seen_before(seen, node)
+                        if focus
+                        else len(node.called_by) != 1 or (bool(extra) and id(node) in extra)
+                    )
+                    if hide and node.library:
+                        if not ref:  # hidden: its callees take its place
+                            stack.append((self.callees(node, depth), depth))
+                            break
+                        continue
+                    yield (node, depth, el, ref)
+                    if not ref:
+                        stack.append((self.callees(node, depth + 1), depth + 1))
                         break
-                    continue
-                yield (node, depth, el, ref)
-                if not ref:
-                    stack.append((self.callees(node, depth + 1), depth + 1))
-                    break
-            else:
-                stack.pop()
+                else:
+                    stack.pop()
 
     @staticmethod
     def _info(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
@@ -752,6 +766,14 @@ class _Walker:
             "ncalls": len(node.calls_to),
             "more": "+",
         }
+
+
+def _seen_before(seen: set[int], node: ProfileNode) -> bool:
+    """Tells if ``node`` is in ``seen``, adding it."""
+    if id(node) in seen:
+        return True
+    seen.add(id(node))
+    return False
 
 
 def _in_small_module(node: ProfileNode) -> bool:
@@ -804,12 +826,7 @@ class TreeRows:
 
     def raw(self) -> Iterator[RawRow]:
         """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, the cheapest form."""
-        walker = self.walker
-        for root in self.top:
-            if id(root) in walker.seen:
-                continue  # focus: already expanded under another focused function
-            if root.virtual or self.filter_node(root):
-                yield from walker.walk(root)
+        return self.walker.walk(self.top, self.filter_node)
 
     def __iter__(self) -> Iterator[Row]:
         inv_total = 1.0 / self.total if self.total > 0 else 0.0
