@@ -198,6 +198,9 @@ def test_profile_rootrem_and_kwargs() -> None:
     assert "HERE" in text
     with pytest.raises(TypeError, match="rootrem"):
         profile(fct2, rootrem=[3])
+    with pytest.raises(ValueError, match="sort must be one of"):
+        profile(fct2, sort="nope")
+    assert "Ordered by: internal time" in profile(fct2, sort="tottime")[1]
     ps, _ = profile(fct2, builtins=False)
     assert not any("sleep" in str(k[2]) for k in ps.stats)
 

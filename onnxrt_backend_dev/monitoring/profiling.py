@@ -132,6 +132,9 @@ def profile(
 
     if not callable(fct):
         raise TypeError(f"fct must be callable, got {type(fct).__name__}")
+    valid_sorts = Stats.sort_arg_dict_default
+    if sort not in valid_sorts and sort not in {k.value for k in SortKey}:
+        raise ValueError(f"sort must be one of {sorted(valid_sorts)}, got {sort!r}")
     clean_text = path_cleaner(rootrem)
     check_no_profiler_active()
     pr = cProfile.Profile(**kwargs)
