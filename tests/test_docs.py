@@ -261,6 +261,13 @@ def test_cli_guide_writes_options_as_on_the_command_line() -> None:
     assert guide.expanded_help(sub, actions["sort"]) == "order (one of: a, b)"
 
 
+def test_requires_module_tells_missing_modules_without_importing() -> None:
+    req = _ext("requires_module")
+    assert req.module_exists("onnxrt_backend_dev.monitoring._cli")
+    assert not req.module_exists("onnxrt_backend_dev.monitoring._no_such_module")
+    assert not req.module_exists("no_such_package.sub")
+
+
 def test_runpython_reports_a_failing_example(tmp_path: Path) -> None:
     rp = _ext("runpython")
     out, picture = rp.run_example("print('hello')", ROOT, timeout=30)
