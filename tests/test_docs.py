@@ -278,6 +278,15 @@ def test_runpython_reports_a_failing_example(tmp_path: Path) -> None:
         rp.run_example("import time; time.sleep(30)", ROOT, timeout=0.5)
 
 
+def test_runpython_saves_the_figure_of_the_global_ax() -> None:
+    rp = _ext("runpython")
+    code = "from matplotlib.figure import Figure\nax = Figure().add_subplot()\nax.plot([1, 2])\n"
+    _, picture = rp.run_example(code, ROOT, timeout=60, figure=True)
+    assert picture is not None and picture.startswith(b"\x89PNG")
+    with pytest.raises(rp.ExampleError, match="figure"):
+        rp.run_example("x = 1", ROOT, timeout=60, figure=True)
+
+
 # ---------------------------------------------------------------------------------------
 # Building the site.
 
