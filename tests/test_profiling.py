@@ -389,6 +389,19 @@ def test_merge_several_profiles_and_colliding_keys() -> None:
     check_renders(root)
 
 
+def test_caller_without_entry_and_profiler_artifacts() -> None:
+    st = FakeStats()
+    st.add(f_(1), 2, 2, 0.1, 0.2)
+    ghost = ("x.py", 3, "ghost")
+    disable = ("~", 0, "<method 'disable' of '_lsprof.Profiler' objects>")
+    st.stats[f_(1)][4][ghost] = (1, 1, 0.05, 0.1)
+    st.stats[f_(1)][4][disable] = (1, 1, 0.05, 0.1)
+    root, nodes = profile2graph(st)
+    assert set(nodes) == {"prog.py:2:f1", "x.py:3:ghost"}
+    assert root is nodes["x.py:3:ghost"] and root.calls_to == [nodes["prog.py:2:f1"]]
+    check_renders(root)
+
+
 def test_bad_input() -> None:
     with pytest.raises(TypeError, match="ps must be"):
         profile2graph(3)

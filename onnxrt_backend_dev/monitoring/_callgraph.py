@@ -431,6 +431,7 @@ class _GraphBuilder:
         self.merged = False
         self.artifacts: set[Any] = set()
         self.files: dict[Any, tuple[str, bool]] = {}
+        self.placeholders: set[int] = set()
 
     def file_info(self, file: Any) -> tuple[str, bool]:
         """The cleaned file name and whether it is library code, once per file."""
@@ -478,25 +479,43 @@ class _GraphBuilder:
                 node.tall += value[3]
 
     def add_edges(self, stats: dict[Any, Any]) -> None:
-        artifacts = self.artifacts
-        by_func_get = self.by_func.get
+        by_func = self.by_func
         for func, value in stats.items():
-            if len(value) < 5 or func in artifacts:
+            if len(value) < 5 or func in self.artifacts or not value[4]:
                 continue
-            callee = self.by_func[func]
-            called_by = callee.called_by
-            for caller_func, edge in value[4].items():
-                caller = by_func_get(caller_func)
-                if caller is None:
-                    if caller_func in artifacts or _is_artifact(caller_func):
-                        continue
-                    # A caller without entry of its own (some tools write such files).
-                    caller = self.node_for(caller_func, None)
-                called_by.append(caller)
+            callee = by_func[func]
+            callers = value[4]
+            try:
+                nodes = [by_func[c] for c in callers]
+            except KeyError:
+                self._add_edges_slowly(callee, callers)
+                continue
+            callee.called_by.extend(nodes)
+            for caller, edge in zip(nodes, callers.values(), strict=True):
                 caller.calls_to.append(callee)
                 caller.calls_to_elements.append(
                     edge if type(edge) is tuple else _edge_elements(edge, callee)
                 )
+
+    def _add_edges_slowly(self, callee: ProfileNode, callers: dict[Any, Any]) -> None:
+        """Edges from callers without an entry of their own: profiler artifacts are
+        skipped, other callers get a node (some tools write such files)."""
+        for caller_func, edge in callers.items():
+            caller = self.by_func.get(caller_func)
+            if caller is None:
+                if caller_func in self.artifacts or _is_artifact(caller_func):
+                    continue
+                caller = self.node_for(caller_func, None)
+                self.placeholders.add(id(caller))
+            el = _edge_elements(edge, callee)
+            if id(caller) in self.placeholders:
+                # Known only as a caller: its figures are those of the calls it made.
+                caller.nc1 += el[0]
+                caller.nc2 += el[1]
+                caller.tall += el[3]
+            callee.called_by.append(caller)
+            caller.calls_to.append(callee)
+            caller.calls_to_elements.append(el)
 
     def dedupe_edges(self) -> None:
         """Merges the edges that collisions duplicated (same caller and callee)."""
