@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pstats import SortKey, Stats
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 # An edge's figures as cProfile stores them for one caller: (nc1, nc2, tin, tall).
 TimeElements = tuple[Any, ...]
 FilterNode = Callable[..., bool]
-StatsLike = Union[Stats, str, "os.PathLike[str]", Any]
 
 # Entries written by the profilers themselves, not by the profiled code.
 _PROFILER_ARTIFACTS = ("method 'disable' of '_lsprof.Profiler'",)
@@ -76,8 +75,8 @@ def is_library_path(filename: str) -> bool:
     :return: True for library frames
     """
     name = filename.replace("\\", "/")
-    if name in ("~", "", "<built-in>", "<string>") or name.startswith("<frozen"):
-        return name != "<string>"
+    if name in ("~", "", "<built-in>") or name.startswith("<frozen"):
+        return True
     if name.startswith(_LIBRARY_PREFIXES):
         return True
     return any(m in name for m in _LIBRARY_MARKERS)
