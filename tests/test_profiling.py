@@ -369,6 +369,10 @@ def test_profiles_from_other_tools(name: str) -> None:
     text = check_renders(root)
     assert "fct4" in text or "fct1" in text
     assert len(nodes) >= 5
+    rows = root.as_dict()
+    assert max(r["share"] for r in rows) <= 1.0 + 1e-9
+    # a virtual root gathering several entry points is never shown, nor referenced
+    assert all(r["indent"] > 0 for r in rows if r.get("more"))
 
 
 def test_pyinstrument_negative_counts() -> None:

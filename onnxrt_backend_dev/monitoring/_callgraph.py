@@ -653,7 +653,10 @@ def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> set[int]:
 
 
 def _total_time(reachable: list[ProfileNode]) -> float:
-    return sum(n.tin for n in reachable if n.tin > 0)
+    """The total time shares are relative to: the sum of the own times, or the largest
+    time with callees if larger (yappi's own times leave some time out)."""
+    own = sum(n.tin for n in reachable if n.tin > 0 and not n.virtual)
+    return max(own, max((n.tall for n in reachable if not n.virtual), default=0.0))
 
 
 class _Walker:
@@ -730,10 +733,12 @@ class _Walker:
         """The row of a top-level node and the depth of its callees, None to skip it."""
         if id(start) in self.seen:
             return None  # focus: already expanded under another focused function
-        if not (start.virtual or filter_node(start)):
+        if start.virtual:
+            return None  # its callees are entry points, top-level rows themselves
+        if not filter_node(start):
             return None
         self.seen.add(id(start))
-        if start.virtual or (self.options.hide_stdlib and start.library):
+        if self.options.hide_stdlib and start.library:
             return None, 0
         return (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False), 1
 
