@@ -320,6 +320,44 @@ def test_self_recursion_100000() -> None:
     ]
 
 
+REAL_DEEP_RECURSION = """
+import json, sys, threading
+from onnxrt_backend_dev.monitoring.profiling import profile, profile2graph, to_speedscope
+
+def rec(n):
+    return 0 if n == 0 else rec(n - 1)
+
+def main():
+    sys.setrecursionlimit(120_000)
+    ps, _ = profile(lambda: rec(100_000))
+    sys.setrecursionlimit(1_000)  # rendering runs at the default limit
+    root, _ = profile2graph(ps)
+    text = root.to_text()
+    json.loads(root.to_json())
+    doc = to_speedscope(root, as_str=False)
+    print(json.dumps({"text": text, "weights": sum(doc["profiles"][0]["weights"]),
+                      "tall": root.tall}))
+
+threading.stack_size(512 * 1024 * 1024)  # deep Python recursion on 3.10 uses the C stack
+t = threading.Thread(target=main)
+t.start()
+t.join()
+"""
+
+
+@pytest.mark.slow
+def test_real_100000_deep_self_recursion() -> None:
+    # GIVEN a real cProfile of a 100,000-deep recursion (in a child: it needs a large stack)
+    proc = subprocess.run(
+        [sys.executable, "-c", REAL_DEEP_RECURSION], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    # THEN the text names rec with its 100,001 calls, and speedscope keeps the total
+    assert "100001" in res["text"] and " +++" in res["text"]
+    assert res["weights"] == pytest.approx(res["tall"], rel=0.01)
+
+
 def rec(n: int) -> int:
     return 0 if n == 0 else rec(n - 1)
 
