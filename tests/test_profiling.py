@@ -335,8 +335,18 @@ def main():
     text = root.to_text()
     json.loads(root.to_json())
     doc = to_speedscope(root, as_str=False)
+    src = "".join(f"def f{i}():\\n    return f{i + 1}()\\n" for i in range(3000))
+    space = {}
+    exec(compile(src + "def f3000():\\n    return 0\\n", "chain.py", "exec"), space)
+    sys.setrecursionlimit(10_000)
+    chain, _ = profile(space["f0"])
+    sys.setrecursionlimit(1_000)
+    chain_root, chain_nodes = profile2graph(chain)
+    chain_text = chain_root.to_text()
+    json.loads(chain_root.to_json())
     print(json.dumps({"text": text, "weights": sum(doc["profiles"][0]["weights"]),
-                      "tall": root.tall}))
+                      "tall": root.tall, "chain_nodes": len(chain_nodes),
+                      "chain_text": len(chain_text), "chain_last": chain_text[-200:]}))
 
 threading.stack_size(512 * 1024 * 1024)  # deep Python recursion on 3.10 uses the C stack
 t = threading.Thread(target=main)
@@ -346,7 +356,7 @@ t.join()
 
 
 @pytest.mark.slow
-def test_real_100000_deep_self_recursion() -> None:
+def test_real_deep_recursion_and_chain() -> None:
     # GIVEN a real cProfile of a 100,000-deep recursion (in a child: it needs a large stack)
     proc = subprocess.run(
         [sys.executable, "-c", REAL_DEEP_RECURSION], capture_output=True, text=True, timeout=120
@@ -356,6 +366,9 @@ def test_real_100000_deep_self_recursion() -> None:
     # THEN the text names rec with its 100,001 calls, and speedscope keeps the total
     assert "100001" in res["text"] and " +++" in res["text"]
     assert res["weights"] == pytest.approx(res["tall"], rel=0.01)
+    # AND a real 3,000-deep chain of distinct functions renders in under 1 MB
+    assert res["chain_nodes"] >= 3001 and res["chain_text"] <= 1_000_000
+    assert "deeper than 30 levels" in res["chain_last"]
 
 
 def rec(n: int) -> int:
