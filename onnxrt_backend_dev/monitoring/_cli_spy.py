@@ -10,8 +10,11 @@ or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
+import os
+import shutil
 import subprocess
 import time
 from typing import Any, TextIO
@@ -20,13 +23,158 @@ from ._cli import EXIT_USAGE, CommandError
 
 # Seconds between two checks of the spied process in --pid mode.
 _POLL = 0.2
-# Seconds to let the command exit on its own after Ctrl-C before killing it.
+# Seconds to let the command exit on its own after Ctrl-C before killing it (and to reap
+# it once killed).
 _INTERRUPT_GRACE = 5.0
+# The gate: the command starts as a POSIX shell blocked on reading a pipe (descriptor fd)
+# until the spy is attached to its pid, then ``exec``s the command in that same pid. Even a
+# command shorter than the spy's start (``true``) is measured. A shell rather than
+# Popen's preexec_fn, which is unsafe in a process with threads. ``exec`` gives the command
+# a fresh address space, so the high-water mark covers the command only; ``begin`` (the
+# first tick, before the gate opens) is the shell's RSS, 1-2 MiB. ``read`` fails at
+# end-of-file: the CLI died before opening the gate, and the command does not run
+# unmeasured (125, as env and timeout when they cannot run one). A command that cannot be
+# run makes ``exec`` exit 127 (not found) or 126, the shell's codes.
+_SHELL = "/bin/sh"
+_GATE = 'read _ <&{fd} || exit 125; exec {fd}<&-; exec "$@"'
+# dash takes single-digit descriptors only: above 9 the shell opens the pipe by path, and
+# the command inherits the descriptor (a pipe nobody writes to any more).
+_GATE_BY_PATH = 'read _ < /dev/fd/{fd} || exit 125; exec "$@"'
 
 
 def _exit_code(returncode: int) -> int:
     """The shell's convention: 128 + N for a command killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def _check_command(name: str) -> None:
+    """Fails as a shell would (127 not found, 126 not executable), before starting anything.
+
+    The gate's ``exec`` would fail the same way, but only after the spy started, with the
+    shell's message and a measure of the shell itself: checking first keeps it one clear line.
+
+    :param name: the command, a name looked up in ``PATH`` or a path
+    """
+    if "/" not in name:
+        if not name or shutil.which(name) is None:
+            raise CommandError(f"command not found: {name}", 127)
+        return
+    if not os.path.exists(name):
+        raise CommandError(f"command not found: {name}", 127)
+    if os.path.isdir(name) or not os.access(name, os.X_OK):
+        raise CommandError(f"command not executable: {name}", 126)
+
+
+def _start_gated(cmd: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Starts the command behind a closed gate (see ``_GATE``).
+
+    :param cmd: the command and its arguments
+    :return: the process, still the shell blocked on the gate, and the gate's write end
+    """
+    # os.pipe takes the lowest free descriptors: single digits unless 3-9 are all taken.
+    fd, gate = os.pipe()
+    script = (_GATE if fd <= 9 else _GATE_BY_PATH).format(fd=fd)
+    try:
+        proc = subprocess.Popen([_SHELL, "-c", script, "spy", *cmd], pass_fds=(fd,))
+    except BaseException:
+        os.close(gate)
+        raise
+    finally:
+        os.close(fd)
+    return proc, gate
+
+
+def _open_gate(gate: int) -> None:
+    """Lets the command run: the shell reads the line, then execs it.
+
+    :param gate: the gate's write end, closed here
+    """
+    try:
+        with contextlib.suppress(OSError):  # the shell was killed: _wait reports how
+            os.write(gate, b"\n")
+    finally:
+        os.close(gate)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kills and reaps the command (the shell on the gate, before it opens).
+
+    :param proc: the process
+    """
+    if proc.poll() is None:
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(_INTERRUPT_GRACE)
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> float | None:
+    """Waits for the command and reaps it (no zombie).
+
+    :param proc: the process
+    :return: the kernel's peak of the command since the spy's last reset, in bytes
+        (``ru_maxrss``), None after Ctrl-C
+    """
+    try:
+        # wait4, not Popen.wait: its rusage holds the last interval's peak (see
+        # _add_end), which is gone from /proc once the command exited.
+        _, status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:  # reaped by someone else (SIGCHLD ignored): no figure
+        proc.wait(_INTERRUPT_GRACE)  # Popen's own answer to this case: exit code 0
+        return None
+    except KeyboardInterrupt:
+        # The terminal sent SIGINT to the command too; give it time to exit.
+        try:
+            proc.wait(_INTERRUPT_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(_INTERRUPT_GRACE)
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait
+    return float(usage.ru_maxrss) * 1024  # KiB on Linux
+
+
+def _own_peak() -> float:
+    """This process's ``ru_maxrss`` in bytes.
+
+    Forking (or vforking) then exec'ing records the forked memory's high-water mark in
+    the child's ``ru_maxrss``, which ``exec`` never lowers: the command's ``ru_maxrss``
+    starts at up to this figure, read once Popen returned (the mark only grows).
+
+    :return: bytes
+    """
+    import resource
+
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+
+
+def _add_end(result: Any, peak: float, floor: float, ended: float) -> None:
+    """Adds the end of the command: its exit time, and the peak of the last interval.
+
+    The duration runs until the command was reaped, not until the spy's last tick.
+
+    The last interval runs from the spy's last tick to the exit. An allocation in it (a
+    command that allocates then exits within ``delay``) never reaches the spy: the exited
+    process has no ``/proc/PID/status`` memory left. The kernel keeps it for the parent:
+    the child's ``ru_maxrss`` is the high-water mark it had when it ended (the spy's
+    resets lowered it), or more: the marks recorded at each ``exec``, the shell's (tiny)
+    and the CLI's at the fork (see :func:`_own_peak`). Only a figure above the CLI's is
+    used: then it is the command's, and a spike in the last interval smaller than the
+    CLI's own peak (tens of MiB) is not recovered.
+    With ``--children`` it is one process's peak, a lower bound of the tree's: still a
+    true figure, merged the same way.
+
+    :param result: the spy's result, updated
+    :param peak: the command's ``ru_maxrss`` in bytes
+    :param floor: this process's ``ru_maxrss`` once the command started, in bytes
+    :param ended: ``time.monotonic()`` when the command was reaped
+    """
+    cpu = result["cpu"]
+    if not cpu.n_measures:
+        return  # no tick: no origin to date the end from (the shell was killed at start)
+    result["duration"] = max(result["duration"], ended - result.t0)
+    if peak > floor:
+        cpu.max_peak = max(cpu.max_peak, peak)
+        cpu.series.append(ended, peak)  # the curve shows what max_peak says
 
 
 class SpyCommand:
@@ -91,40 +239,24 @@ class SpyCommand:
         self, cmd: list[str], args: argparse.Namespace, err: TextIO
     ) -> tuple[Any, int, str]:
         what = "command: " + subprocess.list2cmdline(cmd)
+        _check_command(cmd[0])
+        proc, gate = _start_gated(cmd)
+        floor = _own_peak()  # what the command's ru_maxrss may hold from this process
         try:
-            proc = subprocess.Popen(cmd)
-        except FileNotFoundError:
-            raise CommandError(f"command not found: {cmd[0]}", 127) from None
-        except PermissionError:
-            raise CommandError(f"command not executable: {cmd[0]}", 126) from None
-        try:
+            # MemorySpy returns once the spy is ready: probes open, first tick taken,
+            # high-water mark reset. Until the gate opens, the command cannot have run.
             spy = self._spy(proc.pid, args)
-        except ProcessLookupError:
-            code = _exit_code(proc.wait(_INTERRUPT_GRACE))
-            raise CommandError(
-                f"the command ended (exit code {code}) before the spy started: nothing measured",
-                code,
-            ) from None
         except BaseException:
-            proc.kill()
-            proc.wait(_INTERRUPT_GRACE)
+            os.close(gate)
+            _kill(proc)  # never leave it blocked on the gate, nor run it unmeasured
             raise
+        _open_gate(gate)
         with spy, self._status(spy, what, args, err):
-            try:
-                proc.wait()
-            except KeyboardInterrupt:
-                # The terminal sent SIGINT to the command too; give it time to exit.
-                try:
-                    proc.wait(_INTERRUPT_GRACE)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(_INTERRUPT_GRACE)
+            last_peak = _wait(proc)
+            ended = time.monotonic()
         result = spy.result
-        cpu = result["cpu"]
-        # The command started just before the spy: its high-water mark from before the
-        # first reset belongs to it too.
-        if cpu.previous_peak is not None and cpu.previous_peak > cpu.max_peak:
-            cpu.max_peak = cpu.previous_peak
+        if last_peak is not None:  # reaped by _wait, not interrupted
+            _add_end(result, last_peak, floor, ended)
         return result, _exit_code(proc.returncode), what
 
     def _attach(self, pid: int, args: argparse.Namespace, err: TextIO) -> Any:
