@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import csv
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from onnxrt_backend_dev.monitoring import _cli
-from onnxrt_backend_dev.monitoring._cli_spy import COMMAND, _exit_code
+from onnxrt_backend_dev.monitoring import _cli, _cli_spy
+from onnxrt_backend_dev.monitoring._cli_spy import (
+    COMMAND,
+    SpyCommand,
+    _exit_code,
+    _open_gate,
+    _start_gated,
+)
 
 TIMEOUT = 60
 ALLOC = "import sys, time; b = b'x' * (50 * 2**20); time.sleep(0.1); sys.exit({code})"
@@ -136,3 +147,204 @@ def test_real_subprocess_exits_with_the_command_code() -> None:
     assert res.returncode == 5, res.stderr
     assert "cpu: peak" in res.stdout and res.stderr == ""
     assert time.monotonic() - begin < TIMEOUT
+
+
+# The gate: a command shorter than the spy's start is measured; its end too.
+
+HUNDRED_MB = "x = b'1' * 100_000_000"
+# Allocates then exits at once: with a long --delay the spy never ticks in between.
+LATE_SPIKE = "import os; x = b'1' * 100_000_000; os._exit(4)"
+# Writes the targets of its descriptors above 2 (the one listing /proc/self/fd is closed
+# by then: exists() is False).
+FDS = (
+    "import os, sys; fds = [f'/proc/self/fd/{f}' for f in os.listdir('/proc/self/fd')];"
+    " links = [os.readlink(f) for f in fds if os.path.exists(f) and int(f.split('/')[-1]) > 2];"
+    " open(sys.argv[1], 'w').write(repr(links))"
+)
+
+
+def _run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", *argv],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+
+
+def _gone(pid: int) -> bool:
+    """True once the process does not exist, not even as a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture
+def spied_pids(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Records the pid handed to the spy (the gated shell, then the command)."""
+    pids: list[int] = []
+    real = SpyCommand._spy
+
+    def spy(self: SpyCommand, pid: int, args: argparse.Namespace) -> Any:
+        pids.append(pid)
+        return real(self, pid, args)
+
+    monkeypatch.setattr(SpyCommand, "_spy", spy)
+    return pids
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_the_gate_holds_the_command_until_opened(tmp_path: Path) -> None:
+    # GIVEN a command started behind the gate
+    marker = tmp_path / "ran"
+    proc, gate = _start_gated(["touch", str(marker)])
+    try:
+        # THEN it does not run until the gate opens
+        time.sleep(0.3)
+        assert proc.poll() is None and not marker.exists()
+    finally:
+        _open_gate(gate)
+    # THEN it runs
+    assert proc.wait(TIMEOUT) == 0 and marker.exists()
+
+
+@pytest.mark.slow
+def test_the_command_does_not_inherit_the_gate(tmp_path: Path) -> None:
+    # GIVEN the CLI in a process of its own (its gate gets a single-digit descriptor)
+    fds = tmp_path / "fds"
+    res = _run_cli("--", sys.executable, "-c", FDS, str(fds))
+    # THEN the command holds no pipe beyond its standard streams
+    assert res.returncode == 0, res.stderr
+    assert "pipe:" not in fds.read_text(), fds.read_text()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_a_gate_closed_without_opening_never_runs_the_command(tmp_path: Path) -> None:
+    # GIVEN the CLI dying before it opens the gate (its write end closed, nothing written)
+    marker = tmp_path / "ran"
+    proc, gate = _start_gated(["touch", str(marker)])
+    os.close(gate)
+    # THEN the shell exits 125 and the command never ran
+    assert proc.wait(TIMEOUT) == 125 and not marker.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("cmd", "expected"), [(["true"], 0), (["sh", "-c", "exit 3"], 3)])
+def test_a_command_shorter_than_the_spy_start_is_measured(
+    tmp_path: Path, cmd: list[str], expected: int
+) -> None:
+    # GIVEN a command ending in about a millisecond, far less than the spy's start
+    res = _run_cli("--json", str(tmp_path / "r.json"), "--", *cmd)
+    # THEN it is measured (the spy was attached before it ran) and its exit code returned
+    assert res.returncode == expected, res.stderr
+    assert res.stderr == "" and "cpu: peak" in res.stdout and "duration" in res.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["cpu"]["n"] >= 1 and 0 < doc["cpu"]["peak"] < 50 * 2**20
+    assert doc["exit_code"] == expected and doc["target_exited"] is True
+
+
+@pytest.mark.slow
+def test_a_100_mb_allocation_of_a_few_ms_is_measured(tmp_path: Path) -> None:
+    res = _run_cli("--json", str(tmp_path / "r.json"), "--", sys.executable, "-c", HUNDRED_MB)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["cpu"]["peak"] >= 95e6
+
+
+@pytest.mark.slow
+def test_a_spike_after_the_last_tick_is_measured_at_the_exit(tmp_path: Path) -> None:
+    # GIVEN a command allocating 100 MB then exiting, with a tick every 5 s:
+    # the spy's only tick is before the gate opens
+    res = _run_cli("--delay", "5", "--json", str(tmp_path / "r.json"),
+               "--", sys.executable, "-c", LATE_SPIKE)  # fmt: skip
+    # THEN the peak comes from the kernel's figure at the exit (ru_maxrss), in the series too
+    assert res.returncode == 4, res.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["cpu"]["n"] == 1 and doc["cpu"]["peak"] >= 95e6
+    assert doc["cpu"]["begin"] < 10 * 2**20  # the gated shell
+    assert max(r["bytes"] for r in doc["series"] if r["channel"] == "cpu") >= 95e6
+    assert doc["duration"] < TIMEOUT
+
+
+@pytest.mark.slow
+def test_a_missing_command_exits_127_clearly_and_starts_nothing() -> None:
+    name = f"no-such-command-{uuid.uuid4().hex}"
+    res = _run_cli("--", name, "arg")
+    assert (res.returncode, res.stdout) == (127, "")
+    assert res.stderr == f"error: command not found: {name}\n"
+    leftovers = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if name.encode() in cmdline.read_bytes():
+                leftovers.append(cmdline)
+    assert leftovers == []
+
+
+def test_a_path_that_cannot_run_exits_126_or_127(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    assert _main("--", str(tmp_path / "missing"))[0] == 127
+    code, _, err = _main("--", str(plain))
+    assert code == 126 and err == f"error: command not executable: {plain}\n"
+    assert _main("--", str(tmp_path))[0] == 126
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_a_command_vanished_after_the_check_exits_127_from_the_shell(
+    monkeypatch: pytest.MonkeyPatch, spied_pids: list[int], capfd: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a command found by the check, gone when the gate's exec runs
+    monkeypatch.setattr(_cli_spy.shutil, "which", lambda name: name)
+    code, out, _ = _main("--", "no-such-command-xyz")
+    # THEN the shell's code and message; the shell was measured and reaped
+    assert code == 127 and "cpu: peak" in out and "exit code 127" in out
+    assert "no-such-command-xyz: not found" in capfd.readouterr().err
+    assert len(spied_pids) == 1 and _gone(spied_pids[0])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_the_command_is_reaped_no_zombie(spied_pids: list[int]) -> None:
+    code, out, err = _main("--", "sh", "-c", "exit 3")
+    assert code == 3 and "cpu: peak" in out, err
+    assert len(spied_pids) == 1 and _gone(spied_pids[0])
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_a_spy_failing_to_start_kills_the_gated_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # GIVEN a spy that cannot start
+    pids: list[int] = []
+
+    def broken(self: SpyCommand, pid: int, args: argparse.Namespace) -> Any:
+        pids.append(pid)
+        raise RuntimeError("the memory spy did not start")
+
+    monkeypatch.setattr(SpyCommand, "_spy", broken)
+    marker = tmp_path / "ran"
+    begin = time.monotonic()
+    code, out, err = _main("--", "touch", str(marker))
+    # THEN one error line, the command never ran, the shell is killed and reaped at once
+    assert (code, out) == (1, "")
+    assert err == "error: RuntimeError: the memory spy did not start\n"
+    assert not marker.exists() and len(pids) == 1 and _gone(pids[0])
+    assert time.monotonic() - begin < 5
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_the_gate_works_above_descriptor_9() -> None:
+    # GIVEN descriptors 3 to 9 all taken: the gate's pipe gets a two-digit one,
+    # which dash cannot name in a redirection
+    taken: list[int] = []
+    try:
+        while (fd := os.open(os.devnull, os.O_RDONLY)) <= 9:
+            taken.append(fd)
+        os.close(fd)
+        code, out, err = _main("--", "sh", "-c", "exit 3")
+    finally:
+        for fd in taken:
+            os.close(fd)
+    # THEN the command is still gated and measured
+    assert code == 3 and "cpu: peak" in out, err
