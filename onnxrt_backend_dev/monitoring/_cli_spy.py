@@ -134,15 +134,22 @@ def _wait(proc: subprocess.Popen[bytes]) -> float | None:
 
 
 def _own_peak() -> float:
-    """This process's ``ru_maxrss`` in bytes.
+    """This process's memory high-water mark (``VmHWM``) in bytes.
 
     Forking (or vforking) then exec'ing records the forked memory's high-water mark in
     the child's ``ru_maxrss``, which ``exec`` never lowers: the command's ``ru_maxrss``
-    starts at up to this figure, read once Popen returned (the mark only grows).
+    starts at up to this figure, read once Popen returned (the mark only grows). Not this
+    process's own ``ru_maxrss``: that one holds what its parent (a test runner, a
+    notebook) had at the fork, often far more.
 
     :return: bytes
     """
-    import resource
+    from ._probes import read_status
+
+    hwm = read_status(os.getpid())[1]
+    if hwm is not None:
+        return float(hwm)
+    import resource  # no VmHWM shown: the safe, higher figure
 
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
 
