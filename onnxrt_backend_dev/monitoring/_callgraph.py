@@ -222,17 +222,7 @@ class ProfileNode:
 
     def __iter__(self) -> Iterator[ProfileNode]:
         """Returns all nodes reachable from this one (breadth first), this one first."""
-        done = {id(self)}
-        queue = [self]
-        i = 0
-        while i < len(queue):
-            node = queue[i]
-            i += 1
-            yield node
-            for child in node.calls_to:
-                if id(child) not in done:
-                    done.add(id(child))
-                    queue.append(child)
+        return iter(reachable_nodes(self))
 
     @staticmethod
     def filter_node_(node: ProfileNode, info: dict[str, Any] | None = None) -> bool:
@@ -337,6 +327,26 @@ class ProfileNode:
         with gc_paused():
             rows = tree_rows(self, filter_node, sort_key, ViewOptions(**opts))
             return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
+
+
+def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
+    """All nodes reachable from ``start`` (breadth first), ``start`` first.
+
+    Nodes hash by identity (ProfileNode defines no ``__eq__``), so sets hold them
+    directly: one hash of the address per edge, no ``id()`` call.
+
+    :param start: the node to start from
+    :return: the nodes
+    """
+    order = [start]
+    done = {start}
+    add, push = done.add, order.append
+    for node in order:  # the list grows while it is read: a queue without indices
+        for child in node.calls_to:
+            if child not in done:
+                add(child)
+                push(child)
+    return order
 
 
 @dataclass(frozen=True)
@@ -620,35 +630,36 @@ class Row(NamedTuple):
     share: float
 
 
-def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> set[int]:
+def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> set[ProfileNode]:
     """Nodes printed at the top level: the start, every function called from zero or
     several places, and one function per cycle of single callers."""
-    roots = {id(n) for n in reachable if len(n.called_by) != 1}
-    roots.add(id(start))
-    covered: set[int] = set()
-    stack = [n for n in reachable if id(n) in roots]
-    covered.update(id(n) for n in stack)
+    roots = {n for n in reachable if len(n.called_by) != 1}
+    roots.add(start)
+    # Single-caller nodes not yet hung below a root; only they can hang below a node.
+    pending = {n for n in reachable if n not in roots}
+    stack = [n for n in reachable if n in roots]
+    first = 0  # everything before it in reachable is covered: no rescan per cycle
     while True:
         while stack:
             for child in stack.pop().calls_to:
-                # Only a callee with a single caller hangs below it.
-                if len(child.called_by) == 1 and id(child) not in covered:
-                    covered.add(id(child))
+                if child in pending:
+                    pending.discard(child)
                     stack.append(child)
-        rest = next((n for n in reachable if id(n) not in covered), None)
-        if rest is None:
+        while first < len(reachable) and reachable[first] not in pending:
+            first += 1
+        if first == len(reachable):
             return roots
         # Going up single callers from an uncovered node ends in a cycle: break it at
         # its most consuming function.
-        path: dict[int, ProfileNode] = {}
-        node = rest
-        while id(node) not in path:
-            path[id(node)] = node
+        path: dict[ProfileNode, None] = {}
+        node = reachable[first]
+        while node not in path:
+            path[node] = None
             node = node.called_by[0]
-        cycle = list(path.values())[list(path).index(id(node)) :]
-        best = max(cycle, key=lambda n: n.tall)
-        roots.add(id(best))
-        covered.add(id(best))
+        cycle = list(path)
+        best = max(cycle[cycle.index(node) :], key=lambda n: n.tall)
+        roots.add(best)
+        pending.discard(best)
         stack.append(best)
 
 
@@ -676,13 +687,13 @@ class _Walker:
         self.total = _total_time(reachable)
         self.min_time = options.min_share * self.total
         self.limited = options.max_depth is not None or self.min_time > 0
-        # Default mode: a callee is a reference if it has not exactly one caller or is
-        # in extra_roots (start, cycle breakers). Focus mode: if it was met before.
+        # Default mode: a callee is a reference if it is printed at the top level
+        # (``refs``, set by TreeRows). Focus mode: if it was met before (``seen``).
         self.focus_mode = options.focus is not None
-        self.extra_roots: set[int] = set()
-        self.seen: set[int] = set()
+        self.refs: set[ProfileNode] = set()
+        self.seen: set[ProfileNode] = set()
         # The default filter only ever drops nodes of a few modules: find them once.
-        small = {id(n) for n in reachable if _in_small_module(n)}
+        small = _small_module_nodes(reachable)
         self.small = small
         self.no_filter = filter_node is None or (
             filter_node is ProfileNode.filter_node_ and not small
@@ -698,7 +709,7 @@ class _Walker:
         """Applies ``filter_node`` to a callee (with the edge's figures for a reference)."""
         if self.filter_node is None:
             return True
-        if self.filter_node is ProfileNode.filter_node_ and id(child) not in self.small:
+        if self.filter_node is ProfileNode.filter_node_ and child not in self.small:
             return True
         info = self._info(child, depth, el) if ref else None
         return bool(self.filter_node(child, info=info))
@@ -706,8 +717,8 @@ class _Walker:
     def is_ref(self, child: ProfileNode) -> bool:
         """Tells if ``child`` is only referenced where it is met now."""
         if self.focus_mode:
-            return id(child) in self.seen
-        return len(child.called_by) != 1 or id(child) in self.extra_roots
+            return child in self.seen
+        return child in self.refs
 
     def callees(self, node: ProfileNode, depth: int) -> Iterator[tuple[ProfileNode, Any]]:
         """Sorted and filtered callees of ``node`` with the figures of their call."""
@@ -731,13 +742,13 @@ class _Walker:
         self, start: ProfileNode, filter_node: FilterNode
     ) -> tuple[RawRow | None, int] | None:
         """The row of a top-level node and the depth of its callees, None to skip it."""
-        if id(start) in self.seen:
+        if start in self.seen:
             return None  # focus: already expanded under another focused function
         if start.virtual:
             return None  # its callees are entry points, top-level rows themselves
         if not filter_node(start):
             return None
-        self.seen.add(id(start))
+        self.seen.add(start)
         if self.options.hide_stdlib and start.library:
             return None, 0
         return (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False), 1
@@ -745,7 +756,39 @@ class _Walker:
     def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
         """Yields ``(node, depth, figures, ref)`` for each top-level node and everything
         expanded below it, depth first; references (leaves) never go on the stack."""
-        seen, extra, focus = self.seen, self.extra_roots, self.focus_mode
+        if self.limited or self.focus_mode or self.options.hide_stdlib:
+            return self._walk_filtered(starts, filter_node)
+        return self._walk_plain(starts, filter_node)
+
+    def _walk_plain(
+        self, starts: Iterable[ProfileNode], filter_node: FilterNode
+    ) -> Iterator[RawRow]:
+        """:meth:`walk` without depth, share, focus or library filters: the usual case,
+        so its loop does only what every row needs."""
+        refs, callees = self.refs, self.callees
+        for start in starts:
+            head = self._head(start, filter_node)
+            if head is None:
+                continue
+            if head[0] is not None:
+                yield head[0]
+            stack = [(callees(start, head[1]), head[1])]
+            while stack:
+                it, depth = stack[-1]
+                for node, el in it:
+                    ref = node in refs
+                    yield (node, depth, el, ref)
+                    if not ref:
+                        stack.append((callees(node, depth + 1), depth + 1))
+                        break
+                else:
+                    stack.pop()
+
+    def _walk_filtered(
+        self, starts: Iterable[ProfileNode], filter_node: FilterNode
+    ) -> Iterator[RawRow]:
+        """:meth:`walk` with any of the filters."""
+        seen, refs, focus = self.seen, self.refs, self.focus_mode
         hide, limited = self.options.hide_stdlib, self.limited
         for start in starts:
             head = self._head(start, filter_node)
@@ -759,11 +802,7 @@ class _Walker:
                 for node, el in it:
                     if limited and not self.keep(depth, el[3]):
                         continue
-                    ref = (
-                        _seen_before(seen, node)
-                        if focus
-                        else len(node.called_by) != 1 or (bool(extra) and id(node) in extra)
-                    )
+                    ref = _seen_before(seen, node) if focus else node in refs
                     if hide and node.library:
                         if not ref:  # hidden: its callees take its place
                             stack.append((self.callees(node, depth), depth))
@@ -791,12 +830,25 @@ class _Walker:
         }
 
 
-def _seen_before(seen: set[int], node: ProfileNode) -> bool:
+def _seen_before(seen: set[ProfileNode], node: ProfileNode) -> bool:
     """Tells if ``node`` is in ``seen``, adding it."""
-    if id(node) in seen:
+    if node in seen:
         return True
-    seen.add(id(node))
+    seen.add(node)
     return False
+
+
+def _small_module_nodes(nodes: list[ProfileNode]) -> set[ProfileNode]:
+    """The nodes of the modules the default filter looks at, one test per file."""
+    by_file: dict[str, bool] = {}
+    small = set()
+    for n in nodes:
+        is_small = by_file.get(n.filename)
+        if is_small is None:
+            is_small = by_file[n.filename] = _in_small_module(n)
+        if is_small:
+            small.add(n)
+    return small
 
 
 def _in_small_module(node: ProfileNode) -> bool:
@@ -831,14 +883,14 @@ class TreeRows:
         if filter_node is None:
             filter_node = ProfileNode.filter_node_
         self.filter_node = filter_node
-        reachable = list(start)
+        reachable = reachable_nodes(start)
         walker = _Walker(filter_node, sort_key, options, reachable)
         if options.focus is not None:
             top = [n for n in reachable if options.matches_focus(n) and not n.virtual]
         else:
             roots = _tree_roots(start, reachable)
-            top = [n for n in reachable if id(n) in roots]
-            walker.extra_roots = {id(n) for n in top if len(n.called_by) == 1}
+            top = [n for n in reachable if n in roots]
+            walker.refs = roots
         keys = walker.sortf(top, [(n.nc1, n.nc2, n.tin, n.tall) for n in top])
         self.top = [top[i] for i in sorted(range(len(top)), key=keys.__getitem__)]
         self.walker = walker
