@@ -115,9 +115,9 @@ def _wait(proc: subprocess.Popen[bytes]) -> float | None:
         (``ru_maxrss``), None after Ctrl-C
     """
     try:
-        # wait4, not Popen.wait: its rusage holds the last interval's peak (see
-        # _add_end), which is gone from /proc once the command exited.
-        _, status, usage = os.wait4(proc.pid, 0)
+        # Waits without reaping: a Ctrl-C raised as the command ends (the terminal sends
+        # SIGINT to both) must not lose its exit status, Popen.wait then reaps it.
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
     except ChildProcessError:  # reaped by someone else (SIGCHLD ignored): no figure
         proc.wait(_INTERRUPT_GRACE)  # Popen's own answer to this case: exit code 0
         return None
@@ -129,6 +129,9 @@ def _wait(proc: subprocess.Popen[bytes]) -> float | None:
             proc.kill()
             proc.wait(_INTERRUPT_GRACE)
         return None
+    # wait4, not Popen.wait: its rusage holds the last interval's peak (see _add_end),
+    # which is gone from /proc once the command exited. It ended: this does not block.
+    _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait
     return float(usage.ru_maxrss) * 1024  # KiB on Linux
 
