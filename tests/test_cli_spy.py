@@ -9,6 +9,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -356,3 +357,38 @@ def test_the_gate_works_above_descriptor_9() -> None:
             os.close(fd)
     # THEN the command is still gated and measured
     assert code == 3 and "cpu: peak" in out, err
+
+
+def _child_named(ppid: int, name: str) -> int | None:
+    """The pid of a child of ``ppid`` running ``name``, None if none yet."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError):  # gone meanwhile
+            # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+            head, _, rest = stat.read_text().rpartition(")")
+            if head.endswith(f"({name}") and int(rest.split()[1]) == ppid:
+                return int(stat.parent.name)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_ctrl_c_reports_the_measure_and_the_command_s_signal() -> None:
+    # GIVEN the CLI running `sleep 30` in a session of its own (its own terminal group)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", "--", "sleep", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while _child_named(cli.pid, "sleep") is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the gate opened: the shell exec'd sleep
+        # WHEN Ctrl-C: SIGINT to the whole group, the CLI and the command
+        os.killpg(cli.pid, signal.SIGINT)
+        out, err = cli.communicate(timeout=TIMEOUT / 2)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(TIMEOUT)
+    # THEN the measure and the command's own status (killed by SIGINT: 130), not 0
+    assert cli.returncode == 130, err
+    assert "cpu: peak" in out and "exit code 130" in out
