@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._callgraph import RawRow, Row
+from ._callgraph import ProfileNode, RawRow, Row
 
 
 def align_text(text: str, size: int) -> str:
@@ -35,13 +36,15 @@ def _max_count(rows: Sequence[Row]) -> int:
     return max((max(abs(int(r[2])), abs(int(r[3]))) for r in rows), default=0)
 
 
-def _templates(max_count: int, show_share: bool) -> tuple[str, str]:
-    """The %-templates of a line and of a reference line; the count columns hold a
+def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The %-templates of a line and of a reference line, with the share as an argument
+    and with a share below 0.05 % already written as ``0.0``; the count columns hold a
     sign space and the longest count ("% 2d" is the reference's "{: 2d}")."""
     dg = len(str(abs(max_count))) + 1
     base = f"%s -- % {dg}d % {dg}d -- %1.5f %1.5f%s"
-    share = " -- %.1f%%" if show_share else "%.0s"
-    return base + share, base + " +++" + share
+    share = " -- %.1f%%" if show_share else ""
+    tiny = " -- 0.0%%" if show_share else ""
+    return (base + share, base + " +++" + share), (base + tiny, base + " +++" + tiny)
 
 
 def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
@@ -90,28 +93,42 @@ def render_text(
 
 
 def _render(
-    rows: Iterable[Any], templates: tuple[str, str], fct_width: int, max_indent: int, total: float
+    rows: Iterable[Any],
+    templates: tuple[tuple[str, str], tuple[str, str]],
+    fct_width: int,
+    max_indent: int,
+    total: float,
 ) -> str:
     scale = 100.0 / total if total > 0 else 0.0
+    full, tiny = templates
+    # Most rows of a large tree hold less than 0.05 % of the time, written "0.0"
+    # without a float conversion ("%.1f" rounds any 0 < p < 0.05 to 0.0; zero itself
+    # may be -0.0, so it is formatted). Without the share column, always the short form.
+    low, high = (0.0, 0.05) if full != tiny else (-math.inf, math.inf)
     # By depth, then node: the line's start and end (a node shows at few depths).
-    parts: dict[int, dict[int, tuple[str, str]]] = {}
+    parts: dict[int, dict[ProfileNode, tuple[str, str]]] = {}
     lines: list[str] = []
+    append = lines.append
     chunks: list[str] = []
     folded = 0
+    depth, deep, by_node = -1, False, {}
     for node, indent, el, ref in rows:
-        by_node = parts.get(indent)
-        if by_node is None:
-            by_node = parts[indent] = {}
-        both = by_node.get(id(node))
+        if indent != depth:  # rows come depth first: the depth often stays the same
+            depth, deep = indent, indent > max_indent
+            by_node = parts.setdefault(indent, {})
+        both = by_node.get(node)
         if both is None:
-            both = by_node[id(node)] = (
+            both = by_node[node] = (
                 _prefix(node.func_name, indent, fct_width, max_indent),
                 f" -- {node.key} ({node.func_name})",
             )
-        prefix, tail = both
-        if indent > max_indent:
+        if deep:
             folded += 1
-        lines.append(templates[ref] % (prefix, el[0], el[1], el[2], el[3], tail, el[3] * scale))
+        share = el[3] * scale
+        if low < share < high:
+            append(tiny[ref] % (both[0], el[0], el[1], el[2], el[3], both[1]))
+        else:
+            append(full[ref] % (both[0], el[0], el[1], el[2], el[3], both[1], share))
         if len(lines) >= _CHUNK:
             # Joined while still in the processor's cache, not all at the end.
             chunks.append("\n".join(lines))
