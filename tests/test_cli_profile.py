@@ -3,7 +3,7 @@ subprocess."""
 
 from __future__ import annotations
 
-import io
+import functools
 import json
 import os
 import subprocess
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring import _cli, _cli_profile
 
@@ -30,16 +31,7 @@ if "exit" in sys.argv:
 """
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def _main(*argv: str, err: io.StringIO | None = None) -> tuple[int, str, str]:
-    out = io.StringIO()
-    err = io.StringIO() if err is None else err
-    code = _cli.main(["profile", *argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
+_main = functools.partial(run_cli, "profile")
 
 
 @pytest.fixture
@@ -129,10 +121,10 @@ def test_usage_errors(script: Path) -> None:
 def test_live_status_on_terminal_only(tmp_path: Path) -> None:
     slow = tmp_path / "slow.py"
     slow.write_text(SCRIPT.format(sleep=1.4))
-    term = _Terminal()
+    term = Terminal()
     code, _, _ = _main(str(slow), err=term)
     assert code == 0 and "profiling slow.py" in term.getvalue()
-    quiet = _Terminal()
+    quiet = Terminal()
     _main("-q", str(slow), err=quiet)
     assert quiet.getvalue() == ""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import io
+import functools
 import json
 import os
 import shutil
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring import _cli, _cli_spy
 from onnxrt_backend_dev.monitoring._cli_spy import (
@@ -32,16 +33,7 @@ TIMEOUT = 60
 ALLOC = "import sys, time; b = b'x' * (50 * 2**20); time.sleep(0.1); sys.exit({code})"
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def _main(*argv: str, err: io.StringIO | None = None) -> tuple[int, str, str]:
-    out = io.StringIO()
-    err = io.StringIO() if err is None else err
-    code = _cli.main(["spy", *argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
+_main = functools.partial(run_cli, "spy")
 
 
 def test_the_command_is_registered() -> None:
@@ -99,9 +91,9 @@ def test_a_command_is_measured_and_its_exit_code_returned(tmp_path: Path) -> Non
 @pytest.mark.timeout(TIMEOUT)
 def test_live_status_on_a_terminal_and_none_with_quiet() -> None:
     slow = "import time; b = b'x' * (20 * 2**20); time.sleep(1.2)"
-    code, _, err = _main("--", sys.executable, "-c", slow, err=_Terminal())
+    code, _, err = _main("--", sys.executable, "-c", slow, err=Terminal())
     assert code == 0 and "peak so far" in err
-    code, _, err = _main("--quiet", "--", sys.executable, "-c", slow, err=_Terminal())
+    code, _, err = _main("--quiet", "--", sys.executable, "-c", slow, err=Terminal())
     assert code == 0 and err == ""
 
 

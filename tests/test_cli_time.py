@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import io
+import functools
 import json
 import re
 import subprocess
 import sys
 
 import pytest
+from cli_helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring import _cli, _cli_time
 
@@ -18,16 +19,7 @@ LINE = re.compile(
 )
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def _main(*argv: str, err: io.StringIO | None = None) -> tuple[int, str, str]:
-    out = io.StringIO()
-    err = io.StringIO() if err is None else err
-    code = _cli.main(["time", *argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
+_main = functools.partial(run_cli, "time")
 
 
 def test_command_is_registered() -> None:
@@ -79,7 +71,7 @@ def test_max_time_reports_measured_total() -> None:
 def test_live_status_on_a_terminal_for_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     # The threshold is lowered so that the test stays short; LiveStatus waits 1 s to draw.
     monkeypatch.setattr(_cli_time, "_LIVE_STATUS_MIN_SECONDS", 0.1)
-    terminal = _Terminal()
+    terminal = Terminal()
     code, out, err = _main("pass", "--max-time", "1.4", err=terminal)
     assert code == 0 and out.startswith("pass: ")
     assert re.search(r"\rtiming pass: [\d.]+ s, [\d,]+ runs", err), repr(err)
@@ -88,7 +80,7 @@ def test_live_status_on_a_terminal_for_long_runs(monkeypatch: pytest.MonkeyPatch
 
 def test_quiet_shows_no_live_status(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_cli_time, "_LIVE_STATUS_MIN_SECONDS", 0.01)
-    code, _, err = _main("pass", "--max-time", "0.05", "-q", err=_Terminal())
+    code, _, err = _main("pass", "--max-time", "0.05", "-q", err=Terminal())
     assert code == 0 and err == ""
 
 
