@@ -490,23 +490,25 @@ class _GraphBuilder:
                 node.tall += value[3]
 
     def add_edges(self, stats: dict[Any, Any]) -> None:
-        by_func = self.by_func
+        by_func, artifacts = self.by_func, self.artifacts
+        node_of = by_func.__getitem__
         for func, value in stats.items():
-            if len(value) < 5 or func in self.artifacts or not value[4]:
+            if len(value) < 5 or not value[4] or func in artifacts:
                 continue
             callee = by_func[func]
             callers = value[4]
             try:
-                nodes = list(map(by_func.__getitem__, callers))
+                nodes = list(map(node_of, callers))
             except KeyError:
                 self._add_edges_slowly(callee, callers)
                 continue
             callee.called_by.extend(nodes)
-            for caller, edge in zip(nodes, callers.values(), strict=True):
+            # nodes was built from the keys of callers: same length, no check needed.
+            for caller, edge in zip(nodes, callers.values(), strict=False):
+                if type(edge) is not tuple:
+                    edge = _edge_elements(edge, callee)
                 caller.calls_to.append(callee)
-                caller.calls_to_elements.append(
-                    edge if type(edge) is tuple else _edge_elements(edge, callee)
-                )
+                caller.calls_to_elements.append(edge)
 
     def _add_edges_slowly(self, callee: ProfileNode, callers: dict[Any, Any]) -> None:
         """Edges from callers without an entry of their own: profiler artifacts are

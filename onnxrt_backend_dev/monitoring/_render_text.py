@@ -107,9 +107,12 @@ def _render(
     low, high = (0.0, 0.05) if full != tiny else (-math.inf, math.inf)
     # By depth, then node: the line's start and end (a node shows at few depths).
     parts: dict[int, dict[ProfileNode, tuple[str, str]]] = {}
-    lines: list[str] = []
-    append = lines.append
+    # A chunk of lines is one %-formatting: the lines' templates joined, all arguments
+    # in one tuple (one call and one string instead of one per line).
     chunks: list[str] = []
+    line_templates: list[str] = []
+    args: list[Any] = []
+    next_line, add_args = line_templates.append, args.extend
     folded = 0
     depth, deep, by_node = -1, False, {}
     for node, indent, el, ref in rows:
@@ -126,17 +129,20 @@ def _render(
             folded += 1
         share = el[3] * scale
         if low < share < high:
-            append(tiny[ref] % (both[0], el[0], el[1], el[2], el[3], both[1]))
+            next_line(tiny[ref])
+            add_args((both[0], el[0], el[1], el[2], el[3], both[1]))
         else:
-            append(full[ref] % (both[0], el[0], el[1], el[2], el[3], both[1], share))
-        if len(lines) >= _CHUNK:
-            # Joined while still in the processor's cache, not all at the end.
-            chunks.append("\n".join(lines))
-            lines.clear()
+            next_line(full[ref])
+            add_args((both[0], el[0], el[1], el[2], el[3], both[1], share))
+        if len(line_templates) >= _CHUNK:
+            chunks.append("\n".join(line_templates) % tuple(args))
+            line_templates.clear()
+            args.clear()
+    if line_templates:
+        chunks.append("\n".join(line_templates) % tuple(args))
     if folded:
-        lines.append(
+        chunks.append(
             f"[{folded} rows deeper than {max_indent} levels are drawn at level "
             f"{max_indent} with their depth in brackets]"
         )
-    chunks.append("\n".join(lines))
-    return "\n".join(c for c in chunks if c)
+    return "\n".join(chunks)
