@@ -223,7 +223,14 @@ class ProfileNode:
 
     def __iter__(self) -> Iterator[ProfileNode]:
         """Returns all nodes reachable from this one (breadth first), this one first."""
-        return iter(reachable_nodes(self))
+        done = {self}  # nodes hash by identity
+        queue = [self]
+        for node in queue:  # the list grows while it is read
+            yield node
+            for child in node.calls_to:
+                if child not in done:
+                    done.add(child)
+                    queue.append(child)
 
     @staticmethod
     def filter_node_(node: ProfileNode, info: dict[str, Any] | None = None) -> bool:
