@@ -92,6 +92,29 @@ def _line_keys(nodes: Sequence[ProfileNode], els: Sequence[TimeElements]) -> lis
     return [(n.filename, n.line) for n in nodes]
 
 
+def _line_rank_keys(nodes: Sequence[ProfileNode]) -> _SortFunction | None:
+    """The keys of :func:`_line_keys` as one integer per node, in the same order with the
+    same ties (file rank, then line): integers compare much faster than tuples of a
+    string and an integer, and they are computed once per node, not once per edge.
+
+    :param nodes: every node the keys will be asked for
+    :return: the sort function, None if a line is not a non-negative int or the file
+        names do not sort (the tuples are used then)
+    """
+    lines = [n.line for n in nodes]
+    if not all(type(line) is int and line >= 0 for line in lines):
+        return None
+    try:
+        files = sorted({n.filename for n in nodes})
+    except TypeError:
+        return None
+    width = max(lines, default=0) + 1
+    rank = {f: i * width for i, f in enumerate(files)}
+    keys = {n: rank[n.filename] + line for n, line in zip(nodes, lines, strict=True)}
+    get = keys.__getitem__
+    return lambda callees, els: list(map(get, callees))
+
+
 _SORT_KEYS: dict[str, _SortFunction] = {
     SortKey.LINE.value: _line_keys,
     SortKey.CUMULATIVE.value: lambda nodes, els: [-e[3] for e in els],
@@ -715,6 +738,8 @@ class _Walker:
     ) -> None:
         self.filter_node = filter_node
         self.sortf = sort_function(sort_key)
+        if self.sortf is _line_keys:
+            self.sortf = _line_rank_keys(reachable) or _line_keys
         self.options = options
         self.total = _total_time(reachable)
         self.min_time = options.min_share * self.total
