@@ -597,27 +597,10 @@ def build_graph(
             builder.add_edges(stats)
         if builder.merged or len(dicts) > 1:
             builder.dedupe_edges()
-        nodes = builder.nodes
-        if not nodes:
-            raise ValueError("ps must hold at least one profiled function, got an empty profile")
-        root = _pick_root(nodes)
-        del builder
-        _promote_young_objects()
-    return root, nodes
-
-
-def _promote_young_objects() -> None:
-    """Moves the objects the collector tracks to its oldest generation without scanning
-    them (``gc.freeze`` then ``gc.unfreeze``).
-
-    A graph is tens of thousands of nodes and lists that all live as long as the graph:
-    left young, the next collections scan every one of them, and every edge they hold,
-    only to promote them. Skipped when the program froze objects itself (unfreezing
-    would release them).
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
+    nodes = builder.nodes
+    if not nodes:
+        raise ValueError("ps must hold at least one profiled function, got an empty profile")
+    return _pick_root(nodes), nodes
 
 
 def _pick_root(nodes: dict[str, ProfileNode]) -> ProfileNode:
