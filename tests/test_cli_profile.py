@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import Terminal, run_cli
+from helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring import _cli, _cli_profile
 

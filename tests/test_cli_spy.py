@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import Terminal, run_cli
+from helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring import _cli, _cli_spy
 from onnxrt_backend_dev.monitoring._cli_spy import (

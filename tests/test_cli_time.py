@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import Terminal, run_cli
+from helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring import _cli, _cli_time
 

@@ -19,13 +19,13 @@ import importlib
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers import run_checked
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -106,30 +106,6 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_checked(cmd: list[str], cwd: Path, timeout: float, what: str) -> None:
-    """Runs ``cmd`` with no input and a timeout; fails the test with its output if it fails.
-
-    :param cmd: the command
-    :param cwd: its working folder
-    :param timeout: seconds before it is killed
-    :param what: what the command is, for the failure message
-    """
-    proc = subprocess.run(
-        cmd,
-        cwd=cwd,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert proc.returncode == 0, (
-        f"{what} failed with exit code {proc.returncode}\n"
-        f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
-    )
-
-
 def _readme_blocks() -> list[CodeBlock]:
     return parse_code_blocks(README.read_text(encoding="utf-8")) if README.exists() else []
 
@@ -192,7 +168,7 @@ def test_readme_block_runs(block: CodeBlock, tmp_path: Path) -> None:
         cmd = [sys.executable, str(script)]
     else:
         cmd = ["bash", "-e", "-o", "pipefail", "-c", block.code]
-    run_checked(cmd, tmp_path, BLOCK_TIMEOUT, f"{block.id}\n--- code\n{block.code}")
+    run_checked(cmd, tmp_path, BLOCK_TIMEOUT, child_env(), f"{block.id}\n--- code\n{block.code}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -314,7 +290,7 @@ def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("docs")
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html"]
     cmd += ["-d", str(out / "doctrees"), str(DOCS), str(out / "html")]
-    run_checked(cmd, ROOT, DOCS_TIMEOUT, "sphinx")
+    run_checked(cmd, ROOT, DOCS_TIMEOUT, child_env(), "sphinx")
     return out / "html"
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import run_checked
 
 from onnxrt_backend_dev import __version__
 
@@ -120,21 +121,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def _run(cmd: Sequence[str | Path], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [str(c) for c in cmd],
-        cwd=cwd,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert proc.returncode == 0, (
-        f"{' '.join(map(str, cmd))} failed with exit code {proc.returncode}\n"
-        f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
-    )
-    return proc
+    return run_checked(cmd, cwd, timeout, _clean_env())
 
 
 # Never copied into the build's source tree: local state, caches, build outputs.

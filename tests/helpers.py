@@ -1,0 +1,65 @@
+"""What the tests share: a fake terminal, an in-process CLI run, a checked subprocess run."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from onnxrt_backend_dev.monitoring import _cli
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, so that live status lines are drawn."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run_cli(command: str, *argv: str, err: io.StringIO | None = None) -> tuple[int, str, str]:
+    """Runs ``main([command, *argv])`` in process.
+
+    :param command: the subcommand
+    :param argv: its arguments
+    :param err: the error stream (a new StringIO if None)
+    :return: exit code, stdout, stderr
+    """
+    out = io.StringIO()
+    err = io.StringIO() if err is None else err
+    code = _cli.main([command, *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_checked(
+    cmd: Sequence[str | Path],
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    what: str = "",
+) -> subprocess.CompletedProcess[str]:
+    """Runs ``cmd`` with no input and a timeout; fails the test with its output if it fails.
+
+    :param cmd: the command
+    :param cwd: its working folder
+    :param timeout: seconds before it is killed
+    :param env: its environment (this process's if None)
+    :param what: what the command is, for the failure message (the command if empty)
+    :return: the completed process
+    """
+    args = [str(c) for c in cmd]
+    proc = subprocess.run(
+        args,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, (
+        f"{what or ' '.join(args)} failed with exit code {proc.returncode}\n"
+        f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+    )
+    return proc
