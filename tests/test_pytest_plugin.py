@@ -8,6 +8,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
+from onnxrt_backend_dev.monitoring import _pytest_plugin
 from onnxrt_backend_dev.monitoring._pytest_plugin import MemoryBlock, TimedBlock, TimeMonitor
 
 pytest_plugins = ["pytester"]
@@ -93,6 +94,37 @@ def test_plugin_import_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_an_old_pluggy_does_not_break_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a pluggy without new-style wrappers (its hookimpl rejects wrapper=True)
+    def old_hookimpl(**kwargs: object) -> object:
+        if "wrapper" in kwargs:
+            raise TypeError("unexpected keyword argument 'wrapper'")
+        return lambda f: f
+
+    monkeypatch.setattr(pytest, "hookimpl", old_hookimpl)
+    # THEN the plugin gets no call wrapper instead of failing at import
+    assert _pytest_plugin._new_style_wrapper() is None
+    # AND a test marked limit_memory is refused with a clear reason, others are untouched
+    monkeypatch.setattr(_pytest_plugin, "_WRAPPER", None)
+
+    class Item:
+        def __init__(self, marked: bool) -> None:
+            self.marked = marked
+
+        def get_closest_marker(self, name: str) -> object | None:
+            return object() if self.marked and name == "limit_memory" else None
+
+    _pytest_plugin.pytest_runtest_setup(Item(False))  # type: ignore[arg-type]
+    with pytest.raises(pytest.fail.Exception, match=r"limit_memory needs pluggy >= 1\.1"):
+        _pytest_plugin.pytest_runtest_setup(Item(True))  # type: ignore[arg-type]
+
+
+def test_this_pluggy_has_the_call_wrapper() -> None:
+    assert _pytest_plugin._new_style_wrapper() is not None
+    assert _pytest_plugin.pytest_runtest_call is _pytest_plugin._runtest_call
+    assert _pytest_plugin._runtest_call.pytest_impl["wrapper"] is True
 
 
 # --- end to end, through pytester ---------------------------------------------------

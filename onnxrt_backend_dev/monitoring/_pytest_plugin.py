@@ -344,8 +344,29 @@ def _marker_block(marker: pytest.Mark) -> MemoryBlock:
     return MemoryBlock("limit_memory", **args)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+def _new_style_wrapper() -> Callable[[Any], Any] | None:
+    """``pytest.hookimpl(wrapper=True)``, or None where pluggy is older than 1.1.
+
+    The plugin is loaded by every pytest session of an environment where the package is
+    installed, so an old pytest must not break at import: there the fixtures still work
+    and a test marked ``limit_memory`` fails with a clear message instead.
+    """
+    try:
+        return pytest.hookimpl(wrapper=True)
+    except TypeError:
+        return None
+
+
+_WRAPPER = _new_style_wrapper()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Refuses ``limit_memory`` where it cannot be applied (pluggy < 1.1)."""
+    if _WRAPPER is None and item.get_closest_marker("limit_memory") is not None:
+        pytest.fail("limit_memory needs pluggy >= 1.1 (pytest >= 8 brings it)", pytrace=False)
+
+
+def _runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """Applies ``limit_memory`` and lists the measured blocks in the report."""
     marker = item.get_closest_marker("limit_memory")
     try:
@@ -360,6 +381,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             return (yield)
     finally:
         _report(item)
+
+
+if _WRAPPER is not None:
+    pytest_runtest_call = _WRAPPER(_runtest_call)
 
 
 def _report(item: pytest.Item) -> None:
