@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cProfile
 import json
 import os
 import re
@@ -615,3 +616,20 @@ def test_html_in_browser(reference: tuple[Stats, str], tmp_path: Path) -> None:
     dom = dump_dom(url + "#search=fct0")
     assert "fct0" in shown_names(dom) and "1 match for" in dom
     assert re.search(r"\d+\.\d%", dom)
+
+
+def test_a_builtin_calling_python_keeps_its_subtree_under_the_default_filter() -> None:
+    # GIVEN a quick program run through exec (as `profile script.py` runs a script): the
+    # root is a cheap built-in, which the default filter hides when it calls nothing
+    code = compile("def quick():\n    return 1\n\nquick()\n", "quick_script.py", "exec")
+    pr = cProfile.Profile()
+    pr.enable()
+    exec(code, {})
+    pr.disable()
+    root, nodes = profile2graph(Stats(pr))
+    exec_node = next(n for n in nodes.values() if "builtins.exec" in n.func_name)
+    # THEN the built-in stays, and so does what it called
+    assert ProfileNode.filter_node_(exec_node)
+    text = root.to_text()
+    assert "builtins.exec" in text and "quick_script.py:1:quick" in text
+    assert any(row["fct"] == "quick" for row in root.as_dict())

@@ -264,7 +264,9 @@ class ProfileNode:
             to overwrite the attributes held by the node
         :return: boolean (True to keep, False to forget)
         """
-        if not _in_small_module(node):
+        if node.calls_to or not _in_small_module(node):
+            # A built-in that calls back into Python (exec, map, sorted with a key) is
+            # the way to its callees: hiding it would hide the whole subtree.
             return True
         if info is None:
             return not (node.nc1 <= 10 and node.nc2 <= 10 and node.tall <= 1e-4)
@@ -887,7 +889,7 @@ def _small_module_nodes(nodes: list[ProfileNode]) -> set[ProfileNode]:
         is_small = by_file.get(n.filename)
         if is_small is None:
             is_small = by_file[n.filename] = _in_small_module(n)
-        if is_small:
+        if is_small and not n.calls_to:  # the rule of ProfileNode.filter_node_
             small.add(n)
     return small
 
