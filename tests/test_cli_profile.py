@@ -118,6 +118,36 @@ def test_usage_errors(script: Path) -> None:
     assert code == 1 and err.startswith("error:") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--min-share", "5"], "min_share must be in [0, 1], got 5.0"),
+        (["--max-depth", "-2"], "max_depth must be >= 0 or None, got -2"),
+        (["-o", "/nonexistent-folder/x.html"], "cannot write -o"),
+    ],
+)
+def test_bad_options_are_refused_before_the_program_runs(
+    tmp_path: Path, option: list[str], message: str
+) -> None:
+    # GIVEN a script that leaves a trace when it runs
+    trace = tmp_path / "ran"
+    script = tmp_path / "leaves_a_trace.py"
+    script.write_text(f"open({str(trace)!r}, 'w').close()\n", encoding="utf-8")
+    # WHEN an option is wrong THEN one error line, and the script never ran
+    code, out, err = _main(*option, str(script))
+    assert (code, out) == (1, "")
+    assert message in err and err.count("\n") == 1
+    assert not trace.exists()
+
+
+def test_show_help_is_not_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main("show", "--help")
+    assert (code, err) == (0, "")
+    assert "files" in capsys.readouterr().out
+    code, _, err = _main("show")
+    assert code == 2 and "error:" not in err  # argparse wrote its own line on stderr
+
+
 def test_live_status_on_terminal_only(tmp_path: Path) -> None:
     slow = tmp_path / "slow.py"
     slow.write_text(SCRIPT.format(sleep=1.4))

@@ -92,6 +92,19 @@ def _resolve_format(args: argparse.Namespace) -> str:
     return fmt
 
 
+def _check_before_running(args: argparse.Namespace) -> None:
+    """Rejects bad view options and an unwritable ``-o`` before the program runs, so a
+    long run is never lost to a typo."""
+    from ._callgraph import ViewOptions
+
+    ViewOptions(**_view_options(args))  # raises ValueError naming the option
+    _resolve_format(args)
+    if args.output is not None:
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if os.path.isdir(args.output) or not os.path.isdir(folder):
+            raise CommandError(f"cannot write -o {args.output!r}: not a file in a folder")
+
+
 def _view_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "hide_stdlib": args.hide_stdlib,
@@ -226,6 +239,8 @@ class ProfileCommand:
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Profiles the program, or renders files with ``show``."""
+        if args.target != "show":
+            _check_before_running(args)
         if args.module:
             code, module, argv, path0 = _module_code(args.module[0])
             return self._profile(code, module, argv + args.module[1:], path0, args, out, err)
@@ -247,8 +262,9 @@ class ProfileCommand:
         parser.set_defaults(**{k: getattr(args, k) for k in _VIEW_DESTS})
         try:
             sargs = parser.parse_args(args.args)
-        except SystemExit as e:  # argparse already wrote the usage line on stderr
-            raise CommandError("invalid arguments for 'profile show'", EXIT_USAGE) from e
+        except SystemExit as e:  # argparse already wrote the help or the error
+            return e.code if isinstance(e.code, int) else EXIT_USAGE
+        _check_before_running(sargs)
         try:
             stats = Stats(*sargs.files)
         except OSError:
