@@ -6,6 +6,7 @@ import argparse
 import io
 import subprocess
 import sys
+from pathlib import Path
 from typing import TextIO
 
 import pytest
@@ -104,3 +105,10 @@ def test_version_and_help_in_a_real_subprocess() -> None:
     )
     assert res.returncode == 0, res.stderr
     assert __version__ in res.stdout
+
+
+def test_check_output_path(tmp_path: Path) -> None:
+    _cli.check_output_path(str(tmp_path / "new.json"), "--json")  # a new file: fine
+    for bad in (tmp_path, tmp_path / "no-such-folder" / "x.json"):
+        with pytest.raises(_cli.CommandError, match="cannot write --json"):
+            _cli.check_output_path(str(bad), "--json")

@@ -384,3 +384,17 @@ def test_ctrl_c_reports_the_measure_and_the_command_s_signal() -> None:
     # THEN the measure and the command's own status (killed by SIGINT: 130), not 0
     assert cli.returncode == 130, err
     assert "cpu: peak" in out and "exit code 130" in out
+
+
+@pytest.mark.parametrize("option", ["--json", "--csv", "--plot"])
+def test_unwritable_outputs_are_refused_before_the_command_runs(
+    tmp_path: Path, option: str
+) -> None:
+    # GIVEN a command that leaves a trace, and an output in a folder that does not exist
+    trace = tmp_path / "ran"
+    target = str(tmp_path / "missing-folder" / "out.file")
+    # WHEN the spy is asked to write there THEN one error line and the command never ran
+    code, out, err = _main(option, target, "--", "touch", str(trace))
+    assert (code, out) == (1, "")
+    assert f"cannot write {option}" in err and err.count("\n") == 1
+    assert not trace.exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Protocol, TextIO
@@ -36,6 +37,18 @@ class CommandError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def check_output_path(path: str, option: str) -> None:
+    """Refuses an output file that cannot be created, before any long work starts.
+
+    :param path: the file to write
+    :param option: the option that named it, for the message (``-o``, ``--json``...)
+    :raises CommandError: the path is a folder or its folder does not exist
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        raise CommandError(f"cannot write {option} {path!r}: not a file in an existing folder")
 
 
 class Command(Protocol):

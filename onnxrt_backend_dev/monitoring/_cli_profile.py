@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from ._cli import EXIT_USAGE, CommandError
+from ._cli import EXIT_USAGE, CommandError, check_output_path
 
 _FORMATS = ("text", "json", "html", "speedscope", "collapsed", "prof")
 # File suffix -> format when --format is not given; longest suffixes first.
@@ -100,9 +100,7 @@ def _check_before_running(args: argparse.Namespace) -> None:
     ViewOptions(**_view_options(args))  # raises ValueError naming the option
     _resolve_format(args)
     if args.output is not None:
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if os.path.isdir(args.output) or not os.path.isdir(folder):
-            raise CommandError(f"cannot write -o {args.output!r}: not a file in a folder")
+        check_output_path(args.output, "-o")
 
 
 def _view_options(args: argparse.Namespace) -> dict[str, Any]:

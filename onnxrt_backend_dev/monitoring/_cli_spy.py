@@ -19,7 +19,7 @@ import subprocess
 import time
 from typing import Any, TextIO
 
-from ._cli import EXIT_USAGE, CommandError
+from ._cli import EXIT_USAGE, CommandError, check_output_path
 
 # Seconds between two checks of the spied process in --pid mode.
 _POLL = 0.2
@@ -218,6 +218,7 @@ class SpyCommand:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
         if not args.delay > 0:
             raise CommandError(f"--delay must be > 0, got {args.delay}", EXIT_USAGE)
+        self._check_outputs(args)
         if cmd:
             result, code, what = self._run_command(cmd, args, err)
         else:
@@ -278,6 +279,18 @@ class SpyCommand:
             except KeyboardInterrupt:
                 pass  # Ctrl-C ends the measure, not the spied process
         return spy.result
+
+    @staticmethod
+    def _check_outputs(args: argparse.Namespace) -> None:
+        """Refuses unwritable output files and a missing plot extra before the command
+        runs: the measurement of a long command must not be lost at the end."""
+        for option, path in (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)):
+            if path:
+                check_output_path(path, option)
+        if args.plot:
+            from ._optional import require
+
+            require("matplotlib.figure", "plot", "--plot")
 
     def _write_files(self, result: Any, args: argparse.Namespace, what: str, code: int) -> None:
         rows = result.to_rows()
