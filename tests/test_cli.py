@@ -112,3 +112,11 @@ def test_check_output_path(tmp_path: Path) -> None:
     for bad in (tmp_path, tmp_path / "no-such-folder" / "x.json"):
         with pytest.raises(_cli.CommandError, match="cannot write --json"):
             _cli.check_output_path(str(bad), "--json")
+
+
+def test_argparse_exits_become_return_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    # main(argv) -> int: --help and usage errors return their code, never raise SystemExit
+    assert _cli.main(["--help"]) == 0
+    assert _cli.main(["time"]) == 2
+    assert _cli.main(["no-such-command"]) == 2
+    assert "invalid choice" in capsys.readouterr().err

@@ -112,7 +112,10 @@ def main(
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     parser, commands = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as e:  # --help, --version or a usage error, already written
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_help(out)
         return EXIT_USAGE
