@@ -717,3 +717,33 @@ def test_a_real_series_exports_rows() -> None:
     assert max(r["bytes"] for r in cpu_rows) == stat["cpu"].max_peak
     assert [r["label"] for r in rows if r["channel"] == "mark"] == ["half"]
     assert 0.0 < stat["marks"][0][0] < stat["duration"] + 0.05
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+def test_a_nested_spy_follows_the_outer_resets_and_both_see_the_spike() -> None:
+    # GIVEN a resetting spy with a slow tick, and a second, faster spy started inside it
+    outer = start_spying_on(delay=0.05)
+    inner = start_spying_on(delay=0.002)
+    try:
+        # THEN only the first one resets the high-water mark
+        assert outer._resets and not inner._resets
+        # WHEN a short 200 MiB spike happens, several times
+        for _ in range(3):
+            spike = b"x" * (200 * MIB)
+            del spike
+            time.sleep(0.06)
+    finally:
+        inner_res = inner.stop()
+        outer_res = outer.stop()
+    # THEN the outer spy's peak is exact, and the inner one sees the spike too
+    assert outer_res["cpu"].peak_source == "hwm"
+    assert inner_res["cpu"].peak_source == "sampling+hwm"
+    for res in (outer_res, inner_res):
+        added = res["cpu"].max_peak - res["cpu"].begin
+        assert added >= 0.97 * 200 * MIB, (res["cpu"].peak_source, added / MIB)
+    # AND once the outer one stopped, a new spy resets again
+    alone = start_spying_on()
+    try:
+        assert alone._resets
+    finally:
+        alone.stop()

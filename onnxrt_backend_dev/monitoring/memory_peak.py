@@ -185,7 +185,9 @@ class MemorySpy:
     :param cuda: enable cuda monitoring (nvidia-ml-py, the gpu extra)
     :param include_children: count the whole process tree (never the spy itself)
     :param reset_peak: reset the kernel's high-water mark at each tick for exact peaks;
-        this also resets the spied process's ``ru_maxrss``
+        this also resets the spied process's ``ru_maxrss``; while another spy of this
+        process already resets the same pid, this one follows its resets instead (two
+        resetting spies would erase each other's peaks)
     :param max_points: points kept per retained series (decimated beyond, keeping the max)
     :param nvml_module: the module implementing NVML (tests pass a fake)
     :param start_timeout: seconds to wait for the spy to be ready
@@ -222,6 +224,7 @@ class MemorySpy:
         self._reader: _Reader | None = None
         self._marks: list[tuple[float, str]] = []
         self._owner = os.getpid()
+        self._resets = reset_peak
         self.start()
 
     def _command(self) -> list[str]:
@@ -235,7 +238,7 @@ class MemorySpy:
         cmd += ["--max-points", str(self.max_points)]
         if self.include_children:
             cmd.append("--children")
-        if not self.reset_peak:
+        if not self._resets:
             cmd.append("--no-reset")
         if self.cuda:
             cmd += ["--cuda", "--nvml", self.nvml_module]
@@ -257,6 +260,13 @@ class MemorySpy:
         self.result = None
         self._marks = []
         self._owner = os.getpid()
+        # Two spies resetting the high-water mark of one process erase each other's peaks:
+        # a spy started while another one of this process resets that pid follows its
+        # resets instead (peak_source 'sampling+hwm'), and the first one stays exact.
+        self._resets = self.reset_peak and not any(
+            spy is not self and spy.pid == self.pid and spy._resets and spy.running
+            for spy in list(_LIVE)
+        )
         proc = subprocess.Popen(
             self._command(),
             stdin=subprocess.PIPE,
