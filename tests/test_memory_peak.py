@@ -412,6 +412,7 @@ def test_errors_reported_by_the_spy_keep_their_type() -> None:
         ({"delay": 0}, ValueError, "delay must be > 0"),
         ({"delay": -1.0}, ValueError, "delay must be > 0 \\(and finite\\), got -1.0"),
         ({"delay": float("nan")}, ValueError, "got nan"),
+        ({"delay": "0.1"}, TypeError, "delay must be a number of seconds, got str"),
         ({"pid": 0}, ValueError, "pid must be > 0, got 0"),
         ({"pid": "12"}, TypeError, "pid must be an int, got str"),
         ({"max_points": 1}, ValueError, "max_points must be >= 2"),

@@ -205,6 +205,8 @@ class MemorySpy:
         start_timeout: float = START_TIMEOUT,
     ) -> None:
         _check_pid(pid)
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
+            raise TypeError(f"delay must be a number of seconds, got {type(delay).__name__}")
         if not 0 < delay < math.inf:
             raise ValueError(f"delay must be > 0 (and finite), got {delay!r}")
         if max_points < 2:
