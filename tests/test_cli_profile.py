@@ -79,6 +79,8 @@ def test_module_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert any("busy (" in line for line in out.splitlines())
     code, _, err = _main("-m", "no_such_module_xyz")
     assert code == 2 and "no_such_module_xyz" in err
+    code, _, err = _main("-m", "email")  # a package without __main__
+    assert code == 2 and "'email' is a package and has no __main__ module" in err
 
 
 @pytest.mark.parametrize(

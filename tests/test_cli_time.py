@@ -112,6 +112,10 @@ def test_compare_json() -> None:
         (["1/0"], "error: the statement raised ZeroDivisionError: division by zero\n"),
         (["cos(1)"], "error: the statement raised NameError: name 'cos' is not defined\n"),
         (["pass", "--compare", "pass", "-t", "1"], "error: --compare times a fixed"),
+        (
+            ["1", "-s", "import no_such_module_xyz"],
+            "error: the statement or its --setup raised ModuleNotFoundError",
+        ),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_code_1(argv: list[str], message: str) -> None:

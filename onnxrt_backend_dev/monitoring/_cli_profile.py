@@ -179,6 +179,11 @@ def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType, list[str]
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations is not None:
             spec = importlib.util.find_spec(name + ".__main__")
+            if spec is None:
+                raise CommandError(
+                    f"{name!r} is a package and has no __main__ module: it cannot be run",
+                    EXIT_USAGE,
+                )
     except (ImportError, ValueError) as e:
         raise CommandError(f"cannot find module {name!r}: {e}", EXIT_USAGE) from e
     if spec is None:

@@ -103,8 +103,9 @@ class TimeCommand:
             return self._time(args, setup, out, err)
         except _USER_ERRORS:
             raise
-        except Exception as e:  # the user's statement failed: one line, no traceback
-            raise CommandError(f"the statement raised {type(e).__name__}: {e}") from e
+        except Exception as e:  # the user's code failed: one line, no traceback
+            what = "the statement or its --setup" if setup else "the statement"
+            raise CommandError(f"{what} raised {type(e).__name__}: {e}") from e
 
     def _time(self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO) -> int:
         from ._progress import LiveStatus
