@@ -85,7 +85,7 @@ def test_no_command_prints_help(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_registered_command_is_loaded() -> None:
     _, commands = _cli.build_parser()
-    assert set(commands) <= set(_cli._COMMAND_MODULES)
+    assert list(commands) == list(_cli._COMMAND_MODULES)
     for name, command in commands.items():
         assert command.name == name and command.help
 
