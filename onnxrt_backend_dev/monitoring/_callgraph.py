@@ -264,9 +264,7 @@ class ProfileNode:
             to overwrite the attributes held by the node
         :return: boolean (True to keep, False to forget)
         """
-        if node.calls_to or not _in_small_module(node):
-            # A built-in that calls back into Python (exec, map, sorted with a key) is
-            # the way to its callees: hiding it would hide the whole subtree.
+        if not _may_hide(node, _in_small_module(node)):
             return True
         if info is None:
             return not (node.nc1 <= 10 and node.nc2 <= 10 and node.tall <= 1e-4)
@@ -889,9 +887,18 @@ def _small_module_nodes(nodes: list[ProfileNode]) -> set[ProfileNode]:
         is_small = by_file.get(n.filename)
         if is_small is None:
             is_small = by_file[n.filename] = _in_small_module(n)
-        if is_small and not n.calls_to:  # the rule of ProfileNode.filter_node_
+        if _may_hide(n, is_small):
             small.add(n)
     return small
+
+
+def _may_hide(node: ProfileNode, in_small_module: bool) -> bool:
+    """Whether the default filter may hide ``node`` (if its figures are small too).
+
+    A built-in that calls back into Python (exec, map, sorted with a key) is the way to
+    its callees: hiding it would hide the whole subtree.
+    """
+    return in_small_module and not node.calls_to
 
 
 def _in_small_module(node: ProfileNode) -> bool:
