@@ -12,7 +12,16 @@ this run:
   subprocess with a time limit, as it may recurse or blow up on dense graphs.
 
 Floors (issue 4): small <= 0.2 s, large <= 1.0 s and <= 4.5x the small case.
-Run: ``python benchmarks/bench_profiling.py [--runs N]``.
+
+The growth (large / small) is set beside the machine's own growth for the same 4x more
+data, measured in the same run without any call graph: ``marshal.loads`` of the two
+files (C code only), and formatting the same number of lines of the same length as our
+text from figures held in a list, joined into one string the way ``to_text`` returns
+it. With ``--instructions`` (needs valgrind), both sizes also run under cachegrind to
+count the instructions executed, which no cache or neighbour changes: their ratio is
+the growth of the work itself.
+
+Run: ``python benchmarks/bench_profiling.py [--runs N] [--instructions]``.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pstats import Stats
 from typing import Any
 
@@ -71,12 +81,12 @@ def write_profile(stats: dict[Any, Any], path: str) -> None:
         marshal.dump(stats, f)
 
 
-def ours(path: str, runs: int) -> tuple[float, float, float, int]:
+def ours(path: str, runs: int) -> tuple[float, float, float, int, int]:
     t0 = time.perf_counter()
     ps = Stats(path)
     load = time.perf_counter() - t0
     times = []
-    size = 0
+    size = lines = 0
     for _ in range(runs):
         # The previous run's graph (cyclic: callers <-> callees) is collected here, not
         # inside the next timed run, so every run starts from the same clean heap.
@@ -85,9 +95,78 @@ def ours(path: str, runs: int) -> tuple[float, float, float, int]:
         root, _ = profile2graph(ps)
         text = root.to_text()
         times.append(time.perf_counter() - t0)
-        size = len(text)
+        size, lines = len(text), text.count("\n") + 1
         del root, text
-    return statistics.median(times), min(times), load, size
+    return statistics.median(times), min(times), load, size, lines
+
+
+def median_time(fct: Any, runs: int) -> float:
+    """Median time of ``fct()``; the previous run's garbage is collected outside the
+    timing, as in :func:`ours`."""
+    times = []
+    for _ in range(runs):
+        gc.collect()
+        t0 = time.perf_counter()
+        result = fct()
+        times.append(time.perf_counter() - t0)
+        del result
+    return statistics.median(times)
+
+
+def format_only(n_lines: int, line_chars: int) -> Any:
+    """A function formatting ``n_lines`` lines of about ``line_chars`` characters (the
+    figures of our lines, with a constant name column) from a list built beforehand, in
+    chunks of 2,048 lines joined into one string, as ``to_text`` writes its text; no
+    graph, no walk: what producing that much text costs on this machine."""
+    template = "%s -- % 3d % 3d -- %1.5f %1.5f -- %.1f%%"
+    name = "x" * max(1, line_chars - len(template % ("", 1, 1, 0.5, 0.5, 0.5)))
+    rnd = random.Random(1)
+    figures = [
+        (name, rnd.randint(1, 5), rnd.randint(1, 5), rnd.random(), rnd.random(), rnd.random())
+        for _ in range(n_lines)
+    ]
+
+    def run() -> str:
+        chunks = []
+        for i in range(0, n_lines, 2048):
+            part = figures[i : i + 2048]
+            args = tuple(x for f in part for x in f)
+            chunks.append("\n".join([template] * len(part)) % args)
+        return "\n".join(chunks)
+
+    return run
+
+
+INSTRUCTIONS_SCRIPT = """
+import sys
+from pstats import Stats
+from onnxrt_backend_dev.monitoring.profiling import profile2graph
+ps = Stats(sys.argv[1])
+if sys.argv[2] == "1":
+    root, _ = profile2graph(ps)
+    text = root.to_text()
+"""
+
+
+def instructions(path: str) -> int | None:
+    """Instructions executed by ``profile2graph`` + ``to_text`` on ``path``: cachegrind's
+    count for a run loading the file and doing the work, minus one only loading it."""
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        return None
+    counts = []
+    for work in ("0", "1"):
+        cmd = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+        cmd += [sys.executable, "-c", INSTRUCTIONS_SCRIPT, path, work]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, timeout=600, text=True)
+        except subprocess.TimeoutExpired:
+            return None
+        found = [ln for ln in proc.stderr.splitlines() if "I refs:" in ln or "I   refs:" in ln]
+        if proc.returncode != 0 or not found:
+            return None
+        counts.append(int(found[-1].split(":")[-1].replace(",", "").strip()))
+    return counts[1] - counts[0]
 
 
 def subprocess_time(cmd: list[str], runs: int) -> tuple[float | None, str]:
@@ -112,6 +191,11 @@ def fmt(t: float | None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per measure (median)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the instructions of both sizes under valgrind (about 2 minutes)",
+    )
     args = parser.parse_args()
     print(f"# bench_profiling  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(
@@ -122,6 +206,8 @@ def main() -> int:
     print(f"# interpreter start-up (python -c pass): {fmt(startup)} s")
     gprof2dot = shutil.which("gprof2dot")
     results: dict[int, float] = {}
+    baselines: dict[int, dict[str, float]] = {}
+    counts: dict[int, int | None] = {}
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for n in (5_000, 20_000):
@@ -129,8 +215,18 @@ def main() -> int:
             edges = sum(len(v[4]) for v in stats.values())
             path = os.path.join(tmp, f"synthetic_{n}.prof")
             write_profile(stats, path)
-            t_ours, t_min, load, size = ours(path, args.runs)
+            t_ours, t_min, load, size, lines = ours(path, args.runs)
             results[n] = t_ours
+            with open(path, "rb") as f:
+                raw = f.read()
+            baselines[n] = {
+                "marshal.loads of the file": median_time(partial(marshal.loads, raw), args.runs),
+                "the same text from a list": median_time(
+                    format_only(lines, round(size / lines)), args.runs
+                ),
+            }
+            if args.instructions:
+                counts[n] = instructions(path)
             print(f"\n## {n} functions, {edges} edges ({os.path.getsize(path) // 1024} KiB)")
             print(
                 f"ours   profile2graph+to_text: {fmt(t_ours)} s  (min {t_min:.3f} s; "
@@ -149,6 +245,20 @@ def main() -> int:
             print(f"tuna read (subprocess):       {fmt(t_t)} s  {ratio}")
     growth = results[20_000] / results[5_000]
     print(f"\nlarge/small = {growth:.2f}  (floor <= {FLOOR_RATIO})")
+    print("the machine's own growth for the same 4x more data, no call graph:")
+    for name in baselines[5_000]:
+        small, large = baselines[5_000][name], baselines[20_000][name]
+        print(f"  {name:<27} {small:6.3f} s -> {large:6.3f} s  = {large / small:.2f}")
+    if args.instructions:
+        if counts.get(5_000) and counts.get(20_000):
+            small_i, large_i = counts[5_000], counts[20_000]
+            assert small_i is not None and large_i is not None
+            print(
+                f"  instructions (cachegrind)   {small_i / 1e9:.3f} G -> {large_i / 1e9:.3f} G"
+                f" = {large_i / small_i:.2f} (the work itself)"
+            )
+        else:
+            print("  instructions: valgrind is missing or failed")
     checks = [
         (results[5_000] <= FLOOR_SMALL, f"small {results[5_000]:.3f} s <= {FLOOR_SMALL} s"),
         (results[20_000] <= FLOOR_LARGE, f"large {results[20_000]:.3f} s <= {FLOOR_LARGE} s"),
