@@ -633,3 +633,65 @@ def test_a_builtin_calling_python_keeps_its_subtree_under_the_default_filter() -
     text = root.to_text()
     assert "builtins.exec" in text and "quick_script.py:1:quick" in text
     assert any(row["fct"] == "quick" for row in root.as_dict())
+
+
+def covering_walk_roots(start: ProfileNode, reachable: list[ProfileNode]) -> set[ProfileNode]:
+    """The top level as it was computed before: the start and the nodes without a single
+    caller, then the single-caller nodes not met going down from them through callees
+    (a cycle of single callers) were broken at their most consuming node."""
+    roots = {n for n in reachable if len(n.called_by) != 1} | {start}
+    pending = {n for n in reachable if n not in roots}
+    stack = [n for n in reachable if n in roots]
+    while True:
+        while stack:
+            for child in stack.pop().calls_to:
+                if child in pending:
+                    pending.discard(child)
+                    stack.append(child)
+        left = [n for n in reachable if n in pending]
+        if not left:
+            return roots
+        path: dict[ProfileNode, None] = {}
+        node = left[0]
+        while node not in path:
+            path[node] = None
+            node = node.called_by[0]
+        cycle = list(path)
+        best = max(cycle[cycle.index(node) :], key=lambda n: n.tall)
+        roots.add(best)
+        pending.discard(best)
+        stack.append(best)
+
+
+def random_graph(rnd: Any, size: int, consistent: bool) -> list[ProfileNode]:
+    """Nodes with mostly single callers, cycles among them; an inconsistent graph lists
+    some callers that do not call, or misses some that do, as hand-made graphs may."""
+    nodes = [ProfileNode("r.py", i, f"g{i}", 1, 1, 0.1, rnd.random()) for i in range(size)]
+    for i, callee in enumerate(nodes):
+        for _ in range(rnd.choice([0, 1, 1, 1, 1, 2, 3]) if i else 0):
+            caller = rnd.choice(nodes)
+            if consistent or rnd.random() < 0.8:
+                caller.add_calls_to(callee, (1, 1, 0.1, 0.1))
+            if consistent or rnd.random() < 0.8:
+                callee.add_called_by(caller)
+    return nodes
+
+
+def test_top_level_needs_no_walk_over_the_edges() -> None:
+    import random
+
+    from onnxrt_backend_dev.monitoring._callgraph import _tree_roots, reachable_nodes
+
+    rnd = random.Random(5)
+    for trial in range(300):
+        nodes = random_graph(rnd, rnd.randint(1, 40), consistent=trial % 2 == 0)
+        starts = [nodes[0], rnd.choice(nodes)]
+        virtual = ProfileNode("", 0, "<all>", 1, 1, 0.0, 1.0, library=False)
+        virtual.virtual = True
+        for n in rnd.sample(nodes, min(3, len(nodes))):
+            virtual.add_calls_to(n, (1, 1, 0.0, n.tall))
+        for start in [*starts, virtual]:
+            reachable = reachable_nodes(start)
+            top = _tree_roots(start, reachable)
+            assert set(top) == covering_walk_roots(start, reachable)
+            assert top == [n for n in reachable if n in set(top)]
