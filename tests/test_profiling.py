@@ -415,6 +415,25 @@ def test_mutual_recursion_and_pure_cycle() -> None:
     assert nodes[root.key] is root
 
 
+def test_pure_cycle_beside_an_entry_point_is_shown() -> None:
+    # GIVEN one profile with an entry point (main) and a cycle a <-> b that no other
+    # function calls: the root is virtual, calling main and a (a's only caller is b)
+    fs = FakeStats()
+    main, a, b = ("m.py", 1, "main"), ("c.py", 1, "a"), ("c.py", 5, "b")
+    fs.add(main, 1, 1, 0.3, 0.3)
+    fs.add(a, 1, 11, 0.1, 0.6)
+    fs.add(b, 10, 10, 0.2, 0.5)
+    fs.call(b, a, 10, 0.05, 0.4)
+    fs.call(a, b, 10, 0.2, 0.5)
+    root, _ = profile2graph(fs)
+    assert root.virtual and len(root.calls_to) == 2
+    # THEN the cycle is printed from its entry, not lost with the virtual root
+    lines = root.to_text().splitlines()
+    rows = [(len(ln) - len(ln.lstrip()), ln.split()[0], " +++" in ln) for ln in lines]
+    assert rows == [(0, "a", False), (4, "b", False), (8, "a", True), (0, "main", False)]
+    assert [r["fct"] for r in root.as_dict() if r["indent"] == 0] == ["a", "main"]
+
+
 @pytest.mark.parametrize("name", FIXTURES)
 def test_profiles_from_other_tools(name: str) -> None:
     root, nodes = profile2graph(os.path.join(DATA, name))
@@ -636,10 +655,12 @@ def test_a_builtin_calling_python_keeps_its_subtree_under_the_default_filter() -
 
 
 def covering_walk_roots(start: ProfileNode, reachable: list[ProfileNode]) -> set[ProfileNode]:
-    """The top level as it was computed before: the start and the nodes without a single
-    caller, then the single-caller nodes not met going down from them through callees
-    (a cycle of single callers) were broken at their most consuming node."""
-    roots = {n for n in reachable if len(n.called_by) != 1} | {start}
+    """The top level as it was computed before: the start (and the entry points of a
+    virtual start) and the nodes without a single caller, then the single-caller nodes
+    not met going down from them through callees (a cycle of single callers) were broken
+    at their most consuming node."""
+    entries = set(start.calls_to) if start.virtual else set()
+    roots = {n for n in reachable if len(n.called_by) != 1} | {start} | entries
     pending = {n for n in reachable if n not in roots}
     stack = [n for n in reachable if n in roots]
     while True:

@@ -670,21 +670,25 @@ class Row(NamedTuple):
 
 
 def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> list[ProfileNode]:
-    """Nodes printed at the top level, in ``reachable`` order: the start and every
-    function called from zero or several places.
+    """Nodes printed at the top level, in ``reachable`` order: the start, every
+    function called from zero or several places and, below a virtual start (never
+    printed), each of its entry points.
 
     A function with a single caller is expanded under it, never printed at the top
     level, and it is always met that way: every node of ``reachable`` was found through
     the callees of a node found before it, so going down from the top-level nodes
     through single-caller callees reaches them all, cycles of single callers included
-    (one is reachable only through the start, or through the callees of a virtual
-    start). Hence one test per node, no pass over the edges.
+    (one is reachable only through the start, or through the entry points of a virtual
+    start: the function chosen to enter a cycle without callers from outside has a
+    single caller, inside the cycle, and would vanish with the virtual start if it were
+    not printed at the top level). Hence one test per node, no pass over the edges.
 
     :param start: the node the rows start from (``reachable[0]``)
     :param reachable: the nodes reachable from ``start``, see :func:`reachable_nodes`
     :return: the top-level nodes
     """
-    return [n for n in reachable if len(n.called_by) != 1 or n is start]
+    entries = set(start.calls_to) if start.virtual else set()
+    return [n for n in reachable if len(n.called_by) != 1 or n is start or n in entries]
 
 
 def _total_time(reachable: list[ProfileNode]) -> float:
