@@ -5,7 +5,7 @@ Writes two synthetic cProfile files, 5,000 functions / ~55,000 call edges and 20
 this run:
 
 - ours: ``profile2graph(Stats) + root.to_text()`` in process (file already loaded; the
-  load time is printed apart), median of several runs;
+  load time is printed apart), median of several runs, the two sizes interleaved;
 - gprof2dot: ``gprof2dot -f pstats FILE -o /dev/null`` as a subprocess (its usual use;
   the bare interpreter start-up is printed too, to read the figure fairly);
 - tuna: ``tuna.main.read(FILE)`` (the tree it serves, built without the web server) in a
@@ -81,23 +81,31 @@ def write_profile(stats: dict[Any, Any], path: str) -> None:
         marshal.dump(stats, f)
 
 
-def ours(path: str, runs: int) -> tuple[float, float, float, int, int]:
-    t0 = time.perf_counter()
-    ps = Stats(path)
-    load = time.perf_counter() - t0
-    times = []
-    size = lines = 0
-    for _ in range(runs):
-        # The previous run's graph (cyclic: callers <-> callees) is collected here, not
-        # inside the next timed run, so every run starts from the same clean heap.
-        gc.collect()
+def ours(paths: dict[int, str], runs: int) -> dict[int, tuple[float, float, float, int, int]]:
+    """Times ``profile2graph + to_text`` on each file, the sizes interleaved run by run
+    (small, large, small, ...) so that both see the same machine: a quiet or busy
+    minute does not favour one of them.
+
+    :return: by size: median, min, pstats load time, text length, text lines
+    """
+    loaded = {}
+    for n, path in paths.items():
         t0 = time.perf_counter()
-        root, _ = profile2graph(ps)
-        text = root.to_text()
-        times.append(time.perf_counter() - t0)
-        size, lines = len(text), text.count("\n") + 1
-        del root, text
-    return statistics.median(times), min(times), load, size, lines
+        loaded[n] = Stats(path), time.perf_counter() - t0
+    times: dict[int, list[float]] = {n: [] for n in paths}
+    shape: dict[int, tuple[int, int]] = {}
+    for _ in range(runs):
+        for n, (ps, _) in loaded.items():
+            # The previous run's graph (cyclic: callers <-> callees) is collected here,
+            # not inside the next timed run, so every run starts from a clean heap.
+            gc.collect()
+            t0 = time.perf_counter()
+            root, _ = profile2graph(ps)
+            text = root.to_text()
+            times[n].append(time.perf_counter() - t0)
+            shape[n] = len(text), text.count("\n") + 1
+            del root, text
+    return {n: (statistics.median(t), min(t), loaded[n][1], *shape[n]) for n, t in times.items()}
 
 
 def median_time(fct: Any, runs: int) -> float:
@@ -210,12 +218,16 @@ def main() -> int:
     counts: dict[int, int | None] = {}
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
+        paths, edges = {}, {}
         for n in (5_000, 20_000):
             stats = synthetic_stats(n)
-            edges = sum(len(v[4]) for v in stats.values())
-            path = os.path.join(tmp, f"synthetic_{n}.prof")
-            write_profile(stats, path)
-            t_ours, t_min, load, size, lines = ours(path, args.runs)
+            edges[n] = sum(len(v[4]) for v in stats.values())
+            paths[n] = os.path.join(tmp, f"synthetic_{n}.prof")
+            write_profile(stats, paths[n])
+            del stats
+        timed = ours(paths, args.runs)
+        for n, path in paths.items():
+            t_ours, t_min, load, size, lines = timed[n]
             results[n] = t_ours
             with open(path, "rb") as f:
                 raw = f.read()
@@ -227,7 +239,7 @@ def main() -> int:
             }
             if args.instructions:
                 counts[n] = instructions(path)
-            print(f"\n## {n} functions, {edges} edges ({os.path.getsize(path) // 1024} KiB)")
+            print(f"\n## {n} functions, {edges[n]} edges ({os.path.getsize(path) // 1024} KiB)")
             print(
                 f"ours   profile2graph+to_text: {fmt(t_ours)} s  (min {t_min:.3f} s; "
                 f"pstats load {load:.3f} s, text {size / 1e6:.1f} MB)"
