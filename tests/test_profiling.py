@@ -507,6 +507,33 @@ def test_filters(reference: tuple[Stats, str]) -> None:
     assert all("built-in" not in f["name"] for f in ss["shared"]["frames"][1:])
 
 
+def test_min_share_hides_top_level_rows_too() -> None:
+    # GIVEN main -> a, main -> b, and util called by both a and b with 0.1 % of the time:
+    # util has two callers, so it is a top-level row, referenced under a and b
+    fs = FakeStats()
+    m, a, b, u = ("m.py", 1, "main"), ("m.py", 5, "a"), ("m.py", 9, "b"), ("m.py", 20, "util")
+    fs.add(m, 1, 1, 0.0, 1.0)
+    fs.add(a, 1, 1, 0.5995, 0.6)
+    fs.add(b, 1, 1, 0.3995, 0.4)
+    fs.add(u, 2, 2, 0.001, 0.001)
+    fs.call(m, a, 1, 0.5995, 0.6)
+    fs.call(m, b, 1, 0.3995, 0.4)
+    fs.call(a, u, 1, 0.0005, 0.0005)
+    fs.call(b, u, 1, 0.0005, 0.0005)
+    root, _ = profile2graph(fs)
+    assert [r["fct"] for r in root.as_dict() if r["indent"] == 0] == ["main", "util"]
+    # WHEN hiding rows below 5 % THEN util goes, at the top level as under its callers
+    for key in (SortKey.LINE, SortKey.CUMULATIVE):
+        rows = root.as_dict(sort_key=key, min_share=0.05)
+        assert sorted(r["fct"] for r in rows) == ["a", "b", "main"]
+        assert all(r["share"] >= 0.05 for r in rows)
+    assert "util" not in root.to_text(min_share=0.05)
+    assert "util" not in to_html(root, min_share=0.05)
+    # AND a focused function below the share is hidden as well
+    assert root.as_dict(focus="util", min_share=0.05) == []
+    assert [r["fct"] for r in root.as_dict(focus="util")] == ["util"]
+
+
 # ---------------------------------------------------------------- exports
 
 

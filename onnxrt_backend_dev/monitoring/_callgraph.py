@@ -794,6 +794,8 @@ class _Walker:
             return None  # its callees are entry points, top-level rows themselves
         if not filter_node(start):
             return None
+        if self.limited and not self.keep(0, start.tall):
+            return None  # min_share hides a top-level row as any other (with its subtree)
         self.seen.add(start)
         if self.options.hide_stdlib and start.library:
             return None, 0
