@@ -582,6 +582,23 @@ def test_export_table_and_plot(reference: tuple[Stats, str]) -> None:
     assert len(ax.patches) == 5 and type(ax).__name__.endswith("Axes")
 
 
+def test_json_keeps_rows_whose_names_collide_with_numbered_ones() -> None:
+    # GIVEN main calling f, a function named "f#2" and another f, all with the same
+    # figures: the second f is numbered "#2" in its container, the name of the other one
+    fs = FakeStats()
+    m = ("m.py", 1, "main")
+    fs.add(m, 1, 1, 0.0, 0.3)
+    for callee in (("m.py", 2, "f"), ("m.py", 3, "f#2"), ("n.py", 4, "f")):
+        fs.add(callee, 1, 1, 0.1, 0.1)
+        fs.call(m, callee, 1, 0.1, 0.1)
+    root, _ = profile2graph(fs)
+    doc: Any = root.to_json(as_str=False)
+    # THEN no row overwrites another: the three callees are all in the JSON
+    calls = doc["profile"]["1-0.30000:::main"]["calls"]
+    assert [c["details"]["where"] for c in calls.values()] == ["m.py:2:f", "m.py:3:f#2", "n.py:4:f"]
+    assert list(calls) == ["1-0.10000:f", "1-0.10000:f#2", "1-0.10000:f#3"]
+
+
 def test_html_is_self_contained(reference: tuple[Stats, str]) -> None:
     page = to_html(reference[0], title="t <1>")
     assert "t &lt;1&gt;" in page

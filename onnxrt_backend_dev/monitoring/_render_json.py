@@ -73,7 +73,10 @@ def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any]
         target = containers[level]
         name = _item_name(r, width, level == 0)
         if name in target:
-            name = f"{name}#{len(target)}"
+            # Numbered by the container's size, then past any function named so.
+            base, n = name, len(target)
+            while name in target:
+                name, n = f"{base}#{n}", n + 1
         item: dict[str, Any] = {"details": row_as_dict(r)}
         target[name] = item
         calls: dict[str, Any] = {}
