@@ -415,6 +415,26 @@ def test_mutual_recursion_and_pure_cycle() -> None:
     assert nodes[root.key] is root
 
 
+def test_hand_made_graph_with_disagreeing_callers_ends() -> None:
+    # GIVEN a graph built by hand where T calls a, a and b call each other, but a lists
+    # only b as its caller (add_called_by was not called for T): a and b each have a
+    # single caller, so neither is printed at the top level
+    t = ProfileNode("t.py", 1, "T", 1, 1, 0.1, 1.0)
+    a = ProfileNode("t.py", 2, "a", 1, 1, 0.1, 0.5)
+    b = ProfileNode("t.py", 3, "b", 1, 1, 0.1, 0.4)
+    t.add_calls_to(a, (1, 1, 0.1, 0.5))
+    a.add_calls_to(b, (1, 1, 0.1, 0.4))
+    b.add_called_by(a)
+    b.add_calls_to(a, (1, 1, 0.1, 0.3))
+    a.add_called_by(b)
+    # THEN each function is expanded once, met again it is a reference: the walk ends
+    for options in ({}, {"hide_stdlib": True}, {"min_share": 0.01}, {"max_depth": 5}):
+        lines = t.to_text(**options).splitlines()
+        rows = [(len(ln) - len(ln.lstrip()), ln.split()[0], " +++" in ln) for ln in lines]
+        assert rows == [(0, "T", False), (4, "a", False), (8, "b", False), (12, "a", True)]
+        assert len(t.as_dict(**options)) == 4
+
+
 def test_pure_cycle_beside_an_entry_point_is_shown() -> None:
     # GIVEN one profile with an entry point (main) and a cycle a <-> b that no other
     # function calls: the root is virtual, calling main and a (a's only caller is b)

@@ -813,7 +813,7 @@ class _Walker:
     ) -> Iterator[RawRow]:
         """:meth:`walk` without depth, share, focus or library filters: the usual case,
         so its loop does only what every row needs."""
-        refs, callees = self.refs, self.callees
+        refs, seen, callees = self.refs, self.seen, self.callees
         for start in starts:
             head = self._head(start, filter_node)
             if head is None:
@@ -824,7 +824,11 @@ class _Walker:
             while stack:
                 it, depth = stack[-1]
                 for node, el in it:
-                    ref = node in refs
+                    # A node is expanded once: a hand-made graph may list a callee whose
+                    # called_by disagrees (a -> b -> a below another caller of a).
+                    ref = node in refs or node in seen
+                    if not ref:
+                        seen.add(node)
                     yield (node, depth, el, ref)
                     if not ref:
                         stack.append((callees(node, depth + 1), depth + 1))
@@ -850,7 +854,8 @@ class _Walker:
                 for node, el in it:
                     if limited and not self.keep(depth, el[3]):
                         continue
-                    ref = _seen_before(seen, node) if focus else node in refs
+                    # Expanded once, as in _walk_plain (focus: the first time it is met).
+                    ref = (not focus and node in refs) or _seen_before(seen, node)
                     if hide and node.library:
                         if not ref:  # hidden: its callees take its place
                             stack.append((self.callees(node, depth), depth))
