@@ -183,3 +183,18 @@ def test_real_subprocess(script: Path, tmp_path: Path) -> None:
     assert "ZeroDivisionError" in proc.stderr and "argv ['fail'] __main__" in proc.stdout
     doc = json.loads(out_file.read_text())
     assert doc["profiles"][0]["weights"]
+
+
+def test_relative_output_ignores_the_scripts_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a relative -o and a script that changes the working folder
+    (tmp_path / "elsewhere").mkdir()
+    script = tmp_path / "moves.py"
+    script.write_text("import os\nos.chdir('elsewhere')\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    # WHEN profiled THEN the profile is where the user asked, as with python -m cProfile
+    code, _, err = _main("-o", "p.json", "moves.py")
+    assert code == 0, err
+    assert (tmp_path / "p.json").exists() and not (tmp_path / "elsewhere" / "p.json").exists()
+    assert str(tmp_path / "p.json") in err

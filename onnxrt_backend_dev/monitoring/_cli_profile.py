@@ -94,13 +94,16 @@ def _resolve_format(args: argparse.Namespace) -> str:
 
 def _check_before_running(args: argparse.Namespace) -> None:
     """Rejects bad view options and an unwritable ``-o`` before the program runs, so a
-    long run is never lost to a typo."""
+    long run is never lost to a typo. ``-o`` becomes absolute: the profile goes where the
+    user asked even if the program changes the working folder (as ``python -m cProfile``
+    does)."""
     from ._callgraph import ViewOptions
 
     ViewOptions(**_view_options(args))  # raises ValueError naming the option
     _resolve_format(args)
     if args.output is not None:
         check_output_path(args.output, "-o")
+        args.output = os.path.abspath(args.output)
 
 
 def _view_options(args: argparse.Namespace) -> dict[str, Any]:
