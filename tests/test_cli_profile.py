@@ -198,3 +198,29 @@ def test_relative_output_ignores_the_scripts_chdir(
     assert code == 0, err
     assert (tmp_path / "p.json").exists() and not (tmp_path / "elsewhere" / "p.json").exists()
     assert str(tmp_path / "p.json") in err
+
+
+def test_script_runs_like_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a relative script path and a folder with a __main__.py importing a sibling
+    (tmp_path / "rel.py").write_text("print('file', __file__)\n", encoding="utf-8")
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "app_helper_xyz.py").write_text("VALUE = 7\n", encoding="utf-8")
+    (app / "__main__.py").write_text(
+        "import sys, app_helper_xyz as h\nprint('app', sys.argv, h.VALUE, __file__)\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path)
+    # WHEN profiled THEN __file__ is absolute (python >= 3.9) and a folder runs its
+    # __main__.py with the folder first on sys.path, as `python PATH` does
+    assert _main("-q", "rel.py")[0] == 0
+    assert f"file {tmp_path / 'rel.py'}" in capsys.readouterr().out
+    code, _, err = _main("-q", "app", "x")
+    sys.modules.pop("app_helper_xyz", None)
+    assert code == 0, err
+    assert f"app ['app', 'x'] 7 {app / '__main__.py'}" in capsys.readouterr().out
+    code, _, err = _main("empty")
+    assert code == 2 and err == "error: folder has no __main__.py: 'empty'\n"

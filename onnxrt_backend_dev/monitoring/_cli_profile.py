@@ -163,14 +163,20 @@ def _as_main(module: types.ModuleType, argv: list[str], path0: str) -> Iterator[
 
 
 def _script_code(path: str) -> tuple[types.CodeType, types.ModuleType, list[str], str]:
-    if not os.path.isfile(path):
-        raise CommandError(f"script not found: {path!r}", EXIT_USAGE)
-    with open(path, "rb") as f:
+    """Compiles a script, or the ``__main__.py`` of a folder, the way ``python PATH``
+    does: ``__file__`` is absolute and ``sys.path[0]`` is the script's folder. The code
+    keeps the path as given, so the profile shows it as ``python -m cProfile`` does."""
+    folder = os.path.isdir(path)
+    given = os.path.join(path, "__main__.py") if folder else path
+    if not os.path.isfile(given):
+        what = "folder has no __main__.py" if folder else "script not found"
+        raise CommandError(f"{what}: {path!r}", EXIT_USAGE)
+    with open(given, "rb") as f:
         source = f.read()
-    code = compile(source, path, "exec")
+    code = compile(source, given, "exec")
     module = types.ModuleType("__main__")
-    module.__file__ = path
-    return code, module, [path], os.path.dirname(os.path.abspath(path))
+    module.__file__ = os.path.abspath(given)
+    return code, module, [path], os.path.dirname(module.__file__)
 
 
 def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType, list[str], str]:
