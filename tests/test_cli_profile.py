@@ -224,3 +224,27 @@ def test_script_runs_like_python_path(
     assert f"app ['app', 'x'] 7 {app / '__main__.py'}" in capsys.readouterr().out
     code, _, err = _main("empty")
     assert code == 2 and err == "error: folder has no __main__.py: 'empty'\n"
+
+
+@pytest.mark.slow
+def test_os_exit_still_writes_the_profile(tmp_path: Path) -> None:
+    # GIVEN a script ending with os._exit, which unwinds nothing and flushes nothing
+    script = tmp_path / "hard_exit.py"
+    script.write_text(
+        "import os, sys, threading, time\n"
+        "def work():\n    time.sleep(0.01)\n"
+        "work()\n"
+        "if 'thread' in sys.argv:\n"
+        "    threading.Thread(target=os._exit, args=(6,)).start()\n    time.sleep(60)\n"
+        "os._exit(5)\n",
+        encoding="utf-8",
+    )
+    cmd = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", str(script)]
+    # WHEN profiled THEN its exit code is kept and the profile is written all the same
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    assert "work" in proc.stdout and "hard_exit.py exited with os._exit(5)" in proc.stderr
+    # and from another thread, it says clearly that there is no profile
+    proc = subprocess.run([*cmd, "thread"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 6
+    assert proc.stderr.endswith("called os._exit(6) from a thread: the profile was not written\n")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 import traceback
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from ._cli import EXIT_USAGE, CommandError, check_output_path
 
@@ -160,6 +161,66 @@ def _as_main(module: types.ModuleType, argv: list[str], path0: str) -> Iterator[
             sys.path[0] = saved[1]
         if saved[2] is not None:
             sys.modules["__main__"] = saved[2]
+
+
+@contextmanager
+def _before_os_exit(callback: Callable[[int], None]) -> Iterator[None]:
+    """Calls ``callback(code)`` when the program calls ``os._exit``, which ends the process
+    at once, without unwinding: the profile can still be written. ``os._exit`` in a forked
+    child (multiprocessing's workers) exits as usual.
+
+    :param callback: what to do first, given the exit code
+    """
+    real = os._exit
+    pid = os.getpid()
+
+    def _exit(code: int) -> NoReturn:
+        try:
+            if os.getpid() == pid:
+                callback(code)
+        finally:
+            real(code)
+
+    setattr(os, "_exit", _exit)  # noqa: B010 -- mypy refuses assigning a function
+    try:
+        yield
+    finally:
+        setattr(os, "_exit", real)  # noqa: B010
+
+
+def _on_os_exit(
+    pr: Any, name: str, args: argparse.Namespace, out: TextIO, err: TextIO
+) -> Callable[[int], None]:
+    """What to do when the profiled program calls ``os._exit``: write the profile if
+    called from the profiled thread, say clearly that it was not otherwise.
+
+    :param pr: the running ``cProfile.Profile``
+    :param name: the program's name, for the messages
+    :param args: the parsed options
+    :param out: the output stream
+    :param err: the error stream
+    :return: the callback for :func:`_before_os_exit`
+    """
+    from pstats import Stats
+
+    ident = threading.get_ident()
+
+    def callback(code: int) -> None:
+        try:
+            if threading.get_ident() != ident:
+                err.write(
+                    f"error: {name} called os._exit({code}) from a thread: "
+                    "the profile was not written\n"
+                )
+                return
+            pr.disable()
+            _emit(Stats(pr), args, out, err)
+            err.write(f"{name} exited with os._exit({code})\n")
+        finally:
+            out.flush()  # os._exit flushes nothing
+            err.flush()
+
+    return callback
 
 
 def _script_code(path: str) -> tuple[types.CodeType, types.ModuleType, list[str], str]:
@@ -314,7 +375,8 @@ class ProfileCommand:
         )
         pr = cProfile.Profile()
         failure: BaseException | None = None
-        with status, _as_main(module, argv, path0):
+        on_exit = _on_os_exit(pr, name, args, out, err)
+        with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
             pr.enable()
             try:
                 exec(code, module.__dict__)
