@@ -121,24 +121,27 @@ def test_usage_errors(script: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("option", "message"),
+    ("option", "message", "exit_code"),
     [
-        (["--min-share", "5"], "min_share must be in [0, 1], got 5.0"),
-        (["--max-depth", "-2"], "max_depth must be >= 0 or None, got -2"),
-        (["-o", "/nonexistent-folder/x.html"], "cannot write -o"),
+        (["--min-share", "5"], "error: --min-share must be in [0, 1], got 5.0\n", 2),
+        (["--max-depth", "-2"], "error: --max-depth must be >= 0 or None, got -2\n", 2),
+        (["--focus", ""], "error: --focus must be a non-empty string or None, got ''\n", 2),
+        (["-o", "/nonexistent-folder/x.html"], "cannot write -o", 1),
     ],
 )
 def test_bad_options_are_refused_before_the_program_runs(
-    tmp_path: Path, option: list[str], message: str
+    tmp_path: Path, option: list[str], message: str, exit_code: int
 ) -> None:
     # GIVEN a script that leaves a trace when it runs
     trace = tmp_path / "ran"
     script = tmp_path / "leaves_a_trace.py"
     script.write_text(f"open({str(trace)!r}, 'w').close()\n", encoding="utf-8")
     # WHEN an option is wrong THEN one error line, and the script never ran
-    code, out, err = _main(*option, str(script))
-    assert (code, out) == (1, "")
-    assert message in err and err.count("\n") == 1
+    # (exit code 2 for a bad value, as argparse's own checks; the option is named)
+    for argv in ([*option, str(script)], ["show", os.path.join(DATA, "cprofile.prof"), *option]):
+        code, out, err = _main(*argv)
+        assert (code, out) == (exit_code, "")
+        assert message in err and err.count("\n") == 1
     assert not trace.exists()
 
 

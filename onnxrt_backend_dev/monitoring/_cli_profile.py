@@ -100,7 +100,14 @@ def _check_before_running(args: argparse.Namespace) -> None:
     does)."""
     from ._callgraph import ViewOptions
 
-    ViewOptions(**_view_options(args))  # raises ValueError naming the option
+    opts = _view_options(args)
+    try:
+        ViewOptions(**opts)
+    except ValueError as e:  # names the parameter: name the option instead, as argparse
+        msg = str(e)
+        key = next((k for k in opts if msg.startswith(f"{k} ")), "")
+        option = "--" + key.replace("_", "-") if key else ""
+        raise CommandError(option + msg[len(key) :], EXIT_USAGE) from e
     _resolve_format(args)
     if args.output is not None:
         check_output_path(args.output, "-o")
