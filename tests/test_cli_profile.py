@@ -145,6 +145,13 @@ def test_bad_options_are_refused_before_the_program_runs(
     assert not trace.exists()
 
 
+def test_help_tells_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main("--help")[0] == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "The exit code is the program's (sys.exit, os._exit), 1 if it raised" in text
+    assert "-o FILE, --output FILE" in text and "--focus TEXT" in text
+
+
 def test_show_help_is_not_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _main("show", "--help")
     assert (code, err) == (0, "")

@@ -35,6 +35,14 @@ _SUFFIXES = (
     (".pstats", "prof"),
 )
 _SORTS = ("line", "cumulative", "time", "cumtime", "tottime")
+_EPILOG = (
+    "The program runs as __main__ with its own sys.argv, sys.path[0] being its folder "
+    "(the current one with -m). Its output and the profile both go to stdout unless -o is "
+    "given; errors and status go to stderr. The exit code is the program's (sys.exit, "
+    "os._exit), 1 if it raised an exception (its traceback is printed), 130 if "
+    "interrupted; the profile is written in each case (not after os._exit from a thread). "
+    "Before the program runs, a usage error exits with 2 and an unwritable -o with 1."
+)
 _VIEW_DESTS = (
     "sort",
     "format",
@@ -61,7 +69,9 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="output format (text, or guessed from -o's suffix)",
     )
-    parser.add_argument("-o", "--output", default=None, help="write to FILE, not stdout")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", default=None, help="write to FILE, not stdout"
+    )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no live status, no 'written to' line"
     )
@@ -78,7 +88,10 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-depth", type=int, default=None, help="hide deeper rows")
     parser.add_argument(
-        "--focus", default=None, help="only the calls made from functions whose name contains TEXT"
+        "--focus",
+        metavar="TEXT",
+        default=None,
+        help="only the calls made from functions whose name contains TEXT",
     )
 
 
@@ -301,6 +314,7 @@ class ProfileCommand:
             "%(prog)s [options] script.py [args...] | -m module [args...] | "
             "show FILE.prof [FILE.prof...] [options]"
         )
+        parser.epilog = _EPILOG
         _add_view_options(parser)
         parser.add_argument(
             "-m",
