@@ -114,6 +114,40 @@ def test_check_output_path(tmp_path: Path) -> None:
             _cli.check_output_path(str(bad), "--json")
 
 
+def test_check_output_path_refuses_what_may_not_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a folder, and a file in it, that may not be written (faked: tests run as root)
+    existing = tmp_path / "old.json"
+    existing.write_text("{}")
+    denied = {str(tmp_path), str(existing)}
+    monkeypatch.setattr(_cli.os, "access", lambda p, mode: str(p) not in denied)
+    # THEN both a new file there and the existing file are refused, naming the option
+    for target in (tmp_path / "new.json", existing):
+        with pytest.raises(_cli.CommandError, match="cannot write -o .*permission denied"):
+            _cli.check_output_path(str(target), "-o")
+
+
+def test_a_reader_going_away_stops_the_command_quietly(tmp_path: Path) -> None:
+    # GIVEN a program printing far more than a pipe holds, profiled, its output read by a
+    # consumer that stops after a few bytes (``... | head``)
+    loud = tmp_path / "loud.py"
+    loud.write_text("for i in range(200_000):\n    print(i)\n")
+    cmd = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", str(loud)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.read(10)
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    # THEN it stops with code 1 and says nothing: no traceback, no "Exception ignored"
+    assert proc.returncode == 1
+    assert err.decode() == ""
+
+
 def test_argparse_exits_become_return_codes(capsys: pytest.CaptureFixture[str]) -> None:
     # main(argv) -> int: --help and usage errors return their code, never raise SystemExit
     assert _cli.main(["--help"]) == 0

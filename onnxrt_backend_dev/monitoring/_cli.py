@@ -44,11 +44,15 @@ def check_output_path(path: str, option: str) -> None:
 
     :param path: the file to write
     :param option: the option that named it, for the message (``-o``, ``--json``...)
-    :raises CommandError: the path is a folder or its folder does not exist
+    :raises CommandError: the path is a folder, its folder does not exist, or the file
+        or its folder may not be written
     """
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path) or not os.path.isdir(folder):
         raise CommandError(f"cannot write {option} {path!r}: not a file in an existing folder")
+    writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(folder, os.W_OK)
+    if not writable:
+        raise CommandError(f"cannot write {option} {path!r}: permission denied")
 
 
 class Command(Protocol):
@@ -92,6 +96,24 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     return parser, commands
 
 
+def _discard_rest(out: TextIO) -> None:
+    """Points the file descriptor of ``out`` to the null device after a broken pipe, so
+    that Python's final flush of stdout does not fail again at exit ("Exception ignored
+    ... BrokenPipeError"), as the Python documentation advises.
+
+    :param out: the output stream whose reader went away
+    """
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file (a StringIO in tests): nothing is flushed at exit
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -114,6 +136,10 @@ def main(
         return EXIT_USAGE
     try:
         return commands[args.command].run(args, out, err)
+    except BrokenPipeError:
+        # The reader went away (``... | head``): stop quietly, as cat does.
+        _discard_rest(out)
+        return EXIT_ERROR
     except CommandError as e:
         err.write(f"error: {e}\n")
         return e.exit_code
