@@ -124,7 +124,7 @@ def test_check_output_path_refuses_what_may_not_be_written(
     monkeypatch.setattr(_cli.os, "access", lambda p, mode: str(p) not in denied)
     # THEN both a new file there and the existing file are refused, naming the option
     for target in (tmp_path / "new.json", existing):
-        with pytest.raises(_cli.CommandError, match="cannot write -o .*permission denied"):
+        with pytest.raises(_cli.CommandError, match=r"cannot write -o .*permission denied"):
             _cli.check_output_path(str(target), "-o")
 
 
