@@ -826,9 +826,7 @@ class _Walker:
                 for node, el in it:
                     # A node is expanded once: a hand-made graph may list a callee whose
                     # called_by disagrees (a -> b -> a below another caller of a).
-                    ref = node in refs or node in seen
-                    if not ref:
-                        seen.add(node)
+                    ref = node in refs or _seen_before(seen, node)
                     yield (node, depth, el, ref)
                     if not ref:
                         stack.append((callees(node, depth + 1), depth + 1))
