@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnxrt_backend_dev.monitoring._probes import TargetGone
+from onnxrt_backend_dev.monitoring._memory.probes import TargetGone
 
 GIB = 2**30
 

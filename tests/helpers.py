@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from onnxrt_backend_dev.monitoring import _cli
+from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 
 
 class Terminal(io.StringIO):

@@ -1,4 +1,4 @@
-"""Tests for ``measure_time`` and ``compare`` (benchmark.py) and their machinery (_timing.py).
+"""Tests for ``measure_time`` and ``compare`` (benchmark.py) and their machinery (_timing/).
 
 The logic is tested with a fake clock that the statement itself advances, so every
 figure is exact; a few real-time tests check the shape of the result and honest bounds.
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from onnxrt_backend_dev.monitoring import _timing
+from onnxrt_backend_dev.monitoring._timing import loop as _timing
 from onnxrt_backend_dev.monitoring.benchmark import compare, format_comparison, measure_time
 
 DOCUMENTED = {

@@ -12,7 +12,8 @@ from typing import TextIO
 import pytest
 
 from onnxrt_backend_dev import __version__
-from onnxrt_backend_dev.monitoring import _cli
+from onnxrt_backend_dev.monitoring._cli import common as _common
+from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 from onnxrt_backend_dev.monitoring._optional import MissingDependencyError, require
 
 
@@ -52,7 +53,7 @@ def test_a_command_runs_and_its_exit_code_is_returned(monkeypatch: pytest.Monkey
     ("exc", "code", "message"),
     [
         (
-            _cli.CommandError("no such file: x.prof", exit_code=4),
+            _common.CommandError("no such file: x.prof", exit_code=4),
             4,
             "error: no such file: x.prof\n",
         ),
@@ -79,7 +80,7 @@ def test_bugs_are_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_no_command_prints_help(monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, _ = _run(monkeypatch, _FakeCommand())
-    assert code == _cli.EXIT_USAGE
+    assert code == _common.EXIT_USAGE
     assert "fake" in out and "a command for tests" in out
 
 
@@ -108,10 +109,10 @@ def test_version_and_help_in_a_real_subprocess() -> None:
 
 
 def test_check_output_path(tmp_path: Path) -> None:
-    _cli.check_output_path(str(tmp_path / "new.json"), "--json")  # a new file: fine
+    _common.check_output_path(str(tmp_path / "new.json"), "--json")  # a new file: fine
     for bad in (tmp_path, tmp_path / "no-such-folder" / "x.json"):
-        with pytest.raises(_cli.CommandError, match="cannot write --json"):
-            _cli.check_output_path(str(bad), "--json")
+        with pytest.raises(_common.CommandError, match="cannot write --json"):
+            _common.check_output_path(str(bad), "--json")
 
 
 def test_check_output_path_refuses_what_may_not_be_written(
@@ -121,11 +122,11 @@ def test_check_output_path_refuses_what_may_not_be_written(
     existing = tmp_path / "old.json"
     existing.write_text("{}")
     denied = {str(tmp_path), str(existing)}
-    monkeypatch.setattr(_cli.os, "access", lambda p, mode: str(p) not in denied)
+    monkeypatch.setattr(_common.os, "access", lambda p, mode: str(p) not in denied)
     # THEN both a new file there and the existing file are refused, naming the option
     for target in (tmp_path / "new.json", existing):
-        with pytest.raises(_cli.CommandError, match=r"cannot write -o .*permission denied"):
-            _cli.check_output_path(str(target), "-o")
+        with pytest.raises(_common.CommandError, match=r"cannot write -o .*permission denied"):
+            _common.check_output_path(str(target), "-o")
 
 
 def test_a_reader_going_away_stops_the_command_quietly(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Tests for the ``profile`` subcommand (_cli_profile.py): in process, and once as a
+"""Tests for the ``profile`` subcommand (_cli/cmd_profile.py): in process, and once as a
 subprocess."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import Terminal, run_cli
 
-from onnxrt_backend_dev.monitoring import _cli, _cli_profile
+from onnxrt_backend_dev.monitoring._cli import cmd_profile as _cli_profile
+from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 SCRIPT = """\

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from helpers import Terminal, run_cli
 
-from onnxrt_backend_dev.monitoring import _cli, _cli_spy
-from onnxrt_backend_dev.monitoring._cli_spy import (
+from onnxrt_backend_dev.monitoring._cli import cmd_spy as _cli_spy
+from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
+from onnxrt_backend_dev.monitoring._cli.cmd_spy import (
     COMMAND,
     SpyCommand,
     _exit_code,

@@ -1,4 +1,4 @@
-"""Tests for the ``time`` subcommand (_cli_time.py): in process, and once as a subprocess."""
+"""Tests for the ``time`` subcommand (_cli/cmd_time.py): in process, and once as a subprocess."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import sys
 import pytest
 from helpers import Terminal, run_cli
 
-from onnxrt_backend_dev.monitoring import _cli, _cli_time
+from onnxrt_backend_dev.monitoring._cli import cmd_time as _cli_time
+from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 
 LINE = re.compile(
     r"^cos\(0\.5\): [\d.]+ (ns|µs|ms) ± [\d.]+ \1 \(median [\d.]+ \1, min [\d.]+ \1; "

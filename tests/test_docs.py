@@ -365,7 +365,7 @@ def test_docs_show_the_executed_examples_and_pictures(html: Path) -> None:
 def test_docs_cli_guide_lists_every_subcommand_and_option(html: Path) -> None:
     import html as html_lib
 
-    from onnxrt_backend_dev.monitoring._cli import build_parser
+    from onnxrt_backend_dev.monitoring._cli.dispatch import build_parser
 
     guide = _ext("cli_guide")
     page = html_lib.unescape(_page(html, "cli"))

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from fakes_memory import FakeProbe, write_status
 
-from onnxrt_backend_dev.monitoring import _probes, _spy_worker
-from onnxrt_backend_dev.monitoring._memseries import MemorySeries, Monitor, SpyResult
+from onnxrt_backend_dev.monitoring._memory import probes as _probes
+from onnxrt_backend_dev.monitoring._memory import worker as _spy_worker
+from onnxrt_backend_dev.monitoring._memory.series import MemorySeries, Monitor, SpyResult
 from onnxrt_backend_dev.monitoring.memory_peak import (
     MemorySpy,
     _raise_error,

@@ -1,6 +1,6 @@
 """``.. cli-guide::``: the command-line user guide, generated from the parser.
 
-It calls ``onnxrt_backend_dev.monitoring._cli.build_parser()`` at build time and writes
+It calls ``onnxrt_backend_dev.monitoring._cli.dispatch.build_parser()`` at build time and writes
 one section per subcommand: its description, its usage line, every argument and option
 with its help (defaults expanded) and the full ``--help`` text. The guide therefore
 follows the code; it cannot go out of date.
@@ -154,7 +154,7 @@ class CliGuideDirective(SphinxDirective):
 
         :return: the nodes to insert
         """
-        cli = importlib.import_module("onnxrt_backend_dev.monitoring._cli")
+        cli = importlib.import_module("onnxrt_backend_dev.monitoring._cli.dispatch")
         parser, _ = cli.build_parser()
         _fixed_width(parser)
         result: list[nodes.Node] = [_literal(parser.format_help().rstrip())]

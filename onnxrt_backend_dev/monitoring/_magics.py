@@ -47,7 +47,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 
-from ._cli_time import format_line
+from ._cli.cmd_time import format_line
 from ._format import format_bytes
 
 
@@ -206,7 +206,7 @@ def _short_name(text: str) -> str:
 
 def _sort_key(name: str) -> str:
     """Checks ``-s NAME`` against the sort keys of the call tree."""
-    from ._callgraph import sort_function
+    from ._profiling.graph import sort_function
 
     try:
         sort_function(name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._timing import (
+from ._timing.loop import (
     Clock,
     Comparison,
     compare_results,

@@ -46,8 +46,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import IO, Any
 
-from ._memseries import DEFAULT_MAX_POINTS, Monitor, SpyResult
-from ._probes import get_memory_rss as _get_memory_rss
+from ._memory.probes import get_memory_rss as _get_memory_rss
+from ._memory.series import DEFAULT_MAX_POINTS, Monitor, SpyResult
 
 __all__ = [
     "MemorySpy",
@@ -79,7 +79,7 @@ _WORKER_CODE = (
     " ('onnxrt_backend_dev.monitoring', {package!r})):\n"
     "    if name not in sys.modules:\n"
     "        sys.modules[name] = m = type(sys)(name); m.__path__ = [path]\n"
-    "from onnxrt_backend_dev.monitoring._spy_worker import main\n"
+    "from onnxrt_backend_dev.monitoring._memory.worker import main\n"
     "os._exit(main())"
 )
 _LIVE: weakref.WeakSet[MemorySpy] = weakref.WeakSet()

@@ -19,7 +19,7 @@ from io import StringIO
 from pstats import SortKey, Stats
 from typing import Any
 
-from ._callgraph import PathLimits, ProfileNode, ViewOptions, build_graph
+from ._profiling.graph import PathLimits, ProfileNode, ViewOptions, build_graph
 
 __all__ = [
     "FORMATS",
@@ -146,7 +146,7 @@ def profile(
     s = StringIO()
     ps = Stats(pr, stream=s).sort_stats(sort)
     if as_df:
-        from ._render_json import rows_to_dataframe, stats_rows
+        from ._profiling.render_json import rows_to_dataframe, stats_rows
 
         res: Any = rows_to_dataframe(stats_rows(ps, clean_text))
     else:
@@ -195,7 +195,7 @@ def profile2df(
     :return: a DataFrame with columns ``namefct, file, ncalls1, ncalls2, tin, cum_tin,
         tall, cum_tall`` (pandas extra), or the rows
     """
-    from ._render_json import rows_to_dataframe, stats_rows
+    from ._profiling.render_json import rows_to_dataframe, stats_rows
 
     rows = stats_rows(ps, clean_text)
     if verbose:
@@ -223,7 +223,7 @@ def to_speedscope(
         (:class:`PathLimits`)
     :return: JSON text or dictionary
     """
-    from ._render_speedscope import render_speedscope
+    from ._profiling.render_speedscope import render_speedscope
 
     return render_speedscope(_as_root(graph), name=name, as_str=as_str, **options)
 
@@ -237,7 +237,7 @@ def to_collapsed(graph: Any, unit: float = 1e-6, **options: Any) -> str:
     :param options: filters (see :class:`ViewOptions`) and ``limits``
     :return: text, one line per stack
     """
-    from ._render_collapsed import render_collapsed
+    from ._profiling.render_collapsed import render_collapsed
 
     return render_collapsed(_as_root(graph), unit=unit, **options)
 
@@ -259,7 +259,7 @@ def to_html(
     :param options: filters, see :class:`ViewOptions`
     :return: the HTML page
     """
-    from ._render_html import render_html
+    from ._profiling.render_html import render_html
 
     return render_html(
         _as_root(graph), title=title, filter_node=filter_node, sort_key=sort_key, **options
@@ -275,7 +275,7 @@ def plot_profile(graph: Any, top: int = 15, key: str = "tall", ax: Any = None) -
     :param ax: matplotlib axes to draw on, a new figure if None
     :return: the axes
     """
-    from ._plot_profile import plot_top_functions
+    from ._profiling.plot import plot_top_functions
 
     return plot_top_functions(_as_root(graph), top=top, key=key, ax=ax)
 

@@ -19,7 +19,7 @@ import subprocess
 import time
 from typing import Any, TextIO
 
-from ._cli import EXIT_USAGE, CommandError, check_output_path
+from .common import EXIT_USAGE, CommandError, check_output_path
 
 # Seconds between two checks of the spied process in --pid mode.
 _POLL = 0.2
@@ -147,7 +147,7 @@ def _own_peak() -> float:
 
     :return: bytes
     """
-    from ._probes import read_status
+    from .._memory.probes import read_status
 
     hwm = read_status(os.getpid())[1]
     if hwm is not None:
@@ -230,13 +230,13 @@ class SpyCommand:
         return code
 
     def _spy(self, pid: int, args: argparse.Namespace) -> Any:
-        from .memory_peak import MemorySpy
+        from ..memory_peak import MemorySpy
 
         return MemorySpy(pid, delay=args.delay, cuda=args.cuda, include_children=args.children)
 
     def _status(self, spy: Any, what: str, args: argparse.Namespace, err: TextIO) -> Any:
-        from ._format import format_bytes
-        from ._progress import LiveStatus
+        from .._format import format_bytes
+        from .._progress import LiveStatus
 
         def render() -> str:
             peak = spy.peak_so_far()
@@ -288,7 +288,7 @@ class SpyCommand:
             if path:
                 check_output_path(path, option)
         if args.plot:
-            from ._optional import require
+            from .._optional import require
 
             require("matplotlib.figure", "plot", "--plot")
 
@@ -314,8 +314,8 @@ class SpyCommand:
                 writer.writeheader()
                 writer.writerows(rows)
         if args.plot:
-            from ._optional import require
-            from ._plot_memory import plot_memory
+            from .._memory.plot import plot_memory
+            from .._optional import require
 
             figure = require("matplotlib.figure", "plot", "--plot")
             fig = figure.Figure(figsize=(8, 4))  # no pyplot: no GUI backend, no global state

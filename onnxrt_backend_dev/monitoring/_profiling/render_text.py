@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._callgraph import ProfileNode, RawRow, Row
+from .graph import ProfileNode, RawRow, Row
 
 
 def align_text(text: str, size: int) -> str:
@@ -66,10 +66,10 @@ def render_text(
 ) -> str:
     """Renders rows as the reference's text tree.
 
-    :param rows: :class:`Row <._callgraph.Row>` from :func:`tree_rows
-        <._callgraph.tree_rows>`, or, with ``max_count`` and ``total``, the raw rows
+    :param rows: :class:`Row <.graph.Row>` from :func:`tree_rows
+        <.graph.tree_rows>`, or, with ``max_count`` and ``total``, the raw rows
         ``(node, depth, (nc1, nc2, tin, tall), ref)`` of :meth:`TreeRows.raw
-        <._callgraph.TreeRows.raw>`, streamed
+        <.graph.TreeRows.raw>`, streamed
     :param fct_width: width of the function name column
     :param show_share: append each row's share of the total time
     :param max_indent: indentation levels drawn before folding deeper rows at that

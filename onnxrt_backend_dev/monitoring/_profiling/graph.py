@@ -2,7 +2,7 @@
 
 Everything here is pure and iterative: profile data can be thousands of frames deep
 (a 3,000-deep chain, a 100,000-deep self recursion) or cyclic, so no function recurses
-over it. The graph model is :class:`ProfileNode`; renderers (``_render_*.py``) only read
+over it. The graph model is :class:`ProfileNode`; renderers (``render_*.py``) only read
 the rows and paths computed here.
 """
 
@@ -288,7 +288,7 @@ class ProfileNode:
             (``more='+'`` for a function referenced under several callers, ``share`` of
             the total time)
         """
-        from ._render_json import rows_as_dicts
+        from .render_json import rows_as_dicts
 
         with gc_paused():
             return rows_as_dicts(tree_rows(self, filter_node, sort_key, ViewOptions(**options)))
@@ -319,7 +319,7 @@ class ProfileNode:
         :param options: filters, see :class:`ViewOptions`
         :return: text
         """
-        from ._render_text import render_text
+        from .render_text import render_text
 
         with gc_paused():
             rows = TreeRows(self, filter_node, sort_key, ViewOptions(**options))
@@ -353,7 +353,7 @@ class ProfileNode:
             goes to :func:`json.dumps`
         :return: rows
         """
-        from ._render_json import render_json
+        from .render_json import render_json
 
         opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
         max_indent = kwargs.pop("max_indent", 30)

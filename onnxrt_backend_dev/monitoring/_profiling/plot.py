@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._callgraph import ProfileNode
+from .graph import ProfileNode
 
 _KEYS = {"tall": "time with callees (s)", "tin": "own time (s)"}
 
@@ -22,7 +22,7 @@ def plot_top_functions(root: ProfileNode, top: int = 15, key: str = "tall", ax: 
         raise ValueError(f"key must be one of {sorted(_KEYS)}, got {key!r}")
     if top < 1:
         raise ValueError(f"top must be >= 1, got {top!r}")
-    from ._optional import require
+    from .._optional import require
 
     require("matplotlib", "plot", "profile charts")
     if ax is None:

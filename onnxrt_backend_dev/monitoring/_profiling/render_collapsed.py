@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._callgraph import ProfileNode, expand_paths
-from ._render_speedscope import _split_options, path_stacks
+from .graph import ProfileNode, expand_paths
+from .render_speedscope import _split_options, path_stacks
 
 # Characters with a meaning in the format: ';' separates frames, the last space the count.
 _TRANSLATION = str.maketrans({";": ":", "\n": " ", "\r": " "})
@@ -27,8 +27,8 @@ def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> s
 
     :param root: the node to start from
     :param unit: seconds per count
-    :param options: filters (:class:`ViewOptions <._callgraph.ViewOptions>`) and
-        ``limits`` (:class:`PathLimits <._callgraph.PathLimits>`)
+    :param options: filters (:class:`ViewOptions <.graph.ViewOptions>`) and
+        ``limits`` (:class:`PathLimits <.graph.PathLimits>`)
     :return: text
     """
     if not unit > 0:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._callgraph import Row, _is_artifact, _stats_dicts
+from .graph import Row, _is_artifact, _stats_dicts
 
 # Columns of the per-function table, in order.
 DF_COLUMNS = ["namefct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
@@ -35,7 +35,7 @@ def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Rows as dictionaries with keys ``fct, where, nc1, nc2, tin, tall, indent, ncalls,
     share`` and ``more='+'`` for references.
 
-    :param rows: rows from :func:`tree_rows <._callgraph.tree_rows>`
+    :param rows: rows from :func:`tree_rows <.graph.tree_rows>`
     :return: list of dictionaries
     """
     return [row_as_dict(r) for r in rows]
@@ -165,7 +165,7 @@ def rows_to_dataframe(rows: list[dict[str, Any]]) -> Any:
     :param rows: rows from :func:`stats_rows`
     :return: a :class:`pandas.DataFrame` with columns :data:`DF_COLUMNS`
     """
-    from ._optional import require
+    from .._optional import require
 
     pandas = require("pandas", "pandas", "profiling tables")
     df = pandas.DataFrame(rows, columns=["fct", *DF_COLUMNS])[DF_COLUMNS]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
-from ._cli import EXIT_USAGE, CommandError, check_output_path
+from .common import EXIT_USAGE, CommandError, check_output_path
 
 _FORMATS = ("text", "json", "html", "speedscope", "collapsed", "prof")
 # File suffix -> format when --format is not given; longest suffixes first.
@@ -111,7 +111,7 @@ def _check_before_running(args: argparse.Namespace) -> None:
     long run is never lost to a typo. ``-o`` becomes absolute: the profile goes where the
     user asked even if the program changes the working folder (as ``python -m cProfile``
     does)."""
-    from ._callgraph import ViewOptions
+    from .._profiling.graph import ViewOptions
 
     opts = _view_options(args)
     try:
@@ -137,7 +137,7 @@ def _view_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
-    from .profiling import FORMATS, path_cleaner, profile2graph
+    from ..profiling import FORMATS, path_cleaner, profile2graph
 
     root, _ = profile2graph(stats, clean_text=path_cleaner())
     opts = _view_options(args)
@@ -381,9 +381,9 @@ class ProfileCommand:
         import cProfile
         from pstats import Stats
 
-        from ._format import format_duration
-        from ._progress import LiveStatus
-        from .profiling import check_no_profiler_active
+        from .._format import format_duration
+        from .._progress import LiveStatus
+        from ..profiling import check_no_profiler_active
 
         _resolve_format(args)  # a usage error is reported before the program runs
         check_no_profiler_active()

@@ -18,7 +18,7 @@ from pathlib import Path
 from pprint import pformat
 from typing import Any, TextIO
 
-from ._optional import MissingDependencyError
+from .._optional import MissingDependencyError
 
 # The workload of the memory example: three steps of this size, then everything freed.
 _STEP_BYTES = 64 * 2**20
@@ -95,8 +95,8 @@ class DemoCommand:
     def _timing(self, out: TextIO) -> dict[str, Any]:
         from math import cos
 
-        from ._cli_time import format_line
-        from .benchmark import measure_time
+        from ..benchmark import measure_time
+        from .cmd_time import format_line
 
         _section(out, "measure_time(lambda: cos(0.5))")
         res = measure_time(lambda: cos(0.5))
@@ -105,7 +105,7 @@ class DemoCommand:
         return res
 
     def _memory(self, out: TextIO, err: TextIO, folder: Path, written: list[Path]) -> Any:
-        from .memory_peak import start_spying_on
+        from ..memory_peak import start_spying_on
 
         _section(out, "start_spying_on(): three allocations of 64 MiB, then freed")
         p = start_spying_on()
@@ -129,7 +129,7 @@ class DemoCommand:
         }
 
     def _profile(self, out: TextIO, err: TextIO, folder: Path, written: list[Path]) -> Any:
-        from .profiling import plot_profile, profile, profile2graph, to_html, to_speedscope
+        from ..profiling import plot_profile, profile, profile2graph, to_html, to_speedscope
 
         _section(out, "profile(fct4) then profile2graph(...).to_text()")
         ps = profile(fct4)[0]
@@ -150,7 +150,7 @@ class DemoCommand:
         """Draws with matplotlib (Agg) into ``path``, or says why it cannot."""
         try:
             os.environ.setdefault("MPLBACKEND", "Agg")
-            from ._optional import require
+            from .._optional import require
 
             plt = require("matplotlib.pyplot", "plot", "the demo's pictures")
         except MissingDependencyError as e:

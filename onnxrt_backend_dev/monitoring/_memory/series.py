@@ -194,7 +194,7 @@ class Monitor:
 
     def summary(self) -> str:
         """One line with units, e.g. ``peak 312 MiB, mean 40.1 MiB, ...``."""
-        from ._format import format_bytes  # not at import: the spy process stays small
+        from .._format import format_bytes  # not at import: the spy process stays small
 
         return (
             f"peak {format_bytes(self.max_peak)}, mean {format_bytes(self.mean)}, "
@@ -260,7 +260,7 @@ class SpyResult(dict):
         return mons
 
     def __str__(self) -> str:
-        from ._format import format_duration
+        from .._format import format_duration
 
         lines = [f"{m.name}: {m.summary()}" for m in self.monitors()]
         extra = f"duration {format_duration(float(self.get('duration', 0.0)))}"
@@ -279,8 +279,8 @@ class SpyResult(dict):
         return to_dataframe(self)
 
     def plot(self, ax: Any = None, unit: int = 2**20) -> Any:
-        """See :func:`onnxrt_backend_dev.monitoring._plot_memory.plot_memory`."""
-        from ._plot_memory import plot_memory
+        """See :func:`onnxrt_backend_dev.monitoring._memory.plot.plot_memory`."""
+        from .plot import plot_memory
 
         return plot_memory(self, ax=ax, unit=unit)
 
@@ -313,7 +313,7 @@ def to_dataframe(result: SpyResult) -> Any:
     :param result: what ``MemorySpy.stop()`` returned
     :return: a DataFrame with columns time, channel, bytes, label
     """
-    from ._optional import require
+    from .._optional import require
 
     pd = require("pandas", "pandas", "the memory series as a DataFrame")
     return pd.DataFrame(to_rows(result), columns=["time", "channel", "bytes", "label"])

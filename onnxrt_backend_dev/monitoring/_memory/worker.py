@@ -22,15 +22,15 @@ import select
 import sys
 import time
 
-from ._memseries import DEFAULT_MAX_POINTS, Monitor
-from ._probes import NvmlProbe, TargetGone, TreeProbe, make_process_probe
+from .probes import NvmlProbe, TargetGone, TreeProbe, make_process_probe
+from .series import DEFAULT_MAX_POINTS, Monitor
 
 TYPE_CHECKING = False  # typing, json, argparse are left out: the spy starts in milliseconds
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from ._probes import Probe
+    from .probes import Probe
 
 WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
 

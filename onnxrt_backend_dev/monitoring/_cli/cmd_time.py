@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from ._cli import CommandError
-from ._format import _TIME_UNITS, format_duration
+from .._format import _TIME_UNITS, format_duration
+from .common import CommandError
 
 # A live status is worth it only for long runs.
 _LIVE_STATUS_MIN_SECONDS = 5.0
@@ -108,8 +108,8 @@ class TimeCommand:
             raise CommandError(f"{what} raised {type(e).__name__}: {e}") from e
 
     def _time(self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO) -> int:
-        from ._progress import LiveStatus
-        from ._timing import Progress, measure
+        from .._progress import LiveStatus
+        from .._timing.loop import Progress, measure
 
         progress = Progress()
 
@@ -146,7 +146,12 @@ class TimeCommand:
         return 0
 
     def _compare(self, args: argparse.Namespace, setup: str | None, out: TextIO) -> int:
-        from ._timing import compare_samples, format_comparison, measure_interleaved, summarize
+        from .._timing.loop import (
+            compare_samples,
+            format_comparison,
+            measure_interleaved,
+            summarize,
+        )
 
         samples = measure_interleaved(
             [args.stmt, args.compare],

@@ -1,9 +1,9 @@
 """The call tree as one self-contained HTML page: no network, no external file.
 
-The page embeds the rows of :func:`tree_rows <._callgraph.tree_rows>` as JSON and a
+The page embeds the rows of :func:`tree_rows <.graph.tree_rows>` as JSON and a
 small script that shows them as a tree: expand and collapse, search, share of the
 total time, ``+++`` references jumping to the function's own entry. The template is
-``_calltree.html`` beside this module.
+``calltree.html`` beside this module.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import json
 from importlib import resources
 from typing import Any
 
-from ._callgraph import FilterNode, ProfileNode, ViewOptions, _total_time, tree_rows
+from .graph import FilterNode, ProfileNode, ViewOptions, _total_time, tree_rows
 
 
 def _template() -> str:
-    return resources.files(__package__).joinpath("_calltree.html").read_text("utf-8")
+    return resources.files(__package__).joinpath("calltree.html").read_text("utf-8")
 
 
 def render_html(
@@ -31,9 +31,9 @@ def render_html(
 
     :param root: the node to start from
     :param title: page title
-    :param filter_node: see :meth:`ProfileNode.as_dict <._callgraph.ProfileNode.as_dict>`
+    :param filter_node: see :meth:`ProfileNode.as_dict <.graph.ProfileNode.as_dict>`
     :param sort_key: order of callees
-    :param options: filters, see :class:`ViewOptions <._callgraph.ViewOptions>`
+    :param options: filters, see :class:`ViewOptions <.graph.ViewOptions>`
     :return: the page
     """
     rows = tree_rows(root, filter_node, sort_key, ViewOptions(**options))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._memseries import SpyResult
-from ._optional import require
+from .._optional import require
+from .series import SpyResult
 
 # Unit of the y axis: factor -> label.
 _UNIT_LABELS: dict[int, str] = {1: "B", 2**10: "KiB", 2**20: "MiB", 2**30: "GiB"}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import __version__
-from ._callgraph import PathItem, PathLimits, ProfileNode, ViewOptions, expand_paths
+from ... import __version__
+from .graph import PathItem, PathLimits, ProfileNode, ViewOptions, expand_paths
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
@@ -19,7 +19,7 @@ SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 def path_stacks(items: list[PathItem]) -> list[list[int]]:
     """The stack (list of item indices from the top) of every item, iteratively.
 
-    :param items: items from :func:`expand_paths <._callgraph.expand_paths>`, parents
+    :param items: items from :func:`expand_paths <.graph.expand_paths>`, parents
         before children
     :return: one list per item
     """
@@ -43,8 +43,8 @@ def render_speedscope(
     :param root: the node to start from
     :param name: the profile's name
     :param as_str: return JSON text or the dictionary
-    :param options: filters (:class:`ViewOptions <._callgraph.ViewOptions>`) and
-        ``limits`` (:class:`PathLimits <._callgraph.PathLimits>`)
+    :param options: filters (:class:`ViewOptions <.graph.ViewOptions>`) and
+        ``limits`` (:class:`PathLimits <.graph.PathLimits>`)
     :return: JSON text or dictionary
     """
     view, limits = _split_options(dict(options))

@@ -1,6 +1,6 @@
 """Command line: ``python -m onnxrt_backend_dev.monitoring <command>``.
 
-Each subcommand is a small class in its own ``_cli_<name>.py`` module exposing
+Each subcommand is a small class in its own ``cmd_<name>.py`` module exposing
 ``COMMAND``; it declares its options in ``prepare_parser`` and does its work in
 ``run``, writing to the given streams. Heavy imports stay inside ``run`` so that
 ``--help`` is instant. :func:`main` turns user mistakes into one line on stderr
@@ -14,58 +14,19 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Protocol, TextIO
+from typing import TextIO
 
-from .. import __version__
-from ._optional import MissingDependencyError
+from ... import __version__
+from .._optional import MissingDependencyError
+from .common import EXIT_ERROR, EXIT_USAGE, Command, CommandError
 
 # Subcommand name -> module holding its COMMAND; the order is the one shown by --help.
 _COMMAND_MODULES: dict[str, str] = {
-    "demo": "._cli_demo",
-    "time": "._cli_time",
-    "spy": "._cli_spy",
-    "profile": "._cli_profile",
+    "demo": ".cmd_demo",
+    "time": ".cmd_time",
+    "spy": ".cmd_spy",
+    "profile": ".cmd_profile",
 }
-
-EXIT_USAGE = 2
-EXIT_ERROR = 1
-
-
-class CommandError(Exception):
-    """A user mistake or a failure to report as one line, with an exit code."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def check_output_path(path: str, option: str) -> None:
-    """Refuses an output file that cannot be created, before any long work starts.
-
-    :param path: the file to write
-    :param option: the option that named it, for the message (``-o``, ``--json``...)
-    :raises CommandError: the path is a folder, its folder does not exist, or the file
-        or its folder may not be written
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path) or not os.path.isdir(folder):
-        raise CommandError(f"cannot write {option} {path!r}: not a file in an existing folder")
-    writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(folder, os.W_OK)
-    if not writable:
-        raise CommandError(f"cannot write {option} {path!r}: permission denied")
-
-
-class Command(Protocol):
-    """What a subcommand provides."""
-
-    name: str
-    help: str
-
-    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        """Adds the subcommand's arguments to ``parser``."""
-
-    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """Runs the subcommand and returns its exit code."""
 
 
 def _load_commands() -> list[Command]:

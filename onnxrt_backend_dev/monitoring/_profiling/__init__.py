@@ -1,0 +1,1 @@
+"""Profiling: the call graph built from pstats and its renderers."""

@@ -1,0 +1,1 @@
+"""Timing: the measuring loop (:mod:`.loop`)."""
