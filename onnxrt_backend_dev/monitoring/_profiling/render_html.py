@@ -9,11 +9,11 @@ total time, ``+++`` references jumping to the function's own entry. The template
 from __future__ import annotations
 
 import html
-import json
 from importlib import resources
 from typing import Any
 
 from .graph import FilterNode, ProfileNode, ViewOptions, _total_time, tree_rows
+from .safe import script_json
 
 
 def _template() -> str:
@@ -54,7 +54,6 @@ def render_html(
             for r in rows
         ],
     }
-    # '<' escaped so that no text in the data can close the script element.
-    payload = json.dumps(data).replace("<", "\\u003c")
+    payload = script_json(data)
     page = _template().replace("__TITLE__", html.escape(title))
     return page.replace("__DATA__", payload)
