@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from onnxrt_backend_dev.monitoring._timing import loop as _timing
+from onnxrt_backend_dev.monitoring._timing import stats as _stats
 from onnxrt_backend_dev.monitoring.benchmark import compare, format_comparison, measure_time
 
 DOCUMENTED = {
@@ -108,7 +109,7 @@ def test_statistics_match_the_statistics_module() -> None:
 
 
 def test_equal_samples_keep_min_average_max_ordered() -> None:
-    stats = _timing.summarize([0.1] * 7)
+    stats = _stats.summarize([0.1] * 7)
     assert stats["min_exec"] <= stats["average"] <= stats["max_exec"]
     assert stats["deviation"] == 0.0
 
@@ -377,11 +378,11 @@ def test_statistical_tests_agree_with_scipy() -> None:
     stats = pytest.importorskip("scipy.stats")
     a = [1.0, 1.2, 0.9, 1.4, 1.1, 1.3, 1.0, 1.25, 1.15, 1.05]
     b = [0.8, 0.95, 0.85, 1.0, 0.9, 0.7, 0.9, 0.75, 1.1, 0.88]
-    _, p = _timing.mann_whitney_u(a, b)
+    _, p = _stats.mann_whitney_u(a, b)
     expected = stats.mannwhitneyu(a, b, use_continuity=True, method="asymptotic").pvalue
     assert p == pytest.approx(expected, rel=1e-6)
 
-    t, df, p = _timing.welch_test(2.0, 0.3, 8, 1.7, 0.1, 12)
+    t, df, p = _stats.welch_test(2.0, 0.3, 8, 1.7, 0.1, 12)
     ref = stats.ttest_ind_from_stats(2.0, 0.3**0.5, 8, 1.7, 0.1**0.5, 12, equal_var=False)
     assert (t, p) == pytest.approx((ref.statistic, ref.pvalue), rel=1e-6)
-    assert _timing.student_t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-6)
+    assert _stats.student_t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-6)

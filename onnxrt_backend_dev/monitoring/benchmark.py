@@ -9,15 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._timing.loop import (
-    Clock,
-    Comparison,
-    compare_results,
-    compare_samples,
-    format_comparison,
-    measure,
-    measure_interleaved,
-)
+from ._timing.loop import Clock, measure, measure_interleaved
+from ._timing.stats import Comparison, compare_results, compare_samples, format_comparison
 
 __all__ = ["Comparison", "compare", "format_comparison", "measure_time"]
 

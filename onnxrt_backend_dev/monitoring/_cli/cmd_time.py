@@ -146,12 +146,8 @@ class TimeCommand:
         return 0
 
     def _compare(self, args: argparse.Namespace, setup: str | None, out: TextIO) -> int:
-        from .._timing.loop import (
-            compare_samples,
-            format_comparison,
-            measure_interleaved,
-            summarize,
-        )
+        from .._timing.loop import measure_interleaved
+        from .._timing.stats import compare_samples, format_comparison, summarize
 
         samples = measure_interleaved(
             [args.stmt, args.compare],

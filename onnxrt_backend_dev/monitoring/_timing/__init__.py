@@ -1,1 +1,1 @@
-"""Timing: the measuring loop (:mod:`.loop`)."""
+"""Timing: the measuring loop (:mod:`.loop`) and the statistics of its results (:mod:`.stats`)."""

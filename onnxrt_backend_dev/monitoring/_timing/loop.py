@@ -6,8 +6,10 @@
 * :func:`measure` runs the warmup and the batches (a fixed ``repeat x number`` or, with
   ``max_time``, batches planned by :func:`plan_next_batch` to end right after the budget)
   and returns a :class:`TimingResult`, the one value of this capability.
-* :func:`compare_results` and :func:`compare_statements` turn two timings into a
-  :class:`Comparison` (speedup with a confidence interval, Welch or Mann-Whitney U).
+* :func:`measure_interleaved` times several statements batch by batch in turn, for
+  :func:`.stats.compare_samples`.
+
+The statistics of the results (summaries, comparisons) live in :mod:`.stats`.
 
 Standard library only: nothing heavy is imported.
 """
@@ -18,12 +20,13 @@ import gc
 import itertools
 import math
 import operator
-import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
+
+from .stats import summarize
 
 Clock = Callable[[], float]
 # Runs one batch: (iterator over the executions, clock) -> seconds measured.
@@ -127,38 +130,6 @@ class TimingResult:
             "batches": int(self.batches),
             "runs": int(self.runs),
         }
-
-
-def summarize(values: Sequence[float]) -> dict[str, float]:
-    """Statistics of a non-empty series, as plain floats.
-
-    :param values: the samples
-    :return: ``average``, ``deviation`` (population standard deviation, never NaN),
-        ``min_exec``, ``max_exec``, ``median``, ``iqr`` (third minus first quartile)
-        and ``mad`` (median absolute deviation from the median, unscaled)
-    """
-    if not values:
-        raise ValueError("values must not be empty")
-    xs = [float(v) for v in values]
-    lo, hi = min(xs), max(xs)
-    # fsum then division can land one ulp outside [min, max] when all samples are equal.
-    mean = min(max(math.fsum(xs) / len(xs), lo), hi)
-    var = math.fsum((x - mean) ** 2 for x in xs) / len(xs)
-    median = float(statistics.median(xs))
-    if len(xs) >= 2:
-        q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-        iqr = float(q3 - q1)
-    else:
-        iqr = 0.0
-    return {
-        "average": mean,
-        "deviation": math.sqrt(var),
-        "min_exec": lo,
-        "max_exec": hi,
-        "median": median,
-        "iqr": iqr,
-        "mad": float(statistics.median(abs(x - median) for x in xs)),
-    }
 
 
 # --- validation ---------------------------------------------------------------------
@@ -382,268 +353,6 @@ def measure(
     )
 
 
-# --- comparison ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """How much faster ``candidate`` is than ``baseline``.
-
-    :param baseline: typical seconds of the baseline (median, or mean with Welch)
-    :param candidate: typical seconds of the candidate, same statistic
-    :param speedup: ``baseline / candidate`` time ratio: above 1, the candidate is faster
-    :param ci_low: lower bound of the confidence interval of ``speedup``
-    :param ci_high: upper bound of the confidence interval of ``speedup``
-    :param confidence: level of the interval, e.g. 0.95
-    :param p_value: two-sided p-value of the test of equal timings
-    :param significant: ``p_value < alpha``
-    :param method: ``"mann-whitney"`` (samples) or ``"welch"`` (summaries)
-    :param n_baseline: number of baseline samples
-    :param n_candidate: number of candidate samples
-    """
-
-    baseline: float
-    candidate: float
-    speedup: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    p_value: float
-    significant: bool
-    method: str
-    n_baseline: int
-    n_candidate: int
-
-    def to_dict(self) -> dict[str, int | float | str | bool]:
-        """The fields as a dictionary of plain values (JSON-ready)."""
-        return {
-            "baseline": self.baseline,
-            "candidate": self.candidate,
-            "speedup": self.speedup,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "confidence": self.confidence,
-            "p_value": self.p_value,
-            "significant": self.significant,
-            "method": self.method,
-            "n_baseline": self.n_baseline,
-            "n_candidate": self.n_candidate,
-        }
-
-
-def _check_level(name: str, value: float) -> None:
-    if not 0 < value < 1:
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (
-            m * (b - m) * x / ((qam + m2) * (a + m2)),
-            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
-        ):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta function ``I_x(a, b)``."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(ln_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(ln_front) * _betacf(b, a, 1.0 - x) / b
-
-
-def student_t_sf2(t: float, df: float) -> float:
-    """Two-sided tail probability ``P(|T| >= |t|)`` of Student's t with ``df`` degrees."""
-    return _betainc(df / 2.0, 0.5, df / (df + t * t))
-
-
-def student_t_quantile(p: float, df: float) -> float:
-    """``q`` such that ``P(T <= q) = p`` for ``p`` in (0.5, 1), found by bisection."""
-    lo, hi = 0.0, 1.0
-    while 0.5 * student_t_sf2(hi, df) > 1.0 - p:
-        hi *= 2.0
-    for _ in range(100):
-        mid = (lo + hi) / 2.0
-        if 0.5 * student_t_sf2(mid, df) > 1.0 - p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
-
-
-def welch_test(
-    mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int
-) -> tuple[float, float, float]:
-    """Welch's unequal-variance t-test from summaries (sample variances, ddof=1).
-
-    :return: ``(t, degrees of freedom, two-sided p-value)``
-    """
-    se2_a, se2_b = var_a / n_a, var_b / n_b
-    se2 = se2_a + se2_b
-    if se2 == 0:  # no spread at all: either identical or certainly different
-        return (0.0, math.inf, 1.0) if mean_a == mean_b else (math.inf, math.inf, 0.0)
-    t = (mean_a - mean_b) / math.sqrt(se2)
-    df = se2**2 / (se2_a**2 / (n_a - 1) + se2_b**2 / (n_b - 1))
-    return t, df, student_t_sf2(t, df)
-
-
-def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """Mann-Whitney U test, two-sided, normal approximation with tie and continuity
-    corrections (adequate from about 8 samples a side).
-
-    :return: ``(U of a, p-value)``
-    """
-    n_a, n_b = len(a), len(b)
-    pooled = sorted([(x, 0) for x in a] + [(x, 1) for x in b])
-    rank_sum_a, ties, i = 0.0, 0.0, 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        rank = (i + j) / 2.0 + 1.0  # average rank of the tied group
-        rank_sum_a += rank * sum(1 for k in range(i, j + 1) if pooled[k][1] == 0)
-        size = j - i + 1
-        ties += size**3 - size
-        i = j + 1
-    u_a = rank_sum_a - n_a * (n_a + 1) / 2.0
-    n = n_a + n_b
-    var = n_a * n_b / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-    if var <= 0:
-        return u_a, 1.0
-    z = (abs(u_a - n_a * n_b / 2.0) - 0.5) / math.sqrt(var)
-    return u_a, min(1.0, 2.0 * statistics.NormalDist().cdf(-max(z, 0.0)))
-
-
-def hodges_lehmann_ratio(
-    a: Sequence[float], b: Sequence[float], confidence: float
-) -> tuple[float, float, float]:
-    """Ratio ``a / b`` of typical values and its distribution-free confidence interval.
-
-    The Hodges-Lehmann shift between the logarithms of the samples (the median of all
-    pairwise differences) with the interval of order statistics that matches the
-    Mann-Whitney test; exponentiated back into a ratio.
-
-    :return: ``(ratio, low, high)``
-    """
-    diffs = sorted(math.log(x) - math.log(y) for x in a for y in b)
-    m = len(diffs)
-    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    k = math.floor(m / 2.0 - z * math.sqrt(len(a) * len(b) * (len(a) + len(b) + 1) / 12.0))
-    k = min(max(k, 0), (m - 1) // 2)
-    return (
-        math.exp(float(statistics.median(diffs))),
-        math.exp(diffs[k]),
-        math.exp(diffs[m - 1 - k]),
-    )
-
-
-def compare_samples(
-    baseline: Sequence[float], candidate: Sequence[float], confidence: float, alpha: float
-) -> Comparison:
-    """Compares two series of positive timings with the Mann-Whitney U test.
-
-    :param baseline: seconds per execution of the baseline
-    :param candidate: seconds per execution of the candidate
-    :param confidence: level of the interval of the speedup
-    :param alpha: significance threshold of the test
-    :return: the comparison
-    """
-    _check_level("confidence", confidence)
-    _check_level("alpha", alpha)
-    for name, xs in (("baseline", baseline), ("candidate", candidate)):
-        if len(xs) < 2 or min(xs) <= 0:
-            raise ValueError(f"{name} needs at least 2 positive samples, got {list(xs)!r}")
-    _, p = mann_whitney_u(baseline, candidate)
-    ratio, low, high = hodges_lehmann_ratio(baseline, candidate, confidence)
-    return Comparison(
-        baseline=float(statistics.median(baseline)),
-        candidate=float(statistics.median(candidate)),
-        speedup=ratio,
-        ci_low=low,
-        ci_high=high,
-        confidence=confidence,
-        p_value=p,
-        significant=p < alpha,
-        method="mann-whitney",
-        n_baseline=len(baseline),
-        n_candidate=len(candidate),
-    )
-
-
-def _summary(name: str, res: Mapping[str, Any]) -> tuple[float, float, int]:
-    """Mean, sample variance (ddof=1) and count from a ``measure_time`` dictionary."""
-    missing = {"average", "deviation", "repeat"} - set(res)
-    if missing:
-        raise ValueError(f"{name} misses keys {sorted(missing)} of a measure_time result")
-    mean, dev, n = float(res["average"]), float(res["deviation"]), int(res["repeat"])
-    if n < 2 or mean <= 0:
-        raise ValueError(
-            f"{name} needs repeat >= 2 and a positive average, got repeat={n}, average={mean}"
-        )
-    return mean, dev * dev * n / (n - 1), n
-
-
-def compare_results(
-    baseline: Mapping[str, Any],
-    candidate: Mapping[str, Any],
-    confidence: float,
-    alpha: float,
-) -> Comparison:
-    """Compares two ``measure_time`` dictionaries with Welch's t-test on their averages.
-
-    The interval of the ratio of means comes from the delta method on the log ratio.
-
-    :param baseline: result of the baseline
-    :param candidate: result of the candidate
-    :param confidence: level of the interval of the speedup
-    :param alpha: significance threshold of the test
-    :return: the comparison
-    """
-    _check_level("confidence", confidence)
-    _check_level("alpha", alpha)
-    m_a, v_a, n_a = _summary("baseline", baseline)
-    m_b, v_b, n_b = _summary("candidate", candidate)
-    _, df, p = welch_test(m_a, v_a, n_a, m_b, v_b, n_b)
-    ratio = m_a / m_b
-    # Relative standard errors add up in the variance of log(ratio).
-    se_log = math.sqrt(v_a / (n_a * m_a * m_a) + v_b / (n_b * m_b * m_b))
-    q = student_t_quantile(0.5 + confidence / 2.0, df) if math.isfinite(df) else 0.0
-    return Comparison(
-        baseline=m_a,
-        candidate=m_b,
-        speedup=ratio,
-        ci_low=ratio * math.exp(-q * se_log),
-        ci_high=ratio * math.exp(q * se_log),
-        confidence=confidence,
-        p_value=p,
-        significant=p < alpha,
-        method="welch",
-        n_baseline=n_a,
-        n_candidate=n_b,
-    )
-
-
 def measure_interleaved(
     stmts: Sequence[str | Callable[[], Any]],
     context: Mapping[str, Any] | None = None,
@@ -675,23 +384,3 @@ def measure_interleaved(
                 samples[i].append(float(inners[i](itertools.repeat(None, number), clock)) / number)
             order.reverse()
     return samples
-
-
-def format_comparison(cmp: Comparison, names: tuple[str, str] = ("baseline", "candidate")) -> str:
-    """One line such as ``candidate is 1.52x faster than baseline (95% CI 1.48x-1.56x,
-    p=0.0002, mann-whitney: significant)``.
-
-    :param cmp: the comparison
-    :param names: how to call the two sides
-    :return: the line
-    """
-    if cmp.speedup >= 1:
-        word, factor, low, high = "faster", cmp.speedup, cmp.ci_low, cmp.ci_high
-    else:
-        word, factor, low, high = "slower", 1 / cmp.speedup, 1 / cmp.ci_high, 1 / cmp.ci_low
-    verdict = "significant" if cmp.significant else "not significant"
-    return (
-        f"{names[1]} is {factor:.3g}x {word} than {names[0]} "
-        f"({cmp.confidence:.0%} CI {low:.3g}x-{high:.3g}x, p={cmp.p_value:.2g}, "
-        f"{cmp.method}: {verdict})"
-    )
