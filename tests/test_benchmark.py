@@ -6,21 +6,23 @@ figure is exact; a few real-time tests check the shape of the result and honest 
 
 from __future__ import annotations
 
+import copy
 import gc
 import io
 import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pprint import pprint
 from typing import Any
 
 import pytest
+from timing_fakes import FakeClock
 
 from onnxrt_backend_dev.monitoring._timing import loop as _timing
 from onnxrt_backend_dev.monitoring._timing import stats as _stats
-from onnxrt_backend_dev.monitoring.benchmark import compare, format_comparison, measure_time
+from onnxrt_backend_dev.monitoring.benchmark import ClockError, measure_time
 
 DOCUMENTED = {
     "average",
@@ -34,27 +36,6 @@ DOCUMENTED = {
     "warmup_time",
 }
 EXTRAS = {"median", "iqr", "mad", "batches", "runs"}
-
-
-class FakeClock:
-    """A clock that only moves when told: the statement under test advances it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-    def costing(self, seconds: float) -> Callable[[], None]:
-        """A statement that takes ``seconds`` on this clock."""
-        return lambda: self.advance(seconds)
-
-    def costing_each(self, costs: Iterator[float]) -> Callable[[], None]:
-        """A statement whose successive executions take ``next(costs)`` seconds."""
-        return lambda: self.advance(next(costs))
 
 
 # --- contract: shape -----------------------------------------------------------------
@@ -315,74 +296,130 @@ def test_gc_is_off_while_timing_unless_kept(keep_gc: bool, expected: bool) -> No
     assert gc.isenabled()
 
 
-# --- comparison ------------------------------------------------------------------------------
+# --- a clock that cannot time ---------------------------------------------------------------
 
 
-def _jittered(clock: FakeClock, cost: float) -> Callable[[], None]:
-    # Deterministic jitter of +-1 % so that the samples are not all tied.
-    steps = iter([cost * (1 + 0.01 * math.sin(i)) for i in range(10**6)])
-    return clock.costing_each(steps)
+def test_frozen_clock_with_max_time_stops_after_a_bounded_number_of_batches() -> None:
+    progress = _timing.Progress()
+    with pytest.raises(ClockError, match=r"did not advance over 8 batches in a row"):
+        _timing.measure("pass", clock=lambda: 1.0, max_time=0.1, progress=progress)
+    # Sizes 1, 10, ... 10**7: bounded, never a hang.
+    assert progress.batches == 8 and progress.runs == 11_111_111
 
 
-def test_compare_statements_finds_a_twofold_speedup() -> None:
+def test_frozen_clock_in_fixed_batches_is_refused_not_reported_as_zero() -> None:
+    progress = _timing.Progress()
+    with pytest.raises(ClockError, match=r"did not advance over 10 batches in a row"):
+        _timing.measure("pass", clock=lambda: 1.0, progress=progress)
+    assert progress.batches == 10
+
+
+class _Readings:
+    """A clock that returns the given readings, then keeps returning the last one."""
+
+    def __init__(self, *readings: float) -> None:
+        self.readings = list(readings)
+
+    def __call__(self) -> float:
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+@pytest.mark.parametrize(
+    ("clock", "error", "message"),
+    [
+        (
+            _Readings(0.0, 5.0, 4.0),
+            ClockError,
+            r"the clock went backwards: a batch of 1 executions measured -1.0 s",
+        ),
+        (
+            _Readings(0.0, 0.0, 1.0, 2.0, 1.5),
+            ClockError,
+            r"the clock went backwards: a batch of (50|1) executions measured -0.5 s",
+        ),
+        (_Readings(0.0, 0.0, 0.0, math.nan), ClockError, r"the clock returned nan"),
+        (_Readings(math.nan), ClockError, r"the clock returned nan"),
+        (_Readings(0.0, 0.0, 0.0, 0.0, math.inf), ClockError, r"the clock returned inf"),
+        (lambda: None, TypeError, r"clock must return a float, got NoneType"),
+        (lambda: "1.0", TypeError, r"clock must return a float, got str"),
+    ],
+)
+def test_a_clock_going_backwards_or_nan_is_refused_at_once(
+    clock: Callable[[], Any], error: type[Exception], message: str
+) -> None:
+    # The first reading is the check of the clock, then two per batch (warmup first).
+    with pytest.raises(error, match=message):
+        measure_time("pass", clock=copy.deepcopy(clock))
+    with pytest.raises(error, match=message):
+        measure_time("pass", clock=copy.deepcopy(clock), max_time=0.1)
+
+
+def test_a_coarse_clock_still_times_with_max_time() -> None:
     clock = FakeClock()
-    cmp = compare(_jittered(clock, 2e-6), _jittered(clock, 1e-6), clock=clock, number=1)
-    assert cmp.method == "mann-whitney"
-    assert cmp.speedup == pytest.approx(2.0, rel=0.02)
-    assert cmp.ci_low <= cmp.speedup <= cmp.ci_high
-    assert cmp.significant and cmp.p_value < 1e-4
-    assert (cmp.n_baseline, cmp.n_candidate) == (20, 20)
-    assert format_comparison(cmp).startswith("candidate is 2")
+    # Ticks of 1 ms for a statement of 1 us: most small batches measure 0.
+    coarse = lambda: math.floor(clock.now * 1000) / 1000  # noqa: E731
+    res = measure_time(clock.costing(1e-6), max_time=0.5, clock=coarse)
+    assert res["ttime"] >= 0.5
+    assert res["average"] == pytest.approx(1e-6, rel=0.1)
+    assert res["deviation"] >= 0 and res["min_exec"] >= 0
 
 
-def test_compare_identical_statements_is_not_significant() -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"context": [1]}, "context must be a dict or None, got list"),
+        ({"context": "x"}, "context must be a dict or None, got str"),
+        ({"setup": 1}, "setup must be a str or None, got int"),
+        ({"setup": b"pass"}, "setup must be a str or None, got bytes"),
+        ({"clock": 1.0}, "clock must be a callable or None, got float"),
+    ],
+)
+def test_errors_name_context_setup_and_clock(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(TypeError, match=f"^{message}$"):
+        measure_time("pass", **kwargs)
+
+
+def test_a_statement_slower_than_the_budget_runs_warmup_and_one_execution() -> None:
+    # Documented bound: the budget bounds the timed batches, never one execution.
     clock = FakeClock()
-    cost = 2.0**-20  # exact sums: every sample is tied
-    cmp = compare(clock.costing(cost), clock.costing(cost), clock=clock)
-    assert cmp.speedup == pytest.approx(1.0)
-    assert cmp.p_value == 1.0 and not cmp.significant
+    res = measure_time(clock.costing(2.0), max_time=1.0, clock=clock)
+    assert (res["warmup_time"], res["ttime"], clock.now) == (2.0, 2.0, 4.0)
+    clock = FakeClock()
+    res = measure_time(clock.costing(2.0), max_time=1.0, warmup=0, clock=clock)
+    assert (res["ttime"], clock.now) == (2.0, 2.0)
 
 
-def test_compare_interleaves_in_alternating_order() -> None:
-    order: list[str] = []
-    compare(lambda: order.append("a"), lambda: order.append("b"), repeat=3, number=1, warmup=0)
-    assert "".join(order) == "abbaab"
+# --- timeit's autorange and partial results ------------------------------------------------
 
 
-def test_compare_results_uses_welch() -> None:
-    a = {"average": 2e-6, "deviation": 1e-7, "repeat": 10}
-    b = {"average": 1e-6, "deviation": 1e-7, "repeat": 10}
-    cmp = compare(a, b)
-    assert cmp.method == "welch"
-    assert cmp.speedup == pytest.approx(2.0)
-    assert cmp.ci_low < 2.0 < cmp.ci_high and cmp.significant
-    assert "faster" in format_comparison(cmp)
-    assert "slower" in format_comparison(compare(b, a))
+@pytest.mark.parametrize(
+    ("cost", "expected"), [(1.1e-6, 200_000), (3e-7, 1_000_000), (0.5, 1), (0.15, 2)]
+)
+def test_autorange_finds_the_batch_timeit_would(cost: float, expected: int) -> None:
+    clock = FakeClock()
+    assert _timing.autorange(clock.costing(cost), clock=clock) == expected
 
 
-def test_compare_rejects_mixed_or_thin_inputs() -> None:
-    with pytest.raises(TypeError, match="both statements or both results, got dict and str"):
-        compare({"average": 1.0, "deviation": 0.0, "repeat": 3}, "pass")
-    with pytest.raises(ValueError, match="repeat >= 2"):
-        compare(
-            {"average": 1.0, "deviation": 0.0, "repeat": 1},
-            {"average": 1.0, "deviation": 0.0, "repeat": 3},
-        )
-    with pytest.raises(ValueError, match="misses keys"):
-        compare({"average": 1.0}, {"average": 1.0})
-    with pytest.raises(ValueError, match="confidence must be in"):
-        compare("pass", "pass", confidence=1.5)
+def test_autorange_with_a_frozen_clock_stops() -> None:
+    with pytest.raises(ClockError, match="did not advance over 24 batches"):
+        _timing.autorange("pass", clock=lambda: 1.0)
 
 
-def test_statistical_tests_agree_with_scipy() -> None:
-    stats = pytest.importorskip("scipy.stats")
-    a = [1.0, 1.2, 0.9, 1.4, 1.1, 1.3, 1.0, 1.25, 1.15, 1.05]
-    b = [0.8, 0.95, 0.85, 1.0, 0.9, 0.7, 0.9, 0.75, 1.1, 0.88]
-    _, p = _stats.mann_whitney_u(a, b)
-    expected = stats.mannwhitneyu(a, b, use_continuity=True, method="asymptotic").pvalue
-    assert p == pytest.approx(expected, rel=1e-6)
+def test_result_from_what_was_timed_so_far() -> None:
+    clock = FakeClock()
+    progress = _timing.Progress()
+    costs = iter([1e-3] * 3 + [1.0] * 10)  # warmup 1, then 2 batches of 1, then a failure
 
-    t, df, p = _stats.welch_test(2.0, 0.3, 8, 1.7, 0.1, 12)
-    ref = stats.ttest_ind_from_stats(2.0, 0.3**0.5, 8, 1.7, 0.1**0.5, 12, equal_var=False)
-    assert (t, p) == pytest.approx((ref.statistic, ref.pvalue), rel=1e-6)
-    assert _stats.student_t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-6)
+    def stmt() -> None:
+        cost = next(costs)
+        if cost == 1.0:
+            raise KeyboardInterrupt
+        clock.advance(cost)
+
+    with pytest.raises(KeyboardInterrupt):
+        _timing.measure(stmt, repeat=5, number=1, clock=clock, progress=progress)
+    res = _timing.result_from(progress).to_dict()
+    assert (res["repeat"], res["runs"], res["warmup_time"]) == (2, 2, 1e-3)
+    assert res["average"] == pytest.approx(1e-3)
+    with pytest.raises(ValueError, match="no batch was timed"):
+        _timing.result_from(_timing.Progress())

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._timing.loop import Clock, measure, measure_interleaved
+from ._timing.loop import Clock, ClockError, measure, measure_interleaved
 from ._timing.stats import Comparison, compare_results, compare_samples, format_comparison
 
-__all__ = ["Comparison", "compare", "format_comparison", "measure_time"]
+__all__ = ["ClockError", "Comparison", "compare", "format_comparison", "measure_time"]
 
 
 def measure_time(
@@ -47,7 +47,10 @@ def measure_time(
         time in seconds; ``repeat`` and ``number`` are then ignored: batch sizes are
         calibrated (about ``max_time / 50`` seconds each, at most 0.2 s) and the last
         batches shrink so that the total ends just past ``max_time``;
-        ``div_by_number`` must be True
+        ``div_by_number`` must be True; the warmup is not part of the budget, and a
+        statement slower than ``max_time`` still runs ``warmup`` executions and one
+        timed execution (a 2 s statement with ``max_time=1`` takes 4 s, 2 s with
+        ``warmup=0``): the budget bounds the timed batches, never one execution
     :param keep_gc: keep the garbage collector enabled while timing (it is disabled by
         default, as :mod:`timeit` does, and restored afterwards)
     :param setup: code run before each batch, outside the timed region, whose names are
@@ -76,10 +79,16 @@ def measure_time(
           timed (with ``max_time``, batches shorter than a quarter of the target
           batch time count here and in ``ttime`` but not in the statistics)
     :raises TypeError: ``stmt`` is neither a str nor a callable (the message names the
-        type), or a count is not an int
+        type), a count is not an int, ``context`` is not a dict, ``setup`` not a str,
+        ``clock`` not callable or not returning a number
     :raises ValueError: ``repeat < 1``, ``number < 1``, ``warmup < 0``,
         ``max_time <= 0``, or ``max_time`` with ``div_by_number=False``
     :raises SyntaxError: a str ``stmt`` or ``setup`` is not valid Python (at call time)
+    :raises ClockError: (a RuntimeError) the clock cannot time the statement: a batch
+        measured a negative time (the clock went backwards), NaN or infinity, or the
+        clock did not advance at all (over the ``repeat`` batches; with ``max_time``,
+        over 8 batches in a row while their size grows tenfold): no statistic is ever
+        negative or NaN, and a frozen clock never makes ``max_time`` loop forever
 
     Any exception raised by the statement propagates unchanged.
 
@@ -122,6 +131,7 @@ def compare(
     keep_gc: bool = False,
     setup: str | None = None,
     clock: Clock | None = None,
+    max_time: float | None = None,
 ) -> Comparison:
     """Tells how much faster ``candidate`` is than ``baseline``, and whether it is
     significant, in process (what ``pyperf compare_to`` does across files).
@@ -130,6 +140,12 @@ def compare(
       order alternating, so that a drift of the machine weighs on both alike. The speedup
       is the Hodges-Lehmann ratio of the per-execution times with its distribution-free
       interval, the test is Mann-Whitney U.
+    * With ``max_time`` (seconds), ``repeat`` and ``number`` are ignored: the batch
+      size is calibrated so that a batch of the slower statement lasts about
+      ``max_time / 100`` (at most 0.2 s), then batches of each statement alternate
+      until ``max_time`` seconds are measured, calibration included (at least 5 of
+      each, even past the budget). ``benchmarks/bench_compare_power.py`` measures how
+      often a 1 % or 2 % difference is detected within 0.5 s and 1 s.
     * Two results of :func:`measure_time` (or dictionaries loaded back from JSON) are
       compared on their ``average``, ``deviation`` and ``repeat`` with Welch's t-test;
       the interval of the ratio of means comes from the delta method.
@@ -145,12 +161,27 @@ def compare(
     :param keep_gc: keep the garbage collector enabled while timing
     :param setup: code run before each batch, outside the timed region
     :param clock: returns seconds, :func:`time.perf_counter` by default
+    :param max_time: time budget in seconds for two statements (see above)
     :return: a :class:`Comparison`: ``speedup = baseline time / candidate time`` (above
         1, the candidate is faster), ``ci_low``, ``ci_high``, ``p_value``,
         ``significant``; ``format_comparison(cmp)`` reads as one line
-    :raises TypeError: the two sides are not both statements or both results
-    :raises ValueError: as :func:`measure_time`, or a result with ``repeat < 2``
+    The Hodges-Lehmann ratio and its interval are exact (the order statistics of all
+    ``n m`` pairwise ratios, selected without building them): O(n log n) time and O(n)
+    memory in ``repeat``.
+
+    :raises TypeError: the two sides are not both statements or both results, or as
+        :func:`measure_time`
+    :raises ValueError: as :func:`measure_time`; for results, a missing key, an
+        ``average`` that is not a finite number > 0, a ``deviation`` that is not a finite
+        number >= 0, a ``repeat`` that is not an int >= 2 (the message names the key)
+    :raises ClockError: as :func:`measure_time`; also when a batch measured 0 s
     """
+    for name, side in (("baseline", baseline), ("candidate", candidate)):
+        if not (isinstance(side, (str, Mapping)) or callable(side)):
+            raise TypeError(
+                f"{name} must be a statement (str or callable) or a measure_time result "
+                f"(dict), got {type(side).__name__}"
+            )
     if isinstance(baseline, Mapping) and isinstance(candidate, Mapping):
         return compare_results(baseline, candidate, confidence, alpha)
     if isinstance(baseline, Mapping) or isinstance(candidate, Mapping):
@@ -167,5 +198,6 @@ def compare(
         setup=setup,
         keep_gc=keep_gc,
         clock=clock,
+        max_time=max_time,
     )
     return compare_samples(samples[0], samples[1], confidence, alpha)

@@ -22,7 +22,7 @@ import math
 import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
@@ -59,6 +59,20 @@ _LAST_BATCH_MARGIN = 1.02
 # Batches shorter than this fraction of the target are timed and counted in ttime but
 # left out of the statistics: the clock's own cost weighs too much on them.
 _SHORT_BATCH_FRACTION = 0.25
+# A clock that did not advance over this many batches in a row (while their size grows
+# tenfold, up to 10**7 executions) cannot time the statement: the run stops there.
+_MAX_STILL_BATCHES = 8
+# With a budget, compare() aims at this many batches of each statement...
+_COMPARE_BATCHES = 50
+# ...and times at least this many, even past the budget (a test needs samples).
+_COMPARE_MIN_BATCHES = 5
+# The batch the command line calibrates (as python -m timeit): at least this long.
+AUTORANGE_SECONDS = 0.2
+
+
+class ClockError(RuntimeError):
+    """The clock cannot time the statement: it went backwards, returned NaN or never
+    advanced."""
 
 
 @dataclass
@@ -68,11 +82,18 @@ class Progress:
     :param batches: batches timed so far
     :param runs: executions timed so far
     :param measured: seconds measured so far (the future ``ttime``)
+    :param times: seconds of each batch timed so far, so that a run stopped midway (a
+        signal) can still report what it measured
+    :param sizes: executions of each of those batches
+    :param warmup_time: seconds taken by the warmup, once done
     """
 
     batches: int = 0
     runs: int = 0
     measured: float = 0.0
+    times: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    warmup_time: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -154,14 +175,25 @@ def validate(
     warmup: Any,
     div_by_number: bool,
     max_time: Any,
+    *,
+    context: Any = None,
+    setup: Any = None,
+    clock: Any = None,
 ) -> None:
     """Checks the arguments of ``measure_time``; messages name the parameter and value.
 
-    :raises TypeError: a value of the wrong type (``stmt`` neither str nor callable...)
+    :raises TypeError: a value of the wrong type (``stmt`` neither str nor callable,
+        ``context`` not a dict, ``setup`` not a str, ``clock`` not callable...)
     :raises ValueError: a value out of range, or ``max_time`` without ``div_by_number``
     """
     if not isinstance(stmt, str) and not callable(stmt):
         raise TypeError(f"stmt must be a str or a callable, got {type(stmt).__name__}")
+    if context is not None and not isinstance(context, Mapping):
+        raise TypeError(f"context must be a dict or None, got {type(context).__name__}")
+    if setup is not None and not isinstance(setup, str):
+        raise TypeError(f"setup must be a str or None, got {type(setup).__name__}")
+    if clock is not None and not callable(clock):
+        raise TypeError(f"clock must be a callable or None, got {type(clock).__name__}")
     _check_int("repeat", repeat, 1)
     _check_int("number", number, 1)
     _check_int("warmup", warmup, 0)
@@ -270,37 +302,104 @@ class _GcOff:
             gc.enable()
 
 
-def _run_batch(inner: Inner, clock: Clock, size: int, progress: Progress) -> float:
-    t = float(inner(itertools.repeat(None, size), clock))
-    progress.batches += 1
-    progress.runs += size
-    progress.measured += t
+def _checked(seconds: Any, size: int) -> float:
+    """The seconds a batch of ``size`` executions measured, refused when the clock cannot
+    have measured them: NaN, infinite or negative (a clock that went backwards)."""
+    t = float(seconds)
+    if math.isnan(t) or math.isinf(t):
+        raise ClockError(f"the clock returned {t!r}: a batch of {size} executions measured {t!r} s")
+    if t < 0:
+        raise ClockError(f"the clock went backwards: a batch of {size} executions measured {t!r} s")
     return t
 
 
-def _run_budget(
-    inner: Inner, clock: Clock, max_time: float, progress: Progress
-) -> tuple[list[float], list[int]]:
-    times: list[float] = []
-    sizes: list[int] = []
-    size, total = 1, 0.0
+def _check_clock(clock: Clock) -> None:
+    """Refuses a clock that does not return a real number, before anything runs."""
+    value = clock()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"clock must return a float, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ClockError(f"the clock returned {value!r}")
+
+
+def _still_error(still: int, size: int) -> ClockError:
+    return ClockError(
+        f"the clock did not advance over {still} batches in a row (the last one of {size:,} "
+        "executions): it cannot time this statement"
+    )
+
+
+def _run_batch(inner: Inner, clock: Clock, size: int, progress: Progress) -> float:
+    t = _checked(inner(itertools.repeat(None, size), clock), size)
+    progress.batches += 1
+    progress.runs += size
+    progress.measured += t
+    progress.times.append(t)
+    progress.sizes.append(size)
+    return t
+
+
+def _run_fixed(inner: Inner, clock: Clock, repeat: int, number: int, progress: Progress) -> None:
+    for _ in range(repeat):
+        _run_batch(inner, clock, number, progress)
+    if progress.measured == 0:
+        raise _still_error(repeat, number)
+
+
+def _run_budget(inner: Inner, clock: Clock, max_time: float, progress: Progress) -> None:
+    size, total, still = 1, 0.0, 0
     while size > 0:
         t = _run_batch(inner, clock, size, progress)
-        times.append(t)
-        sizes.append(size)
+        still = still + 1 if t == 0 else 0
+        if still >= _MAX_STILL_BATCHES:
+            raise _still_error(still, size)
         total += t
         size = plan_next_batch(size, t, total, max_time)
-    return times, sizes
 
 
 def _keep_long_batches(
-    times: list[float], sizes: list[int], max_time: float
-) -> tuple[list[float], list[int]]:
+    times: Sequence[float], sizes: Sequence[int], max_time: float
+) -> tuple[Sequence[float], Sequence[int]]:
     threshold = batch_target(max_time) * _SHORT_BATCH_FRACTION
     kept = [(t, n) for t, n in zip(times, sizes, strict=True) if t >= threshold]
     if not kept:  # a tiny budget: everything is short, keep everything
         return times, sizes
     return [t for t, _ in kept], [n for _, n in kept]
+
+
+def result_from(
+    progress: Progress,
+    div_by_number: bool = True,
+    context_size: int = 0,
+    max_time: float | None = None,
+) -> TimingResult:
+    """The result of the batches timed so far: at the end of :func:`measure`, or after
+    a run stopped midway (a signal) when at least one batch was timed.
+
+    :param progress: the counters the run filled
+    :param div_by_number: statistics per execution (True) or per batch (False)
+    :param context_size: ``sys.getsizeof(context)``
+    :param max_time: the budget of the run, None for a fixed ``repeat x number``
+    :return: the result
+    :raises ValueError: no batch was timed
+    """
+    if not progress.times:
+        raise ValueError("no batch was timed")
+    kept: Sequence[float] = progress.times
+    sizes: Sequence[int] = progress.sizes
+    if max_time is not None:
+        kept, sizes = _keep_long_batches(progress.times, progress.sizes, max_time)
+    return TimingResult(
+        times=tuple(float(t) for t in kept),
+        sizes=tuple(sizes),
+        div_by_number=div_by_number,
+        ttime=float(math.fsum(progress.times)),
+        batches=len(progress.times),
+        runs=sum(progress.sizes),
+        warmup_time=progress.warmup_time,
+        context_size=context_size,
+        max_time=max_time,
+    )
 
 
 def measure(
@@ -322,35 +421,105 @@ def measure(
     :param setup: code run before each batch, outside the timed region
     :param keep_gc: leave the garbage collector enabled while timing
     :param clock: returns seconds, ``time.perf_counter`` by default
-    :param progress: counters updated after each batch (for a live status)
+    :param progress: counters updated after each batch (for a live status, or to
+        report what was measured when the run is stopped midway)
     :return: the result
+    :raises ClockError: the clock went backwards, returned NaN or did not advance
     """
-    validate(stmt, repeat, number, warmup, div_by_number, max_time)
+    validate(
+        stmt,
+        repeat,
+        number,
+        warmup,
+        div_by_number,
+        max_time,
+        context=context,
+        setup=setup,
+        clock=clock,
+    )
     # Plain Python numbers from here on (numpy integers are accepted on input).
     repeat, number, warmup = operator.index(repeat), operator.index(number), operator.index(warmup)
     inner = build_timer(stmt, context, setup)
     clock = perf_counter if clock is None else clock
+    _check_clock(clock)
     progress = Progress() if progress is None else progress
     with _GcOff(keep_gc):
-        warmup_time = float(inner(itertools.repeat(None, warmup), clock)) if warmup else 0.0
+        if warmup:
+            progress.warmup_time = _checked(inner(itertools.repeat(None, warmup), clock), warmup)
         if max_time is None:
-            times = [_run_batch(inner, clock, number, progress) for _ in range(repeat)]
-            all_sizes = [number] * repeat
-            kept, sizes = times, all_sizes
+            _run_fixed(inner, clock, repeat, number, progress)
         else:
-            times, all_sizes = _run_budget(inner, clock, float(max_time), progress)
-            kept, sizes = _keep_long_batches(times, all_sizes, float(max_time))
-    return TimingResult(
-        times=tuple(float(t) for t in kept),
-        sizes=tuple(sizes),
-        div_by_number=div_by_number,
-        ttime=float(math.fsum(times)),
-        batches=len(times),
-        runs=sum(all_sizes),
-        warmup_time=warmup_time,
-        context_size=sys.getsizeof({} if context is None else context),
-        max_time=None if max_time is None else float(max_time),
+            _run_budget(inner, clock, float(max_time), progress)
+    return result_from(
+        progress,
+        div_by_number,
+        sys.getsizeof({} if context is None else context),
+        None if max_time is None else float(max_time),
     )
+
+
+def autorange(
+    stmt: str | Callable[[], Any],
+    context: Mapping[str, Any] | None = None,
+    *,
+    setup: str | None = None,
+    keep_gc: bool = False,
+    clock: Clock | None = None,
+    seconds: float = AUTORANGE_SECONDS,
+) -> int:
+    """The executions per batch that make a batch last at least ``seconds``, found as
+    :meth:`timeit.Timer.autorange` does: 1, 2, 5, 10, 20, 50... executions until one
+    batch is long enough.
+
+    :param seconds: the least duration of a batch
+    :return: the batch size
+    :raises ClockError: the clock went backwards, returned NaN or did not advance
+    """
+    validate(stmt, 1, 1, 0, True, None, context=context, setup=setup, clock=clock)
+    inner = build_timer(stmt, context, setup)
+    clock = perf_counter if clock is None else clock
+    _check_clock(clock)
+    still = 0
+    with _GcOff(keep_gc):
+        for size in (f * 10**e for e in itertools.count() for f in (1, 2, 5)):
+            t = _checked(inner(itertools.repeat(None, size), clock), size)
+            if t >= seconds:
+                return size
+            still = still + 1 if t == 0 else 0
+            # Three sizes per tenfold growth: the same bound in executions as a budget.
+            if still >= 3 * _MAX_STILL_BATCHES:
+                raise _still_error(still, size)
+    raise AssertionError("unreachable: itertools.count() never ends")
+
+
+def _interleaved_round(
+    inners: list[Inner], clock: Clock, number: int, order: list[int]
+) -> list[float]:
+    """One batch of each statement in ``order``; seconds by statement index."""
+    times = [0.0] * len(inners)
+    for i in order:
+        times[i] = _checked(inners[i](itertools.repeat(None, number), clock), number)
+    order.reverse()  # the next round runs them the other way round
+    return times
+
+
+def _calibrate_interleaved(
+    inners: list[Inner], clock: Clock, target: float, order: list[int]
+) -> tuple[int, float]:
+    """Grows the batch size (at most tenfold a round) until the slowest statement's batch
+    lasts about ``target``; returns the size and the seconds the rounds measured."""
+    number, spent, still = 1, 0.0, 0
+    while True:
+        times = _interleaved_round(inners, clock, number, order)
+        spent += sum(times)
+        slowest = max(times)
+        if slowest >= target * 0.8:
+            return number, spent
+        still = still + 1 if slowest == 0 else 0
+        if still >= _MAX_STILL_BATCHES:
+            raise _still_error(still, number)
+        growth = _MAX_GROWTH if slowest == 0 else min(_MAX_GROWTH, target / slowest)
+        number = max(number + 1, math.ceil(number * growth))
 
 
 def measure_interleaved(
@@ -363,24 +532,45 @@ def measure_interleaved(
     setup: str | None = None,
     keep_gc: bool = False,
     clock: Clock | None = None,
+    max_time: float | None = None,
 ) -> list[list[float]]:
     """Times several statements batch by batch in turn, so that a drift of the machine
     (frequency, another process) weighs on all of them alike; the order alternates.
 
-    :return: seconds per execution, one list of ``repeat`` samples per statement
+    With ``max_time``, ``repeat`` and ``number`` are ignored: the batch size grows until
+    the slowest statement's batch lasts about ``max_time / (2 * 50)`` seconds (at most
+    0.2 s), then rounds of one batch of each statement run until the seconds measured,
+    calibration included, reach ``max_time``, and at least 5 rounds.
+
+    :return: seconds per execution, one list of samples per statement
+    :raises ClockError: the clock went backwards, returned NaN or did not advance
+        during a batch (a sample of 0 s cannot be compared)
     """
     for stmt in stmts:
-        validate(stmt, repeat, number, warmup, True, None)
+        validate(
+            stmt, repeat, number, warmup, True, max_time, context=context, setup=setup, clock=clock
+        )
     inners = [build_timer(stmt, context, setup) for stmt in stmts]
     clock = perf_counter if clock is None else clock
+    _check_clock(clock)
     samples: list[list[float]] = [[] for _ in inners]
     order = list(range(len(inners)))
+    rounds, spent = repeat, 0.0
     with _GcOff(keep_gc):
         if warmup:
-            for inner in inners:
-                inner(itertools.repeat(None, warmup), clock)
-        for _ in range(repeat):
             for i in order:
-                samples[i].append(float(inners[i](itertools.repeat(None, number), clock)) / number)
-            order.reverse()
+                _checked(inners[i](itertools.repeat(None, warmup), clock), warmup)
+        if max_time is not None:
+            target = min(max_time / (len(inners) * _COMPARE_BATCHES), _MAX_BATCH_SECONDS)
+            number, spent = _calibrate_interleaved(inners, clock, target, order)
+            rounds = _COMPARE_MIN_BATCHES
+        done = 0
+        while done < rounds or (max_time is not None and spent < max_time):
+            times = _interleaved_round(inners, clock, number, order)
+            if min(times) == 0:
+                raise _still_error(1, number)
+            for i, t in enumerate(times):
+                samples[i].append(t / number)
+            spent += sum(times)
+            done += 1
     return samples

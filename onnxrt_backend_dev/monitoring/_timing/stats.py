@@ -12,7 +12,10 @@ Standard library only: nothing heavy is imported.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
+import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -201,6 +204,111 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     return u_a, min(1.0, 2.0 * statistics.NormalDist().cdf(-max(z, 0.0)))
 
 
+# Below this many candidate pairs, the selection sorts them: cheaper than more rounds.
+_SELECT_SORT_BELOW = 4096
+# Candidates drawn each round to choose the pivots.
+_SELECT_SAMPLE = 1024
+
+
+def _ranks_below(
+    a: Sequence[float], bd: Sequence[float], pivot: float
+) -> tuple[list[int], list[int]]:
+    """For each row ``i`` of the matrix ``a[i] - bd[j]`` (rows and columns ascending):
+    how many of its entries are ``< pivot`` and how many are ``<= pivot``.
+
+    Both counts shrink as ``i`` grows, so one walk down the staircase costs O(n + m).
+    """
+    lt: list[int] = []
+    le: list[int] = []
+    j_lt = j_le = len(bd)
+    for x in a:
+        while j_lt > 0 and x - bd[j_lt - 1] >= pivot:
+            j_lt -= 1
+        while j_le > 0 and x - bd[j_le - 1] > pivot:
+            j_le -= 1
+        lt.append(j_lt)
+        le.append(j_le)
+    return lt, le
+
+
+def _pick_pivots(
+    a: Sequence[float],
+    bd: Sequence[float],
+    lo: list[int],
+    hi: list[int],
+    rank: float,
+    rng: random.Random,
+) -> tuple[float, float]:
+    """Two candidate differences that likely bracket the one of relative rank ``rank``
+    among the candidates left (between ``lo`` and ``hi``): order statistics of a random
+    sample around that rank, a few standard errors apart (as Floyd and Rivest select)."""
+    bounds = list(itertools.accumulate(h - low for low, h in zip(lo, hi, strict=True)))
+    draws = []
+    for _ in range(_SELECT_SAMPLE):
+        r = rng.randrange(bounds[-1])
+        i = bisect.bisect_right(bounds, r)
+        draws.append(a[i] - bd[hi[i] - (bounds[i] - r)])
+    draws.sort()
+    spread = math.sqrt(_SELECT_SAMPLE)
+    low_at = max(0, math.floor(rank * _SELECT_SAMPLE - spread))
+    high_at = min(_SELECT_SAMPLE - 1, math.ceil(rank * _SELECT_SAMPLE + spread))
+    return draws[low_at], draws[high_at]
+
+
+def _clamped_ranks(
+    a: Sequence[float], bd: Sequence[float], pivot: float, lo: list[int], hi: list[int]
+) -> tuple[list[int], list[int]]:
+    lt, le = _ranks_below(a, bd, pivot)
+    return (
+        [min(max(c, low), h) for c, low, h in zip(lt, lo, hi, strict=True)],
+        [min(max(c, low), h) for c, low, h in zip(le, lo, hi, strict=True)],
+    )
+
+
+def kth_difference(a: Sequence[float], bd: Sequence[float], k: int) -> float:
+    """The ``k``-th smallest (from 0) of the ``len(a) * len(bd)`` differences
+    ``a[i] - bd[j]``, exactly as sorting them all would give it, without building them.
+
+    ``a`` must be ascending and ``bd`` descending, so that the matrix of differences is
+    sorted along its rows and its columns. Randomized selection over that matrix: each
+    round draws two pivots that likely bracket the answer, counts the differences below
+    them along the staircase (O(n + m)) and keeps the candidates between them, about a
+    sixteenth; a few rounds, O(n + m) memory.
+
+    :param a: ascending values
+    :param bd: descending values
+    :param k: rank, ``0 <= k < len(a) * len(bd)``
+    :return: the difference of rank ``k``
+    """
+    n, m = len(a), len(bd)
+    if not 0 <= k < n * m:
+        raise ValueError(f"k must be in [0, {n * m}), got {k}")
+    lo, hi = [0] * n, [m] * n
+    below = 0  # differences left out under the candidates, all <= the answer
+    rng = random.Random(k)  # a fixed seed: same rounds, same time, for the same input
+    left = n * m
+    while left > _SELECT_SORT_BELOW:
+        p1, p2 = _pick_pivots(a, bd, lo, hi, (k - below) / left, rng)
+        lt1, le1 = _clamped_ranks(a, bd, p1, lo, hi)
+        lt2, le2 = _clamped_ranks(a, bd, p2, lo, hi)
+        counts = [
+            below + sum(c - low for c, low in zip(x, lo, strict=True)) for x in (lt1, le1, lt2, le2)
+        ]
+        if k < counts[0]:  # below both pivots: a rare miss, still a cut
+            hi = lt1
+        elif k < counts[1]:
+            return p1
+        elif k < counts[2]:  # between the pivots, the usual case
+            below, lo, hi = counts[1], le1, lt2
+        elif k < counts[3]:
+            return p2
+        else:  # above both pivots
+            below, lo = counts[3], le2
+        left = sum(h - low for low, h in zip(lo, hi, strict=True))
+    rest = sorted(a[i] - bd[j] for i in range(n) for j in range(lo[i], hi[i]))
+    return rest[k - below]
+
+
 def hodges_lehmann_ratio(
     a: Sequence[float], b: Sequence[float], confidence: float
 ) -> tuple[float, float, float]:
@@ -208,19 +316,27 @@ def hodges_lehmann_ratio(
 
     The Hodges-Lehmann shift between the logarithms of the samples (the median of all
     pairwise differences) with the interval of order statistics that matches the
-    Mann-Whitney test; exponentiated back into a ratio.
+    Mann-Whitney test (normal approximation of its rank), exponentiated back into a ratio.
+    The order statistics are selected exactly (:func:`kth_difference`), with no
+    approximation, in O((n + m) log(n m)) time and O(n + m) memory instead of sorting
+    the ``n m`` differences.
 
     :return: ``(ratio, low, high)``
     """
-    diffs = sorted(math.log(x) - math.log(y) for x in a for y in b)
-    m = len(diffs)
+    la = sorted(math.log(x) for x in a)
+    lbd = sorted((math.log(y) for y in b), reverse=True)
+    m = len(la) * len(lbd)
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
     k = math.floor(m / 2.0 - z * math.sqrt(len(a) * len(b) * (len(a) + len(b) + 1) / 12.0))
     k = min(max(k, 0), (m - 1) // 2)
+    if m % 2:
+        median = kth_difference(la, lbd, m // 2)
+    else:  # as statistics.median: the mean of the two middle values
+        median = (kth_difference(la, lbd, m // 2 - 1) + kth_difference(la, lbd, m // 2)) / 2
     return (
-        math.exp(float(statistics.median(diffs))),
-        math.exp(diffs[k]),
-        math.exp(diffs[m - 1 - k]),
+        math.exp(median),
+        math.exp(kth_difference(la, lbd, k)),
+        math.exp(kth_difference(la, lbd, m - 1 - k)),
     )
 
 
@@ -238,8 +354,11 @@ def compare_samples(
     _check_level("confidence", confidence)
     _check_level("alpha", alpha)
     for name, xs in (("baseline", baseline), ("candidate", candidate)):
-        if len(xs) < 2 or min(xs) <= 0:
-            raise ValueError(f"{name} needs at least 2 positive samples, got {list(xs)!r}")
+        if len(xs) < 2:
+            raise ValueError(f"{name} needs at least 2 samples, got {len(xs)}")
+        bad = next((x for x in xs if not 0 < x < math.inf), None)
+        if bad is not None:
+            raise ValueError(f"{name} samples must be finite and > 0, got {bad!r}")
     _, p = mann_whitney_u(baseline, candidate)
     ratio, low, high = hodges_lehmann_ratio(baseline, candidate, confidence)
     return Comparison(
@@ -257,16 +376,29 @@ def compare_samples(
     )
 
 
-def _summary(name: str, res: Mapping[str, Any]) -> tuple[float, float, int]:
-    """Mean, sample variance (ddof=1) and count from a ``measure_time`` dictionary."""
+def _finite(name: str, key: str, value: Any, minimum: float, strict: bool) -> float:
+    """``value`` as a finite float at or above ``minimum`` (above it if ``strict``)."""
+    rule = f"a finite number {'>' if strict else '>='} {minimum:g}"
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    number = float(value) if ok else math.nan
+    if not (math.isfinite(number) and (number > minimum if strict else number >= minimum)):
+        raise ValueError(f"{name}[{key!r}] must be {rule}, got {value!r}")
+    return number
+
+
+def _summary(name: str, res: Any) -> tuple[float, float, int]:
+    """Mean, sample variance (ddof=1) and count from a ``measure_time`` dictionary, checked:
+    it may have been loaded back from a file."""
+    if not isinstance(res, Mapping):
+        raise TypeError(f"{name} must be a measure_time result (a dict), got {type(res).__name__}")
     missing = {"average", "deviation", "repeat"} - set(res)
     if missing:
         raise ValueError(f"{name} misses keys {sorted(missing)} of a measure_time result")
-    mean, dev, n = float(res["average"]), float(res["deviation"]), int(res["repeat"])
-    if n < 2 or mean <= 0:
-        raise ValueError(
-            f"{name} needs repeat >= 2 and a positive average, got repeat={n}, average={mean}"
-        )
+    mean = _finite(name, "average", res["average"], 0.0, strict=True)
+    dev = _finite(name, "deviation", res["deviation"], 0.0, strict=False)
+    n = res["repeat"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"{name}['repeat'] must be an int >= 2, got {n!r}")
     return mean, dev * dev * n / (n - 1), n
 
 
@@ -310,21 +442,47 @@ def compare_results(
     )
 
 
-def format_comparison(cmp: Comparison, names: tuple[str, str] = ("baseline", "candidate")) -> str:
+def _digits(*values: float) -> int:
+    """Significant digits enough for every value other than exactly 1 not to read as 1."""
+    for digits in range(3, 18):
+        if all(x == 1.0 or float(f"{x:.{digits}g}") != 1.0 for x in values):
+            return digits
+    return 17
+
+
+def format_comparison(cmp: Comparison, names: Sequence[str] = ("baseline", "candidate")) -> str:
     """One line such as ``candidate is 1.52x faster than baseline (95% CI 1.48x-1.56x,
-    p=0.0002, mann-whitney: significant)``.
+    p=0.0002, mann-whitney: significant)``, or, when the difference is not significant,
+    ``no significant difference: candidate takes 0.9966x the time of baseline (95% CI
+    ...)``. Ratios get the digits they need to differ from 1: never "1x faster".
 
     :param cmp: the comparison
-    :param names: how to call the two sides
+    :param names: how to call the two sides, baseline first
     :return: the line
+    :raises TypeError: ``cmp`` is not a :class:`Comparison` or a name is not a str
+    :raises ValueError: ``names`` does not hold exactly two names
     """
+    if not isinstance(cmp, Comparison):
+        raise TypeError(f"cmp must be a Comparison, got {type(cmp).__name__}")
+    if isinstance(names, str) or not isinstance(names, Sequence) or len(names) != 2:
+        raise ValueError(f"names must be two names (baseline, candidate), got {names!r}")
+    if not all(isinstance(x, str) for x in names):
+        raise TypeError(f"names must be two str, got {names!r}")
+    level = f"{cmp.confidence:.0%} CI"
+    if not cmp.significant:
+        ratio, low, high = 1 / cmp.speedup, 1 / cmp.ci_high, 1 / cmp.ci_low
+        d = _digits(ratio, low, high)
+        return (
+            f"no significant difference: {names[1]} takes {ratio:.{d}g}x the time of "
+            f"{names[0]} ({level} {low:.{d}g}x-{high:.{d}g}x, p={cmp.p_value:.2g}, "
+            f"{cmp.method})"
+        )
     if cmp.speedup >= 1:
         word, factor, low, high = "faster", cmp.speedup, cmp.ci_low, cmp.ci_high
     else:
         word, factor, low, high = "slower", 1 / cmp.speedup, 1 / cmp.ci_high, 1 / cmp.ci_low
-    verdict = "significant" if cmp.significant else "not significant"
+    d = _digits(factor, low, high)
     return (
-        f"{names[1]} is {factor:.3g}x {word} than {names[0]} "
-        f"({cmp.confidence:.0%} CI {low:.3g}x-{high:.3g}x, p={cmp.p_value:.2g}, "
-        f"{cmp.method}: {verdict})"
+        f"{names[1]} is {factor:.{d}g}x {word} than {names[0]} "
+        f"({level} {low:.{d}g}x-{high:.{d}g}x, p={cmp.p_value:.2g}, {cmp.method}: significant)"
     )

@@ -1,0 +1,326 @@
+"""Tests for the statistics of timings (_timing/stats.py) and ``compare`` / ``format_comparison``
+(benchmark.py): exact figures with a fake clock, the exact selection of the Hodges-Lehmann
+order statistics against sorting all the pairs, the validation of result dictionaries."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import statistics
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from timing_fakes import FakeClock
+
+from onnxrt_backend_dev.monitoring._timing import stats as _stats
+from onnxrt_backend_dev.monitoring.benchmark import ClockError, compare, format_comparison
+
+# --- comparison ------------------------------------------------------------------------------
+
+
+def _jittered(clock: FakeClock, cost: float) -> Callable[[], None]:
+    # Deterministic jitter of +-1 % so that the samples are not all tied.
+    steps = iter([cost * (1 + 0.01 * math.sin(i)) for i in range(10**6)])
+    return clock.costing_each(steps)
+
+
+def test_compare_statements_finds_a_twofold_speedup() -> None:
+    clock = FakeClock()
+    cmp = compare(_jittered(clock, 2e-6), _jittered(clock, 1e-6), clock=clock, number=1)
+    assert cmp.method == "mann-whitney"
+    assert cmp.speedup == pytest.approx(2.0, rel=0.02)
+    assert cmp.ci_low <= cmp.speedup <= cmp.ci_high
+    assert cmp.significant and cmp.p_value < 1e-4
+    assert (cmp.n_baseline, cmp.n_candidate) == (20, 20)
+    assert format_comparison(cmp).startswith("candidate is 2")
+
+
+def test_compare_identical_statements_is_not_significant() -> None:
+    clock = FakeClock()
+    cost = 2.0**-20  # exact sums: every sample is tied
+    cmp = compare(clock.costing(cost), clock.costing(cost), clock=clock)
+    assert cmp.speedup == pytest.approx(1.0)
+    assert cmp.p_value == 1.0 and not cmp.significant
+
+
+def test_compare_interleaves_in_alternating_order() -> None:
+    order: list[str] = []
+    compare(lambda: order.append("a"), lambda: order.append("b"), repeat=3, number=1, warmup=0)
+    assert "".join(order) == "abbaab"
+
+
+def test_compare_results_uses_welch() -> None:
+    a = {"average": 2e-6, "deviation": 1e-7, "repeat": 10}
+    b = {"average": 1e-6, "deviation": 1e-7, "repeat": 10}
+    cmp = compare(a, b)
+    assert cmp.method == "welch"
+    assert cmp.speedup == pytest.approx(2.0)
+    assert cmp.ci_low < 2.0 < cmp.ci_high and cmp.significant
+    assert "faster" in format_comparison(cmp)
+    assert "slower" in format_comparison(compare(b, a))
+
+
+def test_compare_rejects_mixed_or_thin_inputs() -> None:
+    with pytest.raises(TypeError, match="both statements or both results, got dict and str"):
+        compare({"average": 1.0, "deviation": 0.0, "repeat": 3}, "pass")
+    with pytest.raises(ValueError, match=r"baseline\['repeat'\] must be an int >= 2"):
+        compare(
+            {"average": 1.0, "deviation": 0.0, "repeat": 1},
+            {"average": 1.0, "deviation": 0.0, "repeat": 3},
+        )
+    with pytest.raises(ValueError, match="misses keys"):
+        compare({"average": 1.0}, {"average": 1.0})
+    with pytest.raises(ValueError, match="confidence must be in"):
+        compare("pass", "pass", confidence=1.5)
+
+
+def test_statistical_tests_agree_with_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    a = [1.0, 1.2, 0.9, 1.4, 1.1, 1.3, 1.0, 1.25, 1.15, 1.05]
+    b = [0.8, 0.95, 0.85, 1.0, 0.9, 0.7, 0.9, 0.75, 1.1, 0.88]
+    _, p = _stats.mann_whitney_u(a, b)
+    expected = stats.mannwhitneyu(a, b, use_continuity=True, method="asymptotic").pvalue
+    assert p == pytest.approx(expected, rel=1e-6)
+
+    t, df, p = _stats.welch_test(2.0, 0.3, 8, 1.7, 0.1, 12)
+    ref = stats.ttest_ind_from_stats(2.0, 0.3**0.5, 8, 1.7, 0.1**0.5, 12, equal_var=False)
+    assert (t, p) == pytest.approx((ref.statistic, ref.pvalue), rel=1e-6)
+    assert _stats.student_t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-6)
+
+
+# --- Hodges-Lehmann: exact selection, not quadratic ------------------------------------------
+
+
+def _hodges_lehmann_by_sorting(
+    a: list[float], b: list[float], confidence: float
+) -> tuple[float, float, float]:
+    """The former implementation: every pairwise difference, sorted (O(n m))."""
+    diffs = sorted(math.log(x) - math.log(y) for x in a for y in b)
+    m = len(diffs)
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    k = math.floor(m / 2.0 - z * math.sqrt(len(a) * len(b) * (len(a) + len(b) + 1) / 12.0))
+    k = min(max(k, 0), (m - 1) // 2)
+    return math.exp(statistics.median(diffs)), math.exp(diffs[k]), math.exp(diffs[m - 1 - k])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hodges_lehmann_is_exactly_the_one_of_all_sorted_pairs(seed: int) -> None:
+    rng = random.Random(seed)
+    n, m = rng.randint(2, 150), rng.randint(2, 150)  # up to 22,500 pairs: several rounds
+    # Ties on purpose (a coarse clock gives them): a few repeated values among random ones.
+    a = [rng.choice([1.0, 1.25, rng.uniform(0.5, 2.0)]) for _ in range(n)]
+    b = [rng.choice([1.0, 1.1, rng.uniform(0.5, 2.0)]) for _ in range(m)]
+    confidence = rng.choice([0.9, 0.95, 0.99])
+    assert _stats.hodges_lehmann_ratio(a, b, confidence) == _hodges_lehmann_by_sorting(
+        a, b, confidence
+    )
+
+
+def test_kth_difference_matches_sorting_at_every_rank() -> None:
+    rng = random.Random(7)
+    a = sorted(rng.choice([0.0, 0.5, rng.random()]) for _ in range(90))
+    bd = sorted((rng.choice([0.0, rng.random()]) for _ in range(70)), reverse=True)
+    expected = sorted(x - y for x in a for y in bd)
+    assert [_stats.kth_difference(a, bd, k) for k in range(0, len(expected), 37)] == expected[::37]
+    with pytest.raises(ValueError, match=r"k must be in \[0, 6300\), got 6300"):
+        _stats.kth_difference(a, bd, 6300)
+
+
+def test_hodges_lehmann_needs_linear_memory_and_few_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(3)
+    a = [rng.uniform(1.0, 2.0) for _ in range(2000)]
+    b = [rng.uniform(1.0, 2.0) for _ in range(2000)]
+    walks: list[float] = []
+    ranks_below = _stats._ranks_below
+
+    def counted(x: Any, y: Any, pivot: float) -> tuple[list[int], list[int]]:
+        walks.append(pivot)
+        return ranks_below(x, y, pivot)
+
+    monkeypatch.setattr(_stats, "_ranks_below", counted)
+    tracemalloc.start()
+    try:
+        _stats.hodges_lehmann_ratio(a, b, 0.95)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Sorting the 4,000,000 pairs would take over 100 MB; the selection keeps a few lists
+    # of 2,000 indices.
+    assert peak < 4_000_000, peak
+    # Four order statistics, each a few O(n) passes (two per round), not O(n m) work.
+    assert len(walks) <= 4 * 2 * 8, len(walks)
+
+
+def test_compare_ten_thousand_batches_with_a_fake_clock() -> None:
+    clock = FakeClock()
+    cmp = compare(
+        _jittered(clock, 1.02e-6), _jittered(clock, 1e-6), repeat=10_000, number=1, clock=clock
+    )
+    assert (cmp.n_baseline, cmp.n_candidate) == (10_000, 10_000)
+    assert cmp.speedup == pytest.approx(1.02, rel=2e-3)
+    assert cmp.ci_low < cmp.speedup < cmp.ci_high and cmp.significant
+
+
+# --- result dictionaries are checked ------------------------------------------------------------
+
+
+def _comparison(speedup: float, low: float, high: float, significant: bool) -> _stats.Comparison:
+    return _stats.Comparison(
+        baseline=speedup * 1e-6,
+        candidate=1e-6,
+        speedup=speedup,
+        ci_low=low,
+        ci_high=high,
+        confidence=0.95,
+        p_value=0.01 if significant else 0.5,
+        significant=significant,
+        method="mann-whitney",
+        n_baseline=20,
+        n_candidate=20,
+    )
+
+
+_SAMPLE = _comparison(1.5, 1.4, 1.6, True)
+
+
+# Wrongly typed calls on purpose: what a user without a type checker may write.
+_untyped_compare: Any = compare
+_untyped_format: Any = format_comparison
+
+GOOD = {"average": 1e-6, "deviation": 1e-8, "repeat": 10}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("average", math.nan, r"baseline\['average'\] must be a finite number > 0, got nan"),
+        ("average", math.inf, r"baseline\['average'\] must be a finite number > 0, got inf"),
+        ("average", -1e-6, r"baseline\['average'\] must be a finite number > 0, got -1e-06"),
+        ("average", 0.0, r"baseline\['average'\] must be a finite number > 0, got 0.0"),
+        ("average", "1e-6", r"baseline\['average'\] must be a finite number > 0, got '1e-6'"),
+        ("deviation", math.nan, r"baseline\['deviation'\] must be a finite number >= 0, got nan"),
+        ("deviation", -1.0, r"baseline\['deviation'\] must be a finite number >= 0, got -1.0"),
+        ("deviation", math.inf, r"baseline\['deviation'\] must be a finite number >= 0, got inf"),
+        ("repeat", 1, r"baseline\['repeat'\] must be an int >= 2, got 1"),
+        ("repeat", 2.5, r"baseline\['repeat'\] must be an int >= 2, got 2.5"),
+        ("repeat", True, r"baseline\['repeat'\] must be an int >= 2, got True"),
+        ("repeat", "10", r"baseline\['repeat'\] must be an int >= 2, got '10'"),
+        ("repeat", None, r"baseline\['repeat'\] must be an int >= 2, got None"),
+    ],
+)
+def test_compare_results_checks_each_key(key: str, value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        compare({**GOOD, key: value}, GOOD)
+    with pytest.raises(ValueError, match=f"^{message.replace('baseline', 'candidate')}$"):
+        compare(GOOD, {**GOOD, key: value})
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: _untyped_compare(None, "pass"),
+            TypeError,
+            "baseline must be a statement .* got NoneType",
+        ),
+        (
+            lambda: _untyped_compare("pass", 3),
+            TypeError,
+            "candidate must be a statement .* got int",
+        ),
+        (
+            lambda: _untyped_compare("x", "x", context=[1]),
+            TypeError,
+            "context must be a dict or None, got list",
+        ),
+        (
+            lambda: _untyped_compare("x", "x", setup=1),
+            TypeError,
+            "setup must be a str or None, got int",
+        ),
+        (lambda: _untyped_format(None), TypeError, "cmp must be a Comparison, got NoneType"),
+        (
+            lambda: _untyped_format(_SAMPLE, ("a",)),
+            ValueError,
+            r"names must be two names .* got \('a',\)",
+        ),
+        (lambda: _untyped_format(_SAMPLE, "ab"), ValueError, "names must be two names"),
+        (
+            lambda: _untyped_format(_SAMPLE, ("a", 2)),
+            TypeError,
+            r"names must be two str, got \('a', 2\)",
+        ),
+        (lambda: _untyped_compare("pass", "pass", max_time=0), ValueError, "max_time must be > 0"),
+    ],
+)
+def test_errors_name_the_parameter(
+    call: Callable[[], Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        call()
+
+
+# --- format_comparison never says "1x" ----------------------------------------------------------
+
+
+def test_no_significant_difference_says_so_with_a_ratio_that_is_not_one() -> None:
+    line = format_comparison(_comparison(1.0004, 0.999, 1.0018, False), ("old", "new"))
+    assert line == (
+        "no significant difference: new takes 0.9996x the time of old "
+        "(95% CI 0.9982x-1.001x, p=0.5, mann-whitney)"
+    )
+
+
+def test_a_significant_tiny_speedup_gets_the_digits_it_needs() -> None:
+    line = format_comparison(_comparison(1.00004, 1.00001, 1.00007, True))
+    assert line.startswith("candidate is 1.00004x faster than baseline (95% CI 1.00001x-1.00007x")
+
+
+@pytest.mark.parametrize("significant", [True, False])
+def test_never_one_x(significant: bool) -> None:
+    for e in range(1, 16):
+        for sign in (1, -1):
+            speedup = 1 + sign * 10.0**-e
+            line = format_comparison(
+                _comparison(speedup, speedup * 0.99, speedup * 1.01, significant)
+            )
+            assert not re.search(r"(?<![\d.])1x", line), line
+
+
+def test_compare_identical_statements_reads_as_no_difference() -> None:
+    clock = FakeClock()
+    cost = 2.0**-20
+    line = format_comparison(compare(clock.costing(cost), clock.costing(cost), clock=clock))
+    assert line.startswith("no significant difference: candidate takes 1x the time of baseline")
+
+
+# --- compare with a time budget -------------------------------------------------------------------
+
+
+def test_compare_with_max_time_alternates_batches_until_the_budget() -> None:
+    clock = FakeClock()
+    cmp = compare(
+        _jittered(clock, 1.02e-6), _jittered(clock, 1e-6), clock=clock, max_time=1.0, repeat=3
+    )
+    assert cmp.n_baseline == cmp.n_candidate
+    assert 45 <= cmp.n_baseline <= 60  # about 50 batches a side, repeat is ignored
+    assert clock.now >= 1.0  # everything timed, warmup and calibration included
+    assert clock.now <= 1.0 + 2 * 0.02 + 1e-3  # at most one round over the budget
+    assert cmp.significant and cmp.speedup == pytest.approx(1.02, rel=2e-3)
+
+
+def test_compare_with_max_time_times_at_least_five_batches_of_a_slow_statement() -> None:
+    clock = FakeClock()
+    cmp = compare(clock.costing(2.0), clock.costing(2.0), clock=clock, max_time=1.0, warmup=0)
+    assert (cmp.n_baseline, cmp.n_candidate) == (5, 5)
+    assert clock.now == pytest.approx(2.0 * 2 * (5 + 1))  # one calibration round, then 5
+
+
+def test_compare_with_a_frozen_clock_stops() -> None:
+    with pytest.raises(ClockError, match="did not advance over 8 batches"):
+        compare("pass", "pass", clock=lambda: 1.0, max_time=0.1)
+    with pytest.raises(ClockError, match="did not advance"):
+        compare("pass", "pass", clock=lambda: 1.0)
