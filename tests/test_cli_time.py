@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import io
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from helpers import Terminal, run_cli
@@ -63,10 +68,10 @@ def test_json_output_is_the_result_dictionary() -> None:
     assert {"average", "deviation", "min_exec", "max_exec", "ttime", "median"} <= set(doc)
 
 
-def test_max_time_reports_measured_total() -> None:
+def test_max_time_reports_runs_batches_and_measured_total() -> None:
     code, out, _ = _main("pass", "--max-time", "0.05", "-q")
     assert code == 0
-    assert re.search(r"; \d+ x \d+ runs, [\d.]+ ms measured\)$", out.strip()), out
+    assert re.search(r"; [\d,]+ runs in [\d,]+ batches, [\d.]+ ms measured\)$", out.strip()), out
 
 
 def test_live_status_on_a_terminal_for_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,26 +108,218 @@ def test_compare_json() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "code", "message"),
     [
-        (["x ="], "error: SyntaxError: "),
-        (["pass", "-r", "0"], "error: ValueError: repeat must be >= 1, got 0\n"),
-        (["pass", "-n", "0"], "error: ValueError: number must be >= 1, got 0\n"),
-        (["pass", "-w", "-1"], "error: ValueError: warmup must be >= 0, got -1\n"),
-        (["pass", "-t", "0"], "error: ValueError: max_time must be > 0 and finite, got 0.0\n"),
-        (["1/0"], "error: the statement raised ZeroDivisionError: division by zero\n"),
-        (["cos(1)"], "error: the statement raised NameError: name 'cos' is not defined\n"),
-        (["pass", "--compare", "pass", "-t", "1"], "error: --compare times a fixed"),
+        (["x ="], 1, "error: SyntaxError: "),
+        (["pass", "--compare", "x ="], 1, "error: SyntaxError: "),
+        (["pass", "-r", "0"], 2, "error: -r/--repeat must be >= 1, got 0\n"),
+        (["pass", "-n", "0"], 2, "error: -n/--number must be >= 1, got 0\n"),
+        (["pass", "-w", "-1"], 2, "error: -w/--warmup must be >= 0, got -1\n"),
+        (["pass", "-t", "0"], 2, "error: -t/--max-time must be > 0 and finite, got 0.0\n"),
+        (["pass", "-t", "inf"], 2, "error: -t/--max-time must be > 0 and finite, got inf\n"),
+        (["pass", "-t", "nan"], 2, "error: -t/--max-time must be > 0 and finite, got nan\n"),
+        (
+            ["pass", "--compare", "pass", "-r", "1"],
+            2,
+            "error: -r/--repeat must be >= 2 with --compare (a test needs two batches a side), "
+            "got 1\n",
+        ),
+        (["1/0"], 1, "error: the statement raised ZeroDivisionError: division by zero\n"),
+        (["cos(1)"], 1, "error: the statement raised NameError: name 'cos' is not defined\n"),
+        (
+            ["len(5)"],
+            1,
+            "error: the statement raised TypeError: object of type 'int' has no len()\n",
+        ),
+        (
+            ["int('x')"],
+            1,
+            "error: the statement raised ValueError: invalid literal for int() with base 10: 'x'\n",
+        ),
+        (
+            ["pass", "--compare", "len(5)", "-n", "2"],
+            1,
+            "error: a statement raised TypeError: object of type 'int' has no len()\n",
+        ),
         (
             ["1", "-s", "import no_such_module_xyz"],
+            1,
             "error: the statement or its --setup raised ModuleNotFoundError",
         ),
     ],
 )
-def test_user_mistakes_are_one_line_and_exit_code_1(argv: list[str], message: str) -> None:
-    code, out, err = _main(*argv)
-    assert code == 1 and out == ""
+def test_user_mistakes_are_one_line_naming_the_culprit(
+    argv: list[str], code: int, message: str
+) -> None:
+    got, out, err = _main(*argv, "-n", "3") if "-n" not in argv else _main(*argv)
+    assert (got, out) == (code, "")
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+class _Full(io.StringIO):
+    """An output stream on a full disk."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_output_is_not_blamed_on_the_statement() -> None:
+    err = io.StringIO()
+    code = _cli.main(["time", "pass", "-n", "3", "-r", "2"], out=_Full(), err=err)
+    assert code != 0
+    assert "statement" not in err.getvalue() and "No space left" in err.getvalue()
+
+
+# --- calibration, as timeit -------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Batches of at least 5 ms instead of timeit's 0.2 s: same logic, a shorter test.
+    monkeypatch.setattr(_cli_time, "_CALIBRATED_SECONDS", 0.005)
+
+
+@pytest.mark.usefixtures("quick_calibration")
+def test_without_n_the_batch_is_calibrated_and_the_counts_are_said() -> None:
+    code, out, _ = _main("sum(range(50))", "-q")
+    assert code == 0
+    assert re.search(r"; 5 x [\d,]+ runs, calibrated\)$", out.strip()), out
+    code, out, _ = _main("sum(range(50))", "-q", "--json")
+    doc = json.loads(out)
+    assert (doc["repeat"], doc["batches"], doc["calibrated"]) == (5, 5, True)
+    assert doc["number"] >= 10 and doc["runs"] == 5 * doc["number"]
+    # The calibrated batch lasts at least the target: number * median >= 5 ms, roughly.
+    assert doc["number"] * doc["max_exec"] >= 0.005 * 0.5
+
+
+@pytest.mark.usefixtures("quick_calibration")
+def test_r_alone_calibrates_the_number_and_keeps_the_repeat() -> None:
+    code, out, _ = _main("pass", "-r", "3", "--json")
+    doc = json.loads(out)
+    assert code == 0 and (doc["repeat"], doc["calibrated"]) == (3, True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "repeat", "number"), [(["-n", "7"], 5, 7), (["-n", "7", "-r", "3"], 3, 7)]
+)
+def test_n_and_r_are_obeyed_exactly(argv: list[str], repeat: int, number: int) -> None:
+    code, out, _ = _main("pass", *argv, "--json")
+    doc = json.loads(out)
+    assert code == 0
+    assert (doc["repeat"], doc["number"], doc["runs"], doc["batches"]) == (
+        repeat,
+        number,
+        repeat * number,
+        repeat,
+    )
+    assert doc["calibrated"] is False and doc["max_time"] is None
+    code, out, _ = _main("pass", *argv)
+    assert out.rstrip().endswith(f"; {repeat} x {number} runs)"), out
+
+
+def test_compare_calibrates_when_n_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_cli_time, "_COMPARE_BATCH_SECONDS", 0.002)
+    code, out, _ = _main("pass", "--compare", "pass", "--json", "-r", "4")
+    doc = json.loads(out)
+    assert code == 0 and doc["comparison"]["n_baseline"] == 4
+    assert doc["stmts"][0]["calibrated"] is True and doc["stmts"][0]["number"] > 1
+
+
+def test_compare_with_a_budget() -> None:
+    code, out, _ = _main("pass", "--compare", "pass", "-t", "0.1", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["comparison"]["n_baseline"] >= 5
+    assert doc["stmts"][0]["max_time"] == 0.1 and doc["stmts"][0]["ttime"] > 0
+
+
+# --- a signal stops it and what was measured is printed ----------------------------------------
+
+
+def _signal_at(execution: int, how: str) -> list[str]:
+    """A statement that sends itself a signal (or raises KeyboardInterrupt) at its
+    ``execution``-th run, counting the warmup, with batches of 10."""
+    act = "raise KeyboardInterrupt" if how == "SIGINT" else f"os.kill(os.getpid(), signal.{how})"
+    return [
+        f"_n.append(1)\nif len(_n) == {execution}: {act}",
+        "-s",
+        "import os, signal\n_n = globals().setdefault('_n', [])",
+        "-n",
+        "10",
+        "-r",
+        "100",
+        "-q",
+    ]
+
+
+@pytest.mark.parametrize(("how", "code"), [("SIGTERM", 143), ("SIGHUP", 129), ("SIGINT", 130)])
+def test_a_signal_prints_what_was_measured_so_far(how: str, code: int) -> None:
+    if not hasattr(signal, how):
+        pytest.skip(f"no {how} here")
+    got, out, err = _main(*_signal_at(35, how))
+    assert got == code
+    # Warmup 1, then batches of 10: the 35th execution is in the 4th batch, 3 were timed.
+    assert re.search(r"; 3 x 10 runs\)$", out.strip()), out
+    assert err == f"interrupted by {how}: what was measured so far, 30 runs in 3 batches\n"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is given back
+
+
+def test_a_signal_before_any_batch_says_so() -> None:
+    got, out, err = _main(*_signal_at(3, "SIGTERM"))
+    assert (got, out) == (143, "")
+    assert err == "interrupted by SIGTERM before a batch was timed\n"
+
+
+def test_a_signal_json_marks_the_result_as_interrupted() -> None:
+    got, out, _ = _main(*_signal_at(35, "SIGTERM"), "--json")
+    doc = json.loads(out)
+    assert got == 143 and (doc["interrupted"], doc["repeat"], doc["runs"]) == ("SIGTERM", 3, 30)
+
+
+def test_a_signal_during_compare_compares_what_was_timed() -> None:
+    argv = _signal_at(75, "SIGTERM")
+    got, out, err = _main(argv[0], "--compare", "_n.append(1)", *argv[1:])
+    lines = out.splitlines()
+    assert got == 143 and len(lines) == 3, (out, err)
+    # Only the first statement counts (each has its own globals): 1 + 7 x 10 < 75.
+    assert lines[0].rstrip().endswith("; 7 x 10 runs)"), lines
+    assert err == "interrupted by SIGTERM: what was measured so far\n"
+
+
+def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "onnxrt_backend_dev.monitoring",
+            "time",
+            "time.sleep(0.001)",
+            "-s",
+            f"import time, pathlib; pathlib.Path({str(started)!r}).touch()",
+            "-n",
+            "10",
+            "-r",
+            "100000",
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        time.sleep(0.3)  # a few batches of ~10 ms
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    assert re.match(r"^time\.sleep\(0\.001\): .*; [\d,]+ x 10 runs\)$", out.strip()), out
+    assert err.startswith("interrupted by SIGTERM: what was measured so far, "), err
 
 
 def test_real_subprocess() -> None:
@@ -143,6 +340,6 @@ def test_real_subprocess() -> None:
     assert proc.returncode == 0, proc.stderr
     assert re.match(
         r"^cos\(0\.5\): [\d.]+ (ns|µs) ± [\d.]+ \1 \(median [\d.]+ \1, min [\d.]+ \1; "
-        r"10 x 50 runs\)$",
+        r"5 x [\d,]+ runs, calibrated\)$",
         proc.stdout.strip(),
     ), proc.stdout

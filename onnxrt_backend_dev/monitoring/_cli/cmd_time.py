@@ -1,27 +1,42 @@
 """``time``: measures a statement from the command line, as ``python -m timeit`` does.
 
-Prints one line such as
-``cos(0.5): 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 10 x 50 runs)``,
-or the result of ``measure_time`` as JSON with ``--json``.
+Without ``-n``, the batch size is calibrated as timeit does (1, 2, 5, 10... executions
+until a batch lasts at least 0.2 s) and 5 batches are timed; ``-n`` and ``-r`` are
+obeyed exactly; ``-t`` times batches until a budget is spent. Prints one line such as
+``cos(0.5): 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 5 x 5,000,000 runs,
+calibrated)``, or the result of ``measure_time`` and the numbers used as JSON with
+``--json``. SIGTERM, SIGHUP or Ctrl-C stop it and print what was measured so far.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, TextIO
 
 from .._format import _TIME_UNITS, format_duration
-from .common import CommandError
+from .._timing.loop import ClockError, Interleaved
+from .common import EXIT_USAGE, CommandError
 
 # A live status is worth it only for long runs.
 _LIVE_STATUS_MIN_SECONDS = 5.0
 # Above this max/min ratio the result is flagged: the machine was busy or the statement
 # caches something.
 _UNSTABLE_RATIO = 4.0
-# Errors main() already reports as one line; anything else comes from the statement.
-_USER_ERRORS = (CommandError, ValueError, TypeError, SyntaxError)
+# Calibrated runs time this many batches of at least this many seconds, as
+# python -m timeit does.
+_CALIBRATED_REPEAT = 5
+_CALIBRATED_SECONDS = 0.2
+# Fixed comparisons: batches per statement when -n is given without -r.
+_COMPARE_REPEAT = 20
+# Calibrated comparisons: a batch lasts at least this long (20 batches a side).
+_COMPARE_BATCH_SECONDS = 0.02
 
 
 def _same_unit(seconds: float, like: str) -> str:
@@ -32,22 +47,93 @@ def _same_unit(seconds: float, like: str) -> str:
     return f"{seconds / factor:.{decimals}f} {unit}"
 
 
+def _counts(res: Mapping[str, Any]) -> str:
+    """How many batches and executions were timed: ``10 x 50 runs`` for fixed batches,
+    ``1,234 runs in 57 batches, 1.00 s measured`` for a budget."""
+    if res.get("max_time") is not None:
+        runs, batches = int(res.get("runs", 0)), int(res.get("batches", res["repeat"]))
+        return (
+            f"{runs:,} runs in {batches:,} batches, {format_duration(float(res['ttime']))} measured"
+        )
+    text = f"{int(res['repeat']):,} x {int(res['number']):,} runs"
+    return text + ", calibrated" if res.get("calibrated") else text
+
+
 def format_line(name: str, res: Mapping[str, Any]) -> str:
     """One line for a result of ``measure_time``.
 
     :param name: what was timed
-    :param res: the result
+    :param res: the result, with ``max_time`` (the budget or None) and ``calibrated``
+        (the batch size was calibrated) when known
     :return: ``name: average ± deviation (median ..., min ...; repeat x number runs)``
     """
     avg = format_duration(float(res["average"]))
-    runs = f"{res['repeat']} x {res['number']} runs"
-    if res.get("max_time") is not None:
-        runs += f", {format_duration(float(res['ttime']))} measured"
+    name = name.replace("\n", "\\n")  # a multi-line statement stays on one line
     return (
         f"{name}: {avg} ± {_same_unit(float(res['deviation']), avg)} "
         f"(median {_same_unit(float(res['median']), avg)}, "
-        f"min {_same_unit(float(res['min_exec']), avg)}; {runs})"
+        f"min {_same_unit(float(res['min_exec']), avg)}; {_counts(res)})"
     )
+
+
+class _Stopped(BaseException):
+    """Raised by the handler of SIGTERM or SIGHUP: stops the measurement as Ctrl-C does,
+    past the ``except Exception`` that reports the statement's own errors."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread while the statement
+    runs; the previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stopped(signum)
+
+    wanted = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, stop) for signum in wanted}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@dataclass
+class _Plan:
+    """The numbers used: what the options say, or what calibration found."""
+
+    repeat: int
+    number: int
+    max_time: float | None
+    calibrated: bool
+    # Filled batch by batch by measure_interleaved (kept when a signal stops it).
+    interleaved: Interleaved = field(default_factory=lambda: Interleaved([[], []]))
+
+
+def _option_errors(args: argparse.Namespace) -> None:
+    """Refuses option values before anything runs; the message names the option."""
+    checks = [
+        ("-r/--repeat", args.repeat, 2 if args.compare is not None else 1),
+        ("-n/--number", args.number, 1),
+        ("-w/--warmup", args.warmup, 0),
+    ]
+    for option, value, minimum in checks:
+        if value is not None and value < minimum:
+            why = " with --compare (a test needs two batches a side)" if minimum == 2 else ""
+            raise CommandError(f"{option} must be >= {minimum}{why}, got {value}", EXIT_USAGE)
+    if args.max_time is not None and not 0 < args.max_time < float("inf"):
+        raise CommandError(f"-t/--max-time must be > 0 and finite, got {args.max_time}", EXIT_USAGE)
+
+
+def _statement_error(what: str, e: Exception) -> CommandError:
+    return CommandError(f"{what} raised {type(e).__name__}: {e}")
 
 
 class TimeCommand:
@@ -66,9 +152,19 @@ class TimeCommand:
             default=[],
             help="setup code run before each batch, not timed (repeatable)",
         )
-        parser.add_argument("-r", "--repeat", type=int, default=10, help="batches (10)")
         parser.add_argument(
-            "-n", "--number", type=int, default=50, help="executions per batch (50)"
+            "-r",
+            "--repeat",
+            type=int,
+            default=None,
+            help=f"batches ({_CALIBRATED_REPEAT}, {_COMPARE_REPEAT} with --compare)",
+        )
+        parser.add_argument(
+            "-n",
+            "--number",
+            type=int,
+            default=None,
+            help="executions per batch (default: as timeit, enough for a batch to last 0.2 s)",
         )
         parser.add_argument(
             "-w", "--warmup", type=int, default=1, help="executions before timing (1)"
@@ -79,7 +175,7 @@ class TimeCommand:
             type=float,
             default=None,
             metavar="SECONDS",
-            help="time batches until this many seconds are measured (repeat is ignored)",
+            help="time batches until this many seconds are measured (-r and -n are ignored)",
         )
         parser.add_argument(
             "--compare",
@@ -87,91 +183,182 @@ class TimeCommand:
             default=None,
             help="also time STMT2 interleaved with STMT and tell which is faster",
         )
-        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+        parser.add_argument(
+            "--json", action="store_true", help="print the result and the numbers used as JSON"
+        )
         parser.add_argument(
             "-q", "--quiet", action="store_true", help="no live status, no warnings"
         )
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """Times the statement and prints the result."""
+        """Times the statement and prints the result (or what was measured when stopped
+        by a signal)."""
+        from .._timing.loop import build_timer
+
+        _option_errors(args)
         setup = "\n".join(args.setup) or None
-        if args.compare is not None and args.max_time is not None:
-            raise CommandError("--compare times a fixed --repeat x --number; drop --max-time")
-        try:
-            if args.compare is not None:
-                return self._compare(args, setup, out)
-            return self._time(args, setup, out, err)
-        except _USER_ERRORS:
-            raise
-        except Exception as e:  # the user's code failed: one line, no traceback
-            what = "the statement or its --setup" if setup else "the statement"
-            raise CommandError(f"{what} raised {type(e).__name__}: {e}") from e
+        # Compiled first: a syntax error is the user's text, not something it raised.
+        for stmt in [args.stmt] if args.compare is None else [args.stmt, args.compare]:
+            build_timer(stmt, None, setup)
+        if args.compare is not None:
+            return self._compare(args, setup, out, err)
+        return self._time(args, setup, out, err)
+
+    # --- one statement ------------------------------------------------------------------
 
     def _time(self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO) -> int:
         from .._progress import LiveStatus
-        from .._timing.loop import Progress, measure
+        from .._timing.loop import Progress, autorange, measure, result_from
 
         progress = Progress()
+        plan = _Plan(args.repeat, args.number, args.max_time, calibrated=False)
+        what = "the statement or its --setup" if setup else "the statement"
 
         def render() -> str:
             return f"timing {args.stmt}: {status.elapsed():.1f} s, {progress.runs:,} runs"
 
-        live = (
-            not args.quiet
-            and args.max_time is not None
-            and args.max_time >= _LIVE_STATUS_MIN_SECONDS
-        )
+        live = not args.quiet and (args.max_time or 0) >= _LIVE_STATUS_MIN_SECONDS
+        stopped: int | None = None
         with LiveStatus(err, render, enabled=None if live else False) as status:
-            result = measure(
-                args.stmt,
-                None,
-                repeat=args.repeat,
-                number=args.number,
-                warmup=args.warmup,
-                max_time=args.max_time,
-                setup=setup,
-                progress=progress,
+            try:
+                with _stop_on_signals():
+                    if plan.max_time is None and plan.number is None:
+                        plan.number = autorange(args.stmt, setup=setup, seconds=_CALIBRATED_SECONDS)
+                        plan.calibrated = True
+                    plan.repeat = plan.repeat or _CALIBRATED_REPEAT
+                    measure(
+                        args.stmt,
+                        None,
+                        repeat=plan.repeat,
+                        number=plan.number or 1,
+                        warmup=args.warmup,
+                        max_time=plan.max_time,
+                        setup=setup,
+                        progress=progress,
+                    )
+            except ClockError:
+                raise
+            except (_Stopped, KeyboardInterrupt) as e:
+                stopped = e.signum if isinstance(e, _Stopped) else signal.SIGINT
+            except Exception as e:  # the user's code failed: one line, no traceback
+                raise _statement_error(what, e) from e
+        if stopped is not None and not progress.times:
+            err.write(f"interrupted by {signal.Signals(stopped).name} before a batch was timed\n")
+            return 128 + stopped
+        res: dict[str, Any] = {
+            **result_from(progress, True, 0, plan.max_time).to_dict(),
+            "context_size": 0,
+            "max_time": plan.max_time,
+            "calibrated": plan.calibrated,
+        }
+        self._write(args, res, stopped, out, err)
+        return 0 if stopped is None else 128 + stopped
+
+    def _write(
+        self,
+        args: argparse.Namespace,
+        res: dict[str, Any],
+        stopped: int | None,
+        out: TextIO,
+        err: TextIO,
+    ) -> None:
+        if stopped is not None:
+            res["interrupted"] = signal.Signals(stopped).name
+            err.write(
+                f"interrupted by {res['interrupted']}: what was measured so far, "
+                f"{res['runs']:,} runs in {res['batches']:,} batches\n"
             )
-        res: dict[str, Any] = dict(result.to_dict())
         if args.json:
-            json.dump({"stmt": args.stmt, **res, "max_time": args.max_time}, out, indent=2)
+            json.dump({"stmt": args.stmt, **res}, out, indent=2)
             out.write("\n")
         else:
-            out.write(format_line(args.stmt, {**res, "max_time": args.max_time}) + "\n")
+            out.write(format_line(args.stmt, res) + "\n")
         if not args.quiet and res["max_exec"] > _UNSTABLE_RATIO * res["min_exec"]:
             err.write(
                 f"warning: the slowest batch took {res['max_exec'] / res['min_exec']:.1f}x "
                 "the fastest; the machine may be busy or the statement caches results\n"
             )
-        return 0
 
-    def _compare(self, args: argparse.Namespace, setup: str | None, out: TextIO) -> int:
+    # --- two statements -----------------------------------------------------------------
+
+    def _compare_plan(self, args: argparse.Namespace, setup: str | None) -> _Plan:
+        from .._timing.loop import autorange
+
+        plan = _Plan(args.repeat or _COMPARE_REPEAT, args.number, args.max_time, False)
+        if plan.max_time is None and plan.number is None:
+            # The smaller of the two sizes: the slower statement's batch lasts >= 20 ms.
+            plan.number = min(
+                autorange(stmt, setup=setup, seconds=_COMPARE_BATCH_SECONDS)
+                for stmt in (args.stmt, args.compare)
+            )
+            plan.calibrated = True
+        return plan
+
+    def _compare(
+        self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO
+    ) -> int:
         from .._timing.loop import measure_interleaved
+
+        what = "a statement or its --setup" if setup else "a statement"
+        stopped: int | None = None
+        plan = _Plan(0, 0, None, False)
+        try:
+            with _stop_on_signals():
+                plan = self._compare_plan(args, setup)
+                measure_interleaved(
+                    [args.stmt, args.compare],
+                    None,
+                    repeat=plan.repeat,
+                    number=plan.number or 1,
+                    warmup=args.warmup,
+                    setup=setup,
+                    max_time=plan.max_time,
+                    into=plan.interleaved,
+                )
+        except ClockError:
+            raise
+        except (_Stopped, KeyboardInterrupt) as e:
+            stopped = e.signum if isinstance(e, _Stopped) else signal.SIGINT
+        except Exception as e:  # the user's code failed: one line, no traceback
+            raise _statement_error(what, e) from e
+        if stopped is not None and min(len(xs) for xs in plan.interleaved.samples) < 2:
+            name = signal.Signals(stopped).name
+            err.write(f"interrupted by {name} before two batches of each were timed\n")
+            return 128 + stopped
+        if stopped is not None:
+            err.write(f"interrupted by {signal.Signals(stopped).name}: what was measured so far\n")
+        self._write_comparison(args, plan, out)
+        return 0 if stopped is None else 128 + stopped
+
+    def _write_comparison(self, args: argparse.Namespace, plan: _Plan, out: TextIO) -> None:
         from .._timing.stats import compare_samples, format_comparison, summarize
 
-        samples = measure_interleaved(
-            [args.stmt, args.compare],
-            None,
-            repeat=args.repeat,
-            number=args.number,
-            warmup=args.warmup,
-            setup=setup,
-        )
+        done = plan.interleaved
+        n = min(len(xs) for xs in done.samples)  # a round stopped midway: drop its half
+        samples = [xs[:n] for xs in done.samples]
         cmp = compare_samples(samples[0], samples[1], confidence=0.95, alpha=0.05)
+        numbers: dict[str, Any] = {
+            "repeat": n,
+            "number": done.number,
+            "max_time": plan.max_time,
+            "calibrated": plan.calibrated or plan.max_time is not None,
+            "batches": n,
+            "runs": n * done.number,
+            "ttime": done.measured / 2,
+        }
         sides = [
-            (name, {**summarize(xs), "repeat": args.repeat, "number": args.number})
+            (name, {**summarize(xs), **numbers})
             for name, xs in zip((args.stmt, args.compare), samples, strict=True)
         ]
         if args.json:
             stmts = [{"stmt": name, **side} for name, side in sides]
-            doc = {"stmts": stmts, "comparison": cmp.to_dict()}
-            json.dump(doc, out, indent=2)
+            json.dump({"stmts": stmts, "comparison": cmp.to_dict()}, out, indent=2)
             out.write("\n")
-            return 0
+            return
         for name, side in sides:
             out.write(format_line(name, side) + "\n")
-        out.write(format_comparison(cmp, (args.stmt, args.compare)) + "\n")
-        return 0
+        names = (args.stmt.replace("\n", "\\n"), args.compare.replace("\n", "\\n"))
+        out.write(format_comparison(cmp, names) + "\n")
 
 
 COMMAND = TimeCommand()

@@ -522,6 +522,21 @@ def _calibrate_interleaved(
         number = max(number + 1, math.ceil(number * growth))
 
 
+@dataclass
+class Interleaved:
+    """What :func:`measure_interleaved` timed so far, kept by the caller when the run is
+    stopped midway (a signal).
+
+    :param samples: seconds per execution, one list per statement
+    :param number: executions per batch (calibrated with ``max_time``)
+    :param measured: seconds measured, all statements, calibration included
+    """
+
+    samples: list[list[float]]
+    number: int = 0
+    measured: float = 0.0
+
+
 def measure_interleaved(
     stmts: Sequence[str | Callable[[], Any]],
     context: Mapping[str, Any] | None = None,
@@ -533,6 +548,7 @@ def measure_interleaved(
     keep_gc: bool = False,
     clock: Clock | None = None,
     max_time: float | None = None,
+    into: Interleaved | None = None,
 ) -> list[list[float]]:
     """Times several statements batch by batch in turn, so that a drift of the machine
     (frequency, another process) weighs on all of them alike; the order alternates.
@@ -542,6 +558,8 @@ def measure_interleaved(
     0.2 s), then rounds of one batch of each statement run until the seconds measured,
     calibration included, reach ``max_time``, and at least 5 rounds.
 
+    :param into: filled batch by batch (its samples lists are replaced), for a caller
+        that reports what was measured when the run is stopped midway
     :return: seconds per execution, one list of samples per statement
     :raises ClockError: the clock went backwards, returned NaN or did not advance
         during a batch (a sample of 0 s cannot be compared)
@@ -553,24 +571,27 @@ def measure_interleaved(
     inners = [build_timer(stmt, context, setup) for stmt in stmts]
     clock = perf_counter if clock is None else clock
     _check_clock(clock)
+    state = Interleaved([]) if into is None else into
     samples: list[list[float]] = [[] for _ in inners]
+    state.samples = samples
     order = list(range(len(inners)))
-    rounds, spent = repeat, 0.0
+    rounds = repeat
     with _GcOff(keep_gc):
         if warmup:
             for i in order:
                 _checked(inners[i](itertools.repeat(None, warmup), clock), warmup)
         if max_time is not None:
             target = min(max_time / (len(inners) * _COMPARE_BATCHES), _MAX_BATCH_SECONDS)
-            number, spent = _calibrate_interleaved(inners, clock, target, order)
+            number, state.measured = _calibrate_interleaved(inners, clock, target, order)
             rounds = _COMPARE_MIN_BATCHES
+        state.number = number
         done = 0
-        while done < rounds or (max_time is not None and spent < max_time):
+        while done < rounds or (max_time is not None and state.measured < max_time):
             times = _interleaved_round(inners, clock, number, order)
             if min(times) == 0:
                 raise _still_error(1, number)
             for i, t in enumerate(times):
                 samples[i].append(t / number)
-            spent += sum(times)
+            state.measured += sum(times)
             done += 1
     return samples
