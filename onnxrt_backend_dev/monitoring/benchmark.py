@@ -142,7 +142,7 @@ def compare(
       interval, the test is Mann-Whitney U.
     * With ``max_time`` (seconds), ``repeat`` and ``number`` are ignored: the batch
       size is calibrated so that a batch of the slower statement lasts about
-      ``max_time / 100`` (at most 0.2 s), then batches of each statement alternate
+      ``max_time / 1000`` (at most 0.2 s), then batches of each statement alternate
       until ``max_time`` seconds are measured, calibration included (at least 5 of
       each, even past the budget). ``benchmarks/bench_compare_power.py`` measures how
       often a 1 % or 2 % difference is detected within 0.5 s and 1 s.

@@ -62,8 +62,11 @@ _SHORT_BATCH_FRACTION = 0.25
 # A clock that did not advance over this many batches in a row (while their size grows
 # tenfold, up to 10**7 executions) cannot time the statement: the run stops there.
 _MAX_STILL_BATCHES = 8
-# With a budget, compare() aims at this many batches of each statement...
-_COMPARE_BATCHES = 50
+# With a budget, compare() aims at this many batches of each statement: short batches
+# (1 ms for a 1 s budget) are rarely hit by another process taking the CPU, and the rank
+# test shrugs off those that are (benchmarks/bench_compare_power.py: 50 batches of 10 ms
+# detected a 2 % difference in 0 of 6 trials on a busy machine, 500 in 6 of 6)...
+_COMPARE_BATCHES = 500
 # ...and times at least this many, even past the budget (a test needs samples).
 _COMPARE_MIN_BATCHES = 5
 # The batch the command line calibrates (as python -m timeit): at least this long.
@@ -554,7 +557,7 @@ def measure_interleaved(
     (frequency, another process) weighs on all of them alike; the order alternates.
 
     With ``max_time``, ``repeat`` and ``number`` are ignored: the batch size grows until
-    the slowest statement's batch lasts about ``max_time / (2 * 50)`` seconds (at most
+    the slowest statement's batch lasts about ``max_time / (2 * 500)`` seconds (at most
     0.2 s), then rounds of one batch of each statement run until the seconds measured,
     calibration included, reach ``max_time``, and at least 5 rounds.
 
