@@ -189,8 +189,6 @@ def test_without_n_the_batch_is_calibrated_and_the_counts_are_said() -> None:
     doc = json.loads(out)
     assert (doc["repeat"], doc["batches"], doc["calibrated"]) == (5, 5, True)
     assert doc["number"] >= 10 and doc["runs"] == 5 * doc["number"]
-    # The calibrated batch lasts at least the target: number * median >= 5 ms, roughly.
-    assert doc["number"] * doc["max_exec"] >= 0.005 * 0.5
 
 
 @pytest.mark.usefixtures("quick_calibration")

@@ -150,6 +150,10 @@ def compare(
       compared on their ``average``, ``deviation`` and ``repeat`` with Welch's t-test;
       the interval of the ratio of means comes from the delta method.
 
+    The Hodges-Lehmann ratio and its interval are exact (the order statistics of all
+    ``n m`` pairwise ratios, selected without building them): O(n log n) time and O(n)
+    memory in ``repeat``.
+
     :param baseline: the reference: a statement or a result of :func:`measure_time`
     :param candidate: the other one, of the same kind
     :param context: globals of str statements (see :func:`measure_time`)
@@ -165,10 +169,6 @@ def compare(
     :return: a :class:`Comparison`: ``speedup = baseline time / candidate time`` (above
         1, the candidate is faster), ``ci_low``, ``ci_high``, ``p_value``,
         ``significant``; ``format_comparison(cmp)`` reads as one line
-    The Hodges-Lehmann ratio and its interval are exact (the order statistics of all
-    ``n m`` pairwise ratios, selected without building them): O(n log n) time and O(n)
-    memory in ``repeat``.
-
     :raises TypeError: the two sides are not both statements or both results, or as
         :func:`measure_time`
     :raises ValueError: as :func:`measure_time`; for results, a missing key, an
