@@ -294,7 +294,9 @@ def test_compare_identical_statements_reads_as_no_difference() -> None:
     clock = FakeClock()
     cost = 2.0**-20
     line = format_comparison(compare(clock.costing(cost), clock.costing(cost), clock=clock))
-    assert line.startswith("no significant difference: candidate takes 1x the time of baseline")
+    assert line.startswith(
+        "no significant difference: candidate takes the same time as baseline (ratio exactly 1, "
+    )
 
 
 # --- compare with a time budget -------------------------------------------------------------------

@@ -472,10 +472,14 @@ def format_comparison(cmp: Comparison, names: Sequence[str] = ("baseline", "cand
     if not cmp.significant:
         ratio, low, high = 1 / cmp.speedup, 1 / cmp.ci_high, 1 / cmp.ci_low
         d = _digits(ratio, low, high)
+        takes = (
+            f"takes the same time as {names[0]} (ratio exactly 1, "
+            if ratio == 1
+            else f"takes {ratio:.{d}g}x the time of {names[0]} ("
+        )
         return (
-            f"no significant difference: {names[1]} takes {ratio:.{d}g}x the time of "
-            f"{names[0]} ({level} {low:.{d}g}x-{high:.{d}g}x, p={cmp.p_value:.2g}, "
-            f"{cmp.method})"
+            f"no significant difference: {names[1]} {takes}{level} {low:.{d}g}x-{high:.{d}g}x, "
+            f"p={cmp.p_value:.2g}, {cmp.method})"
         )
     if cmp.speedup >= 1:
         word, factor, low, high = "faster", cmp.speedup, cmp.ci_low, cmp.ci_high
