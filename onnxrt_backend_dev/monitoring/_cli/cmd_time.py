@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +22,19 @@ from types import FrameType
 from typing import Any, TextIO
 
 from .._format import _TIME_UNITS, format_duration
-from .._timing.loop import ClockError, Interleaved
+
+# Standard library only, light: imported with the command.
+from .._timing.loop import (
+    ClockError,
+    Interleaved,
+    Progress,
+    autorange,
+    build_timer,
+    measure,
+    measure_interleaved,
+    result_from,
+)
+from .._timing.stats import compare_samples, format_comparison, summarize
 from .common import EXIT_USAGE, CommandError
 
 # A live status is worth it only for long runs.
@@ -193,8 +206,6 @@ class TimeCommand:
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Times the statement and prints the result (or what was measured when stopped
         by a signal)."""
-        from .._timing.loop import build_timer
-
         _option_errors(args)
         setup = "\n".join(args.setup) or None
         # Compiled first: a syntax error is the user's text, not something it raised.
@@ -208,7 +219,6 @@ class TimeCommand:
 
     def _time(self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO) -> int:
         from .._progress import LiveStatus
-        from .._timing.loop import Progress, autorange, measure, result_from
 
         progress = Progress()
         plan = _Plan(args.repeat, args.number, args.max_time, calibrated=False)
@@ -246,8 +256,7 @@ class TimeCommand:
             err.write(f"interrupted by {signal.Signals(stopped).name} before a batch was timed\n")
             return 128 + stopped
         res: dict[str, Any] = {
-            **result_from(progress, True, 0, plan.max_time).to_dict(),
-            "context_size": 0,
+            **result_from(progress, True, sys.getsizeof({}), plan.max_time).to_dict(),
             "max_time": plan.max_time,
             "calibrated": plan.calibrated,
         }
@@ -282,8 +291,6 @@ class TimeCommand:
     # --- two statements -----------------------------------------------------------------
 
     def _compare_plan(self, args: argparse.Namespace, setup: str | None) -> _Plan:
-        from .._timing.loop import autorange
-
         plan = _Plan(args.repeat or _COMPARE_REPEAT, args.number, args.max_time, False)
         if plan.max_time is None and plan.number is None:
             # The smaller of the two sizes: the slower statement's batch lasts >= 20 ms.
@@ -297,8 +304,6 @@ class TimeCommand:
     def _compare(
         self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO
     ) -> int:
-        from .._timing.loop import measure_interleaved
-
         what = "a statement or its --setup" if setup else "a statement"
         stopped: int | None = None
         plan = _Plan(0, 0, None, False)
@@ -331,8 +336,6 @@ class TimeCommand:
         return 0 if stopped is None else 128 + stopped
 
     def _write_comparison(self, args: argparse.Namespace, plan: _Plan, out: TextIO) -> None:
-        from .._timing.stats import compare_samples, format_comparison, summarize
-
         done = plan.interleaved
         n = min(len(xs) for xs in done.samples)  # a round stopped midway: drop its half
         samples = [xs[:n] for xs in done.samples]
