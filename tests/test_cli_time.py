@@ -55,7 +55,9 @@ def test_format_line_reads_like_the_issue() -> None:
 
 
 def test_setup_is_repeatable() -> None:
-    code, out, _ = _main("f(x)", "-s", "from math import cos as f", "-s", "x = 0.5", "-r", "2")
+    code, out, _ = _main(
+        "f(x)", "-s", "from math import cos as f", "-s", "x = 0.5", "-r", "2", "-n", "20"
+    )
     assert code == 0 and out.startswith("f(x): ")
 
 

@@ -489,8 +489,8 @@ def autorange(
             if t >= seconds:
                 return size
             still = still + 1 if t == 0 else 0
-            # Three sizes per tenfold growth: the same bound in executions as a budget.
-            if still >= 3 * _MAX_STILL_BATCHES:
+            # Three sizes per tenfold growth: stop at 10**7 executions, as with a budget.
+            if still >= 3 * _MAX_STILL_BATCHES - 2:
                 raise _still_error(still, size)
     raise AssertionError("unreachable: itertools.count() never ends")
 
