@@ -254,6 +254,11 @@ def test_compare_results_checks_each_key(key: str, value: Any, message: str) -> 
             r"names must be two str, got \('a', 2\)",
         ),
         (lambda: _untyped_compare("pass", "pass", max_time=0), ValueError, "max_time must be > 0"),
+        (
+            lambda: _untyped_compare("pass", "pass", repeat=1),
+            ValueError,
+            r"repeat must be >= 2 to compare \(two batches a side\), got 1",
+        ),
     ],
 )
 def test_errors_name_the_parameter(

@@ -171,7 +171,8 @@ def compare(
         ``significant``; ``format_comparison(cmp)`` reads as one line
     :raises TypeError: the two sides are not both statements or both results, or as
         :func:`measure_time`
-    :raises ValueError: as :func:`measure_time`; for results, a missing key, an
+    :raises ValueError: as :func:`measure_time`, or ``repeat < 2`` for statements; for
+        results, a missing key, an
         ``average`` that is not a finite number > 0, a ``deviation`` that is not a finite
         number >= 0, a ``repeat`` that is not an int >= 2 (the message names the key)
     :raises ClockError: as :func:`measure_time`; also when a batch measured 0 s
@@ -189,6 +190,8 @@ def compare(
             "baseline and candidate must be both statements or both results, got "
             f"{type(baseline).__name__} and {type(candidate).__name__}"
         )
+    if max_time is None and isinstance(repeat, int) and not isinstance(repeat, bool) and repeat < 2:
+        raise ValueError(f"repeat must be >= 2 to compare (two batches a side), got {repeat}")
     samples = measure_interleaved(
         [baseline, candidate],
         context,
