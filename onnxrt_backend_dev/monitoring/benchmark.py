@@ -172,9 +172,9 @@ def compare(
     :raises TypeError: the two sides are not both statements or both results, or as
         :func:`measure_time`
     :raises ValueError: as :func:`measure_time`, or ``repeat < 2`` for statements; for
-        results, a missing key, an
-        ``average`` that is not a finite number > 0, a ``deviation`` that is not a finite
-        number >= 0, a ``repeat`` that is not an int >= 2 (the message names the key)
+        results, a missing key, an ``average`` that is not a finite number > 0, a
+        ``deviation`` that is not a finite number >= 0, a ``repeat`` that is not an int
+        >= 2 (the message names the key)
     :raises ClockError: as :func:`measure_time`; also when a batch measured 0 s
     """
     for name, side in (("baseline", baseline), ("candidate", candidate)):
