@@ -110,8 +110,10 @@ def _documented(spec: _MagicSpec) -> Callable[[_F], _F]:
     """Makes the help of ``spec`` the docstring of the magic (what ``%name?`` shows)."""
 
     def decorate(function: _F) -> _F:
-        # A literal block: the help reads the same in IPython and in Sphinx.
-        function.__doc__ = f"{spec.title}::\n\n{textwrap.indent(spec.help(), '    ')}"
+        # A literal block: the help reads the same in IPython and in Sphinx. The line at
+        # column 0 keeps it indented once docstrings are dedented (inspect.cleandoc).
+        block = textwrap.indent(spec.help(), "    ")
+        function.__doc__ = f"{spec.title}.\n\nIts options (``-h``, ``--help``)::\n\n{block}"
         return function
 
     return decorate
