@@ -252,3 +252,24 @@ def test_a_statement_with_h_is_not_taken_for_help(ip: Any) -> None:
     with capture_output() as out:
         res = ip.run_line_magic("measure_time", "-o -q -r 2 -n 2 3 -h")
     assert res["repeat"] == 2 and out.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "message"),
+    [
+        (
+            "measure_time",
+            "-z pass",
+            "%measure_time: option -z not recognized; see %measure_time --help",
+        ),
+        ("spy", "--bad", "%%spy: option --bad not recognized; see %%spy --help"),
+        ("profile_tree", "--max-depth", "option --max-depth requires argument; see %%profile_tree"),
+    ],
+)
+def test_an_unknown_option_points_at_the_help(ip: Any, name: str, line: str, message: str) -> None:
+    with pytest.raises(UsageError) as e:
+        if name == "measure_time":
+            ip.run_line_magic(name, line)
+        else:
+            ip.run_cell_magic(name, line, "pass\n")
+    assert message in str(e.value)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -215,6 +216,23 @@ class MonitoringMagics(Magics):
             raise UsageError("the monitoring magics are not attached to a shell")
         return self.shell
 
+    def _options(self, spec: _MagicSpec, line: str, **kwargs: Any) -> tuple[Any, str]:
+        """Parses the options of a magic; an unknown option points at its help.
+
+        :param spec: the magic's options
+        :param line: the magic's line
+        :param kwargs: other parameters of ``parse_options``
+        :return: the options (a dict-like ``Struct``) and the rest of the line
+        """
+        short, long = spec.getopt()
+        try:
+            opts, rest = self.parse_options(line, short, *long, posix=False, **kwargs)
+        except UsageError as e:
+            # IPython appends the getopt spec ('( allowed: "r:n:qh" help)'): the help is clearer
+            reason = re.split(r"\s*\(\s*allowed:", str(e))[0]
+            raise UsageError(f"{spec.name}: {reason}; see {spec.name} --help") from None
+        return opts, rest
+
     def _code(self, source: str, name: str) -> Callable[[], None]:
         """Compiles a cell (IPython syntax allowed) into a function running it in the
         notebook's namespace; syntax errors surface here, before any measure starts."""
@@ -242,10 +260,7 @@ class MonitoringMagics(Magics):
     def measure_time(self, line: str, cell: str | None = None) -> dict[str, Any] | None:
         from .benchmark import measure_time
 
-        short, long = _MEASURE_TIME.getopt()
-        opts, stmt = self.parse_options(
-            line, short, *long, posix=False, strict=False, preserve_non_opts=True
-        )
+        opts, stmt = self._options(_MEASURE_TIME, line, strict=False, preserve_non_opts=True)
         if _wants_help(opts, _MEASURE_TIME):
             return None
         repeat = _number_option(opts, "r", 10, int, 1)
@@ -278,8 +293,7 @@ class MonitoringMagics(Magics):
     def spy(self, line: str, cell: str) -> dict[str, Any] | None:
         from .memory_peak import start_spying_on
 
-        short, long = _SPY.getopt()
-        opts, _ = self.parse_options(line, short, *long, posix=False)
+        opts, _ = self._options(_SPY, line)
         if _wants_help(opts, _SPY):
             return None
         delay = _number_option(opts, "d", 0.01, float, 1e-4)
@@ -307,8 +321,7 @@ class MonitoringMagics(Magics):
     def profile_tree(self, line: str, cell: str) -> Any:
         from .profiling import profile, profile2graph
 
-        short, long = _PROFILE_TREE.getopt()
-        opts, _ = self.parse_options(line, short, *long, posix=False, strict=False)
+        opts, _ = self._options(_PROFILE_TREE, line, strict=False)
         if _wants_help(opts, _PROFILE_TREE):
             return None
         options = {

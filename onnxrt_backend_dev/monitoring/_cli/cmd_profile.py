@@ -257,7 +257,10 @@ def _on_os_exit(
                 )
                 return
             pr.disable()
-            _emit(Stats(pr), args, out, err)
+            try:
+                _emit(Stats(pr), args, out, err)
+            except CommandError as e:  # os._exit would swallow it: say where it went
+                err.write(f"error: {e}\n")
             err.write(f"{name} exited with os._exit({code})\n")
         finally:
             out.flush()  # os._exit flushes nothing
