@@ -86,6 +86,7 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Files:
 BAD_PATHS: dict[str, Callable[[Files], str]] = {
     "empty": lambda f: "",
     "a folder": lambda f: str(f.folder),
+    "a new folder": lambda f: str(f.root / "new") + "/",
     "a dangling link": lambda f: str(f.dangling),
     "in a missing folder": lambda f: str(f.root / "missing" / "out.png"),
     "under a file": lambda f: str(f.text / "out.png"),

@@ -94,7 +94,7 @@ def _check_one(option: str, path: str, suffixes: Sequence[str] | None) -> None:
         raise _refused(option, path, "the path is empty")
     if os.path.islink(path) and not os.path.exists(path):
         raise _refused(option, path, "a symbolic link to a file that does not exist")
-    if os.path.isdir(path):
+    if os.path.isdir(path) or path.endswith(("/", os.sep)):
         raise _refused(option, path, "it is a folder, give a file")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
