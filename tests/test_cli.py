@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import functools
 import io
+import os
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -155,3 +160,133 @@ def test_argparse_exits_become_return_codes(capsys: pytest.CaptureFixture[str]) 
     assert _cli.main(["time"]) == 2
     assert _cli.main(["no-such-command"]) == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_check_outputs_sees_the_same_file_under_other_names(tmp_path: Path) -> None:
+    # GIVEN an input, a hard link and a symbolic link to it
+    source = tmp_path / "in.prof"
+    source.write_text("x")
+    hard, soft = tmp_path / "hard.prof", tmp_path / "soft.prof"
+    os.link(source, hard)
+    soft.symlink_to(source)
+    # THEN neither may be an output, nor the same new file twice, in any spelling
+    for alias in (hard, soft, tmp_path / "." / "in.prof"):
+        with pytest.raises(_common.CommandError, match="the same file as the input") as e:
+            _common.check_outputs({"-o": str(alias)}, inputs=[str(source)])
+        assert e.value.exit_code == _common.EXIT_USAGE
+    new = tmp_path / "new.json"
+    with pytest.raises(_common.CommandError, match=r"--csv .*: the same file as --json"):
+        _common.check_outputs({"--json": str(new), "--csv": str(tmp_path / "." / "new.json")})
+    # AND a missing input, an option not given and a special file twice are fine
+    _common.check_outputs(
+        {"--json": os.devnull, "--csv": os.devnull, "--plot": None},
+        inputs=[str(tmp_path / "missing.py"), os.devnull],
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "accepted"),
+    [("x.png", True), ("x.SVG", True), ("x.pdf", True), ("x", False), ("x.xyz", False)],
+)
+def test_check_outputs_suffixes(tmp_path: Path, name: str, accepted: bool) -> None:
+    path = str(tmp_path / name)
+    check = functools.partial(
+        _common.check_outputs, {"--plot": path}, suffixes={"--plot": _common.PLOT_SUFFIXES}
+    )
+    if accepted:
+        check()
+    else:
+        with pytest.raises(_common.CommandError, match=r"--plot .* is not supported, use one"):
+            check()
+
+
+def test_save_output_falls_back_then_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a writer that fails on the target (a full disk) but not elsewhere
+    fallback = tmp_path / "fallback"
+    fallback.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(fallback))
+    target = tmp_path / "out.speedscope.json"
+
+    def write(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("partial")
+            if path == str(target):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+    # WHEN it is saved THEN the error names the file and the fallback, of the same kind
+    with pytest.raises(_common.CommandError, match="No space left on device") as e:
+        _common.save_output("-o", str(target), write)
+    assert e.value.exit_code == _common.EXIT_ERROR
+    saved = [p.name for p in fallback.iterdir()]
+    assert len(saved) == 1 and saved[0].endswith(".speedscope.json")
+    assert saved[0] in str(e.value) and str(target) in str(e.value)
+    assert not target.exists()  # the partial file is not left as if it were the result
+    # AND when the fallback fails too, it says so and leaves nothing behind
+
+    def always_full(path: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(_common.CommandError, match="could not be saved elsewhere either"):
+        _common.save_output("-o", str(target), always_full)
+    assert len(list(fallback.iterdir())) == 1
+
+
+def test_save_outputs_writes_the_others_when_one_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    good = tmp_path / "good.csv"
+
+    def full(path: str) -> None:
+        if "bad" in path:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        Path(path).write_text("ok")
+
+    with pytest.raises(_common.CommandError, match=r"cannot write --json .*bad\.json") as e:
+        bad = ("--json", str(tmp_path / "bad.json"), full)
+        _common.save_outputs([bad, ("--csv", str(good), full), ("--plot", None, full)])
+    assert "\n" not in str(e.value)
+    assert good.read_text() == "ok"
+
+
+def test_every_command_tells_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in _cli._COMMAND_MODULES:
+        assert _cli.main([name, "--help"]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "exit code" in text.lower(), (name, text[-400:])
+        assert re.search(r"\b2\b", text) and re.search(r"\b130\b", text), (name, text[-400:])
+
+
+def test_guarded_output_is_no_oserror_for_the_commands() -> None:
+    # The commands mistake an OSError for their user's code failing: the guard raises
+    # CommandError subclasses instead, keeping a copy of what was written.
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    guarded = _cli.GuardedOutput(Full())
+    with pytest.raises(_cli.OutputFailed, match="No space left on device"):
+        guarded.write("result\n")
+    assert guarded.copy == ["result\n"]
+
+    class Gone(io.StringIO):
+        def flush(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    with pytest.raises(_cli.ReaderGone):
+        _cli.GuardedOutput(Gone()).flush()
+    assert not issubclass(_cli.OutputFailed, OSError)
+    assert issubclass(_cli.ReaderGone, _common.CommandError)
+
+
+def test_a_closed_stdout_is_refused_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Python sets sys.stdout to None when descriptor 1 is closed (``>&-``)
+    monkeypatch.setattr(sys, "stdout", None)
+    err = io.StringIO()
+    assert _cli.main(["demo", "--out", str(tmp_path / "demo")], err=err) == 1
+    assert err.getvalue() == "error: the standard output is closed: nothing could be printed\n"
+    assert not (tmp_path / "demo").exists()

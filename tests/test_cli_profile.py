@@ -127,7 +127,7 @@ def test_usage_errors(script: Path) -> None:
         (["--min-share", "5"], "error: --min-share must be in [0, 1], got 5.0\n", 2),
         (["--max-depth", "-2"], "error: --max-depth must be >= 0 or None, got -2\n", 2),
         (["--focus", ""], "error: --focus must be a non-empty string or None, got ''\n", 2),
-        (["-o", "/nonexistent-folder/x.html"], "cannot write -o", 1),
+        (["-o", "/nonexistent-folder/x.html"], "cannot write -o", 2),
     ],
 )
 def test_bad_options_are_refused_before_the_program_runs(

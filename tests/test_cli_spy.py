@@ -396,6 +396,6 @@ def test_unwritable_outputs_are_refused_before_the_command_runs(
     target = str(tmp_path / "missing-folder" / "out.file")
     # WHEN the spy is asked to write there THEN one error line and the command never ran
     code, out, err = _main(option, target, "--", "touch", str(trace))
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert f"cannot write {option}" in err and err.count("\n") == 1
     assert not trace.exists()

@@ -203,3 +203,73 @@ def test_profile_tree_depth_and_stdlib(ip: Any) -> None:
 def test_profile_tree_rejects_bad_options(ip: Any, line: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         ip.run_cell_magic("profile_tree", line, "pass\n")
+
+
+# --- help ---------------------------------------------------------------------------
+
+# Each magic, how it is called, and options its help must list.
+_HELPS = [
+    ("measure_time", "line", ["-r REPEAT", "-n NUMBER", "-w WARMUP", "--max-time SECONDS", "-q"]),
+    ("measure_time", "cell", ["-r REPEAT", "--max-time SECONDS", "setup code"]),
+    ("spy", "cell", ["-d DELAY", "--cuda", "--no-plot", "-o"]),
+    ("profile_tree", "cell", ["-s SORT", "-w WIDTH", "--max-depth N", "--hide-stdlib"]),
+]
+
+
+@pytest.mark.parametrize(("name", "kind", "options"), _HELPS)
+def test_the_docstring_lists_the_options(ip: Any, name: str, kind: str, options: list) -> None:
+    # WHEN the user asks IPython about the magic (``%measure_time?``, ``%%spy?``)
+    prefix = "%" if kind == "line" else "%%"
+    with capture_output() as out:
+        ip.run_line_magic("pinfo", prefix + name)
+    # THEN the options are listed with their values
+    for option in options:
+        assert option in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize(("name", "kind", "options"), _HELPS)
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_inside_a_magic_prints_its_usage(
+    ip: Any, name: str, kind: str, options: list, flag: str
+) -> None:
+    # GIVEN a cell that must not run when only the help is asked for
+    ip.user_ns.pop("ran", None)
+    with capture_output() as out:
+        if kind == "line":
+            res = ip.run_line_magic(name, f"-r 3 {flag}")
+        else:
+            res = ip.run_cell_magic(name, flag, "ran = True\n")
+    # THEN the usage and the options are printed, nothing ran, no UsageError
+    assert res is None
+    assert out.stdout.startswith("usage: ")
+    for option in options:
+        assert option in out.stdout
+    assert "ran" not in ip.user_ns
+
+
+def test_a_statement_with_h_is_not_taken_for_help(ip: Any) -> None:
+    ip.user_ns["h"] = 2
+    with capture_output() as out:
+        res = ip.run_line_magic("measure_time", "-o -q -r 2 -n 2 3 -h")
+    assert res["repeat"] == 2 and out.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "message"),
+    [
+        (
+            "measure_time",
+            "-z pass",
+            "%measure_time: option -z not recognized; see %measure_time --help",
+        ),
+        ("spy", "--bad", "%%spy: option --bad not recognized; see %%spy --help"),
+        ("profile_tree", "--max-depth", "option --max-depth requires argument; see %%profile_tree"),
+    ],
+)
+def test_an_unknown_option_points_at_the_help(ip: Any, name: str, line: str, message: str) -> None:
+    with pytest.raises(UsageError) as e:
+        if name == "measure_time":
+            ip.run_line_magic(name, line)
+        else:
+            ip.run_cell_magic(name, line, "pass\n")
+    assert message in str(e.value)

@@ -281,3 +281,75 @@ def test_plugin_is_registered_by_its_entry_point_and_can_be_disabled(
     )
     disabled.assert_outcomes(errors=1)
     disabled.stdout.fnmatch_lines(["*fixture 'monitor_time' not found*"])
+
+
+# --- the summary at the end of the session ------------------------------------------
+
+
+def test_summary_lines_align_the_blocks_under_each_test() -> None:
+    rows = [
+        ("t.py::test_a", ["time load: 1.00 s", "memory build: peak 10 MiB"]),
+        ("t.py::test_bb", ["time x: 2.00 ms"]),
+    ]
+    assert _pytest_plugin.summary_lines(rows) == [
+        "t.py::test_a   time load: 1.00 s",
+        "               memory build: peak 10 MiB",
+        "t.py::test_bb  time x: 2.00 ms",
+    ]
+    # test ids too long for a column: each on its own line, its blocks below
+    long_id = "t.py::" + "x" * 60
+    assert _pytest_plugin.summary_lines([*rows[:1], (long_id, ["time x: 2.00 ms"])]) == [
+        "t.py::test_a",
+        "    time load: 1.00 s",
+        "    memory build: peak 10 MiB",
+        long_id,
+        "    time x: 2.00 ms",
+    ]
+
+
+@needs_entry_point
+def test_the_session_ends_with_a_table_of_what_each_test_measured(
+    pytester: pytest.Pytester,
+) -> None:
+    # GIVEN tests measuring time and memory, run without -rA
+    pytester.makepyfile(test_m=_FIXTURES)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    # THEN the end of the session lists each measured block under its test
+    result.stdout.fnmatch_lines(
+        [
+            "*= monitoring: time and memory per test =*",
+            "test_m.py::test_blocks  time nap: *",
+            "                        memory alloc: peak * (+* over *",
+            "                        time sum: * per run (3 × 4)",
+        ]
+    )
+    assert "Captured monitoring call" not in result.stdout.str()  # no -rA needed
+    assert "test_without_fixtures" not in result.stdout.str()
+
+
+_ONE_TIMED = """
+def test_timed(monitor_time):
+    with monitor_time("x"):
+        pass
+"""
+
+
+@needs_entry_point
+@pytest.mark.parametrize("how", ["option", "ini"])
+def test_the_summary_can_be_turned_off(pytester: pytest.Pytester, how: str) -> None:
+    pytester.makepyfile(test_t=_ONE_TIMED)
+    args = ["-p", "no:cacheprovider"]
+    if how == "option":
+        args.append("--no-monitoring-summary")
+    else:
+        pytester.makeini("[pytest]\nmonitoring_summary = false\n")
+    result = pytester.runpytest_inprocess(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*monitoring: time and memory per test*")
+    # the default is on
+    pytester.makeini("[pytest]\n")
+    on = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    on.stdout.fnmatch_lines(
+        ["*monitoring: time and memory per test*", "test_t.py::test_timed  time x: *"]
+    )

@@ -35,20 +35,145 @@ rows, ``--hide-stdlib`` hides the frames of the standard library and installed
 packages (their callees take their place). With ``-o`` both cell magics return their
 result (the spy's dictionary of monitors, the root of the call tree) instead of
 ``None``. Errors in the options are reported in one line, errors in the cell as usual.
+``-h``/``--help`` prints a magic's options (the cell is not run), as ``%measure_time?``
+does: each magic's options are declared once, in a table that gives both what
+IPython's option parser accepts and the help.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import io
+import re
+import textwrap
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 
 from ._cli.cmd_time import format_line
 from ._format import format_bytes
+
+
+@dataclass(frozen=True)
+class _Option:
+    """An option of a magic: ``flag`` is ``-r`` or ``--max-time``, ``metavar`` None for a
+    switch."""
+
+    flag: str
+    metavar: str | None
+    help: str
+
+
+@dataclass(frozen=True)
+class _MagicSpec:
+    """A magic's options, declared once: what ``parse_options`` accepts and the help."""
+
+    name: str
+    title: str
+    usage: str
+    summary: str
+    options: tuple[_Option, ...]
+
+    def getopt(self) -> tuple[str, list[str]]:
+        """The short options (``"r:n:qh"``) and long ones (``["max-time=", "help"]``)
+        of ``Magics.parse_options``, with ``-h``/``--help``."""
+        short = "".join(
+            o.flag[1] + (":" if o.metavar else "") for o in self.options if o.flag[1] != "-"
+        )
+        long = [o.flag[2:] + ("=" if o.metavar else "") for o in self.options if o.flag[1] == "-"]
+        return short + "h", [*long, "help"]
+
+    def help(self) -> str:
+        """The help: usage, summary and one line per option."""
+        parser = argparse.ArgumentParser(
+            prog=self.name,
+            usage=self.usage.replace("%", "%%"),  # argparse formats it (and help) with %
+            description=self.summary,
+            add_help=False,
+        )
+        parser.add_argument("-h", "--help", action="store_true", help="show this help")
+        for o in self.options:
+            if o.metavar is None:
+                parser.add_argument(o.flag, action="store_true", help=o.help.replace("%", "%%"))
+            else:
+                parser.add_argument(o.flag, metavar=o.metavar, help=o.help.replace("%", "%%"))
+        return parser.format_help()
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _documented(spec: _MagicSpec) -> Callable[[_F], _F]:
+    """Makes the help of ``spec`` the docstring of the magic (what ``%name?`` shows)."""
+
+    def decorate(function: _F) -> _F:
+        # A literal block: the help reads the same in IPython and in Sphinx. The line at
+        # column 0 keeps it indented once docstrings are dedented (inspect.cleandoc).
+        block = textwrap.indent(spec.help(), "    ")
+        function.__doc__ = f"{spec.title}.\n\nIts options (``-h``, ``--help``)::\n\n{block}"
+        return function
+
+    return decorate
+
+
+def _wants_help(opts: dict[str, Any], spec: _MagicSpec) -> bool:
+    """Prints the help of the magic when ``-h`` or ``--help`` was given."""
+    if "h" not in opts and "help" not in opts:
+        return False
+    print(spec.help())
+    return True
+
+
+_MEASURE_TIME = _MagicSpec(
+    name="%measure_time",
+    title="Times a statement or a cell",
+    usage="%measure_time [options] statement\n       %%measure_time [options] [setup code]\n"
+    "       code to time",
+    summary="Times a statement (line magic) or a cell (cell magic, after setup code run "
+    "before each batch, not timed) with measure_time and prints one line: average ± "
+    "deviation, median, minimum, like %timeit. The code sees the notebook's variables "
+    "and defines none there.",
+    options=(
+        _Option("-r", "REPEAT", "batches (10)"),
+        _Option("-n", "NUMBER", "executions per batch (50)"),
+        _Option("-w", "WARMUP", "executions before timing (1)"),
+        _Option("--max-time", "SECONDS", "time batches until this many seconds are measured"),
+        _Option("-q", None, "print nothing"),
+        _Option("-o", None, "return the dictionary of measure_time"),
+    ),
+)
+_SPY = _MagicSpec(
+    name="%%spy",
+    title="Spies on the memory of the kernel while the cell runs",
+    usage="%%spy [options]\n       code to spy on",
+    summary="Runs the cell under start_spying_on and prints the peak, mean, first and "
+    "last resident memory of the kernel (and of every GPU with --cuda) and what the cell "
+    "added at its peak; in a notebook, with matplotlib, draws the memory curve.",
+    options=(
+        _Option("-d", "DELAY", "seconds between two measures (0.01)"),
+        _Option("--cuda", None, "measure the GPUs too (nvidia-ml-py)"),
+        _Option("--no-plot", None, "do not draw the memory curve"),
+        _Option("-o", None, "return the spy's result"),
+    ),
+)
+_PROFILE_TREE = _MagicSpec(
+    name="%%profile_tree",
+    title="Profiles the cell and prints its call tree",
+    usage="%%profile_tree [options]\n       code to profile",
+    summary="Profiles the cell with cProfile and prints its call tree (profile2graph), "
+    "starting at the cell.",
+    options=(
+        _Option("-s", "SORT", "order of the children: line (default), cumulative or time"),
+        _Option("-w", "WIDTH", "width of the function column (60)"),
+        _Option("--max-depth", "N", "hide deeper rows"),
+        _Option("--hide-stdlib", None, "hide the standard library and installed packages"),
+        _Option("-o", None, "return the root of the call tree"),
+    ),
+)
 
 
 def _option(opts: dict[str, Any], name: str) -> str | None:
@@ -91,6 +216,23 @@ class MonitoringMagics(Magics):
             raise UsageError("the monitoring magics are not attached to a shell")
         return self.shell
 
+    def _options(self, spec: _MagicSpec, line: str, **kwargs: Any) -> tuple[Any, str]:
+        """Parses the options of a magic; an unknown option points at its help.
+
+        :param spec: the magic's options
+        :param line: the magic's line
+        :param kwargs: other parameters of ``parse_options``
+        :return: the options (a dict-like ``Struct``) and the rest of the line
+        """
+        short, long = spec.getopt()
+        try:
+            opts, rest = self.parse_options(line, short, *long, posix=False, **kwargs)
+        except UsageError as e:
+            # IPython appends the getopt spec ('( allowed: "r:n:qh" help)'): the help is clearer
+            reason = re.split(r"\s*\(\s*allowed:", str(e))[0]
+            raise UsageError(f"{spec.name}: {reason}; see {spec.name} --help") from None
+        return opts, rest
+
     def _code(self, source: str, name: str) -> Callable[[], None]:
         """Compiles a cell (IPython syntax allowed) into a function running it in the
         notebook's namespace; syntax errors surface here, before any measure starts."""
@@ -114,13 +256,13 @@ class MonitoringMagics(Magics):
 
     @no_var_expand
     @line_cell_magic
+    @_documented(_MEASURE_TIME)
     def measure_time(self, line: str, cell: str | None = None) -> dict[str, Any] | None:
-        """Times a statement (line) or a cell; see the module's documentation."""
         from .benchmark import measure_time
 
-        opts, stmt = self.parse_options(
-            line, "r:n:w:qo", "max-time=", posix=False, strict=False, preserve_non_opts=True
-        )
+        opts, stmt = self._options(_MEASURE_TIME, line, strict=False, preserve_non_opts=True)
+        if _wants_help(opts, _MEASURE_TIME):
+            return None
         repeat = _number_option(opts, "r", 10, int, 1)
         number = _number_option(opts, "n", 50, int, 1)
         warmup = _number_option(opts, "w", 1, int, 0)
@@ -147,11 +289,13 @@ class MonitoringMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_documented(_SPY)
     def spy(self, line: str, cell: str) -> dict[str, Any] | None:
-        """Spies on the kernel's memory while the cell runs; see the module's documentation."""
         from .memory_peak import start_spying_on
 
-        opts, _ = self.parse_options(line, "d:o", "cuda", "no-plot", posix=False)
+        opts, _ = self._options(_SPY, line)
+        if _wants_help(opts, _SPY):
+            return None
         delay = _number_option(opts, "d", 0.01, float, 1e-4)
         run = self._code(cell, "spy")
         try:
@@ -173,13 +317,13 @@ class MonitoringMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_documented(_PROFILE_TREE)
     def profile_tree(self, line: str, cell: str) -> Any:
-        """Profiles the cell and prints its call tree; see the module's documentation."""
         from .profiling import profile, profile2graph
 
-        opts, _ = self.parse_options(
-            line, "s:w:o", "hide-stdlib", "max-depth=", posix=False, strict=False
-        )
+        opts, _ = self._options(_PROFILE_TREE, line, strict=False)
+        if _wants_help(opts, _PROFILE_TREE):
+            return None
         options = {
             "sort_key": _sort_key(_option(opts, "s") or "line"),
             "fct_width": _number_option(opts, "w", 60, int, 10),

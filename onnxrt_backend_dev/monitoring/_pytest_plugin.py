@@ -41,6 +41,10 @@ extensions, CUDA host memory) as well as Python's, but only pages actually touch
 :func:`~onnxrt_backend_dev.monitoring._format.parse_bytes` (``kB``/``MB``/``GB`` are
 powers of 1024). Every measured block is listed in a "monitoring" section of the test's
 report (shown for failed tests, or with ``-rA``) and in ``user_properties`` (JUnit XML).
+
+At the end of the session, a short table lists what each test measured (time and
+memory, one line per block). Turn it off with ``--no-monitoring-summary`` or the ini
+option ``monitoring_summary = false``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ import pytest
 from ._format import format_bytes, format_duration, parse_bytes
 
 PLUGIN_NAME = "onnxrt_monitoring"
+# The name pytest gives to the report section added by _report.
+_SECTION = "Captured monitoring call"
+# The summary is a two-column table while test ids are at most this long; beyond, each
+# test id takes a line, its blocks indented below.
+_MAX_ID_WIDTH = 50
 
 
 class _Record(Protocol):
@@ -325,8 +334,72 @@ def monitor_memory(request: pytest.FixtureRequest) -> MemoryMonitor:
     return MemoryMonitor(_records(request.node))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Declares the options turning the end-of-session summary off."""
+    group = parser.getgroup(PLUGIN_NAME, "time and memory monitoring (onnxrt-backend-dev)")
+    group.addoption(
+        "--no-monitoring-summary",
+        action="store_true",
+        default=False,
+        help="do not list the time and memory measured by each test at the end",
+    )
+    parser.addini(
+        "monitoring_summary",
+        type="bool",
+        default=True,
+        help="list the time and memory measured by each test at the end (true)",
+    )
+
+
+class _Summary:
+    """Collects the measured blocks of each test from the reports (which also come from
+    xdist workers) and prints them as a table at the end of the session."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, list[str]]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keeps the monitoring section of each test's call."""
+        if report.when != "call":
+            return
+        for name, content in report.sections:
+            if name == _SECTION and content.strip():
+                self.rows.append((report.nodeid, content.splitlines()))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Prints the table, when a test measured something."""
+        if not self.rows:
+            return
+        terminalreporter.write_sep("=", "monitoring: time and memory per test")
+        for line in summary_lines(self.rows):
+            terminalreporter.write_line(line)
+
+
+def summary_lines(rows: list[tuple[str, list[str]]]) -> list[str]:
+    """Formats the summary: the test id beside its first measured block, the others
+    below; with long test ids, each on a line of its own with its blocks indented.
+
+    :param rows: ``(test id, lines of its monitoring section)`` pairs
+    :return: the lines of the table
+    """
+    width = max(len(nodeid) for nodeid, _ in rows)
+    lines = []
+    for nodeid, blocks in rows:
+        if width > _MAX_ID_WIDTH:
+            lines.append(nodeid)
+            lines.extend(f"    {block}" for block in blocks)
+            continue
+        lines.extend(
+            f"{nodeid if i == 0 else '':<{width}}  {block}" for i, block in enumerate(blocks)
+        )
+    return lines
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Declares the marker (so that ``--strict-markers`` accepts it)."""
+    """Declares the marker (so that ``--strict-markers`` accepts it) and registers the
+    end-of-session summary unless it is turned off."""
+    if config.getini("monitoring_summary") and not config.getoption("no_monitoring_summary"):
+        config.pluginmanager.register(_Summary(), f"{PLUGIN_NAME}_summary")
     config.addinivalue_line(
         "markers",
         "limit_memory(size, absolute=False, delay=0.01): fail the test when its RSS "

@@ -19,9 +19,12 @@ from pprint import pformat
 from typing import Any, TextIO
 
 from .._optional import MissingDependencyError
+from .common import check_output_folder, save_output
 
 # The workload of the memory example: three steps of this size, then everything freed.
 _STEP_BYTES = 64 * 2**20
+# The files the demo writes into --out.
+_FILES = ("memory.png", "profile.png", "calltree.html", "profile.speedscope.json", "results.json")
 # Sleeps of the profiling example, shorter than the reference's so the demo stays quick.
 _SLEEP_SCALE = 0.1
 
@@ -54,6 +57,16 @@ def fct4() -> None:
     fct3()
 
 
+def _save(path: Path, text: str) -> None:
+    """Writes a text file of the demo, saved elsewhere if that fails."""
+
+    def write(target: str) -> None:
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    save_output("--out", str(path), write)
+
+
 def _section(out: TextIO, title: str) -> None:
     out.write(f"\n== {title} ==\n")
 
@@ -76,6 +89,7 @@ class DemoCommand:
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the three examples and writes their files."""
+        check_output_folder(args.out, "--out", _FILES)
         folder = Path(args.out)
         folder.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
@@ -85,7 +99,7 @@ class DemoCommand:
         results["memory"] = self._memory(out, err, folder, written)
         results["profile"] = self._profile(out, err, folder, written)
         path = folder / "results.json"
-        path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        _save(path, json.dumps(results, indent=2) + "\n")
         written.append(path)
         _section(out, "files")
         out.writelines(f"wrote {p}\n" for p in written)
@@ -140,7 +154,7 @@ class DemoCommand:
             ("profile.speedscope.json", str(to_speedscope(root, name="demo: fct4"))),
         ):
             path = folder / name
-            path.write_text(text, encoding="utf-8")
+            _save(path, text)
             written.append(path)
         self._picture(err, folder / "profile.png", written, lambda ax: plot_profile(root, ax=ax))
         return root.as_dict()
@@ -160,7 +174,7 @@ class DemoCommand:
         try:
             draw(ax)
             fig.tight_layout()
-            fig.savefig(path, dpi=100)
+            save_output("--out", str(path), lambda p: fig.savefig(p, dpi=100, format="png"))
         finally:
             plt.close(fig)
         written.append(path)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
-from .common import EXIT_USAGE, CommandError, check_output_path
+from .common import EXIT_USAGE, CommandError, check_outputs, save_output
 
 _FORMATS = ("text", "json", "html", "speedscope", "collapsed", "prof")
 # File suffix -> format when --format is not given; longest suffixes first.
@@ -41,7 +41,9 @@ _EPILOG = (
     "given; errors and status go to stderr. The exit code is the program's (sys.exit, "
     "os._exit), 1 if it raised an exception (its traceback is printed), 130 if "
     "interrupted; the profile is written in each case (not after os._exit from a thread). "
-    "Before the program runs, a usage error exits with 2 and an unwritable -o with 1."
+    "Before the program runs, a usage error or an -o that cannot be written (or is an "
+    "input) exits with 2; an -o failing after the run exits with 1, the profile saved "
+    "in a file named on stderr."
 )
 _VIEW_DESTS = (
     "sort",
@@ -123,8 +125,25 @@ def _check_before_running(args: argparse.Namespace) -> None:
         raise CommandError(option + msg[len(key) :], EXIT_USAGE) from e
     _resolve_format(args)
     if args.output is not None:
-        check_output_path(args.output, "-o")
+        check_outputs({"-o": args.output}, inputs=_inputs(args))
         args.output = os.path.abspath(args.output)
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """The files read (the profiles shown, the program and its arguments): -o must not
+    overwrite them."""
+    if getattr(args, "files", None) is not None:
+        return list(args.files)
+    if args.module:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(args.module[0])
+        except (ImportError, ValueError):
+            spec = None  # reported when the module is run
+        return [*args.module[1:], *([spec.origin] if spec and spec.origin else [])]
+    target = args.target or ""
+    return [target, os.path.join(target, "__main__.py"), *args.args]
 
 
 def _view_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -150,14 +169,18 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> Non
     """Writes the profile in the chosen format to -o or ``out``."""
     fmt = _resolve_format(args)
     if fmt == "prof":
-        stats.dump_stats(args.output)
+        save_output("-o", args.output, stats.dump_stats)
     else:
         text = _render(stats, args, fmt)
         if args.output is None:
             out.write(text if text.endswith("\n") or not text else text + "\n")
             return
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+
+        def write(path: str) -> None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+
+        save_output("-o", args.output, write)
     if not args.quiet:
         err.write(f"profile written to {args.output} ({fmt})\n")
 
@@ -234,7 +257,10 @@ def _on_os_exit(
                 )
                 return
             pr.disable()
-            _emit(Stats(pr), args, out, err)
+            try:
+                _emit(Stats(pr), args, out, err)
+            except CommandError as e:  # os._exit would swallow it: say where it went
+                err.write(f"error: {e}\n")
             err.write(f"{name} exited with os._exit({code})\n")
         finally:
             out.flush()  # os._exit flushes nothing

@@ -19,7 +19,7 @@ import subprocess
 import time
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, CommandError, check_output_path
+from .common import EXIT_USAGE, PLOT_SUFFIXES, CommandError, check_outputs, save_outputs
 
 # Seconds between two checks of the spied process in --pid mode.
 _POLL = 0.2
@@ -192,6 +192,11 @@ class SpyCommand:
 
     name = "spy"
     help = "measure the memory peak of a command or a running process (CPU, and GPU with --cuda)"
+    exit_codes = (
+        "Exit codes: the command's own (128 + N if killed by signal N; 127 not found, 126 "
+        "not executable), 1 an error of the spy, 2 a bad argument or output path (checked "
+        "before the command starts), 130 interrupted."
+    )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Declares the options."""
@@ -218,7 +223,7 @@ class SpyCommand:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
         if not args.delay > 0:
             raise CommandError(f"--delay must be > 0, got {args.delay}", EXIT_USAGE)
-        self._check_outputs(args)
+        self._check_outputs(args, cmd)
         if cmd:
             result, code, what = self._run_command(cmd, args, err)
         else:
@@ -281,12 +286,16 @@ class SpyCommand:
         return spy.result
 
     @staticmethod
-    def _check_outputs(args: argparse.Namespace) -> None:
+    def _check_outputs(args: argparse.Namespace, cmd: list[str]) -> None:
         """Refuses unwritable output files and a missing plot extra before the command
-        runs: the measurement of a long command must not be lost at the end."""
-        for option, path in (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)):
-            if path:
-                check_output_path(path, option)
+        runs: the measurement of a long command must not be lost at the end, nor
+        overwrite the command or a file named in its arguments."""
+        program = shutil.which(cmd[0]) if cmd else None
+        check_outputs(
+            {"--json": args.json, "--csv": args.csv, "--plot": args.plot},
+            inputs=[*cmd, *([program] if program else [])],
+            suffixes={"--plot": PLOT_SUFFIXES},
+        )
         if args.plot:
             from .._optional import require
 
@@ -306,21 +315,28 @@ class SpyCommand:
                 "marks": result["marks"],
                 "series": rows,
             }
-            with open(args.json, "w", encoding="utf-8") as f:
+
+        def write_json(path: str) -> None:
+            with open(path, "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=1)
-        if args.csv:
-            with open(args.csv, "w", newline="", encoding="utf-8") as f:
+
+        def write_csv(path: str) -> None:
+            with open(path, "w", newline="", encoding="utf-8") as f:
                 writer = csv.DictWriter(f, fieldnames=["time", "channel", "bytes", "label"])
                 writer.writeheader()
                 writer.writerows(rows)
-        if args.plot:
+
+        def write_plot(path: str) -> None:
             from .._memory.plot import plot_memory
             from .._optional import require
 
             figure = require("matplotlib.figure", "plot", "--plot")
             fig = figure.Figure(figsize=(8, 4))  # no pyplot: no GUI backend, no global state
             plot_memory(result, ax=fig.subplots())
-            fig.savefig(args.plot)
+            fig.savefig(path)
+
+        writes = [("--json", args.json, write_json), ("--csv", args.csv, write_csv)]
+        save_outputs([*writes, ("--plot", args.plot, write_plot)])
 
 
 COMMAND = SpyCommand()

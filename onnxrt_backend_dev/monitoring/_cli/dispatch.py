@@ -4,21 +4,33 @@ Each subcommand is a small class in its own ``cmd_<name>.py`` module exposing
 ``COMMAND``; it declares its options in ``prepare_parser`` and does its work in
 ``run``, writing to the given streams. Heavy imports stay inside ``run`` so that
 ``--help`` is instant. :func:`main` turns user mistakes into one line on stderr
-and a non-zero exit code, never a traceback.
+and a non-zero exit code, never a traceback. The results go to ``out`` through
+:class:`GuardedOutput`: a failure of the tool's own output (a closed, full or vanished
+standard output) is reported as such, never blamed on the user's code.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO, cast
 
 from ... import __version__
 from .._optional import MissingDependencyError
-from .common import EXIT_ERROR, EXIT_USAGE, Command, CommandError
+from .common import (
+    EXIT_CODES_EPILOG,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    Command,
+    CommandError,
+    save_fallback,
+)
 
 # Subcommand name -> module holding its COMMAND; the order is the one shown by --help.
 _COMMAND_MODULES: dict[str, str] = {
@@ -53,8 +65,98 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     for command in _load_commands():
         p = sub.add_parser(command.name, help=command.help, description=command.help)
         command.prepare_parser(p)
+        if p.epilog is None:
+            p.epilog = getattr(command, "exit_codes", EXIT_CODES_EPILOG)
         commands[command.name] = command
     return parser, commands
+
+
+class ReaderGone(CommandError):
+    """The reader of the standard output went away (``... | head``)."""
+
+
+class OutputFailed(CommandError):
+    """The standard output could not be written (full, closed by the system)."""
+
+
+class GuardedOutput:
+    """Wraps the standard output: a write that fails raises :class:`ReaderGone` or
+    :class:`OutputFailed`, which are no ``OSError`` (so no command mistakes them for its
+    user's code failing), and keeps a copy of what was written, saved elsewhere when the
+    output fails.
+
+    :param stream: the output stream
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.copy: list[str] = []
+
+    def _guard(self, error: OSError) -> CommandError:
+        if isinstance(error, BrokenPipeError):
+            return ReaderGone("the reader of the standard output went away")
+        return OutputFailed(f"cannot write the standard output: {error.strerror or error}")
+
+    def write(self, text: str) -> int:
+        """Writes ``text``, keeping a copy."""
+        self.copy.append(text)
+        try:
+            return self.stream.write(text)
+        except OSError as e:
+            raise self._guard(e) from None
+
+    def writelines(self, lines: Sequence[str]) -> None:
+        """Writes each line."""
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        """Flushes the stream."""
+        try:
+            self.stream.flush()
+        except OSError as e:
+            raise self._guard(e) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+class _QuietErrors(io.TextIOBase):
+    """The error stream, best effort: a closed or full stderr must not turn a reported
+    error into a traceback (that nobody could read either)."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if self.stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+
+def _save_copy(guarded: GuardedOutput, error: OutputFailed) -> str:
+    """The message of a failed standard output, the output being saved into a file."""
+    text = "".join(guarded.copy)
+    if not text:
+        return str(error)
+
+    def write(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    try:
+        return f"{error}; the output was saved to {save_fallback(write, '.txt')!r}"
+    except OSError as e:
+        return f"{error}; the output could not be saved elsewhere either ({e.strerror or e})"
 
 
 def _discard_rest(out: TextIO) -> None:
@@ -85,23 +187,53 @@ def main(
     :param err: stream for errors and status, ``sys.stderr`` if None
     :return: the exit code
     """
+    # Python sets sys.stdout and sys.stderr to None when their descriptor is closed.
     out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
+    err = cast(TextIO, _QuietErrors(sys.stderr if err is None else err))
+    if out is None:
+        err.write("error: the standard output is closed: nothing could be printed\n")
+        return EXIT_ERROR
+    guarded = GuardedOutput(out)
+    try:
+        code = _run(argv, cast(TextIO, guarded), err)
+        guarded.flush()  # a full output fails here (it is buffered), reported as such
+        return code
+    except ReaderGone:
+        # The reader went away (``... | head``): stop quietly, as cat does.
+        _discard_rest(out)
+        return EXIT_ERROR
+    except OutputFailed as e:
+        _discard_rest(out)  # so that the flush at exit does not fail again
+        err.write(f"error: {_save_copy(guarded, e)}\n")
+        return EXIT_ERROR
+
+
+def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
+    """Parses the arguments and runs the command (see :func:`main`)."""
     parser, commands = build_parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as e:  # --help, --version or a usage error, already written
+        if sys.stdout is not None:  # argparse writes there and ignores errors
+            GuardedOutput(sys.stdout).flush()
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_help(out)
         return EXIT_USAGE
+    return _run_command(commands[args.command], args, out, err)
+
+
+def _run_command(command: Command, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Runs a command; its mistakes become one line on ``err`` and an exit code."""
     try:
-        return commands[args.command].run(args, out, err)
-    except BrokenPipeError:
-        # The reader went away (``... | head``): stop quietly, as cat does.
-        _discard_rest(out)
-        return EXIT_ERROR
+        return command.run(args, out, err)
+    except BrokenPipeError as e:  # from a stream other than ``out``
+        raise ReaderGone(str(e)) from None
+    except (ReaderGone, OutputFailed):
+        raise
     except CommandError as e:
+        if isinstance(e.__cause__, BrokenPipeError):  # the user's code printed into it
+            raise ReaderGone(str(e)) from None
         err.write(f"error: {e}\n")
         return e.exit_code
     except MissingDependencyError as e:
@@ -113,7 +245,7 @@ def main(
         return EXIT_ERROR
     except KeyboardInterrupt:
         err.write("interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover
