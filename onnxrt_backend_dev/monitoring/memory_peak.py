@@ -42,10 +42,11 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import IO, Any
 
+from ._memory import registry as _registry
 from ._memory.probes import get_memory_rss as _get_memory_rss
 from ._memory.series import DEFAULT_MAX_POINTS, Monitor, SpyResult
 
@@ -105,6 +106,21 @@ def _check_pid(pid: int) -> None:
         raise ProcessLookupError(f"no process with pid {pid}") from None
     except PermissionError:
         pass  # it exists, owned by another user: the spy says what it can read
+
+
+def _probe_names(probes: Sequence[str], cuda: bool) -> tuple[str, ...]:
+    """The device probes asked for: ``probes``, plus ``"nvml"`` with ``cuda=True``.
+
+    :param probes: registry names
+    :param cuda: the reference's spelling of ``"nvml"``
+    :return: the names, each once, in order
+    """
+    if isinstance(probes, str):
+        raise TypeError(f"probes must be a sequence of names, got the str {probes!r}")
+    names = [*(["nvml"] if cuda else []), *probes]
+    for name in names:
+        _registry.get_spec(name)  # unknown: ValueError naming the known ones
+    return tuple(dict.fromkeys(names))
 
 
 class _Reader:
@@ -178,7 +194,9 @@ class MemorySpy:
     The spy starts on construction. :meth:`stop` returns a :class:`SpyResult`, a dict
     ``{'cpu': Monitor}``, plus ``'gpus'`` (one Monitor per GPU, device-wide used memory)
     and ``'gpus_process'`` (the process's own usage per GPU, where the driver reports it)
-    with ``cuda=True``, and ``'duration'``, ``'target_exited'``, ``'marks'``.
+    with ``cuda=True``, and ``'duration'``, ``'target_exited'``, ``'marks'``; with any
+    device probe, ``'devices'`` holds every device monitor by ``qualname``
+    (``"nvml:gpu0"``).
 
     :param pid: process id of the process to spy on
     :param delay: spy on every delay seconds
@@ -191,6 +209,9 @@ class MemorySpy:
     :param max_points: points kept per retained series (decimated beyond, keeping the max)
     :param nvml_module: the module implementing NVML (tests pass a fake)
     :param start_timeout: seconds to wait for the spy to be ready
+    :param probes: device probes to read beside the process, by registry name
+        (``("nvml",)`` is what ``cuda=True`` asks for), see
+        :mod:`onnxrt_backend_dev.monitoring._memory.registry`
     """
 
     def __init__(
@@ -203,6 +224,7 @@ class MemorySpy:
         max_points: int = DEFAULT_MAX_POINTS,
         nvml_module: str = "pynvml",
         start_timeout: float = START_TIMEOUT,
+        probes: Sequence[str] = (),
     ) -> None:
         _check_pid(pid)
         if isinstance(delay, bool) or not isinstance(delay, (int, float)):
@@ -221,6 +243,7 @@ class MemorySpy:
         self.max_points = max_points
         self.nvml_module = nvml_module
         self.start_timeout = start_timeout
+        self.probes = _probe_names(probes, cuda)
         self.result: SpyResult | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _Reader | None = None
@@ -232,19 +255,34 @@ class MemorySpy:
     def _command(self) -> list[str]:
         if not sys.executable:
             raise RuntimeError("the memory spy needs sys.executable to start a Python process")
-        # With cuda, the parent's path: where the NVML module is installed.
-        paths = [p for p in sys.path if p] if self.cuda else []
+        # With device probes, the parent's path: where their libraries are installed.
+        paths = [p for p in sys.path if p] if self.probes else []
         code = _WORKER_CODE.format(paths=paths, package=os.path.dirname(os.path.abspath(__file__)))
-        cmd = [sys.executable, "-I", "-S", "-c", code]
-        cmd += ["--pid", str(self.pid), "--delay", repr(self.delay), "--parent", str(os.getpid())]
-        cmd += ["--max-points", str(self.max_points)]
-        if self.include_children:
-            cmd.append("--children")
-        if not self._resets:
-            cmd.append("--no-reset")
-        if self.cuda:
-            cmd += ["--cuda", "--nvml", self.nvml_module]
-        return cmd
+        libs = {"nvml": self.nvml_module}
+        opts = {
+            "pid": self.pid,
+            "delay": self.delay,
+            "parent": os.getpid(),
+            "max_points": self.max_points,
+            "children": self.include_children,
+            "no_reset": not self._resets,
+            "probes": [_registry.get_spec(n).to_arg(libs.get(n)) for n in self.probes],
+        }
+        return [sys.executable, "-I", "-S", "-c", code, *_registry.to_argv(opts)]
+
+    def _check_probes(self) -> None:
+        """Refuses a device probe whose library is missing, naming the extra."""
+        for name in self.probes:
+            spec = _registry.get_spec(name)
+            lib = self.nvml_module if name == "nvml" else spec.lib
+            if lib and importlib.util.find_spec(lib.split(".")[0]) is None:
+                from ._optional import MissingDependencyError
+
+                asked = "cuda=True" if name == "nvml" and self.cuda else f"probe {name!r}"
+                raise MissingDependencyError(
+                    f"{asked} needs {lib!r} ({spec.package}): "
+                    f"pip install 'onnxrt-backend-dev[{spec.extra}]'"
+                )
 
     def start(self) -> MemorySpy:
         """Starts another process and tells it to spy (nothing if it already spies).
@@ -253,12 +291,7 @@ class MemorySpy:
         """
         if self._proc is not None and self.result is None:
             return self
-        if self.cuda and importlib.util.find_spec(self.nvml_module.split(".")[0]) is None:
-            from ._optional import MissingDependencyError
-
-            raise MissingDependencyError(
-                f"cuda=True needs {self.nvml_module!r}: pip install 'onnxrt-backend-dev[gpu]'"
-            )
+        self._check_probes()
         self.result = None
         self._marks = []
         self._owner = os.getpid()
@@ -366,13 +399,16 @@ class MemorySpy:
             offset += size
         t0 = header["t0"]
         result = SpyResult(cpu=monitors[0], t0=t0)
-        if self.cuda:
-            n = (len(monitors) - 1) // 2
-            result["gpus"] = monitors[1 : 1 + n]
-            result["gpus_process"] = monitors[1 + n :]
+        # Device monitors under their group's key ('gpus'...), and all by qualname.
+        devices: dict[str, Monitor] = {}
+        for mon in monitors[1:]:
+            result.setdefault(str(mon.group), []).append(mon)
+            devices[mon.qualname] = mon
         result["duration"] = header["duration"]
         result["target_exited"] = header["target_exited"]
         result["marks"] = [(t - t0, label) for t, label in self._marks]
+        if devices:
+            result["devices"] = devices
         return result
 
     def _close(self) -> None:
