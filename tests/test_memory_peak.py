@@ -522,13 +522,23 @@ def test_errors_reported_by_the_spy_keep_their_type() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "exc", "match"),
     [
-        ({"delay": 0}, ValueError, "delay must be > 0"),
-        ({"delay": -1.0}, ValueError, "delay must be > 0 \\(and finite\\), got -1.0"),
+        ({"delay": 0}, ValueError, "delay must be >= 0.001 s and finite, got 0"),
+        ({"delay": -1.0}, ValueError, "delay must be >= 0.001 s and finite, got -1.0"),
+        ({"delay": 1e-6}, ValueError, "delay must be >= 0.001 s and finite, got 1e-06"),
         ({"delay": float("nan")}, ValueError, "got nan"),
+        ({"delay": float("inf")}, ValueError, "got inf"),
         ({"delay": "0.1"}, TypeError, "delay must be a number of seconds, got str"),
         ({"pid": 0}, ValueError, "pid must be > 0, got 0"),
         ({"pid": "12"}, TypeError, "pid must be an int, got str"),
-        ({"max_points": 1}, ValueError, "max_points must be >= 2"),
+        ({"pid": 2**63}, ValueError, "pid must be <= [0-9]+ \\(this system's pid_max\\), got 92"),
+        ({"pid": 2**22 + 1}, ValueError, "pid must be <= [0-9]+ \\(this system's pid_max\\)"),
+        ({"max_points": 1}, ValueError, "max_points must be >= 2, got 1"),
+        ({"max_points": "10"}, TypeError, "max_points must be an int, got str"),
+        ({"max_points": 10.0}, TypeError, "max_points must be an int, got float"),
+        ({"start_timeout": 0}, ValueError, "start_timeout must be > 0 and finite, got 0"),
+        ({"start_timeout": "5"}, TypeError, "start_timeout must be a number of seconds, got str"),
+        ({"stop_timeout": -1}, ValueError, "stop_timeout must be > 0 and finite, got -1"),
+        ({"probes": ("nope",)}, ValueError, "unknown probe 'nope'"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, object], exc: type, match: str) -> None:
@@ -549,6 +559,20 @@ def test_a_pid_that_does_not_exist_is_refused_at_once() -> None:
 
 def test_get_memory_rss_of_this_process() -> None:
     assert 1 * MIB < get_memory_rss(os.getpid()) < 100 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("pid", "exc", "match"),
+    [
+        (None, TypeError, "pid must be an int, got NoneType"),
+        ("1", TypeError, "pid must be an int, got str"),
+        (-3, ValueError, "pid must be > 0, got -3"),
+        (2**64, ValueError, "pid must be <= [0-9]+ \\(this system's pid_max\\)"),
+    ],
+)
+def test_get_memory_rss_refuses_what_is_not_a_pid(pid: object, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        get_memory_rss(pid)  # type: ignore[arg-type]
 
 
 # --- real spies -----------------------------------------------------------------------
@@ -861,3 +885,122 @@ def test_a_nested_spy_follows_the_outer_resets_and_both_see_the_spike() -> None:
         assert alone._resets
     finally:
         alone.stop()
+
+
+# --- faults: Ctrl-C, a dead or frozen spy, concurrent stop() ----------------------------
+
+# Interrupts start_spying_on() with a real SIGINT after delays from 10 us to 100 ms (the
+# spy starts in tens of ms), then checks that no spy is left, not even a zombie.
+INTERRUPTED_STARTS = """
+import os, signal, time
+import psutil
+from onnxrt_backend_dev.monitoring.memory_peak import start_spying_on
+
+signal.signal(signal.SIGALRM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+outcomes = {"interrupted": 0, "started": 0}
+for k in range(40):
+    spy = None
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1e-5 * 1.3**k)
+        spy = start_spying_on(delay=0.05)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        outcomes["started"] += 1
+    except KeyboardInterrupt:
+        outcomes["interrupted"] += 1
+    if spy is not None:
+        spy.stop()
+me = psutil.Process()
+deadline = time.monotonic() + 10
+while me.children() and time.monotonic() < deadline:
+    time.sleep(0.02)
+print(outcomes["interrupted"], outcomes["started"], len(me.children()))
+"""
+
+
+def _spies_of(parent: int) -> list[int]:
+    """Spy processes started by ``parent`` (their argv names it), wherever they are now."""
+    marker = f"\0--parent\0{parent}\0".encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * REAL_TIMEOUT)
+def test_ctrl_c_at_any_moment_of_the_start_leaves_no_spy() -> None:
+    # GIVEN a process interrupting its own start_spying_on() at 40 moments
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_STARTS],
+        capture_output=True,
+        text=True,
+        timeout=2 * REAL_TIMEOUT,
+    )
+    # THEN some starts were interrupted, some not, no spy is left and nothing was printed
+    assert proc.returncode == 0, proc.stderr
+    interrupted, started, children = map(int, proc.stdout.split())
+    assert interrupted > 0 and started > 0 and children == 0, proc.stdout
+    assert proc.stderr == ""  # no "Exception ignored in ... __del__", no traceback
+    # AND no orphan, once the process is gone either
+    time.sleep(0.2)
+    assert _spies_of(os.getpid()) == []  # (sanity: the marker names the right parent)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_concurrent_stop_calls_all_get_the_same_result() -> None:
+    import threading
+
+    spy = start_spying_on(delay=0.005)
+    barrier = threading.Barrier(8)
+    results: list[object] = []
+
+    def stop() -> None:
+        barrier.wait()
+        results.append(spy.stop())
+
+    threads = [threading.Thread(target=stop) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(REAL_TIMEOUT)
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert spy.stop() is results[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_after_the_spy_died_every_stop_raises_the_same_error() -> None:
+    import signal
+
+    spy = start_spying_on()
+    assert spy._proc is not None
+    os.kill(spy._proc.pid, signal.SIGKILL)
+    assert spy.wait(10.0)
+    errors = []
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match=r"ended without its measures \(exit code -9\)") as e:
+            spy.stop()
+        errors.append(e.value)
+    assert errors[0] is errors[1] is errors[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_a_frozen_spy_is_reported_as_not_answering_and_killed() -> None:
+    import signal
+
+    spy = start_spying_on(stop_timeout=0.5)
+    assert spy._proc is not None
+    os.kill(spy._proc.pid, signal.SIGSTOP)
+    with pytest.raises(RuntimeError, match=r"did not answer within 0.5 s \(killed\)") as e:
+        spy.stop()
+    assert "exit code" not in str(e.value)
+    assert _wait_gone(spy._proc.pid)
+    with pytest.raises(RuntimeError) as again:
+        spy.stop()
+    assert again.value is e.value

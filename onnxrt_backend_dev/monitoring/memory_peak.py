@@ -37,13 +37,14 @@ import importlib.util
 import marshal
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
-from types import TracebackType
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType, TracebackType
 from typing import IO, Any
 
 from ._memory import registry as _registry
@@ -63,6 +64,9 @@ __all__ = [
 START_TIMEOUT = 10.0  # seconds for the spy to open its probes (a loaded machine is slow)
 STOP_TIMEOUT = 10.0  # seconds for the spy to hand its result over
 KILL_TIMEOUT = 2.0  # seconds to reap the spy once killed
+# The shortest delay: below it the spy's own reading of /proc (tens of microseconds per
+# tick) becomes a large share of a core; see benchmarks/RESULTS.md (issue 10b).
+MIN_DELAY = 0.001
 
 # Exceptions the spy may report, rebuilt as such in the parent; others become RuntimeError.
 _ERRORS: dict[str, type[Exception]] = {
@@ -92,20 +96,78 @@ def get_memory_rss(pid: int) -> int:
     :param pid: the process id
     :return: bytes
     """
+    _check_pid_value(pid)
     return _get_memory_rss(pid)
 
 
-def _check_pid(pid: int) -> None:
+def _pid_max() -> int:
+    """The largest pid this system gives (Linux: ``/proc/sys/kernel/pid_max``)."""
+    try:
+        with open("/proc/sys/kernel/pid_max", "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 2**31 - 1  # pid_t is a signed 32-bit int on every POSIX system we run on
+
+
+def _check_pid_value(pid: int) -> None:
+    """Refuses what cannot be a pid: the type, zero or less, beyond the system's range."""
     if isinstance(pid, bool) or not isinstance(pid, int):
         raise TypeError(f"pid must be an int, got {type(pid).__name__}")
     if pid <= 0:
         raise ValueError(f"pid must be > 0, got {pid}")
+    limit = _pid_max()
+    if pid > limit:
+        raise ValueError(f"pid must be <= {limit} (this system's pid_max), got {pid}")
+
+
+def _check_pid(pid: int) -> None:
+    _check_pid_value(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         raise ProcessLookupError(f"no process with pid {pid}") from None
     except PermissionError:
         pass  # it exists, owned by another user: the spy says what it can read
+
+
+def _check_seconds(name: str, value: float, floor: float = 0.0) -> None:
+    """Refuses a duration that is not a finite number of seconds above ``floor``.
+
+    :param name: the parameter, for the message
+    :param value: what was given
+    :param floor: the smallest value accepted (0 itself is never accepted)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not (value >= floor and 0 < value < math.inf):
+        rule = f">= {floor} s" if floor else "> 0"
+        raise ValueError(f"{name} must be {rule} and finite, got {value!r}")
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Holds a Ctrl-C back until the block ends, then raises it as usual.
+
+    Around the creation of the spy: a KeyboardInterrupt inside ``Popen`` (after the
+    fork) would leave a spy process nobody holds. Python runs signal handlers in the main
+    thread only: elsewhere, and when SIGINT is not handled by Python, nothing is held.
+    """
+    previous = (
+        signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
+    if not callable(previous):
+        yield
+        return
+    caught: list[FrameType | None] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            previous(signal.SIGINT, caught[0])
 
 
 def _probe_names(probes: Sequence[str], cuda: bool) -> tuple[str, ...]:
@@ -199,7 +261,7 @@ class MemorySpy:
     (``"nvml:gpu0"``).
 
     :param pid: process id of the process to spy on
-    :param delay: spy on every delay seconds
+    :param delay: spy on every delay seconds, at least ``MIN_DELAY`` (1 ms)
     :param cuda: enable cuda monitoring (nvidia-ml-py, the gpu extra)
     :param include_children: count the whole process tree (never the spy itself)
     :param reset_peak: reset the kernel's high-water mark at each tick for exact peaks;
@@ -212,6 +274,7 @@ class MemorySpy:
     :param probes: device probes to read beside the process, by registry name
         (``("nvml",)`` is what ``cuda=True`` asks for), see
         :mod:`onnxrt_backend_dev.monitoring._memory.registry`
+    :param stop_timeout: seconds :meth:`stop` waits for the spy's answer
     """
 
     def __init__(
@@ -225,16 +288,16 @@ class MemorySpy:
         nvml_module: str = "pynvml",
         start_timeout: float = START_TIMEOUT,
         probes: Sequence[str] = (),
+        stop_timeout: float = STOP_TIMEOUT,
     ) -> None:
         _check_pid(pid)
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-            raise TypeError(f"delay must be a number of seconds, got {type(delay).__name__}")
-        if not 0 < delay < math.inf:
-            raise ValueError(f"delay must be > 0 (and finite), got {delay!r}")
+        _check_seconds("delay", delay, MIN_DELAY)
+        _check_seconds("start_timeout", start_timeout)
+        _check_seconds("stop_timeout", stop_timeout)
+        if isinstance(max_points, bool) or not isinstance(max_points, int):
+            raise TypeError(f"max_points must be an int, got {type(max_points).__name__}")
         if max_points < 2:
             raise ValueError(f"max_points must be >= 2, got {max_points!r}")
-        if not start_timeout > 0:
-            raise ValueError(f"start_timeout must be > 0, got {start_timeout!r}")
         self.pid = pid
         self.delay = float(delay)
         self.cuda = cuda
@@ -242,8 +305,11 @@ class MemorySpy:
         self.reset_peak = reset_peak
         self.max_points = max_points
         self.nvml_module = nvml_module
-        self.start_timeout = start_timeout
+        self.start_timeout = float(start_timeout)
+        self.stop_timeout = float(stop_timeout)
         self.probes = _probe_names(probes, cuda)
+        self._lock = threading.Lock()
+        self._error: Exception | None = None
         self.result: SpyResult | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _Reader | None = None
@@ -287,12 +353,16 @@ class MemorySpy:
     def start(self) -> MemorySpy:
         """Starts another process and tells it to spy (nothing if it already spies).
 
+        A Ctrl-C at any moment leaves no spy process behind: it is held back while the
+        process is created (until this object holds it), then the spy is killed.
+
         :return: self
         """
-        if self._proc is not None and self.result is None:
+        if self._proc is not None and self.result is None and self._error is None:
             return self
         self._check_probes()
         self.result = None
+        self._error = None
         self._marks = []
         self._owner = os.getpid()
         # Two spies resetting the high-water mark of one process erase each other's peaks:
@@ -302,28 +372,36 @@ class MemorySpy:
             spy is not self and spy.pid == self.pid and spy._resets and spy.running
             for spy in list(_LIVE)
         )
-        proc = subprocess.Popen(
-            self._command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # the spy reports errors as frames, never prints
-            bufsize=0,
-            # Its own session: Ctrl-C on the terminal is for the parent, which stops the spy.
-            start_new_session=True,
-        )
-        self._proc = proc
-        self._reader = _Reader(proc)
-        if not self._reader.ready.wait(self.start_timeout):
+        command = self._command()
+        self._proc = self._reader = None
+        try:
+            with _sigint_held():
+                self._proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,  # the spy reports errors as frames, never prints
+                    bufsize=0,
+                    # Its own session: Ctrl-C on the terminal is for the parent, which stops it.
+                    start_new_session=True,
+                )
+                self._reader = _Reader(self._proc)
+            self._wait_ready(self._proc, self._reader)
+            _LIVE.add(self)
+        except BaseException:
             self._kill()
+            raise
+        return self
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], reader: _Reader) -> None:
+        """Waits for the spy's ``ready`` frame; raises what the spy reported otherwise."""
+        if not reader.ready.wait(self.start_timeout):
             raise RuntimeError(f"the memory spy did not start within {self.start_timeout} s")
-        if self._reader.ready_frame is None:
-            final = self._reader.final
-            self._kill()
+        if reader.ready_frame is None:
+            final = reader.final
             if final is not None and final[0].get("kind") == "error":
                 _raise_error(final[0])
             raise RuntimeError(f"the memory spy ended at start (exit code {proc.poll()})")
-        _LIVE.add(self)
-        return self
 
     @property
     def running(self) -> bool:
@@ -362,34 +440,53 @@ class MemorySpy:
         return t - (self._reader.ready_frame or {}).get("t0", t) if self._reader else 0.0
 
     def stop(self) -> SpyResult:
-        """Stops spying on and returns the measures (the same result if called again).
+        """Stops spying on and returns the measures.
+
+        Thread-safe and idempotent: every call, concurrent or later, returns the same
+        result, or raises the same error once the spy failed (it died, or did not answer
+        within ``stop_timeout`` seconds and was killed).
 
         :return: ``{'cpu': Monitor, ...}``, see the class
         """
-        if self.result is not None:
+        with self._lock:
+            if self.result is not None:
+                return self.result
+            if self._error is not None:
+                raise self._error.with_traceback(None)
+            proc, reader = self._proc, self._reader
+            if proc is None or reader is None:
+                raise RuntimeError("the memory spy was not started")
+            if os.getpid() != self._owner:
+                raise RuntimeError("stop() must be called by the process that started the spy")
+            try:
+                self.result = self._collect(proc, reader)
+            except Exception as e:
+                self._error = e
+                raise
             return self.result
-        if self._proc is None or self._reader is None:
-            raise RuntimeError("the memory spy was not started")
-        if os.getpid() != self._owner:
-            raise RuntimeError("stop() must be called by the process that started the spy")
-        stdin = self._proc.stdin
-        try:
-            if stdin is not None:
-                stdin.write(b"stop\n")
-        except OSError:
-            pass  # the spy already ended (the spied process exited)
-        done = self._reader.done.wait(STOP_TIMEOUT)
-        final = self._reader.final
-        self._close()
-        if not done or final is None:
+
+    def _collect(self, proc: subprocess.Popen[bytes], reader: _Reader) -> SpyResult:
+        """Asks the spy for its measures and waits for them (see :meth:`stop`)."""
+        # OSError: the spy already ended (the spied process exited); ValueError: closed.
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.write(b"stop\n")
+        if not reader.done.wait(self.stop_timeout):
+            self._kill()  # stopped (SIGSTOP) or stuck: a frozen spy is not a dead one
             raise RuntimeError(
-                f"the memory spy ended without its measures (exit code {self._proc.returncode})"
+                f"the memory spy (pid {proc.pid}) did not answer within {self.stop_timeout} s"
+                " (killed)"
+            )
+        final = reader.final
+        self._close()
+        if final is None:
+            raise RuntimeError(
+                f"the memory spy ended without its measures (exit code {proc.returncode})"
             )
         header, payload = final
         if header.get("kind") == "error":
             _raise_error(header)
-        self.result = self._build(header, payload)
-        return self.result
+        return self._build(header, payload)
 
     def _build(self, header: dict[str, Any], payload: bytes) -> SpyResult:
         monitors, offset = [], 0
@@ -435,7 +532,8 @@ class MemorySpy:
             return
         _LIVE.discard(self)
         if proc.poll() is None:
-            proc.kill()
+            with contextlib.suppress(OSError):  # ended meanwhile
+                proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=KILL_TIMEOUT)
         for stream in (proc.stdin, proc.stdout):
@@ -458,10 +556,14 @@ class MemorySpy:
             self._kill()  # the block failed: do not hide its exception behind ours
 
     def __del__(self) -> None:
-        # getattr: the constructor may have failed before setting them.
+        # getattr: the constructor may have failed before setting them. No wait here: a
+        # finalizer that blocks can be interrupted (Ctrl-C) and print "Exception ignored";
+        # the reader thread reaps the killed spy.
         proc, owner = getattr(self, "_proc", None), getattr(self, "_owner", None)
         if getattr(self, "result", None) is None and proc is not None and os.getpid() == owner:
-            self._kill()
+            with contextlib.suppress(OSError):
+                if proc.returncode is None:
+                    proc.kill()
 
 
 def start_spying_on(
