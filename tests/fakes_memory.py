@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnxrt_backend_dev.monitoring._memory.probes import Probe, TargetGone
-from onnxrt_backend_dev.monitoring._memory.registry import Channel, DeviceProbe, ProbeSpec
+from onnxrt_backend_dev.monitoring._memory.registry import Channel, DeviceProbe
 
 GIB = 2**30
 
@@ -156,6 +156,3 @@ class FakeAmdProbe(DeviceProbe):
 
 class NotAProbe:
     """A class the registry may name by mistake: the spy refuses it."""
-
-
-FAKE_AMD = ProbeSpec("fakeamd", "fakes_memory:FakeAmdProbe", package="fake-amdsmi", extra="amd")

@@ -24,6 +24,7 @@ from onnxrt_backend_dev.monitoring.memory_peak import (
     _raise_error,
     _Reader,
     get_memory_rss,
+    register_probe,
     spied,
     spy_call,
     start_spying_on,
@@ -295,10 +296,9 @@ def test_nvml_failures_name_their_cause(
 
 @pytest.fixture
 def fake_amd() -> Iterator[_registry.ProbeSpec]:
-    """The second device probe, registered for the test only."""
-    import fakes_memory
-
-    spec = _registry.register(fakes_memory.FAKE_AMD)
+    """The second device probe, registered (through the public face) for the test only."""
+    register_probe("fakeamd", "fakes_memory:FakeAmdProbe", package="fake-amdsmi", extra="amd")
+    spec = _registry.get_spec("fakeamd")
     try:
         yield spec
     finally:
