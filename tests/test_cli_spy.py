@@ -98,6 +98,8 @@ def test_live_status_on_a_terminal_and_none_with_quiet() -> None:
     slow = "import time; b = b'x' * (20 * 2**20); time.sleep(1.2)"
     code, _, err = _main("--", sys.executable, "-c", slow, err=Terminal())
     assert code == 0 and "peak so far" in err
+    # the first status line says what the resets do, the next ones do not repeat it
+    assert err.count("ru_maxrss") == 1 and "--no-reset-peak" in err
     code, _, err = _main("--quiet", "--", sys.executable, "-c", slow, err=Terminal())
     assert code == 0 and err == ""
 
