@@ -548,3 +548,34 @@ def test_one_sigint_to_the_cli_alone_stops_the_command_cleanly() -> None:
     assert cli.returncode == 130, err
     assert "exit code 130" in out and "cpu: peak" in out
     assert sleeper is not None and _gone(sleeper)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_sigterm_while_attached_ends_the_measure_not_the_process(tmp_path: Path) -> None:
+    import threading
+
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    default = signal.getsignal(signal.SIGTERM)
+
+    def send_once_trapped() -> None:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while signal.getsignal(signal.SIGTERM) == default and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=send_once_trapped, daemon=True)
+    sender.start()
+    try:
+        code, out, err = _main("--pid", str(target.pid), "--json", str(tmp_path / "r.json"))
+        sender.join(TIMEOUT)
+        # THEN the measure is written, the exit code is 143, the spied process lives on
+        assert code == 143, err
+        assert out.startswith(f"pid {target.pid}\n") and "cpu: peak" in out
+        assert json.loads((tmp_path / "r.json").read_text())["signal"] == signal.SIGTERM
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait(TIMEOUT)
+    assert signal.getsignal(signal.SIGTERM) == default  # the handler was put back

@@ -175,17 +175,19 @@ def _stop_interrupted(proc: subprocess.Popen[bytes]) -> None:
 
 
 class _Forwarder:
-    """Forwards SIGTERM and SIGHUP to the command while the CLI waits for it.
+    """Catches SIGTERM and SIGHUP while the spy measures, so that the measure is still
+    written, and forwards them to the command the CLI started.
 
     The first signal received decides the CLI's exit code (``128 + signum``); the command
     is killed if it still runs ``grace`` seconds after it, so that it never outlives the
-    CLI (reparented to pid 1). Handlers are set in the main thread only (Python's rule).
+    CLI (reparented to pid 1). Without a command (``--pid``: not ours) the signal is only
+    recorded. Handlers are set in the main thread only (Python's rule).
 
-    :param proc: the command
+    :param proc: the command, None to forward nothing
     :param grace: seconds the command has to exit once a signal was forwarded
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], grace: float) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes] | None, grace: float) -> None:
         self.proc = proc
         self.grace = grace
         self.received: int | None = None
@@ -195,6 +197,8 @@ class _Forwarder:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signum
+        if self.proc is None:
+            return
         if self.proc.returncode is None:  # not reaped yet: the pid is still the command's
             with contextlib.suppress(OSError):
                 os.kill(self.proc.pid, signum)
@@ -204,7 +208,7 @@ class _Forwarder:
             self._timer.start()
 
     def _kill_late(self) -> None:
-        if self.proc.returncode is None:
+        if self.proc is not None and self.proc.returncode is None:
             with contextlib.suppress(OSError):
                 os.kill(self.proc.pid, signal.SIGKILL)
 
@@ -270,29 +274,6 @@ def _add_end(result: Any, peak: float, floor: float, ended: float) -> None:
     if peak > floor:
         cpu.max_peak = max(cpu.max_peak, peak)
         cpu.series.append(ended, peak)  # the curve shows what max_peak says
-
-
-class _Stopper:
-    """Records SIGTERM and SIGHUP instead of dying, so that the measure is still written.
-
-    :param received: the signals received, appended
-    """
-
-    def __init__(self, received: list[int]) -> None:
-        self.received = received
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _Stopper:
-        if threading.current_thread() is threading.main_thread():
-            for signum in _FORWARDED:
-                self._previous[signum] = signal.signal(
-                    signum, lambda signum, frame: self.received.append(signum)
-                )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
 
 
 def _max_rss_line(result: Any) -> str:
@@ -454,15 +435,16 @@ class SpyCommand:
         spy = self._spy(pid, args)
         if spy._resets:  # not our process: its owner may read ru_maxrss
             err.write(f"spy: pid {pid} was not started by the spy; {_RESET_NOTE}\n")
-        stopped: list[int] = []  # SIGTERM/SIGHUP end the measure, not the spied process
-        with _Stopper(stopped), spy, self._status(spy, f"pid {pid}", args, err):
+        # Ctrl-C, SIGTERM and SIGHUP end the measure, not the spied process.
+        caught = _Forwarder(None, _INTERRUPT_GRACE)
+        with caught, spy, self._status(spy, f"pid {pid}", args, err):
             try:
-                while not stopped and not spy.wait(_POLL):
+                while caught.received is None and not spy.wait(_POLL):
                     pass
             except KeyboardInterrupt:
-                pass  # Ctrl-C ends the measure, not the spied process
-        if stopped:
-            spy.result["signal"] = stopped[0]
+                pass
+        if caught.received:
+            spy.result["signal"] = caught.received
         return spy.result
 
     @staticmethod
