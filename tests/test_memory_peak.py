@@ -913,7 +913,7 @@ me = psutil.Process()
 deadline = time.monotonic() + 10
 while me.children() and time.monotonic() < deadline:
     time.sleep(0.02)
-print(outcomes["interrupted"], outcomes["started"], len(me.children()))
+print(outcomes["interrupted"], outcomes["started"], len(me.children()), os.getpid())
 """
 
 
@@ -942,12 +942,16 @@ def test_ctrl_c_at_any_moment_of_the_start_leaves_no_spy() -> None:
     )
     # THEN some starts were interrupted, some not, no spy is left and nothing was printed
     assert proc.returncode == 0, proc.stderr
-    interrupted, started, children = map(int, proc.stdout.split())
+    interrupted, started, children, pid = map(int, proc.stdout.split())
     assert interrupted > 0 and started > 0 and children == 0, proc.stdout
     assert proc.stderr == ""  # no "Exception ignored in ... __del__", no traceback
-    # AND no orphan, once the process is gone either
-    time.sleep(0.2)
-    assert _spies_of(os.getpid()) == []  # (sanity: the marker names the right parent)
+    # AND no orphan (reparented to pid 1) once the process is gone
+    assert _spies_of(pid) == []
+    spy = start_spying_on()
+    try:  # (the scan does find a live spy by its parent)
+        assert spy._proc is not None and spy._proc.pid in _spies_of(os.getpid())
+    finally:
+        spy.stop()
 
 
 @pytest.mark.slow
