@@ -611,7 +611,7 @@ def start_spying_on(
     (the result is then in ``spy.result``).
 
     :param pid: process id to spy or the current one
-    :param delay: delay between two measures
+    :param delay: delay between two measures, in seconds, at least ``MIN_DELAY`` (1 ms)
     :param cuda: True or False to get memory for cuda devices
     :param include_children: count the whole process tree (never the spy itself)
     :param reset_peak: reset the high-water mark at each tick (exact peaks; also resets
