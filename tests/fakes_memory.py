@@ -1,4 +1,5 @@
-"""Fakes for the memory spy: a probe, a fake procfs and a fake NVML module.
+"""Fakes for the memory spy: a probe, a fake procfs, a fake NVML module and a second
+device probe (what adding, say, AMD through amdsmi would look like).
 
 The fake NVML module is this very module: the spy process imports it by name
 (``nvml_module="fakes_memory"``) and reads its behaviour from the environment variable
@@ -12,12 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnxrt_backend_dev.monitoring._memory.probes import TargetGone
+from onnxrt_backend_dev.monitoring._memory.probes import Probe, TargetGone
+from onnxrt_backend_dev.monitoring._memory.registry import Channel, DeviceProbe
 
 GIB = 2**30
 
 
-class FakeProbe:
+class FakeProbe(Probe):
     """A probe replaying ``(current, peak)`` readings, then the target is gone."""
 
     def __init__(
@@ -125,3 +127,32 @@ def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
     if handle == 0:
         return [_Process(target, 256 * 2**20), _Process(999999, GIB)]
     return [_Process(999999, GIB)]
+
+
+# --- a second device probe ------------------------------------------------------------
+
+
+class FakeAmdProbe(DeviceProbe):
+    """Two devices of 1 and 3 GiB in use, one figure each, under the group 'amd_gpus'.
+
+    ``FAKE_AMD=fail`` makes it fail to open, as a missing driver would.
+    """
+
+    source = "fake-amd"
+
+    def __init__(self, lib: object, pids: object) -> None:
+        if os.environ.get("FAKE_AMD") == "fail":
+            raise RuntimeError("fake AMD driver not loaded")
+        self.lib = lib
+        self.channels = [Channel(f"amd{i}", "amd_gpus", i) for i in range(2)]
+        self.closed = False
+
+    def read(self) -> list[float | None]:
+        return [float(GIB), 3.0 * GIB]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class NotAProbe:
+    """A class the registry may name by mistake: the spy refuses it."""

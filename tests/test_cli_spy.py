@@ -48,7 +48,11 @@ def test_the_command_is_registered() -> None:
     [
         ((), "nothing to spy on"),
         (("--pid", "1", "--", "true"), "either --pid PID or -- COMMAND"),
-        (("--delay", "0", "--", "true"), "--delay must be > 0, got 0.0"),
+        (("--delay", "0", "--", "true"), "--delay must be >= 0.001 s, got 0.0"),
+        (("--delay", "1e-6", "--", "true"), "--delay must be >= 0.001 s, got 1e-06"),
+        (("--delay", "nan", "--", "true"), "--delay must be >= 0.001 s, got nan"),
+        (("--pid", "99999999999999999999"), "--pid must be <= "),
+        (("--pid", "-4"), "--pid must be > 0, got -4"),
     ],
 )
 def test_usage_mistakes_are_one_line_and_exit_2(argv: tuple[str, ...], message: str) -> None:
@@ -94,6 +98,8 @@ def test_live_status_on_a_terminal_and_none_with_quiet() -> None:
     slow = "import time; b = b'x' * (20 * 2**20); time.sleep(1.2)"
     code, _, err = _main("--", sys.executable, "-c", slow, err=Terminal())
     assert code == 0 and "peak so far" in err
+    # the first status line says what the resets do, the next ones do not repeat it
+    assert err.count("ru_maxrss") == 1 and "--no-reset-peak" in err
     code, _, err = _main("--quiet", "--", sys.executable, "-c", slow, err=Terminal())
     assert code == 0 and err == ""
 
@@ -108,6 +114,21 @@ def test_attach_to_a_running_process_until_it_ends() -> None:
         target.wait(TIMEOUT)
     assert code == 0, err
     assert out.startswith(f"pid {target.pid}\n") and "exited before stop()" in out
+    # THEN the user is told, once, that the resets change what the process's owner reads
+    assert err.count(f"pid {target.pid} was not started by the spy") == 1
+    assert "ru_maxrss" in err and "--no-reset-peak" in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_attach_without_reset_says_nothing() -> None:
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    try:
+        code, out, err = _main("--no-reset-peak", "--pid", str(target.pid), "--delay", "0.02")
+    finally:
+        target.wait(TIMEOUT)
+    assert (code, err) == (0, "")
+    assert "source=sampling+hwm" in out
 
 
 @pytest.mark.slow
@@ -399,3 +420,162 @@ def test_unwritable_outputs_are_refused_before_the_command_runs(
     assert (code, out) == (2, "")
     assert f"cannot write {option}" in err and err.count("\n") == 1
     assert not trace.exists()
+
+
+# --- other tools' view of the command: ru_maxrss, /usr/bin/time ----------------------
+
+# 200 MB live for a moment, freed, then 0.3 s of ticks resetting the high-water mark.
+FREED_SPIKE = "import time; b = b'x' * 200_000_000; del b; time.sleep(0.3)"
+
+
+def test_help_says_what_the_resets_do(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = _main("--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "--no-reset-peak" in text and "ru_maxrss" in text and "high-water mark" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.skipif(not os.path.exists("/usr/bin/time"), reason="needs GNU time (/usr/bin/time)")
+@pytest.mark.parametrize("reset", [True, False])
+def test_the_true_maximum_is_reported_and_time_is_right_without_reset(
+    tmp_path: Path, reset: bool
+) -> None:
+    # GIVEN the CLI under /usr/bin/time, spying on a command whose 200 MB are freed early
+    options = [] if reset else ["--no-reset-peak"]
+    res = subprocess.run(
+        ["/usr/bin/time", "-f", "TIME-MAXRSS-KB %M", sys.executable, "-m",
+         "onnxrt_backend_dev.monitoring", "spy", *options, "--json", str(tmp_path / "r.json"),
+         "--", sys.executable, "-c", FREED_SPIKE],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    time_kb = int(res.stderr.split("TIME-MAXRSS-KB")[-1])
+    doc = json.loads((tmp_path / "r.json").read_text())
+    # THEN the spy reports the command's true maximum, resets or not, beside ru_maxrss
+    assert doc["max_rss"] >= 195e6 and "max RSS" in res.stdout
+    if reset:
+        # the resets lowered the command's ru_maxrss, and so what time reads; the spy says so
+        assert doc["ru_maxrss"] < 150e6 and time_kb * 1024 < 150e6
+        assert "lowered by the spy's resets" in res.stdout
+        assert doc["peak_source"] == "hwm"
+    else:
+        # nothing written to clear_refs: time and ru_maxrss see the 200 MB
+        assert doc["ru_maxrss"] >= 195e6 and time_kb * 1024 >= 195e6
+        assert doc["peak_source"] == "sampling+hwm"
+
+
+# --- signals: SIGTERM, SIGHUP forwarded; SIGINT to the CLI alone ---------------------
+
+# Writes its marker once ready (the SIGTERM/SIGHUP disposition set), then sleeps.
+READY_THEN_SLEEP = (
+    "import signal, sys, time\n"
+    "if sys.argv[2] == 'ignore':\n"
+    "    for s in (signal.SIGTERM, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)\n"
+    "open(sys.argv[1], 'w').close()\n"
+    "time.sleep(30)\n"
+)
+
+
+def _signal_when(marker: Path, signum: int) -> None:
+    """Sends ``signum`` to this process (the CLI, in process) once ``marker`` exists."""
+    deadline = time.monotonic() + TIMEOUT / 2
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(os.getpid(), signum)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize(
+    ("signum", "behaviour", "command_code"),
+    [
+        (signal.SIGTERM, "default", 143),  # dies of the forwarded signal
+        (signal.SIGHUP, "default", 129),
+        (signal.SIGTERM, "ignore", 137),  # ignores it: killed after the grace
+    ],
+)
+def test_sigterm_and_sighup_are_forwarded_and_the_measure_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spied_pids: list[int],
+    signum: int,
+    behaviour: str,
+    command_code: int,
+) -> None:
+    import threading
+
+    monkeypatch.setattr(_cli_spy, "_INTERRUPT_GRACE", 0.5)
+    marker, report = tmp_path / "ready", tmp_path / "r.json"
+    sender = threading.Thread(target=_signal_when, args=(marker, signum), daemon=True)
+    sender.start()
+    # WHEN the CLI gets the signal while the command runs
+    code, out, err = _main(
+        "--json", str(report), "--", sys.executable, "-c", READY_THEN_SLEEP, str(marker), behaviour
+    )
+    sender.join(TIMEOUT)
+    # THEN the conventional exit code, the command's own status, the measure written
+    assert code == 128 + signum, err
+    assert f"exit code {command_code}" in out and "cpu: peak" in out
+    assert f"{signal.Signals(signum).name} forwarded to the command" in err
+    doc = json.loads(report.read_text())
+    assert (doc["exit_code"], doc["signal"]) == (command_code, signum)
+    # AND the command is gone (reaped), not left running under pid 1
+    assert len(spied_pids) == 1 and _gone(spied_pids[0])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_one_sigint_to_the_cli_alone_stops_the_command_cleanly() -> None:
+    # GIVEN the CLI running `sleep 30` in a session of its own
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", "--", "sleep", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while (sleeper := _child_named(cli.pid, "sleep")) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # WHEN SIGINT reaches the CLI only (kill -INT), not the command
+        os.kill(cli.pid, signal.SIGINT)
+        out, err = cli.communicate(timeout=TIMEOUT / 2)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(TIMEOUT)
+    # THEN the command got SIGINT and ended of it (130), not SIGKILL (137)
+    assert cli.returncode == 130, err
+    assert "exit code 130" in out and "cpu: peak" in out
+    assert sleeper is not None and _gone(sleeper)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_sigterm_while_attached_ends_the_measure_not_the_process(tmp_path: Path) -> None:
+    import threading
+
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    default = signal.getsignal(signal.SIGTERM)
+
+    def send_once_trapped() -> None:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while signal.getsignal(signal.SIGTERM) == default and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=send_once_trapped, daemon=True)
+    sender.start()
+    try:
+        code, out, err = _main("--pid", str(target.pid), "--json", str(tmp_path / "r.json"))
+        sender.join(TIMEOUT)
+        # THEN the measure is written, the exit code is 143, the spied process lives on
+        assert code == 143, err
+        assert out.startswith(f"pid {target.pid}\n") and "cpu: peak" in out
+        assert json.loads((tmp_path / "r.json").read_text())["signal"] == signal.SIGTERM
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait(TIMEOUT)
+    assert signal.getsignal(signal.SIGTERM) == default  # the handler was put back

@@ -8,12 +8,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fakes_memory import FakeProbe, write_status
 
+from onnxrt_backend_dev.monitoring._memory import nvml as _nvml
 from onnxrt_backend_dev.monitoring._memory import probes as _probes
+from onnxrt_backend_dev.monitoring._memory import registry as _registry
 from onnxrt_backend_dev.monitoring._memory import worker as _spy_worker
 from onnxrt_backend_dev.monitoring._memory.series import MemorySeries, Monitor, SpyResult
 from onnxrt_backend_dev.monitoring.memory_peak import (
@@ -21,6 +24,7 @@ from onnxrt_backend_dev.monitoring.memory_peak import (
     _raise_error,
     _Reader,
     get_memory_rss,
+    register_probe,
     spied,
     spy_call,
     start_spying_on,
@@ -261,8 +265,9 @@ def test_nvml_probe_reads_devices_and_the_process(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setenv("FAKE_NVML", "ok")
     monkeypatch.setenv("FAKE_NVML_PID", "42")
-    probe = _probes.NvmlProbe(fakes_memory, lambda: {42})
-    assert probe.channels == ["gpu0", "gpu1", "gpu0:process", "gpu1:process"]
+    probe = _nvml.NvmlProbe(fakes_memory, lambda: {42})
+    assert [c.name for c in probe.channels] == ["gpu0", "gpu1", "gpu0:process", "gpu1:process"]
+    assert [(c.group, c.device) for c in probe.channels[1:3]] == [("gpus", 1), ("gpus_process", 0)]
     assert probe.read() == [2**30, 2 * 2**30, 256 * MIB, 0.0]
     probe.close()
 
@@ -283,7 +288,86 @@ def test_nvml_failures_name_their_cause(
 
     monkeypatch.setenv("FAKE_NVML", mode)
     with pytest.raises(RuntimeError, match=cause):
-        _probes.NvmlProbe(fakes_memory, set)
+        _nvml.NvmlProbe(fakes_memory, set)
+
+
+# --- the device probe registry --------------------------------------------------------
+
+
+@pytest.fixture
+def fake_amd() -> Iterator[_registry.ProbeSpec]:
+    """The second device probe, registered (through the public face) for the test only."""
+    register_probe("fakeamd", "fakes_memory:FakeAmdProbe", package="fake-amdsmi", extra="amd")
+    spec = _registry.get_spec("fakeamd")
+    try:
+        yield spec
+    finally:
+        _registry.unregister(spec.name)
+
+
+def test_registry_lists_nvml_and_refuses_unknown_names() -> None:
+    assert _registry.get_spec("nvml").lib == "pynvml"
+    with pytest.raises(ValueError, match=r"probes: unknown probe 'rocm', choose from \['nvml'\]"):
+        start_spying_on(probes=("rocm",))
+    with pytest.raises(TypeError, match="probes must be a sequence of names"):
+        start_spying_on(probes="nvml")
+    with pytest.raises(ValueError, match="probe target must be 'module:Class'"):
+        _registry.ProbeSpec("x", "no_colon")
+
+
+def test_a_second_device_probe_is_opened_from_its_registry_entry(
+    fake_amd: _registry.ProbeSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_NVML", "ok")
+    # GIVEN the spy's options asking for NVML and the fake AMD probe, as the parent writes them
+    probes = [_registry.get_spec("nvml").to_arg("fakes_memory"), fake_amd.to_arg()]
+    opts = _registry.parse_args(
+        _registry.to_argv({"pid": os.getpid(), "delay": 0.01, "parent": 1, "probes": probes})
+    )
+    loop = _spy_worker.build_loop(opts)
+    try:
+        # THEN both are open behind the one interface, their monitors named by probe and device
+        assert all(isinstance(p, _registry.DeviceProbe) for p in loop.devices)
+        assert [m.qualname for m in loop.monitors] == [
+            "cpu", "nvml:gpu0", "nvml:gpu1", "nvml:gpu0:process", "nvml:gpu1:process",
+            "fakeamd:amd0", "fakeamd:amd1",
+        ]  # fmt: skip
+        assert loop.tick()
+        amd = loop.monitors[-1]
+        assert (amd.max_peak, amd.peak_source, amd.device, amd.group) == (
+            3.0 * 2**30, "fake-amd", 1, "amd_gpus"
+        )  # fmt: skip
+    finally:
+        loop.close()
+    assert all(getattr(p, "closed", True) for p in loop.devices)
+    # AND a class that does not implement the interface is refused by name
+    with pytest.raises(RuntimeError, match="fakes_memory:NotAProbe is not a DeviceProbe"):
+        _registry.open_probe("bad=fakes_memory:NotAProbe,", set)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_a_second_device_probe_end_to_end_through_the_spy(
+    fake_amd: _registry.ProbeSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the fake AMD probe registered beside NVML (faked too)
+    monkeypatch.setenv("FAKE_NVML", "ok")
+    monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
+    # WHEN a real spy measures both
+    stat = start_spying_on(cuda=True, nvml_module="fakes_memory", probes=("fakeamd",)).stop()
+    # THEN the reference's keys are unchanged, the new probe's monitors sit beside them
+    assert [m.name for m in stat["gpus"]] == ["gpu0", "gpu1"]
+    assert [m.max_peak for m in stat["gpus_process"]] == [256 * MIB, 0.0]
+    assert [m.max_peak for m in stat["amd_gpus"]] == [2**30, 3 * 2**30]
+    assert list(stat["devices"]) == [
+        "nvml:gpu0", "nvml:gpu1", "nvml:gpu0:process", "nvml:gpu1:process",
+        "fakeamd:amd0", "fakeamd:amd1",
+    ]  # fmt: skip
+    assert "amd1: peak 3.00 GiB" in str(stat)
+    # AND its failure to open is the spy's error, as NVML's is
+    monkeypatch.setenv("FAKE_AMD", "fail")
+    with pytest.raises(RuntimeError, match="fake AMD driver not loaded"):
+        start_spying_on(probes=("fakeamd",))
 
 
 # --- the spy's loop and protocol, in-process ------------------------------------------
@@ -390,11 +474,39 @@ def test_reader_reassembles_large_frames_from_short_reads() -> None:
 
 
 def test_worker_arguments_are_validated() -> None:
-    assert _spy_worker.parse_args(["--pid", "3", "--delay", "0.5", "--parent", "1"])["pid"] == 3
+    assert _registry.parse_args(["--pid", "3", "--delay", "0.5", "--parent", "1"])["pid"] == 3
     with pytest.raises(ValueError, match="missing spy argument --parent"):
-        _spy_worker.parse_args(["--pid", "3", "--delay", "0.5"])
+        _registry.parse_args(["--pid", "3", "--delay", "0.5"])
     with pytest.raises(ValueError, match="unexpected spy argument '--bogus'"):
-        _spy_worker.parse_args(["--bogus"])
+        _registry.parse_args(["--bogus"])
+    with pytest.raises(ValueError, match="unexpected spy argument '--pid'"):
+        _registry.parse_args(["--pid"])
+
+
+def test_worker_argv_is_built_and_parsed_from_one_table() -> None:
+    # GIVEN every option of the table set to a non-default value
+    opts = {
+        "pid": 12,
+        "delay": 0.1 + 0.2,  # repr keeps every digit
+        "parent": 7,
+        "max_points": 99,
+        "children": True,
+        "no_reset": True,
+        "probes": ["nvml=a.b:C,pynvml", "fake=x:Y,"],
+    }
+    # WHEN written by the parent then read by the spy THEN nothing is lost
+    argv = _registry.to_argv(opts)
+    assert _registry.parse_args(argv) == opts
+    assert [o for o in argv if o.startswith("--")] == [o for o, *_ in _registry.WORKER_OPTIONS] + [
+        "--probe"
+    ]
+    # AND the defaults round-trip too, and a key outside the table is refused
+    minimal = {"pid": 1, "delay": 0.5, "parent": 2}
+    assert _registry.parse_args(_registry.to_argv(minimal)) == {
+        **minimal, "max_points": 65536, "children": False, "no_reset": False, "probes": []
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="unexpected spy options \\['bogus'\\]"):
+        _registry.to_argv({**minimal, "bogus": 1})
 
 
 def test_errors_reported_by_the_spy_keep_their_type() -> None:
@@ -410,13 +522,23 @@ def test_errors_reported_by_the_spy_keep_their_type() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "exc", "match"),
     [
-        ({"delay": 0}, ValueError, "delay must be > 0"),
-        ({"delay": -1.0}, ValueError, "delay must be > 0 \\(and finite\\), got -1.0"),
+        ({"delay": 0}, ValueError, "delay must be >= 0.001 s and finite, got 0"),
+        ({"delay": -1.0}, ValueError, "delay must be >= 0.001 s and finite, got -1.0"),
+        ({"delay": 1e-6}, ValueError, "delay must be >= 0.001 s and finite, got 1e-06"),
         ({"delay": float("nan")}, ValueError, "got nan"),
+        ({"delay": float("inf")}, ValueError, "got inf"),
         ({"delay": "0.1"}, TypeError, "delay must be a number of seconds, got str"),
         ({"pid": 0}, ValueError, "pid must be > 0, got 0"),
         ({"pid": "12"}, TypeError, "pid must be an int, got str"),
-        ({"max_points": 1}, ValueError, "max_points must be >= 2"),
+        ({"pid": 2**63}, ValueError, "pid must be <= [0-9]+ \\(this system's pid_max\\), got 92"),
+        ({"pid": 2**22 + 1}, ValueError, "pid must be <= [0-9]+ \\(this system's pid_max\\)"),
+        ({"max_points": 1}, ValueError, "max_points must be >= 2, got 1"),
+        ({"max_points": "10"}, TypeError, "max_points must be an int, got str"),
+        ({"max_points": 10.0}, TypeError, "max_points must be an int, got float"),
+        ({"start_timeout": 0}, ValueError, "start_timeout must be > 0 and finite, got 0"),
+        ({"start_timeout": "5"}, TypeError, "start_timeout must be a number of seconds, got str"),
+        ({"stop_timeout": -1}, ValueError, "stop_timeout must be > 0 and finite, got -1"),
+        ({"probes": ("nope",)}, ValueError, "unknown probe 'nope'"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, object], exc: type, match: str) -> None:
@@ -437,6 +559,20 @@ def test_a_pid_that_does_not_exist_is_refused_at_once() -> None:
 
 def test_get_memory_rss_of_this_process() -> None:
     assert 1 * MIB < get_memory_rss(os.getpid()) < 100 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("pid", "exc", "match"),
+    [
+        (None, TypeError, "pid must be an int, got NoneType"),
+        ("1", TypeError, "pid must be an int, got str"),
+        (-3, ValueError, "pid must be > 0, got -3"),
+        (2**64, ValueError, "pid must be <= [0-9]+ \\(this system's pid_max\\)"),
+    ],
+)
+def test_get_memory_rss_refuses_what_is_not_a_pid(pid: object, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        get_memory_rss(pid)  # type: ignore[arg-type]
 
 
 # --- real spies -----------------------------------------------------------------------
@@ -749,3 +885,126 @@ def test_a_nested_spy_follows_the_outer_resets_and_both_see_the_spike() -> None:
         assert alone._resets
     finally:
         alone.stop()
+
+
+# --- faults: Ctrl-C, a dead or frozen spy, concurrent stop() ----------------------------
+
+# Interrupts start_spying_on() with a real SIGINT after delays from 10 us to 100 ms (the
+# spy starts in tens of ms), then checks that no spy is left, not even a zombie.
+INTERRUPTED_STARTS = """
+import os, signal, time
+import psutil
+from onnxrt_backend_dev.monitoring.memory_peak import start_spying_on
+
+signal.signal(signal.SIGALRM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+outcomes = {"interrupted": 0, "started": 0}
+for k in range(40):
+    spy = None
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1e-5 * 1.3**k)
+        spy = start_spying_on(delay=0.05)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        outcomes["started"] += 1
+    except KeyboardInterrupt:
+        outcomes["interrupted"] += 1
+    if spy is not None:
+        spy.stop()
+me = psutil.Process()
+deadline = time.monotonic() + 10
+while me.children() and time.monotonic() < deadline:
+    time.sleep(0.02)
+print(outcomes["interrupted"], outcomes["started"], len(me.children()), os.getpid())
+"""
+
+
+def _spies_of(parent: int) -> list[int]:
+    """Spy processes started by ``parent`` (their argv names it), wherever they are now."""
+    marker = f"\0--parent\0{parent}\0".encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * REAL_TIMEOUT)
+def test_ctrl_c_at_any_moment_of_the_start_leaves_no_spy() -> None:
+    # GIVEN a process interrupting its own start_spying_on() at 40 moments
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_STARTS],
+        capture_output=True,
+        text=True,
+        timeout=2 * REAL_TIMEOUT,
+    )
+    # THEN some starts were interrupted, some not, no spy is left and nothing was printed
+    assert proc.returncode == 0, proc.stderr
+    interrupted, started, children, pid = map(int, proc.stdout.split())
+    assert interrupted > 0 and started > 0 and children == 0, proc.stdout
+    assert proc.stderr == ""  # no "Exception ignored in ... __del__", no traceback
+    # AND no orphan (reparented to pid 1) once the process is gone
+    assert _spies_of(pid) == []
+    spy = start_spying_on()
+    try:  # (the scan does find a live spy by its parent)
+        assert spy._proc is not None and spy._proc.pid in _spies_of(os.getpid())
+    finally:
+        spy.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_concurrent_stop_calls_all_get_the_same_result() -> None:
+    import threading
+
+    spy = start_spying_on(delay=0.005)
+    barrier = threading.Barrier(8)
+    results: list[object] = []
+
+    def stop() -> None:
+        barrier.wait()
+        results.append(spy.stop())
+
+    threads = [threading.Thread(target=stop) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(REAL_TIMEOUT)
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert spy.stop() is results[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_after_the_spy_died_every_stop_raises_the_same_error() -> None:
+    import signal
+
+    spy = start_spying_on()
+    assert spy._proc is not None
+    os.kill(spy._proc.pid, signal.SIGKILL)
+    assert spy.wait(10.0)
+    errors = []
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match=r"ended without its measures \(exit code -9\)") as e:
+            spy.stop()
+        errors.append(e.value)
+    assert errors[0] is errors[1] is errors[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(REAL_TIMEOUT)
+def test_a_frozen_spy_is_reported_as_not_answering_and_killed() -> None:
+    import signal
+
+    spy = start_spying_on(stop_timeout=0.5)
+    assert spy._proc is not None
+    os.kill(spy._proc.pid, signal.SIGSTOP)
+    with pytest.raises(RuntimeError, match=r"did not answer within 0.5 s \(killed\)") as e:
+        spy.stop()
+    assert "exit code" not in str(e.value)
+    assert _wait_gone(spy._proc.pid)
+    with pytest.raises(RuntimeError) as again:
+        spy.stop()
+    assert again.value is e.value

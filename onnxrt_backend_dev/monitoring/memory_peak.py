@@ -26,6 +26,19 @@ process) the spy falls back to sampling; ``stat['cpu'].peak_source`` says which 
 
 The spy ends on its own when the spied process ends (``stop()`` then returns what was
 measured, with ``stat['target_exited']`` true) and when the process that started it dies.
+A Ctrl-C at any moment of :func:`start_spying_on` leaves no spy process. ``stop()`` may be
+called from several threads and again later: each call returns the same result, or
+raises the same error once the spy died or did not answer within ``stop_timeout``.
+``delay`` is at least ``MIN_DELAY`` (1 ms), where the spy takes about 5-6 % of a core on
+a 2-core VM, 2-3 % of it the cost of waking up a thousand times a second
+(``benchmarks/bench_spy_cpu.py``).
+
+GPUs and other devices are read by device probes chosen by name from a registry
+(``probes=("nvml",)``; ``cuda=True`` is the reference's spelling of it). Each device
+monitor carries ``probe``, ``device`` and ``group`` (the result key listing it, ``'gpus'``
+or ``'gpus_process'`` for NVML) and ``stat['devices']`` holds them all by ``qualname``
+(``"nvml:gpu0"``). A new probe is a :class:`DeviceProbe` subclass in its own module,
+registered with :func:`register_probe`.
 """
 
 from __future__ import annotations
@@ -37,23 +50,28 @@ import importlib.util
 import marshal
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from types import TracebackType
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType, TracebackType
 from typing import IO, Any
 
+from ._memory import registry as _registry
 from ._memory.probes import get_memory_rss as _get_memory_rss
 from ._memory.series import DEFAULT_MAX_POINTS, Monitor, SpyResult
 
 __all__ = [
+    "MIN_DELAY",
+    "DeviceProbe",
     "MemorySpy",
     "Monitor",
     "SpyResult",
     "get_memory_rss",
+    "register_probe",
     "spied",
     "spy_call",
     "start_spying_on",
@@ -62,6 +80,9 @@ __all__ = [
 START_TIMEOUT = 10.0  # seconds for the spy to open its probes (a loaded machine is slow)
 STOP_TIMEOUT = 10.0  # seconds for the spy to hand its result over
 KILL_TIMEOUT = 2.0  # seconds to reap the spy once killed
+# The shortest delay: below it the spy's own reading of /proc (tens of microseconds per
+# tick) becomes a large share of a core; see benchmarks/RESULTS.md (issue 10b).
+MIN_DELAY = 0.001
 
 # Exceptions the spy may report, rebuilt as such in the parent; others become RuntimeError.
 _ERRORS: dict[str, type[Exception]] = {
@@ -83,6 +104,21 @@ _WORKER_CODE = (
     "os._exit(main())"
 )
 _LIVE: weakref.WeakSet[MemorySpy] = weakref.WeakSet()
+DeviceProbe = _registry.DeviceProbe
+
+
+def register_probe(
+    name: str, target: str, lib: str | None = None, package: str = "", extra: str = ""
+) -> None:
+    """Makes a device probe available by name (``probes=(name,)``).
+
+    :param name: the registry name (``"nvml"`` is taken by NVIDIA's)
+    :param target: ``"module:Class"``, a :class:`DeviceProbe` subclass the spy imports
+    :param lib: a library module the spy imports and hands to the class (None if none)
+    :param package: the package providing ``lib``, named when it is missing
+    :param extra: the extra of this project that installs it
+    """
+    _registry.register(_registry.ProbeSpec(name, target, lib, package, extra))
 
 
 def get_memory_rss(pid: int) -> int:
@@ -91,20 +127,93 @@ def get_memory_rss(pid: int) -> int:
     :param pid: the process id
     :return: bytes
     """
+    _check_pid_value(pid)
     return _get_memory_rss(pid)
 
 
-def _check_pid(pid: int) -> None:
+def _pid_max() -> int:
+    """The largest pid this system gives (Linux: ``/proc/sys/kernel/pid_max``)."""
+    try:
+        with open("/proc/sys/kernel/pid_max", "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 2**31 - 1  # pid_t is a signed 32-bit int on every POSIX system we run on
+
+
+def _check_pid_value(pid: int) -> None:
+    """Refuses what cannot be a pid: the type, zero or less, beyond the system's range."""
     if isinstance(pid, bool) or not isinstance(pid, int):
         raise TypeError(f"pid must be an int, got {type(pid).__name__}")
     if pid <= 0:
         raise ValueError(f"pid must be > 0, got {pid}")
+    limit = _pid_max()
+    if pid > limit:
+        raise ValueError(f"pid must be <= {limit} (this system's pid_max), got {pid}")
+
+
+def _check_pid(pid: int) -> None:
+    _check_pid_value(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         raise ProcessLookupError(f"no process with pid {pid}") from None
     except PermissionError:
         pass  # it exists, owned by another user: the spy says what it can read
+
+
+def _check_seconds(name: str, value: float, floor: float = 0.0) -> None:
+    """Refuses a duration that is not a finite number of seconds above ``floor``.
+
+    :param name: the parameter, for the message
+    :param value: what was given
+    :param floor: the smallest value accepted (0 itself is never accepted)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not (value >= floor and 0 < value < math.inf):
+        rule = f">= {floor} s" if floor else "> 0"
+        raise ValueError(f"{name} must be {rule} and finite, got {value!r}")
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Holds a Ctrl-C back until the block ends, then raises it as usual.
+
+    Around the creation of the spy: a KeyboardInterrupt inside ``Popen`` (after the
+    fork) would leave a spy process nobody holds. Python runs signal handlers in the main
+    thread only: elsewhere, and when SIGINT is not handled by Python, nothing is held.
+    """
+    previous = (
+        signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
+    if not callable(previous):
+        yield
+        return
+    caught: list[FrameType | None] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            previous(signal.SIGINT, caught[0])
+
+
+def _probe_names(probes: Sequence[str], cuda: bool) -> tuple[str, ...]:
+    """The device probes asked for: ``probes``, plus ``"nvml"`` with ``cuda=True``.
+
+    :param probes: registry names
+    :param cuda: the reference's spelling of ``"nvml"``
+    :return: the names, each once, in order
+    """
+    if isinstance(probes, str):
+        raise TypeError(f"probes must be a sequence of names, got the str {probes!r}")
+    names = [*(["nvml"] if cuda else []), *probes]
+    for name in names:
+        _registry.get_spec(name)  # unknown: ValueError naming the known ones
+    return tuple(dict.fromkeys(names))
 
 
 class _Reader:
@@ -178,10 +287,12 @@ class MemorySpy:
     The spy starts on construction. :meth:`stop` returns a :class:`SpyResult`, a dict
     ``{'cpu': Monitor}``, plus ``'gpus'`` (one Monitor per GPU, device-wide used memory)
     and ``'gpus_process'`` (the process's own usage per GPU, where the driver reports it)
-    with ``cuda=True``, and ``'duration'``, ``'target_exited'``, ``'marks'``.
+    with ``cuda=True``, and ``'duration'``, ``'target_exited'``, ``'marks'``; with any
+    device probe, ``'devices'`` holds every device monitor by ``qualname``
+    (``"nvml:gpu0"``).
 
     :param pid: process id of the process to spy on
-    :param delay: spy on every delay seconds
+    :param delay: spy on every delay seconds, at least ``MIN_DELAY`` (1 ms)
     :param cuda: enable cuda monitoring (nvidia-ml-py, the gpu extra)
     :param include_children: count the whole process tree (never the spy itself)
     :param reset_peak: reset the kernel's high-water mark at each tick for exact peaks;
@@ -191,6 +302,10 @@ class MemorySpy:
     :param max_points: points kept per retained series (decimated beyond, keeping the max)
     :param nvml_module: the module implementing NVML (tests pass a fake)
     :param start_timeout: seconds to wait for the spy to be ready
+    :param probes: device probes to read beside the process, by registry name
+        (``("nvml",)`` is what ``cuda=True`` asks for), see
+        :mod:`onnxrt_backend_dev.monitoring._memory.registry`
+    :param stop_timeout: seconds :meth:`stop` waits for the spy's answer
     """
 
     def __init__(
@@ -203,16 +318,17 @@ class MemorySpy:
         max_points: int = DEFAULT_MAX_POINTS,
         nvml_module: str = "pynvml",
         start_timeout: float = START_TIMEOUT,
+        probes: Sequence[str] = (),
+        stop_timeout: float = STOP_TIMEOUT,
     ) -> None:
         _check_pid(pid)
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-            raise TypeError(f"delay must be a number of seconds, got {type(delay).__name__}")
-        if not 0 < delay < math.inf:
-            raise ValueError(f"delay must be > 0 (and finite), got {delay!r}")
+        _check_seconds("delay", delay, MIN_DELAY)
+        _check_seconds("start_timeout", start_timeout)
+        _check_seconds("stop_timeout", stop_timeout)
+        if isinstance(max_points, bool) or not isinstance(max_points, int):
+            raise TypeError(f"max_points must be an int, got {type(max_points).__name__}")
         if max_points < 2:
             raise ValueError(f"max_points must be >= 2, got {max_points!r}")
-        if not start_timeout > 0:
-            raise ValueError(f"start_timeout must be > 0, got {start_timeout!r}")
         self.pid = pid
         self.delay = float(delay)
         self.cuda = cuda
@@ -220,7 +336,11 @@ class MemorySpy:
         self.reset_peak = reset_peak
         self.max_points = max_points
         self.nvml_module = nvml_module
-        self.start_timeout = start_timeout
+        self.start_timeout = float(start_timeout)
+        self.stop_timeout = float(stop_timeout)
+        self.probes = _probe_names(probes, cuda)
+        self._lock = threading.Lock()
+        self._error: Exception | None = None
         self.result: SpyResult | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _Reader | None = None
@@ -232,34 +352,48 @@ class MemorySpy:
     def _command(self) -> list[str]:
         if not sys.executable:
             raise RuntimeError("the memory spy needs sys.executable to start a Python process")
-        # With cuda, the parent's path: where the NVML module is installed.
-        paths = [p for p in sys.path if p] if self.cuda else []
+        # With device probes, the parent's path: where their libraries are installed.
+        paths = [p for p in sys.path if p] if self.probes else []
         code = _WORKER_CODE.format(paths=paths, package=os.path.dirname(os.path.abspath(__file__)))
-        cmd = [sys.executable, "-I", "-S", "-c", code]
-        cmd += ["--pid", str(self.pid), "--delay", repr(self.delay), "--parent", str(os.getpid())]
-        cmd += ["--max-points", str(self.max_points)]
-        if self.include_children:
-            cmd.append("--children")
-        if not self._resets:
-            cmd.append("--no-reset")
-        if self.cuda:
-            cmd += ["--cuda", "--nvml", self.nvml_module]
-        return cmd
+        libs = {"nvml": self.nvml_module}
+        opts = {
+            "pid": self.pid,
+            "delay": self.delay,
+            "parent": os.getpid(),
+            "max_points": self.max_points,
+            "children": self.include_children,
+            "no_reset": not self._resets,
+            "probes": [_registry.get_spec(n).to_arg(libs.get(n)) for n in self.probes],
+        }
+        return [sys.executable, "-I", "-S", "-c", code, *_registry.to_argv(opts)]
+
+    def _check_probes(self) -> None:
+        """Refuses a device probe whose library is missing, naming the extra."""
+        for name in self.probes:
+            spec = _registry.get_spec(name)
+            lib = self.nvml_module if name == "nvml" else spec.lib
+            if lib and importlib.util.find_spec(lib.split(".")[0]) is None:
+                from ._optional import MissingDependencyError
+
+                asked = "cuda=True" if name == "nvml" and self.cuda else f"probe {name!r}"
+                raise MissingDependencyError(
+                    f"{asked} needs {lib!r} ({spec.package}): "
+                    f"pip install 'onnxrt-backend-dev[{spec.extra}]'"
+                )
 
     def start(self) -> MemorySpy:
         """Starts another process and tells it to spy (nothing if it already spies).
 
+        A Ctrl-C at any moment leaves no spy process behind: it is held back while the
+        process is created (until this object holds it), then the spy is killed.
+
         :return: self
         """
-        if self._proc is not None and self.result is None:
+        if self._proc is not None and self.result is None and self._error is None:
             return self
-        if self.cuda and importlib.util.find_spec(self.nvml_module.split(".")[0]) is None:
-            from ._optional import MissingDependencyError
-
-            raise MissingDependencyError(
-                f"cuda=True needs {self.nvml_module!r}: pip install 'onnxrt-backend-dev[gpu]'"
-            )
+        self._check_probes()
         self.result = None
+        self._error = None
         self._marks = []
         self._owner = os.getpid()
         # Two spies resetting the high-water mark of one process erase each other's peaks:
@@ -269,28 +403,37 @@ class MemorySpy:
             spy is not self and spy.pid == self.pid and spy._resets and spy.running
             for spy in list(_LIVE)
         )
-        proc = subprocess.Popen(
-            self._command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # the spy reports errors as frames, never prints
-            bufsize=0,
-            # Its own session: Ctrl-C on the terminal is for the parent, which stops the spy.
-            start_new_session=True,
-        )
-        self._proc = proc
-        self._reader = _Reader(proc)
-        if not self._reader.ready.wait(self.start_timeout):
+        command = self._command()
+        self._proc = self._reader = None
+        try:
+            with _sigint_held():
+                self._proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,  # the spy reports errors as frames, never prints
+                    bufsize=0,
+                    # Its own session: Ctrl-C on the terminal is for the parent, which stops it.
+                    start_new_session=True,
+                )
+                self._reader = _Reader(self._proc)
+            self._wait_ready(self._proc, self._reader)
+            _LIVE.add(self)
+        except BaseException:
             self._kill()
+            self._proc = self._reader = None  # not started: start() may try again
+            raise
+        return self
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], reader: _Reader) -> None:
+        """Waits for the spy's ``ready`` frame; raises what the spy reported otherwise."""
+        if not reader.ready.wait(self.start_timeout):
             raise RuntimeError(f"the memory spy did not start within {self.start_timeout} s")
-        if self._reader.ready_frame is None:
-            final = self._reader.final
-            self._kill()
+        if reader.ready_frame is None:
+            final = reader.final
             if final is not None and final[0].get("kind") == "error":
                 _raise_error(final[0])
             raise RuntimeError(f"the memory spy ended at start (exit code {proc.poll()})")
-        _LIVE.add(self)
-        return self
 
     @property
     def running(self) -> bool:
@@ -329,34 +472,53 @@ class MemorySpy:
         return t - (self._reader.ready_frame or {}).get("t0", t) if self._reader else 0.0
 
     def stop(self) -> SpyResult:
-        """Stops spying on and returns the measures (the same result if called again).
+        """Stops spying on and returns the measures.
+
+        Thread-safe and idempotent: every call, concurrent or later, returns the same
+        result, or raises the same error once the spy failed (it died, or did not answer
+        within ``stop_timeout`` seconds and was killed).
 
         :return: ``{'cpu': Monitor, ...}``, see the class
         """
-        if self.result is not None:
+        with self._lock:
+            if self.result is not None:
+                return self.result
+            if self._error is not None:
+                raise self._error.with_traceback(None)
+            proc, reader = self._proc, self._reader
+            if proc is None or reader is None:
+                raise RuntimeError("the memory spy was not started")
+            if os.getpid() != self._owner:
+                raise RuntimeError("stop() must be called by the process that started the spy")
+            try:
+                self.result = self._collect(proc, reader)
+            except Exception as e:
+                self._error = e
+                raise
             return self.result
-        if self._proc is None or self._reader is None:
-            raise RuntimeError("the memory spy was not started")
-        if os.getpid() != self._owner:
-            raise RuntimeError("stop() must be called by the process that started the spy")
-        stdin = self._proc.stdin
-        try:
-            if stdin is not None:
-                stdin.write(b"stop\n")
-        except OSError:
-            pass  # the spy already ended (the spied process exited)
-        done = self._reader.done.wait(STOP_TIMEOUT)
-        final = self._reader.final
-        self._close()
-        if not done or final is None:
+
+    def _collect(self, proc: subprocess.Popen[bytes], reader: _Reader) -> SpyResult:
+        """Asks the spy for its measures and waits for them (see :meth:`stop`)."""
+        # OSError: the spy already ended (the spied process exited); ValueError: closed.
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.write(b"stop\n")
+        if not reader.done.wait(self.stop_timeout):
+            self._kill()  # stopped (SIGSTOP) or stuck: a frozen spy is not a dead one
             raise RuntimeError(
-                f"the memory spy ended without its measures (exit code {self._proc.returncode})"
+                f"the memory spy (pid {proc.pid}) did not answer within {self.stop_timeout} s"
+                " (killed)"
+            )
+        final = reader.final
+        self._close()
+        if final is None:
+            raise RuntimeError(
+                f"the memory spy ended without its measures (exit code {proc.returncode})"
             )
         header, payload = final
         if header.get("kind") == "error":
             _raise_error(header)
-        self.result = self._build(header, payload)
-        return self.result
+        return self._build(header, payload)
 
     def _build(self, header: dict[str, Any], payload: bytes) -> SpyResult:
         monitors, offset = [], 0
@@ -366,13 +528,16 @@ class MemorySpy:
             offset += size
         t0 = header["t0"]
         result = SpyResult(cpu=monitors[0], t0=t0)
-        if self.cuda:
-            n = (len(monitors) - 1) // 2
-            result["gpus"] = monitors[1 : 1 + n]
-            result["gpus_process"] = monitors[1 + n :]
+        # Device monitors under their group's key ('gpus'...), and all by qualname.
+        devices: dict[str, Monitor] = {}
+        for mon in monitors[1:]:
+            result.setdefault(str(mon.group), []).append(mon)
+            devices[mon.qualname] = mon
         result["duration"] = header["duration"]
         result["target_exited"] = header["target_exited"]
         result["marks"] = [(t - t0, label) for t, label in self._marks]
+        if devices:
+            result["devices"] = devices
         return result
 
     def _close(self) -> None:
@@ -399,7 +564,8 @@ class MemorySpy:
             return
         _LIVE.discard(self)
         if proc.poll() is None:
-            proc.kill()
+            with contextlib.suppress(OSError):  # ended meanwhile
+                proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=KILL_TIMEOUT)
         for stream in (proc.stdin, proc.stdout):
@@ -422,10 +588,14 @@ class MemorySpy:
             self._kill()  # the block failed: do not hide its exception behind ours
 
     def __del__(self) -> None:
-        # getattr: the constructor may have failed before setting them.
+        # getattr: the constructor may have failed before setting them. No wait here: a
+        # finalizer that blocks can be interrupted (Ctrl-C) and print "Exception ignored";
+        # the reader thread reaps the killed spy.
         proc, owner = getattr(self, "_proc", None), getattr(self, "_owner", None)
         if getattr(self, "result", None) is None and proc is not None and os.getpid() == owner:
-            self._kill()
+            with contextlib.suppress(OSError):
+                if proc.returncode is None:
+                    proc.kill()
 
 
 def start_spying_on(
@@ -441,7 +611,7 @@ def start_spying_on(
     (the result is then in ``spy.result``).
 
     :param pid: process id to spy or the current one
-    :param delay: delay between two measures
+    :param delay: delay between two measures, in seconds, at least ``MIN_DELAY`` (1 ms)
     :param cuda: True or False to get memory for cuda devices
     :param include_children: count the whole process tree (never the spy itself)
     :param reset_peak: reset the high-water mark at each tick (exact peaks; also resets

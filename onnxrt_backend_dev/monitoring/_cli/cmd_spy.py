@@ -1,10 +1,18 @@
 """``spy``: the memory peak of a command, or of a running process.
 
-``spy [--delay S] [--cuda] [--children] [--json FILE] [--csv FILE] [--plot FILE.png]
--- COMMAND ARGS...`` runs the command under the memory spy, prints peak, mean, begin and
-end with units and the duration, writes the series where asked and exits with the
-command's own exit code. ``spy --pid PID`` attaches to a running process until it ends
-or Ctrl-C.
+``spy [--delay S] [--cuda] [--children] [--no-reset-peak] [--json FILE] [--csv FILE]
+[--plot FILE.png] -- COMMAND ARGS...`` runs the command under the memory spy, prints
+peak, mean, begin and end with units and the duration, writes the series where asked and
+exits with the command's own exit code. ``spy --pid PID`` attaches to a running process
+until it ends or Ctrl-C.
+
+Exact peaks reset the spied process's high-water mark at every tick, and with it its
+``ru_maxrss`` (what ``/usr/bin/time`` and ``getrusage`` report); the command's true
+maximum is still reported (``max RSS``, the highest of the spy's readings) beside the
+lowered ``ru_maxrss``. ``--no-reset-peak`` only samples and writes nothing to
+``/proc/PID/clear_refs``. SIGTERM and SIGHUP are forwarded to the command, which is
+waited for (then killed after a grace); the measure is still written and the exit code
+is ``128 + signal``. A Ctrl-C to the CLI alone reaches the command as SIGINT.
 """
 
 from __future__ import annotations
@@ -15,8 +23,11 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
+from types import FrameType
 from typing import Any, TextIO
 
 from .common import EXIT_USAGE, PLOT_SUFFIXES, CommandError, check_outputs, save_outputs
@@ -26,6 +37,15 @@ _POLL = 0.2
 # Seconds to let the command exit on its own after Ctrl-C before killing it (and to reap
 # it once killed).
 _INTERRUPT_GRACE = 5.0
+# Seconds a command interrupted with the CLI (Ctrl-C on the terminal reaches both) has to
+# exit on its own before the CLI forwards SIGINT (the CLI alone was interrupted).
+_OWN_EXIT = 0.5
+# Signals forwarded to the command; the CLI then exits with 128 + the signal's number.
+_FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+_RESET_NOTE = (
+    "exact peaks reset the spied process's high-water mark, so its ru_maxrss "
+    "(/usr/bin/time, getrusage) reads lower; --no-reset-peak leaves them alone"
+)
 # The gate: the command starts as a POSIX shell blocked on reading a pipe (descriptor fd)
 # until the spy is attached to its pid, then ``exec``s the command in that same pid. Even a
 # command shorter than the spy's start (``true``) is measured. A shell rather than
@@ -122,18 +142,87 @@ def _wait(proc: subprocess.Popen[bytes]) -> float | None:
         proc.wait(_INTERRUPT_GRACE)  # Popen's own answer to this case: exit code 0
         return None
     except KeyboardInterrupt:
-        # The terminal sent SIGINT to the command too; give it time to exit.
-        try:
-            proc.wait(_INTERRUPT_GRACE)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(_INTERRUPT_GRACE)
+        _stop_interrupted(proc)
         return None
     # wait4, not Popen.wait: its rusage holds the last interval's peak (see _add_end),
     # which is gone from /proc once the command exited. It ended: this does not block.
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait
     return float(usage.ru_maxrss) * 1024  # KiB on Linux
+
+
+def _stop_interrupted(proc: subprocess.Popen[bytes]) -> None:
+    """Ends the command after a Ctrl-C of the CLI, and reaps it.
+
+    Ctrl-C on a terminal reaches the command too: it gets a moment to exit on its own.
+    Still running, only the CLI was interrupted (``kill -INT``): SIGINT is forwarded,
+    then SIGKILL after a grace.
+
+    :param proc: the command
+    """
+    steps = (
+        (None, _OWN_EXIT),
+        (signal.SIGINT, _INTERRUPT_GRACE),
+        (signal.SIGKILL, _INTERRUPT_GRACE),
+    )
+    for sig, wait in steps:
+        if sig is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait)
+            return
+
+
+class _Forwarder:
+    """Catches SIGTERM and SIGHUP while the spy measures, so that the measure is still
+    written, and forwards them to the command the CLI started.
+
+    The first signal received decides the CLI's exit code (``128 + signum``); the command
+    is killed if it still runs ``grace`` seconds after it, so that it never outlives the
+    CLI (reparented to pid 1). Without a command (``--pid``: not ours) the signal is only
+    recorded. Handlers are set in the main thread only (Python's rule).
+
+    :param proc: the command, None to forward nothing
+    :param grace: seconds the command has to exit once a signal was forwarded
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes] | None, grace: float) -> None:
+        self.proc = proc
+        self.grace = grace
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+        self._timer: threading.Timer | None = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
+        if self.proc is None:
+            return
+        if self.proc.returncode is None:  # not reaped yet: the pid is still the command's
+            with contextlib.suppress(OSError):
+                os.kill(self.proc.pid, signum)
+        if self._timer is None:
+            self._timer = threading.Timer(self.grace, self._kill_late)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _kill_late(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+
+    def __enter__(self) -> _Forwarder:
+        if threading.current_thread() is threading.main_thread():
+            for signum in _FORWARDED:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def _own_peak() -> float:
@@ -187,6 +276,28 @@ def _add_end(result: Any, peak: float, floor: float, ended: float) -> None:
         cpu.series.append(ended, peak)  # the curve shows what max_peak says
 
 
+def _max_rss_line(result: Any) -> str:
+    """The command's true maximum RSS beside its ``ru_maxrss``, and why they differ.
+
+    ``max_rss`` is the highest of the spy's readings: each high-water mark read before a
+    reset is the peak since the previous one, and ``ru_maxrss`` at the exit covers the last
+    interval. ``ru_maxrss`` is what ``/usr/bin/time`` and ``getrusage`` show: lowered by
+    the resets, or raised by this CLI's own high-water mark, which a forked child keeps.
+
+    :param result: the spy's result with ``max_rss`` and ``ru_maxrss``
+    :return: one line
+    """
+    from .._format import format_bytes
+
+    true_max, ru_maxrss = result["max_rss"], result["ru_maxrss"]
+    line = f"max RSS {format_bytes(true_max)} (ru_maxrss {format_bytes(ru_maxrss)}"
+    if ru_maxrss < true_max and result["cpu"].peak_source == "hwm":
+        return f"{line}: lowered by the spy's resets; --no-reset-peak keeps it)"
+    if ru_maxrss > true_max:
+        return f"{line}: includes the spy CLI's own memory, inherited at the fork)"
+    return f"{line})"
+
+
 class SpyCommand:
     """The ``spy`` subcommand."""
 
@@ -203,6 +314,13 @@ class SpyCommand:
         parser.add_argument("--delay", type=float, default=0.01, help="seconds between measures")
         parser.add_argument("--cuda", action="store_true", help="measure the GPUs too (NVML)")
         parser.add_argument("--children", action="store_true", help="count the whole process tree")
+        parser.add_argument(
+            "--no-reset-peak",
+            action="store_true",
+            help="sample only: leave the spied process's high-water mark and ru_maxrss alone "
+            "(by default, exact peaks reset them at every tick, so /usr/bin/time and "
+            "getrusage read lower; spikes shorter than --delay may then be missed)",
+        )
         parser.add_argument("--pid", type=int, default=None, help="attach to a running process")
         parser.add_argument("--json", metavar="FILE", help="write the result and series as JSON")
         parser.add_argument("--csv", metavar="FILE", help="write the series as CSV")
@@ -210,6 +328,12 @@ class SpyCommand:
         parser.add_argument("-q", "--quiet", action="store_true", help="no live status")
         parser.add_argument(
             "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS", help="the command to run"
+        )
+        parser.epilog = (
+            "Exact peaks reset the spied process's high-water mark (VmHWM) and its ru_maxrss "
+            "at every tick; the command's true maximum is still reported (max RSS). "
+            "SIGTERM and SIGHUP are forwarded to the command; the exit code is then "
+            "128 + the signal's number. " + self.exit_codes
         )
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -221,23 +345,44 @@ class SpyCommand:
             raise CommandError("give either --pid PID or -- COMMAND, not both", EXIT_USAGE)
         if args.pid is None and not cmd:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
-        if not args.delay > 0:
-            raise CommandError(f"--delay must be > 0, got {args.delay}", EXIT_USAGE)
+        self._check_numbers(args)
         self._check_outputs(args, cmd)
         if cmd:
             result, code, what = self._run_command(cmd, args, err)
         else:
             result, code, what = self._attach(args.pid, args, err), 0, f"pid {args.pid}"
         out.write(f"{what}\n{result}\n")
+        if "max_rss" in result:
+            out.write(_max_rss_line(result) + "\n")
         if code:
             out.write(f"exit code {code}\n")
         self._write_files(result, args, what, code)
-        return code
+        signum = result.get("signal")
+        return 128 + signum if signum else code
+
+    @staticmethod
+    def _check_numbers(args: argparse.Namespace) -> None:
+        """Refuses a delay under the spy's floor and what cannot be a pid, as usage errors."""
+        from ..memory_peak import MIN_DELAY, _check_pid_value
+
+        if not args.delay >= MIN_DELAY:
+            raise CommandError(f"--delay must be >= {MIN_DELAY} s, got {args.delay}", EXIT_USAGE)
+        if args.pid is not None:
+            try:
+                _check_pid_value(args.pid)
+            except ValueError as e:
+                raise CommandError(f"--{e}", EXIT_USAGE) from None
 
     def _spy(self, pid: int, args: argparse.Namespace) -> Any:
         from ..memory_peak import MemorySpy
 
-        return MemorySpy(pid, delay=args.delay, cuda=args.cuda, include_children=args.children)
+        return MemorySpy(
+            pid,
+            delay=args.delay,
+            cuda=args.cuda,
+            include_children=args.children,
+            reset_peak=not args.no_reset_peak,
+        )
 
     def _status(self, spy: Any, what: str, args: argparse.Namespace, err: TextIO) -> Any:
         from .._format import format_bytes
@@ -246,7 +391,13 @@ class SpyCommand:
         def render() -> str:
             peak = spy.peak_so_far()
             shown = "..." if peak is None else format_bytes(peak)
-            return f"spying on {what}: {status.elapsed():.1f} s, peak so far {shown}"
+            line = f"spying on {what}: {status.elapsed():.1f} s, peak so far {shown}"
+            if spy._resets and not drawn:  # the first line says what the resets do
+                drawn.append(True)
+                return f"{line} ({_RESET_NOTE})"
+            return line
+
+        drawn: list[bool] = []
 
         status = LiveStatus(err, render, enabled=False if args.quiet else None, delay=0.5)
         return status
@@ -266,23 +417,39 @@ class SpyCommand:
             os.close(gate)
             _kill(proc)  # never leave it blocked on the gate, nor run it unmeasured
             raise
-        _open_gate(gate)
-        with spy, self._status(spy, what, args, err):
-            last_peak = _wait(proc)
-            ended = time.monotonic()
+        try:
+            with _Forwarder(proc, _INTERRUPT_GRACE) as forwarder:
+                _open_gate(gate)
+                with spy, self._status(spy, what, args, err):
+                    last_peak = _wait(proc)
+                    ended = time.monotonic()
+        finally:
+            _kill(proc)  # a second Ctrl-C, an error: the command never outlives the CLI
         result = spy.result
         if last_peak is not None:  # reaped by _wait, not interrupted
             _add_end(result, last_peak, floor, ended)
+            if not args.children:  # one process: its maximum beside its ru_maxrss
+                result["max_rss"] = result["cpu"].max_peak
+                result["ru_maxrss"] = last_peak
+        if forwarder.received:
+            err.write(f"spy: {signal.Signals(forwarder.received).name} forwarded to the command\n")
+            result["signal"] = forwarder.received
         return result, _exit_code(proc.returncode), what
 
     def _attach(self, pid: int, args: argparse.Namespace, err: TextIO) -> Any:
         spy = self._spy(pid, args)
-        with spy, self._status(spy, f"pid {pid}", args, err):
+        if spy._resets:  # not our process: its owner may read ru_maxrss
+            err.write(f"spy: pid {pid} was not started by the spy; {_RESET_NOTE}\n")
+        # Ctrl-C, SIGTERM and SIGHUP end the measure, not the spied process.
+        caught = _Forwarder(None, _INTERRUPT_GRACE)
+        with caught, spy, self._status(spy, f"pid {pid}", args, err):
             try:
-                while not spy.wait(_POLL):
+                while caught.received is None and not spy.wait(_POLL):
                     pass
             except KeyboardInterrupt:
-                pass  # Ctrl-C ends the measure, not the spied process
+                pass
+        if caught.received:
+            spy.result["signal"] = caught.received
         return spy.result
 
     @staticmethod
@@ -311,6 +478,7 @@ class SpyCommand:
                 "duration": result["duration"],
                 "target_exited": result["target_exited"],
                 "peak_source": result["cpu"].peak_source,
+                **{k: result[k] for k in ("max_rss", "ru_maxrss", "signal") if k in result},
                 **{m.name: m.to_dict() for m in result.monitors()},
                 "marks": result["marks"],
                 "series": rows,

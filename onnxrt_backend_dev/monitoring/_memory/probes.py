@@ -13,31 +13,38 @@ or turned off, the high-water mark is still used whenever it changes (it rose, o
 spy reset it), and the current RSS otherwise; without ``/proc`` (another OS) psutil samples RSS.
 Each probe says which in ``source``: ``"hwm"``, ``"sampling+hwm"`` or ``"sampling"``.
 
-:class:`NvmlProbe` reads GPU memory through an NVML module (nvidia-ml-py's ``pynvml``),
-given as an object so that tests can pass a fake.
+Device probes (GPUs) are apart: see :mod:`.registry` and :mod:`.nvml`.
 """
 
 from __future__ import annotations
 
+import abc
 import os
 import time
 
 TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import Any, Protocol
 
-    class Probe(Protocol):
-        """Reads the memory of one process (or one process tree)."""
 
-        source: str
-        previous_peak: float | None
+class Probe(abc.ABC):
+    """Reads the memory of one process (or one process tree)."""
 
-        def read(self) -> tuple[float, float]:
-            """Returns ``(current, peak since the previous read)`` in bytes."""
+    #: ``"hwm"``, ``"sampling+hwm"`` or ``"sampling"``, see the module
+    source: str = "sampling"
+    #: the high-water mark left by what ran before the spy started (None if unknown)
+    previous_peak: float | None = None
 
-        def close(self) -> None:
-            """Releases what the probe holds."""
+    @abc.abstractmethod
+    def read(self) -> tuple[float, float]:
+        """Returns ``(current, peak since the previous read)`` in bytes.
+
+        :raises TargetGone: the process ended
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Releases what the probe holds."""
 
 
 PERMISSION_ADVICE = (
@@ -108,7 +115,7 @@ def get_memory_rss(pid: int) -> int:
         raise PermissionError(f"cannot read the memory of pid {pid}: {PERMISSION_ADVICE}") from e
 
 
-class ProcessProbe:
+class ProcessProbe(Probe):
     """One process, through ``/proc/PID/status`` and ``/proc/PID/clear_refs``.
 
     :param pid: the process
@@ -188,7 +195,7 @@ class ProcessProbe:
         self._clear_fd = None
 
 
-class PsutilProbe:
+class PsutilProbe(Probe):
     """One process sampled with psutil, where ``/proc`` is missing.
 
     :param pid: the process
@@ -280,7 +287,7 @@ def descendants(pid: int, children: dict[int, list[int]], exclude: Iterable[int]
     return found
 
 
-class TreeProbe:
+class TreeProbe(Probe):
     """A process and all its descendants, summed.
 
     The current figure is the sum of the current RSS, the peak the sum of each process's
@@ -349,85 +356,3 @@ class TreeProbe:
         for probe in self.probes.values():
             probe.close()
         self.probes.clear()
-
-
-# NVML exception class name (nvidia-ml-py) -> the cause in words.
-_NVML_CAUSES: dict[str, str] = {
-    "LibraryNotFound": "the NVML library (libnvidia-ml.so) was not found; is the NVIDIA driver "
-    "installed?",
-    "DriverNotLoaded": "the NVIDIA driver is not loaded",
-    "NoPermission": "no permission to query the GPUs through NVML",
-    "InsufficientPower": "a GPU reports insufficient power",
-    "Uninitialized": "NVML could not be initialized",
-}
-
-
-def nvml_cause(exc: BaseException) -> str:
-    """Names the cause of an NVML failure in words.
-
-    :param exc: the exception raised by NVML
-    :return: a short sentence
-    """
-    name = type(exc).__name__
-    for key, cause in _NVML_CAUSES.items():
-        if key in name:
-            return cause
-    return f"{name}: {exc}"
-
-
-class NvmlProbe:
-    """GPU memory through NVML: device-wide used memory per GPU and, where the driver
-    reports it, the memory used by the spied processes on each GPU.
-
-    ``read()`` returns one figure per channel (see ``channels``), None where unknown.
-
-    :param nvml: the NVML module (``pynvml`` from nvidia-ml-py) or a fake
-    :param pids: returns the pids whose own usage is wanted
-    """
-
-    def __init__(self, nvml: Any, pids: Callable[[], set[int]]) -> None:
-        self.nvml = nvml
-        self.pids = pids
-        try:
-            nvml.nvmlInit()
-        except Exception as e:
-            raise RuntimeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
-        try:
-            count = int(nvml.nvmlDeviceGetCount())
-            self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-        except Exception as e:
-            self.close()
-            raise RuntimeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
-        if not self.handles:
-            self.close()
-            raise RuntimeError("cuda=True but NVML sees no GPU")
-        n = len(self.handles)
-        self.channels = [f"gpu{i}" for i in range(n)] + [f"gpu{i}:process" for i in range(n)]
-
-    def _process_usage(self, handle: Any, pids: set[int]) -> float | None:
-        try:
-            procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        except Exception:
-            return None  # not supported by this driver or GPU
-        used = [p.usedGpuMemory for p in procs if p.pid in pids]
-        if any(u is None for u in used):
-            return None  # the driver does not report it (e.g. under MIG, or without rights)
-        return float(sum(used))
-
-    def read(self) -> list[float | None]:
-        """Returns device-wide used bytes per GPU, then the processes' bytes per GPU."""
-        device: list[float | None] = []
-        for handle in self.handles:
-            try:
-                device.append(float(self.nvml.nvmlDeviceGetMemoryInfo(handle).used))
-            except Exception:
-                device.append(None)
-        pids = self.pids()
-        return device + [self._process_usage(h, pids) for h in self.handles]
-
-    def close(self) -> None:
-        """Shuts NVML down."""
-        try:  # noqa: SIM105
-            self.nvml.nvmlShutdown()
-        except Exception:
-            pass

@@ -127,12 +127,30 @@ class Monitor:
     ``n_measures`` counts the ticks. ``previous_peak`` is the target's high-water mark
     from before the spy started (None when unknown).
 
+    A device's monitor also says where it comes from: ``probe`` (the registry name,
+    ``"nvml"``), ``device`` (its index for that probe) and ``group`` (the result key
+    listing it, ``"gpus"``...); ``qualname`` joins probe and name (``"nvml:gpu0"``).
+    They are None for the process (``"cpu"``).
+
     :param name: the channel, ``"cpu"``, ``"gpu0"``...
     :param max_points: bound of the retained series, see :class:`MemorySeries`
+    :param probe: the device probe's registry name
+    :param device: the device's index
+    :param group: the result key whose list holds this monitor
     """
 
-    def __init__(self, name: str = "cpu", max_points: int = DEFAULT_MAX_POINTS) -> None:
+    def __init__(
+        self,
+        name: str = "cpu",
+        max_points: int = DEFAULT_MAX_POINTS,
+        probe: str | None = None,
+        device: int | None = None,
+        group: str | None = None,
+    ) -> None:
         self.name = name
+        self.probe = probe
+        self.device = device
+        self.group = group
         self.max_peak = 0.0
         self.n_measures = 0
         self.begin = 0.0
@@ -159,6 +177,11 @@ class Monitor:
         self.total += value
         self.n_measures += 1
         self.series.append(timestamp, top)
+
+    @property
+    def qualname(self) -> str:
+        """``probe:name`` for a device (``"nvml:gpu0"``), the name for the process."""
+        return self.name if self.probe is None else f"{self.probe}:{self.name}"
 
     @property
     def mean(self) -> float:
@@ -210,6 +233,9 @@ class Monitor:
         data = self.series.to_bytes()
         header = {
             "name": self.name,
+            "probe": self.probe,
+            "device": self.device,
+            "group": self.group,
             "max_peak": self.max_peak,
             "n": self.n_measures,
             "begin": self.begin,
@@ -226,7 +252,13 @@ class Monitor:
     @classmethod
     def from_state(cls, header: dict[str, Any], data: bytes) -> Monitor:
         """Rebuilds a monitor from :meth:`to_state`."""
-        mon = cls(header["name"], header["max_points"])
+        mon = cls(
+            header["name"],
+            header["max_points"],
+            probe=header.get("probe"),
+            device=header.get("device"),
+            group=header.get("group"),
+        )
         mon.max_peak = header["max_peak"]
         mon.n_measures = header["n"]
         mon.begin = header["begin"]
@@ -243,7 +275,9 @@ class SpyResult(dict):
     with ``cuda=True``, ``'gpus'`` (one Monitor per GPU, device-wide used memory) and
     ``'gpus_process'`` (the spied process's own usage per GPU, where the driver reports it).
     Beside them: ``'duration'`` (seconds), ``'target_exited'`` (the spied process ended
-    before ``stop()``), ``'marks'`` (``(seconds since start, label)`` pairs).
+    before ``stop()``), ``'marks'`` (``(seconds since start, label)`` pairs), and with any
+    device probe ``'devices'``: every device monitor by ``qualname`` (``"nvml:gpu0"``),
+    in the order the probes measured them (each also listed under its ``group`` key).
     ``str()`` gives a readable summary with units.
     """
 
@@ -253,10 +287,13 @@ class SpyResult(dict):
         self.t0 = t0
 
     def monitors(self) -> list[Monitor]:
-        """Every monitor: cpu first, then the GPUs."""
+        """Every monitor: cpu first, then the devices."""
         mons: list[Monitor] = [self["cpu"]]
-        mons.extend(self.get("gpus", []))
-        mons.extend(self.get("gpus_process", []))
+        if "devices" in self:
+            mons.extend(self["devices"].values())
+        else:  # built by hand
+            mons.extend(self.get("gpus", []))
+            mons.extend(self.get("gpus_process", []))
         return mons
 
     def __str__(self) -> str:

@@ -3,7 +3,8 @@
 ``memory_peak.MemorySpy`` starts it with ``subprocess`` (``python -I -S -c ...``), never
 with multiprocessing: it does not depend on the start method, never re-imports the
 user's ``__main__`` and never copies the parent's memory. It imports the standard
-library only (plus the NVML module with ``cuda=True``).
+library only (plus the modules of the device probes it is asked to open, see
+:mod:`.registry`).
 
 Protocol. The parent writes ``stop`` (or ``peek``) lines to the spy's stdin. The spy
 writes frames to its stdout (see :func:`encode_frame`); the header's ``kind`` is
@@ -22,7 +23,8 @@ import select
 import sys
 import time
 
-from .probes import NvmlProbe, TargetGone, TreeProbe, make_process_probe
+from .probes import TargetGone, TreeProbe, make_process_probe
+from .registry import open_probe, parse_args
 from .series import DEFAULT_MAX_POINTS, Monitor
 
 TYPE_CHECKING = False  # typing, json, argparse are left out: the spy starts in milliseconds
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .probes import Probe
+    from .registry import DeviceProbe
+
+__all__ = ["SpyLoop", "build_loop", "decode_frame", "encode_frame", "main", "parse_args", "serve"]
 
 WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
 
@@ -39,7 +44,7 @@ class SpyLoop:
     """Reads the probes at each tick and feeds one :class:`Monitor` per channel.
 
     :param cpu: the process (or process tree) probe
-    :param gpu: the NVML probe, if any
+    :param devices: the device probes (GPUs), each with its channels
     :param clock: a monotonic clock
     :param max_points: bound of each retained series
     """
@@ -47,19 +52,27 @@ class SpyLoop:
     def __init__(
         self,
         cpu: Probe,
-        gpu: NvmlProbe | None = None,
+        devices: Sequence[DeviceProbe] = (),
         clock: Callable[[], float] = time.monotonic,
         max_points: int = DEFAULT_MAX_POINTS,
     ) -> None:
         self.cpu = cpu
-        self.gpu = gpu
+        self.devices = list(devices)
         self.clock = clock
-        names = ["cpu"] + (gpu.channels if gpu is not None else [])
-        self.monitors = [Monitor(name, max_points) for name in names]
+        self.monitors = [Monitor("cpu", max_points)]
         self.monitors[0].peak_source = cpu.source
         self.monitors[0].previous_peak = cpu.previous_peak
-        for mon in self.monitors[1:]:
-            mon.peak_source = "nvml"
+        # One list of monitors per device probe, in the order of its read().
+        self.device_monitors: list[list[Monitor]] = []
+        for probe in self.devices:
+            mons = [
+                Monitor(ch.name, max_points, probe=probe.name, device=ch.device, group=ch.group)
+                for ch in probe.channels
+            ]
+            for mon in mons:
+                mon.peak_source = probe.source
+            self.device_monitors.append(mons)
+            self.monitors.extend(mons)
         self.first: float | None = None
         self.last = 0.0
 
@@ -77,8 +90,8 @@ class SpyLoop:
             self.first = t
         self.last = t
         self.monitors[0].update(current, peak, t)
-        if self.gpu is not None:
-            for mon, value in zip(self.monitors[1:], self.gpu.read(), strict=False):
+        for probe, mons in zip(self.devices, self.device_monitors, strict=True):
+            for mon, value in zip(mons, probe.read(), strict=False):
                 if value is not None:
                     mon.update(value, None, t)
         return True
@@ -105,8 +118,8 @@ class SpyLoop:
     def close(self) -> None:
         """Closes the probes."""
         self.cpu.close()
-        if self.gpu is not None:
-            self.gpu.close()
+        for probe in self.devices:
+            probe.close()
 
 
 def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
@@ -219,87 +232,38 @@ def serve(
         next_tick = max(next_tick + delay, clock())
 
 
-def parse_args(argv: Sequence[str]) -> dict[str, Any]:
-    """Parses ``--pid N --delay S --parent P [--children] [--no-reset] [--cuda]
-    [--nvml MODULE] [--max-points N]`` (argparse is left out to stay small).
-
-    :param argv: the arguments
-    :return: the options
-    """
-    opts: dict[str, Any] = {
-        "children": False,
-        "reset": True,
-        "cuda": False,
-        "nvml": "pynvml",
-        "max_points": DEFAULT_MAX_POINTS,
-    }
-    flags = {
-        "--children": ("children", True),
-        "--no-reset": ("reset", False),
-        "--cuda": ("cuda", True),
-    }
-    values: dict[str, tuple[str, Callable[[str], Any]]] = {
-        "--pid": ("pid", int),
-        "--delay": ("delay", float),
-        "--parent": ("parent", int),
-        "--nvml": ("nvml", str),
-        "--max-points": ("max_points", int),
-    }
-    args = list(argv)
-    while args:
-        arg = args.pop(0)
-        if arg in flags:
-            key, flag = flags[arg]
-            opts[key] = flag
-        elif arg in values and args:
-            key, conv = values[arg]
-            opts[key] = conv(args.pop(0))
-        else:
-            raise ValueError(f"unexpected spy argument {arg!r}")
-    for key in ("pid", "delay", "parent"):
-        if key not in opts:
-            raise ValueError(f"missing spy argument --{key}")
-    return opts
-
-
 def build_loop(opts: dict[str, Any]) -> SpyLoop:
     """Opens the probes described by ``opts`` (see :func:`parse_args`).
 
-    :param opts: the options
+    :param opts: the options (see :func:`.registry.parse_args`)
     :return: the loop
     """
     pid = opts["pid"]
+    reset = not opts["no_reset"]
     cpu: Probe
     if opts["children"]:
-        tree = TreeProbe(pid, exclude=[os.getpid()], reset_peak=opts["reset"])
+        tree = TreeProbe(pid, exclude=[os.getpid()], reset_peak=reset)
         cpu = tree
 
         def pids() -> set[int]:
             return {pid, *tree.probes}
 
     else:
-        cpu = make_process_probe(pid, opts["reset"])
+        cpu = make_process_probe(pid, reset)
 
         def pids() -> set[int]:
             return {pid}
 
-    gpu = None
-    if opts["cuda"]:
-        import importlib
-
-        try:
-            nvml = importlib.import_module(opts["nvml"])
-        except ImportError as e:
-            cpu.close()
-            raise RuntimeError(
-                f"cuda=True needs nvidia-ml-py: pip install 'onnxrt-backend-dev[gpu]' ({e})"
-            ) from None
-        try:
-            gpu = NvmlProbe(nvml, pids)
-        except RuntimeError:
-            cpu.close()
-            raise
-    return SpyLoop(cpu, gpu, max_points=opts["max_points"])
+    devices: list[DeviceProbe] = []
+    try:
+        for arg in opts["probes"]:
+            devices.append(open_probe(arg, pids))
+    except BaseException:
+        for probe in devices:
+            probe.close()
+        cpu.close()
+        raise
+    return SpyLoop(cpu, devices, max_points=opts["max_points"])
 
 
 def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
