@@ -191,6 +191,10 @@ class MemorySpy:
     :param max_points: points kept per retained series (decimated beyond, keeping the max)
     :param nvml_module: the module implementing NVML (tests pass a fake)
     :param start_timeout: seconds to wait for the spy to be ready
+    :param stacks: also sample the Python stacks of the spied process's threads at each
+        tick, from a thread inside it (so ``pid`` must be the current process): the CPU
+        monitor then says where the peak happened (``peak_stack``) and how much memory
+        each function added (``where``)
     """
 
     def __init__(
@@ -203,8 +207,14 @@ class MemorySpy:
         max_points: int = DEFAULT_MAX_POINTS,
         nvml_module: str = "pynvml",
         start_timeout: float = START_TIMEOUT,
+        stacks: bool = False,
     ) -> None:
         _check_pid(pid)
+        if stacks and pid != os.getpid():
+            raise ValueError(
+                f"stacks=True samples the stacks inside the spied process: pid must be the "
+                f"current process ({os.getpid()}), got {pid}"
+            )
         if isinstance(delay, bool) or not isinstance(delay, (int, float)):
             raise TypeError(f"delay must be a number of seconds, got {type(delay).__name__}")
         if not 0 < delay < math.inf:
@@ -221,6 +231,9 @@ class MemorySpy:
         self.max_points = max_points
         self.nvml_module = nvml_module
         self.start_timeout = start_timeout
+        self.stacks = stacks
+        self._sampler: Any = None  # the StackSampler with stacks=True
+        self._samples: Any = None  # what it recorded, once stopped
         self.result: SpyResult | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _Reader | None = None
@@ -290,6 +303,11 @@ class MemorySpy:
                 _raise_error(final[0])
             raise RuntimeError(f"the memory spy ended at start (exit code {proc.poll()})")
         _LIVE.add(self)
+        if self.stacks:
+            from ._memory.stacks import StackSampler
+
+            self._samples = None
+            self._sampler = StackSampler(self.delay, self.max_points).start()
         return self
 
     @property
@@ -356,6 +374,10 @@ class MemorySpy:
         if header.get("kind") == "error":
             _raise_error(header)
         self.result = self._build(header, payload)
+        if self._samples is not None:
+            from ._memory.where import attach
+
+            attach(self.result["cpu"], self._samples)
         return self.result
 
     def _build(self, header: dict[str, Any], payload: bytes) -> SpyResult:
@@ -375,8 +397,16 @@ class MemorySpy:
         result["marks"] = [(t - t0, label) for t, label in self._marks]
         return result
 
+    def _stop_sampler(self) -> None:
+        """Stops the stack sampler (after the spy's last tick) and keeps its records."""
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
+            self._samples = sampler.snapshot()
+
     def _close(self) -> None:
         """Closes the pipe (the spy exits at end-of-file), reaps it, kills it if needed."""
+        self._stop_sampler()
         proc = self._proc
         if proc is None:
             return
@@ -394,6 +424,7 @@ class MemorySpy:
             proc.stdout.close()
 
     def _kill(self) -> None:
+        self._stop_sampler()
         proc = self._proc
         if proc is None:
             return
@@ -434,6 +465,7 @@ def start_spying_on(
     cuda: bool = False,
     include_children: bool = False,
     reset_peak: bool = True,
+    stacks: bool = False,
     **kwargs: Any,
 ) -> MemorySpy:
     """Starts the memory spy. The function starts another process spying on the one sent
@@ -446,6 +478,8 @@ def start_spying_on(
     :param include_children: count the whole process tree (never the spy itself)
     :param reset_peak: reset the high-water mark at each tick (exact peaks; also resets
         the process's ``ru_maxrss``)
+    :param stacks: sample the Python stacks too (current process only): where the peak
+        happened, memory growth per function, see :class:`MemorySpy`
     :param kwargs: other arguments of :class:`MemorySpy`
     :return: the started spy
     """
@@ -455,6 +489,7 @@ def start_spying_on(
         cuda=cuda,
         include_children=include_children,
         reset_peak=reset_peak,
+        stacks=stacks,
         **kwargs,
     )
 

@@ -1,0 +1,231 @@
+"""The stack sampler the memory spy runs inside the spied process (``stacks=True``).
+
+A daemon thread wakes every ``delay`` seconds, reads the Python stacks of the other
+threads (``sys._current_frames()``), picks the one that runs (see :func:`pick_thread`)
+and records ``(time.monotonic(), stack id)``. ``time.monotonic`` is the spy's clock too
+(``CLOCK_MONOTONIC`` is system-wide on Linux), so the spy's ticks and these samples share
+one timeline; :mod:`.where` joins them.
+
+Memory stays bounded: a stack is a tuple of ``(code, line)`` pairs interned once (at most
+``max_stacks`` distinct ones, the others counted in ``dropped``), and the series of
+samples halves itself once it holds ``max_points``, as the memory series does.
+Nothing is formatted while sampling: code objects become ``file:line:function`` strings
+once, in :meth:`StackSampler.snapshot`.
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import NamedTuple
+
+from .series import DEFAULT_MAX_POINTS
+
+MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
+MAX_STACKS = 100_000  # distinct stacks interned at most
+MIN_DELAY = 0.001  # the sampler never wakes more often: it takes the GIL each time
+NO_STACK = -1  # the sample's stack was not interned (table full) or no thread ran
+
+_StackKey = tuple[tuple[CodeType, int], ...]
+
+# A thread whose innermost frame is one of these standard modules waits (join, a queue,
+# a lock, select): it does not allocate, another thread is the one running.
+_IDLE_MODULES = (
+    "threading.py",
+    "queue.py",
+    "selectors.py",
+    "socket.py",
+    "subprocess.py",
+    "concurrent/futures/thread.py",
+    "concurrent/futures/_base.py",
+    "multiprocessing/connection.py",
+    "multiprocessing/pool.py",
+    "asyncio/base_events.py",
+)
+_STDLIB = sysconfig.get_paths().get("stdlib", "").replace("\\", "/").rstrip("/") + "/"
+_IDLE_FILES = tuple(_STDLIB + name for name in _IDLE_MODULES)
+
+
+class Frame(NamedTuple):
+    """One frame of a sampled stack, as plain values."""
+
+    filename: str
+    line: int  # the line running
+    function: str  # qualified name where the interpreter gives one
+    first_line: int  # the function's first line: with filename and function, its key
+
+    def label(self) -> str:
+        """``file:line:function``."""
+        return f"{self.filename}:{self.line}:{self.function}"
+
+
+class StackSamples(NamedTuple):
+    """What the sampler recorded: sample times, their stack ids, the stacks."""
+
+    times: array.array[float]
+    ids: array.array[int]
+    stacks: list[tuple[Frame, ...]]  # outermost frame first
+    dropped: int  # samples whose stack could not be interned
+
+
+def stack_key(frame: FrameType | None, max_depth: int = MAX_DEPTH) -> _StackKey:
+    """The stack ending at ``frame``, outermost first, walked with a loop.
+
+    :param frame: the innermost frame
+    :param max_depth: frames kept at most, the innermost ones
+    :return: ``(code, line)`` pairs
+    """
+    items: list[tuple[CodeType, int]] = []
+    while frame is not None and len(items) < max_depth:
+        items.append((frame.f_code, frame.f_lineno or 0))
+        frame = frame.f_back
+    items.reverse()
+    return tuple(items)
+
+
+def is_idle(key: _StackKey) -> bool:
+    """Tells if a thread waits in the standard library (see ``_IDLE_MODULES``).
+
+    :param key: its stack
+    :return: True if idle
+    """
+    return not key or key[-1][0].co_filename.replace("\\", "/").startswith(_IDLE_FILES)
+
+
+def pick_thread(
+    stacks: dict[int, _StackKey], previous: dict[int, _StackKey], main: int
+) -> int | None:
+    """The thread that most likely runs: not idle first, then one whose stack changed
+    since the previous sample, then the main thread.
+
+    :param stacks: thread id -> stack now
+    :param previous: thread id -> stack at the previous sample
+    :param main: the main thread's id
+    :return: a thread id, None without any thread
+    """
+    best, best_score = None, (False, False, False)
+    for ident, key in stacks.items():
+        score = (not is_idle(key), previous.get(ident) != key, ident == main)
+        if best is None or score > best_score:
+            best, best_score = ident, score
+    return best
+
+
+def _to_frame(code: CodeType, line: int) -> Frame:
+    name = getattr(code, "co_qualname", code.co_name)  # 3.11+
+    return Frame(code.co_filename, line, name, code.co_firstlineno)
+
+
+class StackSampler:
+    """Samples the stack of the running thread every ``delay`` seconds in a daemon thread.
+
+    :param delay: seconds between two samples (at least ``MIN_DELAY``)
+    :param max_points: samples kept at most (>= 2), halved beyond
+    :param max_stacks: distinct stacks kept at most
+    :param clock: the clock, ``time.monotonic`` as the spy's
+    :param current_frames: ``sys._current_frames`` (tests pass a fake)
+    """
+
+    def __init__(
+        self,
+        delay: float,
+        max_points: int = DEFAULT_MAX_POINTS,
+        max_stacks: int = MAX_STACKS,
+        clock: Callable[[], float] = time.monotonic,
+        current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+    ) -> None:
+        if max_points < 2:
+            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+        self.delay = max(float(delay), MIN_DELAY)
+        self.max_points = max_points
+        self.max_stacks = max_stacks
+        self.clock = clock
+        self.current_frames = current_frames
+        self.times = array.array("d")
+        self.ids = array.array("q")
+        self.stride = 1
+        self.dropped = 0
+        self._skip = 0  # samples to skip before the next kept one (stride)
+        self._interned: dict[_StackKey, int] = {}
+        self._keys: list[_StackKey] = []
+        self._previous: dict[int, _StackKey] = {}
+        self._own: int | None = None
+        self._main = threading.main_thread().ident or 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        """Takes one sample now (the sampling thread calls it; tests call it directly)."""
+        t = self.clock()
+        frames = self.current_frames()
+        own = self._own
+        stacks = {ident: stack_key(f) for ident, f in frames.items() if ident != own}
+        del frames  # frames keep their locals alive: release them at once
+        ident = pick_thread(stacks, self._previous, self._main)
+        self._previous = stacks
+        if self._skip:
+            self._skip -= 1
+            return
+        self._skip = self.stride - 1
+        self.times.append(t)
+        self.ids.append(NO_STACK if ident is None else self._intern(stacks[ident]))
+        if len(self.times) >= self.max_points:
+            self._halve()
+
+    def _intern(self, key: _StackKey) -> int:
+        index = self._interned.get(key)
+        if index is None:
+            if len(self._keys) >= self.max_stacks:
+                self.dropped += 1
+                return NO_STACK
+            index = self._interned[key] = len(self._keys)
+            self._keys.append(key)
+        return index
+
+    def _halve(self) -> None:
+        """Keeps every other sample and doubles the stride."""
+        self.times = self.times[::2]
+        self.ids = self.ids[::2]
+        self.stride *= 2
+        self._skip = self.stride - 1
+
+    def _run(self) -> None:
+        self._own = threading.get_ident()
+        while not self._stop.wait(self.delay):
+            self.sample()
+
+    def start(self) -> StackSampler:
+        """Starts the sampling thread after a first sample.
+
+        :return: self
+        """
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="memory-spy-stacks", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stops the sampling thread (idempotent) after a last sample.
+
+        :param timeout: seconds to wait for the thread
+        """
+        thread = self._thread
+        if thread is None:
+            return
+        self._thread = None
+        self._stop.set()
+        if thread is not threading.current_thread():  # __del__ may run anywhere
+            thread.join(timeout)
+        self.sample()
+
+    def snapshot(self) -> StackSamples:
+        """What was sampled, stacks as :class:`Frame` tuples (outermost first)."""
+        stacks = [tuple(_to_frame(code, line) for code, line in key) for key in self._keys]
+        return StackSamples(
+            array.array("d", self.times), array.array("q", self.ids), stacks, self.dropped
+        )
