@@ -4,7 +4,9 @@
 -- COMMAND ARGS...`` runs the command under the memory spy, prints peak, mean, begin and
 end with units and the duration, writes the series where asked and exits with the
 command's own exit code. ``spy --pid PID`` attaches to a running process until it ends
-or Ctrl-C.
+or Ctrl-C. ``spy --where script.py [args]`` (or ``-m module [args]``) runs a Python
+program in this process with the stacks sampled: where the peak happened, memory growth
+per function, a memory flame graph with ``--flame FILE`` (see ``spy_where``).
 """
 
 from __future__ import annotations
@@ -183,8 +185,7 @@ def _add_end(result: Any, peak: float, floor: float, ended: float) -> None:
         return  # no tick: no origin to date the end from (the shell was killed at start)
     result["duration"] = max(result["duration"], ended - result.t0)
     if peak > floor:
-        cpu.max_peak = max(cpu.max_peak, peak)
-        cpu.series.append(ended, peak)  # the curve shows what max_peak says
+        cpu.add_final_peak(peak, ended)  # the curve shows what max_peak says
 
 
 class SpyCommand:
@@ -204,6 +205,21 @@ class SpyCommand:
         parser.add_argument("--plot", metavar="FILE.png", help="draw the series (plot extra)")
         parser.add_argument("-q", "--quiet", action="store_true", help="no live status")
         parser.add_argument(
+            "--where",
+            action="store_true",
+            help="run a Python program (script.py or -m module) here and sample its stacks: "
+            "where the peak happened, memory growth per function",
+        )
+        parser.add_argument(
+            "-m", dest="module", nargs=argparse.REMAINDER, default=None, help="with --where"
+        )
+        parser.add_argument("--top", type=int, default=10, help="functions shown with --where")
+        parser.add_argument(
+            "--flame",
+            metavar="FILE",
+            help="with --where: memory flame graph, speedscope (*.json) or collapsed stacks",
+        )
+        parser.add_argument(
             "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS", help="the command to run"
         )
 
@@ -212,14 +228,22 @@ class SpyCommand:
         cmd = list(args.cmd)
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
+        from .spy_where import check_where_args
+
+        check_where_args(cmd, args)
         if args.pid is not None and cmd:
             raise CommandError("give either --pid PID or -- COMMAND, not both", EXIT_USAGE)
-        if args.pid is None and not cmd:
+        if args.pid is None and not cmd and not args.where:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
         if not args.delay > 0:
             raise CommandError(f"--delay must be > 0, got {args.delay}", EXIT_USAGE)
         self._check_outputs(args)
-        if cmd:
+        if args.where:
+            from .spy_where import run_where
+
+            result, code, what = run_where(cmd, args, err, self._status)
+            out.write(result["cpu"].where.to_text(args.top) + "\n")
+        elif cmd:
             result, code, what = self._run_command(cmd, args, err)
         else:
             result, code, what = self._attach(args.pid, args, err), 0, f"pid {args.pid}"
@@ -284,7 +308,8 @@ class SpyCommand:
     def _check_outputs(args: argparse.Namespace) -> None:
         """Refuses unwritable output files and a missing plot extra before the command
         runs: the measurement of a long command must not be lost at the end."""
-        for option, path in (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)):
+        outputs = (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot))
+        for option, path in (*outputs, ("--flame", args.flame)):
             if path:
                 check_output_path(path, option)
         if args.plot:
@@ -293,6 +318,10 @@ class SpyCommand:
             require("matplotlib.figure", "plot", "--plot")
 
     def _write_files(self, result: Any, args: argparse.Namespace, what: str, code: int) -> None:
+        if args.flame:
+            from .spy_where import write_flame
+
+            write_flame(result, args.flame)
         rows = result.to_rows()
         if args.json:
             doc = {

@@ -200,11 +200,11 @@ class StackSampler:
             self.sample()
 
     def start(self) -> StackSampler:
-        """Starts the sampling thread after a first sample.
+        """Starts the sampling thread (its first sample comes after ``delay``: one taken
+        here would show the spy starting, not the code measured).
 
         :return: self
         """
-        self.sample()
         self._thread = threading.Thread(target=self._run, name="memory-spy-stacks", daemon=True)
         self._thread.start()
         return self

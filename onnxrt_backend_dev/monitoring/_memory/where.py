@@ -44,6 +44,37 @@ def is_user_frame(frame: Frame) -> bool:
     return not (is_library_path(frame.filename) or frame.filename.startswith(_OWN_DIR))
 
 
+def is_own_frame(frame: Frame) -> bool:
+    """Tells if a frame is this tool's (the spy's start and stop, the CLI running a script).
+
+    :param frame: the frame
+    :return: True for this tool's frames
+    """
+    return frame.filename.startswith(_OWN_DIR)
+
+
+def user_view(stack: Sequence[Frame]) -> tuple[Frame, ...]:
+    """The stack as the user sees it: without the outer frames that lead to the user's
+    code (a runner, runpy, and everything down to this tool when it runs the user's
+    script) when there is user code, and without this tool's frames at the inner end
+    (the spy starting or stopping).
+
+    :param stack: outermost first
+    :return: the frames kept, none for this tool's own work (no user frame, one of this
+        tool's frames)
+    """
+    end = len(stack)
+    while end > 0 and is_own_frame(stack[end - 1]):
+        end -= 1
+    # This tool calling the user's code (spy --where running a script): it starts there.
+    start = next((i + 1 for i in range(end - 1, -1, -1) if is_own_frame(stack[i])), 0)
+    while start < end and not is_user_frame(stack[start]):
+        start += 1
+    if start < end:
+        return tuple(stack[start:end])
+    return () if any(is_own_frame(f) for f in stack) else tuple(stack)
+
+
 def innermost_user(stack: Sequence[Frame]) -> int:
     """Index of the innermost user frame of a stack, the innermost frame if none is.
 
@@ -242,26 +273,47 @@ def attribute(
     :param peak_after: time of the tick before the one that saw the peak, None if unknown
     :return: the attribution
     """
+    stacks, view_of = _user_views(samples.stacks)
     rows: dict[tuple[str, str, int], FunctionRow] = {}
     weights: dict[int, float] = {}
     previous: tuple[float, float] | None = None
     for t, v, end in points:
         if previous is not None:
             index = stack_at(samples, previous[0])
-            if index != NO_STACK and samples.stacks[index]:
+            view = view_of[index] if index != NO_STACK else NO_STACK
+            if view != NO_STACK:
                 growth = max(0.0, v - previous[1])
-                _add_interval(rows, samples.stacks[index], growth, v)
+                _add_interval(rows, stacks[view], growth, v)
                 if growth > 0:
-                    weights[index] = weights.get(index, 0.0) + growth
+                    weights[view] = weights.get(view, 0.0) + growth
         previous = (t, end)
     peak_stack = None
     if peak_after is not None:
         index = stack_at(samples, peak_after)
-        peak_stack = samples.stacks[index] if index != NO_STACK else None
+        view = view_of[index] if index != NO_STACK else NO_STACK
+        peak_stack = stacks[view] if view != NO_STACK else None
     functions = sorted(rows.values(), key=lambda r: (-r.inclusive, -r.self, r.function))
     return StackAttribution(
-        functions, samples.stacks, weights, peak_stack, len(samples.times), samples.dropped
+        functions, stacks, weights, peak_stack, len(samples.times), samples.dropped
     )
+
+
+def _user_views(raw: Sequence[tuple[Frame, ...]]) -> tuple[list[tuple[Frame, ...]], list[int]]:
+    """The distinct :func:`user_view` of the stacks and, per stack, the index of its view
+    (``NO_STACK`` for a stack of this tool only)."""
+    stacks: list[tuple[Frame, ...]] = []
+    index: dict[tuple[Frame, ...], int] = {}
+    view_of: list[int] = []
+    for stack in raw:
+        view = user_view(stack)
+        if not view:
+            view_of.append(NO_STACK)
+            continue
+        if view not in index:
+            index[view] = len(stacks)
+            stacks.append(view)
+        view_of.append(index[view])
+    return stacks, view_of
 
 
 def peak_line(peak: float, peak_time: float, stack: Sequence[Frame] | None, depth: int = 3) -> str:
