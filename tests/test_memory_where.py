@@ -33,6 +33,8 @@ from onnxrt_backend_dev.monitoring._memory.stacks import (
 )
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, start_spying_on
 
+pytest_plugins = ["pytester"]
+
 MIB = 2**20
 OWN = os.path.dirname(_where.__file__)  # a file of this tool
 LIB = "/usr/lib/python3.11/site-packages/numpy/core/numeric.py"
@@ -414,3 +416,67 @@ def test_the_flame_format_follows_the_suffix() -> None:
     assert flame_format("a.speedscope.json") == "speedscope"
     assert flame_format("A.JSON") == "speedscope"
     assert flame_format("a.collapsed") == flame_format("a.txt") == "collapsed"
+
+
+# -- the magic, the fixture, the plot ------------------------------------------------------
+
+
+def test_the_spy_magic_prints_where_the_peak_happened() -> None:
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    shell.run_line_magic("load_ext", "onnxrt_backend_dev.monitoring")
+    cell = (
+        "import time\n"
+        "def fill():\n"
+        "    b = bytearray(b'x') * (64 * 2**20)\n"
+        "    time.sleep(0.2)\n"
+        "fill()\n"
+    )
+    try:
+        with capture_output() as out:
+            stats = shell.run_cell_magic("spy", "-o --no-plot --stacks", cell)
+    finally:
+        shell.reset(new_session=False)
+    assert stats["cpu"].peak_stack[-1].endswith(":fill"), stats["cpu"].peak_stack
+    assert "memory growth by function" in out.stdout
+    assert re.search(r"^peak .* in fill \(", out.stdout, re.M), out.stdout
+
+
+def test_the_fixture_samples_stacks_on_request(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import time
+
+        def fill():
+            b = bytearray(b"x") * (64 * 2**20)
+            time.sleep(0.2)
+
+        def test_block(monitor_memory):
+            with monitor_memory("fill", stacks=True) as m:
+                fill()
+            assert m.stats["cpu"].peak_stack[-1].endswith(":fill")
+        """
+    )
+    result = pytester.runpytest_inprocess("-rA", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.re_match_lines([r"\s+peak .* in fill \(test_the_fixture_samples.*\.py:\d+\)"])
+
+
+def test_the_plot_marks_the_peak_with_its_function() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    mon = Monitor("cpu")
+    for t, peak, end in POINTS:
+        mon.update(end, peak, t)
+    _where.attach(mon, SAMPLES)
+    result = SpyResult(cpu=mon, duration=5.0, marks=[], t0=0.0)
+    ax = result.plot(ax=Figure().subplots())
+    texts = [t.get_text() for t in ax.texts]
+    assert "peak in groupby_sum" in texts

@@ -21,7 +21,10 @@ mean, first and last resident memory of the kernel (``cpu``, and every GPU with
 ``--cuda``) and how much the cell added at its peak; when the front end shows images
 (a notebook, not a terminal) and matplotlib is installed, it draws the memory curve::
 
-    %%spy [-d DELAY] [--cuda] [--no-plot] [-o]
+    %%spy [-d DELAY] [--cuda] [--stacks] [--no-plot] [-o]
+
+``--stacks`` also samples the cell's Python stacks: it prints the memory growth per
+function and the line saying in which function the peak happened.
 
 ``%%profile_tree`` profiles the cell with
 :func:`~onnxrt_backend_dev.monitoring.profiling.profile` and prints the call tree built
@@ -151,11 +154,11 @@ class MonitoringMagics(Magics):
         """Spies on the kernel's memory while the cell runs; see the module's documentation."""
         from .memory_peak import start_spying_on
 
-        opts, _ = self.parse_options(line, "d:o", "cuda", "no-plot", posix=False)
+        opts, _ = self.parse_options(line, "d:o", "cuda", "no-plot", "stacks", posix=False)
         delay = _number_option(opts, "d", 0.01, float, 1e-4)
         run = self._code(cell, "spy")
         try:
-            spy = start_spying_on(delay=delay, cuda="cuda" in opts)
+            spy = start_spying_on(delay=delay, cuda="cuda" in opts, stacks="stacks" in opts)
         except (ImportError, RuntimeError, OSError) as e:  # no NVML, no permission...
             raise UsageError(f"the memory spy cannot start: {e}") from None
         try:
@@ -163,6 +166,8 @@ class MonitoringMagics(Magics):
         finally:
             stats = spy.stop()
         cpu = stats["cpu"]
+        if cpu.where is not None:
+            print(cpu.where.to_text(10))
         print(
             f"{stats}\nthe cell added {format_bytes(cpu.max_peak - cpu.begin)} at its peak "
             f"and kept {format_bytes(cpu.end - cpu.begin)}"
