@@ -24,6 +24,11 @@ the spy started, sampled otherwise). Where the reset is not permitted (another u
 process) the spy falls back to sampling; ``stat['cpu'].peak_source`` says which was used:
 ``"hwm"``, ``"sampling+hwm"`` or ``"sampling"``.
 
+With ``stacks=True`` (the current process only) a thread inside the process samples the
+Python stacks at every tick as well: ``stat['cpu'].peak_time``, ``.peak_stack`` and
+``.where`` say when and in which function the peak happened and how much memory each
+function added (text, JSON, memory flame graphs).
+
 The spy ends on its own when the spied process ends (``stop()`` then returns what was
 measured, with ``stat['target_exited']`` true) and when the process that started it dies.
 """

@@ -211,7 +211,12 @@ class SpyCommand:
             "where the peak happened, memory growth per function",
         )
         parser.add_argument(
-            "-m", dest="module", nargs=argparse.REMAINDER, default=None, help="with --where"
+            "-m",
+            dest="module",
+            nargs=argparse.REMAINDER,
+            default=None,
+            metavar="MODULE ARGS",
+            help="with --where: run a module as a script, the rest is its arguments",
         )
         parser.add_argument("--top", type=int, default=10, help="functions shown with --where")
         parser.add_argument(

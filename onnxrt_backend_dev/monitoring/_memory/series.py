@@ -145,7 +145,9 @@ class Monitor:
     (``peak_source == "hwm"``) it includes spikes shorter than the spy's delay.
     ``mean``, ``begin`` and ``end`` come from the memory sampled at each tick,
     ``n_measures`` counts the ticks. ``previous_peak`` is the target's high-water mark
-    from before the spy started (None when unknown).
+    from before the spy started (None when unknown). ``peak_time`` says when the
+    maximum was reached (seconds since the first tick); with ``stacks=True``,
+    ``peak_stack`` and ``where`` say in which code.
 
     :param name: the channel, ``"cpu"``, ``"gpu0"``...
     :param max_points: bound of the retained series, see :class:`MemorySeries`

@@ -331,9 +331,33 @@ def peak_line(peak: float, peak_time: float, stack: Sequence[Frame] | None, dept
     line = f"peak {format_bytes(peak)} at {peak_time:.2f} s"
     if not stack:
         return line + " (no stack sampled)"
-    users = [f for f in stack if is_user_frame(f)] or [stack[-1]]
+    users = _fold_comprehensions([f for f in stack if is_user_frame(f)] or [stack[-1]])
     shown = [f"{f.function} ({os.path.basename(f.filename)}:{f.line})" for f in users[::-1][:depth]]
     return f"{line} in {' <- '.join(shown)}"
+
+
+_COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+
+
+def _fold_comprehensions(stack: list[Frame]) -> list[Frame]:
+    """A comprehension shown as the function around it, at the comprehension's line (as
+    Python 3.12 inlines them).
+
+    :param stack: outermost first
+    :return: the frames, outermost first
+    """
+    folded: list[Frame] = []
+    for f in stack:
+        outer = folded[-1] if folded else None
+        if (
+            outer is not None
+            and f.function.endswith(_COMPREHENSIONS)
+            and f.filename == outer.filename
+        ):
+            folded[-1] = outer._replace(line=f.line)
+            continue
+        folded.append(f)
+    return folded
 
 
 def attach(monitor: Any, samples: StackSamples) -> None:
