@@ -400,6 +400,18 @@ def test_spy_where_runs_a_module_and_reports_its_exception(
     assert sys.modules["__main__"].__name__ != "boom_mod"
 
 
+@pytest.mark.slow
+def test_spy_where_interrupted_still_reports_and_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("stop.py").write_text("x = [0] * 10**6\nraise KeyboardInterrupt\n", encoding="utf-8")
+    code, out, err = run_cli("spy", "-q", "--json", "r.json", "--where", "stop.py")
+    assert code == 130 and "stop.py interrupted" in err
+    assert out.splitlines()[-2].startswith("peak ")
+    assert json.loads(Path("r.json").read_text(encoding="utf-8"))["exit_code"] == 130
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -6,7 +6,8 @@ attached to this process still resets its kernel high-water mark, so the peaks s
 exact. What this process held before the program ran (the tool itself, a few tens of
 MiB) is ``begin``. The program runs as ``__main__`` with its own ``sys.argv``; its exit
 code is returned (``sys.exit``), 1 if it raised (its traceback goes to stderr), and the
-measure is reported either way. Ctrl-C stops the program and the measure (exit 130).
+measure is reported either way. Ctrl-C stops the program and the measure, reported and
+written as asked, then exits with 130.
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ def run_where(
         result = spy.stop()  # also on Ctrl-C: the sampler thread must not outlive the run
     if isinstance(failure, SystemExit):
         return result, _exit_code(failure, err), what
-    if isinstance(failure, KeyboardInterrupt):
-        raise failure
+    if isinstance(failure, KeyboardInterrupt):  # what was measured is still reported
+        err.write(f"{name} interrupted\n")
+        return result, 130, what
     if failure is not None:
         tb = failure.__traceback__
         lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
