@@ -28,8 +28,10 @@ from onnxrt_backend_dev.monitoring._memory.stacks import (
     StackSampler,
     StackSamples,
     is_idle,
+    line_of,
     pick_thread,
     stack_key,
+    to_frames,
 )
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
 
@@ -231,8 +233,18 @@ def test_peak_time_is_the_tick_that_first_reached_the_peak() -> None:
 # -- the sampler, with fake frames and clock ---------------------------------------------
 
 
-def _frame(code: Any, back: Any = None, line: int = 1) -> Any:
-    return SimpleNamespace(f_code=code, f_lineno=line, f_back=back)
+def _sampler_threads_end(timeout: float = 5.0) -> bool:
+    """True once no sampler thread is left (one ends when its last sleep does)."""
+    deadline = time.monotonic() + timeout
+    while any(t.name == "memory-spy-stacks" for t in threading.enumerate()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _frame(code: Any, back: Any = None, lasti: int = 0) -> Any:
+    return SimpleNamespace(f_code=code, f_lasti=lasti, f_back=back)
 
 
 def _user() -> None:
@@ -246,29 +258,43 @@ def _other() -> None:
 IDLE_CODE = threading.Event.wait.__code__  # a thread waiting in threading.py
 
 
-def test_stack_key_walks_outermost_first_and_cuts_deep_stacks() -> None:
-    inner = _frame(_other.__code__, _frame(_user.__code__, line=5), line=7)
-    assert stack_key(inner) == ((_user.__code__, 5), (_other.__code__, 7))
+def test_stack_key_walks_from_the_innermost_frame_and_cuts_deep_stacks() -> None:
+    codes: dict[int, Any] = {}
+    inner = _frame(_other.__code__, _frame(_user.__code__, lasti=4), lasti=2)
+    key = stack_key(inner, codes)
+    assert key == (id(_other.__code__), 2, id(_user.__code__), 4)
+    assert codes == {id(_other.__code__): _other.__code__, id(_user.__code__): _user.__code__}
+    frames = to_frames(key, codes)  # outermost first
+    assert [f.function for f in frames] == ["_user", "_other"]
     deep = None
     for _ in range(50):
         deep = _frame(_user.__code__, deep)
-    assert len(stack_key(deep, max_depth=10)) == 10
+    assert len(stack_key(deep, codes, max_depth=10)) == 20
+
+
+def test_offsets_become_the_lines_the_interpreter_reports() -> None:
+    frame = sys._getframe()
+    here = frame.f_lineno  # the offset read next is on the following line
+    lasti, lineno = frame.f_lasti, frame.f_lineno
+    assert line_of(frame.f_code, lasti) == lineno == here + 1
+    assert line_of(_user.__code__, -1) == _user.__code__.co_firstlineno  # not started
 
 
 def test_the_running_thread_is_preferred_to_idle_and_unchanged_ones() -> None:
-    busy = ((_user.__code__, 1),)
-    idle = ((_user.__code__, 1), (IDLE_CODE, 2))
-    assert is_idle(idle) and not is_idle(busy) and is_idle(())
-    assert pick_thread({1: idle, 2: busy}, {}, main=1) == 2
-    moved = ((_other.__code__, 3),)
-    assert pick_thread({1: busy, 2: moved}, {1: busy, 2: busy}, main=1) == 2
-    assert pick_thread({1: busy, 2: busy}, {1: busy, 2: busy}, main=1) == 1
-    assert pick_thread({}, {}, main=1) is None
+    codes = {id(c): c for c in (_user.__code__, _other.__code__, IDLE_CODE)}
+    busy = (id(_user.__code__), 0)
+    idle = (id(IDLE_CODE), 2, id(_user.__code__), 0)
+    assert is_idle(idle, codes) and not is_idle(busy, codes) and is_idle((), codes)
+    assert pick_thread({1: idle, 2: busy}, {}, 1, codes) == 2
+    moved = (id(_other.__code__), 0)
+    assert pick_thread({1: busy, 2: moved}, {1: busy, 2: busy}, 1, codes) == 2
+    assert pick_thread({1: busy, 2: busy}, {1: busy, 2: busy}, 1, codes) == 1
+    assert pick_thread({}, {}, 1, codes) is None
 
 
 def test_the_sampler_interns_stacks_and_stays_bounded() -> None:
     clock = iter(float(i) for i in range(1000))
-    frames = [{1: _frame(_user.__code__, line=i % 3)} for i in range(100)]
+    frames = [{1: _frame(_user.__code__, lasti=2 * (i % 3))} for i in range(100)]
     feed = iter(frames)
     sampler = StackSampler(
         0.01,
@@ -281,8 +307,9 @@ def test_the_sampler_interns_stacks_and_stays_bounded() -> None:
         sampler.sample()
     snap = sampler.snapshot()
     assert len(snap.times) < 8 and sampler.stride > 1
-    assert len(snap.stacks) == 2 and sampler.dropped > 0  # the third line was not interned
-    assert snap.stacks[0] == (Frame(__file__, 0, "_user", _user.__code__.co_firstlineno),)
+    assert len(snap.stacks) == 2 and sampler.dropped > 0  # the third offset was not interned
+    line = line_of(_user.__code__, 0)
+    assert snap.stacks[0] == (Frame(__file__, line, "_user", _user.__code__.co_firstlineno),)
     assert list(snap.times) == sorted(snap.times)
     with pytest.raises(ValueError, match="max_points must be >= 2, got 1"):
         StackSampler(0.01, max_points=1)
@@ -295,7 +322,7 @@ def test_the_sampler_thread_starts_stops_and_skips_itself() -> None:
     sampler.stop()  # idempotent
     snap = sampler.snapshot()
     assert len(snap.times) >= 2
-    assert not any(t.name == "memory-spy-stacks" for t in threading.enumerate())
+    assert _sampler_threads_end()
     names = {f.function for stack in snap.stacks for f in stack}
     assert "StackSampler._run" not in names  # its own thread is never sampled
 
@@ -329,7 +356,7 @@ def test_a_function_holding_100_mib_is_named_as_the_peak() -> None:
     assert 0.03 < cpu.peak_time < 5  # generous: a loaded machine
     rows = {r.function: r for r in cpu.where.functions}
     assert rows["_allocate_and_hold"].self > 50 * MIB
-    assert not any(t.name == "memory-spy-stacks" for t in threading.enumerate())
+    assert _sampler_threads_end()
 
 
 # -- spy --where -----------------------------------------------------------------------------
