@@ -117,12 +117,19 @@ def test_monitor_statistics_and_to_dict() -> None:
     assert (mon.begin, mon.end, mon.max_peak, mon.n_measures) == (10.0, 30.0, 50.0, 3)
     assert mon.mean == 20.0
     d = mon.to_dict(unit=10)
-    assert d == {"peak": 5.0, "mean": 2.0, "n": 3, "begin": 1.0, "end": 3.0}
+    assert d == {"peak": 5.0, "mean": 2.0, "n": 3, "begin": 1.0, "end": 3.0, "peak_time": 0.0}
     assert (mon.delta_peak, mon.delta_end) == (40.0, 20.0)
 
 
 def test_monitor_without_measures_has_zero_mean() -> None:
-    assert Monitor().to_dict(2**20) == {"peak": 0, "mean": 0, "n": 0, "begin": 0, "end": 0}
+    assert Monitor().to_dict(2**20) == {
+        "peak": 0,
+        "mean": 0,
+        "n": 0,
+        "begin": 0,
+        "end": 0,
+        "peak_time": 0,
+    }
     with pytest.raises(ValueError, match="unit must be > 0"):
         Monitor().to_dict(0)
 
@@ -381,7 +388,14 @@ def test_loop_feeds_the_monitor_and_reports_the_target_gone() -> None:
     assert [loop.tick() for _ in range(4)] == [True, True, True, False]
     header, payload = loop.result(target_exited=True)
     mon = Monitor.from_state(header["monitors"][0], payload)
-    assert mon.to_dict() == {"peak": 90.0, "mean": 40 / 3, "n": 3, "begin": 10.0, "end": 20.0}
+    assert mon.to_dict() == {
+        "peak": 90.0,
+        "mean": 40 / 3,
+        "n": 3,
+        "begin": 10.0,
+        "end": 20.0,
+        "peak_time": 1.0,
+    }
     assert (mon.peak_source, mon.previous_peak) == ("hwm", 123.0)
     assert (header["t0"], header["duration"], header["target_exited"]) == (0.0, 2.0, True)
 

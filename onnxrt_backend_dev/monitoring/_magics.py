@@ -21,7 +21,10 @@ mean, first and last resident memory of the kernel (``cpu``, and every GPU with
 ``--cuda``) and how much the cell added at its peak; when the front end shows images
 (a notebook, not a terminal) and matplotlib is installed, it draws the memory curve::
 
-    %%spy [-d DELAY] [--cuda] [--no-plot] [-o]
+    %%spy [-d DELAY] [--cuda] [--stacks] [--no-plot] [-o]
+
+``--stacks`` also samples the cell's Python stacks: it prints the memory growth per
+function and the line saying in which function the peak happened.
 
 ``%%profile_tree`` profiles the cell with
 :func:`~onnxrt_backend_dev.monitoring.profiling.profile` and prints the call tree built
@@ -156,6 +159,7 @@ _SPY = _MagicSpec(
     options=(
         _Option("-d", "DELAY", "seconds between two measures (0.01)"),
         _Option("--cuda", None, "measure the GPUs too (nvidia-ml-py)"),
+        _Option("--stacks", None, "sample the cell's Python stacks: where the peak happened"),
         _Option("--no-plot", None, "do not draw the memory curve"),
         _Option("-o", None, "return the spy's result"),
     ),
@@ -296,10 +300,10 @@ class MonitoringMagics(Magics):
         opts, _ = self._options(_SPY, line)
         if _wants_help(opts, _SPY):
             return None
-        delay = _number_option(opts, "d", 0.01, float, 1e-4)
+        delay = _number_option(opts, "d", 0.01, float, 1e-3)
         run = self._code(cell, "spy")
         try:
-            spy = start_spying_on(delay=delay, cuda="cuda" in opts)
+            spy = start_spying_on(delay=delay, cuda="cuda" in opts, stacks="stacks" in opts)
         except (ImportError, RuntimeError, OSError) as e:  # no NVML, no permission...
             raise UsageError(f"the memory spy cannot start: {e}") from None
         try:
@@ -307,6 +311,8 @@ class MonitoringMagics(Magics):
         finally:
             stats = spy.stop()
         cpu = stats["cpu"]
+        if cpu.where is not None:
+            print(cpu.where.to_text(10))
         print(
             f"{stats}\nthe cell added {format_bytes(cpu.max_peak - cpu.begin)} at its peak "
             f"and kept {format_bytes(cpu.end - cpu.begin)}"

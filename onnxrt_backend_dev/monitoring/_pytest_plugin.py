@@ -19,13 +19,14 @@ Fixtures::
 ``monitor_time(label, limit=None)`` measures a block once (``elapsed`` in seconds);
 ``monitor_time.measure(stmt, context=None, **kwargs)`` calls
 :func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and returns its dict.
-``monitor_memory(label, limit=None, delay=0.01, cuda=False)`` runs a block under
+``monitor_memory(label, limit=None, delay=0.01, cuda=False, stacks=False)`` runs a block under
 :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and gives ``peak``,
 ``begin``, ``end``, ``mean`` and ``increase`` (peak - begin) in bytes, plus ``stats``,
 the spy's result. With a ``limit`` the test fails when the block exceeds it. Peaks
 are exact (the kernel's high-water mark, reset at each tick of the spy) for the
 outermost block; a block nested in another one, or in a test marked ``limit_memory``,
-may miss spikes shorter than its ``delay``.
+may miss spikes shorter than its ``delay``. With ``stacks=True`` the report also says
+where the peak happened (``stats['cpu'].peak_stack``, ``stats['cpu'].where``).
 
 Marker::
 
@@ -145,6 +146,7 @@ class MemoryBlock:
     :param delay: seconds between two measures of the spy
     :param cuda: also spy on the GPUs
     :param absolute: compare the peak itself with the limit, not its increase
+    :param stacks: sample the Python stacks too: where the peak happened
     """
 
     def __init__(
@@ -154,6 +156,7 @@ class MemoryBlock:
         delay: float = 0.01,
         cuda: bool = False,
         absolute: bool = False,
+        stacks: bool = False,
     ) -> None:
         self.label = label
         self.limit = None if limit is None else parse_bytes(limit)
@@ -164,6 +167,7 @@ class MemoryBlock:
         self.peak = self.begin = self.end = 0
         self.mean = 0.0
         self._spy: Any = None
+        self.stacks = stacks
 
     @property
     def increase(self) -> int:
@@ -179,7 +183,9 @@ class MemoryBlock:
         from .memory_peak import start_spying_on
 
         outermost = MemoryBlock._active == 0
-        self._spy = start_spying_on(delay=self.delay, cuda=self.cuda, reset_peak=outermost)
+        self._spy = start_spying_on(
+            delay=self.delay, cuda=self.cuda, reset_peak=outermost, stacks=self.stacks
+        )
         MemoryBlock._active += 1
         return self
 
@@ -214,12 +220,18 @@ class MemoryBlock:
         )
 
     def summary(self) -> str:
-        """One line for the report."""
-        return (
+        """One line for the report (two with ``stacks``: where the peak happened)."""
+        line = (
             f"memory {self.label}: peak {format_bytes(self.peak)} "
             f"(+{format_bytes(self.increase)} over {format_bytes(self.begin)} at start), "
             f"end {format_bytes(self.end)}"
         )
+        cpu = self.stats.get("cpu")
+        if cpu is not None and cpu.where is not None:
+            from ._memory.where import peak_line
+
+            line += "\n  " + peak_line(cpu.max_peak, cpu.peak_time, cpu.where.peak_stack)
+        return line
 
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for ``user_properties``."""
@@ -307,6 +319,7 @@ class MemoryMonitor:
         delay: float = 0.01,
         cuda: bool = False,
         absolute: bool = False,
+        stacks: bool = False,
     ) -> MemoryBlock:
         """Returns a context manager spying on the memory of a block.
 
@@ -315,9 +328,10 @@ class MemoryMonitor:
         :param delay: seconds between two measures
         :param cuda: also spy on the GPUs
         :param absolute: compare the peak itself with the limit, not its increase
+        :param stacks: sample the Python stacks too: where the peak happened
         :return: the block, whose ``peak``, ``increase``... are set on exit
         """
-        block = MemoryBlock(label, limit, delay=delay, cuda=cuda, absolute=absolute)
+        block = MemoryBlock(label, limit, delay=delay, cuda=cuda, absolute=absolute, stacks=stacks)
         self.records.append(block)
         return block
 

@@ -24,6 +24,11 @@ the spy started, sampled otherwise). Where the reset is not permitted (another u
 process) the spy falls back to sampling; ``stat['cpu'].peak_source`` says which was used:
 ``"hwm"``, ``"sampling+hwm"`` or ``"sampling"``.
 
+With ``stacks=True`` (the current process only) a thread inside the process samples the
+Python stacks at every tick as well: ``stat['cpu'].peak_time``, ``.peak_stack`` and
+``.where`` say when and in which function the peak happened and how much memory each
+function added (text, JSON, memory flame graphs).
+
 The spy ends on its own when the spied process ends (``stop()`` then returns what was
 measured, with ``stat['target_exited']`` true) and when the process that started it dies.
 A Ctrl-C at any moment of :func:`start_spying_on` leaves no spy process. ``stop()`` may be
@@ -306,6 +311,10 @@ class MemorySpy:
         (``("nvml",)`` is what ``cuda=True`` asks for), see
         :mod:`onnxrt_backend_dev.monitoring._memory.registry`
     :param stop_timeout: seconds :meth:`stop` waits for the spy's answer
+    :param stacks: also sample the Python stacks of the spied process's threads at each
+        tick, from a thread inside it (so ``pid`` must be the current process): the CPU
+        monitor then says where the peak happened (``peak_stack``) and how much memory
+        each function added (``where``)
     """
 
     def __init__(
@@ -320,8 +329,14 @@ class MemorySpy:
         start_timeout: float = START_TIMEOUT,
         probes: Sequence[str] = (),
         stop_timeout: float = STOP_TIMEOUT,
+        stacks: bool = False,
     ) -> None:
         _check_pid(pid)
+        if stacks and pid != os.getpid():
+            raise ValueError(
+                f"stacks=True samples the stacks inside the spied process: pid must be the "
+                f"current process ({os.getpid()}), got {pid}"
+            )
         _check_seconds("delay", delay, MIN_DELAY)
         _check_seconds("start_timeout", start_timeout)
         _check_seconds("stop_timeout", stop_timeout)
@@ -341,6 +356,9 @@ class MemorySpy:
         self.probes = _probe_names(probes, cuda)
         self._lock = threading.Lock()
         self._error: Exception | None = None
+        self.stacks = stacks
+        self._sampler: Any = None  # the StackSampler with stacks=True
+        self._samples: Any = None  # what it recorded, once stopped
         self.result: SpyResult | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _Reader | None = None
@@ -419,6 +437,11 @@ class MemorySpy:
                 self._reader = _Reader(self._proc)
             self._wait_ready(self._proc, self._reader)
             _LIVE.add(self)
+            if self.stacks:
+                from ._memory.stacks import StackSampler
+
+                self._samples = None
+                self._sampler = StackSampler(self.delay, self.max_points).start()
         except BaseException:
             self._kill()
             self._proc = self._reader = None  # not started: start() may try again
@@ -518,7 +541,12 @@ class MemorySpy:
         header, payload = final
         if header.get("kind") == "error":
             _raise_error(header)
-        return self._build(header, payload)
+        self.result = self._build(header, payload)
+        if self._samples is not None:
+            from ._memory.where import attach
+
+            attach(self.result["cpu"], self._samples)
+        return self.result
 
     def _build(self, header: dict[str, Any], payload: bytes) -> SpyResult:
         monitors, offset = [], 0
@@ -540,8 +568,16 @@ class MemorySpy:
             result["devices"] = devices
         return result
 
+    def _stop_sampler(self) -> None:
+        """Stops the stack sampler (after the spy's last tick) and keeps its records."""
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
+            self._samples = sampler.snapshot()
+
     def _close(self) -> None:
         """Closes the pipe (the spy exits at end-of-file), reaps it, kills it if needed."""
+        self._stop_sampler()
         proc = self._proc
         if proc is None:
             return
@@ -559,6 +595,7 @@ class MemorySpy:
             proc.stdout.close()
 
     def _kill(self) -> None:
+        self._stop_sampler()
         proc = self._proc
         if proc is None:
             return
@@ -604,6 +641,7 @@ def start_spying_on(
     cuda: bool = False,
     include_children: bool = False,
     reset_peak: bool = True,
+    stacks: bool = False,
     **kwargs: Any,
 ) -> MemorySpy:
     """Starts the memory spy. The function starts another process spying on the one sent
@@ -616,6 +654,8 @@ def start_spying_on(
     :param include_children: count the whole process tree (never the spy itself)
     :param reset_peak: reset the high-water mark at each tick (exact peaks; also resets
         the process's ``ru_maxrss``)
+    :param stacks: sample the Python stacks too (current process only): where the peak
+        happened, memory growth per function, see :class:`MemorySpy`
     :param kwargs: other arguments of :class:`MemorySpy`
     :return: the started spy
     """
@@ -625,6 +665,7 @@ def start_spying_on(
         cuda=cuda,
         include_children=include_children,
         reset_peak=reset_peak,
+        stacks=stacks,
         **kwargs,
     )
 

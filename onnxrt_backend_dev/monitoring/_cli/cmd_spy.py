@@ -13,6 +13,9 @@ lowered ``ru_maxrss``. ``--no-reset-peak`` only samples and writes nothing to
 ``/proc/PID/clear_refs``. SIGTERM and SIGHUP are forwarded to the command, which is
 waited for (then killed after a grace); the measure is still written and the exit code
 is ``128 + signal``. A Ctrl-C to the CLI alone reaches the command as SIGINT.
+``spy --where script.py [args]`` (or ``-m module [args]``) runs a Python program in this
+process with the stacks sampled: where the peak happened, memory growth per function, a
+memory flame graph with ``--flame FILE`` (see ``spy_where``).
 """
 
 from __future__ import annotations
@@ -272,8 +275,7 @@ def _add_end(result: Any, peak: float, floor: float, ended: float) -> None:
         return  # no tick: no origin to date the end from (the shell was killed at start)
     result["duration"] = max(result["duration"], ended - result.t0)
     if peak > floor:
-        cpu.max_peak = max(cpu.max_peak, peak)
-        cpu.series.append(ended, peak)  # the curve shows what max_peak says
+        cpu.add_final_peak(peak, ended)  # the curve shows what max_peak says
 
 
 def _max_rss_line(result: Any) -> str:
@@ -327,6 +329,26 @@ class SpyCommand:
         parser.add_argument("--plot", metavar="FILE.png", help="draw the series (plot extra)")
         parser.add_argument("-q", "--quiet", action="store_true", help="no live status")
         parser.add_argument(
+            "--where",
+            action="store_true",
+            help="run a Python program (script.py or -m module) here and sample its stacks: "
+            "where the peak happened, memory growth per function",
+        )
+        parser.add_argument(
+            "-m",
+            dest="module",
+            nargs=argparse.REMAINDER,
+            default=None,
+            metavar="MODULE ARGS",
+            help="with --where: run a module as a script, the rest is its arguments",
+        )
+        parser.add_argument("--top", type=int, default=10, help="functions shown with --where")
+        parser.add_argument(
+            "--flame",
+            metavar="FILE",
+            help="with --where: memory flame graph, speedscope (*.json) or collapsed stacks",
+        )
+        parser.add_argument(
             "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS", help="the command to run"
         )
         parser.epilog = (
@@ -341,13 +363,21 @@ class SpyCommand:
         cmd = list(args.cmd)
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
+        from .spy_where import check_where_args
+
+        check_where_args(cmd, args)
         if args.pid is not None and cmd:
             raise CommandError("give either --pid PID or -- COMMAND, not both", EXIT_USAGE)
-        if args.pid is None and not cmd:
+        if args.pid is None and not cmd and not args.where:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
         self._check_numbers(args)
         self._check_outputs(args, cmd)
-        if cmd:
+        if args.where:
+            from .spy_where import run_where
+
+            result, code, what = run_where(cmd, args, err, self._status)
+            out.write(result["cpu"].where.to_text(args.top) + "\n")
+        elif cmd:
             result, code, what = self._run_command(cmd, args, err)
         else:
             result, code, what = self._attach(args.pid, args, err), 0, f"pid {args.pid}"
@@ -459,7 +489,7 @@ class SpyCommand:
         overwrite the command or a file named in its arguments."""
         program = shutil.which(cmd[0]) if cmd else None
         check_outputs(
-            {"--json": args.json, "--csv": args.csv, "--plot": args.plot},
+            {"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--flame": args.flame},
             inputs=[*cmd, *([program] if program else [])],
             suffixes={"--plot": PLOT_SUFFIXES},
         )
@@ -469,6 +499,10 @@ class SpyCommand:
             require("matplotlib.figure", "plot", "--plot")
 
     def _write_files(self, result: Any, args: argparse.Namespace, what: str, code: int) -> None:
+        if args.flame:
+            from .spy_where import write_flame
+
+            write_flame(result, args.flame)
         rows = result.to_rows()
         if args.json:
             doc = {

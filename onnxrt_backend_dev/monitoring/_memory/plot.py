@@ -44,8 +44,29 @@ def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
             ha="right",
             fontsize=8,
         )
+    _mark_peak(ax, result["cpu"], unit)
     ax.set_xlabel("time (s)")
     ax.set_ylabel(f"memory ({_UNIT_LABELS[unit]})")
     ax.set_title("memory peak per tick")
     ax.legend(loc="best")
     return ax
+
+
+def _mark_peak(ax: Any, cpu: Any, unit: int) -> None:
+    """Marks the CPU peak with the function running when it was reached (stacks=True)."""
+    if cpu.where is None or not cpu.where.peak_stack:
+        return
+    from .where import innermost_user
+
+    stack = cpu.where.peak_stack
+    frame = stack[innermost_user(stack)]
+    x, y = cpu.peak_time, cpu.max_peak / unit
+    ax.plot([x], [y], marker="v", color="red", linestyle="none")
+    ax.annotate(
+        f"peak in {frame.function}",
+        (x, y),
+        textcoords="offset points",
+        xytext=(4, 4),
+        fontsize=8,
+        color="red",
+    )

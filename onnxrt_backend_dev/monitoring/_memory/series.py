@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 # 2 x 8 bytes per point: 1 MiB per channel however long the spy runs
 # (the issue's budget is 10 MB per hour at delay=0.01, i.e. 360,000 ticks).
 DEFAULT_MAX_POINTS = 65536
+# ``peak_time`` moves to a later tick only if memory rose by more than this (or 1 % of
+# the rise above ``begin`` if less) over the value it had at ``peak_time``: a plateau
+# gaining a few pages later is still dated from when it was reached.
+PEAK_TOLERANCE = 2**20
 
 
 class MemorySeries:
@@ -38,20 +42,27 @@ class MemorySeries:
         self.max_points = max_points
         self.times = array.array("d")
         self.values = array.array("d")
+        # The memory at the end of each point's ticks (the peak may be higher): what a
+        # rise in the next point starts from (the memory growth of :mod:`.where`).
+        self.ends = array.array("d")
         self.stride = 1
         # Pending bucket: the largest of the last `_bucket_n` ticks not stored yet.
         self._bucket_n = 0
         self._bucket_t = 0.0
         self._bucket_v = 0.0
+        self._bucket_e = 0.0
 
-    def append(self, timestamp: float, value: float) -> None:
+    def append(self, timestamp: float, value: float, end: float | None = None) -> None:
         """Adds one tick.
 
         :param timestamp: seconds (``time.monotonic`` in the spy)
         :param value: bytes
+        :param end: the memory at the tick when ``value`` is a peak since the previous
+            one, ``value`` if None
         """
         if self._bucket_n == 0 or value > self._bucket_v:
             self._bucket_t, self._bucket_v = timestamp, value
+        self._bucket_e = value if end is None else end
         self._bucket_n += 1
         if self._bucket_n >= self.stride:
             self._flush()
@@ -61,6 +72,7 @@ class MemorySeries:
             return
         self.times.append(self._bucket_t)
         self.values.append(self._bucket_v)
+        self.ends.append(self._bucket_e)
         self._bucket_n = 0
         if len(self.values) >= self.max_points:
             self._halve()
@@ -76,6 +88,7 @@ class MemorySeries:
         if len(values) % 2:
             new_t.append(times[-1])
             new_v.append(values[-1])
+        self.ends = self.ends[1::2] + self.ends[len(self.ends) - len(self.ends) % 2 :]
         self.times, self.values = new_t, new_v
         self.stride *= 2
 
@@ -91,15 +104,21 @@ class MemorySeries:
         if self._bucket_n:
             yield self._bucket_t, self._bucket_v
 
+    def with_ends(self) -> Iterator[tuple[float, float, float]]:
+        """The points as ``(timestamp, peak, memory at the end)``."""
+        yield from zip(self.times, self.values, self.ends, strict=False)
+        if self._bucket_n:
+            yield self._bucket_t, self._bucket_v, self._bucket_e
+
     @property
     def nbytes(self) -> int:
-        """Bytes held by the two arrays."""
-        return (len(self.times) + len(self.values)) * self.times.itemsize
+        """Bytes held by the arrays."""
+        return (len(self.times) + len(self.values) + len(self.ends)) * self.times.itemsize
 
     def to_bytes(self) -> bytes:
-        """Serializes the stored points (times then values, native doubles)."""
+        """Serializes the stored points (times, values then ends, native doubles)."""
         self.finish()
-        return self.times.tobytes() + self.values.tobytes()
+        return self.times.tobytes() + self.values.tobytes() + self.ends.tobytes()
 
     @classmethod
     def from_bytes(cls, data: bytes, max_points: int, stride: int) -> MemorySeries:
@@ -111,9 +130,10 @@ class MemorySeries:
         :return: the series
         """
         series = cls(max_points)
-        half = len(data) // 2
-        series.times.frombytes(data[:half])
-        series.values.frombytes(data[half:])
+        third = len(data) // 3
+        series.times.frombytes(data[:third])
+        series.values.frombytes(data[third : 2 * third])
+        series.ends.frombytes(data[2 * third :])
         series.stride = stride
         return series
 
@@ -125,7 +145,9 @@ class Monitor:
     (``peak_source == "hwm"``) it includes spikes shorter than the spy's delay.
     ``mean``, ``begin`` and ``end`` come from the memory sampled at each tick,
     ``n_measures`` counts the ticks. ``previous_peak`` is the target's high-water mark
-    from before the spy started (None when unknown).
+    from before the spy started (None when unknown). ``peak_time`` says when the
+    maximum was reached (seconds since the first tick); with ``stacks=True``,
+    ``peak_stack`` and ``where`` say in which code.
 
     A device's monitor also says where it comes from: ``probe`` (the registry name,
     ``"nvml"``), ``device`` (its index for that probe) and ``group`` (the result key
@@ -159,6 +181,19 @@ class Monitor:
         self.peak_source = "sampling"
         self.previous_peak: float | None = None
         self.series = MemorySeries(max_points)
+        # When the maximum was first reached: the tick that saw it and the one before
+        # (the peak happened in between), on the spy's clock; the first tick's time.
+        self.peak_timestamp = 0.0
+        self.peak_prev_timestamp = 0.0
+        self.start_timestamp = 0.0
+        self._last_timestamp = 0.0
+        self._dated_peak = 0.0  # the peak at peak_timestamp
+        #: With ``stacks=True``: the stack of the running thread when memory rose to its
+        #: maximum, ``"file:line:function"`` strings, outermost first (None otherwise).
+        self.peak_stack: tuple[str, ...] | None = None
+        #: With ``stacks=True``: the per-function table and the memory flame graph
+        #: (a :class:`StackAttribution <.where.StackAttribution>`), None otherwise.
+        self.where: Any = None
 
     def update(self, value: float, peak: float | None = None, timestamp: float = 0.0) -> None:
         """Adds one measure.
@@ -171,12 +206,43 @@ class Monitor:
         if self.n_measures == 0:
             self.begin = value
             self.max_peak = top
+            self.start_timestamp = self._last_timestamp = timestamp
+            self._new_peak(timestamp, top)
         elif top > self.max_peak:
             self.max_peak = top
+            if top > self._dated_peak + self._tolerance():
+                self._new_peak(timestamp, top)
+        self._last_timestamp = timestamp
         self.end = value
         self.total += value
         self.n_measures += 1
-        self.series.append(timestamp, top)
+        self.series.append(timestamp, top, value)
+
+    def _tolerance(self) -> float:
+        """See ``PEAK_TOLERANCE``; 1 % of the rise for small figures."""
+        return min(PEAK_TOLERANCE, 0.01 * (self._dated_peak - self.begin))
+
+    def _new_peak(self, timestamp: float, value: float) -> None:
+        self.peak_timestamp = timestamp
+        self.peak_prev_timestamp = self._last_timestamp
+        self._dated_peak = value
+
+    def add_final_peak(self, value: float, timestamp: float) -> None:
+        """Adds a peak known after the last tick (the command's ``ru_maxrss`` at exit).
+
+        :param value: bytes
+        :param timestamp: when it was known, on the spy's clock
+        """
+        if value > self.max_peak:
+            self.max_peak = value
+            if value > self._dated_peak + self._tolerance():
+                self._new_peak(timestamp, value)
+        self.series.append(timestamp, value)  # the curve shows what max_peak says
+
+    @property
+    def peak_time(self) -> float:
+        """Seconds from the first tick to the tick that first saw ``max_peak``."""
+        return self.peak_timestamp - self.start_timestamp
 
     @property
     def qualname(self) -> str:
@@ -198,8 +264,10 @@ class Monitor:
         """``end - begin``: what the measured code left allocated."""
         return self.end - self.begin
 
-    def to_dict(self, unit: int | float = 1) -> dict[str, float]:
-        """Returns ``{'peak', 'mean', 'n', 'begin', 'end'}``, sizes divided by ``unit``.
+    def to_dict(self, unit: int | float = 1) -> dict[str, Any]:
+        """Returns ``{'peak', 'mean', 'n', 'begin', 'end', 'peak_time'}``, sizes divided
+        by ``unit``; with ``stacks=True`` also ``'peak_stack'`` and ``'functions'``
+        (the per-function table, see :class:`FunctionRow <.where.FunctionRow>`).
 
         :param unit: divide byte figures by this (``2**20`` for MiB); ``n`` stays a count
         :return: the dictionary
@@ -207,13 +275,17 @@ class Monitor:
         if not unit or unit <= 0:
             raise ValueError(f"unit must be > 0, got {unit!r}")
         f = float(unit)
-        return {
+        doc = {
             "peak": self.max_peak / f,
             "mean": self.mean / f,
             "n": self.n_measures,
             "begin": self.begin / f,
             "end": self.end / f,
+            "peak_time": self.peak_time,
         }
+        if self.where is not None:
+            doc.update(self.where.to_dict(f))
+        return doc
 
     def summary(self) -> str:
         """One line with units, e.g. ``peak 312 MiB, mean 40.1 MiB, ...``."""
@@ -246,6 +318,7 @@ class Monitor:
             "max_points": self.series.max_points,
             "stride": self.series.stride,
             "nbytes": len(data),
+            "peak_times": (self.start_timestamp, self.peak_prev_timestamp, self.peak_timestamp),
         }
         return header, data
 
@@ -267,6 +340,9 @@ class Monitor:
         mon.peak_source = header["source"]
         mon.previous_peak = header["previous_peak"]
         mon.series = MemorySeries.from_bytes(data, header["max_points"], header["stride"])
+        times = header.get("peak_times")
+        if times is not None:
+            mon.start_timestamp, mon.peak_prev_timestamp, mon.peak_timestamp = times
         return mon
 
 
@@ -305,6 +381,11 @@ class SpyResult(dict):
             extra += ", the spied process exited before stop()"
         lines.append(extra)
         lines.extend(f"mark {format_duration(t)}: {label}" for t, label in self.get("marks", []))
+        cpu = self.get("cpu")
+        if cpu is not None and cpu.where is not None:
+            from .where import peak_line
+
+            lines.append(peak_line(cpu.max_peak, cpu.peak_time, cpu.where.peak_stack))
         return "\n".join(lines)
 
     def to_rows(self) -> list[dict[str, Any]]:

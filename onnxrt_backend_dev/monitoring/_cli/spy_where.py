@@ -1,0 +1,131 @@
+"""``spy --where script.py [args]`` and ``spy --where -m module [args]``: the program runs
+in this process, as ``profile`` runs one, under a memory spy with ``stacks=True``.
+
+In-process, not in a child: the stack sampler must run inside the program, and the spy
+attached to this process still resets its kernel high-water mark, so the peaks stay
+exact. What this process held before the program ran (the tool itself, a few tens of
+MiB) is ``begin``. The program runs as ``__main__`` with its own ``sys.argv``; its exit
+code is returned (``sys.exit``), 1 if it raised (its traceback goes to stderr), and the
+measure is reported either way. Ctrl-C stops the program and the measure, reported and
+written as asked, then exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import traceback
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .common import EXIT_USAGE, CommandError
+
+# Suffix of --flame -> format; collapsed stacks otherwise.
+FLAME_FORMATS = ((".speedscope.json", "speedscope"), (".json", "speedscope"))
+
+
+def flame_format(path: str) -> str:
+    """``speedscope`` for ``*.json``, ``collapsed`` otherwise (``.collapsed``, ``.folded``,
+    ``.txt``...).
+
+    :param path: the --flame file
+    :return: the format
+    """
+    lower = path.lower()
+    return next((fmt for suffix, fmt in FLAME_FORMATS if lower.endswith(suffix)), "collapsed")
+
+
+def check_where_args(cmd: list[str], args: argparse.Namespace) -> None:
+    """Refuses the options --where does not go with, before anything runs.
+
+    :param cmd: the positional arguments (script and its arguments)
+    :param args: the parsed options
+    """
+    if not args.where:
+        for option, value in (("-m", args.module), ("--flame", args.flame)):
+            if value:
+                raise CommandError(f"{option} needs --where", EXIT_USAGE)
+        return
+    if args.pid is not None:
+        raise CommandError("--where runs a Python program: it does not go with --pid", EXIT_USAGE)
+    if args.module is not None and cmd:
+        raise CommandError("give either --where script.py or --where -m module", EXIT_USAGE)
+    if args.module is not None and not args.module:
+        raise CommandError("-m needs a module name", EXIT_USAGE)
+    if not cmd and not args.module:
+        raise CommandError("--where needs script.py [args] or -m module [args]", EXIT_USAGE)
+    if args.top < 1:
+        raise CommandError(f"--top must be >= 1, got {args.top}", EXIT_USAGE)
+
+
+def _program(cmd: list[str], args: argparse.Namespace) -> tuple[Any, Any, list[str], str, str]:
+    from .cmd_profile import _module_code, _script_code
+
+    if args.module:
+        code, module, argv, path0 = _module_code(args.module[0])
+        return code, module, argv + args.module[1:], path0, f"module: {args.module[0]}"
+    code, module, argv, path0 = _script_code(cmd[0])
+    return code, module, argv + cmd[1:], path0, f"script: {cmd[0]}"
+
+
+def run_where(
+    cmd: list[str],
+    args: argparse.Namespace,
+    err: TextIO,
+    status: Callable[[Any, str, argparse.Namespace, TextIO], Any],
+) -> tuple[Any, int, str]:
+    """Runs the program under the spy with ``stacks=True``.
+
+    :param cmd: the script and its arguments (empty with ``-m``)
+    :param args: the parsed options
+    :param err: the error stream (the program's traceback, the status line)
+    :param status: makes the live status line for a spy
+    :return: the spy's result, the exit code, what was spied on
+    """
+    from ..memory_peak import MemorySpy
+    from .cmd_profile import _as_main, _exit_code
+
+    code, module, argv, path0, what = _program(cmd, args)
+    name = os.path.basename(argv[0])
+    spy = MemorySpy(
+        os.getpid(),
+        delay=args.delay,
+        cuda=args.cuda,
+        include_children=args.children,
+        stacks=True,
+    )
+    failure: BaseException | None = None
+    try:
+        with status(spy, what, args, err), _as_main(module, argv, path0):
+            try:
+                exec(code, module.__dict__)
+            except BaseException as e:  # reported below, once the measure is taken
+                failure = e
+    finally:
+        result = spy.stop()  # also on Ctrl-C: the sampler thread must not outlive the run
+    if isinstance(failure, SystemExit):
+        return result, _exit_code(failure, err), what
+    if isinstance(failure, KeyboardInterrupt):  # what was measured is still reported
+        err.write(f"{name} interrupted\n")
+        return result, 130, what
+    if failure is not None:
+        tb = failure.__traceback__
+        lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
+        err.write("".join(lines))
+        err.write(f"error: {name} raised {type(failure).__name__}: {failure}\n")
+        return result, 1, what
+    return result, 0, what
+
+
+def write_flame(result: Any, path: str) -> None:
+    """Writes the memory flame graph (collapsed or speedscope, see :func:`flame_format`).
+
+    :param result: the spy's result, sampled with stacks
+    :param path: the file
+    """
+    where = result["cpu"].where
+    if where is None:
+        return
+    text = where.to_speedscope() if flame_format(path) == "speedscope" else where.to_collapsed()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -1,0 +1,290 @@
+"""The stack sampler the memory spy runs inside the spied process (``stacks=True``).
+
+A daemon thread wakes every ``delay`` seconds, reads the Python stacks of the other
+threads (``sys._current_frames()``), picks the one that runs (see :func:`pick_thread`)
+and records ``(time.monotonic(), stack id)``. ``time.monotonic`` is the spy's clock too
+(``CLOCK_MONOTONIC`` is system-wide on Linux), so the spy's ticks and these samples share
+one timeline; :mod:`.where` joins them.
+
+Cheap at each tick: a stack is a flat tuple of integers, ``id(code), f_lasti`` per frame
+from the innermost (integers hash fast, ``f_lasti`` is read as is where ``f_lineno``
+decodes the line table); the code objects are kept in a table, which also keeps their
+ids from being reused. Nothing is formatted while sampling: offsets become lines and
+code objects ``file:line:function`` strings once, in :meth:`StackSampler.snapshot`.
+Memory stays bounded: a stack is interned once (at most ``max_stacks`` distinct ones,
+the others counted in ``dropped``), and the series of samples halves itself once it
+holds ``max_points``, as the memory series does.
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import NamedTuple
+
+from .series import DEFAULT_MAX_POINTS
+
+MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
+MAX_STACKS = 20_000  # distinct stacks interned at most (a few MB at worst)
+MIN_DELAY = 0.001  # the sampler never wakes more often: it takes the GIL each time
+NO_STACK = -1  # the sample's stack was not interned (table full) or no thread ran
+
+_StackKey = tuple[int, ...]  # id(code), f_lasti for each frame, innermost first
+
+# A thread whose innermost frame is one of these standard modules waits (join, a queue,
+# a lock, select): it does not allocate, another thread is the one running.
+_IDLE_MODULES = (
+    "threading.py",
+    "queue.py",
+    "selectors.py",
+    "socket.py",
+    "subprocess.py",
+    "concurrent/futures/thread.py",
+    "concurrent/futures/_base.py",
+    "multiprocessing/connection.py",
+    "multiprocessing/pool.py",
+    "asyncio/base_events.py",
+)
+_STDLIB = sysconfig.get_paths().get("stdlib", "").replace("\\", "/").rstrip("/") + "/"
+_IDLE_FILES = tuple(_STDLIB + name for name in _IDLE_MODULES)
+
+
+class Frame(NamedTuple):
+    """One frame of a sampled stack, as plain values."""
+
+    filename: str
+    line: int  # the line running
+    function: str  # qualified name where the interpreter gives one
+    first_line: int  # the function's first line: with filename and function, its key
+
+    def label(self) -> str:
+        """``file:line:function``."""
+        return f"{self.filename}:{self.line}:{self.function}"
+
+
+class StackSamples(NamedTuple):
+    """What the sampler recorded: sample times, their stack ids, the stacks."""
+
+    times: array.array[float]
+    ids: array.array[int]
+    stacks: list[tuple[Frame, ...]]  # outermost frame first
+    dropped: int  # samples whose stack could not be interned
+
+
+def stack_key(
+    frame: FrameType | None, codes: dict[int, CodeType], max_depth: int = MAX_DEPTH
+) -> _StackKey:
+    """The stack ending at ``frame``, walked with a loop.
+
+    :param frame: the innermost frame
+    :param codes: ``id(code) -> code``, completed here
+    :param max_depth: frames kept at most, the innermost ones
+    :return: ``id(code), f_lasti`` for each frame, innermost first
+    """
+    items: list[int] = []
+    limit = 2 * max_depth
+    while frame is not None and len(items) < limit:
+        code = frame.f_code
+        codes[id(code)] = code
+        items.append(id(code))
+        items.append(frame.f_lasti)
+        frame = frame.f_back
+    return tuple(items)
+
+
+def is_idle(key: _StackKey, codes: dict[int, CodeType]) -> bool:
+    """Tells if a thread waits in the standard library (see ``_IDLE_MODULES``).
+
+    :param key: its stack
+    :param codes: ``id(code) -> code``
+    :return: True if idle
+    """
+    return not key or codes[key[0]].co_filename.replace("\\", "/").startswith(_IDLE_FILES)
+
+
+def pick_thread(
+    stacks: dict[int, _StackKey],
+    previous: dict[int, _StackKey],
+    main: int,
+    codes: dict[int, CodeType],
+) -> int | None:
+    """The thread that most likely runs: not idle first, then one whose stack changed
+    since the previous sample, then the main thread.
+
+    :param stacks: thread id -> stack now
+    :param previous: thread id -> stack at the previous sample
+    :param main: the main thread's id
+    :param codes: ``id(code) -> code``
+    :return: a thread id, None without any thread
+    """
+    best, best_score = None, (False, False, False)
+    for ident, key in stacks.items():
+        score = (not is_idle(key, codes), previous.get(ident) != key, ident == main)
+        if best is None or score > best_score:
+            best, best_score = ident, score
+    return best
+
+
+def line_of(code: CodeType, offset: int) -> int:
+    """The line of the instruction at a byte offset (``f_lasti``).
+
+    :param code: the code object
+    :param offset: the offset, negative before the first instruction
+    :return: the line, the function's first line when unknown
+    """
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
+def to_frames(
+    key: _StackKey, codes: dict[int, CodeType], lines: dict[tuple[int, int], int] | None = None
+) -> tuple[Frame, ...]:
+    """A stack key as :class:`Frame` values, outermost first.
+
+    :param key: from :func:`stack_key`
+    :param codes: ``id(code) -> code``
+    :param lines: ``(id(code), offset) -> line`` already found, completed here
+    :return: the frames
+    """
+    lines = {} if lines is None else lines
+    frames = []
+    for i in range(len(key) - 2, -1, -2):
+        code = codes[key[i]]
+        line = lines.get((key[i], key[i + 1]))
+        if line is None:
+            line = lines[key[i], key[i + 1]] = line_of(code, key[i + 1])
+        name = getattr(code, "co_qualname", code.co_name)  # 3.11+
+        frames.append(Frame(code.co_filename, line, name, code.co_firstlineno))
+    return tuple(frames)
+
+
+class StackSampler:
+    """Samples the stack of the running thread every ``delay`` seconds in a daemon thread.
+
+    :param delay: seconds between two samples (at least ``MIN_DELAY``)
+    :param max_points: samples kept at most (>= 2), halved beyond
+    :param max_stacks: distinct stacks kept at most
+    :param clock: the clock, ``time.monotonic`` as the spy's
+    :param current_frames: ``sys._current_frames`` (tests pass a fake)
+    """
+
+    def __init__(
+        self,
+        delay: float,
+        max_points: int = DEFAULT_MAX_POINTS,
+        max_stacks: int = MAX_STACKS,
+        clock: Callable[[], float] = time.monotonic,
+        current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+    ) -> None:
+        if max_points < 2:
+            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+        self.delay = max(float(delay), MIN_DELAY)
+        self.max_points = max_points
+        self.max_stacks = max_stacks
+        self.clock = clock
+        self.current_frames = current_frames
+        self.times = array.array("d")
+        self.ids = array.array("q")
+        self.stride = 1
+        self.dropped = 0
+        self._skip = 0  # samples to skip before the next kept one (stride)
+        self._interned: dict[_StackKey, int] = {}
+        self._keys: list[_StackKey] = []
+        self._codes: dict[int, CodeType] = {}  # every code seen: their ids stay unique
+        self._ints: dict[int, int] = {}  # one object per integer in the interned keys
+        self._previous: dict[int, _StackKey] = {}
+        self._own: int | None = None
+        self._main = threading.main_thread().ident or 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        """Takes one sample now (the sampling thread calls it; tests call it directly)."""
+        t = self.clock()
+        frames = self.current_frames()
+        own, codes = self._own, self._codes
+        stacks = {ident: stack_key(f, codes) for ident, f in frames.items() if ident != own}
+        del frames  # frames keep their locals alive: release them at once
+        ident = pick_thread(stacks, self._previous, self._main, codes)
+        self._previous = stacks
+        if self._skip:
+            self._skip -= 1
+            return
+        self._skip = self.stride - 1
+        self.times.append(t)
+        self.ids.append(NO_STACK if ident is None else self._intern(stacks[ident]))
+        if len(self.times) >= self.max_points:
+            self._halve()
+
+    def _intern(self, key: _StackKey) -> int:
+        index = self._interned.get(key)
+        if index is None:
+            if len(self._keys) >= self.max_stacks:
+                self.dropped += 1
+                return NO_STACK
+            ints = self._ints
+            key = tuple(ints.setdefault(x, x) for x in key)  # shared, not one per stack
+            index = self._interned[key] = len(self._keys)
+            self._keys.append(key)
+        return index
+
+    def _halve(self) -> None:
+        """Keeps every other sample and doubles the stride."""
+        self.times = self.times[::2]
+        self.ids = self.ids[::2]
+        self.stride *= 2
+        self._skip = self.stride - 1
+
+    def _run(self) -> None:
+        self._own = threading.get_ident()
+        # time.sleep, not Event.wait: a third less CPU per wake-up.
+        while True:
+            time.sleep(self.delay)
+            with self._lock:  # stop() waits for a sample in progress, never for a sleep
+                if self._stop.is_set():
+                    return
+                self.sample()
+
+    def start(self) -> StackSampler:
+        """Starts the sampling thread (its first sample comes after ``delay``: one taken
+        here would show the spy starting, not the code measured).
+
+        :return: self
+        """
+        self._thread = threading.Thread(target=self._run, name="memory-spy-stacks", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stops the sampling thread (idempotent) and takes a last sample. Once it
+        returns, the thread takes no more samples; it ends when its sleep does.
+
+        :param timeout: seconds to wait for the thread to end (at most two delays)
+        """
+        thread = self._thread
+        if thread is None:
+            return
+        self._thread = None
+        if thread is threading.current_thread():  # __del__ may run anywhere
+            self._stop.set()
+            return
+        with self._lock:
+            self._stop.set()
+        thread.join(min(timeout, 2 * self.delay))
+        self.sample()
+
+    def snapshot(self) -> StackSamples:
+        """What was sampled, stacks as :class:`Frame` tuples (outermost first)."""
+        lines: dict[tuple[int, int], int] = {}  # one line table scan per code and offset
+        stacks = [to_frames(key, self._codes, lines) for key in self._keys]
+        return StackSamples(
+            array.array("d", self.times), array.array("q", self.ids), stacks, self.dropped
+        )

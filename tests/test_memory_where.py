@@ -1,0 +1,529 @@
+"""Tests for where the memory peak happened: the in-target stack sampler
+(``_memory/stacks.py``), the attribution and its renderers (``_memory/where.py``),
+``stacks=True`` and ``spy --where``."""
+
+from __future__ import annotations
+
+import array
+import functools
+import json
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from helpers import run_cli
+
+from onnxrt_backend_dev.monitoring._cli.spy_where import flame_format
+from onnxrt_backend_dev.monitoring._memory import where as _where
+from onnxrt_backend_dev.monitoring._memory.series import Monitor, SpyResult
+from onnxrt_backend_dev.monitoring._memory.stacks import (
+    NO_STACK,
+    Frame,
+    StackSampler,
+    StackSamples,
+    is_idle,
+    line_of,
+    pick_thread,
+    stack_key,
+    to_frames,
+)
+from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
+
+pytest_plugins = ["pytester"]
+
+MIB = 2**20
+OWN = os.path.dirname(_where.__file__)  # a file of this tool
+LIB = "/usr/lib/python3.11/site-packages/numpy/core/numeric.py"
+
+MAIN = Frame("script.py", 30, "main", 28)
+GROUP = Frame("script.py", 12, "groupby_sum", 10)
+ONES = Frame(LIB, 200, "ones", 180)
+LOAD = Frame("script.py", 5, "load", 3)
+STOP = Frame(os.path.join(OWN, "x.py"), 1, "MemorySpy.stop", 1)
+
+
+def _samples(times: list[float], ids: list[int], stacks: list[tuple[Frame, ...]]) -> StackSamples:
+    return StackSamples(array.array("d", times), array.array("q", ids), stacks, 0)
+
+
+# -- attribution on fake series and stacks (no clock) -----------------------------------
+
+STACKS = [(MAIN, LOAD), (MAIN, GROUP, ONES), (MAIN,), (MAIN, STOP)]
+# The spy's ticks: (time, peak of the interval, memory at its end).
+POINTS = [
+    (0.0, 10 * MIB, 10 * MIB),
+    (1.0, 30 * MIB, 30 * MIB),  # load: +20
+    (2.0, 40 * MIB, 40 * MIB),  # load: +10
+    (3.0, 100 * MIB, 20 * MIB),  # groupby_sum (in numpy's ones): +60, freed at once
+    (4.0, 25 * MIB, 25 * MIB),  # main: +5 from the end of the previous interval
+    (5.0, 25 * MIB, 25 * MIB),  # the spy stopping: nothing
+]
+SAMPLES = _samples([0.5, 1.5, 2.5, 3.5, 4.5], [0, 0, 1, 2, 3], STACKS)
+
+
+def test_each_interval_gets_the_first_sample_taken_after_it_began() -> None:
+    att = _where.attribute(POINTS, SAMPLES, peak_after=2.0)
+    rows = {r.function: r for r in att.functions}
+    assert (rows["load"].inclusive, rows["load"].self) == (30 * MIB, 30 * MIB)
+    assert (rows["groupby_sum"].inclusive, rows["groupby_sum"].self) == (60 * MIB, 60 * MIB)
+    # numpy's frame is on the stack, never the innermost *user* frame
+    assert (rows["ones"].inclusive, rows["ones"].self) == (60 * MIB, 0)
+    assert (rows["main"].inclusive, rows["main"].self) == (95 * MIB, 5 * MIB)
+    assert rows["groupby_sum"].highest == 100 * MIB and rows["load"].highest == 40 * MIB
+    assert att.functions[0].function == "main"  # by decreasing inclusive growth
+    assert att.peak_stack == (MAIN, GROUP, ONES)
+    assert att.peak_labels() == (
+        "script.py:30:main",
+        "script.py:12:groupby_sum",
+        f"{LIB}:200:ones",
+    )
+
+
+def test_an_interval_without_sample_takes_the_next_one() -> None:
+    # A C call holding the GIL starves the sampler: the sample after it shows its caller.
+    samples = _samples([0.5, 3.2], [0, 1], STACKS)
+    att = _where.attribute(POINTS[:4], samples, peak_after=2.0)
+    rows = {r.function: r for r in att.functions}
+    assert rows["groupby_sum"].inclusive == (10 + 60) * MIB  # intervals 2 and 3
+    assert att.peak_stack == (MAIN, GROUP, ONES)
+
+
+def test_after_the_last_sample_the_last_one_counts_and_no_sample_means_no_stack() -> None:
+    samples = _samples([0.5], [1], STACKS)
+    assert _where.stack_at(samples, 10.0) == 1
+    empty = _samples([], [], [])
+    assert _where.stack_at(empty, 0.0) == NO_STACK
+    att = _where.attribute(POINTS, empty, peak_after=2.0)
+    assert (att.functions, att.peak_stack, att.weights) == ([], None, {})
+
+
+def test_recursion_counts_once_and_unknown_stacks_are_skipped() -> None:
+    rec = (MAIN, GROUP, GROUP, GROUP)
+    samples = _samples([0.5, 1.5], [0, NO_STACK], [rec])
+    att = _where.attribute(POINTS[:3], samples, peak_after=0.0)
+    rows = {r.function: r for r in att.functions}
+    assert rows["groupby_sum"].inclusive == 20 * MIB and rows["groupby_sum"].ticks == 1
+    assert att.peak_stack == rec
+
+
+def test_the_user_view_drops_the_runner_above_and_the_tool_below() -> None:
+    runner = Frame("<frozen runpy>", 1, "_run_code", 1)
+    cli = Frame(os.path.join(OWN, "cmd.py"), 3, "run", 1)
+    assert _where.user_view((runner, cli, MAIN, GROUP, ONES, STOP)) == (MAIN, GROUP, ONES)
+    assert _where.user_view((runner, cli, STOP)) == ()  # the tool's own work
+    test = Frame("tests/test_x.py", 9, "test_cli", 8)  # a test running the CLI
+    assert _where.user_view((test, cli, runner, MAIN, GROUP)) == (MAIN, GROUP)
+    assert _where.user_view((runner, ONES)) == (runner, ONES)  # library only: kept
+    assert _where.innermost_user((MAIN, GROUP, ONES)) == 1
+    assert _where.innermost_user((runner, ONES)) == 1
+
+
+def test_the_peak_line_names_the_innermost_user_frames() -> None:
+    line = _where.peak_line(427 * MIB, 1.25, (MAIN, GROUP, ONES))
+    assert line == "peak 427 MiB at 1.25 s in groupby_sum (script.py:12) <- main (script.py:30)"
+    assert _where.peak_line(MIB, 0.0, None) == "peak 1.00 MiB at 0.00 s (no stack sampled)"
+    comp = Frame("script.py", 11, "groupby_sum.<locals>.<listcomp>", 11)
+    assert _where.peak_line(MIB, 0.5, (MAIN, GROUP, comp), depth=5) == (
+        "peak 1.00 MiB at 0.50 s in groupby_sum (script.py:11) <- main (script.py:30)"
+    )
+
+
+# -- renderers ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _attribution() -> _where.StackAttribution:
+    return _where.attribute(POINTS, SAMPLES, peak_after=2.0)
+
+
+def test_text_shows_the_top_functions_with_units() -> None:
+    text = _attribution().to_text(top=2)
+    lines = text.splitlines()
+    assert lines[0] == "memory growth by function (top 2 of 4)"
+    assert lines[2].split() == [
+        "95.0",
+        "MiB",
+        "5.00",
+        "MiB",
+        "100",
+        "MiB",
+        "main",
+        "(script.py:28)",
+    ]
+    assert "groupby_sum (script.py:10)" in lines[3] and len(lines) == 4
+    with pytest.raises(ValueError, match="top must be >= 1, got 0"):
+        _attribution().to_text(top=0)
+
+
+def test_collapsed_stacks_weigh_bytes_and_escape_separators() -> None:
+    text = _attribution().to_collapsed()
+    assert text.splitlines() == [
+        f"main (script.py:28);load (script.py:3) {30 * MIB}",
+        f"main (script.py:28);groupby_sum (script.py:10);ones ({LIB}:180) {60 * MIB}",
+        f"main (script.py:28) {5 * MIB}",
+    ]
+    odd = Frame("a;b.py", 1, "f\nx", 1)
+    att = _where.attribute(POINTS[:2], _samples([0.5], [0], [(odd,)]))
+    assert att.to_collapsed() == f"f x (a:b.py:1) {20 * MIB}\n"
+
+
+def test_speedscope_is_a_sampled_profile_in_bytes() -> None:
+    doc = json.loads(_attribution().to_speedscope(name="run"))
+    profile = doc["profiles"][0]
+    assert (profile["type"], profile["unit"], profile["name"]) == ("sampled", "bytes", "run")
+    assert profile["weights"] == [30 * MIB, 60 * MIB, 5 * MIB]
+    assert profile["endValue"] == 95 * MIB
+    names = [doc["shared"]["frames"][i]["name"] for i in profile["samples"][1]]
+    assert names == ["main", "groupby_sum", "ones"]
+
+
+def test_the_monitor_dict_and_the_result_text_carry_the_stacks() -> None:
+    mon = Monitor("cpu")
+    for t, peak, end in POINTS:
+        mon.update(end, peak, t)
+    _where.attach(mon, SAMPLES)
+    assert mon.peak_time == 3.0 and mon.peak_prev_timestamp == 2.0
+    assert mon.peak_stack == _attribution().peak_labels()
+    d = mon.to_dict(MIB)
+    assert d["peak"] == 100 and d["peak_time"] == 3.0
+    assert d["peak_stack"] == list(mon.peak_stack or ())
+    assert d["functions"][0] == {
+        "function": "main",
+        "file": "script.py",
+        "line": 28,
+        "inclusive": 95.0,
+        "self": 5.0,
+        "highest": 100.0,
+        "ticks": 5,
+    }
+    json.dumps(d, allow_nan=False)
+    text = str(SpyResult(cpu=mon, duration=5.0))
+    assert text.splitlines()[-1] == (
+        "peak 100 MiB at 3.00 s in groupby_sum (script.py:12) <- main (script.py:30)"
+    )
+
+
+# -- the monitor dates its peak ----------------------------------------------------------
+
+
+def test_peak_time_is_the_tick_that_first_reached_the_peak() -> None:
+    mon = Monitor()
+    for t, v in [(10.0, 5 * MIB), (11.0, 50 * MIB), (12.0, 200 * MIB), (13.0, 200 * MIB + 4096)]:
+        mon.update(v, None, t)
+    # the plateau gaining a page later is still dated from when it was reached
+    assert (mon.peak_time, mon.peak_prev_timestamp, mon.max_peak) == (2.0, 11.0, 200 * MIB + 4096)
+    mon.update(100 * MIB, 300 * MIB, 14.0)  # a later, higher spike moves it
+    assert (mon.peak_time, mon.peak_prev_timestamp) == (4.0, 13.0)
+    back = Monitor.from_state(*mon.to_state())
+    assert (back.peak_time, back.peak_prev_timestamp) == (4.0, 13.0)
+    back.add_final_peak(400 * MIB, 15.0)
+    assert (back.max_peak, back.peak_time, list(back.series)[-1]) == (
+        400 * MIB,
+        5.0,
+        (15.0, 400 * MIB),
+    )
+
+
+# -- the sampler, with fake frames and clock ---------------------------------------------
+
+
+def _sampler_threads_end(timeout: float = 5.0) -> bool:
+    """True once no sampler thread is left (one ends when its last sleep does)."""
+    deadline = time.monotonic() + timeout
+    while any(t.name == "memory-spy-stacks" for t in threading.enumerate()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _frame(code: Any, back: Any = None, lasti: int = 0) -> Any:
+    return SimpleNamespace(f_code=code, f_lasti=lasti, f_back=back)
+
+
+def _user() -> None:
+    pass
+
+
+def _other() -> None:
+    pass
+
+
+IDLE_CODE = threading.Event.wait.__code__  # a thread waiting in threading.py
+
+
+def test_stack_key_walks_from_the_innermost_frame_and_cuts_deep_stacks() -> None:
+    codes: dict[int, Any] = {}
+    inner = _frame(_other.__code__, _frame(_user.__code__, lasti=4), lasti=2)
+    key = stack_key(inner, codes)
+    assert key == (id(_other.__code__), 2, id(_user.__code__), 4)
+    assert codes == {id(_other.__code__): _other.__code__, id(_user.__code__): _user.__code__}
+    frames = to_frames(key, codes)  # outermost first
+    assert [f.function for f in frames] == ["_user", "_other"]
+    deep = None
+    for _ in range(50):
+        deep = _frame(_user.__code__, deep)
+    assert len(stack_key(deep, codes, max_depth=10)) == 20
+
+
+def test_offsets_become_the_lines_the_interpreter_reports() -> None:
+    frame = sys._getframe()
+    here = frame.f_lineno  # the offset read next is on the following line
+    lasti, lineno = frame.f_lasti, frame.f_lineno
+    assert line_of(frame.f_code, lasti) == lineno == here + 1
+    assert line_of(_user.__code__, -1) == _user.__code__.co_firstlineno  # not started
+
+
+def test_the_running_thread_is_preferred_to_idle_and_unchanged_ones() -> None:
+    codes = {id(c): c for c in (_user.__code__, _other.__code__, IDLE_CODE)}
+    busy = (id(_user.__code__), 0)
+    idle = (id(IDLE_CODE), 2, id(_user.__code__), 0)
+    assert is_idle(idle, codes) and not is_idle(busy, codes) and is_idle((), codes)
+    assert pick_thread({1: idle, 2: busy}, {}, 1, codes) == 2
+    moved = (id(_other.__code__), 0)
+    assert pick_thread({1: busy, 2: moved}, {1: busy, 2: busy}, 1, codes) == 2
+    assert pick_thread({1: busy, 2: busy}, {1: busy, 2: busy}, 1, codes) == 1
+    assert pick_thread({}, {}, 1, codes) is None
+
+
+def test_the_sampler_interns_stacks_and_stays_bounded() -> None:
+    clock = iter(float(i) for i in range(1000))
+    frames = [{1: _frame(_user.__code__, lasti=2 * (i % 3))} for i in range(100)]
+    feed = iter(frames)
+    sampler = StackSampler(
+        0.01,
+        max_points=8,
+        max_stacks=2,
+        clock=lambda: next(clock),
+        current_frames=lambda: next(feed),
+    )
+    for _ in range(100):
+        sampler.sample()
+    snap = sampler.snapshot()
+    assert len(snap.times) < 8 and sampler.stride > 1
+    assert len(snap.stacks) == 2 and sampler.dropped > 0  # the third offset was not interned
+    line = line_of(_user.__code__, 0)
+    assert snap.stacks[0] == (Frame(__file__, line, "_user", _user.__code__.co_firstlineno),)
+    assert list(snap.times) == sorted(snap.times)
+    with pytest.raises(ValueError, match="max_points must be >= 2, got 1"):
+        StackSampler(0.01, max_points=1)
+
+
+def test_the_sampler_thread_starts_stops_and_skips_itself() -> None:
+    sampler = StackSampler(0.001).start()
+    time.sleep(0.05)
+    sampler.stop()
+    sampler.stop()  # idempotent
+    snap = sampler.snapshot()
+    assert len(snap.times) >= 2
+    assert _sampler_threads_end()
+    names = {f.function for stack in snap.stacks for f in stack}
+    assert "StackSampler._run" not in names  # its own thread is never sampled
+
+
+# -- the spy, for real ---------------------------------------------------------------------
+
+
+def test_stacks_need_the_current_process() -> None:
+    with pytest.raises(ValueError, match=r"stacks=True .* pid must be the current process"):
+        MemorySpy(os.getppid(), stacks=True)
+
+
+def _allocate_and_hold() -> int:
+    block = bytearray(100 * MIB)  # zero-filled by the kernel: touch every page
+    block[::4096] = b"x" * len(block[::4096])
+    time.sleep(0.3)
+    return len(block)
+
+
+@pytest.mark.slow
+def test_a_function_holding_100_mib_is_named_as_the_peak() -> None:
+    def run() -> None:
+        time.sleep(0.05)
+        _allocate_and_hold()
+        time.sleep(0.05)
+
+    _, result = spy_call(run, delay=0.01, stacks=True)
+    cpu = result["cpu"]
+    assert cpu.peak_stack is not None
+    assert cpu.peak_stack[-1].endswith(":_allocate_and_hold"), cpu.peak_stack
+    assert 0.03 < cpu.peak_time < 5  # generous: a loaded machine
+    rows = {r.function: r for r in cpu.where.functions}
+    assert rows["_allocate_and_hold"].self > 50 * MIB
+    assert _sampler_threads_end()
+
+
+# -- spy --where -----------------------------------------------------------------------------
+
+SCRIPT = """\
+import sys
+import time
+
+
+def groupby_sum(n):
+    rows = [bytes(1024) for _ in range(n)]
+    time.sleep(0.2)
+    return len(rows)
+
+
+def main():
+    groupby_sum(60_000)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+@pytest.mark.slow
+def test_spy_where_runs_a_script_and_names_the_peak(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("script.py").write_text(SCRIPT, encoding="utf-8")
+    code, out, _ = run_cli(
+        "spy", "-q", "--json", "r.json", "--flame", "f.speedscope.json", "--where", "script.py"
+    )
+    assert code == 3, out
+    lines = out.splitlines()
+    assert lines[0].startswith("memory growth by function")
+    assert lines[-1] == "exit code 3"
+    assert re.fullmatch(
+        r"peak \S+ \S+ at \d+\.\d\d s in groupby_sum \(script\.py:\d+\) <- main \(script\.py:12\)"
+        r" <- <module> \(script\.py:17\)",
+        lines[-2],
+    ), lines[-2]
+    doc = json.loads(Path("r.json").read_text(encoding="utf-8"))
+    assert doc["cpu"]["peak_stack"][-1].startswith("script.py:") and doc["exit_code"] == 3
+    # the list comprehension (its own frame before Python 3.12) or groupby_sum around it
+    inner = [label.rsplit(":", 1)[-1] for label in doc["cpu"]["peak_stack"][-2:]]
+    assert "groupby_sum" in inner, doc["cpu"]["peak_stack"]
+    flame = json.loads(Path("f.speedscope.json").read_text(encoding="utf-8"))
+    assert flame["profiles"][0]["unit"] == "bytes"
+    # the tool's own frames (runpy, the CLI) are not in the graph
+    names = {f["name"] for f in flame["shared"]["frames"]}
+    assert "groupby_sum" in names and "run_where" not in names
+
+
+@pytest.mark.slow
+def test_spy_where_runs_a_module_and_reports_its_exception(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    Path("boom_mod.py").write_text("x = [0] * 10**6\nraise KeyError('boom')\n", encoding="utf-8")
+    code, out, err = run_cli("spy", "-q", "--flame", "f.collapsed", "--where", "-m", "boom_mod")
+    assert code == 1
+    assert "error: boom_mod.py raised KeyError: 'boom'" in err
+    assert out.splitlines()[-2].startswith("peak ") and "module: boom_mod" in out
+    assert Path("f.collapsed").exists()
+    assert sys.modules["__main__"].__name__ != "boom_mod"
+
+
+@pytest.mark.slow
+def test_spy_where_interrupted_still_reports_and_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("stop.py").write_text("x = [0] * 10**6\nraise KeyboardInterrupt\n", encoding="utf-8")
+    code, out, err = run_cli("spy", "-q", "--json", "r.json", "--where", "stop.py")
+    assert code == 130 and "stop.py interrupted" in err
+    assert out.splitlines()[-2].startswith("peak ")
+    assert json.loads(Path("r.json").read_text(encoding="utf-8"))["exit_code"] == 130
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("-m", "x"), "-m needs --where"),
+        (("--flame", "f.collapsed", "--", "true"), "--flame needs --where"),
+        (("--where", "--pid", "1"), "does not go with --pid"),
+        (("--where",), "--where needs script.py [args] or -m module [args]"),
+        (("--where", "--top", "0", "s.py"), "--top must be >= 1, got 0"),
+        (("--where", "missing_script.py"), "script not found: 'missing_script.py'"),
+        (("--where", "-m", "no_such_module_xyz"), "no module named 'no_such_module_xyz'"),
+    ],
+)
+def test_spy_where_usage_mistakes_are_one_line_and_exit_2(
+    argv: tuple[str, ...], message: str
+) -> None:
+    code, out, err = run_cli("spy", *argv)
+    assert (code, out) == (2, ""), err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_the_flame_format_follows_the_suffix() -> None:
+    assert flame_format("a.speedscope.json") == "speedscope"
+    assert flame_format("A.JSON") == "speedscope"
+    assert flame_format("a.collapsed") == flame_format("a.txt") == "collapsed"
+
+
+# -- the magic, the fixture, the plot ------------------------------------------------------
+
+
+def test_the_spy_magic_prints_where_the_peak_happened() -> None:
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    shell.run_line_magic("load_ext", "onnxrt_backend_dev.monitoring")
+    cell = (
+        "import time\n"
+        "def fill():\n"
+        "    b = bytearray(b'x') * (64 * 2**20)\n"
+        "    time.sleep(0.2)\n"
+        "fill()\n"
+    )
+    try:
+        with capture_output() as out:
+            stats = shell.run_cell_magic("spy", "-o --no-plot --stacks", cell)
+    finally:
+        shell.reset(new_session=False)
+    assert stats["cpu"].peak_stack[-1].endswith(":fill"), stats["cpu"].peak_stack
+    assert "memory growth by function" in out.stdout
+    assert re.search(r"^peak .* in fill \(", out.stdout, re.M), out.stdout
+
+
+def test_the_fixture_samples_stacks_on_request(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import time
+
+        def fill():
+            b = bytearray(b"x") * (64 * 2**20)
+            time.sleep(0.2)
+
+        def test_block(monitor_memory):
+            with monitor_memory("fill", stacks=True) as m:
+                fill()
+            assert m.stats["cpu"].peak_stack[-1].endswith(":fill")
+        """
+    )
+    result = pytester.runpytest_inprocess("-rA", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.re_match_lines([r"\s+peak .* in fill \(test_the_fixture_samples.*\.py:\d+\)"])
+
+
+def test_the_plot_marks_the_peak_with_its_function() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    mon = Monitor("cpu")
+    for t, peak, end in POINTS:
+        mon.update(end, peak, t)
+    _where.attach(mon, SAMPLES)
+    result = SpyResult(cpu=mon, duration=5.0, marks=[], t0=0.0)
+    ax = result.plot(ax=Figure().subplots())
+    texts = [t.get_text() for t in ax.texts]
+    assert "peak in groupby_sum" in texts
