@@ -765,7 +765,8 @@ def random_graph(rnd: Any, size: int, consistent: bool) -> list[ProfileNode]:
 def test_top_level_needs_no_walk_over_the_edges() -> None:
     import random
 
-    from onnxrt_backend_dev.monitoring._profiling.graph import _tree_roots, reachable_nodes
+    from onnxrt_backend_dev.monitoring._profiling.model import reachable_nodes
+    from onnxrt_backend_dev.monitoring._profiling.view_reference import _tree_roots
 
     rnd = random.Random(5)
     for trial in range(300):

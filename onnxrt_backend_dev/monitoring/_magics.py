@@ -206,7 +206,7 @@ def _short_name(text: str) -> str:
 
 def _sort_key(name: str) -> str:
     """Checks ``-s NAME`` against the sort keys of the call tree."""
-    from ._profiling.graph import sort_function
+    from ._profiling.sorting import sort_function
 
     try:
         sort_function(name)

@@ -19,7 +19,10 @@ from io import StringIO
 from pstats import SortKey, Stats
 from typing import Any
 
-from ._profiling.graph import PathLimits, ProfileNode, ViewOptions, build_graph
+from ._profiling.builder import build_graph
+from ._profiling.filters import ViewOptions
+from ._profiling.model import ProfileNode
+from ._profiling.view_paths import PathLimits
 
 __all__ = [
     "FORMATS",

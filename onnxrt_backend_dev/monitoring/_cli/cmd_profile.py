@@ -111,7 +111,7 @@ def _check_before_running(args: argparse.Namespace) -> None:
     long run is never lost to a typo. ``-o`` becomes absolute: the profile goes where the
     user asked even if the program changes the working folder (as ``python -m cProfile``
     does)."""
-    from .._profiling.graph import ViewOptions
+    from .._profiling.filters import ViewOptions
 
     opts = _view_options(args)
     try:
