@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,7 +56,10 @@ def test_runs_script_as_main_with_its_argv(
     code, out, err = _main("-q", str(script), "a", "--b")
     assert code == 0 and err == ""
     assert "argv ['a', '--b'] __main__" in capsys.readouterr().out
-    assert "busy" in out and "<module>" in out and " -- " in out
+    assert "busy" in out and "<module>" in out and out.startswith("Call tree of ")
+    # WHEN asked for the reference view THEN its rows are the reference's
+    code, out, err = _main("-q", "--view", "reference", str(script), "a", "--b")
+    assert code == 0 and "busy" in out and " -- " in out and not out.startswith("Call")
 
 
 def test_exit_code_and_exception_reported_profile_written(script: Path, tmp_path: Path) -> None:
@@ -87,7 +91,7 @@ def test_module_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("fmt", "check"),
     [
-        ("text", lambda s: "fct4" in s and " -- " in s),
+        ("text", lambda s: "fct4" in s and s.startswith("Call tree of cprofile.prof")),
         ("json", lambda s: "profile" in json.loads(s)),
         ("speedscope", lambda s: json.loads(s)["profiles"][0]["type"] == "sampled"),
         ("collapsed", lambda s: ";" in s),
@@ -106,8 +110,10 @@ def test_show_merges_files_filters_and_writes(tmp_path: Path) -> None:
     target = tmp_path / "merged.prof"
     code, _, err = _main("show", *files, "-o", str(target))
     assert code == 0 and "written to" in err and target.stat().st_size > 0
-    code, out, _ = _main("show", str(target), "--focus", "fct3")
+    code, out, _ = _main("show", str(target), "--focus", "fct3", "--view", "reference")
     assert out.startswith("fct3")
+    code, out, _ = _main("show", str(target), "--focus", "fct3")
+    assert re.search(r"^ 100\.0% .*  fct3  ", out.splitlines()[2])
 
 
 def test_usage_errors(script: Path) -> None:

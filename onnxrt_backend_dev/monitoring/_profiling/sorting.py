@@ -52,6 +52,22 @@ _SORT_KEYS: dict[str, _SortFunction] = {
 _SORT_ALIASES = {"cumtime": "cumulative", "tottime": "time"}
 
 
+#: Every name a sort key may be given by (the CLI's ``--sort`` choices).
+SORT_NAMES = (*_SORT_KEYS, *_SORT_ALIASES)
+
+
+def sort_name(sort_key: Any) -> str:
+    """The canonical name of a sort key (``line``, ``cumulative`` or ``time``).
+
+    :param sort_key: see :func:`sort_function`
+    :return: the name
+    :raises NotImplementedError: for any other sort key
+    """
+    sort_function(sort_key)
+    name = sort_key.value if isinstance(sort_key, SortKey) else str(sort_key)
+    return _SORT_ALIASES.get(name, name)
+
+
 def sort_function(sort_key: Any) -> _SortFunction:
     """Returns the key function for a sort key.
 
