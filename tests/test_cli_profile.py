@@ -113,7 +113,8 @@ def test_show_merges_files_filters_and_writes(tmp_path: Path) -> None:
     code, out, _ = _main("show", str(target), "--focus", "fct3", "--view", "reference")
     assert out.startswith("fct3")
     code, out, _ = _main("show", str(target), "--focus", "fct3")
-    assert re.search(r"^ 100\.0% .*  fct3  ", out.splitlines()[2])
+    # THEN the tree starts at fct3 (both files' fct3 under one root named after it)
+    assert re.search(r"^ 100\.0% .*  <?fct3\b", out.splitlines()[2]) and "fct4" not in out
 
 
 def test_usage_errors(script: Path) -> None:
