@@ -27,10 +27,15 @@ mean, first and last resident memory of the kernel (``cpu``, and every GPU with
 :func:`~onnxrt_backend_dev.monitoring.profiling.profile` and prints the call tree built
 by ``profile2graph``, starting at the cell::
 
-    %%profile_tree [-s SORT] [-w FCT_WIDTH] [--max-depth N] [--hide-stdlib] [-o]
+    %%profile_tree [--view tree|reference] [-s SORT] [-w FCT_WIDTH] [--max-depth N]
+                   [--hide-stdlib] [--fold-share SHARE] [--all] [-o]
 
-``-s`` sorts the children of a node (``line``, the default, ``cumulative`` or
-``time``), ``-w`` is the width of the function column, ``--max-depth`` hides deeper
+``--view tree`` (the default) prints the call tree rooted at the cell, one row per call
+with its share of the total, children hottest first, rows under ``--fold-share`` (0.005)
+folded into ``N more`` rows unless ``--all`` is given; ``--view reference`` prints the
+reference's rows (``ProfileNode.to_text``). ``-s`` sorts the children of a node
+(``cumulative``, the tree's default, ``line``, the reference's default, or ``time``),
+``-w`` is the width of the reference's function column, ``--max-depth`` hides deeper
 rows, ``--hide-stdlib`` hides the frames of the standard library and installed
 packages (their callees take their place). With ``-o`` both cell magics return their
 result (the spy's dictionary of monitors, the root of the call tree) instead of
@@ -175,23 +180,46 @@ class MonitoringMagics(Magics):
     @cell_magic
     def profile_tree(self, line: str, cell: str) -> Any:
         """Profiles the cell and prints its call tree; see the module's documentation."""
-        from .profiling import profile, profile2graph
+        from ._profiling.formats import check_view
+        from ._profiling.view_tree import FOLD_SHARE
+        from .profiling import profile, profile2graph, to_tree_text
 
         opts, _ = self.parse_options(
-            line, "s:w:o", "hide-stdlib", "max-depth=", posix=False, strict=False
+            line,
+            "s:w:o",
+            "hide-stdlib",
+            "max-depth=",
+            "view=",
+            "fold-share=",
+            "all",
+            posix=False,
+            strict=False,
         )
-        options = {
-            "sort_key": _sort_key(_option(opts, "s") or "line"),
-            "fct_width": _number_option(opts, "w", 60, int, 10),
+        view = _option(opts, "view") or "tree"
+        try:
+            check_view(view)
+        except ValueError as e:
+            raise UsageError(f"--view {view}: {e}") from None
+        tree = view == "tree"
+        options: dict[str, Any] = {
+            "sort_key": _sort_key(_option(opts, "s") or ("cumulative" if tree else "line")),
             "max_depth": _number_option(opts, "max-depth", None, int, 0),
             "hide_stdlib": "hide-stdlib" in opts,
             # The tree starts at the cell: the wrapper running it is left out.
             "focus": f"<{_CELL_NAME}>:1:<module>",
         }
+        fold = _number_option(opts, "fold-share", FOLD_SHARE, float, 0)
+        if fold > 1:
+            raise UsageError(f"--fold-share must be in [0, 1], got {fold!r}")
+        width = _number_option(opts, "w", 60, int, 10)
         run = self._code(cell, _CELL_NAME)
         stats = profile(run)[0]
         root, _nodes = profile2graph(stats, clean_text=_short_name)
-        print(root.to_text(**options))
+        if tree:
+            fold = 0.0 if "all" in opts else fold
+            print(to_tree_text(root, program="the cell", fold_share=fold, **options))
+        else:
+            print(root.to_text(fct_width=width, **options))
         return root if "o" in opts else None
 
 
