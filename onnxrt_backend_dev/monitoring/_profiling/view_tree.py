@@ -289,21 +289,23 @@ def hot_paths(
     if isinstance(tree, ProfileNode):
         tree = build_tree(tree)
     items = tree.items
-    has_child = [False] * len(items)
-    for it in items:
+    kids: list[list[int]] = [[] for _ in items]
+    for i, it in enumerate(items):
         if it.parent >= 0 and it.node is not None:
-            has_child[it.parent] = True
+            kids[it.parent].append(i)
     paths: list[list[str]] = []
     seen: set[tuple[str, ...]] = set()
-    for i, it in enumerate(items):
-        if it.node is None or has_child[i]:
+    # Depth first, hottest child first whatever order the tree was sorted in.
+    stack = [0]
+    while stack and len(paths) < count:
+        i = stack.pop()
+        if kids[i]:
+            stack.extend(sorted(kids[i], key=lambda k: items[k].time))
             continue
         names = _path_names(items, i, builtins)
         if tuple(names) not in seen:
             seen.add(tuple(names))
             paths.append(names)
-            if len(paths) >= count:
-                break
     return paths
 
 
