@@ -37,7 +37,7 @@ def random_stats(seed: int, n: int = 80) -> FakeStats:
     rnd = random.Random(seed)
     st = FakeStats()
     keys = [("prog.py", i + 1, f"f{i}") for i in range(n)]
-    for i, key in enumerate(keys):
+    for key in keys:
         st.add(key, 1, 1, rnd.uniform(0, 1e-3), rnd.uniform(1e-3, 1.0))
     for i in range(1, n):
         for c in rnd.sample(range(i), min(i, rnd.randint(1, 4))):
