@@ -89,7 +89,8 @@ def render_tree_html(
     """Renders the call tree of a graph as an HTML page.
 
     :param root: the root of the graph
-    :param title: the page's title
+    :param title: the page's title (``Call tree of PROGRAM`` when left to its default
+        and ``program`` is given)
     :param program: the program's name (the root's name if None)
     :param options: given to :func:`build_tree <.view_tree.build_tree>`
     :return: the page
@@ -99,5 +100,7 @@ def render_tree_html(
     tree = build_tree(root, **options)
     top = tree.items[0].node
     name = program if program is not None else (top.func_name if top is not None else "?")
+    if title == "Call tree" and program is not None:
+        title = f"Call tree of {program}"
     page = _template().replace("__TITLE__", html.escape(title))
     return page.replace("__DATA__", script_json(tree_data(tree, name)))
