@@ -239,10 +239,9 @@ def tree_view(path: str, runs: int, tmp: str) -> list[tuple[bool, str]]:
     print(f"\n## call tree view, {os.path.basename(path)}")
     print(f"profile2graph+to_tree_text:   {fmt(t_text)} s  ({text.count(chr(10)) + 1} lines)")
     checks = [(t_text <= FLOOR_TREE_TEXT, f"tree text {t_text:.3f} s <= {FLOOR_TREE_TEXT} s")]
-    for label, fold in (("default", None), ("every row", 0.0)):
-        opts = {} if fold is None else {"fold_share": fold}
+    for label, fold in (("default", 0.005), ("every row", 0.0)):
         t0 = time.perf_counter()
-        page = to_html(root, view="tree", **opts)
+        page = to_html(root, view="tree", fold_share=fold)
         t_html = time.perf_counter() - t0
         page_path = os.path.join(tmp, f"tree_{label.replace(' ', '_')}.html")
         with open(page_path, "w", encoding="utf-8") as f:
