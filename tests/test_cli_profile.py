@@ -135,6 +135,7 @@ def test_usage_errors(script: Path) -> None:
         (["--max-depth", "-2"], "error: --max-depth must be >= 0 or None, got -2\n", 2),
         (["--focus", ""], "error: --focus must be a non-empty string or None, got ''\n", 2),
         (["-o", "/nonexistent-folder/x.html"], "cannot write -o", 1),
+        (["--fold-share", "1.5"], "error: --fold-share must be in [0, 1], got 1.5\n", 2),
     ],
 )
 def test_bad_options_are_refused_before_the_program_runs(
@@ -266,3 +267,27 @@ def test_os_exit_still_writes_the_profile(tmp_path: Path) -> None:
     proc = subprocess.run([*cmd, "thread"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 6
     assert proc.stderr.endswith("called os._exit(6) from a thread: the profile was not written\n")
+
+
+def test_view_option_and_folding(tmp_path: Path) -> None:
+    prof = os.path.join(DATA, "cprofile.prof")
+    # GIVEN a profile WHEN shown by default THEN the call tree, small rows folded
+    code, tree, _ = _main("show", prof)
+    assert code == 0 and tree.startswith("Call tree of cprofile.prof: ")
+    assert "file:line" in tree.splitlines()[1] and re.search(r"\d+ more \(\d+\.\d %\)", tree)
+    # WHEN --all THEN every row, none folded
+    code, every, _ = _main("show", prof, "--all")
+    assert code == 0 and " more (" not in every
+    assert len(every.splitlines()) >= len(tree.splitlines()) and "rec  " in every
+    # WHEN --view reference THEN the reference's rows
+    code, ref, _ = _main("show", prof, "--view", "reference")
+    assert code == 0 and ref.startswith("<built-in method builtins.exec>") and " -- " in ref
+    # WHEN writing HTML THEN the tree page by default, the reference page on demand
+    for view, marker in (("tree", '"fold":'), ("reference", '"rows": [[0,')):
+        page = tmp_path / f"{view}.html"
+        code, _, err = _main("show", prof, "--view", view, "-o", str(page))
+        assert code == 0 and "written to" in err
+        assert marker in page.read_text(encoding="utf-8").replace('"rows":[[0,', '"rows": [[0,')
+    # WHEN the view is unknown THEN a usage error naming the choices
+    code, _, err = _main("--view", "flat", "show", prof)
+    assert code == 2

@@ -111,12 +111,13 @@ def _start(root: ProfileNode, reachable: list[ProfileNode], options: ViewOptions
     return top
 
 
-def _sort_key(name: str) -> Callable[[_Kid], Any]:
+def _sort_key(name: str) -> Callable[[_Kid], Any] | None:
+    """The order of the kept children; None keeps them hottest first."""
     if name == "line":
         return lambda k: (k[0].filename, k[0].line)
     if name == "time":
         return lambda k: -k[3]
-    return lambda k: -k[2]
+    return None
 
 
 class _Expander:
@@ -125,7 +126,7 @@ class _Expander:
         stage: FilterStage,
         fold_time: float,
         max_rows: int,
-        key: Callable[[_Kid], Any],
+        key: Callable[[_Kid], Any] | None,
     ) -> None:
         self.stage = stage
         self.fold_time = fold_time
@@ -187,16 +188,9 @@ class _Expander:
         folded_time = sum(k[2] for k in kids[len(keep) :]) if folded else 0.0
         if folded:
             self.rows += 1
-        if self.key is not _HOTTEST:
+        if self.key is not None:
             keep.sort(key=self.key)
         return keep, folded, folded_time, recursive
-
-
-def _hottest(k: _Kid) -> Any:
-    return -k[2]
-
-
-_HOTTEST: Callable[[_Kid], Any] = _hottest
 
 
 def build_tree(
@@ -233,8 +227,7 @@ def build_tree(
     total = top.tall
     stage = FilterStage(view, reachable, total, filter_node)
     fold_time = max(fold_share * total, stage.min_time)
-    key = _HOTTEST if order == "cumulative" else _sort_key(order)
-    expander = _Expander(stage, fold_time, max_rows, key)
+    expander = _Expander(stage, fold_time, max_rows, _sort_key(order))
     expander.base = 1 if top.virtual else 0
     inv = 1.0 / total if total > 0 else 0.0
     items: list[TreeItem] = []
