@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import Terminal, run_cli
@@ -291,3 +292,24 @@ def test_view_option_and_folding(tmp_path: Path) -> None:
     # WHEN the view is unknown THEN a usage error naming the choices
     code, _, err = _main("--view", "flat", "show", prof)
     assert code == 2
+
+
+def test_a_new_format_is_one_registry_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._profiling.formats import FORMATS, Format
+
+    # GIVEN one more entry in the registry
+    def render_names(root: Any, **options: Any) -> str:
+        return "\n".join(sorted({n.func_name for n in root if not n.virtual})) + "\n"
+
+    entry = Format(render_names, ".names", "names", (".names", ".nm"))
+    monkeypatch.setitem(FORMATS, "names", entry)
+    prof = os.path.join(DATA, "cprofile.prof")
+    # WHEN the command is asked for it, by name or by the output's suffix
+    code, out, _ = _main("show", prof, "--format", "names")
+    assert code == 0 and "fct4\n" in out
+    target = tmp_path / "x.nm"
+    code, _, err = _main("show", prof, "-o", str(target))
+    # THEN it is rendered with no other change
+    assert code == 0 and "(names)" in err and "fct3\n" in target.read_text()

@@ -228,6 +228,10 @@ def test_bad_tree_options() -> None:
         to_tree_text(root, max_indent=0)
     with pytest.raises(ValueError, match="view must be one of"):
         to_html(root, view="flat")
+    with pytest.raises(TypeError, match=r"unexpected option\(s\) \['fct_width'\]"):
+        to_tree_text(root, fct_width=20)
+    with pytest.raises(NotImplementedError, match="sort_key must be one of"):
+        build_tree(root, sort_key="calls")
 
 
 def test_text_rows_fold_and_names() -> None:

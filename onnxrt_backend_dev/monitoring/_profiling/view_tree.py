@@ -220,6 +220,12 @@ def build_tree(
         raise ValueError(f"fold_share must be in [0, 1], got {fold_share!r}")
     if max_rows < 1:
         raise ValueError(f"max_rows must be >= 1, got {max_rows!r}")
+    unknown = sorted(set(options) - set(ViewOptions.FIELDS))
+    if unknown:
+        raise TypeError(
+            f"unexpected option(s) {unknown} for the call tree, which takes fold_share, "
+            f"filter_node, sort_key, max_rows and the filters {list(ViewOptions.FIELDS)}"
+        )
     view = ViewOptions(**options)
     order = sort_name(sort_key)
     reachable = reachable_nodes(root)
