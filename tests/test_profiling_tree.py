@@ -355,3 +355,13 @@ def test_tree_page_in_browser(tmp_path: Path) -> None:
     # WHEN the root is collapsed by a click THEN only it is left
     dom = dump_dom(url + "#expand=main")
     assert re.findall(r'<span class="fn">([^<]*)</span>', dom) == ["main"]
+
+
+def test_max_rows_caps_and_says_so() -> None:
+    root, _ = profile2graph(random_stats(0))
+    tree = build_tree(root, fold_share=0.0, max_rows=50)
+    check_invariants(tree)
+    assert tree.capped == 50 and len([it for it in tree.items if it.node is not None]) <= 50
+    text = to_tree_text(root, fold_share=0.0, max_rows=50)
+    assert "all rows shown, the rest past 50 rows folded)" in text.splitlines()[0]
+    assert build_tree(root).capped == 0

@@ -74,6 +74,7 @@ def tree_data(tree: CallTree, program: str) -> dict[str, Any]:
         "program": program,
         "total": _number(tree.total),
         "fold": tree.fold_share,
+        "capped": tree.capped,
         "open": OPEN_SHARE,
         "strings": list(strings),
         "rows": rows,

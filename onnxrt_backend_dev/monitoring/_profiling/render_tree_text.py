@@ -107,6 +107,8 @@ def write_tree_text(
         if tree.fold_share > 0
         else "all rows shown"
     )
+    if tree.capped:
+        fold += f", the rest past {tree.capped:,} rows folded"
     unit, scale = time_unit(tree.total)
     stream.write(
         f"Call tree of {name.translate(_CONTROL)}: {tree.total * scale:.3f} {unit} in total "

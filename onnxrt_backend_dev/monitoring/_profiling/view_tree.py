@@ -56,11 +56,14 @@ class CallTree:
     :param items: rows
     :param total: the root's time, which shares are relative to
     :param fold_share: the share under which rows were folded
+    :param capped: the ``max_rows`` the tree reached, 0 if it did not
     """
 
     items: list[TreeItem]
     total: float
     fold_share: float
+    #: rows left folded because the tree reached ``max_rows`` (0 if it did not)
+    capped: int = 0
 
     @property
     def root(self) -> TreeItem:
@@ -135,6 +138,7 @@ class _Expander:
         self.filter_node = None if stage.no_filter else stage.accept
         self.rows = 1  # the root
         self.base = 0
+        self.capped = 0
 
     def _edges(
         self, node: ProfileNode, time: float, on_path: set[ProfileNode]
@@ -183,6 +187,7 @@ class _Expander:
         room = max(self.max_rows - self.rows, 0)
         if len(keep) > room:
             keep = keep[:room]
+            self.capped = self.max_rows
         self.rows += len(keep)
         folded = len(kids) - len(keep)
         folded_time = sum(k[2] for k in kids[len(keep) :]) if folded else 0.0
@@ -265,7 +270,7 @@ def build_tree(
         for i in range(len(kids) - 1, -1, -1):
             child, n, t, _ = kids[i]
             stack.append((child, index, depth + 1, n, t, i == len(kids) - 1 and not folded))
-    return CallTree(items, total, fold_share)
+    return CallTree(items, total, fold_share, expander.capped)
 
 
 def hot_paths(
