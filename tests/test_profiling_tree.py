@@ -15,6 +15,7 @@ from pstats import Stats
 from typing import Any
 
 import pytest
+from helpers import run_cli
 from test_profiling import FakeStats, _browser, chain_stats, dump_dom, self_recursion_stats
 
 from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, build_tree
@@ -211,6 +212,33 @@ def test_hot_path_of_json_dumps_survives_folding_filters_and_sorting(options: An
     with_builtins = hot_paths(root, count=5, builtins=True)
     assert with_builtins[0][:3] == ["main", "dumps", "encode"]
     assert any("built-in" in name for path in with_builtins for name in path)
+
+
+JSON_SCRIPT = """
+import json
+records = [{"id": i, "name": f"user{i}", "tags": ["a", "b"], "sub": {"x": i, "y": [1, 2]}}
+           for i in range(40_000)]
+text = json.dumps(records, indent=2)
+"""
+
+
+@pytest.mark.slow
+def test_hot_path_of_the_issue_workload(tmp_path: Path) -> None:
+    # GIVEN json.dumps(indent=2) of 40,000 records profiled by the profile command
+    script = tmp_path / "dump.py"
+    script.write_text(JSON_SCRIPT, encoding="utf-8")
+    prof = tmp_path / "dump.prof"
+    code, _, err = run_cli("profile", "-q", "-o", str(prof), str(script))
+    assert code == 0, err
+    # THEN the hottest path of the call tree is pyinstrument's
+    expected = ["<module>", "dumps", "encode", "_iterencode", "_iterencode_list"]
+    assert hot_paths(profile2graph(str(prof))[0])[0] == [*expected, "_iterencode_dict"]
+    # AND the text shows it from the script's <module> down, hottest first
+    code, out, _ = run_cli("profile", "show", str(prof))
+    rows = [line.split("─ ")[-1].split("  ")[0] for line in out.splitlines()[3:9]]
+    top = out.splitlines()[2].split()
+    assert top[-2] == "<module>" and top[-1].endswith("/dump.py:1")
+    assert rows == [*expected[1:], "_iterencode_dict", "<built-in method builtins.isinstance>"]
 
 
 def test_hot_paths_bad_count() -> None:
