@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import cProfile
+import io
 import json
 import os
 import random
@@ -393,3 +394,18 @@ def test_max_rows_caps_and_says_so() -> None:
     text = to_tree_text(root, fold_share=0.0, max_rows=50)
     assert "all rows shown, the rest past 50 rows folded)" in text.splitlines()[0]
     assert build_tree(root).capped == 0
+
+
+def test_ascii_guides_for_a_terminal_without_box_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prof = os.path.join(DATA, "cprofile.prof")
+    root, _ = profile2graph(prof)
+    assert "|- fct4" in to_tree_text(root, guides="ascii")
+    with pytest.raises(ValueError, match="guides must be one of"):
+        to_tree_text(root, guides="emoji")
+    # GIVEN a standard output that cannot write box characters WHEN the command prints
+    # the tree THEN it draws it in ASCII
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    code, out, _ = run_cli("profile", "show", prof)
+    assert code == 0 and "`- " in out and "─" not in out

@@ -165,8 +165,19 @@ def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
     if opts.get("view") == "tree":
         opts["fold_share"] = args.fold_share
         opts["program"] = getattr(args, "program", None)
+        if fmt == "text" and args.output is None and not _can_encode(sys.stdout, "├─│└"):
+            opts["guides"] = "ascii"  # a terminal that cannot show the box characters
     assert entry.render is not None
     return entry.render(root, **opts)
+
+
+def _can_encode(stream: Any, text: str) -> bool:
+    """Tells if ``stream`` can write ``text`` (its encoding, utf-8 if it has none)."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:

@@ -86,8 +86,19 @@ def _label(item: TreeItem) -> str:
     return text
 
 
+# The tree's guides: (branch, last branch, continued, nothing below), by style.
+GUIDES = {
+    "unicode": ("├─ ", "└─ ", "│  ", "   "),
+    "ascii": ("|- ", "`- ", "|  ", "   "),
+}
+
+
 def write_tree_text(
-    tree: CallTree, stream: TextIO, program: str | None = None, max_indent: int = 30
+    tree: CallTree,
+    stream: TextIO,
+    program: str | None = None,
+    max_indent: int = 30,
+    guides: str = "unicode",
 ) -> None:
     """Writes the call tree into ``stream``.
 
@@ -96,9 +107,14 @@ def write_tree_text(
     :param program: the program's name for the header (the root's name if None)
     :param max_indent: levels drawn; deeper rows are drawn at that level with their
         depth in brackets
+    :param guides: ``unicode`` (box-drawing characters) or ``ascii``, for a terminal
+        that cannot show the former
     """
     if max_indent < 1:
         raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+    if guides not in GUIDES:
+        raise ValueError(f"guides must be one of {sorted(GUIDES)}, got {guides!r}")
+    branch, last, through, blank = GUIDES[guides]
     items = tree.items
     root = items[0].node
     name = program if program is not None else (root.func_name if root else "?")
@@ -124,8 +140,8 @@ def write_tree_text(
             guide, cont = "", ""
         else:
             up = below[item.parent]
-            guide = up + ("└─ " if item.last else "├─ ")
-            cont = up if item.depth >= max_indent else up + ("   " if item.last else "│  ")
+            guide = up + (last if item.last else branch)
+            cont = up if item.depth >= max_indent else up + (blank if item.last else through)
         below.append(cont)
         if item.depth > max_indent:
             deep += 1
@@ -150,6 +166,7 @@ def render_tree_text(
     root: ProfileNode,
     program: str | None = None,
     max_indent: int = 30,
+    guides: str = "unicode",
     **options: Any,
 ) -> str:
     """The call tree rooted at the program's entry point, as text.
@@ -157,10 +174,12 @@ def render_tree_text(
     :param root: the root of the graph
     :param program: the program's name for the header
     :param max_indent: see :func:`write_tree_text`
+    :param guides: see :func:`write_tree_text`
     :param options: given to :func:`build_tree <.view_tree.build_tree>` (``fold_share``,
         ``filter_node``, ``sort_key``, ``max_rows`` and the filters)
     :return: text
     """
     out = io.StringIO()
-    write_tree_text(build_tree(root, **options), out, program=program, max_indent=max_indent)
+    tree = build_tree(root, **options)
+    write_tree_text(tree, out, program=program, max_indent=max_indent, guides=guides)
     return out.getvalue()
