@@ -183,7 +183,9 @@ class _Expander:
             f = time / total
             kids = [(c, n, t * f, s * f) for c, n, t, s in kids]
         kids.sort(key=lambda k: -k[2])  # hottest first, to fold the coolest
-        keep = [k for k in kids if k[2] >= self.fold_time and k[2] > 0]
+        # Folding on: rows under the share and rows without time; off: every row.
+        fold = self.fold_time
+        keep = [k for k in kids if k[2] >= fold and k[2] > 0] if fold > 0 else kids
         room = max(self.max_rows - self.rows, 0)
         if len(keep) > room:
             keep = keep[:room]
