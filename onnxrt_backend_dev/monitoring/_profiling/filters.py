@@ -13,7 +13,7 @@ from .model import FilterNode, ProfileNode, TimeElements, _in_small_module, _may
 
 @dataclass(frozen=True)
 class ViewOptions:
-    """Filters applied when a graph is turned into rows or paths.
+    """Filters applied when a graph is turned into rows, paths or the call tree.
 
     :param hide_stdlib: skip frames of the standard library, installed packages and
         built-ins; their callees take their place
