@@ -116,7 +116,7 @@ def _resolve_format(args: argparse.Namespace) -> str:
 
     fmt: str = args.format if args.format is not None else guess_format(args.output or "")
     if FORMATS[fmt].binary and not args.output:
-        raise CommandError("--format prof writes a binary file and needs -o FILE", EXIT_USAGE)
+        raise CommandError(f"--format {fmt} writes a binary file and needs -o FILE", EXIT_USAGE)
     return fmt
 
 
@@ -167,7 +167,8 @@ def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
         opts["program"] = getattr(args, "program", None)
         if fmt == "text" and args.output is None and not _can_encode(sys.stdout, "├─│└"):
             opts["guides"] = "ascii"  # a terminal that cannot show the box characters
-    assert entry.render is not None
+    if entry.render is None:  # _emit dumps the statistics of such formats itself
+        raise CommandError(f"--format {fmt} is not a rendering of the call graph")
     return entry.render(root, **opts)
 
 

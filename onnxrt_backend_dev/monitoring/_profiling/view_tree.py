@@ -10,7 +10,9 @@ never exceed the parent. A function already on the path (recursion, cycles) is n
 expanded again: its calls are counted on the row of its caller, marked. Children are
 sorted hottest first; those below a share of the root's total are folded into one
 ``N more`` row per parent. The filters are those of :mod:`.filters`, as for every
-view. Nothing recurses: an explicit stack drives the expansion.
+view (with ``hide_stdlib``, the callees of a hidden library frame take its place; a
+library frame met again below another hidden one is expanded once, as in the reference
+view). Nothing recurses: an explicit stack drives the expansion.
 """
 
 from __future__ import annotations
