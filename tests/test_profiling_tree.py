@@ -409,3 +409,25 @@ def test_ascii_guides_for_a_terminal_without_box_characters(
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     code, out, _ = run_cli("profile", "show", prof)
     assert code == 0 and "`- " in out and "─" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_browser() is None, reason="no chromium to open the page")
+def test_tree_page_shows_hostile_names_as_text(tmp_path: Path) -> None:
+    # GIVEN a profile whose function names hold markup and a script
+    st = FakeStats()
+    main = ("prog.py", 1, "main")
+    evil = ("<b>f.py</b>", 2, "<img src=x onerror=\"document.title='X'\">")
+    closing = ("prog.py", 3, "</script><script>document.title='Y'</script>")
+    st.add(main, 1, 1, 0.0, 1.0)
+    for f, t in ((evil, 0.6), (closing, 0.4)):
+        st.add(f, 1, 1, t, t)
+        st.call(main, f, 1, t, t)
+    root, _ = profile2graph(st)
+    path = tmp_path / "evil.html"
+    path.write_text(to_html(root, view="tree", title="t"), encoding="utf-8")
+    # WHEN opened THEN the names show as text and no script of theirs ran
+    dom = dump_dom(path.as_uri())
+    assert "<title>t</title>" in dom and 'data-ready-ms="' in dom
+    assert "&lt;img src=x onerror=" in dom and "<img" not in dom
+    assert "&lt;/script&gt;&lt;script&gt;" in dom
