@@ -13,6 +13,13 @@ this run:
 
 Floors (issue 4): small <= 0.2 s, large <= 1.0 s and <= 4.5x the small case.
 
+The call tree view (issue 9, ``--tree`` runs only this part): on the large profile,
+``profile2graph + to_tree_text`` (median), the size of its HTML page, and the time the
+page takes in headless Chromium to show the tree opened along its hottest path (the
+page writes ``data-ready-ms``, milliseconds from navigation start, read back with
+``--dump-dom``); the same with every row (``fold_share=0``, capped at 100,000 rows).
+Floors: text <= 1.5 s, HTML <= 5 MB, shown in Chromium <= 2 s.
+
 The growth (large / small) is set beside the machine's own growth for the same 4x more
 data, measured in the same run without any call graph: ``marshal.loads`` of the two
 files (C code only), and formatting the same number of lines of the same length as our
@@ -21,7 +28,7 @@ it. With ``--instructions`` (needs valgrind), both sizes also run under cachegri
 count the instructions executed, which no cache or neighbour changes: their ratio is
 the growth of the work itself.
 
-Run: ``python benchmarks/bench_profiling.py [--runs N] [--instructions]``.
+Run: ``python benchmarks/bench_profiling.py [--runs N] [--instructions] [--tree]``.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ FLOOR_SMALL = 0.2
 FLOOR_LARGE = 1.0
 FLOOR_RATIO = 4.5
 TOOL_TIMEOUT = 60.0
+FLOOR_TREE_TEXT = 1.5
+FLOOR_TREE_HTML_MB = 5.0
+FLOOR_TREE_BROWSER = 2.0
 
 
 def synthetic_stats(n_functions: int, fan_in: int = 11, seed: int = 0) -> dict[Any, Any]:
@@ -192,6 +202,64 @@ def subprocess_time(cmd: list[str], runs: int) -> tuple[float | None, str]:
     return statistics.median(times), "ok"
 
 
+def browser_ready_ms(path: str) -> float | None:
+    """Milliseconds from navigation start to the tree shown, as the page records it,
+    in headless Chromium (None without a browser)."""
+    import re
+
+    browser = next(
+        (shutil.which(b) for b in ("chromium", "chromium-browser") if shutil.which(b)), None
+    )
+    if browser is None:
+        return None
+    with tempfile.TemporaryDirectory() as profile_dir:
+        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"]
+        cmd += ["--no-first-run", "--disable-background-networking", "--disable-component-update"]
+        cmd += ["--disable-sync", f"--user-data-dir={profile_dir}", "--dump-dom"]
+        proc = subprocess.run(
+            [*cmd, "file://" + path], capture_output=True, timeout=TOOL_TIMEOUT, text=True
+        )
+    found = re.search(r'data-ready-ms="(\d+)"', proc.stdout)
+    return float(found.group(1)) if found else None
+
+
+def tree_view(path: str, runs: int, tmp: str) -> list[tuple[bool, str]]:
+    """Times and sizes of the call tree view on one profile file, printed; the checks."""
+    from onnxrt_backend_dev.monitoring.profiling import to_html, to_tree_text
+
+    ps = Stats(path)
+    times = []
+    for _ in range(runs):
+        gc.collect()
+        t0 = time.perf_counter()
+        root, _ = profile2graph(ps)
+        text = to_tree_text(root)
+        times.append(time.perf_counter() - t0)
+    t_text = statistics.median(times)
+    print(f"\n## call tree view, {os.path.basename(path)}")
+    print(f"profile2graph+to_tree_text:   {fmt(t_text)} s  ({text.count(chr(10)) + 1} lines)")
+    checks = [(t_text <= FLOOR_TREE_TEXT, f"tree text {t_text:.3f} s <= {FLOOR_TREE_TEXT} s")]
+    for label, fold in (("default", 0.005), ("every row", 0.0)):
+        t0 = time.perf_counter()
+        page = to_html(root, view="tree", fold_share=fold)
+        t_html = time.perf_counter() - t0
+        page_path = os.path.join(tmp, f"tree_{label.replace(' ', '_')}.html")
+        with open(page_path, "w", encoding="utf-8") as f:
+            f.write(page)
+        size = len(page.encode("utf-8")) / 1e6
+        shown = [v for v in (browser_ready_ms(page_path) for _ in range(3)) if v is not None]
+        ready = statistics.median(shown) / 1e3 if shown else None
+        print(
+            f"html ({label}): {size:6.2f} MB in {t_html:.3f} s, shown in Chromium after "
+            f"{fmt(ready)} s"
+        )
+        checks.append((size <= FLOOR_TREE_HTML_MB, f"tree html ({label}) {size:.2f} MB <= 5 MB"))
+        if ready is not None:
+            text_ok = f"tree html ({label}) shown in {ready:.3f} s <= {FLOOR_TREE_BROWSER} s"
+            checks.append((ready <= FLOOR_TREE_BROWSER, text_ok))
+    return checks
+
+
 def fmt(t: float | None) -> str:
     return "   n/a" if t is None else f"{t:6.3f}"
 
@@ -204,7 +272,10 @@ def main() -> int:
         action="store_true",
         help="also count the instructions of both sizes under valgrind (about 2 minutes)",
     )
+    parser.add_argument("--tree", action="store_true", help="only the call tree view (issue 9)")
     args = parser.parse_args()
+    if args.tree:
+        return main_tree(args.runs)
     print(f"# bench_profiling  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(
         f"# {platform.platform()}, python {platform.python_version()}, "
@@ -276,6 +347,27 @@ def main() -> int:
         (results[20_000] <= FLOOR_LARGE, f"large {results[20_000]:.3f} s <= {FLOOR_LARGE} s"),
         (growth <= FLOOR_RATIO, f"large/small {growth:.2f} <= {FLOOR_RATIO}"),
     ]
+    for passed, text in checks:
+        ok &= passed
+        print(f"{'PASS' if passed else 'FAIL'}  {text}")
+    return 0 if ok else 1
+
+
+def main_tree(runs: int) -> int:
+    """The call tree view part alone."""
+    print(f"# bench_profiling --tree  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(
+        f"# {platform.platform()}, python {platform.python_version()}, "
+        f"{os.cpu_count()} cores; medians of {runs} runs"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = synthetic_stats(20_000)
+        edges = sum(len(v[4]) for v in stats.values())
+        path = os.path.join(tmp, "synthetic_20000.prof")
+        write_profile(stats, path)
+        print(f"# synthetic profile: 20000 functions, {edges} edges")
+        checks = tree_view(path, runs, tmp)
+    ok = True
     for passed, text in checks:
         ok &= passed
         print(f"{'PASS' if passed else 'FAIL'}  {text}")

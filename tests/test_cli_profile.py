@@ -6,9 +6,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import Terminal, run_cli
@@ -55,7 +57,10 @@ def test_runs_script_as_main_with_its_argv(
     code, out, err = _main("-q", str(script), "a", "--b")
     assert code == 0 and err == ""
     assert "argv ['a', '--b'] __main__" in capsys.readouterr().out
-    assert "busy" in out and "<module>" in out and " -- " in out
+    assert "busy" in out and "<module>" in out and out.startswith("Call tree of ")
+    # WHEN asked for the reference view THEN its rows are the reference's
+    code, out, err = _main("-q", "--view", "reference", str(script), "a", "--b")
+    assert code == 0 and "busy" in out and " -- " in out and not out.startswith("Call")
 
 
 def test_exit_code_and_exception_reported_profile_written(script: Path, tmp_path: Path) -> None:
@@ -87,7 +92,7 @@ def test_module_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("fmt", "check"),
     [
-        ("text", lambda s: "fct4" in s and " -- " in s),
+        ("text", lambda s: "fct4" in s and s.startswith("Call tree of cprofile.prof")),
         ("json", lambda s: "profile" in json.loads(s)),
         ("speedscope", lambda s: json.loads(s)["profiles"][0]["type"] == "sampled"),
         ("collapsed", lambda s: ";" in s),
@@ -106,8 +111,11 @@ def test_show_merges_files_filters_and_writes(tmp_path: Path) -> None:
     target = tmp_path / "merged.prof"
     code, _, err = _main("show", *files, "-o", str(target))
     assert code == 0 and "written to" in err and target.stat().st_size > 0
-    code, out, _ = _main("show", str(target), "--focus", "fct3")
+    code, out, _ = _main("show", str(target), "--focus", "fct3", "--view", "reference")
     assert out.startswith("fct3")
+    code, out, _ = _main("show", str(target), "--focus", "fct3")
+    # THEN the tree starts at fct3 (both files' fct3 under one root named after it)
+    assert re.search(r"^ 100\.0% .*  <?fct3\b", out.splitlines()[2]) and "fct4" not in out
 
 
 def test_usage_errors(script: Path) -> None:
@@ -128,6 +136,7 @@ def test_usage_errors(script: Path) -> None:
         (["--max-depth", "-2"], "error: --max-depth must be >= 0 or None, got -2\n", 2),
         (["--focus", ""], "error: --focus must be a non-empty string or None, got ''\n", 2),
         (["-o", "/nonexistent-folder/x.html"], "cannot write -o", 2),
+        (["--fold-share", "1.5"], "error: --fold-share must be in [0, 1], got 1.5\n", 2),
     ],
 )
 def test_bad_options_are_refused_before_the_program_runs(
@@ -259,3 +268,48 @@ def test_os_exit_still_writes_the_profile(tmp_path: Path) -> None:
     proc = subprocess.run([*cmd, "thread"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 6
     assert proc.stderr.endswith("called os._exit(6) from a thread: the profile was not written\n")
+
+
+def test_view_option_and_folding(tmp_path: Path) -> None:
+    prof = os.path.join(DATA, "cprofile.prof")
+    # GIVEN a profile WHEN shown by default THEN the call tree, small rows folded
+    code, tree, _ = _main("show", prof)
+    assert code == 0 and tree.startswith("Call tree of cprofile.prof: ")
+    assert "file:line" in tree.splitlines()[1] and re.search(r"\d+ more \(\d+\.\d %\)", tree)
+    # WHEN --all THEN every row, none folded
+    code, every, _ = _main("show", prof, "--all")
+    assert code == 0 and " more (" not in every
+    assert len(every.splitlines()) >= len(tree.splitlines()) and "rec  " in every
+    # WHEN --view reference THEN the reference's rows
+    code, ref, _ = _main("show", prof, "--view", "reference")
+    assert code == 0 and ref.startswith("<built-in method builtins.exec>") and " -- " in ref
+    # WHEN writing HTML THEN the tree page by default, the reference page on demand
+    for view, marker in (("tree", '"fold":'), ("reference", '"rows": [[0,')):
+        page = tmp_path / f"{view}.html"
+        code, _, err = _main("show", prof, "--view", view, "-o", str(page))
+        assert code == 0 and "written to" in err
+        assert marker in page.read_text(encoding="utf-8").replace('"rows":[[0,', '"rows": [[0,')
+    # WHEN the view is unknown THEN a usage error naming the choices
+    code, _, err = _main("--view", "flat", "show", prof)
+    assert code == 2
+
+
+def test_a_new_format_is_one_registry_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._profiling.formats import FORMATS, Format
+
+    # GIVEN one more entry in the registry
+    def render_names(root: Any, **options: Any) -> str:
+        return "\n".join(sorted({n.func_name for n in root if not n.virtual})) + "\n"
+
+    entry = Format(render_names, ".names", "names", (".names", ".nm"))
+    monkeypatch.setitem(FORMATS, "names", entry)
+    prof = os.path.join(DATA, "cprofile.prof")
+    # WHEN the command is asked for it, by name or by the output's suffix
+    code, out, _ = _main("show", prof, "--format", "names")
+    assert code == 0 and "fct4\n" in out
+    target = tmp_path / "x.nm"
+    code, _, err = _main("show", prof, "-o", str(target))
+    # THEN it is rendered with no other change
+    assert code == 0 and "(names)" in err and "fct3\n" in target.read_text()

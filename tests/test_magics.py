@@ -173,6 +173,19 @@ def test_profile_tree_prints_the_call_tree(ip: Any) -> None:
         res = ip.run_cell_magic("profile_tree", "", _CELL)
     assert res is None
     lines = out.stdout.splitlines()
+    # THEN the call tree rooted at the cell, with its header
+    assert lines[0].startswith("Call tree of the cell: ") and "share" in lines[1]
+    assert "<module>  <cell>:1" in lines[2]
+    branch = next(i for i, line in enumerate(lines) if "─ branch  " in line)
+    leaf = next(i for i, line in enumerate(lines) if "─ leaf  " in line)
+    assert leaf == branch + 1
+    assert lines[leaf].index("leaf") > lines[branch].index("branch")
+
+
+def test_profile_tree_reference_view(ip: Any) -> None:
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "--view reference", _CELL)
+    lines = out.stdout.splitlines()
     branch = next(i for i, line in enumerate(lines) if line.lstrip().startswith("branch"))
     leaf = next(i for i, line in enumerate(lines) if line.lstrip().startswith("leaf"))
     # leaf is printed under branch, further indented
@@ -198,7 +211,13 @@ def test_profile_tree_depth_and_stdlib(ip: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "message"), [("-s nowhere", "-s nowhere: .*must be one of"), ("-w 2", "-w")]
+    ("line", "message"),
+    [
+        ("-s nowhere", "-s nowhere: .*must be one of"),
+        ("-w 2", "-w"),
+        ("--view flat", "--view flat: view must be one of"),
+        ("--fold-share 2", "--fold-share must be in"),
+    ],
 )
 def test_profile_tree_rejects_bad_options(ip: Any, line: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):

@@ -593,9 +593,13 @@ def test_collapsed(reference: tuple[Stats, str]) -> None:
 
 
 def test_export_table_and_plot(reference: tuple[Stats, str]) -> None:
-    assert set(FORMATS) == {"text", "json", "html", "speedscope", "collapsed"}
-    for fmt in FORMATS:
-        assert export(reference[0], fmt)
+    assert set(FORMATS) == {"text", "json", "html", "speedscope", "collapsed", "prof"}
+    for fmt, entry in FORMATS.items():
+        if entry.binary:  # prof: the raw statistics, written by the CLI, not rendered
+            with pytest.raises(ValueError, match="raw statistics"):
+                export(reference[0], fmt)
+        else:
+            assert export(reference[0], fmt)
     with pytest.raises(ValueError, match="fmt must be one of"):
         export(reference[0], "svg")
     ax = plot_profile(reference[0], top=5)
@@ -765,7 +769,8 @@ def random_graph(rnd: Any, size: int, consistent: bool) -> list[ProfileNode]:
 def test_top_level_needs_no_walk_over_the_edges() -> None:
     import random
 
-    from onnxrt_backend_dev.monitoring._profiling.graph import _tree_roots, reachable_nodes
+    from onnxrt_backend_dev.monitoring._profiling.model import reachable_nodes
+    from onnxrt_backend_dev.monitoring._profiling.view_reference import _tree_roots
 
     rnd = random.Random(5)
     for trial in range(300):

@@ -30,10 +30,15 @@ function and the line saying in which function the peak happened.
 :func:`~onnxrt_backend_dev.monitoring.profiling.profile` and prints the call tree built
 by ``profile2graph``, starting at the cell::
 
-    %%profile_tree [-s SORT] [-w FCT_WIDTH] [--max-depth N] [--hide-stdlib] [-o]
+    %%profile_tree [--view tree|reference] [-s SORT] [-w FCT_WIDTH] [--max-depth N]
+                   [--hide-stdlib] [--fold-share SHARE] [--all] [-o]
 
-``-s`` sorts the children of a node (``line``, the default, ``cumulative`` or
-``time``), ``-w`` is the width of the function column, ``--max-depth`` hides deeper
+``--view tree`` (the default) prints the call tree rooted at the cell, one row per call
+with its share of the total, children hottest first, rows under ``--fold-share`` (0.005)
+folded into ``N more`` rows unless ``--all`` is given; ``--view reference`` prints the
+reference's rows (``ProfileNode.to_text``). ``-s`` sorts the children of a node
+(``cumulative``, the tree's default, ``line``, the reference's default, or ``time``),
+``-w`` is the width of the reference's function column, ``--max-depth`` hides deeper
 rows, ``--hide-stdlib`` hides the frames of the standard library and installed
 packages (their callees take their place). With ``-o`` both cell magics return their
 result (the spy's dictionary of monitors, the root of the call tree) instead of
@@ -168,13 +173,18 @@ _PROFILE_TREE = _MagicSpec(
     name="%%profile_tree",
     title="Profiles the cell and prints its call tree",
     usage="%%profile_tree [options]\n       code to profile",
-    summary="Profiles the cell with cProfile and prints its call tree (profile2graph), "
-    "starting at the cell.",
+    summary="Profiles the cell with cProfile and prints its call tree rooted at the cell "
+    "(--view reference: the reference's rows of profile2graph).",
     options=(
-        _Option("-s", "SORT", "order of the children: line (default), cumulative or time"),
-        _Option("-w", "WIDTH", "width of the function column (60)"),
+        _Option("--view", "VIEW", "tree (default: rooted at the cell) or reference"),
+        _Option(
+            "-s", "SORT", "order of the children: cumulative (the tree's default), line or time"
+        ),
+        _Option("-w", "WIDTH", "width of the reference's function column (60)"),
         _Option("--max-depth", "N", "hide deeper rows"),
         _Option("--hide-stdlib", None, "hide the standard library and installed packages"),
+        _Option("--fold-share", "SHARE", "tree: fold rows under this share (0.005)"),
+        _Option("--all", None, "tree: show every row"),
         _Option("-o", None, "return the root of the call tree"),
     ),
 )
@@ -325,23 +335,38 @@ class MonitoringMagics(Magics):
     @cell_magic
     @_documented(_PROFILE_TREE)
     def profile_tree(self, line: str, cell: str) -> Any:
-        from .profiling import profile, profile2graph
+        from ._profiling.formats import check_view
+        from ._profiling.view_tree import FOLD_SHARE
+        from .profiling import profile, profile2graph, to_tree_text
 
         opts, _ = self._options(_PROFILE_TREE, line, strict=False)
         if _wants_help(opts, _PROFILE_TREE):
             return None
-        options = {
-            "sort_key": _sort_key(_option(opts, "s") or "line"),
-            "fct_width": _number_option(opts, "w", 60, int, 10),
+        view = _option(opts, "view") or "tree"
+        try:
+            check_view(view)
+        except ValueError as e:
+            raise UsageError(f"--view {view}: {e}") from None
+        tree = view == "tree"
+        options: dict[str, Any] = {
+            "sort_key": _sort_key(_option(opts, "s") or ("cumulative" if tree else "line")),
             "max_depth": _number_option(opts, "max-depth", None, int, 0),
             "hide_stdlib": "hide-stdlib" in opts,
             # The tree starts at the cell: the wrapper running it is left out.
             "focus": f"<{_CELL_NAME}>:1:<module>",
         }
+        fold = _number_option(opts, "fold-share", FOLD_SHARE, float, 0)
+        if fold > 1:
+            raise UsageError(f"--fold-share must be in [0, 1], got {fold!r}")
+        width = _number_option(opts, "w", 60, int, 10)
         run = self._code(cell, _CELL_NAME)
         stats = profile(run)[0]
         root, _nodes = profile2graph(stats, clean_text=_short_name)
-        print(root.to_text(**options))
+        if tree:
+            fold = 0.0 if "all" in opts else fold
+            print(to_tree_text(root, program="the cell", fold_share=fold, **options))
+        else:
+            print(root.to_text(fct_width=width, **options))
         return root if "o" in opts else None
 
 
@@ -356,7 +381,7 @@ def _short_name(text: str) -> str:
 
 def _sort_key(name: str) -> str:
     """Checks ``-s NAME`` against the sort keys of the call tree."""
-    from ._profiling.graph import sort_function
+    from ._profiling.sorting import sort_function
 
     try:
         sort_function(name)

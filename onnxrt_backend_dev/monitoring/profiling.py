@@ -3,8 +3,10 @@
 :func:`profile` runs a function under :mod:`cProfile`; :func:`profile2graph` turns any
 ``pstats`` profile (cProfile, the ``profile`` module, pyinstrument, yappi, several
 merged) into a graph of :class:`ProfileNode` whose ``to_text``, ``as_dict`` and
-``to_json`` render the call tree. :func:`to_speedscope`, :func:`to_collapsed` and
-:func:`to_html` export it for speedscope, flame graph tools and a browser;
+``to_json`` render the reference's forest of rows; :func:`to_tree_text` and
+:func:`call_tree` the call tree rooted at the program, as pyinstrument shows it.
+:func:`to_speedscope`, :func:`to_collapsed` and :func:`to_html` export it for speedscope,
+flame graph tools and a browser; :data:`FORMATS` is the registry of export formats;
 :func:`plot_profile` draws the top functions. pandas and matplotlib are only imported by
 the functions that need them.
 """
@@ -19,16 +21,26 @@ from io import StringIO
 from pstats import SortKey, Stats
 from typing import Any
 
-from ._profiling.graph import PathLimits, ProfileNode, ViewOptions, build_graph
+from ._profiling.builder import build_graph
+from ._profiling.filters import ViewOptions
+from ._profiling.formats import FORMATS, VIEWS, Format, format_names, get_format
+from ._profiling.model import ProfileNode
+from ._profiling.view_paths import PathLimits
+from ._profiling.view_tree import FOLD_SHARE, CallTree
 
 __all__ = [
     "FORMATS",
+    "VIEWS",
+    "CallTree",
+    "Format",
     "PathLimits",
     "ProfileNode",
     "SortKey",
     "ViewOptions",
+    "call_tree",
     "check_no_profiler_active",
     "export",
+    "hot_paths",
     "plot_profile",
     "profile",
     "profile2df",
@@ -36,6 +48,7 @@ __all__ = [
     "to_collapsed",
     "to_html",
     "to_speedscope",
+    "to_tree_text",
 ]
 
 
@@ -247,6 +260,7 @@ def to_html(
     title: str = "Call tree",
     filter_node: Callable[..., bool] | None = None,
     sort_key: Any = SortKey.CUMULATIVE,
+    view: str = "reference",
     **options: Any,
 ) -> str:
     """Exports the call tree as one self-contained HTML page (no network): expand and
@@ -256,13 +270,21 @@ def to_html(
     :param title: page title
     :param filter_node: see :meth:`ProfileNode.as_dict`
     :param sort_key: order of callees
+    :param view: ``reference`` (the rows of :meth:`ProfileNode.as_dict`) or ``tree``
+        (the call tree of :func:`to_tree_text`, opened along its hottest path down to
+        the first row under 5 %; ``program``, ``fold_share`` and ``max_rows`` accepted)
     :param options: filters, see :class:`ViewOptions`
     :return: the HTML page
     """
-    from ._profiling.render_html import render_html
+    from ._profiling.export import export_html
 
-    return render_html(
-        _as_root(graph), title=title, filter_node=filter_node, sort_key=sort_key, **options
+    return export_html(
+        _as_root(graph),
+        title=title,
+        filter_node=filter_node,
+        sort_key=sort_key,
+        view=view,
+        **options,
     )
 
 
@@ -280,26 +302,65 @@ def plot_profile(graph: Any, top: int = 15, key: str = "tall", ax: Any = None) -
     return plot_top_functions(_as_root(graph), top=top, key=key, ax=ax)
 
 
-def _export_text(root: ProfileNode, **o: Any) -> str:
-    return root.to_text(**o)
+def to_tree_text(
+    graph: Any,
+    program: str | None = None,
+    fold_share: float = FOLD_SHARE,
+    max_indent: int = 30,
+    **options: Any,
+) -> str:
+    """The call tree rooted at the program's entry point as text, the way pyinstrument
+    prints it: one row per caller -> callee edge with cProfile's figures for that edge
+    (share of the root's time, time with callees, calls), children hottest first and
+    never adding up to more than their parent, recursion folded into the row of the
+    caller, rows under ``fold_share`` folded into one ``N more`` row per parent.
+
+    :param graph: a :class:`ProfileNode` (usually the root) or what
+        :func:`profile2graph` accepts
+    :param program: the program's name for the header (the root's name if None)
+    :param fold_share: share of the total under which rows are folded (0 shows all)
+    :param max_indent: levels drawn; deeper rows show their depth in brackets
+    :param options: filters (see :class:`ViewOptions`), ``sort_key`` (``cumulative``,
+        the default, ``time`` or ``line``), ``filter_node``, ``max_rows``
+    :return: text
+    """
+    from ._profiling.render_tree_text import render_tree_text
+
+    return render_tree_text(
+        _as_root(graph), program=program, max_indent=max_indent, fold_share=fold_share, **options
+    )
 
 
-def _export_json(root: ProfileNode, **o: Any) -> str:
-    return str(root.to_json(as_str=True, **o))
+def call_tree(graph: Any, fold_share: float = FOLD_SHARE, **options: Any) -> CallTree:
+    """The call tree rooted at the program's entry point, as rows (see
+    :func:`to_tree_text`).
+
+    :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
+    :param fold_share: share of the total under which rows are folded (0 shows all)
+    :param options: as for :func:`to_tree_text`
+    :return: the tree: ``items`` in depth-first order, ``total``
+    """
+    from ._profiling.view_tree import build_tree
+
+    return build_tree(_as_root(graph), fold_share=fold_share, **options)
 
 
-def _export_speedscope(root: ProfileNode, **o: Any) -> str:
-    return str(to_speedscope(root, as_str=True, **o))
+def hot_paths(graph: Any, count: int = 5, builtins: bool = False) -> list[list[str]]:
+    """The top root-to-leaf paths of the call tree by time, as function names (the
+    first is the hottest path, following the hottest child at each step; built-ins
+    left out and consecutive repeats of a recursive function written once).
 
+    :param graph: a :class:`CallTree <._profiling.view_tree.CallTree>`, a
+        :class:`ProfileNode` or what :func:`profile2graph` accepts
+    :param count: paths returned at most
+    :param builtins: keep the built-in functions in the paths
+    :return: the paths
+    """
+    from ._profiling.view_tree import CallTree
+    from ._profiling.view_tree import hot_paths as _hot_paths
 
-# The one table of text export formats: name -> (renderer, usual file suffix).
-FORMATS: dict[str, tuple[Callable[..., str], str]] = {
-    "text": (_export_text, ".txt"),
-    "json": (_export_json, ".json"),
-    "html": (to_html, ".html"),
-    "speedscope": (_export_speedscope, ".speedscope.json"),
-    "collapsed": (to_collapsed, ".collapsed"),
-}
+    tree = graph if isinstance(graph, CallTree) else _as_root(graph)
+    return _hot_paths(tree, count=count, builtins=builtins)
 
 
 def export(graph: Any, fmt: str = "text", **options: Any) -> str:
@@ -307,9 +368,14 @@ def export(graph: Any, fmt: str = "text", **options: Any) -> str:
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
     :param fmt: ``text``, ``json``, ``html``, ``speedscope`` or ``collapsed``
-    :param options: given to the renderer (filters, ``sort_key``...)
+    :param options: given to the renderer (filters, ``sort_key``, ``view`` for text and
+        html...)
     :return: the rendered text
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt must be one of {sorted(FORMATS)}, got {fmt!r}")
-    return FORMATS[fmt][0](_as_root(graph), **options)
+    entry = get_format(fmt)
+    if entry.render is None:
+        raise ValueError(
+            f"fmt {fmt!r} writes the raw statistics (pstats.Stats.dump_stats), it is not "
+            f"a rendering; fmt must be one of {format_names(rendered_only=True)}"
+        )
+    return entry.render(_as_root(graph), **options)

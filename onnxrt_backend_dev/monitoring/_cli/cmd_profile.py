@@ -22,19 +22,6 @@ from typing import Any, NoReturn, TextIO
 
 from .common import EXIT_USAGE, CommandError, check_outputs, save_output
 
-_FORMATS = ("text", "json", "html", "speedscope", "collapsed", "prof")
-# File suffix -> format when --format is not given; longest suffixes first.
-_SUFFIXES = (
-    (".speedscope.json", "speedscope"),
-    (".json", "json"),
-    (".html", "html"),
-    (".htm", "html"),
-    (".collapsed", "collapsed"),
-    (".folded", "collapsed"),
-    (".prof", "prof"),
-    (".pstats", "prof"),
-)
-_SORTS = ("line", "cumulative", "time", "cumtime", "tottime")
 _EPILOG = (
     "The program runs as __main__ with its own sys.argv, sys.path[0] being its folder "
     "(the current one with -m). Its output and the profile both go to stdout unless -o is "
@@ -47,6 +34,8 @@ _EPILOG = (
 )
 _VIEW_DESTS = (
     "sort",
+    "view",
+    "fold_share",
     "format",
     "output",
     "quiet",
@@ -59,15 +48,42 @@ _VIEW_DESTS = (
 
 def _add_view_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by running a program and ``show``."""
+    from .._profiling.formats import VIEWS, format_names
+    from .._profiling.sorting import SORT_NAMES
+    from .._profiling.view_tree import FOLD_SHARE
+
     parser.add_argument(
         "--sort",
         default="cumulative",
-        choices=_SORTS,
-        help="order of callees and roots in text and json (cumulative)",
+        choices=SORT_NAMES,
+        help="order of callees (and roots of the reference view) in text, json and html "
+        "(cumulative)",
+    )
+    parser.add_argument(
+        "--view",
+        default="tree",
+        choices=VIEWS,
+        help="text and html: the call tree rooted at the program (tree, the default) or "
+        "the reference's forest of functions (reference)",
+    )
+    parser.add_argument(
+        "--fold-share",
+        type=float,
+        default=FOLD_SHARE,
+        metavar="SHARE",
+        help=f"tree view: fold the rows under this share of the total (0-1) into one "
+        f"'N more' row per parent ({FOLD_SHARE}); 0 shows them all",
+    )
+    parser.add_argument(
+        "--all",
+        dest="fold_share",
+        action="store_const",
+        const=0.0,
+        help="tree view: show every row (--fold-share 0)",
     )
     parser.add_argument(
         "--format",
-        choices=_FORMATS,
+        choices=format_names(),
         default=None,
         help="output format (text, or guessed from -o's suffix)",
     )
@@ -98,13 +114,11 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _resolve_format(args: argparse.Namespace) -> str:
-    if args.format is not None:
-        fmt: str = args.format
-    else:
-        out = (args.output or "").lower()
-        fmt = next((f for s, f in _SUFFIXES if out.endswith(s)), "text")
-    if fmt == "prof" and not args.output:
-        raise CommandError("--format prof writes a binary file and needs -o FILE", EXIT_USAGE)
+    from .._profiling.formats import FORMATS, guess_format
+
+    fmt: str = args.format if args.format is not None else guess_format(args.output or "")
+    if FORMATS[fmt].binary and not args.output:
+        raise CommandError(f"--format {fmt} writes a binary file and needs -o FILE", EXIT_USAGE)
     return fmt
 
 
@@ -113,7 +127,7 @@ def _check_before_running(args: argparse.Namespace) -> None:
     long run is never lost to a typo. ``-o`` becomes absolute: the profile goes where the
     user asked even if the program changes the working folder (as ``python -m cProfile``
     does)."""
-    from .._profiling.graph import ViewOptions
+    from .._profiling.filters import ViewOptions
 
     opts = _view_options(args)
     try:
@@ -123,6 +137,8 @@ def _check_before_running(args: argparse.Namespace) -> None:
         key = next((k for k in opts if msg.startswith(f"{k} ")), "")
         option = "--" + key.replace("_", "-") if key else ""
         raise CommandError(option + msg[len(key) :], EXIT_USAGE) from e
+    if not 0.0 <= args.fold_share <= 1.0:
+        raise CommandError(f"--fold-share must be in [0, 1], got {args.fold_share!r}", EXIT_USAGE)
     _resolve_format(args)
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=_inputs(args))
@@ -156,13 +172,32 @@ def _view_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
-    from ..profiling import FORMATS, path_cleaner, profile2graph
+    from .._profiling.formats import get_format
+    from ..profiling import path_cleaner, profile2graph
 
     root, _ = profile2graph(stats, clean_text=path_cleaner())
+    entry = get_format(fmt)
     opts = _view_options(args)
-    if fmt in ("text", "json", "html"):
-        opts["sort_key"] = args.sort
-    return FORMATS[fmt][0](root, **opts)
+    # Each format takes its own keywords, as the registry says.
+    given = {"sort_key": args.sort, "view": args.view}
+    opts.update({k: v for k, v in given.items() if k in entry.takes})
+    if opts.get("view") == "tree":
+        opts["fold_share"] = args.fold_share
+        opts["program"] = getattr(args, "program", None)
+        if fmt == "text" and args.output is None and not _can_encode(sys.stdout, "├─│└"):
+            opts["guides"] = "ascii"  # a terminal that cannot show the box characters
+    if entry.render is None:  # _emit dumps the statistics of such formats itself
+        raise CommandError(f"--format {fmt} is not a rendering of the call graph")
+    return entry.render(root, **opts)
+
+
+def _can_encode(stream: Any, text: str) -> bool:
+    """Tells if ``stream`` can write ``text`` (its encoding, utf-8 if it has none)."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
@@ -361,6 +396,8 @@ class ProfileCommand:
         """Profiles the program, or renders files with ``show``."""
         if args.target != "show":
             _check_before_running(args)
+        # The program's name in the call tree's header.
+        args.program = f"-m {args.module[0]}" if args.module else args.target
         if args.module:
             code, module, argv, path0 = _module_code(args.module[0])
             return self._profile(code, module, argv + args.module[1:], path0, args, out, err)
@@ -385,6 +422,7 @@ class ProfileCommand:
         except SystemExit as e:  # argparse already wrote the help or the error
             return e.code if isinstance(e.code, int) else EXIT_USAGE
         _check_before_running(sargs)
+        sargs.program = ", ".join(os.path.basename(f) for f in sargs.files)
         try:
             stats = Stats(*sargs.files)
         except OSError:

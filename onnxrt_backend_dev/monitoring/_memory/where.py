@@ -39,7 +39,7 @@ def is_user_frame(frame: Frame) -> bool:
     :param frame: the frame
     :return: True for the user's code
     """
-    from .._profiling.graph import is_library_path
+    from .._profiling.model import is_library_path
 
     return not (is_library_path(frame.filename) or frame.filename.startswith(_OWN_DIR))
 

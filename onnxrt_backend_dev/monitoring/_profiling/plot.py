@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import ProfileNode
+from .model import ProfileNode
 
 _KEYS = {"tall": "time with callees (s)", "tin": "own time (s)"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import ProfileNode, expand_paths
-from .render_speedscope import _split_options, path_stacks
+from .model import ProfileNode
+from .view_paths import expand_paths, path_stacks, split_options
 
 # Characters with a meaning in the format: ';' separates frames, the last space the count.
 _TRANSLATION = str.maketrans({";": ":", "\n": " ", "\r": " "})
@@ -27,13 +27,13 @@ def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> s
 
     :param root: the node to start from
     :param unit: seconds per count
-    :param options: filters (:class:`ViewOptions <.graph.ViewOptions>`) and
-        ``limits`` (:class:`PathLimits <.graph.PathLimits>`)
+    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and
+        ``limits`` (:class:`PathLimits <.view_paths.PathLimits>`)
     :return: text
     """
     if not unit > 0:
         raise ValueError(f"unit must be > 0, got {unit!r}")
-    view, limits = _split_options(dict(options))
+    view, limits = split_options(dict(options))
     items = expand_paths(root, view, limits)
     labels = [frame_label(item.node) for item in items]
     counts: dict[str, int] = {}

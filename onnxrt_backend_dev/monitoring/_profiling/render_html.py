@@ -1,6 +1,6 @@
 """The call tree as one self-contained HTML page: no network, no external file.
 
-The page embeds the rows of :func:`tree_rows <.graph.tree_rows>` as JSON and a
+The page embeds the rows of :func:`tree_rows <.view_reference.tree_rows>` as JSON and a
 small script that shows them as a tree: expand and collapse, search, share of the
 total time, ``+++`` references jumping to the function's own entry. The template is
 ``calltree.html`` beside this module.
@@ -12,8 +12,10 @@ import html
 from importlib import resources
 from typing import Any
 
-from .graph import FilterNode, ProfileNode, ViewOptions, _total_time, tree_rows
+from .filters import ViewOptions
+from .model import FilterNode, ProfileNode
 from .safe import script_json
+from .view_reference import TreeRows
 
 
 def _template() -> str:
@@ -31,14 +33,15 @@ def render_html(
 
     :param root: the node to start from
     :param title: page title
-    :param filter_node: see :meth:`ProfileNode.as_dict <.graph.ProfileNode.as_dict>`
+    :param filter_node: see :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`
     :param sort_key: order of callees
-    :param options: filters, see :class:`ViewOptions <.graph.ViewOptions>`
+    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`
     :return: the page
     """
-    rows = tree_rows(root, filter_node, sort_key, ViewOptions(**options))
+    view = TreeRows(root, filter_node, sort_key, ViewOptions(**options))
+    rows = list(view)
     data = {
-        "total": _total_time(list(root)),
+        "total": view.total,
         "rows": [
             [
                 r.indent,

@@ -7,7 +7,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .graph import Row, _is_artifact, _stats_dicts
+from .builder import is_artifact, stats_dicts
+from .view_reference import Row
 
 # Columns of the per-function table, in order.
 DF_COLUMNS = ["namefct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
@@ -35,7 +36,7 @@ def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Rows as dictionaries with keys ``fct, where, nc1, nc2, tin, tall, indent, ncalls,
     share`` and ``more='+'`` for references.
 
-    :param rows: rows from :func:`tree_rows <.graph.tree_rows>`
+    :param rows: rows from :func:`tree_rows <.view_reference.tree_rows>`
     :return: list of dictionaries
     """
     return [row_as_dict(r) for r in rows]
@@ -136,9 +137,9 @@ def stats_rows(ps: Any, clean_text: Callable[[str], str] | None = None) -> list[
     """
     clean = clean_text or (lambda x: x)
     rows = []
-    for stats in _stats_dicts(ps):
+    for stats in stats_dicts(ps):
         for func, v in stats.items():
-            if len(v) < 4 or _is_artifact(func):
+            if len(v) < 4 or is_artifact(func):
                 continue
             file = f"{clean(str(func[0]).replace(chr(92), '/'))}:{func[1]}"
             fct = str(func[2])

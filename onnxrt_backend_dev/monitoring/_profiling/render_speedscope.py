@@ -11,28 +11,10 @@ import json
 from typing import Any
 
 from ... import __version__
-from .graph import PathItem, PathLimits, ProfileNode, ViewOptions, expand_paths
+from .model import ProfileNode
+from .view_paths import expand_paths, path_stacks, split_options
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
-
-
-def path_stacks(items: list[PathItem]) -> list[list[int]]:
-    """The stack (list of item indices from the top) of every item, iteratively.
-
-    :param items: items from :func:`expand_paths <.graph.expand_paths>`, parents
-        before children
-    :return: one list per item
-    """
-    stacks: list[list[int]] = []
-    for i, item in enumerate(items):
-        base = stacks[item.parent] if item.parent >= 0 else []
-        stacks.append([*base, i])
-    return stacks
-
-
-def _split_options(options: dict[str, Any]) -> tuple[ViewOptions, PathLimits | None]:
-    limits = options.pop("limits", None)
-    return ViewOptions(**options), limits
 
 
 def render_speedscope(
@@ -43,11 +25,11 @@ def render_speedscope(
     :param root: the node to start from
     :param name: the profile's name
     :param as_str: return JSON text or the dictionary
-    :param options: filters (:class:`ViewOptions <.graph.ViewOptions>`) and
-        ``limits`` (:class:`PathLimits <.graph.PathLimits>`)
+    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and
+        ``limits`` (:class:`PathLimits <.view_paths.PathLimits>`)
     :return: JSON text or dictionary
     """
-    view, limits = _split_options(dict(options))
+    view, limits = split_options(dict(options))
     items = expand_paths(root, view, limits)
     frame_index: dict[int, int] = {}
     frames: list[dict[str, Any]] = []

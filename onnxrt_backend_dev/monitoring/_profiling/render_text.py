@@ -6,7 +6,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .graph import ProfileNode, RawRow, Row
+from .model import ProfileNode
+from .view_reference import RawRow, Row
 
 
 def align_text(text: str, size: int) -> str:
@@ -66,10 +67,10 @@ def render_text(
 ) -> str:
     """Renders rows as the reference's text tree.
 
-    :param rows: :class:`Row <.graph.Row>` from :func:`tree_rows
-        <.graph.tree_rows>`, or, with ``max_count`` and ``total``, the raw rows
+    :param rows: :class:`Row <.view_reference.Row>` from :func:`tree_rows
+        <.view_reference.tree_rows>`, or, with ``max_count`` and ``total``, the raw rows
         ``(node, depth, (nc1, nc2, tin, tall), ref)`` of :meth:`TreeRows.raw
-        <.graph.TreeRows.raw>`, streamed
+        <.view_reference.TreeRows.raw>`, streamed
     :param fct_width: width of the function name column
     :param show_share: append each row's share of the total time
     :param max_indent: indentation levels drawn before folding deeper rows at that

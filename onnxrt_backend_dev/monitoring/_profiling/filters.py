@@ -1,0 +1,162 @@
+"""The one filter stage of every view: the default filter (small built-ins and
+standard-library leaves), ``hide_stdlib``, ``min_share``, ``max_depth`` and ``focus``.
+The reference rows, the call paths (speedscope, collapsed stacks) and the call tree all
+ask it the same questions, so their outputs cannot drift apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .model import FilterNode, ProfileNode, TimeElements, _in_small_module, _may_hide
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """Filters applied when a graph is turned into rows, paths or the call tree.
+
+    :param hide_stdlib: skip frames of the standard library, installed packages and
+        built-ins; their callees take their place
+    :param min_share: hide rows below this share of the total time (0 to 1)
+    :param max_depth: hide rows deeper than this (0 is the top level)
+    :param focus: start only from the functions whose name or key contains this text
+    """
+
+    hide_stdlib: bool = False
+    min_share: float = 0.0
+    max_depth: int | None = None
+    focus: str | None = None
+
+    FIELDS = ("hide_stdlib", "min_share", "max_depth", "focus")
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_share <= 1.0:
+            raise ValueError(f"min_share must be in [0, 1], got {self.min_share!r}")
+        if self.max_depth is not None and self.max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0 or None, got {self.max_depth!r}")
+        if self.focus is not None and not self.focus:
+            raise ValueError(f"focus must be a non-empty string or None, got {self.focus!r}")
+
+    def matches_focus(self, node: ProfileNode) -> bool:
+        """Tells if ``node`` is a starting point of the focus."""
+        return self.focus is not None and (self.focus == node.func_name or self.focus in node.key)
+
+
+def _small_module_nodes(nodes: list[ProfileNode]) -> set[ProfileNode]:
+    """The nodes of the modules the default filter looks at, one test per file."""
+    by_file: dict[str, bool] = {}
+    small = set()
+    for n in nodes:
+        is_small = by_file.get(n.filename)
+        if is_small is None:
+            is_small = by_file[n.filename] = _in_small_module(n)
+        if _may_hide(n, is_small):
+            small.add(n)
+    return small
+
+
+class FilterStage:
+    """The filters of one view, asked the same questions by every view.
+
+    :param options: the user's filters
+    :param reachable: the nodes of the graph the view reads (the default filter looks
+        for the few nodes it may hide once)
+    :param total: the time ``min_share`` is a share of
+    :param filter_node: keeps a node if it returns True (with the call's figures in
+        ``info`` for a reference), None keeps every node; the views that apply no node
+        filter (call paths) give None
+    :param min_fraction: a floor under ``min_share`` (call paths drop negligible paths)
+    """
+
+    def __init__(
+        self,
+        options: ViewOptions,
+        reachable: list[ProfileNode],
+        total: float,
+        filter_node: FilterNode | None = None,
+        min_fraction: float = 0.0,
+    ) -> None:
+        self.options = options
+        self.filter_node = filter_node
+        self.min_time = max(options.min_share, min_fraction) * total
+        self.max_depth = options.max_depth
+        self.limited = options.max_depth is not None or self.min_time > 0
+        self.hide_stdlib = options.hide_stdlib
+        self.focus_mode = options.focus is not None
+        # The default filter only ever drops nodes of a few modules: find them once.
+        self.small = (
+            _small_module_nodes(reachable)
+            if filter_node is ProfileNode.filter_node_
+            else set[ProfileNode]()
+        )
+        self.no_filter = filter_node is None or (
+            filter_node is ProfileNode.filter_node_ and not self.small
+        )
+
+    def focus_starts(self, reachable: list[ProfileNode]) -> list[ProfileNode] | None:
+        """The functions the view starts from with ``focus``, None without it."""
+        return focus_starts(self.options, reachable)
+
+    def depth_ok(self, depth: int) -> bool:
+        """Tells if a row at ``depth`` is within ``max_depth``."""
+        return self.max_depth is None or depth <= self.max_depth
+
+    def below(self, tall: float) -> bool:
+        """Tells if a time is below ``min_share`` (or the floor)."""
+        return self.min_time > 0 and tall < self.min_time
+
+    def keep(self, depth: int, tall: float) -> bool:
+        """Tells if a row at ``depth`` taking ``tall`` passes ``max_depth`` and
+        ``min_share``."""
+        if self.max_depth is not None and depth > self.max_depth:
+            return False
+        return not (self.min_time > 0 and tall < self.min_time)
+
+    def hidden(self, node: ProfileNode) -> bool:
+        """Tells if ``hide_stdlib`` hides ``node`` (its callees take its place)."""
+        return self.hide_stdlib and node.library
+
+    def accept(self, child: ProfileNode, depth: int, el: TimeElements, ref: bool) -> bool:
+        """Applies ``filter_node`` to a callee (with the edge's figures for a reference)."""
+        if self.filter_node is None:
+            return True
+        if self.filter_node is ProfileNode.filter_node_ and child not in self.small:
+            return True
+        info = _info(child, depth, el) if ref else None
+        return bool(self.filter_node(child, info=info))
+
+
+def _info(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
+    """The figures of a call as the reference's ``filter_node`` receives them."""
+    return {
+        "fct": node.func_name,
+        "where": node.key,
+        "nc1": el[0],
+        "nc2": el[1],
+        "tin": el[2],
+        "tall": el[3],
+        "indent": indent,
+        "ncalls": len(node.calls_to),
+        "more": "+",
+    }
+
+
+def focus_starts(options: ViewOptions, reachable: list[ProfileNode]) -> list[ProfileNode] | None:
+    """The functions a view starts from with ``focus`` (in ``reachable`` order), None
+    without ``focus``.
+
+    :param options: the filters
+    :param reachable: the nodes of the graph
+    :return: the nodes or None
+    """
+    if options.focus is None:
+        return None
+    return [n for n in reachable if options.matches_focus(n) and not n.virtual]
+
+
+def default_filter(filter_node: FilterNode | None) -> FilterNode:
+    """The node filter of the views: ``filter_node`` or the reference's default one."""
+    return ProfileNode.filter_node_ if filter_node is None else filter_node
+
+
+__all__ = ["FilterStage", "ViewOptions", "default_filter", "focus_starts"]

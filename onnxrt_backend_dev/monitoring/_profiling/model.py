@@ -1,0 +1,352 @@
+"""The model of a profile: :class:`ProfileNode`, one function of the call graph, with
+its callers and callees and the figures cProfile recorded for each call edge.
+
+First stage of the pipeline (``builder`` -> ``filters`` -> ``view_*`` -> ``render_*``,
+listed in ``formats``); it imports none of the others. The rendering methods of
+:class:`ProfileNode` (the reference's API) reach the views and renderers lazily,
+through :mod:`.formats`, so that no module imports a later stage at import time.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sysconfig
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pstats import SortKey
+from typing import Any
+
+# An edge's figures as cProfile stores them for one caller: (nc1, nc2, tin, tall).
+TimeElements = tuple[Any, ...]
+FilterNode = Callable[..., bool]
+
+
+# Basenames (or '~' for built-ins) whose small entries the default filter hides.
+_SMALL_MODULES = frozenset(
+    {
+        "~",
+        "subprocess.py",
+        "posixpath.py",
+        "os.py",
+        "<frozen importlib._bootstrap>",
+        "inspect.py",
+        "version.py",
+        "typing.py",
+        "warnings.py",
+        "errors.py",
+        "numbers.py",
+        "ast.py",
+        "threading.py",
+        "_collections_abc.py",
+        "datetime.py",
+        "abc.py",
+        "argparse.py",
+        "__future__.py",
+        "functools.py",
+        "six.py",
+        "sre_parse.py",
+        "contextlib.py",
+        "_globals.py",
+        "_ios.py",
+        "types.py",
+    }
+)
+
+
+def _library_prefixes() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
+    return tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
+
+
+_LIBRARY_PREFIXES = _library_prefixes()
+_LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ", "lib/python3")
+
+
+def is_library_path(filename: str) -> bool:
+    """Tells if a frame's file belongs to the standard library, an installed package or
+    the interpreter itself (built-ins, frozen modules).
+
+    :param filename: the file as stored in the profile
+    :return: True for library frames
+    """
+    name = filename.replace("\\", "/")
+    if name in ("~", "", "<built-in>") or name.startswith("<frozen"):
+        return True
+    if name.startswith(_LIBRARY_PREFIXES):
+        return True
+    return any(m in name for m in _LIBRARY_MARKERS)
+
+
+class ProfileNode:
+    """Graph structure to represent a profiling.
+
+    :param filename: filename
+    :param line: line number
+    :param func_name: function name
+    :param nc1: number of calls 1 (primitive calls)
+    :param nc2: number of calls 2 (all calls)
+    :param tin: time spent in the function
+    :param tall: time spent in the function and in the sub functions
+    :param library: True if the frame belongs to the standard library or an installed
+        package (used by ``hide_stdlib``), guessed from ``filename`` if None
+    """
+
+    __slots__ = (
+        "called_by",
+        "calls_to",
+        "calls_to_elements",
+        "filename",
+        "func_name",
+        "library",
+        "line",
+        "nc1",
+        "nc2",
+        "tall",
+        "tin",
+        "virtual",
+    )
+
+    def __init__(
+        self,
+        filename: str,
+        line: int,
+        func_name: str,
+        nc1: int,
+        nc2: int,
+        tin: float,
+        tall: float,
+        library: bool | None = None,
+    ) -> None:
+        self.filename = filename
+        self.line = line
+        self.func_name = func_name
+        self.nc1 = nc1
+        self.nc2 = nc2
+        self.tin = tin
+        self.tall = tall
+        self.called_by: list[ProfileNode] = []
+        self.calls_to: list[ProfileNode] = []
+        self.calls_to_elements: list[TimeElements] = []
+        self.library = is_library_path(filename) if library is None else library
+        # A virtual node gathers several entry points; it is never rendered.
+        self.virtual = False
+
+    def add_called_by(self, pnode: ProfileNode) -> None:
+        """This function is called by these lines.
+
+        :param pnode: the caller
+        """
+        self.called_by.append(pnode)
+
+    def add_calls_to(self, pnode: ProfileNode, time_elements: TimeElements) -> None:
+        """This function calls this node.
+
+        :param pnode: the callee
+        :param time_elements: the figures of this call ``(nc1, nc2, tin, tall)``
+        """
+        self.calls_to.append(pnode)
+        self.calls_to_elements.append(time_elements)
+
+    @staticmethod
+    def _key(filename: str, line: int, fct: str) -> str:
+        return f"{filename}:{line}:{fct}"
+
+    @property
+    def key(self) -> str:
+        """Returns ``file:line:func``."""
+        return f"{self.filename}:{self.line}:{self.func_name}"
+
+    def get_root(self) -> ProfileNode:
+        """Returns the root of the graph: going up through the first unexplored caller
+        until a function without callers; in a cycle without entry point, the most
+        consuming function met on the way.
+
+        :return: a node
+        """
+        node = self
+        seen = {id(node): node}
+        while node.called_by:
+            nxt = next((c for c in node.called_by if id(c) not in seen), None)
+            if nxt is None:
+                return max(seen.values(), key=lambda n: n.tall)
+            seen[id(nxt)] = nxt
+            node = nxt
+        return node
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({self.filename!r}, {self.line!r}, "
+            f"{self.func_name!r}, {self.nc1!r}, {self.nc2!r}, {self.tin!r}, {self.tall!r})"
+            f"  # {len(self.called_by)}-{len(self.calls_to)}"
+        )
+
+    def __iter__(self) -> Iterator[ProfileNode]:
+        """Returns all nodes reachable from this one (breadth first), this one first."""
+        done = {self}  # nodes hash by identity
+        queue = [self]
+        for node in queue:  # the list grows while it is read
+            yield node
+            for child in node.calls_to:
+                if child not in done:
+                    done.add(child)
+                    queue.append(child)
+
+    @staticmethod
+    def filter_node_(node: ProfileNode, info: dict[str, Any] | None = None) -> bool:
+        """Filters out node to be displayed by default.
+
+        :param node: node
+        :param info: if the node is called by a function, this dictionary can be used
+            to overwrite the attributes held by the node
+        :return: boolean (True to keep, False to forget)
+        """
+        if not _may_hide(node, _in_small_module(node)):
+            return True
+        if info is None:
+            return not (node.nc1 <= 10 and node.nc2 <= 10 and node.tall <= 1e-4)
+        return not (info["nc1"] <= 10 and info["nc2"] <= 10 and info["tall"] <= 1e-4)
+
+    def as_dict(
+        self, filter_node: FilterNode | None = None, sort_key: Any = SortKey.LINE, **options: Any
+    ) -> list[dict[str, Any]]:
+        """Renders the results of a profiling interpreted with function
+        :func:`profile2graph <onnxrt_backend_dev.monitoring.profiling.profile2graph>`.
+        It can then be loaded with a dataframe.
+
+        :param filter_node: display only the nodes for which this function returns True,
+            if None, the default function removes built-in function with small impact
+        :param sort_key: sort sub nodes by...
+        :param options: filters, see :class:`ViewOptions` (``hide_stdlib``,
+            ``min_share``, ``max_depth``, ``focus``)
+        :return: rows with keys ``fct, where, nc1, nc2, tin, tall, indent, ncalls``
+            (``more='+'`` for a function referenced under several callers, ``share`` of
+            the total time)
+        """
+        # Imported here: the model is the first stage and imports no later one.
+        from .filters import ViewOptions
+        from .render_json import rows_as_dicts
+        from .view_reference import tree_rows
+
+        with gc_paused():
+            return rows_as_dicts(tree_rows(self, filter_node, sort_key, ViewOptions(**options)))
+
+    def to_text(
+        self,
+        filter_node: FilterNode | None = None,
+        sort_key: Any = SortKey.LINE,
+        fct_width: int = 60,
+        show_share: bool = True,
+        max_indent: int = 30,
+        **options: Any,
+    ) -> str:
+        """Prints the profiling to text.
+
+        One line per row: the function name padded to ``fct_width`` minus the indent,
+        ``-- nc1 nc2 -- tin tall -- file:line:func (func)``, ``+++`` when the function
+        is referenced there but printed as a root elsewhere, then ``-- share%`` of the
+        total time. Rows deeper than ``max_indent`` levels are drawn at that level with
+        their depth in brackets, and a last line says so.
+
+        :param filter_node: display only the nodes for which this function returns True,
+            if None, the default function removes built-in function with small impact
+        :param sort_key: sort sub nodes by...
+        :param fct_width: width of the function name column
+        :param show_share: append each row's share of the total time
+        :param max_indent: indentation levels drawn before folding
+        :param options: filters, see :class:`ViewOptions`
+        :return: text
+        """
+        from .filters import ViewOptions
+        from .render_text import render_text
+        from .view_reference import TreeRows
+
+        with gc_paused():
+            rows = TreeRows(self, filter_node, sort_key, ViewOptions(**options))
+            return render_text(
+                rows.raw(),
+                fct_width=fct_width,
+                show_share=show_share,
+                max_indent=max_indent,
+                max_count=rows.max_count,
+                total=rows.total,
+            )
+
+    def to_json(
+        self,
+        filter_node: FilterNode | None = None,
+        sort_key: Any = SortKey.LINE,
+        as_str: bool = True,
+        **kwargs: Any,
+    ) -> str | dict[str, Any]:
+        """Renders the results of a profiling interpreted with function
+        :func:`profile2graph <onnxrt_backend_dev.monitoring.profiling.profile2graph>`
+        as JSON: ``{"profile": {name: {"details": {...}, "calls": {...}}}}``. Nesting
+        deeper than ``max_indent`` (keyword, default 30) levels is folded so that any
+        JSON parser reads it back.
+
+        :param filter_node: display only the nodes for which this function returns True,
+            if None, the default function removes built-in function with small impact
+        :param sort_key: sort sub nodes by...
+        :param as_str: converts the json into a string
+        :param kwargs: filters (see :class:`ViewOptions`), ``max_indent``, the rest
+            goes to :func:`json.dumps`
+        :return: rows
+        """
+        from .filters import ViewOptions
+        from .render_json import render_json
+        from .view_reference import tree_rows
+
+        opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
+        max_indent = kwargs.pop("max_indent", 30)
+        with gc_paused():
+            rows = tree_rows(self, filter_node, sort_key, ViewOptions(**opts))
+            return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
+
+
+def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
+    """All nodes reachable from ``start`` (breadth first), ``start`` first.
+
+    Nodes hash by identity (ProfileNode defines no ``__eq__``), so sets hold them
+    directly: one hash of the address per edge, no ``id()`` call.
+
+    :param start: the node to start from
+    :return: the nodes
+    """
+    order = [start]
+    done = {start}
+    add, push = done.add, order.append
+    for node in order:  # the list grows while it is read: a queue without indices
+        for child in node.calls_to:
+            if child not in done:
+                add(child)
+                push(child)
+    return order
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pauses the cyclic garbage collector while a graph or its rows are built: they
+    create hundreds of thousands of objects that all survive, which only makes the
+    collector scan them again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _may_hide(node: ProfileNode, in_small_module: bool) -> bool:
+    """Whether the default filter may hide ``node`` (if its figures are small too).
+
+    A built-in that calls back into Python (exec, map, sorted with a key) is the way to
+    its callees: hiding it would hide the whole subtree.
+    """
+    return in_small_module and not node.calls_to
+
+
+def _in_small_module(node: ProfileNode) -> bool:
+    return node.filename == "~" or os.path.basename(node.filename) in _SMALL_MODULES

@@ -1,0 +1,181 @@
+"""The call paths view: the graph expanded into the paths of a flame graph, read by the
+speedscope and collapsed-stacks renderers. The filters come from :mod:`.filters`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .filters import FilterStage, ViewOptions, focus_starts
+from .model import ProfileNode, reachable_nodes
+
+
+class PathItem(NamedTuple):
+    """One call path of the expanded tree (flame graph cell)."""
+
+    node: ProfileNode
+    parent: int  # index of the parent item, -1 for a top-level item
+    depth: int
+    total: float
+    self_time: float
+
+
+@dataclass(frozen=True)
+class PathLimits:
+    """Bounds of the call path expansion, so that any profile gives a bounded output.
+
+    :param max_items: number of call paths kept
+    :param max_cells: sum of the depths of the kept paths (the size of stack samples)
+    :param min_fraction: paths below this fraction of the total are folded into their
+        caller's own time
+    """
+
+    max_items: int = 50_000
+    max_cells: int = 500_000
+    min_fraction: float = 1e-6
+
+
+def expand_paths(
+    start: ProfileNode,
+    options: ViewOptions | None = None,
+    limits: PathLimits | None = None,
+) -> list[PathItem]:
+    """Expands the graph into call paths, depth first and iteratively, for flame graphs.
+
+    cProfile keeps one level of callers only, so a callee's time under a path is its
+    edge time scaled by the share of its caller's time that the path holds; callees
+    never exceed their caller. A function already on the path (recursion, cycles) is
+    not entered again: its time stays in the caller's own time, as does anything cut
+    by the limits or the filters. The own times of all items therefore sum to the
+    total of the top-level items.
+
+    :param start: the node to start from (a virtual root expands its entries)
+    :param options: filters (``hide_stdlib`` folds library frames into their caller,
+        ``min_share``, ``max_depth``, ``focus``)
+    :param limits: bounds
+    :return: items in depth-first order, parents before children
+    """
+    options = options or ViewOptions()
+    limits = limits or PathLimits()
+    reachable = reachable_nodes(start)
+    focused = focus_starts(options, reachable)
+    if focused is not None:
+        tops = focused
+    elif start.virtual:
+        tops = list(start.calls_to)
+    else:
+        tops = [start]
+    stage = FilterStage(options, reachable, sum(n.tall for n in tops), None, limits.min_fraction)
+    expander = _PathExpander(stage, limits)
+    for top in tops:
+        expander.expand(top)
+    if stage.hide_stdlib:
+        expander.fold_library()
+    return expander.items
+
+
+class _PathExpander:
+    def __init__(self, stage: FilterStage, limits: PathLimits) -> None:
+        self.stage = stage
+        self.limits = limits
+        self.items: list[PathItem] = []
+        # Items and stack cells promised to the paths pushed but not yet expanded.
+        self.reserved_items = 0
+        self.reserved_cells = 0
+
+    def _reserve(self, depth: int) -> bool:
+        lim = self.limits
+        if self.reserved_items >= lim.max_items or self.reserved_cells + depth > lim.max_cells:
+            return False
+        self.reserved_items += 1
+        self.reserved_cells += depth
+        return True
+
+    def _children(
+        self, node: ProfileNode, total: float, on_path: set[int]
+    ) -> list[tuple[ProfileNode, float]]:
+        if node.tall <= 0 or total <= 0:
+            return []
+        scale = total / node.tall
+        kids = [
+            (c, el[3] * scale)
+            for c, el in zip(node.calls_to, node.calls_to_elements, strict=True)
+            if id(c) not in on_path and el[3] > 0
+        ]
+        s = sum(t for _, t in kids)
+        if s > total:  # recursion counts time twice in cProfile's edges
+            kids = [(c, t * total / s) for c, t in kids]
+        kids.sort(key=lambda p: -p[1])
+        return kids
+
+    def _kept_children(
+        self, node: ProfileNode, depth: int, total: float, on_path: set[int]
+    ) -> list[tuple[ProfileNode, float]]:
+        if not self.stage.depth_ok(depth + 1):
+            return []
+        kept = []
+        below = self.stage.below
+        for child, t in self._children(node, total, on_path):
+            if below(t) or not self._reserve(depth + 2):
+                break  # sorted by time: the rest is smaller
+            kept.append((child, t))
+        return kept
+
+    def expand(self, top: ProfileNode) -> None:
+        if not self._reserve(1):
+            return
+        # (node, parent index, depth, total); a None node closes the path of a parent.
+        stack: list[tuple[ProfileNode | None, int, int, float]] = [(top, -1, 0, top.tall)]
+        on_path: set[int] = set()
+        path_nodes: list[ProfileNode] = []
+        while stack:
+            node, parent, depth, total = stack.pop()
+            if node is None:
+                on_path.discard(id(path_nodes.pop()))
+                continue
+            index = len(self.items)
+            on_path.add(id(node))
+            path_nodes.append(node)
+            stack.append((None, -1, 0, 0.0))
+            kept = self._kept_children(node, depth, total, on_path)
+            own = total - sum(t for _, t in kept)
+            self.items.append(PathItem(node, parent, depth, total, max(own, 0.0)))
+            for child, t in reversed(kept):
+                stack.append((child, index, depth + 1, t))
+
+    def fold_library(self) -> None:
+        """Removes library frames from the paths; their own time goes to the nearest
+        kept caller (or stays, for a top-level library frame)."""
+        new_index: list[int] = []
+        kept: list[PathItem] = []
+        for item in self.items:
+            parent = new_index[item.parent] if item.parent >= 0 else -1
+            if self.stage.hidden(item.node) and parent >= 0:
+                new_index.append(parent)
+                p = kept[parent]
+                kept[parent] = p._replace(self_time=p.self_time + item.self_time)
+                continue
+            depth = kept[parent].depth + 1 if parent >= 0 else 0
+            new_index.append(len(kept))
+            kept.append(item._replace(parent=parent, depth=depth))
+        self.items = kept
+
+
+def path_stacks(items: list[PathItem]) -> list[list[int]]:
+    """The stack (list of item indices from the top) of every item, iteratively.
+
+    :param items: items from :func:`expand_paths <expand_paths>`, parents
+        before children
+    :return: one list per item
+    """
+    stacks: list[list[int]] = []
+    for i, item in enumerate(items):
+        base = stacks[item.parent] if item.parent >= 0 else []
+        stacks.append([*base, i])
+    return stacks
+
+
+def split_options(options: dict[str, Any]) -> tuple[ViewOptions, PathLimits | None]:
+    """Splits renderer keywords into the filters and ``limits``."""
+    limits = options.pop("limits", None)
+    return ViewOptions(**options), limits

@@ -1,0 +1,289 @@
+"""The reference view: the call graph as the reference's forest of rows (every function
+called from several places printed once at the top level and referenced, ``+++``,
+under each caller). ``to_text``, ``as_dict``, ``to_json`` and the reference HTML page
+render these rows. The filters come from :mod:`.filters`, the one filter stage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
+from pstats import SortKey
+from typing import Any, NamedTuple
+
+from .filters import FilterStage, ViewOptions, default_filter
+from .model import FilterNode, ProfileNode, TimeElements, reachable_nodes
+from .sorting import _line_keys, _line_rank_keys, sort_function
+
+# What the walker yields: (node, depth, (nc1, nc2, tin, tall), ref).
+RawRow = tuple["ProfileNode", int, TimeElements, bool]
+
+
+class Row(NamedTuple):
+    """One line of the tree view."""
+
+    node: ProfileNode
+    indent: int
+    nc1: Any
+    nc2: Any
+    tin: float
+    tall: float
+    ref: bool  # referenced here, printed as a root elsewhere (``+++``)
+    share: float
+
+
+def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> list[ProfileNode]:
+    """Nodes printed at the top level, in ``reachable`` order: the start, every
+    function called from zero or several places and, below a virtual start (never
+    printed), each of its entry points.
+
+    A function with a single caller is expanded under it, never printed at the top
+    level, and it is always met that way: every node of ``reachable`` was found through
+    the callees of a node found before it, so going down from the top-level nodes
+    through single-caller callees reaches them all, cycles of single callers included
+    (one is reachable only through the start, or through the entry points of a virtual
+    start: the function chosen to enter a cycle without callers from outside has a
+    single caller, inside the cycle, and would vanish with the virtual start if it were
+    not printed at the top level). Hence one test per node, no pass over the edges.
+
+    :param start: the node the rows start from (``reachable[0]``)
+    :param reachable: the nodes reachable from ``start``, see :func:`reachable_nodes`
+    :return: the top-level nodes
+    """
+    entries = set(start.calls_to) if start.virtual else set()
+    return [n for n in reachable if len(n.called_by) != 1 or n is start or n in entries]
+
+
+def _total_time(reachable: list[ProfileNode]) -> float:
+    """The total time shares are relative to: the sum of the own times, or the largest
+    time with callees if larger (yappi's own times leave some time out)."""
+    # Lists, not generators: summed in the same order, without a frame switch per node.
+    own = sum([n.tin for n in reachable if n.tin > 0 and not n.virtual])
+    return max(own, max([n.tall for n in reachable if not n.virtual], default=0.0))
+
+
+class _Walker:
+    """Depth-first expansion of the graph into rows, with an explicit stack of
+    iterators over sorted callees; references (leaves) never go on the stack."""
+
+    def __init__(
+        self,
+        filter_node: FilterNode | None,
+        sort_key: Any,
+        options: ViewOptions,
+        reachable: list[ProfileNode],
+    ) -> None:
+        self.sortf = sort_function(sort_key)
+        # The line keys read the nodes only, never the figures of the calls.
+        self.by_line = self.sortf is _line_keys
+        if self.by_line:
+            self.sortf = _line_rank_keys(reachable) or _line_keys
+        self.options = options
+        self.total = _total_time(reachable)
+        self.stage = FilterStage(options, reachable, self.total, filter_node)
+        self.limited = self.stage.limited
+        # Default mode: a callee is a reference if it is printed at the top level
+        # (``refs``, set by TreeRows). Focus mode: if it was met before (``seen``).
+        self.focus_mode = self.stage.focus_mode
+        self.refs: set[ProfileNode] = set()
+        self.seen: set[ProfileNode] = set()
+        self.no_filter = self.stage.no_filter
+        self.keep = self.stage.keep
+        self.accept = self.stage.accept
+
+    def sorted_top(self, top: list[ProfileNode]) -> list[ProfileNode]:
+        """Sorts top-level nodes as callees are sorted, their own figures standing for
+        those of a call.
+
+        :param top: the nodes
+        :return: the sorted nodes (a stable sort)
+        """
+        # Sorted by line, no figure is read: no tuple built per node for nothing.
+        figures = [] if self.by_line else [(n.nc1, n.nc2, n.tin, n.tall) for n in top]
+        keys = self.sortf(top, figures)
+        return [top[i] for i in sorted(range(len(top)), key=keys.__getitem__)]
+
+    def is_ref(self, child: ProfileNode) -> bool:
+        """Tells if ``child`` is only referenced where it is met now."""
+        if self.focus_mode:
+            return child in self.seen
+        return child in self.refs
+
+    def callees(self, node: ProfileNode, depth: int) -> Iterator[tuple[ProfileNode, Any]]:
+        """Sorted and filtered callees of ``node`` with the figures of their call."""
+        nodes: Sequence[ProfileNode] = node.calls_to
+        els: Sequence[TimeElements] = node.calls_to_elements
+        if len(nodes) > 1:
+            keys = self.sortf(nodes, els)
+            # One stable sort of indices, then both lists reordered in C.
+            pick = itemgetter(*sorted(range(len(keys)), key=keys.__getitem__))
+            nodes, els = pick(nodes), pick(els)
+        if self.no_filter:
+            return zip(nodes, els, strict=True)
+        return iter(
+            [
+                (child, el)
+                for child, el in zip(nodes, els, strict=True)
+                if self.accept(child, depth, el, self.is_ref(child))
+            ]
+        )
+
+    def _head(
+        self, start: ProfileNode, filter_node: FilterNode
+    ) -> tuple[RawRow | None, int] | None:
+        """The row of a top-level node and the depth of its callees, None to skip it."""
+        if start in self.seen:
+            return None  # focus: already expanded under another focused function
+        if start.virtual:
+            return None  # its callees are entry points, top-level rows themselves
+        if not filter_node(start):
+            return None
+        if self.limited and not self.keep(0, start.tall):
+            return None  # min_share hides a top-level row as any other (with its subtree)
+        self.seen.add(start)
+        if self.stage.hidden(start):
+            return None, 0
+        return (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False), 1
+
+    def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
+        """Yields ``(node, depth, figures, ref)`` for each top-level node and everything
+        expanded below it, depth first; references (leaves) never go on the stack."""
+        if self.limited or self.focus_mode or self.stage.hide_stdlib:
+            return self._walk_filtered(starts, filter_node)
+        return self._walk_plain(starts, filter_node)
+
+    def _walk_plain(
+        self, starts: Iterable[ProfileNode], filter_node: FilterNode
+    ) -> Iterator[RawRow]:
+        """:meth:`walk` without depth, share, focus or library filters: the usual case,
+        so its loop does only what every row needs."""
+        refs, seen, callees = self.refs, self.seen, self.callees
+        for start in starts:
+            head = self._head(start, filter_node)
+            if head is None:
+                continue
+            if head[0] is not None:
+                yield head[0]
+            stack = [(callees(start, head[1]), head[1])]
+            while stack:
+                it, depth = stack[-1]
+                for node, el in it:
+                    # A node is expanded once: a hand-made graph may list a callee whose
+                    # called_by disagrees (a -> b -> a below another caller of a).
+                    ref = node in refs or _seen_before(seen, node)
+                    yield (node, depth, el, ref)
+                    if not ref:
+                        stack.append((callees(node, depth + 1), depth + 1))
+                        break
+                else:
+                    stack.pop()
+
+    def _walk_filtered(
+        self, starts: Iterable[ProfileNode], filter_node: FilterNode
+    ) -> Iterator[RawRow]:
+        """:meth:`walk` with any of the filters."""
+        seen, refs, focus = self.seen, self.refs, self.focus_mode
+        hidden, limited = self.stage.hidden, self.limited
+        for start in starts:
+            head = self._head(start, filter_node)
+            if head is None:
+                continue
+            if head[0] is not None:
+                yield head[0]
+            stack = [(self.callees(start, head[1]), head[1])]
+            while stack:
+                it, depth = stack[-1]
+                for node, el in it:
+                    if limited and not self.keep(depth, el[3]):
+                        continue
+                    # Expanded once, as in _walk_plain (focus: the first time it is met).
+                    ref = (not focus and node in refs) or _seen_before(seen, node)
+                    if hidden(node):
+                        if not ref:  # hidden: its callees take its place
+                            stack.append((self.callees(node, depth), depth))
+                            break
+                        continue
+                    yield (node, depth, el, ref)
+                    if not ref:
+                        stack.append((self.callees(node, depth + 1), depth + 1))
+                        break
+                else:
+                    stack.pop()
+
+
+def _seen_before(seen: set[ProfileNode], node: ProfileNode) -> bool:
+    """Tells if ``node`` is in ``seen``, adding it."""
+    if node in seen:
+        return True
+    seen.add(node)
+    return False
+
+
+class TreeRows:
+    """The rows of the tree view of a graph, produced lazily (a renderer that streams
+    them keeps no more than one row alive).
+
+    Every function called from zero or several places is printed once at the top level
+    and referenced (``ref``) under each caller; a function with a single caller is
+    expanded under it. With ``focus``, the expansion starts from the matching functions
+    and each function is expanded the first time it is met, referenced afterwards.
+    Either way the number of rows is at most nodes + edges, and nothing recurses.
+
+    :param start: the node to start from
+    :param filter_node: keeps a node if it returns True; None uses
+        :meth:`ProfileNode.filter_node_`
+    :param sort_key: order of the top-level rows and of the callees
+    :param options: filters
+    """
+
+    def __init__(
+        self,
+        start: ProfileNode,
+        filter_node: FilterNode | None = None,
+        sort_key: Any = SortKey.LINE,
+        options: ViewOptions | None = None,
+    ) -> None:
+        options = options or ViewOptions()
+        filter_node = default_filter(filter_node)
+        self.filter_node = filter_node
+        reachable = reachable_nodes(start)
+        walker = _Walker(filter_node, sort_key, options, reachable)
+        top = walker.stage.focus_starts(reachable)
+        if top is None:
+            top = _tree_roots(start, reachable)
+            walker.refs = set(top)
+        self.top = walker.sorted_top(top)
+        self.walker = walker
+        #: total time: the sum of the own times of the functions
+        self.total = walker.total
+        #: the largest call count of the graph, which bounds those of the rows
+        counts = [n.nc1 for n in reachable] + [n.nc2 for n in reachable]
+        self.max_count = max(map(abs, map(int, counts)), default=0)
+
+    def raw(self) -> Iterator[RawRow]:
+        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, the cheapest form."""
+        return self.walker.walk(self.top, self.filter_node)
+
+    def __iter__(self) -> Iterator[Row]:
+        inv_total = 1.0 / self.total if self.total > 0 else 0.0
+        new = tuple.__new__
+        for node, depth, el, ref in self.raw():
+            yield new(Row, (node, depth, el[0], el[1], el[2], el[3], ref, el[3] * inv_total))
+
+
+def tree_rows(
+    start: ProfileNode,
+    filter_node: FilterNode | None = None,
+    sort_key: Any = SortKey.LINE,
+    options: ViewOptions | None = None,
+) -> list[Row]:
+    """Expands the graph reachable from ``start`` into rows, iteratively
+    (see :class:`TreeRows`).
+
+    :param start: the node to start from
+    :param filter_node: keeps a node if it returns True; None uses
+        :meth:`ProfileNode.filter_node_`
+    :param sort_key: order of the top-level rows and of the callees
+    :param options: filters
+    :return: the rows
+    """
+    return list(TreeRows(start, filter_node, sort_key, options))

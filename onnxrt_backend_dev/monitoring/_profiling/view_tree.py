@@ -1,0 +1,332 @@
+"""The call tree view: one tree rooted at the program's entry point, as pyinstrument and
+snakeviz show it.
+
+Each caller -> callee edge is a child carrying the figures cProfile recorded for that
+edge (calls, time with callees). cProfile keeps one level of callers only, so below a
+function reached by several paths the edge's time is scaled by the share of the
+function's time this path holds (exact wherever a function has a single caller), and
+children are scaled down together if they add up to more than their parent: children
+never exceed the parent. A function already on the path (recursion, cycles) is not
+expanded again: its calls are counted on the row of its caller, marked. Children are
+sorted hottest first; those below a share of the root's total are folded into one
+``N more`` row per parent. The filters are those of :mod:`.filters`, as for every
+view (with ``hide_stdlib``, the callees of a hidden library frame take its place; a
+library frame met again below another hidden one is expanded once, as in the reference
+view). Nothing recurses: an explicit stack drives the expansion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pstats import SortKey
+from typing import Any, NamedTuple
+
+from .filters import FilterStage, ViewOptions, focus_starts
+from .model import FilterNode, ProfileNode, reachable_nodes
+from .sorting import sort_name
+
+#: Rows below this share of the root's total are folded by default.
+FOLD_SHARE = 0.005
+#: The share of its parent's time an entry point holds at least (see entry_point).
+ENTRY_SHARE = 0.95
+#: Rows kept at most (the rest of the tree is folded into ``N more`` rows).
+MAX_ROWS = 100_000
+
+
+class TreeItem(NamedTuple):
+    """One row of the call tree.
+
+    ``node`` is None for a folded row, which stands for ``folded`` siblings.
+    """
+
+    node: ProfileNode | None
+    parent: int  # index of the parent row, -1 for the root
+    depth: int
+    calls: Any  # the edge's call count (the function's own for the root)
+    time: float  # time with callees on this path (seconds)
+    share: float  # of the root's time
+    recursive: Any  # calls to functions already on the path, folded into this row
+    folded: int  # number of rows a folded row stands for
+    last: bool  # last child of its parent
+
+
+@dataclass
+class CallTree:
+    """The rows of the call tree in depth-first order, parents before children.
+
+    :param items: rows
+    :param total: the root's time, which shares are relative to
+    :param fold_share: the share under which rows were folded
+    :param capped: the ``max_rows`` the tree reached, 0 if it did not
+    """
+
+    items: list[TreeItem]
+    total: float
+    fold_share: float
+    #: rows left folded because the tree reached ``max_rows`` (0 if it did not)
+    capped: int = 0
+
+    @property
+    def root(self) -> TreeItem:
+        """The first row."""
+        return self.items[0]
+
+
+# One queued child: (node, calls, time, own time) -- own time sorts by ``time``.
+_Kid = tuple[ProfileNode, Any, float, float]
+
+
+def entry_point(root: ProfileNode) -> ProfileNode:
+    """The program's entry point below ``root``: going down from the virtual root of
+    several entries, or from a built-in (``exec`` running a script's ``<module>``, as
+    ``profile script.py`` and ``python -m cProfile`` record it), to the callee holding
+    nearly all of its time (at least :data:`ENTRY_SHARE`).
+
+    :param root: the root given by the builder
+    :return: the node the tree starts from
+    """
+    node, seen = root, {root}
+    while node.virtual or node.filename == "~":
+        best, best_time = None, -1.0
+        for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
+            if el[3] > best_time:
+                best, best_time = child, el[3]
+        if best is None or best in seen:
+            break
+        if len(node.calls_to) > 1 and not best_time >= ENTRY_SHARE * node.tall:
+            break
+        node = best
+        seen.add(node)
+    return node
+
+
+def _start(root: ProfileNode, reachable: list[ProfileNode], options: ViewOptions) -> ProfileNode:
+    focused = focus_starts(options, reachable)
+    if focused is None:
+        return entry_point(root)
+    if len(focused) == 1:
+        return focused[0]
+    top = ProfileNode("", 0, f"<{options.focus}>", 1, 1, 0.0, 0.0, library=False)
+    top.virtual = True
+    # A new node calling the starts: the graph itself is left as it is.
+    top.calls_to = list(focused)
+    top.calls_to_elements = [(n.nc1, n.nc2, n.tin, n.tall) for n in focused]
+    top.tall = sum(n.tall for n in focused)
+    return top
+
+
+def _sort_key(name: str) -> Callable[[_Kid], Any] | None:
+    """The order of the kept children; None keeps them hottest first."""
+    if name == "line":
+        return lambda k: (k[0].filename, k[0].line)
+    if name == "time":
+        return lambda k: -k[3]
+    return None
+
+
+class _Expander:
+    def __init__(
+        self,
+        stage: FilterStage,
+        fold_time: float,
+        max_rows: int,
+        key: Callable[[_Kid], Any] | None,
+    ) -> None:
+        self.stage = stage
+        self.fold_time = fold_time
+        self.max_rows = max_rows
+        self.key = key
+        self.filter_node = None if stage.no_filter else stage.accept
+        self.rows = 1  # the root
+        self.base = 0
+        self.capped = 0
+
+    def _edges(
+        self, node: ProfileNode, time: float, on_path: set[ProfileNode]
+    ) -> tuple[list[_Kid], Any]:
+        """The callees of ``node`` on a path where it takes ``time``, hidden frames
+        replaced by their callees, and the calls to functions already on the path."""
+        kids: list[_Kid] = []
+        recursive: Any = 0
+        hidden: set[ProfileNode] = set()
+        todo = [(node, time)]
+        while todo:
+            parent, t_parent = todo.pop()
+            scale = t_parent / parent.tall if parent.tall > 0 else 0.0
+            for child, el in zip(parent.calls_to, parent.calls_to_elements, strict=True):
+                if child in on_path:
+                    recursive += el[0]
+                    continue
+                if child in hidden:  # met again below another hidden frame
+                    continue
+                t = min(el[3] * scale, t_parent)
+                if self.stage.hidden(child):
+                    hidden.add(child)
+                    todo.append((child, t))
+                    continue
+                kids.append((child, el[0], t, min(el[2] * scale, t)))
+        return kids, recursive
+
+    def children(
+        self, node: ProfileNode, depth: int, time: float, on_path: set[ProfileNode]
+    ) -> tuple[list[_Kid], int, float, Any]:
+        """Kept children (sorted), the number and time of the folded ones, and the
+        recursive calls."""
+        kids, recursive = self._edges(node, time, on_path)
+        # Below a virtual root (several entry points), the entries are level 0.
+        if not kids or not self.stage.depth_ok(depth + 1 - self.base):
+            return [], 0, 0.0, recursive
+        if self.filter_node is not None:
+            accept = self.filter_node
+            kids = [k for k in kids if accept(k[0], depth + 1, (k[1], k[1], k[3], k[2]), False)]
+        total = sum(k[2] for k in kids)
+        if total > time > 0:  # recursion counts time twice in cProfile's edges
+            f = time / total
+            kids = [(c, n, t * f, s * f) for c, n, t, s in kids]
+        kids.sort(key=lambda k: -k[2])  # hottest first, to fold the coolest
+        # Folding on: rows under the share and rows without time; off: every row.
+        fold = self.fold_time
+        keep = [k for k in kids if k[2] >= fold and k[2] > 0] if fold > 0 else kids
+        room = max(self.max_rows - self.rows, 0)
+        if len(keep) > room:
+            keep = keep[:room]
+            self.capped = self.max_rows
+        self.rows += len(keep)
+        folded = len(kids) - len(keep)
+        folded_time = sum(k[2] for k in kids[len(keep) :]) if folded else 0.0
+        if folded:
+            self.rows += 1
+        if self.key is not None:
+            keep.sort(key=self.key)
+        return keep, folded, folded_time, recursive
+
+
+def build_tree(
+    root: ProfileNode,
+    fold_share: float = FOLD_SHARE,
+    filter_node: FilterNode | None = None,
+    sort_key: Any = SortKey.CUMULATIVE,
+    max_rows: int = MAX_ROWS,
+    **options: Any,
+) -> CallTree:
+    """Expands the graph into the call tree rooted at the program's entry point.
+
+    :param root: the root of the graph (see :func:`entry_point`), or any node
+    :param fold_share: children below this share of the root's time are folded into
+        one ``N more`` row per parent (0 shows them all)
+    :param filter_node: leaves out the nodes for which it returns False (None keeps all)
+    :param sort_key: order of children: ``cumulative`` (time with callees, hottest
+        first, the default), ``time`` (own time) or ``line``
+    :param max_rows: rows kept at most, the rest folded
+    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`;
+        ``min_share`` folds as ``fold_share`` does, ``max_depth`` cuts, ``focus``
+        roots the tree at the matching functions, ``hide_stdlib`` puts the callees of
+        library frames in their place
+    :return: the tree
+    """
+    if not 0.0 <= fold_share <= 1.0:
+        raise ValueError(f"fold_share must be in [0, 1], got {fold_share!r}")
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1, got {max_rows!r}")
+    unknown = sorted(set(options) - set(ViewOptions.FIELDS))
+    if unknown:
+        raise TypeError(
+            f"unexpected option(s) {unknown} for the call tree, which takes fold_share, "
+            f"filter_node, sort_key, max_rows and the filters {list(ViewOptions.FIELDS)}"
+        )
+    view = ViewOptions(**options)
+    order = sort_name(sort_key)
+    reachable = reachable_nodes(root)
+    top = _start(root, reachable, view)
+    total = top.tall
+    stage = FilterStage(view, reachable, total, filter_node)
+    fold_time = max(fold_share * total, stage.min_time)
+    expander = _Expander(stage, fold_time, max_rows, _sort_key(order))
+    expander.base = 1 if top.virtual else 0
+    inv = 1.0 / total if total > 0 else 0.0
+    items: list[TreeItem] = []
+    # A node to expand: (node, parent, depth, calls, time, last); a TreeItem: a folded
+    # row, emitted after its siblings' subtrees; None: closes the path of a node.
+    stack: list[tuple[ProfileNode, int, int, Any, float, bool] | TreeItem | None] = [
+        (top, -1, 0, top.nc2, total, True)
+    ]
+    on_path: set[ProfileNode] = set()
+    path: list[ProfileNode] = []
+    while stack:
+        entry = stack.pop()
+        if entry is None:
+            on_path.discard(path.pop())
+            continue
+        if isinstance(entry, TreeItem):
+            items.append(entry)
+            continue
+        node, parent, depth, calls, time, last = entry
+        index = len(items)
+        on_path.add(node)
+        path.append(node)
+        stack.append(None)
+        kids, folded, folded_time, recursive = expander.children(node, depth, time, on_path)
+        items.append(TreeItem(node, parent, depth, calls, time, time * inv, recursive, 0, last))
+        if folded:
+            more = folded_time * inv
+            stack.append(TreeItem(None, index, depth + 1, 0, folded_time, more, 0, folded, True))
+        for i in range(len(kids) - 1, -1, -1):
+            child, n, t, _ = kids[i]
+            stack.append((child, index, depth + 1, n, t, i == len(kids) - 1 and not folded))
+    return CallTree(items, total, fold_share, expander.capped)
+
+
+def hot_paths(
+    tree: CallTree | ProfileNode, count: int = 5, builtins: bool = False
+) -> list[list[str]]:
+    """The top root-to-leaf paths of the call tree, by time: the first follows the
+    hottest child at each step (the greedy hottest path), the next ones branch off the
+    previous ones as deep as possible (the leaves in depth-first order, children
+    hottest first). Names are function names; built-ins are left out unless asked for
+    and consecutive repeats of a function (recursion seen through a built-in) are
+    written once; paths that read the same are given once.
+
+    :param tree: a call tree, or the root of a graph (built with the defaults)
+    :param count: paths returned at most
+    :param builtins: keep the built-ins (``~`` frames)
+    :return: the paths, each a list of function names from the root
+    """
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count!r}")
+    if isinstance(tree, ProfileNode):
+        tree = build_tree(tree)
+    items = tree.items
+    kids: list[list[int]] = [[] for _ in items]
+    for i, it in enumerate(items):
+        if it.parent >= 0 and it.node is not None:
+            kids[it.parent].append(i)
+    paths: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    # Depth first, hottest child first whatever order the tree was sorted in.
+    stack = [0]
+    while stack and len(paths) < count:
+        i = stack.pop()
+        if kids[i]:
+            stack.extend(sorted(kids[i], key=lambda k: items[k].time))
+            continue
+        names = _path_names(items, i, builtins)
+        if tuple(names) not in seen:
+            seen.add(tuple(names))
+            paths.append(names)
+    return paths
+
+
+def _path_names(items: Sequence[TreeItem], index: int, builtins: bool) -> list[str]:
+    chain: list[ProfileNode] = []
+    while index >= 0:
+        node = items[index].node
+        if node is not None and not node.virtual and (builtins or node.filename != "~"):
+            chain.append(node)
+        index = items[index].parent
+    chain.reverse()
+    names: list[str] = []
+    for node in chain:
+        if not names or names[-1] != node.func_name:
+            names.append(node.func_name)
+    return names

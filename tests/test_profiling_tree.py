@@ -1,0 +1,433 @@
+"""The call tree view (``_profiling/view_tree.py``, ``render_tree_text``,
+``render_tree_html``) and the layout of the profiling pipeline."""
+
+from __future__ import annotations
+
+import ast
+import cProfile
+import io
+import json
+import os
+import random
+import re
+import sys
+from pathlib import Path
+from pstats import Stats
+from typing import Any
+
+import pytest
+from helpers import run_cli
+from test_profiling import FakeStats, _browser, chain_stats, dump_dom, self_recursion_stats
+
+from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, build_tree
+from onnxrt_backend_dev.monitoring.profiling import (
+    FORMATS,
+    ProfileNode,
+    call_tree,
+    hot_paths,
+    profile2graph,
+    to_html,
+    to_tree_text,
+)
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+PACKAGE = Path(__file__).parent.parent / "onnxrt_backend_dev" / "monitoring" / "_profiling"
+
+
+def random_stats(seed: int, n: int = 80) -> FakeStats:
+    """Random graph with fan-in, self recursion and back edges (cycles)."""
+    rnd = random.Random(seed)
+    st = FakeStats()
+    keys = [("prog.py", i + 1, f"f{i}") for i in range(n)]
+    for key in keys:
+        st.add(key, 1, 1, rnd.uniform(0, 1e-3), rnd.uniform(1e-3, 1.0))
+    for i in range(1, n):
+        for c in rnd.sample(range(i), min(i, rnd.randint(1, 4))):
+            k = rnd.randint(1, 9)
+            st.call(keys[c], keys[i], k, 1e-4, rnd.uniform(0, 1.2) * st.stats[keys[i]][3])
+    for _ in range(n // 8):
+        a = rnd.randrange(n)
+        b = rnd.randrange(a + 1)
+        st.call(keys[a], keys[b], 3, 1e-5, rnd.uniform(0, 0.5))
+    return st
+
+
+def check_invariants(tree: CallTree) -> None:
+    items = tree.items
+    assert items[0].parent == -1 and items[0].depth == 0
+    sums = [0.0] * len(items)
+    for i, it in enumerate(items):
+        assert it.share == pytest.approx(it.time / tree.total if tree.total else 0.0)
+        if it.parent < 0:
+            continue
+        parent = items[it.parent]
+        assert it.parent < i and it.depth == parent.depth + 1
+        assert it.time <= parent.time * (1 + 1e-9) + 1e-12
+        sums[it.parent] += it.time
+    for it, s in zip(items, sums, strict=True):
+        # Children (folded rows included) never add up to more than their parent.
+        assert s <= it.time * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("fold", [0.0, 0.005, 0.05])
+def test_tree_invariants_on_random_graphs(seed: int, fold: float) -> None:
+    root, _ = profile2graph(random_stats(seed))
+    tree = build_tree(root, fold_share=fold, max_rows=3000)
+    check_invariants(tree)
+    limit = fold * tree.total
+    # Past max_rows (paths multiply in a dense graph), the rest is folded too.
+    capped = len(tree.items) >= 3000
+    for it in tree.items[1:]:
+        if it.node is None:  # a folded row: each row it stands for was under the share
+            assert it.folded >= 1
+            assert capped or it.time <= it.folded * limit + 1e-12
+        else:
+            assert it.time >= limit and (it.time > 0 or fold == 0)
+    assert len(tree.items) < 3000 + 3000  # at most one folded row per expanded row
+
+
+def test_tree_of_real_profiles_respects_filters() -> None:
+    for name in ("cprofile.prof", "yappi.prof", "pyinstrument.prof", "profile_module.prof"):
+        root, _ = profile2graph(os.path.join(DATA, name))
+        for opts in ({}, {"hide_stdlib": True}, {"max_depth": 2}, {"min_share": 0.1}):
+            tree = build_tree(root, **opts)
+            check_invariants(tree)
+            if "max_depth" in opts:
+                base = 1 if tree.items[0].node is not None and tree.items[0].node.virtual else 0
+                assert max(it.depth for it in tree.items if it.node) <= 2 + base
+            if opts.get("hide_stdlib"):
+                assert not any(it.node.library for it in tree.items[1:] if it.node is not None)
+
+
+def test_edge_figures_and_entry_point() -> None:
+    # GIVEN exec -> main -> (a, b), b called by main and by a
+    st = FakeStats()
+    ex, main, a, b = (
+        ("~", 0, "<built-in method builtins.exec>"),
+        *(("prog.py", i, n) for i, n in ((1, "<module>"), (5, "a"), (9, "b"))),
+    )
+    st.add(ex, 1, 1, 0.0, 10.0)
+    st.add(main, 1, 1, 1.0, 10.0)
+    st.add(a, 2, 2, 2.0, 6.0)
+    st.add(b, 5, 5, 4.0, 4.0)
+    st.call(ex, main, 1, 1.0, 10.0)
+    st.call(main, a, 2, 2.0, 6.0)
+    st.call(main, b, 1, 0.8, 3.0)
+    st.call(a, b, 4, 3.2, 1.0)
+    root, _ = profile2graph(st)
+    tree = build_tree(root, fold_share=0.0)
+    rows = [(it.depth, it.node.func_name, it.calls, it.time) for it in tree.items if it.node]
+    # THEN the tree starts at the script's <module>, not at exec; each edge is a child with
+    # its own calls and time, hottest first; b appears under both callers
+    assert rows == [
+        (0, "<module>", 1, 10.0),
+        (1, "a", 2, 6.0),
+        (2, "b", 4, 1.0),
+        (1, "b", 1, 3.0),
+    ]
+    text = to_tree_text(root, program="prog.py", fold_share=0.0)
+    assert text.startswith("Call tree of prog.py: 10.000 s in total")
+    assert text.splitlines()[1].split() == [
+        "share",
+        "time",
+        "(s)",
+        "calls",
+        "function",
+        "file:line",
+    ]
+    assert " 60.0%       6.000            2  ├─ a  prog.py:5" in text
+    assert " 10.0%       1.000            4  │  └─ b  prog.py:9" in text
+
+
+def test_recursion_5000_deep_stays_small() -> None:
+    root, _ = profile2graph(self_recursion_stats(5000))
+    tree = build_tree(root)
+    assert len(tree.items) == 2
+    rec = tree.items[1]
+    assert rec.node is not None and rec.node.func_name == "rec" and rec.recursive == 5000
+    assert "[recursive: +5,000 calls folded here]" in to_tree_text(root)
+
+
+def _ping(n: int) -> int:
+    return _pong(n - 1) if n > 0 else 0
+
+
+def _pong(n: int) -> int:
+    return _ping(n - 1) + 1 if n > 0 else 0
+
+
+def test_real_mutual_recursion_is_folded() -> None:
+    pr = cProfile.Profile()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 12_000))
+    try:
+        pr.enable()
+        _ping(5000)
+        pr.disable()
+    finally:
+        sys.setrecursionlimit(limit)
+    root, _ = profile2graph(Stats(pr))
+    tree = build_tree(root, fold_share=0.0)
+    names = [it.node.func_name for it in tree.items if it.node is not None]
+    assert names.count("_ping") == 1 and names.count("_pong") == 1
+    assert len(tree.items) < 10
+    check_invariants(tree)
+
+
+def _json_profile(records: int) -> ProfileNode:
+    data = [{"id": i, "name": f"n{i}", "tags": ["a", "b"], "sub": {"x": i}} for i in range(records)]
+
+    def main() -> None:
+        json.dumps(data, indent=2)
+
+    pr = cProfile.Profile()
+    pr.enable()
+    main()
+    pr.disable()
+    return profile2graph(Stats(pr))[0]
+
+
+EXPECTED_JSON_PATH = ["main", "dumps", "encode", "_iterencode", "_iterencode_list"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"fold_share": 0.0},
+        {"fold_share": 0.05},
+        {"sort_key": "line"},
+        {"sort_key": "time"},
+        {"min_share": 0.01},
+        {"max_depth": 12},
+    ],
+)
+def test_hot_path_of_json_dumps_survives_folding_filters_and_sorting(options: Any) -> None:
+    root = _json_profile(4000)
+    paths = hot_paths(call_tree(root, **options), count=5)
+    # THEN the hottest path reads as pyinstrument's (built-ins left out, the recursive
+    # encoders written once)
+    assert paths[0] == [*EXPECTED_JSON_PATH, "_iterencode_dict"]
+    assert 1 <= len(paths) <= 5 and len({tuple(p) for p in paths}) == len(paths)
+    with_builtins = hot_paths(root, count=5, builtins=True)
+    assert with_builtins[0][:3] == ["main", "dumps", "encode"]
+    assert any("built-in" in name for path in with_builtins for name in path)
+
+
+JSON_SCRIPT = """
+import json
+records = [{"id": i, "name": f"user{i}", "tags": ["a", "b"], "sub": {"x": i, "y": [1, 2]}}
+           for i in range(40_000)]
+text = json.dumps(records, indent=2)
+"""
+
+
+@pytest.mark.slow
+def test_hot_path_of_the_issue_workload(tmp_path: Path) -> None:
+    # GIVEN json.dumps(indent=2) of 40,000 records profiled by the profile command
+    script = tmp_path / "dump.py"
+    script.write_text(JSON_SCRIPT, encoding="utf-8")
+    prof = tmp_path / "dump.prof"
+    code, _, err = run_cli("profile", "-q", "-o", str(prof), str(script))
+    assert code == 0, err
+    # THEN the hottest path of the call tree is pyinstrument's
+    expected = ["<module>", "dumps", "encode", "_iterencode", "_iterencode_list"]
+    assert hot_paths(profile2graph(str(prof))[0])[0] == [*expected, "_iterencode_dict"]
+    # AND the text shows it from the script's <module> down, hottest first
+    code, out, _ = run_cli("profile", "show", str(prof))
+    rows = [line.split("─ ")[-1].split("  ")[0] for line in out.splitlines()[3:9]]
+    top = out.splitlines()[2].split()
+    assert top[-2] == "<module>" and top[-1].endswith("/dump.py:1")
+    assert rows == [*expected[1:], "_iterencode_dict", "<built-in method builtins.isinstance>"]
+
+
+def test_hot_paths_bad_count() -> None:
+    with pytest.raises(ValueError, match="count must be >= 1, got 0"):
+        hot_paths(_json_profile(10), count=0)
+
+
+def test_bad_tree_options() -> None:
+    root, _ = profile2graph(os.path.join(DATA, "cprofile.prof"))
+    with pytest.raises(ValueError, match="fold_share must be in"):
+        build_tree(root, fold_share=1.5)
+    with pytest.raises(ValueError, match="max_rows must be >= 1"):
+        build_tree(root, max_rows=0)
+    with pytest.raises(ValueError, match="max_indent must be >= 1"):
+        to_tree_text(root, max_indent=0)
+    with pytest.raises(ValueError, match="view must be one of"):
+        to_html(root, view="flat")
+    with pytest.raises(TypeError, match=r"unexpected option\(s\) \['fct_width'\]"):
+        to_tree_text(root, fct_width=20)
+    with pytest.raises(NotImplementedError, match="sort_key must be one of"):
+        build_tree(root, sort_key="calls")
+
+
+def test_text_rows_fold_and_names() -> None:
+    # GIVEN a function with a long name in a deep folder, 30 tiny callees and a name
+    # holding a newline
+    st = FakeStats()
+    main = ("/home/user/project/src/pkg/very/deep/module.py", 3, "main")
+    long = ("/home/user/project/src/pkg/very/deep/module.py", 9, "a" * 90)
+    st.add(main, 1, 1, 0.0, 1.0)
+    st.add(long, 1, 1, 0.5, 0.9)
+    st.call(main, long, 1, 0.5, 0.9)
+    for i in range(30):
+        f = ("other.py", i, f"tiny{i}\nx" if i == 0 else f"tiny{i}")
+        st.add(f, 1, 1, 0.001, 0.001)
+        st.call(main, f, 1, 0.001, 0.001)
+    root, _ = profile2graph(st)
+    text = to_tree_text(root)
+    lines = text.splitlines()
+    assert "a" * 90 + "  deep/module.py:9" in text  # never cut, path shortened
+    assert re.search(r"└─ 30 more \(3\.0 %\)$", lines[-1]), lines[-1]
+    assert len(lines) == 5
+    shown = to_tree_text(root, fold_share=0.0)
+    assert "tiny0\\nx  other.py:0" in shown and "more (" not in shown
+    assert len(shown.splitlines()) == 2 + 2 + 30
+
+
+def test_deep_chain_is_drawn_bounded() -> None:
+    root, _ = profile2graph(chain_stats(300))
+    text = to_tree_text(root, fold_share=0.0, max_indent=10)
+    lines = text.splitlines()
+    assert len(lines) == 2 + 300 + 1
+    assert max(map(len, lines)) < 200
+    assert "[299] f299" in text and lines[-1].startswith("[289 rows deeper than 10")
+
+
+def test_html_tree_page_is_self_contained_and_escaped() -> None:
+    st = FakeStats()
+    main, evil = ("prog.py", 1, "main"), ("prog.py", 2, "</script><b>x</b>\u2028")
+    st.add(main, 1, 1, 0.0, 1.0)
+    st.add(evil, 1, 1, 1.0, 1.0)
+    st.call(main, evil, 1, 1.0, 1.0)
+    root, _ = profile2graph(st)
+    page = to_html(root, view="tree", title="<t>")
+    assert (
+        "</script><b>" not in page and "\u2028" not in page and "<title>&lt;t&gt;</title>" in page
+    )
+    assert not re.search(r"(src|href)\s*=|https?://|@import", page)
+    data = page.split('<script id="data" type="application/json">')[1].split("</script>")[0]
+    doc = json.loads(data)
+    assert doc["strings"][doc["rows"][1][1]] == "</script><b>x</b>\u2028"
+
+
+def test_registry_is_the_one_list() -> None:
+    from onnxrt_backend_dev.monitoring._cli import cmd_profile
+    from onnxrt_backend_dev.monitoring._profiling.formats import guess_format
+
+    assert guess_format("x.speedscope.json") == "speedscope"
+    assert guess_format("x.JSON") == "json" and guess_format("x.folded") == "collapsed"
+    assert guess_format("x.pstats") == "prof" and guess_format("x.out") == "text"
+    assert FORMATS["html"].takes == {"sort_key", "view"}
+    source = Path(cmd_profile.__file__).read_text()
+    assert '"speedscope"' not in source and '".folded"' not in source and "tottime" not in source
+
+
+def _top_imports(path: Path) -> set[str]:
+    """The sibling modules imported at import time (not inside functions)."""
+    found = set()
+    for stmt in ast.parse(path.read_text()).body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.level == 1:
+            if stmt.module:
+                found.add(stmt.module)
+            else:
+                found.update(alias.name for alias in stmt.names)
+    return found
+
+
+def test_pipeline_has_no_import_cycle() -> None:
+    graph = {p.stem: _top_imports(p) for p in PACKAGE.glob("*.py")}
+    assert graph["model"] == set(), "the model imports no later stage"
+    state: dict[str, int] = {}
+    for start in graph:
+        stack = [(start, iter(sorted(graph[start])))]
+        state[start] = 1
+        while stack:
+            name, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[name] = 2
+                stack.pop()
+            elif nxt in graph:
+                assert state.get(nxt) != 1, f"import cycle through {name} -> {nxt}"
+                if nxt not in state:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(sorted(graph[nxt]))))
+    # Renderers read views, never another renderer's or a walker's private names.
+    for path in PACKAGE.glob("render_*.py"):
+        for stmt in ast.parse(path.read_text()).body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.level == 1:
+                assert not any(a.name.startswith("_") for a in stmt.names), path.name
+
+
+# ---------------------------------------------------------------- the page in a browser
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_browser() is None, reason="no chromium to open the page")
+def test_tree_page_in_browser(tmp_path: Path) -> None:
+    # GIVEN the tree page of json.dumps
+    path = tmp_path / "tree.html"
+    path.write_text(to_html(_json_profile(3000), view="tree"), encoding="utf-8")
+    url = path.as_uri()
+    # WHEN opened THEN the hottest path is open down to the first row under 5 %
+    dom = dump_dom(url)
+    shown = re.findall(r'<span class="fn">([^<]*)</span>', dom)
+    hot = re.findall(r"class=\"row hot\".*?<span class=\"fn\">([^<]*)</span>", dom)
+    assert hot[: len(EXPECTED_JSON_PATH)] == EXPECTED_JSON_PATH
+    assert "_iterencode_dict" in shown and 'data-ready-ms="' in dom
+    # WHEN searching THEN the matches are revealed and counted
+    dom = dump_dom(url + "#search=isinstance")
+    assert re.search(r"\d+ match(es)? for 'isinstance'", dom)
+    # WHEN the root is collapsed by a click THEN only it is left
+    dom = dump_dom(url + "#expand=main")
+    assert re.findall(r'<span class="fn">([^<]*)</span>', dom) == ["main"]
+
+
+def test_max_rows_caps_and_says_so() -> None:
+    root, _ = profile2graph(random_stats(0))
+    tree = build_tree(root, fold_share=0.0, max_rows=50)
+    check_invariants(tree)
+    assert tree.capped == 50 and len([it for it in tree.items if it.node is not None]) <= 50
+    text = to_tree_text(root, fold_share=0.0, max_rows=50)
+    assert "all rows shown, the rest past 50 rows folded)" in text.splitlines()[0]
+    assert build_tree(root).capped == 0
+
+
+def test_ascii_guides_for_a_terminal_without_box_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prof = os.path.join(DATA, "cprofile.prof")
+    root, _ = profile2graph(prof)
+    assert "|- fct4" in to_tree_text(root, guides="ascii")
+    with pytest.raises(ValueError, match="guides must be one of"):
+        to_tree_text(root, guides="emoji")
+    # GIVEN a standard output that cannot write box characters WHEN the command prints
+    # the tree THEN it draws it in ASCII
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    code, out, _ = run_cli("profile", "show", prof)
+    assert code == 0 and "`- " in out and "─" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_browser() is None, reason="no chromium to open the page")
+def test_tree_page_shows_hostile_names_as_text(tmp_path: Path) -> None:
+    # GIVEN a profile whose function names hold markup and a script
+    st = FakeStats()
+    main = ("prog.py", 1, "main")
+    evil = ("<b>f.py</b>", 2, "<img src=x onerror=\"document.title='X'\">")
+    closing = ("prog.py", 3, "</script><script>document.title='Y'</script>")
+    st.add(main, 1, 1, 0.0, 1.0)
+    for f, t in ((evil, 0.6), (closing, 0.4)):
+        st.add(f, 1, 1, t, t)
+        st.call(main, f, 1, t, t)
+    root, _ = profile2graph(st)
+    path = tmp_path / "evil.html"
+    path.write_text(to_html(root, view="tree", title="t"), encoding="utf-8")
+    # WHEN opened THEN the names show as text and no script of theirs ran
+    dom = dump_dom(path.as_uri())
+    assert "<title>t</title>" in dom and 'data-ready-ms="' in dom
+    assert "&lt;img src=x onerror=" in dom and "<img" not in dom
+    assert "&lt;/script&gt;&lt;script&gt;" in dom
