@@ -143,6 +143,8 @@ def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
     opts = _view_options(args)
     if fmt in ("text", "json", "html"):
         opts["sort_key"] = args.sort
+    if fmt == "text":
+        opts["show_share"] = True  # the reference's text has no share column: opt in
     return FORMATS[fmt][0](root, **opts)
 
 

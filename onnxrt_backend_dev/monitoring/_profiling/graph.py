@@ -298,7 +298,7 @@ class ProfileNode:
         filter_node: FilterNode | None = None,
         sort_key: Any = SortKey.LINE,
         fct_width: int = 60,
-        show_share: bool = True,
+        show_share: bool = False,
         max_indent: int = 30,
         **options: Any,
     ) -> str:
@@ -306,15 +306,16 @@ class ProfileNode:
 
         One line per row: the function name padded to ``fct_width`` minus the indent,
         ``-- nc1 nc2 -- tin tall -- file:line:func (func)``, ``+++`` when the function
-        is referenced there but printed as a root elsewhere, then ``-- share%`` of the
-        total time. Rows deeper than ``max_indent`` levels are drawn at that level with
-        their depth in brackets, and a last line says so.
+        is referenced there but printed as a root elsewhere, as the reference; with
+        ``show_share``, then ``-- share%`` of the total time. Rows deeper than
+        ``max_indent`` levels are drawn at that level with their depth in brackets, and
+        a last line says so.
 
         :param filter_node: display only the nodes for which this function returns True,
             if None, the default function removes built-in function with small impact
         :param sort_key: sort sub nodes by...
-        :param fct_width: width of the function name column
-        :param show_share: append each row's share of the total time
+        :param fct_width: width of the function name column (0 to 1000)
+        :param show_share: append each row's share of the total time (opt-in)
         :param max_indent: indentation levels drawn before folding
         :param options: filters, see :class:`ViewOptions`
         :return: text
@@ -328,7 +329,7 @@ class ProfileNode:
                 fct_width=fct_width,
                 show_share=show_share,
                 max_indent=max_indent,
-                max_count=rows.max_count,
+                max_count=None,  # the reference's: from the rows printed
                 total=rows.total,
             )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from .graph import ProfileNode, RawRow, Row
@@ -31,20 +31,59 @@ def align_text(text: str, size: int) -> str:
 _CHUNK = 2048
 
 
-def _max_count(rows: Sequence[Row]) -> int:
-    """The largest call count of the rows (0 without rows)."""
-    return max((max(abs(int(r[2])), abs(int(r[3]))) for r in rows), default=0)
+def count_width(max_count: int) -> int:
+    """Width of the count columns, the reference's rule: ``int(log10(max) + 1.5)``
+    (written with the sign space of ``{: Nd}``, so a count may overflow it by one
+    character, as in the reference); 1 when no count is positive.
+
+    :param max_count: the largest call count of the rows
+    :return: the width
+    """
+    if max_count < 1:
+        return 1
+    return int(math.log(max_count) / math.log(10) + 1.5)
 
 
 def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple[str, str]]:
     """The %-templates of a line and of a reference line, with the share as an argument
-    and with a share below 0.05 % already written as ``0.0``; the count columns hold a
-    sign space and the longest count ("% 2d" is the reference's "{: 2d}")."""
-    dg = len(str(abs(max_count))) + 1
+    and with a share below 0.05 % already written as ``0.0``; the count columns are the
+    reference's ``{: Nd}`` ("% Nd"), a reference line ends with `` +++`` unless the share
+    follows it."""
+    dg = count_width(max_count)
     base = f"%s -- % {dg}d % {dg}d -- %1.5f %1.5f%s"
     share = " -- %.1f%%" if show_share else ""
     tiny = " -- 0.0%%" if show_share else ""
     return (base + share, base + " +++" + share), (base + tiny, base + " +++" + tiny)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its unprintable characters (newlines, tabs, U+2028...) written as
+    backslash escapes, so that a crafted name stays on its row.
+
+    :param text: a name read from a profile
+    :return: printable text
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+# Widest name column accepted: wider only pads every row with spaces.
+MAX_FCT_WIDTH = 1000
+
+
+def check_fct_width(fct_width: Any) -> int:
+    """Validates ``fct_width``.
+
+    :param fct_width: width of the function name column
+    :return: the width
+    :raises ValueError: not an int in ``[0, MAX_FCT_WIDTH]``
+    """
+    if type(fct_width) is not int or not 0 <= fct_width <= MAX_FCT_WIDTH:
+        raise ValueError(f"fct_width must be an int in [0, {MAX_FCT_WIDTH}], got {fct_width!r}")
+    return fct_width
 
 
 def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
@@ -59,7 +98,7 @@ def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
 def render_text(
     rows: Iterable[Row] | Iterable[RawRow],
     fct_width: int = 60,
-    show_share: bool = True,
+    show_share: bool = False,
     max_indent: int = 30,
     max_count: int | None = None,
     total: float | None = None,
@@ -67,29 +106,34 @@ def render_text(
     """Renders rows as the reference's text tree.
 
     :param rows: :class:`Row <.graph.Row>` from :func:`tree_rows
-        <.graph.tree_rows>`, or, with ``max_count`` and ``total``, the raw rows
+        <.graph.tree_rows>`, or, with ``total``, the raw rows
         ``(node, depth, (nc1, nc2, tin, tall), ref)`` of :meth:`TreeRows.raw
         <.graph.TreeRows.raw>`, streamed
     :param fct_width: width of the function name column
-    :param show_share: append each row's share of the total time
+    :param show_share: append each row's share of the total time (after `` +++``; the
+        reference has no such column)
     :param max_indent: indentation levels drawn before folding deeper rows at that
         level, their depth in brackets
     :param max_count: the largest call count of the rows, which sets the width of the
-        count columns
+        count columns (computed from the rows if None)
     :param total: the total time the shares are relative to
     :return: text
+    :raises ValueError: ``fct_width`` is not an int in ``[0, 1000]``
     """
-    if fct_width < 0:
-        raise ValueError(f"fct_width must be >= 0, got {fct_width!r}")
+    check_fct_width(fct_width)
     if max_indent < 1:
         raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
-    if max_count is None or total is None:
+    raw: Iterable[RawRow] = rows  # type: ignore[assignment]
+    if total is None:
         full = [r for r in rows if isinstance(r, Row)]
-        max_count = _max_count(full)
         # Every row has share = tall / total: any of them gives the total back.
         total = next((r.tall / r.share for r in full if r.share > 0), 0.0)
-        rows = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in full]
-    return _render(rows, _templates(max_count, show_share), fct_width, max_indent, total)
+        raw = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in full]
+    if max_count is None:
+        # The reference sizes the count columns from the rows it prints.
+        raw = list(raw)
+        max_count = max((max(int(r[2][0]), int(r[2][1])) for r in raw), default=0)
+    return _render(raw, _templates(max_count, show_share), fct_width, max_indent, total)
 
 
 def _render(
@@ -121,9 +165,10 @@ def _render(
             by_node = parts.setdefault(indent, {})
         both = by_node.get(node)
         if both is None:
+            name = one_line(node.func_name)
             both = by_node[node] = (
-                _prefix(node.func_name, indent, fct_width, max_indent),
-                f" -- {node.key} ({node.func_name})",
+                _prefix(name, indent, fct_width, max_indent),
+                f" -- {one_line(node.key)} ({name})",
             )
         if deep:
             folded += 1
