@@ -41,7 +41,10 @@ _EPILOG = (
     "given; errors and status go to stderr. The exit code is the program's (sys.exit, "
     "os._exit), 1 if it raised an exception (its traceback is printed), 130 if "
     "interrupted; the profile is written in each case (not after os._exit from a thread). "
-    "Before the program runs, a usage error exits with 2 and an unwritable -o with 1."
+    "Before the program runs, a usage error exits with 2 and an unwritable -o with 1. "
+    "show: a file that is not a readable profile (empty, truncated, another format, "
+    "values of the wrong type, NaN or infinite times) exits with 1 and one line naming "
+    "the file and the problem."
 )
 _VIEW_DESTS = (
     "sort",
@@ -348,7 +351,7 @@ class ProfileCommand:
         return self._profile(code, module, argv + args.args, path0, args, out, err)
 
     def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from pstats import Stats
+        from .._profiling.load import ProfileFormatError, load_stats_object
 
         parser = argparse.ArgumentParser(
             prog="python -m onnxrt_backend_dev.monitoring profile show"
@@ -361,12 +364,12 @@ class ProfileCommand:
         except SystemExit as e:  # argparse already wrote the help or the error
             return e.code if isinstance(e.code, int) else EXIT_USAGE
         _check_before_running(sargs)
-        try:
-            stats = Stats(*sargs.files)
-        except OSError:
-            raise
-        except Exception as e:  # marshal and pstats raise anything on a bad file
-            raise CommandError(f"cannot read profile {sargs.files!r}: {e}") from e
+        try:  # each file validated, pstats never reads one (it prints on bad files)
+            stats = load_stats_object(sargs.files)
+        except ProfileFormatError as e:
+            raise CommandError(str(e)) from e
+        except OSError as e:
+            raise CommandError(f"cannot read profile {e.filename!r}: {e.strerror}") from e
         _emit(stats, sargs, out, err)
         return 0
 

@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from .graph import FilterNode, ProfileNode, ViewOptions, _total_time, tree_rows
-from .safe import script_json
+from .safe import safe_count, safe_time, script_json
 
 
 def _template() -> str:
@@ -37,19 +37,21 @@ def render_html(
     :return: the page
     """
     rows = tree_rows(root, filter_node, sort_key, ViewOptions(**options))
+    # The page's script writes the figures as HTML: each one is checked to be a number
+    # (a hand-made graph may hold anything), names go through the page's escaping.
     data = {
-        "total": _total_time(list(root)),
+        "total": safe_time(_total_time(list(root)), "the total time"),
         "rows": [
             [
                 r.indent,
-                r.node.func_name,
-                r.node.key,
-                r.nc1,
-                r.nc2,
-                r.tin,
-                r.tall,
+                str(r.node.func_name),
+                str(r.node.key),
+                safe_count(r.nc1, f"nc1 of {r.node.key!r}"),
+                safe_count(r.nc2, f"nc2 of {r.node.key!r}"),
+                safe_time(r.tin, f"tin of {r.node.key!r}"),
+                safe_time(r.tall, f"tall of {r.node.key!r}"),
                 int(r.ref),
-                r.share,
+                safe_time(r.share, f"the share of {r.node.key!r}"),
             ]
             for r in rows
         ],
