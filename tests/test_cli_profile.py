@@ -259,3 +259,109 @@ def test_os_exit_still_writes_the_profile(tmp_path: Path) -> None:
     proc = subprocess.run([*cmd, "thread"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 6
     assert proc.stderr.endswith("called os._exit(6) from a thread: the profile was not written\n")
+
+
+# ---------------------------------------------------------------- program's stdout, signals
+
+_PROFILE_CMD = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", "-q"]
+
+
+@pytest.mark.slow
+def test_json_tool_closing_stdout_still_delivers_its_profile(tmp_path: Path) -> None:
+    # GIVEN `-m json.tool FILE`, which closes sys.stdout when it is done
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([{"a": i} for i in range(3)]), encoding="utf-8")
+    # WHEN profiled THEN its output, then the profile on the original stdout, code 0
+    proc = subprocess.run(
+        [*_PROFILE_CMD, "-m", "json.tool", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("[\n    {\n") and "json/tool.py" in proc.stdout
+    assert "main" in proc.stdout and proc.stderr == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "body",
+    [
+        "sys.stdout.close()",
+        "sys.stdout = io.StringIO()",
+        "sys.stdout.close(); sys.stdout = open(os.devnull, 'w')",
+    ],
+)
+def test_a_program_closing_or_replacing_stdout_keeps_its_exit_code(
+    tmp_path: Path, body: str
+) -> None:
+    script = tmp_path / "closer.py"
+    script.write_text(
+        f"import io, os, sys\nprint('before')\ndef work():\n    {body}\nwork()\nsys.exit(3)\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [*_PROFILE_CMD, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout.startswith("before\n") and "closer.py:3:work" in proc.stdout
+
+
+def test_closed_output_without_a_file_goes_to_stderr_with_a_note() -> None:
+    import io
+
+    from onnxrt_backend_dev.monitoring._cli.guard import kept_output
+
+    out, err = io.StringIO(), io.StringIO()
+    with kept_output(out) as kept:
+        out.close()
+        with kept.stream(err) as stream:
+            stream.write("profile\n")
+    assert err.getvalue() == (
+        "note: the program closed stdout: the profile follows on stderr\nprofile\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_terminating_signal_writes_the_profile_then_exits_128_plus_signum(
+    tmp_path: Path, signame: str
+) -> None:
+    import signal
+
+    signum = getattr(signal, signame, None)
+    if signum is None:
+        pytest.skip(f"no {signame} on this platform")
+    script = tmp_path / "sleeper.py"
+    script.write_text(
+        "import time\nprint('ready', flush=True)\ndef wait():\n    time.sleep(60)\nwait()\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.txt"
+    proc = subprocess.Popen(
+        [*_PROFILE_CMD, "-o", str(out), str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, err
+    assert err == f"sleeper.py terminated by {signame}\n"
+    assert "sleeper.py:3:wait" in out.read_text("utf-8")

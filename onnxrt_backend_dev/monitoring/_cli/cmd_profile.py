@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
 from .common import EXIT_USAGE, CommandError, check_output_path
+from .guard import Terminated, kept_output, terminating_signals
 
 _FORMATS = ("text", "json", "html", "speedscope", "collapsed", "prof")
 # File suffix -> format when --format is not given; longest suffixes first.
@@ -40,7 +41,9 @@ _EPILOG = (
     "(the current one with -m). Its output and the profile both go to stdout unless -o is "
     "given; errors and status go to stderr. The exit code is the program's (sys.exit, "
     "os._exit), 1 if it raised an exception (its traceback is printed), 130 if "
-    "interrupted; the profile is written in each case (not after os._exit from a thread). "
+    "interrupted, 128+N on signal N (SIGTERM 143, SIGHUP 129); the profile is written in "
+    "each case (not after os._exit from a thread), to the original stdout if the program "
+    "closed sys.stdout. "
     "Before the program runs, a usage error exits with 2 and an unwritable -o with 1. "
     "show: a file that is not a readable profile (empty, truncated, another format, "
     "values of the wrong type, NaN or infinite times) exits with 1 and one line naming "
@@ -402,19 +405,28 @@ class ProfileCommand:
         pr = cProfile.Profile()
         failure: BaseException | None = None
         on_exit = _on_os_exit(pr, name, args, out, err)
-        with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
-            pr.enable()
-            try:
-                exec(code, module.__dict__)
-            except BaseException as e:  # handled below, with the profiler off
-                failure = e
-            finally:
-                pr.disable()
-        rc = _exit_code(failure, err) if isinstance(failure, SystemExit) else 0
-        failure = None if isinstance(failure, SystemExit) else failure
-        _emit(Stats(pr), args, out, err)
+        # The profile is delivered even if the program closes sys.stdout or the command
+        # receives SIGTERM or SIGHUP (then exits with 128 + signum).
+        with kept_output(out) as kept, terminating_signals() as signals:
+            with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
+                pr.enable()
+                try:
+                    exec(code, module.__dict__)
+                except BaseException as e:  # handled below, with the profiler off
+                    failure = e
+                finally:
+                    pr.disable()
+                    signals.program_over()
+            rc = _exit_code(failure, err) if isinstance(failure, SystemExit) else 0
+            failure = None if isinstance(failure, SystemExit) else failure
+            with kept.stream(err) as stream:
+                _emit(Stats(pr), args, stream, err)
         if isinstance(failure, KeyboardInterrupt):
             raise failure
+        if signals.exit_code is not None:
+            why = failure if isinstance(failure, Terminated) else Terminated(signals.received[0])
+            err.write(f"{name} {why}\n")
+            return signals.exit_code
         if failure is not None:
             tb = failure.__traceback__
             lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
