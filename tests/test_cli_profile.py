@@ -365,3 +365,10 @@ def test_a_terminating_signal_writes_the_profile_then_exits_128_plus_signum(
     assert proc.returncode == 128 + signum, err
     assert err == f"sleeper.py terminated by {signame}\n"
     assert "sleeper.py:3:wait" in out.read_text("utf-8")
+
+
+def test_show_text_keeps_the_share_column_the_reference_text_lacks() -> None:
+    # The library's to_text() prints the reference's rows; the CLI opts in to the share.
+    code, out, err = _main("show", os.path.join(DATA, "cprofile.prof"), "--sort", "line")
+    assert code == 0, err
+    assert all(line.endswith("%") for line in out.splitlines() if " -- " in line)
