@@ -22,7 +22,11 @@ from typing import Any
 import pytest
 from helpers import run_cli
 
-from onnxrt_backend_dev.monitoring._profiling.load import ProfileFormatError, validate_stats
+from onnxrt_backend_dev.monitoring._profiling.load import (
+    ProfileFormatError,
+    _all_valid,
+    validate_stats,
+)
 from onnxrt_backend_dev.monitoring._profiling.safe import safe_count, safe_time
 from onnxrt_backend_dev.monitoring.profiling import (
     ProfileNode,
@@ -133,6 +137,24 @@ def test_bad_profile_in_profile_show(
     assert err.startswith(f"error: cannot read profile {str(path)!r}: ")
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert capsys.readouterr() == ("", "")  # nothing on the real stdout either
+
+
+def test_the_fast_check_agrees_with_the_slow_one() -> None:
+    # validate_stats checks column by column first; anything it doubts goes through the
+    # value-by-value check that names the problem: the fast one never accepts bad data
+    for content, _ in BAD_FILES.values():
+        try:
+            data = marshal.loads(content)
+        except (EOFError, ValueError, TypeError):
+            continue
+        if isinstance(data, dict) and data:
+            assert not _all_valid(data)
+    good = marshal.loads(_real_dump())
+    assert _all_valid(good) and _all_valid(_good())
+    profile_module = marshal.loads(
+        (Path(__file__).parent / "data" / "profile_module.prof").read_bytes()
+    )
+    assert _all_valid(profile_module)
 
 
 def test_missing_profile_in_profile_show(tmp_path: Path) -> None:
