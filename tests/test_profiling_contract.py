@@ -208,3 +208,21 @@ def test_profile_as_df_keeps_namefct() -> None:
     pytest.importorskip("pandas")
     _, df = profile(lambda: sorted(range(10)), as_df=True)
     assert list(df.columns) == ["namefct", *REFERENCE_COLUMNS[1:]]
+
+
+def test_count_columns_sized_from_the_rows_printed() -> None:
+    # GIVEN a graph whose largest count (work, 32 calls) is filtered out
+    root, _ = profile2graph(_fixed_stats(32))
+
+    def no_work(node: Any, info: Any = None) -> bool:
+        return node.func_name != "work"
+
+    # THEN the columns are those of the rows printed (3 calls at most), as the reference
+    lines = root.to_text(filter_node=no_work).splitlines()
+    assert len(lines) == 2
+    assert " --  1  1 -- " in lines[0] and " --  3  3 -- " in lines[1]
+    # and the same rows from a list of Row give the same text
+    from onnxrt_backend_dev.monitoring._profiling.graph import tree_rows
+    from onnxrt_backend_dev.monitoring._profiling.render_text import render_text
+
+    assert render_text(tree_rows(root, no_work)) == "\n".join(lines)

@@ -329,8 +329,13 @@ class ProfileNode:
                 fct_width=fct_width,
                 show_share=show_share,
                 max_indent=max_indent,
-                max_count=None,  # the reference's: from the rows printed
+                max_count=rows.max_count,
                 total=rows.total,
+                # a fresh walk (a walk marks what it expanded), in case the rows'
+                # counts need narrower columns than the graph's largest count
+                rows_again=lambda: TreeRows(
+                    self, filter_node, sort_key, ViewOptions(**options)
+                ).raw(),
             )
 
     def to_json(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .graph import ProfileNode, RawRow, Row
@@ -102,6 +102,7 @@ def render_text(
     max_indent: int = 30,
     max_count: int | None = None,
     total: float | None = None,
+    rows_again: Callable[[], Iterable[RawRow]] | None = None,
 ) -> str:
     """Renders rows as the reference's text tree.
 
@@ -114,9 +115,12 @@ def render_text(
         reference has no such column)
     :param max_indent: indentation levels drawn before folding deeper rows at that
         level, their depth in brackets
-    :param max_count: the largest call count of the rows, which sets the width of the
-        count columns (computed from the rows if None)
+    :param max_count: a bound of the call counts of the rows (the graph's largest),
+        from which the count columns are sized first; None: from the rows
     :param total: the total time the shares are relative to
+    :param rows_again: gives the raw rows once more, for the rare case where the rows'
+        largest count needs narrower columns than ``max_count`` (the reference sizes
+        them from the rows it prints); without it, the columns of ``max_count`` stay
     :return: text
     :raises ValueError: ``fct_width`` is not an int in ``[0, 1000]``
     """
@@ -129,11 +133,15 @@ def render_text(
         # Every row has share = tall / total: any of them gives the total back.
         total = next((r.tall / r.share for r in full if r.share > 0), 0.0)
         raw = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in full]
-    if max_count is None:
-        # The reference sizes the count columns from the rows it prints.
-        raw = list(raw)
-        max_count = max((max(int(r[2][0]), int(r[2][1])) for r in raw), default=0)
-    return _render(raw, _templates(max_count, show_share), fct_width, max_indent, total)
+    if rows_again is None and max_count is None:
+        kept = raw = list(raw)
+        rows_again = lambda: kept  # noqa: E731
+    hint = 0 if max_count is None else int(max_count)
+    text, top = _render(raw, _templates(hint, show_share), fct_width, max_indent, total)
+    if count_width(top) != count_width(hint) and rows_again is not None:
+        templates = _templates(top, show_share)
+        text = _render(rows_again(), templates, fct_width, max_indent, total)[0]
+    return text
 
 
 def _render(
@@ -142,7 +150,8 @@ def _render(
     fct_width: int,
     max_indent: int,
     total: float,
-) -> str:
+) -> tuple[str, int]:
+    """The text of the rows and their largest call count."""
     scale = 100.0 / total if total > 0 else 0.0
     full, tiny = templates
     # Most rows of a large tree hold less than 0.05 % of the time, written "0.0"
@@ -157,9 +166,11 @@ def _render(
     line_templates: list[str] = []
     args: list[Any] = []
     next_line, add_args = line_templates.append, args.extend
-    folded = 0
+    folded = top = 0
     depth, deep, by_node = -1, False, {}
     for node, indent, el, ref in rows:
+        if el[0] > top or el[1] > top:
+            top = max(el[0], el[1])
         if indent != depth:  # rows come depth first: the depth often stays the same
             depth, deep = indent, indent > max_indent
             by_node = parts.setdefault(indent, {})
@@ -190,4 +201,4 @@ def _render(
             f"[{folded} rows deeper than {max_indent} levels are drawn at level "
             f"{max_indent} with their depth in brackets]"
         )
-    return "\n".join(chunks)
+    return "\n".join(chunks), int(top)
