@@ -341,7 +341,8 @@ def test_a_terminating_signal_writes_the_profile_then_exits_128_plus_signum(
         pytest.skip(f"no {signame} on this platform")
     script = tmp_path / "sleeper.py"
     script.write_text(
-        "import time\nprint('ready', flush=True)\ndef wait():\n    time.sleep(60)\nwait()\n",
+        # 'ready' printed inside wait(): the signal comes while wait is on the stack
+        "import time\ndef wait():\n    print('ready', flush=True)\n    time.sleep(60)\nwait()\n",
         encoding="utf-8",
     )
     out = tmp_path / "out.txt"
@@ -364,7 +365,7 @@ def test_a_terminating_signal_writes_the_profile_then_exits_128_plus_signum(
             proc.wait()
     assert proc.returncode == 128 + signum, err
     assert err == f"sleeper.py terminated by {signame}\n"
-    assert "sleeper.py:3:wait" in out.read_text("utf-8")
+    assert "sleeper.py:2:wait" in out.read_text("utf-8")
 
 
 def test_show_text_keeps_the_share_column_the_reference_text_lacks() -> None:
