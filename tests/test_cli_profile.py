@@ -373,3 +373,24 @@ def test_show_text_keeps_the_share_column_the_reference_text_lacks() -> None:
     code, out, err = _main("show", os.path.join(DATA, "cprofile.prof"), "--sort", "line")
     assert code == 0, err
     assert all(line.endswith("%") for line in out.splitlines() if " -- " in line)
+
+
+def test_terminating_signals_restore_handlers_and_leave_ignored_ones() -> None:
+    import signal
+
+    from onnxrt_backend_dev.monitoring._cli.guard import Terminated, terminating_signals
+
+    if not hasattr(signal, "SIGHUP"):
+        pytest.skip("no SIGHUP on this platform")
+    before = signal.getsignal(signal.SIGTERM)
+    old_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with terminating_signals() as state:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN  # nohup's choice kept
+            with pytest.raises(Terminated, match="terminated by SIGTERM"):
+                state.handler(signal.SIGTERM, None)
+            state.handler(signal.SIGTERM, None)  # once over: remembered, not raised
+        assert state.exit_code == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGHUP, old_hup)

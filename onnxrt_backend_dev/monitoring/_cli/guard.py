@@ -59,7 +59,8 @@ def _terminating_signals() -> list[int]:
 @contextmanager
 def terminating_signals() -> Iterator[SignalState]:
     """Installs the handlers of SIGTERM and SIGHUP (main thread only: Python delivers
-    signals there), restoring the previous ones afterwards.
+    signals there; not for a signal already ignored), restoring the previous ones
+    afterwards.
 
     :return: the state the handlers fill
     """
@@ -67,7 +68,9 @@ def terminating_signals() -> Iterator[SignalState]:
     if threading.current_thread() is not threading.main_thread():
         yield state
         return
-    previous = {s: signal.signal(s, state.handler) for s in _terminating_signals()}
+    # An ignored signal stays ignored (``nohup`` ignores SIGHUP).
+    wanted = [s for s in _terminating_signals() if signal.getsignal(s) is not signal.SIG_IGN]
+    previous = {s: signal.signal(s, state.handler) for s in wanted}
     try:
         yield state
     finally:
