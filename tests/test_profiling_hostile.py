@@ -327,6 +327,11 @@ def test_hostile_names_render_inert_in_a_browser(tmp_path: Path) -> None:
     tree = dom[dom.index('<div id="tree">') :]
     assert "&lt;img src=x onerror=" in tree and "&lt;svg onload=" in tree
     assert "<img" not in tree and "<svg" not in tree
+    # GIVEN the same markup as a call count in a caller entry THEN no page: refused
+    bad, bad_page = tmp_path / "count.prof", tmp_path / "count.html"
+    bad.write_bytes(BAD_FILES["string count in a caller entry"][0])
+    code, _, err = run_cli("profile", "show", str(bad), "-o", str(bad_page), "-q")
+    assert code == 1 and "must be an int, got str" in err and not bad_page.exists()
 
 
 def test_speedscope_and_json_of_hostile_names_are_valid_json(tmp_path: Path) -> None:
