@@ -313,3 +313,139 @@ def test_a_new_format_is_one_registry_entry(
     code, _, err = _main("show", prof, "-o", str(target))
     # THEN it is rendered with no other change
     assert code == 0 and "(names)" in err and "fct3\n" in target.read_text()
+
+
+# ---------------------------------------------------------------- program's stdout, signals
+
+_PROFILE_CMD = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", "-q"]
+
+
+@pytest.mark.slow
+def test_json_tool_closing_stdout_still_delivers_its_profile(tmp_path: Path) -> None:
+    # GIVEN `-m json.tool FILE`, which closes sys.stdout when it is done
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([{"a": i} for i in range(3)]), encoding="utf-8")
+    # WHEN profiled THEN its output, then the profile on the original stdout, code 0
+    proc = subprocess.run(
+        [*_PROFILE_CMD, "-m", "json.tool", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("[\n    {\n") and "json/tool.py" in proc.stdout
+    assert "main" in proc.stdout and proc.stderr == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "body",
+    [
+        "sys.stdout.close()",
+        "sys.stdout = io.StringIO()",
+        "sys.stdout.close(); sys.stdout = open(os.devnull, 'w')",
+    ],
+)
+def test_a_program_closing_or_replacing_stdout_keeps_its_exit_code(
+    tmp_path: Path, body: str
+) -> None:
+    script = tmp_path / "closer.py"
+    script.write_text(
+        f"import io, os, sys\nprint('before')\ndef work():\n    {body}\nwork()\nsys.exit(3)\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [*_PROFILE_CMD, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout.startswith("before\n")
+    assert re.search(r"\bwork +\S*closer\.py:3\n", proc.stdout), proc.stdout  # the tree's row
+
+
+def test_closed_output_without_a_file_goes_to_stderr_with_a_note() -> None:
+    import io
+
+    from onnxrt_backend_dev.monitoring._cli.guard import kept_output
+
+    out, err = io.StringIO(), io.StringIO()
+    with kept_output(out) as kept:
+        out.close()
+        with kept.stream(err) as stream:
+            stream.write("profile\n")
+    assert err.getvalue() == (
+        "note: the program closed stdout: the profile follows on stderr\nprofile\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_terminating_signal_writes_the_profile_then_exits_128_plus_signum(
+    tmp_path: Path, signame: str
+) -> None:
+    import signal
+
+    signum = getattr(signal, signame, None)
+    if signum is None:
+        pytest.skip(f"no {signame} on this platform")
+    script = tmp_path / "sleeper.py"
+    script.write_text(
+        # 'ready' printed inside wait(): the signal comes while wait is on the stack
+        "import time\ndef wait():\n    print('ready', flush=True)\n    time.sleep(60)\nwait()\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.txt"
+    proc = subprocess.Popen(
+        [*_PROFILE_CMD, "-o", str(out), str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, err
+    assert err == f"sleeper.py terminated by {signame}\n"
+    assert re.search(r"\bwait +\S*sleeper\.py:2\n", out.read_text("utf-8"))  # the tree's row
+
+
+def test_show_text_keeps_the_share_column_the_reference_text_lacks() -> None:
+    # The library's to_text() prints the reference's rows; the CLI opts in to the share.
+    code, out, err = _main("show", os.path.join(DATA, "cprofile.prof"), "--sort", "line")
+    assert code == 0, err
+    assert all(line.endswith("%") for line in out.splitlines() if " -- " in line)
+
+
+def test_terminating_signals_restore_handlers_and_leave_ignored_ones() -> None:
+    import signal
+
+    from onnxrt_backend_dev.monitoring._cli.guard import Terminated, terminating_signals
+
+    if not hasattr(signal, "SIGHUP"):
+        pytest.skip("no SIGHUP on this platform")
+    before = signal.getsignal(signal.SIGTERM)
+    old_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with terminating_signals() as state:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN  # nohup's choice kept
+            with pytest.raises(Terminated, match="terminated by SIGTERM"):
+                state.handler(signal.SIGTERM, None)
+            state.handler(signal.SIGTERM, None)  # once over: remembered, not raised
+        assert state.exit_code == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGHUP, old_hup)

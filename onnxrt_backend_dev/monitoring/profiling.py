@@ -24,6 +24,7 @@ from typing import Any
 from ._profiling.builder import build_graph
 from ._profiling.filters import ViewOptions
 from ._profiling.formats import FORMATS, VIEWS, Format, format_names, get_format
+from ._profiling.load import ProfileFormatError, load_profiles
 from ._profiling.model import ProfileNode
 from ._profiling.view_paths import PathLimits
 from ._profiling.view_tree import FOLD_SHARE, CallTree
@@ -34,6 +35,7 @@ __all__ = [
     "CallTree",
     "Format",
     "PathLimits",
+    "ProfileFormatError",
     "ProfileNode",
     "SortKey",
     "ViewOptions",
@@ -185,8 +187,10 @@ def profile2graph(
     :param verbose: prints the size of the graph on stdout
     :return: the root (the only entry point, or a virtual node ``<all>`` calling the
         entry points, not rendered) and the nodes by ``node.key``
+    :raises ProfileFormatError: a file is empty, truncated, not a profile, or holds
+        values of the wrong type or non-finite times (the message names the file)
     """
-    root, nodes = build_graph(ps, clean_text=clean_text)
+    root, nodes = build_graph(load_profiles(ps), clean_text=clean_text)
     if verbose:
         edges = sum(len(n.calls_to) for n in nodes.values())
         print(f"[profile2graph] {len(nodes)} functions, {edges} calls, root={root.key!r}")
@@ -205,21 +209,25 @@ def profile2df(
     :param as_df: returns the results as a dataframe (True) or a list of dictionaries
     :param clean_text: function to clean file names
     :param verbose: prints the number of rows on stdout
-    :return: a DataFrame with columns ``namefct, file, ncalls1, ncalls2, tin, cum_tin,
-        tall, cum_tall`` (pandas extra), or the rows
+    :return: the reference's table: a DataFrame (pandas extra) with columns ``fct,
+        file, ncalls1, ncalls2, tin, cum_tin, tall, cum_tall``, one row per ``(fct,
+        file)`` with the figures summed, sorted by decreasing ``cum_tall``, index
+        ``0..n-1``; with ``as_df=False``, one dictionary per function of the profile
+        with these keys
+    :raises ProfileFormatError: see :func:`profile2graph`
     """
-    from ._profiling.render_json import rows_to_dataframe, stats_rows
+    from ._profiling.render_json import reference_dataframe, stats_rows
 
-    rows = stats_rows(ps, clean_text)
+    rows = stats_rows(ps, clean_text, skip_artifacts=False)
     if verbose:
         print(f"[profile2df] {len(rows)} rows")
-    return rows_to_dataframe(rows) if as_df else rows
+    return reference_dataframe(rows) if as_df else rows
 
 
 def _as_root(graph: Any) -> ProfileNode:
     if isinstance(graph, ProfileNode):
         return graph
-    return build_graph(graph)[0]
+    return build_graph(load_profiles(graph, "graph"))[0]
 
 
 def to_speedscope(

@@ -21,16 +21,22 @@ from contextlib import contextmanager
 from typing import Any, NoReturn, TextIO
 
 from .common import EXIT_USAGE, CommandError, check_outputs, save_output
+from .guard import Terminated, kept_output, terminating_signals
 
 _EPILOG = (
     "The program runs as __main__ with its own sys.argv, sys.path[0] being its folder "
     "(the current one with -m). Its output and the profile both go to stdout unless -o is "
     "given; errors and status go to stderr. The exit code is the program's (sys.exit, "
     "os._exit), 1 if it raised an exception (its traceback is printed), 130 if "
-    "interrupted; the profile is written in each case (not after os._exit from a thread). "
+    "interrupted, 128+N on signal N (SIGTERM 143, SIGHUP 129); the profile is written in "
+    "each case (not after os._exit from a thread), to the original stdout if the program "
+    "closed sys.stdout. "
     "Before the program runs, a usage error or an -o that cannot be written (or is an "
     "input) exits with 2; an -o failing after the run exits with 1, the profile saved "
-    "in a file named on stderr."
+    "in a file named on stderr. "
+    "show: a file that is not a readable profile (empty, truncated, another format, "
+    "values of the wrong type, NaN or infinite times) exits with 1 and one line naming "
+    "the file and the problem."
 )
 _VIEW_DESTS = (
     "sort",
@@ -181,6 +187,8 @@ def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
     # Each format takes its own keywords, as the registry says.
     given = {"sort_key": args.sort, "view": args.view}
     opts.update({k: v for k, v in given.items() if k in entry.takes})
+    if fmt == "text" and opts.get("view") == "reference":
+        opts["show_share"] = True  # the reference's text has no share column: opt in
     if opts.get("view") == "tree":
         opts["fold_share"] = args.fold_share
         opts["program"] = getattr(args, "program", None)
@@ -409,7 +417,7 @@ class ProfileCommand:
         return self._profile(code, module, argv + args.args, path0, args, out, err)
 
     def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from pstats import Stats
+        from .._profiling.load import ProfileFormatError, load_stats_object
 
         parser = argparse.ArgumentParser(
             prog="python -m onnxrt_backend_dev.monitoring profile show"
@@ -423,12 +431,12 @@ class ProfileCommand:
             return e.code if isinstance(e.code, int) else EXIT_USAGE
         _check_before_running(sargs)
         sargs.program = ", ".join(os.path.basename(f) for f in sargs.files)
-        try:
-            stats = Stats(*sargs.files)
-        except OSError:
-            raise
-        except Exception as e:  # marshal and pstats raise anything on a bad file
-            raise CommandError(f"cannot read profile {sargs.files!r}: {e}") from e
+        try:  # each file validated, pstats never reads one (it prints on bad files)
+            stats = load_stats_object(sargs.files)
+        except ProfileFormatError as e:
+            raise CommandError(str(e)) from e
+        except OSError as e:
+            raise CommandError(f"cannot read profile {e.filename!r}: {e.strerror}") from e
         _emit(stats, sargs, out, err)
         return 0
 
@@ -461,19 +469,28 @@ class ProfileCommand:
         pr = cProfile.Profile()
         failure: BaseException | None = None
         on_exit = _on_os_exit(pr, name, args, out, err)
-        with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
-            pr.enable()
-            try:
-                exec(code, module.__dict__)
-            except BaseException as e:  # handled below, with the profiler off
-                failure = e
-            finally:
-                pr.disable()
-        rc = _exit_code(failure, err) if isinstance(failure, SystemExit) else 0
-        failure = None if isinstance(failure, SystemExit) else failure
-        _emit(Stats(pr), args, out, err)
+        # The profile is delivered even if the program closes sys.stdout or the command
+        # receives SIGTERM or SIGHUP (then exits with 128 + signum).
+        with kept_output(out) as kept, terminating_signals() as signals:
+            with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
+                pr.enable()
+                try:
+                    exec(code, module.__dict__)
+                except BaseException as e:  # handled below, with the profiler off
+                    failure = e
+                finally:
+                    pr.disable()
+                    signals.program_over()
+            rc = _exit_code(failure, err) if isinstance(failure, SystemExit) else 0
+            failure = None if isinstance(failure, SystemExit) else failure
+            with kept.stream(err) as stream:
+                _emit(Stats(pr), args, stream, err)
         if isinstance(failure, KeyboardInterrupt):
             raise failure
+        if signals.exit_code is not None:
+            why = failure if isinstance(failure, Terminated) else Terminated(signals.received[0])
+            err.write(f"{name} {why}\n")
+            return signals.exit_code
         if failure is not None:
             tb = failure.__traceback__
             lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)

@@ -111,7 +111,10 @@ class GuardedOutput:
             self.write(line)
 
     def flush(self) -> None:
-        """Flushes the stream."""
+        """Flushes the stream (nothing if a profiled program closed it: what the command
+        wrote after that went to a duplicate of its descriptor)."""
+        if getattr(self.stream, "closed", False):
+            return
         try:
             self.stream.flush()
         except OSError as e:

@@ -237,7 +237,7 @@ class ProfileNode:
         filter_node: FilterNode | None = None,
         sort_key: Any = SortKey.LINE,
         fct_width: int = 60,
-        show_share: bool = True,
+        show_share: bool = False,
         max_indent: int = 30,
         **options: Any,
     ) -> str:
@@ -245,15 +245,16 @@ class ProfileNode:
 
         One line per row: the function name padded to ``fct_width`` minus the indent,
         ``-- nc1 nc2 -- tin tall -- file:line:func (func)``, ``+++`` when the function
-        is referenced there but printed as a root elsewhere, then ``-- share%`` of the
-        total time. Rows deeper than ``max_indent`` levels are drawn at that level with
-        their depth in brackets, and a last line says so.
+        is referenced there but printed as a root elsewhere, as the reference; with
+        ``show_share``, then ``-- share%`` of the total time. Rows deeper than
+        ``max_indent`` levels are drawn at that level with their depth in brackets, and
+        a last line says so.
 
         :param filter_node: display only the nodes for which this function returns True,
             if None, the default function removes built-in function with small impact
         :param sort_key: sort sub nodes by...
-        :param fct_width: width of the function name column
-        :param show_share: append each row's share of the total time
+        :param fct_width: width of the function name column (0 to 1000)
+        :param show_share: append each row's share of the total time (opt-in)
         :param max_indent: indentation levels drawn before folding
         :param options: filters, see :class:`ViewOptions`
         :return: text
@@ -271,6 +272,11 @@ class ProfileNode:
                 max_indent=max_indent,
                 max_count=rows.max_count,
                 total=rows.total,
+                # a fresh walk (a walk marks what it expanded), in case the rows'
+                # counts need narrower columns than the graph's largest count
+                rows_again=lambda: TreeRows(
+                    self, filter_node, sort_key, ViewOptions(**options)
+                ).raw(),
             )
 
     def to_json(

@@ -14,7 +14,7 @@ from typing import Any
 
 from .filters import ViewOptions
 from .model import FilterNode, ProfileNode
-from .safe import script_json
+from .safe import safe_count, safe_time, script_json
 from .view_reference import TreeRows
 
 
@@ -40,19 +40,21 @@ def render_html(
     """
     view = TreeRows(root, filter_node, sort_key, ViewOptions(**options))
     rows = list(view)
+    # The page's script writes the figures as HTML: each one is checked to be a number
+    # (a hand-made graph may hold anything), names go through the page's escaping.
     data = {
-        "total": view.total,
+        "total": safe_time(view.total, "the total time"),
         "rows": [
             [
                 r.indent,
-                r.node.func_name,
-                r.node.key,
-                r.nc1,
-                r.nc2,
-                r.tin,
-                r.tall,
+                str(r.node.func_name),
+                str(r.node.key),
+                safe_count(r.nc1, f"nc1 of {r.node.key!r}"),
+                safe_count(r.nc2, f"nc2 of {r.node.key!r}"),
+                safe_time(r.tin, f"tin of {r.node.key!r}"),
+                safe_time(r.tall, f"tall of {r.node.key!r}"),
                 int(r.ref),
-                r.share,
+                safe_time(r.share, f"the share of {r.node.key!r}"),
             ]
             for r in rows
         ],

@@ -7,11 +7,14 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .builder import is_artifact, stats_dicts
+from .builder import is_artifact
+from .load import load_profiles
 from .view_reference import Row
 
-# Columns of the per-function table, in order.
+# Columns of the per-function table of profile(as_df=True), in order.
 DF_COLUMNS = ["namefct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
+# Columns of the reference's profile2df table, in order.
+REFERENCE_COLUMNS = ["fct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
 
 
 def row_as_dict(r: Row) -> dict[str, Any]:
@@ -116,6 +119,8 @@ def render_json(
             f"{max_indent}; details.indent keeps their depth"
         )
     if as_str:
+        # JSON has no NaN or Infinity token: refuse them rather than write invalid JSON.
+        kwargs.setdefault("allow_nan", False)
         return json.dumps(doc, **kwargs)
     return doc
 
@@ -126,20 +131,24 @@ def _better_name(fct: str, file: str) -> str:
     return f"{os.path.basename(file)}-{fct}"
 
 
-def stats_rows(ps: Any, clean_text: Callable[[str], str] | None = None) -> list[dict[str, Any]]:
+def stats_rows(
+    ps: Any, clean_text: Callable[[str], str] | None = None, skip_artifacts: bool = True
+) -> list[dict[str, Any]]:
     """One row per function of one or several profiles: ``namefct, fct, file, ncalls1,
     ncalls2, tin, cum_tin, tall, cum_tall`` (cProfile's callers keep no figures of their
-    own, so the cumulated columns equal ``tin`` and ``tall``).
+    own, so the cumulated columns equal ``tin`` and ``tall``, as in the reference).
 
-    :param ps: :class:`pstats.Stats`, a path, or a list of them
+    :param ps: :class:`pstats.Stats`, a path, or a list of them (validated here)
     :param clean_text: function to clean file names
+    :param skip_artifacts: leave out the profiler's own entries (the reference keeps
+        them)
     :return: rows
     """
     clean = clean_text or (lambda x: x)
     rows = []
-    for stats in stats_dicts(ps):
-        for func, v in stats.items():
-            if len(v) < 4 or is_artifact(func):
+    for loaded in load_profiles(ps):
+        for func, v in loaded.stats.items():
+            if skip_artifacts and is_artifact(func):
                 continue
             file = f"{clean(str(func[0]).replace(chr(92), '/'))}:{func[1]}"
             fct = str(func[2])
@@ -173,3 +182,19 @@ def rows_to_dataframe(rows: list[dict[str, Any]]) -> Any:
     df = df.groupby(["namefct", "file"], as_index=False).sum()
     df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
     return df[DF_COLUMNS].copy()
+
+
+def reference_dataframe(rows: list[dict[str, Any]]) -> Any:
+    """The reference's ``profile2df`` table: one row per ``(fct, file)`` with the
+    figures summed, sorted by decreasing ``cum_tall``, index ``0..n-1``.
+
+    :param rows: rows from :func:`stats_rows`
+    :return: a :class:`pandas.DataFrame` with columns :data:`REFERENCE_COLUMNS`
+    """
+    from .._optional import require
+
+    pandas = require("pandas", "pandas", "profiling tables")
+    df = pandas.DataFrame(rows, columns=REFERENCE_COLUMNS)
+    df = df.groupby(["fct", "file"], as_index=False).sum()
+    df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
+    return df[REFERENCE_COLUMNS].copy()

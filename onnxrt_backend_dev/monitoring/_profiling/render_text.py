@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .model import ProfileNode
@@ -32,20 +32,59 @@ def align_text(text: str, size: int) -> str:
 _CHUNK = 2048
 
 
-def _max_count(rows: Sequence[Row]) -> int:
-    """The largest call count of the rows (0 without rows)."""
-    return max((max(abs(int(r[2])), abs(int(r[3]))) for r in rows), default=0)
+def count_width(max_count: int) -> int:
+    """Width of the count columns, the reference's rule: ``int(log10(max) + 1.5)``
+    (written with the sign space of ``{: Nd}``, so a count may overflow it by one
+    character, as in the reference); 1 when no count is positive.
+
+    :param max_count: the largest call count of the rows
+    :return: the width
+    """
+    if max_count < 1:
+        return 1
+    return int(math.log(max_count) / math.log(10) + 1.5)
 
 
 def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple[str, str]]:
     """The %-templates of a line and of a reference line, with the share as an argument
-    and with a share below 0.05 % already written as ``0.0``; the count columns hold a
-    sign space and the longest count ("% 2d" is the reference's "{: 2d}")."""
-    dg = len(str(abs(max_count))) + 1
+    and with a share below 0.05 % already written as ``0.0``; the count columns are the
+    reference's ``{: Nd}`` ("% Nd"), a reference line ends with `` +++`` unless the share
+    follows it."""
+    dg = count_width(max_count)
     base = f"%s -- % {dg}d % {dg}d -- %1.5f %1.5f%s"
     share = " -- %.1f%%" if show_share else ""
     tiny = " -- 0.0%%" if show_share else ""
     return (base + share, base + " +++" + share), (base + tiny, base + " +++" + tiny)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its unprintable characters (newlines, tabs, U+2028...) written as
+    backslash escapes, so that a crafted name stays on its row.
+
+    :param text: a name read from a profile
+    :return: printable text
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+# Widest name column accepted: wider only pads every row with spaces.
+MAX_FCT_WIDTH = 1000
+
+
+def check_fct_width(fct_width: Any) -> int:
+    """Validates ``fct_width``.
+
+    :param fct_width: width of the function name column
+    :return: the width
+    :raises ValueError: not an int in ``[0, MAX_FCT_WIDTH]``
+    """
+    if type(fct_width) is not int or not 0 <= fct_width <= MAX_FCT_WIDTH:
+        raise ValueError(f"fct_width must be an int in [0, {MAX_FCT_WIDTH}], got {fct_width!r}")
+    return fct_width
 
 
 def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
@@ -60,37 +99,50 @@ def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
 def render_text(
     rows: Iterable[Row] | Iterable[RawRow],
     fct_width: int = 60,
-    show_share: bool = True,
+    show_share: bool = False,
     max_indent: int = 30,
     max_count: int | None = None,
     total: float | None = None,
+    rows_again: Callable[[], Iterable[RawRow]] | None = None,
 ) -> str:
     """Renders rows as the reference's text tree.
 
     :param rows: :class:`Row <.view_reference.Row>` from :func:`tree_rows
-        <.view_reference.tree_rows>`, or, with ``max_count`` and ``total``, the raw rows
+        <.view_reference.tree_rows>`, or, with ``total``, the raw rows
         ``(node, depth, (nc1, nc2, tin, tall), ref)`` of :meth:`TreeRows.raw
         <.view_reference.TreeRows.raw>`, streamed
     :param fct_width: width of the function name column
-    :param show_share: append each row's share of the total time
+    :param show_share: append each row's share of the total time (after `` +++``; the
+        reference has no such column)
     :param max_indent: indentation levels drawn before folding deeper rows at that
         level, their depth in brackets
-    :param max_count: the largest call count of the rows, which sets the width of the
-        count columns
+    :param max_count: a bound of the call counts of the rows (the graph's largest),
+        from which the count columns are sized first; None: from the rows
     :param total: the total time the shares are relative to
+    :param rows_again: gives the raw rows once more, for the rare case where the rows'
+        largest count needs narrower columns than ``max_count`` (the reference sizes
+        them from the rows it prints); without it, the columns of ``max_count`` stay
     :return: text
+    :raises ValueError: ``fct_width`` is not an int in ``[0, 1000]``
     """
-    if fct_width < 0:
-        raise ValueError(f"fct_width must be >= 0, got {fct_width!r}")
+    check_fct_width(fct_width)
     if max_indent < 1:
         raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
-    if max_count is None or total is None:
+    raw: Iterable[RawRow] = rows  # type: ignore[assignment]
+    if total is None:
         full = [r for r in rows if isinstance(r, Row)]
-        max_count = _max_count(full)
         # Every row has share = tall / total: any of them gives the total back.
         total = next((r.tall / r.share for r in full if r.share > 0), 0.0)
-        rows = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in full]
-    return _render(rows, _templates(max_count, show_share), fct_width, max_indent, total)
+        raw = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in full]
+    if rows_again is None and max_count is None:
+        kept = raw = list(raw)
+        rows_again = lambda: kept  # noqa: E731
+    hint = 0 if max_count is None else int(max_count)
+    text, top = _render(raw, _templates(hint, show_share), fct_width, max_indent, total)
+    if count_width(top) != count_width(hint) and rows_again is not None:
+        templates = _templates(top, show_share)
+        text = _render(rows_again(), templates, fct_width, max_indent, total)[0]
+    return text
 
 
 def _render(
@@ -99,7 +151,8 @@ def _render(
     fct_width: int,
     max_indent: int,
     total: float,
-) -> str:
+) -> tuple[str, int]:
+    """The text of the rows and their largest call count."""
     scale = 100.0 / total if total > 0 else 0.0
     full, tiny = templates
     # Most rows of a large tree hold less than 0.05 % of the time, written "0.0"
@@ -114,17 +167,20 @@ def _render(
     line_templates: list[str] = []
     args: list[Any] = []
     next_line, add_args = line_templates.append, args.extend
-    folded = 0
+    folded = top = 0
     depth, deep, by_node = -1, False, {}
     for node, indent, el, ref in rows:
+        if el[0] > top or el[1] > top:
+            top = max(el[0], el[1])
         if indent != depth:  # rows come depth first: the depth often stays the same
             depth, deep = indent, indent > max_indent
             by_node = parts.setdefault(indent, {})
         both = by_node.get(node)
         if both is None:
+            name = one_line(node.func_name)
             both = by_node[node] = (
-                _prefix(node.func_name, indent, fct_width, max_indent),
-                f" -- {node.key} ({node.func_name})",
+                _prefix(name, indent, fct_width, max_indent),
+                f" -- {one_line(node.key)} ({name})",
             )
         if deep:
             folded += 1
@@ -146,4 +202,4 @@ def _render(
             f"[{folded} rows deeper than {max_indent} levels are drawn at level "
             f"{max_indent} with their depth in brackets]"
         )
-    return "\n".join(chunks)
+    return "\n".join(chunks), int(top)

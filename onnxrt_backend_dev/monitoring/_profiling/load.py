@@ -1,0 +1,306 @@
+"""Loading and validating profiles: the one door through which ``.prof`` files and
+:class:`pstats.Stats` objects enter the profiling pipeline.
+
+A profile file is untrusted: it may be empty, truncated, random bytes, a pickle, or a
+well-formed marshal dump whose figures are strings or NaN. Everything that is read is
+checked against the shape written by :mod:`cProfile` and :mod:`profile`::
+
+    {(file, line, name): (cc, nc, tt, ct, {caller: (nc, cc, tt, ct) or count})}
+
+with ``file`` and ``name`` strings (or code objects, which the profile module writes),
+``line`` and counts integers, times finite numbers. Anything else raises
+:class:`ProfileFormatError` naming the file and the first problem, so that no renderer
+ever sees a value of an unexpected type. pstats itself prints on some bad files: it is
+never asked to read a file, only to hold a validated dictionary.
+"""
+
+from __future__ import annotations
+
+import marshal
+import math
+import os
+import types
+from collections.abc import Sequence
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+# A profile file larger than this is refused before it is read (the largest real
+# profiles are a few hundred MB).
+MAX_FILE_SIZE = 2**31
+
+
+class ProfileFormatError(ValueError):
+    """A profile that cannot be read or does not have the shape of pstats data."""
+
+
+class ValidatedStats:
+    """A validated stats dictionary, with what :class:`pstats.Stats` needs to take it
+    (``create_stats``) and what the graph builder reads (``stats``).
+
+    :param stats: the validated dictionary
+    :param source: where it comes from (a file name or ``ps``), for messages
+    """
+
+    def __init__(self, stats: dict[Any, Any], source: str) -> None:
+        self.stats = stats
+        self.source = source
+
+    def create_stats(self) -> None:
+        """Nothing to do: the dictionary is already there (pstats calls this)."""
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a bad value, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _check_int(value: Any, what: str) -> None:
+    # bool is an int subclass but no call count.
+    if type(value) is not int:
+        raise ProfileFormatError(f"{what} must be an int, got {_type_name(value)} {_short(value)}")
+
+
+def _check_time(value: Any, what: str) -> None:
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise ProfileFormatError(f"{what} must be a finite number, got {value!r}")
+    elif kind is not int:
+        raise ProfileFormatError(
+            f"{what} must be a number, got {_type_name(value)} {_short(value)}"
+        )
+
+
+# A name or a file is a string; the profile module also stores code objects (its
+# entry for the code it was given), which the graph builder turns into text.
+_NAME_TYPES = (str, types.CodeType)
+
+
+def _check_func(func: Any, what: str) -> None:
+    if (
+        type(func) is not tuple
+        or len(func) != 3
+        or type(func[0]) not in _NAME_TYPES
+        or type(func[1]) is not int
+        or type(func[2]) not in _NAME_TYPES
+    ):
+        raise ProfileFormatError(
+            f"{what} must be a (file: str, line: int, name: str) tuple, got {_short(func)}"
+        )
+
+
+def _check_figures(figures: Sequence[Any], what: str) -> None:
+    """``(c1, c2, tt, ct)``: two counts then two times."""
+    _check_int(figures[0], f"the first call count of {what}")
+    _check_int(figures[1], f"the second call count of {what}")
+    _check_time(figures[2], f"the own time of {what}")
+    _check_time(figures[3], f"the cumulative time of {what}")
+
+
+def _check_callers(callers: Any, what: str) -> None:
+    if type(callers) is not dict:
+        raise ProfileFormatError(f"the callers of {what} must be a dict, got {_type_name(callers)}")
+    for caller, edge in callers.items():
+        _check_func(caller, f"a caller of {what}")
+        if type(edge) is int:  # the profile module stores a call count only
+            continue
+        edge_what = f"the call {caller!r} -> {what}"
+        if type(edge) is not tuple or len(edge) != 4:
+            raise ProfileFormatError(
+                f"{edge_what} must be a count or a (nc, cc, tt, ct) tuple, "
+                f"got {_type_name(edge)} {_short(edge)}"
+            )
+        _check_figures(edge, edge_what)
+
+
+_COUNT_TYPES = frozenset({int})
+_TIME_TYPES = frozenset({int, float})
+_NAME_TYPE_SET = frozenset(_NAME_TYPES)
+
+
+def _types(values: Any) -> set[type]:
+    return set(map(type, values))
+
+
+def _valid_keys(keys: Sequence[Any]) -> bool:
+    """Whether every key is a ``(file, line, name)`` tuple (C loops over columns)."""
+    if _types(keys) != {tuple} or set(map(len, keys)) != {3}:
+        return False
+    files, lines, names = (list(map(itemgetter(i), keys)) for i in range(3))
+    return (
+        _types(files) <= _NAME_TYPE_SET
+        and _types(lines) <= _COUNT_TYPES
+        and _types(names) <= _NAME_TYPE_SET
+    )
+
+
+def _valid_figures(rows: Sequence[Any]) -> bool:
+    """Whether the first four columns are two counts and two finite times."""
+    # One column at a time (zip(*rows) unpacks every row as an argument: far slower).
+    columns = [list(map(itemgetter(i), rows)) for i in range(4)]
+    if not (_types(columns[0]) | _types(columns[1])) <= _COUNT_TYPES:
+        return False
+    if not (_types(columns[2]) | _types(columns[3])) <= _TIME_TYPES:
+        return False
+    # NaN and infinities propagate through a sum (a huge sum overflowing to inf only
+    # sends the data to the slow check, which accepts it).
+    return math.isfinite(sum(columns[2]) + sum(columns[3]))
+
+
+def _valid_edges(callers: Sequence[Any], known: Any) -> bool:
+    if _types(callers) != {dict}:
+        return False
+    caller_keys = set(chain.from_iterable(callers))
+    unknown = list(caller_keys - known)  # callers without an entry of their own
+    if unknown and not _valid_keys(unknown):
+        return False
+    edges = list(chain.from_iterable(map(dict.values, callers)))
+    kinds = _types(edges)
+    if not kinds <= {tuple, int}:
+        return False
+    if int in kinds:  # the profile module's call counts
+        edges = [e for e in edges if type(e) is tuple]
+    return not edges or (set(map(len, edges)) == {4} and _valid_figures(edges))
+
+
+def _all_valid(stats: dict[Any, Any]) -> bool:
+    """The fast check of :func:`validate_stats`: the same rules, checked column by
+    column in C loops; False sends the data to the check that names the problem."""
+    try:
+        values = list(stats.values())
+        if _types(values) != {tuple} or set(map(len, values)) != {5}:
+            return False
+        callers = [v[4] for v in values]
+        return (
+            _valid_keys(list(stats))
+            and _valid_figures(values)
+            and _valid_edges(callers, stats.keys())
+        )
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def validate_stats(stats: Any) -> dict[Any, Any]:
+    """Checks that ``stats`` has the shape of pstats data.
+
+    :param stats: the dictionary read from a profile
+    :return: the same dictionary
+    :raises ProfileFormatError: the first problem met (the caller adds the source)
+    """
+    if type(stats) is not dict:
+        raise ProfileFormatError(
+            f"not pstats data: a dict of functions was expected, got {_type_name(stats)}"
+        )
+    if not stats:
+        raise ProfileFormatError("the profile holds no function")
+    if _all_valid(stats):
+        return stats
+    # Something is wrong, or unusual (an overflowing sum): find it, one value at a time.
+    for func, value in stats.items():
+        _check_func(func, "a function key")
+        what = repr(func)
+        if type(value) is not tuple or len(value) != 5:
+            raise ProfileFormatError(
+                f"the entry of {what} must be a (cc, nc, tt, ct, callers) tuple, "
+                f"got {_type_name(value)} of length "
+                f"{len(value) if isinstance(value, (tuple, list)) else '-'}"
+            )
+        _check_figures(value, what)
+        _check_callers(value[4], what)
+    return stats
+
+
+def read_profile_file(path: str | os.PathLike[str]) -> ValidatedStats:
+    """Reads and validates one profile file (as written by ``dump_stats``).
+
+    :param path: the file
+    :return: the validated data
+    :raises ProfileFormatError: the file is not a readable profile; the message names
+        the file and what is wrong
+    :raises OSError: the file cannot be opened
+    """
+    name = os.fspath(path)
+    size = os.path.getsize(name)
+    if size == 0:
+        raise ProfileFormatError(f"cannot read profile {name!r}: the file is empty")
+    if size > MAX_FILE_SIZE:
+        raise ProfileFormatError(
+            f"cannot read profile {name!r}: {size} bytes, more than {MAX_FILE_SIZE}"
+        )
+    with open(name, "rb") as f:
+        data = f.read()
+    if data[:1] == b"\x80":  # pickle protocol 2+ header, marshal has no such type code
+        raise ProfileFormatError(
+            f"cannot read profile {name!r}: it is a pickle, not a profile written by "
+            "cProfile or pstats (dump_stats)"
+        )
+    try:
+        stats = marshal.loads(data)
+    except (EOFError, ValueError, TypeError) as e:
+        raise ProfileFormatError(
+            f"cannot read profile {name!r}: not a marshal dump of pstats data "
+            f"(truncated or another format: {e})"
+        ) from e
+    return _validated(stats, name)
+
+
+def _validated(stats: Any, source: str) -> ValidatedStats:
+    try:
+        return ValidatedStats(validate_stats(stats), source)
+    except ProfileFormatError as e:
+        raise ProfileFormatError(f"cannot read profile {source!r}: {e}") from e
+
+
+def load_profiles(ps: Any, name: str = "ps") -> list[ValidatedStats]:
+    """Validates one or several profiles: paths are read, :class:`pstats.Stats` (or any
+    object with a ``stats`` dictionary) checked.
+
+    :param ps: a :class:`pstats.Stats`, a path to a profile file, or a non-empty list
+        of them
+    :param name: the parameter's name, for messages
+    :return: one validated dictionary per profile
+    :raises TypeError: ``ps`` is none of these
+    :raises ProfileFormatError: a profile has not the shape of pstats data
+    """
+    if isinstance(ps, ValidatedStats):
+        return [ps]
+    if isinstance(ps, (str, os.PathLike)):
+        return [read_profile_file(ps)]
+    stats = getattr(ps, "stats", None)
+    if isinstance(stats, dict):
+        files = getattr(ps, "files", None)
+        source = ", ".join(map(str, files)) if isinstance(files, list) and files else name
+        return [_validated(stats, source)]
+    if isinstance(ps, Sequence) and not isinstance(ps, (str, bytes)) and ps:
+        out: list[ValidatedStats] = []
+        for i, p in enumerate(ps):
+            out.extend(load_profiles(p, f"{name}[{i}]"))
+        return out
+    raise TypeError(
+        f"{name} must be a pstats.Stats, a path to a profile file or a non-empty list of "
+        f"them, got {type(ps).__name__}"
+    )
+
+
+def load_stats_object(files: Sequence[str]) -> Any:
+    """Reads profile files into one :class:`pstats.Stats` (merged), each validated
+    first, pstats printing nothing.
+
+    :param files: paths
+    :return: the :class:`pstats.Stats`
+    :raises ProfileFormatError: a file is not a readable profile
+    """
+    import io
+    from pstats import Stats
+
+    loaded = [read_profile_file(f) for f in files]
+    # pstats writes its complaints to its stream: a buffer, never stdout.
+    stats = Stats(*loaded, stream=io.StringIO())  # type: ignore[arg-type]
+    stats.files = [v.source for v in loaded]  # type: ignore[attr-defined]
+    return stats
