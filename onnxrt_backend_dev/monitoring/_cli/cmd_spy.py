@@ -448,11 +448,15 @@ class SpyCommand:
             _kill(proc)  # never leave it blocked on the gate, nor run it unmeasured
             raise
         try:
-            with _Forwarder(proc, _INTERRUPT_GRACE) as forwarder:
-                _open_gate(gate)
-                with spy, self._status(spy, what, args, err):
+            forwarder = _Forwarder(proc, _INTERRUPT_GRACE)
+            with forwarder, spy, self._status(spy, what, args, err):
+                try:
+                    _open_gate(gate)
                     last_peak = _wait(proc)
-                    ended = time.monotonic()
+                except KeyboardInterrupt:  # before _wait could catch it: same answer
+                    _stop_interrupted(proc)
+                    last_peak = None
+                ended = time.monotonic()
         finally:
             _kill(proc)  # a second Ctrl-C, an error: the command never outlives the CLI
         result = spy.result
