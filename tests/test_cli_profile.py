@@ -449,3 +449,22 @@ def test_terminating_signals_restore_handlers_and_leave_ignored_ones() -> None:
         assert signal.getsignal(signal.SIGTERM) is before
     finally:
         signal.signal(signal.SIGHUP, old_hup)
+
+
+def test_an_output_suffix_no_format_claims_is_refused(script: Path, tmp_path: Path) -> None:
+    # GIVEN -o out.png without --format WHEN profiling THEN refused before the run (no
+    # text written into a .png), naming -o and the formats
+    target = tmp_path / "out.png"
+    code, out, err = _main("-o", str(target), str(script))
+    assert (code, out) == (2, "") and "cannot tell the format of -o" in err
+    assert err.count("\n") == 1 and not target.exists()
+    # and a .txt (or no suffix) is text
+    code, _, err = _main("-q", "-o", str(tmp_path / "out.txt"), str(script))
+    assert code == 0, err
+    assert (tmp_path / "out.txt").read_text("utf-8").startswith("Call tree of ")
+
+
+def test_show_help_tells_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = _main("show", "--help")  # argparse prints the help on sys.stdout
+    text = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "Exit codes: 0 done, 1 a file that is not a readable profile" in text

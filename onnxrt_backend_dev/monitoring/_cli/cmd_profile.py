@@ -38,6 +38,8 @@ _EPILOG = (
     "values of the wrong type, NaN or infinite times) exits with 1 and one line naming "
     "the file and the problem."
 )
+# Suffixes of -o that mean text when no format claims them (and no suffix at all).
+_TEXT_SUFFIXES = ("", ".txt", ".text", ".log", ".out")
 _VIEW_DESTS = (
     "sort",
     "view",
@@ -122,7 +124,16 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
 def _resolve_format(args: argparse.Namespace) -> str:
     from .._profiling.formats import FORMATS, guess_format
 
-    fmt: str = args.format if args.format is not None else guess_format(args.output or "")
+    fmt: str = args.format if args.format is not None else guess_format(args.output or "", "")
+    if not fmt:  # no suffix of ours: text, unless the suffix promises something else
+        suffix = os.path.splitext(args.output or "")[1].lower()
+        if suffix not in _TEXT_SUFFIXES:
+            raise CommandError(
+                f"cannot tell the format of -o {args.output!r} from its suffix {suffix!r}: "
+                f"give --format ({', '.join(FORMATS)})",
+                EXIT_USAGE,
+            )
+        fmt = "text"
     if FORMATS[fmt].binary and not args.output:
         raise CommandError(f"--format {fmt} writes a binary file and needs -o FILE", EXIT_USAGE)
     return fmt
@@ -420,7 +431,11 @@ class ProfileCommand:
         from .._profiling.load import ProfileFormatError, load_stats_object
 
         parser = argparse.ArgumentParser(
-            prog="python -m onnxrt_backend_dev.monitoring profile show"
+            prog="python -m onnxrt_backend_dev.monitoring profile show",
+            description="Renders existing profile files (merged) in any format.",
+            epilog="Exit codes: 0 done, 1 a file that is not a readable profile (one line "
+            "naming it and the problem) or an -o failing after the render, 2 a usage error "
+            "or an -o that cannot be written (or is one of the profiles).",
         )
         _add_view_options(parser)
         parser.add_argument("files", nargs="+", help="profile files (merged)")
