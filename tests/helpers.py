@@ -1,9 +1,14 @@
-"""What the tests share: a fake terminal, an in-process CLI run, a checked subprocess run."""
+"""What the tests share: a fake terminal, an in-process CLI run, a checked subprocess run,
+headless chromium."""
 
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import signal
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -63,3 +68,51 @@ def run_checked(
         f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
     )
     return proc
+
+
+def browser() -> str | None:
+    """The headless browser the HTML tests open pages in, None without one."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def dump_dom(url: str, timeout: float = 60.0, virtual_time_ms: int | None = None) -> str:
+    """Loads ``url`` in headless chromium and returns the DOM after its scripts ran.
+
+    :param url: the page
+    :param timeout: seconds before the browser is killed
+    :param virtual_time_ms: lets timers and image errors fire first (virtual time)
+    :return: the DOM as HTML
+    """
+    path = browser()
+    assert path is not None
+    budget = [] if virtual_time_ms is None else [f"--virtual-time-budget={virtual_time_ms}"]
+    with tempfile.TemporaryDirectory() as profile_dir:
+        cmd = [
+            path,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile_dir}",
+            *budget,
+            "--dump-dom",
+            url,
+        ]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return out.decode("utf-8", "replace")

@@ -6,17 +6,16 @@ import cProfile
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from pstats import SortKey, Stats
 from typing import Any
 
 import pytest
+from helpers import browser as _browser
+from helpers import dump_dom
 
 from onnxrt_backend_dev.monitoring.profiling import (
     FORMATS,
@@ -641,45 +640,6 @@ def test_import_is_light() -> None:
 
 
 # ---------------------------------------------------------------- the page in a browser
-
-
-def _browser() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-def dump_dom(url: str, timeout: float = 60.0) -> str:
-    """Loads ``url`` in headless chromium and returns the DOM after its scripts ran."""
-    browser = _browser()
-    assert browser is not None
-    with tempfile.TemporaryDirectory() as profile_dir:
-        cmd = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile_dir}",
-            "--dump-dom",
-            url,
-        ]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    return out.decode("utf-8", "replace")
 
 
 def shown_names(dom: str) -> list[str]:

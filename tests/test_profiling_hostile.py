@@ -11,16 +11,14 @@ import os
 import pickle
 import random
 import re
-import shutil
-import signal
-import subprocess
 import tempfile
 from pathlib import Path
 from pstats import Stats
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import browser as _browser
+from helpers import dump_dom, run_cli
 
 from onnxrt_backend_dev.monitoring._profiling.load import (
     ProfileFormatError,
@@ -255,44 +253,9 @@ def test_a_name_with_a_newline_stays_on_its_row() -> None:
 # ---------------------------------------------------------------- in a browser
 
 
-def _browser() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 def _dump_dom(url: str, timeout: float = 60.0) -> str:
     """The DOM after the page's scripts ran (and image errors fired)."""
-    browser = _browser()
-    assert browser is not None
-    with tempfile.TemporaryDirectory() as profile_dir:
-        cmd = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile_dir}",
-            "--virtual-time-budget=2000",
-            "--dump-dom",
-            url,
-        ]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    return out.decode("utf-8", "replace")
+    return dump_dom(url, timeout, virtual_time_ms=2000)
 
 
 def _hostile_names_file(path: Path) -> None:
