@@ -119,6 +119,33 @@ def _stop_on_signals() -> Iterator[None]:
 
 
 @dataclass
+class _Stop:
+    """The signal that ended a measure early, None if it ran to the end."""
+
+    signum: int | None = None
+
+
+@contextmanager
+def _measuring(what: str) -> Iterator[_Stop]:
+    """Runs a measure: SIGTERM, SIGHUP and Ctrl-C end it early (recorded, what was timed
+    so far is kept); the user's code failing becomes one line, never a traceback.
+
+    :param what: the statement(s) named in the error, e.g. ``"the statement"``
+    :return: where the signal that ended the measure is recorded
+    """
+    stop = _Stop()
+    try:
+        with _stop_on_signals():
+            yield stop
+    except ClockError:
+        raise
+    except (_Stopped, KeyboardInterrupt) as e:
+        stop.signum = e.signum if isinstance(e, _Stopped) else signal.SIGINT
+    except Exception as e:  # the user's code failed: one line, no traceback
+        raise _statement_error(what, e) from e
+
+
+@dataclass
 class _Plan:
     """The numbers used: what the options say, or what calibration found."""
 
@@ -228,30 +255,23 @@ class TimeCommand:
             return f"timing {args.stmt}: {status.elapsed():.1f} s, {progress.runs:,} runs"
 
         live = not args.quiet and (args.max_time or 0) >= _LIVE_STATUS_MIN_SECONDS
-        stopped: int | None = None
-        with LiveStatus(err, render, enabled=None if live else False) as status:
-            try:
-                with _stop_on_signals():
-                    if plan.max_time is None and plan.number is None:
-                        plan.number = autorange(args.stmt, setup=setup, seconds=_CALIBRATED_SECONDS)
-                        plan.calibrated = True
-                    plan.repeat = plan.repeat or _CALIBRATED_REPEAT
-                    measure(
-                        args.stmt,
-                        None,
-                        repeat=plan.repeat,
-                        number=plan.number or 1,
-                        warmup=args.warmup,
-                        max_time=plan.max_time,
-                        setup=setup,
-                        progress=progress,
-                    )
-            except ClockError:
-                raise
-            except (_Stopped, KeyboardInterrupt) as e:
-                stopped = e.signum if isinstance(e, _Stopped) else signal.SIGINT
-            except Exception as e:  # the user's code failed: one line, no traceback
-                raise _statement_error(what, e) from e
+        status = LiveStatus(err, render, enabled=None if live else False)
+        with status, _measuring(what) as stop:
+            if plan.max_time is None and plan.number is None:
+                plan.number = autorange(args.stmt, setup=setup, seconds=_CALIBRATED_SECONDS)
+                plan.calibrated = True
+            plan.repeat = plan.repeat or _CALIBRATED_REPEAT
+            measure(
+                args.stmt,
+                None,
+                repeat=plan.repeat,
+                number=plan.number or 1,
+                warmup=args.warmup,
+                max_time=plan.max_time,
+                setup=setup,
+                progress=progress,
+            )
+        stopped = stop.signum
         if stopped is not None and not progress.times:
             err.write(f"interrupted by {signal.Signals(stopped).name} before a batch was timed\n")
             return 128 + stopped
@@ -305,27 +325,20 @@ class TimeCommand:
         self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO
     ) -> int:
         what = "a statement or its --setup" if setup else "a statement"
-        stopped: int | None = None
         plan = _Plan(0, 0, None, False)
-        try:
-            with _stop_on_signals():
-                plan = self._compare_plan(args, setup)
-                measure_interleaved(
-                    [args.stmt, args.compare],
-                    None,
-                    repeat=plan.repeat,
-                    number=plan.number or 1,
-                    warmup=args.warmup,
-                    setup=setup,
-                    max_time=plan.max_time,
-                    into=plan.interleaved,
-                )
-        except ClockError:
-            raise
-        except (_Stopped, KeyboardInterrupt) as e:
-            stopped = e.signum if isinstance(e, _Stopped) else signal.SIGINT
-        except Exception as e:  # the user's code failed: one line, no traceback
-            raise _statement_error(what, e) from e
+        with _measuring(what) as stop:
+            plan = self._compare_plan(args, setup)
+            measure_interleaved(
+                [args.stmt, args.compare],
+                None,
+                repeat=plan.repeat,
+                number=plan.number or 1,
+                warmup=args.warmup,
+                setup=setup,
+                max_time=plan.max_time,
+                into=plan.interleaved,
+            )
+        stopped = stop.signum
         if stopped is not None and min(len(xs) for xs in plan.interleaved.samples) < 2:
             name = signal.Signals(stopped).name
             err.write(f"interrupted by {name} before two batches of each were timed\n")
