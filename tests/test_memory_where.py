@@ -146,6 +146,9 @@ def test_text_shows_the_top_functions_with_units() -> None:
     text = _attribution().to_text(top=2)
     lines = text.splitlines()
     assert lines[0] == "memory growth by function (top 2 of 4)"
+    assert _attribution().to_text(top=10).splitlines()[0] == (
+        "memory growth by function (4 functions)"
+    )
     assert lines[2].split() == [
         "95.0",
         "MiB",

@@ -154,7 +154,9 @@ class StackAttribution:
         if top < 1:
             raise ValueError(f"top must be >= 1, got {top!r}")
         head = f"{'inclusive':>10} {'self':>10} {'highest':>10}  function"
-        lines = [f"memory growth by function (top {top} of {len(self.functions)})", head]
+        count = len(self.functions)
+        shown = f"top {top} of {count}" if count > top else f"{count} functions"
+        lines = [f"memory growth by function ({shown})", head]
         for r in self.functions[:top]:
             where = f"{r.function} ({os.path.basename(r.filename)}:{r.first_line})"
             lines.append(
