@@ -481,6 +481,12 @@ def test_tree_page_in_browser(tmp_path: Path) -> None:
     # WHEN the root is collapsed by a click THEN only it is left
     dom = dump_dom(url + "#expand=main")
     assert re.findall(r'<span class="fn">([^<]*)</span>', dom) == ["main"]
+    # GIVEN a re-entry on the hot path THEN the page opens through it, marked
+    path.write_text(to_html(profile2graph(reentry_stats())[0], view="tree"), encoding="utf-8")
+    dom = dump_dom(path.as_uri())
+    hot = re.findall(r"class=\"row hot\".*?<span class=\"fn\">([^<]*)</span>", dom)
+    assert hot == ["main", "agg", "amf", "agg", "mean", "factorize"]
+    assert dom.count('<span class="rec" title="already on this path above') == 1
 
 
 def test_max_rows_caps_and_says_so() -> None:
