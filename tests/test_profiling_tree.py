@@ -187,13 +187,13 @@ def reentry_stats(recursive_calls: bool = True, helper: float = 0.9) -> FakeStat
     st.add(main, 1, 1, 0.0, 1.0)
     st.add(agg, 1, 2 if recursive_calls else 1, 0.01, 1.0)
     st.add(amf, 1, 1, 0.01, 0.99)
-    st.add(mean, 1, 1, 0.1, helper)
-    st.add(fact, 1, 1, helper - 0.1, helper - 0.1)
+    st.add(mean, 1, 1, 0.1 * helper, helper)
+    st.add(fact, 1, 1, 0.9 * helper, 0.9 * helper)
     st.call(main, agg, 1, 0.0, 1.0)
     st.call(agg, amf, 1, 0.01, 0.99)
     st.call(amf, agg, 1, 0.005, 0.95)
-    st.call(agg, mean, 1, 0.1, helper)
-    st.call(mean, fact, 1, helper - 0.1, helper - 0.1)
+    st.call(agg, mean, 1, 0.1 * helper, helper)
+    st.call(mean, fact, 1, 0.9 * helper, 0.9 * helper)
     return st
 
 
@@ -240,13 +240,13 @@ def items_names(tree: CallTree, row: TreeItem) -> list[str]:
 
 @pytest.mark.parametrize(
     ("recursive_calls", "fold", "helper"),
-    [(False, 0.005, 0.9), (True, 0.5, 0.9), (True, 0.005, 0.0)],
+    [(False, 0.005, 0.9), (True, 0.5, 0.9), (True, 0.005, 0.0), (True, 0.0, 0.005)],
 )
 def test_reentry_folded_when_it_leads_nowhere(
     recursive_calls: bool, fold: float, helper: float
 ) -> None:
     # GIVEN no recursive call recorded (agg never ran twice at once), or callees under
-    # the fold, or none with time
+    # the fold, or none with time, or one under 1 % of the re-entry's time (a finalizer)
     root, _ = profile2graph(reentry_stats(recursive_calls, helper))
     tree = build_tree(root, fold_share=fold)
     # THEN no re-entry row: the calls are counted on the caller's row, as before
@@ -270,6 +270,41 @@ def test_reentry_invariants_on_random_recursive_graphs(seed: int, fold: float) -
     assert depth <= 2 * 40
     # Folding nothing, the cycles of these graphs do show re-entries.
     assert fold > 0 or any(it.reentry for it in tree.items)
+
+
+def _leaf() -> int:
+    return sum(range(200_000))
+
+
+def _ping_leaf(n: int) -> int:
+    return _pong_leaf(n - 1) if n > 0 else _leaf()
+
+
+def _pong_leaf(n: int) -> int:
+    return _ping_leaf(n - 1) + 1
+
+
+def test_real_mutual_recursion_with_a_reentry_stays_small() -> None:
+    # GIVEN a 5,000-deep mutual recursion whose innermost call goes into a new function
+    pr = cProfile.Profile()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 12_000))
+    try:
+        pr.enable()
+        _ping_leaf(5000)
+        pr.disable()
+    finally:
+        sys.setrecursionlimit(limit)
+    root, _ = profile2graph(Stats(pr))
+    tree = build_tree(root, fold_share=0.0)
+    # THEN the re-entry of _ping_leaf is one marked row leading to _leaf, a few rows
+    again = [it for it in tree.items if it.reentry]
+    assert [it.node.func_name for it in again if it.node is not None] == ["_ping_leaf"]
+    assert items_names(tree, again[0]) == ["_leaf"]
+    assert hot_paths(tree)[0][-4:] == ["_ping_leaf", "_pong_leaf", "_ping_leaf", "_leaf"]
+    assert len(tree.items) < 12
+    check_invariants(tree)
+    _path_check(tree)
 
 
 def _json_profile(records: int) -> ProfileNode:

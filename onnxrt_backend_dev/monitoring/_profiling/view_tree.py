@@ -15,15 +15,15 @@ row of its own, marked (``reentry``), its time a part of its caller's, whose chi
 are the function's callees not already on the path, so that the hot path goes on as
 pyinstrument's does. A re-entry row never opens another re-entry, and it is shown only
 for a function some of whose calls were recursive (cProfile's primitive calls fewer than
-its calls) and where it leads to a Python function above the fold; otherwise its calls
-are counted on its caller's row, as before. Every row below a re-entry row is a
-function new to the path, so a path holds at most twice as many rows as there are
-functions. Children are sorted hottest first; those below a share of the root's total
-are folded into one ``N more`` row per parent. The filters are those of
-:mod:`.filters`, as for every view (with ``hide_stdlib``, the callees of a hidden
-library frame take its place; a library frame met again below another hidden one is
-expanded once, as in the reference view). Nothing recurses: an explicit stack drives
-the expansion.
+its calls) and where it leads to a Python function above the fold holding at least
+:data:`REENTRY_SHARE` of its time; otherwise its calls are counted on its caller's row,
+as before. Every row below a re-entry row is a function new to the path, so a path
+holds at most twice as many rows as there are functions. Children are sorted hottest
+first; those below a share of the root's total are folded into one ``N more`` row per
+parent. The filters are those of :mod:`.filters`, as for every view (with
+``hide_stdlib``, the callees of a hidden library frame take its place; a library frame
+met again below another hidden one is expanded once, as in the reference view). Nothing
+recurses: an explicit stack drives the expansion.
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ FOLD_SHARE = 0.005
 ENTRY_SHARE = 0.95
 #: Rows kept at most (the rest of the tree is folded into ``N more`` rows).
 MAX_ROWS = 100_000
+#: The share of a re-entry's time a Python callee new to the path must hold at least
+#: for the re-entry to be shown (so that a finalizer run by the garbage collector under
+#: a recursive call does not open one, even with nothing folded).
+REENTRY_SHARE = 0.01
 
 
 class TreeItem(NamedTuple):
@@ -158,13 +162,14 @@ class _Expander:
 
     def _leads_on(self, node: ProfileNode, time: float, on_path: set[ProfileNode]) -> bool:
         """Whether a re-entry of ``node`` taking ``time`` has a callee new to the path,
-        not a built-in, above the fold (a re-entry row is shown only then)."""
+        not a built-in, above the fold and :data:`REENTRY_SHARE` of ``time`` (a re-entry
+        row is shown only then)."""
         if not node.nc2 > node.nc1:
             # All its calls were primitive: it never ran twice at once, so the path
             # cannot come back into it (cProfile's cumulative edges say otherwise).
             return False
         scale = time / node.tall if node.tall > 0 else 0.0
-        fold = self.fold_time
+        fold = max(self.fold_time, REENTRY_SHARE * time)
         for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
             # Built-ins left aside: their time is told by the row of the caller.
             if child not in on_path and child.filename != "~":
