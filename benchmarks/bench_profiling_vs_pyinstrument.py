@@ -12,7 +12,8 @@ Workloads (run in this process, the same code for every tool):
 For each one:
 
 - the hot paths: the workload profiled once with cProfile through our API
-  (``profiling.profile``) and once with pyinstrument (``Profiler``, 1 ms interval); both
+  (``profiling.profile``), read from our call tree (``profiling.call_tree``, the view
+  people read, and its hot paths), and once with pyinstrument (``Profiler``, 1 ms interval); both
   tools' top 5 root-to-leaf hot paths are printed (the hottest first; the next ones
   branch off it where the most time goes elsewhere); then our hottest path is compared
   with pyinstrument's, both started at the workload function, built-ins and
@@ -45,7 +46,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from onnxrt_backend_dev.monitoring.profiling import profile, profile2graph, to_collapsed
+from onnxrt_backend_dev.monitoring._profiling.view_tree import hot_path_leaves
+from onnxrt_backend_dev.monitoring.profiling import call_tree, profile, profile2graph
 
 Path = list[str]
 SELF = "[self]"
@@ -155,37 +157,30 @@ def hot_paths(root: Trie, count: int = 5) -> list[tuple[Path, float]]:
 
 
 def our_hot_paths(ps: Any, count: int = 5) -> list[tuple[Path, float]]:
-    """Our top hot paths, from our public collapsed export.
-
-    Today: ``profiling.to_collapsed`` (lines ``a;b;c weight``, the call paths our
-    expansion of cProfile's edges gives) aggregated into a tree, followed greedily by
-    weight. After the merge of the new tree view (issue 9, "9a"), replace the body by
-    ``hot_paths(root, count=5)`` of that module on ``profile2graph(ps)[0]`` (and map its
-    rows to names), so that the benchmark checks the view people read.
+    """Our top hot paths, read from the call tree people read (the default view of the
+    ``profile`` command, of the HTML page and of ``%%profile_tree``): ``call_tree`` of
+    ``profile2graph(ps)`` with its defaults, then its ``hot_paths`` (the first follows
+    the hottest child at each step, the next ones branch off the earlier ones).
 
     :param ps: the :class:`pstats.Stats` of the workload
     :param count: number of paths
-    :return: ``(function names, weight in seconds)``
+    :return: ``(function names, weight in seconds)``, the weight being that of the
+        row where the path leaves the earlier ones (the root's for the first)
     """
-    root_node, _ = profile2graph(ps)
-    unit = 1e-6
-    trie = Trie()
-    for line in to_collapsed(root_node, unit=unit).splitlines():
-        stack, _, weight = line.rpartition(" ")
-        w = int(weight) * unit
-        node = trie
-        node.weight += w
-        for label in stack.split(";"):
-            node = node.child(_name_of_label(label))
-            node.weight += w
-        node.child(SELF).weight += w
-    return hot_paths(trie, count)
-
-
-def _name_of_label(label: str) -> str:
-    """``func (file:line)`` -> ``func``, built-ins (file ``~``) marked."""
-    name, _, where = label.rpartition(" (")
-    return f"<built-in> {name}" if where.startswith("~:") else name
+    tree = call_tree(profile2graph(ps)[0])
+    items = tree.items
+    out: list[tuple[Path, float]] = []
+    taken: set[int] = set()
+    for names, leaf in hot_path_leaves(tree, count):
+        chain, i = [], leaf
+        while i >= 0:
+            chain.append(i)
+            i = items[i].parent
+        chain.reverse()
+        fork = next((j for j in chain if j not in taken), chain[-1])
+        taken.update(chain)
+        out.append((names, items[fork].time))
+    return out
 
 
 def pyinstrument_hot_paths(session: Any, count: int = 5) -> list[tuple[Path, float]]:
@@ -288,9 +283,7 @@ def bench(name: str, entry: str, fct: Callable[[], Any], runs: int) -> dict[str,
         print(f"top 5 hot paths, {tool} (from {entry}, built-ins and [self] left out):")
         for i, (path, weight) in enumerate(paths, 1):
             share = 100 * weight / total if total else 0.0
-            leaf = (
-                f"  (leaf: {path[-1]})" if path and path[-1] != normalized(path, entry)[-1:] else ""
-            )
+            leaf = f"  (leaf: {path[-1]})" if path[-1:] != normalized(path, entry)[-1:] else ""
             print(f"  {i}. [{share:5.1f} %] {_fmt(normalized(path, entry))}{leaf}")
     ours_hot = normalized(ours_paths[0][0], entry) if ours_paths else []
     pyi_hot = normalized(pyi_paths[0][0], entry) if pyi_paths else []

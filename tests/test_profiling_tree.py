@@ -19,7 +19,8 @@ import pytest
 from helpers import run_cli
 from test_profiling import FakeStats, _browser, chain_stats, dump_dom, self_recursion_stats
 
-from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, build_tree
+from onnxrt_backend_dev.monitoring._profiling.render_tree_html import tree_data
+from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, TreeItem, build_tree
 from onnxrt_backend_dev.monitoring.profiling import (
     FORMATS,
     ProfileNode,
@@ -173,6 +174,137 @@ def test_real_mutual_recursion_is_folded() -> None:
     assert names.count("_ping") == 1 and names.count("_pong") == 1
     assert len(tree.items) < 10
     check_invariants(tree)
+
+
+def reentry_stats(recursive_calls: bool = True, helper: float = 0.9) -> FakeStats:
+    """main > agg > amf > agg > mean > factorize, as pandas' SeriesGroupBy.aggregate
+    records it: ``agg`` calls ``amf`` which calls ``agg`` again, whose second call goes
+    on into ``mean``. cProfile only keeps the edges ``agg -> amf``, ``amf -> agg`` and
+    ``agg -> mean``."""
+    st = FakeStats()
+    main, agg, amf = ("prog.py", 1, "main"), ("prog.py", 10, "agg"), ("prog.py", 20, "amf")
+    mean, fact = ("prog.py", 30, "mean"), ("prog.py", 40, "factorize")
+    st.add(main, 1, 1, 0.0, 1.0)
+    st.add(agg, 1, 2 if recursive_calls else 1, 0.01, 1.0)
+    st.add(amf, 1, 1, 0.01, 0.99)
+    st.add(mean, 1, 1, 0.1 * helper, helper)
+    st.add(fact, 1, 1, 0.9 * helper, 0.9 * helper)
+    st.call(main, agg, 1, 0.0, 1.0)
+    st.call(agg, amf, 1, 0.01, 0.99)
+    st.call(amf, agg, 1, 0.005, 0.95)
+    st.call(agg, mean, 1, 0.1 * helper, helper)
+    st.call(mean, fact, 1, 0.9 * helper, 0.9 * helper)
+    return st
+
+
+def _path_check(tree: CallTree) -> None:
+    """On every path: functions new to the path are distinct, a re-entry row names a
+    function above it and opens no re-entry, and is never a direct self call."""
+    items = tree.items
+    for it in items:
+        if it.node is None:
+            continue
+        chain, j = [], it.parent
+        while j >= 0:
+            chain.append(items[j])
+            j = items[j].parent
+        above = [c.node for c in chain if not c.reentry]
+        if it.reentry:
+            assert it.node in above and it.node is not items[it.parent].node
+            assert not items[it.parent].reentry
+        else:
+            assert it.node not in above
+
+
+def test_reentry_goes_on_into_new_callees() -> None:
+    # GIVEN agg re-entered through amf (its second call recursive, as cProfile counts)
+    root, _ = profile2graph(reentry_stats())
+    tree = build_tree(root)
+    check_invariants(tree)
+    _path_check(tree)
+    # THEN the hot path goes on past the re-entry, as pyinstrument's stack does
+    assert hot_paths(tree)[0] == ["main", "agg", "amf", "agg", "mean", "factorize"]
+    again = [it for it in tree.items if it.reentry]
+    assert len(again) == 1 and again[0].node is not None and again[0].node.func_name == "agg"
+    assert items_names(tree, again[0]) == ["mean"]  # amf, on the path, is not expanded
+    assert again[0].recursive == 1  # agg -> amf, folded on the re-entry row
+    assert "agg  prog.py:10  [re-entered: already on the path above]" in to_tree_text(root)
+    rows = tree_data(tree, "prog")["rows"]  # the page's rows carry the mark
+    assert [row[7] for row in rows] == [1 if it.reentry else 0 for it in tree.items]
+
+
+def items_names(tree: CallTree, row: TreeItem) -> list[str]:
+    index = tree.items.index(row)
+    return [it.node.func_name for it in tree.items if it.parent == index and it.node is not None]
+
+
+@pytest.mark.parametrize(
+    ("recursive_calls", "fold", "helper"),
+    [(False, 0.005, 0.9), (True, 0.5, 0.9), (True, 0.005, 0.0), (True, 0.0, 0.005)],
+)
+def test_reentry_folded_when_it_leads_nowhere(
+    recursive_calls: bool, fold: float, helper: float
+) -> None:
+    # GIVEN no recursive call recorded (agg never ran twice at once), or callees under
+    # the fold, or none with time, or one under 1 % of the re-entry's time (a finalizer)
+    root, _ = profile2graph(reentry_stats(recursive_calls, helper))
+    tree = build_tree(root, fold_share=fold)
+    # THEN no re-entry row: the calls are counted on the caller's row, as before
+    assert not any(it.reentry for it in tree.items)
+    amf = [it for it in tree.items if it.node is not None and it.node.func_name == "amf"]
+    assert [it.recursive for it in amf] == [1] * len(amf)
+    check_invariants(tree)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("fold", [0.0, 0.01])
+def test_reentry_invariants_on_random_recursive_graphs(seed: int, fold: float) -> None:
+    st = random_stats(seed, n=40)
+    for key, (cc, nc, tt, ct, callers) in list(st.stats.items()):
+        st.stats[key] = (cc, nc + 2, tt, ct, callers)  # every function recursive
+    root, _ = profile2graph(st)
+    tree = build_tree(root, fold_share=fold, max_rows=5000)
+    check_invariants(tree)
+    _path_check(tree)
+    depth = max(it.depth for it in tree.items)
+    assert depth <= 2 * 40
+    # Folding nothing, the cycles of these graphs do show re-entries.
+    assert fold > 0 or any(it.reentry for it in tree.items)
+
+
+def _leaf() -> int:
+    return sum(range(200_000))
+
+
+def _ping_leaf(n: int) -> int:
+    return _pong_leaf(n - 1) if n > 0 else _leaf()
+
+
+def _pong_leaf(n: int) -> int:
+    return _ping_leaf(n - 1) + 1
+
+
+def test_real_mutual_recursion_with_a_reentry_stays_small() -> None:
+    # GIVEN a 5,000-deep mutual recursion whose innermost call goes into a new function
+    pr = cProfile.Profile()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 12_000))
+    try:
+        pr.enable()
+        _ping_leaf(5000)
+        pr.disable()
+    finally:
+        sys.setrecursionlimit(limit)
+    root, _ = profile2graph(Stats(pr))
+    tree = build_tree(root, fold_share=0.0)
+    # THEN the re-entry of _ping_leaf is one marked row leading to _leaf, a few rows
+    again = [it for it in tree.items if it.reentry]
+    assert [it.node.func_name for it in again if it.node is not None] == ["_ping_leaf"]
+    assert items_names(tree, again[0]) == ["_leaf"]
+    assert hot_paths(tree)[0][-4:] == ["_ping_leaf", "_pong_leaf", "_ping_leaf", "_leaf"]
+    assert len(tree.items) < 12
+    check_invariants(tree)
+    _path_check(tree)
 
 
 def _json_profile(records: int) -> ProfileNode:
@@ -384,6 +516,12 @@ def test_tree_page_in_browser(tmp_path: Path) -> None:
     # WHEN the root is collapsed by a click THEN only it is left
     dom = dump_dom(url + "#expand=main")
     assert re.findall(r'<span class="fn">([^<]*)</span>', dom) == ["main"]
+    # GIVEN a re-entry on the hot path THEN the page opens through it, marked
+    path.write_text(to_html(profile2graph(reentry_stats())[0], view="tree"), encoding="utf-8")
+    dom = dump_dom(path.as_uri())
+    hot = re.findall(r"class=\"row hot\".*?<span class=\"fn\">([^<]*)</span>", dom)
+    assert hot == ["main", "agg", "amf", "agg", "mean", "factorize"]
+    assert dom.count('<span class="rec" title="already on this path above') == 1
 
 
 def test_max_rows_caps_and_says_so() -> None:

@@ -35,7 +35,7 @@ def _number(value: Any) -> float:
 
 def tree_data(tree: CallTree, program: str) -> dict[str, Any]:
     """The tree as the page's data: a table of strings and one short list per row,
-    ``[parent, name, file, calls, time, recursive, folded]`` (``name`` and ``file``
+    ``[parent, name, file, calls, time, recursive, folded, reentry]`` (``name`` and ``file``
     index the strings, -1 for a folded row).
 
     :param tree: the call tree
@@ -68,6 +68,7 @@ def tree_data(tree: CallTree, program: str) -> dict[str, Any]:
                 round(_number(item.time), 9),
                 _number(item.recursive),
                 item.folded,
+                1 if item.reentry else 0,
             ]
         )
     return {

@@ -81,6 +81,8 @@ def _label(item: TreeItem) -> str:
     if node is None:
         return f"{item.folded} more ({100 * item.share:.1f} %)"
     text = node.func_name.translate(_CONTROL) + _location(node)
+    if item.reentry:
+        text += "  [re-entered: already on the path above]"
     if item.recursive:
         text += f"  [recursive: +{_count(item.recursive)} calls folded here]"
     return text

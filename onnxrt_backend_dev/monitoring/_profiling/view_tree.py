@@ -7,12 +7,23 @@ function reached by several paths the edge's time is scaled by the share of the
 function's time this path holds (exact wherever a function has a single caller), and
 children are scaled down together if they add up to more than their parent: children
 never exceed the parent. A function already on the path (recursion, cycles) is not
-expanded again: its calls are counted on the row of its caller, marked. Children are
-sorted hottest first; those below a share of the root's total are folded into one
-``N more`` row per parent. The filters are those of :mod:`.filters`, as for every
-view (with ``hide_stdlib``, the callees of a hidden library frame take its place; a
-library frame met again below another hidden one is expanded once, as in the reference
-view). Nothing recurses: an explicit stack drives the expansion.
+expanded again: its calls are counted on the row of its caller, marked. When the path
+comes back into such a function through other ones (``A > B > C > A``: mutual
+recursion, a method calling itself through a helper), cProfile, which records edges
+only, cannot say which of its callees run under the inner call; the re-entry is then a
+row of its own, marked (``reentry``), its time a part of its caller's, whose children
+are the function's callees not already on the path, so that the hot path goes on as
+pyinstrument's does. A re-entry row never opens another re-entry, and it is shown only
+for a function some of whose calls were recursive (cProfile's primitive calls fewer than
+its calls) and where it leads to a Python function above the fold holding at least
+:data:`REENTRY_SHARE` of its time; otherwise its calls are counted on its caller's row,
+as before. Every row below a re-entry row is a function new to the path, so a path
+holds at most twice as many rows as there are functions. Children are sorted hottest
+first; those below a share of the root's total are folded into one ``N more`` row per
+parent. The filters are those of :mod:`.filters`, as for every view (with
+``hide_stdlib``, the callees of a hidden library frame take its place; a library frame
+met again below another hidden one is expanded once, as in the reference view). Nothing
+recurses: an explicit stack drives the expansion.
 """
 
 from __future__ import annotations
@@ -32,6 +43,10 @@ FOLD_SHARE = 0.005
 ENTRY_SHARE = 0.95
 #: Rows kept at most (the rest of the tree is folded into ``N more`` rows).
 MAX_ROWS = 100_000
+#: The share of a re-entry's time a Python callee new to the path must hold at least
+#: for the re-entry to be shown (so that a finalizer run by the garbage collector under
+#: a recursive call does not open one, even with nothing folded).
+REENTRY_SHARE = 0.01
 
 
 class TreeItem(NamedTuple):
@@ -49,6 +64,9 @@ class TreeItem(NamedTuple):
     recursive: Any  # calls to functions already on the path, folded into this row
     folded: int  # number of rows a folded row stands for
     last: bool  # last child of its parent
+    #: True for a function already on the path, entered again through other functions
+    #: (its time is part of its caller's; its children are its callees new to the path)
+    reentry: bool = False
 
 
 @dataclass
@@ -73,8 +91,8 @@ class CallTree:
         return self.items[0]
 
 
-# One queued child: (node, calls, time, own time) -- own time sorts by ``time``.
-_Kid = tuple[ProfileNode, Any, float, float]
+# One queued child: (node, calls, time, own time, re-entry) -- own time sorts by ``time``.
+_Kid = tuple[ProfileNode, Any, float, float, bool]
 
 
 def entry_point(root: ProfileNode) -> ProfileNode:
@@ -142,11 +160,31 @@ class _Expander:
         self.base = 0
         self.capped = 0
 
+    def _leads_on(self, node: ProfileNode, time: float, on_path: set[ProfileNode]) -> bool:
+        """Whether a re-entry of ``node`` taking ``time`` has a callee new to the path,
+        not a built-in, above the fold and :data:`REENTRY_SHARE` of ``time`` (a re-entry
+        row is shown only then)."""
+        if not node.nc2 > node.nc1:
+            # All its calls were primitive: it never ran twice at once, so the path
+            # cannot come back into it (cProfile's cumulative edges say otherwise).
+            return False
+        scale = time / node.tall if node.tall > 0 else 0.0
+        fold = max(self.fold_time, REENTRY_SHARE * time)
+        for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
+            # Built-ins left aside: their time is told by the row of the caller.
+            if child not in on_path and child.filename != "~":
+                t = min(el[3] * scale, time)
+                if t > 0 and t >= fold:
+                    return True
+        return False
+
     def _edges(
-        self, node: ProfileNode, time: float, on_path: set[ProfileNode]
+        self, node: ProfileNode, time: float, on_path: set[ProfileNode], reentry: bool
     ) -> tuple[list[_Kid], Any]:
         """The callees of ``node`` on a path where it takes ``time``, hidden frames
-        replaced by their callees, and the calls to functions already on the path."""
+        replaced by their callees, and the calls to functions already on the path
+        (those re-entered through other functions become re-entry rows unless ``node``
+        is one, see the module's docstring)."""
         kids: list[_Kid] = []
         recursive: Any = 0
         hidden: set[ProfileNode] = set()
@@ -155,25 +193,34 @@ class _Expander:
             parent, t_parent = todo.pop()
             scale = t_parent / parent.tall if parent.tall > 0 else 0.0
             for child, el in zip(parent.calls_to, parent.calls_to_elements, strict=True):
-                if child in on_path:
-                    recursive += el[0]
-                    continue
                 if child in hidden:  # met again below another hidden frame
                     continue
                 t = min(el[3] * scale, t_parent)
+                if child in on_path:
+                    # Direct recursion, or a re-entry that shows nothing new: folded.
+                    if reentry or child is node or not self._leads_on(child, t, on_path):
+                        recursive += el[0]
+                    else:
+                        kids.append((child, el[0], t, min(el[2] * scale, t), True))
+                    continue
                 if self.stage.hidden(child):
                     hidden.add(child)
                     todo.append((child, t))
                     continue
-                kids.append((child, el[0], t, min(el[2] * scale, t)))
+                kids.append((child, el[0], t, min(el[2] * scale, t), False))
         return kids, recursive
 
     def children(
-        self, node: ProfileNode, depth: int, time: float, on_path: set[ProfileNode]
+        self,
+        node: ProfileNode,
+        depth: int,
+        time: float,
+        on_path: set[ProfileNode],
+        reentry: bool = False,
     ) -> tuple[list[_Kid], int, float, Any]:
         """Kept children (sorted), the number and time of the folded ones, and the
         recursive calls."""
-        kids, recursive = self._edges(node, time, on_path)
+        kids, recursive = self._edges(node, time, on_path, reentry)
         # Below a virtual root (several entry points), the entries are level 0.
         if not kids or not self.stage.depth_ok(depth + 1 - self.base):
             return [], 0, 0.0, recursive
@@ -183,7 +230,7 @@ class _Expander:
         total = sum(k[2] for k in kids)
         if total > time > 0:  # recursion counts time twice in cProfile's edges
             f = time / total
-            kids = [(c, n, t * f, s * f) for c, n, t, s in kids]
+            kids = [(c, n, t * f, s * f, r) for c, n, t, s, r in kids]
         kids.sort(key=lambda k: -k[2])  # hottest first, to fold the coolest
         # Folding on: rows under the share and rows without time; off: every row.
         fold = self.fold_time
@@ -246,10 +293,11 @@ def build_tree(
     expander.base = 1 if top.virtual else 0
     inv = 1.0 / total if total > 0 else 0.0
     items: list[TreeItem] = []
-    # A node to expand: (node, parent, depth, calls, time, last); a TreeItem: a folded
-    # row, emitted after its siblings' subtrees; None: closes the path of a node.
-    stack: list[tuple[ProfileNode, int, int, Any, float, bool] | TreeItem | None] = [
-        (top, -1, 0, top.nc2, total, True)
+    # A node to expand: (node, parent, depth, calls, time, last, re-entry); a TreeItem:
+    # a folded row, emitted after its siblings' subtrees; None: closes the path of a
+    # node (a re-entry is on the path already, it opens and closes nothing).
+    stack: list[tuple[ProfileNode, int, int, Any, float, bool, bool] | TreeItem | None] = [
+        (top, -1, 0, top.nc2, total, True, False)
     ]
     on_path: set[ProfileNode] = set()
     path: list[ProfileNode] = []
@@ -261,19 +309,24 @@ def build_tree(
         if isinstance(entry, TreeItem):
             items.append(entry)
             continue
-        node, parent, depth, calls, time, last = entry
+        node, parent, depth, calls, time, last, reentry = entry
         index = len(items)
-        on_path.add(node)
-        path.append(node)
-        stack.append(None)
-        kids, folded, folded_time, recursive = expander.children(node, depth, time, on_path)
-        items.append(TreeItem(node, parent, depth, calls, time, time * inv, recursive, 0, last))
+        if not reentry:
+            on_path.add(node)
+            path.append(node)
+            stack.append(None)
+        kids, folded, folded_time, recursive = expander.children(
+            node, depth, time, on_path, reentry
+        )
+        items.append(
+            TreeItem(node, parent, depth, calls, time, time * inv, recursive, 0, last, reentry)
+        )
         if folded:
             more = folded_time * inv
             stack.append(TreeItem(None, index, depth + 1, 0, folded_time, more, 0, folded, True))
         for i in range(len(kids) - 1, -1, -1):
-            child, n, t, _ = kids[i]
-            stack.append((child, index, depth + 1, n, t, i == len(kids) - 1 and not folded))
+            child, n, t, _, again = kids[i]
+            stack.append((child, index, depth + 1, n, t, i == len(kids) - 1 and not folded, again))
     return CallTree(items, total, fold_share, expander.capped)
 
 
@@ -296,12 +349,28 @@ def hot_paths(
         raise ValueError(f"count must be >= 1, got {count!r}")
     if isinstance(tree, ProfileNode):
         tree = build_tree(tree)
+    return [names for names, _ in hot_path_leaves(tree, count, builtins)]
+
+
+def hot_path_leaves(
+    tree: CallTree, count: int = 5, builtins: bool = False
+) -> list[tuple[list[str], int]]:
+    """The paths of :func:`hot_paths` with the index of their last row in
+    ``tree.items`` (its ``time`` and its parents give the path's figures).
+
+    :param tree: a call tree
+    :param count: paths returned at most
+    :param builtins: keep the built-ins (``~`` frames)
+    :return: ``(names, row index)`` for each path
+    """
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count!r}")
     items = tree.items
     kids: list[list[int]] = [[] for _ in items]
     for i, it in enumerate(items):
         if it.parent >= 0 and it.node is not None:
             kids[it.parent].append(i)
-    paths: list[list[str]] = []
+    paths: list[tuple[list[str], int]] = []
     seen: set[tuple[str, ...]] = set()
     # Depth first, hottest child first whatever order the tree was sorted in.
     stack = [0]
@@ -313,7 +382,7 @@ def hot_paths(
         names = _path_names(items, i, builtins)
         if tuple(names) not in seen:
             seen.add(tuple(names))
-            paths.append(names)
+            paths.append((names, i))
     return paths
 
 
