@@ -353,3 +353,23 @@ def test_real_subprocess() -> None:
         r"5 x [\d,]+ runs, calibrated\)$",
         proc.stdout.strip(),
     ), proc.stdout
+
+
+@pytest.mark.parametrize("stmt", ["import sys; sys.exit(0)", "raise SystemExit(3)"])
+def test_a_statement_leaving_with_system_exit_is_an_error_not_a_silent_exit(stmt: str) -> None:
+    # GIVEN a statement calling sys.exit WHEN timed THEN one line says so, exit 1 (the
+    # command never exits with the statement's code without a word)
+    code, out, err = _main(stmt, "-n", "1", "-r", "2", "-q")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: the statement raised SystemExit") and err.count("\n") == 1
+
+
+def test_compare_json_gives_each_statement_its_own_ttime() -> None:
+    code, out, _ = _main(
+        "sum(range(300))", "--compare", "sum(range(30))", "-r", "4", "-n", "50", "--json", "-q"
+    )
+    assert code == 0
+    stmts = json.loads(out)["stmts"]
+    for side in stmts:
+        assert side["ttime"] == pytest.approx(side["average"] * side["repeat"] * side["number"])
+    assert stmts[0]["ttime"] != stmts[1]["ttime"]

@@ -120,6 +120,9 @@ def test_the_user_view_drops_the_runner_above_and_the_tool_below() -> None:
     test = Frame("tests/test_x.py", 9, "test_cli", 8)  # a test running the CLI
     assert _where.user_view((test, cli, runner, MAIN, GROUP)) == (MAIN, GROUP)
     assert _where.user_view((runner, ONES)) == (runner, ONES)  # library only: kept
+    # spy --where -m json.tool: the tool runs library code only, which is what is shown
+    lib = Frame("/usr/lib/python3.11/json/tool.py", 40, "main", 19)
+    assert _where.user_view((test, cli, runner, lib, ONES, STOP)) == (lib, ONES)
     assert _where.innermost_user((MAIN, GROUP, ONES)) == 1
     assert _where.innermost_user((runner, ONES)) == 1
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import importlib.util
 import json
 import os
 import shutil
@@ -497,10 +498,11 @@ class SpyCommand:
             inputs=[*cmd, *([program] if program else [])],
             suffixes={"--plot": PLOT_SUFFIXES},
         )
-        if args.plot:
+        # Looked up, not imported: with --where, an import here would be measured.
+        if args.plot and importlib.util.find_spec("matplotlib") is None:
             from .._optional import require
 
-            require("matplotlib.figure", "plot", "--plot")
+            require("matplotlib.figure", "plot", "--plot")  # raises, naming the extra
 
     def _write_files(self, result: Any, args: argparse.Namespace, what: str, code: int) -> None:
         if args.flame:

@@ -141,7 +141,7 @@ def _measuring(what: str) -> Iterator[_Stop]:
         raise
     except (_Stopped, KeyboardInterrupt) as e:
         stop.signum = e.signum if isinstance(e, _Stopped) else signal.SIGINT
-    except Exception as e:  # the user's code failed: one line, no traceback
+    except (Exception, SystemExit) as e:  # the user's code failed (or left): one line
         raise _statement_error(what, e) from e
 
 
@@ -172,7 +172,7 @@ def _option_errors(args: argparse.Namespace) -> None:
         raise CommandError(f"-t/--max-time must be > 0 and finite, got {args.max_time}", EXIT_USAGE)
 
 
-def _statement_error(what: str, e: Exception) -> CommandError:
+def _statement_error(what: str, e: BaseException) -> CommandError:
     return CommandError(f"{what} raised {type(e).__name__}: {e}")
 
 
@@ -360,10 +360,10 @@ class TimeCommand:
             "calibrated": plan.calibrated or plan.max_time is not None,
             "batches": n,
             "runs": n * done.number,
-            "ttime": done.measured / 2,
         }
+        # ttime: each statement's own measured seconds (its batches), as measure_time's
         sides = [
-            (name, {**summarize(xs), **numbers})
+            (name, {**summarize(xs), **numbers, "ttime": sum(xs) * done.number})
             for name, xs in zip((args.stmt, args.compare), samples, strict=True)
         ]
         if args.json:

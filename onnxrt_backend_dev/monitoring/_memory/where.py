@@ -67,12 +67,21 @@ def user_view(stack: Sequence[Frame]) -> tuple[Frame, ...]:
     while end > 0 and is_own_frame(stack[end - 1]):
         end -= 1
     # This tool calling the user's code (spy --where running a script): it starts there.
-    start = next((i + 1 for i in range(end - 1, -1, -1) if is_own_frame(stack[i])), 0)
+    first = next((i + 1 for i in range(end - 1, -1, -1) if is_own_frame(stack[i])), 0)
+    start = first
     while start < end and not is_user_frame(stack[start]):
         start += 1
     if start < end:
         return tuple(stack[start:end])
+    if 0 < first < end:  # this tool ran library code only (spy --where -m json.tool)
+        return tuple(f for f in stack[first:end] if not _is_runner(f))
     return () if any(is_own_frame(f) for f in stack) else tuple(stack)
+
+
+def _is_runner(frame: Frame) -> bool:
+    """Tells if a frame is runpy's, which runs a module or a script for this tool."""
+    name = frame.filename.replace("\\", "/")
+    return name.endswith("/runpy.py") or name == "<frozen runpy>"
 
 
 def innermost_user(stack: Sequence[Frame]) -> int:
