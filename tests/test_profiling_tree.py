@@ -569,3 +569,17 @@ def test_tree_page_shows_hostile_names_as_text(tmp_path: Path) -> None:
     assert "<title>t</title>" in dom and 'data-ready-ms="' in dom
     assert "&lt;img src=x onerror=" in dom and "<img" not in dom
     assert "&lt;/script&gt;&lt;script&gt;" in dom
+
+
+@pytest.mark.parametrize(
+    ("sort_key", "said"),
+    [
+        ("cumulative", "children hottest first"),
+        ("time", "children by own time"),
+        ("line", "children in line order"),
+    ],
+)
+def test_header_says_the_order_of_the_children(sort_key: str, said: str) -> None:
+    root = _json_profile(200)
+    header = to_tree_text(root, sort_key=sort_key).splitlines()[0]
+    assert f"shares of the total, {said}, " in header

@@ -130,7 +130,7 @@ def write_tree_text(
     unit, scale = time_unit(tree.total)
     stream.write(
         f"Call tree of {name.translate(_CONTROL)}: {tree.total * scale:.3f} {unit} in total "
-        f"(cProfile; shares of the total, children hottest first, {fold})\n"
+        f"(cProfile; shares of the total, {_ORDERS.get(tree.order, tree.order)}, {fold})\n"
         f"{'share':>7}  {f'time ({unit})':>10}  {'calls':>11}  function  file:line\n"
     )
     # The guides under each row, capped at max_indent levels.
@@ -162,6 +162,14 @@ def write_tree_text(
             f"[{deep} rows deeper than {max_indent} levels are drawn at level {max_indent} "
             "with their depth in brackets]\n"
         )
+
+
+# How the header describes the order of the children, by sort name.
+_ORDERS = {
+    "cumulative": "children hottest first",
+    "time": "children by own time",
+    "line": "children in line order",
+}
 
 
 def render_tree_text(

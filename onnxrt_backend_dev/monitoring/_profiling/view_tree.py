@@ -84,6 +84,8 @@ class CallTree:
     fold_share: float
     #: rows left folded because the tree reached ``max_rows`` (0 if it did not)
     capped: int = 0
+    #: the order of the children: ``cumulative``, ``time`` or ``line``
+    order: str = "cumulative"
 
     @property
     def root(self) -> TreeItem:
@@ -327,7 +329,7 @@ def build_tree(
         for i in range(len(kids) - 1, -1, -1):
             child, n, t, _, again = kids[i]
             stack.append((child, index, depth + 1, n, t, i == len(kids) - 1 and not folded, again))
-    return CallTree(items, total, fold_share, expander.capped)
+    return CallTree(items, total, fold_share, expander.capped, order)
 
 
 def hot_paths(
