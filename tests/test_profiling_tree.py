@@ -27,6 +27,7 @@ from onnxrt_backend_dev.monitoring.profiling import (
     call_tree,
     hot_paths,
     profile2graph,
+    to_collapsed,
     to_html,
     to_tree_text,
 )
@@ -583,3 +584,33 @@ def test_header_says_the_order_of_the_children(sort_key: str, said: str) -> None
     root = _json_profile(200)
     header = to_tree_text(root, sort_key=sort_key).splitlines()[0]
     assert f"shares of the total, {said}, " in header
+
+
+def _loader_profile() -> ProfileNode:
+    def loads(n: int) -> int:
+        return sum(range(n))
+
+    def load(n: int) -> int:
+        return loads(n) + loads(n)
+
+    def main() -> None:
+        for _ in range(20):
+            load(20_000)
+
+    pr = cProfile.Profile()
+    pr.runcall(main)
+    return profile2graph(Stats(pr))[0]
+
+
+def test_focus_matching_a_function_and_its_callee_counts_the_time_once() -> None:
+    # GIVEN load calling loads, and a focus matching both names
+    root = _loader_profile()
+    load = next(n for n in root if n.func_name == "load")
+    # WHEN the tree and the flame-graph paths start from the focus
+    tree = call_tree(root, focus="load")
+    collapsed = to_collapsed(root, focus="load", unit=1e-6)
+    # THEN both start at load alone: loads is below it, its time not counted again
+    assert tree.items[0].node is load and tree.total == pytest.approx(load.tall)
+    weights = sum(int(line.rsplit(" ", 1)[1]) for line in collapsed.splitlines())
+    assert weights == pytest.approx(load.tall * 1e6, rel=0.01, abs=5)
+    assert all(line.startswith("load ") for line in collapsed.splitlines())

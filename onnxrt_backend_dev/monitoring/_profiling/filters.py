@@ -5,6 +5,7 @@ ask it the same questions, so their outputs cannot drift apart."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,9 +155,38 @@ def focus_starts(options: ViewOptions, reachable: list[ProfileNode]) -> list[Pro
     return [n for n in reachable if options.matches_focus(n) and not n.virtual]
 
 
+def outermost(matches: list[ProfileNode]) -> list[ProfileNode]:
+    """The matches of ``focus`` that no other match calls, directly or not: a view
+    rooted at each match would count the time of ``loads`` twice when ``load`` calls it.
+    One pass over the graph from every match at once (no recursion); a match reached from
+    another one is left out, and if every match is (a cycle), the one with the most time
+    stays.
+
+    :param matches: the functions ``focus`` matched
+    :return: those to start from, in the same order
+    """
+    if len(matches) < 2:
+        return matches
+    wanted = set(matches)
+    owner: dict[ProfileNode, ProfileNode] = {m: m for m in matches}
+    covered: set[ProfileNode] = set()
+    queue = deque(matches)
+    while queue:
+        node = queue.popleft()
+        origin = owner[node]
+        for child in node.calls_to:
+            if child in wanted and child is not origin:
+                covered.add(child)
+            if child not in owner:
+                owner[child] = origin
+                queue.append(child)
+    kept = [m for m in matches if m not in covered]
+    return kept or [max(matches, key=lambda m: m.tall)]
+
+
 def default_filter(filter_node: FilterNode | None) -> FilterNode:
     """The node filter of the views: ``filter_node`` or the reference's default one."""
     return ProfileNode.filter_node_ if filter_node is None else filter_node
 
 
-__all__ = ["FilterStage", "ViewOptions", "default_filter", "focus_starts"]
+__all__ = ["FilterStage", "ViewOptions", "default_filter", "focus_starts", "outermost"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .filters import FilterStage, ViewOptions, focus_starts
+from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import ProfileNode, reachable_nodes
 
 
@@ -60,7 +60,7 @@ def expand_paths(
     reachable = reachable_nodes(start)
     focused = focus_starts(options, reachable)
     if focused is not None:
-        tops = focused
+        tops = outermost(focused)  # a match called by another is in its paths already
     elif start.virtual:
         tops = list(start.calls_to)
     else:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pstats import SortKey
 from typing import Any, NamedTuple
 
-from .filters import FilterStage, ViewOptions, focus_starts
+from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import FilterNode, ProfileNode, reachable_nodes
 from .sorting import sort_name
 
@@ -125,6 +125,7 @@ def _start(root: ProfileNode, reachable: list[ProfileNode], options: ViewOptions
     focused = focus_starts(options, reachable)
     if focused is None:
         return entry_point(root)
+    focused = outermost(focused)  # a match called by another is in its subtree already
     if len(focused) == 1:
         return focused[0]
     top = ProfileNode("", 0, f"<{options.focus}>", 1, 1, 0.0, 0.0, library=False)
