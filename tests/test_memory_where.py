@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -443,6 +444,25 @@ def test_spy_where_interrupted_still_reports_and_writes(
     assert code == 130 and "stop.py interrupted" in err
     assert out.splitlines()[-2].startswith("peak ")
     assert json.loads(Path("r.json").read_text(encoding="utf-8"))["exit_code"] == 130
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_spy_where_terminated_still_reports_and_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signame: str
+) -> None:
+    # GIVEN a program that receives SIGTERM (or SIGHUP) while it holds memory
+    monkeypatch.chdir(tmp_path)
+    Path("term.py").write_text(
+        "import os, signal, time\nx = [0] * 10**6\n"
+        f"os.kill(os.getpid(), signal.{signame})\ntime.sleep(5)\n",
+        encoding="utf-8",
+    )
+    # WHEN spied with --where THEN the measure is printed and written, exit 128 + signum
+    code, out, err = run_cli("spy", "-q", "--json", "r.json", "--where", "term.py")
+    signum = int(getattr(signal, signame))
+    assert code == 128 + signum and f"term.py terminated by {signame}" in err
+    assert out.splitlines()[-2].startswith("peak ")
+    assert json.loads(Path("r.json").read_text(encoding="utf-8"))["signal"] == signum
 
 
 @pytest.mark.parametrize(

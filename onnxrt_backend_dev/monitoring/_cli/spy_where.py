@@ -84,6 +84,7 @@ def run_where(
     """
     from ..memory_peak import MemorySpy
     from .cmd_profile import _as_main, _exit_code
+    from .guard import Terminated, terminating_signals
 
     code, module, argv, path0, what = _program(cmd, args)
     name = os.path.basename(argv[0])
@@ -95,14 +96,23 @@ def run_where(
         stacks=True,
     )
     failure: BaseException | None = None
-    try:
-        with status(spy, what, args, err), _as_main(module, argv, path0):
-            try:
-                exec(code, module.__dict__)
-            except BaseException as e:  # reported below, once the measure is taken
-                failure = e
-    finally:
-        result = spy.stop()  # also on Ctrl-C: the sampler thread must not outlive the run
+    # SIGTERM and SIGHUP end the program as an exception: the measure is still reported
+    # and written, then the command exits with 128 + signum (as profile does).
+    with terminating_signals() as signals:
+        try:
+            with status(spy, what, args, err), _as_main(module, argv, path0):
+                try:
+                    exec(code, module.__dict__)
+                except BaseException as e:  # reported below, once the measure is taken
+                    failure = e
+                finally:
+                    signals.program_over()
+        finally:
+            result = spy.stop()  # also on Ctrl-C: the sampler thread must not outlive it
+    if signals.exit_code is not None:
+        err.write(f"{name} {Terminated(signals.received[0])}\n")
+        result["signal"] = signals.received[0]
+        return result, signals.exit_code, what
     if isinstance(failure, SystemExit):
         return result, _exit_code(failure, err), what
     if isinstance(failure, KeyboardInterrupt):  # what was measured is still reported

@@ -164,7 +164,7 @@ class StackAttribution:
             raise ValueError(f"top must be >= 1, got {top!r}")
         head = f"{'inclusive':>10} {'self':>10} {'highest':>10}  function"
         count = len(self.functions)
-        shown = f"top {top} of {count}" if count > top else f"{count} functions"
+        shown = f"top {top} of {count}" if count > top else f"{count} function{'s' * (count != 1)}"
         lines = [f"memory growth by function ({shown})", head]
         for r in self.functions[:top]:
             where = f"{r.function} ({os.path.basename(r.filename)}:{r.first_line})"
