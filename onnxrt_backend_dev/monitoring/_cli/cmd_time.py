@@ -14,11 +14,9 @@ import argparse
 import json
 import signal
 import sys
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any, TextIO
 
 from .._format import _TIME_UNITS, format_duration
@@ -36,6 +34,7 @@ from .._timing.loop import (
 )
 from .._timing.stats import compare_samples, format_comparison, summarize
 from .common import EXIT_USAGE, CommandError
+from .guard import Terminated, terminating_signals
 
 # A live status is worth it only for long runs.
 _LIVE_STATUS_MIN_SECONDS = 5.0
@@ -89,35 +88,6 @@ def format_line(name: str, res: Mapping[str, Any]) -> str:
     )
 
 
-class _Stopped(BaseException):
-    """Raised by the handler of SIGTERM or SIGHUP: stops the measurement as Ctrl-C does,
-    past the ``except Exception`` that reports the statement's own errors."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextmanager
-def _stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread while the statement
-    runs; the previous handlers come back afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stopped(signum)
-
-    wanted = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    previous = {signum: signal.signal(signum, stop) for signum in wanted}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 @dataclass
 class _Stop:
     """The signal that ended a measure early, None if it ran to the end."""
@@ -135,12 +105,16 @@ def _measuring(what: str) -> Iterator[_Stop]:
     """
     stop = _Stop()
     try:
-        with _stop_on_signals():
-            yield stop
+        # The handlers profile uses: SIGTERM and SIGHUP raise Terminated in the statement.
+        with terminating_signals() as signals:
+            try:
+                yield stop
+            finally:
+                signals.program_over()
     except ClockError:
         raise
-    except (_Stopped, KeyboardInterrupt) as e:
-        stop.signum = e.signum if isinstance(e, _Stopped) else signal.SIGINT
+    except (Terminated, KeyboardInterrupt) as e:
+        stop.signum = e.signum if isinstance(e, Terminated) else signal.SIGINT
     except (Exception, SystemExit) as e:  # the user's code failed (or left): one line
         raise _statement_error(what, e) from e
 

@@ -1,4 +1,5 @@
-"""What ``profile`` needs to deliver a profile whatever the profiled program does: its
+"""What ``profile`` needs to deliver a profile whatever the profiled program does (and
+``time`` and ``spy --where`` use to stop a run on a signal and still report): its
 stdout kept when the program closes ``sys.stdout``, and SIGTERM or SIGHUP turned into
 an exception in the program, so that the profile is written before the command exits
 with the conventional ``128 + signum``.
