@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -384,25 +385,37 @@ def _child_named(ppid: int, name: str) -> int | None:
     return None
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(TIMEOUT)
-def test_ctrl_c_reports_the_measure_and_the_command_s_signal() -> None:
-    # GIVEN the CLI running `sleep 30` in a session of its own (its own terminal group)
+def _spy_sleep_then(
+    send: Callable[[int], None],
+) -> tuple[subprocess.Popen[str], str, str, int | None]:
+    """Runs ``spy -- sleep 30`` in a session of its own, calls ``send(cli_pid)`` once the
+    gate opened (the shell exec'd sleep), and waits for the CLI.
+
+    :return: the CLI, its stdout and stderr, and the pid of sleep (None if never seen)
+    """
     cli = subprocess.Popen(
         [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", "--", "sleep", "30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + TIMEOUT / 2
-        while _child_named(cli.pid, "sleep") is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # the gate opened: the shell exec'd sleep
-        # WHEN Ctrl-C: SIGINT to the whole group, the CLI and the command
-        os.killpg(cli.pid, signal.SIGINT)
+        while (sleeper := _child_named(cli.pid, "sleep")) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        send(cli.pid)
         out, err = cli.communicate(timeout=TIMEOUT / 2)
     finally:
         if cli.poll() is None:
             cli.kill()
             cli.wait(TIMEOUT)
+    return cli, out, err, sleeper
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_ctrl_c_reports_the_measure_and_the_command_s_signal() -> None:
+    # GIVEN the CLI running `sleep 30` in a session of its own (its own terminal group)
+    # WHEN Ctrl-C: SIGINT to the whole group, the CLI and the command
+    cli, out, err, _ = _spy_sleep_then(lambda pid: os.killpg(pid, signal.SIGINT))
     # THEN the measure and the command's own status (killed by SIGINT: 130), not 0
     assert cli.returncode == 130, err
     assert "cpu: peak" in out and "exit code 130" in out
@@ -529,21 +542,8 @@ def test_sigterm_and_sighup_are_forwarded_and_the_measure_written(
 @pytest.mark.timeout(TIMEOUT)
 def test_one_sigint_to_the_cli_alone_stops_the_command_cleanly() -> None:
     # GIVEN the CLI running `sleep 30` in a session of its own
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", "--", "sleep", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + TIMEOUT / 2
-        while (sleeper := _child_named(cli.pid, "sleep")) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        # WHEN SIGINT reaches the CLI only (kill -INT), not the command
-        os.kill(cli.pid, signal.SIGINT)
-        out, err = cli.communicate(timeout=TIMEOUT / 2)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait(TIMEOUT)
+    # WHEN SIGINT reaches the CLI only (kill -INT), not the command
+    cli, out, err, sleeper = _spy_sleep_then(lambda pid: os.kill(pid, signal.SIGINT))
     # THEN the command got SIGINT and ended of it (130), not SIGKILL (137)
     assert cli.returncode == 130, err
     assert "exit code 130" in out and "cpu: peak" in out
