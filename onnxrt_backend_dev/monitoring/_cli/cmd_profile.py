@@ -323,6 +323,22 @@ def _on_os_exit(
     return callback
 
 
+def report_raised(name: str, failure: BaseException, err: TextIO) -> int:
+    """Reports an exception the program raised: its traceback (without this tool's frame
+    that ran it), then one line naming it.
+
+    :param name: the program's name
+    :param failure: the exception
+    :param err: the error stream
+    :return: the exit code, 1
+    """
+    tb = failure.__traceback__
+    lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
+    err.write("".join(lines))
+    err.write(f"error: {name} raised {type(failure).__name__}: {failure}\n")
+    return 1
+
+
 def _script_code(path: str) -> tuple[types.CodeType, types.ModuleType, list[str], str]:
     """Compiles a script, or the ``__main__.py`` of a folder, the way ``python PATH``
     does: ``__file__`` is absolute and ``sys.path[0]`` is the script's folder. The code
@@ -507,11 +523,7 @@ class ProfileCommand:
             err.write(f"{name} {why}\n")
             return signals.exit_code
         if failure is not None:
-            tb = failure.__traceback__
-            lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
-            err.write("".join(lines))
-            err.write(f"error: {name} raised {type(failure).__name__}: {failure}\n")
-            return 1
+            return report_raised(name, failure, err)
         if rc and not args.quiet:
             err.write(f"{name} exited with code {rc}\n")
         return rc

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import traceback
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -83,7 +82,7 @@ def run_where(
     :return: the spy's result, the exit code, what was spied on
     """
     from ..memory_peak import MemorySpy
-    from .cmd_profile import _as_main, _exit_code
+    from .cmd_profile import _as_main, _exit_code, report_raised
     from .guard import Terminated, terminating_signals
 
     code, module, argv, path0, what = _program(cmd, args)
@@ -119,11 +118,7 @@ def run_where(
         err.write(f"{name} interrupted\n")
         return result, 130, what
     if failure is not None:
-        tb = failure.__traceback__
-        lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
-        err.write("".join(lines))
-        err.write(f"error: {name} raised {type(failure).__name__}: {failure}\n")
-        return result, 1, what
+        return result, report_raised(name, failure, err), what
     return result, 0, what
 
 
