@@ -305,12 +305,12 @@ class MonitoringMagics(Magics):
     @cell_magic
     @_documented(_SPY)
     def spy(self, line: str, cell: str) -> dict[str, Any] | None:
-        from .memory_peak import start_spying_on
+        from .memory_peak import MIN_DELAY, start_spying_on
 
         opts, _ = self._options(_SPY, line)
         if _wants_help(opts, _SPY):
             return None
-        delay = _number_option(opts, "d", 0.01, float, 1e-3)
+        delay = _number_option(opts, "d", 0.01, float, MIN_DELAY)
         run = self._code(cell, "spy")
         try:
             spy = start_spying_on(delay=delay, cuda="cuda" in opts, stacks="stacks" in opts)
