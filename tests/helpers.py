@@ -14,6 +14,11 @@ from pathlib import Path
 
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 
+# The tests folder (where the shared fakes live), its data and the repository root.
+TESTS = Path(__file__).resolve().parent
+DATA = TESTS / "data"
+ROOT = TESTS.parent
+
 
 class Terminal(io.StringIO):
     """A stream that says it is a terminal, so that live status lines are drawn."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from ._errors import MissingDependencyError
 
-class MissingDependencyError(ImportError):
-    """An optional dependency is not installed; the message names the extra to install."""
+__all__ = ["MissingDependencyError", "require"]
 
 
 def require(module: str, extra: str, purpose: str = "") -> ModuleType:

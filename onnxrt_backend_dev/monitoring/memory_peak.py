@@ -65,6 +65,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType, TracebackType
 from typing import IO, Any
 
+from ._errors import rebuild
 from ._memory import registry as _registry
 from ._memory.probes import get_memory_rss as _get_memory_rss
 from ._memory.series import DEFAULT_MAX_POINTS, Monitor, SpyResult
@@ -89,13 +90,6 @@ KILL_TIMEOUT = 2.0  # seconds to reap the spy once killed
 # tick) becomes a large share of a core; see benchmarks/RESULTS.md (issue 10b).
 MIN_DELAY = 0.001
 
-# Exceptions the spy may report, rebuilt as such in the parent; others become RuntimeError.
-_ERRORS: dict[str, type[Exception]] = {
-    "ProcessLookupError": ProcessLookupError,
-    "PermissionError": PermissionError,
-    "ValueError": ValueError,
-    "RuntimeError": RuntimeError,
-}
 # The spy's program. Empty stand-ins for the two packages keep their __init__ (and what
 # they import) out of the spy; os._exit skips the interpreter's shutdown: nothing is left
 # to flush, and stop() returns sooner.
@@ -282,8 +276,7 @@ class _Reader:
 
 
 def _raise_error(header: dict[str, Any]) -> None:
-    cls = _ERRORS.get(header.get("type", ""), RuntimeError)
-    raise cls(header.get("message", "the memory spy failed"))
+    raise rebuild(header.get("type", ""), header.get("message", "the memory spy failed"))
 
 
 class MemorySpy:

@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TextIO
 
+from .._errors import MonitoringError
+
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -46,7 +48,7 @@ PLOT_SUFFIXES = (
 _FALLBACK_PREFIX = "onnxrt-monitoring-"
 
 
-class CommandError(Exception):
+class CommandError(MonitoringError):
     """A user mistake or a failure to report as one line, with an exit code."""
 
     def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:

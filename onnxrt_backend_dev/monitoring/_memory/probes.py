@@ -22,6 +22,8 @@ import abc
 import os
 import time
 
+from .._errors import TargetGone
+
 TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -52,10 +54,6 @@ PERMISSION_ADVICE = (
     "(or check that /proc is not mounted with hidepid)"
 )
 PROC_ROOT = "/proc"
-
-
-class TargetGone(Exception):
-    """The spied process ended (or is a zombie)."""
 
 
 def _parse_kb(data: bytes, key: bytes) -> int | None:

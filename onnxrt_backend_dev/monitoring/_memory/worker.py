@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
             return 0
         return serve(loop, rfd, wfd, opts["delay"], opts["parent"])
     except Exception as e:  # unexpected: report it rather than print a traceback
-        write_frame(wfd, {"kind": "error", "type": "RuntimeError", "message": f"spy failed: {e!r}"})
+        write_frame(wfd, {"kind": "error", "type": "SpyError", "message": f"spy failed: {e!r}"})
         return 1
     finally:
         loop.close()

@@ -25,13 +25,11 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
+from .._errors import ProfileFormatError
+
 # A profile file larger than this is refused before it is read (the largest real
 # profiles are a few hundred MB).
 MAX_FILE_SIZE = 2**31
-
-
-class ProfileFormatError(ValueError):
-    """A profile that cannot be read or does not have the shape of pstats data."""
 
 
 class ValidatedStats:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
+from .._errors import ClockError
 from .stats import summarize
 
 Clock = Callable[[], float]
@@ -71,11 +72,6 @@ _COMPARE_BATCHES = 500
 _COMPARE_MIN_BATCHES = 5
 # The batch the command line calibrates (as python -m timeit): at least this long.
 AUTORANGE_SECONDS = 0.2
-
-
-class ClockError(RuntimeError):
-    """The clock cannot time the statement: it went backwards, returned NaN or never
-    advanced."""
 
 
 @dataclass

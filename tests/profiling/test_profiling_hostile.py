@@ -17,6 +17,7 @@ from pstats import Stats
 from typing import Any
 
 import pytest
+from helpers import DATA as _DATA
 from helpers import browser as _browser
 from helpers import dump_dom, run_cli
 
@@ -149,9 +150,7 @@ def test_the_fast_check_agrees_with_the_slow_one() -> None:
             assert not _all_valid(data)
     good = marshal.loads(_real_dump())
     assert _all_valid(good) and _all_valid(_good())
-    profile_module = marshal.loads(
-        (Path(__file__).parent / "data" / "profile_module.prof").read_bytes()
-    )
+    profile_module = marshal.loads((_DATA / "profile_module.prof").read_bytes())
     assert _all_valid(profile_module)
 
 

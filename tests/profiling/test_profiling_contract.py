@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import DATA as _DATA
 
 from onnxrt_backend_dev.monitoring._profiling.render_text import count_width
 from onnxrt_backend_dev.monitoring.profiling import profile, profile2df, profile2graph
@@ -44,7 +44,7 @@ def fct4():
 """
 
 SLEEP = "<built-in method time.sleep>"
-DATA = Path(__file__).parent / "data"
+DATA = _DATA
 # The document's rows, timings written T.TTTTT. The reference implementation prints
 # every function called from zero or several places as a root, time.sleep included:
 # its row is the last one (the document's excerpt stops before it).

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes_memory import FakeProbe, write_status
+from fakes import FakeProbe, write_status
+from helpers import TESTS as _TESTS
 
 from onnxrt_backend_dev.monitoring._memory import nvml as _nvml
 from onnxrt_backend_dev.monitoring._memory import probes as _probes
@@ -31,7 +32,7 @@ from onnxrt_backend_dev.monitoring.memory_peak import (
 )
 
 MIB = 2**20
-TESTS = Path(__file__).resolve().parent
+TESTS = _TESTS
 REAL_TIMEOUT = 30  # seconds for any child process of these tests
 
 
@@ -268,11 +269,11 @@ def test_tree_probe_sums_descendants_and_skips_the_excluded_subtree(tmp_path: Pa
 
 
 def test_nvml_probe_reads_devices_and_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    import fakes_memory
+    import fakes
 
     monkeypatch.setenv("FAKE_NVML", "ok")
     monkeypatch.setenv("FAKE_NVML_PID", "42")
-    probe = _nvml.NvmlProbe(fakes_memory, lambda: {42})
+    probe = _nvml.NvmlProbe(fakes, lambda: {42})
     assert [c.name for c in probe.channels] == ["gpu0", "gpu1", "gpu0:process", "gpu1:process"]
     assert [(c.group, c.device) for c in probe.channels[1:3]] == [("gpus", 1), ("gpus_process", 0)]
     assert probe.read() == [2**30, 2 * 2**30, 256 * MIB, 0.0]
@@ -291,11 +292,11 @@ def test_nvml_probe_reads_devices_and_the_process(monkeypatch: pytest.MonkeyPatc
 def test_nvml_failures_name_their_cause(
     monkeypatch: pytest.MonkeyPatch, mode: str, cause: str
 ) -> None:
-    import fakes_memory
+    import fakes
 
     monkeypatch.setenv("FAKE_NVML", mode)
     with pytest.raises(RuntimeError, match=cause):
-        _nvml.NvmlProbe(fakes_memory, set)
+        _nvml.NvmlProbe(fakes, set)
 
 
 # --- the device probe registry --------------------------------------------------------
@@ -304,7 +305,7 @@ def test_nvml_failures_name_their_cause(
 @pytest.fixture
 def fake_amd() -> Iterator[_registry.ProbeSpec]:
     """The second device probe, registered (through the public face) for the test only."""
-    register_probe("fakeamd", "fakes_memory:FakeAmdProbe", package="fake-amdsmi", extra="amd")
+    register_probe("fakeamd", "fakes:FakeAmdProbe", package="fake-amdsmi", extra="amd")
     spec = _registry.get_spec("fakeamd")
     try:
         yield spec
@@ -327,7 +328,7 @@ def test_a_second_device_probe_is_opened_from_its_registry_entry(
 ) -> None:
     monkeypatch.setenv("FAKE_NVML", "ok")
     # GIVEN the spy's options asking for NVML and the fake AMD probe, as the parent writes them
-    probes = [_registry.get_spec("nvml").to_arg("fakes_memory"), fake_amd.to_arg()]
+    probes = [_registry.get_spec("nvml").to_arg("fakes"), fake_amd.to_arg()]
     opts = _registry.parse_args(
         _registry.to_argv({"pid": os.getpid(), "delay": 0.01, "parent": 1, "probes": probes})
     )
@@ -348,8 +349,8 @@ def test_a_second_device_probe_is_opened_from_its_registry_entry(
         loop.close()
     assert all(getattr(p, "closed", True) for p in loop.devices)
     # AND a class that does not implement the interface is refused by name
-    with pytest.raises(RuntimeError, match="fakes_memory:NotAProbe is not a DeviceProbe"):
-        _registry.open_probe("bad=fakes_memory:NotAProbe,", set)
+    with pytest.raises(RuntimeError, match="fakes:NotAProbe is not a DeviceProbe"):
+        _registry.open_probe("bad=fakes:NotAProbe,", set)
 
 
 @pytest.mark.slow
@@ -361,7 +362,7 @@ def test_a_second_device_probe_end_to_end_through_the_spy(
     monkeypatch.setenv("FAKE_NVML", "ok")
     monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
     # WHEN a real spy measures both
-    stat = start_spying_on(cuda=True, nvml_module="fakes_memory", probes=("fakeamd",)).stop()
+    stat = start_spying_on(cuda=True, nvml_module="fakes", probes=("fakeamd",)).stop()
     # THEN the reference's keys are unchanged, the new probe's monitors sit beside them
     assert [m.name for m in stat["gpus"]] == ["gpu0", "gpu1"]
     assert [m.max_peak for m in stat["gpus_process"]] == [256 * MIB, 0.0]
@@ -800,7 +801,7 @@ def test_children_are_counted_and_the_spy_is_not() -> None:
 def test_cuda_through_a_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NVML", "ok")
     monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
-    stat = start_spying_on(cuda=True, nvml_module="fakes_memory").stop()
+    stat = start_spying_on(cuda=True, nvml_module="fakes").stop()
     assert [m.max_peak for m in stat["gpus"]] == [2**30, 2 * 2**30]
     assert [m.max_peak for m in stat["gpus_process"]] == [256 * MIB, 0.0]
     assert stat["gpus"][0].peak_source == "nvml"
@@ -813,7 +814,7 @@ def test_cuda_failure_is_a_clear_error_within_a_second(monkeypatch: pytest.Monke
     monkeypatch.setenv("FAKE_NVML", "DriverNotLoaded")
     begin = time.perf_counter()
     with pytest.raises(RuntimeError, match="driver is not loaded"):
-        start_spying_on(cuda=True, nvml_module="fakes_memory")
+        start_spying_on(cuda=True, nvml_module="fakes")
     assert time.perf_counter() - begin < 1.0
 
 

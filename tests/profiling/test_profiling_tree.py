@@ -16,7 +16,8 @@ from pstats import Stats
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import DATA as _DATA
+from helpers import ROOT, run_cli
 from test_profiling import FakeStats, _browser, chain_stats, dump_dom, self_recursion_stats
 
 from onnxrt_backend_dev.monitoring._profiling.render_tree_html import tree_data
@@ -32,8 +33,8 @@ from onnxrt_backend_dev.monitoring.profiling import (
     to_tree_text,
 )
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
-PACKAGE = Path(__file__).parent.parent / "onnxrt_backend_dev" / "monitoring" / "_profiling"
+DATA = str(_DATA)
+PACKAGE = ROOT / "onnxrt_backend_dev" / "monitoring" / "_profiling"
 
 
 def random_stats(seed: int, n: int = 80) -> FakeStats:

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import DATA as _DATA
 from helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring._cli import cmd_profile as _cli_profile
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = str(_DATA)
 SCRIPT = """\
 import sys, time
 print("argv", sys.argv[1:], __name__)

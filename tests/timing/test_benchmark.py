@@ -18,7 +18,7 @@ from pprint import pprint
 from typing import Any
 
 import pytest
-from timing_fakes import FakeClock
+from fakes import FakeClock
 
 from onnxrt_backend_dev.monitoring._timing import loop as _timing
 from onnxrt_backend_dev.monitoring._timing import stats as _stats

@@ -20,12 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import DATA as _DATA
 from helpers import run_cli
 
 from onnxrt_backend_dev.monitoring._cli import common as _common
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = str(_DATA)
 TIMEOUT = 60
 CLI = [sys.executable, "-m", "onnxrt_backend_dev.monitoring"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from timing_fakes import FakeClock
+from fakes import FakeClock
 
 from onnxrt_backend_dev.monitoring._timing import stats as _stats
 from onnxrt_backend_dev.monitoring.benchmark import ClockError, compare, format_comparison

@@ -14,6 +14,7 @@ from pstats import SortKey, Stats
 from typing import Any
 
 import pytest
+from helpers import DATA as _DATA
 from helpers import browser as _browser
 from helpers import dump_dom
 
@@ -31,7 +32,7 @@ from onnxrt_backend_dev.monitoring.profiling import (
     to_speedscope,
 )
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = str(_DATA)
 FIXTURES = ["cprofile.prof", "profile_module.prof", "pyinstrument.prof", "yappi.prof"]
 LINE_RE = re.compile(
     r"^(?P<indent> *)(?P<fct>.+?) -- +(?P<nc1>-?\d+) +(?P<nc2>-?\d+) -- "

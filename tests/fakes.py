@@ -1,15 +1,17 @@
-"""Fakes for the memory spy: a probe, a fake procfs, a fake NVML module and a second
-device probe (what adding, say, AMD through amdsmi would look like).
+"""Fakes shared by the tests: a clock for the timing tests (the statement under test
+advances it, so every figure is exact and no test depends on the speed of the machine);
+for the memory spy a probe, a fake procfs, a fake NVML module and a second device probe
+(what adding, say, AMD through amdsmi would look like).
 
 The fake NVML module is this very module: the spy process imports it by name
-(``nvml_module="fakes_memory"``) and reads its behaviour from the environment variable
+(``nvml_module="fakes"``) and reads its behaviour from the environment variable
 ``FAKE_NVML`` (``ok``, or the name of an NVML error to raise at ``nvmlInit``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,27 @@ from onnxrt_backend_dev.monitoring._memory.probes import Probe, TargetGone
 from onnxrt_backend_dev.monitoring._memory.registry import Channel, DeviceProbe
 
 GIB = 2**30
+
+
+class FakeClock:
+    """A clock that only moves when told: the statement under test advances it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def costing(self, seconds: float) -> Callable[[], None]:
+        """A statement that takes ``seconds`` on this clock."""
+        return lambda: self.advance(seconds)
+
+    def costing_each(self, costs: Iterator[float]) -> Callable[[], None]:
+        """A statement whose successive executions take ``next(costs)`` seconds."""
+        return lambda: self.advance(next(costs))
 
 
 class FakeProbe(Probe):
