@@ -53,10 +53,32 @@ def _resolve(importer: str, path: Path, node: ast.ImportFrom) -> str:
     return f"{package}.{node.module}" if node.module else package
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node, less the bodies of ``if TYPE_CHECKING:`` (imports for the type checker
+    only, never run)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _is_type_checking(node):
+            assert isinstance(node, ast.If)
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, str]]:
     """``(module imported, name imported or '')`` for every import of the file, at any depth
-    (a lazy import inside a function is still an edge of the graph)."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    (a lazy import inside a function is still an edge of the graph), except those made for
+    the type checker only."""
+    for node in _run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, ""
@@ -189,3 +211,8 @@ def test_the_checks_see_the_package() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
     assert any(graph.values())
+    tree = ast.parse(
+        "if TYPE_CHECKING:\n    import a\nelse:\n    import b\ndef f():\n    import c\n"
+    )
+    names = {n.names[0].name for n in _run_time_nodes(tree) if isinstance(n, ast.Import)}
+    assert names == {"b", "c"}

@@ -19,18 +19,17 @@ by the growth attributed to it, in bytes.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._stacks.export import to_collapsed, to_speedscope
+from .._stacks.frames import StackFrame, is_library_path
 from .stacks import NO_STACK, Frame, StackSamples
 
 # Frames of this tool (the spy's own calls, stop()) are never the user's code.
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_COLLAPSED_TRANSLATION = str.maketrans({";": ":", "\n": " ", "\r": " "})
-SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
 def is_user_frame(frame: Frame) -> bool:
@@ -39,8 +38,6 @@ def is_user_frame(frame: Frame) -> bool:
     :param frame: the frame
     :return: True for the user's code
     """
-    from .._profiling.model import is_library_path
-
     return not (is_library_path(frame.filename) or frame.filename.startswith(_OWN_DIR))
 
 
@@ -176,17 +173,18 @@ class StackAttribution:
             lines.append("(no stack sampled while memory grew)")
         return "\n".join(lines)
 
+    def weighted_stacks(self) -> list[tuple[list[StackFrame], float]]:
+        """The stacks with growth, in bytes (rounded), for the stack exporters."""
+        return [
+            ([StackFrame(f.function, f.filename, f.first_line) for f in self.stacks[index]], size)
+            for index, weight in sorted(self.weights.items())
+            if (size := round(weight)) > 0
+        ]
+
     def to_collapsed(self) -> str:
         """Collapsed stacks ``a;b;c BYTES``, one line per stack with growth: a memory
         flame graph for flamegraph.pl, speedscope, inferno."""
-        lines = []
-        for index, weight in sorted(self.weights.items()):
-            size = round(weight)
-            if size <= 0:
-                continue
-            labels = (_collapsed_label(f) for f in self.stacks[index])
-            lines.append(f"{';'.join(labels)} {size}")
-        return "\n".join(lines) + ("\n" if lines else "")
+        return to_collapsed(self.weighted_stacks())
 
     def to_speedscope(self, name: str = "memory growth") -> str:
         """A speedscope document (``sampled``, unit ``bytes``): one sample per stack with
@@ -195,45 +193,7 @@ class StackAttribution:
         :param name: the profile's name
         :return: JSON text
         """
-        frame_index: dict[tuple[str, str, int], int] = {}
-        frames: list[dict[str, Any]] = []
-        samples: list[list[int]] = []
-        weights: list[int] = []
-        for index, weight in sorted(self.weights.items()):
-            size = round(weight)
-            if size <= 0:
-                continue
-            path = []
-            for f in self.stacks[index]:
-                key = (f.function, f.filename, f.first_line)
-                if key not in frame_index:
-                    frame_index[key] = len(frames)
-                    frames.append({"name": f.function, "file": f.filename, "line": f.first_line})
-                path.append(frame_index[key])
-            samples.append(path)
-            weights.append(size)
-        doc = {
-            "$schema": SPEEDSCOPE_SCHEMA,
-            "shared": {"frames": frames},
-            "profiles": [
-                {
-                    "type": "sampled",
-                    "name": name,
-                    "unit": "bytes",
-                    "startValue": 0,
-                    "endValue": sum(weights),
-                    "samples": samples,
-                    "weights": weights,
-                }
-            ],
-            "name": name,
-            "exporter": "onnxrt_backend_dev.monitoring spy",
-        }
-        return json.dumps(doc, allow_nan=False)
-
-
-def _collapsed_label(f: Frame) -> str:
-    return f"{f.function} ({f.filename}:{f.first_line})".translate(_COLLAPSED_TRANSLATION)
+        return str(to_speedscope(self.weighted_stacks(), name, "bytes"))
 
 
 def stack_at(samples: StackSamples, after: float) -> int:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import gc
 import os
-import sysconfig
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pstats import SortKey
 from typing import Any
+
+from .._stacks.frames import is_library_path
 
 # An edge's figures as cProfile stores them for one caller: (nc1, nc2, tin, tall).
 TimeElements = tuple[Any, ...]
@@ -52,31 +53,6 @@ _SMALL_MODULES = frozenset(
         "types.py",
     }
 )
-
-
-def _library_prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
-    return tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
-
-
-_LIBRARY_PREFIXES = _library_prefixes()
-_LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ", "lib/python3")
-
-
-def is_library_path(filename: str) -> bool:
-    """Tells if a frame's file belongs to the standard library, an installed package or
-    the interpreter itself (built-ins, frozen modules).
-
-    :param filename: the file as stored in the profile
-    :return: True for library frames
-    """
-    name = filename.replace("\\", "/")
-    if name in ("~", "", "<built-in>") or name.startswith("<frozen"):
-        return True
-    if name.startswith(_LIBRARY_PREFIXES):
-        return True
-    return any(m in name for m in _LIBRARY_MARKERS)
 
 
 class ProfileNode:

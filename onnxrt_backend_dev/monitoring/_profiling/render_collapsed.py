@@ -5,20 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._stacks.export import to_collapsed
+from .._stacks.frames import StackFrame
 from .model import ProfileNode
 from .view_paths import expand_paths, path_stacks, split_options
-
-# Characters with a meaning in the format: ';' separates frames, the last space the count.
-_TRANSLATION = str.maketrans({";": ":", "\n": " ", "\r": " "})
-
-
-def frame_label(node: ProfileNode) -> str:
-    """The name of a frame in a collapsed stack: ``func (file:line)``.
-
-    :param node: the function
-    :return: the label, without ``;`` or line breaks
-    """
-    return f"{node.func_name} ({node.filename}:{node.line})".translate(_TRANSLATION)
 
 
 def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> str:
@@ -35,11 +25,9 @@ def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> s
         raise ValueError(f"unit must be > 0, got {unit!r}")
     view, limits = split_options(dict(options))
     items = expand_paths(root, view, limits)
-    labels = [frame_label(item.node) for item in items]
-    counts: dict[str, int] = {}
-    for item, stack in zip(items, path_stacks(items), strict=True):
-        n = round(item.self_time / unit)
-        if n > 0:
-            key = ";".join(labels[i] for i in stack)
-            counts[key] = counts.get(key, 0) + n
-    return "".join(f"{k} {v}\n" for k, v in counts.items())
+    frames = [StackFrame(i.node.func_name, i.node.filename, i.node.line) for i in items]
+    stacks = (
+        ([frames[i] for i in stack], item.self_time)
+        for item, stack in zip(items, path_stacks(items), strict=True)
+    )
+    return to_collapsed(stacks, unit)

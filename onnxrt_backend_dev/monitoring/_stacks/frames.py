@@ -1,0 +1,47 @@
+"""The frame of a stack, and the rule telling library frames from the user's.
+
+Standard library only, and nothing heavy: the spy process and the sampler import it.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from typing import NamedTuple
+
+
+class StackFrame(NamedTuple):
+    """One frame of a stack as the exporters read it.
+
+    :param name: the function's (qualified) name, ``<module>`` for a module's code
+    :param file: the file as recorded (``~`` or ``""`` for built-ins)
+    :param line: the function's first line (0 when unknown)
+    """
+
+    name: str
+    file: str
+    line: int
+
+
+def _library_prefixes() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
+    return tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
+
+
+_LIBRARY_PREFIXES = _library_prefixes()
+_LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ", "lib/python3")
+
+
+def is_library_path(filename: str) -> bool:
+    """Tells if a frame's file belongs to the standard library, an installed package or
+    the interpreter itself (built-ins, frozen modules).
+
+    :param filename: the file as stored in the profile
+    :return: True for library frames
+    """
+    name = filename.replace("\\", "/")
+    if name in ("~", "", "<built-in>") or name.startswith("<frozen"):
+        return True
+    if name.startswith(_LIBRARY_PREFIXES):
+        return True
+    return any(m in name for m in _LIBRARY_MARKERS)
