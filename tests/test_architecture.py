@@ -27,7 +27,6 @@ KNOWN_CYCLES = [
 ]  # fmt: skip
 KNOWN_REACHES = [
     "_cli:cmd_spy -> memory_peak._check_pid_value",
-    "_cli:cmd_time -> _format._TIME_UNITS",
 ]
 KNOWN_FAT_FACES = {"memory_peak.py", "profiling.py"}
 

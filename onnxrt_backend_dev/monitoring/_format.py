@@ -80,6 +80,24 @@ def format_duration(seconds: float, significant: int = 3, unit: str | None = Non
     return f"{_digits(seconds / factor, significant)} {symbol}"
 
 
+def format_duration_like(seconds: float, like: str) -> str:
+    """Formats ``seconds`` in the unit and with the decimals of ``like``, a duration
+    :func:`format_duration` wrote: ``format_duration_like(6e-10, "24.1 ns")`` is
+    ``0.6 ns``, so that figures printed side by side line up.
+
+    :param seconds: duration in seconds
+    :param like: a formatted duration such as ``24.1 ns`` or ``1.52 s``
+    :return: the formatted string
+    :raises ValueError: ``like`` is not a number followed by ``ns``, ``µs``, ``ms`` or ``s``
+    """
+    number, _, unit = like.partition(" ")
+    factors = {s: f for f, s in _TIME_UNITS}
+    if unit not in factors:
+        raise ValueError(f"like must be a duration such as '24.1 ns', got {like!r}")
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    return f"{seconds / factors[unit]:.{decimals}f} {unit}"
+
+
 def format_bytes(n: float, significant: int = 3) -> str:
     """Formats a number of bytes with a binary unit, e.g. ``300 MiB``.
 

@@ -9,10 +9,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._timing.loop import Clock, ClockError, measure, measure_interleaved
+from ._timing.loop import (
+    Clock,
+    ClockError,
+    CompareProgress,
+    Progress,
+    measure,
+    measure_interleaved,
+)
 from ._timing.stats import Comparison, compare_results, compare_samples, format_comparison
 
-__all__ = ["ClockError", "Comparison", "compare", "format_comparison", "measure_time"]
+__all__ = [
+    "ClockError",
+    "CompareProgress",
+    "Comparison",
+    "Progress",
+    "compare",
+    "format_comparison",
+    "measure_time",
+]
 
 
 def measure_time(
@@ -26,6 +41,8 @@ def measure_time(
     keep_gc: bool = False,
     setup: str | None = None,
     clock: Clock | None = None,
+    calibrate: bool = False,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Measures a statement and returns the results as a dictionary.
 
@@ -57,6 +74,12 @@ def measure_time(
         local to the timing loop (as ``timeit -s``); a str only
     :param clock: returns seconds, :func:`time.perf_counter` by default (tests inject
         a fake one)
+    :param calibrate: ``number`` is ignored and picked as :meth:`timeit.Timer.autorange`
+        does (1, 2, 5, 10, 20... executions until one batch lasts at least 0.2 s), after
+        the warmup; those trial batches are not counted; not with ``max_time``
+    :param progress: a :class:`Progress` filled batch by batch: a live status reads its
+        ``runs``, and when the run is stopped midway (Ctrl-C, a signal) its
+        ``result()`` is this dictionary for the batches timed so far
     :return: a dictionary of plain ints and floats, seconds for durations (annotated
         ``dict[str, Any]`` so that code written against the reference's
         ``Dict[str, str | int | float]`` and code doing arithmetic both type-check):
@@ -67,22 +90,28 @@ def measure_time(
         * ``repeat``: number of batches the statistics describe
         * ``number``: executions per batch (with ``max_time``, the rounded mean size of
           those batches)
-        * ``ttime``: total seconds measured over all timed batches, warmup excluded,
-          in every mode: ``repeat * number * average`` when ``div_by_number`` is True
-          and ``repeat * average`` when it is False; with ``max_time`` it also counts
-          the calibration batches and it is at least ``max_time``
+        * ``ttime``: ``average * repeat``, the sum of the per-batch figures, as in the
+          reference (9.12e-07 for an average of 9.12e-08 over ``repeat=10``)
+        * ``total_time``: total seconds measured over all timed batches, warmup
+          excluded: ``repeat * number * average`` when ``div_by_number`` is True and
+          ``repeat * average`` when it is False; with ``max_time`` it also counts the
+          calibration batches and it is at least ``max_time``
         * ``context_size``: ``sys.getsizeof(context)`` (of ``{}`` when None)
         * ``warmup_time``: seconds taken by the ``warmup`` executions together
         * extras: ``median``, ``iqr`` (third minus first quartile), ``mad`` (median
           absolute deviation from the median, unscaled), all in the unit of
           ``average``; ``batches`` and ``runs``: the batches and executions really
           timed (with ``max_time``, batches shorter than a quarter of the target
-          batch time count here and in ``ttime`` but not in the statistics)
+          batch time count here and in ``total_time`` but not in the statistics;
+          past 65,536 batches the statistics describe an evenly spaced sample of
+          them, so memory stays bounded)
     :raises TypeError: ``stmt`` is neither a str nor a callable (the message names the
-        type), a count is not an int, ``context`` is not a dict, ``setup`` not a str,
-        ``clock`` not callable or not returning a number
-    :raises ValueError: ``repeat < 1``, ``number < 1``, ``warmup < 0``,
-        ``max_time <= 0``, or ``max_time`` with ``div_by_number=False``
+        type), a count is not an int, a flag not a bool (``'no'`` is refused),
+        ``context`` is not a dict, ``setup`` not a str, ``clock`` not callable or not
+        returning a number
+    :raises ValueError: ``repeat < 1``, ``number < 1``, ``warmup < 0``, ``max_time``
+        not > 0 and finite, or ``max_time`` with ``div_by_number=False`` or
+        ``calibrate=True``
     :raises SyntaxError: a str ``stmt`` or ``setup`` is not valid Python (at call time)
     :raises ClockError: (a RuntimeError) the clock cannot time the statement: a batch
         measured a negative time (the clock went backwards), NaN or infinity, or the
@@ -115,6 +144,8 @@ def measure_time(
         setup=setup,
         keep_gc=keep_gc,
         clock=clock,
+        calibrate=calibrate,
+        progress=progress,
     )
     return result.to_dict()
 
@@ -132,6 +163,8 @@ def compare(
     setup: str | None = None,
     clock: Clock | None = None,
     max_time: float | None = None,
+    calibrate: bool = False,
+    progress: CompareProgress | None = None,
 ) -> Comparison:
     """Tells how much faster ``candidate`` is than ``baseline``, and whether it is
     significant, in process (what ``pyperf compare_to`` does across files).
@@ -166,6 +199,11 @@ def compare(
     :param setup: code run before each batch, outside the timed region
     :param clock: returns seconds, :func:`time.perf_counter` by default
     :param max_time: time budget in seconds for two statements (see above)
+    :param calibrate: for two statements, ``number`` is ignored: the smaller of their
+        autorange sizes, so the slower statement's batch lasts at least 20 ms
+    :param progress: for two statements, a :class:`CompareProgress` filled round by
+        round: ``running`` tells which statement was at work when one raised,
+        ``sides()`` and ``comparison()`` read what was timed when stopped midway
     :return: a :class:`Comparison`: ``speedup = baseline time / candidate time`` (above
         1, the candidate is faster), ``ci_low``, ``ci_high``, ``p_value``,
         ``significant``; ``format_comparison(cmp)`` reads as one line
@@ -202,5 +240,7 @@ def compare(
         keep_gc=keep_gc,
         clock=clock,
         max_time=max_time,
+        calibrate=calibrate,
+        into=progress,
     )
     return compare_samples(samples[0], samples[1], confidence, alpha)

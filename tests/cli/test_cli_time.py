@@ -19,6 +19,7 @@ from helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring._cli import cmd_time as _cli_time
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
+from onnxrt_backend_dev.monitoring._timing import loop as _timing
 
 LINE = re.compile(
     r"^cos\(0\.5\): [\d.]+ (ns|µs|ms) ± [\d.]+ \1 \(median [\d.]+ \1, min [\d.]+ \1; "
@@ -122,8 +123,10 @@ def test_compare_json() -> None:
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
-        (["x ="], 1, "error: SyntaxError: "),
-        (["pass", "--compare", "x ="], 1, "error: SyntaxError: "),
+        (["x ="], 1, "error: SyntaxError in the statement: invalid syntax (line 1)\n"),
+        (["pass", "--compare", "x ="], 1, "error: SyntaxError in --compare STMT2: invalid syntax"),
+        (["pass", "-s", "x ="], 1, "error: SyntaxError in --setup: invalid syntax (line 1)\n"),
+        (["pass", "-s", "x = 1", "-s", "if x:"], 1, "error: SyntaxError in --setup: expected"),
         (["pass", "-r", "0"], 2, "error: -r/--repeat must be >= 1, got 0\n"),
         (["pass", "-n", "0"], 2, "error: -n/--number must be >= 1, got 0\n"),
         (["pass", "-w", "-1"], 2, "error: -w/--warmup must be >= 0, got -1\n"),
@@ -151,7 +154,22 @@ def test_compare_json() -> None:
         (
             ["pass", "--compare", "len(5)", "-n", "2"],
             1,
-            "error: a statement raised TypeError: object of type 'int' has no len()\n",
+            "error: the --compare statement raised TypeError: object of type 'int' has no len()\n",
+        ),
+        (
+            ["len(5)", "--compare", "pass", "-n", "2"],
+            1,
+            "error: the first statement raised TypeError: object of type 'int' has no len()\n",
+        ),
+        (
+            ["pass", "--compare", "1/0"],
+            1,
+            "error: the --compare statement raised ZeroDivisionError: division by zero\n",
+        ),
+        (
+            ["pass", "--compare", "1", "-s", "import no_such_module_xyz"],
+            1,
+            "error: the first statement or its --setup raised ModuleNotFoundError",
         ),
         (
             ["1", "-s", "import no_such_module_xyz"],
@@ -188,7 +206,7 @@ def test_a_full_output_is_not_blamed_on_the_statement() -> None:
 @pytest.fixture
 def quick_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
     # Batches of at least 5 ms instead of timeit's 0.2 s: same logic, a shorter test.
-    monkeypatch.setattr(_cli_time, "_CALIBRATED_SECONDS", 0.005)
+    monkeypatch.setattr(_timing, "AUTORANGE_SECONDS", 0.005)
 
 
 @pytest.mark.usefixtures("quick_calibration")
@@ -228,7 +246,7 @@ def test_n_and_r_are_obeyed_exactly(argv: list[str], repeat: int, number: int) -
 
 
 def test_compare_calibrates_when_n_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_cli_time, "_COMPARE_BATCH_SECONDS", 0.002)
+    monkeypatch.setattr(_timing, "COMPARE_AUTORANGE_SECONDS", 0.002)
     code, out, _ = _main("pass", "--compare", "pass", "--json", "-r", "4")
     doc = json.loads(out)
     assert code == 0 and doc["comparison"]["n_baseline"] == 4
@@ -364,12 +382,14 @@ def test_a_statement_leaving_with_system_exit_is_an_error_not_a_silent_exit(stmt
     assert err.startswith("error: the statement raised SystemExit") and err.count("\n") == 1
 
 
-def test_compare_json_gives_each_statement_its_own_ttime() -> None:
+def test_compare_json_gives_each_statement_its_own_ttime_and_total_time() -> None:
     code, out, _ = _main(
         "sum(range(300))", "--compare", "sum(range(30))", "-r", "4", "-n", "50", "--json", "-q"
     )
     assert code == 0
     stmts = json.loads(out)["stmts"]
     for side in stmts:
-        assert side["ttime"] == pytest.approx(side["average"] * side["repeat"] * side["number"])
-    assert stmts[0]["ttime"] != stmts[1]["ttime"]
+        assert side["ttime"] == pytest.approx(side["average"] * side["repeat"])
+        total = side["average"] * side["repeat"] * side["number"]
+        assert side["total_time"] == pytest.approx(total)
+    assert stmts[0]["total_time"] != stmts[1]["total_time"]

@@ -35,7 +35,7 @@ DOCUMENTED = {
     "context_size",
     "warmup_time",
 }
-EXTRAS = {"median", "iqr", "mad", "batches", "runs"}
+EXTRAS = {"median", "iqr", "mad", "batches", "runs", "total_time"}
 
 
 # --- contract: shape -----------------------------------------------------------------
@@ -64,15 +64,29 @@ def test_fixed_batches_give_exact_per_execution_figures() -> None:
     assert res["min_exec"] == pytest.approx(1e-6) and res["max_exec"] == pytest.approx(1e-6)
     assert res["deviation"] == pytest.approx(0.0, abs=1e-18)
     assert (res["repeat"], res["number"], res["batches"], res["runs"]) == (4, 5, 4, 20)
-    assert res["ttime"] == pytest.approx(20e-6)  # repeat * number * average
+    assert res["total_time"] == pytest.approx(20e-6)  # repeat * number * average
+    assert res["ttime"] == pytest.approx(4e-6)  # the reference's: repeat * average
     assert res["warmup_time"] == pytest.approx(3e-6)
 
 
-def test_div_by_number_false_gives_per_batch_figures_and_same_ttime() -> None:
+def test_div_by_number_false_gives_per_batch_figures_and_same_total_time() -> None:
     clock = FakeClock()
     res = measure_time(clock.costing(1e-6), repeat=4, number=5, div_by_number=False, clock=clock)
     assert res["average"] == pytest.approx(5e-6)
-    assert res["ttime"] == pytest.approx(20e-6)  # repeat * average
+    assert res["total_time"] == pytest.approx(20e-6)  # repeat * average
+    assert res["ttime"] == pytest.approx(20e-6)  # per batch figures: the same sum
+
+
+def test_ttime_is_the_reference_average_times_repeat() -> None:
+    # GIVEN the reference's example figures: an average of 9.12e-08 s over repeat=10
+    # (number=50) WHEN timed on a fake clock THEN ttime is 9.12e-07 (average x repeat)
+    # and total_time the seconds measured, 50 times more
+    clock = FakeClock()
+    res = measure_time(clock.costing(9.12e-8), clock=clock)
+    assert (res["repeat"], res["number"]) == (10, 50)
+    assert res["ttime"] == pytest.approx(9.12e-7)
+    assert res["ttime"] == pytest.approx(res["average"] * res["repeat"])
+    assert res["total_time"] == pytest.approx(9.12e-7 * 50)
 
 
 def test_statistics_match_the_statistics_module() -> None:
@@ -163,9 +177,9 @@ def test_multiline_and_comment_only_str_statements() -> None:
 def test_max_time_ends_just_past_the_budget(cost: float, budget: float) -> None:
     clock = FakeClock()
     res = measure_time(clock.costing(cost), max_time=budget, clock=clock)
-    assert res["ttime"] >= budget
-    assert res["ttime"] <= budget * 1.03 + cost  # at most one execution over, and the margin
-    assert res["runs"] * cost == pytest.approx(res["ttime"])
+    assert res["total_time"] >= budget
+    assert res["total_time"] <= budget * 1.03 + cost  # at most one execution over, and the margin
+    assert res["runs"] * cost == pytest.approx(res["total_time"])
     assert res["average"] == pytest.approx(cost)
     assert 1 <= res["repeat"] <= res["batches"]
 
@@ -183,13 +197,13 @@ def test_max_time_copes_with_a_statement_that_slows_down() -> None:
     clock = FakeClock()
     costs = (1e-6 if i < 200_000 else 3e-6 for i in range(10**9))
     res = measure_time(clock.costing_each(costs), max_time=0.5, clock=clock)
-    assert 0.5 <= res["ttime"] <= 0.55
+    assert 0.5 <= res["total_time"] <= 0.55
 
 
 def test_max_time_longer_than_one_execution_stops_after_one_batch() -> None:
     clock = FakeClock()
     res = measure_time(clock.costing(2.0), max_time=0.5, clock=clock)
-    assert (res["batches"], res["runs"], res["ttime"]) == (1, 1, 2.0)
+    assert (res["batches"], res["runs"], res["total_time"]) == (1, 1, 2.0)
 
 
 def test_plan_next_batch_grows_at_most_tenfold_while_calibrating() -> None:
@@ -220,7 +234,7 @@ def test_max_time_real_clock_shape_and_bounds() -> None:
     begin = time.perf_counter()
     res = measure_time("x = 1 + 1", max_time=0.2)
     wall = time.perf_counter() - begin
-    assert res["ttime"] >= 0.2
+    assert res["total_time"] >= 0.2
     assert wall >= 0.2
     assert wall < 5.0  # generous: a busy machine, never a speed claim
     assert res["min_exec"] <= res["median"] <= res["max_exec"]
@@ -359,7 +373,7 @@ def test_a_coarse_clock_still_times_with_max_time() -> None:
     # Ticks of 1 ms for a statement of 1 us: most small batches measure 0.
     coarse = lambda: math.floor(clock.now * 1000) / 1000  # noqa: E731
     res = measure_time(clock.costing(1e-6), max_time=0.5, clock=coarse)
-    assert res["ttime"] >= 0.5
+    assert res["total_time"] >= 0.5
     assert res["average"] == pytest.approx(1e-6, rel=0.1)
     assert res["deviation"] >= 0 and res["min_exec"] >= 0
 
@@ -383,10 +397,10 @@ def test_a_statement_slower_than_the_budget_runs_warmup_and_one_execution() -> N
     # Documented bound: the budget bounds the timed batches, never one execution.
     clock = FakeClock()
     res = measure_time(clock.costing(2.0), max_time=1.0, clock=clock)
-    assert (res["warmup_time"], res["ttime"], clock.now) == (2.0, 2.0, 4.0)
+    assert (res["warmup_time"], res["total_time"], clock.now) == (2.0, 2.0, 4.0)
     clock = FakeClock()
     res = measure_time(clock.costing(2.0), max_time=1.0, warmup=0, clock=clock)
-    assert (res["ttime"], clock.now) == (2.0, 2.0)
+    assert (res["total_time"], clock.now) == (2.0, 2.0)
 
 
 # --- timeit's autorange and partial results ------------------------------------------------
@@ -408,7 +422,7 @@ def test_autorange_with_a_frozen_clock_stops() -> None:
         _timing.autorange("pass", clock=lambda: 1.0)
 
 
-def test_result_from_what_was_timed_so_far() -> None:
+def test_progress_result_is_what_was_timed_so_far() -> None:
     clock = FakeClock()
     progress = _timing.Progress()
     costs = iter([1e-3] * 3 + [1.0] * 10)  # warmup 1, then 2 batches of 1, then a failure
@@ -421,8 +435,8 @@ def test_result_from_what_was_timed_so_far() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         _timing.measure(stmt, repeat=5, number=1, clock=clock, progress=progress)
-    res = _timing.result_from(progress).to_dict()
+    res = progress.result()
     assert (res["repeat"], res["runs"], res["warmup_time"]) == (2, 2, 1e-3)
     assert res["average"] == pytest.approx(1e-3)
     with pytest.raises(ValueError, match="no batch was timed"):
-        _timing.result_from(_timing.Progress())
+        _timing.Progress().result()

@@ -13,26 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .._format import _TIME_UNITS, format_duration
+from .._errors import ClockError
+from .._format import format_duration, format_duration_like
 
 # Standard library only, light: imported with the command.
-from .._timing.loop import (
-    ClockError,
-    Interleaved,
-    Progress,
-    autorange,
-    build_timer,
-    measure,
-    measure_interleaved,
-    result_from,
-)
-from .._timing.stats import compare_samples, format_comparison, summarize
+from ..benchmark import CompareProgress, Progress, compare, format_comparison, measure_time
 from .common import EXIT_USAGE, CommandError
 from .guard import Terminated, terminating_signals
 
@@ -41,22 +31,12 @@ _LIVE_STATUS_MIN_SECONDS = 5.0
 # Above this max/min ratio the result is flagged: the machine was busy or the statement
 # caches something.
 _UNSTABLE_RATIO = 4.0
-# Calibrated runs time this many batches of at least this many seconds, as
-# python -m timeit does.
+# Calibrated runs time this many batches (of at least 0.2 s), as python -m timeit does.
 _CALIBRATED_REPEAT = 5
-_CALIBRATED_SECONDS = 0.2
-# Fixed comparisons: batches per statement when -n is given without -r.
+# Comparisons: batches per statement when -r is not given.
 _COMPARE_REPEAT = 20
-# Calibrated comparisons: a batch lasts at least this long (20 batches a side).
-_COMPARE_BATCH_SECONDS = 0.02
-
-
-def _same_unit(seconds: float, like: str) -> str:
-    """Formats ``seconds`` in the unit and with the decimals of ``like`` (``24.1 ns``)."""
-    number, unit = like.split(" ")
-    decimals = len(number.split(".")[1]) if "." in number else 0
-    factor = dict((s, f) for f, s in _TIME_UNITS)[unit]
-    return f"{seconds / factor:.{decimals}f} {unit}"
+# How a statement of a comparison is named in an error.
+_SIDES = ("the first statement", "the --compare statement")
 
 
 def _counts(res: Mapping[str, Any]) -> str:
@@ -65,7 +45,8 @@ def _counts(res: Mapping[str, Any]) -> str:
     if res.get("max_time") is not None:
         runs, batches = int(res.get("runs", 0)), int(res.get("batches", res["repeat"]))
         return (
-            f"{runs:,} runs in {batches:,} batches, {format_duration(float(res['ttime']))} measured"
+            f"{runs:,} runs in {batches:,} batches, "
+            f"{format_duration(float(res.get('total_time', res['ttime'])))} measured"
         )
     text = f"{int(res['repeat']):,} x {int(res['number']):,} runs"
     return text + ", calibrated" if res.get("calibrated") else text
@@ -82,9 +63,9 @@ def format_line(name: str, res: Mapping[str, Any]) -> str:
     avg = format_duration(float(res["average"]))
     name = name.replace("\n", "\\n")  # a multi-line statement stays on one line
     return (
-        f"{name}: {avg} ± {_same_unit(float(res['deviation']), avg)} "
-        f"(median {_same_unit(float(res['median']), avg)}, "
-        f"min {_same_unit(float(res['min_exec']), avg)}; {_counts(res)})"
+        f"{name}: {avg} ± {format_duration_like(float(res['deviation']), avg)} "
+        f"(median {format_duration_like(float(res['median']), avg)}, "
+        f"min {format_duration_like(float(res['min_exec']), avg)}; {_counts(res)})"
     )
 
 
@@ -96,11 +77,12 @@ class _Stop:
 
 
 @contextmanager
-def _measuring(what: str) -> Iterator[_Stop]:
+def _measuring(what: Any) -> Iterator[_Stop]:
     """Runs a measure: SIGTERM, SIGHUP and Ctrl-C end it early (recorded, what was timed
     so far is kept); the user's code failing becomes one line, never a traceback.
 
-    :param what: the statement(s) named in the error, e.g. ``"the statement"``
+    :param what: names the statement(s) in the error, e.g. ``"the statement"``, or a
+        callable returning that name once the error happened (which of two failed)
     :return: where the signal that ended the measure is recorded
     """
     stop = _Stop()
@@ -116,19 +98,8 @@ def _measuring(what: str) -> Iterator[_Stop]:
     except (Terminated, KeyboardInterrupt) as e:
         stop.signum = e.signum if isinstance(e, Terminated) else signal.SIGINT
     except (Exception, SystemExit) as e:  # the user's code failed (or left): one line
-        raise _statement_error(what, e) from e
-
-
-@dataclass
-class _Plan:
-    """The numbers used: what the options say, or what calibration found."""
-
-    repeat: int
-    number: int
-    max_time: float | None
-    calibrated: bool
-    # Filled batch by batch by measure_interleaved (kept when a signal stops it).
-    interleaved: Interleaved = field(default_factory=lambda: Interleaved([[], []]))
+        name = what() if callable(what) else what
+        raise CommandError(f"{name} raised {type(e).__name__}: {e}") from e
 
 
 def _option_errors(args: argparse.Namespace) -> None:
@@ -146,8 +117,17 @@ def _option_errors(args: argparse.Namespace) -> None:
         raise CommandError(f"-t/--max-time must be > 0 and finite, got {args.max_time}", EXIT_USAGE)
 
 
-def _statement_error(what: str, e: BaseException) -> CommandError:
-    return CommandError(f"{what} raised {type(e).__name__}: {e}")
+def _compiled(args: argparse.Namespace, setup: str | None) -> None:
+    """Compiles the user's code first: a syntax error is the user's text (named by its
+    option), not something the statement raised."""
+    codes = [("the statement", args.stmt), ("--compare STMT2", args.compare), ("--setup", setup)]
+    for name, code in codes:
+        if code is None:
+            continue
+        try:
+            compile(code, "<stmt>", "exec")
+        except SyntaxError as e:
+            raise CommandError(f"SyntaxError in {name}: {e.msg} (line {e.lineno})") from None
 
 
 class TimeCommand:
@@ -209,9 +189,7 @@ class TimeCommand:
         by a signal)."""
         _option_errors(args)
         setup = "\n".join(args.setup) or None
-        # Compiled first: a syntax error is the user's text, not something it raised.
-        for stmt in [args.stmt] if args.compare is None else [args.stmt, args.compare]:
-            build_timer(stmt, None, setup)
+        _compiled(args, setup)
         if args.compare is not None:
             return self._compare(args, setup, out, err)
         return self._time(args, setup, out, err)
@@ -222,7 +200,6 @@ class TimeCommand:
         from .._progress import LiveStatus
 
         progress = Progress()
-        plan = _Plan(args.repeat, args.number, args.max_time, calibrated=False)
         what = "the statement or its --setup" if setup else "the statement"
 
         def render() -> str:
@@ -231,46 +208,39 @@ class TimeCommand:
         live = not args.quiet and (args.max_time or 0) >= _LIVE_STATUS_MIN_SECONDS
         status = LiveStatus(err, render, enabled=None if live else False)
         with status, _measuring(what) as stop:
-            if plan.max_time is None and plan.number is None:
-                plan.number = autorange(args.stmt, setup=setup, seconds=_CALIBRATED_SECONDS)
-                plan.calibrated = True
-            plan.repeat = plan.repeat or _CALIBRATED_REPEAT
-            measure(
+            measure_time(
                 args.stmt,
-                None,
-                repeat=plan.repeat,
-                number=plan.number or 1,
+                repeat=args.repeat or _CALIBRATED_REPEAT,
+                number=args.number or 1,
                 warmup=args.warmup,
-                max_time=plan.max_time,
+                max_time=args.max_time,
                 setup=setup,
+                calibrate=args.max_time is None and args.number is None,
                 progress=progress,
             )
         stopped = stop.signum
-        if stopped is not None and not progress.times:
+        if stopped is not None and not progress.batches:
             err.write(f"interrupted by {signal.Signals(stopped).name} before a batch was timed\n")
             return 128 + stopped
-        res: dict[str, Any] = {
-            **result_from(progress, True, sys.getsizeof({}), plan.max_time).to_dict(),
-            "max_time": plan.max_time,
-            "calibrated": plan.calibrated,
+        res = progress.result()
+        if stopped is not None:
+            err.write(
+                f"interrupted by {signal.Signals(stopped).name}: what was measured so far, "
+                f"{res['runs']:,} runs in {res['batches']:,} batches\n"
+            )
+        shown: dict[str, Any] = {
+            **res,
+            "max_time": args.max_time,
+            "calibrated": progress.calibrated,
         }
-        self._write(args, res, stopped, out, err)
+        if stopped is not None:
+            shown["interrupted"] = signal.Signals(stopped).name
+        self._write(args, shown, out, err)
         return 0 if stopped is None else 128 + stopped
 
     def _write(
-        self,
-        args: argparse.Namespace,
-        res: dict[str, Any],
-        stopped: int | None,
-        out: TextIO,
-        err: TextIO,
+        self, args: argparse.Namespace, res: Mapping[str, Any], out: TextIO, err: TextIO
     ) -> None:
-        if stopped is not None:
-            res["interrupted"] = signal.Signals(stopped).name
-            err.write(
-                f"interrupted by {res['interrupted']}: what was measured so far, "
-                f"{res['runs']:,} runs in {res['batches']:,} batches\n"
-            )
         if args.json:
             json.dump({"stmt": args.stmt, **res}, out, indent=2)
             out.write("\n")
@@ -284,61 +254,46 @@ class TimeCommand:
 
     # --- two statements -----------------------------------------------------------------
 
-    def _compare_plan(self, args: argparse.Namespace, setup: str | None) -> _Plan:
-        plan = _Plan(args.repeat or _COMPARE_REPEAT, args.number, args.max_time, False)
-        if plan.max_time is None and plan.number is None:
-            # The smaller of the two sizes: the slower statement's batch lasts >= 20 ms.
-            plan.number = min(
-                autorange(stmt, setup=setup, seconds=_COMPARE_BATCH_SECONDS)
-                for stmt in (args.stmt, args.compare)
-            )
-            plan.calibrated = True
-        return plan
-
     def _compare(
         self, args: argparse.Namespace, setup: str | None, out: TextIO, err: TextIO
     ) -> int:
-        what = "a statement or its --setup" if setup else "a statement"
-        plan = _Plan(0, 0, None, False)
+        progress = CompareProgress()
+        suffix = " or its --setup" if setup else ""
+
+        def what() -> str:
+            side = progress.running
+            return ("a statement" if side is None else _SIDES[side]) + suffix
+
         with _measuring(what) as stop:
-            plan = self._compare_plan(args, setup)
-            measure_interleaved(
-                [args.stmt, args.compare],
-                None,
-                repeat=plan.repeat,
-                number=plan.number or 1,
+            compare(
+                args.stmt,
+                args.compare,
+                repeat=args.repeat or _COMPARE_REPEAT,
+                number=args.number or 1,
                 warmup=args.warmup,
                 setup=setup,
-                max_time=plan.max_time,
-                into=plan.interleaved,
+                max_time=args.max_time,
+                calibrate=args.max_time is None and args.number is None,
+                progress=progress,
             )
         stopped = stop.signum
-        if stopped is not None and min(len(xs) for xs in plan.interleaved.samples) < 2:
+        if stopped is not None and len(progress.paired()[0]) < 2:
             name = signal.Signals(stopped).name
             err.write(f"interrupted by {name} before two batches of each were timed\n")
             return 128 + stopped
         if stopped is not None:
             err.write(f"interrupted by {signal.Signals(stopped).name}: what was measured so far\n")
-        self._write_comparison(args, plan, out)
+        self._write_comparison(args, progress, out)
         return 0 if stopped is None else 128 + stopped
 
-    def _write_comparison(self, args: argparse.Namespace, plan: _Plan, out: TextIO) -> None:
-        done = plan.interleaved
-        n = min(len(xs) for xs in done.samples)  # a round stopped midway: drop its half
-        samples = [xs[:n] for xs in done.samples]
-        cmp = compare_samples(samples[0], samples[1], confidence=0.95, alpha=0.05)
-        numbers: dict[str, Any] = {
-            "repeat": n,
-            "number": done.number,
-            "max_time": plan.max_time,
-            "calibrated": plan.calibrated or plan.max_time is not None,
-            "batches": n,
-            "runs": n * done.number,
-        }
-        # ttime: each statement's own measured seconds (its batches), as measure_time's
+    def _write_comparison(
+        self, args: argparse.Namespace, progress: CompareProgress, out: TextIO
+    ) -> None:
+        cmp = progress.comparison(confidence=0.95, alpha=0.05)
+        numbers = {"max_time": args.max_time, "calibrated": progress.calibrated}
         sides = [
-            (name, {**summarize(xs), **numbers, "ttime": sum(xs) * done.number})
-            for name, xs in zip((args.stmt, args.compare), samples, strict=True)
+            (name, {**side, **numbers})
+            for name, side in zip((args.stmt, args.compare), progress.sides(), strict=True)
         ]
         if args.json:
             stmts = [{"stmt": name, **side} for name, side in sides]

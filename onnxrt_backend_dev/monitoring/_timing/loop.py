@@ -16,18 +16,20 @@ Standard library only: nothing heavy is imported.
 
 from __future__ import annotations
 
+import array
+import ast
 import gc
 import itertools
 import math
-import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .._errors import ClockError
-from .stats import summarize
+from .._errors import BadType, BadValue, ClockError
+from .._validate import check_bool, check_callable, check_int, check_number, check_str
+from .stats import Comparison, compare_samples, summarize
 
 Clock = Callable[[], float]
 # Runs one batch: (iterator over the executions, clock) -> seconds measured.
@@ -70,29 +72,108 @@ _MAX_STILL_BATCHES = 8
 _COMPARE_BATCHES = 500
 # ...and times at least this many, even past the budget (a test needs samples).
 _COMPARE_MIN_BATCHES = 5
-# The batch the command line calibrates (as python -m timeit): at least this long.
+# A calibrated batch (calibrate=True, as python -m timeit) lasts at least this long...
 AUTORANGE_SECONDS = 0.2
+# ...and, comparing two statements, the slower one's batch at least this long (20 batches
+# a side by default: a comparison needs more batches than one timing).
+COMPARE_AUTORANGE_SECONDS = 0.02
+# At most this many batches are kept for the statistics (see BatchSample): 1 MiB.
+MAX_KEPT_BATCHES = 2**16
+
+
+class BatchSample:
+    """The seconds and sizes of the batches kept for the statistics, in bounded memory.
+
+    Up to ``capacity`` batches are all kept. Past it, every other kept batch is dropped
+    and only every 2nd (then 4th, 8th...) new one is kept: an evenly spaced sample of
+    the run, so that ``time pass -n 1 -r 1000000000`` neither grows without limit nor
+    takes seconds to summarize when a signal stops it.
+
+    :param capacity: the most batches kept (at least 2)
+    """
+
+    def __init__(self, capacity: int = MAX_KEPT_BATCHES) -> None:
+        self.capacity = max(2, capacity)
+        self.times = array.array("d")
+        self.sizes = array.array("q")
+        self.stride = 1
+        self.seen = 0
+
+    def add(self, seconds: float, size: int) -> None:
+        """Records one batch (kept or not, as the stride says)."""
+        index, self.seen = self.seen, self.seen + 1
+        if index % self.stride:
+            return
+        self.times.append(seconds)
+        self.sizes.append(size)
+        if len(self.times) > self.capacity:
+            self.times, self.sizes = self.times[::2], self.sizes[::2]
+            self.stride *= 2
+
+    def __len__(self) -> int:
+        return len(self.times)
 
 
 @dataclass
 class Progress:
-    """Counters updated after each batch, read by a live status from another thread.
+    """What a measure timed so far, filled batch by batch: read by a live status from
+    another thread, and by a caller whose run was stopped midway (a signal) to report
+    what was measured (:meth:`result`).
 
     :param batches: batches timed so far
     :param runs: executions timed so far
-    :param measured: seconds measured so far (the future ``ttime``)
-    :param times: seconds of each batch timed so far, so that a run stopped midway (a
-        signal) can still report what it measured
-    :param sizes: executions of each of those batches
+    :param measured: seconds measured so far, all timed batches (the future
+        ``total_time``)
     :param warmup_time: seconds taken by the warmup, once done
+    :param kept: the batches kept for the statistics (bounded, see :class:`BatchSample`)
+    :param div_by_number: statistics per execution (True) or per batch (False), set
+        when the measure starts
+    :param context_size: ``sys.getsizeof(context)``, set when the measure starts
+    :param max_time: the budget of the run, None for a fixed ``repeat x number``
+    :param calibrated: the batch size was calibrated (``calibrate=True``)
     """
 
     batches: int = 0
     runs: int = 0
     measured: float = 0.0
-    times: list[float] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
     warmup_time: float = 0.0
+    kept: BatchSample = field(default_factory=BatchSample)
+    div_by_number: bool = True
+    context_size: int = field(default_factory=lambda: sys.getsizeof({}))
+    max_time: float | None = None
+    calibrated: bool = False
+
+    def timing(self) -> TimingResult:
+        """The result of the batches timed so far.
+
+        :return: the result
+        :raises BadValue: no batch was timed yet
+        """
+        if not self.kept:
+            raise BadValue("no batch was timed")
+        times: Sequence[float] = self.kept.times
+        sizes: Sequence[int] = self.kept.sizes
+        if self.max_time is not None:
+            times, sizes = _keep_long_batches(times, sizes, self.max_time)
+        return TimingResult(
+            times=tuple(float(t) for t in times),
+            sizes=tuple(int(n) for n in sizes),
+            div_by_number=self.div_by_number,
+            total_time=float(self.measured),
+            batches=self.batches,
+            runs=self.runs,
+            warmup_time=self.warmup_time,
+            context_size=self.context_size,
+            max_time=self.max_time,
+        )
+
+    def result(self) -> dict[str, int | float]:
+        """The dictionary ``measure_time`` returns, of the batches timed so far (at the
+        end of a run, or after a run stopped midway).
+
+        :raises BadValue: no batch was timed yet
+        """
+        return self.timing().to_dict()
 
 
 @dataclass(frozen=True)
@@ -102,7 +183,7 @@ class TimingResult:
     :param times: measured seconds of each batch kept for the statistics
     :param sizes: executions in each of those batches
     :param div_by_number: statistics per execution (True) or per batch (False)
-    :param ttime: seconds measured over all timed batches, warmup excluded
+    :param total_time: seconds measured over all timed batches, warmup excluded
     :param batches: number of timed batches, including those left out of the statistics
     :param runs: number of timed executions, including those left out of the statistics
     :param warmup_time: seconds taken by the warmup executions, all together
@@ -113,7 +194,7 @@ class TimingResult:
     times: tuple[float, ...]
     sizes: tuple[int, ...]
     div_by_number: bool
-    ttime: float
+    total_time: float
     batches: int
     runs: int
     warmup_time: float
@@ -133,7 +214,8 @@ class TimingResult:
 
     def to_dict(self) -> dict[str, int | float]:
         """The dictionary returned by ``measure_time``: plain ints and floats only."""
-        stats = summarize(self.values())
+        values = self.values()
+        stats = summarize(values)
         return {
             "average": stats["average"],
             "deviation": stats["deviation"],
@@ -141,7 +223,8 @@ class TimingResult:
             "max_exec": stats["max_exec"],
             "repeat": len(self.times),
             "number": self.number,
-            "ttime": float(self.ttime),
+            # The reference's meaning: the sum of the per-batch figures (average x repeat).
+            "ttime": float(math.fsum(values)),
             "context_size": int(self.context_size),
             "warmup_time": float(self.warmup_time),
             "median": stats["median"],
@@ -149,22 +232,11 @@ class TimingResult:
             "mad": stats["mad"],
             "batches": int(self.batches),
             "runs": int(self.runs),
+            "total_time": float(self.total_time),
         }
 
 
 # --- validation ---------------------------------------------------------------------
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    # operator.index accepts numpy integers too, refuses floats.
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
 
 
 def validate(
@@ -172,45 +244,63 @@ def validate(
     repeat: Any,
     number: Any,
     warmup: Any,
-    div_by_number: bool,
+    div_by_number: Any,
     max_time: Any,
     *,
     context: Any = None,
     setup: Any = None,
     clock: Any = None,
-) -> None:
-    """Checks the arguments of ``measure_time``; messages name the parameter and value.
+    keep_gc: Any = False,
+    calibrate: Any = False,
+) -> tuple[int, int, int, float | None]:
+    """Checks the arguments of ``measure_time``; messages name the parameter, its value
+    and the rule (the shared checks of ``_validate``).
 
-    :raises TypeError: a value of the wrong type (``stmt`` neither str nor callable,
-        ``context`` not a dict, ``setup`` not a str, ``clock`` not callable...)
-    :raises ValueError: a value out of range, or ``max_time`` without ``div_by_number``
+    :return: ``repeat``, ``number``, ``warmup`` as ints and ``max_time`` as a float
+    :raises BadType: a value of the wrong type (``stmt`` neither str nor callable,
+        ``context`` not a dict, ``setup`` not a str, ``clock`` not callable, a flag not
+        a bool: ``'no'`` reads as True...)
+    :raises BadValue: a value out of range (NaN and infinity never pass), ``max_time``
+        without ``div_by_number`` or with ``calibrate``
     """
     if not isinstance(stmt, str) and not callable(stmt):
-        raise TypeError(f"stmt must be a str or a callable, got {type(stmt).__name__}")
+        raise BadType(f"stmt must be a str or a callable, got {type(stmt).__name__}")
     if context is not None and not isinstance(context, Mapping):
-        raise TypeError(f"context must be a dict or None, got {type(context).__name__}")
-    if setup is not None and not isinstance(setup, str):
-        raise TypeError(f"setup must be a str or None, got {type(setup).__name__}")
-    if clock is not None and not callable(clock):
-        raise TypeError(f"clock must be a callable or None, got {type(clock).__name__}")
-    _check_int("repeat", repeat, 1)
-    _check_int("number", number, 1)
-    _check_int("warmup", warmup, 0)
+        raise BadType(f"context must be a dict or None, got {type(context).__name__}")
+    check_str("setup", setup, optional=True)
+    check_callable("clock", clock, optional=True)
+    check_bool("div_by_number", div_by_number)
+    check_bool("keep_gc", keep_gc)
+    check_bool("calibrate", calibrate)
+    counts = (
+        check_int("repeat", repeat, 1),
+        check_int("number", number, 1),
+        check_int("warmup", warmup, 0),
+    )
     if max_time is None:
-        return
+        return (*counts, None)
     if isinstance(max_time, bool) or not isinstance(max_time, (int, float)):
-        raise TypeError(f"max_time must be a float or None, got {type(max_time).__name__}")
-    if not max_time > 0 or math.isinf(max_time):
-        raise ValueError(f"max_time must be > 0 and finite, got {max_time!r}")
+        raise BadType(f"max_time must be a float or None, got {type(max_time).__name__}")
+    if not max_time > 0 or math.isinf(max_time):  # NaN fails the first test
+        raise BadValue(f"max_time must be > 0 and finite, got {max_time!r}")
+    budget = float(max_time)
     if not div_by_number:
-        raise ValueError(f"div_by_number must be True when max_time is set, got {div_by_number!r}")
+        raise BadValue(f"div_by_number must be True when max_time is set, got {div_by_number!r}")
+    if calibrate:
+        raise BadValue(
+            "calibrate must be False when max_time is set (max_time sizes its batches itself)"
+        )
+    return (*counts, budget)
 
 
 # --- the timing loop ----------------------------------------------------------------
 
 
-def _reindent(src: str, indent: int) -> str:
-    return src.replace("\n", "\n" + " " * indent)
+def _parsed(src: str, filename: str) -> list[ast.stmt]:
+    """The statements of ``src``, parsed alone so that an error points at the user's code
+    and code that would escape the loop (a bare ``return``, ``break``) is refused."""
+    compile(src, filename, "exec")
+    return ast.parse(src, filename).body
 
 
 def build_timer(
@@ -219,6 +309,10 @@ def build_timer(
     setup: str | None = None,
 ) -> Inner:
     """Compiles the timing loop for ``stmt``, as :class:`timeit.Timer` does.
+
+    The statement's syntax tree is spliced into timeit's template rather than its text
+    re-indented: a multi-line statement runs exactly as written (a triple-quoted string
+    keeps its lines, tabs stay tabs) and its errors give its own line numbers.
 
     :param stmt: a str, compiled into the loop with a copy of ``context`` as its
         globals (the caller's dictionary is left untouched), or a callable, called from
@@ -229,22 +323,26 @@ def build_timer(
     :return: ``inner(iterator, clock) -> seconds`` running one batch
     :raises SyntaxError: ``stmt`` or ``setup`` is not valid Python
     """
-    setup_src = setup or "pass"
-    # Compiled alone first, so that the error points at the user's code and so that
-    # code that would escape the template (a bare return, a dedent) is rejected.
-    compile(setup_src, "<setup>", "exec")
+    setup_body = _parsed(setup or "pass", "<setup>") or [ast.Pass()]
     namespace: dict[str, Any] = {}
     init = ""
     if isinstance(stmt, str):
-        compile(stmt, "<stmt>", "exec")
-        stmt_src = stmt
+        stmt_body = _parsed(stmt, "<stmt>")
     else:
         namespace["_stmt"] = stmt
         init = ", _stmt=_stmt"
-        stmt_src = "_stmt()"
-    src = _TEMPLATE.format(init=init, setup=_reindent(setup_src, 4), stmt=_reindent(stmt_src, 8))
+        stmt_body = _parsed("_stmt()", "<stmt>")
+    tree = ast.parse(_TEMPLATE.format(init=init, setup="pass", stmt="pass"))
+    function = tree.body[0]
+    assert isinstance(function, ast.FunctionDef)
+    loop = function.body[2]
+    assert isinstance(loop, ast.For)
+    # The placeholders: the first statement of the function and of the loop (the loop's
+    # trailing pass stays, as in timeit's, so a comment-only statement is valid).
+    function.body[0:1] = setup_body
+    loop.body[0:1] = stmt_body
     global_ns = dict(context) if context is not None else {}
-    exec(compile(src, "<measure_time>", "exec"), global_ns, namespace)
+    exec(compile(ast.fix_missing_locations(tree), "<measure_time>", "exec"), global_ns, namespace)
     inner: Inner = namespace["inner"]
     return inner
 
@@ -333,8 +431,7 @@ def _run_batch(inner: Inner, clock: Clock, size: int, progress: Progress) -> flo
     progress.batches += 1
     progress.runs += size
     progress.measured += t
-    progress.times.append(t)
-    progress.sizes.append(size)
+    progress.kept.add(t, size)
     return t
 
 
@@ -366,39 +463,19 @@ def _keep_long_batches(
     return [t for t, _ in kept], [n for _, n in kept]
 
 
-def result_from(
-    progress: Progress,
-    div_by_number: bool = True,
-    context_size: int = 0,
-    max_time: float | None = None,
-) -> TimingResult:
-    """The result of the batches timed so far: at the end of :func:`measure`, or after
-    a run stopped midway (a signal) when at least one batch was timed.
-
-    :param progress: the counters the run filled
-    :param div_by_number: statistics per execution (True) or per batch (False)
-    :param context_size: ``sys.getsizeof(context)``
-    :param max_time: the budget of the run, None for a fixed ``repeat x number``
-    :return: the result
-    :raises ValueError: no batch was timed
-    """
-    if not progress.times:
-        raise ValueError("no batch was timed")
-    kept: Sequence[float] = progress.times
-    sizes: Sequence[int] = progress.sizes
-    if max_time is not None:
-        kept, sizes = _keep_long_batches(progress.times, progress.sizes, max_time)
-    return TimingResult(
-        times=tuple(float(t) for t in kept),
-        sizes=tuple(sizes),
-        div_by_number=div_by_number,
-        ttime=float(math.fsum(progress.times)),
-        batches=len(progress.times),
-        runs=sum(progress.sizes),
-        warmup_time=progress.warmup_time,
-        context_size=context_size,
-        max_time=max_time,
-    )
+def _autorange(inner: Inner, clock: Clock, seconds: float) -> int:
+    """The batch size :meth:`timeit.Timer.autorange` finds: 1, 2, 5, 10, 20, 50...
+    executions until one batch lasts at least ``seconds``."""
+    still = 0
+    for size in (f * 10**e for e in itertools.count() for f in (1, 2, 5)):
+        t = _checked(inner(itertools.repeat(None, size), clock), size)
+        if t >= seconds:
+            return size
+        still = still + 1 if t == 0 else 0
+        # Three sizes per tenfold growth: stop at 10**7 executions, as with a budget.
+        if still >= 3 * _MAX_STILL_BATCHES - 2:
+            raise _still_error(still, size)
+    raise AssertionError("unreachable: itertools.count() never ends")
 
 
 def measure(
@@ -413,6 +490,7 @@ def measure(
     setup: str | None = None,
     keep_gc: bool = False,
     clock: Clock | None = None,
+    calibrate: bool = False,
     progress: Progress | None = None,
 ) -> TimingResult:
     """Times ``stmt``; see ``measure_time`` for the parameters.
@@ -420,12 +498,14 @@ def measure(
     :param setup: code run before each batch, outside the timed region
     :param keep_gc: leave the garbage collector enabled while timing
     :param clock: returns seconds, ``time.perf_counter`` by default
+    :param calibrate: ``number`` is found as timeit's autorange does (batches of at
+        least :data:`AUTORANGE_SECONDS`), after the warmup; those batches are not counted
     :param progress: counters updated after each batch (for a live status, or to
         report what was measured when the run is stopped midway)
     :return: the result
     :raises ClockError: the clock went backwards, returned NaN or did not advance
     """
-    validate(
+    repeat, number, warmup, budget = validate(
         stmt,
         repeat,
         number,
@@ -435,26 +515,29 @@ def measure(
         context=context,
         setup=setup,
         clock=clock,
+        keep_gc=keep_gc,
+        calibrate=calibrate,
     )
-    # Plain Python numbers from here on (numpy integers are accepted on input).
-    repeat, number, warmup = operator.index(repeat), operator.index(number), operator.index(warmup)
+    if progress is not None and not isinstance(progress, Progress):
+        raise BadType(f"progress must be a Progress or None, got {type(progress).__name__}")
     inner = build_timer(stmt, context, setup)
     clock = perf_counter if clock is None else clock
     _check_clock(clock)
     progress = Progress() if progress is None else progress
+    progress.div_by_number = div_by_number
+    progress.context_size = sys.getsizeof({} if context is None else context)
+    progress.max_time = budget
     with _GcOff(keep_gc):
         if warmup:
             progress.warmup_time = _checked(inner(itertools.repeat(None, warmup), clock), warmup)
-        if max_time is None:
+        if calibrate:
+            number = _autorange(inner, clock, AUTORANGE_SECONDS)
+            progress.calibrated = True
+        if budget is None:
             _run_fixed(inner, clock, repeat, number, progress)
         else:
-            _run_budget(inner, clock, float(max_time), progress)
-    return result_from(
-        progress,
-        div_by_number,
-        sys.getsizeof({} if context is None else context),
-        None if max_time is None else float(max_time),
-    )
+            _run_budget(inner, clock, budget, progress)
+    return progress.timing()
 
 
 def autorange(
@@ -474,42 +557,104 @@ def autorange(
     :return: the batch size
     :raises ClockError: the clock went backwards, returned NaN or did not advance
     """
-    validate(stmt, 1, 1, 0, True, None, context=context, setup=setup, clock=clock)
+    validate(stmt, 1, 1, 0, True, None, context=context, setup=setup, clock=clock, keep_gc=keep_gc)
+    seconds = check_number("seconds", seconds, above=0)
     inner = build_timer(stmt, context, setup)
     clock = perf_counter if clock is None else clock
     _check_clock(clock)
-    still = 0
     with _GcOff(keep_gc):
-        for size in (f * 10**e for e in itertools.count() for f in (1, 2, 5)):
-            t = _checked(inner(itertools.repeat(None, size), clock), size)
-            if t >= seconds:
-                return size
-            still = still + 1 if t == 0 else 0
-            # Three sizes per tenfold growth: stop at 10**7 executions, as with a budget.
-            if still >= 3 * _MAX_STILL_BATCHES - 2:
-                raise _still_error(still, size)
-    raise AssertionError("unreachable: itertools.count() never ends")
+        return _autorange(inner, clock, seconds)
+
+
+@dataclass
+class CompareProgress:
+    """What :func:`measure_interleaved` timed so far, filled round by round: kept by a
+    caller that reports what was measured when the run is stopped midway (a signal).
+
+    Past :data:`MAX_KEPT_BATCHES` rounds, an evenly spaced sample of the rounds is kept
+    (as :class:`BatchSample` does), both statements' batches of a round together.
+
+    :param samples: seconds per execution, one list per statement
+    :param number: executions per batch (calibrated with ``max_time`` or ``calibrate``)
+    :param measured: seconds measured, all statements, calibration included
+    :param running: the index of the statement being run (compiled, warmed up,
+        calibrated or timed), None when none is: tells whose error an exception is
+    :param calibrated: the batch size was calibrated
+    """
+
+    samples: list[list[float]] = field(default_factory=list)
+    number: int = 0
+    measured: float = 0.0
+    running: int | None = None
+    calibrated: bool = False
+    rounds: int = 0
+    stride: int = 1
+
+    def add_round(self, times: Sequence[float]) -> None:
+        """Records one round (seconds of each statement's batch of ``number``)."""
+        self.measured += math.fsum(times)
+        index, self.rounds = self.rounds, self.rounds + 1
+        if index % self.stride:
+            return
+        for xs, t in zip(self.samples, times, strict=True):
+            xs.append(t / self.number)
+        if len(self.samples[0]) > MAX_KEPT_BATCHES:
+            self.samples = [xs[::2] for xs in self.samples]
+            self.stride *= 2
+
+    def paired(self) -> list[list[float]]:
+        """The samples of the complete rounds (a round stopped midway is dropped)."""
+        n = min((len(xs) for xs in self.samples), default=0)
+        return [xs[:n] for xs in self.samples]
+
+    def sides(self) -> list[dict[str, int | float]]:
+        """One summary per statement, keyed as ``measure_time``'s dictionary: ``repeat``
+        and ``batches`` (the complete rounds kept), ``number``, ``runs``, ``ttime`` (the
+        sum of the per-batch figures, per execution) and ``total_time`` (the seconds its
+        batches measured)."""
+        sides: list[dict[str, int | float]] = []
+        for xs in self.paired():
+            n = len(xs)
+            sides.append(
+                {
+                    **summarize(xs),
+                    "repeat": n,
+                    "number": self.number,
+                    "ttime": math.fsum(xs),
+                    "batches": n,
+                    "runs": n * self.number,
+                    "total_time": math.fsum(xs) * self.number,
+                }
+            )
+        return sides
+
+    def comparison(self, confidence: float = 0.95, alpha: float = 0.05) -> Comparison:
+        """The comparison of the first two statements' complete rounds."""
+        first, second = self.paired()[:2]
+        return compare_samples(first, second, confidence, alpha)
 
 
 def _interleaved_round(
-    inners: list[Inner], clock: Clock, number: int, order: list[int]
+    inners: list[Inner], clock: Clock, number: int, order: list[int], state: CompareProgress
 ) -> list[float]:
     """One batch of each statement in ``order``; seconds by statement index."""
     times = [0.0] * len(inners)
     for i in order:
+        state.running = i
         times[i] = _checked(inners[i](itertools.repeat(None, number), clock), number)
+    state.running = None
     order.reverse()  # the next round runs them the other way round
     return times
 
 
 def _calibrate_interleaved(
-    inners: list[Inner], clock: Clock, target: float, order: list[int]
+    inners: list[Inner], clock: Clock, target: float, order: list[int], state: CompareProgress
 ) -> tuple[int, float]:
     """Grows the batch size (at most tenfold a round) until the slowest statement's batch
     lasts about ``target``; returns the size and the seconds the rounds measured."""
     number, spent, still = 1, 0.0, 0
     while True:
-        times = _interleaved_round(inners, clock, number, order)
+        times = _interleaved_round(inners, clock, number, order, state)
         spent += sum(times)
         slowest = max(times)
         if slowest >= target * 0.8:
@@ -521,19 +666,31 @@ def _calibrate_interleaved(
         number = max(number + 1, math.ceil(number * growth))
 
 
-@dataclass
-class Interleaved:
-    """What :func:`measure_interleaved` timed so far, kept by the caller when the run is
-    stopped midway (a signal).
+def _compiled(
+    stmts: Sequence[str | Callable[[], Any]],
+    context: Mapping[str, Any] | None,
+    setup: str | None,
+    state: CompareProgress,
+) -> list[Inner]:
+    """Compiles each statement, ``state.running`` naming the one at work (whose syntax
+    error it is)."""
+    inners = []
+    for i, stmt in enumerate(stmts):
+        state.running = i
+        inners.append(build_timer(stmt, context, setup))
+    state.running = None
+    return inners
 
-    :param samples: seconds per execution, one list per statement
-    :param number: executions per batch (calibrated with ``max_time``)
-    :param measured: seconds measured, all statements, calibration included
-    """
 
-    samples: list[list[float]]
-    number: int = 0
-    measured: float = 0.0
+def _calibrated_number(inners: list[Inner], clock: Clock, state: CompareProgress) -> int:
+    """The smaller of the statements' autorange sizes: the slower one's batch lasts at
+    least :data:`COMPARE_AUTORANGE_SECONDS`."""
+    sizes = []
+    for i, inner in enumerate(inners):
+        state.running = i
+        sizes.append(_autorange(inner, clock, COMPARE_AUTORANGE_SECONDS))
+    state.running = None
+    return min(sizes)
 
 
 def measure_interleaved(
@@ -547,7 +704,8 @@ def measure_interleaved(
     keep_gc: bool = False,
     clock: Clock | None = None,
     max_time: float | None = None,
-    into: Interleaved | None = None,
+    calibrate: bool = False,
+    into: CompareProgress | None = None,
 ) -> list[list[float]]:
     """Times several statements batch by batch in turn, so that a drift of the machine
     (frequency, another process) weighs on all of them alike; the order alternates.
@@ -555,42 +713,59 @@ def measure_interleaved(
     With ``max_time``, ``repeat`` and ``number`` are ignored: the batch size grows until
     the slowest statement's batch lasts about ``max_time / (2 * 500)`` seconds (at most
     0.2 s), then rounds of one batch of each statement run until the seconds measured,
-    calibration included, reach ``max_time``, and at least 5 rounds.
+    calibration included, reach ``max_time``, and at least 5 rounds. With ``calibrate``,
+    ``number`` is the smallest of the statements' autorange sizes for batches of
+    :data:`COMPARE_AUTORANGE_SECONDS` (those batches are not counted).
 
-    :param into: filled batch by batch (its samples lists are replaced), for a caller
-        that reports what was measured when the run is stopped midway
+    :param into: filled round by round, for a caller that reports what was measured
+        when the run is stopped midway, or whose statement failed (``running``)
     :return: seconds per execution, one list of samples per statement
     :raises ClockError: the clock went backwards, returned NaN or did not advance
         during a batch (a sample of 0 s cannot be compared)
     """
     for stmt in stmts:
-        validate(
-            stmt, repeat, number, warmup, True, max_time, context=context, setup=setup, clock=clock
+        repeat, number, warmup, max_time = validate(
+            stmt,
+            repeat,
+            number,
+            warmup,
+            True,
+            max_time,
+            context=context,
+            setup=setup,
+            clock=clock,
+            keep_gc=keep_gc,
+            calibrate=calibrate,
         )
-    inners = [build_timer(stmt, context, setup) for stmt in stmts]
+    if into is not None and not isinstance(into, CompareProgress):
+        raise BadType(f"progress must be a CompareProgress or None, got {type(into).__name__}")
     clock = perf_counter if clock is None else clock
+    state = CompareProgress() if into is None else into
+    state.samples = [[] for _ in stmts]
+    inners = _compiled(stmts, context, setup, state)
     _check_clock(clock)
-    state = Interleaved([]) if into is None else into
-    samples: list[list[float]] = [[] for _ in inners]
-    state.samples = samples
     order = list(range(len(inners)))
     rounds = repeat
     with _GcOff(keep_gc):
-        if warmup:
-            for i in order:
-                _checked(inners[i](itertools.repeat(None, warmup), clock), warmup)
+        for i, inner in enumerate(inners):
+            state.running = i
+            if warmup:
+                _checked(inner(itertools.repeat(None, warmup), clock), warmup)
+        state.running = None
+        if calibrate:
+            number, state.calibrated = _calibrated_number(inners, clock, state), True
         if max_time is not None:
             target = min(max_time / (len(inners) * _COMPARE_BATCHES), _MAX_BATCH_SECONDS)
-            number, state.measured = _calibrate_interleaved(inners, clock, target, order)
+            number, state.measured = _calibrate_interleaved(inners, clock, target, order, state)
+            state.calibrated = True
             rounds = _COMPARE_MIN_BATCHES
         state.number = number
         done = 0
         while done < rounds or (max_time is not None and state.measured < max_time):
-            times = _interleaved_round(inners, clock, number, order)
+            times = _interleaved_round(inners, clock, number, order, state)
             if min(times) == 0:
                 raise _still_error(1, number)
-            for i, t in enumerate(times):
-                samples[i].append(t / number)
-            state.measured += sum(times)
+            state.add_round(times)
             done += 1
-    return samples
+    state.running = None
+    return [list(xs) for xs in state.samples]
