@@ -56,6 +56,16 @@ def test_format_line_reads_like_the_issue() -> None:
     )
 
 
+def test_format_line_says_when_the_statistics_read_a_sample() -> None:
+    # GIVEN a run of 100,000 batches whose statistics kept 50,000 of them
+    res = {"average": 2e-9, "deviation": 0.0, "median": 2e-9, "min_exec": 2e-9}
+    res |= {"repeat": 50_000, "batches": 100_000, "number": 1, "calibrated": False}
+    # THEN the line counts every batch and says the statistics read a sample
+    assert _cli_time.format_line("pass", res).endswith(
+        "; 100,000 x 1 runs, statistics on 50,000 evenly spaced)"
+    )
+
+
 def test_setup_is_repeatable() -> None:
     code, out, _ = _main(
         "f(x)", "-s", "from math import cos as f", "-s", "x = 0.5", "-r", "2", "-n", "20"
@@ -323,7 +333,9 @@ def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
             "time",
             "time.sleep(0.001)",
             "-s",
-            f"import time, pathlib; pathlib.Path({str(started)!r}).touch()",
+            # The setup runs before each batch: two lines mean a batch was timed (a fixed
+            # sleep would race with a loaded machine).
+            f"import time\nwith open({str(started)!r}, 'a') as f: f.write('.')",
             "-n",
             "10",
             "-r",
@@ -336,9 +348,10 @@ def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 60
-        while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if started.exists() and len(started.read_text()) >= 2:
+                break
             time.sleep(0.02)
-        time.sleep(0.3)  # a few batches of ~10 ms
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -347,6 +360,41 @@ def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
             proc.communicate()
     assert proc.returncode == 143, err
     assert re.match(r"^time\.sleep\(0\.001\): .*; [\d,]+ x 10 runs\)$", out.strip()), out
+    assert err.startswith("interrupted by SIGTERM: what was measured so far, "), err
+
+
+def test_sigterm_stops_a_huge_repeat_at_once_in_bounded_memory(tmp_path: Path) -> None:
+    # GIVEN `time pass -n 1 -r 1000000000` (a billion batches) running in a real process
+    started = tmp_path / "started"
+    argv = ["time", "pass", "-n", "1", "-r", "1000000000", "-w", "0", "--json"]
+    setup = (
+        f"import os\nif not os.path.exists({str(started)!r}): open({str(started)!r}, 'w').close()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", *argv, "-s", setup],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        time.sleep(1.0)  # many batches, more than the statistics keep on most machines
+        # WHEN SIGTERM comes
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # THEN it stops with the measure printed and exit 143; the statistics kept a bounded
+    # sample of the batches while every batch is counted
+    assert proc.returncode == 143, err
+    doc = json.loads(out)
+    assert doc["interrupted"] == "SIGTERM" and doc["batches"] >= 1
+    assert doc["repeat"] <= _timing.MAX_KEPT_BATCHES + 1 and doc["repeat"] <= doc["batches"]
+    assert doc["runs"] == doc["batches"]
     assert err.startswith("interrupted by SIGTERM: what was measured so far, "), err
 
 

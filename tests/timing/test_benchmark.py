@@ -10,6 +10,7 @@ import copy
 import gc
 import io
 import math
+import re
 import statistics
 import sys
 import time
@@ -22,7 +23,7 @@ from fakes import FakeClock
 
 from onnxrt_backend_dev.monitoring._timing import loop as _timing
 from onnxrt_backend_dev.monitoring._timing import stats as _stats
-from onnxrt_backend_dev.monitoring.benchmark import ClockError, measure_time
+from onnxrt_backend_dev.monitoring.benchmark import ClockError, compare, measure_time
 
 DOCUMENTED = {
     "average",
@@ -440,3 +441,183 @@ def test_progress_result_is_what_was_timed_so_far() -> None:
     assert res["average"] == pytest.approx(1e-3)
     with pytest.raises(ValueError, match="no batch was timed"):
         _timing.Progress().result()
+
+
+# --- calibrate=True: the number timeit's autorange picks ------------------------------------
+
+
+def test_calibrate_picks_the_number_autorange_would_after_the_warmup(
+    fake_clock: FakeClock,
+) -> None:
+    # GIVEN a statement of 1 ms WHEN measured with calibrate=True THEN number is the
+    # first of 1, 2, 5, 10... whose batch lasts >= 0.2 s (200), the trial batches are
+    # not counted, and the warmup is timed apart
+    res = measure_time(fake_clock.costing(1e-3), repeat=3, calibrate=True, clock=fake_clock)
+    assert (res["number"], res["repeat"], res["runs"]) == (200, 3, 600)
+    assert res["total_time"] == pytest.approx(0.6)
+    assert res["ttime"] == pytest.approx(3e-3)
+    assert res["warmup_time"] == pytest.approx(1e-3)
+    # 1 warmup + the trials 1+2+5+10+20+50+100+200 + 3 batches of 200
+    assert fake_clock.now == pytest.approx(1e-3 * (1 + 388 + 600))
+
+
+def test_calibrate_is_told_by_the_progress(fake_clock: FakeClock) -> None:
+    progress = _timing.Progress()
+    measure_time(
+        fake_clock.costing(0.15), repeat=2, calibrate=True, clock=fake_clock, progress=progress
+    )
+    assert progress.calibrated and progress.result()["number"] == 2
+
+
+def test_calibrate_with_max_time_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^calibrate must be False when max_time is set"):
+        measure_time("pass", max_time=0.1, calibrate=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"div_by_number": "no"}, "div_by_number must be a bool (True or False), got str"),
+        ({"div_by_number": 0}, "div_by_number must be a bool (True or False), got int"),
+        ({"keep_gc": "yes"}, "keep_gc must be a bool (True or False), got str"),
+        ({"calibrate": 1}, "calibrate must be a bool (True or False), got int"),
+        ({"calibrate": None}, "calibrate must be a bool (True or False), got NoneType"),
+        ({"max_time": "1"}, "max_time must be a float or None, got str"),
+        ({"progress": {}}, "progress must be a Progress or None, got dict"),
+    ],
+)
+def test_flags_and_progress_must_have_their_type(kwargs: dict[str, Any], message: str) -> None:
+    # GIVEN a flag that would read as True ('no' is truthy) WHEN measuring THEN a
+    # TypeError of the family names the parameter, before anything runs
+    ran: list[int] = []
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        measure_time(lambda: ran.append(1), **kwargs)
+    assert ran == []
+
+
+def test_nan_max_time_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^max_time must be > 0 and finite, got nan$"):
+        measure_time("pass", max_time=math.nan)
+
+
+# --- a multi-line statement runs as written -------------------------------------------------
+
+
+def test_a_multi_line_statement_keeps_its_string_literals_as_written() -> None:
+    # GIVEN a statement whose triple-quoted string spans lines and holds a tab
+    seen: list[str] = []
+    stmt = 'seen.append("""a\n\tb\n  c""")'
+    # WHEN timed THEN the string is what the user wrote (no indentation pasted into it)
+    measure_time(stmt, {"seen": seen}, repeat=1, number=1, warmup=0)
+    assert seen == ["a\n\tb\n  c"]
+
+
+def test_a_tab_indented_statement_runs() -> None:
+    seen: list[int] = []
+    measure_time("if True:\n\tseen.append(1)", {"seen": seen}, repeat=2, number=1, warmup=0)
+    assert seen == [1, 1]
+
+
+def test_an_error_points_at_the_line_of_the_statement() -> None:
+    # GIVEN a statement failing on its 3rd line WHEN timed THEN the traceback's last frame
+    # is that line of the statement, not a line of the template
+    with pytest.raises(ZeroDivisionError) as info:
+        measure_time("x = 1\ny = 2\nx / 0", repeat=1, number=1, warmup=0)
+    assert info.traceback[-1].lineno + 1 == 3
+
+
+def test_statement_cannot_escape_the_loop() -> None:
+    for stmt in ("break", "return 1", "yield 1", "continue"):
+        with pytest.raises(SyntaxError):
+            measure_time(stmt)
+
+
+# --- bounded memory: the batches kept for the statistics ------------------------------------
+
+
+def test_batch_sample_keeps_an_evenly_spaced_bounded_sample() -> None:
+    # GIVEN a sample of capacity 4 WHEN 20 batches are added (batch i measured i s)
+    sample = _timing.BatchSample(4)
+    for i in range(20):
+        sample.add(float(i), 1)
+    # THEN at most 4 are kept, evenly spaced from the first, and all were seen
+    assert len(sample) <= 4 and sample.seen == 20
+    assert list(sample.times) == [0.0, 8.0, 16.0]
+    assert sample.stride == 8
+
+
+def test_a_huge_repeat_keeps_bounded_statistics_and_exact_totals(
+    monkeypatch: pytest.MonkeyPatch, fake_clock: FakeClock
+) -> None:
+    # GIVEN at most 16 batches kept WHEN 1,000 batches of 1 ms are timed
+    monkeypatch.setattr(_timing, "MAX_KEPT_BATCHES", 16)
+    progress = _timing.Progress()
+    res = measure_time(
+        fake_clock.costing(1e-3),
+        repeat=1000,
+        number=1,
+        warmup=0,
+        clock=fake_clock,
+        progress=progress,
+    )
+    # THEN the statistics read a sample (<= 16 batches), the totals count all of them
+    assert len(progress.kept) <= 16 and res["repeat"] == len(progress.kept)
+    assert (res["batches"], res["runs"]) == (1000, 1000)
+    assert res["total_time"] == pytest.approx(1.0)
+    assert res["average"] == pytest.approx(1e-3)
+
+
+def test_compare_keeps_a_bounded_paired_sample(
+    monkeypatch: pytest.MonkeyPatch, fake_clock: FakeClock
+) -> None:
+    monkeypatch.setattr(_timing, "MAX_KEPT_BATCHES", 8)
+    progress = _timing.CompareProgress()
+    compare(
+        fake_clock.costing(2e-3),
+        fake_clock.costing(1e-3),
+        repeat=100,
+        number=1,
+        clock=fake_clock,
+        progress=progress,
+    )
+    first, second = progress.paired()
+    assert len(first) == len(second) <= 8 and progress.rounds == 100
+    sides = progress.sides()
+    assert sides[0]["average"] == pytest.approx(2e-3) and sides[1]["average"] == pytest.approx(1e-3)
+    assert progress.measured == pytest.approx(100 * 3e-3 + 0)
+
+
+# --- compare: calibration and which statement failed ----------------------------------------
+
+
+def test_compare_calibrate_takes_the_smaller_autorange_size(fake_clock: FakeClock) -> None:
+    # GIVEN statements of 1 ms and 3 ms WHEN compared with calibrate=True THEN the batch
+    # size makes the slower one's batch last >= 20 ms: min(20, 10) = 10
+    progress = _timing.CompareProgress()
+    cmp = compare(
+        fake_clock.costing(1e-3),
+        fake_clock.costing(3e-3),
+        repeat=4,
+        calibrate=True,
+        clock=fake_clock,
+        progress=progress,
+    )
+    assert progress.number == 10 and progress.calibrated
+    assert cmp.speedup == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize(("bad", "index"), [(0, 0), (1, 1)])
+def test_compare_progress_names_the_statement_that_raised(bad: int, index: int) -> None:
+    stmts = ["pass", "pass"]
+    stmts[bad] = "1/0"
+    progress = _timing.CompareProgress()
+    with pytest.raises(ZeroDivisionError):
+        compare(stmts[0], stmts[1], repeat=3, number=1, progress=progress)
+    assert progress.running == index
+
+
+def test_compare_progress_names_the_statement_with_a_syntax_error() -> None:
+    progress = _timing.CompareProgress()
+    with pytest.raises(SyntaxError):
+        compare("pass", "x =", progress=progress)
+    assert progress.running == 1

@@ -48,7 +48,10 @@ def _counts(res: Mapping[str, Any]) -> str:
             f"{runs:,} runs in {batches:,} batches, "
             f"{format_duration(float(res.get('total_time', res['ttime'])))} measured"
         )
-    text = f"{int(res['repeat']):,} x {int(res['number']):,} runs"
+    repeat, batches = int(res["repeat"]), int(res.get("batches", res["repeat"]))
+    text = f"{batches:,} x {int(res['number']):,} runs"
+    if batches > repeat:  # past 65,536 batches the statistics read a sample of them
+        text += f", statistics on {repeat:,} evenly spaced"
     return text + ", calibrated" if res.get("calibrated") else text
 
 

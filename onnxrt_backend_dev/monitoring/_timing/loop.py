@@ -89,11 +89,11 @@ class BatchSample:
     the run, so that ``time pass -n 1 -r 1000000000`` neither grows without limit nor
     takes seconds to summarize when a signal stops it.
 
-    :param capacity: the most batches kept (at least 2)
+    :param capacity: the most batches kept (at least 2), :data:`MAX_KEPT_BATCHES` if None
     """
 
-    def __init__(self, capacity: int = MAX_KEPT_BATCHES) -> None:
-        self.capacity = max(2, capacity)
+    def __init__(self, capacity: int | None = None) -> None:
+        self.capacity = max(2, MAX_KEPT_BATCHES if capacity is None else capacity)
         self.times = array.array("d")
         self.sizes = array.array("q")
         self.stride = 1
