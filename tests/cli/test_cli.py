@@ -290,3 +290,97 @@ def test_a_closed_stdout_is_refused_before_any_work(
     assert _cli.main(["demo", "--out", str(tmp_path / "demo")], err=err) == 1
     assert err.getvalue() == "error: the standard output is closed: nothing could be printed\n"
     assert not (tmp_path / "demo").exists()
+
+
+# --- the program's name in usage lines ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv0", "prog"),
+    [
+        ("/venv/bin/onnxrt-monitoring", "onnxrt-monitoring"),
+        ("onnxrt-monitoring", "onnxrt-monitoring"),
+        ("/site/onnxrt_backend_dev/monitoring/__main__.py", _cli.MODULE_PROG),
+        ("-c", _cli.MODULE_PROG),
+        ("-m", _cli.MODULE_PROG),
+        ("", _cli.MODULE_PROG),
+        (None, _cli.MODULE_PROG),
+    ],
+)
+def test_program_name_follows_how_it_was_invoked(argv0: str | None, prog: str) -> None:
+    assert _cli.program_name(argv0) == prog
+
+
+def test_help_of_the_console_script_names_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN the console script's argv WHEN it asks for help (argv read from sys.argv)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/onnxrt-monitoring", "time", "--help"])
+    assert _cli.main() == 0
+    # THEN the usage line names the script, not python -m
+    assert capsys.readouterr().out.startswith("usage: onnxrt-monitoring time ")
+
+
+def test_help_of_python_dash_m_names_the_module() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.startswith(f"usage: {_cli.MODULE_PROG} [-h]"), proc.stdout
+
+
+# --- Ctrl-C while the command line starts ---------------------------------------------------
+
+
+def test_ctrl_c_while_the_commands_are_imported_exits_130(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN Ctrl-C arriving while the commands' modules are imported
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cli.importlib, "import_module", interrupted)
+    out, err = io.StringIO(), io.StringIO()
+    # WHEN any command line runs THEN one line, exit 130, no traceback
+    assert _cli.main(["time", "pass"], out=out, err=err) == 130
+    assert (out.getvalue(), err.getvalue()) == ("", "interrupted\n")
+
+
+_INTERRUPTED_IMPORT = """
+import runpy, sys
+
+INTERRUPTED = sys.argv[1]
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == INTERRUPTED:
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+sys.argv = [sys.argv[0], "--help"]
+runpy.run_module("onnxrt_backend_dev.monitoring", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "onnxrt_backend_dev.monitoring._cli",
+        "onnxrt_backend_dev.monitoring._cli.dispatch",
+        "onnxrt_backend_dev.monitoring._cli.cmd_time",
+    ],
+)
+def test_ctrl_c_during_start_up_imports_of_python_dash_m_exits_130(module: str) -> None:
+    # GIVEN a real `python -m onnxrt_backend_dev.monitoring --help` interrupted while it
+    # imports `module` WHEN it ends THEN exit 130 and one line, no traceback
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT, module],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "interrupted\n")

@@ -60,3 +60,28 @@ def test_demo_as_a_real_subprocess(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "demo finished in" in res.stdout
     assert (tmp_path / "monitoring-demo" / "calltree.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ("/proc/onnxrt-monitoring-x", "the folder cannot be created"),
+        ("/proc/self/onnxrt-monitoring-x/y", ""),
+        ("{tmp}/a-file", "it is a file, give a folder"),
+        ("{tmp}/a-file/below", "is not a folder"),
+        ("", "the path is empty"),
+    ],
+)
+def test_a_bad_out_is_refused_naming_it_before_any_work(
+    tmp_path: Path, where: str, reason: str
+) -> None:
+    # GIVEN an --out folder that cannot be made (a kernel file system, below a file...)
+    (tmp_path / "a-file").write_text("x")
+    folder = where.format(tmp=tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    # WHEN the demo runs THEN exit 2, one line naming --out and the path, nothing done
+    code = main(["demo", "--out", folder], out=out, err=err)
+    assert (code, out.getvalue()) == (2, "")
+    line = err.getvalue()
+    assert line.startswith(f"error: cannot write --out {folder!r}: "), line
+    assert reason in line and line.count("\n") == 1

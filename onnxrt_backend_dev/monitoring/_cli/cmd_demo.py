@@ -19,7 +19,7 @@ from pprint import pformat
 from typing import Any, TextIO
 
 from .._optional import MissingDependencyError
-from .common import check_output_folder, save_output
+from .common import check_output_folder, make_output_folder, save_output
 
 # The workload of the memory example: three steps of this size, then everything freed.
 _STEP_BYTES = 64 * 2**20
@@ -90,8 +90,8 @@ class DemoCommand:
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the three examples and writes their files."""
         check_output_folder(args.out, "--out", _FILES)
+        make_output_folder(args.out, "--out")
         folder = Path(args.out)
-        folder.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
         results: dict[str, Any] = {}
         started = time.perf_counter()

@@ -178,6 +178,23 @@ def check_output_folder(path: str, option: str, files: Iterable[str] = ()) -> No
             check_outputs({option: os.path.join(path, name)})
 
 
+def make_output_folder(path: str, option: str) -> None:
+    """Creates an output folder checked by :func:`check_output_folder` (with its
+    parents), before any work starts: a folder that passes the checks but cannot be made
+    (``/proc/x``, a read-only mount seen as writable by root) is refused naming the option.
+
+    :param path: the folder
+    :param option: the option that named it, for the message
+    :raises CommandError: exit code 2 and one line naming the option and the path
+    """
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise _refused(option, path, f"the folder cannot be created ({e.strerror or e})") from None
+    if not os.path.isdir(path):
+        raise _refused(option, path, "it is not a folder")
+
+
 def _fallback_suffix(path: str) -> str:
     """The suffix of ``path``, two parts deep (``.speedscope.json``) when the first is
     short, so the fallback file opens with the same tool."""

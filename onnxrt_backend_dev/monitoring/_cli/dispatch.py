@@ -50,13 +50,32 @@ def _load_commands() -> list[Command]:
     return commands
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+# How --help and usage errors name the program when it is run with -m (or in process).
+MODULE_PROG = "python -m onnxrt_backend_dev.monitoring"
+
+
+def program_name(argv0: str | None) -> str:
+    """The name the program was invoked by, for ``usage:`` lines: the console script's
+    name (``onnxrt-monitoring``), or ``python -m onnxrt_backend_dev.monitoring`` when run
+    as a module (``argv[0]`` is then the path of ``__main__.py``, or ``-c``/``-m``).
+
+    :param argv0: ``sys.argv[0]``, None when the command line was given in process
+    :return: the program's name
+    """
+    name = os.path.basename(argv0 or "")
+    if not name or name.startswith("-") or name.endswith((".py", ".pyc")):
+        return MODULE_PROG
+    return name
+
+
+def build_parser(prog: str = MODULE_PROG) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """Builds the parser with one sub-parser per command.
 
+    :param prog: the program's name in usage lines (see :func:`program_name`)
     :return: the parser and the commands by name
     """
     parser = argparse.ArgumentParser(
-        prog="python -m onnxrt_backend_dev.monitoring",
+        prog=prog,
         description="Time, memory and profile monitoring for Python code.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -201,6 +220,10 @@ def main(
         code = _run(argv, cast(TextIO, guarded), err)
         guarded.flush()  # a full output fails here (it is buffered), reported as such
         return code
+    except KeyboardInterrupt:
+        # Ctrl-C before a command runs (importing the commands, parsing): as in one.
+        err.write("interrupted\n")
+        return EXIT_INTERRUPTED
     except ReaderGone:
         # The reader went away (``... | head``): stop quietly, as cat does.
         _discard_rest(out)
@@ -213,7 +236,9 @@ def main(
 
 def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     """Parses the arguments and runs the command (see :func:`main`)."""
-    parser, commands = build_parser()
+    # Given in process (tests, a caller), the line is not how the program was invoked.
+    invoked = None if argv is not None or not sys.argv else sys.argv[0]
+    parser, commands = build_parser(program_name(invoked))
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as e:  # --help, --version or a usage error, already written
