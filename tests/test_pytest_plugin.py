@@ -63,6 +63,26 @@ def test_timed_block_rejects_a_bad_limit(limit: float) -> None:
         TimedBlock("x", limit=limit)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"limit": float("nan")}, ValueError, "limit must be a finite number, got nan"),
+        ({"limit": float("inf")}, ValueError, "limit must be a finite number, got inf"),
+        ({"limit": "1 s"}, TypeError, "limit must be a number, got str"),
+        ({"limit": True}, TypeError, "limit must be a number, got bool"),
+        ({"label": 5}, TypeError, "label must be a str, got int"),
+    ],
+)
+def test_monitor_time_refuses_a_limit_that_cannot_be_checked(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    # GIVEN a limit no elapsed time can exceed (NaN) or no number at all
+    # WHEN the fixture's block is made THEN an error of the family names the parameter
+    monitor = TimeMonitor([])
+    with pytest.raises(error, match=f"^{message}$"):
+        monitor(**kwargs)  # type: ignore[arg-type]
+
+
 def test_memory_block_limit_rules() -> None:
     block = MemoryBlock("b", limit="100 MB")
     assert block.limit == 100 * MiB

@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import math
 import re
 import textwrap
 from collections.abc import Callable
@@ -214,6 +215,8 @@ def _number_option(
         value = cast(text)
     except ValueError:
         raise UsageError(f"{dash}{name} must be a {cast.__name__}, got {text!r}") from None
+    if not math.isfinite(value):  # float("nan") passes every bound below
+        raise UsageError(f"{dash}{name} must be a finite number, got {text!r}")
     if value < minimum:
         raise UsageError(f"{dash}{name} must be >= {minimum}, got {text}")
     return value

@@ -57,7 +57,9 @@ from typing import Any, Protocol
 
 import pytest
 
+from ._errors import BadValue
 from ._format import format_bytes, format_duration, parse_bytes
+from ._validate import check_number, check_str
 
 PLUGIN_NAME = "onnxrt_monitoring"
 # The name pytest gives to the report section added by _report.
@@ -99,8 +101,12 @@ class TimedBlock:
         limit: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        if limit is not None and limit <= 0:
-            raise ValueError(f"limit must be > 0 seconds, got {limit!r}")
+        check_str("label", label)
+        if limit is not None:
+            # A bool, a str, NaN or infinity name the parameter (NaN would pass any bound).
+            limit = check_number("limit", limit)
+            if limit <= 0:
+                raise BadValue(f"limit must be > 0 seconds, got {limit!r}")
         self.label = label
         self.limit = limit
         self.clock = clock
