@@ -77,7 +77,8 @@ def test_measure_time_max_time(ip: Any) -> None:
     with capture_output():
         res = ip.run_line_magic("measure_time", "-o --max-time 0.05 sum(range(10))")
     assert res["average"] > 0
-    assert res["total_time"] < 1.0 and res["ttime"] == pytest.approx(res["average"] * res["repeat"])
+    # A bound, not a speed: a loaded machine may stop the last batch for a while.
+    assert res["total_time"] < 5.0 and res["ttime"] == pytest.approx(res["average"] * res["repeat"])
 
 
 @pytest.mark.parametrize(

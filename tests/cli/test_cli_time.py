@@ -85,7 +85,8 @@ def test_json_output_is_the_result_dictionary() -> None:
 def test_max_time_reports_runs_batches_and_measured_total() -> None:
     code, out, _ = _main("pass", "--max-time", "0.05", "-q")
     assert code == 0
-    assert re.search(r"; [\d,]+ runs in [\d,]+ batches, [\d.]+ ms measured\)$", out.strip()), out
+    # ms, or s if a loaded machine stopped the last batch for a second
+    assert re.search(r"; [\d,]+ runs in [\d,]+ batches, [\d.]+ m?s measured\)$", out.strip()), out
 
 
 def test_live_status_on_a_terminal_for_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,13 +115,16 @@ def test_quiet_shows_no_live_status(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_compare_prints_both_lines_and_the_verdict() -> None:
+    # GIVEN a statement that cannot take less than 2 ms against `pass`, 6 batches of 2:
+    # the verdict holds at any load (the sleep's batch lasts >= 4 ms; `pass` would need
+    # to be stopped longer than that in most of its sub-microsecond batches)
     code, out, _ = _main(
-        "sum(range(200))", "--compare", "sum(range(20))", "-r", "6", "-n", "20", "-q"
+        "time.sleep(0.002)", "--compare", "pass", "-s", "import time", "-r", "6", "-n", "2", "-q"
     )
     lines = out.splitlines()
     assert code == 0 and len(lines) == 3
-    assert lines[0].startswith("sum(range(200)): ") and lines[1].startswith("sum(range(20)): ")
-    assert re.match(r"^sum\(range\(20\)\) is [\d.]+x faster than sum\(range\(200\)\) ", lines[2])
+    assert lines[0].startswith("time.sleep(0.002): ") and lines[1].startswith("pass: ")
+    assert re.match(r"^pass is [\d.,e+]+x faster than time\.sleep\(0\.002\) ", lines[2]), lines
 
 
 def test_compare_json() -> None:
@@ -227,7 +231,8 @@ def test_without_n_the_batch_is_calibrated_and_the_counts_are_said() -> None:
     code, out, _ = _main("sum(range(50))", "-q", "--json")
     doc = json.loads(out)
     assert (doc["repeat"], doc["batches"], doc["calibrated"]) == (5, 5, True)
-    assert doc["number"] >= 10 and doc["runs"] == 5 * doc["number"]
+    # The size itself depends on the machine (tests/timing checks it on a fake clock).
+    assert doc["number"] >= 1 and doc["runs"] == 5 * doc["number"]
 
 
 @pytest.mark.usefixtures("quick_calibration")
@@ -333,8 +338,8 @@ def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
             "time",
             "time.sleep(0.001)",
             "-s",
-            # The setup runs before each batch: two lines mean a batch was timed (a fixed
-            # sleep would race with a loaded machine).
+            # The setup runs before the warmup and each batch: three marks mean a batch
+            # was timed (a fixed sleep would race with a loaded machine).
             f"import time\nwith open({str(started)!r}, 'a') as f: f.write('.')",
             "-n",
             "10",
@@ -349,7 +354,7 @@ def test_sigterm_to_a_real_process(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
-            if started.exists() and len(started.read_text()) >= 2:
+            if started.exists() and len(started.read_text()) >= 3:
                 break
             time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
