@@ -108,7 +108,8 @@ def bench_linearity() -> None:
 
 def original_max_time(stmt: Any, context: dict[str, Any], max_time: float) -> float:
     """The max_time loop of the original implementation of this API (reconstructed):
-    batch sizes i, 2i, then i grows by the remaining/elapsed ratio. Returns ttime."""
+    batch sizes i, 2i, then i grows by the remaining/elapsed ratio. Returns the seconds
+    measured (total_time)."""
     tim = timeit.Timer(stmt, globals=context) if isinstance(stmt, str) else timeit.Timer(stmt)
     tim.timeit(1)
     i, total = 1, 0.0

@@ -14,6 +14,7 @@ import re
 import statistics
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from pprint import pprint
 from typing import Any
@@ -621,3 +622,13 @@ def test_compare_progress_names_the_statement_with_a_syntax_error() -> None:
     with pytest.raises(SyntaxError):
         compare("pass", "x =", progress=progress)
     assert progress.running == 1
+
+
+def test_the_spliced_loop_is_timeits_bytecode() -> None:
+    # GIVEN statements spliced as syntax trees (not pasted as text) THEN the timing loop
+    # is the very bytecode timeit compiles: the same cost per execution
+    for stmt, setup in [("cos(x)", "x = 0.5"), ("a = 1\nb = a + 1", "pass"), ("f()", "import os")]:
+        ours = _timing.build_timer(stmt, {"cos": abs, "f": abs}, setup)
+        theirs = timeit.Timer(stmt, setup, globals={"cos": abs, "f": abs}).inner  # type: ignore[attr-defined]
+        assert ours.__code__.co_code == theirs.__code__.co_code
+        assert ours.__code__.co_names == theirs.__code__.co_names
