@@ -17,7 +17,13 @@ from ._timing.loop import (
     measure,
     measure_interleaved,
 )
-from ._timing.stats import Comparison, compare_results, compare_samples, format_comparison
+from ._timing.stats import (
+    Comparison,
+    check_arguments,
+    compare_results,
+    compare_samples,
+    format_comparison,
+)
 
 __all__ = [
     "ClockError",
@@ -215,21 +221,10 @@ def compare(
         >= 2 (the message names the key)
     :raises ClockError: as :func:`measure_time`; also when a batch measured 0 s
     """
-    for name, side in (("baseline", baseline), ("candidate", candidate)):
-        if not (isinstance(side, (str, Mapping)) or callable(side)):
-            raise TypeError(
-                f"{name} must be a statement (str or callable) or a measure_time result "
-                f"(dict), got {type(side).__name__}"
-            )
+    check_arguments(baseline, candidate, confidence, alpha, repeat, max_time)  # before timing
     if isinstance(baseline, Mapping) and isinstance(candidate, Mapping):
         return compare_results(baseline, candidate, confidence, alpha)
-    if isinstance(baseline, Mapping) or isinstance(candidate, Mapping):
-        raise TypeError(
-            "baseline and candidate must be both statements or both results, got "
-            f"{type(baseline).__name__} and {type(candidate).__name__}"
-        )
-    if max_time is None and isinstance(repeat, int) and not isinstance(repeat, bool) and repeat < 2:
-        raise ValueError(f"repeat must be >= 2 to compare (two batches a side), got {repeat}")
+    assert not isinstance(baseline, Mapping) and not isinstance(candidate, Mapping)
     samples = measure_interleaved(
         [baseline, candidate],
         context,

@@ -140,6 +140,12 @@ def test_compare_json() -> None:
         (["x ="], 1, "error: SyntaxError in the statement: invalid syntax (line 1)\n"),
         (["pass", "--compare", "x ="], 1, "error: SyntaxError in --compare STMT2: invalid syntax"),
         (["pass", "-s", "x ="], 1, "error: SyntaxError in --setup: invalid syntax (line 1)\n"),
+        (["~" * 100_000 + "1"], 1, "error: the statement is too deeply nested to compile\n"),
+        (
+            ["pass", "--compare", "(" * 300 + ")" * 300],
+            1,
+            "error: SyntaxError in --compare STMT2: too many nested parentheses (line 1)\n",
+        ),
         (["pass", "-s", "x = 1", "-s", "if x:"], 1, "error: SyntaxError in --setup: expected"),
         (["pass", "-r", "0"], 2, "error: -r/--repeat must be >= 1, got 0\n"),
         (["pass", "-n", "0"], 2, "error: -n/--number must be >= 1, got 0\n"),

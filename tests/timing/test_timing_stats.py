@@ -331,3 +331,39 @@ def test_compare_with_a_frozen_clock_stops() -> None:
         compare("pass", "pass", clock=lambda: 1.0, max_time=0.1)
     with pytest.raises(ClockError, match="did not advance"):
         compare("pass", "pass", clock=lambda: 1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"confidence": "x"}, TypeError, "confidence must be a number in (0, 1), got str"),
+        ({"confidence": True}, TypeError, "confidence must be a number in (0, 1), got bool"),
+        ({"alpha": None}, TypeError, "alpha must be a number in (0, 1), got NoneType"),
+        ({"confidence": math.nan}, ValueError, "confidence must be in (0, 1), got nan"),
+        ({"alpha": 1.0}, ValueError, "alpha must be in (0, 1), got 1.0"),
+        ({"keep_gc": "no"}, TypeError, "keep_gc must be a bool (True or False), got str"),
+        ({"calibrate": "yes"}, TypeError, "calibrate must be a bool (True or False), got str"),
+        ({"progress": []}, TypeError, "progress must be a CompareProgress or None, got list"),
+    ],
+)
+def test_compare_refuses_bad_arguments_before_timing_anything(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    # GIVEN statements that record their runs WHEN compare gets a bad argument
+    ran: list[int] = []
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        compare(lambda: ran.append(1), lambda: ran.append(2), **kwargs)
+    # THEN it says which, and nothing ran
+    assert ran == []
+
+
+@pytest.mark.parametrize(
+    ("stmt", "message"),
+    [
+        ("-" * 100_000 + "1", "stmt is too deeply nested to compile (100,001 characters)"),
+        ("x = 1\0", "source code string cannot contain null bytes"),
+    ],
+)
+def test_a_statement_the_parser_cannot_take_is_refused_in_one_line(stmt: str, message: str) -> None:
+    with pytest.raises((ValueError, SyntaxError), match=re.escape(message)):
+        compare(stmt, "pass")

@@ -130,7 +130,10 @@ def _compiled(args: argparse.Namespace, setup: str | None) -> None:
         try:
             compile(code, "<stmt>", "exec")
         except SyntaxError as e:
-            raise CommandError(f"SyntaxError in {name}: {e.msg} (line {e.lineno})") from None
+            where = f" (line {e.lineno})" if e.lineno else ""
+            raise CommandError(f"SyntaxError in {name}: {e.msg}{where}") from None
+        except (MemoryError, RecursionError):  # the parser's own limits
+            raise CommandError(f"{name} is too deeply nested to compile") from None
 
 
 class TimeCommand:

@@ -299,8 +299,14 @@ def validate(
 def _parsed(src: str, filename: str) -> list[ast.stmt]:
     """The statements of ``src``, parsed alone so that an error points at the user's code
     and code that would escape the loop (a bare ``return``, ``break``) is refused."""
-    compile(src, filename, "exec")
-    return ast.parse(src, filename).body
+    try:
+        compile(src, filename, "exec")
+        return ast.parse(src, filename).body
+    except (MemoryError, RecursionError):  # the parser's own limits, not the machine's
+        what = "stmt" if filename == "<stmt>" else "setup"
+        raise BadValue(
+            f"{what} is too deeply nested to compile ({len(src):,} characters)"
+        ) from None
 
 
 def build_timer(

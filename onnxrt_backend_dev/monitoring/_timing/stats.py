@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import BadType, BadValue
+
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
     """Statistics of a non-empty series, as plain floats.
@@ -100,9 +102,49 @@ class Comparison:
         }
 
 
-def _check_level(name: str, value: float) -> None:
-    if not 0 < value < 1:
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+def check_arguments(
+    baseline: Any, candidate: Any, confidence: Any, alpha: Any, repeat: Any, max_time: Any
+) -> None:
+    """The checks of ``compare``, before anything is timed: two statements (str or
+    callable) or two results (mappings), levels in (0, 1), and ``repeat >= 2`` for
+    statements without a budget (the type of ``repeat`` is checked by the loop).
+
+    :raises BadType: a side of another kind, or one statement and one result
+    :raises BadValue: a level out of (0, 1), or ``repeat < 2``
+    """
+    check_levels(confidence, alpha)
+    for name, side in (("baseline", baseline), ("candidate", candidate)):
+        if not (isinstance(side, (str, Mapping)) or callable(side)):
+            raise BadType(
+                f"{name} must be a statement (str or callable) or a measure_time result "
+                f"(dict), got {type(side).__name__}"
+            )
+    if isinstance(baseline, Mapping) != isinstance(candidate, Mapping):
+        raise BadType(
+            "baseline and candidate must be both statements or both results, got "
+            f"{type(baseline).__name__} and {type(candidate).__name__}"
+        )
+    counted = isinstance(repeat, int) and not isinstance(repeat, bool)
+    if not isinstance(baseline, Mapping) and max_time is None and counted and repeat < 2:
+        raise BadValue(f"repeat must be >= 2 to compare (two batches a side), got {repeat}")
+
+
+def check_levels(confidence: Any, alpha: Any) -> None:
+    """Refuses a ``confidence`` or ``alpha`` that is not a number in (0, 1), before any
+    statement is timed (the message names the parameter).
+
+    :raises BadType: not a number (a str, a bool)
+    :raises BadValue: NaN, or not strictly between 0 and 1
+    """
+    _check_level("confidence", confidence)
+    _check_level("alpha", alpha)
+
+
+def _check_level(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadType(f"{name} must be a number in (0, 1), got {type(value).__name__}")
+    if not 0 < value < 1:  # NaN fails it too
+        raise BadValue(f"{name} must be in (0, 1), got {value!r}")
 
 
 def _betacf(a: float, b: float, x: float) -> float:
