@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._format import format_bytes, format_duration, parse_bytes
+from onnxrt_backend_dev.monitoring._format import (
+    format_bytes,
+    format_duration,
+    format_duration_like,
+    parse_bytes,
+)
 
 
 @pytest.mark.parametrize(
@@ -72,3 +77,27 @@ def test_parse_bytes_rejects_negative_numbers_and_wrong_types() -> None:
         parse_bytes(-1)
     with pytest.raises(TypeError, match="got list"):
         parse_bytes([1])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "like", "expected"),
+    [
+        (0.6e-9, "24.1 ns", "0.6 ns"),
+        (24.04e-9, "24.1 ns", "24.0 ns"),
+        (1.5e-6, "1.52 µs", "1.50 µs"),
+        (2.0, "250 ms", "2000 ms"),
+        (0.0, "1.00 s", "0.00 s"),
+    ],
+)
+def test_format_duration_like_takes_the_unit_and_decimals(
+    seconds: float, like: str, expected: str
+) -> None:
+    # GIVEN a duration formatted by format_duration WHEN another one is formatted like it
+    # THEN same unit, same decimals: figures printed side by side line up
+    assert format_duration_like(seconds, like) == expected
+
+
+@pytest.mark.parametrize("like", ["24.1", "24.1 min", "", "ns"])
+def test_format_duration_like_refuses_what_is_not_a_duration(like: str) -> None:
+    with pytest.raises(ValueError, match=r"like must be a duration such as '24\.1 ns'"):
+        format_duration_like(1.0, like)

@@ -632,3 +632,38 @@ def test_the_spliced_loop_is_timeits_bytecode() -> None:
         theirs = timeit.Timer(stmt, setup, globals={"cos": abs, "f": abs}).inner  # type: ignore[attr-defined]
         assert ours.__code__.co_code == theirs.__code__.co_code
         assert ours.__code__.co_names == theirs.__code__.co_names
+
+
+class _Boom(Exception):
+    """What a signal's handler raising in the middle of the bookkeeping looks like."""
+
+
+def _record_interrupted_at(progress: _timing.Progress, line: int) -> None:
+    """Records a batch of 3 executions measuring 2 s, raising at its ``line``-th line."""
+    calls = iter(range(1, 100))
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and next(calls) == line:
+            raise _Boom
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        progress.record(2.0, 3)
+    except _Boom:
+        pass
+    finally:
+        sys.settrace(None)
+
+
+def test_a_signal_at_any_point_of_the_bookkeeping_leaves_consistent_counts() -> None:
+    for line in range(1, 8):
+        # GIVEN one batch recorded, then the next one interrupted at its line-th line
+        progress = _timing.Progress()
+        progress.record(1.0, 3)
+        _record_interrupted_at(progress, line)
+        # THEN the counters agree with each other and the result can be read
+        assert progress.runs == 3 * progress.batches
+        assert progress.measured == pytest.approx({1: 1.0, 2: 3.0}[progress.batches])
+        res = progress.result()
+        assert res["runs"] == res["batches"] * 3 and 1 <= res["repeat"] <= 2

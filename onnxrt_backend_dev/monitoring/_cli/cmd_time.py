@@ -234,13 +234,13 @@ class TimeCommand:
                 f"interrupted by {signal.Signals(stopped).name}: what was measured so far, "
                 f"{res['runs']:,} runs in {res['batches']:,} batches\n"
             )
+        # What is printed: the result beside the numbers used (the result is left as is).
         shown: dict[str, Any] = {
             **res,
             "max_time": args.max_time,
             "calibrated": progress.calibrated,
+            **({} if stopped is None else {"interrupted": signal.Signals(stopped).name}),
         }
-        if stopped is not None:
-            shown["interrupted"] = signal.Signals(stopped).name
         self._write(args, shown, out, err)
         return 0 if stopped is None else 128 + stopped
 

@@ -16,7 +16,6 @@ Standard library only: nothing heavy is imported.
 
 from __future__ import annotations
 
-import array
 import ast
 import gc
 import itertools
@@ -77,7 +76,7 @@ AUTORANGE_SECONDS = 0.2
 # ...and, comparing two statements, the slower one's batch at least this long (20 batches
 # a side by default: a comparison needs more batches than one timing).
 COMPARE_AUTORANGE_SECONDS = 0.02
-# At most this many batches are kept for the statistics (see BatchSample): 1 MiB.
+# At most this many batches are kept for the statistics (see BatchSample): a few MiB.
 MAX_KEPT_BATCHES = 2**16
 
 
@@ -87,61 +86,88 @@ class BatchSample:
     Up to ``capacity`` batches are all kept. Past it, every other kept batch is dropped
     and only every 2nd (then 4th, 8th...) new one is kept: an evenly spaced sample of
     the run, so that ``time pass -n 1 -r 1000000000`` neither grows without limit nor
-    takes seconds to summarize when a signal stops it.
+    takes seconds to summarize when a signal stops it. Each change is one store, so a
+    signal raising in the middle of :meth:`add` leaves a consistent sample.
 
     :param capacity: the most batches kept (at least 2), :data:`MAX_KEPT_BATCHES` if None
     """
 
     def __init__(self, capacity: int | None = None) -> None:
         self.capacity = max(2, MAX_KEPT_BATCHES if capacity is None else capacity)
-        self.times = array.array("d")
-        self.sizes = array.array("q")
+        self.pairs: list[tuple[float, int]] = []
         self.stride = 1
         self.seen = 0
+
+    @property
+    def times(self) -> list[float]:
+        """Seconds of the kept batches."""
+        return [t for t, _ in self.pairs]
+
+    @property
+    def sizes(self) -> list[int]:
+        """Executions of the kept batches."""
+        return [n for _, n in self.pairs]
 
     def add(self, seconds: float, size: int) -> None:
         """Records one batch (kept or not, as the stride says)."""
         index, self.seen = self.seen, self.seen + 1
         if index % self.stride:
             return
-        self.times.append(seconds)
-        self.sizes.append(size)
-        if len(self.times) > self.capacity:
-            self.times, self.sizes = self.times[::2], self.sizes[::2]
+        self.pairs.append((seconds, size))
+        if len(self.pairs) > self.capacity:
+            self.pairs = self.pairs[::2]
             self.stride *= 2
 
     def __len__(self) -> int:
-        return len(self.times)
+        return len(self.pairs)
 
 
-@dataclass
 class Progress:
     """What a measure timed so far, filled batch by batch: read by a live status from
     another thread, and by a caller whose run was stopped midway (a signal) to report
     what was measured (:meth:`result`).
 
-    :param batches: batches timed so far
-    :param runs: executions timed so far
-    :param measured: seconds measured so far, all timed batches (the future
-        ``total_time``)
-    :param warmup_time: seconds taken by the warmup, once done
-    :param kept: the batches kept for the statistics (bounded, see :class:`BatchSample`)
-    :param div_by_number: statistics per execution (True) or per batch (False), set
-        when the measure starts
-    :param context_size: ``sys.getsizeof(context)``, set when the measure starts
-    :param max_time: the budget of the run, None for a fixed ``repeat x number``
-    :param calibrated: the batch size was calibrated (``calibrate=True``)
+    The counters ``batches``, ``runs`` and ``measured`` (seconds of all timed batches,
+    the future ``total_time``) change together in one store: a signal stopping the run
+    never leaves a batch counted in one and not the others.
+
+    :ivar warmup_time: seconds taken by the warmup, once done
+    :ivar kept: the batches kept for the statistics (bounded, see :class:`BatchSample`)
+    :ivar div_by_number: statistics per execution (True) or per batch (False), set when
+        the measure starts, as are ``context_size`` (``sys.getsizeof(context)``) and
+        ``max_time`` (the budget, None for a fixed ``repeat x number``)
+    :ivar calibrated: the batch size was calibrated (``calibrate=True``)
     """
 
-    batches: int = 0
-    runs: int = 0
-    measured: float = 0.0
-    warmup_time: float = 0.0
-    kept: BatchSample = field(default_factory=BatchSample)
-    div_by_number: bool = True
-    context_size: int = field(default_factory=lambda: sys.getsizeof({}))
-    max_time: float | None = None
-    calibrated: bool = False
+    def __init__(self) -> None:
+        self._totals: tuple[int, int, float] = (0, 0, 0.0)
+        self.warmup_time = 0.0
+        self.kept = BatchSample()
+        self.div_by_number = True
+        self.context_size = sys.getsizeof({})
+        self.max_time: float | None = None
+        self.calibrated = False
+
+    @property
+    def batches(self) -> int:
+        """Batches timed so far."""
+        return self._totals[0]
+
+    @property
+    def runs(self) -> int:
+        """Executions timed so far."""
+        return self._totals[1]
+
+    @property
+    def measured(self) -> float:
+        """Seconds measured so far, all timed batches."""
+        return self._totals[2]
+
+    def record(self, seconds: float, size: int) -> None:
+        """Counts one timed batch of ``size`` executions that measured ``seconds``."""
+        batches, runs, measured = self._totals
+        self._totals = (batches + 1, runs + size, measured + seconds)
+        self.kept.add(seconds, size)
 
     def timing(self) -> TimingResult:
         """The result of the batches timed so far.
@@ -434,10 +460,7 @@ def _still_error(still: int, size: int) -> ClockError:
 
 def _run_batch(inner: Inner, clock: Clock, size: int, progress: Progress) -> float:
     t = _checked(inner(itertools.repeat(None, size), clock), size)
-    progress.batches += 1
-    progress.runs += size
-    progress.measured += t
-    progress.kept.add(t, size)
+    progress.record(t, size)
     return t
 
 
