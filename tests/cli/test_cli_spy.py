@@ -23,13 +23,9 @@ from helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring._cli import cmd_spy as _cli_spy
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
-from onnxrt_backend_dev.monitoring._cli.cmd_spy import (
-    COMMAND,
-    SpyCommand,
-    _exit_code,
-    _open_gate,
-    _start_gated,
-)
+from onnxrt_backend_dev.monitoring._cli.cmd_spy import COMMAND, SpyCommand
+from onnxrt_backend_dev.monitoring._memory import command as _spy_command
+from onnxrt_backend_dev.monitoring._memory.command import _exit_code, _open_gate, _start_gated
 
 TIMEOUT = 60
 ALLOC = "import sys, time; b = b'x' * (50 * 2**20); time.sleep(0.1); sys.exit({code})"
@@ -519,7 +515,7 @@ def test_sigterm_and_sighup_are_forwarded_and_the_measure_written(
 ) -> None:
     import threading
 
-    monkeypatch.setattr(_cli_spy, "_INTERRUPT_GRACE", 0.5)
+    monkeypatch.setattr(_spy_command, "_INTERRUPT_GRACE", 0.5)
     marker, report = tmp_path / "ready", tmp_path / "r.json"
     sender = threading.Thread(target=_signal_when, args=(marker, signum), daemon=True)
     sender.start()

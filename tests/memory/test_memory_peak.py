@@ -20,10 +20,10 @@ from onnxrt_backend_dev.monitoring._memory import probes as _probes
 from onnxrt_backend_dev.monitoring._memory import registry as _registry
 from onnxrt_backend_dev.monitoring._memory import worker as _spy_worker
 from onnxrt_backend_dev.monitoring._memory.series import MemorySeries, Monitor, SpyResult
+from onnxrt_backend_dev.monitoring._memory.spy import _raise_error, _Reader
+from onnxrt_backend_dev.monitoring._memory.views import SpyReport
 from onnxrt_backend_dev.monitoring.memory_peak import (
     MemorySpy,
-    _raise_error,
-    _Reader,
     get_memory_rss,
     register_probe,
     spied,
@@ -154,7 +154,7 @@ def test_spy_result_prints_readably_and_exports_rows() -> None:
     cpu = Monitor("cpu")
     cpu.update(MIB, 2 * MIB, 10.0)
     cpu.update(MIB, MIB, 10.5)
-    result = SpyResult(cpu=cpu, duration=0.5, target_exited=True, marks=[(0.25, "x")], t0=10.0)
+    result = SpyReport(cpu=cpu, duration=0.5, target_exited=True, marks=[(0.25, "x")], t0=10.0)
     text = str(result)
     assert "cpu: peak 2.00 MiB" in text and "500 ms" in text and "exited" in text
     rows = result.to_rows()
@@ -173,10 +173,10 @@ def test_plot_returns_axes_and_draws_each_channel() -> None:
     cpu = Monitor("cpu")
     for i in range(5):
         cpu.update(i * MIB, None, float(i))
-    result = SpyResult(cpu=cpu, marks=[(1.0, "here")], t0=0.0)
+    result = SpyReport(cpu=cpu, marks=[(1.0, "here")], t0=0.0)
     ax = Figure().subplots()
     assert result.plot(ax=ax) is ax
-    assert len(ax.get_lines()) == 2  # the series and the mark
+    assert len(ax.get_lines()) == 3  # the series, the mark and the peak's marker
     with pytest.raises(ValueError, match="unit must be one of"):
         result.plot(ax=ax, unit=3)
 
@@ -362,7 +362,7 @@ def test_a_second_device_probe_end_to_end_through_the_spy(
     monkeypatch.setenv("FAKE_NVML", "ok")
     monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
     # WHEN a real spy measures both
-    stat = start_spying_on(cuda=True, nvml_module="fakes", probes=("fakeamd",)).stop()
+    stat = start_spying_on(cuda=True, probe_libs={"nvml": "fakes"}, probes=("fakeamd",)).stop()
     # THEN the reference's keys are unchanged, the new probe's monitors sit beside them
     assert [m.name for m in stat["gpus"]] == ["gpu0", "gpu1"]
     assert [m.max_peak for m in stat["gpus_process"]] == [256 * MIB, 0.0]
@@ -801,7 +801,7 @@ def test_children_are_counted_and_the_spy_is_not() -> None:
 def test_cuda_through_a_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NVML", "ok")
     monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
-    stat = start_spying_on(cuda=True, nvml_module="fakes").stop()
+    stat = start_spying_on(cuda=True, probe_libs={"nvml": "fakes"}).stop()
     assert [m.max_peak for m in stat["gpus"]] == [2**30, 2 * 2**30]
     assert [m.max_peak for m in stat["gpus_process"]] == [256 * MIB, 0.0]
     assert stat["gpus"][0].peak_source == "nvml"
@@ -814,7 +814,7 @@ def test_cuda_failure_is_a_clear_error_within_a_second(monkeypatch: pytest.Monke
     monkeypatch.setenv("FAKE_NVML", "DriverNotLoaded")
     begin = time.perf_counter()
     with pytest.raises(RuntimeError, match="driver is not loaded"):
-        start_spying_on(cuda=True, nvml_module="fakes")
+        start_spying_on(cuda=True, probe_libs={"nvml": "fakes"})
     assert time.perf_counter() - begin < 1.0
 
 
