@@ -52,7 +52,7 @@ def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
             ha="right",
             fontsize=8,
         )
-    _mark_peak(ax, result["cpu"], unit)
+    _mark_peak(ax, result["cpu"], unit, result.t0)
     ax.set_xlabel("time since the spy started (s)")
     ax.set_ylabel(f"memory ({_UNIT_LABELS[unit]})")
     ax.set_title("memory over time (highest per tick)")
@@ -72,17 +72,21 @@ def _peak_words(cpu: Monitor) -> str:
     return f"{words} in {' <- '.join(names)}"
 
 
-def _mark_peak(ax: Any, cpu: Monitor, unit: int) -> None:
+def _mark_peak(ax: Any, cpu: Monitor, unit: int, t0: float) -> None:
     """Marks the CPU peak with its value and, with stacks, the function that made it."""
     if not cpu.n_measures:
         return
     x, y = cpu.peak_time, cpu.max_peak / unit
     ax.plot([x], [y], marker="v", color="red", linestyle="none", label="peak")
+    times = [t - t0 for t, _ in cpu.series]
+    # Past the middle of the curve the words go to the left of the marker: inside the axes.
+    right = bool(times) and x > (times[0] + times[-1]) / 2
     ax.annotate(
         _peak_words(cpu),
         (x, y),
         textcoords="offset points",
-        xytext=(6, -12),
+        xytext=(-6 if right else 6, -12),
+        ha="right" if right else "left",
         fontsize=8,
         color="red",
     )

@@ -18,6 +18,7 @@ parent changes: the parent died.
 from __future__ import annotations
 
 import marshal
+import math
 import os
 import select
 import sys
@@ -93,7 +94,8 @@ class SpyLoop:
         self.monitors[0].update(current, peak, t)
         for probe, mons in zip(self.devices, self.device_monitors, strict=True):
             for mon, value in zip(mons, probe.read(), strict=False):
-                if value is not None:
+                # None, NaN or inf: unknown at this tick (a NaN would poison the peak)
+                if isinstance(value, (int, float)) and math.isfinite(value):
                     mon.update(value, None, t)
         return True
 
