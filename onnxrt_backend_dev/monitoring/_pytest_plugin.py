@@ -441,11 +441,8 @@ def pytest_configure(config: pytest.Config) -> None:
     end-of-session summary unless it is turned off."""
     try:
         wanted = config.getini("monitoring_summary")
-    except ValueError:  # 'maybe': pytest's bool parser names neither the option nor the rule
-        raw = config.inicfg.get("monitoring_summary", "")
-        raise pytest.UsageError(
-            f"monitoring_summary (ini) must be true or false, got {str(raw)!r}"
-        ) from None
+    except (ValueError, pytest.UsageError) as e:  # 'maybe': pytest's words name no option
+        raise pytest.UsageError(f"monitoring_summary (ini) must be true or false ({e})") from None
     if wanted and not config.getoption("no_monitoring_summary"):
         config.pluginmanager.register(_Summary(), f"{PLUGIN_NAME}_summary")
     config.addinivalue_line(

@@ -165,6 +165,24 @@ def test_real_subprocess_exits_with_the_command_code() -> None:
     assert time.monotonic() - begin < TIMEOUT
 
 
+@pytest.mark.parametrize("quiet", [["-q"], []])
+def test_where_of_a_program_calling_os_exit_still_reports(tmp_path: Path, quiet: list[str]) -> None:
+    # GIVEN a script that allocates then ends with os._exit(7) (no unwinding, no atexit)
+    script = tmp_path / "ex.py"
+    script.write_text("import os\nb = bytearray(40 * 2**20)\nos._exit(7)\n", encoding="utf-8")
+    report = tmp_path / "r.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", *quiet, "--where",
+         "--json", str(report), str(script)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )  # fmt: skip
+    # THEN its exit code is kept, and the measure is printed and written before it exits
+    assert res.returncode == 7, res.stderr
+    assert "memory growth by function" in res.stdout and "exit code 7" in res.stdout
+    assert "ex.py exited with os._exit(7)" in res.stderr
+    assert json.loads(report.read_text(encoding="utf-8"))["exit_code"] == 7
+
+
 # The gate: a command shorter than the spy's start is measured; its end too.
 
 HUNDRED_MB = "x = b'1' * 100_000_000"

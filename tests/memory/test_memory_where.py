@@ -633,3 +633,18 @@ def test_the_plot_marks_the_peak_value_without_stacks() -> None:
         mon.update(end, peak, t)
     ax = plot_memory(SpyResult(cpu=mon, t0=0.0), ax=Figure().subplots())
     assert [t.get_text() for t in ax.texts] == ["peak 100 MiB"]
+
+
+def test_the_console_script_launching_the_tool_is_not_the_users_code() -> None:
+    import sysconfig
+
+    # GIVEN the stack of a sample taken while the CLI itself ran (bin/onnxrt-monitoring)
+    launcher = Frame(
+        os.path.join(sysconfig.get_paths()["scripts"], "onnxrt-monitoring"), 8, "<module>", 1
+    )
+    cli = Frame(os.path.join(OWN, "cmd.py"), 3, "run", 1)
+    # THEN it is the tool's own work, not a row of the growth table
+    assert _where.user_view((launcher, cli, STOP)) == ()
+    assert not _where.is_user_frame(launcher)
+    # AND once the script runs, the view starts at the script
+    assert _where.user_view((launcher, cli, MAIN, GROUP)) == (MAIN, GROUP)
