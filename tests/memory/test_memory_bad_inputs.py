@@ -33,7 +33,7 @@ def _fed() -> Monitor:
 
 # Each row: what is called, the error class, the words of the message.
 LIBRARY_CASES: list[tuple[str, Callable[[], Any], type, str]] = [
-    ("max_points str", lambda: Monitor(max_points="x"), BadType, "max_points must be an int"),
+    ("max_points str", lambda: Monitor(max_points="x"), BadType, "max_points must be an int"),  # type: ignore[arg-type]
     ("max_points 1", lambda: Monitor(max_points=1), BadValue, "max_points must be >= 2, got 1"),
     ("name int", lambda: Monitor(5), BadType, "name must be a str, got int"),  # type: ignore[arg-type]
     ("update nan", lambda: Monitor().update(math.nan), BadValue, "value must be finite, got nan"),
@@ -56,7 +56,7 @@ LIBRARY_CASES: list[tuple[str, Callable[[], Any], type, str]] = [
     ("stacks 'yes'", lambda: start_spying_on(stacks="yes"), BadType, "stacks must be a bool"),  # type: ignore[arg-type]
     ("delay inf", lambda: start_spying_on(delay=math.inf), BadValue, "delay must be >= 0.001 s"),
     ("delay nan", lambda: spy_call(print, delay=math.nan), BadValue, "delay must be >= 0.001 s"),
-    ("probes int", lambda: start_spying_on(probes=5), BadType, "probes must be a sequence"),  # type: ignore[arg-type]
+    ("probes int", lambda: start_spying_on(probes=5), BadType, "probes must be a sequence"),
     ("probe name", lambda: start_spying_on(probes=("rocm",)), BadValue, "unknown probe 'rocm'"),
     ("probe_libs x", lambda: start_spying_on(probe_libs={"nvml": "x"}), BadValue, "probe_libs"),
     (
