@@ -15,7 +15,7 @@ import pytest
 from helpers import TESTS as _TESTS
 
 from onnxrt_backend_dev.monitoring._memory import worker as _spy_worker
-from onnxrt_backend_dev.monitoring._memory.spy import _raise_error, _Reader
+from onnxrt_backend_dev.monitoring._memory.spy import START_TIMEOUT, _raise_error, _Reader
 from onnxrt_backend_dev.monitoring.memory_peak import (
     MemorySpy,
     get_memory_rss,
@@ -137,7 +137,8 @@ def test_a_pid_that_does_not_exist_is_refused_at_once() -> None:
     begin = time.perf_counter()
     with pytest.raises(ProcessLookupError, match=f"pid {pid}"):
         start_spying_on(pid)
-    assert time.perf_counter() - begin < 1.0  # no spy is even started
+    # no spy is even started: far from a spy's start timeout, even on a loaded machine
+    assert time.perf_counter() - begin < 5.0
     with pytest.raises(ProcessLookupError, match=str(pid)):
         get_memory_rss(pid)
 
@@ -380,12 +381,15 @@ def test_cuda_through_a_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(REAL_TIMEOUT)
-def test_cuda_failure_is_a_clear_error_within_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_failure_is_a_clear_error_well_before_the_start_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("FAKE_NVML", "DriverNotLoaded")
     begin = time.perf_counter()
     with pytest.raises(RuntimeError, match="driver is not loaded"):
         start_spying_on(cuda=True, probe_libs={"nvml": "fakes"})
-    assert time.perf_counter() - begin < 1.0
+    # the spy's answer, not its start timeout (10 s): a margin that holds at load 8
+    assert time.perf_counter() - begin < START_TIMEOUT / 2
 
 
 def _has_gpu() -> bool:
