@@ -19,7 +19,8 @@ Fixtures::
 ``monitor_time(label, limit=None)`` measures a block once (``elapsed`` in seconds);
 ``monitor_time.measure(stmt, context=None, **kwargs)`` calls
 :func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and returns its dict.
-``monitor_memory(label, limit=None, delay=0.01, cuda=False, stacks=False)`` runs a block under
+``monitor_memory(label, limit=None, delay=0.01, cuda=False, stacks=False, probes=())`` runs
+a block (devices read by the probes named, ``cuda=True`` for ``nvml``) under
 :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and gives ``peak``,
 ``begin``, ``end``, ``mean`` and ``increase`` (peak - begin) in bytes, plus ``stats``,
 the spy's result. With a ``limit`` the test fails when the block exceeds it. Peaks

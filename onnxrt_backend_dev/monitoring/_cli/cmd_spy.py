@@ -1,7 +1,7 @@
 """``spy``: the memory peak of a command, or of a running process.
 
-``spy [--delay S] [--cuda] [--children] [--no-reset-peak] [--json FILE] [--csv FILE]
-[--plot FILE.png] -- COMMAND ARGS...`` runs the command under the memory spy, prints
+``spy [--delay S] [--cuda] [--probe NAME]... [--children] [--no-reset-peak] [--json FILE]
+[--csv FILE] [--plot FILE.png] -- COMMAND ARGS...`` runs the command under the memory spy, prints
 peak, mean, begin and end with units and the duration, writes the series where asked and
 exits with the command's own exit code. ``spy --pid PID`` attaches to a running process
 until it ends or Ctrl-C.
@@ -83,7 +83,10 @@ class SpyCommand:
     """The ``spy`` subcommand."""
 
     name = "spy"
-    help = "measure the memory peak of a command or a running process (CPU, and GPU with --cuda)"
+    help = (
+        "measure the memory peak of a command or a running process (CPU, and devices with "
+        "--probe NAME or --cuda)"
+    )
     exit_codes = (
         "Exit codes: the command's own (128 + N if killed by signal N; 127 not found, 126 "
         "not executable), 1 an error of the spy, 2 a bad argument or output path (checked "
