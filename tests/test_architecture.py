@@ -24,7 +24,7 @@ KNOWN_CYCLES = [
         "_profiling.view_reference",
     ],
 ]  # fmt: skip
-KNOWN_REACHES = []
+KNOWN_REACHES: list[str] = []
 KNOWN_FAT_FACES = {"profiling.py"}
 
 
