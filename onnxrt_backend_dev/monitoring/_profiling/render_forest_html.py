@@ -3,7 +3,7 @@
 The page embeds the rows of :func:`tree_rows <.view_reference.tree_rows>` as JSON and a
 small script that shows them as a tree: expand and collapse, search, share of the
 total time, ``+++`` references jumping to the function's own entry. The template is
-``calltree.html`` beside this module.
+``forest.html`` beside this module.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from .view_reference import TreeRows
 
 
 def _template() -> str:
-    return resources.files(__package__).joinpath("calltree.html").read_text("utf-8")
+    return resources.files(__package__).joinpath("forest.html").read_text("utf-8")
 
 
-def render_html(
+def render_forest_html(
     root: ProfileNode,
     title: str = "Call tree",
     filter_node: FilterNode | None = None,
