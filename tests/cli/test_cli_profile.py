@@ -471,3 +471,93 @@ def test_show_help_tells_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> N
     code, _, _ = _main("show", "--help")  # argparse prints the help on sys.stdout
     text = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "Exit codes: 0 done, 1 a file that is not a readable profile" in text
+
+
+def _marshal_file(tmp_path: Path, name: str, data: Any) -> str:
+    import marshal
+
+    path = tmp_path / name
+    path.write_bytes(marshal.dumps(data))
+    return str(path)
+
+
+def _bad_profiles(tmp_path: Path) -> list[tuple[str, str]]:
+    """(path, what the one-line error must say) for each kind of input that is no
+    profile: bombs for marshal, special files, negative figures."""
+    bomb = tmp_path / "bomb.prof"
+    bomb.write_bytes(b"(\xff\xff\xff\x7f")  # a tuple of 2**31 items, 5 bytes
+    list_bomb = tmp_path / "list_bomb.prof"
+    list_bomb.write_bytes(b"[\xff\xff\xff\x7f")
+    sparse = tmp_path / "sparse.prof"
+    with open(sparse, "wb") as f:  # 2 GB of zeros, sparse: never read whole
+        f.truncate(2**31 - 1)
+    fifo = tmp_path / "fifo.prof"
+    os.mkfifo(fifo)
+    key = ("a.py", 1, "f")
+    return [
+        (str(bomb), "does not start with a dictionary"),
+        (str(list_bomb), "does not start with a dictionary"),
+        (str(sparse), "does not start with a dictionary"),
+        ("/dev/zero", "it is a character device"),
+        ("/dev/urandom", "it is a character device"),
+        (str(fifo), "it is a named pipe (FIFO)"),
+        (str(tmp_path), "it is a directory"),
+        (_marshal_file(tmp_path, "neg_count.prof", {key: (-5, 1, 0.1, 0.1, {})}), ">= -1"),
+        (_marshal_file(tmp_path, "neg_time.prof", {key: (1, 1, -0.1, 0.1, {})}), ">= 0"),
+        (
+            _marshal_file(
+                tmp_path,
+                "neg_edge.prof",
+                {
+                    key: (1, 1, 0.1, 0.1, {}),
+                    ("a.py", 2, "g"): (1, 1, 0.1, 0.1, {key: (1, 1, -1.0, 0.1)}),
+                },
+            ),
+            ">= 0",
+        ),
+    ]
+
+
+def test_profile_show_refuses_what_is_no_profile_at_once(tmp_path: Path) -> None:
+    import time
+
+    for path, said in _bad_profiles(tmp_path):
+        # WHEN each is shown
+        start = time.perf_counter()
+        code, out, err = _main("show", path)
+        # THEN exit 1, one line naming the file and what it is, no traceback, quickly
+        # (marshal took 16-31 s on the 5-byte bomb; 20 s holds at any load)
+        assert time.perf_counter() - start < 20, path
+        assert code == 1 and out == "", (path, err)
+        assert err.count("\n") == 1 and repr(path) in err and said in err, (path, err)
+        assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "said", "shown"),
+    [
+        # a focus matching nothing: said, nothing made up, exit 1
+        (["--focus", "no_such_fn"], 1, "--focus 'no_such_fn': no function name contains", ""),
+        (["--focus", "no_such_fn", "--view", "reference"], 1, "no function name", ""),
+        (["--focus", "no_such_fn", "--format", "json"], 1, "no function name", ""),
+        # a file name is no function name: the script's <module> is not matched
+        (["--focus", "profiled_script"], 1, "no function name", ""),
+        # a leaf the default filter would hide is shown when focused on
+        (["--focus", "sleep", "--view", "reference"], 0, "", "<built-in method time.sleep>"),
+        (["--focus", "fct3"], 0, "", "fct3"),
+    ],
+)
+def test_profile_show_focus(argv: list[str], code: int, said: str, shown: str) -> None:
+    prof = os.path.join(DATA, "cprofile.prof")
+    got, out, err = _main("show", prof, *argv)
+    assert got == code, err
+    assert said in err and (shown in out if shown else out == "")
+    if shown:
+        assert "<module>" not in out.splitlines()[0]
+
+
+def test_profile_of_a_program_with_a_focus_matching_nothing_exits_1(script: Path) -> None:
+    # GIVEN a program exiting 0 WHEN profiled with a focus matching no function
+    code, _, err = _main("-q", "--focus", "no_such_fn", str(script))
+    # THEN the program's output only, the error said, exit 1
+    assert code == 1 and "no function name contains it" in err

@@ -135,7 +135,11 @@ class _Walker:
             return None  # focus: already expanded under another focused function
         if start.virtual:
             return None  # its callees are entry points, top-level rows themselves
-        if not filter_node(start):
+        # A function the user focused on is shown even if the default filter would hide
+        # it (a small leaf): the view would be empty.
+        if not (self.focus_mode and filter_node is ProfileNode.filter_node_) and not filter_node(
+            start
+        ):
             return None
         if self.limited and not self.keep(0, start.tall):
             return None  # min_share hides a top-level row as any other (with its subtree)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pstats import SortKey
 from typing import Any, NamedTuple
 
+from .._validate import check_callable
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import FilterNode, ProfileNode, reachable_nodes
 from .sorting import sort_name
@@ -275,6 +276,7 @@ def build_tree(
         library frames in their place
     :return: the tree
     """
+    check_callable("filter_node", filter_node, optional=True)
     if not 0.0 <= fold_share <= 1.0:
         raise ValueError(f"fold_share must be in [0, 1], got {fold_share!r}")
     if max_rows < 1:
