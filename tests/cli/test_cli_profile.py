@@ -561,3 +561,74 @@ def test_profile_of_a_program_with_a_focus_matching_nothing_exits_1(script: Path
     code, _, err = _main("-q", "--focus", "no_such_fn", str(script))
     # THEN the program's output only, the error said, exit 1
     assert code == 1 and "no function name contains it" in err
+
+
+_ASYNC_SCRIPT = """import asyncio
+
+def cpu(n):
+    return sum(i * i for i in range(n))
+
+async def fetch(i):
+    await asyncio.sleep(0.001)
+    return cpu(20_000)
+
+async def main():
+    return await asyncio.gather(*(fetch(i) for i in range(3)))
+
+asyncio.run(main())
+"""
+_AST_SCRIPT = """import ast
+
+def work():
+    src = "\\n".join(f"def f{i}(x):\\n    return [x + {i} for _ in range(3)]" for i in range(300))
+    ast.unparse(ast.parse(src))
+
+work()
+"""
+
+
+def _rows(out: str) -> list[tuple[int, str, str]]:
+    """(depth, function, the rest) of each row of the tree text (--all: none folded),
+    the depth read from the guides between the function column and the name."""
+    lines = out.splitlines()
+    column = lines[1].index("function")
+    rows = []
+    for line in lines[2:]:
+        match = re.match(r"((?:[│ ]  |[├└]─ )*)(\S+)(.*)", line[column:])
+        if match:
+            rows.append((len(match.group(1)) // 3, match.group(2), match.group(3)))
+    return rows
+
+
+def test_hide_stdlib_keeps_the_coroutines_of_an_asyncio_program(tmp_path: Path) -> None:
+    # GIVEN a real asyncio program: gather of coroutines calling a CPU function
+    script = tmp_path / "aio.py"
+    script.write_text(_ASYNC_SCRIPT, encoding="utf-8")
+    # WHEN profiled with --hide-stdlib (--all: no row folds, whatever the load)
+    code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
+    assert code == 0, err
+    rows = _rows(out)
+    names = [name for _, name, _ in rows]
+    # THEN fetch and cpu are there, cpu below fetch, below asyncio's run; nothing made
+    # recursive by the merged built-ins (exec) of the library
+    assert "fetch" in names and "cpu" in names, out
+    depth = {name: d for d, name, _ in reversed(rows)}
+    assert depth["cpu"] > depth["fetch"] > depth["run"] > depth["<module>"], out
+    assert "recursive" not in out, out
+
+
+def test_hide_stdlib_keeps_the_library_call_that_takes_the_time(tmp_path: Path) -> None:
+    # GIVEN a real program whose function spends its time in ast.parse and ast.unparse
+    script = tmp_path / "astu.py"
+    script.write_text(_AST_SCRIPT, encoding="utf-8")
+    code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
+    assert code == 0, err
+    rows = _rows(out)
+    # THEN work is no leaf: parse and unparse are its children (their library callees
+    # collapsed into them), and work is not tagged recursive
+    work = next(i for i, (_, name, _) in enumerate(rows) if name == "work")
+    below = [name for d, name, _ in rows[work + 1 :] if d == rows[work][0] + 1]
+    assert {"parse", "unparse"} <= set(below), out
+    assert "recursive" not in rows[work][2], out
+    # and no library row sits under another library row
+    assert not any(name == "visit" for _, name, _ in rows), out

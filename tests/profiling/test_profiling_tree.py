@@ -100,7 +100,14 @@ def test_tree_of_real_profiles_respects_filters() -> None:
                 base = 1 if tree.items[0].node is not None and tree.items[0].node.virtual else 0
                 assert max(it.depth for it in tree.items if it.node) <= 2 + base
             if opts.get("hide_stdlib"):
-                assert not any(it.node.library for it in tree.items[1:] if it.node is not None)
+                # THEN consecutive library frames are collapsed into the first one called
+                # from the user's code: no library row under another library row
+                items = tree.items
+                assert not any(
+                    it.node.library and items[it.parent].node.library
+                    for it in items[1:]
+                    if it.node is not None and it.parent >= 0 and items[it.parent].node
+                )
 
 
 def test_edge_figures_and_entry_point() -> None:
