@@ -103,10 +103,11 @@ def test_tree_of_real_profiles_respects_filters() -> None:
                 # THEN consecutive library frames are collapsed into the first one called
                 # from the user's code: no library row under another library row
                 items = tree.items
+                parents = [items[it.parent].node if it.parent >= 0 else None for it in items]
                 assert not any(
-                    it.node.library and items[it.parent].node.library
-                    for it in items[1:]
-                    if it.node is not None and it.parent >= 0 and items[it.parent].node
+                    it.node.library and parent.library
+                    for it, parent in zip(items, parents, strict=True)
+                    if it.node is not None and parent is not None
                 )
 
 
