@@ -285,7 +285,7 @@ def test_view_option_and_folding(tmp_path: Path) -> None:
     code, ref, _ = _main("show", prof, "--view", "reference")
     assert code == 0 and ref.startswith("<built-in method builtins.exec>") and " -- " in ref
     # WHEN writing HTML THEN the tree page by default, the reference page on demand
-    for view, marker in (("tree", '"fold":'), ("reference", '"rows": [[0,')):
+    for view, marker in (("tree", '"fold":'), ("reference", '"figures": [0,')):
         page = tmp_path / f"{view}.html"
         code, _, err = _main("show", prof, "--view", view, "-o", str(page))
         assert code == 0 and "written to" in err

@@ -9,7 +9,7 @@ from pstats import SortKey
 from typing import Any
 
 from .._validate import check_str
-from .model import ProfileNode
+from .model import ProfileNode, gc_paused
 from .reference import to_json, to_text
 from .render_forest_html import render_forest_html
 from .render_speedscope import render_speedscope
@@ -73,7 +73,10 @@ def export_html(
     """
     check_str("title", title)
     render = render_tree_html if check_view(view) == "tree" else render_forest_html
-    return render(root, title=title, filter_node=filter_node, sort_key=sort_key, **options)
+    # Hundreds of thousands of rows that all survive: the collector would only scan them
+    # (and the graph) again and again.
+    with gc_paused():
+        return render(root, title=title, filter_node=filter_node, sort_key=sort_key, **options)
 
 
 def export_speedscope(root: ProfileNode, **options: Any) -> str:
