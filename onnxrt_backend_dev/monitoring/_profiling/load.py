@@ -27,6 +27,7 @@ from operator import itemgetter
 from typing import Any
 
 from .._errors import ProfileFormatError
+from .model import gc_paused
 
 # A profile file larger than this is refused before it is read (the largest real
 # profiles are a few hundred MB).
@@ -241,14 +242,17 @@ def read_profile_file(path: str | os.PathLike[str]) -> ValidatedStats:
     with open(name, "rb") as f:
         _check_ends(f, name)
         data = f.read(MAX_FILE_SIZE + 1)
-    try:
-        stats = marshal.loads(data)
-    except (EOFError, ValueError, TypeError) as e:
-        raise ProfileFormatError(
-            f"cannot read profile {name!r}: not a marshal dump of pstats data "
-            f"(truncated or another format: {e})"
-        ) from e
-    return _validated(stats, name)
+    # Hundreds of thousands of tuples that all survive: the collector would only scan
+    # them again and again while they are unmarshalled and checked.
+    with gc_paused():
+        try:
+            stats = marshal.loads(data)
+        except (EOFError, ValueError, TypeError) as e:
+            raise ProfileFormatError(
+                f"cannot read profile {name!r}: not a marshal dump of pstats data "
+                f"(truncated or another format: {e})"
+            ) from e
+        return _validated(stats, name)
 
 
 # What ``os.stat`` calls the files that are not regular files, for the message.
