@@ -15,17 +15,6 @@ PACKAGE = ROOT / "onnxrt_backend_dev" / "monitoring"
 PREFIX = "onnxrt_backend_dev.monitoring"
 FACES = ("benchmark.py", "memory_peak.py", "profiling.py")
 MAX_FACE_LINES = 250
-# Debt being paid off (issue 16): each entry is removed by the change that fixes it, and
-# the list must end empty. A new violation fails at once.
-KNOWN_CYCLES = [
-    [
-        "_profiling.builder", "_profiling.filters", "_profiling.model",
-        "_profiling.render_json", "_profiling.render_text", "_profiling.sorting",
-        "_profiling.view_reference",
-    ],
-]  # fmt: skip
-KNOWN_REACHES: list[str] = []
-KNOWN_FAT_FACES = {"profiling.py"}
 
 
 def _module_name(path: Path) -> str:
@@ -138,8 +127,7 @@ def test_no_import_cycle_lazy_imports_included() -> None:
             continue
         for other in graph:
             graph[other].discard(name) if other.startswith(name + ".") else None
-    short = [[m[len(PREFIX) + 1 :] for m in c] for c in _cycles(graph)]
-    assert [c for c in short if c not in KNOWN_CYCLES] == []
+    assert _cycles(graph) == []
 
 
 def _aliases(name: str, path: Path, tree: ast.AST, modules: dict[str, Path]) -> dict[str, str]:
@@ -187,15 +175,12 @@ def _private_reaches() -> set[str]:
 
 
 def test_no_subpackage_takes_another_ones_private_names() -> None:
-    short = {r.replace(PREFIX + ".", "") for r in _private_reaches()}
-    assert sorted(short - set(KNOWN_REACHES)) == []
+    assert sorted(_private_reaches()) == []
 
 
 @pytest.mark.parametrize("face", FACES)
 def test_public_faces_stay_thin(face: str) -> None:
     lines = (PACKAGE / face).read_text(encoding="utf-8").count("\n")
-    if face in KNOWN_FAT_FACES:
-        pytest.xfail(f"{face}: {lines} lines, machinery still to move out (issue 16)")
     assert lines < MAX_FACE_LINES, f"{face} has {lines} lines: move machinery into a subpackage"
 
 

@@ -2,6 +2,9 @@
 writes one SHA-256 per render: the before/after proof that a restructuring of
 ``monitoring/_profiling/`` changes no output.
 
+Views: the reference's forest (text, rows, JSON, HTML) and the call tree (text by each
+of its orders, every row, HTML), speedscope and collapsed stacks.
+
 Profiles: ``tests/data/*.prof``, a synthetic 300-function profile (as
 ``benchmarks/bench_profiling.py`` builds them, also one 20,000-function render per
 format), random graphs with built-ins, library frames, recursion and cycles, a 60-deep
@@ -37,9 +40,11 @@ from onnxrt_backend_dev.monitoring.profiling import (  # noqa: E402
     to_collapsed,
     to_html,
     to_speedscope,
+    to_tree_text,
 )
 
 SORTS = ("line", "cumulative", "time", "cumtime", "tottime")
+TREE_SORTS = ("cumulative", "time", "line")
 
 
 class _Stats:
@@ -145,6 +150,10 @@ def renders(root: ProfileNode, focus: str) -> Iterator[tuple[str, Callable[[], A
             yield f"rows/{p}", lambda o=o, s=sort: root.as_dict(sort_key=s, **o)
             yield f"json/{p}", lambda o=o, s=sort: root.to_json(sort_key=s, **o)
             yield f"html/{p}", lambda o=o, s=sort: to_html(root, sort_key=s, **o)
+        for sort in TREE_SORTS:
+            yield f"tree/{oname}/{sort}", lambda o=o, s=sort: to_tree_text(root, sort_key=s, **o)
+        yield f"tree_all/{oname}", lambda o=o: to_tree_text(root, fold_share=0.0, **o)
+        yield f"tree_html/{oname}", lambda o=o: to_html(root, view="tree", **o)
         yield f"speedscope/{oname}", lambda o=o: to_speedscope(root, **o)
         yield f"collapsed/{oname}", lambda o=o: to_collapsed(root, **o)
     yield "text_keepall/line", lambda: root.to_text(filter_node=keep_all)

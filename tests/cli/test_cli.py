@@ -113,14 +113,14 @@ def test_version_and_help_in_a_real_subprocess() -> None:
     assert __version__ in res.stdout
 
 
-def test_check_output_path(tmp_path: Path) -> None:
-    _common.check_output_path(str(tmp_path / "new.json"), "--json")  # a new file: fine
+def test_check_outputs(tmp_path: Path) -> None:
+    _common.check_outputs({"--json": str(tmp_path / "new.json")})  # a new file: fine
     for bad in (tmp_path, tmp_path / "no-such-folder" / "x.json"):
         with pytest.raises(_common.CommandError, match="cannot write --json"):
-            _common.check_output_path(str(bad), "--json")
+            _common.check_outputs({"--json": str(bad)})
 
 
-def test_check_output_path_refuses_what_may_not_be_written(
+def test_check_outputs_refuses_what_may_not_be_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a folder, and a file in it, that may not be written (faked: tests run as root)
@@ -131,7 +131,7 @@ def test_check_output_path_refuses_what_may_not_be_written(
     # THEN both a new file there and the existing file are refused, naming the option
     for target in (tmp_path / "new.json", existing):
         with pytest.raises(_common.CommandError, match=r"cannot write -o .*permission denied"):
-            _common.check_output_path(str(target), "-o")
+            _common.check_outputs({"-o": str(target)})
 
 
 def test_a_reader_going_away_stops_the_command_quietly(tmp_path: Path) -> None:

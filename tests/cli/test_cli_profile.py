@@ -285,7 +285,7 @@ def test_view_option_and_folding(tmp_path: Path) -> None:
     code, ref, _ = _main("show", prof, "--view", "reference")
     assert code == 0 and ref.startswith("<built-in method builtins.exec>") and " -- " in ref
     # WHEN writing HTML THEN the tree page by default, the reference page on demand
-    for view, marker in (("tree", '"fold":'), ("reference", '"rows": [[0,')):
+    for view, marker in (("tree", '"fold":'), ("reference", '"figures": [0,')):
         page = tmp_path / f"{view}.html"
         code, _, err = _main("show", prof, "--view", view, "-o", str(page))
         assert code == 0 and "written to" in err
@@ -357,8 +357,10 @@ def test_a_program_closing_or_replacing_stdout_keeps_its_exit_code(
         f"import io, os, sys\nprint('before')\ndef work():\n    {body}\nwork()\nsys.exit(3)\n",
         encoding="utf-8",
     )
+    # --all: work() takes microseconds beside print and the interpreter's start-up, so
+    # its share depends on the machine's load; the row must not fold into 'N more'.
     proc = subprocess.run(
-        [*_PROFILE_CMD, str(script)],
+        [*_PROFILE_CMD, "--all", str(script)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -469,3 +471,164 @@ def test_show_help_tells_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> N
     code, _, _ = _main("show", "--help")  # argparse prints the help on sys.stdout
     text = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "Exit codes: 0 done, 1 a file that is not a readable profile" in text
+
+
+def _marshal_file(tmp_path: Path, name: str, data: Any) -> str:
+    import marshal
+
+    path = tmp_path / name
+    path.write_bytes(marshal.dumps(data))
+    return str(path)
+
+
+def _bad_profiles(tmp_path: Path) -> list[tuple[str, str]]:
+    """(path, what the one-line error must say) for each kind of input that is no
+    profile: bombs for marshal, special files, negative figures."""
+    bomb = tmp_path / "bomb.prof"
+    bomb.write_bytes(b"(\xff\xff\xff\x7f")  # a tuple of 2**31 items, 5 bytes
+    list_bomb = tmp_path / "list_bomb.prof"
+    list_bomb.write_bytes(b"[\xff\xff\xff\x7f")
+    sparse = tmp_path / "sparse.prof"
+    with open(sparse, "wb") as f:  # 2 GB of zeros, sparse: never read whole
+        f.truncate(2**31 - 1)
+    fifo = tmp_path / "fifo.prof"
+    os.mkfifo(fifo)
+    key = ("a.py", 1, "f")
+    return [
+        (str(bomb), "does not start with a dictionary"),
+        (str(list_bomb), "does not start with a dictionary"),
+        (str(sparse), "does not start with a dictionary"),
+        ("/dev/zero", "it is a character device"),
+        ("/dev/urandom", "it is a character device"),
+        (str(fifo), "it is a named pipe (FIFO)"),
+        (str(tmp_path), "it is a directory"),
+        (_marshal_file(tmp_path, "neg_count.prof", {key: (-5, 1, 0.1, 0.1, {})}), ">= -1"),
+        (_marshal_file(tmp_path, "neg_time.prof", {key: (1, 1, -0.1, 0.1, {})}), ">= 0"),
+        (
+            _marshal_file(
+                tmp_path,
+                "neg_edge.prof",
+                {
+                    key: (1, 1, 0.1, 0.1, {}),
+                    ("a.py", 2, "g"): (1, 1, 0.1, 0.1, {key: (1, 1, -1.0, 0.1)}),
+                },
+            ),
+            ">= 0",
+        ),
+    ]
+
+
+def test_profile_show_refuses_what_is_no_profile_at_once(tmp_path: Path) -> None:
+    import time
+
+    for path, said in _bad_profiles(tmp_path):
+        # WHEN each is shown
+        start = time.perf_counter()
+        code, out, err = _main("show", path)
+        # THEN exit 1, one line naming the file and what it is, no traceback, quickly
+        # (marshal took 16-31 s on the 5-byte bomb; 20 s holds at any load)
+        assert time.perf_counter() - start < 20, path
+        assert code == 1 and out == "", (path, err)
+        assert err.count("\n") == 1 and repr(path) in err and said in err, (path, err)
+        assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "said", "shown"),
+    [
+        # a focus matching nothing: said, nothing made up, exit 1
+        (["--focus", "no_such_fn"], 1, "--focus 'no_such_fn': no function name contains", ""),
+        (["--focus", "no_such_fn", "--view", "reference"], 1, "no function name", ""),
+        (["--focus", "no_such_fn", "--format", "json"], 1, "no function name", ""),
+        # a file name is no function name: the script's <module> is not matched
+        (["--focus", "profiled_script"], 1, "no function name", ""),
+        # a leaf the default filter would hide is shown when focused on
+        (["--focus", "sleep", "--view", "reference"], 0, "", "<built-in method time.sleep>"),
+        (["--focus", "fct3"], 0, "", "fct3"),
+    ],
+)
+def test_profile_show_focus(argv: list[str], code: int, said: str, shown: str) -> None:
+    prof = os.path.join(DATA, "cprofile.prof")
+    got, out, err = _main("show", prof, *argv)
+    assert got == code, err
+    assert said in err and (shown in out if shown else out == "")
+    if shown:
+        assert "<module>" not in out.splitlines()[0]
+
+
+def test_profile_of_a_program_with_a_focus_matching_nothing_exits_1(script: Path) -> None:
+    # GIVEN a program exiting 0 WHEN profiled with a focus matching no function
+    code, _, err = _main("-q", "--focus", "no_such_fn", str(script))
+    # THEN the program's output only, the error said, exit 1
+    assert code == 1 and "no function name contains it" in err
+
+
+_ASYNC_SCRIPT = """import asyncio
+
+def cpu(n):
+    return sum(i * i for i in range(n))
+
+async def fetch(i):
+    await asyncio.sleep(0.001)
+    return cpu(20_000)
+
+async def main():
+    return await asyncio.gather(*(fetch(i) for i in range(3)))
+
+asyncio.run(main())
+"""
+_AST_SCRIPT = """import ast
+
+def work():
+    src = "\\n".join(f"def f{i}(x):\\n    return [x + {i} for _ in range(3)]" for i in range(300))
+    ast.unparse(ast.parse(src))
+
+work()
+"""
+
+
+def _rows(out: str) -> list[tuple[int, str, str]]:
+    """(depth, function, the rest) of each row of the tree text (--all: none folded),
+    the depth read from the guides between the function column and the name."""
+    lines = out.splitlines()
+    column = lines[1].index("function")
+    rows = []
+    for line in lines[2:]:
+        match = re.match(r"((?:[│ ]  |[├└]─ )*)(\S+)(.*)", line[column:])
+        if match:
+            rows.append((len(match.group(1)) // 3, match.group(2), match.group(3)))
+    return rows
+
+
+def test_hide_stdlib_keeps_the_coroutines_of_an_asyncio_program(tmp_path: Path) -> None:
+    # GIVEN a real asyncio program: gather of coroutines calling a CPU function
+    script = tmp_path / "aio.py"
+    script.write_text(_ASYNC_SCRIPT, encoding="utf-8")
+    # WHEN profiled with --hide-stdlib (--all: no row folds, whatever the load)
+    code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
+    assert code == 0, err
+    rows = _rows(out)
+    names = [name for _, name, _ in rows]
+    # THEN fetch and cpu are there, cpu below fetch, below asyncio's run; nothing made
+    # recursive by the merged built-ins (exec) of the library
+    assert "fetch" in names and "cpu" in names, out
+    depth = {name: d for d, name, _ in reversed(rows)}
+    assert depth["cpu"] > depth["fetch"] > depth["run"] > depth["<module>"], out
+    assert "recursive" not in out, out
+
+
+def test_hide_stdlib_keeps_the_library_call_that_takes_the_time(tmp_path: Path) -> None:
+    # GIVEN a real program whose function spends its time in ast.parse and ast.unparse
+    script = tmp_path / "astu.py"
+    script.write_text(_AST_SCRIPT, encoding="utf-8")
+    code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
+    assert code == 0, err
+    rows = _rows(out)
+    # THEN work is no leaf: parse and unparse are its children (their library callees
+    # collapsed into them), and work is not tagged recursive
+    work = next(i for i, (_, name, _) in enumerate(rows) if name == "work")
+    below = [name for d, name, _ in rows[work + 1 :] if d == rows[work][0] + 1]
+    assert {"parse", "unparse"} <= set(below), out
+    assert "recursive" not in rows[work][2], out
+    # and no library row sits under another library row
+    assert not any(name == "visit" for _, name, _ in rows), out

@@ -79,7 +79,7 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
     "random": (random.Random(5).randbytes(3000), "cannot read profile"),
     "pickled": (pickle.dumps(_good(), protocol=4), "it is a pickle"),
     "text": (b"def f():\n    return 1\n", "cannot read profile"),
-    "a list": (marshal.dumps([1, 2, 3]), "a dict of functions was expected, got list"),
+    "a list": (marshal.dumps([1, 2, 3]), "not a marshal dump of pstats data (it does not start"),
     "no function": (marshal.dumps({}), "the profile holds no function"),
     "string count in a caller entry": (
         _with(_set(WORK, (3, 3, 1.5, 1.5, {MAIN: (XSS, 3, 1.5, 1.5)}))),

@@ -100,7 +100,15 @@ def test_tree_of_real_profiles_respects_filters() -> None:
                 base = 1 if tree.items[0].node is not None and tree.items[0].node.virtual else 0
                 assert max(it.depth for it in tree.items if it.node) <= 2 + base
             if opts.get("hide_stdlib"):
-                assert not any(it.node.library for it in tree.items[1:] if it.node is not None)
+                # THEN consecutive library frames are collapsed into the first one called
+                # from the user's code: no library row under another library row
+                items = tree.items
+                parents = [items[it.parent].node if it.parent >= 0 else None for it in items]
+                assert not any(
+                    it.node.library and parent.library
+                    for it, parent in zip(items, parents, strict=True)
+                    if it.node is not None and parent is not None
+                )
 
 
 def test_edge_figures_and_entry_point() -> None:

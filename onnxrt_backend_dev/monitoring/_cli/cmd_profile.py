@@ -19,7 +19,7 @@ import types
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, CommandError, check_outputs, save_output
+from .common import EXIT_ERROR, EXIT_USAGE, CommandError, check_outputs, save_output
 from .guard import Terminated, kept_output, terminating_signals
 from .program import as_main as _as_main
 from .program import before_os_exit as _before_os_exit
@@ -121,7 +121,8 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
         "--focus",
         metavar="TEXT",
         default=None,
-        help="only the calls made from functions whose name contains TEXT",
+        help="only the calls made from functions whose name contains TEXT (exit 1, "
+        "nothing shown, when no function's name does)",
     )
 
 
@@ -192,11 +193,19 @@ def _view_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str:
+def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str | None:
+    """The profile rendered as ``--format`` says; None when ``--focus`` matches no
+    function (nothing to show: the caller says so and exits 1)."""
+    from .._profiling.filters import ViewOptions, focus_starts
     from .._profiling.formats import get_format
+    from .._profiling.model import reachable_nodes
     from ..profiling import path_cleaner, profile2graph
 
     root, _ = profile2graph(stats, clean_text=path_cleaner())
+    if args.focus is not None and not focus_starts(
+        ViewOptions(focus=args.focus), reachable_nodes(root)
+    ):
+        return None
     entry = get_format(fmt)
     opts = _view_options(args)
     # Each format takes its own keywords, as the registry says.
@@ -223,16 +232,22 @@ def _can_encode(stream: Any, text: str) -> bool:
     return True
 
 
-def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    """Writes the profile in the chosen format to -o or ``out``."""
+def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> bool:
+    """Writes the profile in the chosen format to -o or ``out``.
+
+    :return: False when ``--focus`` matched no function (said on ``err``, nothing written)
+    """
     fmt = _resolve_format(args)
     if fmt == "prof":
         save_output("-o", args.output, stats.dump_stats)
     else:
         text = _render(stats, args, fmt)
+        if text is None:
+            err.write(f"--focus {args.focus!r}: no function name contains it, nothing to show\n")
+            return False
         if args.output is None:
             out.write(text if text.endswith("\n") or not text else text + "\n")
-            return
+            return True
 
         def write(path: str) -> None:
             with open(path, "w", encoding="utf-8") as f:
@@ -241,6 +256,7 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> Non
         save_output("-o", args.output, write)
     if not args.quiet:
         err.write(f"profile written to {args.output} ({fmt})\n")
+    return True
 
 
 def _on_os_exit(
@@ -367,7 +383,7 @@ class ProfileCommand:
             raise CommandError(str(e)) from e
         except OSError as e:
             raise CommandError(f"cannot read profile {e.filename!r}: {e.strerror}") from e
-        _emit(stats, sargs, out, err)
+        return 0 if _emit(stats, sargs, out, err) else EXIT_ERROR
         return 0
 
     def _profile(
@@ -414,7 +430,7 @@ class ProfileCommand:
             rc = _exit_code(failure, err) if isinstance(failure, SystemExit) else 0
             failure = None if isinstance(failure, SystemExit) else failure
             with kept.stream(err) as stream:
-                _emit(Stats(pr), args, stream, err)
+                shown = _emit(Stats(pr), args, stream, err)
         if isinstance(failure, KeyboardInterrupt):
             raise failure
         if signals.exit_code is not None:
@@ -425,7 +441,7 @@ class ProfileCommand:
             return report_raised(name, failure, err)
         if rc and not args.quiet:
             err.write(f"{name} exited with code {rc}\n")
-        return rc
+        return rc if rc or shown else EXIT_ERROR
 
 
 COMMAND = ProfileCommand()

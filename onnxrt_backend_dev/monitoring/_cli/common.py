@@ -142,16 +142,6 @@ def check_outputs(
                 raise _refused(option, path, f"the same file as the input {source!r}")
 
 
-def check_output_path(path: str, option: str) -> None:
-    """Refuses an output file that cannot be created, before any long work starts.
-
-    :param path: the file to write
-    :param option: the option that named it, for the message (``-o``, ``--json``...)
-    :raises CommandError: see :func:`check_outputs`
-    """
-    check_outputs({option: path})
-
-
 def check_output_folder(path: str, option: str, files: Iterable[str] = ()) -> None:
     """Refuses an output folder that cannot be created or written, before any work starts.
 

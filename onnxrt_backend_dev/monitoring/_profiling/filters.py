@@ -9,6 +9,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from .._validate import check_callable
 from .model import FilterNode, ProfileNode, TimeElements, _in_small_module, _may_hide
 
 
@@ -20,7 +21,8 @@ class ViewOptions:
         built-ins; their callees take their place
     :param min_share: hide rows below this share of the total time (0 to 1)
     :param max_depth: hide rows deeper than this (0 is the top level)
-    :param focus: start only from the functions whose name or key contains this text
+    :param focus: start only from the functions whose name contains this text (or whose
+        ``file:line:name`` key it is)
     """
 
     hide_stdlib: bool = False
@@ -39,8 +41,11 @@ class ViewOptions:
             raise ValueError(f"focus must be a non-empty string or None, got {self.focus!r}")
 
     def matches_focus(self, node: ProfileNode) -> bool:
-        """Tells if ``node`` is a starting point of the focus."""
-        return self.focus is not None and (self.focus == node.func_name or self.focus in node.key)
+        """Tells if ``node`` is a starting point of the focus: its function name contains
+        the text, or the text is its whole ``file:line:name`` key (never a file name
+        alone, which would start from every ``<module>`` and import of the file)."""
+        focus = self.focus
+        return focus is not None and (focus in node.func_name or focus == node.key)
 
 
 def _small_module_nodes(nodes: list[ProfileNode]) -> set[ProfileNode]:
@@ -185,7 +190,11 @@ def outermost(matches: list[ProfileNode]) -> list[ProfileNode]:
 
 
 def default_filter(filter_node: FilterNode | None) -> FilterNode:
-    """The node filter of the views: ``filter_node`` or the reference's default one."""
+    """The node filter of the views: ``filter_node`` or the reference's default one.
+
+    :raises BadType: ``filter_node`` is neither None nor callable
+    """
+    check_callable("filter_node", filter_node, optional=True)
     return ProfileNode.filter_node_ if filter_node is None else filter_node
 
 

@@ -3,29 +3,65 @@ takes beyond the filters. Read by :mod:`onnxrt_backend_dev.monitoring.profiling`
 (``FORMATS``, ``export``), the ``profile`` command (``--format``, the guess from
 ``-o``'s suffix, ``--sort``, ``--view``), the magics and the docs.
 
-A new format is one new ``render_*.py`` module and one entry in :data:`FORMATS`. The
-renderers are imported when first used, so that importing the registry stays cheap.
+A new format is one new ``render_*.py`` module and one entry in :data:`FORMATS`. Every
+renderer is a :class:`Renderer`: the graph's root and the typed :class:`RenderOptions`
+(the filters, then each format's own keywords), returning the text.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from typing import Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TextIO, TypedDict
 
-from .model import ProfileNode
+from .._errors import BadValue
+from .by_view import VIEWS, check_view, export_html, export_json, export_speedscope, export_text
+from .model import FilterNode, ProfileNode
+from .render_collapsed import render_collapsed
 
-#: The views of the call graph that ``text`` and ``html`` render: the call tree rooted
-#: at the program (``tree``) or the reference's forest (``reference``).
-VIEWS = ("tree", "reference")
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .view_paths import PathLimits
+
+__all__ = ["FORMATS", "VIEWS", "Format", "RenderOptions", "Renderer", "check_view"]
+
+
+class RenderOptions(TypedDict, total=False):
+    """The keywords a renderer of :data:`FORMATS` accepts: the filters of
+    :class:`ViewOptions <.filters.ViewOptions>` first, then those of some formats
+    (:attr:`Format.takes` says which the ``profile`` command gives)."""
+
+    hide_stdlib: bool
+    min_share: float
+    max_depth: int | None
+    focus: str | None
+    filter_node: FilterNode | None
+    sort_key: Any
+    view: str
+    title: str
+    program: str | None
+    fold_share: float
+    max_rows: int
+    max_indent: int
+    guides: str
+    fct_width: int
+    show_share: bool
+    limits: PathLimits | None
+    name: str
+    unit: float
+
+
+class Renderer(Protocol):
+    """``render(root, **options) -> str``, ``options`` as :class:`RenderOptions`."""
+
+    def __call__(self, root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str: ...
 
 
 class Format(NamedTuple):
     """One export format (a tuple: ``FORMATS[name][0]`` is the renderer, ``[1]`` the
     usual suffix, as before the registry was typed).
 
-    :param render: ``render(root, **options) -> str``; None for ``prof``, which writes
-        the raw statistics, not a view
+    :param render: the renderer; None for ``prof``, which writes the raw statistics,
+        not a view
     :param suffix: the usual file suffix
     :param name: the name given to ``--format`` and :func:`export`
     :param suffixes: every suffix that selects the format when ``-o FILE`` is given
@@ -35,14 +71,14 @@ class Format(NamedTuple):
     :param binary: written from the statistics as bytes (``prof``)
     """
 
-    render: Callable[..., str] | None
+    render: Renderer | None
     suffix: str
     name: str
     suffixes: tuple[str, ...]
     takes: frozenset[str] = frozenset()
     binary: bool = False
 
-    def write(self, root: ProfileNode, stream: TextIO, **options: Any) -> None:
+    def write(self, root: ProfileNode, stream: TextIO, **options: Unpack[RenderOptions]) -> None:
         """Renders ``root`` into ``stream``.
 
         :param root: the graph
@@ -57,18 +93,6 @@ class Format(NamedTuple):
         stream.write(self.render(root, **options))
 
 
-def _lazy(module: str, function: str) -> Callable[..., str]:
-    """A renderer imported from ``module`` on its first call."""
-
-    def render(root: ProfileNode, **options: Any) -> str:
-        mod = importlib.import_module(f"{__package__}.{module}")
-        return str(getattr(mod, function)(root, **options))
-
-    render.__name__ = function
-    render.__qualname__ = function
-    return render
-
-
 _SORTED = frozenset({"sort_key"})
 _VIEWED = frozenset({"sort_key", "view"})
 
@@ -76,21 +100,11 @@ _VIEWED = frozenset({"sort_key", "view"})
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format(_lazy("export", "export_text"), ".txt", "text", (".txt",), _VIEWED),
-        Format(_lazy("export", "export_json"), ".json", "json", (".json",), _SORTED),
-        Format(_lazy("export", "export_html"), ".html", "html", (".html", ".htm"), _VIEWED),
-        Format(
-            _lazy("export", "export_speedscope"),
-            ".speedscope.json",
-            "speedscope",
-            (".speedscope.json",),
-        ),
-        Format(
-            _lazy("render_collapsed", "render_collapsed"),
-            ".collapsed",
-            "collapsed",
-            (".collapsed", ".folded"),
-        ),
+        Format(export_text, ".txt", "text", (".txt",), _VIEWED),
+        Format(export_json, ".json", "json", (".json",), _SORTED),
+        Format(export_html, ".html", "html", (".html", ".htm"), _VIEWED),
+        Format(export_speedscope, ".speedscope.json", "speedscope", (".speedscope.json",)),
+        Format(render_collapsed, ".collapsed", "collapsed", (".collapsed", ".folded")),
         Format(None, ".prof", "prof", (".prof", ".pstats"), binary=True),
     )
 }
@@ -105,6 +119,22 @@ def format_names(rendered_only: bool = False) -> list[str]:
     return [f.name for f in FORMATS.values() if not (rendered_only and f.binary)]
 
 
+def renderer(name: str) -> Renderer:
+    """The renderer of the format called ``name``.
+
+    :param name: a name of :data:`FORMATS`
+    :return: the renderer
+    :raises ValueError: unknown name, or a format writing raw statistics (``prof``)
+    """
+    render = get_format(name).render
+    if render is None:
+        raise BadValue(
+            f"fmt {name!r} writes the raw statistics (pstats.Stats.dump_stats), it is not "
+            f"a rendering; fmt must be one of {format_names(rendered_only=True)}"
+        )
+    return render
+
+
 def get_format(name: str) -> Format:
     """The format called ``name``.
 
@@ -114,7 +144,7 @@ def get_format(name: str) -> Format:
     """
     fmt = FORMATS.get(name)
     if fmt is None:
-        raise ValueError(f"fmt must be one of {sorted(FORMATS)}, got {name!r}")
+        raise BadValue(f"fmt must be one of {sorted(FORMATS)}, got {name!r}")
     return fmt
 
 
@@ -130,15 +160,3 @@ def guess_format(path: str, default: str = "text") -> str:
     pairs = [(s, f.name) for f in FORMATS.values() for s in f.suffixes]
     pairs.sort(key=lambda p: -len(p[0]))
     return next((name for s, name in pairs if lower.endswith(s)), default)
-
-
-def check_view(view: str) -> str:
-    """Validates a view name.
-
-    :param view: ``tree`` or ``reference``
-    :return: the name
-    :raises ValueError: any other value
-    """
-    if view not in VIEWS:
-        raise ValueError(f"view must be one of {list(VIEWS)}, got {view!r}")
-    return view

@@ -19,6 +19,7 @@ from __future__ import annotations
 import marshal
 import math
 import os
+import stat
 import types
 from collections.abc import Sequence
 from itertools import chain
@@ -26,6 +27,7 @@ from operator import itemgetter
 from typing import Any
 
 from .._errors import ProfileFormatError
+from .model import gc_paused
 
 # A profile file larger than this is refused before it is read (the largest real
 # profiles are a few hundred MB).
@@ -58,10 +60,16 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+# pyinstrument writes -1 for the call counts it does not know; no count is lower.
+MIN_COUNT = -1
+
+
 def _check_int(value: Any, what: str) -> None:
     # bool is an int subclass but no call count.
     if type(value) is not int:
         raise ProfileFormatError(f"{what} must be an int, got {_type_name(value)} {_short(value)}")
+    if value < MIN_COUNT:
+        raise ProfileFormatError(f"{what} must be >= {MIN_COUNT}, got {value!r}")
 
 
 def _check_time(value: Any, what: str) -> None:
@@ -73,6 +81,8 @@ def _check_time(value: Any, what: str) -> None:
         raise ProfileFormatError(
             f"{what} must be a number, got {_type_name(value)} {_short(value)}"
         )
+    if value < 0:
+        raise ProfileFormatError(f"{what} must be >= 0, got {value!r}")
 
 
 # A name or a file is a string; the profile module also stores code objects (its
@@ -145,6 +155,10 @@ def _valid_figures(rows: Sequence[Any]) -> bool:
     if not (_types(columns[0]) | _types(columns[1])) <= _COUNT_TYPES:
         return False
     if not (_types(columns[2]) | _types(columns[3])) <= _TIME_TYPES:
+        return False
+    if min(columns[0]) < MIN_COUNT or min(columns[1]) < MIN_COUNT:
+        return False
+    if min(columns[2]) < 0 or min(columns[3]) < 0:
         return False
     # NaN and infinities propagate through a sum (a huge sum overflowing to inf only
     # sends the data to the slow check, which accepts it).
@@ -224,6 +238,45 @@ def read_profile_file(path: str | os.PathLike[str]) -> ValidatedStats:
     :raises OSError: the file cannot be opened
     """
     name = os.fspath(path)
+    _check_file(name)
+    with open(name, "rb") as f:
+        _check_ends(f, name)
+        data = f.read(MAX_FILE_SIZE + 1)
+    # Hundreds of thousands of tuples that all survive: the collector would only scan
+    # them again and again while they are unmarshalled and checked.
+    with gc_paused():
+        try:
+            stats = marshal.loads(data)
+        except (EOFError, ValueError, TypeError) as e:
+            raise ProfileFormatError(
+                f"cannot read profile {name!r}: not a marshal dump of pstats data "
+                f"(truncated or another format: {e})"
+            ) from e
+        return _validated(stats, name)
+
+
+# What ``os.stat`` calls the files that are not regular files, for the message.
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+# marshal's type codes (with or without FLAG_REF, 0x80) a pstats dump starts with (a
+# dict) and ends with (the NULL closing it).
+_DICT_CODES = frozenset({ord("{"), ord("{") | 0x80})
+_NULL_CODE = b"0"
+
+
+def _check_file(name: str) -> None:
+    """Refuses what is not a regular file of a plausible size, from its ``stat`` only:
+    a device or a FIFO is never opened (reading ``/dev/zero`` never ends, opening a FIFO
+    waits for a writer)."""
+    mode = os.stat(name).st_mode
+    kind = next((label for test, label in _FILE_KINDS if test(mode)), None)
+    if kind is not None:
+        raise ProfileFormatError(f"cannot read profile {name!r}: it is {kind}, not a file")
     size = os.path.getsize(name)
     if size == 0:
         raise ProfileFormatError(f"cannot read profile {name!r}: the file is empty")
@@ -231,21 +284,27 @@ def read_profile_file(path: str | os.PathLike[str]) -> ValidatedStats:
         raise ProfileFormatError(
             f"cannot read profile {name!r}: {size} bytes, more than {MAX_FILE_SIZE}"
         )
-    with open(name, "rb") as f:
-        data = f.read()
-    if data[:1] == b"\x80":  # pickle protocol 2+ header, marshal has no such type code
+
+
+def _check_ends(f: Any, name: str) -> None:
+    """Refuses a file whose first and last bytes cannot be those of a pstats dump (a
+    marshalled dict), before it is read whole or given to :mod:`marshal`: a few bytes
+    announcing a tuple of 2**31 items keep ``marshal.loads`` allocating and freeing
+    for half a minute, and a sparse file of zeros would be read to its end."""
+    first = f.read(1)
+    if first == b"\x80":  # pickle protocol 2+ header, marshal has no such type code
         raise ProfileFormatError(
             f"cannot read profile {name!r}: it is a pickle, not a profile written by "
             "cProfile or pstats (dump_stats)"
         )
-    try:
-        stats = marshal.loads(data)
-    except (EOFError, ValueError, TypeError) as e:
+    f.seek(-1, os.SEEK_END)
+    last = f.read(1)
+    f.seek(0)
+    if first[0] not in _DICT_CODES or last != _NULL_CODE:
         raise ProfileFormatError(
-            f"cannot read profile {name!r}: not a marshal dump of pstats data "
-            f"(truncated or another format: {e})"
-        ) from e
-    return _validated(stats, name)
+            f"cannot read profile {name!r}: not a marshal dump of pstats data (it does "
+            f"not start with a dictionary, first byte {first!r}, last {last!r})"
+        )
 
 
 def _validated(stats: Any, source: str) -> ValidatedStats:

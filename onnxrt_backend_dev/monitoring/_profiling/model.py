@@ -2,9 +2,11 @@
 its callers and callees and the figures cProfile recorded for each call edge.
 
 First stage of the pipeline (``builder`` -> ``filters`` -> ``view_*`` -> ``render_*``,
-listed in ``formats``); it imports none of the others. The rendering methods of
-:class:`ProfileNode` (the reference's API) reach the views and renderers lazily,
-through :mod:`.formats`, so that no module imports a later stage at import time.
+listed in ``formats``); it imports none of the others, lazily or not. The rendering
+methods of :class:`ProfileNode` (the reference's API) call through a hook,
+:class:`ReferenceRendering`, that the package's ``__init__`` installs with
+:mod:`.reference` before any module of the package runs: the dependency points from
+the renderers to the model only.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pstats import SortKey
-from typing import Any
+from typing import Any, Protocol
 
 from .._stacks.frames import is_library_path
 
@@ -200,13 +202,7 @@ class ProfileNode:
             (``more='+'`` for a function referenced under several callers, ``share`` of
             the total time)
         """
-        # Imported here: the model is the first stage and imports no later one.
-        from .filters import ViewOptions
-        from .render_json import rows_as_dicts
-        from .view_reference import tree_rows
-
-        with gc_paused():
-            return rows_as_dicts(tree_rows(self, filter_node, sort_key, ViewOptions(**options)))
+        return _reference().as_dict(self, filter_node, sort_key, **options)
 
     def to_text(
         self,
@@ -235,25 +231,9 @@ class ProfileNode:
         :param options: filters, see :class:`ViewOptions`
         :return: text
         """
-        from .filters import ViewOptions
-        from .render_text import render_text
-        from .view_reference import TreeRows
-
-        with gc_paused():
-            rows = TreeRows(self, filter_node, sort_key, ViewOptions(**options))
-            return render_text(
-                rows.raw(),
-                fct_width=fct_width,
-                show_share=show_share,
-                max_indent=max_indent,
-                max_count=rows.max_count,
-                total=rows.total,
-                # a fresh walk (a walk marks what it expanded), in case the rows'
-                # counts need narrower columns than the graph's largest count
-                rows_again=lambda: TreeRows(
-                    self, filter_node, sort_key, ViewOptions(**options)
-                ).raw(),
-            )
+        return _reference().to_text(
+            self, filter_node, sort_key, fct_width, show_share, max_indent, **options
+        )
 
     def to_json(
         self,
@@ -276,15 +256,54 @@ class ProfileNode:
             goes to :func:`json.dumps`
         :return: rows
         """
-        from .filters import ViewOptions
-        from .render_json import render_json
-        from .view_reference import tree_rows
+        return _reference().to_json(self, filter_node, sort_key, as_str, **kwargs)
 
-        opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
-        max_indent = kwargs.pop("max_indent", 30)
-        with gc_paused():
-            rows = tree_rows(self, filter_node, sort_key, ViewOptions(**opts))
-            return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
+
+class ReferenceRendering(Protocol):
+    """The reference's renderings of a node, installed by the package (see
+    :mod:`.reference`)."""
+
+    def as_dict(
+        self, node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, **options: Any
+    ) -> list[dict[str, Any]]: ...
+
+    def to_text(
+        self,
+        node: ProfileNode,
+        filter_node: FilterNode | None,
+        sort_key: Any,
+        fct_width: int,
+        show_share: bool,
+        max_indent: int,
+        **options: Any,
+    ) -> str: ...
+
+    def to_json(
+        self,
+        node: ProfileNode,
+        filter_node: FilterNode | None,
+        sort_key: Any,
+        as_str: bool,
+        **kwargs: Any,
+    ) -> str | dict[str, Any]: ...
+
+
+_REFERENCE: list[ReferenceRendering] = []
+
+
+def install_reference(rendering: ReferenceRendering) -> None:
+    """Installs the reference's renderings the methods of :class:`ProfileNode` call.
+
+    :param rendering: an object (the module :mod:`.reference`) with ``as_dict``,
+        ``to_text`` and ``to_json`` taking the node first
+    """
+    _REFERENCE[:] = [rendering]
+
+
+def _reference() -> ReferenceRendering:
+    if not _REFERENCE:  # the package's __init__ always runs first: a broken install
+        raise RuntimeError("the reference renderings are not installed")
+    return _REFERENCE[0]
 
 
 def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:

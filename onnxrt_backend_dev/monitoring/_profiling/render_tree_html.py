@@ -1,6 +1,6 @@
 """The call tree as one self-contained HTML page (no network, no external file): it opens
 with the hottest path expanded down to the first row under 5 %, with search and
-expand/collapse. The template is ``calltree_tree.html`` beside this module; the data
+expand/collapse. The template is ``tree.html`` beside this module; the data
 goes in through :func:`script_json <.safe.script_json>`, the title through
 :func:`html.escape`.
 """
@@ -21,7 +21,7 @@ OPEN_SHARE = 0.05
 
 
 def _template() -> str:
-    return resources.files(__package__).joinpath("calltree_tree.html").read_text("utf-8")
+    return resources.files(__package__).joinpath("tree.html").read_text("utf-8")
 
 
 def _number(value: Any) -> float:

@@ -135,7 +135,11 @@ class _Walker:
             return None  # focus: already expanded under another focused function
         if start.virtual:
             return None  # its callees are entry points, top-level rows themselves
-        if not filter_node(start):
+        # A function the user focused on is shown even if the default filter would hide
+        # it (a small leaf): the view would be empty.
+        if not (self.focus_mode and filter_node is ProfileNode.filter_node_) and not filter_node(
+            start
+        ):
             return None
         if self.limited and not self.keep(0, start.tall):
             return None  # min_share hides a top-level row as any other (with its subtree)
@@ -146,17 +150,16 @@ class _Walker:
 
     def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
         """Yields ``(node, depth, figures, ref)`` for each top-level node and everything
-        expanded below it, depth first; references (leaves) never go on the stack."""
-        if self.limited or self.focus_mode or self.stage.hide_stdlib:
-            return self._walk_filtered(starts, filter_node)
-        return self._walk_plain(starts, filter_node)
+        expanded below it, depth first; references (leaves) never go on the stack.
 
-    def _walk_plain(
-        self, starts: Iterable[ProfileNode], filter_node: FilterNode
-    ) -> Iterator[RawRow]:
-        """:meth:`walk` without depth, share, focus or library filters: the usual case,
-        so its loop does only what every row needs."""
+        A node is expanded once: a hand-made graph may list a callee whose called_by
+        disagrees (a -> b -> a below another caller of a); with ``focus`` (``refs``
+        empty) it is expanded the first time it is met. A node ``hide_stdlib`` hides
+        gives its place to its callees.
+        """
         refs, seen, callees = self.refs, self.seen, self.callees
+        limited, keep = self.limited, self.keep
+        hide = self.stage.hide_stdlib
         for start in starts:
             head = self._head(start, filter_node)
             if head is None:
@@ -167,44 +170,17 @@ class _Walker:
             while stack:
                 it, depth = stack[-1]
                 for node, el in it:
-                    # A node is expanded once: a hand-made graph may list a callee whose
-                    # called_by disagrees (a -> b -> a below another caller of a).
-                    ref = node in refs or _seen_before(seen, node)
-                    yield (node, depth, el, ref)
-                    if not ref:
-                        stack.append((callees(node, depth + 1), depth + 1))
-                        break
-                else:
-                    stack.pop()
-
-    def _walk_filtered(
-        self, starts: Iterable[ProfileNode], filter_node: FilterNode
-    ) -> Iterator[RawRow]:
-        """:meth:`walk` with any of the filters."""
-        seen, refs, focus = self.seen, self.refs, self.focus_mode
-        hidden, limited = self.stage.hidden, self.limited
-        for start in starts:
-            head = self._head(start, filter_node)
-            if head is None:
-                continue
-            if head[0] is not None:
-                yield head[0]
-            stack = [(self.callees(start, head[1]), head[1])]
-            while stack:
-                it, depth = stack[-1]
-                for node, el in it:
-                    if limited and not self.keep(depth, el[3]):
+                    if limited and not keep(depth, el[3]):
                         continue
-                    # Expanded once, as in _walk_plain (focus: the first time it is met).
-                    ref = (not focus and node in refs) or _seen_before(seen, node)
-                    if hidden(node):
-                        if not ref:  # hidden: its callees take its place
-                            stack.append((self.callees(node, depth), depth))
+                    ref = node in refs or _seen_before(seen, node)
+                    if hide and node.library:
+                        if not ref:
+                            stack.append((callees(node, depth), depth))
                             break
                         continue
                     yield (node, depth, el, ref)
                     if not ref:
-                        stack.append((self.callees(node, depth + 1), depth + 1))
+                        stack.append((callees(node, depth + 1), depth + 1))
                         break
                 else:
                     stack.pop()
@@ -262,6 +238,15 @@ class TreeRows:
     def raw(self) -> Iterator[RawRow]:
         """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, the cheapest form."""
         return self.walker.walk(self.top, self.filter_node)
+
+    def raw_again(self) -> Iterator[RawRow]:
+        """The raw rows once more, from the same view (no second pass over the graph):
+        a walk marks what it expanded, so the marks are cleared first.
+
+        :return: the rows, as :meth:`raw`
+        """
+        self.walker.seen = set()
+        return self.raw()
 
     def __iter__(self) -> Iterator[Row]:
         inv_total = 1.0 / self.total if self.total > 0 else 0.0

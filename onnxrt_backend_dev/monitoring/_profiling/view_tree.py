@@ -21,9 +21,10 @@ as before. Every row below a re-entry row is a function new to the path, so a pa
 holds at most twice as many rows as there are functions. Children are sorted hottest
 first; those below a share of the root's total are folded into one ``N more`` row per
 parent. The filters are those of :mod:`.filters`, as for every view (with
-``hide_stdlib``, the callees of a hidden library frame take its place; a library frame
-met again below another hidden one is expanded once, as in the reference view). Nothing
-recurses: an explicit stack drives the expansion.
+``hide_stdlib``, consecutive library frames collapse into the first one called from the
+user's code, a row whose children are the code it calls through the others, each given
+its share of the time that flows down from every path). Nothing recurses: an explicit
+stack drives the expansion.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pstats import SortKey
 from typing import Any, NamedTuple
 
+from .._validate import check_callable
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import FilterNode, ProfileNode, reachable_nodes
 from .sorting import sort_name
@@ -137,6 +139,31 @@ def _start(root: ProfileNode, reachable: list[ProfileNode], options: ViewOptions
     return top
 
 
+# The time flowing down hidden frames stops under this share of the path's time, and
+# after so many frames passed on (a dense library graph costs no more than this).
+_FLOW_FLOOR = 1e-6
+_FLOW_STEPS = 50_000
+
+
+def _add_kid(
+    kids: dict[ProfileNode, list[Any]],
+    child: ProfileNode,
+    calls: Any,
+    time: float,
+    own: float,
+    reentry: bool,
+) -> None:
+    """Adds a child's figures, summed with those of the same child met on another way
+    (directly and through hidden frames, or through several hidden frames)."""
+    kid = kids.get(child)
+    if kid is None:
+        kids[child] = [calls, time, own, reentry]
+    else:
+        kid[0] += calls
+        kid[1] += time
+        kid[2] += own
+
+
 def _sort_key(name: str) -> Callable[[_Kid], Any] | None:
     """The order of the kept children; None keeps them hottest first."""
     if name == "line":
@@ -184,34 +211,83 @@ class _Expander:
     def _edges(
         self, node: ProfileNode, time: float, on_path: set[ProfileNode], reentry: bool
     ) -> tuple[list[_Kid], Any]:
-        """The callees of ``node`` on a path where it takes ``time``, hidden frames
-        replaced by their callees, and the calls to functions already on the path
-        (those re-entered through other functions become re-entry rows unless ``node``
-        is one, see the module's docstring)."""
-        kids: list[_Kid] = []
+        """The callees of ``node`` on a path where it takes ``time`` and the calls to
+        functions already on the path (those re-entered through other functions become
+        re-entry rows unless ``node`` is one, see the module's docstring). With
+        ``hide_stdlib``, the first library frame called from the user's code is a row;
+        below it, the code it calls through other library frames (see
+        :meth:`_through_hidden`); below a virtual root, that code directly."""
+        kids: dict[ProfileNode, list[Any]] = {}
+        # Library frames above any user code (below a virtual root of several entries,
+        # or the interpreter's exec and runpy) are not called from the user's code: the
+        # code below them takes their place, as everywhere below a library row.
+        if self.stage.hidden(node) or (node.virtual and self.stage.hide_stdlib):
+            self._through_hidden(node, time, on_path, kids)
+            return [(c, k[0], k[1], k[2], k[3]) for c, k in kids.items()], 0
         recursive: Any = 0
-        hidden: set[ProfileNode] = set()
-        todo = [(node, time)]
-        while todo:
-            parent, t_parent = todo.pop()
-            scale = t_parent / parent.tall if parent.tall > 0 else 0.0
+        scale = time / node.tall if node.tall > 0 else 0.0
+        for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
+            t = min(el[3] * scale, time)
+            if child in on_path:
+                # Direct recursion, or a re-entry that shows nothing new: folded.
+                if reentry or child is node or not self._leads_on(child, t, on_path):
+                    recursive += el[0]
+                else:
+                    _add_kid(kids, child, el[0], t, min(el[2] * scale, t), True)
+                continue
+            _add_kid(kids, child, el[0], t, min(el[2] * scale, t), False)
+        return [(c, k[0], k[1], k[2], k[3]) for c, k in kids.items()], recursive
+
+    def _through_hidden(
+        self,
+        start: ProfileNode,
+        time: float,
+        on_path: set[ProfileNode],
+        kids: dict[ProfileNode, list[Any]],
+    ) -> bool:
+        """Adds to ``kids`` the code (not hidden) a hidden frame ``start``, taking
+        ``time`` on this path, calls directly or through other hidden frames, and tells
+        if there was any.
+
+        The time flows down the hidden frames along cProfile's edges, each frame passing
+        its callees their share of what it received from *every* path (not only the first
+        met: an event loop's ``Context.run`` is reached by many), a frame never receiving
+        more than its own time, so cycles end. An edge from a hidden frame back to a
+        function on the path is left out: cProfile merges every call of a built-in such
+        as ``exec`` into one frame, whose edges to the program's ``<module>`` say nothing
+        of this path (they made rows 'recursive' that were not).
+        """
+        floor = time * _FLOW_FLOOR
+        counted: set[tuple[ProfileNode, ProfileNode]] = set()  # an edge's calls, once
+        received = {start: time}
+        pending = {start: time}
+        todo = [start]
+        found = False
+        steps = 0
+        while todo and steps < _FLOW_STEPS:
+            parent = todo.pop()
+            flow = pending.pop(parent, 0.0)
+            if flow <= floor:
+                continue
+            steps += 1
+            scale = flow / parent.tall if parent.tall > 0 else 0.0
             for child, el in zip(parent.calls_to, parent.calls_to_elements, strict=True):
-                if child in hidden:  # met again below another hidden frame
-                    continue
-                t = min(el[3] * scale, t_parent)
                 if child in on_path:
-                    # Direct recursion, or a re-entry that shows nothing new: folded.
-                    if reentry or child is node or not self._leads_on(child, t, on_path):
-                        recursive += el[0]
-                    else:
-                        kids.append((child, el[0], t, min(el[2] * scale, t), True))
                     continue
-                if self.stage.hidden(child):
-                    hidden.add(child)
-                    todo.append((child, t))
+                t = min(el[3] * scale, flow)
+                if not self.stage.hidden(child):
+                    found = True
+                    calls = 0 if (parent, child) in counted else el[0]
+                    counted.add((parent, child))
+                    _add_kid(kids, child, calls, t, min(el[2] * scale, t), False)
                     continue
-                kids.append((child, el[0], t, min(el[2] * scale, t), False))
-        return kids, recursive
+                t = min(t, child.tall - received.get(child, 0.0))
+                if t > floor:
+                    received[child] = received.get(child, 0.0) + t
+                    if child not in pending:
+                        todo.append(child)
+                    pending[child] = pending.get(child, 0.0) + t
+        return found
 
     def children(
         self,
@@ -275,6 +351,7 @@ def build_tree(
         library frames in their place
     :return: the tree
     """
+    check_callable("filter_node", filter_node, optional=True)
     if not 0.0 <= fold_share <= 1.0:
         raise ValueError(f"fold_share must be in [0, 1], got {fold_share!r}")
     if max_rows < 1:

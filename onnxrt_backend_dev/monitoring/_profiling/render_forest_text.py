@@ -1,4 +1,4 @@
-"""The tree of rows as text, in the reference's format."""
+"""The reference forest of rows as text, in the reference's format."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
     return " " * pad + align_text(name, fct_width - pad)
 
 
-def render_text(
+def render_forest_text(
     rows: Iterable[Row] | Iterable[RawRow],
     fct_width: int = 60,
     show_share: bool = False,

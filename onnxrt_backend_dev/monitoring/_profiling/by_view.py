@@ -1,37 +1,55 @@
 """The renderers of the formats that show a view of the graph chosen by ``view``
 (``text`` and ``html``: the call tree or the reference's forest), and the thin
 wrappers of those with one view (``json``, ``speedscope``); listed in
-:mod:`.formats`."""
+:mod:`.formats`. Each goes from the root to its view, then to its renderer, once."""
 
 from __future__ import annotations
 
 from pstats import SortKey
 from typing import Any
 
-from .formats import check_view
-from .model import ProfileNode
+from .._validate import check_str
+from .model import ProfileNode, gc_paused
+from .reference import to_json, to_text
+from .render_forest_html import render_forest_html
+from .render_speedscope import render_speedscope
+from .render_tree_html import render_tree_html
+from .render_tree_text import render_tree_text
+
+#: The views of the call graph that ``text`` and ``html`` render: the call tree rooted
+#: at the program (``tree``) or the reference's forest (``reference``).
+VIEWS = ("tree", "reference")
+
+
+def check_view(view: str) -> str:
+    """Validates a view name.
+
+    :param view: ``tree`` or ``reference``
+    :return: the name
+    :raises ValueError: any other value
+    """
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {list(VIEWS)}, got {view!r}")
+    return view
 
 
 def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> str:
     """The graph as text.
 
     :param root: the graph
-    :param view: ``reference`` (:meth:`ProfileNode.to_text <.model.ProfileNode.to_text>`)
-        or ``tree`` (:func:`render_tree_text <.render_tree_text.render_tree_text>`)
+    :param view: ``reference`` (:func:`.reference.to_text`, the forest) or ``tree``
+        (:func:`render_tree_text <.render_tree_text.render_tree_text>`)
     :param options: given to the view's renderer
     :return: text
     """
     if check_view(view) == "tree":
-        from .render_tree_text import render_tree_text
-
         return render_tree_text(root, **options)
-    return root.to_text(**options)
+    return to_text(root, **options)
 
 
 def export_json(root: ProfileNode, **options: Any) -> str:
-    """The reference rows as JSON, see :meth:`ProfileNode.to_json
-    <.model.ProfileNode.to_json>`."""
-    return str(root.to_json(as_str=True, **options))
+    """The reference rows as JSON, see :func:`.reference.to_json`."""
+    return str(to_json(root, as_str=True, **options))
 
 
 def export_html(
@@ -53,20 +71,15 @@ def export_html(
     :param options: filters and the view's own options
     :return: the page
     """
-    if check_view(view) == "tree":
-        from .render_tree_html import render_tree_html
-
-        return render_tree_html(
-            root, title=title, filter_node=filter_node, sort_key=sort_key, **options
-        )
-    from .render_html import render_html
-
-    return render_html(root, title=title, filter_node=filter_node, sort_key=sort_key, **options)
+    check_str("title", title)
+    render = render_tree_html if check_view(view) == "tree" else render_forest_html
+    # Hundreds of thousands of rows that all survive: the collector would only scan them
+    # (and the graph) again and again.
+    with gc_paused():
+        return render(root, title=title, filter_node=filter_node, sort_key=sort_key, **options)
 
 
 def export_speedscope(root: ProfileNode, **options: Any) -> str:
     """The call paths as a speedscope document, see :func:`render_speedscope
     <.render_speedscope.render_speedscope>`."""
-    from .render_speedscope import render_speedscope
-
     return str(render_speedscope(root, as_str=True, **options))

@@ -1,0 +1,116 @@
+"""The call tree as one self-contained HTML page: no network, no external file.
+
+The page embeds the rows of :func:`tree_rows <.view_reference.tree_rows>` as JSON and a
+small script that shows them as a tree: expand and collapse, search, share of the
+total time, ``+++`` references jumping to the function's own entry. The template is
+``forest.html`` beside this module.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from importlib import resources
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+from .filters import ViewOptions
+from .model import FilterNode, ProfileNode
+from .safe import safe_count, safe_time, script_json
+from .view_reference import RawRow, TreeRows
+
+
+def _template() -> str:
+    return resources.files(__package__).joinpath("forest.html").read_text("utf-8")
+
+
+def render_forest_html(
+    root: ProfileNode,
+    title: str = "Call tree",
+    filter_node: FilterNode | None = None,
+    sort_key: Any = "cumulative",
+    **options: Any,
+) -> str:
+    """Renders the call tree of a graph as an HTML page.
+
+    :param root: the node to start from
+    :param title: page title
+    :param filter_node: see :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`
+    :param sort_key: order of callees
+    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`
+    :return: the page
+    """
+    view = TreeRows(root, filter_node, sort_key, ViewOptions(**options))
+    payload = _payload(view)
+    page = _template().replace("__TITLE__", html.escape(title))
+    return page.replace("__DATA__", payload)
+
+
+def _payload(view: TreeRows) -> str:
+    """The page's data: ``{"total", "names": [[fct, where]...], "figures": [indent,
+    name's index, nc1, nc2, tin, tall, ref, ...]}``, seven numbers per row (names written
+    once per function; the page computes each share as tall / total).
+
+    The page writes the figures as HTML, so each must be a number: checked column by
+    column in C loops (a profile read from a file always passes), row by row with a
+    message naming the function otherwise (a hand-made graph may hold anything). The
+    numbers are written with ``%d`` and ``%r`` (for a finite float, the text JSON
+    writes), a chunk of rows per formatting; the names go through :func:`script_json`.
+    """
+    total = safe_time(view.total, "the total time")
+    raw = list(view.raw())
+    index: dict[ProfileNode, int] = {}
+    nodes = [r[0] for r in raw]
+    for node in nodes:
+        if node not in index:
+            index[node] = len(index)
+    names = [[str(n.func_name), str(n.key)] for n in index]
+    figures = [r[2] for r in raw]
+    columns = [list(map(itemgetter(i), figures)) for i in range(4)]
+    if _plain_figures(columns):
+        counts1, counts2 = columns[0], columns[1]
+        tins, talls = list(map(float, columns[2])), list(map(float, columns[3]))
+    else:
+        counts1, counts2, tins, talls = _checked_columns(raw, names, index, total)
+    refs = [int(r[3]) for r in raw]
+    depths = [r[1] for r in raw]
+    ids = [index[n] for n in nodes]
+    numbers = list(zip(depths, ids, counts1, counts2, tins, talls, refs, strict=True))
+    chunks = []
+    for start in range(0, len(numbers), _CHUNK):
+        part = numbers[start : start + _CHUNK]
+        chunks.append(",".join([_ROW] * len(part)) % tuple(chain.from_iterable(part)))
+    body = ",".join(chunks)
+    head = script_json({"total": total, "names": names})
+    return f'{head[:-1]}, "figures": [{body}]}}'
+
+
+# One row's numbers in the page's JSON (counts are ints, times finite floats).
+_ROW = "%d,%d,%d,%d,%r,%r,%d"
+_CHUNK = 2048
+
+
+def _plain_figures(columns: list[list[Any]]) -> bool:
+    """Whether the counts are ints and the times finite ints or floats."""
+    if not {type(v) for c in columns[:2] for v in c} <= {int}:
+        return False
+    if not {type(v) for c in columns[2:] for v in c} <= {int, float}:
+        return False
+    return math.isfinite(sum(columns[2]) + sum(columns[3]))
+
+
+def _checked_columns(
+    raw: list[RawRow], names: list[list[str]], index: dict[ProfileNode, int], total: float
+) -> tuple[list[int], list[int], list[float], list[float]]:
+    """The four figure columns, each value checked with a message naming the function."""
+    inv_total = 1.0 / total if total > 0 else 0.0
+    columns: tuple[list[int], list[int], list[float], list[float]] = ([], [], [], [])
+    for node, _, el, _ in raw:
+        key = names[index[node]][1]
+        columns[0].append(safe_count(el[0], f"nc1 of {key!r}"))
+        columns[1].append(safe_count(el[1], f"nc2 of {key!r}"))
+        columns[2].append(safe_time(el[2], f"tin of {key!r}"))
+        columns[3].append(safe_time(el[3], f"tall of {key!r}"))
+        safe_time(el[3] * inv_total, f"the share of {key!r}")
+    return columns

@@ -1,0 +1,169 @@
+"""Running a function under :mod:`cProfile`: the checks before it starts (no other
+profiler active, valid arguments), the path cleaner of the reference and the result
+(statistics, text or a DataFrame). :func:`profile <..profiling.profile>` is the face."""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+from collections.abc import Callable, Sequence
+from io import StringIO
+from pstats import SortKey, Stats
+from typing import Any
+
+from .._errors import BadType, BadValue
+from .._validate import check_bool, check_callable
+from .builder import build_graph
+from .load import load_profiles
+from .model import ProfileNode
+
+
+def check_no_profiler_active() -> None:
+    """Raises :class:`RuntimeError` if a profiler is already active in this thread
+    (``sys.setprofile`` hook, or the profiler slot of :mod:`sys.monitoring` on 3.12+):
+    a second one would either fail or silently replace it.
+    """
+    hook = sys.getprofile()
+    if hook is not None:
+        raise RuntimeError(
+            f"another profiler is already active (sys.getprofile() returns {hook!r}); "
+            "stop it before profiling"
+        )
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        tool = monitoring.get_tool(monitoring.PROFILER_ID)
+        if tool is not None:
+            raise RuntimeError(
+                f"another profiler is already active (sys.monitoring profiler slot is "
+                f"held by {tool!r}); stop it before profiling"
+            )
+
+
+def _rootrem_pairs(rootrem: Any) -> list[tuple[str, str]]:
+    if rootrem is None:
+        return []
+    if isinstance(rootrem, str):
+        return [(rootrem, "")]
+    if not isinstance(rootrem, (list, tuple)):
+        raise BadType(
+            f"rootrem must be a str, a list of str or (old, new) pairs, or None, "
+            f"got {type(rootrem).__name__}"
+        )
+    pairs = []
+    for sub in rootrem:
+        if isinstance(sub, str):
+            pairs.append((sub, ""))
+        elif isinstance(sub, tuple) and len(sub) == 2:
+            pairs.append((str(sub[0]), str(sub[1])))
+        else:
+            raise BadType(
+                f"rootrem must be a str or a list of str or (old, new) pairs, "
+                f"got an element {sub!r}"
+            )
+    return pairs
+
+
+def path_cleaner(rootrem: Any = None) -> Callable[[str], str]:
+    """Returns a function shortening paths: site-packages and the standard library
+    become ``site-packages`` and ``lib``, then ``rootrem`` is removed.
+
+    :param rootrem: a str or a list of str or ``(old, new)`` pairs to replace
+    :return: the function
+    """
+    pairs = _rootrem_pairs(rootrem)
+    try:
+        packages = [p for p in site.getsitepackages() if p]
+    except AttributeError:  # virtualenv's old site module
+        packages = []
+    replacements = []
+    if packages:
+        replacements.append((packages[-1], "site-packages"))
+        replacements.append((os.path.normpath(os.path.join(packages[-1], "..")), "lib"))
+    replacements.extend(pairs)
+
+    def clean_text(text: str) -> str:
+        for old, new in replacements:
+            text = text.replace(old, new)
+        return text
+
+    return clean_text
+
+
+def run_profile(
+    fct: Callable[[], Any],
+    sort: str = "cumulative",
+    rootrem: str | Sequence[Any] | None = None,
+    as_df: bool = False,
+    return_results: bool = False,
+    **kwargs: Any,
+) -> tuple[Any, ...]:
+    """See :func:`profile <..profiling.profile>`."""
+    import cProfile
+
+    check_callable("fct", fct)
+    check_bool("as_df", as_df)
+    check_bool("return_results", return_results)
+    valid_sorts = Stats.sort_arg_dict_default
+    if not isinstance(sort, str) or (
+        sort not in valid_sorts and sort not in {k.value for k in SortKey}
+    ):
+        raise BadValue(f"sort must be one of {sorted(valid_sorts)}, got {sort!r}")
+    clean_text = path_cleaner(rootrem)
+    check_no_profiler_active()
+    pr = cProfile.Profile(**kwargs)
+    pr.enable()
+    try:
+        fct_res = fct()
+    finally:
+        pr.disable()
+    s = StringIO()
+    ps = Stats(pr, stream=s).sort_stats(sort)
+    if as_df:
+        from .render_json import rows_to_dataframe, stats_rows
+
+        res: Any = rows_to_dataframe(stats_rows(ps, clean_text))
+    else:
+        ps.print_stats()
+        res = clean_text(s.getvalue())
+    if return_results:
+        return fct_res, ps, res
+    return ps, res
+
+
+def graph_of(
+    ps: Any, clean_text: Callable[[str], str] | None, verbose: bool
+) -> tuple[ProfileNode, dict[str, ProfileNode]]:
+    """See :func:`profile2graph <..profiling.profile2graph>`."""
+    check_callable("clean_text", clean_text, optional=True)
+    check_bool("verbose", verbose)
+    root, nodes = build_graph(load_profiles(ps), clean_text=clean_text)
+    if verbose:  # the documented verbose: the one print of the library
+        edges = sum(len(n.calls_to) for n in nodes.values())
+        print(f"[profile2graph] {len(nodes)} functions, {edges} calls, root={root.key!r}")
+    return root, nodes
+
+
+def table_of(ps: Any, as_df: bool, clean_text: Callable[[str], str] | None, verbose: bool) -> Any:
+    """See :func:`profile2df <..profiling.profile2df>`."""
+    from .render_json import reference_dataframe, stats_rows
+
+    check_callable("clean_text", clean_text, optional=True)
+    check_bool("as_df", as_df)
+    check_bool("verbose", verbose)
+    rows = stats_rows(ps, clean_text, skip_artifacts=False)
+    if verbose:
+        print(f"[profile2df] {len(rows)} rows")
+    return reference_dataframe(rows) if as_df else rows
+
+
+def as_root(graph: Any) -> ProfileNode:
+    """``graph`` if it is a node, else the root of the graph of what
+    :func:`profile2graph <..profiling.profile2graph>` accepts.
+
+    :param graph: a node, statistics, a path or a list of them
+    :return: a node
+    """
+    if isinstance(graph, ProfileNode):
+        return graph
+    return build_graph(load_profiles(graph, "graph"))[0]

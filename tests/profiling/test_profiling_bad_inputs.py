@@ -1,0 +1,87 @@
+"""Bad arguments of the profiling library, one table: each raises an error of the
+family naming the parameter (a TypeError or ValueError too), never a raw
+AttributeError from deep inside."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers import DATA
+
+from onnxrt_backend_dev.monitoring import profiling
+from onnxrt_backend_dev.monitoring._errors import BadType, BadValue, MonitoringError
+
+# Any: the table passes wrong types on purpose.
+P: Any = profiling
+PROF = os.path.join(DATA, "cprofile.prof")
+
+
+def _root() -> Any:  # Any: the table calls bad arguments
+    return profiling.profile2graph(PROF)[0]
+
+
+CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
+    ("p2g clean_text", lambda: P.profile2graph(PROF, clean_text=5), BadType, "clean_text"),
+    ("p2g verbose", lambda: P.profile2graph(PROF, verbose="no"), BadType, "verbose"),
+    ("profile2df clean_text", lambda: P.profile2df(PROF, clean_text=5), BadType, "clean_text"),
+    ("profile2df as_df", lambda: P.profile2df(PROF, as_df="no"), BadType, "as_df"),
+    ("as_dict filter_node", lambda: _root().as_dict(filter_node=5), BadType, "filter_node"),
+    ("to_text filter_node", lambda: _root().to_text(filter_node="x"), BadType, "filter_node"),
+    ("to_json filter_node", lambda: _root().to_json(filter_node=5), BadType, "filter_node"),
+    ("to_html title", lambda: P.to_html(PROF, title=None), BadType, "title"),
+    ("to_html tree title", lambda: P.to_html(PROF, title=5, view="tree"), BadType, "title"),
+    ("to_html filter_node", lambda: P.to_html(PROF, filter_node=5), BadType, "filter_node"),
+    ("tree filter_node", lambda: P.to_tree_text(PROF, filter_node=5), BadType, "filter_node"),
+    ("call_tree filter_node", lambda: P.call_tree(PROF, filter_node=5), BadType, "filter_node"),
+    ("profile rootrem int", lambda: P.profile(lambda: 1, rootrem=5), BadType, "rootrem"),
+    ("profile rootrem element", lambda: P.profile(lambda: 1, rootrem=[3]), BadType, "rootrem"),
+    ("profile fct", lambda: P.profile(5), BadType, "fct"),
+    ("profile as_df", lambda: P.profile(lambda: 1, as_df="no"), BadType, "as_df"),
+    ("return_results", lambda: P.profile(lambda: 1, return_results=1), BadType, "return_results"),
+    ("profile sort", lambda: P.profile(lambda: 1, sort=5), BadValue, "sort"),
+    ("export fmt", lambda: P.export(PROF, fmt="nope"), BadValue, "fmt"),
+    ("export prof", lambda: P.export(PROF, fmt="prof"), BadValue, "fmt"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "name"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_a_bad_argument_names_itself(
+    call: Callable[[], Any], error: type[Exception], name: str
+) -> None:
+    # WHEN called with a bad argument THEN an error of the family naming it
+    with pytest.raises(error) as info:
+        call()
+    assert isinstance(info.value, MonitoringError)
+    assert str(info.value).startswith(name + " "), str(info.value)
+
+
+def test_the_model_imports_no_renderer_yet_keeps_its_methods() -> None:
+    # GIVEN the model module's source THEN it imports nothing of the pipeline after it
+    import ast
+    import inspect
+
+    from onnxrt_backend_dev.monitoring._profiling import model
+
+    imported = {
+        node.module
+        for node in ast.walk(ast.parse(inspect.getsource(model)))
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert imported <= {
+        "__future__",
+        "collections.abc",
+        "contextlib",
+        "pstats",
+        "typing",
+        "_stacks.frames",
+    }
+    # and its reference methods render through the installed hook
+    from onnxrt_backend_dev.monitoring._profiling import reference
+
+    root = _root()
+    assert "fct4" in root.to_text() and root.to_text() == reference.to_text(root)
