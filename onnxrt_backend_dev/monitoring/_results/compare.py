@@ -136,15 +136,15 @@ class ResultComparison:
         return sorted(self.changes, key=lambda c: (not c.significant, not c.tested, -c.impact))
 
     def regressions(self, above: float) -> list[Change]:
-        """Significant changes for the worse larger than ``above`` (0.05 for 5 %).
+        """Significant changes for the worse larger than ``above`` (0.05 for 5 %). A
+        function's share also rises when *another* function gets faster; so a share
+        counts only when the function's own median time grew beyond ``above`` too.
 
         :param above: the threshold, a fraction
         :return: the changes, ordered
         """
         check_number("above", above, minimum=0)
-        return [
-            c for c in self.ordered() if c.significant and c.change is not None and c.change > above
-        ]
+        return [c for c in self.ordered() if _is_regression(c, above)]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the settings, the notes and one entry per change, ordered."""
@@ -160,6 +160,14 @@ class ResultComparison:
             "notes": list(self.notes),
             "entries": [c.to_dict() for c in self.ordered()],
         }
+
+
+def _is_regression(c: Change, above: float) -> bool:
+    if not c.significant or c.change is None or c.change <= above:
+        return False
+    if c.figure == "share":
+        return c.b.get("time", 0.0) > c.a.get("time", 0.0) * (1 + above)
+    return True
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

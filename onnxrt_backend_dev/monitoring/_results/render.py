@@ -117,7 +117,7 @@ _STYLE = """
 body{font:13px system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;width:100%}
 th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
-td.what{text-align:left;white-space:normal;font-family:monospace}
+td.what,th.what{text-align:left;white-space:normal;font-family:monospace}
 th{background:#f3f3f3;position:sticky;top:0}
 tr.worse td.chg{background:#f8c9c4;font-weight:bold}
 tr.better td.chg{background:#c8ecc9;font-weight:bold}
@@ -167,7 +167,7 @@ def to_html(cmp: ResultComparison, top: int = 500) -> str:
         "<span style='background:#c8ecc9'>significantly better</span>"
         "<span style='color:#888'>not tested</span> uncoloured: no significant change</p>"
         "<table><tr><th>change (B/A - 1)</th><th>significant</th><th>p (Holm)</th>"
-        "<th>A</th><th>B</th><th>what</th></tr>"
+        "<th>A</th><th>B</th><th class='what'>what</th></tr>"
         + "".join(_row(c) for c in shown)
         + f"</table>{more}</body></html>\n"
     )

@@ -331,6 +331,7 @@ def compare_programs(
     cwd: str | None = None,
     alpha: float = 0.05,
     on_run: Callable[[int, int], None] | None = None,
+    min_share: float | None = None,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Runs two programs interleaved (A B A B ...) and compares them: wall time, and for
     Python programs each function's share of the run (cProfile) and the memory peak.
@@ -343,21 +344,25 @@ def compare_programs(
     :param cwd: the folder they run in
     :param alpha: significance level (Holm-corrected across functions)
     :param on_run: called with (round, program index) after each run
+    :param min_share: functions under this share on both sides are not tested (the
+        comparison's default when None)
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
     """
-    from .compare import compare_results
+    from .compare import MIN_SHARE, compare_results
     from .store import make_result
 
     programs = [parse_program(a), parse_program(b)]
     if programs[0].profiled != programs[1].profiled:
         from .._errors import BadValue
 
-        raise BadValue("--a and --b must both be Python programs, or both other commands")
+        raise BadValue("a and b must both be Python programs, or both other commands")
     runs = run_interleaved(programs, repeat, timeout, max_time, cwd, on_run=on_run)
     docs = []
     for program, side in zip(programs, runs.runs, strict=True):
         kind, data = side_result(side, program)
         docs.append(make_result(kind, data, ["compare", *program.command]))
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
-    return compare_results(docs[0], docs[1], names, alpha=alpha), docs[0], docs[1]
+    share = MIN_SHARE if min_share is None else min_share
+    cmp = compare_results(docs[0], docs[1], names, alpha=alpha, min_share=share)
+    return cmp, docs[0], docs[1]

@@ -76,6 +76,7 @@ def save_result(path: str | os.PathLike[str], doc: Mapping[str, Any], force: boo
     folder = os.path.dirname(os.path.abspath(name))
     fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=folder)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a result is not
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.write("\n")
@@ -85,6 +86,12 @@ def save_result(path: str | os.PathLike[str], doc: Mapping[str, Any], force: boo
             os.remove(tmp)
         raise
     return name
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: put it back at once
+    os.umask(mask)
+    return mask
 
 
 def parse_result(text: str | bytes, source: str = "<string>") -> dict[str, Any]:
