@@ -123,6 +123,13 @@ class CompareCommand:
             metavar="SECONDS",
             help=f"with --a/--b: kill a run after this many seconds ({_DEFAULT_TIMEOUT:g})",
         )
+        parser.add_argument(
+            "--timer",
+            choices=("cpu", "wall"),
+            default="cpu",
+            help="with --a/--b: cProfile's clock, the thread's CPU time (default: another "
+            "process's use of the machine is not counted) or the wall clock",
+        )
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")
         parser.add_argument(
@@ -211,7 +218,7 @@ class CompareCommand:
 
         cmp, doc_a, doc_b = compare_programs(
             args.a, args.b, args.repeat, args.timeout, args.max_time, alpha=args.alpha,
-            on_run=progress, min_share=args.min_share_value,
+            on_run=progress, min_share=args.min_share_value, timer=args.timer,
         )  # fmt: skip
         if live:
             err.write("\n")

@@ -10,6 +10,7 @@ written atomically, with a fallback file when the write fails after the work.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -104,15 +105,18 @@ def save_memory(args: argparse.Namespace, result: Any) -> None:
     write_saved(args, "memory", memory_data([memory_run(result)]))
 
 
-def save_profile(args: argparse.Namespace, stats: Mapping[Any, Any], wall: float) -> None:
+def save_profile(args: argparse.Namespace, profile: Any, wall: float | None = None) -> None:
     """``--save`` of ``profile``: one run's figures per function.
 
     :param args: the parsed arguments
-    :param stats: ``pstats.Stats(...).stats``
-    :param wall: the run's seconds
+    :param profile: a ``pstats.Stats``, or its ``stats`` dictionary
+    :param wall: the run's seconds, the profiled seconds (the sum of own times) if None
     """
     if getattr(args, "save", None) is None:
         return
     from .._results.payloads import profile_data
 
+    stats: Mapping[Any, Any] = getattr(profile, "stats", profile)
+    if wall is None:
+        wall = math.fsum(float(figures[2]) for figures in stats.values())
     write_saved(args, "profile", profile_data([(stats, max(wall, 1e-9))]))

@@ -378,6 +378,12 @@ def _function_change(
 
 
 def _profile(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> list[Change]:
+    timers = (da.get("timer", "wall"), db.get("timer", "wall"))
+    if timers[0] != timers[1]:
+        raise ResultFormatError(
+            f"A was profiled with the {timers[0]} clock, B with the {timers[1]} clock: "
+            "their times are not comparable"
+        )
     sa, sb = _Side(da), _Side(db)
     if sa.n < 2 or sb.n < 2:
         settings.judged = False

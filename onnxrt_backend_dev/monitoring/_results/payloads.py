@@ -119,6 +119,7 @@ def profile_data(
     runs: Sequence[tuple[Mapping[Any, Any], float]],
     memory: Sequence[Mapping[tuple[str, int, str], float]] | None = None,
     main: str | None = None,
+    timer: str = "wall",
 ) -> dict[str, Any]:
     """The payload of a profile result from cProfile's stats dictionaries.
 
@@ -128,6 +129,8 @@ def profile_data(
     :param memory: per run, bytes of growth per function, when measured
     :param main: the file of the program's script, matched with the other side's script
         when two profiles are compared
+    :param timer: cProfile's clock, ``wall`` (its default) or ``cpu`` (the thread's CPU
+        time); two profiles of different clocks are not compared
     :return: the payload, checked
     """
     index: dict[tuple[str, int, str], int] = {}
@@ -141,6 +144,7 @@ def profile_data(
     ]
     data: dict[str, Any] = {
         "profiler": "cprofile",
+        "timer": timer,
         "functions": [list(k) for k in index],
         "runs": out_runs,
     }

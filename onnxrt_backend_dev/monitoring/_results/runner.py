@@ -26,7 +26,7 @@ from typing import Any
 
 from .._errors import MonitoringError
 from .._profiling.load import read_profile_file
-from .._validate import check_int, check_number
+from .._validate import check_choice, check_int, check_number
 from .payloads import memory_data, profile_data, report_data, timing_data, timing_series
 
 # Run in the child: profiles the program, writes its stats and its wall time even when it
@@ -45,11 +45,15 @@ def maxrss():
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == "darwin" else rss * 1024
 begin = maxrss()
-out, how, target = sys.argv[1], sys.argv[2], sys.argv[3]
-sys.argv = [target, *sys.argv[4:]]
+out, timer, how, target = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+sys.argv = [target, *sys.argv[5:]]
 if how == "path":
     sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-prof = cProfile.Profile()
+if timer == "cpu":
+    # The thread's CPU time: what a busy machine's preemption does not inflate.
+    prof = cProfile.Profile(getattr(time, "thread_time", time.process_time))
+else:
+    prof = cProfile.Profile()
 code = 0
 start = time.perf_counter()
 prof.enable()
@@ -75,6 +79,8 @@ with open(out + ".json", "w") as f:
 sys.exit(code)
 """
 
+# cProfile's clocks: the thread's CPU time, or the wall clock (cProfile's default).
+TIMERS = ("cpu", "wall")
 # Seconds a killed run's process group has to end after SIGTERM before SIGKILL.
 _KILL_GRACE = 1.0
 # Characters of a failed run's standard error kept for the message.
@@ -108,11 +114,15 @@ class Program:
         """Whether runs are profiled (a Python program)."""
         return self.python is not None
 
-    def argv(self, out: str) -> list[str]:
-        """The command line of one run, writing into ``out`` when profiled."""
+    def argv(self, out: str, timer: str = "cpu") -> list[str]:
+        """The command line of one run, writing into ``out`` when profiled.
+
+        :param out: the start of the names of the run's files
+        :param timer: cProfile's clock, ``cpu`` (the thread's CPU time) or ``wall``
+        """
         if self.python is None:
             return list(self.command)
-        return [self.python, "-c", _BOOT, out, self.how, self.target, *self.args]
+        return [self.python, "-c", _BOOT, out, timer, self.how, self.target, *self.args]
 
 
 def _is_python(word: str) -> bool:
@@ -189,13 +199,16 @@ def _tail(path: str) -> str:
     return last[-_STDERR_TAIL:]
 
 
-def run_once(program: Program, folder: str, timeout: float, cwd: str | None = None) -> Run:
+def run_once(
+    program: Program, folder: str, timeout: float, cwd: str | None = None, timer: str = "cpu"
+) -> Run:
     """Runs the program once in a child process.
 
     :param program: what to run
     :param folder: a folder for the run's files
     :param timeout: seconds before the run is killed
     :param cwd: the folder it runs in
+    :param timer: cProfile's clock (see :data:`TIMERS`)
     :return: the run
     :raises RunFailed: it exited with an error or ran past ``timeout``
     """
@@ -204,7 +217,7 @@ def run_once(program: Program, folder: str, timeout: float, cwd: str | None = No
     start = time.perf_counter()
     with open(errors, "wb") as err:
         proc = subprocess.Popen(
-            program.argv(out),
+            program.argv(out, timer),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -252,6 +265,7 @@ def run_interleaved(
     cwd: str | None = None,
     into: Runs | None = None,
     on_run: Callable[[int, int], None] | None = None,
+    timer: str = "cpu",
 ) -> Runs:
     """Runs each program ``repeat`` times, in rounds of one run of each (A B A B ...), so
     that a drift of the machine weighs on all of them alike.
@@ -264,10 +278,12 @@ def run_interleaved(
     :param cwd: the folder they run in
     :param into: filled run by run, for a caller that reports what was done when stopped
     :param on_run: called with (round, program index) after each run
+    :param timer: cProfile's clock (see :data:`TIMERS`)
     :return: the runs
     :raises RunFailed: a run failed
     """
     check_int("repeat", repeat, 1)
+    check_choice("timer", timer, TIMERS)
     check_number("timeout", timeout, above=0)
     if max_time is not None:
         check_number("max_time", max_time, above=0)
@@ -278,7 +294,7 @@ def run_interleaved(
             if max_time is not None and r >= 2 and time.monotonic() - start >= max_time:
                 break
             for i, program in enumerate(programs):
-                runs.runs[i].append(run_once(program, folder, timeout, cwd))
+                runs.runs[i].append(run_once(program, folder, timeout, cwd, timer))
                 for name in os.listdir(folder):  # one run's files at a time on disk
                     os.remove(os.path.join(folder, name))
                 if on_run is not None:
@@ -286,11 +302,14 @@ def run_interleaved(
     return runs
 
 
-def profile_result_data(runs: Sequence[Run], program: Program | None = None) -> dict[str, Any]:
+def profile_result_data(
+    runs: Sequence[Run], program: Program | None = None, timer: str = "cpu"
+) -> dict[str, Any]:
     """The payload of a profile result from profiled runs (see :func:`profile_data`).
 
     :param runs: runs of one program, all profiled
     :param program: the program, whose script is recorded as ``main``
+    :param timer: the clock the runs were profiled with
     :return: the payload
     :raises BadValue: a run was not profiled
     """
@@ -301,21 +320,24 @@ def profile_result_data(runs: Sequence[Run], program: Program | None = None) -> 
     main = None
     if program is not None and program.profiled and program.how == "path":
         main = program.target  # runpy names the script's code by the path as given
-    return profile_data([(run.stats or {}, run.wall) for run in runs], main=main)
+    return profile_data([(run.stats or {}, run.wall) for run in runs], main=main, timer=timer)
 
 
-def side_result(runs: Sequence[Run], program: Program) -> tuple[str, dict[str, Any]]:
+def side_result(
+    runs: Sequence[Run], program: Program, timer: str = "cpu"
+) -> tuple[str, dict[str, Any]]:
     """The kind and payload of one program's runs: a report of its profile (wall time
     included) and its memory peaks when profiled, a timing of its wall time otherwise.
 
     :param runs: the program's runs
     :param program: the program
+    :param timer: the clock the runs were profiled with
     :return: ``(kind, data)``
     """
     if not program.profiled:
         name = shlex.join(program.command)
         return "timing", timing_data([timing_series(name, [r.wall for r in runs], [1] * len(runs))])
-    profile = profile_result_data(runs, program)
+    profile = profile_result_data(runs, program, timer)
     if any(r.peak is None or r.begin is None for r in runs):
         return "report", report_data(profile=profile)
     memory = memory_data([{"cpu": {"peak": r.peak or 0.0, "begin": r.begin or 0.0}} for r in runs])
@@ -332,6 +354,7 @@ def compare_programs(
     alpha: float = 0.05,
     on_run: Callable[[int, int], None] | None = None,
     min_share: float | None = None,
+    timer: str = "cpu",
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Runs two programs interleaved (A B A B ...) and compares them: wall time, and for
     Python programs each function's share of the run (cProfile) and the memory peak.
@@ -346,6 +369,9 @@ def compare_programs(
     :param on_run: called with (round, program index) after each run
     :param min_share: functions under this share on both sides are not tested (the
         comparison's default when None)
+    :param timer: cProfile's clock: ``cpu``, the thread's CPU time (the default: the time
+        another process takes from the program on a busy machine is not counted, and a
+        function's share varies 3 to 8 times less from run to run), or ``wall``
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
     """
@@ -357,10 +383,10 @@ def compare_programs(
         from .._errors import BadValue
 
         raise BadValue("a and b must both be Python programs, or both other commands")
-    runs = run_interleaved(programs, repeat, timeout, max_time, cwd, on_run=on_run)
+    runs = run_interleaved(programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer)
     docs = []
     for program, side in zip(programs, runs.runs, strict=True):
-        kind, data = side_result(side, program)
+        kind, data = side_result(side, program, timer)
         docs.append(make_result(kind, data, ["compare", *program.command]))
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
     share = MIN_SHARE if min_share is None else min_share

@@ -16,7 +16,8 @@ spread of every side:
 * ``profile``: ``{"profiler": "cprofile", "functions": [[file, line, name], ...],
   "runs": [{"wall", "own": [...], "cumulative": [...], "calls": [...]} per run]}``, the
   lists aligned with ``functions`` (seconds, counts), optionally ``"memory"`` (bytes of
-  growth per function);
+  growth per function), ``"main"`` (the program's script, matched with the other side's)
+  and ``"timer"`` (``wall``, the default, or ``cpu``: the clock cProfile read);
 * ``report``: ``{"timing": ..., "memory": ..., "profile": ...}``, one or more of them.
 
 :func:`check_result` checks a loaded document and raises :class:`ResultFormatError`
@@ -35,6 +36,7 @@ SCHEMA = "onnxrt-monitoring-result"
 VERSION = 1
 KINDS = ("timing", "memory", "profile", "report")
 PROFILERS = ("cprofile",)
+TIMERS = ("wall", "cpu")
 _TOP_KEYS = ("schema", "version", "kind", "created", "command", "environment", "data")
 
 
@@ -138,6 +140,8 @@ def check_profile(where: str, data: Any) -> None:
     functions = _list(f"{where}.functions", data.get("functions"))
     for i, f in enumerate(functions):
         _check_function(f"{where}.functions[{i}]", f)
+    if data.get("timer", "wall") not in TIMERS:
+        raise _fail(f"{where}.timer", f"one of {', '.join(TIMERS)}", data.get("timer"))
     if "main" in data and not isinstance(data["main"], str):
         raise _fail(f"{where}.main", "a str", data["main"])
     runs = _list(f"{where}.runs", data.get("runs"), least=1)
