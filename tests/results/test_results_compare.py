@@ -141,3 +141,32 @@ def test_bad_settings(option: str, value: float) -> None:
     settings: dict[str, float] = {option: value}
     with pytest.raises(BadValue, match=option):
         compare_results(timing_doc(1e-3), timing_doc(1e-3), ("A", "B"), **settings)
+
+
+def test_small_sample_test_is_compare_samples() -> None:
+    # GIVEN random samples, some with ties (rounded)
+    import random
+
+    from onnxrt_backend_dev.monitoring._results.compare import small_sample_test
+    from onnxrt_backend_dev.monitoring._timing.stats import compare_samples
+
+    rng = random.Random(5)
+    for _ in range(100):
+        n, m = rng.randint(2, 30), rng.randint(2, 30)
+        xs = [round(rng.lognormvariate(0, 0.1), rng.choice([2, 6])) + 0.01 for _ in range(n)]
+        ys = [round(rng.lognormvariate(0.05, 0.1), rng.choice([2, 6])) + 0.01 for _ in range(m)]
+        # WHEN tested both ways THEN the same change, interval and p-value
+        ref = compare_samples(xs, ys, 0.95, 0.05)
+        change, low, high, p = small_sample_test(xs, ys, 0.95)
+        assert change == pytest.approx(1 / ref.speedup - 1, abs=1e-12)
+        assert low == pytest.approx(1 / ref.ci_high - 1, abs=1e-12)
+        assert high == pytest.approx(1 / ref.ci_low - 1, abs=1e-12)
+        assert p == pytest.approx(ref.p_value, abs=1e-12)
+
+
+def test_weighted_holm() -> None:
+    # GIVEN two p-values, the first of a heavy hypothesis
+    # WHEN weighted 9:1 THEN the heavy one is tested at 0.9 alpha, the light one after it
+    assert holm([0.01, 0.04], [9.0, 1.0]) == pytest.approx([0.01 / 0.9, 0.04])
+    # AND equal weights are the classic method
+    assert holm([0.01, 0.04, 0.03], [2.0, 2.0, 2.0]) == pytest.approx(holm([0.01, 0.04, 0.03]))

@@ -12,8 +12,12 @@
   with Holm's step-down method, which bounds the chance of *any* false alarm (the
   family-wise error) at ``alpha`` whatever the dependence between the tests. Shares are
   dependent (they sum to 1), which Benjamini-Hochberg's false discovery rate does not
-  cover in general, and a CI gate wants "no false alarm" more than "few". The run's wall
-  time is tested on its own, outside the family.
+  cover in general, and a CI gate wants "no false alarm" more than "few". Holm's method
+  is weighted by each function's share (the mean of A's and B's, blind to which side is
+  which): a function holding 5 % of the run is tested at about 5 % of ``alpha`` rather
+  than ``alpha`` / 200, so the functions that matter keep their power and the hundreds of
+  small ones cost it little. The run's wall time is tested on its own, outside the
+  family.
 
 A positive ``change`` is always "B is worse" (more time, a larger share, a higher peak);
 ``ci_low``/``ci_high`` bound it at ``confidence`` (per function, not corrected). With a
@@ -23,7 +27,10 @@ cannot judge significance.
 
 from __future__ import annotations
 
+import bisect
 import math
+import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +40,9 @@ from .._timing.stats import Comparison, compare_samples
 from .._validate import check_number
 
 CORRECTION = "holm"
+_NORMAL = statistics.NormalDist()
+# Up to this many pairwise differences, one sort of them all is the faster way.
+_SMALL_PRODUCT = 2500
 # Below this many runs a side, Mann-Whitney's normal approximation is rough.
 FEW_RUNS = 8
 # Functions below this share of the run on both sides are shown, not tested: their
@@ -170,19 +180,26 @@ def _is_regression(c: Change, above: float) -> bool:
     return True
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given).
+def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given), weighted as Holm (1979)
+    allows: hypothesis ``i`` is tested at ``alpha * w_i / (sum of the weights left)``.
+    The family-wise error stays at most ``alpha`` for any positive weights chosen without
+    looking at the differences; equal weights give the classic method.
 
     :param p_values: the raw p-values of one family
+    :param weights: positive weights, all 1 when None
     :return: adjusted p-values, ``p_adj < alpha`` rejecting at family-wise level ``alpha``
     """
     m = len(p_values)
-    order = sorted(range(m), key=p_values.__getitem__)
+    w = [1.0] * m if weights is None else [float(x) for x in weights]
+    order = sorted(range(m), key=lambda i: p_values[i] / w[i])
     adjusted = [1.0] * m
+    remaining = math.fsum(w)
     running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
+    for i in order:
+        running = max(running, min(1.0, p_values[i] * remaining / w[i]))
         adjusted[i] = running
+        remaining = max(remaining - w[i], 0.0)
     return adjusted
 
 
@@ -199,12 +216,54 @@ def _ratio_change(a: float, b: float) -> float | None:
     return b / a - 1 if a > 0 else None
 
 
+def small_sample_test(
+    xs: Sequence[float], ys: Sequence[float], confidence: float
+) -> tuple[float, float, float, float]:
+    """What ``compare_samples`` computes (Mann-Whitney's p-value with its tie and
+    continuity corrections, the Hodges-Lehmann ratio and its interval), from one sorted
+    list of the ``n m`` log differences: for the few runs of a profile (400 differences
+    at 20 a side) this is much faster than its selection, made for 10,000 batches, and
+    a profile of 20,000 functions may run 20,000 tests.
+
+    :param xs: positive figures of A
+    :param ys: positive figures of B
+    :param confidence: level of the interval
+    :return: ``(B / A - 1, low, high, p-value)``
+    """
+    n, m = len(xs), len(ys)
+    la = [math.log(x) for x in xs]
+    lb = [math.log(y) for y in ys]
+    diffs = sorted([a - b for a in la for b in lb])
+    nm = n * m
+    # Mann-Whitney's U of A: pairs where A is larger, ties counted half.
+    below, upto = bisect.bisect_left(diffs, 0.0), bisect.bisect_right(diffs, 0.0)
+    u_a = nm - upto + 0.5 * (upto - below)
+    ties = sum(c**3 - c for c in Counter([*xs, *ys]).values())
+    total = n + m
+    var = n * m / 12.0 * ((total + 1) - ties / (total * (total - 1)))
+    if var <= 0:
+        p = 1.0
+    else:
+        z = (abs(u_a - nm / 2.0) - 0.5) / math.sqrt(var)
+        p = min(1.0, 2.0 * _NORMAL.cdf(-max(z, 0.0)))
+    q = _NORMAL.inv_cdf(0.5 + confidence / 2.0)
+    k = math.floor(nm / 2.0 - q * math.sqrt(n * m * (n + m + 1) / 12.0))
+    k = min(max(k, 0), (nm - 1) // 2)
+    median = diffs[nm // 2] if nm % 2 else (diffs[nm // 2 - 1] + diffs[nm // 2]) / 2
+    # diffs are log(A / B): B / A - 1 is exp(-d) - 1, and the bounds swap.
+    return math.exp(-median) - 1, math.exp(-diffs[nm - 1 - k]) - 1, math.exp(-diffs[k]) - 1, p
+
+
 def _tested(
     base: Change, xs: Sequence[float], ys: Sequence[float], confidence: float, alpha: float
 ) -> Change:
-    cmp = compare_samples(xs, ys, confidence, alpha)
-    change, low, high = _relative(cmp)
-    return _replace(base, change=change, ci_low=low, ci_high=high, p_value=cmp.p_value, tested=True)
+    if len(xs) * len(ys) <= _SMALL_PRODUCT:
+        change, low, high, p = small_sample_test(xs, ys, confidence)
+    else:
+        cmp = compare_samples(xs, ys, confidence, alpha)
+        change, low, high = _relative(cmp)
+        p = cmp.p_value
+    return _replace(base, change=change, ci_low=low, ci_high=high, p_value=p, tested=True)
 
 
 def _replace(entry: Change, **fields: Any) -> Change:
@@ -213,10 +272,15 @@ def _replace(entry: Change, **fields: Any) -> Change:
     return Change(**values)
 
 
-def _family(changes: list[Change], alpha: float) -> list[Change]:
-    """Corrects the tested changes of one family with Holm's method."""
+def _family(changes: list[Change], alpha: float, weighted: bool = False) -> list[Change]:
+    """Corrects the tested changes of one family with Holm's method; ``weighted``: each
+    function weighs its share of the run, the mean of A's and B's (which does not depend
+    on which side is which), so that the time that matters gets the power."""
     tested = [i for i, c in enumerate(changes) if c.tested and c.p_value is not None]
-    adjusted = holm([changes[i].p_value or 0.0 for i in tested])
+    weights = None
+    if weighted:
+        weights = [(changes[i].a["share"] + changes[i].b["share"]) / 2 or 1e-12 for i in tested]
+    adjusted = holm([changes[i].p_value or 0.0 for i in tested], weights)
     for i, p in zip(tested, adjusted, strict=True):
         changes[i] = _replace(changes[i], p_adjusted=p, significant=p < alpha)
     return changes
@@ -272,6 +336,8 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -
 
 
 def _median(xs: Sequence[float]) -> float:
+    if len(xs) == 1:
+        return float(xs[0])
     s = sorted(xs)
     n = len(s)
     return 0.0 if not n else (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
@@ -395,12 +461,14 @@ def _profile(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) 
     )  # fmt: skip
     changes = [_compare_figure(wall, sa.walls, sb.walls, settings)]
     keys = list(sa.keys) + [k for k in sb.keys if k not in sa.index]
-    functions = _family([_function_change(k, sa, sb, settings) for k in keys], settings.alpha)
+    functions = [_function_change(k, sa, sb, settings) for k in keys]
+    functions = _family(functions, settings.alpha, weighted=True)
     tested = sum(c.tested for c in functions)
     if settings.judged:
         settings.notes.append(
             f"{tested} of {len(functions)} functions tested (share >= {settings.min_share:.1%}"
-            f" in every run); Holm-corrected at alpha {settings.alpha:g}"
+            f", time in every run); Holm-corrected at alpha {settings.alpha:g}, each "
+            "function weighted by its share"
         )
     return changes + functions
 
@@ -469,7 +537,7 @@ def _add_run_notes(settings: _Settings, runs: tuple[int, int]) -> None:
         settings.notes.insert(
             0,
             f"runs: {runs[0]} in A, {runs[1]} in B: with a single run on a side, "
-            "significance cannot be judged (repeat the runs: profile --repeat N)",
+            "significance cannot be judged (compare --a/--b runs each side --repeat times)",
         )
     elif min(runs) < FEW_RUNS:
         settings.notes.insert(

@@ -110,7 +110,12 @@ def to_json(cmp: ResultComparison, regressions: list[Change] | None = None) -> s
     }
     if regressions is not None:
         doc["regressions"] = [label(c) for c in regressions]
-    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    # One entry a line: readable, and written by json's C encoder (indent= is pure Python,
+    # ten times slower on 20,000 functions).
+    entries = doc.pop("entries")
+    head = json.dumps(doc, allow_nan=False)[:-1]
+    rows = ",\n".join(json.dumps(e, allow_nan=False) for e in entries)
+    return head + ', "entries": [\n' + rows + "\n]}\n"
 
 
 _STYLE = """

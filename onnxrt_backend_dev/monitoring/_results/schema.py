@@ -76,9 +76,24 @@ def _dict(where: str, value: Any) -> dict[str, Any]:
     return value
 
 
+def _all_good(values: list[Any], positive: bool) -> bool:
+    """Whether every value is a finite number in bounds, at C speed (map, min, max): a
+    20-run 20,000-function profile holds over a million of them."""
+    if not values:
+        return True
+    if not set(map(type, values)) <= {float, int}:  # bool is its own type: refused
+        return False
+    if any(map(math.isnan, values)):
+        return False
+    low, high = min(values), max(values)
+    return (low > 0 if positive else low >= 0) and high < math.inf
+
+
 def _numbers(where: str, values: Any, length: int | None, positive: bool = False) -> None:
     values = _list(where, values, length)
-    for i, x in enumerate(values):
+    if _all_good(values, positive):
+        return
+    for i, x in enumerate(values):  # find the first bad one, for the message
         # The fast path: most figures are plain floats.
         if type(x) is float and (x > 0 if positive else x >= 0) and x != math.inf:
             continue
