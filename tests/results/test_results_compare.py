@@ -170,3 +170,16 @@ def test_weighted_holm() -> None:
     assert holm([0.01, 0.04], [9.0, 1.0]) == pytest.approx([0.01 / 0.9, 0.04])
     # AND equal weights are the classic method
     assert holm([0.01, 0.04, 0.03], [2.0, 2.0, 2.0]) == pytest.approx(holm([0.01, 0.04, 0.03]))
+
+
+def test_wall_time_is_tested_on_its_own() -> None:
+    # GIVEN B's runs 30 % longer (every function slower alike: no share moves)
+    a = profile_doc(20, seed=1)
+    b = profile_doc(20, seed=2)
+    for run in b["data"]["runs"]:
+        run["wall"] *= 1.3
+    # WHEN compared THEN the wall time alone is significant, tested outside the family
+    cmp = compare_results(a, b)
+    wall = next(c for c in cmp.changes if c.figure == "wall")
+    assert wall.significant and wall.p_adjusted == wall.p_value
+    assert cmp.regressions(0.05) == [wall]

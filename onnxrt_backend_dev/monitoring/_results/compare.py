@@ -459,7 +459,7 @@ def _profile(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) 
         {"wall": _mean(sb.walls), "n": float(sb.n)},
         _ratio_change(_mean(sa.walls), _mean(sb.walls)),
     )  # fmt: skip
-    changes = [_compare_figure(wall, sa.walls, sb.walls, settings)]
+    changes = _family([_compare_figure(wall, sa.walls, sb.walls, settings)], settings.alpha)
     keys = list(sa.keys) + [k for k in sb.keys if k not in sa.index]
     functions = [_function_change(k, sa, sb, settings) for k in keys]
     functions = _family(functions, settings.alpha, weighted=True)
