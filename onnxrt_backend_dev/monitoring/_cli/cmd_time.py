@@ -35,6 +35,7 @@ from .._timing.loop import (
 from .._timing.stats import compare_samples, format_comparison, summarize
 from .common import EXIT_USAGE, CommandError
 from .guard import Terminated, terminating_signals
+from .save_result import add_save_options, check_save, save_timing
 
 # A live status is worth it only for long runs.
 _LIVE_STATUS_MIN_SECONDS = 5.0
@@ -203,11 +204,13 @@ class TimeCommand:
         parser.add_argument(
             "-q", "--quiet", action="store_true", help="no live status, no warnings"
         )
+        add_save_options(parser)
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Times the statement and prints the result (or what was measured when stopped
         by a signal)."""
         _option_errors(args)
+        check_save(args)
         setup = "\n".join(args.setup) or None
         # Compiled first: a syntax error is the user's text, not something it raised.
         for stmt in [args.stmt] if args.compare is None else [args.stmt, args.compare]:
@@ -255,6 +258,7 @@ class TimeCommand:
             "calibrated": plan.calibrated,
         }
         self._write(args, res, stopped, out, err)
+        save_timing(args, [(args.stmt, progress.times, progress.sizes, res)])
         return 0 if stopped is None else 128 + stopped
 
     def _write(
@@ -340,6 +344,8 @@ class TimeCommand:
             (name, {**summarize(xs), **numbers, "ttime": sum(xs) * done.number})
             for name, xs in zip((args.stmt, args.compare), samples, strict=True)
         ]
+        save_timing(args, [(n, [x * done.number for x in xs], [done.number] * len(xs), side)
+                           for (n, side), xs in zip(sides, samples, strict=True)])  # fmt: skip
         if args.json:
             stmts = [{"stmt": name, **side} for name, side in sides]
             json.dump({"stmts": stmts, "comparison": cmp.to_dict()}, out, indent=2)
