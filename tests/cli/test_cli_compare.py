@@ -233,3 +233,40 @@ def test_save_profile_and_memory(tmp_path: Path) -> None:
         store.load_result(tmp_path / "m.json", kind="memory")["data"]["channels"]["cpu"][0]["peak"]
         == 3e6
     )
+
+
+def test_time_save_then_compare(tmp_path: Path) -> None:
+    # GIVEN two statements timed with --save (one of them with --compare: two series)
+    a, b = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    assert run_cli("time", "sum(range(50))", "-n", "100", "-r", "5", "-q", "--save", a)[0] == 0
+    argv = ["sum(range(50))", "--compare", "sum(range(60))", "-n", "100", "-r", "5", "-q"]
+    assert run_cli("time", *argv, "--save", b)[0] == 0
+    # THEN the raw batches are saved, and the statement both hold is compared
+    doc = store.load_result(b, kind="timing")
+    assert [s["name"] for s in doc["data"]["series"]] == ["sum(range(50))", "sum(range(60))"]
+    assert doc["data"]["series"][0]["sizes"] == [100] * 5
+    code, out, _ = run_cli("compare", a, b, "--fail-above", "1000%")
+    assert code == 0 and "timing: sum(range(50))" in out
+    # AND --save onto the baseline again is refused before timing
+    code, _, err = run_cli("time", "sum(range(50))", "-n", "100", "-r", "5", "--save", a)
+    assert code == 2 and "exists; add --force" in err
+
+
+def test_profile_and_spy_save(tmp_path: Path) -> None:
+    # GIVEN a script profiled and spied on with --save
+    script = tmp_path / "prog.py"
+    script.write_text("def f():\n    return sum(range(10000))\nf()\n", encoding="utf-8")
+    prof, mem = str(tmp_path / "p.json"), str(tmp_path / "m.json")
+    code, _, err = run_cli("profile", "-q", "--save", prof, "-o", os.devnull, str(script))
+    assert code == 0, err
+    code, _, err = run_cli("spy", "-q", "--save", mem, "--", sys.executable, str(script))
+    assert code == 0, err
+    # THEN a one-run profile and a one-run memory result, compared as "not judged"
+    names = {f[2] for f in store.load_result(prof, kind="profile")["data"]["functions"]}
+    assert "f" in names
+    assert store.load_result(mem, kind="memory")["data"]["channels"]["cpu"][0]["peak"] > 0
+    code, out, _ = run_cli("compare", prof, prof)
+    assert code == 0 and "cannot be judged" in out
+    # AND --save may not be the profiled script itself
+    code, _, err = run_cli("profile", "--save", str(script), "--force", str(script))
+    assert code == 2 and "--save" in err
