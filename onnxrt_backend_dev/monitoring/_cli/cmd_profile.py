@@ -26,6 +26,7 @@ from .program import before_os_exit as _before_os_exit
 from .program import exit_code as _exit_code
 from .program import module_code as _module_code
 from .program import script_code as _script_code
+from .save_result import add_save_options, check_save, save_profile
 
 _EPILOG = (
     "The program runs as __main__ with its own sys.argv, sys.path[0] being its folder "
@@ -340,12 +341,14 @@ class ProfileCommand:
             default=None,
             help="the script to run, or 'show' to render profile files",
         )
+        add_save_options(parser)
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Profiles the program, or renders files with ``show``."""
         if args.target != "show":
             _check_before_running(args)
+            check_save(args, _inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
         if args.module:
@@ -431,6 +434,7 @@ class ProfileCommand:
             failure = None if isinstance(failure, SystemExit) else failure
             with kept.stream(err) as stream:
                 shown = _emit(Stats(pr), args, stream, err)
+            save_profile(args, Stats(pr))
         if isinstance(failure, KeyboardInterrupt):
             raise failure
         if signals.exit_code is not None:

@@ -32,6 +32,7 @@ import time
 from typing import Any, TextIO
 
 from .common import EXIT_USAGE, PLOT_SUFFIXES, CommandError, check_outputs, save_outputs
+from .save_result import add_save_options, check_save, save_memory
 
 _RESET_NOTE = (
     "exact peaks reset the spied process's high-water mark, so its ru_maxrss "
@@ -139,6 +140,7 @@ class SpyCommand:
             metavar="FILE",
             help="with --where: memory flame graph, speedscope (*.json) or collapsed stacks",
         )
+        add_save_options(parser)
         parser.add_argument(
             "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS", help="the command to run"
         )
@@ -277,6 +279,7 @@ class SpyCommand:
             inputs=[*cmd, *([program] if program else [])],
             suffixes={"--plot": PLOT_SUFFIXES},
         )
+        check_save(args, inputs=[*cmd, *([program] if program else [])])
         # Looked up, not imported: with --where, an import here would be measured.
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             from .._optional import require
@@ -324,6 +327,7 @@ class SpyCommand:
 
         writes = [("--json", args.json, write_json), ("--csv", args.csv, write_csv)]
         save_outputs([*writes, ("--plot", args.plot, write_plot)])
+        save_memory(args, result)
 
 
 COMMAND = SpyCommand()

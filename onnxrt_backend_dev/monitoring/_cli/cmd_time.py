@@ -25,6 +25,7 @@ from .._format import format_duration, format_duration_like
 from ..benchmark import CompareProgress, Progress, compare, format_comparison, measure_time
 from .common import EXIT_USAGE, CommandError
 from .guard import Terminated, terminating_signals
+from .save_result import add_save_options, check_save, save_timing
 
 # A live status is worth it only for long runs.
 _LIVE_STATUS_MIN_SECONDS = 5.0
@@ -189,11 +190,13 @@ class TimeCommand:
         parser.add_argument(
             "-q", "--quiet", action="store_true", help="no live status, no warnings"
         )
+        add_save_options(parser)
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Times the statement and prints the result (or what was measured when stopped
         by a signal)."""
         _option_errors(args)
+        check_save(args)
         setup = "\n".join(args.setup) or None
         _compiled(args, setup)
         if args.compare is not None:
@@ -242,6 +245,7 @@ class TimeCommand:
             **({} if stopped is None else {"interrupted": signal.Signals(stopped).name}),
         }
         self._write(args, shown, out, err)
+        save_timing(args, [(args.stmt, progress.kept.times, progress.kept.sizes, res)])
         return 0 if stopped is None else 128 + stopped
 
     def _write(
@@ -301,6 +305,12 @@ class TimeCommand:
             (name, {**side, **numbers})
             for name, side in zip((args.stmt, args.compare), progress.sides(), strict=True)
         ]
+        number = progress.number
+        batches = [
+            (name, [x * number for x in xs], [number] * len(xs), side)
+            for (name, side), xs in zip(sides, progress.paired(), strict=True)
+        ]
+        save_timing(args, batches)
         if args.json:
             stmts = [{"stmt": name, **side} for name, side in sides]
             json.dump({"stmts": stmts, "comparison": cmp.to_dict()}, out, indent=2)

@@ -1,0 +1,555 @@
+"""The comparison of two saved results (A the baseline, B the new one).
+
+* timings: each statement's seconds per execution, Mann-Whitney's test and the exact
+  Hodges-Lehmann interval of the ratio (``_timing.stats.compare_samples``);
+* memory: each channel's peak over the runs, the same test;
+* profiles, **per function**: the figure tested is the function's *share* of its run's
+  own time (own time / the run's total), not its absolute time: the machine's speed moves
+  every function of a run together (absolute own times vary 9-18 % from run to run here,
+  shares 3.5-6 %), and the share cancels that common factor. Each function whose share is
+  at least ``min_share`` on one side and never zero is tested (Mann-Whitney, the
+  Hodges-Lehmann interval of the share ratio); the p-values of that family are corrected
+  with Holm's step-down method, which bounds the chance of *any* false alarm (the
+  family-wise error) at ``alpha`` whatever the dependence between the tests. Shares are
+  dependent (they sum to 1), which Benjamini-Hochberg's false discovery rate does not
+  cover in general, and a CI gate wants "no false alarm" more than "few". Holm's method
+  is weighted by each function's share (the mean of A's and B's, blind to which side is
+  which): a function holding 5 % of the run is tested at about 5 % of ``alpha`` rather
+  than ``alpha`` / 200, so the functions that matter keep their power and the hundreds of
+  small ones cost it little. The run's wall time is tested on its own, outside the
+  family.
+
+A positive ``change`` is always "B is worse" (more time, a larger share, a higher peak);
+``ci_low``/``ci_high`` bound it at ``confidence`` (per function, not corrected). With a
+single run on a side nothing is tested: the figures are shown, and the comparison says it
+cannot judge significance.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ResultFormatError
+from .._timing.stats import Comparison, compare_samples
+from .._validate import check_number
+
+CORRECTION = "holm"
+_NORMAL = statistics.NormalDist()
+# Up to this many pairwise differences, one sort of them all is the faster way.
+_SMALL_PRODUCT = 2500
+# Below this many runs a side, Mann-Whitney's normal approximation is rough.
+FEW_RUNS = 8
+# Functions below this share of the run on both sides are shown, not tested: their
+# timings sit at the clock's resolution and each test costs power to the others.
+MIN_SHARE = 0.001
+
+
+@dataclass(frozen=True)
+class Change:
+    """One compared figure: a function of a profile, a timed statement, a memory channel
+    or the run's wall time.
+
+    :param section: ``timing``, ``memory`` or ``profile``
+    :param function: the function (or statement, channel, ``wall time``)
+    :param file: the function's file, None for other figures
+    :param line: its first line, None for other figures
+    :param figure: what was tested: ``time``, ``peak``, ``share`` or ``wall``
+    :param a: figures of A (means over its runs)
+    :param b: figures of B
+    :param change: relative change of the tested figure, ``B / A - 1`` (None if A is 0)
+    :param ci_low: lower bound of ``change``'s interval, None when not tested
+    :param ci_high: upper bound
+    :param p_value: the test's p-value, None when not tested
+    :param p_adjusted: corrected for the family (Holm), None when not tested
+    :param significant: ``p_adjusted < alpha``
+    :param tested: whether a test was made
+    :param note: why it was not tested, or a remark
+    """
+
+    section: str
+    function: str
+    file: str | None
+    line: int | None
+    figure: str
+    a: dict[str, float]
+    b: dict[str, float]
+    change: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    significant: bool = False
+    tested: bool = False
+    note: str = ""
+
+    @property
+    def impact(self) -> float:
+        """How much it matters, for sorting: share points moved for a function, the
+        relative change otherwise."""
+        if self.figure == "share":
+            return abs(self.b.get("share", 0.0) - self.a.get("share", 0.0))
+        return abs(self.change or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "section": self.section,
+            "function": self.function,
+            "file": self.file,
+            "line": self.line,
+            "figure": self.figure,
+            "a": dict(self.a),
+            "b": dict(self.b),
+            "change": self.change,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "p_value": self.p_value,
+            "p_adjusted": self.p_adjusted,
+            "significant": self.significant,
+            "tested": self.tested,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class ResultComparison:
+    """The comparison of two results.
+
+    :param kind: the results' kind
+    :param names: what to call A and B (their files)
+    :param changes: every compared figure
+    :param judged: False when a side has a single run: nothing could be tested
+    :param notes: what the reader must know (few runs, functions left untested...)
+    :param alpha: the significance level of the corrected tests
+    :param confidence: the level of the intervals
+    :param runs: runs (or batches) on each side
+    """
+
+    kind: str
+    names: tuple[str, str]
+    changes: tuple[Change, ...]
+    judged: bool
+    notes: tuple[str, ...] = ()
+    alpha: float = 0.05
+    confidence: float = 0.95
+    runs: tuple[int, int] = (0, 0)
+    correction: str = field(default=CORRECTION)
+
+    def ordered(self) -> list[Change]:
+        """Significant changes first, then tested ones, each by size (impact)."""
+        return list(self._order)
+
+    @functools.cached_property
+    def _order(self) -> tuple[Change, ...]:
+        # Sorted once: the renderers and the gate all read it (20,000 rows).
+        keyed = [
+            (not c.significant, not c.tested, -c.impact, i) for i, c in enumerate(self.changes)
+        ]
+        keyed.sort()
+        return tuple(self.changes[k[3]] for k in keyed)
+
+    def regressions(self, above: float) -> list[Change]:
+        """Significant changes for the worse larger than ``above`` (0.05 for 5 %). A
+        function's share also rises when *another* function gets faster; so a share
+        counts only when the function's own median time grew beyond ``above`` too.
+
+        :param above: the threshold, a fraction
+        :return: the changes, ordered
+        """
+        check_number("above", above, minimum=0)
+        return [c for c in self.ordered() if _is_regression(c, above)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the settings, the notes and one entry per change, ordered."""
+        return {
+            "kind": self.kind,
+            "a": self.names[0],
+            "b": self.names[1],
+            "judged": self.judged,
+            "runs": list(self.runs),
+            "alpha": self.alpha,
+            "confidence": self.confidence,
+            "correction": self.correction,
+            "notes": list(self.notes),
+            "entries": [c.to_dict() for c in self.ordered()],
+        }
+
+
+def _is_regression(c: Change, above: float) -> bool:
+    if not c.significant or c.change is None or c.change <= above:
+        return False
+    if c.figure == "share":
+        return c.b.get("time", 0.0) > c.a.get("time", 0.0) * (1 + above)
+    return True
+
+
+def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given), weighted as Holm (1979)
+    allows: hypothesis ``i`` is tested at ``alpha * w_i / (sum of the weights left)``.
+    The family-wise error stays at most ``alpha`` for any positive weights chosen without
+    looking at the differences; equal weights give the classic method.
+
+    :param p_values: the raw p-values of one family
+    :param weights: positive weights, all 1 when None
+    :return: adjusted p-values, ``p_adj < alpha`` rejecting at family-wise level ``alpha``
+    """
+    m = len(p_values)
+    w = [1.0] * m if weights is None else [float(x) for x in weights]
+    order = sorted(range(m), key=lambda i: p_values[i] / w[i])
+    adjusted = [1.0] * m
+    remaining = math.fsum(w)
+    running = 0.0
+    for i in order:
+        running = max(running, min(1.0, p_values[i] * remaining / w[i]))
+        adjusted[i] = running
+        remaining = max(remaining - w[i], 0.0)
+    return adjusted
+
+
+def _relative(cmp: Comparison) -> tuple[float, float, float]:
+    """``B / A - 1`` and its interval, from a comparison whose speedup is ``A / B``."""
+    return 1 / cmp.speedup - 1, 1 / cmp.ci_high - 1, 1 / cmp.ci_low - 1
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return math.fsum(xs) / len(xs) if xs else 0.0
+
+
+def _ratio_change(a: float, b: float) -> float | None:
+    return b / a - 1 if a > 0 else None
+
+
+def small_sample_test(
+    xs: Sequence[float], ys: Sequence[float], confidence: float
+) -> tuple[float, float, float, float]:
+    """What ``compare_samples`` computes (Mann-Whitney's p-value with its tie and
+    continuity corrections, the Hodges-Lehmann ratio and its interval), from one sorted
+    list of the ``n m`` log differences: for the few runs of a profile (400 differences
+    at 20 a side) this is much faster than its selection, made for 10,000 batches, and
+    a profile of 20,000 functions may run 20,000 tests.
+
+    :param xs: positive figures of A
+    :param ys: positive figures of B
+    :param confidence: level of the interval
+    :return: ``(B / A - 1, low, high, p-value)``
+    """
+    n, m = len(xs), len(ys)
+    la = [math.log(x) for x in xs]
+    lb = [math.log(y) for y in ys]
+    diffs = sorted([a - b for a in la for b in lb])
+    nm = n * m
+    # Mann-Whitney's U of A: pairs where A is larger, ties counted half.
+    below, upto = bisect.bisect_left(diffs, 0.0), bisect.bisect_right(diffs, 0.0)
+    u_a = nm - upto + 0.5 * (upto - below)
+    ties = sum(c**3 - c for c in Counter([*xs, *ys]).values())
+    total = n + m
+    var = n * m / 12.0 * ((total + 1) - ties / (total * (total - 1)))
+    if var <= 0:
+        p = 1.0
+    else:
+        z = (abs(u_a - nm / 2.0) - 0.5) / math.sqrt(var)
+        p = min(1.0, 2.0 * _NORMAL.cdf(-max(z, 0.0)))
+    q = _NORMAL.inv_cdf(0.5 + confidence / 2.0)
+    k = math.floor(nm / 2.0 - q * math.sqrt(n * m * (n + m + 1) / 12.0))
+    k = min(max(k, 0), (nm - 1) // 2)
+    median = diffs[nm // 2] if nm % 2 else (diffs[nm // 2 - 1] + diffs[nm // 2]) / 2
+    # diffs are log(A / B): B / A - 1 is exp(-d) - 1, and the bounds swap.
+    return math.exp(-median) - 1, math.exp(-diffs[nm - 1 - k]) - 1, math.exp(-diffs[k]) - 1, p
+
+
+def _tested(
+    base: Change, xs: Sequence[float], ys: Sequence[float], confidence: float, alpha: float
+) -> Change:
+    if len(xs) * len(ys) <= _SMALL_PRODUCT:
+        change, low, high, p = small_sample_test(xs, ys, confidence)
+    else:
+        cmp = compare_samples(xs, ys, confidence, alpha)
+        change, low, high = _relative(cmp)
+        p = cmp.p_value
+    return _replace(base, change=change, ci_low=low, ci_high=high, p_value=p, tested=True)
+
+
+def _replace(entry: Change, **fields: Any) -> Change:
+    values = dict(entry.__dict__)
+    values.update(fields)
+    return Change(**values)
+
+
+def _family(changes: list[Change], alpha: float, weighted: bool = False) -> list[Change]:
+    """Corrects the tested changes of one family with Holm's method; ``weighted``: each
+    function weighs its share of the run, the mean of A's and B's (which does not depend
+    on which side is which), so that the time that matters gets the power."""
+    tested = [i for i, c in enumerate(changes) if c.tested and c.p_value is not None]
+    weights = None
+    if weighted:
+        weights = [(changes[i].a["share"] + changes[i].b["share"]) / 2 or 1e-12 for i in tested]
+    adjusted = holm([changes[i].p_value or 0.0 for i in tested], weights)
+    for i, p in zip(tested, adjusted, strict=True):
+        changes[i] = _replace(changes[i], p_adjusted=p, significant=p < alpha)
+    return changes
+
+
+def _samples(series: Mapping[str, Any]) -> list[float]:
+    return [t / n for t, n in zip(series["times"], series["sizes"], strict=True)]
+
+
+def _pair_series(sa: list[dict[str, Any]], sb: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+    """Series of the same name, or the only one of each side."""
+    if len(sa) == 1 and len(sb) == 1:
+        return [(sa[0], sb[0])]
+    by_name = {s["name"]: s for s in sb}
+    return [(s, by_name[s["name"]]) for s in sa if s["name"] in by_name]
+
+
+@dataclass
+class _Settings:
+    confidence: float
+    alpha: float
+    min_share: float
+    notes: list[str] = field(default_factory=list)
+    judged: bool = True
+
+
+def _compare_figure(
+    base: Change, xs: Sequence[float], ys: Sequence[float], settings: _Settings
+) -> Change:
+    """Tests two series of positive figures, or shows them when a side has one."""
+    if len(xs) < 2 or len(ys) < 2:
+        settings.judged = False
+        return _replace(base, note="a single run on a side: significance not judged")
+    if min(min(xs), min(ys)) <= 0:
+        return _replace(base, note="a figure of zero: no ratio to test")
+    return _tested(base, xs, ys, settings.confidence, settings.alpha)
+
+
+def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> list[Change]:
+    pairs = _pair_series(da["series"], db["series"])
+    if not pairs:
+        raise ResultFormatError("the two timings share no statement name")
+    changes = []
+    for sa, sb in pairs:
+        xs, ys = _samples(sa), _samples(sb)
+        a = {"median": _median(xs), "mean": _mean(xs), "n": float(len(xs))}
+        b = {"median": _median(ys), "mean": _mean(ys), "n": float(len(ys))}
+        base = Change(
+            "timing", sb["name"], None, None, "time", a, b, _ratio_change(a["median"], b["median"])
+        )
+        changes.append(_compare_figure(base, xs, ys, settings))
+    return _family(changes, settings.alpha)
+
+
+def _median(xs: Sequence[float]) -> float:
+    if len(xs) == 1:
+        return float(xs[0])
+    s = sorted(xs)
+    n = len(s)
+    return 0.0 if not n else (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
+
+
+def _memory(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> list[Change]:
+    changes = []
+    for name, runs_a in da["channels"].items():
+        runs_b = db["channels"].get(name)
+        if runs_b is None:
+            continue
+        xs = [float(r["peak"]) for r in runs_a]
+        ys = [float(r["peak"]) for r in runs_b]
+        a = {"peak": _mean(xs), "begin": _mean([r["begin"] for r in runs_a]), "n": float(len(xs))}
+        b = {"peak": _mean(ys), "begin": _mean([r["begin"] for r in runs_b]), "n": float(len(ys))}
+        base = Change("memory", name, None, None, "peak", a, b, _ratio_change(a["peak"], b["peak"]))
+        changes.append(_compare_figure(base, xs, ys, settings))
+    if not changes:
+        raise ResultFormatError("the two memory results share no channel")
+    return _family(changes, settings.alpha)
+
+
+def match_keys(functions: Sequence[Sequence[Any]], main: str | None) -> list[tuple[str, str, int]]:
+    """The key matching a function across two profiles: its file (``<main>`` for the
+    program's script, so that ``old.py`` and ``new.py`` match), its name and its rank
+    among the functions of that name in that file by line; not its line, which moves
+    whenever the code above it changes.
+
+    :param functions: ``[file, line, name]`` of one profile
+    :param main: the program's script, None when unknown
+    :return: one key per function, in order
+    """
+    order = sorted(
+        range(len(functions)), key=lambda i: (functions[i][0], functions[i][2], functions[i][1])
+    )
+    keys: list[tuple[str, str, int]] = [("", "", 0)] * len(functions)
+    seen: dict[tuple[str, str], int] = {}
+    for i in order:
+        file, _, name = functions[i]
+        file = "<main>" if main is not None and file == main else file
+        rank = seen.get((file, name), 0)
+        seen[(file, name)] = rank + 1
+        keys[i] = (file, name, rank)
+    return keys
+
+
+class _Side:
+    """One profile's figures per function: columns over the runs."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        runs = data["runs"]
+        self.n = len(runs)
+        self.functions = [(f[0], f[1], f[2]) for f in data["functions"]]
+        self.keys = match_keys(self.functions, data.get("main"))
+        self.index = {k: i for i, k in enumerate(self.keys)}
+        self.walls = [float(r["wall"]) for r in runs]
+        totals = [math.fsum(r["own"]) for r in runs]
+        self.totals = [t if t > 0 else 1.0 for t in totals]  # an empty run: shares of 0
+        self.own = list(zip(*(r["own"] for r in runs), strict=True))
+        self.cum = list(zip(*(r["cumulative"] for r in runs), strict=True))
+        self.calls = list(zip(*(r["calls"] for r in runs), strict=True))
+        has_memory = all("memory" in r for r in runs)
+        self.memory = list(zip(*(r["memory"] for r in runs), strict=True)) if has_memory else None
+
+    def where(self, key: tuple[str, str, int]) -> tuple[str, int, str] | None:
+        """``(file, line, name)`` of the function of that key, None if absent."""
+        i = self.index.get(key)
+        return None if i is None else self.functions[i]
+
+    def figures(self, key: tuple[str, str, int]) -> tuple[dict[str, float], list[float]]:
+        """Medians of the function's figures over the runs (as the Hodges-Lehmann
+        estimate, robust to a run the machine slowed), and its share in each run."""
+        i = self.index.get(key)
+        if i is None:
+            return {"share": 0.0, "time": 0.0, "cumulative": 0.0, "calls": 0.0}, []
+        shares = [x / t for x, t in zip(self.own[i], self.totals, strict=True)]
+        figures = {
+            "share": _median(shares),
+            "time": _median(self.own[i]),
+            "cumulative": _median(self.cum[i]),
+            "calls": _median(self.calls[i]),
+        }
+        if self.memory is not None:
+            figures["memory"] = _median(self.memory[i])
+        return figures, shares
+
+
+def _function_change(
+    key: tuple[str, str, int], sa: _Side, sb: _Side, settings: _Settings
+) -> Change:
+    a, xs = sa.figures(key)
+    b, ys = sb.figures(key)
+    file, line, name = sb.where(key) or sa.where(key) or ("", 0, "")
+    base = Change("profile", name, file, line, "share", a, b, _ratio_change(a["share"], b["share"]))
+    if not xs or not ys:
+        return _replace(base, note="only in B" if not xs else "only in A")
+    if max(a["share"], b["share"]) < settings.min_share:
+        return _replace(base, note=f"below the {settings.min_share:.1%} share tested")
+    if min(xs) <= 0 or min(ys) <= 0:
+        return _replace(base, note="no time measured in some runs")
+    if not settings.judged:
+        return _replace(base, note="a single run on a side: significance not judged")
+    return _tested(base, xs, ys, settings.confidence, settings.alpha)
+
+
+def _profile(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> list[Change]:
+    timers = (da.get("timer", "wall"), db.get("timer", "wall"))
+    if timers[0] != timers[1]:
+        raise ResultFormatError(
+            f"A was profiled with the {timers[0]} clock, B with the {timers[1]} clock: "
+            "their times are not comparable"
+        )
+    sa, sb = _Side(da), _Side(db)
+    if sa.n < 2 or sb.n < 2:
+        settings.judged = False
+    wall = Change(
+        "profile", "wall time", None, None, "wall",
+        {"wall": _mean(sa.walls), "n": float(sa.n)},
+        {"wall": _mean(sb.walls), "n": float(sb.n)},
+        _ratio_change(_mean(sa.walls), _mean(sb.walls)),
+    )  # fmt: skip
+    changes = _family([_compare_figure(wall, sa.walls, sb.walls, settings)], settings.alpha)
+    keys = list(sa.keys) + [k for k in sb.keys if k not in sa.index]
+    functions = [_function_change(k, sa, sb, settings) for k in keys]
+    functions = _family(functions, settings.alpha, weighted=True)
+    tested = sum(c.tested for c in functions)
+    if settings.judged:
+        settings.notes.append(
+            f"{tested} of {len(functions)} functions tested (share >= {settings.min_share:.1%}"
+            f", time in every run); Holm-corrected at alpha {settings.alpha:g}, each "
+            "function weighted by its share"
+        )
+    return changes + functions
+
+
+_SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile}
+
+
+def _runs(kind: str, data: Mapping[str, Any]) -> int:
+    if kind == "timing":
+        return min(len(s["times"]) for s in data["series"])
+    if kind == "memory":
+        return min(len(runs) for runs in data["channels"].values())
+    if kind == "profile":
+        return len(data["runs"])
+    return min(_runs(k, data[k]) for k in _SECTIONS if k in data)
+
+
+def compare_results(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    names: tuple[str, str] = ("A", "B"),
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    min_share: float = MIN_SHARE,
+) -> ResultComparison:
+    """Compares two results (loaded with ``load_result`` or built with ``make_result``).
+
+    :param a: the baseline
+    :param b: the new result
+    :param names: what to call them in messages (their files)
+    :param alpha: significance level, after Holm's correction
+    :param confidence: level of the intervals
+    :param min_share: functions below this share of the run on both sides are not tested
+    :return: the comparison
+    :raises ResultFormatError: the results are of different kinds or share nothing
+    """
+    check_number("alpha", alpha, above=0, maximum=0.5)
+    check_number("confidence", confidence, above=0, maximum=0.9999)
+    check_number("min_share", min_share, minimum=0, maximum=1)
+    if a["kind"] != b["kind"]:
+        raise ResultFormatError(
+            f"cannot compare {names[0]!r}, a {a['kind']} result, with {names[1]!r}, a "
+            f"{b['kind']} result: give two results of the same kind"
+        )
+    kind = a["kind"]
+    settings = _Settings(confidence, alpha, min_share)
+    sections = (
+        [k for k in _SECTIONS if k in a["data"] and k in b["data"]] if kind == "report" else [kind]
+    )
+    if not sections:
+        raise ResultFormatError(f"the reports {names[0]!r} and {names[1]!r} share no part")
+    da = {kind: a["data"]} if kind != "report" else a["data"]
+    db = {kind: b["data"]} if kind != "report" else b["data"]
+    changes: list[Change] = []
+    for section in sections:
+        changes.extend(_SECTIONS[section](da[section], db[section], settings))
+    runs = (_runs(kind, a["data"]), _runs(kind, b["data"]))
+    _add_run_notes(settings, runs)
+    return ResultComparison(
+        kind, names, tuple(changes), settings.judged, tuple(settings.notes), alpha, confidence, runs
+    )
+
+
+def _add_run_notes(settings: _Settings, runs: tuple[int, int]) -> None:
+    if not settings.judged:
+        settings.notes.insert(
+            0,
+            f"runs: {runs[0]} in A, {runs[1]} in B: with a single run on a side, "
+            "significance cannot be judged (compare --a/--b runs each side --repeat times)",
+        )
+    elif min(runs) < FEW_RUNS:
+        settings.notes.insert(
+            0, f"runs: {runs[0]} in A, {runs[1]} in B: below {FEW_RUNS} a side the tests are weak"
+        )

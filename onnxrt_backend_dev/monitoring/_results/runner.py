@@ -1,0 +1,394 @@
+"""Runs programs several times in child processes, interleaved (A B A B ...), each run
+under cProfile when the program is Python, and turns the runs into a profile result.
+
+A program is a command line: ``python old.py args``, ``python -m package args``, a
+script ``old.py`` (run with this interpreter) or any other command (timed, not
+profiled). Each run is a new process in its own session, with a timeout after which
+its whole process group is killed; its profile and wall time come back through two
+files of a temporary folder that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import MonitoringError
+from .._profiling.load import read_profile_file
+from .._validate import check_choice, check_int, check_number
+from .payloads import memory_data, profile_data, report_data, timing_data, timing_series
+
+# Run in the child: profiles the program, writes its stats and its wall time even when it
+# raises or exits, then exits with the program's code. Standard library only, so that
+# any Python interpreter can run it.
+_BOOT = r"""
+import cProfile, json, marshal, os, runpy, sys, time
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
+def maxrss():
+    # Linux counts kibibytes, macOS bytes.
+    if resource is None:
+        return None
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024
+begin = maxrss()
+out, timer, how, target = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+sys.argv = [target, *sys.argv[5:]]
+if how == "path":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+if timer == "cpu":
+    # The thread's CPU time: what a busy machine's preemption does not inflate.
+    prof = cProfile.Profile(getattr(time, "thread_time", time.process_time))
+else:
+    prof = cProfile.Profile()
+code = 0
+start = time.perf_counter()
+prof.enable()
+try:
+    if how == "module":
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(target, run_name="__main__")
+except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+except BaseException:
+    import traceback
+    traceback.print_exc()
+    code = 1
+finally:
+    prof.disable()
+    wall = time.perf_counter() - start
+prof.create_stats()
+with open(out + ".prof", "wb") as f:
+    marshal.dump(prof.stats, f)
+with open(out + ".json", "w") as f:
+    json.dump({"wall": wall, "exit": code, "begin": begin, "peak": maxrss()}, f)
+sys.exit(code)
+"""
+
+# cProfile's clocks: the thread's CPU time, or the wall clock (cProfile's default).
+TIMERS = ("cpu", "wall")
+# Seconds a killed run's process group has to end after SIGTERM before SIGKILL.
+_KILL_GRACE = 1.0
+# Characters of a failed run's standard error kept for the message.
+_STDERR_TAIL = 300
+
+
+class RunFailed(MonitoringError):
+    """A run of a program failed: it exited with an error, or ran past its timeout."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """How to run a program: the command as given, and, for a Python program, the
+    interpreter and what it runs (``how`` is ``path`` or ``module``).
+
+    :param command: the command line, split
+    :param python: the interpreter, None for a command that is not Python
+    :param how: ``path`` (a script) or ``module`` (``-m``)
+    :param target: the script or the module
+    :param args: the program's arguments
+    """
+
+    command: tuple[str, ...]
+    python: str | None = None
+    how: str = "path"
+    target: str = ""
+    args: tuple[str, ...] = ()
+
+    @property
+    def profiled(self) -> bool:
+        """Whether runs are profiled (a Python program)."""
+        return self.python is not None
+
+    def argv(self, out: str, timer: str = "cpu") -> list[str]:
+        """The command line of one run, writing into ``out`` when profiled.
+
+        :param out: the start of the names of the run's files
+        :param timer: cProfile's clock, ``cpu`` (the thread's CPU time) or ``wall``
+        """
+        if self.python is None:
+            return list(self.command)
+        return [self.python, "-c", _BOOT, out, timer, self.how, self.target, *self.args]
+
+
+def _is_python(word: str) -> bool:
+    name = os.path.basename(word)
+    return name.startswith("python") or word == sys.executable
+
+
+def parse_program(command: str | Sequence[str]) -> Program:
+    """Reads a program given as a command line.
+
+    :param command: ``"python old.py -x"``, ``"python -m pkg"``, ``"old.py"`` or any command
+    :return: the program
+    :raises BadValue: an empty command, or ``python`` with nothing to run
+    """
+    from .._errors import BadValue
+
+    words = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
+    if not words:
+        raise BadValue(f"the program must be a command line, got {command!r}")
+    if words[0].endswith(".py"):
+        return Program(tuple(words), sys.executable, "path", words[0], tuple(words[1:]))
+    if _is_python(words[0]):
+        python = shutil.which(words[0]) or words[0]
+        if len(words) >= 3 and words[1] == "-m":
+            return Program(tuple(words), python, "module", words[2], tuple(words[3:]))
+        if len(words) >= 2 and not words[1].startswith("-"):
+            return Program(tuple(words), python, "path", words[1], tuple(words[2:]))
+        if len(words) < 2:
+            raise BadValue(f"the program {command!r} names python but nothing to run")
+    return Program(tuple(words))
+
+
+@dataclass
+class Run:
+    """One run: its wall seconds and, when profiled, its validated stats and its memory
+    high-water mark (``ru_maxrss``) before and after the program, in bytes."""
+
+    wall: float
+    stats: dict[Any, Any] | None = None
+    begin: float | None = None
+    peak: float | None = None
+
+
+@dataclass
+class Runs:
+    """The runs of each program, filled as they end (what was done when stopped)."""
+
+    programs: list[Program]
+    runs: list[list[Run]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.runs = [[] for _ in self.programs]
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Ends the run's whole process group: SIGTERM, then SIGKILL after a grace."""
+    for sig, wait in ((signal.SIGTERM, _KILL_GRACE), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    last = text.splitlines()[-1] if text else ""
+    return last[-_STDERR_TAIL:]
+
+
+def run_once(
+    program: Program, folder: str, timeout: float, cwd: str | None = None, timer: str = "cpu"
+) -> Run:
+    """Runs the program once in a child process.
+
+    :param program: what to run
+    :param folder: a folder for the run's files
+    :param timeout: seconds before the run is killed
+    :param cwd: the folder it runs in
+    :param timer: cProfile's clock (see :data:`TIMERS`)
+    :return: the run
+    :raises RunFailed: it exited with an error or ran past ``timeout``
+    """
+    out = os.path.join(folder, "run")  # the folder is emptied after each run
+    errors = out + ".stderr"
+    start = time.perf_counter()
+    with open(errors, "wb") as err:
+        proc = subprocess.Popen(
+            program.argv(out, timer),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout)
+        except BaseException:  # the timeout, Ctrl-C: the program never outlives us
+            _kill_group(proc)
+            if sys.exc_info()[0] is subprocess.TimeoutExpired:
+                raise RunFailed(
+                    f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s"
+                ) from None
+            raise
+    wall = time.perf_counter() - start
+    if code != 0:
+        tail = _tail(errors)
+        raise RunFailed(
+            f"{shlex.join(program.command)} exited with {code}" + (f": {tail}" if tail else "")
+        )
+    if not program.profiled:
+        return Run(wall)
+    with open(out + ".json", encoding="utf-8") as f:
+        sidecar = json.load(f)
+    return Run(
+        _figure(sidecar.get("wall")) or wall,
+        read_profile_file(out + ".prof").stats,
+        _figure(sidecar.get("begin")),
+        _figure(sidecar.get("peak")),
+    )
+
+
+def _figure(value: Any) -> float | None:
+    """A figure the child wrote, None unless a finite number >= 0 (it ran user code)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and 0 <= value < float("inf") else None
+
+
+def run_interleaved(
+    programs: Sequence[Program],
+    repeat: int,
+    timeout: float = 600.0,
+    max_time: float | None = None,
+    cwd: str | None = None,
+    into: Runs | None = None,
+    on_run: Callable[[int, int], None] | None = None,
+    timer: str = "cpu",
+) -> Runs:
+    """Runs each program ``repeat`` times, in rounds of one run of each (A B A B ...), so
+    that a drift of the machine weighs on all of them alike.
+
+    :param programs: what to run
+    :param repeat: runs of each program
+    :param timeout: seconds each run may take before it is killed
+    :param max_time: stop starting rounds once this many seconds have passed (after two
+        rounds at least); None for no budget
+    :param cwd: the folder they run in
+    :param into: filled run by run, for a caller that reports what was done when stopped
+    :param on_run: called with (round, program index) after each run
+    :param timer: cProfile's clock (see :data:`TIMERS`)
+    :return: the runs
+    :raises RunFailed: a run failed
+    """
+    check_int("repeat", repeat, 1)
+    check_choice("timer", timer, TIMERS)
+    check_number("timeout", timeout, above=0)
+    if max_time is not None:
+        check_number("max_time", max_time, above=0)
+    runs = into if into is not None else Runs(list(programs))
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-runs-") as folder:
+        for r in range(repeat):
+            if max_time is not None and r >= 2 and time.monotonic() - start >= max_time:
+                break
+            for i, program in enumerate(programs):
+                runs.runs[i].append(run_once(program, folder, timeout, cwd, timer))
+                for name in os.listdir(folder):  # one run's files at a time on disk
+                    os.remove(os.path.join(folder, name))
+                if on_run is not None:
+                    on_run(r, i)
+    return runs
+
+
+def profile_result_data(
+    runs: Sequence[Run], program: Program | None = None, timer: str = "cpu"
+) -> dict[str, Any]:
+    """The payload of a profile result from profiled runs (see :func:`profile_data`).
+
+    :param runs: runs of one program, all profiled
+    :param program: the program, whose script is recorded as ``main``
+    :param timer: the clock the runs were profiled with
+    :return: the payload
+    :raises BadValue: a run was not profiled
+    """
+    from .._errors import BadValue
+
+    if any(run.stats is None for run in runs):
+        raise BadValue("every run must be profiled to build a profile result")
+    main = None
+    if program is not None and program.profiled and program.how == "path":
+        main = program.target  # runpy names the script's code by the path as given
+    return profile_data([(run.stats or {}, run.wall) for run in runs], main=main, timer=timer)
+
+
+def side_result(
+    runs: Sequence[Run], program: Program, timer: str = "cpu"
+) -> tuple[str, dict[str, Any]]:
+    """The kind and payload of one program's runs: a report of its profile (wall time
+    included) and its memory peaks when profiled, a timing of its wall time otherwise.
+
+    :param runs: the program's runs
+    :param program: the program
+    :param timer: the clock the runs were profiled with
+    :return: ``(kind, data)``
+    """
+    if not program.profiled:
+        name = shlex.join(program.command)
+        return "timing", timing_data([timing_series(name, [r.wall for r in runs], [1] * len(runs))])
+    profile = profile_result_data(runs, program, timer)
+    if any(r.peak is None or r.begin is None for r in runs):
+        return "report", report_data(profile=profile)
+    memory = memory_data([{"cpu": {"peak": r.peak or 0.0, "begin": r.begin or 0.0}} for r in runs])
+    return "report", report_data(profile=profile, memory=memory)
+
+
+def compare_programs(
+    a: str | Sequence[str],
+    b: str | Sequence[str],
+    repeat: int = 20,
+    timeout: float = 600.0,
+    max_time: float | None = None,
+    cwd: str | None = None,
+    alpha: float = 0.05,
+    on_run: Callable[[int, int], None] | None = None,
+    min_share: float | None = None,
+    timer: str = "cpu",
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Runs two programs interleaved (A B A B ...) and compares them: wall time, and for
+    Python programs each function's share of the run (cProfile) and the memory peak.
+
+    :param a: the baseline's command line (``"python old.py"``, ``"old.py"``...)
+    :param b: the new one's
+    :param repeat: runs of each
+    :param timeout: seconds each run may take
+    :param max_time: stop starting rounds after this many seconds (two rounds at least)
+    :param cwd: the folder they run in
+    :param alpha: significance level (Holm-corrected across functions)
+    :param on_run: called with (round, program index) after each run
+    :param min_share: functions under this share on both sides are not tested (the
+        comparison's default when None)
+    :param timer: cProfile's clock: ``cpu``, the thread's CPU time (the default: the time
+        another process takes from the program on a busy machine is not counted, and a
+        function's share varies 3 to 8 times less from run to run), or ``wall``
+    :return: ``(comparison, result of A, result of B)``, the results ready to save
+    :raises RunFailed: a run failed or ran past ``timeout``
+    """
+    from .compare import MIN_SHARE, compare_results
+    from .store import make_result
+
+    programs = [parse_program(a), parse_program(b)]
+    if programs[0].profiled != programs[1].profiled:
+        from .._errors import BadValue
+
+        raise BadValue("a and b must both be Python programs, or both other commands")
+    runs = run_interleaved(programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer)
+    docs = []
+    for program, side in zip(programs, runs.runs, strict=True):
+        kind, data = side_result(side, program, timer)
+        docs.append(make_result(kind, data, ["compare", *program.command]))
+    names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
+    share = MIN_SHARE if min_share is None else min_share
+    cmp = compare_results(docs[0], docs[1], names, alpha=alpha, min_share=share)
+    return cmp, docs[0], docs[1]

@@ -1,0 +1,272 @@
+"""``compare``: two saved results or two programs; text, JSON and HTML; the CI exit codes
+(0 no significant regression, 1 one above --fail-above, 2 bad input) and, for each bad
+input, one line naming the file or option, no traceback; ``--save`` of the commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, run_cli
+from results_data import memory_doc, profile_doc, timing_doc
+
+from onnxrt_backend_dev.monitoring._cli import save_result as _save
+from onnxrt_backend_dev.monitoring._cli.common import CommandError
+from onnxrt_backend_dev.monitoring._results import store
+
+CLI = [sys.executable, "-m", "onnxrt_backend_dev.monitoring"]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    """Saved results: base and 10 % slower timings, an equal one, profiles, memory."""
+    docs = {
+        "base": timing_doc(1e-3, seed=1),
+        "slow": timing_doc(1.1e-3, seed=2),
+        "same": timing_doc(1e-3, seed=3),
+        "prof_a": profile_doc(20, seed=1),
+        "prof_b": profile_doc(20, slow={7: 1.3}, seed=2),
+        "one_a": profile_doc(1, seed=1),
+        "one_b": profile_doc(1, slow={7: 1.3}, seed=2),
+        "mem": memory_doc(1e8),
+    }
+    paths = {}
+    for name, doc in docs.items():
+        paths[name] = store.save_result(tmp_path / f"{name}.json", doc)
+    (tmp_path / "truncated.json").write_text(
+        Path(paths["base"]).read_text(encoding="utf-8")[:100], encoding="utf-8"
+    )
+    edited = json.loads(Path(paths["base"]).read_text(encoding="utf-8"))
+    edited["data"]["series"][0]["times"][2] = -1.0
+    (tmp_path / "negative.json").write_text(json.dumps(edited), encoding="utf-8")
+    edited["data"]["series"][0]["times"][2] = 1.0
+    edited["version"] = 99
+    (tmp_path / "future.json").write_text(json.dumps(edited), encoding="utf-8")
+    for name in ("truncated", "negative", "future"):
+        paths[name] = str(tmp_path / f"{name}.json")
+    paths["dir"] = str(tmp_path)
+    return paths
+
+
+def test_regression_exits_1(files: dict[str, str]) -> None:
+    # GIVEN a timing 10 % slower WHEN compared THEN exit 1, the line says which
+    code, out, err = run_cli("compare", files["base"], files["slow"])
+    assert code == 1 and "+10." in out and "*" in out
+    assert "1 significant regression(s) above 5.0%" in err
+    # AND above a 20 % threshold it passes
+    assert run_cli("compare", files["base"], files["slow"], "--fail-above", "20%")[0] == 0
+
+
+def test_no_difference_exits_0(files: dict[str, str]) -> None:
+    code, out, err = run_cli("compare", files["base"], files["same"])
+    assert code == 0 and "0 significant change(s)" in out and err == ""
+
+
+def test_profiles_json(files: dict[str, str]) -> None:
+    # GIVEN profiles where f_007 is 30 % slower WHEN compared as JSON
+    code, out, _ = run_cli("compare", files["prof_a"], files["prof_b"], "--format", "json")
+    doc = json.loads(out)
+    # THEN exit 1, f_007 a regression, one entry per function with the documented fields
+    assert code == 1 and doc["regressions"] == ["prog.py:71(f_007)"]
+    f7 = next(e for e in doc["entries"] if e["function"] == "f_007")
+    assert f7["significant"] is True and f7["file"] == "prog.py" and f7["line"] == 71
+    assert f7["ci_low"] < f7["change"] < f7["ci_high"]
+
+
+def test_single_runs_say_they_cannot_judge(files: dict[str, str]) -> None:
+    code, out, _ = run_cli("compare", files["one_a"], files["one_b"])
+    assert code == 0 and "cannot be judged" in out and "not judged" in out
+
+
+def test_html_to_file(files: dict[str, str], tmp_path: Path) -> None:
+    page = tmp_path / "diff.html"
+    code, out, _ = run_cli(
+        "compare", files["prof_a"], files["prof_b"], "--format", "html", "-o", str(page)
+    )
+    text = page.read_text(encoding="utf-8")
+    assert (
+        code == 1 and out == "" and text.startswith("<!DOCTYPE html>") and 'class="worse"' in text
+    )
+
+
+BAD = [
+    ("one file", ["{base}"], "give two result files"),
+    ("three files", ["{base}", "{slow}", "{same}"], "give two result files"),
+    ("missing", ["{base}", "{dir}/nothere.json"], "nothere.json"),
+    ("folder", ["{base}", "{dir}"], "cannot read result"),
+    ("truncated", ["{base}", "{truncated}"], "truncated.json': not JSON or truncated"),
+    ("negative", ["{base}", "{negative}"], r"negative.json': data.series\[0\].times\[2\] must be"),
+    ("version", ["{future}", "{base}"], "future.json': schema version 99"),
+    (
+        "profile file",
+        ["{base}", str(ROOT / "tests/data/cprofile.prof")],
+        "cprofile.prof': not UTF-8",
+    ),
+    ("kinds", ["{base}", "{prof_a}"], "a timing result, with .*prof_a.json', a profile result"),
+    ("kinds memory", ["{mem}", "{base}"], "a memory result"),
+    (
+        "fail-above",
+        ["{base}", "{slow}", "--fail-above", "lots"],
+        "--fail-above must be a percentage",
+    ),
+    ("fail-above <0", ["{base}", "{slow}", "--fail-above=-5%"], "--fail-above must be"),
+    ("fail-above nan", ["{base}", "{slow}", "--fail-above", "nan"], "--fail-above must be"),
+    ("min-share", ["{base}", "{slow}", "--min-share", "200%"], "--min-share must be <= 100%"),
+    ("alpha", ["{base}", "{slow}", "--alpha", "0"], "--alpha must be in"),
+    ("alpha nan", ["{base}", "{slow}", "--alpha", "nan"], "--alpha must be in"),
+    ("top", ["{base}", "{slow}", "--top", "0"], "--top must be >= 1"),
+    ("repeat", ["--a", "true", "--b", "true", "--repeat", "0"], "--repeat must be >= 1"),
+    ("timeout", ["--a", "true", "--b", "true", "--timeout=-1"], "--timeout must be"),
+    ("max-time", ["--a", "true", "--b", "true", "--max-time", "inf"], "--max-time must be"),
+    ("only a", ["--a", "true"], "give both --a and --b"),
+    ("a and files", ["{base}", "--a", "true", "--b", "true"], "not both"),
+    ("mixed", ["--a", "python x.py", "--b", "true"], "both be Python programs"),
+    ("-o an input", ["{base}", "{slow}", "-o", "{slow}"], "-o .*the same file as the input"),
+    ("save-a exists", ["--a", "true", "--b", "true", "--save-a", "{base}"], "exists; add --force"),
+    ("save-b suffix", ["--a", "true", "--b", "true", "--save-b", "{dir}/x.txt"], "--save-b"),
+    ("run fails", ["--a", "python -c 1", "--b", "false", "--repeat", "1"], "exited with 1"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_input_exits_2_with_one_line(
+    files: dict[str, str], argv: list[str], message: str
+) -> None:
+    # GIVEN a bad file or option WHEN compare runs
+    before = {k: Path(v).read_bytes() for k, v in files.items() if k != "dir"}
+    code, _, err = run_cli("compare", *[a.format(**files) for a in argv])
+    # THEN exit 2, one line on stderr naming it, no traceback, no input changed
+    assert code == 2, (code, err)
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert re.search(message, err), err
+    assert before == {k: Path(v).read_bytes() for k, v in files.items() if k != "dir"}
+
+
+def test_programs_end_to_end(tmp_path: Path) -> None:
+    # GIVEN two scripts, B doing more work in one function
+    for name, n in (("old.py", 20000), ("new.py", 60000)):
+        (tmp_path / name).write_text(
+            "def hot(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
+            f"def cold():\n    return sum(range(20000))\nhot({n})\ncold()\n",
+            encoding="utf-8",
+        )
+    # WHEN compared in a real subprocess, saving both sides
+    proc = subprocess.run(
+        [*CLI, "compare", "--a", f"{sys.executable} old.py", "--b", "new.py", "--repeat", "6",
+         "--format", "json", "--save-a", "a.json", "--save-b", "b.json", "--fail-above", "1000%"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    # THEN the hot function's share grew, and the saved sides compare again
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    hot = next(e for e in doc["entries"] if e["function"] == "hot")
+    assert hot["b"]["share"] > hot["a"]["share"] and hot["file"] == "new.py"
+    code, out, _ = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert code in (0, 1) and "hot" in out
+
+
+def _args(tmp_path: Path, *argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    _save.add_save_options(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_save_option_checks_then_writes(tmp_path: Path) -> None:
+    # GIVEN --save onto a new file WHEN checked and written THEN a loadable timing result
+    target = tmp_path / "t.json"
+    args = _args(tmp_path, "--save", str(target))
+    _save.check_save(args)
+    _save.save_timing(args, [("x", [0.1, 0.2], [10, 10], {"average": 0.015})])
+    doc = store.load_result(target, kind="timing")
+    assert doc["data"]["series"][0]["times"] == [0.1, 0.2]
+    # AND onto it again: refused without --force (exit 2), accepted with it
+    with pytest.raises(CommandError, match="exists; add --force") as info:
+        _save.check_save(_args(tmp_path, "--save", str(target)))
+    assert info.value.exit_code == 2
+    _save.check_save(_args(tmp_path, "--save", str(target), "--force"))
+
+
+@pytest.mark.parametrize(
+    ("name", "message"), [("x.txt", "suffix '.txt'"), ("nodir/x.json", "does not exist")]
+)
+def test_save_option_refuses_bad_paths(tmp_path: Path, name: str, message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        _save.check_save(_args(tmp_path, "--save", str(tmp_path / name)))
+
+
+def test_save_never_replaces_an_input(tmp_path: Path) -> None:
+    script = tmp_path / "prog.json"
+    script.write_text("{}", encoding="utf-8")
+    args = _args(tmp_path, "--save", str(script), "--force")
+    with pytest.raises(CommandError, match="the same file as the input"):
+        _save.check_save(args, inputs=[str(script)])
+
+
+def test_save_profile_and_memory(tmp_path: Path) -> None:
+    # GIVEN a profile's stats and a spy's result WHEN saved THEN loadable results
+    stats: dict[Any, Any] = {("a.py", 1, "f"): (1, 1, 0.5, 0.5, {})}
+    args = _args(tmp_path, "--save", str(tmp_path / "p.json"))
+    _save.check_save(args)
+    _save.save_profile(args, stats, 0.6)
+    assert store.load_result(tmp_path / "p.json", kind="profile")["data"]["functions"] == [
+        ["a.py", 1, "f"]
+    ]
+
+    class Monitor:
+        name, max_peak, begin, end, mean = "cpu", 3e6, 1e6, 1e6, 2e6
+
+    class Result:
+        def monitors(self) -> list[Monitor]:
+            return [Monitor()]
+
+    args = _args(tmp_path, "--save", str(tmp_path / "m.json"))
+    _save.save_memory(args, Result())
+    assert (
+        store.load_result(tmp_path / "m.json", kind="memory")["data"]["channels"]["cpu"][0]["peak"]
+        == 3e6
+    )
+
+
+def test_time_save_then_compare(tmp_path: Path) -> None:
+    # GIVEN two statements timed with --save (one of them with --compare: two series)
+    a, b = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    assert run_cli("time", "sum(range(50))", "-n", "100", "-r", "5", "-q", "--save", a)[0] == 0
+    argv = ["sum(range(50))", "--compare", "sum(range(60))", "-n", "100", "-r", "5", "-q"]
+    assert run_cli("time", *argv, "--save", b)[0] == 0
+    # THEN the raw batches are saved, and the statement both hold is compared
+    doc = store.load_result(b, kind="timing")
+    assert [s["name"] for s in doc["data"]["series"]] == ["sum(range(50))", "sum(range(60))"]
+    assert doc["data"]["series"][0]["sizes"] == [100] * 5
+    code, out, _ = run_cli("compare", a, b, "--fail-above", "1000%")
+    assert code == 0 and "timing: sum(range(50))" in out
+    # AND --save onto the baseline again is refused before timing
+    code, _, err = run_cli("time", "sum(range(50))", "-n", "100", "-r", "5", "--save", a)
+    assert code == 2 and "exists; add --force" in err
+
+
+def test_profile_and_spy_save(tmp_path: Path) -> None:
+    # GIVEN a script profiled and spied on with --save
+    script = tmp_path / "prog.py"
+    script.write_text("def f():\n    return sum(range(10000))\nf()\n", encoding="utf-8")
+    prof, mem = str(tmp_path / "p.json"), str(tmp_path / "m.json")
+    code, _, err = run_cli("profile", "-q", "--save", prof, "-o", os.devnull, str(script))
+    assert code == 0, err
+    code, _, err = run_cli("spy", "-q", "--save", mem, "--", sys.executable, str(script))
+    assert code == 0, err
+    # THEN a one-run profile and a one-run memory result, compared as "not judged"
+    names = {f[2] for f in store.load_result(prof, kind="profile")["data"]["functions"]}
+    assert "f" in names
+    assert store.load_result(mem, kind="memory")["data"]["channels"]["cpu"][0]["peak"] > 0
+    code, out, _ = run_cli("compare", prof, prof)
+    assert code == 0 and "cannot be judged" in out
+    # AND --save may not be the profiled script itself
+    code, _, err = run_cli("profile", "--save", str(script), "--force", str(script))
+    assert code == 2 and "--save" in err
