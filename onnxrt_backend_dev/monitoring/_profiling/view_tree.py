@@ -29,6 +29,7 @@ stack drives the expansion.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pstats import SortKey
@@ -261,11 +262,17 @@ class _Expander:
         counted: set[tuple[ProfileNode, ProfileNode]] = set()  # an edge's calls, once
         received = {start: time}
         pending = {start: time}
-        todo = [start]
+        # The largest pending flow first: the bulk of the time reaches the code below
+        # before the step bound cuts the thin trickles circling through import cycles
+        # (in the order met, they could eat every step and lose the path: asyncio's
+        # coroutines went missing under load). A node queued twice is taken once, with
+        # all that is pending for it.
+        queue = [(-time, 0, start)]
+        order = 1
         found = False
         steps = 0
-        while todo and steps < _FLOW_STEPS:
-            parent = todo.pop()
+        while queue and steps < _FLOW_STEPS:
+            parent = heapq.heappop(queue)[2]
             flow = pending.pop(parent, 0.0)
             if flow <= floor:
                 continue
@@ -284,9 +291,9 @@ class _Expander:
                 t = min(t, child.tall - received.get(child, 0.0))
                 if t > floor:
                     received[child] = received.get(child, 0.0) + t
-                    if child not in pending:
-                        todo.append(child)
                     pending[child] = pending.get(child, 0.0) + t
+                    heapq.heappush(queue, (-pending[child], order, child))
+                    order += 1
         return found
 
     def children(
