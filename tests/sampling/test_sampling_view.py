@@ -89,11 +89,19 @@ def test_imports_are_rows_named_by_module_never_importlib() -> None:
     numpy_init = SampledFrame("<module>", SITE + "numpy/__init__.py", 1, 3)
     stack = (user("<module>"), *IMPORTLIB, pandas_init, *IMPORTLIB, sub, *IMPORTLIB, numpy_init)
     steps = fold_stack(stack)
-    labels = [s.label for s in steps]
-    # THEN import rows for the top-level packages, the submodule folded, no importlib row
-    assert labels == ["<module>", "import pandas", "<module>", "import numpy"]
-    assert steps[2].kind == "library"
+    # THEN one row for the module the user imports, what it runs folded into it
+    assert [s.label for s in steps] == ["<module>", "import pandas"]
+    assert steps[1].kind == "import"
+    assert steps[1].hidden == 2 + 2 * len(IMPORTLIB)
     assert not any("importlib" in s.file for s in steps)
+    # AND a module the user imports directly is its own row, a user module's too
+    mine = SampledFrame("<module>", "/home/me/mine.py", 1, 3)
+    assert [s.label for s in fold_stack((user("<module>"), *IMPORTLIB, numpy_init))] == [
+        "<module>",
+        "import numpy",
+    ]
+    steps = fold_stack((user("<module>"), *IMPORTLIB, mine, *IMPORTLIB, numpy_init))
+    assert [s.label for s in steps] == ["<module>", "import mine", "import numpy"]
 
 
 def test_the_event_loop_waiting_in_select_is_one_idle_row() -> None:

@@ -108,15 +108,18 @@ class Recorder:
         self.delayed = 0
         self.skip_ident: int | None = None  # the sampler's own thread
         self.main_ident = threading.main_thread().ident or 0
-        # ident -> [name, {stack: [wall, cpu, count]}, ThreadLine, cpu reader, last cpu]
+        # ident -> [name, {stack: [wall, cpu, count]}, ThreadLine, cpu reader, last cpu,
+        #           last stack id]
         self.threads: dict[int, list] = {}
         self.order: list[int] = []  # idents in the order first seen
 
-    def sample(self, main_frame: FrameType | None = None) -> None:
+    def sample(self, main_frame: FrameType | None = None, final: bool = False) -> None:
         """Takes one sample of every thread now.
 
         :param main_frame: the main thread's frame when a signal handler samples (its
             own frame would otherwise top the main thread's stack)
+        :param final: the last sample, taken by ``stop()``: the main thread is in the
+            sampler's code, its time since the previous sample goes to its last stack
         """
         now = self.clock()
         gap = now - self.last
@@ -146,7 +149,11 @@ class Recorder:
             cpu = self._cpu_delta(state)
             reader = state[3]
             held = late and (cpu > 0.5 * gap if reader is not None else ident == self.main_ident)
-            sid = table.intern_frame(frame, held)
+            if final and ident == self.main_ident and state[5] >= 0:
+                sid = state[5]
+            else:
+                sid = table.intern_frame(frame, held)
+            state[5] = sid
             totals = state[1].get(sid)
             if totals is None:
                 state[1][sid] = [gap, cpu, 1]
@@ -178,7 +185,7 @@ class Recorder:
                 first = reader()
             except OSError:
                 reader = None
-        state = [self.thread_name(ident), {}, ThreadLine(), reader, first]
+        state = [self.thread_name(ident), {}, ThreadLine(), reader, first, -1]
         self.threads[ident] = state
         self.order.append(ident)
         return state

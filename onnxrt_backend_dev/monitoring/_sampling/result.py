@@ -13,6 +13,8 @@ EXPORT_SUFFIXES = {
     ".txt": "text",
     ".text": "text",
     ".json": "json",
+    ".html": "html",
+    ".htm": "html",
     ".speedscope": "speedscope",
     ".collapsed": "collapsed",
     ".folded": "collapsed",
@@ -23,7 +25,7 @@ def format_of(path: str) -> str:
     """The export format a file's suffix names (``x.speedscope.json`` is speedscope).
 
     :param path: the file
-    :return: ``text``, ``json``, ``speedscope`` or ``collapsed``
+    :return: ``text``, ``json``, ``html``, ``speedscope`` or ``collapsed``
     """
     low = os.fspath(path).lower()
     if low.endswith(".speedscope.json"):
@@ -70,6 +72,13 @@ class SamplingResult:
 
         return to_dict(self.profile, **kwargs)
 
+    def to_html(self, **kwargs: Any) -> str:
+        """A self-contained offline page: call trees, timeline, hot lines, search
+        (options ``fold_share``, ``show_all``)."""
+        from .render_html import to_html
+
+        return to_html(self.profile, **kwargs)
+
     def to_speedscope(self) -> str:
         """A speedscope document, wall seconds, one root frame per thread."""
         from .._stacks.export import to_speedscope
@@ -88,7 +97,7 @@ class SamplingResult:
 
     def export(self, path: str | os.PathLike[str], **kwargs: Any) -> str:
         """Writes the profile to ``path`` in the format its suffix names (``.txt``,
-        ``.json``, ``.speedscope.json``, ``.collapsed``).
+        ``.json``, ``.html``, ``.speedscope.json``, ``.collapsed``).
 
         :param path: the file
         :param kwargs: options of the renderer
@@ -98,6 +107,7 @@ class SamplingResult:
         render: dict[str, Callable[..., str]] = {
             "text": self.to_text,
             "json": self.to_json,
+            "html": self.to_html,
             "speedscope": self.to_speedscope,
             "collapsed": self.to_collapsed,
         }

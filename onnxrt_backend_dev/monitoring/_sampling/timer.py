@@ -188,7 +188,7 @@ class Ticker:
                 if thread is not threading.current_thread():
                     thread.join(timeout)
                 with self._lock:
-                    self.recorder.sample()
+                    self.recorder.sample(final=True)
 
 
 OWN_CODES.add(Ticker._handler.__code__)

@@ -3,7 +3,8 @@
 - The call tree of each thread, library code folded as pyinstrument does: consecutive
   frames of the standard library and installed packages become one row named by the
   first library function the user's code called, saying what it hides; importlib's
-  frames are never shown, a module being imported is a row ``import pandas``; asyncio's
+  frames are never shown, a module the user's code imports is a row ``import pandas``
+  (what it runs folded into it when it is a library's); asyncio's
   loop shows the tasks' coroutines (marked ``task``) and one ``idle (event loop)`` row.
 - :func:`visible_rows`: the rows worth drawing, no ``0.0 %`` rows, at most one
   ``N more`` row per parent and none under 0.1 %.
@@ -189,15 +190,15 @@ def fold_stack(frames: Stack, show_all: bool = False) -> list[Step]:
             if fold:
                 out[-1] = _hide(out[-1], f)
             continue
-        lib = f.is_library
-        if f.name == "<module>" and after_import:
-            mod = module_name(f.file)
-            top = "." not in mod or not out or out[-1].kind == "user"
-            if not lib or show_all or top:
-                out.append(Step(f"import {mod}", f.file, f.first_line, "import", f.line, 0,
-                                frozenset()))  # fmt: skip
-                fold = after_import = False
-                continue
+        # Code compiled from a string by a library (dataclasses, namedtuple) is its.
+        lib = f.is_library or (fold and f.file.startswith("<"))
+        if f.name == "<module>" and after_import and (not fold or not lib or show_all):
+            # A module the user's code imports: a row named by the module; the library
+            # frames under a library module fold into it, as under any library call.
+            out.append(Step(f"import {module_name(f.file)}", f.file, f.first_line, "import",
+                            f.line, 0, frozenset()))  # fmt: skip
+            fold, after_import = lib and not show_all, False
+            continue
         after_import = False
         if lib and _is_loop_step(f) and not show_all and _idle_after(frames, i + 1):
             out.append(Step("idle (event loop)", "", 0, "idle", 0, 0, frozenset()))
