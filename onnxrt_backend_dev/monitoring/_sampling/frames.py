@@ -18,7 +18,7 @@ call: :func:`walk` (or :meth:`StackTable.intern_frame`) at each sample,
 
 from __future__ import annotations
 
-import dis
+import bisect
 import sys
 from collections.abc import Callable
 from types import CodeType, FrameType
@@ -32,11 +32,21 @@ TRUNCATED_DEPTH = 16  # beyond MAX_STACKS, a new stack is kept as its outermost 
 
 StackKey = tuple[int, ...]  # id(code), offset for each frame, innermost first
 
-_CALL_OPS = frozenset(
-    op
-    for name, op in dis.opmap.items()
-    if name.startswith(("CALL", "PRECALL")) or name in ("SEND", "YIELD_VALUE")
-)
+_CALLS: dict[CodeType, list[int]] = {}  # code -> offsets of its calls, decoded once
+_CALL_OPS: frozenset[int] = frozenset()  # filled on first use: dis is slow to import
+
+
+def _call_ops() -> frozenset[int]:
+    global _CALL_OPS
+    if not _CALL_OPS:
+        import dis
+
+        _CALL_OPS = frozenset(
+            op
+            for name, op in dis.opmap.items()
+            if name.startswith(("CALL", "PRECALL")) or name in ("SEND", "YIELD_VALUE")
+        )
+    return _CALL_OPS
 
 
 class SampledFrame(NamedTuple):
@@ -80,8 +90,8 @@ def walk(
     """
     items: list[int] = []
     append = items.append
-    limit = 2 * max_depth
-    while frame is not None and len(items) < limit:
+    left = max_depth
+    while frame is not None and left:  # the hot loop of every sample: locals only
         code = frame.f_code
         key = id(code)
         if key not in codes:
@@ -89,6 +99,7 @@ def walk(
         append(key)
         append(frame.f_lasti)
         frame = frame.f_back
+        left -= 1
     if delayed and items:
         items[1] = -1 - items[1]
     return tuple(items)
@@ -109,13 +120,14 @@ def call_offset(code: CodeType, offset: int) -> int:
     :param offset: an instruction offset (``f_lasti``)
     :return: an offset
     """
-    best = -1
-    for ins in dis.get_instructions(code):
-        if ins.offset > offset:
-            break
-        if ins.opcode in _CALL_OPS:
-            best = ins.offset
-    return offset if best < 0 else best
+    offsets = _CALLS.get(code)
+    if offsets is None:
+        import dis
+
+        calls = _call_ops()
+        offsets = _CALLS[code] = [i.offset for i in dis.get_instructions(code) if i.opcode in calls]
+    i = bisect.bisect_right(offsets, offset)
+    return offsets[i - 1] if i else offset
 
 
 def line_of(code: CodeType, offset: int) -> int:

@@ -7,7 +7,6 @@ Plain data, built once at the end of a run (see :mod:`.session`); the views
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from .._stacks.frames import StackFrame
 from .frames import SampledFrame
@@ -15,7 +14,6 @@ from .frames import SampledFrame
 Stack = tuple[SampledFrame, ...]  # outermost first
 
 
-@dataclass
 class ThreadProfile:
     """What one thread ran.
 
@@ -26,11 +24,19 @@ class ThreadProfile:
     :param timeline: ``(start, duration, stack id)`` in time order, seconds from the start
     """
 
-    ident: int
-    name: str
-    is_main: bool
-    totals: dict[int, list[float]]
-    timeline: list[tuple[float, float, int]] = field(default_factory=list)
+    def __init__(
+        self,
+        ident: int,
+        name: str,
+        is_main: bool,
+        totals: dict[int, list[float]],
+        timeline: list[tuple[float, float, int]] | None = None,
+    ) -> None:
+        self.ident = ident
+        self.name = name
+        self.is_main = is_main
+        self.totals = totals
+        self.timeline = timeline if timeline is not None else []
 
     @property
     def wall(self) -> float:
@@ -43,7 +49,6 @@ class ThreadProfile:
         return sum(t[1] for t in self.totals.values())
 
 
-@dataclass
 class SampledProfile:
     """A run as the sampler saw it.
 
@@ -61,17 +66,32 @@ class SampledProfile:
     :param cpu_known: whether per-thread CPU times were read
     """
 
-    stacks: list[Stack]
-    threads: list[ThreadProfile]
-    interval: float
-    timer: str
-    duration: float
-    cpu_time: float
-    samples: int
-    notes: list[str] = field(default_factory=list)
-    program: str = ""
-    skip_outer: int = 0
-    cpu_known: bool = True
+    def __init__(
+        self,
+        stacks: list[Stack],
+        threads: list[ThreadProfile],
+        interval: float,
+        timer: str,
+        duration: float,
+        cpu_time: float,
+        samples: int,
+        notes: list[str] | None = None,
+        program: str = "",
+        skip_outer: int = 0,
+        cpu_known: bool = True,
+    ) -> None:
+        # A plain class: importing dataclasses (and inspect) would slow every run's start.
+        self.stacks = stacks
+        self.threads = threads
+        self.interval = interval
+        self.timer = timer
+        self.duration = duration
+        self.cpu_time = cpu_time
+        self.samples = samples
+        self.notes = notes if notes is not None else []
+        self.program = program
+        self.skip_outer = skip_outer
+        self.cpu_known = cpu_known
 
     def thread_stacks(self, thread: ThreadProfile) -> Iterator[tuple[Stack, list[float]]]:
         """``(frames, [wall, cpu, samples])`` of a thread, the caller's frames left out.

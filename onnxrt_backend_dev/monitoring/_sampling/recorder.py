@@ -133,10 +133,7 @@ class Recorder:
         if main_frame is not None:
             frames[self.main_ident] = main_frame
         else:
-            main = frames.get(self.main_ident)
-            # The main thread caught in the signal handler: its frames are not the program's.
-            while main is not None and main.f_code in OWN_CODES:
-                main = main.f_back
+            main = _program_frame(frames.get(self.main_ident))
             if main is not None:
                 frames[self.main_ident] = main
         table, skip = self.table, self.skip_ident
@@ -192,6 +189,17 @@ class Recorder:
 
 
 OWN_CODES.add(Recorder.sample.__code__)
+
+
+def _program_frame(frame: FrameType | None, depth: int = 12) -> FrameType | None:
+    """The main thread's frame below the sampler's own code, when a thread samples while
+    the main thread runs the signal handler (seen within ``depth`` frames)."""
+    f, n = frame, 0
+    while f is not None and n < depth:
+        if f.f_code in OWN_CODES:
+            return f.f_back
+        f, n = f.f_back, n + 1
+    return frame
 
 
 def _thread_name(ident: int) -> str:

@@ -20,7 +20,6 @@ import linecache
 import os
 import sysconfig
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .frames import SampledFrame
@@ -110,6 +109,11 @@ def _is_importlib(frame: SampledFrame) -> bool:
     return f.startswith("<frozen importlib") or ("/importlib/" in f and frame.is_library)
 
 
+def _synthetic(file: str) -> bool:
+    """Code compiled from a string (``<string>``), with no source to show."""
+    return file.startswith("<") and not file.startswith(("<ipython-input", "<stdin>"))
+
+
 def _is_loop_step(frame: SampledFrame) -> bool:
     return frame.name.endswith("_run_once") and frame.file.endswith("base_events.py")
 
@@ -120,7 +124,6 @@ def _is_handle_run(frame: SampledFrame) -> bool:
     )
 
 
-@dataclass
 class Row:
     """A row of a call tree.
 
@@ -130,20 +133,26 @@ class Row:
     :param kind: ``user``, ``library``, ``import``, ``task``, ``idle``, ``thread``, ``more``
     """
 
-    label: str
-    file: str
-    line: int
-    kind: str
-    wall: float = 0.0
-    cpu: float = 0.0
-    self_wall: float = 0.0
-    self_cpu: float = 0.0
-    samples: int = 0
-    hidden: int = 0  # frames folded into this row (the most any stack had)
-    packages: set[str] = field(default_factory=set)
-    lines: dict[int, float] = field(default_factory=dict)  # own time per line
-    children: dict[tuple[str, str, int, str], Row] = field(default_factory=dict)
-    more: int = 0  # for a 'more' row: how many rows it stands for
+    __slots__ = ("children", "cpu", "file", "hidden", "kind", "label", "line", "lines",
+                 "more", "packages", "samples", "self_cpu", "self_wall", "wall")  # fmt: skip
+
+    def __init__(
+        self, label: str, file: str, line: int, kind: str, wall: float = 0.0, cpu: float = 0.0
+    ) -> None:
+        self.label = label
+        self.file = file
+        self.line = line
+        self.kind = kind
+        self.wall = wall
+        self.cpu = cpu
+        self.self_wall = 0.0
+        self.self_cpu = 0.0
+        self.samples = 0
+        self.hidden = 0  # frames folded into this row (the most any stack had)
+        self.packages: set[str] = set()
+        self.lines: dict[int, float] = {}  # own time per line
+        self.children: dict[tuple[str, str, int, str], Row] = {}
+        self.more = 0  # for a 'more' row: how many rows it stands for
 
     @property
     def waiting(self) -> bool:
@@ -347,7 +356,7 @@ def hot_lines(
             total += wall
             for j in range(len(frames) - 1, -1, -1):
                 f = frames[j]
-                if not f.is_library:
+                if not f.is_library and not _synthetic(f.file):
                     d = per.setdefault((f.name, f.file, f.first_line), {})
                     d[f.line] = d.get(f.line, 0.0) + wall
                     break
