@@ -12,8 +12,9 @@ Measured:
 
 - overhead: whole-script wall time under each tool / plain, as the ratio of the minimums
   of ``--runs`` interleaved runs, the ratio of the medians beside (a shared machine);
-  ours at its default interval (2 ms, SIGPROF), and with ``--timer thread`` (a sampling
-  thread, the design the SIGPROF timer replaces) and at 1 ms;
+  ours at its default interval (2 ms, SIGPROF) through the command and through the
+  library around ``runpy`` (the sampler without the command's start), and with
+  ``--timer thread`` (a sampling thread, the design the SIGPROF timer replaces);
 - hottest path: from the workload function down, built-ins left out, consecutive
   repeats folded; ours against py-spy's and pyinstrument's: how many of their
   functions ours names in the same order;
@@ -193,14 +194,6 @@ def tools(folder: str, script: list[str]) -> dict[str, list[str]]:
         "plain": [PY, *script],
         "sampler-lib": [PY, "-c", LIBRARY_RUNNER, os.path.join(folder, "lib.collapsed"), *script],
         "ours": [*CLI, "-o", os.path.join(folder, "ours.collapsed"), *script],
-        "ours-1ms": [
-            *CLI,
-            "--interval",
-            "0.001",
-            "-o",
-            os.path.join(folder, "o1.collapsed"),
-            *script,
-        ],
         "ours-thread": [
             *CLI,
             "--timer",

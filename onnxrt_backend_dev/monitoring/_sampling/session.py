@@ -9,11 +9,16 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from .._validate import check_callable, check_choice, check_int, check_number, check_str
+from .frames import SampledFrame
 from .model import SampledProfile, ThreadProfile
 from .recorder import MAX_POINTS, Recorder
 from .result import SamplingResult
 from .timer import TIMERS, Ticker
 
+_OWN_FILES = frozenset(
+    m.__file__ for m in (sys.modules[__name__], sys.modules[Recorder.__module__],
+                         sys.modules[Ticker.__module__]) if m.__file__
+)  # fmt: skip
 DEFAULT_INTERVAL = 0.002  # seconds: 25 samples in a 50 ms program, ~1.0x (RESULTS.md)
 MIN_INTERVAL = 0.0001  # below, the handler alone would take most of the time
 
@@ -26,6 +31,10 @@ def check_interval(interval: Any, name: str = "interval") -> float:
     :return: the interval
     """
     return check_number(name, interval, minimum=MIN_INTERVAL, maximum=60.0)
+
+
+def _is_own(stack: tuple[SampledFrame, ...]) -> bool:
+    return any(f.file in _OWN_FILES for f in stack)
 
 
 def _depth(frame: FrameType | None) -> int:
@@ -111,10 +120,20 @@ class Sampling:
     def _build(self, ticker: Ticker) -> SampledProfile:
         rec = ticker.recorder
         stacks = list(rec.table.decode())
+        # Samples caught in the sampler's own start or stop are not the program's time.
+        # (For the main thread, below the frames left out at the root: sample() is one.)
+        own_main = {i for i, st in enumerate(stacks) if _is_own(st[self._skip :])}
+        own_other = {i for i, st in enumerate(stacks) if _is_own(st)}
         threads = []
         for ident in rec.order:
-            name, totals, line = rec.threads[ident][:3]
-            timeline = list(zip(line.times, line.weights, line.stacks, strict=True))
+            name, all_totals, line = rec.threads[ident][:3]
+            own = own_main if ident == rec.main_ident else own_other
+            totals = {sid: t for sid, t in all_totals.items() if sid not in own}
+            timeline = [
+                entry
+                for entry in zip(line.times, line.weights, line.stacks, strict=True)
+                if entry[2] not in own
+            ]
             threads.append(ThreadProfile(ident, name, ident == rec.main_ident, totals, timeline))
         threads.sort(key=lambda t: not t.is_main)  # stable: then in order of appearance
         notes = list(ticker.notes)

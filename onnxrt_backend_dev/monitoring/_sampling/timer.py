@@ -50,6 +50,7 @@ class Ticker:
         self.notes: list[str] = []
         self.signal_samples = 0
         self.thread_samples = 0
+        self.last_signal = recorder.start  # when the handler last sampled
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -65,6 +66,7 @@ class Ticker:
             try:
                 self.recorder.sample(frame)
                 self.signal_samples += 1
+                self.last_signal = self.recorder.last
             finally:
                 self._lock.release()
 
@@ -147,9 +149,13 @@ class Ticker:
         interval = self.recorder.interval
         clock = self.recorder.clock
         wait = self._stop.wait
+        first = True  # a program that waits from its start is sampled from its start
         while True:
             signal_on = self._signal_on and self._signal_still_ours()
-            stalled = not signal_on or clock() - self.recorder.last > 2 * interval
+            # Stalled while the handler has not ticked for two intervals: the watchdog
+            # then samples every interval itself until it ticks again.
+            stalled = first or not signal_on or clock() - self.last_signal > 2 * interval
+            first = False
             if wait(interval if stalled else WATCH_FACTOR * interval):
                 return
             if stalled and clock() - self.recorder.last >= interval and self._lock.acquire(False):
