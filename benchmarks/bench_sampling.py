@@ -301,11 +301,11 @@ def trie_of_pyinstrument(trie: Trie, path: str) -> Trie:
         name = str(frame.function)
         if frame.file_path == "<built-in>":
             name = f"<built-in> {name}"
-        path: list[str] = [*prefix, name]
+        stack: list[str] = [*prefix, name]
         own = frame.time - sum(c.time for c in frame.children)
         if own > 0:
-            trie.add(path, own)
-        todo.extend((c, path) for c in frame.children)
+            trie.add(stack, own)
+        todo.extend((c, stack) for c in frame.children)
     return trie
 
 
