@@ -149,9 +149,11 @@ def test_a_program_taking_the_signal_during_the_run_keeps_it() -> None:
 
 
 def test_a_50_ms_program_still_gets_a_tree() -> None:
+    # GIVEN 50 ms of work THEN a tree naming it (a few samples even on a loaded machine)
     result = sample(_busy, 0.05)
-    assert result.profile.samples >= 5
+    assert result.profile.samples >= 2
     assert "_busy" in result.to_text()
+    assert "no sample taken" not in result.to_text()
 
 
 def test_start_twice_and_stop_before_start_are_refused() -> None:

@@ -14,6 +14,7 @@ from onnxrt_backend_dev.monitoring._sampling.view import (
     build_tree,
     fold_stack,
     hot_lines,
+    mark_waiting,
     visible_rows,
 )
 
@@ -165,3 +166,36 @@ def test_text_shows_the_folded_row_and_what_it_hides() -> None:
     assert "read_csv  pandas/a.py:1  [1 frame hidden (pandas)]" in text
     assert " 60.0 %" in text and " 40.0 %" in text
     assert re.search(r"(?<![0-9])0\.0 %", text) is None
+
+
+def _cpu_profile(rows: list[tuple[str, float, float]]) -> SampledProfile:
+    stacks = [(user("main"), user(name)) for name, _, _ in rows]
+    totals = {i: [wall, cpu, 1.0] for i, (_, wall, cpu) in enumerate(rows)}
+    thread = ThreadProfile(1, "MainThread", True, totals)
+    return SampledProfile(stacks, [thread], 0.002, "prof", 1.0, 1.0, len(rows))
+
+
+def _waiting(rows: list[tuple[str, float, float]]) -> dict[str, bool]:
+    profile = _cpu_profile(rows)
+    root = build_tree(profile, profile.threads[0])
+    mark_waiting(root)
+    main = root.children[("main", USER, 1, "user")]
+    return {r.label: r.waiting for r in main.children.values()}
+
+
+def test_waiting_is_told_from_the_cpu_time_relative_to_the_busiest_rows() -> None:
+    # GIVEN a computing row (90 % CPU) and a join (1 % CPU)
+    assert _waiting([("compute", 0.5, 0.45), ("join", 0.5, 0.005)]) == {
+        "compute": False,
+        "join": True,
+    }
+    # GIVEN a loaded machine: every row got 15 % of the CPU THEN none is waiting
+    assert _waiting([("compute", 0.5, 0.075), ("other", 0.5, 0.07)]) == {
+        "compute": False,
+        "other": False,
+    }
+    # GIVEN no CPU clock THEN nothing is marked
+    profile = _cpu_profile([("join", 1.0, 0.0)])
+    root = build_tree(profile, profile.threads[0])
+    mark_waiting(root, cpu_known=False)
+    assert not any(r.waiting for r in root.children.values())

@@ -27,7 +27,11 @@ from .model import SampledProfile, Stack, ThreadProfile
 
 FOLD_SHARE = 0.01  # rows under 1 % of their thread's time go into one 'N more' row
 MIN_MORE_SHARE = 0.001  # an 'N more' row under 0.1 % is not drawn
-WAITING_CPU = 0.2  # a row whose own time is at most 20 % CPU is waiting
+# A row is waiting when most of its time is its own and that time got at most 20 % of the
+# CPU share the thread's busiest rows got (so a loaded machine, where every row gets
+# little CPU, does not make computing rows look idle), or under 2 % CPU at all.
+WAITING_CPU = 0.2
+IDLE_CPU = 0.02
 _STDLIB = [
     p.replace("\\", "/").rstrip("/") + "/"
     for p in {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")}
@@ -133,8 +137,10 @@ class Row:
     :param kind: ``user``, ``library``, ``import``, ``task``, ``idle``, ``thread``, ``more``
     """
 
-    __slots__ = ("children", "cpu", "file", "hidden", "kind", "label", "line", "lines",
-                 "more", "packages", "samples", "self_cpu", "self_wall", "wall")  # fmt: skip
+    __slots__ = (
+        "children", "cpu", "file", "hidden", "kind", "label", "line", "lines", "more",
+        "packages", "samples", "self_cpu", "self_wall", "waiting", "wall",
+    )  # fmt: skip
 
     def __init__(
         self, label: str, file: str, line: int, kind: str, wall: float = 0.0, cpu: float = 0.0
@@ -153,12 +159,11 @@ class Row:
         self.lines: dict[int, float] = {}  # own time per line
         self.children: dict[tuple[str, str, int, str], Row] = {}
         self.more = 0  # for a 'more' row: how many rows it stands for
+        self.waiting = False  # set by mark_waiting
 
-    @property
-    def waiting(self) -> bool:
-        """Most of its time is its own and spent off the CPU (``join``, ``select``...)."""
-        own = self.self_wall
-        return own > 0 and own >= 0.5 * self.wall and self.self_cpu <= WAITING_CPU * own
+    def own_cpu_share(self) -> float:
+        """The CPU share of the row's own time (0 without own time)."""
+        return self.self_cpu / self.self_wall if self.self_wall > 0 else 0.0
 
     def hidden_text(self) -> str:
         """``24 frames hidden (pandas, concurrent, threading)``, empty if none."""
@@ -274,6 +279,30 @@ def build_tree(profile: SampledProfile, thread: ThreadProfile, show_all: bool = 
     return root
 
 
+def mark_waiting(root: Row, cpu_known: bool = True) -> None:
+    """Marks the rows of a tree that wait (see :data:`WAITING_CPU`).
+
+    :param root: the tree
+    :param cpu_known: whether CPU times were measured (nothing is marked otherwise)
+    """
+    rows, todo = [], [root]
+    while todo:
+        row = todo.pop()
+        rows.append(row)
+        todo.extend(row.children.values())
+    if not cpu_known or root.wall <= 0:
+        return
+    busy = [r.own_cpu_share() for r in rows if r.self_wall >= 0.02 * root.wall]
+    baseline = max(busy, default=0.0)
+    for r in rows:
+        share = r.own_cpu_share()
+        r.waiting = (
+            r.self_wall > 0
+            and r.self_wall >= 0.5 * r.wall
+            and (share <= WAITING_CPU * baseline or share <= IDLE_CPU)
+        )
+
+
 def trees(profile: SampledProfile, show_all: bool = False) -> list[Row]:
     """One tree per thread, the main thread first (threads never sampled left out).
 
@@ -281,7 +310,10 @@ def trees(profile: SampledProfile, show_all: bool = False) -> list[Row]:
     :param show_all: no folding
     :return: the roots
     """
-    return [build_tree(profile, t, show_all) for t in profile.threads if t.totals]
+    roots = [build_tree(profile, t, show_all) for t in profile.threads if t.totals]
+    for root in roots:
+        mark_waiting(root, profile.cpu_known)
+    return roots
 
 
 def visible_rows(
