@@ -169,7 +169,7 @@ def test_text_shows_the_folded_row_and_what_it_hides() -> None:
 
 
 def _cpu_profile(rows: list[tuple[str, float, float]]) -> SampledProfile:
-    stacks = [(user("main"), user(name)) for name, _, _ in rows]
+    stacks: list[tuple[SampledFrame, ...]] = [(user("main"), user(name)) for name, _, _ in rows]
     totals = {i: [wall, cpu, 1.0] for i, (_, wall, cpu) in enumerate(rows)}
     thread = ThreadProfile(1, "MainThread", True, totals)
     return SampledProfile(stacks, [thread], 0.002, "prof", 1.0, 1.0, len(rows))
