@@ -296,13 +296,16 @@ def trie_of_pyinstrument(trie: Trie, path: str) -> Trie:
     todo: list[tuple[Any, list[str]]] = [(root, [])] if root is not None else []
     while todo:
         frame, prefix = todo.pop()
-        if frame.is_synthetic:
+        if frame.is_synthetic:  # [self]: counted in its parent's own time below
+            continue
+        if "pyinstrument" in (frame.file_path or ""):  # its own main, above the script
+            todo.extend((c, prefix) for c in frame.children)
             continue
         name = str(frame.function)
         if frame.file_path == "<built-in>":
             name = f"<built-in> {name}"
         stack: list[str] = [*prefix, name]
-        own = frame.time - sum(c.time for c in frame.children)
+        own = frame.time - sum(c.time for c in frame.children if not c.is_synthetic)
         if own > 0:
             trie.add(stack, own)
         todo.extend((c, stack) for c in frame.children)
