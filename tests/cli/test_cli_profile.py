@@ -35,7 +35,9 @@ if "exit" in sys.argv:
 """
 
 
-_main = functools.partial(run_cli, "profile")
+# These tests are of the cProfile path (exact calls, the call graph): the sampled
+# default has its own, tests/sampling/test_sampling_cli.py.
+_main = functools.partial(run_cli, "profile", "--cprofile")
 
 
 @pytest.fixture
@@ -318,7 +320,7 @@ def test_a_new_format_is_one_registry_entry(
 
 # ---------------------------------------------------------------- program's stdout, signals
 
-_PROFILE_CMD = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", "-q"]
+_PROFILE_CMD = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", "--cprofile", "-q"]
 
 
 @pytest.mark.slow
