@@ -28,6 +28,8 @@ from ._profiling.load import ProfileFormatError, load_profiles
 from ._profiling.model import ProfileNode
 from ._profiling.view_paths import PathLimits
 from ._profiling.view_tree import FOLD_SHARE, CallTree
+from ._sampling.result import SamplingResult
+from ._sampling.session import Sampling, sample, sampling
 
 __all__ = [
     "FORMATS",
@@ -37,6 +39,8 @@ __all__ = [
     "PathLimits",
     "ProfileFormatError",
     "ProfileNode",
+    "Sampling",
+    "SamplingResult",
     "SortKey",
     "ViewOptions",
     "call_tree",
@@ -47,6 +51,8 @@ __all__ = [
     "profile",
     "profile2df",
     "profile2graph",
+    "sample",
+    "sampling",
     "to_collapsed",
     "to_html",
     "to_speedscope",
