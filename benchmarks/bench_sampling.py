@@ -447,6 +447,42 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
     return result
 
 
+def in_process(runs: int) -> None:
+    """The sampler's own cost, in this process: the main thread's CPU time (where the
+    SIGPROF handler runs; less sensitive than wall time to a loaded machine) of
+    json.dumps(indent=2) of the 40,000 records and of the ast workload, plain and
+    sampled at 1, 2 (default) and 5 ms, interleaved, ratio of minimums."""
+    from onnxrt_backend_dev.monitoring._sampling.session import Sampling
+
+    env: dict[str, Any] = {}
+    exec(compile(JSON_SCRIPT.replace("workload_json(make())", ""), "json", "exec"), env)
+    exec(compile(AST_SCRIPT.replace("workload_ast(sources())", ""), "ast", "exec"), env)
+    obj, srcs = env["make"](), env["sources"]()
+    work = {"json": lambda: env["workload_json"](obj), "ast": lambda: env["workload_ast"](srcs)}
+    print("## in process: main-thread CPU time, sampled / plain (ratio of minimums, median)")
+    for name, fct in work.items():
+        modes = [0.0, 0.001, 0.002, 0.005]
+        cpu: dict[float, list[float]] = {m: [] for m in modes}
+        samples: dict[float, int] = {}
+        for _ in range(runs):
+            for m in modes:
+                s = Sampling(m) if m else None
+                t0 = time.thread_time()
+                if s is not None:
+                    s.start()
+                fct()
+                if s is not None:
+                    samples[m] = s.stop().profile.samples
+                cpu[m].append(time.thread_time() - t0)
+        base, med = min(cpu[0.0]), statistics.median(cpu[0.0])
+        cells = ", ".join(
+            f"{1000 * m:g} ms {min(cpu[m]) / base:.3f}x ({statistics.median(cpu[m]) / med:.3f}x,"
+            f" {samples[m]} samples)"
+            for m in modes[1:]
+        )
+        print(f"  {name}: plain {base:.3f} s CPU; {cells}")
+
+
 def threads_and_short(folder: str) -> None:
     path = os.path.join(folder, "threads.py")
     with open(path, "w", encoding="utf-8") as f:
@@ -473,7 +509,9 @@ def threads_and_short(folder: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="interleaved runs per tool (7)")
-    parser.add_argument("--only", choices=["json", "pandas", "ast", "threads"], default=None)
+    parser.add_argument(
+        "--only", choices=["json", "pandas", "ast", "threads", "inprocess"], default=None
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
@@ -500,6 +538,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(bench(name, folder, script(), args.runs))
         if args.only in (None, "threads"):
             threads_and_short(folder)
+        if args.only in (None, "inprocess"):
+            in_process(args.runs)
     print("# summary (ratio of minimums)")
     for r in results:
         cells = ", ".join(f"{t} {v:.2f}x" for t, v in r["ratios"].items())
