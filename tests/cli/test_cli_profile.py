@@ -320,7 +320,14 @@ def test_a_new_format_is_one_registry_entry(
 
 # ---------------------------------------------------------------- program's stdout, signals
 
-_PROFILE_CMD = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", "--cprofile", "-q"]
+_PROFILE_CMD = [
+    sys.executable,
+    "-m",
+    "onnxrt_backend_dev.monitoring",
+    "profile",
+    "--cprofile",
+    "-q",
+]
 
 
 @pytest.mark.slow
