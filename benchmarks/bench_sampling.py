@@ -360,14 +360,17 @@ def import_times_pyinstrument(path: str) -> dict[str, float]:
     out = {"pandas": 0.0, "numpy": 0.0}
     root = Session.load(path).root_frame()
     todo = list(root.children) if root is not None else []
-    while todo:
+    while todo:  # down to the first pandas or numpy module, the user's own imports
         frame = todo.pop()
-        if "importlib" in (frame.file_path or "") or frame.file_path == "<built-in>":
+        found = [
+            mod
+            for mod in out
+            if frame.function == "<module>" and f"/{mod}/__init__.py" in (frame.file_path or "")
+        ]
+        if found:
+            out[found[0]] += frame.time
+        else:
             todo.extend(frame.children)
-            continue
-        for mod in out:
-            if frame.function == "<module>" and f"/{mod}/__init__.py" in (frame.file_path or ""):
-                out[mod] += frame.time
     return out
 
 
