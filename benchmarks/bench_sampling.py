@@ -337,19 +337,28 @@ def agreement(ours: list[str], theirs: list[str]) -> str:
 # ---------------------------------------------------------------- pandas floors
 
 
-def import_times_collapsed(path: str) -> dict[str, float]:
-    """Seconds under the first ``<module>`` of pandas and numpy reached from the script."""
+def import_times_collapsed(path: str, skip: int = 2, unit: float = 1e-6) -> dict[str, float]:
+    """Seconds under the first ``<module>`` of pandas and numpy reached from the script.
+
+    :param path: collapsed stacks (ours: a thread frame first; py-spy's: none)
+    :param skip: frames before the first one the script runs (the thread, its <module>)
+    :param unit: seconds per count (ours: microseconds; py-spy: one sample)
+    """
     out = {"pandas": 0.0, "numpy": 0.0}
     with open(path, encoding="utf-8") as f:
         for line in f:
             stack, _, count = line.rstrip("\n").rpartition(" ")
             parts = stack.split(";")
-            for part in parts[2:]:  # after the thread and the script's <module>
+            for part in parts[skip:]:
                 if "importlib" in part:
                     continue
                 for mod in out:
-                    if part.startswith("<module> (") and f"/{mod}/__init__.py" in part:
-                        out[mod] += float(count) * 1e-6
+                    file = part.rsplit(" (", 1)[-1]
+                    init = f"{mod}/__init__.py"
+                    if part.startswith("<module> (") and (
+                        file.startswith(init) or f"/{init}" in file
+                    ):
+                        out[mod] += float(count) * unit
                 break
     return out
 
@@ -393,13 +402,25 @@ def pandas_text(folder: str, script: list[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------- runs
 
 
+def _print_imports(imports: dict[str, list[dict[str, float]]], runs: int) -> None:
+    for mod in ("pandas", "numpy"):
+        o = statistics.median(d[mod] for d in imports["ours"])
+        p = statistics.median(d[mod] for d in imports["pyinstrument"])
+        s = statistics.median(d[mod] for d in imports["py-spy"]) if imports["py-spy"] else 0
+        ratio = o / p if p else float("nan")
+        ratio_spy = o / s if s else float("nan")
+        print(f"  import {mod}: ours {o:.3f} s, pyinstrument {p:.3f} s, py-spy {s:.3f} s "
+              f"(ours / pyinstrument {ratio:.2f}, ours / py-spy {ratio_spy:.2f}, "
+              f"medians of {runs})")  # fmt: skip
+
+
 def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any]:
     cmds = tools(folder, script)
     entry = ENTRIES[name]
     tries = {t: Trie(entry) for t in ("ours", "pyinstrument", "py-spy")}
     times: dict[str, list[float]] = {t: [] for t in cmds}
     cpus: dict[str, list[float]] = {t: [] for t in cmds}
-    imports: dict[str, list[dict[str, float]]] = {"ours": [], "pyinstrument": []}
+    imports: dict[str, list[dict[str, float]]] = {"ours": [], "pyinstrument": [], "py-spy": []}
     _run(cmds["plain"], folder)  # warm-up: file cache, .pyc
     for _ in range(runs):  # interleaved: a busy minute hits every tool
         for tool, cmd in cmds.items():
@@ -416,6 +437,9 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
             imports["pyinstrument"].append(
                 import_times_pyinstrument(os.path.join(folder, "pyi.pyisession"))
             )
+            if "py-spy" in cmds:  # 250 samples a second; its stacks start at the script
+                spy_file = os.path.join(folder, "spy.txt")
+                imports["py-spy"].append(import_times_collapsed(spy_file, 1, 1 / 250))
     base_min, base_med = min(times["plain"]), statistics.median(times["plain"])
     cpu_min = min(cpus["plain"])
     print(f"## {name}  (plain: min {base_min:.3f} s, median {base_med:.3f} s, {runs} runs)")
@@ -438,12 +462,7 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
         print(f"  hottest, py-spy:       {' > '.join(spy)}  -> ours agree {agreement(ours, spy)}")
         result["spy"] = agreement(ours, spy)
     if name == "pandas":
-        for mod in ("pandas", "numpy"):
-            o = statistics.median(d[mod] for d in imports["ours"])
-            p = statistics.median(d[mod] for d in imports["pyinstrument"])
-            ratio = o / p if p else float("nan")
-            print(f"  import {mod}: ours {o:.3f} s, pyinstrument {p:.3f} s "
-                  f"(ours / theirs {ratio:.2f}, medians of {runs})")  # fmt: skip
+        _print_imports(imports, runs)
         txt = pandas_text(folder, script)
         print(f"  default text: {txt['rows']} rows, missing names: {txt['missing'] or 'none'}")
         print("  " + txt["text"].replace("\n", "\n  ").rstrip())
