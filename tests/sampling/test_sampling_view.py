@@ -3,9 +3,13 @@ the event loop's idle time, no row standing for nothing, hot lines, the text."""
 
 from __future__ import annotations
 
+import json
 import re
 import sysconfig
 from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
 
 from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile, ThreadProfile
@@ -199,3 +203,24 @@ def test_waiting_is_told_from_the_cpu_time_relative_to_the_busiest_rows() -> Non
     root = build_tree(profile, profile.threads[0])
     mark_waiting(root, cpu_known=False)
     assert not any(r.waiting for r in root.children.values())
+
+
+def test_export_follows_the_suffix_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    from onnxrt_backend_dev.monitoring._errors import BadValue
+    from onnxrt_backend_dev.monitoring._sampling.result import SamplingResult, format_of
+
+    # GIVEN a result
+    result = SamplingResult(_profile([((user("main"), user("hot")), 1.0)]))
+    # THEN each suffix gives its format, the file written
+    for name, fmt in [("a.json", "json"), ("a.speedscope.json", "speedscope"), ("a.html", "html"),
+                      ("a.txt", "text"), ("a.collapsed", "collapsed")]:  # fmt: skip
+        assert format_of(name) == fmt
+        assert result.export(tmp_path / name) == fmt
+        assert (tmp_path / name).stat().st_size > 0
+    doc = json.loads((tmp_path / "a.json").read_text("utf-8"))
+    assert doc["schema"] == "onnxrt-sampling" and doc["version"] == 1
+    assert [r["name"] for r in doc["threads"][0]["rows"]] == ["thread MainThread", "main", "hot"]
+    # AND an unknown suffix is refused in one line naming the path, nothing written
+    with pytest.raises(BadValue, match=r"a\.pdf"):
+        result.export(tmp_path / "a.pdf")
+    assert not (tmp_path / "a.pdf").exists()
