@@ -34,12 +34,15 @@ from ._profiling.run import (
 from ._profiling.view_paths import PathLimits
 from ._profiling.view_tree import FOLD_SHARE, CallTree, build_tree
 from ._profiling.view_tree import hot_paths as _hot_paths
+from ._sampling.result import SamplingResult
+from ._sampling.session import Sampling, sample, sampling
 
 __all__ = [
     "FORMATS", "VIEWS", "CallTree", "Format", "PathLimits", "ProfileFormatError",
-    "ProfileNode", "SortKey", "ViewOptions", "call_tree", "check_no_profiler_active",
-    "export", "hot_paths", "path_cleaner", "plot_profile", "profile", "profile2df",
-    "profile2graph", "to_collapsed", "to_html", "to_speedscope", "to_tree_text",
+    "ProfileNode", "Sampling", "SamplingResult", "SortKey", "ViewOptions", "call_tree",
+    "check_no_profiler_active", "export", "hot_paths", "path_cleaner", "plot_profile",
+    "profile", "profile2df", "profile2graph", "sample", "sampling", "to_collapsed",
+    "to_html", "to_speedscope", "to_tree_text",
 ]  # fmt: skip
 
 

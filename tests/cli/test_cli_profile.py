@@ -35,7 +35,9 @@ if "exit" in sys.argv:
 """
 
 
-_main = functools.partial(run_cli, "profile")
+# These tests are of the cProfile path (exact calls, the call graph): the sampled
+# default has its own, tests/sampling/test_sampling_cli.py.
+_main = functools.partial(run_cli, "profile", "--cprofile")
 
 
 @pytest.fixture
@@ -260,7 +262,7 @@ def test_os_exit_still_writes_the_profile(tmp_path: Path) -> None:
         "os._exit(5)\n",
         encoding="utf-8",
     )
-    cmd = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", str(script)]
+    cmd = [*_PROFILE_CMD[:-1], str(script)]  # cProfile: a 10 ms run is too short to sample
     # WHEN profiled THEN its exit code is kept and the profile is written all the same
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 5, proc.stderr
@@ -318,7 +320,14 @@ def test_a_new_format_is_one_registry_entry(
 
 # ---------------------------------------------------------------- program's stdout, signals
 
-_PROFILE_CMD = [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", "-q"]
+_PROFILE_CMD = [
+    sys.executable,
+    "-m",
+    "onnxrt_backend_dev.monitoring",
+    "profile",
+    "--cprofile",
+    "-q",
+]
 
 
 @pytest.mark.slow

@@ -318,7 +318,7 @@ class ProfileCommand:
     """The ``profile`` subcommand."""
 
     name = "profile"
-    help = "profile a script or module with cProfile and show its call tree"
+    help = "profile a script or module (sampled, or --cprofile) and show its call tree"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Declares the options."""
@@ -328,6 +328,9 @@ class ProfileCommand:
         )
         parser.epilog = _EPILOG
         _add_view_options(parser)
+        from .profile_sampled import add_options
+
+        add_options(parser)
         parser.add_argument(
             "-m",
             dest="module",
@@ -345,21 +348,33 @@ class ProfileCommand:
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """Profiles the program, or renders files with ``show``."""
+        """Profiles the program (sampled, or with cProfile), or renders files with
+        ``show``."""
+        import functools
+
+        from .profile_sampled import RunHelpers, check_sampled, run_sampled, uses_cprofile
+
         if args.target != "show":
             _check_before_running(args)
             check_save(args, _inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
+        helpers = RunHelpers(
+            _as_main, _before_os_exit, _exit_code, report_raised, _resolve_format, _can_encode
+        )
+        profile: Callable[..., int] = self._profile
+        if not uses_cprofile(args, helpers):  # sampled, the default
+            check_sampled(args)  # a bad --interval is reported before the program runs
+            profile = functools.partial(run_sampled, helpers=helpers)
         if args.module:
             code, module, argv, path0 = _module_code(args.module[0])
-            return self._profile(code, module, argv + args.module[1:], path0, args, out, err)
+            return profile(code, module, argv + args.module[1:], path0, args, out, err)
         if args.target == "show":
             return self._show(args, out, err)
         if args.target is None:
             raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
         code, module, argv, path0 = _script_code(args.target)
-        return self._profile(code, module, argv + args.args, path0, args, out, err)
+        return profile(code, module, argv + args.args, path0, args, out, err)
 
     def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._profiling.load import ProfileFormatError, load_stats_object

@@ -1,0 +1,234 @@
+"""``profile script.py`` / ``profile -m mod`` under the sampler (the default; ``--cprofile``
+runs cProfile instead). The program runs as ``__main__`` exactly as under cProfile, with
+the same guarantees (:mod:`.cmd_profile`, :mod:`.guard`): its exit code is returned, an
+exception it raises is reported, and the profile is still delivered after ``os._exit``,
+a closed stdout, SIGTERM or SIGHUP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from typing import Any, NamedTuple, TextIO
+
+from .common import EXIT_USAGE, CommandError, save_output
+from .guard import Terminated, kept_output, terminating_signals
+
+SAMPLED_FORMATS = ("text", "json", "html", "speedscope", "collapsed")
+
+
+class RunHelpers(NamedTuple):
+    """What ``profile`` already has to run a program and report it, given by
+    :mod:`.cmd_profile` (passed, not imported: the command imports this module).
+
+    :param as_main: installs the program as ``__main__`` (context manager)
+    :param before_os_exit: calls a callback when the program calls ``os._exit``
+    :param exit_code: the exit code of a ``SystemExit``
+    :param report_raised: reports the program's exception, returns 1
+    :param resolve_format: the output format from ``--format`` and ``-o``
+    :param can_encode: whether a stream can write some text
+    """
+
+    as_main: Callable[..., Any]
+    before_os_exit: Callable[..., Any]
+    exit_code: Callable[..., int]
+    report_raised: Callable[..., int]
+    resolve_format: Callable[[argparse.Namespace], str]
+    can_encode: Callable[[Any, str], bool]
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The sampler's options of ``profile``.
+
+    :param parser: the ``profile`` parser
+    """
+    parser.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="profile with cProfile (exact call counts, the call graph) instead of sampling; "
+        "implied by --view reference, --sort, --focus, --hide-stdlib, --min-share, "
+        "--save and -o FILE.prof",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="sampling: seconds between samples (0.002)",
+    )
+    parser.add_argument(
+        "--timer",
+        choices=("prof", "real", "thread"),
+        default="prof",
+        help="sampling: what ticks, the CPU-time signal SIGPROF backed by a watchdog "
+        "thread (prof, default), the wall-time SIGALRM (real) or a thread only (thread)",
+    )
+    parser.add_argument(
+        "--show-library",
+        action="store_true",
+        help="sampling: show every library frame (no folding of the standard library "
+        "and installed packages)",
+    )
+
+
+def uses_cprofile(args: argparse.Namespace, helpers: RunHelpers) -> bool:
+    """Whether the options ask for cProfile (explicitly or through a cProfile-only
+    option).
+
+    :param args: the parsed options
+    :param helpers: the command's helpers
+    :return: True for cProfile
+    """
+    if args.cprofile or args.view == "reference" or args.target == "show":
+        return True
+    # Saved profiles (and their comparisons) hold cProfile's exact per-function figures.
+    if getattr(args, "save", None) is not None:
+        return True
+    if args.sort != "cumulative" or args.focus or args.hide_stdlib or args.min_share:
+        return True
+    try:
+        return helpers.resolve_format(args) == "prof"
+    except CommandError:
+        return False  # reported by the caller
+
+
+def check_sampled(args: argparse.Namespace) -> float:
+    """Checks the sampler's options before the program runs.
+
+    :param args: the parsed options
+    :return: the interval
+    """
+    from .._sampling.session import DEFAULT_INTERVAL, check_interval
+
+    interval = DEFAULT_INTERVAL if args.interval is None else args.interval
+    try:
+        return check_interval(interval, "--interval")
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from e
+
+
+def _emit(
+    result: Any, args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers
+) -> None:
+    fmt = helpers.resolve_format(args)
+    opts: dict[str, Any] = {}
+    if fmt in ("text", "json", "html"):
+        opts = {"fold_share": args.fold_share, "show_all": args.show_library}
+    if fmt == "text":
+        opts["max_depth"] = args.max_depth
+        if args.output is None and not helpers.can_encode(sys.stdout, "├─│└"):
+            opts["guides"] = "ascii"
+    render: Callable[..., str] = getattr(result, f"to_{fmt}")
+    text = render(**opts)
+    if args.output is None:
+        out.write(text if text.endswith("\n") or not text else text + "\n")
+    else:
+
+        def write(path: str) -> None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+
+        save_output("-o", args.output, write)
+        if not args.quiet:
+            err.write(f"profile written to {args.output} ({fmt})\n")
+    for note in result.profile.notes:
+        err.write(f"note: {note}\n")
+
+
+def _depth() -> int:
+    frame: types.FrameType | None = sys._getframe(1)
+    n = 0
+    while frame is not None:
+        n += 1
+        frame = frame.f_back
+    return n
+
+
+def run_sampled(
+    code: types.CodeType,
+    module: types.ModuleType,
+    argv: list[str],
+    path0: str,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    helpers: RunHelpers,
+) -> int:
+    """Runs the program under the sampler and writes its profile.
+
+    :param code: the program's code
+    :param module: its ``__main__`` module
+    :param argv: its ``sys.argv``
+    :param path0: its ``sys.path[0]``
+    :param args: the parsed options
+    :param out: the output stream
+    :param err: the error stream
+    :param helpers: the command's helpers
+    :return: the exit code
+    """
+    import os
+
+    from .._format import format_duration
+    from .._progress import LiveStatus
+    from .._sampling.session import Sampling
+
+    interval = check_sampled(args)
+    fmt = helpers.resolve_format(args)
+    if fmt not in SAMPLED_FORMATS:
+        raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
+    name = os.path.basename(argv[0])
+    sampler = Sampling(interval, args.timer, program=args.program or name)
+    start = time.perf_counter()
+    status = LiveStatus(
+        err,
+        lambda: f"profiling {name}: {format_duration(time.perf_counter() - start)}",
+        enabled=False if args.quiet else None,
+    )
+    ident = threading.get_ident()
+
+    def on_os_exit(exit_code: int) -> None:
+        try:
+            if threading.get_ident() != ident:
+                err.write(f"error: {name} called os._exit({exit_code}) from a thread: "
+                          "the profile was not written\n")  # fmt: skip
+                return
+            try:
+                _emit(sampler.stop(), args, out, err, helpers)
+            except CommandError as e:  # os._exit would swallow it: say where it went
+                err.write(f"error: {e}\n")
+            err.write(f"{name} exited with os._exit({exit_code})\n")
+        finally:
+            out.flush()
+            err.flush()
+
+    failure: BaseException | None = None
+    with kept_output(out) as kept, terminating_signals() as signals:
+        with status, helpers.as_main(module, argv, path0), helpers.before_os_exit(on_os_exit):
+            # The root of the main thread's tree is the program's <module>.
+            sampler.start(skip_outer=_depth())
+            try:
+                exec(code, module.__dict__)
+            except BaseException as e:  # handled below, with the sampler stopped
+                failure = e
+            finally:
+                result = sampler.stop()
+                signals.program_over()
+        rc = helpers.exit_code(failure, err) if isinstance(failure, SystemExit) else 0
+        failure = None if isinstance(failure, SystemExit) else failure
+        with kept.stream(err) as stream:
+            _emit(result, args, stream, err, helpers)
+    if isinstance(failure, KeyboardInterrupt):
+        raise failure
+    if signals.exit_code is not None:
+        why = failure if isinstance(failure, Terminated) else Terminated(signals.received[0])
+        err.write(f"{name} {why}\n")
+        return signals.exit_code
+    if failure is not None:
+        return helpers.report_raised(name, failure, err)
+    if rc and not args.quiet:
+        err.write(f"{name} exited with code {rc}\n")
+    return rc
