@@ -38,6 +38,7 @@ _COMMAND_MODULES: dict[str, str] = {
     "time": ".cmd_time",
     "spy": ".cmd_spy",
     "profile": ".cmd_profile",
+    "run": ".cmd_run",
 }
 
 
