@@ -1,0 +1,230 @@
+"""The one place that walks Python frames into interned stacks.
+
+Cheap at each sample, decoded once at the end: a stack is a flat tuple of integers,
+``id(code), f_lasti`` per frame from the innermost (integers hash fast; ``f_lasti`` is
+read as is, where ``f_lineno`` would decode the line table). The code objects are kept
+in the table, which also keeps their ids from being reused. Lines and names are found
+once per distinct (code, offset), in :meth:`StackTable.decode`.
+
+A sample that came late because a C call held the GIL marks its innermost offset as
+*delayed* (stored as ``-1 - f_lasti``): the time then goes to the line of the last call
+instruction at or before ``f_lasti`` (the call that held the GIL), not to the line the
+interpreter had moved on to.
+
+This is the API the memory attribution (``start_spying_on(stacks=True)``) is meant to
+call: :func:`walk` (or :meth:`StackTable.intern_frame`) at each sample,
+:meth:`StackTable.decode` once at the end.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import NamedTuple
+
+from .._stacks.frames import StackFrame, is_library_path
+
+MAX_DEPTH = 1024  # frames kept per stack, the innermost ones (a deeper recursion is cut)
+MAX_STACKS = 50_000  # distinct stacks interned at most (a few MB at worst)
+TRUNCATED_DEPTH = 16  # beyond MAX_STACKS, a new stack is kept as its outermost frames
+
+StackKey = tuple[int, ...]  # id(code), offset for each frame, innermost first
+
+_CALL_OPS = frozenset(
+    op
+    for name, op in dis.opmap.items()
+    if name.startswith(("CALL", "PRECALL")) or name in ("SEND", "YIELD_VALUE")
+)
+
+
+class SampledFrame(NamedTuple):
+    """One frame of a decoded stack.
+
+    :param name: qualified name (``co_qualname`` on 3.11+, ``co_name`` before)
+    :param file: the code's file as the interpreter has it
+    :param first_line: the function's first line (with name and file, its identity)
+    :param line: the line running (or calling) in this frame
+    """
+
+    name: str
+    file: str
+    first_line: int
+    line: int
+
+    def function(self) -> StackFrame:
+        """The function, as the shared exporters read it (line = its first line)."""
+        return StackFrame(self.name, self.file, self.first_line)
+
+    @property
+    def is_library(self) -> bool:
+        """True for standard library, installed packages, frozen or built-in code."""
+        return is_library_path(self.file)
+
+
+def walk(
+    frame: FrameType | None,
+    codes: dict[int, CodeType],
+    max_depth: int = MAX_DEPTH,
+    delayed: bool = False,
+) -> StackKey:
+    """The stack ending at ``frame``, walked with a loop.
+
+    :param frame: the innermost frame
+    :param codes: ``id(code) -> code``, completed here (keeps the ids unique)
+    :param max_depth: frames kept at most, the innermost ones
+    :param delayed: the sample came late: the innermost frame's time goes to its last
+        call instruction (see the module's docstring)
+    :return: ``id(code), offset`` for each frame, innermost first
+    """
+    items: list[int] = []
+    append = items.append
+    limit = 2 * max_depth
+    while frame is not None and len(items) < limit:
+        code = frame.f_code
+        key = id(code)
+        if key not in codes:
+            codes[key] = code
+        append(key)
+        append(frame.f_lasti)
+        frame = frame.f_back
+    if delayed and items:
+        items[1] = -1 - items[1]
+    return tuple(items)
+
+
+def _line_at(code: CodeType, offset: int) -> int:
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
+def call_offset(code: CodeType, offset: int) -> int:
+    """The offset of the last call instruction at or before ``offset`` (``offset`` when
+    there is none).
+
+    :param code: the code object
+    :param offset: an instruction offset (``f_lasti``)
+    :return: an offset
+    """
+    best = -1
+    for ins in dis.get_instructions(code):
+        if ins.offset > offset:
+            break
+        if ins.opcode in _CALL_OPS:
+            best = ins.offset
+    return offset if best < 0 else best
+
+
+def line_of(code: CodeType, offset: int) -> int:
+    """The line of a stored offset: ``f_lasti`` as is, or, for a delayed sample's
+    ``-1 - f_lasti``, the line of the call instruction before it.
+
+    :param code: the code object
+    :param offset: the stored offset
+    :return: the line, the function's first line when unknown
+    """
+    if offset < 0:
+        offset = call_offset(code, -1 - offset)
+    return _line_at(code, offset)
+
+
+def qualified_name(code: CodeType) -> str:
+    """``co_qualname`` where the interpreter has it (3.11+), ``co_name`` otherwise.
+
+    :param code: the code object
+    :return: the name
+    """
+    name = getattr(code, "co_qualname", None)
+    return name if isinstance(name, str) else code.co_name
+
+
+class StackTable:
+    """Interned stacks: each distinct stack gets an id, decoded once at the end.
+
+    :param max_stacks: distinct stacks kept at most; beyond, a new stack is interned as
+        its outermost :data:`TRUNCATED_DEPTH` frames (counted in :attr:`merged`)
+    :param max_depth: frames kept per stack
+    """
+
+    def __init__(self, max_stacks: int = MAX_STACKS, max_depth: int = MAX_DEPTH) -> None:
+        self.max_stacks = max_stacks
+        self.max_depth = max_depth
+        self.codes: dict[int, CodeType] = {}
+        self.keys: list[StackKey] = []
+        self.merged = 0
+        self._ids: dict[StackKey, int] = {}
+        self._ints: dict[int, int] = {}  # one object per integer of the interned keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def intern_frame(self, frame: FrameType | None, delayed: bool = False) -> int:
+        """Walks ``frame`` (see :func:`walk`) and interns the stack.
+
+        :param frame: the innermost frame
+        :param delayed: see :func:`walk`
+        :return: the stack's id
+        """
+        return self.intern(walk(frame, self.codes, self.max_depth, delayed))
+
+    def intern(self, key: StackKey) -> int:
+        """The id of a stack key, a new one if unseen.
+
+        :param key: from :func:`walk` with this table's ``codes``
+        :return: the id
+        """
+        index = self._ids.get(key)
+        if index is not None:
+            return index
+        if len(self.keys) >= self.max_stacks:
+            self.merged += 1
+            key = key[-2 * TRUNCATED_DEPTH :]
+            index = self._ids.get(key)
+            if index is not None:
+                return index
+        ints = self._ints
+        key = tuple(ints.setdefault(x, x) for x in key)
+        index = self._ids[key] = len(self.keys)
+        self.keys.append(key)
+        return index
+
+    def decode(self) -> list[tuple[SampledFrame, ...]]:
+        """Every stack as frames, outermost first, in id order.
+
+        :return: one tuple per stack id
+        """
+        lines: dict[tuple[int, int], SampledFrame] = {}
+        names: dict[int, tuple[str, str, int]] = {}
+        out = []
+        for key in self.keys:
+            frames = []
+            for i in range(len(key) - 2, -1, -2):
+                cid, offset = key[i], key[i + 1]
+                frame = lines.get((cid, offset))
+                if frame is None:
+                    code = self.codes[cid]
+                    ident = names.get(cid)
+                    if ident is None:
+                        ident = names[cid] = (
+                            qualified_name(code),
+                            code.co_filename,
+                            code.co_firstlineno,
+                        )
+                    frame = lines[cid, offset] = SampledFrame(*ident, line_of(code, offset))
+                frames.append(frame)
+            out.append(tuple(frames))
+        return out
+
+
+def thread_frames(
+    current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+) -> dict[int, FrameType]:
+    """The innermost frame of every Python thread now (``sys._current_frames``).
+
+    :param current_frames: the source (tests pass a fake)
+    :return: thread id -> frame
+    """
+    return current_frames()

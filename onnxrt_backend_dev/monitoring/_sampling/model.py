@@ -1,0 +1,96 @@
+"""The sampled profile: decoded stacks and, per thread, the time each stack stood for.
+
+Plain data, built once at the end of a run (see :mod:`.session`); the views
+(:mod:`.view`) and the renderers read it, it imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .._stacks.frames import StackFrame
+from .frames import SampledFrame
+
+Stack = tuple[SampledFrame, ...]  # outermost first
+
+
+@dataclass
+class ThreadProfile:
+    """What one thread ran.
+
+    :param ident: the thread's id
+    :param name: its name
+    :param is_main: True for the main thread
+    :param totals: stack id -> ``[wall seconds, CPU seconds, samples]``
+    :param timeline: ``(start, duration, stack id)`` in time order, seconds from the start
+    """
+
+    ident: int
+    name: str
+    is_main: bool
+    totals: dict[int, list[float]]
+    timeline: list[tuple[float, float, int]] = field(default_factory=list)
+
+    @property
+    def wall(self) -> float:
+        """Seconds this thread was sampled for."""
+        return sum(t[0] for t in self.totals.values())
+
+    @property
+    def cpu(self) -> float:
+        """CPU seconds of this thread over its samples (0 where unknown)."""
+        return sum(t[1] for t in self.totals.values())
+
+
+@dataclass
+class SampledProfile:
+    """A run as the sampler saw it.
+
+    :param stacks: stack id -> frames, outermost first
+    :param threads: one per thread, the main thread first, then in order of appearance
+    :param interval: the sampling interval, seconds
+    :param timer: how samples were taken (``prof``, ``real``, ``thread``)
+    :param duration: wall seconds from start to stop
+    :param cpu_time: CPU seconds of the process over the run
+    :param samples: samples taken
+    :param notes: what the user must know (a signal taken, stacks merged, decimation)
+    :param program: what ran (a script name, a function), for the headers
+    :param skip_outer: frames left out at the root of the main thread's stacks (the
+        caller's frames above the profiled code)
+    :param cpu_known: whether per-thread CPU times were read
+    """
+
+    stacks: list[Stack]
+    threads: list[ThreadProfile]
+    interval: float
+    timer: str
+    duration: float
+    cpu_time: float
+    samples: int
+    notes: list[str] = field(default_factory=list)
+    program: str = ""
+    skip_outer: int = 0
+    cpu_known: bool = True
+
+    def thread_stacks(self, thread: ThreadProfile) -> Iterator[tuple[Stack, list[float]]]:
+        """``(frames, [wall, cpu, samples])`` of a thread, the caller's frames left out.
+
+        :param thread: one of :attr:`threads`
+        :return: an iterator
+        """
+        skip = self.skip_outer if thread.is_main else 0
+        for sid, totals in thread.totals.items():
+            yield self.stacks[sid][skip:], totals
+
+    def weighted_stacks(self, cpu: bool = False) -> Iterator[tuple[list[StackFrame], float]]:
+        """Every thread's stacks as the shared exporters read them, each rooted at a frame
+        naming its thread (``thread MainThread``).
+
+        :param cpu: weight by CPU seconds, not wall seconds
+        :return: ``(frames, seconds)`` pairs
+        """
+        for thread in self.threads:
+            root = StackFrame(f"thread {thread.name}", "", 0)
+            for frames, totals in self.thread_stacks(thread):
+                yield [root, *(f.function() for f in frames)], totals[1 if cpu else 0]

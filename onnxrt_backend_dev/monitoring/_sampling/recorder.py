@@ -1,0 +1,201 @@
+"""What the sampler records at each sample, with bounded memory.
+
+Every sample reads the stack of every Python thread and adds, per (thread, stack), the
+real time since the previous sample (wall) and the thread's own CPU time over that gap.
+Those totals are exact however long the run. The timeline (which stack each thread ran
+when) is kept per thread up to ``max_points`` entries, then halved (every other entry
+kept, its neighbour's time added to it) and sampled at half the rate, as the memory
+series does: an hour-long run stays a few MB.
+"""
+
+from __future__ import annotations
+
+import array
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from .frames import StackTable
+
+MAX_POINTS = 20_000  # timeline entries kept per thread before halving
+DELAY_FACTOR = 2.5  # a gap over this many intervals is a sample delayed by a GIL holder
+
+
+class ThreadLine:
+    """The timeline of one thread: start times, stack ids and the time each stands for."""
+
+    def __init__(self) -> None:
+        self.times = array.array("d")
+        self.stacks = array.array("q")
+        self.weights = array.array("d")
+        self.stride = 1
+        self._skip = 0
+
+    def add(self, t: float, stack: int, weight: float, max_points: int) -> None:
+        """Records one sample (every ``stride``-th is kept, the others add their time)."""
+        if self._skip:
+            self._skip -= 1
+            if self.weights:
+                self.weights[-1] += weight
+            return
+        self._skip = self.stride - 1
+        self.times.append(t - weight)
+        self.stacks.append(stack)
+        self.weights.append(weight)
+        if len(self.times) >= max_points:
+            self._halve()
+
+    def _halve(self) -> None:
+        weights = self.weights
+        merged = array.array("d", (weights[i] + (weights[i + 1] if i + 1 < len(weights) else 0.0)
+                                   for i in range(0, len(weights), 2)))  # fmt: skip
+        self.times = self.times[::2]
+        self.stacks = self.stacks[::2]
+        self.weights = merged
+        self.stride *= 2
+        self._skip = self.stride - 1
+
+
+def _cpu_clock(ident: int) -> Callable[[], float] | None:
+    """A reader of a thread's CPU time, None where the platform has none."""
+    getid = getattr(time, "pthread_getcpuclockid", None)
+    if getid is None:
+        return None
+    try:
+        clock = getid(ident)
+        time.clock_gettime(clock)
+    except (OSError, OverflowError, ValueError):
+        return None
+    return lambda: time.clock_gettime(clock)
+
+
+OWN_CODES: set[object] = set()  # the sampler's own code (the timer adds its handler's)
+
+
+class Recorder:
+    """Aggregates samples of every thread (not thread-safe: the sampler serialises).
+
+    :param interval: the sampling interval, seconds (to tell a delayed sample)
+    :param clock: wall clock, seconds
+    :param current_frames: ``sys._current_frames`` (tests pass a fake)
+    :param cpu_clock: thread id -> a reader of that thread's CPU time (None: unknown)
+    :param thread_name: thread id -> its name
+    :param max_points: timeline entries per thread before halving
+    :param table: the stack table (a fresh one by default)
+    """
+
+    def __init__(
+        self,
+        interval: float,
+        clock: Callable[[], float],
+        current_frames: Callable[[], dict[int, FrameType]],
+        cpu_clock: Callable[[int], Callable[[], float] | None] = _cpu_clock,
+        thread_name: Callable[[int], str] | None = None,
+        max_points: int = MAX_POINTS,
+        table: StackTable | None = None,
+    ) -> None:
+        self.interval = interval
+        self.clock = clock
+        self.current_frames = current_frames
+        self.cpu_clock = cpu_clock
+        self.thread_name = thread_name or _thread_name
+        self.max_points = max_points
+        self.table = table if table is not None else StackTable()
+        self.start = clock()
+        self.last = self.start
+        self.samples = 0
+        self.delayed = 0
+        self.skip_ident: int | None = None  # the sampler's own thread
+        self.main_ident = threading.main_thread().ident or 0
+        # ident -> [name, {stack: [wall, cpu, count]}, ThreadLine, cpu reader, last cpu,
+        #           last stack id]
+        self.threads: dict[int, list] = {}
+        self.order: list[int] = []  # idents in the order first seen
+
+    def sample(self, main_frame: FrameType | None = None, final: bool = False) -> None:
+        """Takes one sample of every thread now.
+
+        :param main_frame: the main thread's frame when a signal handler samples (its
+            own frame would otherwise top the main thread's stack)
+        :param final: the last sample, taken by ``stop()``: the main thread is in the
+            sampler's code, its time since the previous sample goes to its last stack
+        """
+        now = self.clock()
+        gap = now - self.last
+        self.last = now
+        if gap <= 0:
+            return
+        self.samples += 1
+        late = gap > DELAY_FACTOR * self.interval
+        self.delayed += late
+        frames = self.current_frames()
+        if main_frame is not None:
+            frames[self.main_ident] = main_frame
+        else:
+            main = frames.get(self.main_ident)
+            # The main thread caught in the signal handler: its frames are not the program's.
+            while main is not None and main.f_code in OWN_CODES:
+                main = main.f_back
+            if main is not None:
+                frames[self.main_ident] = main
+        table, skip = self.table, self.skip_ident
+        for ident, frame in frames.items():
+            if ident == skip:
+                continue
+            state = self.threads.get(ident)
+            if state is None:
+                state = self._new_thread(ident)
+            cpu = self._cpu_delta(state)
+            reader = state[3]
+            held = late and (cpu > 0.5 * gap if reader is not None else ident == self.main_ident)
+            if final and ident == self.main_ident and state[5] >= 0:
+                sid = state[5]
+            else:
+                sid = table.intern_frame(frame, held)
+            state[5] = sid
+            totals = state[1].get(sid)
+            if totals is None:
+                state[1][sid] = [gap, cpu, 1]
+            else:
+                totals[0] += gap
+                totals[1] += cpu
+                totals[2] += 1
+            state[2].add(now - self.start, sid, gap, self.max_points)
+        del frames  # frames keep their locals alive: release them at once
+
+    @staticmethod
+    def _cpu_delta(state: list) -> float:
+        """The thread's CPU seconds since its previous sample (0 where unknown)."""
+        reader = state[3]
+        if reader is None:
+            return 0.0
+        try:
+            now_cpu = reader()
+        except OSError:  # the thread ended between the two reads
+            return 0.0
+        cpu, state[4] = max(0.0, now_cpu - state[4]), now_cpu
+        return float(cpu)
+
+    def _new_thread(self, ident: int) -> list:
+        reader = self.cpu_clock(ident)
+        first = 0.0
+        if reader is not None:
+            try:
+                first = reader()
+            except OSError:
+                reader = None
+        state = [self.thread_name(ident), {}, ThreadLine(), reader, first, -1]
+        self.threads[ident] = state
+        self.order.append(ident)
+        return state
+
+
+OWN_CODES.add(Recorder.sample.__code__)
+
+
+def _thread_name(ident: int) -> str:
+    for thread in threading.enumerate():
+        if thread.ident == ident:
+            return thread.name
+    return f"thread {ident}"

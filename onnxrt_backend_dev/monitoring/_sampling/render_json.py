@@ -1,0 +1,126 @@
+"""The sampled profile as JSON (schema ``onnxrt-sampling``, version 1).
+
+Trees are flat lists of rows, each naming its parent's index (no nesting: a deep
+recursion stays a flat list, read without recursion)::
+
+    {"schema": "onnxrt-sampling", "version": 1, "program": ..., "duration": s,
+     "cpu_time": s, "interval": s, "timer": ..., "samples": n, "notes": [...],
+     "threads": [{"name": ..., "main": bool, "wall": s, "cpu": s,
+                  "rows": [{"parent": -1 or index, "name", "file", "line", "kind",
+                            "wall", "cpu", "self", "waiting", "hidden"}]}],
+     "hot_lines": [{"function", "file", "line", "seconds", "share",
+                    "lines": [{"line", "seconds", "share", "source"}]}]}
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .model import SampledProfile
+from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
+
+SCHEMA = "onnxrt-sampling"
+VERSION = 1
+
+
+def tree_rows(root: Row, fold_share: float, max_depth: int | None = None) -> list[dict[str, Any]]:
+    """A tree as a flat list of rows in drawing order, each with its parent's index.
+
+    :param root: the thread's root
+    :param fold_share: see :func:`~.view.visible_rows`
+    :param max_depth: deeper rows left out
+    :return: the rows (the root first, parent -1)
+    """
+    rows: list[dict[str, Any]] = []
+    parents: list[int] = []  # index of the open row at each depth
+    for depth, row, _last in visible_rows(root, fold_share, max_depth):
+        del parents[depth:]
+        rows.append(
+            {
+                "parent": parents[-1] if parents else -1,
+                "name": row.label,
+                "file": short_file(row.file) if row.file else "",
+                "path": row.file,
+                "line": row.line,
+                "kind": row.kind,
+                "wall": round(row.wall, 6),
+                "cpu": round(row.cpu, 6),
+                "self": round(row.self_wall, 6),
+                "waiting": row.waiting,
+                "hidden": row.hidden_text(),
+            }
+        )
+        parents.append(len(rows) - 1)
+    return rows
+
+
+def to_dict(
+    profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: bool = False
+) -> dict[str, Any]:
+    """The profile as a JSON-ready dictionary (see the module's docstring).
+
+    :param profile: the profile
+    :param fold_share: see :func:`~.view.visible_rows`
+    :param show_all: no folding of library frames
+    :return: the dictionary
+    """
+    sampled = [t for t in profile.threads if t.totals]
+    roots = {id(t): r for t, r in zip(sampled, trees(profile, show_all), strict=True)}
+    threads = []
+    for t in profile.threads:
+        root = roots.get(id(t))
+        if root is None:
+            continue
+        threads.append(
+            {
+                "name": t.name,
+                "main": t.is_main,
+                "wall": round(root.wall, 6),
+                "cpu": round(root.cpu, 6),
+                "rows": tree_rows(root, fold_share),
+            }
+        )
+    hot = [
+        {
+            "function": f.name,
+            "file": short_file(f.file),
+            "line": f.first_line,
+            "seconds": round(f.seconds, 6),
+            "share": round(f.share, 6),
+            "lines": [
+                {
+                    "line": h.line,
+                    "seconds": round(h.seconds, 6),
+                    "share": round(h.share, 6),
+                    "source": h.source,
+                }
+                for h in f.lines
+            ],
+        }
+        for f in hot_lines(profile)
+    ]
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "program": profile.program,
+        "duration": round(profile.duration, 6),
+        "cpu_time": round(profile.cpu_time, 6),
+        "interval": profile.interval,
+        "timer": profile.timer,
+        "samples": profile.samples,
+        "notes": list(profile.notes),
+        "threads": threads,
+        "hot_lines": hot,
+    }
+
+
+def to_json(profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: bool = False) -> str:
+    """The profile as JSON text (never NaN).
+
+    :param profile: the profile
+    :param fold_share: see :func:`~.view.visible_rows`
+    :param show_all: no folding of library frames
+    :return: the text
+    """
+    return json.dumps(to_dict(profile, fold_share, show_all), allow_nan=False, indent=1)

@@ -1,0 +1,185 @@
+"""The library's entry points: ``with sampling() as s: ...`` and ``sample(fct, ...)``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+from .._validate import check_callable, check_choice, check_int, check_number, check_str
+from .model import SampledProfile, ThreadProfile
+from .recorder import MAX_POINTS, Recorder
+from .result import SamplingResult
+from .timer import TIMERS, Ticker
+
+DEFAULT_INTERVAL = 0.002  # seconds: 25 samples in a 50 ms program, ~1.0x (RESULTS.md)
+MIN_INTERVAL = 0.0001  # below, the handler alone would take most of the time
+
+
+def check_interval(interval: Any, name: str = "interval") -> float:
+    """The sampling interval, in seconds, checked.
+
+    :param interval: what the caller gave
+    :param name: the parameter's name, for the message
+    :return: the interval
+    """
+    return check_number(name, interval, minimum=MIN_INTERVAL, maximum=60.0)
+
+
+def _depth(frame: FrameType | None) -> int:
+    n = 0
+    while frame is not None:
+        n += 1
+        frame = frame.f_back
+    return n
+
+
+class Sampling:
+    """Samples every thread's stack while active (a context manager, or start/stop).
+
+    :param interval: seconds between samples (default 2 ms; at least 0.1 ms)
+    :param timer: ``prof`` (CPU-time signal with a watchdog thread, the default),
+        ``real`` (wall-time signal), ``thread`` (a sampling thread only)
+    :param program: a name for the headers
+    :param max_points: timeline entries kept per thread before halving
+    :param skip_outer: frames of the main thread left out at the root; None leaves out
+        the frames above the code that entered the context
+    :param clock: the wall clock (tests pass a fake)
+    :param current_frames: ``sys._current_frames`` (tests pass a fake)
+    """
+
+    def __init__(
+        self,
+        interval: float = DEFAULT_INTERVAL,
+        timer: str = "prof",
+        program: str = "",
+        max_points: int = MAX_POINTS,
+        skip_outer: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+    ) -> None:
+        self.interval = check_interval(interval)
+        self.timer = check_choice("timer", timer, TIMERS)
+        self.program = check_str("program", program)
+        self.max_points = check_int("max_points", max_points, minimum=2)
+        if skip_outer is not None:
+            check_int("skip_outer", skip_outer, minimum=0)
+        self.skip_outer = skip_outer
+        self._clock = clock
+        self._current_frames = current_frames
+        self._ticker: Ticker | None = None
+        self._cpu0 = 0.0
+        self.result: SamplingResult | None = None
+
+    def start(self, skip_outer: int | None = None) -> Sampling:
+        """Starts sampling.
+
+        :param skip_outer: as the constructor's, for this run
+        :return: self
+        """
+        if self._ticker is not None:
+            raise RuntimeError("this sampling is already running")
+        if skip_outer is None:
+            skip_outer = self.skip_outer
+        if skip_outer is None:  # the caller of start() is the root
+            skip_outer = _depth(sys._getframe(1)) - 1
+        self._skip = skip_outer
+        recorder = Recorder(self.interval, self._clock, self._current_frames,
+                            max_points=self.max_points)  # fmt: skip
+        self._ticker = Ticker(recorder, self.timer)
+        self._cpu0 = time.process_time()
+        self._ticker.start()
+        return self
+
+    def stop(self) -> SamplingResult:
+        """Stops sampling (the timer, handler and thread are gone when it returns).
+
+        :return: the result
+        """
+        ticker = self._ticker
+        if ticker is None:
+            if self.result is None:
+                raise RuntimeError("this sampling was never started")
+            return self.result
+        self._ticker = None
+        ticker.stop()
+        self.result = SamplingResult(self._build(ticker))
+        return self.result
+
+    def _build(self, ticker: Ticker) -> SampledProfile:
+        rec = ticker.recorder
+        stacks = list(rec.table.decode())
+        threads = []
+        for ident in rec.order:
+            name, totals, line = rec.threads[ident][:3]
+            timeline = list(zip(line.times, line.weights, line.stacks, strict=True))
+            threads.append(ThreadProfile(ident, name, ident == rec.main_ident, totals, timeline))
+        threads.sort(key=lambda t: not t.is_main)  # stable: then in order of appearance
+        notes = list(ticker.notes)
+        if rec.table.merged:
+            notes.append(f"stack table full: {rec.table.merged} samples kept as their outer frames")
+        strides = [rec.threads[i][2].stride for i in rec.order]
+        if strides and max(strides) > 1:
+            notes.append(f"long run: the timeline keeps one sample in {max(strides)}")
+        return SampledProfile(
+            stacks=stacks,
+            threads=threads,
+            interval=self.interval,
+            timer=self.timer if ticker.signal_samples or self.timer == "thread" else "thread",
+            duration=rec.last - rec.start,
+            cpu_time=time.process_time() - self._cpu0,
+            samples=rec.samples,
+            notes=notes,
+            program=self.program,
+            skip_outer=self._skip,
+            cpu_known=any(rec.threads[i][3] is not None for i in rec.order),
+        )
+
+    def __enter__(self) -> Sampling:
+        return self.start(_depth(sys._getframe(1)) - 1 if self.skip_outer is None else None)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def sampling(
+    interval: float = DEFAULT_INTERVAL, timer: str = "prof", program: str = ""
+) -> Sampling:
+    """Samples the stacks of every thread while the ``with`` block runs::
+
+        with sampling() as s:
+            work()
+        print(s.result.to_text())
+
+    :param interval: seconds between samples (default 2 ms)
+    :param timer: ``prof`` (default), ``real`` or ``thread``, see :mod:`.timer`
+    :param program: a name for the headers
+    :return: the context manager; its ``result`` is set on exit
+    """
+    return Sampling(interval, timer, program)
+
+
+def sample(fct: Callable[..., Any], *args: Any, **kwargs: Any) -> SamplingResult:
+    """Calls ``fct(*args, **kwargs)`` under the sampler.
+
+    :param fct: the function
+    :param args: its positional arguments
+    :param kwargs: its keyword arguments (use :class:`Sampling` to set the interval)
+    :return: the result; the function's return value is its ``value``
+    """
+    check_callable("fct", fct)
+    s = Sampling(program=getattr(fct, "__qualname__", "") or repr(fct))
+    s.start(_depth(sys._getframe(0)))  # the root is fct itself
+    try:
+        value = fct(*args, **kwargs)
+    finally:
+        result = s.stop()
+    result.value = value
+    return result

@@ -1,0 +1,425 @@
+"""The views people read, built from a :class:`~.model.SampledProfile`.
+
+- The call tree of each thread, library code folded as pyinstrument does: consecutive
+  frames of the standard library and installed packages become one row named by the
+  first library function the user's code called, saying what it hides; importlib's
+  frames are never shown, a module the user's code imports is a row ``import pandas``
+  (what it runs folded into it when it is a library's); asyncio's
+  loop shows the tasks' coroutines (marked ``task``) and one ``idle (event loop)`` row.
+- :func:`visible_rows`: the rows worth drawing, no ``0.0 %`` rows, at most one
+  ``N more`` row per parent and none under 0.1 %.
+- :func:`hot_lines`: for each of the user's hottest functions, the lines taking the time.
+- :func:`timeline_boxes`: what ran when, per thread, as boxes of a flame chart.
+
+No recursion: trees are built and walked with explicit stacks.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .frames import SampledFrame
+from .model import SampledProfile, Stack, ThreadProfile
+
+FOLD_SHARE = 0.01  # rows under 1 % of their thread's time go into one 'N more' row
+MIN_MORE_SHARE = 0.001  # an 'N more' row under 0.1 % is not drawn
+WAITING_CPU = 0.2  # a row whose own time is at most 20 % CPU is waiting
+_STDLIB = [
+    p.replace("\\", "/").rstrip("/") + "/"
+    for p in {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")}
+    if p
+]
+_MARKERS = ("site-packages/", "dist-packages/")
+
+
+def library_relative(file: str) -> str | None:
+    """A library file's path from its root (``pandas/io/parsers/readers.py``), None for
+    user files.
+
+    :param file: the code's file
+    :return: the relative path or None
+    """
+    path = file.replace("\\", "/")
+    for marker in _MARKERS:
+        i = path.rfind(marker)
+        if i >= 0:
+            return path[i + len(marker) :]
+    for prefix in _STDLIB:
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    if path.startswith("<frozen "):
+        return path[len("<frozen ") :].rstrip(">").replace(".", "/") + ".py"
+    return None
+
+
+def package_of(file: str) -> str:
+    """The top-level package or module of a library file (``pandas``, ``threading``).
+
+    :param file: the code's file
+    :return: its name, ``python`` when it cannot tell
+    """
+    rel = library_relative(file)
+    if not rel:
+        return "python"
+    head = rel.split("/", 1)[0]
+    return head[:-3] if head.endswith(".py") else head
+
+
+def module_name(file: str) -> str:
+    """The module a file holds (``pandas`` for ``.../pandas/__init__.py``).
+
+    :param file: the code's file
+    :return: a dotted name, the file's base name for user files
+    """
+    rel = library_relative(file)
+    if rel is None:
+        rel = os.path.basename(file.replace("\\", "/"))
+    if rel.endswith("/__init__.py"):
+        rel = rel[: -len("/__init__.py")]
+    elif rel.endswith(".py"):
+        rel = rel[:-3]
+    return rel.replace("/", ".")
+
+
+def short_file(file: str) -> str:
+    """A file as shown: a library's from its root, a user's relative to the current
+    folder when under it.
+
+    :param file: the code's file
+    :return: the short path
+    """
+    rel = library_relative(file)
+    if rel is not None:
+        return rel
+    try:
+        here = os.getcwd()
+    except OSError:
+        return file
+    if os.path.isabs(file) and file.startswith(here + os.sep):
+        return file[len(here) + 1 :]
+    return file
+
+
+def _is_importlib(frame: SampledFrame) -> bool:
+    f = frame.file.replace("\\", "/")
+    return f.startswith("<frozen importlib") or ("/importlib/" in f and frame.is_library)
+
+
+def _is_loop_step(frame: SampledFrame) -> bool:
+    return frame.name.endswith("_run_once") and frame.file.endswith("base_events.py")
+
+
+def _is_handle_run(frame: SampledFrame) -> bool:
+    return frame.name == "Handle._run" and frame.file.replace("\\", "/").endswith(
+        "asyncio/events.py"
+    )
+
+
+@dataclass
+class Row:
+    """A row of a call tree.
+
+    :param label: what the row is called (a function, ``import pandas``...)
+    :param file: the file (empty for synthetic rows)
+    :param line: the function's first line
+    :param kind: ``user``, ``library``, ``import``, ``task``, ``idle``, ``thread``, ``more``
+    """
+
+    label: str
+    file: str
+    line: int
+    kind: str
+    wall: float = 0.0
+    cpu: float = 0.0
+    self_wall: float = 0.0
+    self_cpu: float = 0.0
+    samples: int = 0
+    hidden: int = 0  # frames folded into this row (the most any stack had)
+    packages: set[str] = field(default_factory=set)
+    lines: dict[int, float] = field(default_factory=dict)  # own time per line
+    children: dict[tuple[str, str, int, str], Row] = field(default_factory=dict)
+    more: int = 0  # for a 'more' row: how many rows it stands for
+
+    @property
+    def waiting(self) -> bool:
+        """Most of its time is its own and spent off the CPU (``join``, ``select``...)."""
+        own = self.self_wall
+        return own > 0 and own >= 0.5 * self.wall and self.self_cpu <= WAITING_CPU * own
+
+    def hidden_text(self) -> str:
+        """``24 frames hidden (pandas, concurrent, threading)``, empty if none."""
+        if not self.hidden:
+            return ""
+        pkgs = sorted(self.packages)
+        names = ", ".join(pkgs[:4]) + (", ..." if len(pkgs) > 4 else "")
+        plural = "s" if self.hidden > 1 else ""
+        return f"{self.hidden} frame{plural} hidden ({names})" if names else ""
+
+
+class Step(NamedTuple):
+    """A row of one stack, before it is merged into the tree."""
+
+    label: str
+    file: str
+    line: int
+    kind: str
+    lineno: int  # the line running in the innermost frame of the step
+    hidden: int
+    packages: frozenset[str]
+
+
+def fold_stack(frames: Stack, show_all: bool = False) -> list[Step]:
+    """The rows of one stack, library runs folded (see the module's docstring).
+
+    :param frames: outermost first
+    :param show_all: keep every frame (importlib's are still left out)
+    :return: the rows, outermost first
+    """
+    out: list[Step] = []
+    fold = False  # the last row is a library row that further library frames join
+    after_import = False  # the previous frame was importlib's machinery
+    handle_run = False
+    for i, f in enumerate(frames):
+        if _is_importlib(f):
+            after_import = True
+            if fold:
+                out[-1] = _hide(out[-1], f)
+            continue
+        # Code compiled from a string by a library (dataclasses, namedtuple) is its.
+        lib = f.is_library or (fold and f.file.startswith("<"))
+        if f.name == "<module>" and after_import and (not fold or not lib or show_all):
+            # A module the user's code imports: a row named by the module; the library
+            # frames under a library module fold into it, as under any library call.
+            out.append(Step(f"import {module_name(f.file)}", f.file, f.first_line, "import",
+                            f.line, 0, frozenset()))  # fmt: skip
+            fold, after_import = lib and not show_all, False
+            continue
+        after_import = False
+        if lib and _is_loop_step(f) and not show_all and _idle_after(frames, i + 1):
+            out.append(Step("idle (event loop)", "", 0, "idle", 0, 0, frozenset()))
+            return out
+        if lib and not show_all:
+            handle_run = handle_run or _is_handle_run(f)
+            if fold:
+                out[-1] = _hide(out[-1], f)
+            else:
+                out.append(Step(f.name, f.file, f.first_line, "library", f.line, 0, frozenset()))
+                fold = True
+            continue
+        kind = "task" if (handle_run or (i and _is_handle_run(frames[i - 1]))) else "user"
+        out.append(Step(f.name, f.file, f.first_line, kind, f.line, 0, frozenset()))
+        fold = handle_run = False
+    return out
+
+
+def _hide(step: Step, frame: SampledFrame) -> Step:
+    return step._replace(hidden=step.hidden + 1, packages=step.packages | {package_of(frame.file)})
+
+
+def _idle_after(frames: Stack, start: int) -> bool:
+    """The loop's step waits in the selector: every frame after it is a library's and
+    one is in ``selectors.py``."""
+    rest = frames[start:]
+    return all(f.is_library for f in rest) and any(f.file.endswith("selectors.py") for f in rest)
+
+
+def build_tree(profile: SampledProfile, thread: ThreadProfile, show_all: bool = False) -> Row:
+    """The call tree of one thread.
+
+    :param profile: the profile
+    :param thread: one of its threads
+    :param show_all: no folding of library frames
+    :return: the root row (kind ``thread``)
+    """
+    root = Row(f"thread {thread.name}", "", 0, "thread")
+    cache: dict[Stack, list[Step]] = {}
+    for frames, (wall, cpu, count) in profile.thread_stacks(thread):
+        steps = cache.get(frames)
+        if steps is None:
+            steps = cache[frames] = fold_stack(frames, show_all)
+        node = root
+        node.wall += wall
+        node.cpu += cpu
+        node.samples += int(count)
+        for step in steps:
+            key = (step.label, step.file, step.line, step.kind)
+            child = node.children.get(key)
+            if child is None:
+                child = node.children[key] = Row(step.label, step.file, step.line, step.kind)
+            child.wall += wall
+            child.cpu += cpu
+            child.samples += int(count)
+            child.hidden = max(child.hidden, step.hidden)
+            child.packages |= step.packages
+            node = child
+        node.self_wall += wall
+        node.self_cpu += cpu
+        if steps:
+            lineno = steps[-1].lineno
+            node.lines[lineno] = node.lines.get(lineno, 0.0) + wall
+    return root
+
+
+def trees(profile: SampledProfile, show_all: bool = False) -> list[Row]:
+    """One tree per thread, the main thread first (threads never sampled left out).
+
+    :param profile: the profile
+    :param show_all: no folding
+    :return: the roots
+    """
+    return [build_tree(profile, t, show_all) for t in profile.threads if t.totals]
+
+
+def visible_rows(
+    root: Row, fold_share: float = FOLD_SHARE, max_depth: int | None = None
+) -> Iterator[tuple[int, Row, bool]]:
+    """The rows to draw, depth first, the hottest child first: ``(depth, row, last)``
+    with ``last`` True for a parent's last child shown. Children under ``fold_share``
+    of the root's time go into one ``N more`` row, left out when under 0.1 %.
+
+    :param root: a tree
+    :param fold_share: the share under which rows are folded (0 shows them all)
+    :param max_depth: rows deeper than this are not drawn
+    :return: an iterator
+    """
+    total = root.wall or 1.0
+    stack: list[tuple[int, Row, bool]] = [(0, root, True)]
+    while stack:
+        depth, row, last = stack.pop()
+        yield depth, row, last
+        if row.kind == "more" or (max_depth is not None and depth >= max_depth):
+            continue
+        kids = sorted(row.children.values(), key=lambda r: -r.wall)
+        shown = [k for k in kids if k.wall >= fold_share * total and k.wall > 0]
+        rest = kids[len(shown) :]  # sorted: the shown ones come first
+        if rest:
+            wall = sum(k.wall for k in rest)
+            if wall >= MIN_MORE_SHARE * total:
+                more = Row(f"{len(rest)} more", "", 0, "more", wall, sum(k.cpu for k in rest))
+                more.more = len(rest)
+                shown.append(more)
+        for i in range(len(shown) - 1, -1, -1):
+            stack.append((depth + 1, shown[i], i == len(shown) - 1))
+
+
+class HotLine(NamedTuple):
+    """A line of a user function and the time it ran or called for."""
+
+    line: int
+    seconds: float
+    share: float
+    source: str
+
+
+class HotFunction(NamedTuple):
+    """One of the user's hottest functions and its hottest lines."""
+
+    name: str
+    file: str
+    first_line: int
+    seconds: float
+    share: float
+    lines: list[HotLine]
+
+
+def hot_lines(
+    profile: SampledProfile, functions: int = 5, lines: int = 8, min_share: float = 0.01
+) -> list[HotFunction]:
+    """For each of the user's hottest functions (all threads), the lines taking the
+    time: a sample counts for the innermost user frame of its stack (the line running,
+    or calling the library code that runs).
+
+    :param profile: the profile
+    :param functions: functions kept at most
+    :param lines: lines kept per function at most
+    :param min_share: lines and functions under this share of the total left out
+    :return: the hottest first
+    """
+    per: dict[tuple[str, str, int], dict[int, float]] = {}
+    total = 0.0
+    for thread in profile.threads:
+        for frames, (wall, _cpu, _n) in profile.thread_stacks(thread):
+            total += wall
+            for j in range(len(frames) - 1, -1, -1):
+                f = frames[j]
+                if not f.is_library:
+                    d = per.setdefault((f.name, f.file, f.first_line), {})
+                    d[f.line] = d.get(f.line, 0.0) + wall
+                    break
+    if total <= 0:
+        return []
+    out = []
+    ranked = sorted(per.items(), key=lambda kv: -sum(kv[1].values()))
+    for (name, file, first), by_line in ranked[:functions]:
+        seconds = sum(by_line.values())
+        if seconds < min_share * total:
+            break
+        top = sorted(by_line.items(), key=lambda kv: -kv[1])[:lines]
+        hot = [
+            HotLine(n, s, s / total, linecache.getline(file, n).strip()[:200])
+            for n, s in top
+            if s >= min_share * total
+        ]
+        out.append(HotFunction(name, file, first, seconds, seconds / total, hot))
+    return out
+
+
+class Box(NamedTuple):
+    """A box of the timeline: a row of the folded stack running over a time span."""
+
+    start: float
+    duration: float
+    depth: int
+    label: str
+    kind: str
+
+
+def timeline_boxes(
+    profile: SampledProfile, thread: ThreadProfile, min_share: float = 0.002, max_boxes: int = 4000
+) -> list[Box]:
+    """What ran when in one thread: consecutive samples whose folded stacks share a row
+    (the same rows from the root down to it) make one box at that row's depth.
+
+    :param profile: the profile
+    :param thread: the thread
+    :param min_share: boxes shorter than this share of the run left out
+    :param max_boxes: boxes kept at most (the longest)
+    :return: boxes in time order, depth by depth
+    """
+    skip = profile.skip_outer if thread.is_main else 0
+    folded: dict[int, list[Step]] = {}
+    open_: list[tuple[tuple[str, str, int, str], float, float]] = []  # key, start, end
+    boxes: list[Box] = []
+
+    def close(depth: int) -> None:
+        while len(open_) > depth:
+            key, start, end = open_.pop()
+            boxes.append(Box(start, end - start, len(open_), key[0], key[3]))
+
+    for start, duration, sid in thread.timeline:
+        steps = folded.get(sid)
+        if steps is None:
+            steps = folded[sid] = fold_stack(profile.stacks[sid][skip:])
+        d = 0
+        while d < len(steps) and d < len(open_):
+            s = steps[d]
+            if open_[d][0] != (s.label, s.file, s.line, s.kind) or open_[d][2] < start - 1e-9:
+                break
+            d += 1
+        close(d)
+        for s in steps[d:]:
+            open_.append(((s.label, s.file, s.line, s.kind), start, start))
+        end = start + duration
+        open_[:] = [(k, b, end) for k, b, _ in open_]
+    close(0)
+    span = profile.duration or 1.0
+    boxes = [b for b in boxes if b.duration >= min_share * span]
+    if len(boxes) > max_boxes:
+        boxes = sorted(boxes, key=lambda b: -b.duration)[:max_boxes]
+    boxes.sort(key=lambda b: (b.depth, b.start))
+    return boxes
