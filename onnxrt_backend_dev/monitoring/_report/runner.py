@@ -83,11 +83,12 @@ def _child(
     interval: float,
     probes: Sequence[str],
     root_code: CodeType | None,
+    spy: bool,
 ) -> int:
     """The child's life: record, run, send the end. Never returns to the caller's code."""
     faulthandler.enable(all_threads=True)  # a segfault still prints where it happened
     sink = StreamSink(wfd)
-    recording = Recording(sink, interval, probes, root_code=root_code)
+    recording = Recording(sink, interval, probes, spy, root_code=root_code)
     sink.send("M", {"t0": recording.t0, "pid": os.getpid(), "started": recording.started})
     try:
         outcome = program()
@@ -183,6 +184,7 @@ def run_recorded(
     interval: float = 0.005,
     probes: Sequence[str] = (),
     root_code: CodeType | None = None,
+    spy: bool = True,
 ) -> tuple[Report, int]:
     """Runs ``program`` in a forked child under the ticks and the spy (POSIX only).
 
@@ -192,6 +194,7 @@ def run_recorded(
     :param interval: seconds between ticks
     :param probes: device probes, by registry name
     :param root_code: the program's code: stacks start there (the tool's frames left out)
+    :param spy: also run the memory spy (the curve during long C calls, devices)
     :return: the report and the exit code to return
     """
     rfd, wfd = os.pipe()
@@ -202,7 +205,7 @@ def run_recorded(
         code = 1
         try:
             os.close(rfd)
-            code = _child(wfd, program, interval, probes, root_code)
+            code = _child(wfd, program, interval, probes, root_code, spy)
         except BaseException:  # the recorder failed: say it, the parent reports the rest
             import traceback
 
