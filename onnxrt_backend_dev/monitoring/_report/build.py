@@ -15,6 +15,7 @@ from .._stacks.frames import is_library_path
 from .aggregate import Aggregator, RawFrame
 from .model import Curve, Device, Ending, LineRow, Part, Peak, Report, Site, Span, TreeRow
 
+_COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 MAX_CURVE_POINTS = 4000  # per curve: enough for a page 1400 pixels wide, twice over
 MAX_SPANS = 4000
 MAX_LINES = 25
@@ -74,11 +75,13 @@ def _innermost_user(frames: Sequence[RawFrame]) -> int:
     Code compiled from a string (``<string>``) counts as the library's when a library
     frame ran it (a namedtuple's, numpy's), as the user's otherwise (a notebook cell)."""
     for i in range(len(frames) - 1, -1, -1):
-        file = frames[i][1]
+        function, file = frames[i][0], frames[i][1]
         if is_library_path(file):
             continue
         if file.startswith("<") and i and is_library_path(frames[i - 1][1]):
             continue
+        if function.endswith(_COMPREHENSIONS) and i and frames[i - 1][1] == file:
+            continue  # the function that holds it (3.12 inlines them, PEP 709)
         return i
     return len(frames) - 1
 
@@ -99,6 +102,32 @@ def _place(agg: Aggregator, sid: int) -> tuple[Site | None, str, tuple[Site, ...
         return None, "", ()
     user = _innermost_user(frames)
     return _site(frames[user]), _called(frames, user), tuple(_site(f) for f in frames)
+
+
+def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
+    frames = agg.stacks.get(sid, ())
+    if not frames:
+        return None
+    function, file, line, _ = frames[_innermost_user(frames)]
+    return function, file, line
+
+
+def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
+    """The stack standing for the line that built the peak: the user line with the
+    largest growth up to the peak, the dated peak's line on a tie (within 1 %)."""
+    by_line: dict[tuple[str, str, int] | None, float] = {}
+    for sid, value in parts.items():
+        key = _line_key(agg, sid)
+        by_line[key] = by_line.get(key, 0.0) + value
+    if not by_line:
+        return agg.peak_sid
+    dated = _line_key(agg, agg.peak_sid)
+    best = max(by_line, key=lambda k: by_line[k])
+    tie = 0.01 * max(agg.peak - agg.first_rss, 0.0)
+    if dated in by_line and by_line[dated] >= by_line[best] - tie:
+        return agg.peak_sid
+    on_line = [sid for sid in parts if _line_key(agg, sid) == best]
+    return max(on_line, key=lambda sid: parts[sid])
 
 
 def _decimate(times: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
@@ -317,8 +346,9 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     t0 = agg.first_t if facts.t0 is None else facts.t0
     wall = facts.wall if facts.wall is not None else max(agg.last_t - t0, 0.0)
     parts = agg.composition()
-    site, called, stack = _place(agg, agg.peak_sid)
-    peak = Peak(agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm")
+    site, called, stack = _place(agg, _builder(agg, parts))
+    reached = _place(agg, agg.peak_sid)[0]
+    peak = Peak(agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached)
     last_site, _, last_stack = _place(agg, agg.last_rise_sid)
     e = facts.ending
     ending = Ending(e.kind, e.code, e.detail, last_site, last_stack)

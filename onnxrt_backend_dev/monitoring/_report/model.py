@@ -138,10 +138,13 @@ class Peak:
     :param value: bytes, from the high-water mark
     :param start: RSS at the first tick
     :param time: seconds since the start when the high-water mark rose to it
-    :param site: the innermost user line running then (None if unknown)
+    :param site: the line that built the peak: the user line with the largest growth up
+        to the peak (what holds most of it), the line running when the mark rose to it
+        on a tie (within 1 %); None if unknown
     :param called: the first library function that line called (``numpy.ones``)
-    :param stack: the whole stack then, outermost first
+    :param stack: a stack of that line, outermost first
     :param source: ``"hwm"`` (exact) or ``"ticks"`` (sampled)
+    :param reached: the innermost user line running when the mark rose to the peak
     """
 
     value: float
@@ -151,6 +154,7 @@ class Peak:
     called: str = ""
     stack: tuple[Site, ...] = ()
     source: str = "hwm"
+    reached: Site | None = None
 
 
 @dataclass(frozen=True)

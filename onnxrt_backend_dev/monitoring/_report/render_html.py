@@ -74,6 +74,8 @@ def _header(report: Report) -> str:
         f'<div class="facts">{cells}</div>',
         f"<div>peak built by <b>{_e(built)}</b></div>",
     ]
+    if peak.reached is not None and peak.reached != peak.site:
+        parts.append(f"<div>peak reached in {_e(_where(peak.reached))}</div>")
     if kind in ("signal", "lost", "os_exit") and report.ending.last_site is not None:
         parts.append(
             f"<div class=bad>allocating at the end: {_e(_where(report.ending.last_site))}</div>"

@@ -140,6 +140,7 @@ def _peak(p: Any) -> Peak:
         str(p["called"]),
         _sites(p["stack"]),
         str(p["source"]),
+        _site(p.get("reached")),
     )
 
 

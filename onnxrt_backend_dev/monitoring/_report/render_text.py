@@ -35,6 +35,8 @@ def _header(report: Report) -> list[str]:
         f"start {format_bytes(peak.start)}, end {format_bytes(report.end_rss)}",
         f"  built by {_where(peak.site, peak.called)}",
     ]
+    if peak.reached is not None and peak.reached != peak.site:
+        lines.append(f"  reached in {_where(peak.reached)}")
     lines.extend(
         f"{d.name}: peak {format_bytes(d.peak)}, begin {format_bytes(d.begin)}, "
         f"end {format_bytes(d.end)}"

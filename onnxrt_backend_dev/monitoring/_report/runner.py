@@ -283,8 +283,12 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     agg = Aggregator()
     started = time.monotonic()
     proc = subprocess.Popen(list(argv))
+    notes = ["a command, not Python code: memory of its process tree, no stacks"]
+    spy: Any = None
     try:
         spy = start_spying_on(proc.pid, delay=0.01, include_children=True, probes=tuple(probes))
+    except ProcessLookupError:  # it ended before the spy could read it
+        notes.append("the command ended before the spy could start")
     except BaseException:
         proc.kill()
         proc.wait()
@@ -295,17 +299,9 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
             forwarder.poll()
             time.sleep(0.01)
     proc.returncode = child.status  # reaped here: Popen must not wait for it again
-    result = spy.stop()
-    cpu = result["cpu"]
-    for t, v in cpu.series:
-        agg.add_tick(t, v, v, -1)
     facts: dict[str, Any] = {"t0": started, "wall": time.monotonic() - started}
-    facts["exact_peak"] = cpu.max_peak
-    facts["devices"] = [
-        (n, m.max_peak, m.begin, m.end) for n, m in result.get("devices", {}).items()
-    ]
-    facts["curves"] = [(n, [t for t, _ in m.series], [v for _, v in m.series], str(m.peak_source))
-                       for n, m in result.get("devices", {}).items()]  # fmt: skip
+    if spy is not None:
+        _spy_facts(spy.stop(), agg, facts)
     assert child.status is not None
     if child.rusage is not None:
         facts["cpu"] = child.rusage.ru_utime + child.rusage.ru_stime
@@ -315,5 +311,19 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     else:
         code = os.WEXITSTATUS(status)
         ending = Ending("exit", code, f"exited with code {code}")
-    facts["notes"] = ["a command, not Python code: memory of its process tree, no stacks"]
+    facts["notes"] = notes
     return build_report(agg, facts_of(name, 0.01, ending, facts)), ending.code
+
+
+def _spy_facts(result: Any, agg: Aggregator, facts: dict[str, Any]) -> None:
+    """The spy's measures of a command as ticks without stacks, curves and devices."""
+    cpu = result["cpu"]
+    for t, v in cpu.series:
+        agg.add_tick(t, v, v, -1)
+    facts["exact_peak"] = cpu.max_peak
+    devices = result.get("devices", {})
+    facts["devices"] = [(n, m.max_peak, m.begin, m.end) for n, m in devices.items()]
+    facts["curves"] = [
+        (n, [t for t, _ in m.series], [v for _, v in m.series], str(m.peak_source))
+        for n, m in devices.items()
+    ]
