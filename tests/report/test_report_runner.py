@@ -110,3 +110,28 @@ def test_the_context_manager_reports_an_exception_and_lets_it_through() -> None:
 def test_the_context_manager_refuses_a_bad_interval() -> None:
     with pytest.raises(ValueError, match=r"interval must be >= 0\.001"), monitor(interval=0.0):
         pass
+
+
+def hash_for(seconds: float) -> None:
+    import hashlib
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        hashlib.sha256(b"x" * 10_000).digest()
+
+
+def test_threads_get_their_own_tree_from_the_time_sampler() -> None:
+    import threading
+
+    # WHEN a worker thread hashes while the main thread waits, under monitor()
+    with monitor("threads", spy=False) as m:
+        worker = threading.Thread(target=hash_for, args=(0.4,), name="hasher")
+        worker.start()
+        worker.join()
+    report = m.report
+    assert report is not None
+    # THEN the worker has a root row of its own, with hash_for under it; no tool thread
+    roots = {r.site.function: r for r in report.tree if r.parent < 0}
+    assert "thread hasher" in roots, list(roots)
+    assert any(r.site.function == "hash_for" for r in report.tree)
+    assert not any("memory-spy" in name or "onnxrt-sampler" in name for name in roots)

@@ -23,6 +23,12 @@ MAX_PARTS = 8
 FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into "N more"
 
 
+# A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
+_Entry = tuple[Sequence[RawFrame], tuple[float, float, float, float]]
+# A sampled thread: name, is it the main one, (frames, wall seconds, CPU seconds) per stack.
+SampledThread = tuple[str, bool, Sequence[tuple[Sequence[RawFrame], float, float]]]
+
+
 @dataclass(frozen=True)
 class RunFacts:
     """What the run knows beside the ticks.
@@ -39,6 +45,8 @@ class RunFacts:
     :param pid: the process
     :param started: ISO 8601 start time
     :param notes: sentences for the reader
+    :param threads: the time sampler's stacks per thread (the time columns come from
+        them when given, from the ticks otherwise)
     """
 
     program: str
@@ -53,6 +61,7 @@ class RunFacts:
     pid: int = 0
     started: str = ""
     notes: Sequence[str] = field(default=())
+    threads: Sequence[SampledThread] = ()
 
 
 def package_of(filename: str) -> str:
@@ -181,19 +190,39 @@ class _Node:
         self.hidden: dict[tuple[str, str], str] = {}
 
 
-def _tree(agg: Aggregator) -> _Node:
-    """The call tree: library frames called by library frames fold into the first one."""
-    root = _Node(Site("", "", 0))
+def _entries(agg: Aggregator, threads: Sequence[SampledThread]) -> list[tuple[str, _Entry]]:
+    """Every stack with its figures, under the thread it ran in (``""``: the main one).
+    Memory comes from the ticks; time from the sampler where it ran (every thread, CPU
+    time aware), from the ticks otherwise."""
     parts = agg.composition()
+    timed = bool(threads)
+    entries: list[tuple[str, _Entry]] = []
     for sid, frames in agg.stacks.items():
-        count = agg.seconds.get(sid, 0.0)
-        if not count and not parts.get(sid) and not agg.net.get(sid):
-            continue
-        figures = (count, agg.net.get(sid, 0.0), parts.get(sid, 0.0), agg.highest.get(sid, 0.0))
+        seconds = 0.0 if timed else agg.seconds.get(sid, 0.0)
+        figures = (seconds, agg.net.get(sid, 0.0), parts.get(sid, 0.0), agg.highest.get(sid, 0.0))
+        if any(figures[:3]):
+            entries.append(("", (frames, figures)))
+    for name, is_main, stacks in threads:
+        label = "" if is_main else f"thread {name}"
+        entries.extend((label, (frames, (wall, 0.0, 0.0, 0.0))) for frames, wall, _ in stacks)
+    return entries
+
+
+def _tree(entries: Sequence[tuple[str, _Entry]]) -> _Node:
+    """The call tree: library frames called by library frames fold into the first one;
+    other threads each under a root row of their own."""
+    root = _Node(Site("", "", 0))
+    for thread, (frames, figures) in entries:
         node, previous_library = root, False
+        if thread:
+            key = (thread, "", 0)
+            node = root.children.get(key) or root.children.setdefault(
+                key, _Node(Site(thread, "", 0))
+            )
+            _add(node, figures)
         for frame in frames:
             library = is_library_path(frame[1])
-            if library and previous_library and node is not root:
+            if library and previous_library:
                 node.hidden[frame[0], frame[1]] = package_of(frame[1])
                 continue
             key = (frame[0], frame[1], frame[3])
@@ -202,7 +231,8 @@ def _tree(agg: Aggregator) -> _Node:
                 child = node.children[key] = _Node(_site(frame, first_line=True))
             node, previous_library = child, library
             _add(node, figures)
-        node.self_time += count
+        if node is not root:
+            node.self_time += figures[0]
     return root
 
 
@@ -259,16 +289,16 @@ def _source(file: str, line: int) -> str:
     return linecache.getline(file, line).strip()[:200]
 
 
-def _lines(agg: Aggregator, parts: dict[int, float]) -> list[LineRow]:
+def _lines(entries: Sequence[tuple[str, _Entry]]) -> list[LineRow]:
     figures: dict[tuple[str, str, int], list[float]] = {}
-    for sid, frames in agg.stacks.items():
+    for _, (frames, (seconds, net, to_peak, _)) in entries:
         if not frames:
             continue
         function, file, line, _ = frames[_innermost_user(frames)]
         row = figures.setdefault((function, file, line), [0.0, 0.0, 0.0])
-        row[0] += agg.seconds.get(sid, 0.0)
-        row[1] += agg.net.get(sid, 0.0)
-        row[2] += parts.get(sid, 0.0)
+        row[0] += seconds
+        row[1] += net
+        row[2] += to_peak
     by_time = sorted(figures.items(), key=lambda kv: -kv[1][0])[:MAX_LINES]
     by_peak = sorted(figures.items(), key=lambda kv: -kv[1][2])[: MAX_LINES // 2]
     chosen = dict(by_time)
@@ -359,6 +389,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         if name != "rss"
     )
     span = abs(agg.peak - agg.first_rss) or 1.0
+    entries = _entries(agg, facts.threads)
+    total = sum(e[1][1][0] for e in entries) or 1e-9
     notes = list(facts.notes)
     if agg.dropped:
         notes.append(f"{agg.dropped} ticks were lost (a full buffer or too many stacks)")
@@ -374,8 +406,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         curves=tuple(curves),
         devices=tuple(facts.devices),
         timeline=tuple(_timeline(agg, t0, wall)),
-        tree=tuple(_rows(_tree(agg), max(agg.last_t - agg.first_t, 1e-9), span)),
-        lines=tuple(_lines(agg, parts)),
+        tree=tuple(_rows(_tree(entries), total, span)),
+        lines=tuple(_lines(entries)),
         composition=tuple(_composition(agg, parts)),
         pid=facts.pid,
         started=facts.started,

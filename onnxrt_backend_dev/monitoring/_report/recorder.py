@@ -132,6 +132,7 @@ class TickRecorder:
         self._busy = False
         self.root_code = root_code
         self._own_codes = {TickRecorder._handler.__code__, TickRecorder.tick.__code__}
+        self._foreign: set[Any] = set()
         self.root_frame = root_frame
 
     def tick(self, frame: FrameType | None) -> None:
@@ -146,11 +147,13 @@ class TickRecorder:
         codes = self._codes
         root_code, root_frame = self.root_code, self.root_frame
         bounded = root_code is not None or root_frame is not None
-        own = self._own_codes
-        while frame is not None and frame.f_code in own:  # a tick seeing the last one end
-            frame = frame.f_back
+        own, foreign = self._own_codes, self._foreign
         while frame is not None:
             code = frame.f_code
+            if code in own or code in foreign:  # a handler's frames (a tick, a sampler)
+                items.clear()  # and what it called are not the program's
+                frame = frame.f_back
+                continue
             if len(items) < 2 * MAX_DEPTH:  # a deep stack keeps its innermost frames
                 codes[id(code)] = code
                 items.append(id(code))
@@ -179,6 +182,32 @@ class TickRecorder:
             name = getattr(code, "co_qualname", code.co_name)
             frames.append((name, code.co_filename, line_of(code, key[i + 1]), code.co_firstlineno))
         return tuple(frames)
+
+    def own_codes(self) -> set[CodeType]:
+        """The code a tick runs (the handler, the sink, the memory reading): another
+        sampler interrupting a tick leaves them out."""
+        codes = {TickRecorder._handler.__code__, TickRecorder.tick.__code__}
+        codes |= {TickRecorder._intern.__code__, TickRecorder._walk.__code__}
+        codes |= {TickRecorder._resolve.__code__, line_of.__code__}
+        for obj in (self.sink, self.memory):
+            for name in ("__call__", "add_tick", "add_stack", "_send", "flush", "_keep"):
+                function = getattr(type(obj), name, None)
+                code = getattr(function, "__code__", None)
+                if code is not None:
+                    codes.add(code)
+        for name in ("_date_peak", "_tolerance", "_keep"):  # an aggregator as the sink
+            code = getattr(getattr(type(self.sink), name, None), "__code__", None)
+            if code is not None:
+                codes.add(code)
+        return codes
+
+    def skip_codes(self, codes: set[Any]) -> None:
+        """Leaves out, at the innermost end of a stack, the frames of another sampler
+        whose handler a tick interrupted.
+
+        :param codes: its code objects (kept by reference: it may add more later)
+        """
+        self._foreign = codes
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         if self._busy:  # a tick interrupting a tick would see the recorder's own frames

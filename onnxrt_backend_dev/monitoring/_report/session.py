@@ -27,6 +27,8 @@ class Recording:
     :param interval: seconds between ticks
     :param probes: device probes for the spy, by registry name
     :param spy: start the memory spy (curves during long C calls, devices)
+    :param sampler: also run the time sampler (every thread, CPU-time signal): the time
+        columns then come from it
     :param roots: ``root_code`` and ``root_frame`` of :class:`.recorder.TickRecorder`
     """
 
@@ -36,6 +38,7 @@ class Recording:
         interval: float = 0.005,
         probes: Sequence[str] = (),
         spy: bool = True,
+        sampler: bool = True,
         **roots: Any,
     ) -> None:
         self.notes: list[str] = []
@@ -51,8 +54,12 @@ class Recording:
             # No reset by the spy: the ticks read the same mark and must see it rise.
             self.spy = start_spying_on(delay=SPY_DELAY, reset_peak=False, probes=tuple(probes))
         self.recorder = TickRecorder(sink, interval, **roots)
+        self.root = _root_key(roots)
+        self.sampling: Any = None
         try:
             self.recorder.start()
+            if sampler:
+                self.sampling = _start_sampler(self.recorder)
         except BaseException:
             self.close()
             raise
@@ -60,6 +67,10 @@ class Recording:
     def close(self) -> None:
         """Stops everything without reading the spy (after a failure)."""
         self.recorder.stop() if hasattr(self, "recorder") else None
+        sampling, self.sampling = getattr(self, "sampling", None), None
+        if sampling is not None:
+            with contextlib.suppress(Exception):
+                sampling.stop()
         if self.spy is not None:
             with contextlib.suppress(Exception):  # the failure being reported matters more
                 self.spy.stop()
@@ -72,6 +83,8 @@ class Recording:
             ``devices``, ``exact_peak``, ``notes``, ``t0``, ``started``, ``pid``
         """
         self.recorder.stop()
+        sampling, self.sampling = self.sampling, None
+        threads = _threads(sampling.stop().profile, self.root) if sampling is not None else []
         wall = time.monotonic() - self.t0
         facts: dict[str, Any] = {
             "wall": wall,
@@ -84,6 +97,7 @@ class Recording:
             "exact_peak": None,
             "notes": list(self.notes),
             "dropped": self.recorder.dropped,
+            "threads": threads,
         }
         spy, self.spy = self.spy, None
         if spy is None:
@@ -102,6 +116,50 @@ class Recording:
             facts["curves"].append((name, list(t), list(v), str(mon.peak_source)))
             facts["devices"].append((name, mon.max_peak, mon.begin, mon.end))
         return facts
+
+
+# The tool's own threads: not the program's, left out of the report.
+OWN_THREADS = ("memory-spy-reader", "memory-spy-stacks", "onnxrt-sampler")
+
+
+def _start_sampler(recorder: TickRecorder) -> Any:
+    """Starts the time sampler (its own signal, SIGPROF in CPU time, beside the ticks'
+    SIGALRM); each leaves the other's handler frames out of its stacks."""
+    from .._sampling.recorder import OWN_CODES
+    from .._sampling.session import Sampling
+
+    OWN_CODES.update(recorder.own_codes())
+    recorder.skip_codes(OWN_CODES)
+    return Sampling(timer="prof", skip_outer=0).start()
+
+
+def _root_key(roots: dict[str, Any]) -> tuple[str, str, int] | None:
+    """``(function, file, first line)`` of the root the stacks start at, if any."""
+    code = roots.get("root_code")
+    frame = roots.get("root_frame")
+    if code is None and frame is not None:
+        code = frame.f_code
+    if code is None:
+        return None
+    return getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno
+
+
+def _threads(profile: Any, root: tuple[str, str, int] | None) -> list[Any]:
+    """The sampler's stacks per thread as plain values (they may cross a pipe), the main
+    thread's cut at the root (the tool's frames left out, as the ticks' are)."""
+    threads = []
+    for thread in profile.threads:
+        if thread.name in OWN_THREADS:
+            continue
+        stacks = []
+        for sid, totals in thread.totals.items():
+            frames = tuple((f.name, f.file, f.line, f.first_line) for f in profile.stacks[sid])
+            if thread.is_main and root is not None:
+                keys = [(f[0], f[1], f[3]) for f in frames]
+                frames = frames[keys.index(root) :] if root in keys else ()
+            stacks.append((frames, float(totals[0]), float(totals[1])))
+        threads.append((thread.name, thread.is_main, stacks))
+    return threads
 
 
 def _cpu() -> float:
@@ -141,6 +199,7 @@ def facts_of(
         pid=int(facts.get("pid", 0)),
         started=str(facts.get("started", "")),
         notes=notes,
+        threads=facts.get("threads", ()),
     )
 
 
@@ -153,7 +212,11 @@ class Monitored:
 
 @contextmanager
 def monitor(
-    label: str = "block", interval: float = 0.005, probes: Sequence[str] = (), spy: bool = True
+    label: str = "block",
+    interval: float = 0.005,
+    probes: Sequence[str] = (),
+    spy: bool = True,
+    sampler: bool = True,
 ) -> Iterator[Monitored]:
     """Records the block: time per function, memory growth per function and line, the
     exact peak and where it was built, the devices' memory.
@@ -168,6 +231,7 @@ def monitor(
     :param interval: seconds between ticks
     :param probes: device probes (``("nvml",)``)
     :param spy: also run the memory spy (the curve during long C calls, devices)
+    :param sampler: also run the time sampler (every thread; the time columns)
     :return: a :class:`Monitored`, its ``report`` set at the end (also on an exception)
     """
     from .._validate import check_number
@@ -176,7 +240,7 @@ def monitor(
     agg = Aggregator()
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
-    recording = Recording(agg, interval, probes, spy, root_frame=caller)
+    recording = Recording(agg, interval, probes, spy, sampler, root_frame=caller)
     ending = Ending("exit", 0, "the block ended")
     try:
         yield handle
