@@ -8,8 +8,9 @@ import datetime
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import CodeType
 from typing import Any
 
 from .aggregate import Aggregator
@@ -250,3 +251,33 @@ def monitor(
     finally:
         facts = recording.finish()
         handle.report = build_report(agg, facts_of(label, interval, ending, facts))
+
+
+def run_monitored(
+    run: Callable[[], None],
+    label: str,
+    root_code: CodeType,
+    interval: float = 0.005,
+    probes: Sequence[str] = (),
+) -> Report:
+    """Runs ``run()`` under the ticks, the sampler and the spy, the stacks starting at
+    ``root_code`` (a notebook cell's code); an exception is reported, then raised.
+
+    :param run: runs the code
+    :param label: the report's title
+    :param root_code: the code object of what ``run`` executes
+    :param interval: seconds between ticks
+    :param probes: device probes
+    :return: the report
+    """
+    agg = Aggregator()
+    recording = Recording(agg, interval, probes, root_code=root_code)
+    ending = Ending("exit", 0, "the cell ended")
+    try:
+        run()
+    except BaseException as e:
+        ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
+        raise
+    finally:
+        facts = recording.finish()
+    return build_report(agg, facts_of(label, interval, ending, facts))
