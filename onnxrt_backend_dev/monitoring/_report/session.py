@@ -67,11 +67,11 @@ class Recording:
 
     def close(self) -> None:
         """Stops everything without reading the spy (after a failure)."""
-        self.recorder.stop() if hasattr(self, "recorder") else None
-        sampling, self.sampling = getattr(self, "sampling", None), None
-        if sampling is not None:
-            with contextlib.suppress(Exception):
-                sampling.stop()
+        recorder = getattr(self, "recorder", None)
+        if recorder is not None:
+            recorder.stop()
+        _stop_sampler(getattr(self, "sampling", None), recorder)
+        self.sampling = None
         if self.spy is not None:
             with contextlib.suppress(Exception):  # the failure being reported matters more
                 self.spy.stop()
@@ -85,7 +85,8 @@ class Recording:
         """
         self.recorder.stop()
         sampling, self.sampling = self.sampling, None
-        threads = _threads(sampling.stop().profile, self.root) if sampling is not None else []
+        profile = _stop_sampler(sampling, self.recorder)
+        threads = _threads(profile, self.root) if profile is not None else []
         wall = time.monotonic() - self.t0
         facts: dict[str, Any] = {
             "wall": wall,
@@ -132,6 +133,24 @@ def _start_sampler(recorder: TickRecorder) -> Any:
     OWN_CODES.update(recorder.own_codes())
     recorder.skip_codes(OWN_CODES)
     return Sampling(timer="prof", skip_outer=0).start()
+
+
+def _stop_sampler(sampling: Any, recorder: TickRecorder | None) -> Any:
+    """Stops the time sampler and takes the ticks' code back out of its own set.
+
+    :return: its profile, None if it did not run or failed
+    """
+    if sampling is None:
+        return None
+    from .._sampling.recorder import OWN_CODES
+
+    try:
+        return sampling.stop().profile
+    except Exception:  # the report stands on the ticks alone
+        return None
+    finally:
+        if recorder is not None:
+            OWN_CODES.difference_update(recorder.own_codes())
 
 
 def _root_key(roots: dict[str, Any]) -> tuple[str, str, int] | None:
