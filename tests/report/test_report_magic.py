@@ -15,7 +15,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-CELL = "def fill():\n    return [bytearray(2**20) for _ in range(60)]\n\ndata = fill()\ndel data\n"
+# 80 MiB at once: over glibc's largest mmap threshold, always new pages.
+CELL = "def fill():\n    return bytearray(80 * 2**20)\n\ndata = fill()\ndel data\n"
 
 
 @pytest.fixture(scope="module")

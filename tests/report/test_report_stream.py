@@ -1,4 +1,4 @@
-"""The ticks' way to the flight recorder: frames on a pipe, checked when read."""
+"""The ticks' way to the flight recorder: chunks on a pipe, checked when read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ import os
 import pytest
 
 from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
-from onnxrt_backend_dev.monitoring._report.stream import MAX_FRAME, StreamReader, StreamSink
+from onnxrt_backend_dev.monitoring._report.stream import PIPE_BUF, StreamReader, StreamSink
+
+
+def _chunk(body: bytes, pid: int = 7, more: int = 0) -> bytes:
+    return len(body).to_bytes(4, "little") + pid.to_bytes(4, "little") + bytes([more]) + body
 
 
 def _pipe_round_trip(write: object) -> StreamReader:
@@ -30,10 +34,12 @@ def _pipe_round_trip(write: object) -> StreamReader:
 
 
 def test_stacks_ticks_and_facts_arrive_in_order() -> None:
-    # GIVEN a stack, two ticks, the start and end facts written to the pipe
+    # GIVEN a stack (deep: several chunks), two ticks, the start and end facts
+    deep = tuple((f"f{i}", "/some/long/path/to/a/module.py", i, 1) for i in range(300))
+
     def write(sink: StreamSink) -> None:
         sink.send("M", {"t0": 1.0})
-        sink.add_stack(0, (("f", "a.py", 3, 1),))
+        sink.add_stack(0, deep)
         sink.add_tick(1.0, 10.0, 10.0, 0)
         sink.add_tick(1.1, 30.0, 40.0, 0)
         sink.send("E", {"ending": ("exit", 0, "ok")})
@@ -42,28 +48,44 @@ def test_stacks_ticks_and_facts_arrive_in_order() -> None:
     reader = _pipe_round_trip(write)
     assert reader.start == {"t0": 1.0} and reader.end == {"ending": ("exit", 0, "ok")}
     assert reader.agg.n == 2 and reader.agg.peak == 40.0
-    assert reader.agg.stacks[0] == (("f", "a.py", 3, 1),) and not reader.bad
+    assert reader.agg.stacks[0] == deep and not reader.bad
+
+
+def test_chunks_of_two_writers_interleaved_are_read_apart() -> None:
+    # GIVEN the program (pid 7) and a forked child (pid 8), their chunks mixed
+    a = marshal.dumps(("S", 0, tuple((f"a{i}", "a.py", i, 1) for i in range(400))))
+    b = marshal.dumps(("T", 0.0, 5.0, 5.0, -1))
+    size = PIPE_BUF - 9
+    parts = [a[i : i + size] for i in range(0, len(a), size)]
+    assert len(parts) >= 2
+    reader = StreamReader(Aggregator(), pid=7)
+    # WHEN they arrive interleaved, the child's chunk after the program's first one
+    chunks = [_chunk(p, 7, int(i + 1 < len(parts))) for i, p in enumerate(parts)]
+    reader.feed(b"".join([chunks[0], _chunk(b, 8), *chunks[1:]]))
+    # THEN the program's stack is whole, the child's tick is the child's
+    assert not reader.bad
+    assert len(reader.agg.stacks[0]) == 400 and reader.agg.n == 0
+    assert reader.children[8].n == 1
 
 
 @pytest.mark.parametrize(
     ("data", "bad"),
     [
-        ((MAX_FRAME + 1).to_bytes(4, "little"), "a frame of"),
-        (b"\x03\x00\x00\x00xyz", "an unreadable frame"),
-        (marshal.dumps(("T", "a", 1, 1, 0)), "non-numbers"),
-        (marshal.dumps(("S", 0, (("f", "a.py", "3", 1),))), "non-frames"),
-        (marshal.dumps(("Z", 1)), "unknown message"),
-        (marshal.dumps([1, 2]), "not a tuple"),
+        ((PIPE_BUF + 1).to_bytes(4, "little") + bytes(5), "a chunk of"),
+        (_chunk(b"xyz"), "an unreadable message"),
+        (_chunk(marshal.dumps(("T", "a", 1, 1, 0))), "non-numbers"),
+        (_chunk(marshal.dumps(("S", 0, (("f", "a.py", "3", 1),)))), "non-frames"),
+        (_chunk(marshal.dumps(("Z", 1))), "unknown message"),
+        (_chunk(marshal.dumps([1, 2])), "not a tuple"),
     ],
 )
-def test_a_bad_frame_stops_the_reading_and_keeps_what_came_before(data: bytes, bad: str) -> None:
-    # GIVEN a good tick then a bad frame
-    reader = StreamReader(Aggregator())
-    good = marshal.dumps(("T", 0.0, 1.0, 1.0, -1))
-    reader.feed(len(good).to_bytes(4, "little") + good)
-    raw = data[:4] == (MAX_FRAME + 1).to_bytes(4, "little") or data.startswith(b"\x03\x00")
-    reader.feed(data if raw else len(data).to_bytes(4, "little") + data)
-    reader.feed(len(good).to_bytes(4, "little") + good)  # ignored once bad
+def test_a_bad_chunk_stops_the_reading_and_keeps_what_came_before(data: bytes, bad: str) -> None:
+    # GIVEN a good tick then a bad chunk
+    reader = StreamReader(Aggregator(), pid=7)
+    good = _chunk(marshal.dumps(("T", 0.0, 1.0, 1.0, -1)))
+    reader.feed(good)
+    reader.feed(data)
+    reader.feed(good)  # ignored once bad
     # THEN the reading says why it stopped and keeps the first tick
     assert bad in reader.bad and reader.agg.n == 1
 
@@ -75,12 +97,13 @@ def test_a_full_pipe_drops_ticks_never_stacks_and_never_blocks() -> None:
         sink = StreamSink(wfd)
         sink.add_stack(0, (("f", "a.py", 3, 1),))
         # WHEN far more ticks than the pipe and the pending bound hold are sent
-        for i in range(300_000):
+        for i in range(200_000):
             sink.add_tick(float(i), 1.0, 1.0, 0)
         sink.add_stack(1, (("g", "a.py", 9, 8),))
-        # THEN some ticks were dropped, the stack waits, nothing blocked
+        # THEN some ticks were dropped, the last stack waits, nothing blocked
         assert sink.dropped > 0
-        assert b"g" in bytes(sink.pending) or sink.pending == bytearray()
+        assert b"g" in sink.pending[-1]
+        assert all(len(chunk) <= PIPE_BUF for chunk in sink.pending)
     finally:
         os.close(rfd)
         os.close(wfd)
@@ -95,4 +118,34 @@ def test_a_reader_gone_breaks_the_sink_quietly() -> None:
         assert sink.broken
         sink.add_tick(0.0, 1.0, 1.0, 0)  # no error
     finally:
+        os.close(wfd)
+
+
+def test_a_tick_interrupting_a_flush_is_queued_not_written_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a write that a tick's handler interrupts (the tick sends too)
+    rfd, wfd = os.pipe()
+    try:
+        sink = StreamSink(wfd)
+        real_write = os.write
+        interrupted = []
+
+        def write(fd: int, data: bytes) -> int:
+            n = real_write(fd, data)
+            if not interrupted:
+                interrupted.append(True)
+                sink.add_tick(2.0, 2.0, 2.0, -1)  # what the handler would do here
+            return n
+
+        monkeypatch.setattr(os, "write", write)
+        # WHEN a message is sent
+        sink.send("M", {"t0": 1.0})
+        monkeypatch.undo()
+        # THEN both arrive once each, in order, and nothing is left waiting
+        reader = StreamReader(Aggregator())
+        reader.feed(os.read(rfd, 1 << 16))
+        assert reader.start == {"t0": 1.0} and reader.agg.n == 1 and not sink.pending
+    finally:
+        os.close(rfd)
         os.close(wfd)

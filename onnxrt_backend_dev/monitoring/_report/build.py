@@ -47,6 +47,7 @@ class RunFacts:
     :param notes: sentences for the reader
     :param threads: the time sampler's stacks per thread (the time columns come from
         them when given, from the ticks otherwise)
+    :param children: forked children of the program, labelled, with their own ticks
     """
 
     program: str
@@ -62,6 +63,7 @@ class RunFacts:
     started: str = ""
     notes: Sequence[str] = field(default=())
     threads: Sequence[SampledThread] = ()
+    children: Sequence[tuple[str, Aggregator]] = ()
 
 
 def package_of(filename: str) -> str:
@@ -190,18 +192,25 @@ class _Node:
         self.hidden: dict[tuple[str, str], str] = {}
 
 
-def _entries(agg: Aggregator, threads: Sequence[SampledThread]) -> list[tuple[str, _Entry]]:
-    """Every stack with its figures, under the thread it ran in (``""``: the main one).
-    Memory comes from the ticks; time from the sampler where it ran (every thread, CPU
-    time aware), from the ticks otherwise."""
+def _tick_entries(agg: Aggregator, label: str, timed: bool) -> list[tuple[str, _Entry]]:
     parts = agg.composition()
-    timed = bool(threads)
     entries: list[tuple[str, _Entry]] = []
     for sid, frames in agg.stacks.items():
         seconds = 0.0 if timed else agg.seconds.get(sid, 0.0)
         figures = (seconds, agg.net.get(sid, 0.0), parts.get(sid, 0.0), agg.highest.get(sid, 0.0))
         if any(figures[:3]):
-            entries.append(("", (frames, figures)))
+            entries.append((label, (frames, figures)))
+    return entries
+
+
+def _entries(agg: Aggregator, facts: RunFacts) -> list[tuple[str, _Entry]]:
+    """Every stack with its figures, under the thread or process it ran in (``""``: the
+    program's main thread). Memory comes from the ticks; time from the sampler where it
+    ran (every thread, CPU time aware), from the ticks otherwise."""
+    threads = facts.threads
+    entries = _tick_entries(agg, "", bool(threads))
+    for label, child in facts.children:
+        entries.extend(_tick_entries(child, label, False))
     for name, is_main, stacks in threads:
         label = "" if is_main else f"thread {name}"
         entries.extend((label, (frames, (wall, 0.0, 0.0, 0.0))) for frames, wall, _ in stacks)
@@ -295,6 +304,8 @@ def _lines(entries: Sequence[tuple[str, _Entry]]) -> list[LineRow]:
         if not frames:
             continue
         function, file, line, _ = frames[_innermost_user(frames)]
+        if is_library_path(file):
+            continue  # all library (a pool's threads): no line of the user's to show
         row = figures.setdefault((function, file, line), [0.0, 0.0, 0.0])
         row[0] += seconds
         row[1] += net
@@ -384,12 +395,17 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     ending = Ending(e.kind, e.code, e.detail, last_site, last_stack)
     curves = [_rss_curve(agg, facts, t0)]
     curves.extend(
+        _curve(f"rss {label}", [t - t0 for t in child.times], list(child.rss), "ticks")
+        for label, child in facts.children
+        if child.n
+    )
+    curves.extend(
         _curve(name, [t - t0 for t in times], values, source)
         for name, times, values, source in facts.curves
         if name != "rss"
     )
     span = abs(agg.peak - agg.first_rss) or 1.0
-    entries = _entries(agg, facts.threads)
+    entries = _entries(agg, facts)
     total = sum(e[1][1][0] for e in entries) or 1e-9
     notes = list(facts.notes)
     if agg.dropped:

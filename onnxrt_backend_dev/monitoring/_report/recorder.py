@@ -130,6 +130,7 @@ class TickRecorder:
         self._timer: int | None = None
         self._previous: Any = None
         self._busy = False
+        self._last_sid: int | None = None
         self.root_code = root_code
         self._own_codes = {TickRecorder._handler.__code__, TickRecorder.tick.__code__}
         self._foreign: set[Any] = set()
@@ -139,7 +140,23 @@ class TickRecorder:
         """Takes one tick with ``frame`` as the running frame (the handler's body)."""
         t = self.clock()
         rss, hwm = self.memory()
-        self.sink.add_tick(t, rss, hwm, self._intern(frame))
+        sid = self._last_sid = self._intern(frame)
+        self.sink.add_tick(t, rss, hwm, sid)
+
+    def edge_tick(self) -> None:
+        """A tick outside the handler, at the start or the end: the memory then, credited
+        to the stack of the last tick (what ran until now), to none at the start."""
+        t = self.clock()
+        rss, hwm = self.memory()
+        sid = self._last_sid
+        if sid is None:
+            sid = self._last_sid = self._intern(None)
+        self.sink.add_tick(t, rss, hwm, sid)
+
+    @property
+    def signal_name(self) -> str:
+        """The signal the ticks use (``SIGALRM``, ``SIGPROF``), empty when stopped."""
+        return signal.Signals(self._signal).name if self._signal is not None else ""
 
     def _walk(self, frame: FrameType | None) -> tuple[int, ...]:
         """``id(code), f_lasti`` per frame, innermost first, up to the root."""
@@ -232,11 +249,25 @@ class TickRecorder:
             if signum is None or timer is None:
                 continue
             if signal.getsignal(signum) in (signal.SIG_DFL, None):
+                self.edge_tick()  # the memory at the start
                 self._previous = signal.signal(signum, self._handler)
                 self._signal, self._timer = signum, timer
                 signal.setitimer(timer, self.interval, self.interval)
                 return self
         raise RuntimeError("SIGALRM and SIGPROF both have a handler: no timer for the ticks")
+
+    def restart_in_child(self, sink: Sink) -> None:
+        """Goes on in a forked child (the timer is not inherited, the handler is): a
+        new sink, stacks interned anew (the child's ids are its own), the timer armed.
+
+        :param sink: the child's sink
+        """
+        self.sink = sink
+        self._interned = {}
+        self._busy = False
+        self._last_sid = None
+        if self._timer is not None:
+            signal.setitimer(self._timer, self.interval, self.interval)
 
     def stop(self) -> None:
         """Stops the timer and restores the previous handler (idempotent)."""
@@ -244,5 +275,6 @@ class TickRecorder:
             signal.setitimer(self._timer, 0.0, 0.0)
             signal.signal(self._signal, self._previous or signal.SIG_DFL)
             self._timer = self._signal = None
+            self.edge_tick()  # the memory at the end, and a rise since the last tick
         if self._own_memory and isinstance(self.memory, ProcMemory):
             self.memory.close()

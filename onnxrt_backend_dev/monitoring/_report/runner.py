@@ -218,7 +218,7 @@ def run_recorded(
     os.close(wfd)
     child = _Child(pid)
     agg = Aggregator()
-    reader = StreamReader(agg)
+    reader = StreamReader(agg, pid)
     try:
         with _forwarding(pid) as forwarder:
 
@@ -263,7 +263,9 @@ def _report(
     code = ending.code
     if end is not None and os.WIFSIGNALED(child.status):  # died after sending its end
         code = 128 + os.WTERMSIG(child.status)
-    return build_report(agg, facts_of(name, interval, ending, facts)), code
+    children = [(f"process {pid}", child) for pid, child in sorted(reader.children.items())]
+    report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
+    return report, code
 
 
 def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> tuple[Report, int]:

@@ -17,8 +17,23 @@ from .aggregate import Aggregator
 from .build import RunFacts, build_report
 from .model import Device, Ending, Report
 from .recorder import Sink, TickRecorder, reset_high_water_mark
+from .stream import StreamSink
 
 SPY_DELAY = 0.01
+# The recordings streaming now: a forked child of the program goes on streaming its own
+# ticks (as its own process) into the same pipe.
+_STREAMING: list[Recording] = []
+
+
+def _after_fork_in_child() -> None:
+    for recording in _STREAMING:
+        sink = recording.recorder.sink
+        if isinstance(sink, StreamSink):
+            recording.recorder.restart_in_child(StreamSink(sink.fd))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Recording:
@@ -59,8 +74,13 @@ class Recording:
         self.sampling: Any = None
         try:
             self.recorder.start()
+            if isinstance(sink, StreamSink):
+                _STREAMING.append(self)
             if sampler:
-                self.sampling = _start_sampler(self.recorder)
+                # SIGALRM is the program's (pytest-timeout's, an alarm): the ticks took
+                # SIGPROF, the sampler's signal; the sampler then samples from a thread.
+                timer = "thread" if self.recorder.signal_name == "SIGPROF" else "prof"
+                self.sampling = _start_sampler(self.recorder, timer)
         except BaseException:
             self.close()
             raise
@@ -70,6 +90,8 @@ class Recording:
         recorder = getattr(self, "recorder", None)
         if recorder is not None:
             recorder.stop()
+        if self in _STREAMING:
+            _STREAMING.remove(self)
         _stop_sampler(getattr(self, "sampling", None), recorder)
         self.sampling = None
         if self.spy is not None:
@@ -84,6 +106,8 @@ class Recording:
             ``devices``, ``exact_peak``, ``notes``, ``t0``, ``started``, ``pid``
         """
         self.recorder.stop()
+        if self in _STREAMING:
+            _STREAMING.remove(self)
         sampling, self.sampling = self.sampling, None
         profile = _stop_sampler(sampling, self.recorder)
         threads = _threads(profile, self.root) if profile is not None else []
@@ -124,7 +148,7 @@ class Recording:
 OWN_THREADS = ("memory-spy-reader", "memory-spy-stacks", "onnxrt-sampler")
 
 
-def _start_sampler(recorder: TickRecorder) -> Any:
+def _start_sampler(recorder: TickRecorder, timer: str) -> Any:
     """Starts the time sampler (its own signal, SIGPROF in CPU time, beside the ticks'
     SIGALRM); each leaves the other's handler frames out of its stacks."""
     from .._sampling.recorder import OWN_CODES
@@ -132,7 +156,7 @@ def _start_sampler(recorder: TickRecorder) -> Any:
 
     OWN_CODES.update(recorder.own_codes())
     recorder.skip_codes(OWN_CODES)
-    return Sampling(timer="prof", skip_outer=0).start()
+    return Sampling(timer=timer, skip_outer=0).start()
 
 
 def _stop_sampler(sampling: Any, recorder: TickRecorder | None) -> Any:
@@ -188,7 +212,12 @@ def _cpu() -> float:
 
 
 def facts_of(
-    program: str, interval: float, ending: Ending, facts: dict[str, Any], dropped: int = 0
+    program: str,
+    interval: float,
+    ending: Ending,
+    facts: dict[str, Any],
+    dropped: int = 0,
+    children: Sequence[tuple[str, Aggregator]] = (),
 ) -> RunFacts:
     """:class:`RunFacts` from :meth:`Recording.finish`'s plain facts.
 
@@ -197,6 +226,7 @@ def facts_of(
     :param ending: how it ended
     :param facts: the plain facts
     :param dropped: ticks lost on the way
+    :param children: the program's forked children, labelled, and their ticks
     :return: the facts
     """
     devices = [
@@ -220,6 +250,7 @@ def facts_of(
         started=str(facts.get("started", "")),
         notes=notes,
         threads=facts.get("threads", ()),
+        children=children,
     )
 
 

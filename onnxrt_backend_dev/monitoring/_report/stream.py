@@ -1,7 +1,11 @@
 """The ticks' way to the flight recorder, another process: framed messages on a pipe.
 
-A frame is a 4-byte little-endian size and a marshalled tuple (both ends run the same
-interpreter; marshal is fast enough to call from a signal handler). Messages:
+A message is a marshalled tuple (both ends run the same interpreter; marshal is fast
+enough to call from a signal handler), cut into chunks of at most ``PIPE_BUF`` bytes,
+each written by one ``write``: Linux writes such a chunk whole or not at all, so the
+program's forked children (a ``multiprocessing`` pool) write into the same pipe without
+their chunks mixing. A chunk is its payload's size (4 bytes), the writer's pid (4), a
+flag (1: more chunks follow) and the payload. Messages:
 ``("S", sid, frames)`` a stack, ``("T", t, rss, hwm, sid)`` a tick, ``("M", {...})``
 facts known at the start, ``("E", {...})`` the end, sent once the program is over. What
 is read is checked (types, sizes): a bad frame ends the reading, what came before stays.
@@ -13,16 +17,21 @@ waiting, then drops ticks (counted). The reader folds ticks into an
 
 from __future__ import annotations
 
+import collections
 import marshal
 import os
 import select
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .aggregate import Aggregator, RawFrame
 
 MAX_PENDING = 4 * 2**20
-MAX_FRAME = 64 * 2**20  # a frame announcing more is not one of ours
+MAX_FRAME = 64 * 2**20  # a message announcing more is not one of ours
+PIPE_BUF = 4096  # POSIX's least: writes up to this size are atomic on a pipe
+_HEAD = 9  # size, pid, flag
+_CHUNK = PIPE_BUF - _HEAD
 
 
 class StreamSink:
@@ -33,33 +42,51 @@ class StreamSink:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.pid = os.getpid()
         os.set_blocking(fd, False)
-        self.pending = bytearray()
+        self.pending: collections.deque[bytes] = collections.deque()
+        self.pending_bytes = 0
         self.dropped = 0
         self.broken = False
+        self._flushing = False
 
     def _send(self, message: tuple[Any, ...], droppable: bool = True) -> None:
         if self.broken:
             return
         data = marshal.dumps(message)
-        frame = len(data).to_bytes(4, "little") + data
-        if droppable and len(self.pending) + len(frame) > MAX_PENDING:
+        if droppable and self.pending_bytes + len(data) > MAX_PENDING:
             self.dropped += 1
             return
-        self.pending += frame
+        pid = self.pid.to_bytes(4, "little")
+        chunks = []
+        for start in range(0, len(data), _CHUNK):
+            payload = data[start : start + _CHUNK]
+            more = b"\x01" if start + _CHUNK < len(data) else b"\x00"
+            chunks.append(len(payload).to_bytes(4, "little") + pid + more + payload)
+        # One C call: a tick's handler cannot slip its chunks between these.
+        self.pending.extend(chunks)
+        self.pending_bytes += len(data)
         self.flush()
 
     def flush(self) -> None:
-        """Writes what waits, as much as the pipe takes now."""
-        while self.pending and not self.broken:
-            try:
-                n = os.write(self.fd, self.pending)
-            except BlockingIOError:
-                return
-            except OSError:  # the reader is gone: nothing more to send
-                self.broken = True
-                return
-            del self.pending[:n]
+        """Writes what waits, as many whole chunks as the pipe takes now. A tick
+        interrupting a flush only queues its chunks: the flush under way writes them."""
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            pending = self.pending
+            while pending and not self.broken:
+                try:
+                    os.write(self.fd, pending[0])  # at most PIPE_BUF: all of it or nothing
+                except BlockingIOError:
+                    return
+                except OSError:  # the reader is gone: nothing more to send
+                    self.broken = True
+                    return
+                self.pending_bytes -= len(pending.popleft()) - _HEAD
+        finally:
+            self._flushing = False
 
     def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
         """Sends a stack (never dropped: ticks refer to it)."""
@@ -78,13 +105,13 @@ class StreamSink:
 
         :return: True if everything was written
         """
-        os.set_blocking(self.fd, True)
-        try:
-            if self.pending and not self.broken:
-                select.select([], [self.fd], [], timeout)
-                self.flush()
-        finally:
-            os.set_blocking(self.fd, False)
+        deadline = time.monotonic() + timeout
+        while self.pending and not self.broken:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            select.select([], [self.fd], [], left)
+            self.flush()
         return not self.pending
 
 
@@ -101,14 +128,20 @@ def _is_frames(value: Any) -> bool:
 
 
 class StreamReader:
-    """Reads the messages into an aggregator and keeps the start and end facts.
+    """Reads the messages into aggregators, one per writing process, and keeps the
+    program's start and end facts.
 
-    :param agg: where ticks go
+    :param agg: where the program's ticks go
+    :param pid: the program's process; ticks of others (its forked children) go to
+        :attr:`children`, if None the first writer is the program
     """
 
-    def __init__(self, agg: Aggregator) -> None:
+    def __init__(self, agg: Aggregator, pid: int | None = None) -> None:
         self.agg = agg
+        self.pid = pid
+        self.children: dict[int, Aggregator] = {}
         self.buffer = bytearray()
+        self.partial: dict[int, bytearray] = {}
         self.start: dict[str, Any] = {}
         self.end: dict[str, Any] | None = None
         self.bad = ""
@@ -118,35 +151,56 @@ class StreamReader:
         if self.bad:
             return
         self.buffer += data
-        while len(self.buffer) >= 4:
+        while len(self.buffer) >= _HEAD:
             size = int.from_bytes(self.buffer[:4], "little")
-            if size > MAX_FRAME:
-                self.bad = f"a frame of {size} bytes"
+            if size > PIPE_BUF:
+                self.bad = f"a chunk of {size} bytes"
                 return
-            if len(self.buffer) < 4 + size:
+            if len(self.buffer) < _HEAD + size:
                 return
-            body = bytes(self.buffer[4 : 4 + size])
-            del self.buffer[: 4 + size]
+            pid = int.from_bytes(self.buffer[4:8], "little")
+            more = self.buffer[8]
+            part = self.partial.setdefault(pid, bytearray())
+            part += self.buffer[_HEAD : _HEAD + size]
+            del self.buffer[: _HEAD + size]
+            if len(part) > MAX_FRAME:
+                self.bad = f"a message of more than {MAX_FRAME} bytes"
+                return
+            if more:
+                continue
+            body = bytes(self.partial.pop(pid))
             try:
-                self._take(marshal.loads(body))
+                self._take(pid, marshal.loads(body))
             except (ValueError, EOFError, TypeError) as e:
-                self.bad = f"an unreadable frame ({e})"
+                self.bad = f"an unreadable message ({e})"
                 return
 
-    def _take(self, message: Any) -> None:
+    def _aggregator(self, pid: int) -> Aggregator:
+        if self.pid is None:
+            self.pid = pid
+        if pid == self.pid:
+            return self.agg
+        agg = self.children.get(pid)
+        if agg is None:
+            agg = self.children[pid] = Aggregator()
+        return agg
+
+    def _take(self, pid: int, message: Any) -> None:
         if not isinstance(message, tuple) or not message:
             raise TypeError("not a tuple")
         kind = message[0]
         if kind == "T" and len(message) == 5:
             _, t, rss, hwm, sid = message
-            if not all(isinstance(x, (int, float)) for x in (t, rss, hwm)):
+            if not all(isinstance(x, (int, float)) for x in (t, rss, hwm, sid)):
                 raise TypeError("a tick of non-numbers")
-            self.agg.add_tick(float(t), float(rss), float(hwm), int(sid))
+            self._aggregator(pid).add_tick(float(t), float(rss), float(hwm), int(sid))
         elif kind == "S" and len(message) == 3 and isinstance(message[1], int):
             if not _is_frames(message[2]):
                 raise TypeError("a stack of non-frames")
-            self.agg.add_stack(message[1], message[2])
+            self._aggregator(pid).add_stack(message[1], message[2])
         elif kind in ("M", "E") and len(message) == 2 and isinstance(message[1], dict):
+            if self._aggregator(pid) is not self.agg:
+                return  # a forked child ending through the program's code: not the program
             if kind == "M":
                 self.start = message[1]
             else:
