@@ -287,7 +287,9 @@ def _rows(root: _Node, total: float, span: float) -> list[TreeRow]:
             for c in folded:
                 _add(other, (c.time, c.net, c.to_peak, c.highest))
                 other.self_time += c.time
-            kept.append(other)
+            # A row saying under 0.1 % of the time and of the memory stands for nothing.
+            if _keep(other, total * 0.2, span * 0.2):
+                kept.append(other)
         todo.extend((c, index, depth + 1) for c in reversed(kept))
     return rows
 
@@ -332,8 +334,9 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
             label = "(no Python frame)"
         by_function[label] = by_function.get(label, 0.0) + value
     ordered = sorted(by_function.items(), key=lambda kv: -kv[1])
-    shown = [Part(k, v) for k, v in ordered[:MAX_PARTS] if v]
-    rest = sum(v for _, v in ordered[MAX_PARTS:])
+    floor = FOLD_SHARE * abs(sum(by_function.values()))  # slivers join "other"
+    shown = [Part(k, v) for k, v in ordered[:MAX_PARTS] if abs(v) >= floor and v]
+    rest = sum(v for k, v in ordered if k not in {p.label for p in shown})
     if rest:
         shown.append(Part("other", rest))
     return shown

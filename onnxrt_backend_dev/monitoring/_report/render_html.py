@@ -138,9 +138,9 @@ def _time_axis(wall: float, y: float) -> list[str]:
     out = []
     for i in range(11):
         t = wall * i / 10
+        label = format_duration(t) if t > 0 else "0 s"
         out.append(
-            f'<text x="{_x(t, wall):.1f}" y="{y:.1f}" text-anchor="middle">'
-            f"{_e(format_duration(t))}</text>"
+            f'<text x="{_x(t, wall):.1f}" y="{y:.1f}" text-anchor="middle">{_e(label)}</text>'
         )
     return out
 

@@ -110,7 +110,8 @@ class Recording:
             _STREAMING.remove(self)
         sampling, self.sampling = self.sampling, None
         profile = _stop_sampler(sampling, self.recorder)
-        threads = _threads(profile, self.root) if profile is not None else []
+        own = _code_keys(self.recorder.own_codes())
+        threads = _threads(profile, self.root, own) if profile is not None else []
         wall = time.monotonic() - self.t0
         facts: dict[str, Any] = {
             "wall": wall,
@@ -188,9 +189,16 @@ def _root_key(roots: dict[str, Any]) -> tuple[str, str, int] | None:
     return getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno
 
 
-def _threads(profile: Any, root: tuple[str, str, int] | None) -> list[Any]:
+def _code_keys(codes: set[Any]) -> set[tuple[str, str, int]]:
+    return {(getattr(c, "co_qualname", c.co_name), c.co_filename, c.co_firstlineno) for c in codes}
+
+
+def _threads(
+    profile: Any, root: tuple[str, str, int] | None, own: set[tuple[str, str, int]]
+) -> list[Any]:
     """The sampler's stacks per thread as plain values (they may cross a pipe), the main
-    thread's cut at the root (the tool's frames left out, as the ticks' are)."""
+    thread's cut at the root and before a tick's handler (the tool's frames left out, as
+    the ticks' are)."""
     threads = []
     for thread in profile.threads:
         if thread.name in OWN_THREADS:
@@ -198,8 +206,11 @@ def _threads(profile: Any, root: tuple[str, str, int] | None) -> list[Any]:
         stacks = []
         for sid, totals in thread.totals.items():
             frames = tuple((f.name, f.file, f.line, f.first_line) for f in profile.stacks[sid])
+            keys = [(f[0], f[1], f[3]) for f in frames]
+            handler = next((i for i, k in enumerate(keys) if k in own), None)
+            if handler is not None:  # the sample caught a tick: the program was under it
+                frames, keys = frames[:handler], keys[:handler]
             if thread.is_main and root is not None:
-                keys = [(f[0], f[1], f[3]) for f in frames]
                 frames = frames[keys.index(root) :] if root in keys else ()
             stacks.append((frames, float(totals[0]), float(totals[1])))
         threads.append((thread.name, thread.is_main, stacks))
