@@ -17,6 +17,9 @@ Run: ``python benchmarks/bench_report_peak.py [--runs 10]`` (numpy, pandas, memr
    the death.
 3. The HTML report of the pandas workload: its size, and the time headless chromium
    takes to load it and take a screenshot.
+4. Interrupted starts: ``--starts`` runs of a sleeping script, each sent SIGINT (to its
+   process group, as Ctrl-C does) at a moment of its start spread over 0-0.5 s; then no
+   process of its session may be left (its child, the spy).
 
 Floors (issue 18): peak within 1 % of ``/usr/bin/time``; function >= 95 %, line >= 90 %;
 flight recorder 10/10 within 2 s; HTML < 2 MB shown within 2 s.
@@ -399,10 +402,67 @@ def _html(folder: str) -> None:
     print(f"size {size / 1e6:.2f} MB, screenshot {shown}")
 
 
+def _session_left(session: int) -> list[int]:
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            left.append(int(pid))
+    return left
+
+
+def _starts(n: int, folder: str) -> None:
+    print(f"== 4. {n} interrupted starts")
+    script = os.path.join(folder, "sleepy.py")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write("import time\n\n\ndef wait():\n    time.sleep(30)\n\n\nwait()\n")
+    leaks = codes = 0
+    for i in range(n):
+        cmd = [
+            sys.executable,
+            "-m",
+            "onnxrt_backend_dev.monitoring",
+            "run",
+            "-q",
+            "-o",
+            os.path.join(folder, "s.json"),
+            script,
+        ]
+        cli = subprocess.Popen(
+            cmd,
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(0.5 * (i % 11) / 10)
+        os.killpg(cli.pid, signal.SIGINT)
+        try:
+            cli.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait(60)
+        codes += cli.returncode == 130
+        deadline = time.monotonic() + 5
+        while _session_left(cli.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _session_left(cli.pid)
+        if left:
+            leaks += 1
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+    print(f"exit code 130: {codes}/{n}; runs leaving a process behind: {leaks}/{n}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--only", default="peaks,flight,html")
+    parser.add_argument("--starts", type=int, default=100)
+    parser.add_argument("--only", default="peaks,flight,html,starts")
     args = parser.parse_args()
     print(f"# bench_report_peak: {platform.python_version()}, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as folder:
@@ -412,6 +472,8 @@ def main() -> None:
             _flight(args.runs, folder)
         if "html" in args.only:
             _html(folder)
+        if "starts" in args.only:
+            _starts(args.starts, folder)
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ def test_a_tick_interrupting_a_flush_is_queued_not_written_twice(
     try:
         sink = StreamSink(wfd)
         real_write = os.write
-        interrupted = []
+        interrupted: list[bool] = []
 
         def write(fd: int, data: bytes) -> int:
             n = real_write(fd, data)
