@@ -60,14 +60,15 @@ def test_a_tick_keeps_the_stack_from_the_root_frame_with_running_lines() -> None
     assert sink.ticks[0][1:3] == (1.0, 2.0)
 
 
-def test_a_tick_outside_the_root_code_has_an_empty_stack() -> None:
+def test_a_tick_outside_the_root_code_has_no_stack() -> None:
     # GIVEN a root code that is not running
     sink = ListSink()
     rec = _recorder(sink, root_code=outer.__code__)
-    # WHEN a tick is taken from here THEN its stack is empty; from outer(), it starts there
+    # WHEN a tick is taken from here THEN it has no stack; from outer(), it starts there
     rec.tick(sys._getframe())
     outer(rec)
-    assert sink.stacks[0] == () and [f[0] for f in sink.stacks[1]] == ["outer", "inner"]
+    assert sink.ticks[0][3] == NO_STACK
+    assert [f[0] for f in sink.stacks[0]] == ["outer", "inner"]
 
 
 def test_too_many_distinct_stacks_count_as_dropped() -> None:
@@ -76,6 +77,9 @@ def test_too_many_distinct_stacks_count_as_dropped() -> None:
     outer(rec)
     rec.tick(sys._getframe())
     assert sink.ticks[-1][3] == NO_STACK and rec.dropped == 1
+    # AND the ticks at the start and the end are credited to the last stack seen
+    rec.edge_tick()
+    assert sink.ticks[-1][3] == NO_STACK
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="POSIX timers")

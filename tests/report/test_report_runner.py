@@ -29,6 +29,9 @@ def grow_until(how: str) -> Outcome:
     return Outcome("exit", 0, "exited with code 0")
 
 
+ROOT = grow_until.__code__  # stacks start there, as the CLI's start at the script
+
+
 def make_peak() -> Outcome:
     a = bytearray(100 * MIB)
     b = bytearray(100 * MIB)
@@ -41,7 +44,10 @@ def make_peak() -> Outcome:
 )
 def test_the_report_is_written_however_the_child_ends(how: str, kind: str, code: int) -> None:
     # WHEN a child growing its memory in grow_until ends in each way
-    report, rc = run_recorded(lambda: grow_until(how), "grow", interval=0.002, spy=False)
+    def program() -> Outcome:
+        return grow_until(how)
+
+    report, rc = run_recorded(program, "grow", interval=0.002, spy=False, root_code=ROOT)
     # THEN the report says how it ended, with the conventional code
     assert (report.ending.kind, rc) == (kind, code), report.ending
     # AND names grow_until as what was allocating at the end and as the peak's builder
@@ -54,7 +60,7 @@ def test_the_report_is_written_however_the_child_ends(how: str, kind: str, code:
 
 
 def test_a_peak_shorter_than_a_tick_is_credited_to_the_function_that_built_it() -> None:
-    report, rc = run_recorded(make_peak, "peak", interval=0.05)
+    report, rc = run_recorded(make_peak, "peak", interval=0.05, root_code=make_peak.__code__)
     assert rc == 0
     assert report.peak.site is not None and report.peak.site.function == "make_peak"
     assert sum(p.bytes for p in report.composition) == pytest.approx(

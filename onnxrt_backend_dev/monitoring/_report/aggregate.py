@@ -101,7 +101,8 @@ class Aggregator:
             self.peak = level
             if level > self.dated + self._tolerance():
                 self._date_peak(t, rss, level, sid)
-        if delta > RISE_NOISE or (rose and hwm - self.last_hwm > RISE_NOISE):
+        rising = delta > RISE_NOISE or (rose and hwm - self.last_hwm > RISE_NOISE)
+        if rising and sid != NO_STACK:  # outside the program: not what it allocated
             self.last_rise_sid, self.last_rise_t = sid, t
         self.last_t, self.last_rss, self.last_sid = t, rss, sid
         self.last_hwm = max(self.last_hwm, hwm)

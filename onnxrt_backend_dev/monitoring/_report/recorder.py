@@ -126,6 +126,7 @@ class TickRecorder:
         self.dropped = 0
         self._interned: dict[tuple[int, ...], int] = {}
         self._codes: dict[int, CodeType] = {}  # kept alive: their ids stay unique
+        self._frames: dict[tuple[int, int], RawFrame] = {}
         self._signal: int | None = None
         self._timer: int | None = None
         self._previous: Any = None
@@ -148,9 +149,7 @@ class TickRecorder:
         to the stack of the last tick (what ran until now), to none at the start."""
         t = self.clock()
         rss, hwm = self.memory()
-        sid = self._last_sid
-        if sid is None:
-            sid = self._last_sid = self._intern(None)
+        sid = NO_STACK if self._last_sid is None else self._last_sid
         self.sink.add_tick(t, rss, hwm, sid)
 
     @property
@@ -182,6 +181,8 @@ class TickRecorder:
 
     def _intern(self, frame: FrameType | None) -> int:
         key = self._walk(frame)
+        if not key:
+            return NO_STACK  # outside the code measured (the tool's own frames)
         sid = self._interned.get(key)
         if sid is not None:
             return sid
@@ -194,10 +195,17 @@ class TickRecorder:
 
     def _resolve(self, key: tuple[int, ...]) -> tuple[RawFrame, ...]:
         frames = []
+        cache = self._frames
         for i in range(len(key) - 2, -1, -2):  # outermost first
-            code = self._codes[key[i]]
-            name = getattr(code, "co_qualname", code.co_name)
-            frames.append((name, code.co_filename, line_of(code, key[i + 1]), code.co_firstlineno))
+            frame = cache.get((key[i], key[i + 1]))
+            if frame is None:  # one line-table scan per code and offset, ever
+                code = self._codes[key[i]]
+                name = getattr(code, "co_qualname", code.co_name)
+                line = line_of(code, key[i + 1])
+                frame = cache[key[i], key[i + 1]] = (
+                    name, code.co_filename, line, code.co_firstlineno
+                )  # fmt: skip
+            frames.append(frame)
         return tuple(frames)
 
     def own_codes(self) -> set[CodeType]:

@@ -6,7 +6,9 @@ each written by one ``write``: Linux writes such a chunk whole or not at all, so
 program's forked children (a ``multiprocessing`` pool) write into the same pipe without
 their chunks mixing. A chunk is its payload's size (4 bytes), the writer's pid (4), a
 flag (1: more chunks follow) and the payload. Messages:
-``("S", sid, frames)`` a stack, ``("T", t, rss, hwm, sid)`` a tick, ``("M", {...})``
+``("F", fid, frame)`` a frame (function, file, line, first line), ``("S", sid, fids)`` a
+stack as frame ids (outermost first: a deep recursion costs a few bytes per frame),
+``("T", t, rss, hwm, sid)`` a tick, ``("M", {...})``
 facts known at the start, ``("E", {...})`` the end, sent once the program is over. What
 is read is checked (types, sizes): a bad frame ends the reading, what came before stays.
 
@@ -23,7 +25,7 @@ import os
 import select
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from .aggregate import Aggregator, RawFrame
 
@@ -49,6 +51,7 @@ class StreamSink:
         self.dropped = 0
         self.broken = False
         self._flushing = False
+        self._fids: dict[RawFrame, int] = {}
 
     def _send(self, message: tuple[Any, ...], droppable: bool = True) -> None:
         if self.broken:
@@ -89,8 +92,16 @@ class StreamSink:
             self._flushing = False
 
     def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
-        """Sends a stack (never dropped: ticks refer to it)."""
-        self._send(("S", sid, frames), droppable=False)
+        """Sends a stack, and its frames not sent yet (never dropped: ticks refer to them)."""
+        fids = self._fids
+        ids = []
+        for frame in frames:
+            fid = fids.get(frame)
+            if fid is None:
+                fid = fids[frame] = len(fids)
+                self._send(("F", fid, frame), droppable=False)
+            ids.append(fid)
+        self._send(("S", sid, tuple(ids)), droppable=False)
 
     def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
         """Sends a tick (dropped when the pipe is full)."""
@@ -115,15 +126,14 @@ class StreamSink:
         return not self.pending
 
 
-def _is_frames(value: Any) -> bool:
-    return isinstance(value, tuple) and all(
+def _is_frame(f: Any) -> bool:
+    return (
         isinstance(f, tuple)
         and len(f) == 4
         and isinstance(f[0], str)
         and isinstance(f[1], str)
         and isinstance(f[2], int)
         and isinstance(f[3], int)
-        for f in value
     )
 
 
@@ -142,6 +152,7 @@ class StreamReader:
         self.children: dict[int, Aggregator] = {}
         self.buffer = bytearray()
         self.partial: dict[int, bytearray] = {}
+        self.frames: dict[int, dict[int, RawFrame]] = {}  # per writer
         self.start: dict[str, Any] = {}
         self.end: dict[str, Any] | None = None
         self.bad = ""
@@ -188,25 +199,50 @@ class StreamReader:
     def _take(self, pid: int, message: Any) -> None:
         if not isinstance(message, tuple) or not message:
             raise TypeError("not a tuple")
-        kind = message[0]
-        if kind == "T" and len(message) == 5:
-            _, t, rss, hwm, sid = message
-            if not all(isinstance(x, (int, float)) for x in (t, rss, hwm, sid)):
-                raise TypeError("a tick of non-numbers")
-            self._aggregator(pid).add_tick(float(t), float(rss), float(hwm), int(sid))
-        elif kind == "S" and len(message) == 3 and isinstance(message[1], int):
-            if not _is_frames(message[2]):
-                raise TypeError("a stack of non-frames")
-            self._aggregator(pid).add_stack(message[1], message[2])
-        elif kind in ("M", "E") and len(message) == 2 and isinstance(message[1], dict):
-            if self._aggregator(pid) is not self.agg:
-                return  # a forked child ending through the program's code: not the program
-            if kind == "M":
-                self.start = message[1]
-            else:
-                self.end = message[1]
+        take = self._TAKERS.get((message[0], len(message)))
+        if take is None:
+            raise TypeError(f"an unknown message {str(message[0])[:20]!r}")
+        take(self, pid, message)
+
+    def _tick(self, pid: int, message: tuple[Any, ...]) -> None:
+        _, t, rss, hwm, sid = message
+        if not all(isinstance(x, (int, float)) for x in (t, rss, hwm, sid)):
+            raise TypeError("a tick of non-numbers")
+        self._aggregator(pid).add_tick(float(t), float(rss), float(hwm), int(sid))
+
+    def _frame(self, pid: int, message: tuple[Any, ...]) -> None:
+        if not isinstance(message[1], int) or not _is_frame(message[2]):
+            raise TypeError("a non-frame")
+        self.frames.setdefault(pid, {})[message[1]] = message[2]
+
+    def _stack(self, pid: int, message: tuple[Any, ...]) -> None:
+        table = self.frames.get(pid, {})
+        ids = message[2]
+        if not isinstance(message[1], int) or not isinstance(ids, tuple):
+            raise TypeError("a stack of unknown frames")
+        if not all(i in table for i in ids):
+            raise TypeError("a stack of unknown frames")
+        self._aggregator(pid).add_stack(message[1], tuple(table[i] for i in ids))
+
+    def _facts(self, pid: int, message: tuple[Any, ...]) -> None:
+        if not isinstance(message[1], dict):
+            raise TypeError("facts that are not a dict")
+        if self._aggregator(pid) is not self.agg:
+            return  # a forked child ending through the program's code: not the program
+        if message[0] == "M":
+            self.start = message[1]
         else:
-            raise TypeError(f"an unknown message {str(kind)[:20]!r}")
+            self.end = message[1]
+
+    _TAKERS: ClassVar[
+        dict[tuple[str, int], Callable[[StreamReader, int, tuple[Any, ...]], None]]
+    ] = {
+        ("T", 5): _tick,
+        ("F", 3): _frame,
+        ("S", 3): _stack,
+        ("M", 2): _facts,
+        ("E", 2): _facts,
+    }
 
     def read_until(self, fd: int, done: Callable[[], bool], poll: float = 0.05) -> None:
         """Reads ``fd`` until end-of-file, or until ``done()`` and nothing more is there
