@@ -231,3 +231,27 @@ def test_a_module_runs_with_its_arguments(tmp_path: Path) -> None:
     proc = _run("-m", "modx", "a", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "ran ['a'] __main__" in proc.stdout and "-m modx: exited with code 0" in proc.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_the_program_dies_with_the_command(tmp_path: Path, script: Path) -> None:
+    # GIVEN a run sleeping in its program
+    gate = tmp_path / "gate"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", str(script),
+         "sleep", str(gate)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # WHEN the command itself is killed with SIGKILL
+        cli.kill()
+        cli.wait(TIMEOUT)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait(TIMEOUT)
+    # THEN its program and the program's spy end too
+    _no_process_left(cli.pid)

@@ -86,6 +86,7 @@ def _child(
     spy: bool,
 ) -> int:
     """The child's life: record, run, send the end. Never returns to the caller's code."""
+    _die_with_parent()
     faulthandler.enable(all_threads=True)  # a segfault still prints where it happened
     sink = StreamSink(wfd)
     recording = Recording(sink, interval, probes, spy, root_code=root_code)
@@ -131,6 +132,19 @@ class _Forwarder:
             self.sigint_at = None
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGINT)
+
+
+def _die_with_parent() -> None:
+    """Linux: the child is killed if the command dies (``kill -9`` of the command): no
+    program left running that nobody reports on. Nothing elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
 
 
 @contextlib.contextmanager
