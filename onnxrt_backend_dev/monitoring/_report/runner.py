@@ -26,7 +26,7 @@ from typing import Any
 from .aggregate import Aggregator
 from .build import build_report
 from .model import Ending, Report
-from .session import Recording, facts_of
+from .session import SPY_DELAY, Recording, facts_of, spy_facts
 from .stream import StreamReader, StreamSink
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
@@ -78,18 +78,14 @@ def ending_of_status(status: int) -> Ending:
 
 
 def _child(
-    wfd: int,
-    program: Callable[[], Outcome],
-    interval: float,
-    probes: Sequence[str],
-    root_code: CodeType | None,
-    spy: bool,
+    wfd: int, program: Callable[[], Outcome], interval: float, root_code: CodeType | None
 ) -> int:
     """The child's life: record, run, send the end. Never returns to the caller's code."""
     _die_with_parent()
     faulthandler.enable(all_threads=True)  # a segfault still prints where it happened
     sink = StreamSink(wfd)
-    recording = Recording(sink, interval, probes, spy, root_code=root_code)
+    # The spy runs from the parent (it outlives a killed child): none in here.
+    recording = Recording(sink, interval, spy=False, root_code=root_code)
     sink.send("M", {"t0": recording.t0, "pid": os.getpid(), "started": recording.started})
     try:
         outcome = program()
@@ -219,7 +215,7 @@ def run_recorded(
         code = 1
         try:
             os.close(rfd)
-            code = _child(wfd, program, interval, probes, root_code, spy)
+            code = _child(wfd, program, interval, root_code)
         except BaseException:  # the recorder failed: say it, the parent reports the rest
             import traceback
 
@@ -233,7 +229,11 @@ def run_recorded(
     child = _Child(pid)
     agg = Aggregator()
     reader = StreamReader(agg, pid)
+    spying: Any = None
+    notes: list[str] = []
     try:
+        if spy or probes:  # from here, while the program already runs
+            spying, notes = _start_spy(pid, probes)
         with _forwarding(pid) as forwarder:
 
             def done() -> bool:
@@ -249,22 +249,54 @@ def run_recorded(
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             child.reap(1.0)
-    return _report(agg, reader, child, name, interval)
+        spied = _stop_spy(spying, notes)
+    return _report(agg, reader, child, name, interval, spied, notes)
+
+
+def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
+    """The memory spy of the child: its curve during long C calls, the devices; it
+    follows the high-water mark the child resets (two resetting would erase peaks)."""
+    from ..memory_peak import start_spying_on
+
+    try:
+        return start_spying_on(pid, delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)), []
+    except Exception as e:  # the ticks still report
+        return None, [f"the memory spy could not start: {e}"]
+
+
+def _stop_spy(spy: Any, notes: list[str]) -> Any:
+    if spy is None:
+        return None
+    try:
+        return spy.stop()
+    except Exception as e:
+        notes.append(f"the memory spy failed: {e}")
+        return None
 
 
 def _report(
-    agg: Aggregator, reader: StreamReader, child: _Child, name: str, interval: float
+    agg: Aggregator,
+    reader: StreamReader,
+    child: _Child,
+    name: str,
+    interval: float,
+    spied: Any = None,
+    notes: Sequence[str] = (),
 ) -> tuple[Report, int]:
     assert child.status is not None
     end = reader.end
     facts: dict[str, Any] = dict(end) if end is not None else dict(reader.start)
+    facts["notes"] = [*facts.get("notes", ()), *notes]
     if end is not None:
         kind, code, detail = end["ending"]
         ending = Ending(str(kind), int(code), str(detail))
     else:
         ending = ending_of_status(child.status)
-        notes = ["the program ended without unwinding: the report comes from its ticks"]
-        facts["notes"] = notes
+        facts["notes"].append(
+            "the program ended without unwinding: the report comes from what it streamed"
+        )
+    if spied is not None:
+        spy_facts(spied, facts)
     usage = child.rusage
     if usage is not None:
         facts["cpu"] = usage.ru_utime + usage.ru_stime

@@ -134,15 +134,25 @@ class Recording:
         except Exception as e:  # the report stands on the ticks alone
             facts["notes"].append(f"the memory spy failed: {e}")
             return facts
-        cpu = result["cpu"]
-        times, values = zip(*cpu.series, strict=True) if len(cpu.series) else ((), ())
-        facts["curves"].append(("rss", list(times), list(values), cpu.peak_source))
-        facts["exact_peak"] = cpu.max_peak
-        for name, mon in result.get("devices", {}).items():
-            t, v = zip(*mon.series, strict=True) if len(mon.series) else ((), ())
-            facts["curves"].append((name, list(t), list(v), str(mon.peak_source)))
-            facts["devices"].append((name, mon.max_peak, mon.begin, mon.end))
+        spy_facts(result, facts)
         return facts
+
+
+def spy_facts(result: Any, facts: dict[str, Any]) -> None:
+    """Adds the spy's measures to plain facts: the RSS curve, the exact peak, each
+    device's curve and peak.
+
+    :param result: what ``MemorySpy.stop()`` returned
+    :param facts: completed here (``curves``, ``devices``, ``exact_peak``)
+    """
+    cpu = result["cpu"]
+    times, values = zip(*cpu.series, strict=True) if len(cpu.series) else ((), ())
+    facts.setdefault("curves", []).append(("rss", list(times), list(values), cpu.peak_source))
+    facts["exact_peak"] = max(float(facts.get("exact_peak") or 0.0), cpu.max_peak)
+    for name, mon in result.get("devices", {}).items():
+        t, v = zip(*mon.series, strict=True) if len(mon.series) else ((), ())
+        facts["curves"].append((name, list(t), list(v), str(mon.peak_source)))
+        facts.setdefault("devices", []).append((name, mon.max_peak, mon.begin, mon.end))
 
 
 # The tool's own threads: not the program's, left out of the report.
