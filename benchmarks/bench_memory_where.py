@@ -298,14 +298,12 @@ def function_of(frames: list[tuple[str, str]]) -> str | None:
     return None
 
 
-def _ours(peak_stack: tuple[str, ...] | None) -> str | None:
-    if not peak_stack:
+def _ours(where: Any) -> str | None:
+    """The function our attribution names: from the stack at the peak (its frames carry
+    the full file name; the ``peak_stack`` labels only its base name)."""
+    if where is None or not where.peak_stack:
         return None
-    frames = []
-    for label in reversed(peak_stack):  # "file:line:function", outermost first
-        file_line, _, function = label.rpartition(":")
-        frames.append((function, file_line.rpartition(":")[0]))
-    return function_of(frames)
+    return function_of([(f.function, f.filename) for f in reversed(where.peak_stack)])
 
 
 def _pairs(work: Callable[[], None], n: int) -> dict[str, list[list[float]]]:
@@ -348,7 +346,7 @@ def child(name: str, mode: str) -> None:
         work()
         doc["elapsed"] = time.perf_counter() - start
         cpu = spy.stop()["cpu"]
-        doc["named"] = _ours(cpu.peak_stack)
+        doc["named"] = _ours(cpu.where)
         doc["peak"] = cpu.max_peak
         doc["peak_stack"] = list(cpu.peak_stack or ())
     else:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from onnxrt_backend_dev.monitoring import _errors
+from onnxrt_backend_dev.monitoring._errors import SpyError
 from onnxrt_backend_dev.monitoring._memory.probes import Probe, TargetGone
 from onnxrt_backend_dev.monitoring._memory.registry import Channel, DeviceProbe
 
@@ -179,3 +181,37 @@ class FakeAmdProbe(DeviceProbe):
 
 class NotAProbe:
     """A class the registry may name by mistake: the spy refuses it."""
+
+
+# --- a probe failing with an error of the family ---------------------------------------
+
+
+class FailingProbe(DeviceProbe):
+    """Raises the error ``FAKE_PROBE_ERROR`` names (``open:BadValue``, ``read:TargetGone``,
+    ``read:SubSpyError``...) when opened or at its first read: what crosses the spy's pipe.
+    Its one channel reads NaN otherwise (the spy must skip it, not poison the peak)."""
+
+    source = "failing"
+
+    def __init__(self, lib: object, pids: object) -> None:
+        self.when, _, self.error = os.environ.get("FAKE_PROBE_ERROR", "").partition(":")
+        self.channels = [Channel("bad0", "bad_gpus", 0)]
+        if self.when == "open":
+            self._raise()
+
+    def _raise(self) -> None:
+        if self.error == "SubSpyError":
+            raise SubSpyError("a vendor's own kind of spy error")
+        raise getattr(_errors, self.error)(f"{self.error} from the probe")
+
+    def read(self) -> list[float | None]:
+        if self.when == "read":
+            self._raise()
+        return [float("nan")]
+
+    def close(self) -> None:
+        pass
+
+
+class SubSpyError(SpyError):
+    """A vendor's subclass of an error of the family: it arrives as its nearest ancestor."""

@@ -18,7 +18,6 @@ MAX_FACE_LINES = 250
 # Debt being paid off (issue 16): each entry is removed by the change that fixes it, and
 # the list must end empty. A new violation fails at once.
 KNOWN_CYCLES = [
-    ["_memory.plot", "_memory.series", "_memory.stacks", "_memory.where"],
     [
         "_profiling.builder", "_profiling.filters", "_profiling.model",
         "_profiling.render_json", "_profiling.render_text", "_profiling.sorting",
@@ -26,10 +25,9 @@ KNOWN_CYCLES = [
     ],
 ]  # fmt: skip
 KNOWN_REACHES = [
-    "_cli:cmd_spy -> memory_peak._check_pid_value",
     "_cli:cmd_time -> _format._TIME_UNITS",
 ]
-KNOWN_FAT_FACES = {"memory_peak.py", "profiling.py"}
+KNOWN_FAT_FACES = {"profiling.py"}
 
 
 def _module_name(path: Path) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,6 +152,50 @@ def test_spy_reports_a_spy_that_cannot_start(ip: Any, monkeypatch: pytest.Monkey
 def test_spy_rejects_a_bad_delay(ip: Any) -> None:
     with pytest.raises(UsageError, match="-d must be"):
         ip.run_cell_magic("spy", "-d 0", "pass\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("-d nan", "-d must be >= 0.001 s and finite, got nan"),
+        ("-d inf", "-d must be >= 0.001 s and finite, got inf"),
+        ("-d x", "-d must be a float, got 'x'"),
+        ("--probe rocm", "--probe: unknown probe 'rocm', choose from"),
+        ("--probe nvml --probe x", "--probe: unknown probe 'x'"),
+        ("--plot curve.svg", "--plot must name a .png file, got 'curve.svg'"),
+    ],
+)
+def test_spy_bad_options_are_usage_errors(ip: Any, line: str, message: str) -> None:
+    # WHEN %%spy gets a bad option THEN it is a UsageError naming it, and no cell runs
+    with pytest.raises(UsageError, match=re.escape(message)):
+        ip.run_cell_magic("spy", line, "raise AssertionError('ran')\n")
+
+
+def test_spy_writes_the_curve_where_asked(ip: Any, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "curve.png"
+    with capture_output() as out:
+        ip.run_cell_magic("spy", f"--plot {target}", "buf = bytearray(8 * 2**20)\ndel buf\n")
+    assert target.read_bytes().startswith(b"\x89PNG")
+    assert f"memory curve written to {target}" in out.stdout
+    assert not out.outputs  # written, not displayed
+
+
+def test_in_a_terminal_the_spy_prints_no_image_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    from onnxrt_backend_dev.monitoring import _magics
+
+    # GIVEN a terminal shell (its class is TerminalInteractiveShell)
+    class TerminalInteractiveShell:
+        class display_formatter:
+            active_types = ("text/plain", "image/png")
+
+    shown: list[object] = []
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    with capture_output() as out:
+        _magics._plot_memory(TerminalInteractiveShell(), {})
+    # THEN nothing is displayed (no "<IPython.core.display.Image object>"), a hint is printed
+    assert shown == [] and "--plot FILE.png" in out.stdout
 
 
 # --- %%profile_tree -----------------------------------------------------------------

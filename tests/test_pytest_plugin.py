@@ -353,3 +353,87 @@ def test_the_summary_can_be_turned_off(pytester: pytest.Pytester, how: str) -> N
     on.stdout.fnmatch_lines(
         ["*monitoring: time and memory per test*", "test_t.py::test_timed  time x: *"]
     )
+
+
+# --- bad inputs of the memory parts (one table per entry point) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "words"),
+    [
+        ({"limit": float("nan")}, ValueError, "limit must be"),
+        ({"limit": float("inf")}, ValueError, "limit must be"),
+        ({"limit": -1}, ValueError, "limit must be >= 0"),
+        ({"delay": 0}, ValueError, "delay must be >= 0.001 s and finite, got 0"),
+        ({"delay": float("nan")}, ValueError, "delay must be >= 0.001 s and finite, got nan"),
+        ({"delay": "0.1"}, TypeError, "delay must be a number of seconds, got str"),
+        ({"cuda": "no"}, TypeError, "cuda must be a bool"),
+        ({"absolute": 1}, TypeError, "absolute must be a bool"),
+        ({"stacks": "yes"}, TypeError, "stacks must be a bool"),
+        ({"probes": ("rocm",)}, ValueError, "unknown probe 'rocm'"),
+        ({"probes": "nvml"}, TypeError, "probes must be a sequence of names"),
+        ({"label": 5}, TypeError, "label must be a str"),
+    ],
+)
+def test_memory_block_refuses_bad_arguments_at_once(
+    kwargs: dict[str, object], exc: type, words: str
+) -> None:
+    # WHEN a block is built with a bad argument THEN it is refused before any spy starts
+    args: dict[str, object] = {"label": "b", **kwargs}
+    with pytest.raises(exc, match=words.replace("(", r"\(")):
+        MemoryBlock(**args)  # type: ignore[arg-type]
+
+
+def test_labels_and_ids_with_line_breaks_keep_the_summary_one_row_each() -> None:
+    # GIVEN a block label and a parametrize id holding line breaks
+    block = MemoryBlock("two\nlines")
+    assert "\n" not in block.summary() and "two\\nlines" in block.summary()
+    rows = [("t.py::test_a[x\ny]", ["time a: 1.00 s"])]
+    # THEN the summary keeps one row per block, the breaks escaped
+    assert _pytest_plugin.summary_lines(rows) == ["t.py::test_a[x\\ny]  time a: 1.00 s"]
+
+
+_BAD_MARKERS = """
+import pytest
+
+@pytest.mark.limit_memory(float("nan"))
+def test_nan():
+    pass
+
+@pytest.mark.limit_memory("10 MB", delay=0)
+def test_delay_zero():
+    pass
+
+@pytest.mark.limit_memory("10 MB", probes=("rocm",))
+def test_unknown_probe():
+    pass
+"""
+
+
+@needs_entry_point
+def test_a_bad_limit_memory_fails_the_test_in_one_line(pytester: pytest.Pytester) -> None:
+    # GIVEN markers with a NaN limit, a zero delay and an unknown probe
+    pytester.makepyfile(test_bad=_BAD_MARKERS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rA")
+    # THEN each test fails with one line naming the argument, no traceback, no row
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*limit_memory: limit must be*nan*",
+            "*limit_memory: delay must be >= 0.001 s and finite, got 0*",
+            "*limit_memory: probes: unknown probe 'rocm'*",
+        ]
+    )
+    text = result.stdout.str()
+    assert "Traceback" not in text and "peak 0 B" not in text
+
+
+@needs_entry_point
+def test_a_monitoring_summary_that_is_not_a_bool_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_t=_ONE_TIMED)
+    pytester.makeini("[pytest]\nmonitoring_summary = maybe\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*monitoring_summary (ini) must be true or false (*'maybe'*"])

@@ -163,8 +163,10 @@ _SPY = _MagicSpec(
     "added at its peak; in a notebook, with matplotlib, draws the memory curve.",
     options=(
         _Option("-d", "DELAY", "seconds between two measures (0.01)"),
-        _Option("--cuda", None, "measure the GPUs too (nvidia-ml-py)"),
+        _Option("--cuda", None, "measure the GPUs too (nvidia-ml-py): --probe nvml"),
+        _Option("--probe", "NAME", "measure the devices of this registered probe (repeatable)"),
         _Option("--stacks", None, "sample the cell's Python stacks: where the peak happened"),
+        _Option("--plot", "FILE.png", "write the memory curve to this PNG file"),
         _Option("--no-plot", None, "do not draw the memory curve"),
         _Option("-o", None, "return the spy's result"),
     ),
@@ -321,29 +323,37 @@ class MonitoringMagics(Magics):
     @cell_magic
     @_documented(_SPY)
     def spy(self, line: str, cell: str) -> dict[str, Any] | None:
+        from ._memory.spy import check_delay, probe_names
         from .memory_peak import MIN_DELAY, start_spying_on
 
         opts, _ = self._options(_SPY, line)
         if _wants_help(opts, _SPY):
             return None
         delay = _number_option(opts, "d", 0.01, float, MIN_DELAY)
+        probes = _all_values(opts, "probe")
+        plot_file = _option(opts, "plot")
+        try:
+            check_delay(delay, "-d")
+            probe_names(probes)
+        except ValueError as e:  # NaN, inf; an unknown probe
+            raise UsageError(str(e).replace("probes: unknown", "--probe: unknown")) from None
+        if plot_file is not None and not plot_file.lower().endswith(".png"):
+            raise UsageError(f"--plot must name a .png file, got {plot_file!r}")
         run = self._code(cell, "spy")
         try:
-            spy = start_spying_on(delay=delay, cuda="cuda" in opts, stacks="stacks" in opts)
+            spy = start_spying_on(
+                delay=delay, cuda="cuda" in opts, stacks="stacks" in opts, probes=probes
+            )
         except (ImportError, RuntimeError, OSError) as e:  # no NVML, no permission...
             raise UsageError(f"the memory spy cannot start: {e}") from None
         try:
             run()
         finally:
             stats = spy.stop()
-        cpu = stats["cpu"]
-        if cpu.where is not None:
-            print(cpu.where.to_text(10))
-        print(
-            f"{stats}\nthe cell added {format_bytes(cpu.max_peak - cpu.begin)} at its peak "
-            f"and kept {format_bytes(cpu.end - cpu.begin)}"
-        )
-        if "no-plot" not in opts:
+        _print_spy(stats)
+        if plot_file is not None:
+            _write_plot(stats, plot_file)
+        elif "no-plot" not in opts:
             _plot_memory(self._shell, stats)
         return stats if "o" in opts else None
 
@@ -448,24 +458,78 @@ def _sort_key(name: str) -> str:
     return name
 
 
-def _plot_memory(shell: Any, stats: Any) -> None:
-    """Shows the memory curve as a PNG, when the front end displays images (a notebook,
-    not a terminal), matplotlib is installed and the spy's result can plot itself."""
-    if "image/png" not in shell.display_formatter.active_types or not hasattr(stats, "plot"):
-        return
-    if importlib.util.find_spec("matplotlib") is None:
-        return
-    from IPython.display import Image, display
+def _all_values(opts: dict[str, Any], name: str) -> tuple[str, ...]:
+    """Every value given to a repeatable option (IPython keeps a list when repeated)."""
+    value = opts.get(name)
+    if value is None:
+        return ()
+    return tuple(str(v) for v in (value if isinstance(value, list) else [value]))
+
+
+def _print_spy(stats: Any) -> None:
+    """Prints the growth table (with --stacks), the summary and what the cell added."""
+    from ._memory.where_render import where_text
+
+    cpu = stats["cpu"]
+    if cpu.where is not None:
+        print(where_text(cpu.where, 10))
+    print(
+        f"{stats}\nthe cell added {format_bytes(cpu.max_peak - cpu.begin)} at its peak "
+        f"and kept {format_bytes(cpu.end - cpu.begin)}"
+    )
+
+
+def _figure(stats: Any) -> Any:
+    """The memory curve on a bare Figure (no pyplot: no global state, nothing left open)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    # A bare Figure, not pyplot: no global state, no backend, nothing left open.
-    fig = Figure(figsize=(8, 3))
+    from ._memory.plot import plot_memory
+
+    fig = Figure(figsize=(8, 3.5))
     FigureCanvasAgg(fig)
-    stats.plot(ax=fig.add_subplot())
+    plot_memory(stats, ax=fig.add_subplot())
     fig.tight_layout()
+    return fig
+
+
+def _write_plot(stats: Any, path: str) -> None:
+    """Writes the memory curve to ``path`` and says where (any front end)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib: pip install 'onnxrt-backend-dev[plot]'")
+    try:
+        _figure(stats).savefig(path, format="png")
+    except OSError as e:
+        raise UsageError(f"--plot {path}: {e.strerror or e}") from None
+    print(f"memory curve written to {path}")
+
+
+def _in_terminal(shell: Any) -> bool:
+    """True in terminal IPython, which prints an image as
+    ``<IPython.core.display.Image object>``."""
+    return any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
+
+
+def _shows_images(shell: Any) -> bool:
+    """True where the front end draws images (a notebook, qtconsole), not a terminal."""
+    active = getattr(getattr(shell, "display_formatter", None), "active_types", ())
+    return "image/png" in active and not _in_terminal(shell)
+
+
+def _plot_memory(shell: Any, stats: Any) -> None:
+    """Shows the memory curve as a PNG, when the front end displays images (a notebook,
+    not a terminal: there the text summary is all, and ``--plot FILE.png`` writes the
+    curve) and matplotlib is installed."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    if not _shows_images(shell):
+        if _in_terminal(shell):
+            print("(the memory curve is drawn in notebooks; --plot FILE.png writes it here)")
+        return
+    from IPython.display import Image, display
+
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    _figure(stats).savefig(buffer, format="png")
     display(Image(data=buffer.getvalue(), format="png"))
 
 

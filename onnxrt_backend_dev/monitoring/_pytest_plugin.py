@@ -19,7 +19,8 @@ Fixtures::
 ``monitor_time(label, limit=None)`` measures a block once (``elapsed`` in seconds);
 ``monitor_time.measure(stmt, context=None, **kwargs)`` calls
 :func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and returns its dict.
-``monitor_memory(label, limit=None, delay=0.01, cuda=False, stacks=False)`` runs a block under
+``monitor_memory(label, limit=None, delay=0.01, cuda=False, stacks=False, probes=())`` runs
+a block (devices read by the probes named, ``cuda=True`` for ``nvml``) under
 :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and gives ``peak``,
 ``begin``, ``end``, ``mean`` and ``increase`` (peak - begin) in bytes, plus ``stats``,
 the spy's result. With a ``limit`` the test fails when the block exceeds it. Peaks
@@ -51,13 +52,14 @@ option ``monitoring_summary = false``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
 import pytest
 
 from ._format import format_bytes, format_duration, parse_bytes
+from ._validate import check_bool, check_number, check_str
 
 PLUGIN_NAME = "onnxrt_monitoring"
 # The name pytest gives to the report section added by _report.
@@ -144,9 +146,10 @@ class MemoryBlock:
     :param limit: bytes or a size such as ``"200 MB"``; the test fails when the peak
         rises more than this above ``begin`` (or above zero when ``absolute``)
     :param delay: seconds between two measures of the spy
-    :param cuda: also spy on the GPUs
+    :param cuda: also spy on the GPUs (the ``nvml`` probe)
     :param absolute: compare the peak itself with the limit, not its increase
     :param stacks: sample the Python stacks too: where the peak happened
+    :param probes: device probes to read too, by registry name (``("nvml",)``)
     """
 
     def __init__(
@@ -157,12 +160,19 @@ class MemoryBlock:
         cuda: bool = False,
         absolute: bool = False,
         stacks: bool = False,
+        probes: Sequence[str] = (),
     ) -> None:
-        self.label = label
+        from ._memory.spy import check_delay, probe_names
+
+        self.label = check_str("label", label)
+        if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+            check_number("limit", limit, minimum=0)
         self.limit = None if limit is None else parse_bytes(limit)
-        self.delay = delay
+        self.delay = check_delay(delay)
+        self.probes = probe_names(probes, check_bool("cuda", cuda))
+        check_bool("stacks", stacks)
         self.cuda = cuda
-        self.absolute = absolute
+        self.absolute = check_bool("absolute", absolute)
         self.stats: dict[str, Any] = {}
         self.peak = self.begin = self.end = 0
         self.mean = 0.0
@@ -184,7 +194,7 @@ class MemoryBlock:
 
         outermost = MemoryBlock._active == 0
         self._spy = start_spying_on(
-            delay=self.delay, cuda=self.cuda, reset_peak=outermost, stacks=self.stacks
+            delay=self.delay, reset_peak=outermost, stacks=self.stacks, probes=self.probes
         )
         MemoryBlock._active += 1
         return self
@@ -222,13 +232,13 @@ class MemoryBlock:
     def summary(self) -> str:
         """One line for the report (two with ``stacks``: where the peak happened)."""
         line = (
-            f"memory {self.label}: peak {format_bytes(self.peak)} "
+            f"memory {one_line(self.label)}: peak {format_bytes(self.peak)} "
             f"(+{format_bytes(self.increase)} over {format_bytes(self.begin)} at start), "
             f"end {format_bytes(self.end)}"
         )
         cpu = self.stats.get("cpu")
         if cpu is not None and cpu.where is not None:
-            from ._memory.where import peak_line
+            from ._memory.frames import peak_line
 
             line += "\n  " + peak_line(cpu.max_peak, cpu.peak_time, cpu.where.peak_stack)
         return line
@@ -320,6 +330,7 @@ class MemoryMonitor:
         cuda: bool = False,
         absolute: bool = False,
         stacks: bool = False,
+        probes: Sequence[str] = (),
     ) -> MemoryBlock:
         """Returns a context manager spying on the memory of a block.
 
@@ -329,9 +340,12 @@ class MemoryMonitor:
         :param cuda: also spy on the GPUs
         :param absolute: compare the peak itself with the limit, not its increase
         :param stacks: sample the Python stacks too: where the peak happened
+        :param probes: device probes to read too, by registry name
         :return: the block, whose ``peak``, ``increase``... are set on exit
         """
-        block = MemoryBlock(label, limit, delay=delay, cuda=cuda, absolute=absolute, stacks=stacks)
+        block = MemoryBlock(
+            label, limit, delay=delay, cuda=cuda, absolute=absolute, stacks=stacks, probes=probes
+        )
         self.records.append(block)
         return block
 
@@ -389,6 +403,19 @@ class _Summary:
             terminalreporter.write_line(line)
 
 
+_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks escaped: a label or a parametrize id holding one
+    must not split a row of the report or the summary.
+
+    :param text: a label, a test id
+    :return: one line
+    """
+    return text.translate(_ONE_LINE)
+
+
 def summary_lines(rows: list[tuple[str, list[str]]]) -> list[str]:
     """Formats the summary: the test id beside its first measured block, the others
     below; with long test ids, each on a line of its own with its blocks indented.
@@ -396,6 +423,7 @@ def summary_lines(rows: list[tuple[str, list[str]]]) -> list[str]:
     :param rows: ``(test id, lines of its monitoring section)`` pairs
     :return: the lines of the table
     """
+    rows = [(one_line(nodeid), blocks) for nodeid, blocks in rows]
     width = max(len(nodeid) for nodeid, _ in rows)
     lines = []
     for nodeid, blocks in rows:
@@ -412,7 +440,11 @@ def summary_lines(rows: list[tuple[str, list[str]]]) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     """Declares the marker (so that ``--strict-markers`` accepts it) and registers the
     end-of-session summary unless it is turned off."""
-    if config.getini("monitoring_summary") and not config.getoption("no_monitoring_summary"):
+    try:
+        wanted = config.getini("monitoring_summary")
+    except (ValueError, pytest.UsageError) as e:  # 'maybe': pytest's words name no option
+        raise pytest.UsageError(f"monitoring_summary (ini) must be true or false ({e})") from None
+    if wanted and not config.getoption("no_monitoring_summary"):
         config.pluginmanager.register(_Summary(), f"{PLUGIN_NAME}_summary")
     config.addinivalue_line(
         "markers",

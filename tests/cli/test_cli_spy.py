@@ -23,13 +23,9 @@ from helpers import Terminal, run_cli
 
 from onnxrt_backend_dev.monitoring._cli import cmd_spy as _cli_spy
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
-from onnxrt_backend_dev.monitoring._cli.cmd_spy import (
-    COMMAND,
-    SpyCommand,
-    _exit_code,
-    _open_gate,
-    _start_gated,
-)
+from onnxrt_backend_dev.monitoring._cli.cmd_spy import COMMAND, SpyCommand
+from onnxrt_backend_dev.monitoring._memory import command as _spy_command
+from onnxrt_backend_dev.monitoring._memory.command import _exit_code, _open_gate, _start_gated
 
 TIMEOUT = 60
 ALLOC = "import sys, time; b = b'x' * (50 * 2**20); time.sleep(0.1); sys.exit({code})"
@@ -49,9 +45,13 @@ def test_the_command_is_registered() -> None:
     [
         ((), "nothing to spy on"),
         (("--pid", "1", "--", "true"), "either --pid PID or -- COMMAND"),
-        (("--delay", "0", "--", "true"), "--delay must be >= 0.001 s, got 0.0"),
-        (("--delay", "1e-6", "--", "true"), "--delay must be >= 0.001 s, got 1e-06"),
-        (("--delay", "nan", "--", "true"), "--delay must be >= 0.001 s, got nan"),
+        (("--delay", "0", "--", "true"), "--delay must be >= 0.001 s and finite, got 0.0"),
+        (("--delay", "1e-6", "--", "true"), "--delay must be >= 0.001 s and finite, got 1e-06"),
+        (("--delay", "nan", "--", "true"), "--delay must be >= 0.001 s and finite, got nan"),
+        (("--delay", "inf", "--", "true"), "--delay must be >= 0.001 s and finite, got inf"),
+        (("--delay", "inf", "--where", "x.py"), "--delay must be >= 0.001 s and finite"),
+        (("--probe", "rocm", "--", "true"), "--probe: unknown probe 'rocm', choose from"),
+        (("--pid", "12", "--probe", "nvml", "--probe", "x"), "--probe: unknown probe 'x'"),
         (("--pid", "99999999999999999999"), "--pid must be <= "),
         (("--pid", "-4"), "--pid must be > 0, got -4"),
     ],
@@ -163,6 +163,24 @@ def test_real_subprocess_exits_with_the_command_code() -> None:
     assert res.returncode == 5, res.stderr
     assert "cpu: peak" in res.stdout and res.stderr == ""
     assert time.monotonic() - begin < TIMEOUT
+
+
+@pytest.mark.parametrize("quiet", [["-q"], []])
+def test_where_of_a_program_calling_os_exit_still_reports(tmp_path: Path, quiet: list[str]) -> None:
+    # GIVEN a script that allocates then ends with os._exit(7) (no unwinding, no atexit)
+    script = tmp_path / "ex.py"
+    script.write_text("import os\nb = bytearray(40 * 2**20)\nos._exit(7)\n", encoding="utf-8")
+    report = tmp_path / "r.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", *quiet, "--where",
+         "--json", str(report), str(script)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )  # fmt: skip
+    # THEN its exit code is kept, and the measure is printed and written before it exits
+    assert res.returncode == 7, res.stderr
+    assert "memory growth by function" in res.stdout and "exit code 7" in res.stdout
+    assert "ex.py exited with os._exit(7)" in res.stderr
+    assert json.loads(report.read_text(encoding="utf-8"))["exit_code"] == 7
 
 
 # The gate: a command shorter than the spy's start is measured; its end too.
@@ -519,7 +537,7 @@ def test_sigterm_and_sighup_are_forwarded_and_the_measure_written(
 ) -> None:
     import threading
 
-    monkeypatch.setattr(_cli_spy, "_INTERRUPT_GRACE", 0.5)
+    monkeypatch.setattr(_spy_command, "_INTERRUPT_GRACE", 0.5)
     marker, report = tmp_path / "ready", tmp_path / "r.json"
     sender = threading.Thread(target=_signal_when, args=(marker, signum), daemon=True)
     sender.start()

@@ -1,5 +1,6 @@
 """Tests for where the memory peak happened: the in-target stack sampler
-(``_memory/stacks.py``), the attribution and its renderers (``_memory/where.py``),
+(``_memory/stacks.py``), the attribution (``_memory/where.py``), its renderers
+(``_memory/where_render.py``) and the views bound to the results (``_memory/views.py``),
 ``stacks=True`` and ``spy --where``."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from helpers import run_cli
 
 from onnxrt_backend_dev.monitoring._cli.spy_where import flame_format
 from onnxrt_backend_dev.monitoring._memory import where as _where
+from onnxrt_backend_dev.monitoring._memory.plot import plot_memory
 from onnxrt_backend_dev.monitoring._memory.series import Monitor, SpyResult
 from onnxrt_backend_dev.monitoring._memory.stacks import (
     NO_STACK,
@@ -33,6 +35,12 @@ from onnxrt_backend_dev.monitoring._memory.stacks import (
     pick_thread,
     stack_key,
     to_frames,
+)
+from onnxrt_backend_dev.monitoring._memory.views import AttributionReport, attach
+from onnxrt_backend_dev.monitoring._memory.where_render import (
+    where_collapsed,
+    where_speedscope,
+    where_text,
 )
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
 
@@ -71,18 +79,22 @@ SAMPLES = _samples([0.5, 1.5, 2.5, 3.5, 4.5], [0, 0, 1, 2, 3], STACKS)
 def test_each_interval_gets_the_first_sample_taken_after_it_began() -> None:
     att = _where.attribute(POINTS, SAMPLES, peak_after=2.0)
     rows = {r.function: r for r in att.functions}
-    assert (rows["load"].inclusive, rows["load"].self) == (30 * MIB, 30 * MIB)
-    assert (rows["groupby_sum"].inclusive, rows["groupby_sum"].self) == (60 * MIB, 60 * MIB)
+    # (growth up to the peak, net growth), each the function's own
+    assert (rows["load"].to_peak, rows["load"].net) == (30 * MIB, 30 * MIB)
+    # the peak's +60, then -80 once freed: up to the peak +60, net -20
+    assert (rows["groupby_sum"].to_peak, rows["groupby_sum"].net) == (60 * MIB, -20 * MIB)
     # numpy's frame is on the stack, never the innermost *user* frame
-    assert (rows["ones"].inclusive, rows["ones"].self) == (60 * MIB, 0)
-    assert (rows["main"].inclusive, rows["main"].self) == (95 * MIB, 5 * MIB)
+    assert (rows["ones"].to_peak, rows["ones"].net) == (0, 0)
+    assert (rows["main"].to_peak, rows["main"].net) == (0, 5 * MIB)
     assert rows["groupby_sum"].highest == 100 * MIB and rows["load"].highest == 40 * MIB
-    assert att.functions[0].function == "main"  # by decreasing inclusive growth
+    assert rows["main"].highest == 100 * MIB and rows["main"].ticks == 5
+    # by decreasing growth up to the peak
+    assert [r.function for r in att.functions] == ["groupby_sum", "load", "main", "ones"]
     assert att.peak_stack == (MAIN, GROUP, ONES)
     assert att.peak_labels() == (
-        "script.py:30:main",
-        "script.py:12:groupby_sum",
-        f"{LIB}:200:ones",
+        "main (script.py:30)",
+        "groupby_sum (script.py:12)",
+        "ones (numeric.py:200)",
     )
 
 
@@ -91,7 +103,8 @@ def test_an_interval_without_sample_takes_the_next_one() -> None:
     samples = _samples([0.5, 3.2], [0, 1], STACKS)
     att = _where.attribute(POINTS[:4], samples, peak_after=2.0)
     rows = {r.function: r for r in att.functions}
-    assert rows["groupby_sum"].inclusive == (10 + 60) * MIB  # intervals 2 and 3
+    assert rows["groupby_sum"].to_peak == (10 + 60) * MIB  # intervals 2 and 3
+    assert rows["groupby_sum"].net == (10 - 20) * MIB
     assert att.peak_stack == (MAIN, GROUP, ONES)
 
 
@@ -109,7 +122,10 @@ def test_recursion_counts_once_and_unknown_stacks_are_skipped() -> None:
     samples = _samples([0.5, 1.5], [0, NO_STACK], [rec])
     att = _where.attribute(POINTS[:3], samples, peak_after=0.0)
     rows = {r.function: r for r in att.functions}
-    assert rows["groupby_sum"].inclusive == 20 * MIB and rows["groupby_sum"].ticks == 1
+    assert rows["groupby_sum"].net == 20 * MIB and rows["groupby_sum"].ticks == 1
+    # the interval without a stack is unattributed, and the sums still hold
+    assert att.unattributed == (10 * MIB, 10 * MIB)
+    assert att.totals() == (30 * MIB, 30 * MIB)
     assert att.peak_stack == rec
 
 
@@ -147,45 +163,94 @@ def _attribution() -> _where.StackAttribution:
 
 
 def test_text_shows_the_top_functions_with_units() -> None:
-    text = _attribution().to_text(top=2)
+    text = where_text(_attribution(), top=2)
     lines = text.splitlines()
     assert lines[0] == "memory growth by function (top 2 of 4)"
-    assert _attribution().to_text(top=10).splitlines()[0] == (
+    assert lines[1].split() == ["to", "peak", "net", "highest", "function"]
+    assert where_text(_attribution(), top=10).splitlines()[0] == (
         "memory growth by function (4 functions)"
     )
     assert lines[2].split() == [
-        "95.0",
+        "60.0",
         "MiB",
-        "5.00",
+        "-20.0",
         "MiB",
         "100",
         "MiB",
-        "main",
-        "(script.py:28)",
+        "groupby_sum",
+        "(script.py:10)",
     ]
-    assert "groupby_sum (script.py:10)" in lines[3] and len(lines) == 4
+    assert "load (script.py:3)" in lines[3]
+    # the total: peak - begin (100 - 10) and end - begin (25 - 10)
+    assert lines[4].split() == [
+        "90.0",
+        "MiB",
+        "15.0",
+        "MiB",
+        *["total:", "peak", "-", "begin,", "end", "-", "begin"],
+    ]
+    assert len(lines) == 5
     with pytest.raises(ValueError, match="top must be >= 1, got 0"):
-        _attribution().to_text(top=0)
+        where_text(_attribution(), top=0)
+    # the model's convenience method is the same renderer
+    assert AttributionReport.of(_attribution()).to_text(2) == text
+
+
+def test_a_function_name_with_a_line_break_stays_on_its_row() -> None:
+    # GIVEN a function whose name holds a newline (an exec'd code object can have one)
+    odd = Frame("s.py", 1, "f\nx", 1)
+    att = _where.attribute(POINTS[:2], _samples([0.5], [0], [(odd,)]))
+    # THEN the table keeps one row for it, escaped, and the flame file keeps it too
+    rows = where_text(att).splitlines()
+    assert rows[2].endswith("f\\nx (s.py:1)") and len(rows) == 4
+    assert where_collapsed(att) == f"f x (s.py:1) {20 * MIB}\n"
+
+
+def test_the_sums_of_the_columns_are_the_series_own_differences() -> None:
+    # GIVEN a series rising, falling and rising again over three functions and a gap
+    points = [
+        (0.0, 50.0, 50.0),
+        (1.0, 80.0, 70.0),  # a: +20 net, its peak 80
+        (2.0, 90.0, 40.0),  # b: -30 net, the peak (90) in it: +20 up to the peak
+        (3.0, 60.0, 60.0),  # no stack: +20
+        (4.0, 65.0, 30.0),  # a: -30
+    ]
+    a, b = Frame("s.py", 2, "a", 1), Frame("s.py", 6, "b", 5)
+    samples = _samples([0.1, 1.1, 2.1, 3.1], [0, 1, NO_STACK, 0], [(a,), (b,)])
+    att = _where.attribute(points, samples)
+    rows = {r.function: r for r in att.functions}
+    # THEN net growth sums to last - first and growth up to the peak to peak - first
+    assert att.totals() == (30.0 - 50.0, 90.0 - 50.0)
+    assert (rows["a"].net, rows["a"].to_peak) == (20.0 - 30.0, 20.0)
+    assert (rows["b"].net, rows["b"].to_peak) == (-30.0, 20.0)
+    assert att.unattributed == (20.0, 0.0)
+    # AND highest is the highest memory reached while the function ran
+    assert (rows["a"].highest, rows["b"].highest) == (80.0, 90.0)
+    # AND no column adds rises without falls: the many-times freed loop counts its net
+    loop = [(float(t), 150.0 if t % 2 else 50.0, 50.0) for t in range(101)]
+    one = _samples([0.0], [0], [(a,)])
+    row = _where.attribute(loop, one).functions[0]
+    assert (row.net, row.to_peak, row.highest) == (0.0, 100.0, 150.0)
 
 
 def test_collapsed_stacks_weigh_bytes_and_escape_separators() -> None:
-    text = _attribution().to_collapsed()
+    text = where_collapsed(_attribution())
+    # weighed by the growth up to the peak: main's own +5 came after it
     assert text.splitlines() == [
         f"main (script.py:28);load (script.py:3) {30 * MIB}",
         f"main (script.py:28);groupby_sum (script.py:10);ones ({LIB}:180) {60 * MIB}",
-        f"main (script.py:28) {5 * MIB}",
     ]
     odd = Frame("a;b.py", 1, "f\nx", 1)
     att = _where.attribute(POINTS[:2], _samples([0.5], [0], [(odd,)]))
-    assert att.to_collapsed() == f"f x (a:b.py:1) {20 * MIB}\n"
+    assert where_collapsed(att) == f"f x (a:b.py:1) {20 * MIB}\n"
 
 
 def test_speedscope_is_a_sampled_profile_in_bytes() -> None:
-    doc = json.loads(_attribution().to_speedscope(name="run"))
+    doc = json.loads(where_speedscope(_attribution(), name="run"))
     profile = doc["profiles"][0]
     assert (profile["type"], profile["unit"], profile["name"]) == ("sampled", "bytes", "run")
-    assert profile["weights"] == [30 * MIB, 60 * MIB, 5 * MIB]
-    assert profile["endValue"] == 95 * MIB
+    assert profile["weights"] == [30 * MIB, 60 * MIB]
+    assert profile["endValue"] == 90 * MIB  # peak - begin
     names = [doc["shared"]["frames"][i]["name"] for i in profile["samples"][1]]
     assert names == ["main", "groupby_sum", "ones"]
 
@@ -194,21 +259,22 @@ def test_the_monitor_dict_and_the_result_text_carry_the_stacks() -> None:
     mon = Monitor("cpu")
     for t, peak, end in POINTS:
         mon.update(end, peak, t)
-    _where.attach(mon, SAMPLES)
+    attach(mon, SAMPLES)
     assert mon.peak_time == 3.0 and mon.peak_prev_timestamp == 2.0
     assert mon.peak_stack == _attribution().peak_labels()
     d = mon.to_dict(MIB)
     assert d["peak"] == 100 and d["peak_time"] == 3.0
     assert d["peak_stack"] == list(mon.peak_stack or ())
     assert d["functions"][0] == {
-        "function": "main",
+        "function": "groupby_sum",
         "file": "script.py",
-        "line": 28,
-        "inclusive": 95.0,
-        "self": 5.0,
+        "line": 10,
+        "growth_to_peak": 60.0,
+        "net_growth": -20.0,
         "highest": 100.0,
-        "ticks": 5,
+        "ticks": 1,
     }
+    assert d["unattributed"] == {"net_growth": 0.0, "growth_to_peak": 0.0}
     json.dumps(d, allow_nan=False)
     text = str(SpyResult(cpu=mon, duration=5.0))
     assert text.splitlines()[-1] == (
@@ -359,10 +425,10 @@ def test_a_function_holding_100_mib_is_named_as_the_peak() -> None:
     _, result = spy_call(run, delay=0.01, stacks=True)
     cpu = result["cpu"]
     assert cpu.peak_stack is not None
-    assert cpu.peak_stack[-1].endswith(":_allocate_and_hold"), cpu.peak_stack
+    assert cpu.peak_stack[-1].startswith("_allocate_and_hold ("), cpu.peak_stack
     assert 0.03 < cpu.peak_time < 5  # generous: a loaded machine
     rows = {r.function: r for r in cpu.where.functions}
-    assert rows["_allocate_and_hold"].self > 50 * MIB
+    assert rows["_allocate_and_hold"].to_peak > 50 * MIB
     assert _sampler_threads_end()
 
 
@@ -408,9 +474,11 @@ def test_spy_where_runs_a_script_and_names_the_peak(
         lines[-2],
     ), lines[-2]
     doc = json.loads(Path("r.json").read_text(encoding="utf-8"))
-    assert doc["cpu"]["peak_stack"][-1].startswith("script.py:") and doc["exit_code"] == 3
+    # the same labels as the summary's: function (file:line)
+    assert re.fullmatch(r".* \(script\.py:\d+\)", doc["cpu"]["peak_stack"][-1])
+    assert doc["exit_code"] == 3
     # the list comprehension (its own frame before Python 3.12) or groupby_sum around it
-    inner = [label.rsplit(":", 1)[-1] for label in doc["cpu"]["peak_stack"][-2:]]
+    inner = [label.split(" (")[0] for label in doc["cpu"]["peak_stack"][-2:]]
     assert "groupby_sum" in inner, doc["cpu"]["peak_stack"]
     flame = json.loads(Path("f.speedscope.json").read_text(encoding="utf-8"))
     assert flame["profiles"][0]["unit"] == "bytes"
@@ -516,7 +584,7 @@ def test_the_spy_magic_prints_where_the_peak_happened() -> None:
             stats = shell.run_cell_magic("spy", "-o --no-plot --stacks", cell)
     finally:
         shell.reset(new_session=False)
-    assert stats["cpu"].peak_stack[-1].endswith(":fill"), stats["cpu"].peak_stack
+    assert stats["cpu"].peak_stack[-1].startswith("fill ("), stats["cpu"].peak_stack
     assert "memory growth by function" in out.stdout
     assert re.search(r"^peak .* in fill \(", out.stdout, re.M), out.stdout
 
@@ -533,7 +601,7 @@ def test_the_fixture_samples_stacks_on_request(pytester: pytest.Pytester) -> Non
         def test_block(monitor_memory):
             with monitor_memory("fill", stacks=True) as m:
                 fill()
-            assert m.stats["cpu"].peak_stack[-1].endswith(":fill")
+            assert m.stats["cpu"].peak_stack[-1].startswith("fill (")
         """
     )
     result = pytester.runpytest_inprocess("-rA", "-p", "no:cacheprovider")
@@ -548,8 +616,35 @@ def test_the_plot_marks_the_peak_with_its_function() -> None:
     mon = Monitor("cpu")
     for t, peak, end in POINTS:
         mon.update(end, peak, t)
-    _where.attach(mon, SAMPLES)
+    attach(mon, SAMPLES)
     result = SpyResult(cpu=mon, duration=5.0, marks=[], t0=0.0)
-    ax = result.plot(ax=Figure().subplots())
+    ax = plot_memory(result, ax=Figure().subplots())
     texts = [t.get_text() for t in ax.texts]
-    assert "peak in groupby_sum" in texts
+    assert "peak 100 MiB in groupby_sum <- main" in texts
+    assert ax.get_xlabel().startswith("time") and ax.get_ylabel() == "memory (MiB)"
+
+
+def test_the_plot_marks_the_peak_value_without_stacks() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    mon = Monitor("cpu")
+    for t, peak, end in POINTS:
+        mon.update(end, peak, t)
+    ax = plot_memory(SpyResult(cpu=mon, t0=0.0), ax=Figure().subplots())
+    assert [t.get_text() for t in ax.texts] == ["peak 100 MiB"]
+
+
+def test_the_console_script_launching_the_tool_is_not_the_users_code() -> None:
+    import sysconfig
+
+    # GIVEN the stack of a sample taken while the CLI itself ran (bin/onnxrt-monitoring)
+    launcher = Frame(
+        os.path.join(sysconfig.get_paths()["scripts"], "onnxrt-monitoring"), 8, "<module>", 1
+    )
+    cli = Frame(os.path.join(OWN, "cmd.py"), 3, "run", 1)
+    # THEN it is the tool's own work, not a row of the growth table
+    assert _where.user_view((launcher, cli, STOP)) == ()
+    assert not _where.is_user_frame(launcher)
+    # AND once the script runs, the view starts at the script
+    assert _where.user_view((launcher, cli, MAIN, GROUP)) == (MAIN, GROUP)

@@ -1,7 +1,7 @@
-"""What ``profile`` needs to deliver a profile whatever the profiled program does (and
-``time`` and ``spy --where`` use to stop a run on a signal and still report): its
+"""Guards of the commands that run a program or a measure in this process (``profile``,
+``time``, ``spy --where``), so that they still report whatever the program does: its
 stdout kept when the program closes ``sys.stdout``, and SIGTERM or SIGHUP turned into
-an exception in the program, so that the profile is written before the command exits
+an exception in the program, so that the measure is written before the command exits
 with the conventional ``128 + signum``.
 """
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -58,12 +59,12 @@ def check_where_args(cmd: list[str], args: argparse.Namespace) -> None:
 
 
 def _program(cmd: list[str], args: argparse.Namespace) -> tuple[Any, Any, list[str], str, str]:
-    from .cmd_profile import _module_code, _script_code
+    from .program import module_code, script_code
 
     if args.module:
-        code, module, argv, path0 = _module_code(args.module[0])
+        code, module, argv, path0 = module_code(args.module[0])
         return code, module, argv + args.module[1:], path0, f"module: {args.module[0]}"
-    code, module, argv, path0 = _script_code(cmd[0])
+    code, module, argv, path0 = script_code(cmd[0])
     return code, module, argv + cmd[1:], path0, f"script: {cmd[0]}"
 
 
@@ -72,6 +73,7 @@ def run_where(
     args: argparse.Namespace,
     err: TextIO,
     status: Callable[[Any, str, argparse.Namespace, TextIO], Any],
+    report: Callable[[Any, int, str], None],
 ) -> tuple[Any, int, str]:
     """Runs the program under the spy with ``stacks=True``.
 
@@ -79,11 +81,14 @@ def run_where(
     :param args: the parsed options
     :param err: the error stream (the program's traceback, the status line)
     :param status: makes the live status line for a spy
+    :param report: prints and writes the measure ``(result, exit code, what)``; called
+        here only when the program ends with ``os._exit`` (nothing returns then)
     :return: the spy's result, the exit code, what was spied on
     """
-    from ..memory_peak import MemorySpy
-    from .cmd_profile import _as_main, _exit_code, report_raised
+    from .._memory.spy import MemorySpy
+    from .cmd_profile import report_raised
     from .guard import Terminated, terminating_signals
+    from .program import as_main, before_os_exit, exit_code
 
     code, module, argv, path0, what = _program(cmd, args)
     name = os.path.basename(argv[0])
@@ -93,13 +98,27 @@ def run_where(
         cuda=args.cuda,
         include_children=args.children,
         stacks=True,
+        probes=tuple(args.probe),
     )
+
+    def on_os_exit(rc: int) -> None:
+        # os._exit ends the process at once: the measure is reported before it does.
+        if threading.get_ident() == ident:
+            err.write(f"{name} exited with os._exit({rc})\n")
+            report(spy.stop(), rc, what)
+        err.flush()
+
+    ident = threading.get_ident()
     failure: BaseException | None = None
     # SIGTERM and SIGHUP end the program as an exception: the measure is still reported
     # and written, then the command exits with 128 + signum (as profile does).
     with terminating_signals() as signals:
         try:
-            with status(spy, what, args, err), _as_main(module, argv, path0):
+            with (
+                status(spy, what, args, err),
+                as_main(module, argv, path0),
+                before_os_exit(on_os_exit),
+            ):
                 try:
                     exec(code, module.__dict__)
                 except BaseException as e:  # reported below, once the measure is taken
@@ -107,13 +126,14 @@ def run_where(
                 finally:
                     signals.program_over()
         finally:
+            if signals.exit_code is not None:
+                spy.note_signal(signals.received[0])
             result = spy.stop()  # also on Ctrl-C: the sampler thread must not outlive it
     if signals.exit_code is not None:
         err.write(f"{name} {Terminated(signals.received[0])}\n")
-        result["signal"] = signals.received[0]
         return result, signals.exit_code, what
     if isinstance(failure, SystemExit):
-        return result, _exit_code(failure, err), what
+        return result, exit_code(failure, err), what
     if isinstance(failure, KeyboardInterrupt):  # what was measured is still reported
         err.write(f"{name} interrupted\n")
         return result, 130, what
@@ -128,9 +148,12 @@ def write_flame(result: Any, path: str) -> None:
     :param result: the spy's result, sampled with stacks
     :param path: the file
     """
+    from .._memory.where_render import where_collapsed, where_speedscope
+
     where = result["cpu"].where
     if where is None:
         return
-    text = where.to_speedscope() if flame_format(path) == "speedscope" else where.to_collapsed()
+    speedscope = flame_format(path) == "speedscope"
+    text = where_speedscope(where) if speedscope else where_collapsed(where)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._format import format_bytes
 from .._optional import require
-from .series import SpyResult
+from .frames import innermost_user
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .series import Monitor, SpyResult
 
 # Unit of the y axis: factor -> label.
 _UNIT_LABELS: dict[int, str] = {1: "B", 2**10: "KiB", 2**20: "MiB", 2**30: "GiB"}
 
 
 def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
-    """Draws every channel of a spy result against time, marks as vertical lines.
+    """Draws every channel of a spy result against time, marks as vertical lines, and
+    the CPU peak as a labelled marker (its value, and the function running then when the
+    stacks were sampled).
 
     Never calls ``show()``; with ``ax=None`` a new figure is created (the caller saves or
     shows it).
@@ -22,7 +29,7 @@ def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
     :param unit: bytes per unit of the y axis (1, 1024, 2**20, 2**30)
     :return: the Axes
     """
-    if unit not in _UNIT_LABELS:
+    if isinstance(unit, bool) or unit not in _UNIT_LABELS:
         raise ValueError(f"unit must be one of {sorted(_UNIT_LABELS)}, got {unit!r}")
     if ax is None:
         plt = require("matplotlib.pyplot", "plot", "plotting the memory series")
@@ -32,7 +39,8 @@ def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
         points = list(mon.series)
         if not points:
             continue
-        ax.plot([t - t0 for t, _ in points], [v / unit for _, v in points], label=mon.name)
+        label = "RSS (process)" if mon.name == "cpu" else mon.qualname
+        ax.plot([t - t0 for t, _ in points], [v / unit for _, v in points], label=label)
     for t, label in result.get("marks", []):
         ax.axvline(t, color="grey", linestyle=":", linewidth=1)
         ax.annotate(
@@ -44,29 +52,41 @@ def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
             ha="right",
             fontsize=8,
         )
-    _mark_peak(ax, result["cpu"], unit)
-    ax.set_xlabel("time (s)")
+    _mark_peak(ax, result["cpu"], unit, result.t0)
+    ax.set_xlabel("time since the spy started (s)")
     ax.set_ylabel(f"memory ({_UNIT_LABELS[unit]})")
-    ax.set_title("memory peak per tick")
+    ax.set_title("memory over time (highest per tick)")
     ax.legend(loc="best")
     return ax
 
 
-def _mark_peak(ax: Any, cpu: Any, unit: int) -> None:
-    """Marks the CPU peak with the function running when it was reached (stacks=True)."""
-    if cpu.where is None or not cpu.where.peak_stack:
-        return
-    from .where import innermost_user
+def _peak_words(cpu: Monitor) -> str:
+    """``peak 312 MiB in build <- main`` (the functions with ``stacks=True``)."""
+    words = f"peak {format_bytes(cpu.max_peak)}"
+    where = cpu.where
+    if where is None or not where.peak_stack:
+        return words
+    stack = where.peak_stack
+    inner = innermost_user(stack)
+    names = [stack[i].function for i in range(inner, max(-1, inner - 3), -1)]
+    return f"{words} in {' <- '.join(names)}"
 
-    stack = cpu.where.peak_stack
-    frame = stack[innermost_user(stack)]
+
+def _mark_peak(ax: Any, cpu: Monitor, unit: int, t0: float) -> None:
+    """Marks the CPU peak with its value and, with stacks, the function that made it."""
+    if not cpu.n_measures:
+        return
     x, y = cpu.peak_time, cpu.max_peak / unit
-    ax.plot([x], [y], marker="v", color="red", linestyle="none")
+    ax.plot([x], [y], marker="v", color="red", linestyle="none", label="peak")
+    times = [t - t0 for t, _ in cpu.series]
+    # Past the middle of the curve the words go to the left of the marker: inside the axes.
+    right = bool(times) and x > (times[0] + times[-1]) / 2
     ax.annotate(
-        f"peak in {frame.function}",
+        _peak_words(cpu),
         (x, y),
         textcoords="offset points",
-        xytext=(4, 4),
+        xytext=(-6 if right else 6, -12),
+        ha="right" if right else "left",
         fontsize=8,
         color="red",
     )

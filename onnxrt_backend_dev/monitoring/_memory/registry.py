@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 
+from .._errors import BadValue
 from .series import DEFAULT_MAX_POINTS
 
 TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
@@ -114,6 +115,8 @@ class ProbeSpec:
 
 
 PROBES: dict[str, ProbeSpec] = {}
+# The probe ``cuda=True`` (``--cuda``) asks for: the reference's spelling of it.
+CUDA_PROBE = "nvml"
 
 
 def register(spec: ProbeSpec) -> ProbeSpec:
@@ -143,8 +146,18 @@ def get_spec(name: str) -> ProbeSpec:
     """
     spec = PROBES.get(name) if isinstance(name, str) else None
     if spec is None:
-        raise ValueError(f"probes: unknown probe {name!r}, choose from {sorted(PROBES)}")
+        raise BadValue(f"probes: unknown probe {name!r}, choose from {sorted(PROBES)}")
     return spec
+
+
+def asked_as(name: str, cuda: bool) -> str:
+    """How the caller asked for a probe, for a message: ``cuda=True`` or ``probe 'x'``.
+
+    :param name: the probe's registry name
+    :param cuda: whether ``cuda=True`` was given
+    :return: the words
+    """
+    return "cuda=True" if cuda and name == CUDA_PROBE else f"probe {name!r}"
 
 
 register(

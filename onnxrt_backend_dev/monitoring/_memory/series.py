@@ -6,14 +6,17 @@ them. The series is bounded: once full it halves itself, keeping the larger poin
 pair, and from then on stores the maximum of every ``stride`` ticks, so the true maximum
 always survives and the memory used does not grow with the duration.
 :class:`SpyResult` is what ``MemorySpy.stop()`` returns. Exporters (rows, DataFrame) are
-plain functions over it. This module only imports the standard library: the spy process
-uses it too.
+plain functions over it; the views (the plot, the DataFrame) are in :mod:`.views`, this
+model imports none. This module only imports the standard library: the spy process uses
+it too.
 """
 
 from __future__ import annotations
 
 import array
-import sys
+import math
+
+from .._errors import BadType, BadValue
 
 TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
 if TYPE_CHECKING:
@@ -29,6 +32,19 @@ DEFAULT_MAX_POINTS = 65536
 PEAK_TOLERANCE = 2**20
 
 
+def _finite(name: str, value: Any) -> float:
+    """``value`` as a float: a finite real number (a NaN would poison every maximum)."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        raise BadType(f"{name} must be a number, got {type(value).__name__}")
+    try:
+        number = float(value)  # numpy scalars and other reals convert
+    except (TypeError, ValueError):
+        raise BadType(f"{name} must be a number, got {type(value).__name__}") from None
+    if not math.isfinite(number):
+        raise BadValue(f"{name} must be finite, got {value!r}")
+    return number
+
+
 class MemorySeries:
     """A bounded ``(timestamp, bytes)`` series that always keeps its maximum.
 
@@ -37,8 +53,10 @@ class MemorySeries:
     """
 
     def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        if isinstance(max_points, bool) or not isinstance(max_points, int):
+            raise BadType(f"max_points must be an int, got {type(max_points).__name__}")
         if max_points < 2:
-            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
         self.max_points = max_points
         self.times = array.array("d")
         self.values = array.array("d")
@@ -169,6 +187,8 @@ class Monitor:
         device: int | None = None,
         group: str | None = None,
     ) -> None:
+        if not isinstance(name, str):
+            raise BadType(f"name must be a str, got {type(name).__name__}")
         self.name = name
         self.probe = probe
         self.device = device
@@ -202,6 +222,9 @@ class Monitor:
         :param peak: highest memory since the previous tick if known (high-water mark)
         :param timestamp: when, in seconds; the series stores ``(timestamp, peak)``
         """
+        value = _finite("value", value)
+        peak = None if peak is None else _finite("peak", peak)
+        timestamp = _finite("timestamp", timestamp)
         top = value if peak is None or peak < value else peak
         if self.n_measures == 0:
             self.begin = value
@@ -233,6 +256,7 @@ class Monitor:
         :param value: bytes
         :param timestamp: when it was known, on the spy's clock
         """
+        value, timestamp = _finite("value", value), _finite("timestamp", timestamp)
         if value > self.max_peak:
             self.max_peak = value
             if value > self._dated_peak + self._tolerance():
@@ -272,9 +296,9 @@ class Monitor:
         :param unit: divide byte figures by this (``2**20`` for MiB); ``n`` stays a count
         :return: the dictionary
         """
-        if not unit or unit <= 0:
-            raise ValueError(f"unit must be > 0, got {unit!r}")
-        f = float(unit)
+        f = _finite("unit", unit)
+        if not f > 0:
+            raise BadValue(f"unit must be > 0, got {unit!r}")
         doc = {
             "peak": self.max_peak / f,
             "mean": self.mean / f,
@@ -383,7 +407,7 @@ class SpyResult(dict):
         lines.extend(f"mark {format_duration(t)}: {label}" for t, label in self.get("marks", []))
         cpu = self.get("cpu")
         if cpu is not None and cpu.where is not None:
-            from .where import peak_line
+            from .frames import peak_line
 
             lines.append(peak_line(cpu.max_peak, cpu.peak_time, cpu.where.peak_stack))
         return "\n".join(lines)
@@ -391,16 +415,6 @@ class SpyResult(dict):
     def to_rows(self) -> list[dict[str, Any]]:
         """See :func:`to_rows`."""
         return to_rows(self)
-
-    def to_dataframe(self) -> Any:
-        """See :func:`to_dataframe`."""
-        return to_dataframe(self)
-
-    def plot(self, ax: Any = None, unit: int = 2**20) -> Any:
-        """See :func:`onnxrt_backend_dev.monitoring._memory.plot.plot_memory`."""
-        from .plot import plot_memory
-
-        return plot_memory(self, ax=ax, unit=unit)
 
 
 def to_rows(result: SpyResult) -> list[dict[str, Any]]:
@@ -423,20 +437,3 @@ def to_rows(result: SpyResult) -> list[dict[str, Any]]:
         for t, label in result.get("marks", [])
     )
     return rows
-
-
-def to_dataframe(result: SpyResult) -> Any:
-    """The rows of :func:`to_rows` as a pandas DataFrame (pandas extra).
-
-    :param result: what ``MemorySpy.stop()`` returned
-    :return: a DataFrame with columns time, channel, bytes, label
-    """
-    from .._optional import require
-
-    pd = require("pandas", "pandas", "the memory series as a DataFrame")
-    return pd.DataFrame(to_rows(result), columns=["time", "channel", "bytes", "label"])
-
-
-def series_nbytes(result: SpyResult) -> int:
-    """Memory held by all retained series, in bytes."""
-    return sum(m.series.nbytes for m in result.monitors()) + sys.getsizeof(result)

@@ -18,11 +18,13 @@ parent changes: the parent died.
 from __future__ import annotations
 
 import marshal
+import math
 import os
 import select
 import sys
 import time
 
+from .._errors import BY_NAME
 from .probes import TargetGone, TreeProbe, make_process_probe
 from .registry import open_probe, parse_args
 from .series import DEFAULT_MAX_POINTS, Monitor
@@ -92,7 +94,8 @@ class SpyLoop:
         self.monitors[0].update(current, peak, t)
         for probe, mons in zip(self.devices, self.device_monitors, strict=True):
             for mon, value in zip(mons, probe.read(), strict=False):
-                if value is not None:
+                # None, NaN or inf: unknown at this tick (a NaN would poison the peak)
+                if isinstance(value, (int, float)) and math.isfinite(value):
                     mon.update(value, None, t)
         return True
 
@@ -266,6 +269,20 @@ def build_loop(opts: dict[str, Any]) -> SpyLoop:
     return SpyLoop(cpu, devices, max_points=opts["max_points"])
 
 
+def wire_name(error: BaseException) -> str:
+    """The class name an error travels under: its own, or that of its nearest ancestor of
+    the family (a probe's subclass of ``SpyError`` arrives as a ``SpyError``), so that the
+    parent rebuilds it as a class it knows (see ``_errors.rebuild``).
+
+    :param error: the error
+    :return: a class name
+    """
+    for cls in type(error).__mro__:
+        if BY_NAME.get(cls.__name__) is cls:
+            return cls.__name__
+    return type(error).__name__
+
+
 def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
     """Runs the spy: opens the probes, says ready, ticks, sends the result.
 
@@ -280,7 +297,7 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
         opts = parse_args(sys.argv[1:] if argv is None else argv)
         loop = build_loop(opts)
     except Exception as e:
-        write_frame(wfd, {"kind": "error", "type": type(e).__name__, "message": str(e)})
+        write_frame(wfd, {"kind": "error", "type": wire_name(e), "message": str(e)})
         return 1
     try:
         alive = loop.tick()  # the first measure: ``begin`` is the memory at start
@@ -291,7 +308,11 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
             return 0
         return serve(loop, rfd, wfd, opts["delay"], opts["parent"])
     except Exception as e:  # unexpected: report it rather than print a traceback
-        write_frame(wfd, {"kind": "error", "type": "SpyError", "message": f"spy failed: {e!r}"})
+        name = wire_name(e)
+        if name in BY_NAME:  # one of the family (a probe's own error): as it is
+            write_frame(wfd, {"kind": "error", "type": name, "message": str(e)})
+        else:
+            write_frame(wfd, {"kind": "error", "type": "SpyError", "message": f"spy failed: {e!r}"})
         return 1
     finally:
         loop.close()

@@ -1,4 +1,5 @@
-"""Tests for the memory spy: logic through fakes, failure modes with real processes."""
+"""Tests for the spy's orchestration (``_memory/spy.py``) and the public face
+(``memory_peak``): the pipe reader, errors, bad input, real spies and their failure modes."""
 
 from __future__ import annotations
 
@@ -8,24 +9,16 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeProbe, write_status
 from helpers import TESTS as _TESTS
 
-from onnxrt_backend_dev.monitoring._memory import nvml as _nvml
-from onnxrt_backend_dev.monitoring._memory import probes as _probes
-from onnxrt_backend_dev.monitoring._memory import registry as _registry
 from onnxrt_backend_dev.monitoring._memory import worker as _spy_worker
-from onnxrt_backend_dev.monitoring._memory.series import MemorySeries, Monitor, SpyResult
+from onnxrt_backend_dev.monitoring._memory.spy import START_TIMEOUT, _raise_error, _Reader
 from onnxrt_backend_dev.monitoring.memory_peak import (
     MemorySpy,
-    _raise_error,
-    _Reader,
     get_memory_rss,
-    register_probe,
     spied,
     spy_call,
     start_spying_on,
@@ -73,393 +66,6 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-# --- the series and the monitor -------------------------------------------------------
-
-
-def test_series_keeps_its_maximum_and_stays_bounded() -> None:
-    # GIVEN a series of 8 points at most WHEN 1000 ticks with one spike come in
-    series = MemorySeries(max_points=8)
-    for i in range(1000):
-        series.append(float(i), 5000.0 if i == 617 else float(i % 7))
-    series.finish()
-    # THEN the spike survives the decimation and the size stays under the bound
-    assert max(v for _, v in series) == 5000.0
-    assert (617.0, 5000.0) in list(series)
-    assert len(series.values) < 8
-    assert series.stride > 1
-
-
-def test_series_bound_at_delay_10ms_for_one_hour_is_under_10_mb() -> None:
-    series = MemorySeries()
-    for i in range(360_000):
-        series.append(i * 0.01, float(i % 1000))
-    assert series.nbytes <= 10 * 10**6
-    assert max(v for _, v in series) == 999.0
-
-
-def test_series_round_trips_through_bytes() -> None:
-    series = MemorySeries(max_points=4)
-    for i in range(10):
-        series.append(float(i), float(i * i))
-    data = series.to_bytes()
-    back = MemorySeries.from_bytes(data, 4, series.stride)
-    assert list(back) == list(series)
-
-
-def test_series_rejects_a_bound_below_two() -> None:
-    with pytest.raises(ValueError, match="max_points must be >= 2, got 1"):
-        MemorySeries(1)
-
-
-def test_monitor_statistics_and_to_dict() -> None:
-    mon = Monitor()
-    for value, peak in [(10.0, 10.0), (20.0, 50.0), (30.0, None)]:
-        mon.update(value, peak, 0.0)
-    assert (mon.begin, mon.end, mon.max_peak, mon.n_measures) == (10.0, 30.0, 50.0, 3)
-    assert mon.mean == 20.0
-    d = mon.to_dict(unit=10)
-    assert d == {"peak": 5.0, "mean": 2.0, "n": 3, "begin": 1.0, "end": 3.0, "peak_time": 0.0}
-    assert (mon.delta_peak, mon.delta_end) == (40.0, 20.0)
-
-
-def test_monitor_without_measures_has_zero_mean() -> None:
-    assert Monitor().to_dict(2**20) == {
-        "peak": 0,
-        "mean": 0,
-        "n": 0,
-        "begin": 0,
-        "end": 0,
-        "peak_time": 0,
-    }
-    with pytest.raises(ValueError, match="unit must be > 0"):
-        Monitor().to_dict(0)
-
-
-def test_monitor_prints_with_units_and_round_trips() -> None:
-    mon = Monitor("cpu")
-    mon.update(300 * MIB, 312 * MIB, 1.0)
-    mon.previous_peak = 400 * MIB
-    assert "peak 312 MiB" in repr(mon) and "300 MiB" in repr(mon)
-    header, data = mon.to_state()
-    back = Monitor.from_state(header, data)
-    assert back.to_dict() == mon.to_dict()
-    assert (back.previous_peak, back.peak_source, list(back.series)) == (
-        400 * MIB,
-        "sampling",
-        [(1.0, 312 * MIB)],
-    )
-
-
-def test_spy_result_prints_readably_and_exports_rows() -> None:
-    cpu = Monitor("cpu")
-    cpu.update(MIB, 2 * MIB, 10.0)
-    cpu.update(MIB, MIB, 10.5)
-    result = SpyResult(cpu=cpu, duration=0.5, target_exited=True, marks=[(0.25, "x")], t0=10.0)
-    text = str(result)
-    assert "cpu: peak 2.00 MiB" in text and "500 ms" in text and "exited" in text
-    rows = result.to_rows()
-    assert rows[0] == {"time": 0.0, "channel": "cpu", "bytes": 2 * MIB, "label": None}
-    assert rows[-1] == {"time": 0.25, "channel": "mark", "bytes": None, "label": "x"}
-    df = result.to_dataframe()
-    assert list(df.columns) == ["time", "channel", "bytes", "label"] and len(df) == 3
-
-
-def test_plot_returns_axes_and_draws_each_channel() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    cpu = Monitor("cpu")
-    for i in range(5):
-        cpu.update(i * MIB, None, float(i))
-    result = SpyResult(cpu=cpu, marks=[(1.0, "here")], t0=0.0)
-    ax = Figure().subplots()
-    assert result.plot(ax=ax) is ax
-    assert len(ax.get_lines()) == 2  # the series and the mark
-    with pytest.raises(ValueError, match="unit must be one of"):
-        result.plot(ax=ax, unit=3)
-
-
-# --- probes, through a fake procfs ----------------------------------------------------
-
-
-def test_process_probe_reads_and_resets_the_high_water_mark(tmp_path: Path) -> None:
-    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=5000)
-    probe = _probes.ProcessProbe(42, proc_root=str(tmp_path))
-    assert (probe.source, probe.previous_peak) == ("hwm", 5000 * 1024)
-    assert (tmp_path / "42" / "clear_refs").read_bytes() == b"5"
-    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=3000)
-    assert probe.read() == (1000 * 1024, 3000 * 1024)
-    write_status(tmp_path, 42, rss_kb=None, hwm_kb=None)  # a zombie shows no memory
-    with pytest.raises(_probes.TargetGone):
-        probe.read()
-    probe.close()
-
-
-def test_probe_without_reset_uses_the_mark_only_when_it_rises(tmp_path: Path) -> None:
-    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=5000)
-    probe = _probes.ProcessProbe(42, reset_peak=False, proc_root=str(tmp_path))
-    assert probe.source == "sampling+hwm"
-    assert (tmp_path / "42" / "clear_refs").read_bytes() == b""
-    assert probe.read() == (1000 * 1024, 1000 * 1024)  # the old mark is not ours
-    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=7000)
-    assert probe.read() == (1000 * 1024, 7000 * 1024)  # a new mark: this interval's peak
-    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=2000)
-    assert probe.read() == (1000 * 1024, 2000 * 1024)  # another spy reset it: since then
-    assert probe.read() == (1000 * 1024, 1000 * 1024)
-    probe.close()
-
-
-def test_probe_falls_back_to_sampling_when_reset_is_denied(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=5000)
-    real_open = os.open
-
-    def deny_clear_refs(path: str, flags: int, *args: int) -> int:
-        if path.endswith("clear_refs"):
-            raise PermissionError(13, "Permission denied")
-        return real_open(path, flags, *args)
-
-    monkeypatch.setattr(_probes.os, "open", deny_clear_refs)
-    probe = _probes.ProcessProbe(42, proc_root=str(tmp_path))
-    assert probe.source == "sampling+hwm"
-    probe.close()
-
-
-def test_probe_permission_denied_gives_advice(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    write_status(tmp_path, 42, rss_kb=1000, hwm_kb=5000)
-
-    def deny(path: str, flags: int, *args: int) -> int:
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(_probes.os, "open", deny)
-    with pytest.raises(PermissionError, match=r"pid 42.*same user.*root"):
-        _probes.ProcessProbe(42, proc_root=str(tmp_path))
-
-
-def test_probe_of_a_missing_process_names_the_pid(tmp_path: Path) -> None:
-    with pytest.raises(ProcessLookupError, match="no process with pid 77"):
-        _probes.ProcessProbe(77, proc_root=str(tmp_path))
-    with pytest.raises(ProcessLookupError, match="77"):
-        _probes.read_status(77, proc_root=str(tmp_path))
-
-
-def test_tree_probe_sums_descendants_and_skips_the_excluded_subtree(tmp_path: Path) -> None:
-    # GIVEN 10 -> (11 -> 13, 12 the spy -> 14)
-    write_status(tmp_path, 10, 1000, 1000, ppid=1)
-    write_status(tmp_path, 11, 200, 300, ppid=10)
-    write_status(tmp_path, 13, 20, 30, ppid=11)
-    write_status(tmp_path, 12, 5000, 5000, ppid=10)
-    write_status(tmp_path, 14, 5000, 5000, ppid=12)
-    (tmp_path / "self").mkdir()
-    children = _probes.children_map(str(tmp_path))
-    assert sorted(_probes.descendants(10, children, exclude=[12])) == [11, 13]
-    # WHEN the tree is read THEN the spy's subtree is not counted
-    tree = _probes.TreeProbe(10, exclude=[12], proc_root=str(tmp_path), clock=lambda: 0.0)
-    assert tree.read() == (1220 * 1024, 1330 * 1024)
-    assert sorted(tree.probes) == [11, 13]
-    tree.close()
-
-
-# --- NVML, through a fake -------------------------------------------------------------
-
-
-def test_nvml_probe_reads_devices_and_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    import fakes
-
-    monkeypatch.setenv("FAKE_NVML", "ok")
-    monkeypatch.setenv("FAKE_NVML_PID", "42")
-    probe = _nvml.NvmlProbe(fakes, lambda: {42})
-    assert [c.name for c in probe.channels] == ["gpu0", "gpu1", "gpu0:process", "gpu1:process"]
-    assert [(c.group, c.device) for c in probe.channels[1:3]] == [("gpus", 1), ("gpus_process", 0)]
-    assert probe.read() == [2**30, 2 * 2**30, 256 * MIB, 0.0]
-    probe.close()
-
-
-@pytest.mark.parametrize(
-    ("mode", "cause"),
-    [
-        ("LibraryNotFound", "NVML library"),
-        ("DriverNotLoaded", "driver is not loaded"),
-        ("NoPermission", "no permission"),
-        ("nogpu", "no GPU"),
-    ],
-)
-def test_nvml_failures_name_their_cause(
-    monkeypatch: pytest.MonkeyPatch, mode: str, cause: str
-) -> None:
-    import fakes
-
-    monkeypatch.setenv("FAKE_NVML", mode)
-    with pytest.raises(RuntimeError, match=cause):
-        _nvml.NvmlProbe(fakes, set)
-
-
-# --- the device probe registry --------------------------------------------------------
-
-
-@pytest.fixture
-def fake_amd() -> Iterator[_registry.ProbeSpec]:
-    """The second device probe, registered (through the public face) for the test only."""
-    register_probe("fakeamd", "fakes:FakeAmdProbe", package="fake-amdsmi", extra="amd")
-    spec = _registry.get_spec("fakeamd")
-    try:
-        yield spec
-    finally:
-        _registry.unregister(spec.name)
-
-
-def test_registry_lists_nvml_and_refuses_unknown_names() -> None:
-    assert _registry.get_spec("nvml").lib == "pynvml"
-    with pytest.raises(ValueError, match=r"probes: unknown probe 'rocm', choose from \['nvml'\]"):
-        start_spying_on(probes=("rocm",))
-    with pytest.raises(TypeError, match="probes must be a sequence of names"):
-        start_spying_on(probes="nvml")
-    with pytest.raises(ValueError, match="probe target must be 'module:Class'"):
-        _registry.ProbeSpec("x", "no_colon")
-
-
-def test_a_second_device_probe_is_opened_from_its_registry_entry(
-    fake_amd: _registry.ProbeSpec, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FAKE_NVML", "ok")
-    # GIVEN the spy's options asking for NVML and the fake AMD probe, as the parent writes them
-    probes = [_registry.get_spec("nvml").to_arg("fakes"), fake_amd.to_arg()]
-    opts = _registry.parse_args(
-        _registry.to_argv({"pid": os.getpid(), "delay": 0.01, "parent": 1, "probes": probes})
-    )
-    loop = _spy_worker.build_loop(opts)
-    try:
-        # THEN both are open behind the one interface, their monitors named by probe and device
-        assert all(isinstance(p, _registry.DeviceProbe) for p in loop.devices)
-        assert [m.qualname for m in loop.monitors] == [
-            "cpu", "nvml:gpu0", "nvml:gpu1", "nvml:gpu0:process", "nvml:gpu1:process",
-            "fakeamd:amd0", "fakeamd:amd1",
-        ]  # fmt: skip
-        assert loop.tick()
-        amd = loop.monitors[-1]
-        assert (amd.max_peak, amd.peak_source, amd.device, amd.group) == (
-            3.0 * 2**30, "fake-amd", 1, "amd_gpus"
-        )  # fmt: skip
-    finally:
-        loop.close()
-    assert all(getattr(p, "closed", True) for p in loop.devices)
-    # AND a class that does not implement the interface is refused by name
-    with pytest.raises(RuntimeError, match="fakes:NotAProbe is not a DeviceProbe"):
-        _registry.open_probe("bad=fakes:NotAProbe,", set)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(REAL_TIMEOUT)
-def test_a_second_device_probe_end_to_end_through_the_spy(
-    fake_amd: _registry.ProbeSpec, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # GIVEN the fake AMD probe registered beside NVML (faked too)
-    monkeypatch.setenv("FAKE_NVML", "ok")
-    monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
-    # WHEN a real spy measures both
-    stat = start_spying_on(cuda=True, nvml_module="fakes", probes=("fakeamd",)).stop()
-    # THEN the reference's keys are unchanged, the new probe's monitors sit beside them
-    assert [m.name for m in stat["gpus"]] == ["gpu0", "gpu1"]
-    assert [m.max_peak for m in stat["gpus_process"]] == [256 * MIB, 0.0]
-    assert [m.max_peak for m in stat["amd_gpus"]] == [2**30, 3 * 2**30]
-    assert list(stat["devices"]) == [
-        "nvml:gpu0", "nvml:gpu1", "nvml:gpu0:process", "nvml:gpu1:process",
-        "fakeamd:amd0", "fakeamd:amd1",
-    ]  # fmt: skip
-    assert "amd1: peak 3.00 GiB" in str(stat)
-    # AND its failure to open is the spy's error, as NVML's is
-    monkeypatch.setenv("FAKE_AMD", "fail")
-    with pytest.raises(RuntimeError, match="fake AMD driver not loaded"):
-        start_spying_on(probes=("fakeamd",))
-
-
-# --- the spy's loop and protocol, in-process ------------------------------------------
-
-
-def test_loop_feeds_the_monitor_and_reports_the_target_gone() -> None:
-    ticks = iter(range(100))
-    loop = _spy_worker.SpyLoop(
-        FakeProbe([(10.0, 10.0), (10.0, 90.0), (20.0, 20.0)]), clock=lambda: float(next(ticks))
-    )
-    assert [loop.tick() for _ in range(4)] == [True, True, True, False]
-    header, payload = loop.result(target_exited=True)
-    mon = Monitor.from_state(header["monitors"][0], payload)
-    assert mon.to_dict() == {
-        "peak": 90.0,
-        "mean": 40 / 3,
-        "n": 3,
-        "begin": 10.0,
-        "end": 20.0,
-        "peak_time": 1.0,
-    }
-    assert (mon.peak_source, mon.previous_peak) == ("hwm", 123.0)
-    assert (header["t0"], header["duration"], header["target_exited"]) == (0.0, 2.0, True)
-
-
-def _serve(readings: list[tuple[float, float]], message: bytes, parent: int = 1) -> bytes:
-    """Runs serve() with a fake probe, sends ``message`` then closes; returns the output."""
-    loop = _spy_worker.SpyLoop(FakeProbe(readings))
-    r_in, w_in = os.pipe()
-    r_out, w_out = os.pipe()
-    os.write(w_in, message)
-    os.close(w_in)
-    code = _spy_worker.serve(loop, r_in, w_out, 0.001, parent, getppid=lambda: 1)
-    os.close(w_out)
-    with os.fdopen(r_out, "rb") as f:
-        out = f.read()
-    os.close(r_in)
-    assert code == 0
-    return out
-
-
-def test_serve_answers_stop_with_the_result() -> None:
-    out = _serve([(1.0, 1.0)] * 1000, b"peek\nstop\n")
-    header, payload, rest = _spy_worker.decode_frame(out)
-    if header["kind"] == "peek":  # both lines may come in one read or in two
-        assert header["peak"] == 1.0
-        header, payload, rest = _spy_worker.decode_frame(rest)
-    assert (header["kind"], header["target_exited"], rest) == ("result", False, b"")
-    assert Monitor.from_state(header["monitors"][0], payload).max_peak == 1.0
-
-
-def test_serve_exits_silently_at_end_of_file() -> None:
-    assert _serve([(1.0, 1.0)] * 1000, b"") == b""
-
-
-def test_serve_exits_silently_when_its_parent_changes() -> None:
-    loop = _spy_worker.SpyLoop(FakeProbe([(1.0, 1.0)] * 1000))
-    r_in, w_in = os.pipe()
-    r_out, w_out = os.pipe()
-    assert _spy_worker.serve(loop, r_in, w_out, 0.001, parent=12345, getppid=lambda: 1) == 0
-    for fd in (r_in, w_in, r_out, w_out):
-        os.close(fd)
-
-
-def test_serve_sends_the_result_when_the_target_ends() -> None:
-    r_in, w_in = os.pipe()  # the parent stays silent
-    loop = _spy_worker.SpyLoop(FakeProbe([(1.0, 1.0)] * 3))
-    r_out, w_out = os.pipe()
-    assert _spy_worker.serve(loop, r_in, w_out, 0.001, 1, getppid=lambda: 1) == 0
-    os.close(w_out)
-    with os.fdopen(r_out, "rb") as f:
-        header, _, rest = _spy_worker.decode_frame(f.read())
-    assert (header["kind"], header["target_exited"], rest) == ("result", True, b"")
-    os.close(r_in)
-    os.close(w_in)
-
-
-def test_write_frame_gives_up_when_nobody_reads() -> None:
-    r, w = os.pipe()
-    assert not _spy_worker.write_frame(w, {"kind": "result"}, b"x" * 2**20, timeout=0.05)
-    os.close(r)
-    os.close(w)
-
-
 class _FakeProc:
     """Stands for the spy process: its stdout is a pipe the test writes to."""
 
@@ -486,42 +92,6 @@ def test_reader_reassembles_large_frames_from_short_reads() -> None:
     proc.stdout.close()
     assert reader.ready_frame == {"kind": "ready", "t0": 1.0}
     assert reader.final is not None and reader.final[1] == bytes(range(256)) * 4096
-
-
-def test_worker_arguments_are_validated() -> None:
-    assert _registry.parse_args(["--pid", "3", "--delay", "0.5", "--parent", "1"])["pid"] == 3
-    with pytest.raises(ValueError, match="missing spy argument --parent"):
-        _registry.parse_args(["--pid", "3", "--delay", "0.5"])
-    with pytest.raises(ValueError, match="unexpected spy argument '--bogus'"):
-        _registry.parse_args(["--bogus"])
-    with pytest.raises(ValueError, match="unexpected spy argument '--pid'"):
-        _registry.parse_args(["--pid"])
-
-
-def test_worker_argv_is_built_and_parsed_from_one_table() -> None:
-    # GIVEN every option of the table set to a non-default value
-    opts = {
-        "pid": 12,
-        "delay": 0.1 + 0.2,  # repr keeps every digit
-        "parent": 7,
-        "max_points": 99,
-        "children": True,
-        "no_reset": True,
-        "probes": ["nvml=a.b:C,pynvml", "fake=x:Y,"],
-    }
-    # WHEN written by the parent then read by the spy THEN nothing is lost
-    argv = _registry.to_argv(opts)
-    assert _registry.parse_args(argv) == opts
-    assert [o for o in argv if o.startswith("--")] == [o for o, *_ in _registry.WORKER_OPTIONS] + [
-        "--probe"
-    ]
-    # AND the defaults round-trip too, and a key outside the table is refused
-    minimal = {"pid": 1, "delay": 0.5, "parent": 2}
-    assert _registry.parse_args(_registry.to_argv(minimal)) == {
-        **minimal, "max_points": 65536, "children": False, "no_reset": False, "probes": []
-    }  # fmt: skip
-    with pytest.raises(ValueError, match="unexpected spy options \\['bogus'\\]"):
-        _registry.to_argv({**minimal, "bogus": 1})
 
 
 def test_errors_reported_by_the_spy_keep_their_type() -> None:
@@ -567,7 +137,8 @@ def test_a_pid_that_does_not_exist_is_refused_at_once() -> None:
     begin = time.perf_counter()
     with pytest.raises(ProcessLookupError, match=f"pid {pid}"):
         start_spying_on(pid)
-    assert time.perf_counter() - begin < 1.0  # no spy is even started
+    # no spy is even started: far from a spy's start timeout, even on a loaded machine
+    assert time.perf_counter() - begin < 5.0
     with pytest.raises(ProcessLookupError, match=str(pid)):
         get_memory_rss(pid)
 
@@ -801,7 +372,7 @@ def test_children_are_counted_and_the_spy_is_not() -> None:
 def test_cuda_through_a_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NVML", "ok")
     monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
-    stat = start_spying_on(cuda=True, nvml_module="fakes").stop()
+    stat = start_spying_on(cuda=True, probe_libs={"nvml": "fakes"}).stop()
     assert [m.max_peak for m in stat["gpus"]] == [2**30, 2 * 2**30]
     assert [m.max_peak for m in stat["gpus_process"]] == [256 * MIB, 0.0]
     assert stat["gpus"][0].peak_source == "nvml"
@@ -810,12 +381,15 @@ def test_cuda_through_a_fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(REAL_TIMEOUT)
-def test_cuda_failure_is_a_clear_error_within_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_failure_is_a_clear_error_well_before_the_start_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("FAKE_NVML", "DriverNotLoaded")
     begin = time.perf_counter()
     with pytest.raises(RuntimeError, match="driver is not loaded"):
-        start_spying_on(cuda=True, nvml_module="fakes")
-    assert time.perf_counter() - begin < 1.0
+        start_spying_on(cuda=True, probe_libs={"nvml": "fakes"})
+    # the spy's answer, not its start timeout (10 s): a margin that holds at load 8
+    assert time.perf_counter() - begin < START_TIMEOUT / 2
 
 
 def _has_gpu() -> bool:
