@@ -197,7 +197,9 @@ def _truth(source: str) -> tuple[str, int]:
 
 
 def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # cached, as an installed package has it
+    return env
 
 
 def _run_report(script: str, out: str, *args: str) -> dict[str, Any]:
