@@ -108,7 +108,8 @@ def _program(code: Any, module: Any, argv: list[str], path0: str, name: str) -> 
                 return Outcome("signal", 128 + e.signum, f"stopped: {e}")
             except BaseException as e:
                 report_raised(name, e, sys.stderr)
-                return Outcome("exception", 1, f"raised {type(e).__name__}: {e}")
+                what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                return Outcome("exception", 1, f"raised {what}")
             finally:
                 signals.program_over()
         return Outcome("exit", 0, "exited with code 0")
