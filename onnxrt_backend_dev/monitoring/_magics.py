@@ -172,6 +172,22 @@ _SPY = _MagicSpec(
         _Option("-o", None, "return the spy's result"),
     ),
 )
+_MONITOR = _MagicSpec(
+    name="%%monitor",
+    title="Reports the time, memory and GPU of the cell on one page",
+    usage="%%monitor [options]\n       code to monitor",
+    summary="Runs the cell under the report's ticks, the sampling profiler and the memory "
+    "spy and prints the summary (at most 30 lines): wall and CPU time, the exact peak and "
+    "the line that built it, what the peak is made of, the heaviest functions and lines.",
+    options=(
+        _Option("--interval", "SECONDS", "seconds between two ticks (0.005)"),
+        _Option("--probe", "NAME", "a device probe to read too (nvml); repeatable"),
+        _Option("--html", "FILE", "also write the HTML page there"),
+        _Option("--json", "FILE", "also write the JSON report there"),
+        _Option("-q", None, "print nothing"),
+        _Option("-o", None, "return the report"),
+    ),
+)
 _PROFILE_TREE = _MagicSpec(
     name="%%profile_tree",
     title="Profiles the cell and prints its call tree",
@@ -346,6 +362,38 @@ class MonitoringMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_documented(_MONITOR)
+    def monitor(self, line: str, cell: str) -> Any:
+        from ._report.render_html import to_html
+        from ._report.render_json import to_json
+        from ._report.render_text import to_text
+        from ._report.session import run_monitored
+
+        opts, _ = self._options(_MONITOR, line, list_all=True)
+        if _wants_help(opts, _MONITOR):
+            return None
+        interval = _number_option(opts, "interval", 0.005, float, 0.001)
+        probes = [str(p) for p in opts.get("probe", [])]
+        outputs = {"html": _option(opts, "html"), "json": _option(opts, "json")}
+        code = self._shell.compile(self._shell.transform_cell(cell), "<monitor>", "exec")
+        namespace = self._shell.user_ns
+        try:
+            report = run_monitored(lambda: exec(code, namespace), "cell", code, interval, probes)
+        except (ImportError, RuntimeError, OSError, ValueError) as e:
+            if not getattr(e, "__traceback__", None) or not _from_cell(e):
+                raise UsageError(f"%%monitor cannot run: {e}") from None
+            raise
+        for key, render in (("html", to_html), ("json", to_json)):
+            path = outputs[key]
+            if path is not None:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(render(report))
+        if "q" not in opts:
+            print(to_text(report), end="")
+        return report if "o" in opts else None
+
+    @no_var_expand
+    @cell_magic
     @_documented(_PROFILE_TREE)
     def profile_tree(self, line: str, cell: str) -> Any:
         from ._profiling.formats import check_view
@@ -385,6 +433,16 @@ class MonitoringMagics(Magics):
 
 # The file name of the cell in the call tree.
 _CELL_NAME = "cell"
+
+
+def _from_cell(error: BaseException) -> bool:
+    """Tells whether an exception was raised by the cell's code (not by the tool)."""
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith("<monitor"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _short_name(text: str) -> str:

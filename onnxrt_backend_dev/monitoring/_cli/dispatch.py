@@ -39,6 +39,7 @@ _COMMAND_MODULES: dict[str, str] = {
     "spy": ".cmd_spy",
     "profile": ".cmd_profile",
     "compare": ".cmd_compare",
+    "run": ".cmd_run",
 }
 
 

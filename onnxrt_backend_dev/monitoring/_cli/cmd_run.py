@@ -1,0 +1,194 @@
+"""``run``: runs a program once under the report's ticks and the memory spy and writes
+one report: time, memory and GPU, exact peak and where it was built.
+
+``run [options] script.py [args...]``, ``run [options] -m module [args...]`` and
+``run [options] -- COMMAND [args...]`` (any other program: its process tree's memory,
+no stacks). The program runs in a forked child while this process records what it
+streams, so the report is written even when the program is killed (SIGKILL, a segfault,
+``os._exit``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import Any, TextIO
+
+from .common import EXIT_USAGE, CommandError, check_outputs, save_output
+
+_FORMATS = ("text", "json", "html")
+_SUFFIXES = {
+    "": "text", ".txt": "text", ".text": "text", ".log": "text",
+    ".json": "json", ".html": "html", ".htm": "html",
+}  # fmt: skip
+_EPILOG = (
+    "The program runs as __main__ with its own sys.argv in a forked child; this process "
+    "receives its ticks as they are taken and writes the report in every case: a normal "
+    "exit, an exception, SIGINT (130), SIGTERM (143) or SIGHUP (129) forwarded to it, and "
+    "also when it dies without a word (SIGKILL from the OOM killer 137, a segfault 139, "
+    "os._exit), naming then the code that was allocating at the end. The exit code is "
+    "the program's. The report goes to stdout (a summary of at most 30 lines) unless -o "
+    "is given (its format guessed from the suffix: .html, .json, .txt), the summary then "
+    "going to stderr unless -q. Before the program runs, a usage error or an -o that "
+    "cannot be written (or is an input) exits with 2; an -o failing after the run exits "
+    "with 1, the report saved in a file named on stderr."
+)
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.format is not None:
+        return str(args.format)
+    suffix = os.path.splitext(args.output or "")[1].lower()
+    if suffix not in _SUFFIXES:
+        raise CommandError(
+            f"cannot tell the format of -o {args.output!r} from its suffix {suffix!r}: "
+            f"give --format ({', '.join(_FORMATS)})",
+            EXIT_USAGE,
+        )
+    return _SUFFIXES[suffix]
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Refuses bad options and an unwritable -o before anything runs."""
+    from .._memory.registry import get_spec
+    from .cmd_profile import _inputs
+
+    if not (math.isfinite(args.interval) and args.interval >= 0.001):
+        raise CommandError(f"--interval must be >= 0.001 s and finite, got {args.interval!r}", 2)
+    for name in args.probe:
+        try:
+            get_spec(name)
+        except ValueError as e:
+            raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
+    _format(args)
+    if args.target is None and not args.module:
+        raise CommandError("give a script, -m module, or -- COMMAND", EXIT_USAGE)
+    if args.output is not None:
+        check_outputs({"-o": args.output}, inputs=_inputs(args))
+        args.output = os.path.abspath(args.output)  # the program may change folder
+
+
+def _is_python(target: str) -> bool:
+    return target.endswith((".py", ".pyw")) or os.path.isdir(target)
+
+
+def render(report: Any, fmt: str) -> str:
+    """The report in a format of ``_FORMATS``."""
+    if fmt == "json":
+        from .._report.render_json import to_json
+
+        return to_json(report, indent=1) + "\n"
+    if fmt == "html":
+        from .._report.render_html import to_html
+
+        return to_html(report)
+    from .._report.render_text import to_text
+
+    return to_text(report)
+
+
+def _program(code: Any, module: Any, argv: list[str], path0: str, name: str) -> Any:
+    """What the child runs: the program as __main__, every way it can end caught."""
+    from .._report.runner import Outcome
+    from .cmd_profile import _as_main, _exit_code, report_raised
+    from .guard import Terminated, terminating_signals
+
+    def program() -> Outcome:
+        with terminating_signals() as signals, _as_main(module, argv, path0):
+            try:
+                exec(code, module.__dict__)
+            except SystemExit as e:
+                rc = _exit_code(e, sys.stderr)
+                return Outcome("exit", rc, f"exited with code {rc}")
+            except KeyboardInterrupt:
+                return Outcome("interrupted", 130, "interrupted (SIGINT)")
+            except Terminated as e:
+                return Outcome("signal", 128 + e.signum, f"stopped: {e}")
+            except BaseException as e:
+                report_raised(name, e, sys.stderr)
+                what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                return Outcome("exception", 1, f"raised {what}")
+            finally:
+                signals.program_over()
+        return Outcome("exit", 0, "exited with code 0")
+
+    return program
+
+
+class RunCommand:
+    """The ``run`` subcommand."""
+
+    name = "run"
+    help = "run a program once and report its time, memory and GPU on one page"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        """Declares the options."""
+        parser.usage = (
+            "%(prog)s [options] script.py [args...] | -m module [args...] | -- COMMAND [args...]"
+        )
+        parser.epilog = _EPILOG
+        parser.add_argument("-o", "--output", metavar="FILE", default=None, help="write to FILE")
+        parser.add_argument("--format", choices=_FORMATS, default=None, help="text, json, html")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+        parser.add_argument(
+            "--interval", type=float, default=0.005, metavar="SECONDS",
+            help="seconds between two ticks (0.005)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--probe", action="append", default=[], metavar="NAME",
+            help="a device probe to read beside the process (nvml), repeatable",
+        )  # fmt: skip
+        parser.add_argument(
+            "-m", dest="module", nargs=argparse.REMAINDER, default=None,
+            help="run a module as a script, the rest is its arguments",
+        )  # fmt: skip
+        parser.add_argument("target", nargs="?", default=None, help="the script or command")
+        parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        """Runs the program and writes the report."""
+        from .._report.runner import run_command, run_recorded
+        from .cmd_profile import _module_code, _script_code
+
+        _check(args)
+        if not hasattr(os, "fork"):
+            raise CommandError("run needs os.fork (Linux, macOS)")
+        if args.module:
+            code, module, argv, path0 = _module_code(args.module[0])
+            name = f"-m {args.module[0]}"
+            argv += args.module[1:]
+        elif _is_python(args.target):
+            code, module, argv, path0 = _script_code(args.target)
+            name = args.target
+            argv += args.args
+        else:
+            name = " ".join([args.target, *args.args])
+            report, rc = run_command([args.target, *args.args], name, args.probe)
+            self._emit(report, args, out, err)
+            return rc
+        program = _program(code, module, argv, path0, os.path.basename(argv[0]))
+        report, rc = run_recorded(program, name, args.interval, args.probe, root_code=code)
+        self._emit(report, args, out, err)
+        return rc
+
+    def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        fmt = _format(args)
+        text = render(report, fmt)
+        if args.output is None:
+            out.write(text)
+            return
+
+        def write(path: str) -> None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+
+        save_output("-o", args.output, write)
+        if not args.quiet:
+            if fmt != "text":
+                err.write(render(report, "text"))
+            err.write(f"report written to {args.output} ({fmt})\n")
+
+
+COMMAND = RunCommand()

@@ -1,0 +1,146 @@
+"""Folds the ticks into per-stack figures as they come, in bounded memory.
+
+Standard library only: the flight recorder (another process) runs it too.
+
+At each tick the RSS change since the previous tick is credited to the stack running at
+this tick. Growth up to the peak is kept apart: what was credited since the last new peak
+waits in ``pending`` and joins ``to_peak`` when a higher peak comes. The peak itself comes
+from the high-water mark (exact, even for a spike shorter than a tick); its excess over
+the RSS of the tick that saw it rise is credited to the stack running at that tick,
+which is the code that built it: the tick's handler runs right after the call that
+allocated returns (a C call holding the GIL included).
+"""
+
+from __future__ import annotations
+
+import array
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+NO_STACK = -1
+# A frame as recorded: function, file, line running, the function's first line.
+RawFrame = tuple[str, str, int, int]
+# A new peak moves the peak's moment only when it passes the dated one by this much (or
+# 1 % of the growth): a plateau gaining a few pages later is still dated from its start.
+PEAK_TOLERANCE = 2**20
+# A rise smaller than this is noise (the interpreter's own pages), not "allocating".
+RISE_NOISE = 64 * 2**10
+DEFAULT_MAX_POINTS = 20_000
+
+
+class Aggregator:
+    """The running figures of one process.
+
+    :param max_points: timeline points kept at most (halved beyond, stride doubled)
+    :param tolerance: see ``PEAK_TOLERANCE``
+    """
+
+    def __init__(
+        self, max_points: int = DEFAULT_MAX_POINTS, tolerance: float = PEAK_TOLERANCE
+    ) -> None:
+        if max_points < 2:
+            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+        self.max_points = max_points
+        self.tolerance = tolerance
+        self.stacks: dict[int, tuple[RawFrame, ...]] = {}
+        self.count: dict[int, int] = {}
+        # Seconds per stack: each tick stands for the time since the previous one (a
+        # long C call delays the tick, it does not lose its time).
+        self.seconds: dict[int, float] = {}
+        self.net: dict[int, float] = {}
+        self.pending: dict[int, float] = {}
+        self.to_peak: dict[int, float] = {}
+        self.highest: dict[int, float] = {}
+        self.n = 0
+        self.dropped = 0
+        self.first_t = self.last_t = 0.0
+        self.first_rss = self.last_rss = 0.0
+        self.last_hwm = 0.0
+        self.peak = 0.0
+        self.peak_t = 0.0
+        self.peak_rss = 0.0  # the RSS of the tick that dated the peak
+        self.peak_sid = NO_STACK
+        self.dated = 0.0
+        self.last_rise_sid = NO_STACK
+        self.last_rise_t = 0.0
+        self.last_sid = NO_STACK
+        self.times = array.array("d")
+        self.rss = array.array("d")
+        self.sids = array.array("q")
+        self.stride = 1
+        self._skip = 0
+
+    def add_stack(self, sid: int, frames: Sequence[RawFrame]) -> None:
+        """Declares a stack (outermost frame first) before ticks refer to it."""
+        self.stacks[sid] = tuple(frames)
+
+    def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
+        """Adds one tick.
+
+        :param t: seconds (``time.monotonic``)
+        :param rss: the RSS now, bytes
+        :param hwm: the high-water mark now, bytes (0 if unknown)
+        :param sid: the stack running, ``NO_STACK`` if unknown
+        """
+        rose = hwm > self.last_hwm
+        level = max(rss, hwm) if rose else rss
+        if self.n == 0:
+            self.first_t, self.first_rss = t, rss
+            self.last_rss = rss
+            self._date_peak(t, rss, level, sid)
+        delta = rss - self.last_rss
+        self.count[sid] = self.count.get(sid, 0) + 1
+        self.seconds[sid] = self.seconds.get(sid, 0.0) + (t - self.last_t if self.n else 0.0)
+        self.net[sid] = self.net.get(sid, 0.0) + delta
+        self.pending[sid] = self.pending.get(sid, 0.0) + delta
+        if level > self.highest.get(sid, -1.0):
+            self.highest[sid] = level
+        if level > self.peak:
+            self.peak = level
+            if level > self.dated + self._tolerance():
+                self._date_peak(t, rss, level, sid)
+        rising = delta > RISE_NOISE or (rose and hwm - self.last_hwm > RISE_NOISE)
+        if rising and sid != NO_STACK:  # outside the program: not what it allocated
+            self.last_rise_sid, self.last_rise_t = sid, t
+        self.last_t, self.last_rss, self.last_sid = t, rss, sid
+        self.last_hwm = max(self.last_hwm, hwm)
+        self.n += 1
+        self._keep(t, rss, sid)
+
+    def _tolerance(self) -> float:
+        return min(self.tolerance, 0.01 * max(self.dated - self.first_rss, 0.0))
+
+    def _date_peak(self, t: float, rss: float, level: float, sid: int) -> None:
+        for key, value in self.pending.items():
+            self.to_peak[key] = self.to_peak.get(key, 0.0) + value
+        self.pending.clear()
+        self.peak_t, self.peak_rss, self.peak_sid, self.dated = t, rss, sid, level
+        self.peak = max(self.peak, level)
+
+    def _keep(self, t: float, rss: float, sid: int) -> None:
+        if self._skip:
+            self._skip -= 1
+            return
+        self._skip = self.stride - 1
+        self.times.append(t)
+        self.rss.append(rss)
+        self.sids.append(sid)
+        if len(self.times) >= self.max_points:
+            self.times, self.rss, self.sids = self.times[::2], self.rss[::2], self.sids[::2]
+            self.stride *= 2
+            self._skip = self.stride - 1
+
+    def raise_peak(self, value: float) -> None:
+        """Takes an exact peak known from outside (the spy, ``wait4``'s ``ru_maxrss``);
+        its excess is credited as the peak's, to the stack that dated it."""
+        self.peak = max(self.peak, value)
+
+    def composition(self) -> dict[int, float]:
+        """Growth from the first tick to the peak per stack: adds up to
+        ``peak - first_rss`` (the peak's excess over its tick goes to that tick's stack)."""
+        parts = dict(self.to_peak)
+        if self.n:
+            parts[self.peak_sid] = parts.get(self.peak_sid, 0.0) + self.peak - self.peak_rss
+        return parts

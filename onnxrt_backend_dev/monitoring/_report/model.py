@@ -1,0 +1,251 @@
+"""The report's model: frozen values, no rendering.
+
+Memory columns have one meaning each, all in bytes of resident memory (RSS):
+
+- ``net``: the net growth while the code ran, rises minus falls; over all rows of one
+  level it adds up to ``last - first``;
+- ``to_peak``: the same, from the start up to the peak moment (the peak's exact excess
+  over the last tick, measured by the high-water mark, credited to the code running
+  when the mark rose); it adds up to ``peak - start``;
+- ``highest``: the highest RSS reached while the code ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEMA = "onnxrt-monitoring-report"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place in the code.
+
+    :param function: the (qualified) function name, ``<module>`` for a module's code
+    :param file: the file
+    :param line: the line running (the function's first line in the call tree)
+    :param library: the file belongs to the standard library or an installed package
+    """
+
+    function: str
+    file: str
+    line: int
+    library: bool = False
+
+    def label(self) -> str:
+        """``function (file:line)``."""
+        return f"{self.function} ({self.file}:{self.line})"
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A memory curve: ``(seconds since the start, bytes)`` points.
+
+    :param name: ``"rss"`` for the process, ``"nvml:gpu0"``... for a device
+    :param times: seconds since the start
+    :param values: bytes
+    :param peak: the highest value (exact where the source is the high-water mark)
+    :param peak_time: when it was reached, seconds since the start
+    :param source: where the figures come from (``"hwm"``, ``"ticks"``, the probe)
+    """
+
+    name: str
+    times: tuple[float, ...]
+    values: tuple[float, ...]
+    peak: float
+    peak_time: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of time where one function ran (the timeline).
+
+    :param start: seconds since the start
+    :param end: seconds since the start
+    :param row: 0 for the outermost user function, 1 for the innermost one
+    :param label: the function's label
+    """
+
+    start: float
+    end: float
+    row: int
+    label: str
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    """One row of the call tree, in pre-order; ``parent`` is an index into the rows.
+
+    :param parent: the parent row's index, -1 for a root
+    :param depth: 0 for a root
+    :param site: the function (``line`` is its first line)
+    :param time: seconds inside it (its callees included), from the ticks: each tick
+        stands for the time since the previous one
+    :param self_time: seconds where it was the innermost shown frame
+    :param net: net memory growth while it ran (callees included)
+    :param to_peak: net growth up to the peak moment (callees included)
+    :param highest: highest RSS reached while it ran
+    :param hidden: library frames folded into this row (``"3 frames hidden (numpy)"``)
+    """
+
+    parent: int
+    depth: int
+    site: Site
+    time: float
+    self_time: float
+    net: float
+    to_peak: float
+    highest: float
+    hidden: str = ""
+
+
+@dataclass(frozen=True)
+class LineRow:
+    """One source line: the innermost user line of the ticks.
+
+    :param site: the line
+    :param time: seconds on it
+    :param net: net growth credited to it
+    :param to_peak: growth up to the peak credited to it
+    :param source: the line's text (stripped), empty when unreadable
+    """
+
+    site: Site
+    time: float
+    net: float
+    to_peak: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One slice of what the peak is made of.
+
+    :param label: the function (``function (file:line)``) or ``"other"``
+    :param bytes: its growth from the start to the peak (negative: it freed memory)
+    """
+
+    label: str
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The exact peak of the process's RSS and where it was built.
+
+    :param value: bytes, from the high-water mark
+    :param start: RSS at the first tick
+    :param time: seconds since the start when the high-water mark rose to it
+    :param site: the line that built the peak: the user line with the largest growth up
+        to the peak (what holds most of it), the line running when the mark rose to it
+        on a tie (within 1 %); None if unknown
+    :param called: the first library function that line called (``numpy.ones``)
+    :param stack: a stack of that line, outermost first
+    :param source: ``"hwm"`` (exact) or ``"ticks"`` (sampled)
+    :param reached: the innermost user line running when the mark rose to the peak
+    """
+
+    value: float
+    start: float
+    time: float
+    site: Site | None = None
+    called: str = ""
+    stack: tuple[Site, ...] = ()
+    source: str = "hwm"
+    reached: Site | None = None
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the program ended.
+
+    :param kind: ``"exit"``, ``"exception"``, ``"signal"`` (killed by one),
+        ``"interrupted"``, ``"os_exit"``, ``"lost"`` (the process vanished without a word)
+    :param code: the exit code the command returns
+    :param detail: one readable sentence (``"killed by SIGKILL"``)
+    :param last_site: the innermost user line allocating at the end (the last tick whose
+        RSS rose), None if none rose
+    :param last_stack: the stack of that tick, outermost first
+    """
+
+    kind: str
+    code: int
+    detail: str
+    last_site: Site | None = None
+    last_stack: tuple[Site, ...] = ()
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device's memory (a GPU).
+
+    :param name: ``probe:name`` (``"nvml:gpu0"``)
+    :param peak: bytes
+    :param begin: bytes at the first measure
+    :param end: bytes at the last measure
+    """
+
+    name: str
+    peak: float
+    begin: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Report:
+    """Time, memory and GPU of one run.
+
+    :param program: what ran (``script.py``, ``-m mod``, a command line)
+    :param wall: seconds
+    :param cpu: CPU seconds of the process (user + system), None if unknown
+    :param interval: seconds between two ticks
+    :param n_ticks: ticks taken
+    :param peak: the exact peak and where it was built
+    :param end_rss: RSS at the last tick
+    :param ending: how the program ended
+    :param curves: the RSS curve first, then one per device
+    :param devices: each device's peak
+    :param timeline: which function ran when
+    :param tree: the call tree, pre-order
+    :param lines: the hot lines, most time first
+    :param composition: what the peak is made of, largest first, adding up to
+        ``peak.value - peak.start``
+    :param pid: the process
+    :param started: when it started (ISO 8601, UTC)
+    :param dropped: ticks lost (full buffers, too many distinct stacks)
+    :param notes: what the reader should know (a sampled peak, lost ticks)
+    """
+
+    program: str
+    wall: float
+    cpu: float | None
+    interval: float
+    n_ticks: int
+    peak: Peak
+    end_rss: float
+    ending: Ending
+    curves: tuple[Curve, ...] = ()
+    devices: tuple[Device, ...] = ()
+    timeline: tuple[Span, ...] = ()
+    tree: tuple[TreeRow, ...] = ()
+    lines: tuple[LineRow, ...] = ()
+    composition: tuple[Part, ...] = ()
+    pid: int = 0
+    started: str = ""
+    dropped: int = 0
+    notes: tuple[str, ...] = field(default=())
+    version: int = SCHEMA_VERSION
+
+    @property
+    def utilisation(self) -> float | None:
+        """CPU time over wall time (1.0 is one core busy), None if unknown."""
+        if self.cpu is None or self.wall <= 0:
+            return None
+        return self.cpu / self.wall
+
+    @property
+    def total_time(self) -> float:
+        """Seconds counted in the call tree (its roots' time)."""
+        return sum(r.time for r in self.tree if r.parent < 0)

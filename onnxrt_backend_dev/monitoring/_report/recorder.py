@@ -1,0 +1,288 @@
+"""The ticks taken inside the program: a timer signal every ``interval`` seconds whose
+handler reads the RSS and the high-water mark and keeps the interrupted stack.
+
+Why a signal and not a thread: Python runs the handler in the main thread at the next
+point the interpreter checks for signals, which, after a C call that held the GIL (a
+``numpy.concatenate``), is right after that call returns, in the frame that called it. So
+the stack kept with a rise of the high-water mark is the one that allocated, where a
+sampling thread would see the line after (it waits for the GIL). Main thread only.
+
+Cheap per tick: one ``pread`` of ``/proc/self/statm``, one ``getrusage``, a walk of the
+stack into a tuple of integers, a dictionary look-up. A stack is resolved into names
+once, when first seen, and handed to the sink with its id.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any, Protocol
+
+from .aggregate import NO_STACK, RawFrame
+
+MAX_DEPTH = 128  # frames kept per stack, the innermost ones
+MAX_STACKS = 50_000  # distinct stacks at most; more count as NO_STACK
+MIN_INTERVAL = 0.001
+# Timers to use, in order: the first whose signal has no handler of the program's.
+_TIMERS = (("SIGALRM", "ITIMER_REAL"), ("SIGPROF", "ITIMER_PROF"))
+
+
+class Sink(Protocol):
+    """Where ticks go: an :class:`.aggregate.Aggregator` or a stream to another process."""
+
+    def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
+        """Declares a stack."""
+
+    def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
+        """Adds a tick."""
+
+
+class ProcMemory:
+    """Reads the RSS (``/proc/self/statm``) and the high-water mark (``ru_maxrss``,
+    which Linux keeps equal to ``VmHWM``) of the current process."""
+
+    def __init__(self) -> None:
+        self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self.scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes or KiB
+        try:
+            self.fd: int | None = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.fd = None
+
+    def __call__(self) -> tuple[float, float]:
+        """The RSS and the high-water mark now, in bytes."""
+        hwm = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * self.scale)
+        if self.fd is None:
+            return hwm, hwm
+        try:
+            return float(int(os.pread(self.fd, 128, 0).split()[1]) * self.page), hwm
+        except (OSError, IndexError, ValueError):
+            return hwm, hwm
+
+    def close(self) -> None:
+        """Closes ``/proc/self/statm``."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def reset_high_water_mark() -> bool:
+    """Resets the kernel's high-water mark of this process to its current RSS (Linux):
+    the peak measured then is this run's, not what ran before.
+
+    :return: True if it was reset
+    """
+    try:
+        with open("/proc/self/clear_refs", "wb", buffering=0) as f:
+            f.write(b"5")
+    except OSError:
+        return False
+    return True
+
+
+def line_of(code: CodeType, offset: int) -> int:
+    """The line of the instruction at ``offset`` (``f_lasti``), the first line if unknown."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
+class TickRecorder:
+    """Takes a tick every ``interval`` seconds in the main thread.
+
+    :param sink: where ticks go
+    :param interval: seconds between ticks (at least ``MIN_INTERVAL``)
+    :param clock: the clock (``time.monotonic``, the spy's)
+    :param memory: returns ``(rss, hwm)`` in bytes
+    :param max_stacks: distinct stacks kept at most
+    :param root_code: the program's code (a module's): kept, the frames above it (the
+        tool's) left out; a tick outside it has an empty stack
+    :param root_frame: the frame of the code measured (kept, the frames above it left out)
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        interval: float = 0.005,
+        clock: Callable[[], float] = time.monotonic,
+        memory: Callable[[], tuple[float, float]] | None = None,
+        max_stacks: int = MAX_STACKS,
+        root_code: CodeType | None = None,
+        root_frame: FrameType | None = None,
+    ) -> None:
+        self.sink = sink
+        self.interval = max(float(interval), MIN_INTERVAL)
+        self.clock = clock
+        self._own_memory = memory is None
+        self.memory: Callable[[], tuple[float, float]] = ProcMemory() if memory is None else memory
+        self.max_stacks = max_stacks
+        self.dropped = 0
+        self._interned: dict[tuple[int, ...], int] = {}
+        self._codes: dict[int, CodeType] = {}  # kept alive: their ids stay unique
+        self._frames: dict[tuple[int, int], RawFrame] = {}
+        self._signal: int | None = None
+        self._timer: int | None = None
+        self._previous: Any = None
+        self._busy = False
+        self._last_sid: int | None = None
+        self.root_code = root_code
+        self._own_codes = {TickRecorder._handler.__code__, TickRecorder.tick.__code__}
+        self._foreign: set[Any] = set()
+        self.root_frame = root_frame
+
+    def tick(self, frame: FrameType | None) -> None:
+        """Takes one tick with ``frame`` as the running frame (the handler's body)."""
+        t = self.clock()
+        rss, hwm = self.memory()
+        sid = self._last_sid = self._intern(frame)
+        self.sink.add_tick(t, rss, hwm, sid)
+
+    def edge_tick(self) -> None:
+        """A tick outside the handler, at the start or the end: the memory then, credited
+        to the stack of the last tick (what ran until now), to none at the start."""
+        t = self.clock()
+        rss, hwm = self.memory()
+        sid = NO_STACK if self._last_sid is None else self._last_sid
+        self.sink.add_tick(t, rss, hwm, sid)
+
+    @property
+    def signal_name(self) -> str:
+        """The signal the ticks use (``SIGALRM``, ``SIGPROF``), empty when stopped."""
+        return signal.Signals(self._signal).name if self._signal is not None else ""
+
+    def _walk(self, frame: FrameType | None) -> tuple[int, ...]:
+        """``id(code), f_lasti`` per frame, innermost first, up to the root."""
+        items: list[int] = []
+        codes = self._codes
+        root_code, root_frame = self.root_code, self.root_frame
+        bounded = root_code is not None or root_frame is not None
+        own, foreign = self._own_codes, self._foreign
+        while frame is not None:
+            code = frame.f_code
+            if code in own or code in foreign:  # a handler's frames (a tick, a sampler)
+                items.clear()  # and what it called are not the program's
+                frame = frame.f_back
+                continue
+            if len(items) < 2 * MAX_DEPTH:  # a deep stack keeps its innermost frames
+                codes[id(code)] = code
+                items.append(id(code))
+                items.append(frame.f_lasti)
+            if frame is root_frame or code is root_code:
+                return tuple(items)
+            frame = frame.f_back
+        return () if bounded else tuple(items)  # outside the code measured
+
+    def _intern(self, frame: FrameType | None) -> int:
+        key = self._walk(frame)
+        if not key:
+            return NO_STACK  # outside the code measured (the tool's own frames)
+        sid = self._interned.get(key)
+        if sid is not None:
+            return sid
+        if len(self._interned) >= self.max_stacks:
+            self.dropped += 1
+            return NO_STACK
+        sid = self._interned[key] = len(self._interned)
+        self.sink.add_stack(sid, self._resolve(key))
+        return sid
+
+    def _resolve(self, key: tuple[int, ...]) -> tuple[RawFrame, ...]:
+        frames = []
+        cache = self._frames
+        for i in range(len(key) - 2, -1, -2):  # outermost first
+            frame = cache.get((key[i], key[i + 1]))
+            if frame is None:  # one line-table scan per code and offset, ever
+                code = self._codes[key[i]]
+                name = getattr(code, "co_qualname", code.co_name)
+                line = line_of(code, key[i + 1])
+                frame = cache[key[i], key[i + 1]] = (
+                    name, code.co_filename, line, code.co_firstlineno
+                )  # fmt: skip
+            frames.append(frame)
+        return tuple(frames)
+
+    def own_codes(self) -> set[CodeType]:
+        """The code a tick runs (the handler, the sink, the memory reading): another
+        sampler interrupting a tick leaves them out."""
+        codes = {TickRecorder._handler.__code__, TickRecorder.tick.__code__}
+        codes |= {TickRecorder._intern.__code__, TickRecorder._walk.__code__}
+        codes |= {TickRecorder._resolve.__code__, line_of.__code__}
+        for obj in (self.sink, self.memory):
+            for name in ("__call__", "add_tick", "add_stack", "_send", "flush", "_keep"):
+                function = getattr(type(obj), name, None)
+                code = getattr(function, "__code__", None)
+                if code is not None:
+                    codes.add(code)
+        for name in ("_date_peak", "_tolerance", "_keep"):  # an aggregator as the sink
+            code = getattr(getattr(type(self.sink), name, None), "__code__", None)
+            if code is not None:
+                codes.add(code)
+        return codes
+
+    def skip_codes(self, codes: set[Any]) -> None:
+        """Leaves out, at the innermost end of a stack, the frames of another sampler
+        whose handler a tick interrupted.
+
+        :param codes: its code objects (kept by reference: it may add more later)
+        """
+        self._foreign = codes
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        if self._busy:  # a tick interrupting a tick would see the recorder's own frames
+            return
+        self._busy = True
+        try:
+            self.tick(frame)
+        finally:
+            self._busy = False
+
+    def start(self) -> TickRecorder:
+        """Installs the handler and starts the timer (main thread only).
+
+        :return: self
+        :raises RuntimeError: not the main thread, or both timer signals are taken
+        """
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("the report's ticks need the main thread (signal handlers)")
+        for sig_name, timer_name in _TIMERS:
+            signum = getattr(signal, sig_name, None)
+            timer = getattr(signal, timer_name, None)
+            if signum is None or timer is None:
+                continue
+            if signal.getsignal(signum) in (signal.SIG_DFL, None):
+                self.edge_tick()  # the memory at the start
+                self._previous = signal.signal(signum, self._handler)
+                self._signal, self._timer = signum, timer
+                signal.setitimer(timer, self.interval, self.interval)
+                return self
+        raise RuntimeError("SIGALRM and SIGPROF both have a handler: no timer for the ticks")
+
+    def restart_in_child(self, sink: Sink) -> None:
+        """Goes on in a forked child (the timer is not inherited, the handler is): a
+        new sink, stacks interned anew (the child's ids are its own), the timer armed.
+
+        :param sink: the child's sink
+        """
+        self.sink = sink
+        self._interned = {}
+        self._busy = False
+        self._last_sid = None
+        if self._timer is not None:
+            signal.setitimer(self._timer, self.interval, self.interval)
+
+    def stop(self) -> None:
+        """Stops the timer and restores the previous handler (idempotent)."""
+        if self._timer is not None and self._signal is not None:
+            signal.setitimer(self._timer, 0.0, 0.0)
+            signal.signal(self._signal, self._previous or signal.SIG_DFL)
+            self._timer = self._signal = None
+            self.edge_tick()  # the memory at the end, and a rise since the last tick
+        if self._own_memory and isinstance(self.memory, ProcMemory):
+            self.memory.close()

@@ -1,0 +1,279 @@
+"""The report as one self-contained HTML page: no script, no network, only inline SVG
+and CSS, so it opens offline and at once. Every text from the program (names, files,
+source lines) is escaped."""
+
+from __future__ import annotations
+
+import html
+import zlib
+from collections.abc import Sequence
+
+from .._format import format_bytes, format_duration
+from .model import Curve, Part, Report, Site, Span
+
+WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
+LEFT = 70
+PLOT_HEIGHT = 240
+ROW_HEIGHT = 22
+_PALETTE = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+)  # fmt: skip
+_CURVE_COLOURS = ("#1f4e9c", "#c0392b", "#27ae60", "#8e44ad", "#d35400")
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 6px}
+.facts{display:flex;flex-wrap:wrap;gap:8px 28px;margin:8px 0}
+.facts div b{display:block;font-size:18px}
+.bad{color:#b00020} .note{color:#555}
+table{border-collapse:collapse;font-size:13px} td,th{padding:2px 8px;text-align:right}
+th{background:#f0f0f0;position:sticky;top:0} td.l,th.l{text-align:left}
+tr:nth-child(even) td{background:#fafafa} code{font:12px monospace;white-space:pre}
+svg text{font:11px system-ui,sans-serif} .lib{color:#777}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _colour(label: str) -> str:
+    return _PALETTE[zlib.crc32(label.encode("utf-8", "replace")) % len(_PALETTE)]
+
+
+def _signed(n: float) -> str:
+    return ("+" if n >= 0 else "-") + format_bytes(abs(n))
+
+
+def _where(site: Site | None) -> str:
+    return "no Python frame" if site is None else f"{site.function} ({site.file}:{site.line})"
+
+
+def _header(report: Report) -> str:
+    peak = report.peak
+    cpu = "unknown"
+    if report.cpu is not None:
+        cpu = f"{format_duration(report.cpu)} ({report.utilisation or 0.0:.0%})"
+    built = _where(peak.site) + (f" calling {peak.called}" if peak.called else "")
+    facts = [
+        ("wall", format_duration(report.wall)),
+        ("CPU (utilisation)", cpu),
+        (
+            f"peak RSS ({peak.source})",
+            f"{format_bytes(peak.value)} at {format_duration(peak.time)}",
+        ),
+        ("start → end RSS", f"{format_bytes(peak.start)} → {format_bytes(report.end_rss)}"),
+    ]
+    facts.extend((f"peak {d.name}", format_bytes(d.peak)) for d in report.devices)
+    cells = "".join(f"<div>{_e(k)}<b>{_e(v)}</b></div>" for k, v in facts)
+    kind = report.ending.kind
+    cls = "" if kind == "exit" and report.ending.code == 0 else ' class="bad"'
+    parts = [
+        f"<h1>{_e(report.program)}</h1>",
+        f"<div{cls}>{_e(report.ending.detail)}</div>",
+        f'<div class="facts">{cells}</div>',
+        f"<div>peak built by <b>{_e(built)}</b></div>",
+    ]
+    if peak.reached is not None and peak.reached != peak.site:
+        parts.append(f"<div>peak reached in {_e(_where(peak.reached))}</div>")
+    if kind in ("signal", "lost", "os_exit") and report.ending.last_site is not None:
+        parts.append(
+            f"<div class=bad>allocating at the end: {_e(_where(report.ending.last_site))}</div>"
+        )
+    parts.extend(f'<div class="note">note: {_e(n)}</div>' for n in report.notes)
+    parts.append(
+        f'<div class="note">{report.n_ticks} ticks every {_e(format_duration(report.interval))}'
+        f", pid {report.pid}, started {_e(report.started)}</div>"
+    )
+    return "\n".join(parts)
+
+
+def _x(t: float, wall: float) -> float:
+    return LEFT + WIDTH * (t / wall if wall > 0 else 0.0)
+
+
+def _memory_svg(report: Report, wall: float) -> str:
+    curves = [c for c in report.curves if c.values]
+    if not curves:
+        return "<p>no memory measure</p>"
+    top = max(max(c.values) for c in curves) or 1.0
+    top = max(top, report.peak.value) * 1.08
+
+    def y(v: float) -> float:
+        return 10 + PLOT_HEIGHT * (1 - v / top)
+
+    out = [
+        f'<svg viewBox="0 0 {LEFT + WIDTH + 20} {PLOT_HEIGHT + 40}" width="100%" '
+        'role="img" aria-label="memory over time">'
+    ]
+    for i in range(5):  # y grid and labels
+        v = top * i / 4
+        out.append(
+            f'<line x1="{LEFT}" x2="{LEFT + WIDTH}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
+            f'stroke="#ddd"/><text x="{LEFT - 4}" y="{y(v) + 4:.1f}" text-anchor="end">'
+            f"{_e(format_bytes(v))}</text>"
+        )
+    out.extend(_time_axis(wall, PLOT_HEIGHT + 24))
+    for i, curve in enumerate(curves):
+        out.append(_polyline(curve, wall, y, _CURVE_COLOURS[i % len(_CURVE_COLOURS)]))
+    peak = report.peak
+    px, py = _x(peak.time, wall), y(peak.value)
+    label = f"peak {format_bytes(peak.value)}: {_where(peak.site)}"
+    anchor = "end" if px > LEFT + WIDTH * 0.6 else "start"
+    dx = -8 if anchor == "end" else 8
+    out.append(
+        f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="#e15759" stroke="#fff"/>'
+        f'<text x="{px + dx:.1f}" y="{max(py - 6, 12):.1f}" text-anchor="{anchor}" '
+        f'font-weight="bold" fill="#b00020">{_e(label)}</text>'
+    )
+    legend = "".join(
+        f'<span style="color:{_CURVE_COLOURS[i % len(_CURVE_COLOURS)]}">&#9632; {_e(c.name)} '
+        f"(peak {_e(format_bytes(c.peak))}, {_e(c.source)})</span> "
+        for i, c in enumerate(curves)
+    )
+    return "\n".join(out) + f"</svg><div>{legend}</div>"
+
+
+def _time_axis(wall: float, y: float) -> list[str]:
+    out = []
+    for i in range(11):
+        t = wall * i / 10
+        label = format_duration(t) if t > 0 else "0 s"
+        out.append(
+            f'<text x="{_x(t, wall):.1f}" y="{y:.1f}" text-anchor="middle">{_e(label)}</text>'
+        )
+    return out
+
+
+def _polyline(curve: Curve, wall: float, y: object, colour: str) -> str:
+    assert callable(y)
+    points = " ".join(
+        f"{_x(t, wall):.1f},{y(v):.1f}" for t, v in zip(curve.times, curve.values, strict=True)
+    )
+    return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
+
+
+def _timeline_svg(spans: Sequence[Span], wall: float) -> str:
+    height = 2 * ROW_HEIGHT + 30
+    out = [
+        f'<svg viewBox="0 0 {LEFT + WIDTH + 20} {height}" width="100%" role="img" '
+        'aria-label="which function ran when">',
+        f'<text x="{LEFT - 4}" y="{ROW_HEIGHT - 6}" text-anchor="end">outer</text>',
+        f'<text x="{LEFT - 4}" y="{2 * ROW_HEIGHT - 6}" text-anchor="end">inner</text>',
+    ]
+    for span in spans:
+        x0, x1 = _x(span.start, wall), _x(span.end, wall)
+        w = max(x1 - x0, 0.5)
+        y0 = 2 + span.row * ROW_HEIGHT
+        out.append(
+            f'<rect x="{x0:.1f}" y="{y0}" width="{w:.1f}" height="{ROW_HEIGHT - 4}" '
+            f'fill="{_colour(span.label)}"><title>{_e(span.label)} '
+            f"{_e(format_duration(span.start))}–{_e(format_duration(span.end))}</title></rect>"
+        )
+        if w > 7 * len(span.label):
+            y1 = y0 + ROW_HEIGHT - 9
+            out.append(f'<text x="{x0 + 3:.1f}" y="{y1}" fill="#fff">{_e(span.label)}</text>')
+    out.extend(_time_axis(wall, 2 * ROW_HEIGHT + 18))
+    return "\n".join(out) + "</svg>"
+
+
+def _composition(parts: Sequence[Part], total: float) -> str:
+    if not parts:
+        return "<p>nothing grew up to the peak</p>"
+    positive = [p for p in parts if p.bytes > 0]
+    scale = sum(p.bytes for p in positive) or 1.0
+    out = [f'<svg viewBox="0 0 {LEFT + WIDTH + 20} 40" width="100%" role="img" aria-label="peak">']
+    x = float(LEFT)
+    for part in positive:
+        w = WIDTH * part.bytes / scale
+        out.append(
+            f'<rect x="{x:.1f}" y="4" width="{w:.1f}" height="28" fill="{_colour(part.label)}">'
+            f"<title>{_e(part.label)}: {_e(_signed(part.bytes))}</title></rect>"
+        )
+        if w > 6 * min(len(part.label), 40):
+            out.append(f'<text x="{x + 4:.1f}" y="22" fill="#fff">{_e(part.label[:40])}</text>')
+        x += w
+    out.append("</svg>")
+    rows = "".join(
+        f'<tr><td><span style="color:{_colour(p.label)}">&#9632;</span> {_e(_signed(p.bytes))}'
+        f"</td><td>{p.bytes / total if total else 0.0:.1%}</td>"
+        f'<td class="l">{_e(p.label)}</td></tr>'
+        for p in parts
+    )
+    out.append(
+        f"<table><tr><th>growth to peak</th><th>share</th><th class=l>function</th></tr>"
+        f"{rows}<tr><td><b>{_e(_signed(total))}</b></td><td></td>"
+        f"<td class=l>peak − start</td></tr></table>"
+    )
+    return "\n".join(out)
+
+
+def _tree(report: Report) -> str:
+    total = report.total_time or 1.0
+    rows = []
+    for r in report.tree:
+        cls = ' class="l lib"' if r.site.library else ' class="l"'
+        where = f"{r.site.file}:{r.site.line}" if r.site.file else ""
+        hidden = f' <span class="note">{_e(r.hidden)}</span>' if r.hidden else ""
+        rows.append(
+            f"<tr><td>{r.time / total:.1%}</td><td>{r.self_time / total:.1%}</td>"
+            f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
+            f"<td>{_e(format_bytes(r.highest))}</td>"
+            f'<td{cls} style="padding-left:{8 + 14 * r.depth}px">{_e(r.site.function)}{hidden}'
+            f'</td><td class="l note">{_e(where)}</td></tr>'
+        )
+    return (
+        "<table><tr><th>time</th><th>self</th><th>net growth</th><th>growth to peak</th>"
+        '<th>highest RSS</th><th class="l">function</th><th class="l">file</th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _lines(report: Report) -> str:
+    total = report.total_time or 1.0
+    rows = "".join(
+        f"<tr><td>{r.time / total:.1%}</td><td>{_e(_signed(r.net))}</td>"
+        f"<td>{_e(_signed(r.to_peak))}</td>"
+        f'<td class="l">{_e(r.site.file)}:{r.site.line}</td>'
+        f'<td class="l">{_e(r.site.function)}</td>'
+        f'<td class="l"><code>{_e(r.source)}</code></td></tr>'
+        for r in report.lines
+    )
+    return (
+        "<table><tr><th>time</th><th>net growth</th><th>growth to peak</th>"
+        '<th class="l">line</th><th class="l">function</th><th class="l">source</th></tr>'
+        f"{rows}</table>"
+    )
+
+
+def to_html(report: Report) -> str:
+    """The page: header, memory curves with the peak marked, the timeline on the same
+    time axis, what the peak is made of, the call tree, the hot lines.
+
+    :param report: the report
+    :return: the HTML document
+    """
+    wall = max(report.wall, max((c.times[-1] for c in report.curves if c.times), default=0.0))
+    total = report.peak.value - report.peak.start
+    body = [
+        _header(report),
+        "<h2>Memory over time</h2>",
+        _memory_svg(report, wall),
+        "<h2>Timeline: which function ran when</h2>",
+        _timeline_svg(report.timeline, wall),
+        "<h2>What the peak is made of (growth per function from the start to the peak)</h2>",
+        _composition(report.composition, total),
+        "<h2>Call tree</h2>",
+        _tree(report),
+        "<h2>Hot lines</h2>",
+        _lines(report),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{_e(report.program)}: report</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,197 @@
+"""The report as JSON, and back.
+
+Schema (``"schema": "onnxrt-monitoring-report"``, ``"version": 1``): the fields of
+:class:`.model.Report` by name, nested values as objects with the fields of their class
+(``Site``: function, file, line, library; ``Curve``: name, times, values, peak,
+peak_time, source...), tuples as arrays, bytes as numbers of bytes, times in seconds
+since the start. Readers must ignore keys they do not know; a new key does not change
+the version, a changed meaning does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from .._errors import ResultFormatError
+from .model import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    Curve,
+    Device,
+    Ending,
+    LineRow,
+    Part,
+    Peak,
+    Report,
+    Site,
+    Span,
+    TreeRow,
+)
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinities are not JSON: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    """The report as plain values (see the module's schema)."""
+    doc = dataclasses.asdict(report)
+    todo: list[Any] = [doc]
+    while todo:  # explicit stack: the tree can be deep
+        item = todo.pop()
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, value in list(pairs):
+            if isinstance(value, (dict, list)):
+                todo.append(value)
+            else:
+                item[key] = _clean(value)
+    return {"schema": SCHEMA, **doc, "utilisation": _clean(report.utilisation)}
+
+
+def to_json(report: Report, indent: int | None = None) -> str:
+    """The report as a JSON document (``</`` escaped: the text may go into HTML).
+
+    :param report: the report
+    :param indent: as :func:`json.dumps`
+    :return: the document
+    """
+    text = json.dumps(to_dict(report), indent=indent, ensure_ascii=False, allow_nan=False)
+    return text.replace("</", "<\\/")
+
+
+def _site(doc: Any) -> Site | None:
+    if doc is None:
+        return None
+    return Site(str(doc["function"]), str(doc["file"]), int(doc["line"]), bool(doc["library"]))
+
+
+def _sites(docs: Any) -> tuple[Site, ...]:
+    return tuple(s for s in (_site(d) for d in docs) if s is not None)
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def from_dict(doc: Any) -> Report:
+    """Reads a report written by :func:`to_dict`.
+
+    :param doc: the parsed JSON
+    :return: the report
+    :raises ResultFormatError: not a report of a version this code reads
+    """
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ResultFormatError(f"not a report: schema must be {SCHEMA!r}")
+    if doc.get("version") != SCHEMA_VERSION:
+        raise ResultFormatError(f"report version {doc.get('version')!r} is not {SCHEMA_VERSION}")
+    try:
+        return _from_dict(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ResultFormatError(f"malformed report: {type(e).__name__}: {e}") from None
+
+
+def _curve(c: Any) -> Curve:
+    times, values = tuple(map(_float, c["times"])), tuple(map(_float, c["values"]))
+    if len(times) != len(values):
+        raise ValueError(f"curve {str(c['name'])[:40]!r}: {len(times)} times, {len(values)} values")
+    return Curve(
+        str(c["name"]), times, values, _float(c["peak"]), _float(c["peak_time"]), str(c["source"])
+    )
+
+
+def _tree_row(r: Any) -> TreeRow:
+    site = _site(r["site"]) or Site("", "", 0)
+    time, self_time, net, to_peak, highest = (
+        _float(r[k]) for k in ("time", "self_time", "net", "to_peak", "highest")
+    )
+    return TreeRow(
+        int(r["parent"]),
+        int(r["depth"]),
+        site,
+        time,
+        self_time,
+        net,
+        to_peak,
+        highest,
+        str(r["hidden"]),
+    )
+
+
+def _line_row(r: Any) -> LineRow:
+    site = _site(r["site"]) or Site("", "", 0)
+    time, net, to_peak = (_float(r[k]) for k in ("time", "net", "to_peak"))
+    return LineRow(site, time, net, to_peak, str(r["source"]))
+
+
+def _peak(p: Any) -> Peak:
+    return Peak(
+        _float(p["value"]),
+        _float(p["start"]),
+        _float(p["time"]),
+        _site(p["site"]),
+        str(p["called"]),
+        _sites(p["stack"]),
+        str(p["source"]),
+        _site(p.get("reached")),
+    )
+
+
+def _ending(e: Any) -> Ending:
+    return Ending(
+        str(e["kind"]),
+        int(e["code"]),
+        str(e["detail"]),
+        _site(e["last_site"]),
+        _sites(e["last_stack"]),
+    )
+
+
+def _from_dict(doc: dict[str, Any]) -> Report:
+    return Report(
+        program=str(doc["program"]),
+        wall=_float(doc["wall"]),
+        cpu=None if doc["cpu"] is None else _float(doc["cpu"]),
+        interval=_float(doc["interval"]),
+        n_ticks=int(doc["n_ticks"]),
+        peak=_peak(doc["peak"]),
+        end_rss=_float(doc["end_rss"]),
+        ending=_ending(doc["ending"]),
+        curves=tuple(_curve(c) for c in doc["curves"]),
+        devices=tuple(
+            Device(str(d["name"]), _float(d["peak"]), _float(d["begin"]), _float(d["end"]))
+            for d in doc["devices"]
+        ),
+        timeline=tuple(
+            Span(_float(s["start"]), _float(s["end"]), int(s["row"]), str(s["label"]))
+            for s in doc["timeline"]
+        ),
+        tree=tuple(_tree_row(r) for r in doc["tree"]),
+        lines=tuple(_line_row(r) for r in doc["lines"]),
+        composition=tuple(Part(str(x["label"]), _float(x["bytes"])) for x in doc["composition"]),
+        pid=int(doc["pid"]),
+        started=str(doc["started"]),
+        dropped=int(doc["dropped"]),
+        notes=tuple(str(n) for n in doc["notes"]),
+    )
+
+
+def from_json(text: str) -> Report:
+    """Reads a report from :func:`to_json`'s text.
+
+    :param text: the document
+    :return: the report
+    :raises ResultFormatError: not valid JSON or not a report
+    """
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise ResultFormatError(f"not JSON: {e}") from None
+    return from_dict(doc)

@@ -1,0 +1,377 @@
+"""The flight recorder: the program runs in a forked child, this process reads its ticks
+as they come and writes the report whatever happens to the child.
+
+The child resets its high-water mark, starts the memory spy and the ticks (streamed to
+the pipe), runs the program, then sends the end (how it ended, the spy's curves) and
+exits with the program's code. The parent folds the ticks as they arrive, so when the
+child dies without a word (SIGKILL from the OOM killer, a segfault, ``os._exit``) the
+report still has everything up to the last tick; ``wait4`` then says how it ended and
+gives its CPU time and its exact peak (``ru_maxrss``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from types import CodeType, FrameType
+from typing import Any
+
+from .aggregate import Aggregator
+from .build import build_report
+from .model import Ending, Report
+from .session import SPY_DELAY, Recording, facts_of, spy_facts
+from .stream import StreamReader, StreamSink
+
+# Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
+GRACE = 10.0
+END_TIMEOUT = 5.0  # seconds to hand the end message over
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the program's function returns in the child: how it ended.
+
+    :param kind: see :class:`.model.Ending`
+    :param code: the exit code
+    :param detail: one sentence
+    """
+
+    kind: str
+    code: int
+    detail: str
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+_DEATHS = {
+    "SIGKILL": "killed by SIGKILL (the OOM killer, a memory limit or kill -9)",
+    "SIGSEGV": "crashed: SIGSEGV (segmentation fault)",
+    "SIGABRT": "aborted: SIGABRT",
+    "SIGBUS": "crashed: SIGBUS",
+}
+
+
+def ending_of_status(status: int) -> Ending:
+    """How a child ended without sending its end, from its ``wait`` status.
+
+    :param status: as ``os.wait4`` returns it
+    :return: the ending, its code the conventional one (128 + N on signal N)
+    """
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        name = _signal_name(signum)
+        return Ending("signal", 128 + signum, _DEATHS.get(name, f"killed by {name}"))
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+    return Ending("os_exit", code, f"ended without unwinding (os._exit({code}) or a fatal error)")
+
+
+def _child(
+    wfd: int, program: Callable[[], Outcome], interval: float, root_code: CodeType | None
+) -> int:
+    """The child's life: record, run, send the end. Never returns to the caller's code."""
+    _die_with_parent()
+    faulthandler.enable(all_threads=True)  # a segfault still prints where it happened
+    sink = StreamSink(wfd)
+    # The spy runs from the parent (it outlives a killed child): none in here.
+    recording = Recording(sink, interval, spy=False, root_code=root_code)
+    sink.send("M", {"t0": recording.t0, "pid": os.getpid(), "started": recording.started})
+    try:
+        outcome = program()
+    finally:
+        # The program is over: a Ctrl-C now would lose its end, not stop it.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        facts = recording.finish()
+    facts["ending"] = (outcome.kind, outcome.code, outcome.detail)
+    facts["dropped"] = int(facts.get("dropped", 0)) + sink.dropped
+    sink.send("E", facts)
+    sink.drain(END_TIMEOUT)
+    return outcome.code
+
+
+# Seconds before a SIGINT the parent received is forwarded to a child still running: a
+# Ctrl-C on the terminal reaches both processes, the child needs no second one.
+SIGINT_FORWARD = 1.0
+
+
+class _Forwarder:
+    """The signals received while the child runs: SIGTERM and SIGHUP are forwarded at
+    once, SIGINT after ``SIGINT_FORWARD`` seconds if the child did not end meanwhile."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.received: list[int] = []
+        self.sigint_at: float | None = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if signum == signal.SIGINT:
+            self.sigint_at = time.monotonic() if self.sigint_at is None else self.sigint_at
+            return
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signum)
+
+    def poll(self) -> None:
+        """Forwards a SIGINT that waited long enough."""
+        if self.sigint_at is not None and time.monotonic() - self.sigint_at > SIGINT_FORWARD:
+            self.sigint_at = None
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGINT)
+
+
+def _die_with_parent() -> None:
+    """Linux: the child is killed if the command dies (``kill -9`` of the command): no
+    program left running that nobody reports on. Nothing elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
+@contextlib.contextmanager
+def _forwarding(pid: int) -> Iterator[_Forwarder]:
+    """Installs the :class:`_Forwarder` of SIGTERM, SIGHUP and SIGINT (main thread)."""
+    forwarder = _Forwarder(pid)
+    handler = forwarder.handler
+    if threading.current_thread() is not threading.main_thread():
+        yield forwarder
+        return
+
+    wanted = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT) if s]
+    wanted = [s for s in wanted if signal.getsignal(s) is not signal.SIG_IGN]
+    previous = {s: signal.signal(s, handler) for s in wanted}
+    try:
+        yield forwarder
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+class _Child:
+    """The forked child as the parent sees it: polled, reaped once, killed if stuck."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.status: int | None = None
+        self.rusage: Any = None
+
+    def done(self) -> bool:
+        if self.status is None:
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                self.status, self.rusage = status, rusage
+        return self.status is not None
+
+    def reap(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.done():
+            if time.monotonic() > deadline:
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
+                _, self.status, self.rusage = os.wait4(self.pid, 0)
+                return
+            time.sleep(0.01)
+
+
+def run_recorded(
+    program: Callable[[], Outcome],
+    name: str,
+    interval: float = 0.005,
+    probes: Sequence[str] = (),
+    root_code: CodeType | None = None,
+    spy: bool = True,
+) -> tuple[Report, int]:
+    """Runs ``program`` in a forked child under the ticks and the spy (POSIX only).
+
+    :param program: runs the program in the child and says how it ended; it must catch
+        everything the program raises
+    :param name: the program's name in the report
+    :param interval: seconds between ticks
+    :param probes: device probes, by registry name
+    :param root_code: the program's code: stacks start there (the tool's frames left out)
+    :param spy: also run the memory spy (the curve during long C calls, devices)
+    :return: the report and the exit code to return
+    """
+    rfd, wfd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: whatever happens, it ends here
+        code = 1
+        try:
+            os.close(rfd)
+            code = _child(wfd, program, interval, root_code)
+        except BaseException:  # the recorder failed: say it, the parent reports the rest
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(wfd)
+    child = _Child(pid)
+    agg = Aggregator()
+    reader = StreamReader(agg, pid)
+    spying: Any = None
+    notes: list[str] = []
+    try:
+        if spy or probes:  # from here, while the program already runs
+            spying, notes = _start_spy(pid, probes)
+        with _forwarding(pid) as forwarder:
+
+            def done() -> bool:
+                forwarder.poll()
+                return child.done()
+
+            reader.read_until(rfd, done)
+            # The child's end is read: it exits at once, or is killed after a grace.
+            child.reap(GRACE)
+    finally:
+        os.close(rfd)
+        if child.status is None:  # the parent failed: no orphan left running
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            child.reap(1.0)
+        spied = _stop_spy(spying, notes)
+    return _report(agg, reader, child, name, interval, spied, notes)
+
+
+def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
+    """The memory spy of the child: its curve during long C calls, the devices; it
+    follows the high-water mark the child resets (two resetting would erase peaks)."""
+    from ..memory_peak import start_spying_on
+
+    try:
+        return start_spying_on(pid, delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)), []
+    except Exception as e:  # the ticks still report
+        return None, [f"the memory spy could not start: {e}"]
+
+
+def _stop_spy(spy: Any, notes: list[str]) -> Any:
+    if spy is None:
+        return None
+    try:
+        return spy.stop()
+    except Exception as e:
+        notes.append(f"the memory spy failed: {e}")
+        return None
+
+
+def _report(
+    agg: Aggregator,
+    reader: StreamReader,
+    child: _Child,
+    name: str,
+    interval: float,
+    spied: Any = None,
+    notes: Sequence[str] = (),
+) -> tuple[Report, int]:
+    assert child.status is not None
+    end = reader.end
+    facts: dict[str, Any] = dict(end) if end is not None else dict(reader.start)
+    facts["notes"] = [*facts.get("notes", ()), *notes]
+    if end is not None:
+        kind, code, detail = end["ending"]
+        ending = Ending(str(kind), int(code), str(detail))
+    else:
+        ending = ending_of_status(child.status)
+        facts["notes"].append(
+            "the program ended without unwinding: the report comes from what it streamed"
+        )
+    if spied is not None:
+        spy_facts(spied, facts)
+    usage = child.rusage
+    if usage is not None:
+        facts["cpu"] = usage.ru_utime + usage.ru_stime
+        peak = float(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+        facts["exact_peak"] = max(peak, float(facts.get("exact_peak") or 0.0))
+    if end is None:
+        facts["wall"] = max(agg.last_t - float(facts.get("t0", agg.first_t)), 0.0)
+    if reader.bad:
+        facts.setdefault("notes", []).append(f"the stream stopped at {reader.bad}")
+    code = ending.code
+    if end is not None and os.WIFSIGNALED(child.status):  # died after sending its end
+        code = 128 + os.WTERMSIG(child.status)
+    children = [(f"process {pid}", child) for pid, child in sorted(reader.children.items())]
+    report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
+    return report, code
+
+
+def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> tuple[Report, int]:
+    """Runs a command that is not Python code under the memory spy alone (its process
+    tree): the report has the curves, the exact peak, the CPU time and the ending, no
+    stacks.
+
+    :param argv: the command line
+    :param name: its name in the report
+    :param probes: device probes, by registry name
+    :return: the report and the command's exit code (128 + N on signal N)
+    """
+    import subprocess
+
+    from ..memory_peak import start_spying_on
+
+    agg = Aggregator()
+    started = time.monotonic()
+    proc = subprocess.Popen(list(argv))
+    notes = ["a command, not Python code: memory of its process tree, no stacks"]
+    spy: Any = None
+    try:
+        spy = start_spying_on(proc.pid, delay=0.01, include_children=True, probes=tuple(probes))
+    except ProcessLookupError:  # it ended before the spy could read it
+        notes.append("the command ended before the spy could start")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    child = _Child(proc.pid)
+    with _forwarding(proc.pid) as forwarder:
+        while not child.done():
+            forwarder.poll()
+            time.sleep(0.01)
+    proc.returncode = child.status  # reaped here: Popen must not wait for it again
+    facts: dict[str, Any] = {"t0": started, "wall": time.monotonic() - started}
+    if spy is not None:
+        _spy_facts(spy.stop(), agg, facts)
+    assert child.status is not None
+    if child.rusage is not None:
+        facts["cpu"] = child.rusage.ru_utime + child.rusage.ru_stime
+    status = child.status
+    if os.WIFSIGNALED(status):
+        ending = ending_of_status(status)
+    else:
+        code = os.WEXITSTATUS(status)
+        ending = Ending("exit", code, f"exited with code {code}")
+    facts["notes"] = notes
+    return build_report(agg, facts_of(name, 0.01, ending, facts)), ending.code
+
+
+def _spy_facts(result: Any, agg: Aggregator, facts: dict[str, Any]) -> None:
+    """The spy's measures of a command as ticks without stacks, curves and devices."""
+    cpu = result["cpu"]
+    for t, v in cpu.series:
+        agg.add_tick(t, v, v, -1)
+    facts["exact_peak"] = cpu.max_peak
+    devices = result.get("devices", {})
+    facts["devices"] = [(n, m.max_peak, m.begin, m.end) for n, m in devices.items()]
+    facts["curves"] = [
+        (n, [t for t, _ in m.series], [v for _, v in m.series], str(m.peak_source))
+        for n, m in devices.items()
+    ]

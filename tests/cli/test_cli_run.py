@@ -1,0 +1,257 @@
+"""Tests for the ``run`` subcommand (_cli/cmd_run.py): bad inputs in process (refused
+before anything runs), real runs as subprocesses (signals, kills, exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="run needs fork")
+TIMEOUT = 60
+SCRIPT = """\
+import os, sys, time
+
+def build():
+    return [bytearray(2**20) for _ in range(40)]
+
+def main():
+    data = build()
+    print("ran", sys.argv[1:], __name__, flush=True)
+    if "sleep" in sys.argv:
+        open(sys.argv[-1], "w").close()  # the gate: the program is running
+        time.sleep(30)
+    if "kill" in sys.argv:
+        os.kill(os.getpid(), 9)
+    if "exit" in sys.argv:
+        sys.exit(3)
+    if "raise" in sys.argv:
+        raise ValueError("boom")
+    return data
+
+main()
+"""
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "prog.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+def _run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", *argv],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--interval", "0", "x.py"], "--interval must be >= 0.001"),
+        (["--interval", "nan", "x.py"], "--interval must be >= 0.001"),
+        (["--interval", "abc", "x.py"], "invalid float value"),
+        (["--probe", "nope", "x.py"], "--probe 'nope'"),
+        (["-o", "out.pdf", "x.py"], "cannot tell the format of -o"),
+        (["--format", "xml", "x.py"], "invalid choice"),
+        ([], "give a script, -m module, or -- COMMAND"),
+        (["-o", "{missing}/r.html", "x.py"], "does not exist"),
+        (["--format", "text", "-o", "{script}", "{script}"], "the same file as the input"),
+        (["-o", "{tmp}", "x.py"], "it is a folder"),
+        (["missing.py"], "script not found"),
+        (["-m", "no_such_module_xyz"], "no module named"),
+    ],
+)
+def test_bad_inputs_are_one_line_and_exit_2_before_anything_runs(
+    tmp_path: Path,
+    script: Path,
+    argv: list[str],
+    words: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN options naming files around the test's folder
+    subst = {"missing": str(tmp_path / "missing"), "script": str(script), "tmp": str(tmp_path)}
+    argv = [a.format(**subst) for a in argv]
+    # WHEN run is called in process THEN exit 2, one line naming the problem, nothing ran
+    code, out, err = run_cli("run", *argv)
+    err += capsys.readouterr().err  # argparse writes to sys.stderr
+    assert code == 2, (out, err)
+    assert words in err and "Traceback" not in err
+    assert "ran" not in out and len(err.strip().splitlines()) <= 2  # argparse adds its usage
+
+
+def test_a_run_writes_html_and_json_and_keeps_the_exit_code(tmp_path: Path, script: Path) -> None:
+    # WHEN a script exiting with 3 runs with -o report.json
+    report = tmp_path / "r.json"
+    proc = _run("-o", str(report), str(script), "exit")
+    # THEN its exit code is kept, its output shown, the summary on stderr
+    assert proc.returncode == 3, proc.stderr
+    assert "ran ['exit'] __main__" in proc.stdout
+    assert "report written to" in proc.stderr and "peak RSS" in proc.stderr
+    doc = json.loads(report.read_text())
+    assert doc["ending"]["kind"] == "exit" and doc["ending"]["code"] == 3
+    assert doc["peak"]["site"]["function"] == "build"
+    # AND an HTML page is written the same way, quietly with -q
+    page = tmp_path / "r.html"
+    proc = _run("-q", "-o", str(page), str(script))
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert "<svg" in page.read_text() and "build" in page.read_text()
+
+
+def test_text_goes_to_stdout_and_an_exception_is_reported(script: Path) -> None:
+    proc = _run(str(script), "raise")
+    assert proc.returncode == 1
+    assert "ValueError: boom" in proc.stderr
+    assert "prog.py: raised ValueError: boom" in proc.stdout
+    assert len(proc.stdout.splitlines()) <= 31  # the program's line and the summary
+
+
+def test_a_program_killed_by_sigkill_still_leaves_its_report(tmp_path: Path, script: Path) -> None:
+    # WHEN the program kills itself with SIGKILL (as the OOM killer would)
+    report = tmp_path / "r.json"
+    started = time.monotonic()
+    proc = _run("-o", str(report), str(script), "kill")
+    # THEN 137, and the report says so and names main as allocating at the end
+    assert proc.returncode == 137, proc.stderr
+    doc = json.loads(report.read_text())
+    assert doc["ending"]["kind"] == "signal" and "SIGKILL" in doc["ending"]["detail"]
+    assert doc["ending"]["last_site"]["function"] in ("build", "main")
+    assert time.monotonic() - started < TIMEOUT
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_terminating_signal_is_forwarded_and_the_report_written(
+    tmp_path: Path, script: Path, signum: int, code: int
+) -> None:
+    # GIVEN a run sleeping in its program
+    gate, report = tmp_path / "gate", tmp_path / "r.json"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-o", str(report),
+         str(script), "sleep", str(gate)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # WHEN the command receives the signal
+        cli.send_signal(signum)
+        _, err = cli.communicate(timeout=TIMEOUT / 2)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait(TIMEOUT)
+    # THEN the conventional code, a report saying how the program ended
+    assert cli.returncode == code, err
+    doc = json.loads(report.read_text())
+    assert doc["ending"]["code"] == code and signal.Signals(signum).name in doc["ending"]["detail"]
+    _no_process_left(cli.pid)
+
+
+def test_ctrl_c_on_the_terminal_gives_130_and_the_report(tmp_path: Path, script: Path) -> None:
+    gate, report = tmp_path / "gate", tmp_path / "r.json"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-o", str(report),
+         str(script), "sleep", str(gate)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(cli.pid, signal.SIGINT)  # the terminal sends it to the whole group
+        _, err = cli.communicate(timeout=TIMEOUT / 2)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait(TIMEOUT)
+    assert cli.returncode == 130, err
+    assert json.loads(report.read_text())["ending"]["kind"] == "interrupted"
+    _no_process_left(cli.pid)
+
+
+def _no_process_left(session: int) -> None:
+    """No process of the command's session remains (its child, the spy)."""
+    deadline = time.monotonic() + 10
+    while True:
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == session and fields[0] != "Z":
+                left.append(pid)
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert left == []
+
+
+def test_interrupted_starts_leave_no_process(tmp_path: Path, script: Path) -> None:
+    # WHEN ten runs are interrupted at once, at different moments of their start
+    for i in range(10):
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q",
+             "-o", str(tmp_path / f"r{i}.json"), str(script), "sleep", str(tmp_path / "g")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        time.sleep(0.05 * i)
+        os.killpg(cli.pid, signal.SIGINT)
+        try:
+            cli.wait(TIMEOUT)
+        finally:
+            if cli.poll() is None:
+                os.killpg(cli.pid, signal.SIGKILL)
+                cli.wait(TIMEOUT)
+        # THEN nothing of the command is left
+        _no_process_left(cli.pid)
+
+
+def test_a_command_that_is_not_python_is_measured_as_a_process_tree(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    proc = _run("-o", str(report), "--", "sh", "-c", "exit 4")
+    assert proc.returncode == 4, proc.stderr
+    doc = json.loads(report.read_text())
+    assert doc["ending"]["code"] == 4 and doc["program"] == "sh -c exit 4"
+
+
+def test_a_module_runs_with_its_arguments(tmp_path: Path) -> None:
+    (tmp_path / "modx.py").write_text(SCRIPT)
+    proc = _run("-m", "modx", "a", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ran ['a'] __main__" in proc.stdout and "-m modx: exited with code 0" in proc.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_the_program_dies_with_the_command(tmp_path: Path, script: Path) -> None:
+    # GIVEN a run sleeping in its program
+    gate = tmp_path / "gate"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", str(script),
+         "sleep", str(gate)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT / 2
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # WHEN the command itself is killed with SIGKILL
+        cli.kill()
+        cli.wait(TIMEOUT)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait(TIMEOUT)
+    # THEN its program and the program's spy end too
+    _no_process_left(cli.pid)

@@ -1,0 +1,75 @@
+"""The ``%%monitor`` cell magic, driven through IPython's own API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("IPython")
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+# 80 MiB at once: over glibc's largest mmap threshold, always new pages.
+CELL = "def fill():\n    return bytearray(80 * 2**20)\n\ndata = fill()\ndel data\n"
+
+
+@pytest.fixture(scope="module")
+def ip() -> Iterator[Any]:
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    shell.run_line_magic("load_ext", "onnxrt_backend_dev.monitoring")
+    yield shell
+    shell.reset(new_session=False)
+
+
+def test_monitor_prints_the_summary_and_returns_the_report(ip: Any, tmp_path: Path) -> None:
+    # WHEN a cell filling 60 MiB runs under %%monitor with -o and --html
+    page = tmp_path / "cell.html"
+    with capture_output() as out:
+        report = ip.run_cell_magic("monitor", f"-o --html {page}", CELL)
+    # THEN the summary is printed, the peak credited to fill, the page written
+    assert "peak RSS" in out.stdout and len(out.stdout.splitlines()) <= 30
+    assert report.peak.site is not None and report.peak.site.function == "fill"
+    assert report.tree[0].site.file == "<monitor>"
+    assert "<svg" in page.read_text(encoding="utf-8")
+
+
+def test_monitor_quiet_prints_nothing(ip: Any) -> None:
+    with capture_output() as out:
+        assert ip.run_cell_magic("monitor", "-q", "x = 1\n") is None
+    assert out.stdout == ""
+
+
+def test_monitor_lets_the_cell_error_through(ip: Any) -> None:
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("monitor", "-q", "1 / 0\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--interval 0", "--interval must be >= 0.001"),
+        ("--interval x", "--interval must be a float"),
+        ("--probe nope", "%%monitor cannot run"),
+        ("--bogus", "see %%monitor --help"),
+    ],
+)
+def test_monitor_rejects_bad_options_in_one_line(ip: Any, line: str, message: str) -> None:
+    ip.user_ns.pop("ran", None)
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic("monitor", line, "ran = True\n")
+    assert "ran" not in ip.user_ns
+
+
+def test_monitor_help_lists_its_options(ip: Any) -> None:
+    with capture_output() as out:
+        ip.run_cell_magic("monitor", "--help", "ran = True\n")
+    for option in ("--interval SECONDS", "--probe NAME", "--html FILE", "-q", "-o"):
+        assert option in out.stdout

@@ -1,0 +1,193 @@
+"""The report built from fake ticks, and its renderers: text, JSON, HTML."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from onnxrt_backend_dev.monitoring._errors import ResultFormatError
+from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
+from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report, package_of
+from onnxrt_backend_dev.monitoring._report.model import SCHEMA_VERSION, Device, Ending, Report
+from onnxrt_backend_dev.monitoring._report.render_html import to_html
+from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_dict, to_json
+from onnxrt_backend_dev.monitoring._report.render_text import MAX_LINES, to_text
+
+MIB = 2**20
+GIB = 1024.0 * MIB
+NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/numeric.py"
+NUMPY_INNER = "/venv/lib/python3.11/site-packages/numpy/_core/multiarray.py"
+
+
+def _report(tmp_path: Path, hostile: str = "", devices: int = 1, **facts: object) -> Report:
+    """A run of ``main`` calling ``build`` (Python) and ``make_peak`` (numpy.ones)."""
+    script = tmp_path / "script.py"
+    script.write_text("def main():\n    build()\n    a = ones(10)\n    b = ones(10)\n")
+    s = str(script)
+    agg = Aggregator()
+    module = ("<module>", s, 5, 1)
+    main = ("main", s, 2, 1)
+    agg.add_stack(0, (module, main, (f"build{hostile}", s, 2, 2)))
+    agg.add_stack(1, (module, ("make_peak", s, 4, 3), ("ones", NUMPY, 170, 160),
+                      ("copyto", NUMPY_INNER, 5, 1)))  # fmt: skip
+    agg.add_stack(2, (module,))
+    ticks = [(0.0, 10, 0), (0.1, 60, 0), (0.2, 80, 0), (0.3, 380, 1), (0.4, 680, 1), (0.5, 20, 2)]
+    for t, mib, sid in ticks:
+        agg.add_tick(t, mib * MIB, max(mib, 680 if t >= 0.4 else mib) * MIB, sid)
+    ending = Ending("exit", 0, "exited with code 0")
+    defaults: dict[str, object] = {
+        "program": f"script.py{hostile}",
+        "ending": ending,
+        "interval": 0.1,
+        "cpu": 0.25,
+        "wall": 0.5,
+        "devices": [Device(f"fake:gpu{i}", (i + 1) * 1024 * MIB, 0, 0) for i in range(devices)],
+        "curves": [(f"fake:gpu{i}", [0.0, 0.5], [0.0, GIB], "fake") for i in range(devices)],
+        "notes": [f"note{hostile}"] if hostile else [],
+    }  # fmt: skip
+    defaults.update(facts)
+    return build_report(agg, RunFacts(**defaults))  # type: ignore[arg-type]
+
+
+def test_the_peak_names_the_user_line_and_the_library_call(tmp_path: Path) -> None:
+    # WHEN the report of the fake run is built
+    report = _report(tmp_path)
+    # THEN the peak is exact, dated, and built on line 4 by numpy.ones
+    assert report.peak.value == 680 * MIB and report.peak.time == pytest.approx(0.4)
+    assert report.peak.site is not None and report.peak.site.line == 4
+    assert report.peak.site.function == "make_peak" and report.peak.called == "numpy.ones"
+    # AND the composition adds up to peak - start
+    assert sum(p.bytes for p in report.composition) == pytest.approx(670 * MIB)
+    assert (
+        report.composition[0].label.startswith("make_peak (")
+        and report.composition[0].bytes == 600 * MIB
+    )
+    assert report.utilisation == pytest.approx(0.5)
+
+
+def test_the_tree_folds_library_frames_and_its_roots_add_up(tmp_path: Path) -> None:
+    # WHEN the tree is built
+    report = _report(tmp_path)
+    names = [(r.depth, r.site.function) for r in report.tree]
+    # THEN copyto (numpy called by numpy) folds into ones, named as hidden
+    assert (2, "ones") in names and all(n != "copyto" for _, n in names)
+    ones = next(r for r in report.tree if r.site.function == "ones")
+    assert ones.hidden == "1 frames hidden (numpy)"
+    # AND the roots' net growth is last - first, their time the ticks' span
+    roots = [r for r in report.tree if r.parent < 0]
+    assert sum(r.net for r in roots) == pytest.approx(10 * MIB)
+    assert report.total_time == pytest.approx(0.5)
+    # AND every parent index points to a row before with one less depth
+    for r in report.tree:
+        assert r.parent < 0 or report.tree[r.parent].depth == r.depth - 1
+
+
+def test_hot_lines_carry_their_source(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    by_line = {r.site.line: r for r in report.lines}
+    assert by_line[4].source == "b = ones(10)" and by_line[4].to_peak == pytest.approx(600 * MIB)
+
+
+def test_the_text_summary_fits_30_lines_even_with_many_notes(tmp_path: Path) -> None:
+    # GIVEN a report with 40 notes and 8 devices
+    report = _report(tmp_path, devices=8, notes=[f"n{i}" for i in range(40)])
+    # WHEN rendered as text THEN at most 30 lines, the peak and its line named
+    text = to_text(report)
+    assert len(text.splitlines()) <= MAX_LINES
+    assert "peak RSS 680 MiB (hwm)" in text, text
+    assert "script.py:4) calling numpy.ones" in text, text
+
+
+def test_json_round_trips_with_a_schema_and_a_version(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    text = to_json(report)
+    doc = json.loads(text)
+    assert doc["schema"] == "onnxrt-monitoring-report" and doc["version"] == SCHEMA_VERSION
+    assert from_json(text) == report
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(schema="other"), "not a report"),
+        (lambda d: d.update(version=99), "version 99"),
+        (lambda d: d.pop("peak"), "malformed report: KeyError"),
+        (lambda d: d.update(wall="1"), "expected a number"),
+        (lambda d: d["curves"][0].update(times=[0.0]), "1 times"),
+    ],
+)
+def test_a_document_that_is_not_a_report_is_refused(
+    tmp_path: Path, change: object, message: str
+) -> None:
+    doc = to_dict(_report(tmp_path))
+    assert callable(change)
+    change(doc)
+    with pytest.raises(ResultFormatError, match=message):
+        from_json(json.dumps(doc))
+
+
+def test_not_json_is_refused() -> None:
+    with pytest.raises(ResultFormatError, match="not JSON"):
+        from_json("{")
+
+
+HOSTILE = '</script><img src=x onerror=alert(1)>"&'
+
+
+def test_untrusted_names_are_escaped_in_html_and_json(tmp_path: Path) -> None:
+    # GIVEN a program and a function named with markup
+    report = _report(tmp_path, hostile=HOSTILE)
+    page = to_html(report)
+    # THEN no markup from the program reaches the page
+    assert "<img" not in page and "</script>" not in page and "&lt;img" in page
+    assert "</" not in to_json(report).replace("<\\/", "")
+
+
+def test_the_page_is_self_contained_and_marks_the_peak(tmp_path: Path) -> None:
+    page = to_html(_report(tmp_path))
+    # THEN no script, no external resource; the sections are there
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+    for title in (
+        "Memory over time",
+        "Timeline",
+        "What the peak is made of",
+        "Call tree",
+        "Hot lines",
+    ):
+        assert title in page
+    assert "peak 680 MiB: make_peak" in page and "fake:gpu0" in page
+
+
+def test_an_empty_run_still_renders(tmp_path: Path) -> None:
+    # GIVEN no tick at all (a program killed at once)
+    report = build_report(Aggregator(), RunFacts("x.py", Ending("signal", 137, "killed"), 0.005))
+    # THEN every renderer writes something readable
+    assert "killed" in to_text(report) and "killed" in to_html(report)
+    assert from_json(to_json(report)) == report
+
+
+def test_a_deep_stack_is_built_without_recursion(tmp_path: Path) -> None:
+    # GIVEN a stack 5000 frames deep (deeper than the recursion limit's default)
+    agg = Aggregator()
+    agg.add_stack(0, tuple((f"f{i}", "deep.py", i, i) for i in range(5000)))
+    agg.add_tick(0.0, 1.0, 1.0, 0)
+    agg.add_tick(1.0, 2.0, 2.0, 0)
+    report = build_report(agg, RunFacts("deep", Ending("exit", 0, "ok"), 0.005))
+    assert len(report.tree) == 5000 and report.tree[-1].depth == 4999
+    assert to_dict(report)["tree"][-1]["depth"] == 4999
+    assert dataclasses.replace(report) == report
+
+
+@pytest.mark.parametrize(
+    ("path", "package"),
+    [
+        (NUMPY, "numpy"),
+        ("/usr/lib/python3.11/json/decoder.py", "stdlib"),
+        ("<frozen os>", "built-in"),
+    ],
+)
+def test_package_of(path: str, package: str) -> None:
+    assert package_of(path) == package

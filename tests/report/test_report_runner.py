@@ -1,0 +1,167 @@
+"""The flight recorder: a forked child streams its ticks, the parent writes the report
+however the child ends (real forks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from onnxrt_backend_dev.monitoring._report.runner import Outcome, ending_of_status, run_recorded
+from onnxrt_backend_dev.monitoring._report.session import monitor
+from onnxrt_backend_dev.monitoring.memory_peak import register_probe
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+MIB = 2**20
+
+
+def grow_until(how: str) -> Outcome:
+    chunks = []
+    for _ in range(15):
+        chunks.append(bytearray(8 * MIB))
+        time.sleep(0.01)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "exit":
+        os._exit(3)
+    return Outcome("exit", 0, "exited with code 0")
+
+
+ROOT = grow_until.__code__  # stacks start there, as the CLI's start at the script
+
+
+def make_peak() -> Outcome:
+    a = bytearray(100 * MIB)
+    b = bytearray(100 * MIB)
+    del a, b
+    return Outcome("exit", 0, "exited with code 0")
+
+
+@pytest.mark.parametrize(
+    ("how", "kind", "code"), [("kill", "signal", 137), ("exit", "os_exit", 3), ("", "exit", 0)]
+)
+def test_the_report_is_written_however_the_child_ends(how: str, kind: str, code: int) -> None:
+    # WHEN a child growing its memory in grow_until ends in each way
+    def program() -> Outcome:
+        return grow_until(how)
+
+    report, rc = run_recorded(program, "grow", interval=0.002, spy=False, root_code=ROOT)
+    # THEN the report says how it ended, with the conventional code
+    assert (report.ending.kind, rc) == (kind, code), report.ending
+    # AND names grow_until as what was allocating at the end and as the peak's builder
+    assert report.ending.last_site is not None
+    assert report.ending.last_site.function == "grow_until"
+    assert report.peak.site is not None and report.peak.site.function == "grow_until"
+    # AND the exact peak (wait4's ru_maxrss) is at least what was allocated
+    assert report.peak.value - report.peak.start >= 100 * MIB
+    assert report.cpu is not None and report.cpu > 0
+
+
+def test_a_peak_shorter_than_a_tick_is_credited_to_the_function_that_built_it() -> None:
+    report, rc = run_recorded(make_peak, "peak", interval=0.05, root_code=make_peak.__code__)
+    assert rc == 0
+    assert report.peak.site is not None and report.peak.site.function == "make_peak"
+    assert sum(p.bytes for p in report.composition) == pytest.approx(
+        report.peak.value - report.peak.start
+    )
+
+
+def test_a_device_probe_gives_one_curve_and_peak_per_device() -> None:
+    # GIVEN the fake AMD probe (two devices, 1 and 3 GiB)
+    register_probe("fakeamd", "fakes:FakeAmdProbe", package="fake-amdsmi", extra="amd")
+    report, rc = run_recorded(make_peak, "peak", probes=("fakeamd",))
+    assert rc == 0
+    assert [(d.name, d.peak) for d in report.devices] == [
+        ("fakeamd:amd0", 1024 * MIB),
+        ("fakeamd:amd1", 3072 * MIB),
+    ]
+    assert {c.name for c in report.curves} == {"rss", "fakeamd:amd0", "fakeamd:amd1"}
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "code", "words"),
+    [
+        (signal.SIGKILL, "signal", 137, "OOM killer"),
+        (signal.SIGSEGV, "signal", 139, "segmentation fault"),
+        (signal.SIGTERM, "signal", 143, "SIGTERM"),
+        (3 << 8, "os_exit", 3, "os._exit(3)"),
+    ],
+)
+def test_ending_of_a_wait_status(status: int, kind: str, code: int, words: str) -> None:
+    ending = ending_of_status(int(status))
+    assert (ending.kind, ending.code) == (kind, code) and words in ending.detail
+
+
+def test_the_library_context_manager_reports_the_block() -> None:
+    # WHEN a block allocates under monitor()
+    with monitor("block", interval=0.002, spy=False) as m:
+        data = bytearray(120 * MIB)  # over glibc's largest mmap threshold: new pages
+        del data
+    # THEN its report names this test as the root, the block's end as normal
+    report = m.report
+    assert report is not None and report.ending.kind == "exit"
+    assert report.peak.value - report.peak.start >= 100 * MIB
+    assert report.tree and report.tree[0].site.function.startswith("test_the_library")
+
+
+def test_the_context_manager_reports_an_exception_and_lets_it_through() -> None:
+    with pytest.raises(KeyError), monitor(spy=False) as m:
+        raise KeyError("x")
+    assert m.report is not None and m.report.ending.kind == "exception"
+    assert "KeyError" in m.report.ending.detail
+
+
+def test_the_context_manager_refuses_a_bad_interval() -> None:
+    with pytest.raises(ValueError, match=r"interval must be >= 0\.001"), monitor(interval=0.0):
+        pass
+
+
+def hash_for(seconds: float) -> None:
+    import hashlib
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        hashlib.sha256(b"x" * 10_000).digest()
+
+
+def test_threads_get_their_own_tree_from_the_time_sampler() -> None:
+    import threading
+
+    # WHEN a worker thread hashes while the main thread waits, under monitor()
+    with monitor("threads", spy=False) as m:
+        worker = threading.Thread(target=hash_for, args=(0.4,), name="hasher")
+        worker.start()
+        worker.join()
+    report = m.report
+    assert report is not None
+    # THEN the worker has a root row of its own, with hash_for under it; no tool thread
+    roots = {r.site.function: r for r in report.tree if r.parent < 0}
+    assert "thread hasher" in roots, list(roots)
+    assert any(r.site.function == "hash_for" for r in report.tree)
+    assert not any("memory-spy" in name or "onnxrt-sampler" in name for name in roots)
+
+
+def pool_work(n: int) -> int:
+    hash_for(0.3)
+    return n
+
+
+def pool_program() -> Outcome:
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        pool.map(pool_work, range(2))
+    return Outcome("exit", 0, "exited with code 0")
+
+
+def test_forked_children_appear_as_their_own_trees() -> None:
+    # WHEN the program runs a fork pool of 2 workers hashing for 0.3 s each
+    report, rc = run_recorded(pool_program, "pool", spy=False)
+    assert rc == 0
+    # THEN each worker that ran is a root of its own, with hash_for under it
+    roots = [r for r in report.tree if r.parent < 0 and r.site.function.startswith("process ")]
+    assert roots, [r.site.function for r in report.tree if r.parent < 0]
+    names = {r.site.function for r in report.tree}
+    assert "hash_for" in names and "pool_work" in names
