@@ -197,3 +197,17 @@ def test_the_checks_see_the_package() -> None:
     )
     names = {n.names[0].name for n in _run_time_nodes(tree) if isinstance(n, ast.Import)}
     assert names == {"b", "c"}
+
+
+# The one module that walks frames into stacks (the sampler, the memory attribution and
+# the report's ticks all call it), and the sampler's recorder, which skips its own frames.
+FRAME_WALKERS = {"_sampling/frames.py", "_sampling/recorder.py"}
+
+
+def test_one_place_walks_frames() -> None:
+    walkers = {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if ".f_back" in p.read_text(encoding="utf-8")
+    }
+    assert walkers <= FRAME_WALKERS, walkers - FRAME_WALKERS

@@ -139,15 +139,6 @@ def _emit(
         err.write(f"note: {note}\n")
 
 
-def _depth() -> int:
-    frame: types.FrameType | None = sys._getframe(1)
-    n = 0
-    while frame is not None:
-        n += 1
-        frame = frame.f_back
-    return n
-
-
 def run_sampled(
     code: types.CodeType,
     module: types.ModuleType,
@@ -174,6 +165,7 @@ def run_sampled(
 
     from .._format import format_duration
     from .._progress import LiveStatus
+    from .._sampling.frames import depth
     from .._sampling.session import Sampling
 
     interval = check_sampled(args)
@@ -209,7 +201,7 @@ def run_sampled(
     with kept_output(out) as kept, terminating_signals() as signals:
         with status, helpers.as_main(module, argv, path0), helpers.before_os_exit(on_os_exit):
             # The root of the main thread's tree is the program's <module>.
-            sampler.start(skip_outer=_depth())
+            sampler.start(skip_outer=depth(sys._getframe()))
             try:
                 exec(code, module.__dict__)
             except BaseException as e:  # handled below, with the sampler stopped

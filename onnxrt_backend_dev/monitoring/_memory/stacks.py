@@ -27,6 +27,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import NamedTuple
 
+from .._sampling.frames import line_of as line_of  # the attribution decodes with it
+from .._sampling.frames import walk
 from .series import DEFAULT_MAX_POINTS
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
@@ -79,22 +81,15 @@ class StackSamples(NamedTuple):
 def stack_key(
     frame: FrameType | None, codes: dict[int, CodeType], max_depth: int = MAX_DEPTH
 ) -> _StackKey:
-    """The stack ending at ``frame``, walked with a loop.
+    """The stack ending at ``frame``: the sampler's one frame walk
+    (:func:`.._sampling.frames.walk`).
 
     :param frame: the innermost frame
     :param codes: ``id(code) -> code``, completed here
     :param max_depth: frames kept at most, the innermost ones
     :return: ``id(code), f_lasti`` for each frame, innermost first
     """
-    items: list[int] = []
-    limit = 2 * max_depth
-    while frame is not None and len(items) < limit:
-        code = frame.f_code
-        codes[id(code)] = code
-        items.append(id(code))
-        items.append(frame.f_lasti)
-        frame = frame.f_back
-    return tuple(items)
+    return walk(frame, codes, max_depth)
 
 
 def is_idle(key: _StackKey, codes: dict[int, CodeType]) -> bool:
@@ -128,19 +123,6 @@ def pick_thread(
         if best is None or score > best_score:
             best, best_score = ident, score
     return best
-
-
-def line_of(code: CodeType, offset: int) -> int:
-    """The line of the instruction at a byte offset (``f_lasti``).
-
-    :param code: the code object
-    :param offset: the offset, negative before the first instruction
-    :return: the line, the function's first line when unknown
-    """
-    for start, end, line in code.co_lines():
-        if start <= offset < end and line is not None:
-            return line
-    return code.co_firstlineno
 
 
 def to_frames(

@@ -24,7 +24,19 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, Protocol
 
+from .._sampling.frames import WALKING_CODES, line_of, walk_within
 from .aggregate import NO_STACK, RawFrame
+
+
+class _Either:
+    """Membership in either of two sets, both kept by reference (they may grow)."""
+
+    def __init__(self, first: set[Any], second: set[Any]) -> None:
+        self.first, self.second = first, second
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.first or item in self.second
+
 
 MAX_DEPTH = 128  # frames kept per stack, the innermost ones
 MAX_STACKS = 50_000  # distinct stacks at most; more count as NO_STACK
@@ -84,14 +96,6 @@ def reset_high_water_mark() -> bool:
     except OSError:
         return False
     return True
-
-
-def line_of(code: CodeType, offset: int) -> int:
-    """The line of the instruction at ``offset`` (``f_lasti``), the first line if unknown."""
-    for start, end, line in code.co_lines():
-        if start <= offset < end and line is not None:
-            return line
-    return code.co_firstlineno
 
 
 class TickRecorder:
@@ -158,26 +162,12 @@ class TickRecorder:
         return signal.Signals(self._signal).name if self._signal is not None else ""
 
     def _walk(self, frame: FrameType | None) -> tuple[int, ...]:
-        """``id(code), f_lasti`` per frame, innermost first, up to the root."""
-        items: list[int] = []
-        codes = self._codes
-        root_code, root_frame = self.root_code, self.root_frame
-        bounded = root_code is not None or root_frame is not None
-        own, foreign = self._own_codes, self._foreign
-        while frame is not None:
-            code = frame.f_code
-            if code in own or code in foreign:  # a handler's frames (a tick, a sampler)
-                items.clear()  # and what it called are not the program's
-                frame = frame.f_back
-                continue
-            if len(items) < 2 * MAX_DEPTH:  # a deep stack keeps its innermost frames
-                codes[id(code)] = code
-                items.append(id(code))
-                items.append(frame.f_lasti)
-            if frame is root_frame or code is root_code:
-                return tuple(items)
-            frame = frame.f_back
-        return () if bounded else tuple(items)  # outside the code measured
+        """``id(code), f_lasti`` per frame, innermost first, up to the root, a handler's
+        frames (a tick's, a sampler's) and what they called left out."""
+        return walk_within(
+            frame, self._codes, _Either(self._own_codes, self._foreign),
+            self.root_frame, self.root_code, MAX_DEPTH,
+        )  # fmt: skip
 
     def _intern(self, frame: FrameType | None) -> int:
         key = self._walk(frame)
@@ -213,7 +203,7 @@ class TickRecorder:
         sampler interrupting a tick leaves them out."""
         codes = {TickRecorder._handler.__code__, TickRecorder.tick.__code__}
         codes |= {TickRecorder._intern.__code__, TickRecorder._walk.__code__}
-        codes |= {TickRecorder._resolve.__code__, line_of.__code__}
+        codes |= {TickRecorder._resolve.__code__} | WALKING_CODES
         for obj in (self.sink, self.memory):
             for name in ("__call__", "add_tick", "add_stack", "_send", "flush", "_keep"):
                 function = getattr(type(obj), name, None)

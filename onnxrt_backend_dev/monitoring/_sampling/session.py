@@ -9,7 +9,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from .._validate import check_callable, check_choice, check_int, check_number, check_str
-from .frames import SampledFrame
+from .frames import SampledFrame, depth
 from .model import SampledProfile, ThreadProfile
 from .recorder import MAX_POINTS, Recorder
 from .result import SamplingResult
@@ -35,14 +35,6 @@ def check_interval(interval: Any, name: str = "interval") -> float:
 
 def _is_own(stack: tuple[SampledFrame, ...]) -> bool:
     return any(f.file in _OWN_FILES for f in stack)
-
-
-def _depth(frame: FrameType | None) -> int:
-    n = 0
-    while frame is not None:
-        n += 1
-        frame = frame.f_back
-    return n
 
 
 class Sampling:
@@ -93,7 +85,7 @@ class Sampling:
         if skip_outer is None:
             skip_outer = self.skip_outer
         if skip_outer is None:  # the caller of start() is the root
-            skip_outer = _depth(sys._getframe(1)) - 1
+            skip_outer = depth(sys._getframe(1)) - 1
         self._skip = skip_outer
         recorder = Recorder(self.interval, self._clock, self._current_frames,
                             max_points=self.max_points)  # fmt: skip
@@ -157,7 +149,7 @@ class Sampling:
         )
 
     def __enter__(self) -> Sampling:
-        return self.start(_depth(sys._getframe(1)) - 1 if self.skip_outer is None else None)
+        return self.start(depth(sys._getframe(1)) - 1 if self.skip_outer is None else None)
 
     def __exit__(
         self,
@@ -195,7 +187,7 @@ def sample(fct: Callable[..., Any], *args: Any, **kwargs: Any) -> SamplingResult
     """
     check_callable("fct", fct)
     s = Sampling(program=getattr(fct, "__qualname__", "") or repr(fct))
-    s.start(_depth(sys._getframe(0)))  # the root is fct itself
+    s.start(depth(sys._getframe(0)))  # the root is fct itself
     try:
         value = fct(*args, **kwargs)
     finally:
