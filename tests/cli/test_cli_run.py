@@ -113,6 +113,7 @@ def test_text_goes_to_stdout_and_an_exception_is_reported(script: Path) -> None:
     assert "ValueError: boom" in proc.stderr
     assert "prog.py: raised ValueError: boom" in proc.stdout
     assert len(proc.stdout.splitlines()) <= 31  # the program's line and the summary
+    assert proc.stdout.endswith("\n")  # the shell's prompt goes on a line of its own
 
 
 def test_a_program_killed_by_sigkill_still_leaves_its_report(tmp_path: Path, script: Path) -> None:

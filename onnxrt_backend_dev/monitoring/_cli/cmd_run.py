@@ -176,6 +176,8 @@ class RunCommand:
     def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         fmt = _format(args)
         text = render(report, fmt)
+        if not text.endswith("\n"):  # a terminal's prompt goes on the next line
+            text += "\n"
         if args.output is None:
             out.write(text)
             return
