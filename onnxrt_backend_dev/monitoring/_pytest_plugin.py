@@ -44,6 +44,23 @@ extensions, CUDA host memory) as well as Python's, but only pages actually touch
 powers of 1024). Every measured block is listed in a "monitoring" section of the test's
 report (shown for failed tests, or with ``-rA``) and in ``user_properties`` (JUnit XML).
 
+Marker::
+
+    @pytest.mark.limit_time(2.5)
+    def test_fast(): ...
+
+fails the test when its call phase (fixtures excluded) takes more than 2.5 seconds,
+saying how long it took.
+
+Options: ``--monitoring-save FILE.json`` saves every test's figures (each batch of
+``measure``, each block timed once, each memory peak) as a saved result (``report``
+kind, see :mod:`onnxrt_backend_dev.monitoring._results.gate`);
+``--monitoring-compare FILE.json`` fails a test whose figures regressed beyond
+``--monitoring-threshold`` (10 %): significantly and beyond it with several batches a
+side, beyond the plain threshold (and 10 ms or 1 MiB) with one run, saying that
+significance was not judged; ``--monitoring-json FILE.json`` writes the session's table;
+``--monitoring-force`` lets the first and the last replace a file.
+
 At the end of the session, a short table lists what each test measured (time and
 memory, one line per block). Turn it off with ``--no-monitoring-summary`` or the ini
 option ``monitoring_summary = false``.
