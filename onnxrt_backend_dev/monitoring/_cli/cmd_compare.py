@@ -130,6 +130,12 @@ class CompareCommand:
             help="with --a/--b: cProfile's clock, the thread's CPU time (default: another "
             "process's use of the machine is not counted) or the wall clock",
         )
+        parser.add_argument(
+            "--paired",
+            action="store_true",
+            help="with two files: run i of A ran beside run i of B (saved by --save-a/--save-b"
+            "), so profiles are tested pair by pair, as --a/--b does",
+        )
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")
         parser.add_argument(
@@ -202,8 +208,9 @@ class CompareCommand:
 
         a, b = (load_result(path) for path in args.files)
         return compare_results(
-            a, b, (args.files[0], args.files[1]), alpha=args.alpha, min_share=args.min_share_value
-        )
+            a, b, (args.files[0], args.files[1]), alpha=args.alpha,
+            min_share=args.min_share_value, paired=args.paired,
+        )  # fmt: skip
 
     @staticmethod
     def _programs(args: argparse.Namespace, err: TextIO) -> Any:
