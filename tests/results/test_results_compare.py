@@ -196,12 +196,19 @@ def test_paired_finds_the_slower_function_and_leaves_the_others_centred() -> Non
     (slow,) = [c for c in funcs if c.significant]
     # THEN only f_003 is significant, its change near +10 %, its figure the time
     assert slow.function == "f_003" and slow.figure == "time"
-    assert slow.ci_low is not None and slow.ci_high is not None
-    assert 0.03 < slow.ci_low < slow.change < slow.ci_high < 0.2
+    low, change, high = slow.ci_low, slow.change, slow.ci_high
+    assert low is not None and change is not None and high is not None
+    assert 0.03 < low < change < high < 0.2
     # AND the others' changes are centred on 0 (shares would all move by -0.2 %)
     others = sorted(c.change or 0.0 for c in funcs if c.function != "f_003")
     assert abs(others[len(others) // 2]) < 0.01
     assert any("paired runs" in n and "signed-rank" in n for n in cmp.notes)
+    # AND the renderers show it first, with its shares
+    from onnxrt_backend_dev.monitoring._results import render
+
+    text = render.to_text(cmp)
+    assert "f_003" in text and "1 significant change(s): 1 worse" in text
+    assert "f_003" in render.to_html(cmp) and '"figure": "time"' in render.to_json(cmp)
 
 
 def test_paired_needs_as_many_runs_on_each_side() -> None:

@@ -93,7 +93,7 @@ class Change:
     def impact(self) -> float:
         """How much it matters, for sorting: share points moved for a function, the
         relative change otherwise."""
-        if self.figure == "share":
+        if "share" in self.a:  # a function, tested on its share or paired on its time
             return abs(self.b.get("share", 0.0) - self.a.get("share", 0.0))
         return abs(self.change or 0.0)
 

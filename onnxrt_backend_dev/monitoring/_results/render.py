@@ -29,7 +29,7 @@ def format_change(c: Change) -> str:
 
 
 def _amount(c: Change, side: dict[str, float]) -> str:
-    if c.figure == "share":
+    if "share" in side:  # a function: tested on its share, or paired on its time
         return f"{side['share'] * 100:.2f} % ({format_duration(side['time'])})"
     if c.figure == "peak":
         return format_bytes(side["peak"])
