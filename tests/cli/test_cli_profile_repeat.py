@@ -89,3 +89,18 @@ def test_bad_repeat_inputs(
     assert code == 2
     assert message in text
     assert "Traceback" not in text
+
+
+def test_max_time_stops_starting_runs_after_two(program: Path) -> None:
+    # GIVEN 50 runs asked within a budget shorter than one run THEN two are made
+    code, _, err = run_cli("profile", "--repeat", "50", "--max-time", "0.001", str(program))
+    assert code == 0, err
+    assert "2 runs (cpu clock)" in err
+
+
+def test_module_programs_run_repeated_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "workmod.py").write_text(_PROGRAM, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("profile", "--repeat", "2", "--timer", "wall", "-m", "workmod")
+    assert code == 0, err
+    assert "2 runs (wall clock)" in err and "workmod.py" in out
