@@ -68,7 +68,7 @@ def _write(folder: str, name: str, text: str) -> str:
 
 def _trials(a: str, b: str, trials: int, runs: int, target: str | None) -> dict[str, Any]:
     hits = others = wall = memory = 0
-    paired_hits = paired_others = 0
+    paired_hits = paired_others = robust_hits = robust_others = 0
     seconds = []
     shares = []
     missed: list[str] = []
@@ -86,13 +86,20 @@ def _trials(a: str, b: str, trials: int, runs: int, target: str | None) -> dict[
         wall += any(c.figure == "wall" for c in sig)
         memory += any(c.figure == "peak" and (c.change or 0) > 0 for c in sig)
         shares += [c.a["share"] for c in cmp.changes if c.function == target]
+        rcmp = compare_results(doc_a, doc_b, robust=True)
+        rsig = [c for c in rcmp.changes if c.significant and c.file is not None]
+        robust_hits += any(c.function == target for c in rsig)
+        robust_others += any(c.function != target for c in rsig)
+        for c in rcmp.changes:
+            if c.function == target:
+                missed.append(f"robust {c.change:+.1%} p={c.p_value:.1e} adj={c.p_adjusted:.1e}")
         pcmp = compare_results(doc_a, doc_b, paired=True)
         psig = [c for c in pcmp.changes if c.significant and c.file is not None]
         paired_hits += any(c.function == target for c in psig)
         paired_others += any(c.function != target for c in psig)
         for c in pcmp.changes:
             if c.function == target:
-                missed.append(f"{c.change:+.1%} p={c.p_value:.1e} adj={c.p_adjusted:.1e}")
+                missed.append(f"paired {c.change:+.1%} p={c.p_value:.1e} adj={c.p_adjusted:.1e}")
         wrong = [c for c in psig if c.function != target]
         if wrong:
             missed.append(
@@ -102,6 +109,8 @@ def _trials(a: str, b: str, trials: int, runs: int, target: str | None) -> dict[
     return {
         "target": hits,
         "others": others,
+        "robust_target": robust_hits,
+        "robust_others": robust_others,
         "paired_target": paired_hits,
         "paired_others": paired_others,
         "detail": missed,
@@ -146,6 +155,9 @@ def main() -> None:
                 f"(median {r['seconds']:.1f} s a trial); f_000's share in A "
                 f"{r['share']:.2%}; unpaired (shares, Mann-Whitney): target significant in "
                 f"{r['target']}/{args.trials}, another function in {r['others']}/{args.trials}"
+                f"; robust (time over the run's median factor, Mann-Whitney): target in "
+                f"{r['robust_target']}/{args.trials}, another function in "
+                f"{r['robust_others']}/{args.trials}"
                 f"; paired (signed ranks): target in {r['paired_target']}/{args.trials}, "
                 f"another function in {r['paired_others']}/{args.trials}; wall time in "
                 f"{r['wall']}/{args.trials}, memory peak higher in {r['memory']}/{args.trials}"

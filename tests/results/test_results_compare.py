@@ -236,3 +236,27 @@ def test_signed_rank_test_matches_its_definition() -> None:
     assert low < change < high
     # AND symmetric differences give no evidence
     assert signed_rank_test([-0.02, 0.02, -0.01, 0.01, 0.03, -0.03], 0.95)[3] > 0.5
+
+
+def test_robust_finds_the_slower_function_and_leaves_the_others_centred() -> None:
+    # GIVEN 20 runs a side, function 3 made 10 % slower, each run's machine factor random
+    a = profile_doc(20, seed=1)
+    b = profile_doc(20, slow={3: 1.1}, seed=2)
+    # WHEN each function's time is divided by its run's common factor
+    cmp = compare_results(a, b, robust=True)
+    funcs = [c for c in cmp.changes if c.file is not None]
+    # THEN only f_003 is significant, near +10 %, and the others are centred on 0
+    assert [c.function for c in funcs if c.significant] == ["f_003"]
+    (slow,) = [c for c in funcs if c.significant]
+    assert slow.figure == "time" and 0.05 < (slow.change or 0.0) < 0.15
+    others = sorted(c.change or 0.0 for c in funcs if c.function != "f_003")
+    assert abs(others[len(others) // 2]) < 0.01
+    assert any("common factor" in n for n in cmp.notes)
+
+
+def test_weighted_median() -> None:
+    from onnxrt_backend_dev.monitoring._results.compare import weighted_median
+
+    assert weighted_median([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == 2.0
+    assert weighted_median([3.0, 1.0, 2.0], [10.0, 1.0, 1.0]) == 3.0  # the heavy one wins
+    assert weighted_median([], []) == 0.0

@@ -136,6 +136,12 @@ class CompareCommand:
             help="with two files: run i of A ran beside run i of B (saved by --save-a/--save-b"
             "), so profiles are tested pair by pair, as --a/--b does",
         )
+        parser.add_argument(
+            "--robust",
+            action="store_true",
+            help="with two files: test each function's time over its run's common factor "
+            "(a share-weighted median) rather than its share",
+        )
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")
         parser.add_argument(
@@ -209,7 +215,7 @@ class CompareCommand:
         a, b = (load_result(path) for path in args.files)
         return compare_results(
             a, b, (args.files[0], args.files[1]), alpha=args.alpha,
-            min_share=args.min_share_value, paired=args.paired,
+            min_share=args.min_share_value, paired=args.paired, robust=args.robust,
         )  # fmt: skip
 
     @staticmethod
