@@ -133,14 +133,14 @@ class CompareCommand:
         parser.add_argument(
             "--paired",
             action="store_true",
-            help="with two files: run i of A ran beside run i of B (saved by --save-a/--save-b"
-            "), so profiles are tested pair by pair, as --a/--b does",
+            help="profiles: test pair by pair (run i of A ran beside run i of B: --a/--b, or "
+            "two files saved by --save-a/--save-b), Wilcoxon's signed-rank test",
         )
         parser.add_argument(
             "--robust",
             action="store_true",
-            help="with two files: test each function's time over its run's common factor "
-            "(a share-weighted median) rather than its share",
+            help="profiles: test each function's time over its run's common factor (a "
+            "share-weighted median) rather than its share",
         )
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")
@@ -232,6 +232,7 @@ class CompareCommand:
         cmp, doc_a, doc_b = compare_programs(
             args.a, args.b, args.repeat, args.timeout, args.max_time, alpha=args.alpha,
             on_run=progress, min_share=args.min_share_value, timer=args.timer,
+            paired=args.paired, robust=args.robust,
         )  # fmt: skip
         if live:
             err.write("\n")
