@@ -71,12 +71,12 @@ def test_a_failing_run_stops_with_its_exit_code(program: Path) -> None:
         (["--repeat", "1.5"], "argument --repeat: invalid int value: '1.5'"),
         (["--max-time", "5"], "--max-time needs --repeat N"),
         (["--timeout", "5"], "--timeout needs --repeat N"),
-        (["--timer", "wall"], "--timer needs --repeat N"),
+        (["--clock", "wall"], "--clock needs --repeat N"),
         (["--repeat", "2", "--max-time", "nan"], "--max-time must be a number > 0, got nan"),
         (["--repeat", "2", "--max-time", "0"], "--max-time must be a number > 0, got 0.0"),
         (["--repeat", "2", "--timeout", "-1"], "--timeout must be a number > 0, got -1.0"),
         (["--repeat", "2", "--timeout", "inf"], "--timeout must be a number > 0, got inf"),
-        (["--repeat", "2", "--timer", "gpu"], "argument --timer: invalid choice: 'gpu'"),
+        (["--repeat", "2", "--clock", "gpu"], "argument --clock: invalid choice: 'gpu'"),
         (["--repeat", "2", "missing.py"], "cannot run 'missing.py': no such file"),
     ],
 )
@@ -101,6 +101,6 @@ def test_max_time_stops_starting_runs_after_two(program: Path) -> None:
 def test_module_programs_run_repeated_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "workmod.py").write_text(_PROGRAM, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli("profile", "--repeat", "2", "--timer", "wall", "-m", "workmod")
+    code, out, err = run_cli("profile", "--repeat", "2", "--clock", "wall", "-m", "workmod")
     assert code == 0, err
     assert "2 runs (wall clock)" in err and "workmod.py" in out

@@ -1,4 +1,4 @@
-"""``profile --repeat N [--max-time S] [--timeout S] [--timer cpu|wall]``: the program runs
+"""``profile --repeat N [--max-time S] [--timeout S] [--clock cpu|wall]``: the program runs
 N times, each run a child process under cProfile (``_results.runner``: its own session,
 killed with its process group past ``--timeout``); the call tree shows the runs merged
 and ``--save`` keeps every run, so that ``compare`` has the spread of each function."""
@@ -22,7 +22,8 @@ DEFAULT_TIMEOUT = 600.0
 
 
 def add_repeat_options(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--repeat``, ``--max-time``, ``--timeout`` and ``--timer``.
+    """Adds ``--repeat``, ``--max-time``, ``--timeout`` and ``--clock`` (not ``--timer``,
+    the sampler's option of ``profile``).
 
     :param parser: the ``profile`` parser
     """
@@ -49,7 +50,7 @@ def add_repeat_options(parser: argparse.ArgumentParser) -> None:
         help=f"with --repeat: kill a run after this many seconds ({DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
-        "--timer",
+        "--clock",
         choices=("cpu", "wall"),
         default=None,
         help="with --repeat: cProfile's clock, the thread's CPU time (the default, as "
@@ -69,7 +70,7 @@ def wants_repeat(args: argparse.Namespace) -> bool:
         for option, value in (
             ("--max-time", args.max_time),
             ("--timeout", args.timeout),
-            ("--timer", args.timer),
+            ("--clock", args.clock),
         ):
             if value is not None:
                 raise CommandError(f"{option} needs --repeat N", EXIT_USAGE)
@@ -133,7 +134,7 @@ def run_repeated(
     from .save_result import write_saved
 
     program = _program(args)
-    timer = args.timer or "cpu"
+    timer = args.clock or "cpu"
     live = not args.quiet and err.isatty()
 
     def progress(round_: int, _side: int) -> None:
