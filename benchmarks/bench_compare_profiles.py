@@ -28,7 +28,9 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timezone
+from typing import Any
 
+from onnxrt_backend_dev.monitoring._results.compare import compare_results
 from onnxrt_backend_dev.monitoring._results.runner import compare_programs
 
 FUNCTIONS = 200
@@ -64,24 +66,54 @@ def _write(folder: str, name: str, text: str) -> str:
     return path
 
 
-def _trials(a: str, b: str, trials: int, runs: int, target: str | None) -> dict[str, float]:
+def _trials(a: str, b: str, trials: int, runs: int, target: str | None) -> dict[str, Any]:
     hits = others = wall = memory = 0
+    paired_hits = paired_others = robust_hits = robust_others = 0
     seconds = []
     shares = []
+    missed: list[str] = []
     for _ in range(trials):
         begin = time.perf_counter()
-        cmp, _, _ = compare_programs([sys.executable, a], [sys.executable, b], repeat=runs)
+        # The same runs judged both ways: unpaired shares (Mann-Whitney) and paired.
+        cmp, doc_a, doc_b = compare_programs(
+            [sys.executable, a], [sys.executable, b], repeat=runs, paired=False
+        )
         seconds.append(time.perf_counter() - begin)
         sig = [c for c in cmp.changes if c.significant]
-        funcs = [c for c in sig if c.figure == "share"]
+        funcs = [c for c in sig if c.section == "profile" and c.file is not None]
         hits += any(c.function == target for c in funcs)
         others += any(c.function != target for c in funcs)
         wall += any(c.figure == "wall" for c in sig)
         memory += any(c.figure == "peak" and (c.change or 0) > 0 for c in sig)
         shares += [c.a["share"] for c in cmp.changes if c.function == target]
+        rcmp = compare_results(doc_a, doc_b, robust=True)
+        rsig = [c for c in rcmp.changes if c.significant and c.file is not None]
+        robust_hits += any(c.function == target for c in rsig)
+        robust_others += any(c.function != target for c in rsig)
+        for c in rcmp.changes:
+            if c.function == target:
+                missed.append(f"robust {c.change:+.1%} p={c.p_value:.1e} adj={c.p_adjusted:.1e}")
+        pcmp = compare_results(doc_a, doc_b, paired=True)
+        psig = [c for c in pcmp.changes if c.significant and c.file is not None]
+        paired_hits += any(c.function == target for c in psig)
+        paired_others += any(c.function != target for c in psig)
+        for c in pcmp.changes:
+            if c.function == target:
+                missed.append(f"paired {c.change:+.1%} p={c.p_value:.1e} adj={c.p_adjusted:.1e}")
+        wrong = [c for c in psig if c.function != target]
+        if wrong:
+            missed.append(
+                "paired false alarm: "
+                + ", ".join(f"{c.function} {c.change:+.1%} adj={c.p_adjusted:.1e}" for c in wrong)
+            )
     return {
         "target": hits,
         "others": others,
+        "robust_target": robust_hits,
+        "robust_others": robust_others,
+        "paired_target": paired_hits,
+        "paired_others": paired_others,
+        "detail": missed,
         "wall": wall,
         "memory": memory,
         "seconds": statistics.median(seconds),
@@ -93,6 +125,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--runs", type=int, default=20, help="runs a side (compare's default)")
+    parser.add_argument("--cases", default="slower,identical,memory", help="which cases")
+    parser.add_argument("--detail", action="store_true", help="the target's figures per trial")
     args = parser.parse_args()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(
@@ -111,15 +145,27 @@ def main() -> None:
             ("identical programs", a, a2, None),
             ("10 % more allocated in f_001", m_a, m_b, None),
         ]
+        wanted = args.cases.split(",")
+        keys = ["slower", "identical", "memory"]
+        cases = [c for k, c in zip(keys, cases, strict=True) if k in wanted]
         for title, x, y, target in cases:
             r = _trials(x, y, args.trials, args.runs, target)
             print(
                 f"- {title}: {args.trials} trials of {args.runs} runs a side "
                 f"(median {r['seconds']:.1f} s a trial); f_000's share in A "
-                f"{r['share']:.2%}; target significant in {r['target']}/{args.trials}, "
-                f"another function in {r['others']}/{args.trials}, wall time in "
+                f"{r['share']:.2%}; unpaired (shares, Mann-Whitney): target significant in "
+                f"{r['target']}/{args.trials}, another function in {r['others']}/{args.trials}"
+                f"; robust (time over the run's median factor, Mann-Whitney): target in "
+                f"{r['robust_target']}/{args.trials}, another function in "
+                f"{r['robust_others']}/{args.trials}"
+                f"; paired (signed ranks): target in {r['paired_target']}/{args.trials}, "
+                f"another function in {r['paired_others']}/{args.trials}; wall time in "
                 f"{r['wall']}/{args.trials}, memory peak higher in {r['memory']}/{args.trials}"
             )
+            if args.detail:
+                for line in r["detail"]:
+                    print(f"    {line}")
+            sys.stdout.flush()
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

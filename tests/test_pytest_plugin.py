@@ -457,3 +457,125 @@ def test_a_monitoring_summary_that_is_not_a_bool_is_a_usage_error(
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*monitoring_summary (ini) must be true or false (*'maybe'*"])
+
+
+# --- limit_time, --monitoring-save / -compare / -json -------------------------------
+
+_TIMED_TESTS = """
+import os
+import time
+import pytest
+
+SLEEP = float(os.environ.get("SLEEP", "0.01"))
+
+def test_steps(monitor_time, monitor_memory):
+    with monitor_time("sleep"):
+        time.sleep(SLEEP)
+    with monitor_memory("alloc"):
+        data = bytearray(b"x") * (int(os.environ.get("MIB", "1")) * 2**20)
+    monitor_time.measure(lambda: time.sleep(SLEEP / 10), repeat=6, number=1, label="m")
+
+@pytest.mark.limit_time(0.05)
+def test_budget():
+    time.sleep(float(os.environ.get("BUDGET_SLEEP", "0")))
+"""
+
+
+def test_limit_time_fails_a_test_over_its_budget_with_the_figures(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_t=_TIMED_TESTS)
+    # GIVEN a test sleeping 0.3 s under a 0.05 s budget WHEN run THEN it fails, saying so
+    monkeypatch.setenv("BUDGET_SLEEP", "0.3")
+    result = pytester.runpytest_inprocess("--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*the test took 3* ms, more than its limit_time of 50.0 ms*"])
+
+
+@pytest.mark.parametrize("marker", ["limit_time()", "limit_time('x')", "limit_time(-1)"])
+def test_limit_time_refuses_a_bad_budget(pytester: pytest.Pytester, marker: str) -> None:
+    pytester.makepyfile(f"import pytest\n@pytest.mark.{marker}\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*limit_time: *"])
+
+
+def test_a_saved_session_is_the_baseline_of_the_next(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from onnxrt_backend_dev.monitoring._results.store import load_result
+
+    pytester.makepyfile(test_t=_TIMED_TESTS)
+    # GIVEN a session saved as a result, with its table as JSON
+    first = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--monitoring-save", "base.json", "--monitoring-json", "t.json"
+    )
+    first.assert_outcomes(passed=2)
+    doc = load_result(pytester.path / "base.json", kind="report")
+    names = [s["name"] for s in doc["data"]["timing"]["series"]]
+    assert "test_t.py::test_steps::m" in names and "test_t.py::test_budget::limit_time" in names
+    assert (
+        len(doc["data"]["timing"]["series"][names.index("test_t.py::test_steps::m")]["times"]) == 6
+    )
+    table = json.loads((pytester.path / "t.json").read_text())
+    assert [t["test"] for t in table["tests"]] == [
+        "test_t.py::test_steps",
+        "test_t.py::test_budget",
+    ]
+    # WHEN the same tests run again unchanged, against a generous threshold
+    same = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--monitoring-compare", "base.json", "--monitoring-threshold",
+        "1000%", "-k", "test_steps",
+    )  # fmt: skip
+    same.assert_outcomes(passed=1, deselected=1)
+    same.stdout.fnmatch_lines(["*compared with base.json: 0 test(s) regressed*"])
+    # WHEN a step is 20 times slower and allocates 40 MiB more THEN that test fails
+    monkeypatch.setenv("SLEEP", "0.2")
+    monkeypatch.setenv("MIB", "41")
+    worse = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--monitoring-compare", "base.json"
+    )
+    worse.assert_outcomes(passed=1, failed=1)
+    worse.stdout.fnmatch_lines(
+        [
+            "*monitoring: regressed compared with base.json*",
+            "*time sleep: *above the plain 10% threshold (one run on a side: significance not*",
+            "*memory alloc: increase *",
+            "*time m: *significant, above the 10% threshold*",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--monitoring-threshold", "lots"], "--monitoring-threshold: threshold must be*"),
+        (["--monitoring-compare", "missing.json"], "*cannot read result 'missing.json'*"),
+        (["--monitoring-compare", "bad.json"], "*cannot read result 'bad.json': not JSON*"),
+        (["--monitoring-save", "out.txt"], "*--monitoring-save 'out.txt' must end with .json*"),
+        (["--monitoring-save", "old.json"], "*exists; add --monitoring-force*"),
+        (
+            [
+                "--monitoring-compare",
+                "old.json",
+                "--monitoring-save",
+                "old.json",
+                "--monitoring-force",
+            ],
+            "*is the baseline --monitoring-compare reads*",
+        ),
+        (["--monitoring-json", "no/such/t.json"], "*not a file in an existing folder*"),
+    ],
+)
+def test_bad_session_options_stop_before_any_test(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
+    pytester.makepyfile(test_t="def test_x(monitor_time):\n    pass\n")
+    (pytester.path / "bad.json").write_text('{"schema": "onnxrt-monitoring-res')
+    (pytester.path / "old.json").write_text("{}")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert "Traceback" not in result.stderr.str()

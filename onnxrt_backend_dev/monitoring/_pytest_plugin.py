@@ -44,6 +44,23 @@ extensions, CUDA host memory) as well as Python's, but only pages actually touch
 powers of 1024). Every measured block is listed in a "monitoring" section of the test's
 report (shown for failed tests, or with ``-rA``) and in ``user_properties`` (JUnit XML).
 
+Marker::
+
+    @pytest.mark.limit_time(2.5)
+    def test_fast(): ...
+
+fails the test when its call phase (fixtures excluded) takes more than 2.5 seconds,
+saying how long it took.
+
+Options: ``--monitoring-save FILE.json`` saves every test's figures (each batch of
+``measure``, each block timed once, each memory peak) as a saved result (``report``
+kind, see :mod:`onnxrt_backend_dev.monitoring._results.gate`);
+``--monitoring-compare FILE.json`` fails a test whose figures regressed beyond
+``--monitoring-threshold`` (10 %): significantly and beyond it with several batches a
+side, beyond the plain threshold (and 10 ms or 1 MiB) with one run, saying that
+significance was not judged; ``--monitoring-json FILE.json`` writes the session's table;
+``--monitoring-force`` lets the first and the last replace a file.
+
 At the end of the session, a short table lists what each test measured (time and
 memory, one line per block). Turn it off with ``--no-monitoring-summary`` or the ini
 option ``monitoring_summary = false``.
@@ -51,6 +68,8 @@ option ``monitoring_summary = false``.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections.abc import Callable, Generator, Sequence
 from types import TracebackType
@@ -58,7 +77,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from ._errors import BadValue
+from ._errors import BadValue, MonitoringError
 from ._format import format_bytes, format_duration, parse_bytes
 from ._validate import check_bool, check_number, check_str
 
@@ -78,6 +97,9 @@ class _Record(Protocol):
 
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for ``user_properties``."""
+
+    def figure(self) -> dict[str, Any]:
+        """The raw figures, JSON-ready (see ``_results.gate``)."""
 
 
 _RECORDS = pytest.StashKey[list[_Record]]()
@@ -126,11 +148,14 @@ class TimedBlock:
     ) -> None:
         self.elapsed = self.clock() - self._start
         if exc_type is None and self.limit is not None and self.elapsed > self.limit:
-            pytest.fail(
-                f"block {self.label!r} took {format_duration(self.elapsed)}, "
-                f"more than the limit {format_duration(self.limit)}",
-                pytrace=False,
-            )
+            pytest.fail(self.failure(), pytrace=False)
+
+    def failure(self) -> str:
+        """The message of a block over its limit."""
+        return (
+            f"block {self.label!r} took {format_duration(self.elapsed)}, "
+            f"more than the limit {format_duration(self.limit or 0.0)}"
+        )
 
     def summary(self) -> str:
         """One line for the report."""
@@ -139,6 +164,12 @@ class TimedBlock:
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for ``user_properties``."""
         return [(f"time.{self.label}.elapsed", self.elapsed)]
+
+    def figure(self) -> dict[str, Any]:
+        """One batch of one execution (nothing when the block never ended)."""
+        ok = math.isfinite(self.elapsed) and self.elapsed > 0
+        return {"kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
+                "sizes": [1] if ok else []}  # fmt: skip
 
 
 class MemoryBlock:
@@ -255,13 +286,26 @@ class MemoryBlock:
             (f"memory.{self.label}.increase", self.increase),
         ]
 
+    def figure(self) -> dict[str, Any]:
+        """Peak, begin, end and mean in bytes."""
+        return {"kind": "memory", "label": self.label, "peak": self.peak, "begin": self.begin,
+                "end": self.end, "mean": self.mean}  # fmt: skip
+
 
 class _Measured:
     """A ``measure_time`` result kept for the report."""
 
-    def __init__(self, label: str, res: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        label: str,
+        res: dict[str, Any],
+        times: Sequence[float] = (),
+        sizes: Sequence[int] = (),
+    ) -> None:
         self.label = label
         self.res = res
+        self.times = [float(t) for t in times]
+        self.sizes = [int(n) for n in sizes]
 
     def summary(self) -> str:
         """One line for the report."""
@@ -274,6 +318,10 @@ class _Measured:
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for ``user_properties``."""
         return [(f"time.{self.label}.average", self.res["average"])]
+
+    def figure(self) -> dict[str, Any]:
+        """Every batch: seconds and executions."""
+        return {"kind": "time", "label": self.label, "times": self.times, "sizes": self.sizes}
 
 
 class TimeMonitor:
@@ -310,11 +358,15 @@ class TimeMonitor:
         :param kwargs: other parameters of ``measure_time`` and ``label``
         :return: the dictionary of ``measure_time``
         """
-        from .benchmark import measure_time
+        from .benchmark import Progress, measure_time
 
         label = str(kwargs.pop("label", "measure"))
+        # The batches themselves are kept (for --monitoring-save and -compare).
+        progress = kwargs.setdefault("progress", Progress())
         res = measure_time(stmt, context, **kwargs)
-        self.records.append(_Measured(label, res))
+        kept = getattr(progress, "kept", None)
+        times, sizes = (kept.times, kept.sizes) if kept is not None else ((), ())
+        self.records.append(_Measured(label, res, times, sizes))
         return res
 
 
@@ -381,6 +433,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="bool",
         default=True,
         help="list the time and memory measured by each test at the end (true)",
+    )
+    group.addoption(
+        "--monitoring-save",
+        metavar="FILE.json",
+        default=None,
+        help="save what each test measured (every batch, every peak) as a result that "
+        "--monitoring-compare and the compare command read",
+    )
+    group.addoption(
+        "--monitoring-force",
+        action="store_true",
+        default=False,
+        help="let --monitoring-save replace an existing file",
+    )
+    group.addoption(
+        "--monitoring-compare",
+        metavar="FILE.json",
+        default=None,
+        help="fail a test whose time or memory regressed beyond --monitoring-threshold "
+        "compared with this saved session",
+    )
+    group.addoption(
+        "--monitoring-threshold",
+        metavar="PERCENT",
+        default="10%",
+        help="growth allowed by --monitoring-compare (10%%): significant and above it with "
+        "several batches a side, above it alone with one run",
+    )
+    group.addoption(
+        "--monitoring-json",
+        metavar="FILE.json",
+        default=None,
+        help="write the session's table (each test, its blocks and their figures) as JSON",
     )
 
 
@@ -456,6 +541,43 @@ def pytest_configure(config: pytest.Config) -> None:
         "limit_memory(size, absolute=False, delay=0.01): fail the test when its RSS "
         "rises more than size (e.g. '200 MB') during the call (onnxrt_monitoring)",
     )
+    config.addinivalue_line(
+        "markers",
+        "limit_time(seconds): fail the test when its call takes longer (onnxrt_monitoring)",
+    )
+    session = _session_from_options(config)
+    if session is not None:
+        config.pluginmanager.register(session, f"{PLUGIN_NAME}_session")
+
+
+def _session_from_options(config: pytest.Config) -> Any:
+    """The session's saving, comparing and exporting, None when no option asks for it;
+    bad options are refused before any test runs (one line, pytest's usage error)."""
+    save, compare = config.getoption("monitoring_save"), config.getoption("monitoring_compare")
+    export = config.getoption("monitoring_json")
+    threshold = str(config.getoption("monitoring_threshold"))
+    if threshold != "10%":  # the default needs no check (nor the import)
+        from ._results.gate import parse_threshold
+
+        try:
+            parse_threshold(threshold)
+        except ValueError as e:
+            raise pytest.UsageError(f"--monitoring-threshold: {e}") from None
+    if save is None and compare is None and export is None:
+        return None
+    from ._pytest_session import Session
+
+    try:
+        return Session(
+            save=save,
+            compare=compare,
+            export=export,
+            threshold=threshold,
+            force=bool(config.getoption("monitoring_force")),
+            worker=hasattr(config, "workerinput"),  # pytest-xdist: the controller writes
+        )
+    except (ValueError, OSError, MonitoringError) as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def _marker_block(marker: pytest.Mark) -> MemoryBlock:
@@ -486,22 +608,57 @@ _WRAPPER = _new_style_wrapper()
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Refuses ``limit_memory`` where it cannot be applied (pluggy < 1.1)."""
-    if _WRAPPER is None and item.get_closest_marker("limit_memory") is not None:
-        pytest.fail("limit_memory needs pluggy >= 1.1 (pytest >= 8 brings it)", pytrace=False)
+    for name in ("limit_memory", "limit_time"):
+        if _WRAPPER is None and item.get_closest_marker(name) is not None:
+            pytest.fail(f"{name} needs pluggy >= 1.1 (pytest >= 8 brings it)", pytrace=False)
+
+
+def _time_marker_block(marker: pytest.Mark) -> TimedBlock:
+    """Builds the timed block a ``limit_time`` marker asks for."""
+    args = dict(marker.kwargs)
+    if marker.args:
+        args["limit"] = marker.args[0]
+    if "limit" not in args or len(marker.args) > 1 or set(args) != {"limit"}:
+        raise TypeError("limit_time takes one number of seconds, e.g. limit_time(2.5)")
+    if args["limit"] is None:
+        raise TypeError("limit_time needs a number of seconds, got None")
+    return _TimeLimit("limit_time", args["limit"])
+
+
+class _TimeLimit(TimedBlock):
+    """The call of a test marked ``limit_time``."""
+
+    def failure(self) -> str:
+        """The message of a test over its budget."""
+        return (
+            f"the test took {format_duration(self.elapsed)}, more than its limit_time of "
+            f"{format_duration(self.limit or 0.0)}"
+        )
+
+
+def _marker_blocks(item: pytest.Item) -> list[MemoryBlock | TimedBlock]:
+    """The blocks the test's markers ask for (fails the test on a bad marker)."""
+    blocks: list[MemoryBlock | TimedBlock] = []
+    for name, build in (("limit_time", _time_marker_block), ("limit_memory", _marker_block)):
+        marker = item.get_closest_marker(name)
+        if marker is None:
+            continue
+        try:
+            blocks.append(build(marker))
+        except (TypeError, ValueError) as e:
+            pytest.fail(f"{name}: {e}", pytrace=False)
+    return blocks
 
 
 def _runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """Applies ``limit_memory`` and lists the measured blocks in the report."""
-    marker = item.get_closest_marker("limit_memory")
+    """Applies ``limit_time`` and ``limit_memory`` and lists the measured blocks in the
+    report."""
     try:
-        if marker is None:
-            return (yield)
-        try:
-            block = _marker_block(marker)
-        except (TypeError, ValueError) as e:
-            pytest.fail(f"limit_memory: {e}", pytrace=False)
-        _records(item).append(block)
-        with block:
+        blocks = _marker_blocks(item)
+        _records(item).extend(blocks)
+        with contextlib.ExitStack() as stack:
+            for block in blocks:
+                stack.enter_context(block)
             return (yield)
     finally:
         _report(item)
@@ -519,3 +676,26 @@ def _report(item: pytest.Item) -> None:
     item.add_report_section("call", "monitoring", "\n".join(r.summary() for r in records))
     for record in records:
         item.user_properties.extend(record.properties())
+    item.stash[_FIGURES] = [r.figure() for r in records]
+
+
+# The raw figures of a test's blocks, copied onto its call report (``monitoring``) for
+# the session's --monitoring-save, -compare and -json (xdist carries it to the controller).
+_FIGURES = pytest.StashKey[list[dict[str, Any]]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    """Puts the test's raw figures on its call report, and fails it when it regressed
+    compared with ``--monitoring-compare``."""
+    outcome = yield
+    figures = item.stash.get(_FIGURES, None) if call.when == "call" else None
+    if not figures:
+        return
+    report = outcome.get_result()
+    report.monitoring = figures
+    session = item.config.pluginmanager.get_plugin(f"{PLUGIN_NAME}_session")
+    if session is not None:
+        session.judge(report, figures)

@@ -80,6 +80,17 @@ def test_profiles_json(files: dict[str, str]) -> None:
     assert f7["ci_low"] < f7["change"] < f7["ci_high"]
 
 
+@pytest.mark.parametrize("design", ["--robust", "--paired"])
+def test_the_other_designs_find_the_same_regression(files: dict[str, str], design: str) -> None:
+    code, out, _ = run_cli(
+        "compare", files["prof_a"], files["prof_b"], "--format", "json", design
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 1 and doc["regressions"] == ["prog.py:71(f_007)"]
+    f7 = next(e for e in doc["entries"] if e["function"] == "f_007")
+    assert f7["figure"] == "time" and f7["significant"] is True
+
+
 def test_single_runs_say_they_cannot_judge(files: dict[str, str]) -> None:
     code, out, _ = run_cli("compare", files["one_a"], files["one_b"])
     assert code == 0 and "cannot be judged" in out and "not judged" in out

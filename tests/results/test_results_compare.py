@@ -4,6 +4,7 @@ run may say, timings and memory, the regression gate."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from results_data import memory_doc, profile_doc, timing_doc
@@ -137,8 +138,8 @@ def test_timings_without_a_common_statement() -> None:
     ("option", "value"),
     [("alpha", 0.0), ("alpha", math.nan), ("confidence", 1.0), ("min_share", -1)],
 )
-def test_bad_settings(option: str, value: float) -> None:
-    settings: dict[str, float] = {option: value}
+def test_bad_settings(option: str, value: object) -> None:
+    settings: dict[str, Any] = {option: value}
     with pytest.raises(BadValue, match=option):
         compare_results(timing_doc(1e-3), timing_doc(1e-3), ("A", "B"), **settings)
 
@@ -183,3 +184,79 @@ def test_wall_time_is_tested_on_its_own() -> None:
     wall = next(c for c in cmp.changes if c.figure == "wall")
     assert wall.significant and wall.p_adjusted == wall.p_value
     assert cmp.regressions(0.05) == [wall]
+
+
+def test_paired_finds_the_slower_function_and_leaves_the_others_centred() -> None:
+    # GIVEN 20 runs a side, function 3 made 10 % slower, 5 % noise per function
+    a = profile_doc(20, seed=1)
+    b = profile_doc(20, slow={3: 1.1}, seed=2)
+    # WHEN compared pair by pair
+    cmp = compare_results(a, b, paired=True)
+    funcs = [c for c in cmp.changes if c.file is not None]
+    (slow,) = [c for c in funcs if c.significant]
+    # THEN only f_003 is significant, its change near +10 %, its figure the time
+    assert slow.function == "f_003" and slow.figure == "time"
+    low, change, high = slow.ci_low, slow.change, slow.ci_high
+    assert low is not None and change is not None and high is not None
+    assert 0.03 < low < change < high < 0.2
+    # AND the others' changes are centred on 0 (shares would all move by -0.2 %)
+    others = sorted(c.change or 0.0 for c in funcs if c.function != "f_003")
+    assert abs(others[len(others) // 2]) < 0.01
+    assert any("paired runs" in n and "signed-rank" in n for n in cmp.notes)
+    # AND the renderers show it first, with its shares
+    from onnxrt_backend_dev.monitoring._results import render
+
+    text = render.to_text(cmp)
+    assert "f_003" in text and "1 significant change(s): 1 worse" in text
+    assert "f_003" in render.to_html(cmp) and '"figure": "time"' in render.to_json(cmp)
+
+
+def test_paired_needs_as_many_runs_on_each_side() -> None:
+    cmp = compare_results(profile_doc(6, seed=1), profile_doc(8, seed=2), paired=True)
+    assert "not paired: 6 runs in A, 8 in B" in cmp.notes
+    assert all(c.figure != "time" for c in cmp.changes if c.file is not None)
+
+
+def test_paired_must_be_a_bool() -> None:
+    from onnxrt_backend_dev.monitoring._errors import BadType
+
+    with pytest.raises(BadType, match="paired"):
+        compare_results(profile_doc(3), profile_doc(3), paired="no")  # type: ignore[arg-type]
+
+
+def test_signed_rank_test_matches_its_definition() -> None:
+    from onnxrt_backend_dev.monitoring._results.compare import signed_rank_test
+
+    # GIVEN ten positive log ratios THEN the p-value is the normal approximation's at the
+    # largest statistic (55 of 55 Walsh averages above 0) and the estimate their median
+    d = [0.01 * (i + 1) for i in range(10)]
+    change, low, high, p = signed_rank_test(d, 0.95)
+    assert p < 0.01
+    assert change == pytest.approx(math.exp(0.055) - 1)
+    assert low < change < high
+    # AND symmetric differences give no evidence
+    assert signed_rank_test([-0.02, 0.02, -0.01, 0.01, 0.03, -0.03], 0.95)[3] > 0.5
+
+
+def test_robust_finds_the_slower_function_and_leaves_the_others_centred() -> None:
+    # GIVEN 20 runs a side, function 3 made 10 % slower, each run's machine factor random
+    a = profile_doc(20, seed=1)
+    b = profile_doc(20, slow={3: 1.1}, seed=2)
+    # WHEN each function's time is divided by its run's common factor
+    cmp = compare_results(a, b, robust=True)
+    funcs = [c for c in cmp.changes if c.file is not None]
+    # THEN only f_003 is significant, near +10 %, and the others are centred on 0
+    assert [c.function for c in funcs if c.significant] == ["f_003"]
+    (slow,) = [c for c in funcs if c.significant]
+    assert slow.figure == "time" and 0.05 < (slow.change or 0.0) < 0.15
+    others = sorted(c.change or 0.0 for c in funcs if c.function != "f_003")
+    assert abs(others[len(others) // 2]) < 0.01
+    assert any("common factor" in n for n in cmp.notes)
+
+
+def test_weighted_median() -> None:
+    from onnxrt_backend_dev.monitoring._results.compare import weighted_median
+
+    assert weighted_median([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == 2.0
+    assert weighted_median([3.0, 1.0, 2.0], [10.0, 1.0, 1.0]) == 3.0  # the heavy one wins
+    assert weighted_median([], []) == 0.0

@@ -130,6 +130,18 @@ class CompareCommand:
             help="with --a/--b: cProfile's clock, the thread's CPU time (default: another "
             "process's use of the machine is not counted) or the wall clock",
         )
+        parser.add_argument(
+            "--paired",
+            action="store_true",
+            help="profiles: test pair by pair (run i of A ran beside run i of B: --a/--b, or "
+            "two files saved by --save-a/--save-b), Wilcoxon's signed-rank test",
+        )
+        parser.add_argument(
+            "--robust",
+            action="store_true",
+            help="two files: test each function's time over its run's common factor (a "
+            "share-weighted median) rather than its share (always so with --a/--b)",
+        )
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")
         parser.add_argument(
@@ -202,8 +214,9 @@ class CompareCommand:
 
         a, b = (load_result(path) for path in args.files)
         return compare_results(
-            a, b, (args.files[0], args.files[1]), alpha=args.alpha, min_share=args.min_share_value
-        )
+            a, b, (args.files[0], args.files[1]), alpha=args.alpha,
+            min_share=args.min_share_value, paired=args.paired, robust=args.robust,
+        )  # fmt: skip
 
     @staticmethod
     def _programs(args: argparse.Namespace, err: TextIO) -> Any:
@@ -219,6 +232,7 @@ class CompareCommand:
         cmp, doc_a, doc_b = compare_programs(
             args.a, args.b, args.repeat, args.timeout, args.max_time, alpha=args.alpha,
             on_run=progress, min_share=args.min_share_value, timer=args.timer,
+            paired=args.paired, robust=True,  # robust by default here (RESULTS.md)
         )  # fmt: skip
         if live:
             err.write("\n")

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from .common import EXIT_ERROR, EXIT_USAGE, CommandError, check_outputs, save_output
 from .guard import Terminated, kept_output, terminating_signals
+from .profile_repeat import add_repeat_options, run_repeated, wants_repeat
 from .program import as_main as _as_main
 from .program import before_os_exit as _before_os_exit
 from .program import exit_code as _exit_code
@@ -345,6 +346,7 @@ class ProfileCommand:
             help="the script to run, or 'show' to render profile files",
         )
         add_save_options(parser)
+        add_repeat_options(parser)
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -359,6 +361,9 @@ class ProfileCommand:
             check_save(args, _inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
+        if wants_repeat(args):
+            _resolve_format(args)
+            return run_repeated(args, out, err, _emit)
         helpers = RunHelpers(
             _as_main, _before_os_exit, _exit_code, report_raised, _resolve_format, _can_encode
         )

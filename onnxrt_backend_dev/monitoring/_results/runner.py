@@ -355,6 +355,8 @@ def compare_programs(
     on_run: Callable[[int, int], None] | None = None,
     min_share: float | None = None,
     timer: str = "cpu",
+    paired: bool = False,
+    robust: bool = True,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Runs two programs interleaved (A B A B ...) and compares them: wall time, and for
     Python programs each function's share of the run (cProfile) and the memory peak.
@@ -372,6 +374,13 @@ def compare_programs(
     :param timer: cProfile's clock: ``cpu``, the thread's CPU time (the default: the time
         another process takes from the program on a busy machine is not counted, and a
         function's share varies 3 to 8 times less from run to run), or ``wall``
+    :param paired: test the functions pair by pair (run ``i`` of A beside run ``i`` of
+        B, see ``compare_results``), the design the interleaving allows; off by default:
+        on the same runs it found a 10 % slower function less often than the unpaired
+        tests (``benchmarks/RESULTS.md``)
+    :param robust: test each function's time over its run's common factor, not its share
+        (the default: as powerful as shares on the same runs, and a slowed function does
+        not move the others' figures; ``benchmarks/RESULTS.md``)
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
     """
@@ -390,5 +399,13 @@ def compare_programs(
         docs.append(make_result(kind, data, ["compare", *program.command]))
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
     share = MIN_SHARE if min_share is None else min_share
-    cmp = compare_results(docs[0], docs[1], names, alpha=alpha, min_share=share)
+    cmp = compare_results(
+        docs[0],
+        docs[1],
+        names,
+        alpha=alpha,
+        min_share=share,
+        paired=paired,
+        robust=robust,
+    )
     return cmp, docs[0], docs[1]

@@ -1,0 +1,164 @@
+"""``profile --repeat N [--max-time S] [--timeout S] [--clock cpu|wall]``: the program runs
+N times, each run a child process under cProfile (``_results.runner``: its own session,
+killed with its process group past ``--timeout``); the call tree shows the runs merged
+and ``--save`` keeps every run, so that ``compare`` has the spread of each function."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import marshal
+import math
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+from .common import EXIT_ERROR, EXIT_USAGE, CommandError
+
+DEFAULT_TIMEOUT = 600.0
+
+
+def add_repeat_options(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--repeat``, ``--max-time``, ``--timeout`` and ``--clock`` (not ``--timer``,
+    the sampler's option of ``profile``).
+
+    :param parser: the ``profile`` parser
+    """
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the program N times, each in a child process, and show the runs merged "
+        "(--save keeps every run, for compare)",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --repeat: start no new run after this many seconds (2 runs at least)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"with --repeat: kill a run after this many seconds ({DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default=None,
+        help="with --repeat: cProfile's clock, the thread's CPU time (the default, as "
+        "compare --a/--b) or the wall clock",
+    )
+
+
+def wants_repeat(args: argparse.Namespace) -> bool:
+    """Whether the command runs the program in child processes; refuses the options of
+    that mode without ``--repeat`` (exit 2).
+
+    :param args: the parsed arguments
+    :return: True with ``--repeat``
+    :raises CommandError: a bad value or an option that needs ``--repeat``
+    """
+    if args.repeat is None:
+        for option, value in (
+            ("--max-time", args.max_time),
+            ("--timeout", args.timeout),
+            ("--clock", args.clock),
+        ):
+            if value is not None:
+                raise CommandError(f"{option} needs --repeat N", EXIT_USAGE)
+        return False
+    if args.repeat < 1:
+        raise CommandError(f"--repeat must be >= 1, got {args.repeat}", EXIT_USAGE)
+    for option, value in (("--max-time", args.max_time), ("--timeout", args.timeout)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise CommandError(f"{option} must be a number > 0, got {value!r}", EXIT_USAGE)
+    if args.target == "show":
+        raise CommandError("--repeat runs a program; show renders files", EXIT_USAGE)
+    return True
+
+
+def _program(args: argparse.Namespace) -> Any:
+    from .._results.runner import Program
+
+    if args.module:
+        module, rest = args.module[0], tuple(args.module[1:])
+        command = (sys.executable, "-m", module, *rest)
+        return Program(command, sys.executable, "module", module, rest)
+    if args.target is None:
+        raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
+    if not os.path.isfile(args.target):
+        raise CommandError(f"cannot run {args.target!r}: no such file", EXIT_USAGE)
+    rest = tuple(args.args)
+    return Program((args.target, *rest), sys.executable, "path", args.target, rest)
+
+
+@contextlib.contextmanager
+def _merged(runs: list[Any]) -> Iterator[Any]:
+    """The runs' profiles merged into one ``pstats.Stats`` (through files, as ``show``)."""
+    from .._profiling.load import load_stats_object
+
+    with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-profile-") as folder:
+        files = []
+        for i, run in enumerate(runs):
+            path = os.path.join(folder, f"run{i}.prof")
+            with open(path, "wb") as f:
+                marshal.dump(run.stats, f)
+            files.append(path)
+        yield load_stats_object(files)
+
+
+def run_repeated(
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], bool],
+) -> int:
+    """Runs the program ``--repeat`` times, renders the merged profile, saves the runs.
+
+    :param args: the parsed arguments (checked by :func:`wants_repeat`)
+    :param out: where the profile goes
+    :param err: where the status goes
+    :param emit: renders a ``pstats.Stats`` with the view options (``cmd_profile``)
+    :return: the exit code: 0, 1 when a run failed or the render could not be written
+    """
+    from .._format import format_duration
+    from .._results.runner import RunFailed, profile_result_data, run_interleaved
+    from .save_result import write_saved
+
+    program = _program(args)
+    timer = args.clock or "cpu"
+    live = not args.quiet and err.isatty()
+
+    def progress(round_: int, _side: int) -> None:
+        if live:
+            err.write(f"\rprofile: run {round_ + 1} of {args.repeat}")
+            err.flush()
+
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+    try:
+        runs = run_interleaved(
+            [program], args.repeat, timeout, args.max_time, on_run=progress, timer=timer
+        ).runs[0]
+    except RunFailed as e:
+        raise CommandError(f"profile --repeat: {e}") from None
+    finally:
+        if live:
+            err.write("\n")
+    walls = [r.wall for r in runs]
+    if not args.quiet:
+        err.write(
+            f"{len(runs)} runs ({timer} clock): median {format_duration(statistics.median(walls))}"
+            f", min {format_duration(min(walls))}, max {format_duration(max(walls))}\n"
+        )
+    with _merged(runs) as stats:
+        shown = emit(stats, args, out, err)
+    write_saved(args, "profile", profile_result_data(runs, program, timer))
+    return 0 if shown else EXIT_ERROR

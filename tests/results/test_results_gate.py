@@ -1,0 +1,85 @@
+"""The pytest session's figures as a result, and the gate against a baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxrt_backend_dev.monitoring._errors import BadValue
+from onnxrt_backend_dev.monitoring._results.gate import (
+    Baseline,
+    figure_names,
+    parse_threshold,
+    session_data,
+)
+from onnxrt_backend_dev.monitoring._results.store import make_result
+
+MiB = 2**20
+
+
+def _time(label: str, *per_batch: float) -> dict:
+    return {"kind": "time", "label": label, "times": list(per_batch), "sizes": [1] * len(per_batch)}
+
+
+def _memory(label: str, increase: float) -> dict:
+    return {"kind": "memory", "label": label, "peak": 100 * MiB + increase, "begin": 100 * MiB}
+
+
+def _baseline(*figures: dict) -> Baseline:
+    data = session_data([("t.py::test_a", list(figures))])
+    assert data is not None
+    return Baseline(make_result("report", data, env={}))
+
+
+def test_repeated_labels_get_numbered_names() -> None:
+    names = figure_names("t.py::a", [_time("x", 1.0), _time("x", 1.0), _memory("x", 0)])
+    assert names == ["t.py::a::x", "t.py::a::x#2", "t.py::a::x"]
+
+
+def test_a_session_saves_as_a_report_with_every_batch() -> None:
+    # GIVEN a test with a measured block (3 batches) and a memory block
+    data = session_data([("t.py::a", [_time("m", 1.0, 2.0, 3.0), _memory("b", MiB)])])
+    # THEN the result holds the batches and the peak, under the test's names
+    assert data is not None
+    assert data["timing"]["series"][0]["name"] == "t.py::a::m"
+    assert data["timing"]["series"][0]["times"] == [1.0, 2.0, 3.0]
+    assert data["memory"]["channels"]["t.py::a::b"][0]["peak"] == 101 * MiB
+    assert session_data([("t.py::a", [])]) is None
+
+
+def test_several_batches_fail_only_when_significant_and_above_the_threshold() -> None:
+    base = _baseline(_time("m", *[1.0 + 0.01 * i for i in range(10)]))
+    slower = [_time("m", *[1.3 + 0.01 * i for i in range(10)])]
+    noisy = [_time("m", *[0.8, 1.4, 0.9, 1.3, 1.0, 1.2, 1.1, 0.95, 1.05, 1.15])]
+    # WHEN 30 % slower in every batch THEN significant and reported with its test
+    (found,) = base.check("t.py::test_a", slower, 0.1)
+    assert "significant" in found.message and "+28.7%" in found.message
+    # WHEN above the threshold but not significant, or significant but under it: pass
+    assert base.check("t.py::test_a", noisy, 0.1) == []
+    assert base.check("t.py::test_a", slower, 0.5) == []
+
+
+def test_one_run_uses_the_plain_threshold_and_says_so() -> None:
+    base = _baseline(_time("once", 0.100), _memory("alloc", 10 * MiB))
+    now = [_time("once", 0.125), _memory("alloc", 15 * MiB)]
+    found = base.check("t.py::test_a", now, 0.1)
+    assert len(found) == 2
+    assert all("significance not judged" in r.message for r in found)
+    assert "plain 10% threshold" in found[0].message
+    # THEN below the absolute floors, a single run is noise
+    tiny = _baseline(_time("once", 0.0001), _memory("alloc", 1000))
+    assert tiny.check("t.py::test_a", [_time("once", 0.0005), _memory("alloc", 9000)], 0.1) == []
+    # AND a test or a block absent from the baseline is not judged
+    assert base.check("t.py::other", now, 0.1) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("10%", 0.1), ("0.25", 0.25), (" 5 % ", 0.05), ("0", 0.0)]
+)
+def test_thresholds(text: str, value: float) -> None:
+    assert parse_threshold(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["x", "-5%", "nan", "inf%", "", "%"])
+def test_bad_thresholds(text: str) -> None:
+    with pytest.raises(BadValue, match="threshold must be a number >= 0"):
+        parse_threshold(text)
