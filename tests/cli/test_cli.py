@@ -384,3 +384,15 @@ def test_ctrl_c_during_start_up_imports_of_python_dash_m_exits_130(module: str) 
         timeout=120,
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "interrupted\n")
+
+
+def test_emit_text_ends_the_terminal_output_with_a_line_break(tmp_path: Path) -> None:
+    # GIVEN a rendering without a final line break WHEN written to the terminal THEN the
+    # prompt starts a new line; WHEN written to -o THEN the file holds the text as is
+    out = io.StringIO()
+    assert _common.emit_text("a\nb", None, out) is False and out.getvalue() == "a\nb\n"
+    out = io.StringIO()
+    assert _common.emit_text("", None, out) is False and out.getvalue() == ""
+    path = tmp_path / "x.txt"
+    assert _common.emit_text("a\nb", str(path), io.StringIO()) is True
+    assert path.read_text(encoding="utf-8") == "a\nb"

@@ -18,7 +18,7 @@ import math
 import os
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, CommandError, check_outputs, save_output
+from .common import EXIT_USAGE, CommandError, check_outputs, emit_text, save_output
 
 _EXIT_CODES = (
     "Exit codes: 0 no significant regression above --fail-above, 1 a significant "
@@ -254,15 +254,7 @@ class CompareCommand:
             text = render.to_html(cmp)
         else:
             text = render.to_text(cmp, top=args.top)
-        if args.output is None:
-            out.write(text)
-            return
-
-        def write(path: str) -> None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-
-        save_output("-o", args.output, write)
+        emit_text(text, args.output, out)
 
 
 def _writer(doc: dict[str, Any]) -> Any:

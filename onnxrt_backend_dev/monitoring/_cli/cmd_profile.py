@@ -19,7 +19,7 @@ import types
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .common import EXIT_ERROR, EXIT_USAGE, CommandError, check_outputs, save_output
+from .common import EXIT_ERROR, EXIT_USAGE, CommandError, check_outputs, emit_text, save_output
 from .guard import Terminated, kept_output, terminating_signals
 from .profile_repeat import add_repeat_options, run_repeated, wants_repeat
 from .program import as_main as _as_main
@@ -247,15 +247,8 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> boo
         if text is None:
             err.write(f"--focus {args.focus!r}: no function name contains it, nothing to show\n")
             return False
-        if args.output is None:
-            out.write(text if text.endswith("\n") or not text else text + "\n")
+        if not emit_text(text, args.output, out):
             return True
-
-        def write(path: str) -> None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-
-        save_output("-o", args.output, write)
     if not args.quiet:
         err.write(f"profile written to {args.output} ({fmt})\n")
     return True

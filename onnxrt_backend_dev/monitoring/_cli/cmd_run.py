@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, CommandError, check_outputs, save_output
+from .common import EXIT_USAGE, CommandError, check_outputs, emit_text
 
 _FORMATS = ("text", "json", "html")
 _SUFFIXES = {
@@ -176,20 +176,9 @@ class RunCommand:
     def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         fmt = _format(args)
         text = render(report, fmt)
-        if not text.endswith("\n"):  # a terminal's prompt goes on the next line
-            text += "\n"
-        if args.output is None:
-            out.write(text)
-            return
-
-        def write(path: str) -> None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-
-        save_output("-o", args.output, write)
-        if not args.quiet:
-            if fmt != "text":
-                err.write(render(report, "text"))
+        if emit_text(text, args.output, out) and not args.quiet:
+            if fmt != "text":  # the summary still reaches the terminal
+                emit_text(render(report, "text"), None, err)
             err.write(f"report written to {args.output} ({fmt})\n")
 
 

@@ -246,6 +246,29 @@ def save_output(option: str, path: str, write: Callable[[str], None]) -> None:
     )
 
 
+def emit_text(text: str, output: str | None, out: TextIO, option: str = "-o") -> bool:
+    """Writes a command's rendered output: to ``out`` when no file is named (ending with
+    a line break, so that a shell's prompt starts a line of its own), else into the file
+    through :func:`save_output`.
+
+    :param text: what to write
+    :param output: the file named by ``option``, None for ``out``
+    :param out: the standard output
+    :param option: the option naming the file, for messages
+    :return: True when a file was written
+    """
+    if output is None:
+        out.write(text if text.endswith("\n") or not text else text + "\n")
+        return False
+
+    def write(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    save_output(option, output, write)
+    return True
+
+
 def save_outputs(writes: Iterable[tuple[str, str | None, Callable[[str], None]]]) -> None:
     """Writes several output files with :func:`save_output`, all of them even when one
     fails.

@@ -15,7 +15,7 @@ import types
 from collections.abc import Callable
 from typing import Any, NamedTuple, TextIO
 
-from .common import EXIT_USAGE, CommandError, save_output
+from .common import EXIT_USAGE, CommandError, emit_text
 from .guard import Terminated, kept_output, terminating_signals
 
 SAMPLED_FORMATS = ("text", "json", "html", "speedscope", "collapsed")
@@ -124,17 +124,8 @@ def _emit(
             opts["guides"] = "ascii"
     render: Callable[..., str] = getattr(result, f"to_{fmt}")
     text = render(**opts)
-    if args.output is None:
-        out.write(text if text.endswith("\n") or not text else text + "\n")
-    else:
-
-        def write(path: str) -> None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-
-        save_output("-o", args.output, write)
-        if not args.quiet:
-            err.write(f"profile written to {args.output} ({fmt})\n")
+    if emit_text(text, args.output, out) and not args.quiet:
+        err.write(f"profile written to {args.output} ({fmt})\n")
     for note in result.profile.notes:
         err.write(f"note: {note}\n")
 
