@@ -400,7 +400,6 @@ class ProfileCommand:
         except OSError as e:
             raise CommandError(f"cannot read profile {e.filename!r}: {e.strerror}") from e
         return 0 if _emit(stats, sargs, out, err) else EXIT_ERROR
-        return 0
 
     def _profile(
         self,
