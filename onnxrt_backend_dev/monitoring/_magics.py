@@ -389,7 +389,7 @@ class MonitoringMagics(Magics):
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(render(report))
         if "q" not in opts:
-            print(to_text(report), end="")
+            print(to_text(report))  # the summary has no line break of its own
         return report if "o" in opts else None
 
     @no_var_expand

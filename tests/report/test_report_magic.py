@@ -36,6 +36,7 @@ def test_monitor_prints_the_summary_and_returns_the_report(ip: Any, tmp_path: Pa
         report = ip.run_cell_magic("monitor", f"-o --html {page}", CELL)
     # THEN the summary is printed, the peak credited to fill, the page written
     assert "peak RSS" in out.stdout and len(out.stdout.splitlines()) <= 30
+    assert out.stdout.endswith("\n")  # the next output starts a line of its own
     assert report.peak.site is not None and report.peak.site.function == "fill"
     assert report.tree[0].site.file == "<monitor>"
     assert "<svg" in page.read_text(encoding="utf-8")
