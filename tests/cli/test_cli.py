@@ -43,7 +43,8 @@ class _FakeCommand:
 def _run(
     monkeypatch: pytest.MonkeyPatch, command: _FakeCommand, *argv: str
 ) -> tuple[int, str, str]:
-    monkeypatch.setattr(_cli, "_load_commands", lambda: [command])
+    monkeypatch.setattr(_cli, "_COMMAND_MODULES", {command.name: ("unused", command.help)})
+    monkeypatch.setattr(_cli, "_load_command", lambda name: command)
     out, err = io.StringIO(), io.StringIO()
     code = _cli.main(list(argv), out=out, err=err)
     return code, out.getvalue(), err.getvalue()
@@ -93,7 +94,48 @@ def test_every_registered_command_is_loaded() -> None:
     _, commands = _cli.build_parser()
     assert list(commands) == list(_cli._COMMAND_MODULES)
     for name, command in commands.items():
-        assert command.name == name and command.help
+        # The help shown by the top-level --help (kept in the table) is the command's own.
+        assert command.name == name and command.help == _cli._COMMAND_MODULES[name][1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "chosen"),
+    [
+        (["profile", "x.py"], "profile"),
+        (["run", "--help"], "run"),
+        (["--help"], None),
+        (["--version"], None),
+        ([], None),
+        (["nosuch"], None),
+        (["x.py", "profile"], None),
+    ],
+)
+def test_the_command_run_is_the_first_argument(argv: list[str], chosen: str | None) -> None:
+    assert _cli.chosen_command(argv) == chosen
+
+
+def test_a_run_imports_only_the_command_it_runs() -> None:
+    # In a child, so that no module is already imported by other tests.
+    code = (
+        "import sys\n"
+        "from onnxrt_backend_dev.monitoring._cli import dispatch\n"
+        "assert dispatch.main(['time', '--help']) == 0\n"
+        "mods = sorted(m for m in sys.modules if '._cli.cmd_' in m)\n"
+        "print(mods, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stderr.strip() == "['onnxrt_backend_dev.monitoring._cli.cmd_time']"
+
+
+def test_the_top_level_help_lists_every_command_without_importing_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _cli.main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for name, (_, help_text) in _cli._COMMAND_MODULES.items():
+        assert name in out and " ".join(help_text.split()) in out
 
 
 def test_require_names_the_extra() -> None:
@@ -361,7 +403,7 @@ class Interrupt:
         return None
 
 sys.meta_path.insert(0, Interrupt())
-sys.argv = [sys.argv[0], "--help"]
+sys.argv = [sys.argv[0], "time", "--help"]
 runpy.run_module("onnxrt_backend_dev.monitoring", run_name="__main__", alter_sys=True)
 """
 
@@ -375,7 +417,7 @@ runpy.run_module("onnxrt_backend_dev.monitoring", run_name="__main__", alter_sys
     ],
 )
 def test_ctrl_c_during_start_up_imports_of_python_dash_m_exits_130(module: str) -> None:
-    # GIVEN a real `python -m onnxrt_backend_dev.monitoring --help` interrupted while it
+    # GIVEN a real `python -m onnxrt_backend_dev.monitoring time --help` interrupted while it
     # imports `module` WHEN it ends THEN exit 130 and one line, no traceback
     proc = subprocess.run(
         [sys.executable, "-c", _INTERRUPTED_IMPORT, module],

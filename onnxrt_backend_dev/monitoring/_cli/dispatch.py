@@ -17,7 +17,7 @@ import importlib
 import io
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, TextIO, cast
 
 from ... import __version__
@@ -32,24 +32,50 @@ from .common import (
     save_fallback,
 )
 
-# Subcommand name -> module holding its COMMAND; the order is the one shown by --help.
-_COMMAND_MODULES: dict[str, str] = {
-    "demo": ".cmd_demo",
-    "time": ".cmd_time",
-    "spy": ".cmd_spy",
-    "profile": ".cmd_profile",
-    "compare": ".cmd_compare",
-    "run": ".cmd_run",
+# Subcommand name -> the module holding its COMMAND and its one-line help; the order is
+# the one shown by --help. The help is kept here so that a run imports only the command it
+# runs: each command module pulls its own machinery (about 0.1 s of start-up for all six,
+# which a profiled or monitored program would pay on every run).
+_COMMAND_MODULES: dict[str, tuple[str, str]] = {
+    "demo": (
+        ".cmd_demo",
+        "run the reference examples (time, memory, profile) and write their pictures",
+    ),
+    "time": (".cmd_time", "measure how long a Python statement takes (like python -m timeit)"),
+    "spy": (
+        ".cmd_spy",
+        "measure the memory peak of a command or a running process (CPU, and devices with "
+        "--probe NAME or --cuda)",
+    ),
+    "profile": (
+        ".cmd_profile",
+        "profile a script or module (sampled, or --cprofile) and show its call tree",
+    ),
+    "compare": (
+        ".cmd_compare",
+        "compare two saved results (or two programs run interleaved), with significance",
+    ),
+    "run": (".cmd_run", "run a program once and report its time, memory and GPU on one page"),
 }
 
 
-def _load_commands() -> list[Command]:
-    commands = []
-    for name, module in _COMMAND_MODULES.items():
-        command: Command = importlib.import_module(module, __package__).COMMAND
-        assert command.name == name, (command.name, name)
-        commands.append(command)
-    return commands
+def _load_command(name: str) -> Command:
+    """Imports the module of command ``name`` and returns its ``COMMAND``."""
+    command: Command = importlib.import_module(_COMMAND_MODULES[name][0], __package__).COMMAND
+    assert command.name == name, (command.name, name)
+    return command
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command a command line runs: its first argument when that names one (the
+    program's own options, ``--help`` and ``--version``, take no value), else None.
+
+    :param argv: the arguments without the program name
+    :return: the command's name, or None
+    """
+    if argv and argv[0] in _COMMAND_MODULES:
+        return argv[0]
+    return None
 
 
 # How --help and usage errors name the program when it is run with -m (or in process).
@@ -70,11 +96,15 @@ def program_name(argv0: str | None) -> str:
     return name
 
 
-def build_parser(prog: str = MODULE_PROG) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+def build_parser(
+    prog: str = MODULE_PROG, load: Collection[str] | None = None
+) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """Builds the parser with one sub-parser per command.
 
     :param prog: the program's name in usage lines (see :func:`program_name`)
-    :return: the parser and the commands by name
+    :param load: the commands whose module is imported and whose options are declared, all
+        if None; the others get a bare sub-parser (enough for the top-level ``--help``)
+    :return: the parser and the loaded commands by name
     """
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -83,12 +113,15 @@ def build_parser(prog: str = MODULE_PROG) -> tuple[argparse.ArgumentParser, dict
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands: dict[str, Command] = {}
-    for command in _load_commands():
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
+    for name, (_, help_text) in _COMMAND_MODULES.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if load is not None and name not in load:
+            continue
+        command = _load_command(name)
         command.prepare_parser(p)
         if p.epilog is None:
             p.epilog = getattr(command, "exit_codes", EXIT_CODES_EPILOG)
-        commands[command.name] = command
+        commands[name] = command
     return parser, commands
 
 
@@ -240,9 +273,11 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     """Parses the arguments and runs the command (see :func:`main`)."""
     # Given in process (tests, a caller), the line is not how the program was invoked.
     invoked = None if argv is not None or not sys.argv else sys.argv[0]
-    parser, commands = build_parser(program_name(invoked))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = chosen_command(argv)
+    parser, commands = build_parser(program_name(invoked), [] if chosen is None else [chosen])
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version or a usage error, already written
         if sys.stdout is not None:  # argparse writes there and ignores errors
             GuardedOutput(sys.stdout).flush()
