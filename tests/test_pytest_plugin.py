@@ -408,6 +408,13 @@ def test_labels_and_ids_with_line_breaks_keep_the_summary_one_row_each() -> None
     # GIVEN a block label and a parametrize id holding line breaks
     block = MemoryBlock("two\nlines")
     assert "\n" not in block.summary() and "two\\nlines" in block.summary()
+    # AND the time blocks, timed once or measured, escape theirs too
+    with TimeMonitor([], clock=FakeClock(1.0, 1.5))("a\nb") as timed:
+        pass
+    assert timed.summary() == "time a\\nb: 500 ms"
+    res = {"average": 0.5, "deviation": 0.1, "repeat": 2, "number": 1}
+    measured = _pytest_plugin._Measured("c\rd", res, [0.5, 0.5], [1, 1])
+    assert "\r" not in measured.summary() and measured.summary().startswith("time c\\rd: ")
     rows = [("t.py::test_a[x\ny]", ["time a: 1.00 s"])]
     # THEN the summary keeps one row per block, the breaks escaped
     assert _pytest_plugin.summary_lines(rows) == ["t.py::test_a[x\\ny]  time a: 1.00 s"]

@@ -159,7 +159,7 @@ class TimedBlock:
 
     def summary(self) -> str:
         """One line for the report."""
-        return f"time {self.label}: {format_duration(self.elapsed)}"
+        return f"time {one_line(self.label)}: {format_duration(self.elapsed)}"
 
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for ``user_properties``."""
@@ -310,7 +310,7 @@ class _Measured:
     def summary(self) -> str:
         """One line for the report."""
         return (
-            f"time {self.label}: {format_duration(self.res['average'])} ± "
+            f"time {one_line(self.label)}: {format_duration(self.res['average'])} ± "
             f"{format_duration(self.res['deviation'])} per run "
             f"({self.res['repeat']} × {self.res['number']})"
         )
