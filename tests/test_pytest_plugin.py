@@ -555,6 +555,51 @@ def test_a_saved_session_is_the_baseline_of_the_next(
     )
 
 
+def test_under_xdist_the_controller_saves_every_workers_tests_and_workers_judge_theirs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    pytest.importorskip("xdist")
+    from onnxrt_backend_dev.monitoring._results.store import load_result
+
+    pytester.makepyfile(
+        test_x="""
+import os, time, pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_t(monitor_time, i):
+    with monitor_time(f"block{i}"):
+        time.sleep(1.0 if i == int(os.environ.get("SLOW", "-1")) else 0.01)
+"""
+    )
+    # GIVEN four tests run by two pytest-xdist workers, saved and tabled
+    first = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--monitoring-save", "base.json",
+        "--monitoring-json", "t.json", timeout=120,
+    )  # fmt: skip
+    first.assert_outcomes(passed=4)
+    # THEN the controller wrote the figures of the tests of both workers, once
+    doc = load_result(pytester.path / "base.json", kind="report")
+    names = sorted(s["name"] for s in doc["data"]["timing"]["series"])
+    assert names == [f"test_x.py::test_t[{i}]::block{i}" for i in range(4)]
+    table = json.loads((pytester.path / "t.json").read_text())
+    assert sorted(t["test"] for t in table["tests"]) == [
+        f"test_x.py::test_t[{i}]" for i in range(4)
+    ]
+    # WHEN one test is 100 times slower THEN the worker running it fails it, the others
+    # pass (a threshold that a loaded machine's slow sleep does not reach: one run a side)
+    monkeypatch.setenv("SLOW", "2")
+    worse = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--monitoring-compare", "base.json",
+        "--monitoring-threshold", "2000%", timeout=120,
+    )  # fmt: skip
+    worse.assert_outcomes(passed=3, failed=1)
+    worse.stdout.fnmatch_lines(
+        ["*FAILED test_x.py::test_t[[]2[]]*regressed compared with base.json*"]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
