@@ -48,6 +48,8 @@ class RunFacts:
     :param threads: the time sampler's stacks per thread (the time columns come from
         them when given, from the ticks otherwise)
     :param children: forked children of the program, labelled, with their own ticks
+    :param tool_rss: bytes of the tool's own start-up memory already taken off the RSS
+        figures (0: none)
     """
 
     program: str
@@ -64,6 +66,7 @@ class RunFacts:
     notes: Sequence[str] = field(default=())
     threads: Sequence[SampledThread] = ()
     children: Sequence[tuple[str, Aggregator]] = ()
+    tool_rss: float = 0.0
 
 
 def package_of(filename: str) -> str:
@@ -392,7 +395,10 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     parts = agg.composition()
     site, called, stack = _place(agg, _builder(agg, parts))
     reached = _place(agg, agg.peak_sid)[0]
-    peak = Peak(agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached)
+    peak = Peak(
+        agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached,
+        facts.tool_rss,
+    )  # fmt: skip
     last_site, _, last_stack = _place(agg, agg.last_rise_sid)
     e = facts.ending
     ending = Ending(e.kind, e.code, e.detail, last_site, last_stack)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from .._format import format_bytes, format_duration
 from .model import Curve, Part, Report, Site, Span
+from .render_text import tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
 LEFT = 70
@@ -64,6 +65,8 @@ def _header(report: Report) -> str:
         ),
         ("start → end RSS", f"{format_bytes(peak.start)} → {format_bytes(report.end_rss)}"),
     ]
+    if peak.tool:
+        facts.append(("process high-water mark", format_bytes(peak.value + peak.tool)))
     facts.extend((f"peak {d.name}", format_bytes(d.peak)) for d in report.devices)
     cells = "".join(f"<div>{_e(k)}<b>{_e(v)}</b></div>" for k, v in facts)
     kind = report.ending.kind
@@ -74,6 +77,9 @@ def _header(report: Report) -> str:
         f'<div class="facts">{cells}</div>',
         f"<div>peak built by <b>{_e(built)}</b></div>",
     ]
+    if peak.tool:
+        note = f"RSS figures {tool_note(peak.value, peak.tool)}"
+        parts.append(f'<div class="note">{_e(note)}</div>')
     if peak.reached is not None and peak.reached != peak.site:
         parts.append(f"<div>peak reached in {_e(_where(peak.reached))}</div>")
     if kind in ("signal", "lost", "os_exit") and report.ending.last_site is not None:
