@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Sequence
 
 from .._format import format_bytes, format_duration
+from .axis import byte_ticks, time_ticks
 from .model import Curve, Part, Report, Site, Span
 from .render_text import tool_note
 
@@ -112,12 +113,11 @@ def _memory_svg(report: Report, wall: float) -> str:
         f'<svg viewBox="0 0 {LEFT + WIDTH + 20} {PLOT_HEIGHT + 40}" width="100%" '
         'role="img" aria-label="memory over time">'
     ]
-    for i in range(5):  # y grid and labels
-        v = top * i / 4
+    for v, text in byte_ticks(top, 5):  # y grid and labels: round values, one unit
         out.append(
             f'<line x1="{LEFT}" x2="{LEFT + WIDTH}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
             f'stroke="#ddd"/><text x="{LEFT - 4}" y="{y(v) + 4:.1f}" text-anchor="end">'
-            f"{_e(format_bytes(v))}</text>"
+            f"{_e(text)}</text>"
         )
     out.extend(_time_axis(wall, PLOT_HEIGHT + 24))
     for i, curve in enumerate(curves):
@@ -141,12 +141,13 @@ def _memory_svg(report: Report, wall: float) -> str:
 
 
 def _time_axis(wall: float, y: float) -> list[str]:
+    """Round times (1-2-5 steps, one unit) from 0, each with a short tick mark."""
     out = []
-    for i in range(11):
-        t = wall * i / 10
-        label = format_duration(t) if t > 0 else "0 s"
+    for t, label in time_ticks(wall):
+        x = _x(t, wall)
         out.append(
-            f'<text x="{_x(t, wall):.1f}" y="{y:.1f}" text-anchor="middle">{_e(label)}</text>'
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y - 14:.1f}" y2="{y - 10:.1f}" '
+            f'stroke="#999"/><text x="{x:.1f}" y="{y:.1f}" text-anchor="middle">{_e(label)}</text>'
         )
     return out
 
