@@ -26,7 +26,8 @@ from .program import as_main, exit_code, module_code, report_raised, script_code
 
 # sys.argv of ``python -c BOOT ROOT ...`` is ['-c', ROOT, ...]: ROOT (where this package
 # is) replaces the '' that -c puts first in sys.path, and the program's folder replaces
-# it when the program starts, so that the program sees the sys.path of a plain run.
+# it when the program starts, so that the program sees the sys.path of a plain run. The
+# RSS is read first: what comes after is the tool's share, taken off the figures.
 BOOT = """\
 import os, sys
 try:
@@ -36,7 +37,10 @@ try:
         os.close(_f)
     except (OSError, ValueError, IndexError):
         _rss = 0
-    sys.path[0] = sys.argv[1]
+    if sys.path and sys.path[0] == "":
+        sys.path[0] = sys.argv[1]
+    else:  # -P or -I: no '' to replace, the standard library may come first
+        sys.path.insert(0, sys.argv[1])
     from onnxrt_backend_dev.monitoring._cli.run_child import main
 except KeyboardInterrupt:
     os._exit(130)
