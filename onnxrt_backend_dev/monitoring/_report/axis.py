@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 
-_TIME_UNITS = ((1e-6, "µs"), (1e-3, "ms"), (1.0, "s"))
-_BYTE_UNITS = ((1.0, "B"), (1024.0, "KiB"), (1024.0**2, "MiB"), (1024.0**3, "GiB"))
-_BYTE_UNITS += ((1024.0**4, "TiB"),)
+_Units = tuple[tuple[float, str], ...]
+_TIME_UNITS: _Units = ((1e-6, "µs"), (1e-3, "ms"), (1.0, "s"))
+_BYTE_UNITS: _Units = (
+    (1.0, "B"), (1024.0, "KiB"), (1024.0**2, "MiB"), (1024.0**3, "GiB"), (1024.0**4, "TiB"),
+)  # fmt: skip
 MAX_TICKS = 12  # ticks at most on an axis
 _EPS = 1e-9  # float noise: 0.3 / 0.1 is 2.9999999999999996
 
@@ -34,9 +36,7 @@ def nice_step(span: float, target: int = 8) -> float:
     return step
 
 
-def _ticks(
-    top: float, target: int, units: tuple[tuple[float, str], ...], least: float
-) -> list[tuple[float, str]]:
+def _ticks(top: float, target: int, units: _Units, least: float) -> list[tuple[float, str]]:
     """Ticks from 0 to at most ``top``: the unit from ``top``, the step at least
     ``least`` (in the base unit), labels with the decimals the step needs."""
     factor, symbol = units[0]
