@@ -374,7 +374,8 @@ class MonitoringMagics(Magics):
             return None
         interval = _number_option(opts, "interval", 0.005, float, 0.001)
         probes = [str(p) for p in opts.get("probe", [])]
-        outputs = {"html": _option(opts, "html"), "json": _option(opts, "json")}
+        outputs = {"--html": _option(opts, "html"), "--json": _option(opts, "json")}
+        _check_outputs(outputs)  # before the cell runs, as the command line does
         code = self._shell.compile(self._shell.transform_cell(cell), "<monitor>", "exec")
         namespace = self._shell.user_ns
         try:
@@ -383,11 +384,12 @@ class MonitoringMagics(Magics):
             if not getattr(e, "__traceback__", None) or not _from_cell(e):
                 raise UsageError(f"%%monitor cannot run: {e}") from None
             raise
-        for key, render in (("html", to_html), ("json", to_json)):
-            path = outputs[key]
+        writes = []
+        for option, render in (("--html", to_html), ("--json", to_json)):
+            path = outputs[option]
             if path is not None:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(render(report))
+                writes.append((option, path, render(report)))
+        _save_outputs(writes)
         if "q" not in opts:
             print(to_text(report))  # the summary has no line break of its own
         return report if "o" in opts else None
@@ -433,6 +435,43 @@ class MonitoringMagics(Magics):
 
 # The file name of the cell in the call tree.
 _CELL_NAME = "cell"
+
+
+def _check_outputs(outputs: dict[str, str | None]) -> None:
+    """Refuses, before the cell runs, the output files the command line refuses (a
+    folder, a folder that does not exist, no permission, two options naming one file).
+
+    :param outputs: option -> file, None when not given
+    :raises UsageError: one line naming the option and the file
+    """
+    from ._cli.common import CommandError, check_outputs
+
+    try:
+        check_outputs(outputs)
+    except CommandError as e:
+        raise UsageError(f"%%monitor: {e}") from None
+
+
+def _save_outputs(writes: list[tuple[str, str, str]]) -> None:
+    """Writes the files after the cell ran; one that fails is saved into a fallback file
+    named in the error, the others are still written.
+
+    :param writes: ``(option, file, text)``
+    :raises UsageError: one line naming what failed and where it went
+    """
+    from ._cli.common import CommandError, save_outputs
+
+    def writer(text: str) -> Callable[[str], None]:
+        def write(path: str) -> None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+
+        return write
+
+    try:
+        save_outputs((option, path, writer(text)) for option, path, text in writes)
+    except CommandError as e:
+        raise UsageError(f"%%monitor: {e}") from None
 
 
 def _from_cell(error: BaseException) -> bool:

@@ -17,8 +17,8 @@ high-water mark, reset when the block starts) and credited to the line that buil
 a call that held the GIL or a peak shorter than a tick included; memory columns are net
 growth, growth up to the peak (it adds up to ``peak - start``) and the highest RSS while
 a function ran. ``onnxrt-monitoring run script.py`` does the same for a whole program,
-in a forked child whose ticks stream to the command, so that the report is written even
-when the program is killed. The JSON (:func:`to_json`) has a schema name and a version.
+in a fresh interpreter whose ticks stream to the command, so that the report is written
+even when the program is killed. The JSON (:func:`to_json`) has a schema name and a version.
 """
 
 from __future__ import annotations

@@ -256,3 +256,34 @@ def test_the_program_dies_with_the_command(tmp_path: Path, script: Path) -> None
             cli.wait(TIMEOUT)
     # THEN its program and the program's spy end too
     _no_process_left(cli.pid)
+
+
+LEAN = """\
+import json, sys
+heavy = ["argparse", "onnxrt_backend_dev.monitoring._report.build",
+         "onnxrt_backend_dev.monitoring._cli.common", "datetime", "dataclasses"]
+print(json.dumps({"loaded": [m for m in heavy if m in sys.modules], "path0": sys.path[0],
+                  "argv": sys.argv}))
+"""
+
+
+def test_the_program_runs_in_a_fresh_lean_interpreter_and_its_peak_is_its_own(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a script telling which of the command's modules it sees
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "lean.py"
+    path.write_text(LEAN)
+    report = tmp_path / "r.json"
+    # WHEN it runs under `run`
+    proc = _run("-o", str(report), str(path), "x", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    # THEN none of the command's machinery is in its process, sys.path and sys.argv are
+    # a plain run's
+    assert seen["loaded"] == []
+    assert seen["path0"] == str(tmp_path / "sub") and seen["argv"] == [str(path), "x"]
+    # AND the tool's own start-up memory is taken off the figures, and said
+    peak = json.loads(report.read_text())["peak"]
+    assert 0 < peak["tool"] < 16 * 2**20 and peak["value"] > peak["start"] > 0
+    assert "high-water mark" in proc.stderr and "own start-up memory" in proc.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,3 +75,53 @@ def test_monitor_help_lists_its_options(ip: Any) -> None:
         ip.run_cell_magic("monitor", "--help", "ran = True\n")
     for option in ("--interval SECONDS", "--probe NAME", "--html FILE", "-q", "-o"):
         assert option in out.stdout
+
+
+def _bad_paths(tmp: Path) -> list[tuple[str, str]]:
+    """``(the magic's line, what the one-line error says)`` for output files the command
+    line refuses too."""
+    (tmp / "folder").mkdir(exist_ok=True)
+    dangling = tmp / "dangling.html"
+    if not dangling.is_symlink():
+        dangling.symlink_to(tmp / "nowhere" / "x.html")
+    same = tmp / "same.out"
+    return [
+        (f"--html {tmp / 'folder'}", "cannot write --html .*it is a folder"),
+        (f"--json {tmp / 'missing' / 'r.json'}", "cannot write --json .*does not exist"),
+        (f"--html {dangling}", "cannot write --html .*symbolic link"),
+        (f"--html {same} --json {same}", "cannot write --json .*the same file as --html"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_monitor_refuses_bad_output_files_before_the_cell_runs(
+    ip: Any, tmp_path: Path, case: int
+) -> None:
+    # GIVEN an output file %%monitor could not write at the end
+    line, message = _bad_paths(tmp_path)[case]
+    ip.user_ns.pop("ran", None)
+    # WHEN the cell is run with it
+    with pytest.raises(UsageError, match=message) as info:
+        ip.run_cell_magic("monitor", f"-q {line}", "ran = True\n")
+    # THEN one line names the option and the file, and the cell did not run
+    assert "\n" not in str(info.value) and str(info.value).startswith("%%monitor: ")
+    assert "ran" not in ip.user_ns
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes anywhere")
+def test_monitor_refuses_a_folder_it_may_not_write(ip: Any, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(UsageError, match=r"cannot write --json .*permission denied"):
+            ip.run_cell_magic("monitor", f"-q --json {locked / 'r.json'}", "ran = True\n")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_monitor_writes_both_files_when_both_are_good(ip: Any, tmp_path: Path) -> None:
+    page, doc = tmp_path / "r.html", tmp_path / "r.json"
+    ip.run_cell_magic("monitor", f"-q --html {page} --json {doc}", "x = [0] * 1000\n")
+    assert "<svg" in page.read_text(encoding="utf-8")
+    assert '"schema": "onnxrt-monitoring-report"' in doc.read_text(encoding="utf-8")

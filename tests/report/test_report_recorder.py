@@ -158,3 +158,57 @@ def test_proc_memory_reads_positive_figures() -> None:
     finally:
         memory.close()
     assert rss > 0 and hwm > 0
+
+
+def test_proc_memory_takes_its_offset_off_both_figures() -> None:
+    # GIVEN two readings, one with an offset of 1 MiB
+    plain, shifted = ProcMemory(), ProcMemory(offset=2**20)
+    try:
+        # WHEN both are read
+        rss, hwm = plain()
+        rss2, hwm2 = shifted()
+    finally:
+        plain.close()
+        shifted.close()
+    # THEN the offset is taken off (a few pages may come and go between the readings)
+    assert abs((rss - rss2) - 2**20) < 2**19 and abs((hwm - hwm2) - 2**20) < 2**19
+
+
+# A process started by a parent holding 200 MiB: its ru_maxrss keeps the parent's mark
+# across the exec; ProcMemory must see through it to VmHWM.
+_AFTER_EXEC = """
+import json, resource, sys
+from onnxrt_backend_dev.monitoring._report.recorder import ProcMemory, reset_high_water_mark
+reset_high_water_mark()
+memory = ProcMemory()
+hwm = memory.high_water_mark()
+status = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
+print(json.dumps({"floor": memory.floor, "hwm": hwm, "vmhwm": int(status.split()[1]) * 1024,
+                  "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+memory.close()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM, exec's ru_maxrss")
+def test_proc_memory_sees_through_the_mark_inherited_across_exec() -> None:
+    import json
+    import os
+    import subprocess
+
+    # GIVEN a parent whose memory peaked at 200 MiB starting a fresh interpreter
+    parent = (
+        "import subprocess, sys\n"
+        "big = bytearray(200 * 2**20)\n"
+        "sys.exit(subprocess.run([sys.executable, '-c', sys.argv[1]]).returncode)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    # WHEN the child reads its high-water mark
+    proc = subprocess.run(
+        [sys.executable, "-c", parent, _AFTER_EXEC],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    # THEN ru_maxrss still says the parent's 200 MiB, ProcMemory the child's own mark
+    assert doc["maxrss"] > 150 * 2**20 and doc["floor"] == doc["maxrss"]
+    assert doc["hwm"] < 100 * 2**20 and abs(doc["hwm"] - doc["vmhwm"]) < 2**20

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from pathlib import Path
 
@@ -191,3 +192,36 @@ def test_a_deep_stack_is_built_without_recursion(tmp_path: Path) -> None:
 )
 def test_package_of(path: str, package: str) -> None:
     assert package_of(path) == package
+
+
+def test_the_rss_curve_starts_at_the_program_start_with_its_first_rss(tmp_path: Path) -> None:
+    # GIVEN a spy whose samples begin before the program (the tool's own start) and
+    # whose first sample after the start comes late
+    spy = ("rss", [-0.05, 0.3, 0.45], [3 * MIB, 380 * MIB, 680 * MIB], "sampling")
+    # WHEN the report is built (the ticks start at t=0 with 10 MiB)
+    report = _report(tmp_path, curves=[spy], t0=0.0)
+    rss = report.curves[0]
+    # THEN the curve starts at t=0 with the first tick's RSS, nothing before it, and
+    # keeps the ticks' points before the spy's first one
+    assert rss.times[0] == 0.0 and rss.values[0] == 10 * MIB
+    assert min(rss.times) >= 0.0 and 3 * MIB not in rss.values
+    assert 0.1 in rss.times and 0.3 in rss.times
+
+
+def test_the_page_axes_have_round_ticks(tmp_path: Path) -> None:
+    page = to_html(_report(tmp_path))
+    # a 0.5 s run: 0 ms, 50 ms ... 500 ms, not the old 0 s, 50.0 ms ... 500 ms; memory up
+    # to the fake GPU's 1 GiB: 0.0 GiB, 0.2 GiB ... 1.0 GiB, not 0 B, 283 MiB, 566 MiB
+    times = [f">{i} ms<" for i in range(0, 550, 50)]
+    assert all(t in page for t in times) and "50.0 ms" not in page and ">0 s<" not in page
+    assert all(f">{i / 10:.1f} GiB<" in page for i in range(0, 12, 2))
+
+
+def test_a_peak_less_the_tool_says_the_raw_mark_beside(tmp_path: Path) -> None:
+    # GIVEN a report whose figures had 2 MiB of the tool's start-up memory taken off
+    report = _report(tmp_path, tool_rss=2.0 * MIB)
+    # THEN text, page and JSON say it beside the peak, and the JSON round-trips it
+    raw = "high-water mark 682 MiB less 2.00 MiB of this tool's own start-up memory"
+    assert raw in to_text(report) and html.escape(raw) in to_html(report)
+    assert from_json(to_json(report)).peak.tool == 2.0 * MIB
+    assert "less" not in to_text(_report(tmp_path)).split("built by")[0]

@@ -14,7 +14,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 import types
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -26,6 +25,7 @@ from .program import as_main as _as_main
 from .program import before_os_exit as _before_os_exit
 from .program import exit_code as _exit_code
 from .program import module_code as _module_code
+from .program import report_raised
 from .program import script_code as _script_code
 from .save_result import add_save_options, check_save, save_profile
 
@@ -290,22 +290,6 @@ def _on_os_exit(
             err.flush()
 
     return callback
-
-
-def report_raised(name: str, failure: BaseException, err: TextIO) -> int:
-    """Reports an exception the program raised: its traceback (without this tool's frame
-    that ran it), then one line naming it.
-
-    :param name: the program's name
-    :param failure: the exception
-    :param err: the error stream
-    :return: the exit code, 1
-    """
-    tb = failure.__traceback__
-    lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
-    err.write("".join(lines))
-    err.write(f"error: {name} raised {type(failure).__name__}: {failure}\n")
-    return 1
 
 
 class ProfileCommand:

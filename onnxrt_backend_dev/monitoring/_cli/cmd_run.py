@@ -3,9 +3,9 @@ one report: time, memory and GPU, exact peak and where it was built.
 
 ``run [options] script.py [args...]``, ``run [options] -m module [args...]`` and
 ``run [options] -- COMMAND [args...]`` (any other program: its process tree's memory,
-no stacks). The program runs in a forked child while this process records what it
-streams, so the report is written even when the program is killed (SIGKILL, a segfault,
-``os._exit``).
+no stacks). The program runs in a child process, a fresh interpreter (its memory is the
+program's, not this command's), while this process records what it streams, so the
+report is written even when the program is killed (SIGKILL, a segfault, ``os._exit``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from typing import Any, TextIO
 
 from .common import EXIT_USAGE, CommandError, check_outputs, emit_text
@@ -24,7 +23,7 @@ _SUFFIXES = {
     ".json": "json", ".html": "html", ".htm": "html",
 }  # fmt: skip
 _EPILOG = (
-    "The program runs as __main__ with its own sys.argv in a forked child; this process "
+    "The program runs as __main__ with its own sys.argv in a fresh interpreter; this process "
     "receives its ticks as they are taken and writes the report in every case: a normal "
     "exit, an exception, SIGINT (130), SIGTERM (143) or SIGHUP (129) forwarded to it, and "
     "also when it dies without a word (SIGKILL from the OOM killer 137, a segfault 139, "
@@ -89,34 +88,6 @@ def render(report: Any, fmt: str) -> str:
     return to_text(report)
 
 
-def _program(code: Any, module: Any, argv: list[str], path0: str, name: str) -> Any:
-    """What the child runs: the program as __main__, every way it can end caught."""
-    from .._report.runner import Outcome
-    from .cmd_profile import _as_main, _exit_code, report_raised
-    from .guard import Terminated, terminating_signals
-
-    def program() -> Outcome:
-        with terminating_signals() as signals, _as_main(module, argv, path0):
-            try:
-                exec(code, module.__dict__)
-            except SystemExit as e:
-                rc = _exit_code(e, sys.stderr)
-                return Outcome("exit", rc, f"exited with code {rc}")
-            except KeyboardInterrupt:
-                return Outcome("interrupted", 130, "interrupted (SIGINT)")
-            except Terminated as e:
-                return Outcome("signal", 128 + e.signum, f"stopped: {e}")
-            except BaseException as e:
-                report_raised(name, e, sys.stderr)
-                what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-                return Outcome("exception", 1, f"raised {what}")
-            finally:
-                signals.program_over()
-        return Outcome("exit", 0, "exited with code 0")
-
-    return program
-
-
 class RunCommand:
     """The ``run`` subcommand."""
 
@@ -149,27 +120,30 @@ class RunCommand:
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the program and writes the report."""
-        from .._report.runner import run_command, run_recorded
-        from .cmd_profile import _module_code, _script_code
+        from .._report.runner import run_command, run_fresh
+        from .program import module_code, script_code
+        from .run_child import command_line
 
         _check(args)
         if not hasattr(os, "fork"):
             raise CommandError("run needs os.fork (Linux, macOS)")
-        if args.module:
-            code, module, argv, path0 = _module_code(args.module[0])
-            name = f"-m {args.module[0]}"
-            argv += args.module[1:]
+        if args.module:  # checked (and compiled) here, run by a fresh interpreter
+            module_code(args.module[0])
+            target, rest, name = args.module[0], args.module[1:], f"-m {args.module[0]}"
         elif _is_python(args.target):
-            code, module, argv, path0 = _script_code(args.target)
-            name = args.target
-            argv += args.args
+            script_code(args.target)
+            target, rest, name = args.target, args.args, args.target
         else:
             name = " ".join([args.target, *args.args])
             report, rc = run_command([args.target, *args.args], name, args.probe)
             self._emit(report, args, out, err)
             return rc
-        program = _program(code, module, argv, path0, os.path.basename(argv[0]))
-        report, rc = run_recorded(program, name, args.interval, args.probe, root_code=code)
+        is_module = bool(args.module)
+
+        def command(fd: int) -> list[str]:
+            return command_line(fd, args.interval, target, rest, module=is_module)
+
+        report, rc = run_fresh(command, name, args.interval, args.probe)
         self._emit(report, args, out, err)
         return rc
 

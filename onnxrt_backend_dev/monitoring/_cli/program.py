@@ -1,6 +1,8 @@
 """Running a Python program in this process, as ``python script.py`` or ``python -m
 module`` would: its code, its ``__main__`` module, ``sys.argv`` and ``sys.path[0]``, its
-exit code; used by ``profile`` and ``spy --where``."""
+exit code; used by ``profile``, ``spy --where`` and the child of ``run`` (a fresh
+interpreter whose every import counts in the program's memory: the command's machinery,
+``common`` and its ``argparse``, is imported only to report a usage error)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,17 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from .common import EXIT_USAGE, CommandError
+if TYPE_CHECKING:
+    from .common import CommandError
+
+
+def _usage(message: str) -> CommandError:
+    """A usage error (exit 2)."""
+    from .common import EXIT_USAGE, CommandError
+
+    return CommandError(message, EXIT_USAGE)
 
 
 @contextmanager
@@ -68,7 +78,7 @@ def script_code(path: str) -> tuple[types.CodeType, types.ModuleType, list[str],
     given = os.path.join(path, "__main__.py") if folder else path
     if not os.path.isfile(given):
         what = "folder has no __main__.py" if folder else "script not found"
-        raise CommandError(f"{what}: {path!r}", EXIT_USAGE)
+        raise _usage(f"{what}: {path!r}")
     with open(given, "rb") as f:
         source = f.read()
     code = compile(source, given, "exec")
@@ -87,21 +97,18 @@ def module_code(name: str) -> tuple[types.CodeType, types.ModuleType, list[str],
         if spec is not None and spec.submodule_search_locations is not None:
             spec = importlib.util.find_spec(name + ".__main__")
             if spec is None:
-                raise CommandError(
-                    f"{name!r} is a package and has no __main__ module: it cannot be run",
-                    EXIT_USAGE,
-                )
+                raise _usage(f"{name!r} is a package and has no __main__ module: it cannot be run")
     except (ImportError, ValueError) as e:
-        raise CommandError(f"cannot find module {name!r}: {e}", EXIT_USAGE) from e
+        raise _usage(f"cannot find module {name!r}: {e}") from e
     if spec is None:
-        raise CommandError(f"no module named {name!r}", EXIT_USAGE)
+        raise _usage(f"no module named {name!r}")
     get_code = getattr(spec.loader, "get_code", None)
     code = get_code(spec.name) if get_code is not None else None
     if code is None and spec.origin and os.path.isfile(spec.origin):
         # Import hooks (pytest's, for one) may not expose get_code: read the source.
         code = script_code(spec.origin)[0]
     if code is None:
-        raise CommandError(f"module {name!r} has no code to run", EXIT_USAGE)
+        raise _usage(f"module {name!r} has no code to run")
     module = types.ModuleType("__main__")
     module.__file__ = spec.origin
     module.__spec__ = spec
@@ -116,4 +123,22 @@ def exit_code(e: SystemExit, err: TextIO) -> int:
     if isinstance(e.code, int):
         return e.code
     err.write(f"{e.code}\n")
+    return 1
+
+
+def report_raised(name: str, failure: BaseException, err: TextIO) -> int:
+    """Reports an exception the program raised: its traceback (without this tool's frame
+    that ran it), then one line naming it.
+
+    :param name: the program's name
+    :param failure: the exception
+    :param err: the error stream
+    :return: the exit code, 1
+    """
+    import traceback
+
+    tb = failure.__traceback__
+    lines = traceback.format_exception(type(failure), failure, tb.tb_next if tb else None)
+    err.write("".join(lines))
+    err.write(f"error: {name} raised {type(failure).__name__}: {failure}\n")
     return 1

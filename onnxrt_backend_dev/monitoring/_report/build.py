@@ -48,6 +48,8 @@ class RunFacts:
     :param threads: the time sampler's stacks per thread (the time columns come from
         them when given, from the ticks otherwise)
     :param children: forked children of the program, labelled, with their own ticks
+    :param tool_rss: bytes of the tool's own start-up memory already taken off the RSS
+        figures (0: none)
     """
 
     program: str
@@ -64,6 +66,7 @@ class RunFacts:
     notes: Sequence[str] = field(default=())
     threads: Sequence[SampledThread] = ()
     children: Sequence[tuple[str, Aggregator]] = ()
+    tool_rss: float = 0.0
 
 
 def package_of(filename: str) -> str:
@@ -164,17 +167,21 @@ def _curve(name: str, times: Sequence[float], values: Sequence[float], source: s
 
 
 def _rss_curve(agg: Aggregator, facts: RunFacts, t0: float) -> Curve:
-    """The RSS curve: the spy's when it ran (it time during long C calls too), the
-    ticks' otherwise, with the exact peak as one more point at its moment."""
+    """The RSS curve: the ticks' and the spy's together (the spy's fill long C calls,
+    when no tick runs; the ticks' cover the start, before the spy, another process, has
+    its first sample), from the program's start (``t0``: times before it are the tool's
+    own start), with the exact peak as one more point at its moment."""
     spy = [c for c in facts.curves if c[0] == "rss"]
+    points = [(t - t0, v) for t, v in zip(agg.times, agg.rss, strict=True)]
     if spy:
-        points = [(t - t0, v) for t, v in zip(spy[0][1], spy[0][2], strict=True)]
-    else:
-        points = [(t - t0, v) for t, v in zip(agg.times, agg.rss, strict=True)]
+        points.extend((t - t0, v) for t, v in zip(spy[0][1], spy[0][2], strict=True))
     if agg.n:
         points.append((agg.peak_t - t0, agg.peak))
         points.append((agg.last_t - t0, agg.last_rss))
-    points.sort()
+        points.append((max(agg.first_t - t0, 0.0), agg.first_rss))
+    points = sorted(p for p in points if p[0] >= 0.0)
+    if points and points[0][0] > 0.0 and agg.n:  # the curve starts with the program
+        points.insert(0, (0.0, agg.first_rss))
     curve = _curve("rss", [p[0] for p in points], [p[1] for p in points], "ticks")
     source = spy[0][3] if spy else "ticks"
     return Curve("rss", curve.times, curve.values, agg.peak, agg.peak_t - t0, source)
@@ -392,7 +399,10 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     parts = agg.composition()
     site, called, stack = _place(agg, _builder(agg, parts))
     reached = _place(agg, agg.peak_sid)[0]
-    peak = Peak(agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached)
+    peak = Peak(
+        agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached,
+        facts.tool_rss,
+    )  # fmt: skip
     last_site, _, last_stack = _place(agg, agg.last_rise_sid)
     e = facts.ending
     ending = Ending(e.kind, e.code, e.detail, last_site, last_stack)

@@ -145,6 +145,9 @@ class Peak:
     :param stack: a stack of that line, outermost first
     :param source: ``"hwm"`` (exact) or ``"ticks"`` (sampled)
     :param reached: the innermost user line running when the mark rose to the peak
+    :param tool: bytes of this tool's own start-up memory taken off every RSS figure
+        (``value``, ``start``, the curve): the process's high-water mark was
+        ``value + tool``; 0 when nothing was taken off
     """
 
     value: float
@@ -155,6 +158,7 @@ class Peak:
     stack: tuple[Site, ...] = ()
     source: str = "hwm"
     reached: Site | None = None
+    tool: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -56,32 +56,94 @@ class Sink(Protocol):
 
 
 class ProcMemory:
-    """Reads the RSS (``/proc/self/statm``) and the high-water mark (``ru_maxrss``,
-    which Linux keeps equal to ``VmHWM``) of the current process."""
+    """Reads the RSS (``/proc/self/statm``) and the high-water mark of the current
+    process, less ``offset`` bytes.
 
-    def __init__(self) -> None:
+    The mark is ``ru_maxrss`` (one cheap call), which Linux keeps equal to ``VmHWM``
+    except after an ``exec``: it then keeps at least the mark of the process that called
+    ``exec`` (the command that started this one), which the reset of ``clear_refs`` does
+    not lower. That inherited floor is read at the start; while ``ru_maxrss`` has not
+    passed it, the mark is read from ``VmHWM`` in ``/proc/self/status`` instead (slower,
+    exact).
+
+    :param offset: bytes taken off both figures (the tool's own start-up memory, see
+        :mod:`.child`)
+    """
+
+    def __init__(self, offset: float = 0.0) -> None:
         self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self.scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes or KiB
+        self.offset = float(offset)
+        self.fd = _open("/proc/self/statm")
+        self.status = _open("/proc/self/status")
+        self.floor = 0.0  # ru_maxrss below which it says nothing of this process
+        hwm = self._status_hwm()
+        maxrss = self._maxrss()
+        if hwm is not None and maxrss > hwm:
+            self.floor = maxrss
+        if self.floor == 0.0 and self.status is not None:
+            os.close(self.status)  # ru_maxrss is the mark: no need of the slow file
+            self.status = None
+
+    def _maxrss(self) -> float:
+        return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * self.scale)
+
+    def _status_hwm(self) -> float | None:
+        if self.status is None:
+            return None
         try:
-            self.fd: int | None = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.fd = None
+            data = os.pread(self.status, 8192, 0)
+            start = data.index(b"VmHWM:") + 6
+            return float(int(data[start : data.index(b"kB", start)]) * 1024)
+        except (OSError, ValueError):
+            return None
+
+    def high_water_mark(self) -> float:
+        """The process's own high-water mark now, bytes (no offset taken)."""
+        maxrss = self._maxrss()
+        if maxrss > self.floor:
+            return maxrss
+        hwm = self._status_hwm()
+        return maxrss if hwm is None else hwm
 
     def __call__(self) -> tuple[float, float]:
-        """The RSS and the high-water mark now, in bytes."""
-        hwm = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * self.scale)
+        """The RSS and the high-water mark now, in bytes, less the offset."""
+        hwm = self.high_water_mark() - self.offset
         if self.fd is None:
             return hwm, hwm
         try:
-            return float(int(os.pread(self.fd, 128, 0).split()[1]) * self.page), hwm
+            rss = float(int(os.pread(self.fd, 128, 0).split()[1]) * self.page)
         except (OSError, IndexError, ValueError):
             return hwm, hwm
+        return rss - self.offset, hwm
 
     def close(self) -> None:
-        """Closes ``/proc/self/statm``."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        """Closes the files."""
+        for name in ("fd", "status"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
+
+
+def _open(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def resident() -> float | None:
+    """The RSS of this process now, bytes (``/proc/self/statm``), None without it."""
+    fd = _open("/proc/self/statm")
+    if fd is None:
+        return None
+    try:
+        return float(int(os.pread(fd, 128, 0).split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, IndexError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def reset_high_water_mark() -> bool:
@@ -109,6 +171,8 @@ class TickRecorder:
     :param root_code: the program's code (a module's): kept, the frames above it (the
         tool's) left out; a tick outside it has an empty stack
     :param root_frame: the frame of the code measured (kept, the frames above it left out)
+    :param offset: bytes taken off the memory read (the default reading only): the tool's
+        own start-up memory
     """
 
     def __init__(
@@ -120,12 +184,15 @@ class TickRecorder:
         max_stacks: int = MAX_STACKS,
         root_code: CodeType | None = None,
         root_frame: FrameType | None = None,
+        offset: float = 0.0,
     ) -> None:
         self.sink = sink
         self.interval = max(float(interval), MIN_INTERVAL)
         self.clock = clock
         self._own_memory = memory is None
-        self.memory: Callable[[], tuple[float, float]] = ProcMemory() if memory is None else memory
+        self.memory: Callable[[], tuple[float, float]] = (
+            ProcMemory(offset) if memory is None else memory
+        )
         self.max_stacks = max_stacks
         self.dropped = 0
         self._interned: dict[tuple[int, ...], int] = {}

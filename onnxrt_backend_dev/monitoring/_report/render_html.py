@@ -9,7 +9,9 @@ import zlib
 from collections.abc import Sequence
 
 from .._format import format_bytes, format_duration
+from .axis import byte_ticks, time_ticks
 from .model import Curve, Part, Report, Site, Span
+from .render_text import tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
 LEFT = 70
@@ -64,6 +66,8 @@ def _header(report: Report) -> str:
         ),
         ("start → end RSS", f"{format_bytes(peak.start)} → {format_bytes(report.end_rss)}"),
     ]
+    if peak.tool:
+        facts.append(("process high-water mark", format_bytes(peak.value + peak.tool)))
     facts.extend((f"peak {d.name}", format_bytes(d.peak)) for d in report.devices)
     cells = "".join(f"<div>{_e(k)}<b>{_e(v)}</b></div>" for k, v in facts)
     kind = report.ending.kind
@@ -74,6 +78,9 @@ def _header(report: Report) -> str:
         f'<div class="facts">{cells}</div>',
         f"<div>peak built by <b>{_e(built)}</b></div>",
     ]
+    if peak.tool:
+        note = f"RSS figures {tool_note(peak.value, peak.tool)}"
+        parts.append(f'<div class="note">{_e(note)}</div>')
     if peak.reached is not None and peak.reached != peak.site:
         parts.append(f"<div>peak reached in {_e(_where(peak.reached))}</div>")
     if kind in ("signal", "lost", "os_exit") and report.ending.last_site is not None:
@@ -106,12 +113,11 @@ def _memory_svg(report: Report, wall: float) -> str:
         f'<svg viewBox="0 0 {LEFT + WIDTH + 20} {PLOT_HEIGHT + 40}" width="100%" '
         'role="img" aria-label="memory over time">'
     ]
-    for i in range(5):  # y grid and labels
-        v = top * i / 4
+    for v, text in byte_ticks(top, 5):  # y grid and labels: round values, one unit
         out.append(
             f'<line x1="{LEFT}" x2="{LEFT + WIDTH}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
             f'stroke="#ddd"/><text x="{LEFT - 4}" y="{y(v) + 4:.1f}" text-anchor="end">'
-            f"{_e(format_bytes(v))}</text>"
+            f"{_e(text)}</text>"
         )
     out.extend(_time_axis(wall, PLOT_HEIGHT + 24))
     for i, curve in enumerate(curves):
@@ -135,12 +141,13 @@ def _memory_svg(report: Report, wall: float) -> str:
 
 
 def _time_axis(wall: float, y: float) -> list[str]:
+    """Round times (1-2-5 steps, one unit) from 0, each with a short tick mark."""
     out = []
-    for i in range(11):
-        t = wall * i / 10
-        label = format_duration(t) if t > 0 else "0 s"
+    for t, label in time_ticks(wall):
+        x = _x(t, wall)
         out.append(
-            f'<text x="{_x(t, wall):.1f}" y="{y:.1f}" text-anchor="middle">{_e(label)}</text>'
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y - 14:.1f}" y2="{y - 10:.1f}" '
+            f'stroke="#999"/><text x="{x:.1f}" y="{y:.1f}" text-anchor="middle">{_e(label)}</text>'
         )
     return out
 

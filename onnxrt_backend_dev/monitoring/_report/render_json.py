@@ -141,6 +141,7 @@ def _peak(p: Any) -> Peak:
         _sites(p["stack"]),
         str(p["source"]),
         _site(p.get("reached")),
+        _float(p.get("tool", 0.0)),
     )
 
 

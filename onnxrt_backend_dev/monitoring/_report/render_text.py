@@ -22,6 +22,19 @@ def _where(site: Site | None, called: str = "") -> str:
     return f"{text} calling {called}" if called else text
 
 
+def tool_note(value: float, tool: float) -> str:
+    """The sentence explaining a peak taken off the tool's own start-up memory.
+
+    :param value: the peak, bytes
+    :param tool: what was taken off, bytes
+    :return: one line
+    """
+    return (
+        f"(the process's high-water mark {format_bytes(value + tool)} less "
+        f"{format_bytes(tool)} of this tool's own start-up memory)"
+    )
+
+
 def _header(report: Report) -> list[str]:
     cpu = "CPU unknown"
     if report.cpu is not None:
@@ -35,6 +48,8 @@ def _header(report: Report) -> list[str]:
         f"start {format_bytes(peak.start)}, end {format_bytes(report.end_rss)}",
         f"  built by {_where(peak.site, peak.called)}",
     ]
+    if peak.tool:
+        lines.insert(3, f"  {tool_note(peak.value, peak.tool)}")
     if peak.reached is not None and peak.reached != peak.site:
         lines.append(f"  reached in {_where(peak.reached)}")
     lines.extend(

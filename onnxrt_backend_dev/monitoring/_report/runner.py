@@ -1,51 +1,40 @@
-"""The flight recorder: the program runs in a forked child, this process reads its ticks
-as they come and writes the report whatever happens to the child.
+"""The flight recorder: the program runs in a child process, this process reads its
+ticks as they come and writes the report whatever happens to the child.
 
-The child resets its high-water mark, starts the memory spy and the ticks (streamed to
-the pipe), runs the program, then sends the end (how it ended, the spy's curves) and
-exits with the program's code. The parent folds the ticks as they arrive, so when the
-child dies without a word (SIGKILL from the OOM killer, a segfault, ``os._exit``) the
-report still has everything up to the last tick; ``wait4`` then says how it ended and
-gives its CPU time and its exact peak (``ru_maxrss``).
+The child is a fresh interpreter (:func:`run_fresh`, what ``run`` uses: the figures are
+then the program's, not this process's modules') or a fork of this process
+(:func:`run_recorded`, a function run in the child). The child resets its high-water
+mark, starts the ticks (streamed to the pipe), runs the program, then sends the end and
+exits with the program's code; the memory spy runs from here. This process folds the
+ticks as they arrive, so when the child dies without a word (SIGKILL from the OOM
+killer, a segfault, ``os._exit``) the report still has everything up to the last tick;
+``wait4`` then says how it ended and gives its CPU time and its exact peak
+(``ru_maxrss``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any
 
 from .aggregate import Aggregator
 from .build import build_report
+from .child import Outcome, record
 from .model import Ending, Report
-from .session import SPY_DELAY, Recording, facts_of, spy_facts
-from .stream import StreamReader, StreamSink
+from .session import SPY_DELAY, facts_of, spy_facts
+from .stream import StreamReader
+
+__all__ = ["Outcome", "ending_of_status", "run_command", "run_fresh", "run_recorded"]
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
-END_TIMEOUT = 5.0  # seconds to hand the end message over
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the program's function returns in the child: how it ended.
-
-    :param kind: see :class:`.model.Ending`
-    :param code: the exit code
-    :param detail: one sentence
-    """
-
-    kind: str
-    code: int
-    detail: str
 
 
 def _signal_name(signum: int) -> str:
@@ -75,29 +64,6 @@ def ending_of_status(status: int) -> Ending:
         return Ending("signal", 128 + signum, _DEATHS.get(name, f"killed by {name}"))
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
     return Ending("os_exit", code, f"ended without unwinding (os._exit({code}) or a fatal error)")
-
-
-def _child(
-    wfd: int, program: Callable[[], Outcome], interval: float, root_code: CodeType | None
-) -> int:
-    """The child's life: record, run, send the end. Never returns to the caller's code."""
-    _die_with_parent()
-    faulthandler.enable(all_threads=True)  # a segfault still prints where it happened
-    sink = StreamSink(wfd)
-    # The spy runs from the parent (it outlives a killed child): none in here.
-    recording = Recording(sink, interval, spy=False, root_code=root_code)
-    sink.send("M", {"t0": recording.t0, "pid": os.getpid(), "started": recording.started})
-    try:
-        outcome = program()
-    finally:
-        # The program is over: a Ctrl-C now would lose its end, not stop it.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        facts = recording.finish()
-    facts["ending"] = (outcome.kind, outcome.code, outcome.detail)
-    facts["dropped"] = int(facts.get("dropped", 0)) + sink.dropped
-    sink.send("E", facts)
-    sink.drain(END_TIMEOUT)
-    return outcome.code
 
 
 # Seconds before a SIGINT the parent received is forwarded to a child still running: a
@@ -196,7 +162,9 @@ def run_recorded(
     root_code: CodeType | None = None,
     spy: bool = True,
 ) -> tuple[Report, int]:
-    """Runs ``program`` in a forked child under the ticks and the spy (POSIX only).
+    """Runs ``program`` in a forked child under the ticks and the spy (POSIX only). The
+    child carries this process's memory (its modules, its data): the figures include
+    it; :func:`run_fresh` runs a program in a fresh interpreter instead.
 
     :param program: runs the program in the child and says how it ended; it must catch
         everything the program raises
@@ -215,7 +183,8 @@ def run_recorded(
         code = 1
         try:
             os.close(rfd)
-            code = _child(wfd, program, interval, root_code)
+            _die_with_parent()
+            code = record(wfd, program, interval, root_code)
         except BaseException:  # the recorder failed: say it, the parent reports the rest
             import traceback
 
@@ -226,6 +195,55 @@ def run_recorded(
                 sys.stderr.flush()
             os._exit(code)
     os.close(wfd)
+    return _follow(pid, rfd, name, interval, probes, spy)
+
+
+# The exit code of a child that could not start the interpreter (as a shell says).
+EXEC_FAILED = 127
+
+
+def run_fresh(
+    command: Callable[[int], Sequence[str]],
+    name: str,
+    interval: float = 0.005,
+    probes: Sequence[str] = (),
+) -> tuple[Report, int]:
+    """Runs a program in a fresh interpreter under the ticks and the spy (POSIX only):
+    the child carries none of this process's memory, and takes its own start-up memory
+    off its figures (see :mod:`.child`), so that the peak is the program's.
+
+    :param command: given the pipe's write end (a file descriptor the child inherits),
+        the command line of the child; it runs the program through :func:`.child.record`
+    :param name: the program's name in the report
+    :param interval: seconds between ticks
+    :param probes: device probes, by registry name
+    :return: the report and the exit code to return
+    """
+    rfd, wfd = os.pipe()
+    argv = list(command(wfd))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: it becomes the interpreter, or ends here
+        try:
+            os.close(rfd)
+            os.set_inheritable(wfd, True)
+            _die_with_parent()  # kept across exec
+            os.execv(argv[0], argv)
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                os.write(2, f"error: cannot start {argv[0]!r}: {e}\n".encode(errors="replace"))
+        finally:
+            os._exit(EXEC_FAILED)
+    os.close(wfd)
+    return _follow(pid, rfd, name, interval, probes, True)
+
+
+def _follow(
+    pid: int, rfd: int, name: str, interval: float, probes: Sequence[str], spy: bool
+) -> tuple[Report, int]:
+    """The parent's side: reads the child's stream until it ends, forwarding signals,
+    and makes the report; no child left running whatever happens here."""
     child = _Child(pid)
     agg = Aggregator()
     reader = StreamReader(agg, pid)
@@ -295,13 +313,18 @@ def _report(
         facts["notes"].append(
             "the program ended without unwinding: the report comes from what it streamed"
         )
+    tool = _number(reader.start.get("tool_rss"))
+    floor = _number(reader.start.get("maxrss_floor"))
+    facts["tool_rss"] = tool
     if spied is not None:
-        spy_facts(spied, facts)
+        spy_facts(spied, facts, offset=tool)
     usage = child.rusage
     if usage is not None:
-        facts["cpu"] = usage.ru_utime + usage.ru_stime
+        cpu0 = _number(reader.start.get("cpu0"))
+        facts["cpu"] = max(usage.ru_utime + usage.ru_stime - cpu0, 0.0)
         peak = float(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
-        facts["exact_peak"] = max(peak, float(facts.get("exact_peak") or 0.0))
+        if peak > floor:  # else the mark of the command before its exec, not the child's
+            facts["exact_peak"] = max(peak - tool, float(facts.get("exact_peak") or 0.0))
     if end is None:
         facts["wall"] = max(agg.last_t - float(facts.get("t0", agg.first_t)), 0.0)
     if reader.bad:
@@ -312,6 +335,13 @@ def _report(
     children = [(f"process {pid}", child) for pid, child in sorted(reader.children.items())]
     report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
     return report, code
+
+
+def _number(value: Any) -> float:
+    """A size the child sent, 0 if it is not a finite non-negative number."""
+    if isinstance(value, (int, float)) and 0 <= value < float("inf"):
+        return float(value)
+    return 0.0
 
 
 def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> tuple[Report, int]:
