@@ -93,6 +93,8 @@ class Change:
     def impact(self) -> float:
         """How much it matters, for sorting: share points moved for a function, the
         relative change otherwise."""
+        if "growth_share" in self.a:  # a function's memory growth (run results)
+            return abs(self.b.get("growth_share", 0.0) - self.a.get("growth_share", 0.0))
         if "share" in self.a:  # a function, tested on its share or paired on its time
             return abs(self.b.get("share", 0.0) - self.a.get("share", 0.0))
         return abs(self.change or 0.0)
@@ -609,7 +611,155 @@ def _key_of(c: Change, sa: _Side, sb: _Side) -> tuple[str, str, int]:
     raise ResultFormatError(f"function {c.function!r} lost between A and B")
 
 
-_SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile}
+# Below this memory growth a function's figure is the allocator's (pymalloc takes arenas
+# of 1 MiB from the system), not what the function allocated: shown, not tested.
+MIN_GROWTH = float(2**20)
+
+
+class _RunSide:
+    """One ``run`` result's figures per function: columns over the runs."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        runs = data["runs"]
+        self.n = len(runs)
+        self.functions = [(f[0], f[1], f[2]) for f in data["functions"]]
+        self.keys = match_keys(self.functions, data.get("main"))
+        self.index = {k: i for i, k in enumerate(self.keys)}
+        self.walls = [float(r["wall"]) for r in runs]
+        self.peaks = [float(r["peak"]) for r in runs]
+        self.failed = sum(1 for r in runs if r.get("exit", 0) != 0)
+        totals = [math.fsum(r["own"]) for r in runs]
+        self.totals = [t if t > 0 else 1.0 for t in totals]
+        self.own = list(zip(*(r["own"] for r in runs), strict=True))
+        self.cumulative = list(zip(*(r["cumulative"] for r in runs), strict=True))
+        self.growth = list(zip(*(r["growth"] for r in runs), strict=True))
+        # The program's rise: a function's growth is its share of it.
+        rise = _median([float(r["peak"]) - float(r["start"]) for r in runs])
+        self.rise = rise if rise > 0 else 1.0
+
+    def where(self, key: tuple[str, str, int]) -> tuple[str, int, str] | None:
+        """``(file, line, name)`` of the function of that key, None if absent."""
+        i = self.index.get(key)
+        return None if i is None else self.functions[i]
+
+    def time_figures(self, key: tuple[str, str, int]) -> tuple[dict[str, float], list[float]]:
+        """The function's median share of the run's own time, its median own and
+        cumulative seconds, and its share in each run."""
+        i = self.index.get(key)
+        if i is None:
+            return {"share": 0.0, "time": 0.0, "cumulative": 0.0}, []
+        shares = [x / t for x, t in zip(self.own[i], self.totals, strict=True)]
+        figures = {
+            "share": _median(shares),
+            "time": _median(self.own[i]),
+            "cumulative": _median(self.cumulative[i]),
+        }
+        return figures, shares
+
+    def growth_figures(self, key: tuple[str, str, int]) -> tuple[dict[str, float], list[float]]:
+        """The function's median growth while it ran (bytes) and its share of the
+        program's rise (peak - start), and its growth in each run."""
+        i = self.index.get(key)
+        if i is None:
+            return {"growth": 0.0, "growth_share": 0.0}, []
+        growth = [float(x) for x in self.growth[i]]
+        median = _median(growth)
+        return {"growth": median, "growth_share": max(median, 0.0) / self.rise}, growth
+
+
+def _run_untested(
+    base: Change, xs: Sequence[float], ys: Sequence[float], small: bool, settings: _Settings
+) -> Change | None:
+    """Why a function's figure is not tested, as the entry to show; None to test it."""
+    if not xs or not ys:
+        return _replace(base, note="only in B" if not xs else "only in A")
+    if small:
+        return _replace(base, note="too small to test")
+    if min(xs) <= 0 or min(ys) <= 0:
+        return _replace(base, note="not above zero in every run")
+    if not settings.judged:
+        return _replace(base, note="a single run on a side: significance not judged")
+    return None
+
+
+def _run_function(
+    key: tuple[str, str, int], sa: _RunSide, sb: _RunSide, settings: _Settings
+) -> tuple[Change, Change]:
+    """A function's time entry (its share of the run's own time, as a profile's) and its
+    memory entry (its growth while it ran, callees included: the ticks see an allocation
+    after it, often in the code the function calls next), each tested where both sides
+    measured enough of it."""
+    file, line, name = sb.where(key) or sa.where(key) or ("", 0, "")
+    a, xs = sa.time_figures(key)
+    b, ys = sb.time_figures(key)
+    base = Change("run", name, file, line, "share", a, b, _ratio_change(a["share"], b["share"]))
+    small = max(a["share"], b["share"]) < settings.min_share
+    time = _run_untested(base, xs, ys, small, settings)
+    time = time or _tested(base, xs, ys, settings.confidence, settings.alpha)
+    ga, gx = sa.growth_figures(key)
+    gb, gy = sb.growth_figures(key)
+    base = Change(
+        "run", name, file, line, "growth", ga, gb, _ratio_change(ga["growth"], gb["growth"])
+    )
+    small = max(ga["growth"], gb["growth"]) < MIN_GROWTH or (
+        max(ga["growth_share"], gb["growth_share"]) < settings.min_share
+    )
+    memory = _run_untested(base, gx, gy, small, settings)
+    memory = memory or _tested(base, gx, gy, settings.confidence, settings.alpha)
+    return time, memory
+
+
+def _weighted_family(changes: list[Change], alpha: float, weight: str) -> list[Change]:
+    """Holm's correction of one family, each change weighted by the mean of A's and B's
+    figure ``weight`` (blind to which side is which)."""
+    tested = [i for i, c in enumerate(changes) if c.tested and c.p_value is not None]
+    weights = [(changes[i].a[weight] + changes[i].b[weight]) / 2 or 1e-12 for i in tested]
+    adjusted = holm([changes[i].p_value or 0.0 for i in tested], weights)
+    for i, p in zip(tested, adjusted, strict=True):
+        changes[i] = _replace(changes[i], p_adjusted=p, significant=p < alpha)
+    return changes
+
+
+def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> list[Change]:
+    """The ``run`` results: the run's wall time and peak (one family), each function's
+    share of the sampled time (a family) and its memory growth (a family), each family
+    Holm-corrected at ``alpha``, the functions weighted by their share of the family's
+    figure."""
+    sa, sb = _RunSide(da), _RunSide(db)
+    overall = []
+    for what, figure, xs, ys in (
+        ("wall time", "wall", sa.walls, sb.walls),
+        ("peak memory", "peak", sa.peaks, sb.peaks),
+    ):
+        a, b = (
+            {figure: _median(xs), "n": float(len(xs))},
+            {figure: _median(ys), "n": float(len(ys))},
+        )
+        base = Change("run", what, None, None, figure, a, b, _ratio_change(a[figure], b[figure]))
+        overall.append(_compare_figure(base, xs, ys, settings))
+    keys = list(sa.keys) + [k for k in sb.keys if k not in sa.index]
+    pairs = [_run_function(k, sa, sb, settings) for k in keys]
+    times = _weighted_family([p[0] for p in pairs], settings.alpha, "share")
+    growths = _weighted_family([p[1] for p in pairs], settings.alpha, "growth_share")
+    for side, runs in (("A", sa), ("B", sb)):
+        if runs.failed:
+            settings.notes.append(f"{side}: {runs.failed} of {runs.n} runs did not exit with 0")
+    if settings.judged:
+        settings.notes.append(
+            f"{sum(c.tested for c in times)} of {len(times)} functions tested on their share "
+            f"of the sampled own time (share >= {settings.min_share:.1%}, time in every run), "
+            f"{sum(c.tested for c in growths)} on their memory growth while they ran, callees "
+            f"included (>= {MIN_GROWTH / 2**20:g} MiB and >= {settings.min_share:.1%} of the "
+            "program's rise, above zero in every run), by Mann-Whitney; Holm-corrected at alpha "
+            f"{settings.alpha:g} in three families (the run's wall time and peak; the time "
+            "shares; the memory growths), each function weighted by its share of the family"
+        )
+    return _family(overall, settings.alpha) + times + growths
+
+
+_SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile, "run": _run}
+# The parts a report may hold (a run result is a kind of its own, never a part).
+_REPORT_PARTS = ("timing", "memory", "profile")
 
 
 def _runs(kind: str, data: Mapping[str, Any]) -> int:
@@ -617,9 +767,9 @@ def _runs(kind: str, data: Mapping[str, Any]) -> int:
         return min(len(s["times"]) for s in data["series"])
     if kind == "memory":
         return min(len(runs) for runs in data["channels"].values())
-    if kind == "profile":
+    if kind in ("profile", "run"):
         return len(data["runs"])
-    return min(_runs(k, data[k]) for k in _SECTIONS if k in data)
+    return min(_runs(k, data[k]) for k in _REPORT_PARTS if k in data)
 
 
 def compare_results(
@@ -661,7 +811,9 @@ def compare_results(
     check_bool("robust", robust)
     settings = _Settings(confidence, alpha, min_share, paired=paired, robust=robust)
     sections = (
-        [k for k in _SECTIONS if k in a["data"] and k in b["data"]] if kind == "report" else [kind]
+        [k for k in _REPORT_PARTS if k in a["data"] and k in b["data"]]
+        if kind == "report"
+        else [kind]
     )
     if not sections:
         raise ResultFormatError(f"the reports {names[0]!r} and {names[1]!r} share no part")
