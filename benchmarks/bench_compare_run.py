@@ -41,9 +41,9 @@ from onnxrt_backend_dev.monitoring._report.render_json import from_json
 from onnxrt_backend_dev.monitoring._results.compare import compare_results
 from onnxrt_backend_dev.monitoring._results.payloads import run_data
 from onnxrt_backend_dev.monitoring._results.runner import run_interleaved
-from onnxrt_backend_dev.monitoring._results.store import make_result
+from onnxrt_backend_dev.monitoring._results.store import load_result, make_result, save_result
 
-PROGRAM = '''
+PROGRAM = """
 KEEP = []
 BUILD_INDEX = {build_index}
 
@@ -119,7 +119,7 @@ def main():
 
 
 main()
-'''
+"""
 CHANGED = "build_index"
 
 
@@ -144,7 +144,9 @@ def _programs(folder: str) -> list[tuple[str, _ReportedRun, str]]:
     return out
 
 
-def _trial(programs: list[tuple[str, _ReportedRun, str]], runs: int) -> dict[str, Any]:
+def _trial(
+    programs: list[tuple[str, _ReportedRun, str]], runs: int, keep: str | None, t: int
+) -> dict[str, Any]:
     reports: list[list[Any]] = [[] for _ in programs]
 
     def collect(_round: int, side: int) -> None:
@@ -160,6 +162,13 @@ def _trial(programs: list[tuple[str, _ReportedRun, str]], runs: int) -> dict[str
         make_result("run", run_data(r, main=p[0]), ["run", p[0]])
         for p, r in zip(programs, reports, strict=True)
     ]
+    if keep is not None:  # the runs, to judge again without running (--judge)
+        for name, doc in zip(("a", "b", "a2"), docs, strict=True):
+            save_result(os.path.join(keep, f"trial{t:02d}-{name}.json"), doc, force=True)
+    return _judge(docs, seconds)
+
+
+def _judge(docs: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     ab = compare_results(docs[0], docs[1], ("a.py", "b.py"))
     aa = compare_results(docs[0], docs[2], ("a.py", "a2.py"))
     changed = [c for c in ab.changes if c.figure == "growth" and c.function == CHANGED]
@@ -176,9 +185,7 @@ def _trial(programs: list[tuple[str, _ReportedRun, str]], runs: int) -> dict[str
         "ci": (changed[0].ci_low, changed[0].ci_high) if changed else (None, None),
         "callers": [f for f in others if f in expected],
         "false_ab": [f for f in others if f not in expected],
-        "false_aa": [
-            f"{c.figure}:{c.function}" for c in aa.changes if c.significant
-        ],
+        "false_aa": [f"{c.figure}:{c.function}" for c in aa.changes if c.significant],
     }
 
 
@@ -187,7 +194,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--runs", type=int, default=10, help="runs of each program a trial")
+    parser.add_argument("--keep", default=None, help="save each trial's three results here")
+    parser.add_argument("--judge", default=None, help="judge the results kept in this folder")
     args = parser.parse_args()
+    if args.judge is not None:
+        _print_rows(args, _judged(args.judge))
+        return
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"## bench_compare_run ({now}, 2-core shared VM, Python {platform.python_version()})")
     print(f"load average at start: {_load()}")
@@ -196,18 +208,37 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-compare-run-") as folder:
         programs = _programs(folder)
         for t in range(args.trials):
-            row = _trial(programs, args.runs)
-            rows.append(row)
-            low, high = row["ci"]
-            ci = "n/a" if low is None else f"[{low:+.1%}, {high:+.1%}]"
-            change = "n/a" if row["change"] is None else f"{row['change']:+.1%}"
-            print(
-                f"trial {t + 1:2d}: {row['seconds']:5.1f} s; {CHANGED} growth {change} {ci} "
-                f"{'found' if row['found'] else 'MISSED'}; callers {row['callers']}; "
-                f"other memory rows {row['false_ab'] or 'none'}; identical: "
-                f"{row['false_aa'] or 'none'}",
-                flush=True,
-            )
+            rows.append(_trial(programs, args.runs, args.keep, t))
+            _print_row(t, rows[-1])
+    _print_rows(args, rows)
+
+
+def _judged(folder: str) -> list[dict[str, Any]]:
+    """The trials kept by ``--keep``, judged again (seconds unknown: 0)."""
+    names = sorted(n for n in os.listdir(folder) if n.endswith("-a.json"))
+    rows = []
+    for t, name in enumerate(names):
+        stem = os.path.join(folder, name[: -len("-a.json")])
+        docs = [load_result(f"{stem}-{side}.json", "run") for side in ("a", "b", "a2")]
+        rows.append(_judge(docs, 0.0))
+        _print_row(t, rows[-1])
+    return rows
+
+
+def _print_row(t: int, row: dict[str, Any]) -> None:
+    low, high = row["ci"]
+    ci = "n/a" if low is None else f"[{low:+.1%}, {high:+.1%}]"
+    change = "n/a" if row["change"] is None else f"{row['change']:+.1%}"
+    print(
+        f"trial {t + 1:2d}: {row['seconds']:5.1f} s; {CHANGED} growth {change} {ci} "
+        f"{'found' if row['found'] else 'MISSED'}; callers {row['callers']}; "
+        f"other memory rows {row['false_ab'] or 'none'}; identical: "
+        f"{row['false_aa'] or 'none'}",
+        flush=True,
+    )
+
+
+def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     n = len(rows)
     found = sum(r["found"] for r in rows)
     false_ab = sum(bool(r["false_ab"]) for r in rows)
@@ -226,11 +257,13 @@ def main() -> None:
         f"({1 - false_aa / n:.0%} clean; floor >= 95 %: "
         f"{'met' if false_aa <= 0.05 * n else 'NOT met'})"
     )
-    print(
-        f"- {args.runs} runs a side (3 programs interleaved): a trial took median "
-        f"{statistics.median(seconds):.1f} s (min {min(seconds):.1f}, max {max(seconds):.1f}), "
-        f"{statistics.median(seconds) / (3 * args.runs):.2f} s a run (its child's start included)"
-    )
+    if seconds and max(seconds) > 0:
+        print(
+            f"- {args.runs} runs a side (3 programs interleaved): a trial took median "
+            f"{statistics.median(seconds):.1f} s (min {min(seconds):.1f}, max "
+            f"{max(seconds):.1f}), {statistics.median(seconds) / (3 * args.runs):.2f} s a run "
+            "(its child's start included)"
+        )
     print(f"load average at end: {_load()}")
 
 

@@ -709,22 +709,33 @@ def _run_function(
     return time, memory
 
 
-def _weighted_family(changes: list[Change], alpha: float, weight: str) -> list[Change]:
-    """Holm's correction of one family, each change weighted by the mean of A's and B's
-    figure ``weight`` (blind to which side is which)."""
-    tested = [i for i, c in enumerate(changes) if c.tested and c.p_value is not None]
-    weights = [(changes[i].a[weight] + changes[i].b[weight]) / 2 or 1e-12 for i in tested]
-    adjusted = holm([changes[i].p_value or 0.0 for i in tested], weights)
-    for i, p in zip(tested, adjusted, strict=True):
+def _joint_family(families: Sequence[tuple[list[Change], str | None]], alpha: float) -> None:
+    """Holm's correction of several families as one, in place: within a family each test
+    weighs the mean of A's and B's figure ``weight`` (equal weights when None), each
+    family's weights scaled to add up to 1, so that every family starts at an equal part
+    of ``alpha`` and the chance of any false alarm in all of them stays at most
+    ``alpha``."""
+    where: list[tuple[list[Change], int]] = []
+    weights: list[float] = []
+    for changes, weight in families:
+        tested = [i for i, c in enumerate(changes) if c.tested and c.p_value is not None]
+        raw = [
+            1.0 if weight is None else (changes[i].a[weight] + changes[i].b[weight]) / 2 or 1e-12
+            for i in tested
+        ]
+        total = math.fsum(raw) or 1.0
+        where.extend((changes, i) for i in tested)
+        weights.extend(w / total for w in raw)
+    adjusted = holm([changes[i].p_value or 0.0 for changes, i in where], weights)
+    for (changes, i), p in zip(where, adjusted, strict=True):
         changes[i] = _replace(changes[i], p_adjusted=p, significant=p < alpha)
-    return changes
 
 
 def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> list[Change]:
-    """The ``run`` results: the run's wall time and peak (one family), each function's
-    share of the sampled time (a family) and its memory growth (a family), each family
-    Holm-corrected at ``alpha``, the functions weighted by their share of the family's
-    figure."""
+    """The ``run`` results: the run's wall time and peak, each function's share of the
+    sampled own time and its memory growth, in one Holm-corrected family of three equal
+    parts (see :func:`_joint_family`), the functions weighted by their share of the time
+    and of the program's rise."""
     sa, sb = _RunSide(da), _RunSide(db)
     overall = []
     for what, figure, xs, ys in (
@@ -739,8 +750,8 @@ def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> l
         overall.append(_compare_figure(base, xs, ys, settings))
     keys = list(sa.keys) + [k for k in sb.keys if k not in sa.index]
     pairs = [_run_function(k, sa, sb, settings) for k in keys]
-    times = _weighted_family([p[0] for p in pairs], settings.alpha, "share")
-    growths = _weighted_family([p[1] for p in pairs], settings.alpha, "growth_share")
+    times, growths = [p[0] for p in pairs], [p[1] for p in pairs]
+    _joint_family([(overall, None), (times, "share"), (growths, "growth_share")], settings.alpha)
     for side, runs in (("A", sa), ("B", sb)):
         if runs.failed:
             settings.notes.append(f"{side}: {runs.failed} of {runs.n} runs did not exit with 0")
@@ -751,10 +762,11 @@ def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> l
             f"{sum(c.tested for c in growths)} on their memory growth while they ran, callees "
             f"included (>= {MIN_GROWTH / 2**20:g} MiB and >= {settings.min_share:.1%} of the "
             "program's rise, above zero in every run), by Mann-Whitney; Holm-corrected at alpha "
-            f"{settings.alpha:g} in three families (the run's wall time and peak; the time "
-            "shares; the memory growths), each function weighted by its share of the family"
+            f"{settings.alpha:g} over all of them, the run's wall time and peak, the time "
+            "shares and the memory growths each a third of the weight, each function "
+            "weighted by its share of the time or of the rise"
         )
-    return _family(overall, settings.alpha) + times + growths
+    return overall + times + growths
 
 
 _SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile, "run": _run}
