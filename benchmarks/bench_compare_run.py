@@ -138,8 +138,8 @@ def _programs(folder: str) -> list[tuple[str, _ReportedRun, str]]:
         with open(script, "w", encoding="utf-8") as f:
             f.write(PROGRAM.format(build_index=size))
         report = os.path.join(folder, name + ".report.json")
-        argv = (sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q")
-        argv += ("--format", "json", "-o", report, "--", script)
+        argv: tuple[str, ...] = (sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run")
+        argv += ("-q", "--format", "json", "-o", report, "--", script)
         out.append((script, _ReportedRun(("run", script), real=argv), report))
     return out
 

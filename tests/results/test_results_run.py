@@ -159,7 +159,7 @@ def test_a_negative_growth_is_a_figure_not_an_error() -> None:
 
 
 def test_a_nan_growth_is_refused() -> None:
-    text = json.dumps(run_doc(2)).replace("\"growth\": [", "\"growth\": [NaN, ", 1)
+    text = json.dumps(run_doc(2)).replace('"growth": [', '"growth": [NaN, ', 1)
     with pytest.raises(ResultFormatError, match="NaN is not a number a result may hold"):
         store.parse_result(text, "x.json")
 

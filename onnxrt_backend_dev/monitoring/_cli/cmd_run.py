@@ -72,7 +72,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
-    _check_save_and_repeat(args, [*_inputs(args), *([args.output] if args.output else [])])
+    _check_save_and_repeat(args, _inputs(args))
 
 
 def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -80,6 +80,8 @@ def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
     from .profile_repeat import wants_repeat
     from .save_result import check_save
 
+    if args.save is not None and args.output is not None:
+        check_outputs({"-o": args.output, "--save": args.save}, suffixes={"--save": (".json",)})
     check_save(args, inputs)
     wants_repeat(args)
 
