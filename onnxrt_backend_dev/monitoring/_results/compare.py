@@ -17,7 +17,11 @@
   which): a function holding 5 % of the run is tested at about 5 % of ``alpha`` rather
   than ``alpha`` / 200, so the functions that matter keep their power and the hundreds of
   small ones cost it little. The run's wall time is tested on its own, outside the
-  family.
+  family;
+* ``run`` results (the one report, ``run --repeat``): the run's wall time and exact peak,
+  each function's share of the sampled own time (as a profile's) and its memory growth
+  while it ran (callees included), all in one Holm family whose three parts weigh a
+  third each (see :func:`_run`).
 
 A positive ``change`` is always "B is worse" (more time, a larger share, a higher peak);
 ``ci_low``/``ci_high`` bound it at ``confidence`` (per function, not corrected). With a
@@ -94,7 +98,9 @@ class Change:
         """How much it matters, for sorting: share points moved for a function, the
         relative change otherwise."""
         if "growth_share" in self.a:  # a function's memory growth (run results)
-            return abs(self.b.get("growth_share", 0.0) - self.a.get("growth_share", 0.0))
+            # its relative change, weighted by how much of the program's rise it holds
+            held = (self.a.get("growth_share", 0.0) + self.b.get("growth_share", 0.0)) / 2
+            return abs(self.change or 0.0) * held
         if "share" in self.a:  # a function, tested on its share or paired on its time
             return abs(self.b.get("share", 0.0) - self.a.get("share", 0.0))
         return abs(self.change or 0.0)
@@ -801,7 +807,8 @@ def compare_results(
     :param names: what to call them in messages (their files)
     :param alpha: significance level, after Holm's correction
     :param confidence: level of the intervals
-    :param min_share: functions below this share of the run on both sides are not tested
+    :param min_share: functions below this share of the run (of its rise, for a ``run``
+        result's memory growth) on both sides are not tested
     :param paired: run ``i`` of A and run ``i`` of B ran one after the other (``compare
         --a/--b`` interleaves them): profiles are then tested pair by pair (see
         :func:`_paired_functions`); ignored when the sides hold different numbers of runs
