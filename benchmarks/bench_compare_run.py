@@ -185,6 +185,11 @@ def _judge(docs: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
         "ci": (changed[0].ci_low, changed[0].ci_high) if changed else (None, None),
         "callers": [f for f in others if f in expected],
         "false_ab": [f for f in others if f not in expected],
+        "time_ab": sorted(
+            c.function
+            for c in ab.changes
+            if c.figure == "share" and c.significant and c.function != CHANGED
+        ),
         "false_aa": [f"{c.figure}:{c.function}" for c in aa.changes if c.significant],
     }
 
@@ -232,7 +237,8 @@ def _print_row(t: int, row: dict[str, Any]) -> None:
     print(
         f"trial {t + 1:2d}: {row['seconds']:5.1f} s; {CHANGED} growth {change} {ci} "
         f"{'found' if row['found'] else 'MISSED'}; callers {row['callers']}; "
-        f"other memory rows {row['false_ab'] or 'none'}; identical: "
+        f"other memory rows {row['false_ab'] or 'none'}; other time shares "
+        f"{row.get('time_ab') or 'none'}; identical: "
         f"{row['false_aa'] or 'none'}",
         flush=True,
     )
@@ -251,7 +257,9 @@ def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
         f"{'met' if found >= 0.95 * n else 'NOT met'}); median change measured "
         f"{statistics.median(changes):+.1%}"
     )
+    time_ab = sum(bool(r.get("time_ab")) for r in rows)
     print(f"- A vs B: another function's memory flagged (not a caller) in {false_ab}/{n} trials")
+    print(f"- A vs B: another function's time share flagged in {time_ab}/{n} trials")
     print(
         f"- identical programs (A vs A2): any significant row in {false_aa}/{n} trials "
         f"({1 - false_aa / n:.0%} clean; floor >= 95 %: "

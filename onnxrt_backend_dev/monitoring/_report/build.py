@@ -335,11 +335,19 @@ def _lines(entries: Sequence[tuple[str, _Entry]]) -> list[LineRow]:
     return sorted(rows, key=lambda r: (-r.time, -r.to_peak))
 
 
-def _functions(entries: Sequence[tuple[str, _Entry]]) -> list[FunctionRow]:
+def _functions(
+    entries: Sequence[tuple[str, _Entry]], threads: Sequence[SampledThread] = ()
+) -> list[FunctionRow]:
     """Every function's flat figures: each stack's go to every distinct function on it
-    (callees included) and its own time to its innermost user function; all threads and
-    processes added up."""
+    (callees included), its own time and the sampler's CPU time to its innermost user
+    function; all threads and processes added up."""
     figures: dict[tuple[str, str, int], list[float]] = {}
+    cpu: dict[tuple[str, str, int], float] = {}
+    for _, _, stacks in threads:
+        for frames, _, seconds in stacks:
+            if frames:
+                function, file, _, first = frames[_innermost_user(frames)]
+                cpu[function, file, first] = cpu.get((function, file, first), 0.0) + seconds
     for _, (frames, (seconds, net, to_peak, _)) in entries:
         if not frames:
             continue
@@ -351,8 +359,8 @@ def _functions(entries: Sequence[tuple[str, _Entry]]) -> list[FunctionRow]:
         function, file, _, first = frames[_innermost_user(frames)]
         figures[function, file, first][1] += seconds
     rows = [
-        FunctionRow(Site(f, file, first, is_library_path(file)), *v)
-        for (f, file, first), v in figures.items()
+        FunctionRow(Site(*k, is_library_path(k[1])), v[0], v[1], v[2], v[3], cpu.get(k, 0.0))
+        for k, v in figures.items()
     ]
     return sorted(rows, key=lambda r: (-r.time, -r.net))
 
@@ -466,5 +474,5 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         started=facts.started,
         dropped=agg.dropped,
         notes=tuple(notes),
-        functions=tuple(_functions(entries)),
+        functions=tuple(_functions(entries, facts.threads)),
     )

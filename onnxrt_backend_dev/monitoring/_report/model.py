@@ -131,6 +131,9 @@ class FunctionRow:
         functions it called folded in, as the hot lines count them)
     :param net: net growth while it ran (callees included)
     :param to_peak: growth up to the peak while it ran (callees included)
+    :param self_cpu: CPU seconds of its thread where it was the innermost user function
+        (from the time sampler; 0 without it): what other processes take from the
+        program on a busy machine is not counted
     """
 
     site: Site
@@ -138,6 +141,7 @@ class FunctionRow:
     self_time: float
     net: float
     to_peak: float
+    self_cpu: float = 0.0
 
 
 @dataclass(frozen=True)

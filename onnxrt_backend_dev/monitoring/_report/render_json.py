@@ -135,7 +135,7 @@ def _line_row(r: Any) -> LineRow:
 def _function_row(r: Any) -> FunctionRow:
     site = _site(r["site"]) or Site("", "", 0)
     time, self_time, net, to_peak = (_float(r[k]) for k in ("time", "self_time", "net", "to_peak"))
-    return FunctionRow(site, time, self_time, net, to_peak)
+    return FunctionRow(site, time, self_time, net, to_peak, _float(r.get("self_cpu", 0.0)))
 
 
 def _peak(p: Any) -> Peak:

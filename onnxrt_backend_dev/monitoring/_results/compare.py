@@ -622,11 +622,18 @@ def _key_of(c: Change, sa: _Side, sb: _Side) -> tuple[str, str, int]:
 MIN_GROWTH = float(2**20)
 
 
-class _RunSide:
-    """One ``run`` result's figures per function: columns over the runs."""
+def _has_cpu(data: Mapping[str, Any]) -> bool:
+    """Whether every run of a ``run`` result has the sampler's CPU time per function."""
+    return all("own_cpu" in r and math.fsum(r["own_cpu"]) > 0 for r in data["runs"])
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+
+class _RunSide:
+    """One ``run`` result's figures per function: columns over the runs; ``cpu``: the
+    own time is the sampler's CPU time (else its wall time)."""
+
+    def __init__(self, data: Mapping[str, Any], cpu: bool = False) -> None:
         runs = data["runs"]
+        own_key = "own_cpu" if cpu else "own"
         self.n = len(runs)
         self.functions = [(f[0], f[1], f[2]) for f in data["functions"]]
         self.keys = match_keys(self.functions, data.get("main"))
@@ -634,9 +641,9 @@ class _RunSide:
         self.walls = [float(r["wall"]) for r in runs]
         self.peaks = [float(r["peak"]) for r in runs]
         self.failed = sum(1 for r in runs if r.get("exit", 0) != 0)
-        totals = [math.fsum(r["own"]) for r in runs]
+        totals = [math.fsum(r[own_key]) for r in runs]
         self.totals = [t if t > 0 else 1.0 for t in totals]
-        self.own = list(zip(*(r["own"] for r in runs), strict=True))
+        self.own = list(zip(*(r[own_key] for r in runs), strict=True))
         self.cumulative = list(zip(*(r["cumulative"] for r in runs), strict=True))
         self.growth = list(zip(*(r["growth"] for r in runs), strict=True))
         # The program's rise: a function's growth is its share of it.
@@ -742,7 +749,8 @@ def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> l
     sampled own time and its memory growth, in one Holm-corrected family of three equal
     parts (see :func:`_joint_family`), the functions weighted by their share of the time
     and of the program's rise."""
-    sa, sb = _RunSide(da), _RunSide(db)
+    cpu = _has_cpu(da) and _has_cpu(db)
+    sa, sb = _RunSide(da, cpu), _RunSide(db, cpu)
     overall = []
     for what, figure, xs, ys in (
         ("wall time", "wall", sa.walls, sb.walls),
@@ -764,7 +772,8 @@ def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> l
     if settings.judged:
         settings.notes.append(
             f"{sum(c.tested for c in times)} of {len(times)} functions tested on their share "
-            f"of the sampled own time (share >= {settings.min_share:.1%}, time in every run), "
+            f"of the sampled own {'CPU' if cpu else 'wall'} time (share >= "
+            f"{settings.min_share:.1%}, time in every run), "
             f"{sum(c.tested for c in growths)} on their memory growth while they ran, callees "
             f"included (>= {MIN_GROWTH / 2**20:g} MiB and >= {settings.min_share:.1%} of the "
             "program's rise, above zero in every run), by Mann-Whitney; Holm-corrected at alpha "

@@ -203,9 +203,11 @@ def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[s
     """One report's figures, its functions aligned with ``index``."""
     n = len(index)
     own, cumulative, growth, to_peak = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+    own_cpu = [0.0] * n
     for row in report.functions:
         j = index[(str(row.site.file), int(row.site.line), str(row.site.function))]
         own[j] += max(float(row.self_time), 0.0)
+        own_cpu[j] += max(float(row.self_cpu), 0.0)
         cumulative[j] += max(float(row.time), 0.0)
         growth[j] += float(row.net)
         to_peak[j] += float(row.to_peak)
@@ -215,6 +217,7 @@ def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[s
         "start": max(float(report.peak.start), 0.0),
         "end": max(float(report.end_rss), 0.0),
         "own": own,
+        "own_cpu": own_cpu,
         "cumulative": cumulative,
         "growth": growth,
         "to_peak": to_peak,

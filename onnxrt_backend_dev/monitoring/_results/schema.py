@@ -25,7 +25,8 @@ spread of every side:
   per run]}``: seconds, the exact peak and the RSS at the start and the end in bytes; per
   function (aligned with ``functions``) the seconds where it was the innermost user
   function (``own``) and while it ran (``cumulative``), and its memory growth while it
-  ran (net, and up to the peak; negative when it freed), optionally ``"cpu"`` and
+  ran (net, and up to the peak; negative when it freed), optionally ``"own_cpu"`` (the
+  sampler's CPU seconds where it was the innermost user function), ``"cpu"`` and
   ``"exit"`` per run and ``"main"`` (the program's script).
 
 :func:`check_result` checks a loaded document and raises :class:`ResultFormatError`
@@ -214,6 +215,8 @@ def _check_run_entry(at: str, run: Any, n: int) -> None:
         raise _fail(f"{at}.exit", "an int", run["exit"])
     for key in ("own", "cumulative"):
         _numbers(f"{at}.{key}", run.get(key), n)
+    if "own_cpu" in run:
+        _numbers(f"{at}.own_cpu", run["own_cpu"], n)
     for key in ("growth", "to_peak"):
         _signed(f"{at}.{key}", run.get(key), n)
 
