@@ -203,3 +203,97 @@ def test_run_save_and_repeat_then_compare_end_to_end(tmp_path: Path, script: Pat
     assert single.returncode == 0, single.stderr
     assert "significance cannot be judged" in single.stdout
     assert "memory: prog.py:" in single.stdout and "run: peak memory" in single.stdout
+
+
+def _fake_report(wall: float, grown: float) -> str:
+    """The JSON of a report of one run of ``build`` (as a child ``run`` writes it)."""
+    from onnxrt_backend_dev.monitoring._report.model import (
+        Ending,
+        FunctionRow,
+        Peak,
+        Report,
+        Site,
+    )
+    from onnxrt_backend_dev.monitoring._report.render_json import to_json
+
+    row = FunctionRow(Site("build", "prog.py", 7), wall, wall, grown, grown, wall / 2)
+    report = Report(
+        program="prog.py", wall=wall, cpu=wall / 2, interval=0.005, n_ticks=10,
+        peak=Peak(1e7 + grown, 1e7, wall), end_rss=1e7 + grown,
+        ending=Ending("exit", 0, "exited with code 0"), functions=(row,),
+    )  # fmt: skip
+    return to_json(report)
+
+
+@pytest.fixture
+def fake_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """``run_interleaved`` replaced: each run writes a report of wall 0.3, 0.1, 0.2... s
+    where the child would; returns the command lines it was given."""
+    from onnxrt_backend_dev.monitoring._results import runner
+
+    started: list[list[str]] = []
+
+    def fake(programs: list[object], repeat: int, timeout: float, max_time: object, **kw: object):  # type: ignore[no-untyped-def]
+        for r in range(repeat):
+            argv = programs[0].argv("unused")  # type: ignore[attr-defined]
+            started.append(argv)
+            path = argv[argv.index("-o") + 1]
+            Path(path).write_text(_fake_report([0.3, 0.1, 0.2][r % 3], (20 + r) * 2**20))
+            kw["on_run"](r, 0)  # type: ignore[operator]
+
+    monkeypatch.setattr(runner, "run_interleaved", fake)
+    return started
+
+
+def test_repeat_shows_the_median_run_and_saves_all(
+    tmp_path: Path, script: Path, fake_runs: list[list[str]]
+) -> None:
+    # GIVEN three runs of 0.3, 0.1 and 0.2 s (faked)
+    saved = tmp_path / "runs.json"
+    code, out, err = run_cli(
+        "run", "--repeat", "3", "--interval", "0.01", "--save", str(saved), str(script), "x"
+    )
+    # THEN the report shown is the median run's (0.2 s, the third), the runs summed up
+    assert code == 0, err
+    assert "wall 200 ms" in out and "3 runs: wall median 200 ms" in err
+    assert "the report is run 3's, of the median wall time" in err
+    # AND each child was a quiet `run` writing JSON, with the options and the arguments
+    argv = fake_runs[0]
+    assert argv[2:4] == ["onnxrt_backend_dev.monitoring", "run"] and "-q" in argv
+    assert argv[argv.index("--interval") + 1] == "0.01" and argv[-2:] == [str(script), "x"]
+    # AND every run is saved, CPU times included
+    data = store.load_result(saved, kind="run")["data"]
+    assert [r["wall"] for r in data["runs"]] == [0.3, 0.1, 0.2]
+    assert [r["growth"][0] for r in data["runs"]] == [20 * 2**20, 21 * 2**20, 22 * 2**20]
+    assert data["runs"][0]["own_cpu"] == [0.15] and data["main"] == str(script)
+
+
+def test_a_run_that_leaves_no_report_is_one_line_exit_1(
+    tmp_path: Path, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._results import runner
+
+    def fake(programs: list[object], repeat: int, timeout: float, max_time: object, **kw: object):  # type: ignore[no-untyped-def]
+        kw["on_run"](0, 0)  # type: ignore[operator]
+
+    monkeypatch.setattr(runner, "run_interleaved", fake)
+    code, _, err = run_cli("run", "--repeat", "2", "--save", str(tmp_path / "r.json"), str(script))
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "run --repeat: a run left no readable report" in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_failed_run_is_one_line_exit_1(
+    tmp_path: Path, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._results import runner
+
+    def fake(*args: object, **kw: object) -> None:
+        raise runner.RunFailed("run prog.py exited with 3: ValueError: boom")
+
+    monkeypatch.setattr(runner, "run_interleaved", fake)
+    code, _, err = run_cli("run", "--repeat", "2", str(script))
+    assert (
+        code == 1
+        and err.strip() == "error: run --repeat: run prog.py exited with 3: ValueError: boom"
+    )

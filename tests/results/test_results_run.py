@@ -29,7 +29,9 @@ FUNCTIONS = {
 }
 
 
-def _report(rng: random.Random, more: dict[str, float], noise: float, file: str) -> Report:
+def _report(
+    rng: random.Random, more: dict[str, float], noise: float, file: str, cpu: bool = False
+) -> Report:
     """One run's report: each function grows by its MiB (times ``more``), with noise;
     ``main`` holds them all (its growth and time are theirs, callees included)."""
     machine = rng.uniform(0.8, 1.25)  # the whole run faster or slower
@@ -37,7 +39,8 @@ def _report(rng: random.Random, more: dict[str, float], noise: float, file: str)
     for i, (name, (seconds, mib)) in enumerate(FUNCTIONS.items()):
         own = seconds * machine * rng.lognormvariate(0, 0.05)
         grown = mib * MIB * more.get(name, 1.0) * rng.lognormvariate(0, noise) if mib else 0.0
-        rows.append(FunctionRow(Site(name, file, 10 * i + 1), own, own, grown, grown))
+        site = Site(name, file, 10 * i + 1)
+        rows.append(FunctionRow(site, own, own, grown, grown, own / 2 if cpu else 0.0))
         total_growth += grown
         total_time += own
     rows.append(FunctionRow(Site("main", file, 100), total_time, 0.0, total_growth, total_growth))
@@ -56,12 +59,17 @@ def _report(rng: random.Random, more: dict[str, float], noise: float, file: str)
 
 
 def run_doc(
-    runs: int, more: dict[str, float] | None = None, noise: float = 0.01, seed: int = 0
+    runs: int,
+    more: dict[str, float] | None = None,
+    noise: float = 0.01,
+    seed: int = 0,
+    cpu: bool = False,
 ) -> dict[str, Any]:
-    """A ``run`` result of ``runs`` runs of the synthetic program."""
+    """A ``run`` result of ``runs`` runs of the synthetic program (with the sampler's CPU
+    times, half the wall times, when ``cpu``)."""
     rng = random.Random(seed)
     file = "prog.py"
-    reports = [_report(rng, more or {}, noise, file) for _ in range(runs)]
+    reports = [_report(rng, more or {}, noise, file, cpu) for _ in range(runs)]
     return store.make_result("run", payloads.run_data(reports, main=file), ["run", file], ENV)
 
 
@@ -249,3 +257,22 @@ def test_hostile_names_are_escaped_in_html() -> None:
     doc["data"]["functions"][0][2] = "<script>alert(1)</script>"
     page = render.to_html(compare_results(doc, run_doc(3)))
     assert "<script>alert" not in page and "&lt;script&gt;" in page
+
+
+def test_cpu_shares_are_tested_when_both_sides_have_them() -> None:
+    # GIVEN B where ``join`` waited 60 % longer (wall), its CPU time unchanged
+    a = run_doc(10, seed=5, cpu=True)
+    b = copy.deepcopy(run_doc(10, seed=6, cpu=True))
+    join = [f[2] for f in b["data"]["functions"]].index("join")
+    for run in b["data"]["runs"]:
+        run["own"][join] *= 1.6
+    # WHEN compared THEN the CPU shares are tested: nothing significant, the note says so
+    cmp = compare_results(a, b)
+    assert not _entry(cmp, "join", "share").significant
+    assert "sampled own CPU time" in " ".join(cmp.notes)
+    # AND with wall times only (a side without CPU times), the wait shows
+    for run in b["data"]["runs"]:
+        run.pop("own_cpu")
+    cmp = compare_results(a, b)
+    assert _entry(cmp, "join", "share").significant
+    assert "sampled own wall time" in " ".join(cmp.notes)
