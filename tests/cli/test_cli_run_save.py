@@ -29,7 +29,7 @@ def build(n):
     for _ in range(n):
         KEEP.append(b"\\x01" * (1 << 20))
         s = 0
-        for i in range(2000):
+        for i in range(200_000):  # ~10 ms a block: several ticks see it, even at load 8
             s += i
 
 

@@ -351,7 +351,8 @@ def _functions(
     for _, (frames, (seconds, net, to_peak, _)) in entries:
         if not frames:
             continue
-        for function, file, _, first in {(f[0], f[1], 0, f[3]) for f in frames}:
+        # Each function once (a recursion), outermost first: ties keep the stack's order.
+        for function, file, first in dict.fromkeys((f[0], f[1], f[3]) for f in frames):
             row = figures.setdefault((function, file, first), [0.0, 0.0, 0.0, 0.0])
             row[0] += seconds
             row[2] += net
