@@ -1,7 +1,7 @@
 """``compare``: tells what changed between two saved results, and whether it is real.
 
 ``compare BASE.json NEW.json`` reads two results saved with ``--save`` (``time``, ``spy``,
-``profile``); ``compare --a "python old.py" --b "python new.py"`` runs both programs
+``profile``, ``run``); ``compare --a "python old.py" --b "python new.py"`` runs both programs
 interleaved (A B A B ...), ``--repeat`` times each, under cProfile, and compares them.
 Text (significant changes first, ``+12.3 % ± 2.1``), ``--format json`` or ``html``.
 

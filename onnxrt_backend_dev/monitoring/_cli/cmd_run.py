@@ -32,7 +32,11 @@ _EPILOG = (
     "is given (its format guessed from the suffix: .html, .json, .txt), the summary then "
     "going to stderr unless -q. Before the program runs, a usage error or an -o that "
     "cannot be written (or is an input) exits with 2; an -o failing after the run exits "
-    "with 1, the report saved in a file named on stderr."
+    "with 1, the report saved in a file named on stderr. --save FILE.json keeps the "
+    "figures of the run (wall time, exact peak, each function's time and memory growth) "
+    "for compare; --repeat N runs the program N times, each in a child process (killed "
+    "past --timeout, no new run after --max-time), shows the report of the median run "
+    "and saves them all."
 )
 
 
@@ -67,6 +71,18 @@ def _check(args: argparse.Namespace) -> None:
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
+    _check_save_and_repeat(args, _inputs(args))
+
+
+def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
+    """``--save`` (never an input nor -o) and ``--repeat``'s options, before any run."""
+    from .profile_repeat import wants_repeat
+    from .save_result import check_save
+
+    if args.save is not None and args.output is not None:
+        check_outputs({"-o": args.output, "--save": args.save}, suffixes={"--save": (".json",)})
+    check_save(args, inputs)
+    wants_repeat(args)
 
 
 def _is_python(target: str) -> bool:
@@ -115,28 +131,43 @@ class RunCommand:
             "-m", dest="module", nargs=argparse.REMAINDER, default=None,
             help="run a module as a script, the rest is its arguments",
         )  # fmt: skip
+        self._add_save_and_repeat(parser)
         parser.add_argument("target", nargs="?", default=None, help="the script or command")
         parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+
+    @staticmethod
+    def _add_save_and_repeat(parser: argparse.ArgumentParser) -> None:
+        from .profile_repeat import add_repeat_options
+        from .run_repeat import REPEAT_HELP
+        from .save_result import add_save_options
+
+        add_save_options(parser)
+        add_repeat_options(parser, clock=False, repeat_help=REPEAT_HELP)
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the program and writes the report."""
         from .._report.runner import run_command, run_fresh
         from .program import module_code, script_code
         from .run_child import command_line
+        from .run_repeat import run_repeated_reports, save_run
 
         _check(args)
         if not hasattr(os, "fork"):
             raise CommandError("run needs os.fork (Linux, macOS)")
+        if args.repeat is not None:
+            return run_repeated_reports(args, out, err, self._emit)
+        main: str | None = None  # the script, named in a saved result
         if args.module:  # checked (and compiled) here, run by a fresh interpreter
             module_code(args.module[0])
             target, rest, name = args.module[0], args.module[1:], f"-m {args.module[0]}"
         elif _is_python(args.target):
-            script_code(args.target)
+            main = script_code(args.target)[0].co_filename
             target, rest, name = args.target, args.args, args.target
         else:
             name = " ".join([args.target, *args.args])
             report, rc = run_command([args.target, *args.args], name, args.probe)
             self._emit(report, args, out, err)
+            save_run(args, [report], None)
             return rc
         is_module = bool(args.module)
 
@@ -145,6 +176,7 @@ class RunCommand:
 
         report, rc = run_fresh(command, name, args.interval, args.probe)
         self._emit(report, args, out, err)
+        save_run(args, [report], main)
         return rc
 
     def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:

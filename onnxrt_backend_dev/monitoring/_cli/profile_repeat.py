@@ -21,20 +21,23 @@ from .common import EXIT_ERROR, EXIT_USAGE, CommandError
 DEFAULT_TIMEOUT = 600.0
 
 
-def add_repeat_options(parser: argparse.ArgumentParser) -> None:
+_REPEAT_HELP = (
+    "run the program N times, each in a child process, and show the runs merged "
+    "(--save keeps every run, for compare)"
+)
+
+
+def add_repeat_options(
+    parser: argparse.ArgumentParser, clock: bool = True, repeat_help: str = _REPEAT_HELP
+) -> None:
     """Adds ``--repeat``, ``--max-time``, ``--timeout`` and ``--clock`` (not ``--timer``,
     the sampler's option of ``profile``).
 
-    :param parser: the ``profile`` parser
+    :param parser: the ``profile`` parser (or ``run``'s)
+    :param clock: add ``--clock``, cProfile's clock (``run`` has no cProfile)
+    :param repeat_help: the help of ``--repeat``
     """
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=None,
-        metavar="N",
-        help="run the program N times, each in a child process, and show the runs merged "
-        "(--save keeps every run, for compare)",
-    )
+    parser.add_argument("--repeat", type=int, default=None, metavar="N", help=repeat_help)
     parser.add_argument(
         "--max-time",
         type=float,
@@ -49,6 +52,8 @@ def add_repeat_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"with --repeat: kill a run after this many seconds ({DEFAULT_TIMEOUT:g})",
     )
+    if not clock:
+        return
     parser.add_argument(
         "--clock",
         choices=("cpu", "wall"),
@@ -70,7 +75,7 @@ def wants_repeat(args: argparse.Namespace) -> bool:
         for option, value in (
             ("--max-time", args.max_time),
             ("--timeout", args.timeout),
-            ("--clock", args.clock),
+            ("--clock", getattr(args, "clock", None)),
         ):
             if value is not None:
                 raise CommandError(f"{option} needs --repeat N", EXIT_USAGE)
@@ -80,7 +85,7 @@ def wants_repeat(args: argparse.Namespace) -> bool:
     for option, value in (("--max-time", args.max_time), ("--timeout", args.timeout)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise CommandError(f"{option} must be a number > 0, got {value!r}", EXIT_USAGE)
-    if args.target == "show":
+    if args.target == "show" and hasattr(args, "clock"):  # profile show FILE.prof
         raise CommandError("--repeat runs a program; show renders files", EXIT_USAGE)
     return True
 

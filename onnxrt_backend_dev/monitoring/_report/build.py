@@ -13,7 +13,19 @@ from dataclasses import dataclass, field
 
 from .._stacks.frames import is_library_path
 from .aggregate import Aggregator, RawFrame
-from .model import Curve, Device, Ending, LineRow, Part, Peak, Report, Site, Span, TreeRow
+from .model import (
+    Curve,
+    Device,
+    Ending,
+    FunctionRow,
+    LineRow,
+    Part,
+    Peak,
+    Report,
+    Site,
+    Span,
+    TreeRow,
+)
 
 _COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 MAX_CURVE_POINTS = 4000  # per curve: enough for a page 1400 pixels wide, twice over
@@ -330,6 +342,37 @@ def _lines(entries: Sequence[tuple[str, _Entry]]) -> list[LineRow]:
     return sorted(rows, key=lambda r: (-r.time, -r.to_peak))
 
 
+def _functions(
+    entries: Sequence[tuple[str, _Entry]], threads: Sequence[SampledThread] = ()
+) -> list[FunctionRow]:
+    """Every function's flat figures: each stack's go to every distinct function on it
+    (callees included), its own time and the sampler's CPU time to its innermost user
+    function; all threads and processes added up."""
+    figures: dict[tuple[str, str, int], list[float]] = {}
+    cpu: dict[tuple[str, str, int], float] = {}
+    for _, _, stacks in threads:
+        for frames, _, seconds in stacks:
+            if frames:
+                function, file, _, first = frames[_innermost_user(frames)]
+                cpu[function, file, first] = cpu.get((function, file, first), 0.0) + seconds
+    for _, (frames, (seconds, net, to_peak, _)) in entries:
+        if not frames:
+            continue
+        # Each function once (a recursion), outermost first: ties keep the stack's order.
+        for function, file, first in dict.fromkeys((f[0], f[1], f[3]) for f in frames):
+            row = figures.setdefault((function, file, first), [0.0, 0.0, 0.0, 0.0])
+            row[0] += seconds
+            row[2] += net
+            row[3] += to_peak
+        function, file, _, first = frames[_innermost_user(frames)]
+        figures[function, file, first][1] += seconds
+    rows = [
+        FunctionRow(Site(*k, is_library_path(k[1])), v[0], v[1], v[2], v[3], cpu.get(k, 0.0))
+        for k, v in figures.items()
+    ]
+    return sorted(rows, key=lambda r: (-r.time, -r.net))
+
+
 def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
     by_function: dict[str, float] = {}
     for sid, value in parts.items():
@@ -442,4 +485,5 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         started=facts.started,
         dropped=agg.dropped,
         notes=tuple(notes),
+        functions=tuple(_functions(entries, facts.threads)),
     )

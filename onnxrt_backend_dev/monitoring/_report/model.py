@@ -120,6 +120,31 @@ class LineRow:
 
 
 @dataclass(frozen=True)
+class FunctionRow:
+    """One function's figures, flat (every call path added up, a recursive call counted
+    once), as the tree's columns mean them; unlike the tree, nothing folded. What ``run
+    --save`` keeps of a run.
+
+    :param site: the function (``line`` is its first line)
+    :param time: seconds while it ran (its callees included)
+    :param self_time: seconds where it was the innermost user function (the library
+        functions it called folded in, as the hot lines count them)
+    :param net: net growth while it ran (callees included)
+    :param to_peak: growth up to the peak while it ran (callees included)
+    :param self_cpu: CPU seconds of its thread where it was the innermost user function
+        (from the time sampler; 0 without it): what other processes take from the
+        program on a busy machine is not counted
+    """
+
+    site: Site
+    time: float
+    self_time: float
+    net: float
+    to_peak: float
+    self_cpu: float = 0.0
+
+
+@dataclass(frozen=True)
 class Part:
     """One slice of what the peak is made of.
 
@@ -220,6 +245,8 @@ class Report:
     :param started: when it started (ISO 8601, UTC)
     :param dropped: ticks lost (full buffers, too many distinct stacks)
     :param notes: what the reader should know (a sampled peak, lost ticks)
+    :param functions: every function's flat figures, most time first (not folded as the
+        tree's small rows are)
     """
 
     program: str
@@ -241,6 +268,7 @@ class Report:
     dropped: int = 0
     notes: tuple[str, ...] = field(default=())
     version: int = SCHEMA_VERSION
+    functions: tuple[FunctionRow, ...] = ()
 
     @property
     def utilisation(self) -> float | None:

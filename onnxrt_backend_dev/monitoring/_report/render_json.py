@@ -22,6 +22,7 @@ from .model import (
     Curve,
     Device,
     Ending,
+    FunctionRow,
     LineRow,
     Part,
     Peak,
@@ -131,6 +132,12 @@ def _line_row(r: Any) -> LineRow:
     return LineRow(site, time, net, to_peak, str(r["source"]))
 
 
+def _function_row(r: Any) -> FunctionRow:
+    site = _site(r["site"]) or Site("", "", 0)
+    time, self_time, net, to_peak = (_float(r[k]) for k in ("time", "self_time", "net", "to_peak"))
+    return FunctionRow(site, time, self_time, net, to_peak, _float(r.get("self_cpu", 0.0)))
+
+
 def _peak(p: Any) -> Peak:
     return Peak(
         _float(p["value"]),
@@ -181,6 +188,8 @@ def _from_dict(doc: dict[str, Any]) -> Report:
         started=str(doc["started"]),
         dropped=int(doc["dropped"]),
         notes=tuple(str(n) for n in doc["notes"]),
+        # Absent from the reports written before it: a new key keeps the version.
+        functions=tuple(_function_row(r) for r in doc.get("functions", ())),
     )
 
 

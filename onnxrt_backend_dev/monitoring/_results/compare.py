@@ -17,7 +17,11 @@
   which): a function holding 5 % of the run is tested at about 5 % of ``alpha`` rather
   than ``alpha`` / 200, so the functions that matter keep their power and the hundreds of
   small ones cost it little. The run's wall time is tested on its own, outside the
-  family.
+  family;
+* ``run`` results (the one report, ``run --repeat``): the run's wall time and exact peak,
+  each function's share of the sampled own time (as a profile's) and its memory growth
+  while it ran (callees included), all in one Holm family whose three parts weigh a
+  third each (see :func:`_run`).
 
 A positive ``change`` is always "B is worse" (more time, a larger share, a higher peak);
 ``ci_low``/``ci_high`` bound it at ``confidence`` (per function, not corrected). With a
@@ -93,6 +97,10 @@ class Change:
     def impact(self) -> float:
         """How much it matters, for sorting: share points moved for a function, the
         relative change otherwise."""
+        if "growth_share" in self.a:  # a function's memory growth (run results)
+            # its relative change, weighted by how much of the program's rise it holds
+            held = (self.a.get("growth_share", 0.0) + self.b.get("growth_share", 0.0)) / 2
+            return abs(self.change or 0.0) * held
         if "share" in self.a:  # a function, tested on its share or paired on its time
             return abs(self.b.get("share", 0.0) - self.a.get("share", 0.0))
         return abs(self.change or 0.0)
@@ -609,7 +617,176 @@ def _key_of(c: Change, sa: _Side, sb: _Side) -> tuple[str, str, int]:
     raise ResultFormatError(f"function {c.function!r} lost between A and B")
 
 
-_SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile}
+# Below this memory growth a function's figure is the allocator's (pymalloc takes arenas
+# of 1 MiB from the system), not what the function allocated: shown, not tested.
+MIN_GROWTH = float(2**20)
+
+
+def _has_cpu(data: Mapping[str, Any]) -> bool:
+    """Whether every run of a ``run`` result has the sampler's CPU time per function."""
+    return all("own_cpu" in r and math.fsum(r["own_cpu"]) > 0 for r in data["runs"])
+
+
+class _RunSide:
+    """One ``run`` result's figures per function: columns over the runs; ``cpu``: the
+    own time is the sampler's CPU time (else its wall time)."""
+
+    def __init__(self, data: Mapping[str, Any], cpu: bool = False) -> None:
+        runs = data["runs"]
+        own_key = "own_cpu" if cpu else "own"
+        self.n = len(runs)
+        self.functions = [(f[0], f[1], f[2]) for f in data["functions"]]
+        self.keys = match_keys(self.functions, data.get("main"))
+        self.index = {k: i for i, k in enumerate(self.keys)}
+        self.walls = [float(r["wall"]) for r in runs]
+        self.peaks = [float(r["peak"]) for r in runs]
+        self.failed = sum(1 for r in runs if r.get("exit", 0) != 0)
+        totals = [math.fsum(r[own_key]) for r in runs]
+        self.totals = [t if t > 0 else 1.0 for t in totals]
+        self.own = list(zip(*(r[own_key] for r in runs), strict=True))
+        self.cumulative = list(zip(*(r["cumulative"] for r in runs), strict=True))
+        self.growth = list(zip(*(r["growth"] for r in runs), strict=True))
+        # The program's rise: a function's growth is its share of it.
+        rise = _median([float(r["peak"]) - float(r["start"]) for r in runs])
+        self.rise = rise if rise > 0 else 1.0
+
+    def where(self, key: tuple[str, str, int]) -> tuple[str, int, str] | None:
+        """``(file, line, name)`` of the function of that key, None if absent."""
+        i = self.index.get(key)
+        return None if i is None else self.functions[i]
+
+    def time_figures(self, key: tuple[str, str, int]) -> tuple[dict[str, float], list[float]]:
+        """The function's median share of the run's own time, its median own and
+        cumulative seconds, and its share in each run."""
+        i = self.index.get(key)
+        if i is None:
+            return {"share": 0.0, "time": 0.0, "cumulative": 0.0}, []
+        shares = [x / t for x, t in zip(self.own[i], self.totals, strict=True)]
+        figures = {
+            "share": _median(shares),
+            "time": _median(self.own[i]),
+            "cumulative": _median(self.cumulative[i]),
+        }
+        return figures, shares
+
+    def growth_figures(self, key: tuple[str, str, int]) -> tuple[dict[str, float], list[float]]:
+        """The function's median growth while it ran (bytes) and its share of the
+        program's rise (peak - start), and its growth in each run."""
+        i = self.index.get(key)
+        if i is None:
+            return {"growth": 0.0, "growth_share": 0.0}, []
+        growth = [float(x) for x in self.growth[i]]
+        median = _median(growth)
+        return {"growth": median, "growth_share": max(median, 0.0) / self.rise}, growth
+
+
+def _run_untested(
+    base: Change, xs: Sequence[float], ys: Sequence[float], small: bool, settings: _Settings
+) -> Change | None:
+    """Why a function's figure is not tested, as the entry to show; None to test it."""
+    if not xs or not ys:
+        return _replace(base, note="only in B" if not xs else "only in A")
+    if small:
+        return _replace(base, note="too small to test")
+    if min(xs) <= 0 or min(ys) <= 0:
+        return _replace(base, note="not above zero in every run")
+    if not settings.judged:
+        return _replace(base, note="a single run on a side: significance not judged")
+    return None
+
+
+def _run_function(
+    key: tuple[str, str, int], sa: _RunSide, sb: _RunSide, settings: _Settings
+) -> tuple[Change, Change]:
+    """A function's time entry (its share of the run's own time, as a profile's) and its
+    memory entry (its growth while it ran, callees included: the ticks see an allocation
+    after it, often in the code the function calls next), each tested where both sides
+    measured enough of it."""
+    file, line, name = sb.where(key) or sa.where(key) or ("", 0, "")
+    a, xs = sa.time_figures(key)
+    b, ys = sb.time_figures(key)
+    base = Change("run", name, file, line, "share", a, b, _ratio_change(a["share"], b["share"]))
+    small = max(a["share"], b["share"]) < settings.min_share
+    time = _run_untested(base, xs, ys, small, settings)
+    time = time or _tested(base, xs, ys, settings.confidence, settings.alpha)
+    ga, gx = sa.growth_figures(key)
+    gb, gy = sb.growth_figures(key)
+    base = Change(
+        "run", name, file, line, "growth", ga, gb, _ratio_change(ga["growth"], gb["growth"])
+    )
+    small = max(ga["growth"], gb["growth"]) < MIN_GROWTH or (
+        max(ga["growth_share"], gb["growth_share"]) < settings.min_share
+    )
+    memory = _run_untested(base, gx, gy, small, settings)
+    memory = memory or _tested(base, gx, gy, settings.confidence, settings.alpha)
+    return time, memory
+
+
+def _joint_family(families: Sequence[tuple[list[Change], str | None]], alpha: float) -> None:
+    """Holm's correction of several families as one, in place: within a family each test
+    weighs the mean of A's and B's figure ``weight`` (equal weights when None), each
+    family's weights scaled to add up to 1, so that every family starts at an equal part
+    of ``alpha`` and the chance of any false alarm in all of them stays at most
+    ``alpha``."""
+    where: list[tuple[list[Change], int]] = []
+    weights: list[float] = []
+    for changes, weight in families:
+        tested = [i for i, c in enumerate(changes) if c.tested and c.p_value is not None]
+        raw = [
+            1.0 if weight is None else (changes[i].a[weight] + changes[i].b[weight]) / 2 or 1e-12
+            for i in tested
+        ]
+        total = math.fsum(raw) or 1.0
+        where.extend((changes, i) for i in tested)
+        weights.extend(w / total for w in raw)
+    adjusted = holm([changes[i].p_value or 0.0 for changes, i in where], weights)
+    for (changes, i), p in zip(where, adjusted, strict=True):
+        changes[i] = _replace(changes[i], p_adjusted=p, significant=p < alpha)
+
+
+def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -> list[Change]:
+    """The ``run`` results: the run's wall time and peak, each function's share of the
+    sampled own time and its memory growth, in one Holm-corrected family of three equal
+    parts (see :func:`_joint_family`), the functions weighted by their share of the time
+    and of the program's rise."""
+    cpu = _has_cpu(da) and _has_cpu(db)
+    sa, sb = _RunSide(da, cpu), _RunSide(db, cpu)
+    overall = []
+    for what, figure, xs, ys in (
+        ("wall time", "wall", sa.walls, sb.walls),
+        ("peak memory", "peak", sa.peaks, sb.peaks),
+    ):
+        a, b = (
+            {figure: _median(xs), "n": float(len(xs))},
+            {figure: _median(ys), "n": float(len(ys))},
+        )
+        base = Change("run", what, None, None, figure, a, b, _ratio_change(a[figure], b[figure]))
+        overall.append(_compare_figure(base, xs, ys, settings))
+    keys = list(sa.keys) + [k for k in sb.keys if k not in sa.index]
+    pairs = [_run_function(k, sa, sb, settings) for k in keys]
+    times, growths = [p[0] for p in pairs], [p[1] for p in pairs]
+    _joint_family([(overall, None), (times, "share"), (growths, "growth_share")], settings.alpha)
+    for side, runs in (("A", sa), ("B", sb)):
+        if runs.failed:
+            settings.notes.append(f"{side}: {runs.failed} of {runs.n} runs did not exit with 0")
+    if settings.judged:
+        settings.notes.append(
+            f"{sum(c.tested for c in times)} of {len(times)} functions tested on their share "
+            f"of the sampled own {'CPU' if cpu else 'wall'} time (share >= "
+            f"{settings.min_share:.1%}, time in every run), "
+            f"{sum(c.tested for c in growths)} on their memory growth while they ran, callees "
+            f"included (>= {MIN_GROWTH / 2**20:g} MiB and >= {settings.min_share:.1%} of the "
+            "program's rise, above zero in every run), by Mann-Whitney; Holm-corrected at alpha "
+            f"{settings.alpha:g} over all of them, the run's wall time and peak, the time "
+            "shares and the memory growths each a third of the weight, each function "
+            "weighted by its share of the time or of the rise"
+        )
+    return overall + times + growths
+
+
+_SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile, "run": _run}
+# The parts a report may hold (a run result is a kind of its own, never a part).
+_REPORT_PARTS = ("timing", "memory", "profile")
 
 
 def _runs(kind: str, data: Mapping[str, Any]) -> int:
@@ -617,9 +794,9 @@ def _runs(kind: str, data: Mapping[str, Any]) -> int:
         return min(len(s["times"]) for s in data["series"])
     if kind == "memory":
         return min(len(runs) for runs in data["channels"].values())
-    if kind == "profile":
+    if kind in ("profile", "run"):
         return len(data["runs"])
-    return min(_runs(k, data[k]) for k in _SECTIONS if k in data)
+    return min(_runs(k, data[k]) for k in _REPORT_PARTS if k in data)
 
 
 def compare_results(
@@ -639,7 +816,8 @@ def compare_results(
     :param names: what to call them in messages (their files)
     :param alpha: significance level, after Holm's correction
     :param confidence: level of the intervals
-    :param min_share: functions below this share of the run on both sides are not tested
+    :param min_share: functions below this share of the run (of its rise, for a ``run``
+        result's memory growth) on both sides are not tested
     :param paired: run ``i`` of A and run ``i`` of B ran one after the other (``compare
         --a/--b`` interleaves them): profiles are then tested pair by pair (see
         :func:`_paired_functions`); ignored when the sides hold different numbers of runs
@@ -661,7 +839,9 @@ def compare_results(
     check_bool("robust", robust)
     settings = _Settings(confidence, alpha, min_share, paired=paired, robust=robust)
     sections = (
-        [k for k in _SECTIONS if k in a["data"] and k in b["data"]] if kind == "report" else [kind]
+        [k for k in _REPORT_PARTS if k in a["data"] and k in b["data"]]
+        if kind == "report"
+        else [kind]
     )
     if not sections:
         raise ResultFormatError(f"the reports {names[0]!r} and {names[1]!r} share no part")

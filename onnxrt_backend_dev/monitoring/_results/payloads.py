@@ -5,7 +5,8 @@ what the command measured: the raw figures, never only the summary.
 * :func:`memory_data`: the peaks of ``spy`` (one run, or several merged);
 * :func:`profile_data`: cProfile stats dictionaries of one or several runs, the functions
   aligned across runs;
-* :func:`report_data`: the parts of a report.
+* :func:`report_data`: the parts of a report;
+* :func:`run_data`: the per-function figures of the ``run`` command's reports.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._profiling.builder import is_artifact
-from .schema import check_memory, check_profile, check_report, check_timing
+from .schema import check_memory, check_profile, check_report, check_run, check_timing
 
 
 def timing_series(
@@ -195,4 +196,61 @@ def report_data(
     parts = {"timing": timing, "memory": memory, "profile": profile}
     data = {k: dict(v) for k, v in parts.items() if v is not None}
     check_report("data", data)
+    return data
+
+
+def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[str, Any]:
+    """One report's figures, its functions aligned with ``index``."""
+    n = len(index)
+    own, cumulative, growth, to_peak = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+    own_cpu = [0.0] * n
+    for row in report.functions:
+        j = index[(str(row.site.file), int(row.site.line), str(row.site.function))]
+        own[j] += max(float(row.self_time), 0.0)
+        own_cpu[j] += max(float(row.self_cpu), 0.0)
+        cumulative[j] += max(float(row.time), 0.0)
+        growth[j] += float(row.net)
+        to_peak[j] += float(row.to_peak)
+    run: dict[str, Any] = {
+        "wall": max(float(report.wall), 1e-9),
+        "peak": max(float(report.peak.value), 0.0),
+        "start": max(float(report.peak.start), 0.0),
+        "end": max(float(report.end_rss), 0.0),
+        "own": own,
+        "own_cpu": own_cpu,
+        "cumulative": cumulative,
+        "growth": growth,
+        "to_peak": to_peak,
+        "exit": int(report.ending.code),
+    }
+    if report.cpu is not None and math.isfinite(report.cpu):
+        run["cpu"] = max(float(report.cpu), 0.0)
+    return run
+
+
+def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
+    """The payload of a ``run`` result: per run, the wall time, the exact peak, and each
+    function's time (own and cumulative) and memory growth while it ran (its flat
+    figures, ``Report.functions``).
+
+    :param reports: the ``_report.model.Report`` of each run (at least one)
+    :param main: the file of the program's script, matched with the other side's script
+        when two results are compared
+    :return: the payload, checked
+    """
+    index: dict[tuple[str, int, str], int] = {}
+    for report in reports:
+        for row in report.functions:
+            key = (str(row.site.file), int(row.site.line), str(row.site.function))
+            index.setdefault(key, len(index))
+    interval = float(reports[0].interval) if reports else 0.0
+    data: dict[str, Any] = {
+        "sampler": "ticks",
+        "interval": interval if interval > 0 else 0.005,
+        "functions": [list(k) for k in index],
+        "runs": [_run_entry(report, index) for report in reports],
+    }
+    if main is not None:
+        data["main"] = str(main)
+    check_run("data", data)
     return data

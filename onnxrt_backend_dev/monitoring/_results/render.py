@@ -29,6 +29,8 @@ def format_change(c: Change) -> str:
 
 
 def _amount(c: Change, side: dict[str, float]) -> str:
+    if c.figure == "growth":  # a function's memory growth (run results)
+        return f"{format_bytes(side['growth'])} ({side['growth_share'] * 100:.1f} %)"
     if "share" in side:  # a function: tested on its share, or paired on its time
         return f"{side['share'] * 100:.2f} % ({format_duration(side['time'])})"
     if c.figure == "peak":
@@ -39,10 +41,12 @@ def _amount(c: Change, side: dict[str, float]) -> str:
 
 
 def label(c: Change) -> str:
-    """``file:line(function)`` for a function, the name otherwise."""
+    """``file:line(function)`` for a function (``memory: file:line(function)`` for its
+    memory growth), the name otherwise."""
     if c.file is None:
         return f"{c.section}: {c.function}"
-    return f"{c.file}:{c.line}({c.function})"
+    where = f"{c.file}:{c.line}({c.function})"
+    return f"memory: {where}" if c.figure == "growth" else where
 
 
 def _verdict(c: Change) -> str:

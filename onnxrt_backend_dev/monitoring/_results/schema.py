@@ -18,7 +18,16 @@ spread of every side:
   lists aligned with ``functions`` (seconds, counts), optionally ``"memory"`` (bytes of
   growth per function), ``"main"`` (the program's script, matched with the other side's)
   and ``"timer"`` (``wall``, the default, or ``cpu``: the clock cProfile read);
-* ``report``: ``{"timing": ..., "memory": ..., "profile": ...}``, one or more of them.
+* ``report``: ``{"timing": ..., "memory": ..., "profile": ...}``, one or more of them;
+* ``run`` (the ``run`` command's one report, one entry per run): ``{"sampler": "ticks",
+  "interval": seconds, "functions": [[file, line, name], ...], "runs": [{"wall", "peak",
+  "start", "end", "own": [...], "cumulative": [...], "growth": [...], "to_peak": [...]}
+  per run]}``: seconds, the exact peak and the RSS at the start and the end in bytes; per
+  function (aligned with ``functions``) the seconds where it was the innermost user
+  function (``own``) and while it ran (``cumulative``), and its memory growth while it
+  ran (net, and up to the peak; negative when it freed), optionally ``"own_cpu"`` (the
+  sampler's CPU seconds where it was the innermost user function), ``"cpu"`` and
+  ``"exit"`` per run and ``"main"`` (the program's script).
 
 :func:`check_result` checks a loaded document and raises :class:`ResultFormatError`
 with the path of the first bad value (``data.runs[3].own[17] must be ...``).
@@ -34,9 +43,10 @@ from .._errors import ResultFormatError
 
 SCHEMA = "onnxrt-monitoring-result"
 VERSION = 1
-KINDS = ("timing", "memory", "profile", "report")
+KINDS = ("timing", "memory", "profile", "report", "run")
 PROFILERS = ("cprofile",)
 TIMERS = ("wall", "cpu")
+SAMPLERS = ("ticks",)
 _TOP_KEYS = ("schema", "version", "kind", "created", "command", "environment", "data")
 
 
@@ -184,11 +194,55 @@ def check_report(where: str, data: Any) -> None:
         _CHECKS[part](f"{where}.{part}", data[part])
 
 
+def _signed(where: str, values: Any, length: int) -> None:
+    """Finite numbers of any sign (memory growth: a function may free)."""
+    values = _list(where, values, length)
+    if values and set(map(type, values)) <= {float, int} and all(map(math.isfinite, values)):
+        return
+    for j, x in enumerate(values):
+        if not (isinstance(x, (int, float)) and math.isfinite(x)) or isinstance(x, bool):
+            raise _fail(f"{where}[{j}]", "a finite number", x)
+
+
+def _check_run_entry(at: str, run: Any, n: int) -> None:
+    run = _dict(at, run)
+    _number(f"{at}.wall", run.get("wall"), positive=True)
+    for key in ("peak", "start", "end"):
+        _number(f"{at}.{key}", run.get(key))
+    if "cpu" in run:
+        _number(f"{at}.cpu", run["cpu"])
+    if "exit" in run and type(run["exit"]) is not int:
+        raise _fail(f"{at}.exit", "an int", run["exit"])
+    for key in ("own", "cumulative"):
+        _numbers(f"{at}.{key}", run.get(key), n)
+    if "own_cpu" in run:
+        _numbers(f"{at}.own_cpu", run["own_cpu"], n)
+    for key in ("growth", "to_peak"):
+        _signed(f"{at}.{key}", run.get(key), n)
+
+
+def check_run(where: str, data: Any) -> None:
+    """Checks the ``data`` of a ``run`` result (see the module's description)."""
+    data = _dict(where, data)
+    if data.get("sampler") not in SAMPLERS:
+        raise _fail(f"{where}.sampler", f"one of {', '.join(SAMPLERS)}", data.get("sampler"))
+    _number(f"{where}.interval", data.get("interval"), positive=True)
+    if "main" in data and not isinstance(data["main"], str):
+        raise _fail(f"{where}.main", "a str", data["main"])
+    functions = _list(f"{where}.functions", data.get("functions"))
+    for i, f in enumerate(functions):
+        _check_function(f"{where}.functions[{i}]", f)
+    runs = _list(f"{where}.runs", data.get("runs"), least=1)
+    for i, run in enumerate(runs):
+        _check_run_entry(f"{where}.runs[{i}]", run, len(functions))
+
+
 _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "timing": check_timing,
     "memory": check_memory,
     "profile": check_profile,
     "report": check_report,
+    "run": check_run,
 }
 
 

@@ -1,0 +1,155 @@
+"""``run --save FILE.json`` and ``run --repeat N [--max-time S] [--timeout S]``.
+
+With ``--repeat`` the program runs N times, each run a ``run`` of its own in a child
+process (``_results.runner.run_interleaved``, the machinery of ``profile --repeat``: its
+own session, killed with its process group past ``--timeout``, no new run after
+``--max-time``) writing its report as JSON into a temporary folder; the report shown is
+the run of the median wall time, and ``--save`` keeps every run's figures (wall time,
+exact peak, each function's time and memory growth) for ``compare``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .._results.runner import Program
+from .common import EXIT_ERROR, CommandError
+
+REPEAT_HELP = (
+    "run the program N times, each a run of its own in a child process (its output "
+    "discarded, the end of its stderr shown if it fails); the report shown is the run of "
+    "the median wall time, --save keeps every run (for compare)"
+)
+# The package whose ``__main__`` runs the command line (``python -m ...``).
+_PACKAGE = __name__.rsplit(".", 2)[0]
+
+
+@dataclass(frozen=True)
+class _ReportedRun(Program):
+    """A run of ``run`` in a child process: ``command`` is what messages show (the
+    user's program), ``real`` the command line started."""
+
+    real: tuple[str, ...] = ()
+
+    def argv(self, out: str, timer: str = "cpu") -> list[str]:
+        """The command line started (``out`` and ``timer`` are cProfile's: unused)."""
+        return list(self.real)
+
+
+def main_of(args: argparse.Namespace) -> str | None:
+    """The program's script as its code names it (``main`` of the saved result), None
+    for a module or a command; refuses a missing script (exit 2) before any run."""
+    from .program import module_code, script_code
+
+    if args.module:
+        module_code(args.module[0])  # a missing module is refused before the runs
+        return None
+    if not args.target.endswith((".py", ".pyw")) and not os.path.isdir(args.target):
+        return None
+    return str(script_code(args.target)[0].co_filename)
+
+
+def save_run(args: argparse.Namespace, reports: Sequence[Any], main: str | None) -> None:
+    """Writes ``--save`` (if given) from the reports of the runs.
+
+    :param args: the parsed arguments
+    :param reports: one ``Report`` per run
+    :param main: the program's script
+    """
+    if getattr(args, "save", None) is None:
+        return
+    from .._results.payloads import run_data
+    from .save_result import write_saved
+
+    write_saved(args, "run", run_data(reports, main))
+
+
+def _child_argv(args: argparse.Namespace, output: str) -> tuple[str, ...]:
+    argv = [sys.executable, "-m", _PACKAGE, "run", "-q", "--format", "json", "-o", output]
+    argv += ["--interval", repr(args.interval)]
+    for name in args.probe:
+        argv += ["--probe", name]
+    if args.module:
+        return (*argv, "-m", *args.module)
+    return (*argv, "--", args.target, *args.args)
+
+
+def _shown(args: argparse.Namespace) -> tuple[str, ...]:
+    if args.module:
+        return ("run", "-m", *args.module)
+    return ("run", args.target, *args.args)
+
+
+def _read_report(path: str) -> Any:
+    from .._errors import ResultFormatError
+    from .._report.render_json import from_json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        os.remove(path)
+        return from_json(text)
+    except (OSError, UnicodeDecodeError, ResultFormatError) as e:
+        raise CommandError(f"run --repeat: a run left no readable report: {e}") from None
+
+
+def run_repeated_reports(
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], None],
+) -> int:
+    """Runs the program ``--repeat`` times, shows the median run's report, saves all.
+
+    :param args: the parsed arguments (checked by ``wants_repeat``)
+    :param out: where the report goes
+    :param err: where the status goes
+    :param emit: writes one report with the options (``cmd_run``)
+    :return: 0, or 1 when a run failed
+    """
+    from .._format import format_bytes, format_duration
+    from .._results.runner import RunFailed, run_interleaved
+    from .profile_repeat import DEFAULT_TIMEOUT
+
+    main = main_of(args)
+    live = not args.quiet and err.isatty()
+    reports: list[Any] = []
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+    with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-run-") as folder:
+        path = os.path.join(folder, "report.json")
+        program = _ReportedRun(_shown(args), real=_child_argv(args, path))
+
+        def collect(round_: int, _side: int) -> None:
+            reports.append(_read_report(path))
+            if live:
+                err.write(f"\rrun: run {round_ + 1} of {args.repeat}")
+                err.flush()
+
+        try:
+            run_interleaved([program], args.repeat, timeout, args.max_time, on_run=collect)
+        except RunFailed as e:
+            raise CommandError(f"run --repeat: {e}", EXIT_ERROR) from None
+        finally:
+            if live:
+                err.write("\n")
+    order = sorted(range(len(reports)), key=lambda i: reports[i].wall)
+    median = order[(len(order) - 1) // 2]
+    if not args.quiet:
+        walls = [r.wall for r in reports]
+        peaks = [r.peak.value for r in reports]
+        err.write(
+            f"{len(reports)} runs: wall median {format_duration(statistics.median(walls))} "
+            f"(min {format_duration(min(walls))}, max {format_duration(max(walls))}), peak "
+            f"median {format_bytes(statistics.median(peaks))}; the report is run "
+            f"{median + 1}'s, of the median wall time\n"
+        )
+    emit(reports[median], args, out, err)
+    save_run(args, reports, main)
+    return 0

@@ -1,0 +1,278 @@
+"""Tests for the ``run`` results (_results: schema.check_run, payloads.run_data, the
+``run`` section of compare_results and its rendering): bad documents, then comparisons of
+synthetic runs whose functions' growth and noise are chosen (seeded, no clock)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from results_data import ENV, profile_doc
+
+from onnxrt_backend_dev.monitoring._errors import ResultFormatError
+from onnxrt_backend_dev.monitoring._report.model import Ending, FunctionRow, Peak, Report, Site
+from onnxrt_backend_dev.monitoring._results import payloads, render, store
+from onnxrt_backend_dev.monitoring._results.compare import compare_results
+
+MIB = float(2**20)
+# name -> (seconds of own time, MiB of growth) of each function of the synthetic program.
+FUNCTIONS = {
+    "load": (0.20, 30.0),
+    "parse": (0.15, 25.0),
+    "index": (0.10, 40.0),
+    "join": (0.25, 35.0),
+    "spin": (0.30, 0.0),
+}
+
+
+def _report(
+    rng: random.Random, more: dict[str, float], noise: float, file: str, cpu: bool = False
+) -> Report:
+    """One run's report: each function grows by its MiB (times ``more``), with noise;
+    ``main`` holds them all (its growth and time are theirs, callees included)."""
+    machine = rng.uniform(0.8, 1.25)  # the whole run faster or slower
+    rows, total_growth, total_time = [], 0.0, 0.0
+    for i, (name, (seconds, mib)) in enumerate(FUNCTIONS.items()):
+        own = seconds * machine * rng.lognormvariate(0, 0.05)
+        grown = mib * MIB * more.get(name, 1.0) * rng.lognormvariate(0, noise) if mib else 0.0
+        site = Site(name, file, 10 * i + 1)
+        rows.append(FunctionRow(site, own, own, grown, grown, own / 2 if cpu else 0.0))
+        total_growth += grown
+        total_time += own
+    rows.append(FunctionRow(Site("main", file, 100), total_time, 0.0, total_growth, total_growth))
+    start = 20 * MIB
+    return Report(
+        program=file,
+        wall=total_time * 1.05,
+        cpu=total_time,
+        interval=0.005,
+        n_ticks=int(total_time / 0.005),
+        peak=Peak(start + total_growth, start, total_time),
+        end_rss=start + total_growth,
+        ending=Ending("exit", 0, "exited with code 0"),
+        functions=tuple(rows),
+    )
+
+
+def run_doc(
+    runs: int,
+    more: dict[str, float] | None = None,
+    noise: float = 0.01,
+    seed: int = 0,
+    cpu: bool = False,
+) -> dict[str, Any]:
+    """A ``run`` result of ``runs`` runs of the synthetic program (with the sampler's CPU
+    times, half the wall times, when ``cpu``)."""
+    rng = random.Random(seed)
+    file = "prog.py"
+    reports = [_report(rng, more or {}, noise, file, cpu) for _ in range(runs)]
+    return store.make_result("run", payloads.run_data(reports, main=file), ["run", file], ENV)
+
+
+def test_the_payload_keeps_every_run_and_every_function() -> None:
+    # GIVEN three reports of the synthetic program
+    doc = run_doc(3)
+    data = doc["data"]
+    # THEN each run holds its figures, aligned with the functions
+    assert data["sampler"] == "ticks" and data["main"] == "prog.py" and len(data["runs"]) == 3
+    names = [f[2] for f in data["functions"]]
+    assert names == [*FUNCTIONS, "main"]
+    run = data["runs"][0]
+    index = names.index("index")
+    assert run["growth"][index] == pytest.approx(40 * MIB, rel=0.05)
+    assert run["own"][names.index("main")] == 0.0
+    assert run["cumulative"][names.index("main")] == pytest.approx(sum(run["own"]))
+    assert run["peak"] - run["start"] == pytest.approx(run["growth"][names.index("main")])
+    assert run["exit"] == 0 and run["wall"] > 0 and "cpu" in run
+
+
+def test_a_round_trip_through_a_file(tmp_path: Path) -> None:
+    doc = run_doc(2)
+    path = store.save_result(tmp_path / "r.json", doc)
+    assert store.load_result(path, kind="run")["data"] == doc["data"]
+
+
+def _edit(path: str, value: Any) -> Any:
+    """A change of a valid document: ``path`` is dotted (``data.runs.0.own``)."""
+
+    def change(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if value is _DROP:
+            node.pop(last)
+        elif isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return change
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_edit("version", 2), "schema version 2, this version of the package reads version 1"),
+        (_edit("kind", "runs"), "kind must be one of timing, memory, profile, report, run"),
+        (_edit("schema", "other"), "not a saved result"),
+        (_edit("data.sampler", "cprofile"), "data.sampler must be one of ticks"),
+        (_edit("data.interval", 0), "data.interval must be a finite number > 0"),
+        (_edit("data.main", 3), "data.main must be a str"),
+        (_edit("data.runs", []), "data.runs must hold at least 1 values"),
+        (_edit("data.runs", _DROP), "data.runs must be a list"),
+        (_edit("data.functions.1", ["f.py", -1, "g"]), "data.functions[1] must be [file, line"),
+        (_edit("data.runs.0.wall", 0), "data.runs[0].wall must be a finite number > 0"),
+        (_edit("data.runs.1.peak", -5), "data.runs[1].peak must be a finite number >= 0"),
+        (_edit("data.runs.0.start", _DROP), "data.runs[0].start must be a finite number"),
+        (_edit("data.runs.0.cpu", "1"), "data.runs[0].cpu must be a finite number"),
+        (_edit("data.runs.0.exit", 0.5), "data.runs[0].exit must be an int"),
+        (_edit("data.runs.0.own", _DROP), "data.runs[0].own must be a list"),
+        (_edit("data.runs.0.own.2", -0.1), "data.runs[0].own[2] must be a finite number >= 0"),
+        (_edit("data.runs.1.cumulative.0", True), "data.runs[1].cumulative[0] must be"),
+        (_edit("data.runs.0.growth", [1.0]), "data.runs[0].growth must hold 6 values, got 1"),
+        (_edit("data.runs.0.growth.3", "x"), "data.runs[0].growth[3] must be a finite number"),
+        (_edit("data.runs.0.to_peak.0", None), "data.runs[0].to_peak[0] must be a finite"),
+        (_edit("data.runs.0.to_peak", _DROP), "data.runs[0].to_peak must be a list"),
+    ],
+)
+def test_bad_run_documents_name_the_file_and_the_problem(
+    tmp_path: Path, change: Any, message: str
+) -> None:
+    # GIVEN a valid run result, changed in one place, written to a file
+    doc = copy.deepcopy(run_doc(2))
+    change(doc)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    # WHEN it is loaded THEN one message names the file and what is wrong
+    with pytest.raises(ResultFormatError) as info:
+        store.load_result(path)
+    assert str(info.value).startswith(f"cannot read result {str(path)!r}: ")
+    assert message in str(info.value), str(info.value)
+
+
+def test_a_negative_growth_is_a_figure_not_an_error() -> None:
+    # GIVEN a function that freed memory (its growth is negative)
+    doc = copy.deepcopy(run_doc(2))
+    doc["data"]["runs"][0]["growth"][0] = -3 * MIB
+    # THEN the document is valid
+    assert store.parse_result(json.dumps(doc))["kind"] == "run"
+
+
+def test_a_nan_growth_is_refused() -> None:
+    text = json.dumps(run_doc(2)).replace('"growth": [', '"growth": [NaN, ', 1)
+    with pytest.raises(ResultFormatError, match="NaN is not a number a result may hold"):
+        store.parse_result(text, "x.json")
+
+
+@pytest.mark.parametrize("other", ["profile", "timing"])
+def test_a_run_is_not_compared_with_another_kind(other: str) -> None:
+    a = run_doc(5)
+    b = profile_doc(5) if other == "profile" else copy.deepcopy(a) | {"kind": "timing"}
+    with pytest.raises(ResultFormatError, match=f"a run result, with 'b.json', a {other} result"):
+        compare_results(a, b, ("a.json", "b.json"))
+
+
+def _entry(cmp: Any, function: str, figure: str) -> Any:
+    return next(c for c in cmp.changes if c.function == function and c.figure == figure)
+
+
+def test_ten_percent_more_allocation_in_one_function_is_found() -> None:
+    # GIVEN 10 runs a side, ``index`` allocating 10 % more in B, 1 % noise on the growth
+    cmp = compare_results(run_doc(10, seed=1), run_doc(10, {"index": 1.1}, seed=2))
+    # THEN its memory growth is significant, about +10 %, its interval around it
+    entry = _entry(cmp, "index", "growth")
+    assert entry.significant and entry.tested and entry.p_adjusted is not None
+    assert entry.change == pytest.approx(0.10, abs=0.03)
+    assert entry.ci_low is not None and entry.ci_high is not None
+    assert entry.ci_low < entry.change < entry.ci_high and entry.ci_low > 0
+    assert entry.a["growth"] == pytest.approx(40 * MIB, rel=0.05)
+    # AND no other function's growth is, except main, which holds it
+    flagged = {c.function for c in cmp.changes if c.figure == "growth" and c.significant}
+    assert flagged <= {"index", "main"}
+    # AND the gate calls it a regression above 5 %, not above 20 %
+    assert entry in cmp.regressions(0.05) and entry not in cmp.regressions(0.2)
+
+
+def test_identical_programs_show_no_significant_change() -> None:
+    cmp = compare_results(run_doc(10, seed=3), run_doc(10, seed=4))
+    assert cmp.judged and not [c for c in cmp.changes if c.significant]
+    # the time shares and memory growths were tested, in their own families
+    assert sum(c.tested and c.figure == "share" for c in cmp.changes) == 5
+    assert sum(c.tested and c.figure == "growth" for c in cmp.changes) == 5  # spin: none
+    assert "each a third of the weight" in " ".join(cmp.notes) and cmp.correction == "holm"
+
+
+def test_a_function_that_grew_nothing_is_shown_not_tested() -> None:
+    cmp = compare_results(run_doc(10, seed=3), run_doc(10, seed=4))
+    spin = _entry(cmp, "spin", "growth")
+    assert not spin.tested and spin.note == "too small to test"
+    main_time = _entry(cmp, "main", "share")  # no own time: nothing to test
+    assert not main_time.tested
+
+
+def test_a_single_run_on_a_side_cannot_be_judged() -> None:
+    cmp = compare_results(run_doc(1), run_doc(10, {"index": 1.5}))
+    assert not cmp.judged and not any(c.significant or c.tested for c in cmp.changes)
+    assert "significance cannot be judged" in cmp.notes[0]
+
+
+def test_a_failed_run_is_noted() -> None:
+    a = copy.deepcopy(run_doc(4))
+    a["data"]["runs"][2]["exit"] = 137
+    cmp = compare_results(a, run_doc(4))
+    assert "A: 1 of 4 runs did not exit with 0" in cmp.notes
+
+
+def test_the_renderings_say_memory_and_carry_the_figures() -> None:
+    # GIVEN a comparison where ``index`` grew 10 % more
+    cmp = compare_results(run_doc(10, seed=1), run_doc(10, {"index": 1.1}, seed=2))
+    # THEN the text names the memory row, with the bytes of A and B and its interval
+    text = render.to_text(cmp)
+    line = next(r for r in text.splitlines() if "memory: prog.py:21(index)" in r)
+    assert " * " in line and "MiB" in line and "±" in line, line
+    assert "run: peak memory" in text and "run: wall time" in text
+    # AND the JSON has one entry per figure with the issue's fields
+    doc = json.loads(render.to_json(cmp, cmp.regressions(0.05)))
+    entry = next(e for e in doc["entries"] if e["function"] == "index" and e["figure"] == "growth")
+    assert entry["file"] == "prog.py" and entry["line"] == 21
+    assert entry["significant"] is True and entry["ci_low"] < entry["change"] < entry["ci_high"]
+    assert entry["a"]["growth"] > 0 and entry["b"]["growth"] > entry["a"]["growth"]
+    assert "memory: prog.py:21(index)" in doc["regressions"]
+    # AND the HTML colours that row as worse
+    page = render.to_html(cmp)
+    row = next(r for r in page.split("<tr") if "memory: prog.py:21(index)" in r)
+    assert 'class="worse"' in row
+
+
+def test_hostile_names_are_escaped_in_html() -> None:
+    doc = copy.deepcopy(run_doc(3))
+    doc["data"]["functions"][0][2] = "<script>alert(1)</script>"
+    page = render.to_html(compare_results(doc, run_doc(3)))
+    assert "<script>alert" not in page and "&lt;script&gt;" in page
+
+
+def test_cpu_shares_are_tested_when_both_sides_have_them() -> None:
+    # GIVEN B where ``join`` waited 60 % longer (wall), its CPU time unchanged
+    a = run_doc(10, seed=5, cpu=True)
+    b = copy.deepcopy(run_doc(10, seed=6, cpu=True))
+    join = [f[2] for f in b["data"]["functions"]].index("join")
+    for run in b["data"]["runs"]:
+        run["own"][join] *= 1.6
+    # WHEN compared THEN the CPU shares are tested: nothing significant, the note says so
+    cmp = compare_results(a, b)
+    assert not _entry(cmp, "join", "share").significant
+    assert "sampled own CPU time" in " ".join(cmp.notes)
+    # AND with wall times only (a side without CPU times), the wait shows
+    for run in b["data"]["runs"]:
+        run.pop("own_cpu")
+    cmp = compare_results(a, b)
+    assert _entry(cmp, "join", "share").significant
+    assert "sampled own wall time" in " ".join(cmp.notes)
