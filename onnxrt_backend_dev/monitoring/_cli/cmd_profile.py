@@ -25,7 +25,7 @@ from .program import as_main as _as_main
 from .program import before_os_exit as _before_os_exit
 from .program import exit_code as _exit_code
 from .program import module_code as _module_code
-from .program import report_raised
+from .program import program_inputs, report_raised
 from .program import script_code as _script_code
 from .save_result import add_save_options, check_save, save_profile
 
@@ -165,25 +165,8 @@ def _check_before_running(args: argparse.Namespace) -> None:
         raise CommandError(f"--fold-share must be in [0, 1], got {args.fold_share!r}", EXIT_USAGE)
     _resolve_format(args)
     if args.output is not None:
-        check_outputs({"-o": args.output}, inputs=_inputs(args))
+        check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)
-
-
-def _inputs(args: argparse.Namespace) -> list[str]:
-    """The files read (the profiles shown, the program and its arguments): -o must not
-    overwrite them."""
-    if getattr(args, "files", None) is not None:
-        return list(args.files)
-    if args.module:
-        import importlib.util
-
-        try:
-            spec = importlib.util.find_spec(args.module[0])
-        except (ImportError, ValueError):
-            spec = None  # reported when the module is run
-        return [*args.module[1:], *([spec.origin] if spec and spec.origin else [])]
-    target = args.target or ""
-    return [target, os.path.join(target, "__main__.py"), *args.args]
 
 
 def _view_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -335,7 +318,7 @@ class ProfileCommand:
 
         if args.target != "show":
             _check_before_running(args)
-            check_save(args, _inputs(args))
+            check_save(args, program_inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
         if wants_repeat(args):

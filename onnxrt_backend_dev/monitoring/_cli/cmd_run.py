@@ -56,7 +56,7 @@ def _format(args: argparse.Namespace) -> str:
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
     from .._memory.registry import get_spec
-    from .cmd_profile import _inputs
+    from .program import program_inputs
 
     if not (math.isfinite(args.interval) and args.interval >= 0.001):
         raise CommandError(f"--interval must be >= 0.001 s and finite, got {args.interval!r}", 2)
@@ -69,9 +69,9 @@ def _check(args: argparse.Namespace) -> None:
     if args.target is None and not args.module:
         raise CommandError("give a script, -m module, or -- COMMAND", EXIT_USAGE)
     if args.output is not None:
-        check_outputs({"-o": args.output}, inputs=_inputs(args))
+        check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
-    _check_save_and_repeat(args, _inputs(args))
+    _check_save_and_repeat(args, program_inputs(args))
 
 
 def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:

@@ -86,9 +86,8 @@ def run_where(
     :return: the spy's result, the exit code, what was spied on
     """
     from .._memory.spy import MemorySpy
-    from .cmd_profile import report_raised
     from .guard import Terminated, terminating_signals
-    from .program import as_main, before_os_exit, exit_code
+    from .program import as_main, before_os_exit, exit_code, report_raised
 
     code, module, argv, path0, what = _program(cmd, args)
     name = os.path.basename(argv[0])
