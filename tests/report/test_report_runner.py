@@ -165,3 +165,32 @@ def test_forked_children_appear_as_their_own_trees() -> None:
     assert roots, [r.site.function for r in report.tree if r.parent < 0]
     names = {r.site.function for r in report.tree}
     assert "hash_for" in names and "pool_work" in names
+
+
+def test_a_ctrl_c_while_the_spy_starts_still_ends_in_the_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from onnxrt_backend_dev.monitoring._report import runner
+
+    # GIVEN a spy slow to start (a loaded machine) and a Ctrl-C reaching the parent then
+    def slow_spy_start(pid: int, probes: object) -> tuple[None, list[str]]:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the signal's handler runs in here
+        return None, []
+
+    monkeypatch.setattr(runner, "_start_spy", slow_spy_start)
+
+    def sleepy() -> Outcome:
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            return Outcome("interrupted", 130, "interrupted (SIGINT)")
+        return Outcome("exit", 0, "exited with code 0")
+
+    # WHEN the program runs THEN the parent forwards the Ctrl-C to the program, which
+    # ends, and the report is made (the parent does not die of a KeyboardInterrupt)
+    try:
+        report, rc = run_recorded(sleepy, "sleepy", interval=0.01, root_code=sleepy.__code__)
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C during the spy's start killed the parent: no report")
+    assert (report.ending.kind, rc) == ("interrupted", 130)

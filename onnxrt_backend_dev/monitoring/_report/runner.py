@@ -250,9 +250,11 @@ def _follow(
     spying: Any = None
     notes: list[str] = []
     try:
-        if spy or probes:  # from here, while the program already runs
-            spying, notes = _start_spy(pid, probes)
+        # Signals are taken over first: a Ctrl-C while the spy starts (a second or more on
+        # a loaded machine) must end in the report, not in the parent's KeyboardInterrupt.
         with _forwarding(pid) as forwarder:
+            if spy or probes:  # from here, while the program already runs
+                spying, notes = _start_spy(pid, probes)
 
             def done() -> bool:
                 forwarder.poll()
