@@ -94,7 +94,8 @@ def _row_by_row(root: ProfileNode, opts: dict[str, Any], **text: Any) -> str:
 @pytest.mark.parametrize("opts", OPTIONS, ids=[str(i) for i in range(len(OPTIONS))])
 def test_segments_render_the_row_by_row_text(opts: dict[str, Any]) -> None:
     for root in _graphs():
-        for text in ({}, {"fct_width": 12, "max_indent": 2}, {"fct_width": 0}):
+        layouts: list[dict[str, Any]] = [{}, {"fct_width": 12, "max_indent": 2}, {"fct_width": 0}]
+        for text in layouts:
             # GIVEN a graph, filters and a layout
             # WHEN it is rendered from segments (to_text) and row by row
             fast = root.to_text(**opts, **text)
