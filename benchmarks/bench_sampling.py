@@ -436,51 +436,41 @@ def importtime_cumulative(code: str) -> dict[str, float]:
     return out
 
 
-def import_truth(runs: int, folder: str) -> dict[str, dict[str, float]]:
-    """The import times without any profiler, interleaved runs: ``-X importtime`` of the
-    script's imports (numpy, then pandas) and of ``import pandas`` alone, and the wall
-    time of ``python -c`` with each import added (the difference is the import's time).
-
-    :return: medians and minimums, in seconds, by measure
-    """
-    walls: dict[str, list[float]] = {k: [] for k in IMPORT_STEPS}
-    script: dict[str, list[float]] = {"numpy": [], "pandas": []}
-    alone: dict[str, list[float]] = {"numpy": [], "pandas": []}
-    for _ in range(runs):
-        for key, code in IMPORT_STEPS.items():
-            walls[key].append(_run([PY, "-c", code], folder)[0])
-        for key, value in importtime_cumulative(IMPORT_STEPS["pandas"]).items():
-            script[key].append(value)
-        for key, value in importtime_cumulative("import pandas").items():
-            alone[key].append(value)
-    med = {k: statistics.median(v) for k, v in walls.items()}
-    low = {k: min(v) for k, v in walls.items()}
-    return {
-        "importtime (script order)": {k: statistics.median(v) for k, v in script.items()},
-        "importtime (import pandas alone)": {k: statistics.median(v) for k, v in alone.items()},
-        "wall difference, medians": {
-            "numpy": med["numpy"] - med["pass"], "pandas": med["pandas"] - med["numpy"]
-        },
-        "wall difference, minimums": {
-            "numpy": low["numpy"] - low["pass"], "pandas": low["pandas"] - low["numpy"]
-        },
-    }  # fmt: skip
+def import_truth_once(folder: str, truth: dict[str, list[dict[str, float]]]) -> None:
+    """One round of the import times without any profiler, run between the profiled
+    runs (interleaved): ``-X importtime`` of the script's imports (numpy, then pandas)
+    and of ``import pandas`` alone, and the wall time of ``python -c`` with each import
+    added (the difference is the import's time). Appends to ``truth``'s lists."""
+    walls = {key: _run([PY, "-c", code], folder)[0] for key, code in IMPORT_STEPS.items()}
+    truth["importtime (script order)"].append(importtime_cumulative(IMPORT_STEPS["pandas"]))
+    truth["importtime (import pandas alone)"].append(importtime_cumulative("import pandas"))
+    truth["wall gained per import"].append(
+        {"numpy": walls["numpy"] - walls["pass"], "pandas": walls["pandas"] - walls["numpy"]}
+    )
 
 
-def _print_truth(truth: dict[str, dict[str, float]], imports: dict[str, Any], runs: int) -> None:
-    print(f"  import times without a profiler ({runs} interleaved runs, medians unless said):")
-    for label, values in truth.items():
-        print(f"    {label:<34} numpy {values['numpy']:.3f} s, pandas {values['pandas']:.3f} s")
-    reference = truth["importtime (script order)"]
+TRUTHS = ("importtime (script order)", "importtime (import pandas alone)", "wall gained per import")
+
+
+def _print_truth(truth: dict[str, list[dict[str, float]]], imports: dict[str, Any]) -> None:
+    runs = len(truth[TRUTHS[0]])
+    print(f"  import times without a profiler (medians of {runs}, interleaved with the runs):")
+    for label in TRUTHS:
+        cells = ", ".join(
+            f"{mod} {statistics.median(d[mod] for d in truth[label]):.3f} s"
+            for mod in ("numpy", "pandas")
+        )
+        print(f"    {label:<34} {cells}")
+    reference = {m: statistics.median(d[m] for d in truth[TRUTHS[0]]) for m in ("numpy", "pandas")}
     for tool in ("ours", "pyinstrument", "py-spy"):
         if not imports[tool]:
             continue
-        cells = []
+        found = []
         for mod in ("numpy", "pandas"):
             value = statistics.median(d[mod] for d in imports[tool])
             ratio = value / reference[mod] if reference[mod] else float("nan")
-            cells.append(f"{mod} {value:.3f} s = {ratio:.2f}x importtime")
-        print(f"    {tool + ' (profiled runs)':<34} {', '.join(cells)}")
+            found.append(f"{mod} {value:.3f} s = {ratio:.2f}x importtime")
+        print(f"    {tool + ' (profiled runs)':<34} {', '.join(found)}")
 
 
 # ---------------------------------------------------------------- runs
@@ -515,6 +505,7 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
     cpus: dict[str, list[float]] = {t: [] for t in cmds}
     imports: dict[str, list[dict[str, float]]] = {"ours": [], "pyinstrument": [], "py-spy": []}
     per_run: list[dict[str, Trie]] = []
+    truth: dict[str, list[dict[str, float]]] = {label: [] for label in TRUTHS}
     _run(cmds["plain"], folder)  # warm-up: file cache, .pyc
     for _ in range(runs):  # interleaved: a busy minute hits every tool
         for tool, cmd in cmds.items():
@@ -527,6 +518,7 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
         _read_tries([tries, this_run], folder, "py-spy" in cmds)
         per_run.append(this_run)
         if name == "pandas":
+            import_truth_once(folder, truth)
             imports["ours"].append(import_times_collapsed(os.path.join(folder, "ours.collapsed")))
             imports["pyinstrument"].append(
                 import_times_pyinstrument(os.path.join(folder, "pyi.pyisession"))
@@ -558,7 +550,7 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
     _print_per_run(per_run, entry, "py-spy" in cmds)
     if name == "pandas":
         _print_imports(imports, runs)
-        _print_truth(import_truth(runs, folder), imports, runs)
+        _print_truth(truth, imports)
         txt = pandas_text(folder, script)
         print(f"  default text: {txt['rows']} rows, missing names: {txt['missing'] or 'none'}")
         print("  " + txt["text"].replace("\n", "\n  ").rstrip())
