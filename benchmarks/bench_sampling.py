@@ -449,6 +449,24 @@ def import_truth_once(folder: str, truth: dict[str, list[dict[str, float]]]) -> 
     )
 
 
+def importtime_beside_ours(folder: str, script: list[str]) -> dict[str, float]:
+    """Ours over ``-X importtime`` for numpy and pandas in the same process: the script
+    run by ``profile`` with the interpreter's import timer on (the same imports, timed
+    by both: whether the sampler loses or adds time inside an import)."""
+    out = os.path.join(folder, "same.collapsed")
+    proc = subprocess.run(
+        [PY, "-X", "importtime", *CLI[1:], "-o", out, *script], capture_output=True,
+        text=True, timeout=TIMEOUT, env=ENV, check=True, cwd=folder,
+    )  # fmt: skip
+    timed = {"pandas": 0.0, "numpy": 0.0}
+    for line in proc.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[2] in (" numpy", " pandas"):  # the script's own
+            timed[parts[2].strip()] = int(parts[1]) * 1e-6
+    ours = import_times_collapsed(out)
+    return {m: ours[m] / timed[m] if timed[m] else float("nan") for m in timed}
+
+
 TRUTHS = ("importtime (script order)", "importtime (import pandas alone)", "wall gained per import")
 
 
@@ -506,6 +524,7 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
     imports: dict[str, list[dict[str, float]]] = {"ours": [], "pyinstrument": [], "py-spy": []}
     per_run: list[dict[str, Trie]] = []
     truth: dict[str, list[dict[str, float]]] = {label: [] for label in TRUTHS}
+    same: list[dict[str, float]] = []
     _run(cmds["plain"], folder)  # warm-up: file cache, .pyc
     for _ in range(runs):  # interleaved: a busy minute hits every tool
         for tool, cmd in cmds.items():
@@ -519,6 +538,7 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
         per_run.append(this_run)
         if name == "pandas":
             import_truth_once(folder, truth)
+            same.append(importtime_beside_ours(folder, script))
             imports["ours"].append(import_times_collapsed(os.path.join(folder, "ours.collapsed")))
             imports["pyinstrument"].append(
                 import_times_pyinstrument(os.path.join(folder, "pyi.pyisession"))
@@ -551,6 +571,11 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
     if name == "pandas":
         _print_imports(imports, runs)
         _print_truth(truth, imports)
+        cells = ", ".join(
+            f"{m} {min(d[m] for d in same):.2f}-{max(d[m] for d in same):.2f}x"
+            for m in ("numpy", "pandas")
+        )
+        print(f"    ours / -X importtime in the same process ({len(same)} runs): {cells}")
         txt = pandas_text(folder, script)
         print(f"  default text: {txt['rows']} rows, missing names: {txt['missing'] or 'none'}")
         print("  " + txt["text"].replace("\n", "\n  ").rstrip())
