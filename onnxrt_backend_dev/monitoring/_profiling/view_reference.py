@@ -272,7 +272,8 @@ class TreeRows:
         self.max_count = max(map(abs, map(int, counts)), default=0)
 
     def raw(self) -> Iterator[RawRow]:
-        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, the cheapest form."""
+        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, one row at a time (the
+        renderers that can take :meth:`segments` are faster with them)."""
         return self.walker.walk(self.top, self.filter_node)
 
     def segments(self) -> Iterator[Segment]:
