@@ -19,7 +19,9 @@ Measured:
   repeats folded; ours against py-spy's and pyinstrument's: how many of their
   functions ours names in the same order;
 - pandas: the rows of our default text, the names it must show, and the pandas and
-  numpy import times against pyinstrument's (medians over the runs);
+  numpy import times against pyinstrument's (medians over the runs), beside the truth
+  without a profiler: ``python -X importtime`` (cumulative time of each top-level
+  import) and the wall time ``python -c`` gains with each import;
 - threads: three workers hashing ~1 s each, the share of each worker's time its
   function got; a 50 ms program's tree.
 
@@ -327,6 +329,21 @@ def normalized(path: Sequence[str], entry: str) -> list[str]:
     return out
 
 
+def first_split(trie: Trie, entry: str) -> str:
+    """The first near-tie down the hottest path: the first node whose second heaviest
+    child holds at least a quarter of its time, as ``a 52% / b 45%`` (where the hottest
+    path of one run may go either way)."""
+    node = trie
+    while node.children:
+        kids = sorted(node.children.items(), key=lambda kv: -kv[1].weight)
+        if len(kids) > 1 and kids[1][1].weight >= 0.25 * node.weight:
+            total = node.weight or 1.0
+            (a, na), (b, nb) = kids[0], kids[1]
+            return f"{a} {na.weight / total:.0%} / {b} {nb.weight / total:.0%}"
+        node = kids[0][1]
+    return "-"
+
+
 def agreement(ours: list[str], theirs: list[str]) -> str:
     same = 0
     while same < min(len(ours), len(theirs)) and ours[same] == theirs[same]:
@@ -399,6 +416,81 @@ def pandas_text(folder: str, script: list[str]) -> dict[str, Any]:
     }
 
 
+# The imports of the pandas script, in its order (numpy first, then pandas).
+IMPORT_STEPS = {"pass": "pass", "numpy": "import numpy", "pandas": "import numpy; import pandas"}
+
+
+def importtime_cumulative(code: str) -> dict[str, float]:
+    """Seconds of the ``numpy`` and ``pandas`` imports (cumulative column) in ``python -X
+    importtime -c code``: the interpreter's own account, no profiler (numpy nested under
+    pandas when pandas imports it)."""
+    proc = subprocess.run(
+        [PY, "-X", "importtime", "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
+        env=ENV, check=True,
+    )  # fmt: skip
+    out = {"pandas": 0.0, "numpy": 0.0}
+    for line in proc.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[2].strip() in out:  # each module is imported once
+            out[parts[2].strip()] = int(parts[1]) * 1e-6
+    return out
+
+
+def import_truth_once(folder: str, truth: dict[str, list[dict[str, float]]]) -> None:
+    """One round of the import times without any profiler, run between the profiled
+    runs (interleaved): ``-X importtime`` of the script's imports (numpy, then pandas)
+    and of ``import pandas`` alone, and the wall time of ``python -c`` with each import
+    added (the difference is the import's time). Appends to ``truth``'s lists."""
+    walls = {key: _run([PY, "-c", code], folder)[0] for key, code in IMPORT_STEPS.items()}
+    truth["importtime (script order)"].append(importtime_cumulative(IMPORT_STEPS["pandas"]))
+    truth["importtime (import pandas alone)"].append(importtime_cumulative("import pandas"))
+    truth["wall gained per import"].append(
+        {"numpy": walls["numpy"] - walls["pass"], "pandas": walls["pandas"] - walls["numpy"]}
+    )
+
+
+def importtime_beside_ours(folder: str, script: list[str]) -> dict[str, float]:
+    """Ours over ``-X importtime`` for numpy and pandas in the same process: the script
+    run by ``profile`` with the interpreter's import timer on (the same imports, timed
+    by both: whether the sampler loses or adds time inside an import)."""
+    out = os.path.join(folder, "same.collapsed")
+    proc = subprocess.run(
+        [PY, "-X", "importtime", *CLI[1:], "-o", out, *script], capture_output=True,
+        text=True, timeout=TIMEOUT, env=ENV, check=True, cwd=folder,
+    )  # fmt: skip
+    timed = {"pandas": 0.0, "numpy": 0.0}
+    for line in proc.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[2] in (" numpy", " pandas"):  # the script's own
+            timed[parts[2].strip()] = int(parts[1]) * 1e-6
+    ours = import_times_collapsed(out)
+    return {m: ours[m] / timed[m] if timed[m] else float("nan") for m in timed}
+
+
+TRUTHS = ("importtime (script order)", "importtime (import pandas alone)", "wall gained per import")
+
+
+def _print_truth(truth: dict[str, list[dict[str, float]]], imports: dict[str, Any]) -> None:
+    runs = len(truth[TRUTHS[0]])
+    print(f"  import times without a profiler (medians of {runs}, interleaved with the runs):")
+    for label in TRUTHS:
+        cells = ", ".join(
+            f"{mod} {statistics.median(d[mod] for d in truth[label]):.3f} s"
+            for mod in ("numpy", "pandas")
+        )
+        print(f"    {label:<34} {cells}")
+    reference = {m: statistics.median(d[m] for d in truth[TRUTHS[0]]) for m in ("numpy", "pandas")}
+    for tool in ("ours", "pyinstrument", "py-spy"):
+        if not imports[tool]:
+            continue
+        found = []
+        for mod in ("numpy", "pandas"):
+            value = statistics.median(d[mod] for d in imports[tool])
+            ratio = value / reference[mod] if reference[mod] else float("nan")
+            found.append(f"{mod} {value:.3f} s = {ratio:.2f}x importtime")
+        print(f"    {tool + ' (profiled runs)':<34} {', '.join(found)}")
+
+
 # ---------------------------------------------------------------- runs
 
 
@@ -414,6 +506,15 @@ def _print_imports(imports: dict[str, list[dict[str, float]]], runs: int) -> Non
               f"medians of {runs})")  # fmt: skip
 
 
+def _read_tries(tries: list[dict[str, Trie]], folder: str, spy: bool) -> None:
+    """Adds the stacks of the last run of each tool to each set of tries."""
+    for trie in tries:
+        trie_of_collapsed(trie["ours"], os.path.join(folder, "ours.collapsed"))
+        trie_of_pyinstrument(trie["pyinstrument"], os.path.join(folder, "pyi.pyisession"))
+        if spy:
+            trie_of_collapsed(trie["py-spy"], os.path.join(folder, "spy.txt"), None)
+
+
 def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any]:
     cmds = tools(folder, script)
     entry = ENTRIES[name]
@@ -421,18 +522,23 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
     times: dict[str, list[float]] = {t: [] for t in cmds}
     cpus: dict[str, list[float]] = {t: [] for t in cmds}
     imports: dict[str, list[dict[str, float]]] = {"ours": [], "pyinstrument": [], "py-spy": []}
+    per_run: list[dict[str, Trie]] = []
+    truth: dict[str, list[dict[str, float]]] = {label: [] for label in TRUTHS}
+    same: list[dict[str, float]] = []
     _run(cmds["plain"], folder)  # warm-up: file cache, .pyc
     for _ in range(runs):  # interleaved: a busy minute hits every tool
         for tool, cmd in cmds.items():
             wall, cpu = _run(cmd, folder)
             times[tool].append(wall)
             cpus[tool].append(cpu)
-        # The hottest paths of all runs together: a deep recursion has near ties.
-        trie_of_collapsed(tries["ours"], os.path.join(folder, "ours.collapsed"))
-        trie_of_pyinstrument(tries["pyinstrument"], os.path.join(folder, "pyi.pyisession"))
-        if "py-spy" in cmds:
-            trie_of_collapsed(tries["py-spy"], os.path.join(folder, "spy.txt"), None)
+        # The hottest paths of all runs together: a deep recursion has near ties. Each
+        # run's own too, to see how often one run's path agrees.
+        this_run = {t: Trie(entry) for t in tries}
+        _read_tries([tries, this_run], folder, "py-spy" in cmds)
+        per_run.append(this_run)
         if name == "pandas":
+            import_truth_once(folder, truth)
+            same.append(importtime_beside_ours(folder, script))
             imports["ours"].append(import_times_collapsed(os.path.join(folder, "ours.collapsed")))
             imports["pyinstrument"].append(
                 import_times_pyinstrument(os.path.join(folder, "pyi.pyisession"))
@@ -461,12 +567,32 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
         spy = normalized(tries["py-spy"].hottest(), entry)
         print(f"  hottest, py-spy:       {' > '.join(spy)}  -> ours agree {agreement(ours, spy)}")
         result["spy"] = agreement(ours, spy)
+    _print_per_run(per_run, entry, "py-spy" in cmds)
     if name == "pandas":
         _print_imports(imports, runs)
+        _print_truth(truth, imports)
+        cells = ", ".join(
+            f"{m} {min(d[m] for d in same):.2f}-{max(d[m] for d in same):.2f}x"
+            for m in ("numpy", "pandas")
+        )
+        print(f"    ours / -X importtime in the same process ({len(same)} runs): {cells}")
         txt = pandas_text(folder, script)
         print(f"  default text: {txt['rows']} rows, missing names: {txt['missing'] or 'none'}")
         print("  " + txt["text"].replace("\n", "\n  ").rstrip())
     return result
+
+
+def _print_per_run(per_run: list[dict[str, Trie]], entry: str, spy: bool) -> None:
+    """How often one run's hottest path agrees, and the near-tie that decides it."""
+    others = ["pyinstrument", "py-spy"] if spy else ["pyinstrument"]
+    paths = [{t: normalized(r[t].hottest(), entry) for t in r} for r in per_run]
+    for other in others:
+        cells = [agreement(p["ours"], p[other]) for p in paths]
+        full = sum(p["ours"] == p[other] for p in paths)
+        print(f"  per run, ours vs {other}: {', '.join(cells)} (same path in {full}/{len(paths)})")
+    for tool in ["ours", *others]:
+        splits = "; ".join(first_split(r[tool], entry) for r in per_run)
+        print(f"  per run, first near-tie on {tool}'s path: {splits}")
 
 
 def in_process(runs: int) -> None:

@@ -219,18 +219,137 @@ branch()
 """
 
 
-def test_profile_tree_prints_the_call_tree(ip: Any) -> None:
+# 100 ms in leaf, for the sampler (the loaded machine may delay some samples).
+_LONG_CELL = _CELL.replace("0.01", "0.05")
+
+
+def test_profile_tree_samples_the_cell_by_default(ip: Any) -> None:
+    # WHEN a cell is profiled without options
     with capture_output() as out:
-        res = ip.run_cell_magic("profile_tree", "", _CELL)
+        res = ip.run_cell_magic("profile_tree", "", _LONG_CELL)
     assert res is None
     lines = out.stdout.splitlines()
-    # THEN the call tree rooted at the cell, with its header
+    # THEN its stacks were sampled: the sampler's header, the main thread's tree rooted at
+    # the cell's <module> (the magic's own frames left out), branch above leaf
+    assert lines[0].startswith("the cell: wall ") and " samples every 2.00 ms " in lines[0]
+    assert lines[1].startswith("thread MainThread: ")
+    assert lines[2].startswith("└─ ") and lines[2].endswith("<module>  <cell>:1")
+    assert "profile_tree" not in out.stdout and "_sample_cell" not in out.stdout
+    branch = next(i for i, line in enumerate(lines) if "%  branch  <cell>:" in line)
+    leaf = next(i for i, line in enumerate(lines) if "%  leaf  <cell>:" in line)
+    assert leaf == branch + 1
+    assert lines[leaf].index("leaf") > lines[branch].index("branch")
+
+
+def test_profile_tree_cprofile_prints_the_call_tree(ip: Any) -> None:
+    with capture_output() as out:
+        res = ip.run_cell_magic("profile_tree", "--cprofile", _CELL)
+    assert res is None
+    lines = out.stdout.splitlines()
+    # THEN cProfile's call tree rooted at the cell, with its header and call counts
     assert lines[0].startswith("Call tree of the cell: ") and "share" in lines[1]
     assert "<module>  <cell>:1" in lines[2]
     branch = next(i for i, line in enumerate(lines) if "─ branch  " in line)
     leaf = next(i for i, line in enumerate(lines) if "─ leaf  " in line)
     assert leaf == branch + 1
+    assert lines[leaf].split()[2] == "2"  # leaf was called twice
     assert lines[leaf].index("leaf") > lines[branch].index("branch")
+
+
+def test_profile_tree_o_returns_what_was_profiled(ip: Any) -> None:
+    from onnxrt_backend_dev.monitoring._sampling.result import SamplingResult
+    from onnxrt_backend_dev.monitoring.profiling import ProfileNode
+
+    with capture_output():
+        sampled = ip.run_cell_magic("profile_tree", "-o --interval 0.001", _LONG_CELL)
+        graph = ip.run_cell_magic("profile_tree", "-o --cprofile", _CELL)
+    # THEN the sampling result (its interval the option's), or cProfile's root
+    assert isinstance(sampled, SamplingResult)
+    assert sampled.profile.interval == 0.001 and sampled.profile.samples >= 1
+    assert isinstance(graph, ProfileNode) and "branch" in graph.to_text()
+
+
+class _FakeResult:
+    """What the sampler returns, recording the options of its text."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+        self.profile = type("P", (), {"notes": ["SIGPROF is taken: sampled by a thread"]})()
+
+    def to_text(self, **kwargs: Any) -> str:
+        self.asked.append(kwargs)
+        return "the sampled tree"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("", {"fold_share": 0.005, "show_all": False, "max_depth": None}),
+        ("--all --show-library", {"fold_share": 0.0, "show_all": True, "max_depth": None}),
+        ("--fold-share 0.2 --max-depth 3", {"fold_share": 0.2, "show_all": False, "max_depth": 3}),
+        ("-s cumulative -w 30", {"fold_share": 0.005, "show_all": False, "max_depth": None}),
+    ],
+)
+def test_profile_tree_passes_its_options_to_the_sampled_text(
+    ip: Any, monkeypatch: pytest.MonkeyPatch, line: str, expected: dict[str, Any]
+) -> None:
+    from onnxrt_backend_dev.monitoring import _magics
+
+    # GIVEN a fake sampler (no timing: what the magic asks of the result is checked)
+    fake = _FakeResult()
+    seen: list[float] = []
+
+    def sample_cell(run: Any, interval: float) -> _FakeResult:
+        seen.append(interval)
+        run()
+        return fake
+
+    monkeypatch.setattr(_magics, "_sample_cell", sample_cell)
+    ip.user_ns.pop("ran", None)
+    with capture_output() as out:
+        res = ip.run_cell_magic("profile_tree", line, "ran = True\n")
+    # THEN the cell ran once under it, the text has the options, the notes are printed
+    assert res is None and ip.user_ns["ran"] is True and seen == [0.002]
+    assert fake.asked == [expected]
+    assert out.stdout == "the sampled tree\nnote: SIGPROF is taken: sampled by a thread\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "cprofile"),
+    [
+        ("", False),
+        ("-s cumulative", False),
+        ("-s cumtime --all --max-depth 2", False),
+        ("--cprofile", True),
+        ("--view reference", True),
+        ("--view tree -s line", True),
+        ("-s time", True),
+        ("--hide-stdlib", True),
+    ],
+)
+def test_profile_tree_options_only_cprofile_has_imply_it(
+    ip: Any, monkeypatch: pytest.MonkeyPatch, line: str, cprofile: bool
+) -> None:
+    from onnxrt_backend_dev.monitoring import _magics
+
+    # GIVEN both profilers replaced by fakes that say which one ran
+    ran: list[str] = []
+    real_cprofile_cell = _magics._cprofile_cell
+
+    def sample_cell(run: Any, interval: float) -> _FakeResult:
+        ran.append("sampled")
+        return _FakeResult()
+
+    def cprofile_cell(run: Any) -> Any:
+        ran.append("cprofile")
+        return real_cprofile_cell(run)
+
+    monkeypatch.setattr(_magics, "_sample_cell", sample_cell)
+    monkeypatch.setattr(_magics, "_cprofile_cell", cprofile_cell)
+    with capture_output():
+        ip.run_cell_magic("profile_tree", line, "x = 1\n")
+    # THEN cProfile runs exactly when asked for or implied, as for ``profile``
+    assert ran == ["cprofile" if cprofile else "sampled"]
 
 
 def test_profile_tree_reference_view(ip: Any) -> None:
@@ -247,15 +366,16 @@ def test_profile_tree_reference_view(ip: Any) -> None:
 
 def test_profile_tree_options(ip: Any) -> None:
     with capture_output() as out:
-        root = ip.run_cell_magic("profile_tree", "-o -s cumulative -w 30", _CELL)
+        root = ip.run_cell_magic("profile_tree", "-o --cprofile -s cumulative -w 30", _CELL)
     assert "branch" in root.to_text()
     assert "branch" in out.stdout
 
 
 def test_profile_tree_depth_and_stdlib(ip: Any) -> None:
-    with capture_output() as out:
-        ip.run_cell_magic("profile_tree", "--max-depth 1", _CELL)
-    assert "branch" in out.stdout and "leaf" not in out.stdout
+    for line in ("--max-depth 1", "--max-depth 1 --cprofile"):
+        with capture_output() as out:
+            ip.run_cell_magic("profile_tree", line, _LONG_CELL)
+        assert "branch" in out.stdout and "leaf" not in out.stdout, line
     with capture_output() as out:
         ip.run_cell_magic("profile_tree", "--hide-stdlib", _CELL)
     # THEN the library call leaf makes is one row standing for its time, a leaf: the
@@ -271,6 +391,11 @@ def test_profile_tree_depth_and_stdlib(ip: Any) -> None:
         ("-w 2", "-w"),
         ("--view flat", "--view flat: view must be one of"),
         ("--fold-share 2", "--fold-share must be in"),
+        ("--interval 0", "--interval must be >= 0.0001, got 0"),
+        ("--interval nan", "--interval must be a finite number"),
+        ("--interval 1e-9", "--interval must be >= 0.0001"),
+        ("--interval 100", "--interval must be <= 60"),
+        ("--interval soon", "--interval must be a float, got 'soon'"),
     ],
 )
 def test_profile_tree_rejects_bad_options(ip: Any, line: str, message: str) -> None:
@@ -285,7 +410,18 @@ _HELPS = [
     ("measure_time", "line", ["-r REPEAT", "-n NUMBER", "-w WARMUP", "--max-time SECONDS", "-q"]),
     ("measure_time", "cell", ["-r REPEAT", "--max-time SECONDS", "setup code"]),
     ("spy", "cell", ["-d DELAY", "--cuda", "--no-plot", "-o"]),
-    ("profile_tree", "cell", ["-s SORT", "-w WIDTH", "--max-depth N", "--hide-stdlib"]),
+    (
+        "profile_tree",
+        "cell",
+        [
+            "-s SORT",
+            "-w WIDTH",
+            "--max-depth N",
+            "--hide-stdlib",
+            "--cprofile",
+            "--interval SECONDS",
+        ],
+    ),
 ]
 
 

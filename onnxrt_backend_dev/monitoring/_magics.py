@@ -26,23 +26,31 @@ mean, first and last resident memory of the kernel (``cpu``, and every GPU with
 ``--stacks`` also samples the cell's Python stacks: it prints the memory growth per
 function and the line saying in which function the peak happened.
 
-``%%profile_tree`` profiles the cell with
-:func:`~onnxrt_backend_dev.monitoring.profiling.profile` and prints the call tree built
-by ``profile2graph``, starting at the cell::
+``%%profile_tree`` samples the cell's stacks (the sampler of ``profile script.py``:
+true stacks, library frames folded into the first one called from the cell) and prints
+its call tree, starting at the cell; ``--cprofile`` profiles it with
+:func:`~onnxrt_backend_dev.monitoring.profiling.profile` instead and prints the call
+tree built by ``profile2graph`` (exact call counts)::
 
-    %%profile_tree [--view tree|reference] [-s SORT] [-w FCT_WIDTH] [--max-depth N]
+    %%profile_tree [--cprofile] [--interval SECONDS] [--show-library]
+                   [--view tree|reference] [-s SORT] [-w FCT_WIDTH] [--max-depth N]
                    [--hide-stdlib] [--fold-share SHARE] [--all] [-o]
 
-``--view tree`` (the default) prints the call tree rooted at the cell, one row per call
-with its share of the total, children hottest first, rows under ``--fold-share`` (0.005)
-folded into ``N more`` rows unless ``--all`` is given; ``--view reference`` prints the
-reference's rows (``ProfileNode.to_text``). ``-s`` sorts the children of a node
-(``cumulative``, the tree's default, ``line``, the reference's default, or ``time``),
-``-w`` is the width of the reference's function column, ``--max-depth`` hides deeper
-rows, ``--hide-stdlib`` hides the frames of the standard library and installed
-packages (their callees take their place). With ``-o`` both cell magics return their
-result (the spy's dictionary of monitors, the root of the call tree) instead of
-``None``. Errors in the options are reported in one line, errors in the cell as usual.
+Sampled (the default), rows under ``--fold-share`` (0.005) are folded into ``N more``
+rows unless ``--all`` is given, ``--show-library`` shows every library frame and
+``--interval`` sets the time between two samples (0.002 s). The options only cProfile
+has imply ``--cprofile``, as they do for ``profile``: ``--view reference``, ``-s`` other
+than ``cumulative``, ``--hide-stdlib``. With cProfile, ``--view tree`` (the default)
+prints the call tree rooted at the cell, one row per call with its share of the total,
+children hottest first; ``--view reference`` prints the reference's rows
+(``ProfileNode.to_text``). ``-s`` sorts the children of a node (``cumulative``, the
+tree's default, ``line``, the reference's default, or ``time``), ``-w`` is the width of
+the reference's function column, ``--max-depth`` hides deeper rows, ``--hide-stdlib``
+hides the frames of the standard library and installed packages (their callees take
+their place). With ``-o`` the cell magics return their result (the spy's dictionary of
+monitors; the sampling result of ``%%profile_tree``, or with cProfile the root of its
+call tree) instead of ``None``. Errors in the options are reported in one line, errors
+in the cell as usual.
 ``-h``/``--help`` prints a magic's options (the cell is not run), as ``%measure_time?``
 does: each magic's options are declared once, in a table that gives both what
 IPython's option parser accepts and the help.
@@ -192,9 +200,18 @@ _PROFILE_TREE = _MagicSpec(
     name="%%profile_tree",
     title="Profiles the cell and prints its call tree",
     usage="%%profile_tree [options]\n       code to profile",
-    summary="Profiles the cell with cProfile and prints its call tree rooted at the cell "
-    "(--view reference: the reference's rows of profile2graph).",
+    summary="Samples the cell's stacks and prints its call tree rooted at the cell, library "
+    "frames folded (--cprofile: cProfile's exact call counts; --view reference: the "
+    "reference's rows of profile2graph).",
     options=(
+        _Option(
+            "--cprofile",
+            None,
+            "profile with cProfile instead of sampling; implied by --view reference, -s "
+            "other than cumulative and --hide-stdlib",
+        ),
+        _Option("--interval", "SECONDS", "sampling: seconds between samples (0.002)"),
+        _Option("--show-library", None, "sampling: show every library frame"),
         _Option("--view", "VIEW", "tree (default: rooted at the cell) or reference"),
         _Option(
             "-s", "SORT", "order of the children: cumulative (the tree's default), line or time"
@@ -204,7 +221,7 @@ _PROFILE_TREE = _MagicSpec(
         _Option("--hide-stdlib", None, "hide the standard library and installed packages"),
         _Option("--fold-share", "SHARE", "tree: fold rows under this share (0.005)"),
         _Option("--all", None, "tree: show every row"),
-        _Option("-o", None, "return the root of the call tree"),
+        _Option("-o", None, "return the sampling result (--cprofile: the root of the tree)"),
     ),
 )
 
@@ -400,7 +417,6 @@ class MonitoringMagics(Magics):
     def profile_tree(self, line: str, cell: str) -> Any:
         from ._profiling.formats import check_view
         from ._profiling.view_tree import FOLD_SHARE
-        from .profiling import profile, profile2graph, to_tree_text
 
         opts, _ = self._options(_PROFILE_TREE, line, strict=False)
         if _wants_help(opts, _PROFILE_TREE):
@@ -410,27 +426,84 @@ class MonitoringMagics(Magics):
             check_view(view)
         except ValueError as e:
             raise UsageError(f"--view {view}: {e}") from None
+        sort = _option(opts, "s")
         tree = view == "tree"
         options: dict[str, Any] = {
-            "sort_key": _sort_key(_option(opts, "s") or ("cumulative" if tree else "line")),
+            "sort_key": _sort_key(sort or ("cumulative" if tree else "line")),
             "max_depth": _number_option(opts, "max-depth", None, int, 0),
             "hide_stdlib": "hide-stdlib" in opts,
-            # The tree starts at the cell: the wrapper running it is left out.
-            "focus": f"<{_CELL_NAME}>:1:<module>",
         }
         fold = _number_option(opts, "fold-share", FOLD_SHARE, float, 0)
         if fold > 1:
             raise UsageError(f"--fold-share must be in [0, 1], got {fold!r}")
+        fold = 0.0 if "all" in opts else fold
         width = _number_option(opts, "w", 60, int, 10)
+        interval = _interval(opts)
         run = self._code(cell, _CELL_NAME)
-        stats = profile(run)[0]
-        root, _nodes = profile2graph(stats, clean_text=_short_name)
+        if not _wants_cprofile(opts, tree, sort):
+            result = _sample_cell(run, interval)
+            print(result.to_text(fold_share=fold, show_all="show-library" in opts,
+                                 max_depth=options["max_depth"]))  # fmt: skip
+            for note in result.profile.notes:
+                print(f"note: {note}")
+            return result if "o" in opts else None
+        from .profiling import to_tree_text
+
+        root = _cprofile_cell(run)
+        # The tree starts at the cell: the wrapper running it is left out.
+        options["focus"] = f"<{_CELL_NAME}>:1:<module>"
         if tree:
-            fold = 0.0 if "all" in opts else fold
             print(to_tree_text(root, program="the cell", fold_share=fold, **options))
         else:
             print(root.to_text(fct_width=width, **options))
         return root if "o" in opts else None
+
+
+def _wants_cprofile(opts: dict[str, Any], tree: bool, sort: str | None) -> bool:
+    """Whether ``--cprofile`` was given or implied by an option only cProfile has (as for
+    ``profile``): the reference view, a sort other than cumulative, ``--hide-stdlib``."""
+    return (
+        "cprofile" in opts
+        or not tree
+        or "hide-stdlib" in opts
+        or (sort is not None and sort not in ("cumulative", "cumtime"))
+    )
+
+
+def _interval(opts: dict[str, Any]) -> float:
+    """``--interval``, checked as the sampler checks it."""
+    from ._sampling.session import DEFAULT_INTERVAL, MIN_INTERVAL, check_interval
+
+    interval = _number_option(opts, "interval", DEFAULT_INTERVAL, float, MIN_INTERVAL)
+    try:
+        return check_interval(interval, "--interval")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _sample_cell(run: Callable[[], None], interval: float) -> Any:
+    """Runs the cell under the sampler, its ``<module>`` at the root of the main thread's
+    tree (this function and ``run`` are left out)."""
+    import sys
+
+    from ._sampling.frames import depth
+    from ._sampling.session import Sampling
+
+    sampler = Sampling(interval, program="the cell")
+    sampler.start(skip_outer=depth(sys._getframe()) + 1)
+    try:
+        run()
+    finally:
+        result = sampler.stop()
+    return result
+
+
+def _cprofile_cell(run: Callable[[], None]) -> Any:
+    """Runs the cell under cProfile and returns the root of its call graph."""
+    from .profiling import profile, profile2graph
+
+    stats = profile(run)[0]
+    return profile2graph(stats, clean_text=_short_name)[0]
 
 
 # The file name of the cell in the call tree.

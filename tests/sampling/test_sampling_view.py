@@ -172,6 +172,20 @@ def test_text_shows_the_folded_row_and_what_it_hides() -> None:
     assert re.search(r"(?<![0-9])0\.0 %", text) is None
 
 
+def test_max_depth_counts_from_the_top_level_row() -> None:
+    # GIVEN main > load > parse, one stack
+    stacks = [((user("main"), user("load"), user("parse")), 1.0)]
+
+    def drawn(max_depth: int | None) -> list[str]:
+        text = to_text(_profile(stacks), max_depth=max_depth, hot=False)
+        return re.findall(r"%  (\w+)  ", text)
+
+    # THEN max_depth 0 draws the top level only, as the cProfile views do, 1 one more
+    assert drawn(0) == ["main"]
+    assert drawn(1) == ["main", "load"]
+    assert drawn(None) == ["main", "load", "parse"]
+
+
 def _cpu_profile(rows: list[tuple[str, float, float]]) -> SampledProfile:
     stacks: list[tuple[SampledFrame, ...]] = [(user("main"), user(name)) for name, _, _ in rows]
     totals = {i: [wall, cpu, 1.0] for i, (_, wall, cpu) in enumerate(rows)}

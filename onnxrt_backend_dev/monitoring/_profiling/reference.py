@@ -14,7 +14,7 @@ from typing import Any
 
 from .filters import ViewOptions
 from .model import FilterNode, ProfileNode, gc_paused
-from .render_forest_text import render_forest_text
+from .render_forest_text import render_forest_text, render_segments_text
 from .render_json import render_json, rows_as_dicts
 from .view_reference import TreeRows, tree_rows
 
@@ -43,6 +43,14 @@ def to_text(
     view = ViewOptions(**options)
     with gc_paused():
         rows = TreeRows(node, filter_node, sort_key, view)
+        if not show_share:
+            return render_segments_text(
+                rows.segments(),
+                fct_width=fct_width,
+                max_indent=max_indent,
+                max_count=rows.max_count,
+                segments_again=rows.segments_again,
+            )
         return render_forest_text(
             rows.raw(),
             fct_width=fct_width,

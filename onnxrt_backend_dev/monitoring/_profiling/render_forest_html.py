@@ -11,14 +11,14 @@ from __future__ import annotations
 import html
 import math
 from importlib import resources
-from itertools import chain
+from itertools import chain, count, repeat
 from operator import itemgetter
 from typing import Any
 
 from .filters import ViewOptions
 from .model import FilterNode, ProfileNode
 from .safe import safe_count, safe_time, script_json
-from .view_reference import RawRow, TreeRows
+from .view_reference import TreeRows
 
 
 def _template() -> str:
@@ -59,23 +59,26 @@ def _payload(view: TreeRows) -> str:
     writes), a chunk of rows per formatting; the names go through :func:`script_json`.
     """
     total = safe_time(view.total, "the total time")
-    raw = list(view.raw())
-    index: dict[ProfileNode, int] = {}
-    nodes = [r[0] for r in raw]
-    for node in nodes:
-        if node not in index:
-            index[node] = len(index)
+    nodes: list[ProfileNode] = []
+    figures: list[Any] = []
+    depths: list[int] = []
+    refs: list[int] = []
+    # Segments (rows of one depth and kind) become columns with C loops.
+    for depth, seg_nodes, seg_els, ref in view.segments():
+        nodes.extend(seg_nodes)
+        figures.extend(seg_els)
+        depths.extend(repeat(depth, len(seg_nodes)))
+        refs.extend(repeat(1 if ref else 0, len(seg_nodes)))
+    # Functions numbered in the order of their first row.
+    index = dict(zip(dict.fromkeys(nodes), count()))
     names = [[str(n.func_name), str(n.key)] for n in index]
-    figures = [r[2] for r in raw]
     columns = [list(map(itemgetter(i), figures)) for i in range(4)]
     if _plain_figures(columns):
         counts1, counts2 = columns[0], columns[1]
         tins, talls = list(map(float, columns[2])), list(map(float, columns[3]))
     else:
-        counts1, counts2, tins, talls = _checked_columns(raw, names, index, total)
-    refs = [int(r[3]) for r in raw]
-    depths = [r[1] for r in raw]
-    ids = [index[n] for n in nodes]
+        counts1, counts2, tins, talls = _checked_columns(nodes, figures, names, index, total)
+    ids = list(map(index.__getitem__, nodes))
     numbers = list(zip(depths, ids, counts1, counts2, tins, talls, refs, strict=True))
     chunks = []
     for start in range(0, len(numbers), _CHUNK):
@@ -93,20 +96,24 @@ _CHUNK = 2048
 
 def _plain_figures(columns: list[list[Any]]) -> bool:
     """Whether the counts are ints and the times finite ints or floats."""
-    if not {type(v) for c in columns[:2] for v in c} <= {int}:
+    if not set(map(type, chain(columns[0], columns[1]))) <= {int}:
         return False
-    if not {type(v) for c in columns[2:] for v in c} <= {int, float}:
+    if not set(map(type, chain(columns[2], columns[3]))) <= {int, float}:
         return False
     return math.isfinite(sum(columns[2]) + sum(columns[3]))
 
 
 def _checked_columns(
-    raw: list[RawRow], names: list[list[str]], index: dict[ProfileNode, int], total: float
+    nodes: list[ProfileNode],
+    figures: list[Any],
+    names: list[list[str]],
+    index: dict[ProfileNode, int],
+    total: float,
 ) -> tuple[list[int], list[int], list[float], list[float]]:
     """The four figure columns, each value checked with a message naming the function."""
     inv_total = 1.0 / total if total > 0 else 0.0
     columns: tuple[list[int], list[int], list[float], list[float]] = ([], [], [], [])
-    for node, _, el, _ in raw:
+    for node, el in zip(nodes, figures, strict=True):
         key = names[index[node]][1]
         columns[0].append(safe_count(el[0], f"nc1 of {key!r}"))
         columns[1].append(safe_count(el[1], f"nc2 of {key!r}"))

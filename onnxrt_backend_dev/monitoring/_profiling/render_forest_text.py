@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from operator import itemgetter, mod
 from typing import Any
 
 from .model import ProfileNode
-from .view_reference import RawRow, Row
+from .view_reference import RawRow, Row, Segment
 
 
 def align_text(text: str, size: int) -> str:
@@ -203,3 +204,102 @@ def _render(
             f"{max_indent} with their depth in brackets]"
         )
     return "\n".join(chunks), int(top)
+
+
+def render_segments_text(
+    segments: Iterable[Segment],
+    fct_width: int = 60,
+    max_indent: int = 30,
+    max_count: int = 0,
+    segments_again: Callable[[], Iterable[Segment]] | None = None,
+) -> str:
+    """Renders the segments of :meth:`TreeRows.segments
+    <.view_reference.TreeRows.segments>` as the reference's text tree, the text of
+    :func:`render_forest_text` without the share column, byte for byte.
+
+    Each line is one %-formatting of a template made once per function, depth and kind
+    (the indented name and the key written in, ``%`` escaped) with the call's four
+    figures; a segment's lines are formatted by C loops (``map``), no bytecode per row.
+
+    :param segments: the segments, streamed
+    :param fct_width: width of the function name column
+    :param max_indent: indentation levels drawn before folding deeper rows at that
+        level, their depth in brackets
+    :param max_count: a bound of the call counts of the rows (the graph's largest),
+        from which the count columns are sized first
+    :param segments_again: gives the segments once more, for the rare case where the
+        rows' largest count needs narrower columns than ``max_count``
+    :return: text
+    :raises ValueError: ``fct_width`` is not an int in ``[0, 1000]``
+    """
+    check_fct_width(fct_width)
+    if max_indent < 1:
+        raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+    hint = int(max_count)
+    text, top = _render_segments(segments, count_width(hint), fct_width, max_indent)
+    if count_width(top) != count_width(hint) and segments_again is not None:
+        text = _render_segments(segments_again(), count_width(top), fct_width, max_indent)[0]
+    return text
+
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
+
+class _Templates(dict[ProfileNode, str]):
+    """The %-templates of the lines of one depth and kind, by node, each made the first
+    time it is asked for: the literal text escaped, the four conversions of the figures
+    in the middle."""
+
+    def __init__(self, depth: int, ref: bool, figures: str, fct_width: int, max_indent: int):
+        super().__init__()
+        self.depth, self.ref, self.figures = depth, ref, figures
+        self.fct_width, self.max_indent = fct_width, max_indent
+
+    def __missing__(self, node: ProfileNode) -> str:
+        name = one_line(node.func_name)
+        head = _prefix(name, self.depth, self.fct_width, self.max_indent).replace("%", "%%")
+        tail = f" -- {one_line(node.key)} ({name})".replace("%", "%%")
+        line = f"{head}{self.figures}{tail} +++" if self.ref else f"{head}{self.figures}{tail}"
+        self[node] = line
+        return line
+
+
+def _format_lines(templates: list[str], els: list[Any]) -> list[str]:
+    """Each template formatted with its figures, in one C loop. One %-formatting takes a
+    4-tuple only: a hand-made graph may hold lists, or longer tuples of which the
+    reference prints the first four; they are made 4-tuples when the loop fails."""
+    try:
+        return list(map(mod, templates, els))
+    except TypeError:
+        return list(map(mod, templates, [(el[0], el[1], el[2], el[3]) for el in els]))
+
+
+def _render_segments(
+    segments: Iterable[Segment], width: int, fct_width: int, max_indent: int
+) -> tuple[str, int]:
+    """The text of the segments and their largest call count."""
+    figures = f" -- % {width}d % {width}d -- %1.5f %1.5f"
+    # By depth and kind: the lines' templates by node (a node shows at few depths).
+    templates: dict[tuple[int, bool], _Templates] = {}
+    lines: list[str] = []
+    els: list[Any] = []
+    add_lines, add_els = lines.extend, els.extend
+    folded = 0
+    for depth, nodes, seg_els, ref in segments:
+        known = templates.get((depth, ref))
+        if known is None:
+            known = templates[depth, ref] = _Templates(depth, ref, figures, fct_width, max_indent)
+        add_lines(map(known.__getitem__, nodes))
+        add_els(seg_els)
+        if depth > max_indent:
+            folded += len(nodes)
+    if not els:
+        return "", 0
+    lines = _format_lines(lines, els)
+    if folded:
+        lines.append(
+            f"[{folded} rows deeper than {max_indent} levels are drawn at level "
+            f"{max_indent} with their depth in brackets]"
+        )
+    top = max(max(map(_FIRST, els)), max(map(_SECOND, els)))
+    return "\n".join(lines), int(top)

@@ -16,6 +16,10 @@ from .sorting import _line_keys, _line_rank_keys, sort_function
 
 # What the walker yields: (node, depth, (nc1, nc2, tin, tall), ref).
 RawRow = tuple["ProfileNode", int, TimeElements, bool]
+# Consecutive rows of one depth and one kind: (depth, nodes, figures, ref).
+Segment = tuple[int, Sequence["ProfileNode"], Sequence[TimeElements], bool]
+# A frame of the walk's stack: [callees, figures, in_refs, next index, depth].
+_Frame = list[Any]
 
 
 class Row(NamedTuple):
@@ -108,24 +112,38 @@ class _Walker:
             return child in self.seen
         return child in self.refs
 
-    def callees(self, node: ProfileNode, depth: int) -> Iterator[tuple[ProfileNode, Any]]:
-        """Sorted and filtered callees of ``node`` with the figures of their call."""
+    def children(self, node: ProfileNode, depth: int) -> _Frame:
+        """The sorted callees of ``node`` that the filters keep, with the figures of
+        their call and whether each is printed at the top level (a reference), as a
+        frame of the walk's stack.
+
+        :param node: the node expanded
+        :param depth: the depth of its callees' rows
+        :return: ``[nodes, figures, in_refs, 0, depth]``
+        """
         nodes: Sequence[ProfileNode] = node.calls_to
         els: Sequence[TimeElements] = node.calls_to_elements
+        if len(nodes) != len(els):
+            list(zip(nodes, els, strict=True))  # raises the ValueError naming the sides
         if len(nodes) > 1:
             keys = self.sortf(nodes, els)
             # One stable sort of indices, then both lists reordered in C.
             pick = itemgetter(*sorted(range(len(keys)), key=keys.__getitem__))
             nodes, els = pick(nodes), pick(els)
-        if self.no_filter:
-            return zip(nodes, els, strict=True)
-        return iter(
-            [
-                (child, el)
-                for child, el in zip(nodes, els, strict=True)
-                if self.accept(child, depth, el, self.is_ref(child))
-            ]
-        )
+        if not self.no_filter:
+            accept, is_ref = self.accept, self.is_ref
+            kept = [i for i, c in enumerate(nodes) if accept(c, depth, els[i], is_ref(c))]
+            nodes, els = [nodes[i] for i in kept], [els[i] for i in kept]
+        if self.limited:
+            keep = self.keep
+            kept = [i for i, el in enumerate(els) if keep(depth, el[3])]
+            nodes, els = [nodes[i] for i in kept], [els[i] for i in kept]
+        refs = self.refs
+        if self.stage.hide_stdlib:
+            # A hidden function printed at the top level is skipped where it is called.
+            kept = [i for i, c in enumerate(nodes) if not (c.library and c in refs)]
+            nodes, els = [nodes[i] for i in kept], [els[i] for i in kept]
+        return [nodes, els, list(map(refs.__contains__, nodes)), 0, depth]
 
     def _head(
         self, start: ProfileNode, filter_node: FilterNode
@@ -148,50 +166,68 @@ class _Walker:
             return None, 0
         return (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False), 1
 
-    def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
-        """Yields ``(node, depth, figures, ref)`` for each top-level node and everything
-        expanded below it, depth first; references (leaves) never go on the stack.
+    def segments(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[Segment]:
+        """Yields the rows as segments ``(depth, nodes, figures, ref)``: consecutive rows
+        of one depth and one kind, for each top-level node and everything expanded below
+        it, depth first. A run of callees printed at the top level (references, leaves)
+        is one segment, so renderers format it with C loops; references never go on the
+        stack.
 
         A node is expanded once: a hand-made graph may list a callee whose called_by
         disagrees (a -> b -> a below another caller of a); with ``focus`` (``refs``
         empty) it is expanded the first time it is met. A node ``hide_stdlib`` hides
         gives its place to its callees.
         """
-        refs, seen, callees = self.refs, self.seen, self.callees
-        limited, keep = self.limited, self.keep
+        seen, children = self.seen, self.children
         hide = self.stage.hide_stdlib
         for start in starts:
             head = self._head(start, filter_node)
             if head is None:
                 continue
             if head[0] is not None:
-                yield head[0]
-            stack = [(callees(start, head[1]), head[1])]
+                yield 0, (start,), (head[0][2],), False
+            stack = [children(start, head[1])]
             while stack:
-                it, depth = stack[-1]
-                for node, el in it:
-                    if limited and not keep(depth, el[3]):
+                frame = stack[-1]
+                nodes, els, in_refs, pos, depth = frame
+                end = len(nodes)
+                while pos < end:
+                    if in_refs[pos]:
+                        stop = _next_false(in_refs, pos, end)
+                        yield depth, nodes[pos:stop], els[pos:stop], True
+                        pos = stop
                         continue
-                    ref = node in refs or _seen_before(seen, node)
+                    node = nodes[pos]
+                    pos += 1
+                    if node in seen:  # met before: a reference, or nothing if hidden
+                        if not (hide and node.library):
+                            yield depth, (node,), (els[pos - 1],), True
+                        continue
+                    seen.add(node)
+                    frame[3] = pos
                     if hide and node.library:
-                        if not ref:
-                            stack.append((callees(node, depth), depth))
-                            break
-                        continue
-                    yield (node, depth, el, ref)
-                    if not ref:
-                        stack.append((callees(node, depth + 1), depth + 1))
-                        break
+                        stack.append(children(node, depth))
+                    else:
+                        yield depth, (node,), (els[pos - 1],), False
+                        stack.append(children(node, depth + 1))
+                    break
                 else:
                     stack.pop()
 
+    def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
+        """Yields ``(node, depth, figures, ref)``, one row at a time, from
+        :meth:`segments`."""
+        for depth, nodes, els, ref in self.segments(starts, filter_node):
+            for node, el in zip(nodes, els, strict=True):
+                yield (node, depth, el, ref)
 
-def _seen_before(seen: set[ProfileNode], node: ProfileNode) -> bool:
-    """Tells if ``node`` is in ``seen``, adding it."""
-    if node in seen:
-        return True
-    seen.add(node)
-    return False
+
+def _next_false(flags: list[bool], start: int, end: int) -> int:
+    """The index of the first False of ``flags`` from ``start``, ``end`` if none."""
+    try:
+        return flags.index(False, start, end)
+    except ValueError:
+        return end
 
 
 class TreeRows:
@@ -236,8 +272,19 @@ class TreeRows:
         self.max_count = max(map(abs, map(int, counts)), default=0)
 
     def raw(self) -> Iterator[RawRow]:
-        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, the cheapest form."""
+        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, one row at a time (the
+        renderers that can take :meth:`segments` are faster with them)."""
         return self.walker.walk(self.top, self.filter_node)
+
+    def segments(self) -> Iterator[Segment]:
+        """Yields the rows as ``(depth, nodes, figures, ref)`` segments (see
+        :meth:`_Walker.segments`), the form renderers format fastest."""
+        return self.walker.segments(self.top, self.filter_node)
+
+    def segments_again(self) -> Iterator[Segment]:
+        """The segments once more, from the same view (see :meth:`raw_again`)."""
+        self.walker.seen = set()
+        return self.segments()
 
     def raw_again(self) -> Iterator[RawRow]:
         """The raw rows once more, from the same view (no second pass over the graph):

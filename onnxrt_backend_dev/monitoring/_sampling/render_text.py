@@ -52,7 +52,7 @@ def tree_lines(root: Row, fold_share: float, max_depth: int | None, guides: str)
 
     :param root: the thread's root row
     :param fold_share: see :func:`~.view.visible_rows`
-    :param max_depth: deeper rows are not drawn
+    :param max_depth: deeper rows are not drawn (0: the top level only)
     :param guides: ``unicode`` or ``ascii``
     :return: the lines
     """
@@ -60,7 +60,10 @@ def tree_lines(root: Row, fold_share: float, max_depth: int | None, guides: str)
     total = root.wall
     lines = []
     prefix: list[str] = []  # the guide of each open level
-    for depth, row, last in visible_rows(root, fold_share, max_depth):
+    # max_depth counts from the first row drawn (0: the top level, as in the cProfile
+    # views); the thread's root row above it is the header line.
+    deepest = None if max_depth is None else max_depth + 1
+    for depth, row, last in visible_rows(root, fold_share, deepest):
         if depth == 0:
             cpu = f", CPU {format_duration(root.cpu)}" if root.cpu > 0 else ""
             lines.append(f"{root.label}: {format_duration(root.wall)}{cpu}")
@@ -84,7 +87,7 @@ def to_text(
     :param profile: the profile
     :param fold_share: rows under this share of their thread go into one ``N more`` row
     :param show_all: do not fold library frames
-    :param max_depth: deeper rows are not drawn
+    :param max_depth: deeper rows are not drawn (0: the top level only)
     :param guides: ``unicode`` or ``ascii`` tree guides
     :param hot: add the hot lines
     :return: the text, ending with a line break
