@@ -4,13 +4,22 @@ run may say, timings and memory, the regression gate."""
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
-from results_data import memory_doc, profile_doc, timing_doc
+from results_data import ENV, memory_doc, profile_doc, timing_doc
 
 from onnxrt_backend_dev.monitoring._errors import BadValue, ResultFormatError
-from onnxrt_backend_dev.monitoring._results.compare import compare_results, holm, match_keys
+from onnxrt_backend_dev.monitoring._results import payloads, store
+from onnxrt_backend_dev.monitoring._results.compare import (
+    MIN_LOG_VARIANCE,
+    _Side,
+    compare_results,
+    holm,
+    match_keys,
+    precision_weights,
+)
 
 
 def _by_function(cmp, name):  # type: ignore[no-untyped-def]
@@ -259,3 +268,32 @@ def test_weighted_median() -> None:
     assert weighted_median([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == 2.0
     assert weighted_median([3.0, 1.0, 2.0], [10.0, 1.0, 1.0]) == 3.0  # the heavy one wins
     assert weighted_median([], []) == 0.0
+
+
+def test_precision_weights_favour_functions_whose_runs_agree() -> None:
+    # GIVEN two functions of equal share, one steady (1 % noise), one scattering (20 %),
+    # and a third whose runs agree to the clock's resolution
+    rng = random.Random(3)
+    runs = []
+    for _ in range(10):
+        stats: dict[Any, Any] = {
+            ("p.py", 1, "steady"): (1, 1, 0.01 * rng.lognormvariate(0, 0.01), 0.01, {}),
+            ("p.py", 2, "scatter"): (1, 1, 0.01 * rng.lognormvariate(0, 0.2), 0.01, {}),
+            ("p.py", 3, "exact"): (1, 1, 0.01, 0.01, {}),
+            ("p.py", 4, "rest"): (1, 1, 0.5, 0.5, {}),
+        }
+        runs.append((stats, 1.0))
+    doc = store.make_result("profile", payloads.profile_data(runs), [], ENV)
+    sa, sb = _Side(doc["data"]), _Side(doc["data"])
+    cmp = compare_results(doc, doc)
+    functions = [c for c in cmp.changes if c.file is not None]
+    keys = [next(k for k in sa.keys if k[1] == c.function) for c in functions]
+    # WHEN weighted for Holm
+    weights = precision_weights(keys, functions, sa, sb)
+    by_name = {functions[i].function: w for i, w in weights.items()}
+    # THEN all are tested; the steady one weighs far more than the scattering one, and the
+    # exact one no more than its share over a 1 % spread
+    assert set(by_name) == {"steady", "scatter", "exact", "rest"}
+    assert by_name["steady"] > 50 * by_name["scatter"]
+    exact = next(c for c in functions if c.function == "exact")
+    assert by_name["exact"] == pytest.approx(exact.a["share"] / MIN_LOG_VARIANCE)

@@ -13,11 +13,12 @@
   family-wise error) at ``alpha`` whatever the dependence between the tests. Shares are
   dependent (they sum to 1), which Benjamini-Hochberg's false discovery rate does not
   cover in general, and a CI gate wants "no false alarm" more than "few". Holm's method
-  is weighted by each function's share (the mean of A's and B's, blind to which side is
-  which): a function holding 5 % of the run is tested at about 5 % of ``alpha`` rather
-  than ``alpha`` / 200, so the functions that matter keep their power and the hundreds of
-  small ones cost it little. The run's wall time is tested on its own, outside the
-  family.
+  is weighted (:func:`precision_weights`): each function weighs its share (the mean of
+  A's and B's) over the variance of its log share in the runs of A and B pooled, both
+  blind to which run is A's: a function holding 5 % of the run whose runs agree is
+  tested at about 9 % of ``alpha`` rather than ``alpha`` / 200, so the functions that
+  matter and can show a change keep their power, and the hundreds of small, noisy ones
+  cost it little. The run's wall time is tested on its own, outside the family.
 
 A positive ``change`` is always "B is worse" (more time, a larger share, a higher peak);
 ``ci_low``/``ci_high`` bound it at ``confidence`` (per function, not corrected). With a
