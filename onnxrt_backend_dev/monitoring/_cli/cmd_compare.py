@@ -139,8 +139,8 @@ class CompareCommand:
         parser.add_argument(
             "--robust",
             action="store_true",
-            help="profiles: test each function's time over its run's common factor (a "
-            "share-weighted median) rather than its share",
+            help="two files: test each function's time over its run's common factor (a "
+            "share-weighted median) rather than its share (always so with --a/--b)",
         )
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")
@@ -232,7 +232,7 @@ class CompareCommand:
         cmp, doc_a, doc_b = compare_programs(
             args.a, args.b, args.repeat, args.timeout, args.max_time, alpha=args.alpha,
             on_run=progress, min_share=args.min_share_value, timer=args.timer,
-            paired=args.paired, robust=args.robust,  # shares by default (RESULTS.md)
+            paired=args.paired, robust=True,  # robust by default here (RESULTS.md)
         )  # fmt: skip
         if live:
             err.write("\n")
