@@ -154,7 +154,7 @@ def main() -> None:
             print(
                 f"- {title}: {args.trials} trials of {args.runs} runs a side "
                 f"(median {r['seconds']:.1f} s a trial); f_000's share in A "
-                f"{r['share']:.2%}; shares, Mann-Whitney (default for files): target significant in "
+                f"{r['share']:.2%}; shares, Mann-Whitney (default for files): target in "
                 f"{r['target']}/{args.trials}, another function in {r['others']}/{args.trials}"
                 f"; robust (time over the run's median factor, Mann-Whitney; default of --a/--b)"
                 f": target in "
