@@ -74,9 +74,10 @@ def _trials(a: str, b: str, trials: int, runs: int, target: str | None) -> dict[
     missed: list[str] = []
     for _ in range(trials):
         begin = time.perf_counter()
-        # The same runs judged both ways: unpaired shares (Mann-Whitney) and paired.
+        # The same runs judged three ways: shares (the default for two files), robust (the
+        # default of compare --a/--b) and paired.
         cmp, doc_a, doc_b = compare_programs(
-            [sys.executable, a], [sys.executable, b], repeat=runs, paired=False
+            [sys.executable, a], [sys.executable, b], repeat=runs, paired=False, robust=False
         )
         seconds.append(time.perf_counter() - begin)
         sig = [c for c in cmp.changes if c.significant]
@@ -153,9 +154,10 @@ def main() -> None:
             print(
                 f"- {title}: {args.trials} trials of {args.runs} runs a side "
                 f"(median {r['seconds']:.1f} s a trial); f_000's share in A "
-                f"{r['share']:.2%}; unpaired (shares, Mann-Whitney): target significant in "
+                f"{r['share']:.2%}; shares, Mann-Whitney (default for files): target in "
                 f"{r['target']}/{args.trials}, another function in {r['others']}/{args.trials}"
-                f"; robust (time over the run's median factor, Mann-Whitney): target in "
+                f"; robust (time over the run's median factor, Mann-Whitney; default of --a/--b)"
+                f": target in "
                 f"{r['robust_target']}/{args.trials}, another function in "
                 f"{r['robust_others']}/{args.trials}"
                 f"; paired (signed ranks): target in {r['paired_target']}/{args.trials}, "

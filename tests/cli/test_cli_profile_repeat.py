@@ -42,7 +42,7 @@ def test_repeat_runs_the_program_n_times_and_saves_every_run(program: Path, tmp_
     rows = [line.split() for line in out.splitlines() if "prog.py:4" in line]
     assert rows and rows[0][2] == "3"  # share, time, calls, ...
     doc = load_result(saved, kind="profile")
-    assert len(doc["data"]["runs"]) == 3 and doc["data"]["timer"] == "cpu"
+    assert len(doc["data"]["wall"]) == 3 and doc["data"]["timer"] == "cpu"
     names = [f[2] for f in doc["data"]["functions"]]
     assert "work" in names
     # AND two such results compare, judged (2 runs a side at least)

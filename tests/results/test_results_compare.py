@@ -4,13 +4,22 @@ run may say, timings and memory, the regression gate."""
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
-from results_data import memory_doc, profile_doc, timing_doc
+from results_data import ENV, memory_doc, profile_doc, timing_doc
 
 from onnxrt_backend_dev.monitoring._errors import BadValue, ResultFormatError
-from onnxrt_backend_dev.monitoring._results.compare import compare_results, holm, match_keys
+from onnxrt_backend_dev.monitoring._results import payloads, store
+from onnxrt_backend_dev.monitoring._results.compare import (
+    MIN_LOG_VARIANCE,
+    _Side,
+    compare_results,
+    holm,
+    match_keys,
+    precision_weights,
+)
 
 
 def _by_function(cmp, name):  # type: ignore[no-untyped-def]
@@ -72,7 +81,7 @@ def test_functions_only_on_one_side_tiny_or_unmeasured() -> None:
     # in a run
     a = profile_doc(10, functions=5, slow={0: 0.0001}, seed=1)
     b = profile_doc(10, functions=6, slow={0: 0.0001}, seed=2)
-    b["data"]["runs"][3]["own"][1] = 0.0
+    b["data"]["own_ns"][1 * 10 + 3] = 0  # function 1, run 3 of 10
     # WHEN compared
     cmp = compare_results(a, b)
     # THEN each is shown, untested, with why
@@ -177,8 +186,7 @@ def test_wall_time_is_tested_on_its_own() -> None:
     # GIVEN B's runs 30 % longer (every function slower alike: no share moves)
     a = profile_doc(20, seed=1)
     b = profile_doc(20, seed=2)
-    for run in b["data"]["runs"]:
-        run["wall"] *= 1.3
+    b["data"]["wall"] = [w * 1.3 for w in b["data"]["wall"]]
     # WHEN compared THEN the wall time alone is significant, tested outside the family
     cmp = compare_results(a, b)
     wall = next(c for c in cmp.changes if c.figure == "wall")
@@ -260,3 +268,32 @@ def test_weighted_median() -> None:
     assert weighted_median([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == 2.0
     assert weighted_median([3.0, 1.0, 2.0], [10.0, 1.0, 1.0]) == 3.0  # the heavy one wins
     assert weighted_median([], []) == 0.0
+
+
+def test_precision_weights_favour_functions_whose_runs_agree() -> None:
+    # GIVEN two functions of equal share, one steady (1 % noise), one scattering (20 %),
+    # and a third whose runs agree to the clock's resolution
+    rng = random.Random(3)
+    runs = []
+    for _ in range(10):
+        stats: dict[Any, Any] = {
+            ("p.py", 1, "steady"): (1, 1, 0.01 * rng.lognormvariate(0, 0.01), 0.01, {}),
+            ("p.py", 2, "scatter"): (1, 1, 0.01 * rng.lognormvariate(0, 0.2), 0.01, {}),
+            ("p.py", 3, "exact"): (1, 1, 0.01, 0.01, {}),
+            ("p.py", 4, "rest"): (1, 1, 0.5, 0.5, {}),
+        }
+        runs.append((stats, 1.0))
+    doc = store.make_result("profile", payloads.profile_data(runs), [], ENV)
+    sa, sb = _Side(doc["data"]), _Side(doc["data"])
+    cmp = compare_results(doc, doc)
+    functions = [c for c in cmp.changes if c.file is not None]
+    keys = [next(k for k in sa.keys if k[1] == c.function) for c in functions]
+    # WHEN weighted for Holm
+    weights = precision_weights(keys, functions, sa, sb)
+    by_name = {functions[i].function: w for i, w in weights.items()}
+    # THEN all are tested; the steady one weighs far more than the scattering one, and the
+    # exact one no more than its share over a 1 % spread
+    assert set(by_name) == {"steady", "scatter", "exact", "rest"}
+    assert by_name["steady"] > 50 * by_name["scatter"]
+    exact = next(c for c in functions if c.function == "exact")
+    assert by_name["exact"] == pytest.approx(exact.a["share"] / MIN_LOG_VARIANCE)

@@ -60,7 +60,7 @@ def test_profiled_runs_interleaved(tmp_path: Path) -> None:
     # THEN interleaved A B A B A B, each a report with a profile and a memory peak
     assert order == [0, 1, 0, 1, 0, 1]
     assert doc_a["kind"] == doc_b["kind"] == "report"
-    assert len(doc_a["data"]["profile"]["runs"]) == 3 and doc_a["data"]["memory"]["channels"]["cpu"]
+    assert len(doc_a["data"]["profile"]["wall"]) == 3 and doc_a["data"]["memory"]["channels"]["cpu"]
     names = {f[2] for f in doc_a["data"]["profile"]["functions"]}
     assert {"work", "main", "<genexpr>"} <= names
     # AND the scripts' functions match across the two files

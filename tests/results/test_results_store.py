@@ -68,12 +68,16 @@ def _edit(doc: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
 
 _DELETE = object()
 _TIMING = timing_doc(1e-3)
-_PROFILE = profile_doc(3, functions=4)
+_PROFILE = profile_doc(3, functions=4)  # version 2: 4 functions x 3 runs in each column
 _MEMORY = memory_doc(1e8, runs=2)
+# Saved by version 1 of the schema (the rows layout of profiles), kept as written then.
+V1 = Path(__file__).parent.parent / "data" / "results"
+_PROFILE_V1 = json.loads((V1 / "profile_v1_a.json").read_text(encoding="utf-8"))
 
 BAD_DOCS = [
     ("other schema", _edit(_TIMING, "schema", "pyperf"), "not a saved result"),
-    ("other version", _edit(_TIMING, "version", 2), "schema version 2"),
+    ("other version", _edit(_TIMING, "version", 3), "schema version 3, .* reads versions 1 and 2"),
+    ("bool version", _edit(_TIMING, "version", True), "schema version True"),
     ("no version", _edit(_TIMING, "version", _DELETE), "schema version None"),
     ("bad kind", _edit(_TIMING, "kind", "weather"), "kind must be one of"),
     ("command not list", _edit(_TIMING, "command", "time x"), "command must be a list"),
@@ -84,11 +88,24 @@ BAD_DOCS = [
     ("bool size", _edit(_TIMING, "data.series.0.sizes.0", True), r"sizes\[0\] must be an int"),
     ("short sizes", _edit(_TIMING, "data.series.0.sizes", [100]), "must hold 20 values"),
     ("no series", _edit(_TIMING, "data.series", []), "at least 1 values"),
-    ("negative own", _edit(_PROFILE, "data.runs.1.own.2", -0.5), r"runs\[1\].own\[2\] must be"),
-    ("zero wall", _edit(_PROFILE, "data.runs.0.wall", 0), r"runs\[0\].wall must be"),
+    ("negative own", _edit(_PROFILE, "data.own_ns.7", -5), r"own_ns\[7\] \(function 2, run 1\)"),
+    ("float own", _edit(_PROFILE, "data.own_ns.0", 0.5), r"own_ns\[0\] .*an int >= 0, got 0.5"),
+    ("bool calls", _edit(_PROFILE, "data.calls.11", True), r"calls\[11\] \(function 3, run 2\)"),
+    ("huge calls", _edit(_PROFILE, "data.calls.0", 10**30), r"calls\[0\] .* must be an int"),
+    ("float memory", _edit(_PROFILE, "data.memory_bytes", [0.5] * 12), r"memory_bytes\[0\]"),
+    ("no calls", _edit(_PROFILE, "data.calls", _DELETE), "data.calls must be a list of ints"),
+    ("zero wall", _edit(_PROFILE, "data.wall.0", 0), r"wall\[0\] must be"),
+    ("no wall", _edit(_PROFILE, "data.wall", []), "wall must hold at least 1"),
+    ("short own", _edit(_PROFILE, "data.own_ns", [1]), r"must hold 12 values \(4 functions x 3"),
+    ("rows in v2", _edit(_PROFILE, "data.runs", []), "data.runs is the layout of version 1"),
     ("bad function", _edit(_PROFILE, "data.functions.0", ["f", "1", "g"]), "file, line, name"),
-    ("short own", _edit(_PROFILE, "data.runs.0.own", [0.1]), "must hold 4 values"),
+    ("negative line", _edit(_PROFILE, "data.functions.3", ["f", -1, "g"]), r"functions\[3\]"),
     ("profiler", _edit(_PROFILE, "data.profiler", "yappi"), "profiler must be one of"),
+    ("v1 negative own", _edit(_PROFILE_V1, "data.runs.1.own.2", -0.5), r"runs\[1\].own\[2\]"),
+    ("v1 zero wall", _edit(_PROFILE_V1, "data.runs.0.wall", 0), r"runs\[0\].wall must be"),
+    ("v1 short own", _edit(_PROFILE_V1, "data.runs.0.own", [0.1]), "must hold 8 values"),
+    ("v1 columns", _edit(_PROFILE_V1, "data.runs", _DELETE), "data.runs must be a list"),
+    ("v1 bad function", _edit(_PROFILE_V1, "data.functions.1", ["f", 1]), r"functions\[1\]"),
     ("negative peak", _edit(_MEMORY, "data.channels.cpu.0.peak", -3), r"cpu\[0\].peak must be"),
     ("no channel", _edit(_MEMORY, "data.channels", {}), "at least one channel"),
 ]
@@ -128,6 +145,36 @@ def test_bad_texts(tmp_path: Path, text: bytes, message: str) -> None:
     with pytest.raises(ResultFormatError, match=message) as info:
         store.load_result(path)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["profile_v1_a.json", "profile_v1_b.json", "report_v1.json"])
+def test_version_1_files_still_load(name: str) -> None:
+    # GIVEN a file saved by version 1 of the schema (profiles in rows, one per run)
+    # WHEN loaded THEN it is checked and returned as it was written
+    doc = store.load_result(V1 / name)
+    assert doc["version"] == 1
+    profile = doc["data"] if doc["kind"] == "profile" else doc["data"]["profile"]
+    assert len(profile["runs"]) == 6 and len(profile["functions"]) == 8
+
+
+def test_version_2_columns_are_nanoseconds_function_major() -> None:
+    # GIVEN two runs of two functions
+    runs: list[tuple[dict[Any, Any], float]] = [
+        ({("m.py", 1, "f"): (1, 2, 0.25, 0.5, {}), ("m.py", 2, "g"): (1, 1, 1e-9, 1e-9, {})}, 1.0),
+        ({("m.py", 1, "f"): (1, 3, 0.125, 0.25, {}), ("m.py", 2, "g"): (1, 1, 0.0, 0.0, {})}, 2.0),
+    ]
+    # WHEN the payload is built THEN function i's run r is at i * 2 + r, in integers
+    data = payloads.profile_data(runs, memory=[{("m.py", 2, "g"): -64}, {}])
+    assert data["functions"] == [["m.py", 1, "f"], ["m.py", 2, "g"]]
+    assert data["wall"] == [1.0, 2.0]
+    assert data["own_ns"] == [250_000_000, 125_000_000, 1, 0]
+    assert data["cumulative_ns"] == [500_000_000, 250_000_000, 1, 0]
+    assert data["calls"] == [2, 3, 1, 1]
+    assert data["memory_bytes"] == [0, 0, -64, 0]
+    # AND a figure that is no number is refused before anything is written
+    bad: list[tuple[dict[Any, Any], float]] = [({("m.py", 1, "f"): (1, 1, math.nan, 0.0, {})}, 1.0)]
+    with pytest.raises(ResultFormatError, match="own figure is not a finite number"):
+        payloads.profile_data(bad)
 
 
 def test_missing_file_and_wrong_kind(tmp_path: Path) -> None:

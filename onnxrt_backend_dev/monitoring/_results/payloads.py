@@ -11,10 +11,13 @@ what the command measured: the raw figures, never only the summary.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._errors import ResultFormatError
 from .._profiling.builder import is_artifact
 from .schema import check_memory, check_profile, check_report, check_run, check_timing
 
@@ -122,7 +125,8 @@ def profile_data(
     main: str | None = None,
     timer: str = "wall",
 ) -> dict[str, Any]:
-    """The payload of a profile result from cProfile's stats dictionaries.
+    """The payload of a profile result from cProfile's stats dictionaries, in the columns
+    of version 2 (see :mod:`.schema`): nanoseconds and counts, function-major.
 
     :param runs: ``(stats, wall seconds)`` per run; ``stats`` is ``pstats.Stats.stats``
         or a validated dictionary from ``_profiling.load`` (``{(file, line, name):
@@ -133,21 +137,19 @@ def profile_data(
     :param timer: cProfile's clock, ``wall`` (its default) or ``cpu`` (the thread's CPU
         time); two profiles of different clocks are not compared
     :return: the payload, checked
+    :raises ResultFormatError: a figure is not a finite number
     """
     index: dict[tuple[str, int, str], int] = {}
     for stats, _ in runs:
         for func in stats:
             if not is_artifact(func):
                 index.setdefault(_key(func), len(index))
-    out_runs = [
-        _run_figures(stats, wall, index, None if memory is None else memory[i])
-        for i, (stats, wall) in enumerate(runs)
-    ]
     data: dict[str, Any] = {
         "profiler": "cprofile",
         "timer": timer,
         "functions": [list(k) for k in index],
-        "runs": out_runs,
+        "wall": [float(wall) for _, wall in runs],
+        **_columns([stats for stats, _ in runs], index, memory),
     }
     if main is not None:
         data["main"] = str(main)
@@ -155,30 +157,45 @@ def profile_data(
     return data
 
 
-def _run_figures(
-    stats: Mapping[Any, Any],
-    wall: float,
+def _columns(
+    runs: Sequence[Mapping[Any, Any]],
     index: Mapping[tuple[str, int, str], int],
-    memory: Mapping[tuple[str, int, str], float] | None,
-) -> dict[str, Any]:
-    """One run's figures, aligned with ``index``."""
-    n = len(index)
-    own, cum, calls = [0.0] * n, [0.0] * n, [0.0] * n
-    for func, (_, nc, tt, ct, _callers) in stats.items():
-        j = index.get(_key(func))
-        if j is not None:  # several keys may fold into one text: add them up
-            own[j] += float(tt)
-            cum[j] += float(ct)
-            calls[j] += float(nc)
-    run: dict[str, Any] = {"wall": float(wall), "own": own, "cumulative": cum, "calls": calls}
-    if memory is not None:
-        grown = [0.0] * n
-        for func, value in memory.items():
+    memory: Sequence[Mapping[tuple[str, int, str], float]] | None,
+) -> dict[str, list[int]]:
+    """The figures of every run in columns: function ``j`` of run ``r`` at ``j * R + r``."""
+    count = len(runs)
+    size = len(index) * count
+    own, cum, calls = [0.0] * size, [0.0] * size, [0.0] * size
+    for r, stats in enumerate(runs):
+        for func, (_, nc, tt, ct, _callers) in stats.items():
             j = index.get(_key(func))
-            if j is not None:
-                grown[j] += float(value)
-        run["memory"] = grown
-    return run
+            if j is not None:  # several keys may fold into one text: add them up
+                k = j * count + r
+                own[k] += float(tt)
+                cum[k] += float(ct)
+                calls[k] += float(nc)
+    columns = {
+        "own_ns": _integers("own", own, 1e9),
+        "cumulative_ns": _integers("cumulative", cum, 1e9),
+        "calls": _integers("calls", calls, 1.0),
+    }
+    if memory is not None:
+        grown = [0.0] * size
+        for r, figures in enumerate(memory):
+            for func, value in figures.items():
+                j = index.get(_key(func))
+                if j is not None:
+                    grown[j * count + r] += float(value)
+        columns["memory_bytes"] = _integers("memory", grown, 1.0)
+    return columns
+
+
+def _integers(name: str, values: list[float], scale: float) -> list[int]:
+    """``round(x * scale)`` of each value (in C: map), refusing NaN and infinities."""
+    try:
+        return list(map(round, map(operator.mul, values, itertools.repeat(scale))))
+    except (ValueError, OverflowError):
+        raise ResultFormatError(f"a {name} figure is not a finite number") from None
 
 
 def report_data(

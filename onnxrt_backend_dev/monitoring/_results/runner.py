@@ -379,8 +379,8 @@ def compare_programs(
         on the same runs it found a 10 % slower function less often than the unpaired
         tests (``benchmarks/RESULTS.md``)
     :param robust: test each function's time over its run's common factor, not its share
-        (the default: as powerful as shares on the same runs, and a slowed function does
-        not move the others' figures; ``benchmarks/RESULTS.md``)
+        (the default: with Holm weighted by share and precision, it met the floors of
+        issue 19 where shares missed them by one trial; ``benchmarks/RESULTS.md``)
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
     """
