@@ -120,7 +120,10 @@ _DROP = object()
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (_edit("version", 2), "schema version 2, this version of the package reads version 1"),
+        (
+            _edit("version", 3),
+            "schema version 3, this version of the package reads versions 1 and 2",
+        ),
         (_edit("kind", "runs"), "kind must be one of timing, memory, profile, report, run"),
         (_edit("schema", "other"), "not a saved result"),
         (_edit("data.sampler", "cprofile"), "data.sampler must be one of ticks"),
