@@ -5,6 +5,9 @@ NVML); the spy process imports ``fakes`` by name too, as its fake NVML module.""
 
 from __future__ import annotations
 
+import signal
+from typing import Any
+
 import pytest
 from fakes import FakeClock
 
@@ -13,3 +16,20 @@ from fakes import FakeClock
 def fake_clock() -> FakeClock:
     """A clock at 0 s that only moves when the statement under test advances it."""
     return FakeClock()
+
+
+def pytest_configure(config: Any) -> None:
+    """Starts the session from the default dispositions of the terminal's signals.
+
+    The signal tests send SIGINT, SIGHUP and SIGQUIT to the commands they start, and the
+    commands rightly keep a signal ignored that they inherited ignored (``nohup``). A
+    suite launched in the background (``nohup``, ``cmd &`` in a script) inherits those
+    three ignored, and an ignored signal stays ignored across ``exec``: every such test
+    then failed (12 of them, in a fresh-clone run launched with ``setsid nohup``).
+    """
+    defaults: dict[str, Any] = {"SIGINT": signal.default_int_handler}
+    defaults.update(SIGHUP=signal.SIG_DFL, SIGQUIT=signal.SIG_DFL)
+    for name, handler in defaults.items():
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, handler)
