@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -129,12 +130,13 @@ def test_a_program_killed_by_sigkill_still_leaves_its_report(tmp_path: Path, scr
     assert time.monotonic() - started < TIMEOUT
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-def test_a_terminating_signal_is_forwarded_and_the_report_written(
-    tmp_path: Path, script: Path, signum: int, code: int
-) -> None:
-    # GIVEN a run sleeping in its program
-    gate, report = tmp_path / "gate", tmp_path / "r.json"
+def _signalled_run(
+    tmp_path: Path, script: Path, report: Path, send: Callable[[subprocess.Popen[str]], None]
+) -> tuple[subprocess.Popen[str], str]:
+    """Starts ``run -o report`` of the sleeping program in its own session, waits for the
+    program's gate, sends the signal with ``send`` and returns the ended command and its
+    stderr; the session is killed if it did not end."""
+    gate = tmp_path / "gate"
     cli = subprocess.Popen(
         [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-o", str(report),
          str(script), "sleep", str(gate)],
@@ -144,13 +146,22 @@ def test_a_terminating_signal_is_forwarded_and_the_report_written(
         deadline = time.monotonic() + TIMEOUT / 2
         while not gate.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        # WHEN the command receives the signal
-        cli.send_signal(signum)
+        send(cli)
         _, err = cli.communicate(timeout=TIMEOUT / 2)
     finally:
         if cli.poll() is None:
             os.killpg(cli.pid, signal.SIGKILL)
             cli.wait(TIMEOUT)
+    return cli, err
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_terminating_signal_is_forwarded_and_the_report_written(
+    tmp_path: Path, script: Path, signum: int, code: int
+) -> None:
+    # GIVEN a run sleeping in its program WHEN the command receives the signal
+    report = tmp_path / "r.json"
+    cli, err = _signalled_run(tmp_path, script, report, lambda p: p.send_signal(signum))
     # THEN the conventional code, a report saying how the program ended
     assert cli.returncode == code, err
     doc = json.loads(report.read_text())
@@ -159,22 +170,9 @@ def test_a_terminating_signal_is_forwarded_and_the_report_written(
 
 
 def test_ctrl_c_on_the_terminal_gives_130_and_the_report(tmp_path: Path, script: Path) -> None:
-    gate, report = tmp_path / "gate", tmp_path / "r.json"
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-o", str(report),
-         str(script), "sleep", str(gate)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + TIMEOUT / 2
-        while not gate.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.killpg(cli.pid, signal.SIGINT)  # the terminal sends it to the whole group
-        _, err = cli.communicate(timeout=TIMEOUT / 2)
-    finally:
-        if cli.poll() is None:
-            os.killpg(cli.pid, signal.SIGKILL)
-            cli.wait(TIMEOUT)
+    report = tmp_path / "r.json"
+    # The terminal sends Ctrl-C to the whole group
+    cli, err = _signalled_run(tmp_path, script, report, lambda p: os.killpg(p.pid, signal.SIGINT))
     assert cli.returncode == 130, err
     assert json.loads(report.read_text())["ending"]["kind"] == "interrupted"
     _no_process_left(cli.pid)
