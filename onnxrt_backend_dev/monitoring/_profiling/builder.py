@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pstats import Stats
 from typing import Any
 
-from .model import ProfileNode, TimeElements, gc_paused, is_library_path
+from .._gc import gc_paused
+from .model import ProfileNode, TimeElements, is_library_path
 
 # Entries written by the profilers themselves, not by the profiled code.
 _PROFILER_ARTIFACTS = ("method 'disable' of '_lsprof.Profiler'",)

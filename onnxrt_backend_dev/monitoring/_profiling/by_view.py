@@ -8,8 +8,9 @@ from __future__ import annotations
 from pstats import SortKey
 from typing import Any
 
+from .._gc import gc_paused
 from .._validate import check_str
-from .model import ProfileNode, gc_paused
+from .model import ProfileNode
 from .reference import to_json, to_text
 from .render_forest_html import render_forest_html
 from .render_speedscope import render_speedscope

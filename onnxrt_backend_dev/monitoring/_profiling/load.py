@@ -27,7 +27,7 @@ from operator import itemgetter
 from typing import Any
 
 from .._errors import ProfileFormatError
-from .model import gc_paused
+from .._gc import gc_paused
 
 # A profile file larger than this is refused before it is read (the largest real
 # profiles are a few hundred MB).

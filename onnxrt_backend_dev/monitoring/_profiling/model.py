@@ -11,10 +11,8 @@ the renderers to the model only.
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pstats import SortKey
 from typing import Any, Protocol
 
@@ -324,20 +322,6 @@ def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
                 add(child)
                 push(child)
     return order
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pauses the cyclic garbage collector while a graph or its rows are built: they
-    create hundreds of thousands of objects that all survive, which only makes the
-    collector scan them again and again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _may_hide(node: ProfileNode, in_small_module: bool) -> bool:

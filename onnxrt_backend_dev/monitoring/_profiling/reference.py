@@ -12,8 +12,9 @@ from __future__ import annotations
 from pstats import SortKey
 from typing import Any
 
+from .._gc import gc_paused
 from .filters import ViewOptions
-from .model import FilterNode, ProfileNode, gc_paused
+from .model import FilterNode, ProfileNode
 from .render_forest_text import render_forest_text, render_segments_text
 from .render_json import render_json, rows_as_dicts
 from .view_reference import TreeRows, tree_rows

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ResultFormatError
+from .._gc import gc_paused
 from .._timing.stats import Comparison, compare_samples
 from .._validate import check_bool, check_number
 from .columns import Columns, medians, run_count
@@ -943,8 +944,9 @@ def compare_results(
     da = {kind: a["data"]} if kind != "report" else a["data"]
     db = {kind: b["data"]} if kind != "report" else b["data"]
     changes: list[Change] = []
-    for section in sections:
-        changes.extend(_SECTIONS[section](da[section], db[section], settings))
+    with gc_paused():  # a change and its figures per function: 20,000 that all survive
+        for section in sections:
+            changes.extend(_SECTIONS[section](da[section], db[section], settings))
     runs = (_runs(kind, a["data"]), _runs(kind, b["data"]))
     _add_run_notes(settings, runs)
     return ResultComparison(

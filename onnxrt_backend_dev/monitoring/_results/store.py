@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import BadValue, ResultFormatError
+from .._gc import gc_paused
 from .._validate import check_bool, check_choice
 from . import environment
 from .schema import KINDS, SCHEMA, VERSION, check_result
@@ -103,8 +104,9 @@ def parse_result(text: str | bytes, source: str = "<string>") -> dict[str, Any]:
     :raises ResultFormatError: ``cannot read result 'x.json': ...``
     """
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-        return check_result(doc)
+        with gc_paused():  # millions of numbers in lists that all survive
+            doc = json.loads(text, parse_constant=_reject_constant)
+            return check_result(doc)
     except ResultFormatError as e:
         raise ResultFormatError(f"cannot read result {source!r}: {e}") from None
     except UnicodeDecodeError:

@@ -1,0 +1,24 @@
+"""One pause of the cyclic garbage collector, shared by the stages that build or read
+hundreds of thousands of objects that all survive (a call graph, the rows of a view, a
+saved result and its comparison): the collector would only scan them again and again
+(a comparison of two 20,000-function profiles of 20 runs spent a quarter of its time
+in it)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pauses the cyclic garbage collector for the block, and restores it as it was
+    (a block nested in another, or run with the collector off, leaves it off)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
