@@ -174,13 +174,15 @@ class CompareCommand:
         from .._errors import MonitoringError
 
         settings = self._check(args)
-        try:
-            cmp = self._programs(args, err) if args.a is not None else self._files(args)
-        except MonitoringError as e:
-            if isinstance(e, CommandError):
-                raise
-            raise CommandError(str(e), EXIT_USAGE) from None
-        with gc_paused():  # ordering and rendering 20,000 changes that all survive
+        # One pause from the files to the text: each end of a pause is a collection
+        # over all that was built (20,000 functions' figures and changes, which survive).
+        with gc_paused():
+            try:
+                cmp = self._programs(args, err) if args.a is not None else self._files(args)
+            except MonitoringError as e:
+                if isinstance(e, CommandError):
+                    raise
+                raise CommandError(str(e), EXIT_USAGE) from None
             regressions = cmp.regressions(settings["fail_above"])
             self._write(args, cmp, regressions, out)
         if regressions and not args.quiet:
