@@ -36,11 +36,10 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from onnxrt_backend_dev.monitoring._cli.run_repeat import _ReportedRun
 from onnxrt_backend_dev.monitoring._report.render_json import from_json
 from onnxrt_backend_dev.monitoring._results.compare import compare_results
 from onnxrt_backend_dev.monitoring._results.payloads import run_data
-from onnxrt_backend_dev.monitoring._results.runner import run_interleaved
+from onnxrt_backend_dev.monitoring._results.runner import ChildRun, run_interleaved
 from onnxrt_backend_dev.monitoring._results.store import load_result, make_result, save_result
 
 PROGRAM = """
@@ -130,7 +129,7 @@ def _load() -> str:
         return "n/a"
 
 
-def _programs(folder: str) -> list[tuple[str, _ReportedRun, str]]:
+def _programs(folder: str) -> list[tuple[str, ChildRun, str]]:
     """(script, the run of it, its report's path) for A, B and A2."""
     out = []
     for name, size in (("a.py", 40), ("b.py", 44), ("a2.py", 40)):
@@ -140,12 +139,12 @@ def _programs(folder: str) -> list[tuple[str, _ReportedRun, str]]:
         report = os.path.join(folder, name + ".report.json")
         argv: tuple[str, ...] = (sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run")
         argv += ("-q", "--format", "json", "-o", report, "--", script)
-        out.append((script, _ReportedRun(("run", script), real=argv), report))
+        out.append((script, ChildRun(("run", script), real=argv), report))
     return out
 
 
 def _trial(
-    programs: list[tuple[str, _ReportedRun, str]], runs: int, keep: str | None, t: int
+    programs: list[tuple[str, ChildRun, str]], runs: int, keep: str | None, t: int
 ) -> dict[str, Any]:
     reports: list[list[Any]] = [[] for _ in programs]
 

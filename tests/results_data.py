@@ -44,11 +44,15 @@ def profile_doc(
     return store.make_result("profile", data, ["profile", file], ENV)
 
 
-def timing_doc(scale: float, batches: int = 20, seed: int = 0, name: str = "x") -> dict[str, Any]:
-    """A timing of ``batches`` batches of 100 executions around ``scale`` s each."""
+def timing_doc(
+    scale: float, batches: int = 20, seed: int = 0, name: str = "x", processes: int = 1
+) -> dict[str, Any]:
+    """A timing of ``batches`` batches of 100 executions around ``scale`` s each, timed
+    by ``processes`` processes (as many batches each; the saved counts when above 1)."""
     rng = random.Random(seed)
     times = [100 * scale * rng.lognormvariate(0, 0.02) for _ in range(batches)]
-    series = payloads.timing_series(name, times, [100] * batches, {"average": scale})
+    counts = [batches // processes] * processes if processes > 1 else None
+    series = payloads.timing_series(name, times, [100] * batches, {"average": scale}, counts)
     return store.make_result("timing", payloads.timing_data([series]), ["time", name], ENV)
 
 

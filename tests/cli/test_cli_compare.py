@@ -28,9 +28,11 @@ CLI = [sys.executable, "-m", "onnxrt_backend_dev.monitoring"]
 def files(tmp_path: Path) -> dict[str, str]:
     """Saved results: base and 10 % slower timings, an equal one, profiles, memory."""
     docs = {
-        "base": timing_doc(1e-3, seed=1),
-        "slow": timing_doc(1.1e-3, seed=2),
-        "same": timing_doc(1e-3, seed=3),
+        "base": timing_doc(1e-3, seed=1, processes=10),
+        "slow": timing_doc(1.1e-3, seed=2, processes=10),
+        "same": timing_doc(1e-3, seed=3, processes=10),
+        "one_base": timing_doc(1e-3, seed=1),
+        "one_slow": timing_doc(1.1e-3, seed=2),
         "prof_a": profile_doc(20, seed=1),
         "prof_b": profile_doc(20, slow={7: 1.3}, seed=2),
         "one_a": profile_doc(1, seed=1),
@@ -67,6 +69,16 @@ def test_regression_exits_1(files: dict[str, str]) -> None:
 def test_no_difference_exits_0(files: dict[str, str]) -> None:
     code, out, err = run_cli("compare", files["base"], files["same"])
     assert code == 0 and "0 significant change(s)" in out and err == ""
+
+
+def test_timings_of_one_process_a_side_are_not_judged(files: dict[str, str]) -> None:
+    # GIVEN timings 10 % apart, each saved by a single process
+    code, out, err = run_cli("compare", files["one_base"], files["one_slow"])
+    # THEN shown but not judged, with the reason and the remedy; no regression, exit 0
+    assert code == 0 and err == "" and "+9.9 %" in out and "one process on a side" in out
+    assert "verdict: significance not judged (a single process on a side)" in out
+    assert "processes: 1 in A, 1 in B: with a single process on a side" in out
+    assert "time --processes N" in out
 
 
 def test_profiles_json(files: dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import errno
 import functools
 import io
@@ -158,6 +159,20 @@ def test_compare_json() -> None:
             2,
             "error: -r/--repeat must be >= 2 with --compare (a test needs two batches a side), "
             "got 1\n",
+        ),
+        (["pass", "-p", "0"], 2, "error: -p/--processes must be >= 1, got 0\n"),
+        (
+            ["pass", "-p", "2", "--compare", "pass"],
+            2,
+            "error: -p/--processes cannot be combined with --compare (which interleaves",
+        ),
+        (["pass", "-p", "2", "--timeout", "0"], 2, "error: --timeout must be > 0 and finite"),
+        (["pass", "-p", "2", "--timeout", "nan"], 2, "error: --timeout must be > 0 and finite"),
+        (
+            ["1/0", "-p", "2"],
+            1,
+            "error: time --processes: time 1/0 exited with 1: error: the statement raised "
+            "ZeroDivisionError: division by zero\n",
         ),
         (["1/0"], 1, "error: the statement raised ZeroDivisionError: division by zero\n"),
         (["cos(1)"], 1, "error: the statement raised NameError: name 'cos' is not defined\n"),
@@ -452,3 +467,63 @@ def test_compare_json_gives_each_statement_its_own_ttime_and_total_time() -> Non
         total = side["average"] * side["repeat"] * side["number"]
         assert side["total_time"] == pytest.approx(total)
     assert stmts[0]["total_time"] != stmts[1]["total_time"]
+
+
+def test_processes_time_in_fresh_interpreters_and_save_each_ones_batches(tmp_path: Path) -> None:
+    # GIVEN 3 processes of 4 batches of 50 runs, saved
+    path = tmp_path / "p.json"
+    code, out, err = _main("sum(range(50))", "-p", "3", "-r", "4", "-n", "50", "--save", str(path))
+    # THEN one line over the 12 batches says it, and the file keeps each process's batches
+    assert code == 0 and "12 x 50 runs in 3 processes)" in out, (out, err)
+    series = json.loads(path.read_text(encoding="utf-8"))["data"]["series"][0]
+    assert series["processes"] == [4, 4, 4] and series["sizes"] == [50] * 12
+    assert series["summary"]["batches"] == 12 and series["summary"]["runs"] == 600
+
+
+def test_the_child_command_keeps_every_option(tmp_path: Path) -> None:
+    # GIVEN the options of time WHEN a process's command line is built
+    from onnxrt_backend_dev.monitoring._cli.time_processes import child_argv
+
+    parser = argparse.ArgumentParser()
+    _cli_time.COMMAND.prepare_parser(parser)
+    args = parser.parse_args(
+        ["-s", "-1", "-s", "y = 2", "-r", "3", "-t", "0.5", "-w", "0", "-p", "2", "--", "-x"]
+    )
+    argv = child_argv(args, "out.json")
+    # THEN the setups (one starting with "-"), budget and warmup go through; the
+    # statement after "--"; no --processes (a process times once)
+    assert argv[1:4] == ["-m", "onnxrt_backend_dev.monitoring", "time"] and argv[-2:] == [
+        "--",
+        "-x",
+    ]
+    assert "--setup=-1" in argv and "--setup=y = 2" in argv and "-p" not in argv
+    assert argv[argv.index("-t") + 1] == "0.5" and argv[argv.index("-w") + 1] == "0"
+    assert argv[argv.index("--save") + 1] == "out.json"
+
+
+def test_a_signal_between_processes_keeps_those_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN processes whose second is stopped by Ctrl-C (the runner killed it)
+    from onnxrt_backend_dev.monitoring._results import payloads, runner, store
+
+    def fake_runs(programs: Any, repeat: int, timeout: float, **kw: Any) -> None:
+        out = programs[0].real[programs[0].real.index("--save") + 1]
+        doc = store.make_result(
+            "timing",
+            payloads.timing_data([payloads.timing_series("pass", [0.1, 0.2], [10, 10], {})]),
+            ["time"],
+            {},
+        )
+        store.save_result(out, doc, force=True)
+        kw["on_run"](0, 0)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_interleaved", fake_runs)
+    path = tmp_path / "p.json"
+    code, out, err = _main("pass", "-p", "5", "--save", str(path))
+    # THEN exit 130, the first process printed and saved, the stop said
+    assert code == 130 and "2 x 10 runs" in out
+    assert "interrupted by SIGINT: what was measured so far, 1 of 5 processes" in err
+    saved = json.loads(path.read_text(encoding="utf-8"))["data"]["series"][0]
+    assert saved["times"] == [0.1, 0.2] and saved["processes"] == [2]

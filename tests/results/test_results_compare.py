@@ -14,6 +14,7 @@ from onnxrt_backend_dev.monitoring._errors import BadValue, ResultFormatError
 from onnxrt_backend_dev.monitoring._results import payloads, store
 from onnxrt_backend_dev.monitoring._results.compare import (
     MIN_LOG_VARIANCE,
+    _process_medians,
     _Side,
     compare_results,
     holm,
@@ -104,19 +105,35 @@ def test_functions_match_across_scripts_and_moved_lines() -> None:
 
 
 def test_timing_comparison_and_gate() -> None:
-    # GIVEN a timing 10 % slower
-    cmp = compare_results(timing_doc(1e-3, seed=1), timing_doc(1.1e-3, seed=2))
-    # THEN significant, about +10 %, a regression above 5 % but not above 20 %
+    # GIVEN a timing 10 % slower, each side timed by 10 processes of 2 batches
+    a = timing_doc(1e-3, seed=1, processes=10)
+    cmp = compare_results(a, timing_doc(1.1e-3, seed=2, processes=10))
+    # THEN significant over the processes, about +10 %, a regression above 5 % not 20 %
     (change,) = cmp.changes
     assert change.significant and change.change == pytest.approx(0.1, abs=0.03)
+    assert change.a["processes"] == 10 and change.a["n"] == 20 and cmp.runs == (10, 10)
     assert cmp.regressions(0.05) == [change] and cmp.regressions(0.2) == []
     with pytest.raises(BadValue):
         cmp.regressions(math.nan)
 
 
 def test_identical_timings_are_not_different() -> None:
-    cmp = compare_results(timing_doc(1e-3, seed=1), timing_doc(1e-3, seed=2))
-    assert not cmp.changes[0].significant
+    a = timing_doc(1e-3, seed=1, processes=10)
+    cmp = compare_results(a, timing_doc(1e-3, seed=2, processes=10))
+    assert not cmp.changes[0].significant and cmp.changes[0].tested
+
+
+def test_the_process_is_the_unit_of_a_timing() -> None:
+    # GIVEN 10 % apart, 200 batches a side but one process each
+    cmp = compare_results(timing_doc(1e-3, 200, seed=1), timing_doc(1.1e-3, 200, seed=2))
+    # THEN shown, not tested: the batches of one process say nothing of another
+    (change,) = cmp.changes
+    assert not change.tested and not change.significant and not cmp.judged
+    assert "one process on a side" in change.note and cmp.regressions(0.05) == []
+    assert change.change == pytest.approx(0.1, abs=0.03) and cmp.runs == (1, 1)
+    # AND each process weighs one figure, whatever its batches: 3 processes of 1, 1, 8
+    series = payloads.timing_series("x", [1.0, 3.0] + [2.0] * 8, [1] * 10, None, [1, 1, 8])
+    assert _process_medians(series) == [1.0, 3.0, 2.0]
 
 
 def test_memory_peaks() -> None:

@@ -42,15 +42,18 @@ _SIDES = ("the first statement", "the --compare statement")
 
 def _counts(res: Mapping[str, Any]) -> str:
     """How many batches and executions were timed: ``10 x 50 runs`` for fixed batches,
-    ``1,234 runs in 57 batches, 1.00 s measured`` for a budget."""
+    ``1,234 runs in 57 batches, 1.00 s measured`` for a budget, then ``in 10 processes``
+    when several timed them (``--processes``)."""
+    processes = int(res.get("processes", 1))
+    where = f" in {processes} processes" if processes > 1 else ""
     if res.get("max_time") is not None:
         runs, batches = int(res.get("runs", 0)), int(res.get("batches", res["repeat"]))
         return (
-            f"{runs:,} runs in {batches:,} batches, "
+            f"{runs:,} runs in {batches:,} batches{where}, "
             f"{format_duration(float(res.get('total_time', res['ttime'])))} measured"
         )
     repeat, batches = int(res["repeat"]), int(res.get("batches", res["repeat"]))
-    text = f"{batches:,} x {int(res['number']):,} runs"
+    text = f"{batches:,} x {int(res['number']):,} runs{where}"
     if batches > repeat:  # past 65,536 batches the statistics read a sample of them
         text += f", statistics on {repeat:,} evenly spaced"
     return text + ", calibrated" if res.get("calibrated") else text
@@ -119,6 +122,16 @@ def _option_errors(args: argparse.Namespace) -> None:
             raise CommandError(f"{option} must be >= {minimum}{why}, got {value}", EXIT_USAGE)
     if args.max_time is not None and not 0 < args.max_time < float("inf"):
         raise CommandError(f"-t/--max-time must be > 0 and finite, got {args.max_time}", EXIT_USAGE)
+    if args.processes < 1:
+        raise CommandError(f"-p/--processes must be >= 1, got {args.processes}", EXIT_USAGE)
+    if args.processes > 1 and args.compare is not None:
+        raise CommandError(
+            "-p/--processes cannot be combined with --compare (which interleaves the two "
+            "statements in one process); time each with --processes --save, then compare",
+            EXIT_USAGE,
+        )
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):
+        raise CommandError(f"--timeout must be > 0 and finite, got {args.timeout}", EXIT_USAGE)
 
 
 def _compiled(args: argparse.Namespace, setup: str | None) -> None:
@@ -185,6 +198,22 @@ class TimeCommand:
             help="also time STMT2 interleaved with STMT and tell which is faster",
         )
         parser.add_argument(
+            "-p",
+            "--processes",
+            type=int,
+            default=1,
+            metavar="N",
+            help="time the statement in N fresh processes, one after the other (1); compare "
+            "judges saved timings over their processes, so give it at least 2 a side",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="with --processes: seconds a process may take before it is killed (600)",
+        )
+        parser.add_argument(
             "--json", action="store_true", help="print the result and the numbers used as JSON"
         )
         parser.add_argument(
@@ -201,7 +230,35 @@ class TimeCommand:
         _compiled(args, setup)
         if args.compare is not None:
             return self._compare(args, setup, out, err)
+        if args.processes > 1:
+            return self._processes(args, out, err)
         return self._time(args, setup, out, err)
+
+    def _processes(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from .time_processes import merged, time_in_processes
+
+        series, stopped = time_in_processes(args)
+        name = "" if stopped is None else signal.Signals(stopped).name
+        if stopped is not None and not series:
+            err.write(f"interrupted by {name} before a process finished\n")
+            return 128 + stopped
+        result, counts = merged(series, args.max_time)
+        res = result.to_dict()
+        if stopped is not None:
+            err.write(
+                f"interrupted by {name}: what was measured so far, {len(counts)} of "
+                f"{args.processes} processes\n"
+            )
+        shown: dict[str, Any] = {
+            **res,
+            "max_time": args.max_time,
+            "calibrated": args.max_time is None and args.number is None,
+            "processes": len(counts),
+            **({} if stopped is None else {"interrupted": name}),
+        }
+        self._write(args, shown, out, err)
+        save_timing(args, [(args.stmt, result.times, result.sizes, res, counts)])
+        return 0 if stopped is None else 128 + stopped
 
     # --- one statement ------------------------------------------------------------------
 

@@ -16,10 +16,9 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .._results.runner import Program
+from .._results.runner import ChildRun
 from .common import EXIT_ERROR, CommandError
 
 REPEAT_HELP = (
@@ -29,18 +28,6 @@ REPEAT_HELP = (
 )
 # The package whose ``__main__`` runs the command line (``python -m ...``).
 _PACKAGE = __name__.rsplit(".", 2)[0]
-
-
-@dataclass(frozen=True)
-class _ReportedRun(Program):
-    """A run of ``run`` in a child process: ``command`` is what messages show (the
-    user's program), ``real`` the command line started."""
-
-    real: tuple[str, ...] = ()
-
-    def argv(self, out: str, timer: str = "cpu") -> list[str]:
-        """The command line started (``out`` and ``timer`` are cProfile's: unused)."""
-        return list(self.real)
 
 
 def main_of(args: argparse.Namespace) -> str | None:
@@ -124,7 +111,7 @@ def run_repeated_reports(
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-run-") as folder:
         path = os.path.join(folder, "report.json")
-        program = _ReportedRun(_shown(args), real=_child_argv(args, path))
+        program = ChildRun(_shown(args), real=_child_argv(args, path))
 
         def collect(round_: int, _side: int) -> None:
             reports.append(_read_report(path))

@@ -78,12 +78,13 @@ def write_saved(args: argparse.Namespace, kind: str, data: Mapping[str, Any]) ->
 
 def save_timing(
     args: argparse.Namespace,
-    series: Sequence[tuple[str, Sequence[float], Sequence[int], Mapping[str, Any] | None]],
+    series: Sequence[tuple[Any, ...]],
 ) -> None:
     """``--save`` of ``time``: each statement's batches.
 
     :param args: the parsed arguments
-    :param series: ``(statement, seconds of each batch, executions of each, summary)``
+    :param series: ``(statement, seconds of each batch, executions of each, summary)``,
+        and the batches of each process when several timed them (``--processes``)
     """
     if getattr(args, "save", None) is None:
         return

@@ -1,7 +1,12 @@
 """The comparison of two saved results (A the baseline, B the new one).
 
 * timings: each statement's seconds per execution, Mann-Whitney's test and the exact
-  Hodges-Lehmann interval of the ratio (``_timing.stats.compare_samples``);
+  Hodges-Lehmann interval of the ratio (``_timing.stats.compare_samples``), **over the
+  processes that timed it**: one figure per process (its median batch), so a timing
+  needs two processes a side (``time --processes N``) to be judged. The batches of one
+  process are not independent evidence about another process: two ``time --save`` of
+  the same statement, one after the other on a busy machine, differed by -31 % to
+  +56 % here, each "significant" over its batches (see :func:`_timing`);
 * memory: each channel's peak over the runs, the same test;
 * profiles, **per function**: the figure tested is the function's *share* of its run's
   own time (own time / the run's total), not its absolute time: the machine's speed moves
@@ -435,14 +440,44 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -
         raise ResultFormatError("the two timings share no statement name")
     changes = []
     for sa, sb in pairs:
-        xs, ys = _samples(sa), _samples(sb)
-        a = {"median": _median(xs), "mean": _mean(xs), "n": float(len(xs))}
-        b = {"median": _median(ys), "mean": _mean(ys), "n": float(len(ys))}
+        # The unit of replication is the process: its batches share its memory layout,
+        # hash seeds and the load of the moment, and say nothing of another process.
+        xs, ys = _process_medians(sa), _process_medians(sb)
+        a, b = _timing_figures(sa, xs), _timing_figures(sb, ys)
         base = Change(
             "timing", sb["name"], None, None, "time", a, b, _ratio_change(a["median"], b["median"])
         )
-        changes.append(_compare_figure(base, xs, ys, settings))
+        if len(xs) < 2 or len(ys) < 2:
+            settings.judged = False
+            changes.append(_replace(base, note=ONE_PROCESS))
+        else:
+            changes.append(_compare_figure(base, xs, ys, settings))
     return _family(changes, settings.alpha)
+
+
+# Its batches do not measure how two processes differ.
+ONE_PROCESS = "one process on a side: not judged (time --processes N)"
+
+
+def _process_medians(series: Mapping[str, Any]) -> list[float]:
+    """The median seconds per execution of each process of a series, in order."""
+    samples = _samples(series)
+    medians, start = [], 0
+    for count in series.get("processes", [len(samples)]):
+        medians.append(_median(samples[start : start + count]))
+        start += count
+    return medians
+
+
+def _timing_figures(series: Mapping[str, Any], per_process: Sequence[float]) -> dict[str, float]:
+    """A side's figures: the median and mean over its batches, its batches and processes."""
+    samples = _samples(series)
+    return {
+        "median": _median(per_process),
+        "mean": _mean(samples),
+        "n": float(len(samples)),
+        "processes": float(len(per_process)),
+    }
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -884,8 +919,8 @@ _REPORT_PARTS = ("timing", "memory", "profile")
 
 
 def _runs(kind: str, data: Mapping[str, Any]) -> int:
-    if kind == "timing":
-        return min(len(s["times"]) for s in data["series"])
+    if kind == "timing":  # its runs are the processes that timed it
+        return min(len(s.get("processes", [0])) for s in data["series"])
     if kind == "memory":
         return min(len(runs) for runs in data["channels"].values())
     if kind == "profile":
@@ -948,20 +983,25 @@ def compare_results(
         for section in sections:
             changes.extend(_SECTIONS[section](da[section], db[section], settings))
     runs = (_runs(kind, a["data"]), _runs(kind, b["data"]))
-    _add_run_notes(settings, runs)
+    _add_run_notes(settings, runs, kind)
     return ResultComparison(
         kind, names, tuple(changes), settings.judged, tuple(settings.notes), alpha, confidence, runs
     )
 
 
-def _add_run_notes(settings: _Settings, runs: tuple[int, int]) -> None:
+def _add_run_notes(settings: _Settings, runs: tuple[int, int], kind: str) -> None:
+    what, one, how = (
+        ("processes", "process", "time --processes N times in N processes")
+        if kind == "timing"
+        else ("runs", "run", "compare --a/--b runs each side --repeat times")
+    )
     if not settings.judged:
         settings.notes.insert(
             0,
-            f"runs: {runs[0]} in A, {runs[1]} in B: with a single run on a side, "
-            "significance cannot be judged (compare --a/--b runs each side --repeat times)",
+            f"{what}: {runs[0]} in A, {runs[1]} in B: with a single {one} on a side, "
+            f"significance cannot be judged ({how})",
         )
     elif min(runs) < FEW_RUNS:
         settings.notes.insert(
-            0, f"runs: {runs[0]} in A, {runs[1]} in B: below {FEW_RUNS} a side the tests are weak"
+            0, f"{what}: {runs[0]} in A, {runs[1]} in B: below {FEW_RUNS} a side the tests are weak"
         )

@@ -27,6 +27,7 @@ def timing_series(
     times: Sequence[float],
     sizes: Sequence[int],
     summary: Mapping[str, Any] | None = None,
+    processes: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """One timed statement: seconds of each batch and executions in each.
 
@@ -34,6 +35,8 @@ def timing_series(
     :param times: seconds of each batch
     :param sizes: executions of each batch (as many as ``times``)
     :param summary: the ``measure_time`` dictionary, kept beside the raw figures
+    :param processes: batches timed by each process, in order (``time --processes``),
+        None for one process
     :return: the series
     """
     series: dict[str, Any] = {
@@ -43,6 +46,8 @@ def timing_series(
     }
     if summary is not None:
         series["summary"] = {k: v for k, v in summary.items() if _plain(v)}
+    if processes is not None:
+        series["processes"] = [int(k) for k in processes]
     return series
 
 

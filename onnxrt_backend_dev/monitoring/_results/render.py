@@ -56,8 +56,9 @@ def _verdict(c: Change) -> str:
 
 
 def _header(cmp: ResultComparison) -> list[str]:
+    what = "processes" if cmp.kind == "timing" else "runs"  # a timing's runs: processes
     lines = [
-        f"A {cmp.names[0]} -> B {cmp.names[1]} ({cmp.kind}; runs {cmp.runs[0]} and "
+        f"A {cmp.names[0]} -> B {cmp.names[1]} ({cmp.kind}; {what} {cmp.runs[0]} and "
         f"{cmp.runs[1]}; {cmp.confidence:.0%} intervals, {cmp.correction}-corrected "
         f"at alpha {cmp.alpha:g})"
     ]
@@ -89,7 +90,8 @@ def to_text(cmp: ResultComparison, top: int = TOP) -> str:
     significant = [c for c in rows if c.significant]
     worse = sum(1 for c in significant if (c.change or 0) > 0)
     if not cmp.judged:
-        lines.append("verdict: significance not judged (a single run on a side)")
+        one = "process" if cmp.kind == "timing" else "run"
+        lines.append(f"verdict: significance not judged (a single {one} on a side)")
     else:
         lines.append(
             f"verdict: {len(significant)} significant change(s): {worse} worse, "

@@ -199,6 +199,21 @@ def _tail(path: str) -> str:
     return last[-_STDERR_TAIL:]
 
 
+@dataclass(frozen=True)
+class ChildRun(Program):
+    """One of the tool's own commands run in a child process (``run --repeat``, ``time
+    --processes``): ``command`` is what messages show, ``real`` the command line started.
+
+    :param real: the command line started
+    """
+
+    real: tuple[str, ...] = ()
+
+    def argv(self, out: str, timer: str = "cpu") -> list[str]:
+        """The command line started (``out`` and ``timer`` are cProfile's: unused)."""
+        return list(self.real)
+
+
 def run_once(
     program: Program, folder: str, timeout: float, cwd: str | None = None, timer: str = "cpu"
 ) -> Run:

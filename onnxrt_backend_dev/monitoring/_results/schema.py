@@ -13,6 +13,8 @@ spread of every side:
 
 * ``timing``: ``{"series": [{"name", "times": [seconds per batch], "sizes":
   [executions per batch], "summary": {...}}]}``; a sample is ``times[i] / sizes[i]``;
+  ``"processes": [batches of each process]`` (optional, ``time --processes``: the
+  batches in order, process by process; absent, one process timed them all);
 * ``memory``: ``{"channels": {"cpu": [{"peak", "begin", "end", "mean"} per run]}}``, bytes;
 * ``profile``, version 2 (columns): ``{"profiler": "cprofile", "functions": [[file, line,
   name], ...], "wall": [seconds per run], "own_ns": [...], "cumulative_ns": [...],
@@ -144,8 +146,21 @@ def check_timing(where: str, data: Any) -> None:
         sizes = _list(f"{at}.sizes", s.get("sizes"), len(times))
         for j, n in enumerate(sizes):
             _count(f"{at}.sizes[{j}]", n, 1)
+        if "processes" in s:
+            _check_processes(f"{at}.processes", s["processes"], len(times))
         if "summary" in s:
             _dict(f"{at}.summary", s["summary"])
+
+
+def _check_processes(where: str, value: Any, batches: int) -> None:
+    """The batches each process timed: counts >= 1 adding up to the batches."""
+    counts = _list(where, value, least=1)
+    for j, k in enumerate(counts):
+        _count(f"{where}[{j}]", k, 1)
+    if sum(counts) != batches:
+        raise ResultFormatError(
+            f"{where} must add up to the {batches} batches of the series, got {sum(counts)}"
+        )
 
 
 def check_memory(where: str, data: Any) -> None:
