@@ -497,6 +497,11 @@ def _bad_profiles(tmp_path: Path) -> list[tuple[str, str]]:
     bomb.write_bytes(b"(\xff\xff\xff\x7f")  # a tuple of 2**31 items, 5 bytes
     list_bomb = tmp_path / "list_bomb.prof"
     list_bomb.write_bytes(b"[\xff\xff\xff\x7f")
+    # The same bombs as the value of a dict: the file's ends are a pstats dump's
+    nested = tmp_path / "nested_bomb.prof"
+    nested.write_bytes(b"{i\x01\x00\x00\x00(\xff\xff\xff\x7f0")
+    nested_list = tmp_path / "nested_list_bomb.prof"
+    nested_list.write_bytes(b"{i\x01\x00\x00\x00[\xff\xff\xff\x7fi\x01\x00\x00\x000")
     sparse = tmp_path / "sparse.prof"
     with open(sparse, "wb") as f:  # 2 GB of zeros, sparse: never read whole
         f.truncate(2**31 - 1)
@@ -506,6 +511,8 @@ def _bad_profiles(tmp_path: Path) -> list[tuple[str, str]]:
     return [
         (str(bomb), "does not start with a dictionary"),
         (str(list_bomb), "does not start with a dictionary"),
+        (str(nested), "announces a container far larger than its 12 bytes could hold"),
+        (str(nested_list), "announces a container far larger than its 17 bytes"),
         (str(sparse), "does not start with a dictionary"),
         ("/dev/zero", "it is a character device"),
         ("/dev/urandom", "it is a character device"),

@@ -317,3 +317,47 @@ def test_speedscope_and_json_of_hostile_names_are_valid_json(tmp_path: Path) -> 
     text = io.StringIO()
     text.write(root.to_text())
     assert len(text.getvalue().splitlines()) == 4
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="the cap needs Linux")
+def test_a_bomb_inside_a_dict_is_refused_and_the_limit_put_back(tmp_path: Path) -> None:
+    import resource
+
+    from onnxrt_backend_dev.monitoring._profiling import load
+
+    # GIVEN a dict whose value announces a tuple of 2**31 items (12 bytes), a real profile
+    bomb = tmp_path / "bomb.prof"
+    bomb.write_bytes(b"{i\x01\x00\x00\x00(\xff\xff\xff\x7f0")
+    real = tmp_path / "real.prof"
+    profiler = cProfile.Profile()
+    profiler.runcall(sorted, range(100))
+    profiler.dump_stats(str(real))
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    # WHEN read THEN the bomb is refused by name, the profile read, the limit as it was
+    with pytest.raises(ProfileFormatError, match=r"'.*bomb\.prof': it announces a container"):
+        load.read_profile_file(bomb)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert load.read_profile_file(real).stats
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="the cap needs Linux")
+def test_the_cap_keeps_a_tighter_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resource
+
+    from onnxrt_backend_dev.monitoring._profiling import load
+
+    # GIVEN a soft limit already below the cap (faked: root could not lower it back)
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "getrlimit", lambda _what: (1024, resource.RLIM_INFINITY))
+    monkeypatch.setattr(resource, "setrlimit", lambda _what, limits: calls.append(limits))
+    # WHEN a read is capped THEN the limit is left alone
+    with load._address_space_capped(2**30):
+        pass
+    assert calls == []
+    # AND with no limit, the cap is set then the previous limit put back
+    monkeypatch.setattr(resource, "getrlimit", lambda _what: (-1, -1))
+    monkeypatch.setattr(resource, "RLIM_INFINITY", -1)
+    with load._address_space_capped(2**30):
+        assert len(calls) == 1 and calls[0][0] > 2**30 and calls[0][1] == -1
+    assert calls[1] == (-1, -1)
