@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import run_cli
@@ -285,3 +287,64 @@ def test_the_program_runs_in_a_fresh_lean_interpreter_and_its_peak_is_its_own(
     peak = json.loads(report.read_text())["peak"]
     assert 0 < peak["tool"] < 16 * 2**20 and peak["value"] > peak["start"] > 0
     assert "high-water mark" in proc.stderr and "own start-up memory" in proc.stderr
+
+
+CHILDREN = """\
+import multiprocessing, os, subprocess, sys, time
+
+def spawned_work():
+    end = time.perf_counter() + 0.4
+    while time.perf_counter() < end:
+        sum(range(100))
+
+def main():
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+    subprocess.run([sys.executable, child, "arg\\x1b[31m"], check=True)
+    p = multiprocessing.get_context("spawn").Process(target=spawned_work)
+    p.start()
+    p.join()
+
+if __name__ == "__main__":
+    main()
+"""
+CHILD = """\
+import time
+
+def hot_child():
+    end = time.perf_counter() + 0.4
+    while time.perf_counter() < end:
+        sum(range(100))
+
+hot_child()
+"""
+
+
+def _tree_rows(report: dict[str, Any]) -> list[tuple[str, float, int]]:
+    """(function, seconds, index of the top-level row it sits under) of every row."""
+    rows, top = [], -1
+    for row in report["tree"]:
+        if row["depth"] == 0:
+            top += 1
+        rows.append((row["site"]["function"], float(row["time"]), top))
+    return rows
+
+
+def test_spawned_and_subprocess_python_children_get_their_own_trees(tmp_path: Path) -> None:
+    # GIVEN a program running `python child.py` with subprocess, then a spawn Process
+    (tmp_path / "prog.py").write_text(CHILDREN)
+    (tmp_path / "child.py").write_text(CHILD)
+    report = tmp_path / "r.json"
+    # WHEN it runs under `run`
+    proc = _run("-q", "-o", str(report), str(tmp_path / "prog.py"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = _tree_rows(json.loads(report.read_text()))
+    labels = {name: top for name, _, top in rows if name.startswith("process ")}
+    # THEN each child is a tree of its own, labelled by pid and its command line (one
+    # printable line: the escape sequence of its argument is not passed on)
+    child = next(n for n in labels if "child.py" in n)
+    spawned = next(n for n in labels if "spawn_main" in n)
+    assert re.fullmatch(r"process \d+: .*python\S* .*child\.py arg\?\[31m", child), child
+    # AND its hot function sits under it, with time (0.4 s each; generous at any load)
+    by_name = {name: (secs, top) for name, secs, top in rows}
+    assert by_name["hot_child"][1] == labels[child] and by_name["hot_child"][0] > 0.1
+    assert by_name["spawned_work"][1] == labels[spawned] and by_name["spawned_work"][0] > 0.1

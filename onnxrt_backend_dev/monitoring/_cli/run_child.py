@@ -20,6 +20,7 @@ import types
 from collections.abc import Sequence
 
 from .._report.child import Outcome, record
+from .._report.follow import follow_descendants
 from .._report.recorder import resident
 from .guard import Terminated, terminating_signals
 from .program import as_main, exit_code, module_code, report_raised, script_code
@@ -120,6 +121,7 @@ def main(rss0: float) -> None:
         name = os.path.basename(argv[0])
         ready = resident()
         tool = max(ready - rss0, 0.0) if ready and rss0 else 0.0
+        follow_descendants(int(fd), float(interval))  # its spawned Python children
         code = record(
             int(fd),
             lambda: program_of(program, module, argv, path0, name),

@@ -137,6 +137,18 @@ def _is_frame(f: Any) -> bool:
     )
 
 
+def command_label(argv: list[str], limit: int = 160) -> str:
+    """The command line a followed process shows in the report (it says it in its start
+    facts, see :mod:`.follow`): one line, printable, bounded.
+
+    :param argv: its ``sys.argv`` (``sys.orig_argv`` where there is one)
+    :param limit: characters kept at most
+    """
+    text = " ".join(str(a) for a in argv)
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class StreamReader:
     """Reads the messages into aggregators, one per writing process, and keeps the
     program's start and end facts.
@@ -155,6 +167,7 @@ class StreamReader:
         self.frames: dict[int, dict[int, RawFrame]] = {}  # per writer
         self.start: dict[str, Any] = {}
         self.end: dict[str, Any] | None = None
+        self.commands: dict[int, str] = {}  # a followed child's command line, by pid
         self.bad = ""
 
     def feed(self, data: bytes) -> None:
@@ -228,7 +241,12 @@ class StreamReader:
         if not isinstance(message[1], dict):
             raise TypeError("facts that are not a dict")
         if self._aggregator(pid) is not self.agg:
-            return  # a forked child ending through the program's code: not the program
+            # A forked child ending through the program's code is not the program; a
+            # followed one (see .follow) says its command line first.
+            command = message[1].get("command")
+            if message[0] == "M" and isinstance(command, str):
+                self.commands[pid] = command_label([command])
+            return
         if message[0] == "M":
             self.start = message[1]
         else:
