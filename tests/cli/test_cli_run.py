@@ -348,3 +348,32 @@ def test_spawned_and_subprocess_python_children_get_their_own_trees(tmp_path: Pa
     by_name = {name: (secs, top) for name, secs, top in rows}
     assert by_name["hot_child"][1] == labels[child] and by_name["hot_child"][0] > 0.1
     assert by_name["spawned_work"][1] == labels[spawned] and by_name["spawned_work"][0] > 0.1
+
+
+ATEXIT = """\
+import atexit, sys
+
+def bye():
+    print("bye", flush=True)
+    open(sys.argv[1], "w").write("flushed")
+
+atexit.register(bye)
+if "raise" in sys.argv:
+    raise ValueError("boom")
+"""
+
+
+@pytest.mark.parametrize(("how", "code"), [("ok", 0), ("raise", 1)])
+def test_the_programs_atexit_callbacks_run_as_in_a_plain_run(
+    tmp_path: Path, how: str, code: int
+) -> None:
+    # GIVEN a program whose atexit callback prints and writes a file (then raises, or not)
+    path = tmp_path / "prog.py"
+    path.write_text(ATEXIT)
+    marker = tmp_path / "marker.txt"
+    # WHEN it runs under `run`
+    proc = _run("-q", "-o", str(tmp_path / "r.json"), str(path), str(marker), how)
+    # THEN the callback ran (after the traceback, as python does), the exit code kept
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout == "bye\n" and marker.read_text() == "flushed"
+    assert ("ValueError: boom" in proc.stderr) == (how == "raise")

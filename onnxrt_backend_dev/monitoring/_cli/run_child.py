@@ -13,6 +13,7 @@ tool's imports, then calls :func:`main` with the arguments of :func:`command_lin
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
@@ -87,20 +88,31 @@ def program_of(
     """
     with terminating_signals() as signals, as_main(module, argv, path0):
         try:
-            exec(code, module.__dict__)
-        except SystemExit as e:
-            rc = exit_code(e, sys.stderr)
-            return Outcome("exit", rc, f"exited with code {rc}")
-        except KeyboardInterrupt:
-            return Outcome("interrupted", 130, "interrupted (SIGINT)")
-        except Terminated as e:
-            return Outcome("signal", 128 + e.signum, f"stopped: {e}")
-        except BaseException as e:
-            report_raised(name, e, sys.stderr)
-            what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-            return Outcome("exception", 1, f"raised {what}")
+            outcome = _ended(code, module, name)
+            # This process ends with os._exit, which skips them: the program's atexit
+            # callbacks run here, as at the end of a plain run (files flushed, logging
+            # shut down, multiprocessing's pools and semaphores finalized), timed.
+            atexit._run_exitfuncs()
+            return outcome
         finally:
             signals.program_over()
+
+
+def _ended(code: types.CodeType, module: types.ModuleType, name: str) -> Outcome:
+    """Runs the program's code; how it ended (everything it raises caught)."""
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as e:
+        rc = exit_code(e, sys.stderr)
+        return Outcome("exit", rc, f"exited with code {rc}")
+    except KeyboardInterrupt:
+        return Outcome("interrupted", 130, "interrupted (SIGINT)")
+    except Terminated as e:
+        return Outcome("signal", 128 + e.signum, f"stopped: {e}")
+    except BaseException as e:
+        report_raised(name, e, sys.stderr)
+        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        return Outcome("exception", 1, f"raised {what}")
     return Outcome("exit", 0, "exited with code 0")
 
 
