@@ -22,14 +22,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import CodeType, FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .aggregate import Aggregator
-from .build import build_report
 from .child import Outcome, record
-from .model import Ending, Report
-from .session import SPY_DELAY, facts_of, spy_facts
+from .recording import SPY_DELAY
 from .stream import StreamReader
+
+if TYPE_CHECKING:
+    from .model import Ending, Report
 
 __all__ = ["Outcome", "ending_of_status", "run_command", "run_fresh", "run_recorded"]
 
@@ -58,6 +59,8 @@ def ending_of_status(status: int) -> Ending:
     :param status: as ``os.wait4`` returns it
     :return: the ending, its code the conventional one (128 + N on signal N)
     """
+    from .model import Ending
+
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         name = _signal_name(signum)
@@ -145,13 +148,17 @@ class _Child:
 
     def reap(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        # A child whose stream just ended exits within a millisecond or two: short pauses
+        # first, then 10 ms ones (the report is written as soon as the child is reaped).
+        pause = 0.0005
         while not self.done():
             if time.monotonic() > deadline:
                 with contextlib.suppress(OSError):
                     os.kill(self.pid, signal.SIGKILL)
                 _, self.status, self.rusage = os.wait4(self.pid, 0)
                 return
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
 
 
 def run_recorded(
@@ -255,6 +262,7 @@ def _follow(
         with _forwarding(pid) as forwarder:
             if spy or probes:  # from here, while the program already runs
                 spying, notes = _start_spy(pid, probes)
+            _import_report_machinery()
 
             def done() -> bool:
                 forwarder.poll()
@@ -271,6 +279,12 @@ def _follow(
             child.reap(1.0)
         spied = _stop_spy(spying, notes)
     return _report(agg, reader, child, name, interval, spied, notes)
+
+
+def _import_report_machinery() -> None:
+    """Imports what turns the ticks into a report (its model's dataclasses: tens of
+    milliseconds) while the program runs, not once it ended: its report comes sooner."""
+    from . import build, session  # noqa: F401  (used by _report, imported early)
 
 
 def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
@@ -303,6 +317,10 @@ def _report(
     spied: Any = None,
     notes: Sequence[str] = (),
 ) -> tuple[Report, int]:
+    from .build import build_report
+    from .model import Ending
+    from .session import facts_of, spy_facts
+
     assert child.status is not None
     end = reader.end
     facts: dict[str, Any] = dict(end) if end is not None else dict(reader.start)
@@ -359,6 +377,9 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     import subprocess
 
     from ..memory_peak import start_spying_on
+    from .build import build_report
+    from .model import Ending
+    from .session import facts_of
 
     agg = Aggregator()
     started = time.monotonic()
