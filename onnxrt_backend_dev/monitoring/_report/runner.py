@@ -283,8 +283,10 @@ def _follow(
 
 def _import_report_machinery() -> None:
     """Imports what turns the ticks into a report (its model's dataclasses: tens of
-    milliseconds) while the program runs, not once it ended: its report comes sooner."""
-    from . import build, session  # noqa: F401  (used by _report, imported early)
+    milliseconds) and what the spy's ``stop()`` builds its result with, while the program
+    runs, not once it ended: its report comes sooner."""
+    from .._memory import views  # noqa: F401  (imported early: used by the spy's stop)
+    from . import build, session  # noqa: F401  (imported early: used by _report)
 
 
 def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
