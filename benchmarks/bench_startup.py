@@ -13,7 +13,11 @@ exit), minimum and median.
 Bytecode caches on (as for an installed package), kept apart from the sources: with
 ``PYTHONDONTWRITEBYTECODE`` every run would compile the tools' modules again.
 
-Run: ``python benchmarks/bench_startup.py --tree main=/work/main --tree new=. [--runs 9]``.
+With ``--workload json`` the script runs bench_sampling.py's json workload between its
+stamps, for the whole-script ratio beside the fixed cost.
+
+Run: ``python benchmarks/bench_startup.py --tree main=/work/main --tree new=. [--runs 9]
+[--workload json]``.
 """
 
 from __future__ import annotations
@@ -32,12 +36,23 @@ from datetime import datetime, timezone
 PY = sys.executable
 CLI = [PY, "-m", "onnxrt_backend_dev.monitoring"]
 TIMEOUT = 120
-# The script: its first and its last line stamp the wall clock (nothing else runs).
-SCRIPT = """\
-import time; _first = time.time()
+# The script: its first and its last line stamp the wall clock; between them nothing
+# (``empty``), or the json workload of bench_sampling.py (``--workload json``).
+HEAD = "import time; _first = time.time()\n"
+TAIL = """
 import sys
 with open(sys.argv[1], "w") as f: f.write(f"{_first!r} {time.time()!r}")
 """
+
+
+def script_text(workload: str) -> str:
+    """The script's source for a workload (``empty`` or ``json``)."""
+    if workload == "empty":
+        return HEAD + TAIL
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_sampling import JSON_SCRIPT
+
+    return HEAD + JSON_SCRIPT + TAIL
 
 
 def commands(folder: str, script: str, stamps: str) -> dict[str, list[str]]:
@@ -100,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "checkout if none",
     )
     parser.add_argument("--runs", type=int, default=9, help="interleaved rounds (9)")
+    parser.add_argument(
+        "--workload",
+        choices=("empty", "json"),
+        default="empty",
+        help="what runs between the stamps: nothing (empty) or json.dumps of 40,000 records",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
@@ -108,14 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# bench_startup  {now}")
     print(f"# {platform.platform()}, python {platform.python_version()}, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, {args.runs} rounds")  # fmt: skip
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, {args.runs} rounds, "
+          f"workload {args.workload}")  # fmt: skip
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "bench_startup_pycache")
     with tempfile.TemporaryDirectory() as folder:
-        script = os.path.join(folder, "empty.py")
+        script = os.path.join(folder, f"{args.workload}.py")
         stamps = os.path.join(folder, "stamps.txt")
         with open(script, "w", encoding="utf-8") as f:
-            f.write(SCRIPT)
+            f.write(script_text(args.workload))
         cmds = commands(folder, script, stamps)
         envs = {
             label: {**base, "PYTHONPATH": os.path.abspath(path)} for label, path in trees.items()
@@ -135,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         columns = list(zip(*results[label, name], strict=True))
         cells = " ".join(f"{_cell(list(c)):>15}" for c in columns)
         print(f"  {label:<8} {name:<8} {cells}")
-    print("# fixed cost over plain (ms, difference of minimums (of medians)): wall, user CPU")
+    print("# over plain: ms, difference of minimums (of medians), wall and user CPU; and the "
+          "wall ratio of minimums (of medians)")  # fmt: skip
     for label in trees:
         plain = list(zip(*results[label, "plain"], strict=True))
         for name in cmds:
@@ -147,7 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"({1000 * (statistics.median(mine[i]) - statistics.median(plain[i])):.1f})"
                 for i in (0, 1)
             )
-            print(f"  {label:<8} {name:<8} {cells}")
+            ratio = f"{min(mine[0]) / min(plain[0]):.3f}x "
+            ratio += f"({statistics.median(mine[0]) / statistics.median(plain[0]):.3f}x)"
+            print(f"  {label:<8} {name:<8} {cells}; {ratio}")
     print(f"# load {os.getloadavg()[0]:.2f}")
     return 0
 
