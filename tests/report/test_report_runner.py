@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._report.runner import Outcome, ending_of_status, run_recorded
+from onnxrt_backend_dev.monitoring._report.child import Outcome
+from onnxrt_backend_dev.monitoring._report.runner import ending_of_status, run_recorded
 from onnxrt_backend_dev.monitoring._report.session import monitor
 from onnxrt_backend_dev.monitoring.memory_peak import register_probe
 

@@ -60,16 +60,12 @@ def _format(args: argparse.Namespace) -> str:
 
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
-    from .._memory.registry import get_spec
     from .program import program_inputs
 
     if not (math.isfinite(args.interval) and args.interval >= 0.001):
         raise CommandError(f"--interval must be >= 0.001 s and finite, got {args.interval!r}", 2)
-    for name in args.probe:
-        try:
-            get_spec(name)
-        except ValueError as e:
-            raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
+    if args.probe:  # the registry only when a probe is named
+        _check_probes(args.probe)
     _format(args)
     if args.target is None and not args.module:
         raise CommandError("give a script, -m module, or -- COMMAND", EXIT_USAGE)
@@ -77,6 +73,17 @@ def _check(args: argparse.Namespace) -> None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
     _check_save_and_repeat(args, program_inputs(args))
+
+
+def _check_probes(probes: list[str]) -> None:
+    """Refuses a probe name the registry does not know (exit 2, one line)."""
+    from .._memory.registry import get_spec
+
+    for name in probes:
+        try:
+            get_spec(name)
+        except ValueError as e:
+            raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
 
 
 def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:

@@ -25,14 +25,16 @@ from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
 from .aggregate import Aggregator
-from .child import Outcome, record
-from .recording import SPY_DELAY
 from .stream import StreamReader
 
 if TYPE_CHECKING:
+    from .child import Outcome
     from .model import Ending, Report
 
-__all__ = ["Outcome", "ending_of_status", "run_command", "run_fresh", "run_recorded"]
+# What the child runs (.child, .recording: the recorder and the sampler) and the report's
+# model are imported where used: ``run`` forks its child sooner, and imports the model
+# while the program runs (see _import_report_machinery).
+__all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded"]
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
@@ -182,6 +184,8 @@ def run_recorded(
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :return: the report and the exit code to return
     """
+    from .child import record
+
     rfd, wfd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -293,6 +297,7 @@ def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
     """The memory spy of the child: its curve during long C calls, the devices; it
     follows the high-water mark the child resets (two resetting would erase peaks)."""
     from ..memory_peak import start_spying_on
+    from .recording import SPY_DELAY
 
     try:
         return start_spying_on(pid, delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)), []
