@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "bench_startup_pycache")
     with tempfile.TemporaryDirectory() as folder:
-        script = os.path.join(folder, f"{args.workload}.py")
+        script = os.path.join(folder, f"{args.workload}_script.py")  # not json.py: json
         stamps = os.path.join(folder, "stamps.txt")
         with open(script, "w", encoding="utf-8") as f:
             f.write(script_text(args.workload))

@@ -266,13 +266,19 @@ def _follow(
         with _forwarding(pid) as forwarder:
             if spy or probes:  # from here, while the program already runs
                 spying, notes = _start_spy(pid, probes)
-            _import_report_machinery()
+            importing = [_import_report_machinery]
+
+            def after_read() -> None:
+                # Once the program started (its start read): the imports then share the
+                # CPU with the program, not with the start of the child's interpreter.
+                if importing and reader.start:
+                    importing.pop()()
 
             def done() -> bool:
                 forwarder.poll()
                 return child.done()
 
-            reader.read_until(rfd, done)
+            reader.read_until(rfd, done, after_read=after_read)
             # The child's end is read: it exits at once, or is killed after a grace.
             child.reap(GRACE)
     finally:
