@@ -292,13 +292,11 @@ import json, sys
 from onnxrt_backend_dev.monitoring._cli import dispatch
 parser, _ = dispatch.build_parser(load=["run"])
 from onnxrt_backend_dev.monitoring._report import runner
-from onnxrt_backend_dev.monitoring._cli import program, run_child
+from onnxrt_backend_dev.monitoring._cli import program
 heavy = ["dataclasses", "statistics", "tempfile", "onnxrt_backend_dev.monitoring._results",
          "onnxrt_backend_dev.monitoring._report.build",
          "onnxrt_backend_dev.monitoring._report.model",
          "onnxrt_backend_dev.monitoring._report.child",
-         "onnxrt_backend_dev.monitoring._report.recording",
-         "onnxrt_backend_dev.monitoring._sampling",
          "onnxrt_backend_dev.monitoring._memory"]
 print(json.dumps([m for m in heavy if m in sys.modules]))
 """
@@ -306,9 +304,9 @@ print(json.dumps([m for m in heavy if m in sys.modules]))
 
 def test_the_command_forks_before_importing_the_report_model() -> None:
     # GIVEN a fresh interpreter WHEN it builds the parser of run and imports what forks
-    # the child THEN the report's model (dataclasses), what the child runs (the recorder,
-    # the sampler), the spy and --save/--repeat's machinery are not imported yet: they
-    # come while the program runs, in the child, or when asked for
+    # the child THEN the report's model (dataclasses), the spy and --save/--repeat's
+    # machinery are not imported yet: they come while the program runs, or when asked
+    # for (the forking runner imports none of what the child runs either)
     done = subprocess.run(
         [sys.executable, "-c", _START_UP], capture_output=True, text=True, timeout=TIMEOUT
     )

@@ -18,14 +18,11 @@ import os
 import sys
 import types
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .._report.child import Outcome
-
-# The command imports this module for command_line only: what the child runs is imported
-# by the child's functions (before it measures its own start-up memory), not by the
-# command before it starts the child.
+from .._report.child import Outcome, record
+from .._report.recorder import resident
+from .guard import Terminated, terminating_signals
+from .program import as_main, exit_code, module_code, report_raised, script_code
 
 # sys.argv of ``python -c BOOT ROOT ...`` is ['-c', ROOT, ...]: ROOT (where this package
 # is) replaces the '' that -c puts first in sys.path, and the program's folder replaces
@@ -87,10 +84,6 @@ def program_of(
     :param name: its name in error messages
     :return: how it ended
     """
-    from .._report.child import Outcome
-    from .guard import Terminated, terminating_signals
-    from .program import as_main, exit_code, report_raised
-
     with terminating_signals() as signals, as_main(module, argv, path0):
         try:
             exec(code, module.__dict__)
@@ -117,10 +110,6 @@ def main(rss0: float) -> None:
     """
     code = 1
     try:
-        from .._report.child import record
-        from .._report.recorder import resident
-        from .program import module_code, script_code
-
         _, fd, interval, kind, target, *args = sys.argv[1:]
         if kind == "module":
             sys.path[0] = os.getcwd()  # where ``python -m`` looks first
