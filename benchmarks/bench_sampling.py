@@ -157,14 +157,19 @@ def make_csv(path: str, rows: int = 200_000) -> None:
     ).to_csv(path, index=False)
 
 
-def _run(cmd: Sequence[str], cwd: str) -> tuple[float, float]:
+# With --baseline TREE: the environment of "ours@baseline", the command run from that
+# source tree (PYTHONPATH), beside this one's in the same rounds.
+BASELINE_ENV: dict[str, str] = {}
+
+
+def _run(cmd: Sequence[str], cwd: str, env: dict[str, str] | None = None) -> tuple[float, float]:
     """Runs a command: its wall time and the CPU time of it and its children (less
     sensitive than wall time to other users of a shared machine)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
         cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT,
-        env=ENV,
+        env=ENV if env is None else env,
     )  # fmt: skip
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -216,6 +221,8 @@ def tools(folder: str, script: list[str]) -> dict[str, list[str]]:
         ],
         "cProfile": [PY, "-m", "cProfile", "-o", os.path.join(folder, "cp.prof"), *script],
     }
+    if BASELINE_ENV:
+        out["ours@baseline"] = [*CLI, "-o", os.path.join(folder, "base.collapsed"), *script]
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(PY), "py-spy")
     if os.path.exists(spy) and _ptrace_allowed(spy, folder):
         out["py-spy"] = [spy, "record", "-r", "250", "-f", "raw", "-o",
@@ -528,7 +535,7 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, Any
     _run(cmds["plain"], folder)  # warm-up: file cache, .pyc
     for _ in range(runs):  # interleaved: a busy minute hits every tool
         for tool, cmd in cmds.items():
-            wall, cpu = _run(cmd, folder)
+            wall, cpu = _run(cmd, folder, BASELINE_ENV if tool == "ours@baseline" else None)
             times[tool].append(wall)
             cpus[tool].append(cpu)
         # The hottest paths of all runs together: a deep recursion has near ties. Each
@@ -660,9 +667,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only", choices=["json", "pandas", "ast", "threads", "inprocess"], default=None
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="TREE",
+        default=None,
+        help="also run the command from this source tree (PYTHONPATH), as ours@baseline",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
+    if args.baseline is not None:
+        BASELINE_ENV.update(ENV, PYTHONPATH=os.path.abspath(args.baseline))
     start = time.perf_counter()
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# bench_sampling  {now}")

@@ -415,8 +415,7 @@ class MonitoringMagics(Magics):
     @cell_magic
     @_documented(_PROFILE_TREE)
     def profile_tree(self, line: str, cell: str) -> Any:
-        from ._profiling.formats import check_view
-        from ._profiling.view_tree import FOLD_SHARE
+        from ._profiling.choices import FOLD_SHARE, check_view
 
         opts, _ = self._options(_PROFILE_TREE, line, strict=False)
         if _wants_help(opts, _PROFILE_TREE):

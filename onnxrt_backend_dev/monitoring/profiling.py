@@ -15,6 +15,7 @@ from pstats import SortKey
 from typing import Any
 
 from ._profiling.by_view import export_html
+from ._profiling.choices import FOLD_SHARE
 from ._profiling.filters import ViewOptions
 from ._profiling.formats import FORMATS, VIEWS, Format, renderer
 from ._profiling.load import ProfileFormatError
@@ -32,7 +33,7 @@ from ._profiling.run import (
     table_of,
 )
 from ._profiling.view_paths import PathLimits
-from ._profiling.view_tree import FOLD_SHARE, CallTree, build_tree
+from ._profiling.view_tree import CallTree, build_tree
 from ._profiling.view_tree import hot_paths as _hot_paths
 from ._sampling.result import SamplingResult
 from ._sampling.session import Sampling, sample, sampling

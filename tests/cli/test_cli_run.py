@@ -377,3 +377,64 @@ def test_the_programs_atexit_callbacks_run_as_in_a_plain_run(
     assert proc.returncode == code, proc.stderr
     assert proc.stdout == "bye\n" and marker.read_text() == "flushed"
     assert ("ValueError: boom" in proc.stderr) == (how == "raise")
+
+
+_START_UP = """\
+import json, sys
+from onnxrt_backend_dev.monitoring._cli import dispatch
+parser, _ = dispatch.build_parser(load=["run"])
+from onnxrt_backend_dev.monitoring._report import runner
+from onnxrt_backend_dev.monitoring._cli import program
+heavy = ["dataclasses", "statistics", "tempfile", "onnxrt_backend_dev.monitoring._results",
+         "onnxrt_backend_dev.monitoring._report.build",
+         "onnxrt_backend_dev.monitoring._report.model",
+         "onnxrt_backend_dev.monitoring._report.child",
+         "onnxrt_backend_dev.monitoring._memory"]
+print(json.dumps([m for m in heavy if m in sys.modules]))
+"""
+
+
+def test_the_command_forks_before_importing_the_report_model() -> None:
+    # GIVEN a fresh interpreter WHEN it builds the parser of run and imports what forks
+    # the child THEN the report's model (dataclasses), the spy and --save/--repeat's
+    # machinery are not imported yet: they come while the program runs, or when asked
+    # for (the forking runner imports none of what the child runs either)
+    done = subprocess.run(
+        [sys.executable, "-c", _START_UP], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+
+
+_FREEZE = """\
+import gc, json, sys
+from onnxrt_backend_dev.monitoring import _cli
+out, script = sys.argv[1:3]
+codes, frozen = [], []
+for argv, as_command_line in (
+    (["profile", "-q", "-o", out + ".txt", script], True),
+    (["run", "-q", "-o", out + ".json", script], False),
+    (["run", "-q", "-o", out + ".json", script], True),
+):
+    sys.argv = ["onnxrt-monitoring", *argv]
+    codes.append(_cli.main() if as_command_line else _cli.main(argv))
+    frozen.append(gc.get_freeze_count() > 0)
+print(json.dumps([codes, frozen]))
+"""
+
+
+def test_only_runs_own_command_line_freezes_its_objects_before_the_exit(tmp_path: Path) -> None:
+    # GIVEN a program WHEN `profile` runs it as the process's command line, then `run` in
+    # process (a caller's argv), then `run` as the command line
+    prog = tmp_path / "tiny.py"
+    prog.write_text("x = sum(range(1000))\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _FREEZE, str(tmp_path / "out"), str(prog)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    codes, frozen = json.loads(done.stdout.splitlines()[-1])
+    # THEN all succeed, and only the last froze the process's objects: `profile` ran the
+    # user's code in it, and a caller in process keeps its collector as it was
+    assert codes == [0, 0, 0]
+    assert frozen == [False, False, True]

@@ -61,25 +61,41 @@ def test_a_bad_argument_names_itself(
 
 
 def test_the_model_imports_no_renderer_yet_keeps_its_methods() -> None:
-    # GIVEN the model module's source THEN it imports nothing of the pipeline after it
+    # GIVEN the model module's source THEN it imports nothing of the pipeline after it,
+    # only the package's hook (which imports the reference's renderings on first use)
     import ast
     import inspect
+    import subprocess
+    import sys
 
     from onnxrt_backend_dev.monitoring._profiling import model
 
     imported = {
-        node.module
+        (node.module, tuple(a.name for a in node.names))
         for node in ast.walk(ast.parse(inspect.getsource(model)))
         if isinstance(node, ast.ImportFrom)
     }
-    assert imported <= {
+    assert {m for m, _ in imported} <= {
         "__future__",
         "collections.abc",
         "contextlib",
         "pstats",
         "typing",
         "_stacks.frames",
+        None,
     }
+    assert [names for m, names in imported if m is None] == [("reference_rendering",)]
+    # and importing it (a fresh interpreter) imports no renderer, nor the reference
+    code = (
+        "import sys\n"
+        "from onnxrt_backend_dev.monitoring._profiling import model\n"
+        "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
+        "             if m.startswith('onnxrt_backend_dev.monitoring._profiling.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "['model']"
     # and its reference methods render through the installed hook
     from onnxrt_backend_dev.monitoring._profiling import reference
 

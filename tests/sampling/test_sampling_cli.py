@@ -201,3 +201,57 @@ def test_threads_have_their_own_trees_main_first(tmp_path: Path) -> None:
     assert heads[0].startswith("thread MainThread")
     assert any(h.startswith("thread w0") for h in heads)
     assert any(h.startswith("thread w1") for h in heads)
+
+
+# What a sampled run must not import: the cProfile pipeline (pstats, the model, the
+# filters, the reference's renderings, the views and renderers of the call graph), what
+# only --repeat, --save or a failed output use, and dataclasses (inspect, ast, dis).
+_CPROFILE_ONLY = (
+    "cProfile", "pstats", "dataclasses", "inspect", "statistics", "tempfile",
+    "onnxrt_backend_dev.monitoring._profiling.model",
+    "onnxrt_backend_dev.monitoring._profiling.filters",
+    "onnxrt_backend_dev.monitoring._profiling.reference",
+    "onnxrt_backend_dev.monitoring._profiling.by_view",
+    "onnxrt_backend_dev.monitoring._profiling.view_tree",
+    "onnxrt_backend_dev.monitoring._profiling.view_reference",
+    "onnxrt_backend_dev.monitoring._profiling.render_forest_html",
+    "onnxrt_backend_dev.monitoring._profiling.render_tree_html",
+    "onnxrt_backend_dev.monitoring._profiling.render_tree_text",
+    "onnxrt_backend_dev.monitoring._profiling.render_json",
+    "onnxrt_backend_dev.monitoring._results",
+)  # fmt: skip
+_IMPORTS = """\
+import json, sys
+from onnxrt_backend_dev.monitoring._cli import dispatch
+watched, out, script, options = json.loads(sys.argv[1])
+seen = {}
+for label, more in options.items():
+    assert dispatch.main(["profile", "-q", *more, "-o", out, script]) == 0, label
+    with open(out, encoding="utf-8") as f:
+        head = f.read(200)
+    seen[label] = {"loaded": [m for m in watched if m in sys.modules], "head": head}
+print(json.dumps(seen))
+"""
+
+
+def test_a_sampled_run_imports_none_of_the_cprofile_pipeline(tmp_path: Path) -> None:
+    # GIVEN a fresh interpreter (no module imported by other tests) running `profile` on a
+    # tiny script, sampled to JSON, then the same with --cprofile
+    script = tmp_path / "tiny.py"
+    script.write_text("x = sum(range(1000))\n", encoding="utf-8")
+    out = str(tmp_path / "out.json")
+    options = {"sampled": ["--format", "json"], "cprofile": ["--cprofile", "--format", "json"]}
+    arg = json.dumps([list(_CPROFILE_ONLY), out, str(script), options])
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, arg], capture_output=True, text=True, timeout=120,
+        env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    # THEN the sampled run wrote its profile and imported none of them
+    assert '"schema": "onnxrt-sampling"' in seen["sampled"]["head"]
+    assert seen["sampled"]["loaded"] == []
+    # AND --cprofile (the check sees them: it is not vacuous) imports the pipeline it uses
+    assert '"profile"' in seen["cprofile"]["head"]
+    loaded = set(seen["cprofile"]["loaded"])
+    assert {"cProfile", "pstats", "onnxrt_backend_dev.monitoring._profiling.reference"} <= loaded

@@ -18,6 +18,11 @@ from typing import Any, TextIO
 from .common import EXIT_USAGE, CommandError, check_outputs, emit_text
 
 _FORMATS = ("text", "json", "html")
+_REPEAT_HELP = (
+    "run the program N times, each a run of its own in a child process (its output "
+    "discarded, the end of its stderr shown if it fails); the report shown is the run of "
+    "the median wall time, --save keeps every run (for compare)"
+)
 _SUFFIXES = {
     "": "text", ".txt": "text", ".text": "text", ".log": "text",
     ".json": "json", ".html": "html", ".htm": "html",
@@ -55,16 +60,12 @@ def _format(args: argparse.Namespace) -> str:
 
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
-    from .._memory.registry import get_spec
     from .program import program_inputs
 
     if not (math.isfinite(args.interval) and args.interval >= 0.001):
         raise CommandError(f"--interval must be >= 0.001 s and finite, got {args.interval!r}", 2)
-    for name in args.probe:
-        try:
-            get_spec(name)
-        except ValueError as e:
-            raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
+    if args.probe:  # the registry only when a probe is named
+        _check_probes(args.probe)
     _format(args)
     if args.target is None and not args.module:
         raise CommandError("give a script, -m module, or -- COMMAND", EXIT_USAGE)
@@ -72,6 +73,17 @@ def _check(args: argparse.Namespace) -> None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
     _check_save_and_repeat(args, program_inputs(args))
+
+
+def _check_probes(probes: list[str]) -> None:
+    """Refuses a probe name the registry does not know (exit 2, one line)."""
+    from .._memory.registry import get_spec
+
+    for name in probes:
+        try:
+            get_spec(name)
+        except ValueError as e:
+            raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
 
 
 def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -87,6 +99,14 @@ def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
 
 def _is_python(target: str) -> bool:
     return target.endswith((".py", ".pyw")) or os.path.isdir(target)
+
+
+def _save_run(args: argparse.Namespace, report: Any, main: str | None) -> None:
+    """``--save``, if given (its machinery, that of ``--repeat`` too, imported then only)."""
+    if args.save is not None:
+        from .run_repeat import save_run
+
+        save_run(args, [report], main)
 
 
 def render(report: Any, fmt: str) -> str:
@@ -109,6 +129,8 @@ class RunCommand:
 
     name = "run"
     help = "run a program once and report its time, memory and GPU on one page"
+    #: The program runs in a child process, never in this one (see :func:`.dispatch.main`).
+    user_code_in_process = False
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Declares the options."""
@@ -138,23 +160,23 @@ class RunCommand:
     @staticmethod
     def _add_save_and_repeat(parser: argparse.ArgumentParser) -> None:
         from .profile_repeat import add_repeat_options
-        from .run_repeat import REPEAT_HELP
         from .save_result import add_save_options
 
         add_save_options(parser)
-        add_repeat_options(parser, clock=False, repeat_help=REPEAT_HELP)
+        add_repeat_options(parser, clock=False, repeat_help=_REPEAT_HELP)
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the program and writes the report."""
         from .._report.runner import run_command, run_fresh
         from .program import module_code, script_code
         from .run_child import command_line
-        from .run_repeat import run_repeated_reports, save_run
 
         _check(args)
         if not hasattr(os, "fork"):
             raise CommandError("run needs os.fork (Linux, macOS)")
         if args.repeat is not None:
+            from .run_repeat import run_repeated_reports
+
             return run_repeated_reports(args, out, err, self._emit)
         main: str | None = None  # the script, named in a saved result
         if args.module:  # checked (and compiled) here, run by a fresh interpreter
@@ -167,7 +189,7 @@ class RunCommand:
             name = " ".join([args.target, *args.args])
             report, rc = run_command([args.target, *args.args], name, args.probe)
             self._emit(report, args, out, err)
-            save_run(args, [report], None)
+            _save_run(args, report, None)
             return rc
         is_module = bool(args.module)
 
@@ -176,7 +198,7 @@ class RunCommand:
 
         report, rc = run_fresh(command, name, args.interval, args.probe)
         self._emit(report, args, out, err)
-        save_run(args, [report], main)
+        _save_run(args, report, main)
         return rc
 
     def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:

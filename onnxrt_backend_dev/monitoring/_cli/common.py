@@ -8,7 +8,6 @@ import argparse
 import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TextIO
 
@@ -204,6 +203,8 @@ def save_fallback(write: Callable[[str], None], suffix: str) -> str:
     :return: the file written
     :raises OSError: this failed too; nothing is left behind
     """
+    import tempfile  # only when an output failed: every command imports this module
+
     fd, fallback = tempfile.mkstemp(prefix=_FALLBACK_PREFIX, suffix=suffix)
     os.close(fd)
     try:

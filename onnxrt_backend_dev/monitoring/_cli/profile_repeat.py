@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import marshal
 import math
 import os
-import statistics
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
@@ -108,6 +105,9 @@ def _program(args: argparse.Namespace) -> Any:
 @contextlib.contextmanager
 def _merged(runs: list[Any]) -> Iterator[Any]:
     """The runs' profiles merged into one ``pstats.Stats`` (through files, as ``show``)."""
+    import marshal
+    import tempfile
+
     from .._profiling.load import load_stats_object
 
     with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-profile-") as folder:
@@ -134,6 +134,9 @@ def run_repeated(
     :param emit: renders a ``pstats.Stats`` with the view options (``cmd_profile``)
     :return: the exit code: 0, 1 when a run failed or the render could not be written
     """
+    # Here, not at the top: a single run (sampled or not) needs none of these.
+    import statistics
+
     from .._format import format_duration
     from .._results.runner import RunFailed, profile_result_data, run_interleaved
     from .save_result import write_saved

@@ -21,11 +21,6 @@ from typing import Any, TextIO
 from .._results.runner import ChildRun
 from .common import EXIT_ERROR, CommandError
 
-REPEAT_HELP = (
-    "run the program N times, each a run of its own in a child process (its output "
-    "discarded, the end of its stderr shown if it fails); the report shown is the run of "
-    "the median wall time, --save keeps every run (for compare)"
-)
 # The package whose ``__main__`` runs the command line (``python -m ...``).
 _PACKAGE = __name__.rsplit(".", 2)[0]
 

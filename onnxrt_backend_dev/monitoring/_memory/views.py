@@ -12,12 +12,16 @@ users call them (``stat.plot()``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .series import SpyResult, to_rows
-from .stacks import StackSamples
 from .where import StackAttribution, attribute
-from .where_render import where_collapsed, where_speedscope, where_text
+
+if TYPE_CHECKING:
+    from .stacks import StackSamples
+
+# The renderers are imported by the methods that use them: every ``MemorySpy.stop()``
+# imports this module (``run`` does it after the program, before its report).
 
 
 @dataclasses.dataclass
@@ -35,14 +39,20 @@ class AttributionReport(StackAttribution):
 
     def to_text(self, top: int = 10) -> str:
         """See :func:`.where_render.where_text`."""
+        from .where_render import where_text
+
         return where_text(self, top)
 
     def to_collapsed(self) -> str:
         """See :func:`.where_render.where_collapsed`."""
+        from .where_render import where_collapsed
+
         return where_collapsed(self)
 
     def to_speedscope(self, name: str = "memory growth") -> str:
         """See :func:`.where_render.where_speedscope`."""
+        from .where_render import where_speedscope
+
         return where_speedscope(self, name)
 
 

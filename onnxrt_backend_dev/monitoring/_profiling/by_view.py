@@ -5,33 +5,14 @@ wrappers of those with one view (``json``, ``speedscope``); listed in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pstats import SortKey
 from typing import Any
 
 from .._gc import gc_paused
 from .._validate import check_str
+from .choices import check_view
 from .model import ProfileNode
-from .reference import to_json, to_text
-from .render_forest_html import render_forest_html
-from .render_speedscope import render_speedscope
-from .render_tree_html import render_tree_html
-from .render_tree_text import render_tree_text
-
-#: The views of the call graph that ``text`` and ``html`` render: the call tree rooted
-#: at the program (``tree``) or the reference's forest (``reference``).
-VIEWS = ("tree", "reference")
-
-
-def check_view(view: str) -> str:
-    """Validates a view name.
-
-    :param view: ``tree`` or ``reference``
-    :return: the name
-    :raises ValueError: any other value
-    """
-    if view not in VIEWS:
-        raise ValueError(f"view must be one of {list(VIEWS)}, got {view!r}")
-    return view
 
 
 def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> str:
@@ -43,13 +24,20 @@ def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> s
     :param options: given to the view's renderer
     :return: text
     """
+    # Each renderer imported when its view is asked for: a format costs only its own.
     if check_view(view) == "tree":
+        from .render_tree_text import render_tree_text
+
         return render_tree_text(root, **options)
+    from .reference import to_text
+
     return to_text(root, **options)
 
 
 def export_json(root: ProfileNode, **options: Any) -> str:
     """The reference rows as JSON, see :func:`.reference.to_json`."""
+    from .reference import to_json
+
     return str(to_json(root, as_str=True, **options))
 
 
@@ -73,7 +61,15 @@ def export_html(
     :return: the page
     """
     check_str("title", title)
-    render = render_tree_html if check_view(view) == "tree" else render_forest_html
+    render: Callable[..., str]
+    if check_view(view) == "tree":
+        from .render_tree_html import render_tree_html
+
+        render = render_tree_html
+    else:
+        from .render_forest_html import render_forest_html
+
+        render = render_forest_html
     # Hundreds of thousands of rows that all survive: the collector would only scan them
     # (and the graph) again and again.
     with gc_paused():
@@ -83,4 +79,6 @@ def export_html(
 def export_speedscope(root: ProfileNode, **options: Any) -> str:
     """The call paths as a speedscope document, see :func:`render_speedscope
     <.render_speedscope.render_speedscope>`."""
+    from .render_speedscope import render_speedscope
+
     return str(render_speedscope(root, as_str=True, **options))

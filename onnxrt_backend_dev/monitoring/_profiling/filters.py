@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._validate import check_callable
+from .choices import check_filters
 from .model import FilterNode, ProfileNode, TimeElements, _in_small_module, _may_hide
 
 
@@ -33,12 +34,7 @@ class ViewOptions:
     FIELDS = ("hide_stdlib", "min_share", "max_depth", "focus")
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.min_share <= 1.0:
-            raise ValueError(f"min_share must be in [0, 1], got {self.min_share!r}")
-        if self.max_depth is not None and self.max_depth < 0:
-            raise ValueError(f"max_depth must be >= 0 or None, got {self.max_depth!r}")
-        if self.focus is not None and not self.focus:
-            raise ValueError(f"focus must be a non-empty string or None, got {self.focus!r}")
+        check_filters(self.min_share, self.max_depth, self.focus)
 
     def matches_focus(self, node: ProfileNode) -> bool:
         """Tells if ``node`` is a starting point of the focus: its function name contains

@@ -6,6 +6,11 @@ takes beyond the filters. Read by :mod:`onnxrt_backend_dev.monitoring.profiling`
 A new format is one new ``render_*.py`` module and one entry in :data:`FORMATS`. Every
 renderer is a :class:`Renderer`: the graph's root and the typed :class:`RenderOptions`
 (the filters, then each format's own keywords), returning the text.
+
+The registry imports no renderer (nor pstats, nor the model): each entry's renderer
+imports its module when first called, so that the names, suffixes and guesses cost
+nothing to a command that only reads them (``profile --help``, the sampled
+``profile``), as the command line's registry imports only the command it runs.
 """
 
 from __future__ import annotations
@@ -13,13 +18,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TextIO, TypedDict
 
 from .._errors import BadValue
-from .by_view import VIEWS, check_view, export_html, export_json, export_speedscope, export_text
-from .model import FilterNode, ProfileNode
-from .render_collapsed import render_collapsed
+from .choices import VIEWS, check_view
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from .model import FilterNode, ProfileNode
     from .view_paths import PathLimits
 
 __all__ = ["FORMATS", "VIEWS", "Format", "RenderOptions", "Renderer", "check_view"]
@@ -93,6 +97,39 @@ class Format(NamedTuple):
         stream.write(self.render(root, **options))
 
 
+# The renderers, each importing its module on first use (see the module's docstring).
+
+
+def _text(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
+    from .by_view import export_text
+
+    return export_text(root, **options)
+
+
+def _json(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
+    from .by_view import export_json
+
+    return export_json(root, **options)
+
+
+def _html(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
+    from .by_view import export_html
+
+    return export_html(root, **options)
+
+
+def _speedscope(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
+    from .by_view import export_speedscope
+
+    return export_speedscope(root, **options)
+
+
+def _collapsed(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
+    from .render_collapsed import render_collapsed
+
+    return render_collapsed(root, **options)
+
+
 _SORTED = frozenset({"sort_key"})
 _VIEWED = frozenset({"sort_key", "view"})
 
@@ -100,11 +137,11 @@ _VIEWED = frozenset({"sort_key", "view"})
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format(export_text, ".txt", "text", (".txt",), _VIEWED),
-        Format(export_json, ".json", "json", (".json",), _SORTED),
-        Format(export_html, ".html", "html", (".html", ".htm"), _VIEWED),
-        Format(export_speedscope, ".speedscope.json", "speedscope", (".speedscope.json",)),
-        Format(render_collapsed, ".collapsed", "collapsed", (".collapsed", ".folded")),
+        Format(_text, ".txt", "text", (".txt",), _VIEWED),
+        Format(_json, ".json", "json", (".json",), _SORTED),
+        Format(_html, ".html", "html", (".html", ".htm"), _VIEWED),
+        Format(_speedscope, ".speedscope.json", "speedscope", (".speedscope.json",)),
+        Format(_collapsed, ".collapsed", "collapsed", (".collapsed", ".folded")),
         Format(None, ".prof", "prof", (".prof", ".pstats"), binary=True),
     )
 }

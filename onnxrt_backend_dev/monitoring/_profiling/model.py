@@ -4,9 +4,9 @@ its callers and callees and the figures cProfile recorded for each call edge.
 First stage of the pipeline (``builder`` -> ``filters`` -> ``view_*`` -> ``render_*``,
 listed in ``formats``); it imports none of the others, lazily or not. The rendering
 methods of :class:`ProfileNode` (the reference's API) call through a hook,
-:class:`ReferenceRendering`, that the package's ``__init__`` installs with
-:mod:`.reference` before any module of the package runs: the dependency points from
-the renderers to the model only.
+:class:`ReferenceRendering`, that the package's ``__init__`` provides on first use
+(:func:`reference_rendering <onnxrt_backend_dev.monitoring._profiling.reference_rendering>`
+imports :mod:`.reference`): the dependency points from the renderers to the model only.
 """
 
 from __future__ import annotations
@@ -299,8 +299,11 @@ def install_reference(rendering: ReferenceRendering) -> None:
 
 
 def _reference() -> ReferenceRendering:
-    if not _REFERENCE:  # the package's __init__ always runs first: a broken install
-        raise RuntimeError("the reference renderings are not installed")
+    if not _REFERENCE:
+        # From the package, on first use: importing the model imports no renderer.
+        from . import reference_rendering
+
+        install_reference(reference_rendering())
     return _REFERENCE[0]
 
 

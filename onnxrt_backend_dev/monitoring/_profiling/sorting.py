@@ -1,18 +1,23 @@
 """The sort keys of the reference view: the one table, read by the views, the CLI and
-the magics."""
+the magics.
+
+Light: the command line reads :data:`SORT_NAMES` to build its parser, so this module
+imports neither pstats nor the model at import time (the table is keyed by the values of
+:class:`pstats.SortKey`, which is imported when a key is looked up).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import add
-from pstats import SortKey
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .model import ProfileNode, TimeElements
+if TYPE_CHECKING:
+    from .model import ProfileNode, TimeElements
 
 # The one table of sort keys: from callees (or top-level nodes) and their figures
 # ``(nc1, nc2, tin, tall)``, the list of keys to sort them by (ascending).
-_SortFunction = Callable[[Sequence["ProfileNode"], Sequence[TimeElements]], list[Any]]
+_SortFunction = Callable[[Sequence["ProfileNode"], Sequence["TimeElements"]], list[Any]]
 
 
 def _line_keys(nodes: Sequence[ProfileNode], els: Sequence[TimeElements]) -> list[Any]:
@@ -44,10 +49,11 @@ def _line_rank_keys(nodes: Sequence[ProfileNode]) -> _SortFunction | None:
     return lambda callees, els: list(map(get, callees))
 
 
+# Keyed by the values of pstats.SortKey.LINE, CUMULATIVE and TIME.
 _SORT_KEYS: dict[str, _SortFunction] = {
-    SortKey.LINE.value: _line_keys,
-    SortKey.CUMULATIVE.value: lambda nodes, els: [-e[3] for e in els],
-    SortKey.TIME.value: lambda nodes, els: [-e[2] for e in els],
+    "line": _line_keys,
+    "cumulative": lambda nodes, els: [-e[3] for e in els],
+    "time": lambda nodes, els: [-e[2] for e in els],
 }
 _SORT_ALIASES = {"cumtime": "cumulative", "tottime": "time"}
 
@@ -64,8 +70,15 @@ def sort_name(sort_key: Any) -> str:
     :raises NotImplementedError: for any other sort key
     """
     sort_function(sort_key)
-    name = sort_key.value if isinstance(sort_key, SortKey) else str(sort_key)
+    name = _key_name(sort_key)
     return _SORT_ALIASES.get(name, name)
+
+
+def _key_name(sort_key: Any) -> str:
+    """The name of a sort key: a :class:`pstats.SortKey`'s value, or the text given."""
+    from pstats import SortKey
+
+    return sort_key.value if isinstance(sort_key, SortKey) else str(sort_key)
 
 
 def sort_function(sort_key: Any) -> _SortFunction:
@@ -76,7 +89,7 @@ def sort_function(sort_key: Any) -> _SortFunction:
     :return: a function from callees and their figures to the list of sort keys
     :raises NotImplementedError: for any other sort key
     """
-    name = sort_key.value if isinstance(sort_key, SortKey) else str(sort_key)
+    name = _key_name(sort_key)
     name = _SORT_ALIASES.get(name, name)
     if name not in _SORT_KEYS:
         raise NotImplementedError(

@@ -36,12 +36,11 @@ from pstats import SortKey
 from typing import Any, NamedTuple
 
 from .._validate import check_callable
+from .choices import FOLD_SHARE
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import FilterNode, ProfileNode, reachable_nodes
 from .sorting import sort_name
 
-#: Rows below this share of the root's total are folded by default.
-FOLD_SHARE = 0.005
 #: The share of its parent's time an entry point holds at least (see entry_point).
 ENTRY_SHARE = 0.95
 #: Rows kept at most (the rest of the tree is folded into ``N more`` rows).

@@ -22,16 +22,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import CodeType, FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .aggregate import Aggregator
-from .build import build_report
-from .child import Outcome, record
-from .model import Ending, Report
-from .session import SPY_DELAY, facts_of, spy_facts
 from .stream import StreamReader
 
-__all__ = ["Outcome", "ending_of_status", "run_command", "run_fresh", "run_recorded"]
+if TYPE_CHECKING:
+    from .child import Outcome
+    from .model import Ending, Report
+
+# What the child runs (.child, .recording: the recorder and the sampler) and the report's
+# model are imported where used: ``run`` forks its child sooner, and imports the model
+# while the program runs (see _import_report_machinery).
+__all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded"]
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
@@ -58,6 +61,8 @@ def ending_of_status(status: int) -> Ending:
     :param status: as ``os.wait4`` returns it
     :return: the ending, its code the conventional one (128 + N on signal N)
     """
+    from .model import Ending
+
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         name = _signal_name(signum)
@@ -145,13 +150,17 @@ class _Child:
 
     def reap(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        # A child whose stream just ended exits within a millisecond or two: short pauses
+        # first, then 10 ms ones (the report is written as soon as the child is reaped).
+        pause = 0.0005
         while not self.done():
             if time.monotonic() > deadline:
                 with contextlib.suppress(OSError):
                     os.kill(self.pid, signal.SIGKILL)
                 _, self.status, self.rusage = os.wait4(self.pid, 0)
                 return
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
 
 
 def run_recorded(
@@ -175,6 +184,8 @@ def run_recorded(
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :return: the report and the exit code to return
     """
+    from .child import record
+
     rfd, wfd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -255,12 +266,19 @@ def _follow(
         with _forwarding(pid) as forwarder:
             if spy or probes:  # from here, while the program already runs
                 spying, notes = _start_spy(pid, probes)
+            importing = [_import_report_machinery]
+
+            def after_read() -> None:
+                # Once the program started (its start read): the imports then share the
+                # CPU with the program, not with the start of the child's interpreter.
+                if importing and reader.start:
+                    importing.pop()()
 
             def done() -> bool:
                 forwarder.poll()
                 return child.done()
 
-            reader.read_until(rfd, done)
+            reader.read_until(rfd, done, after_read=after_read)
             # The child's end is read: it exits at once, or is killed after a grace.
             child.reap(GRACE)
     finally:
@@ -273,10 +291,19 @@ def _follow(
     return _report(agg, reader, child, name, interval, spied, notes)
 
 
+def _import_report_machinery() -> None:
+    """Imports what turns the ticks into a report (its model's dataclasses: tens of
+    milliseconds) and what the spy's ``stop()`` builds its result with, while the program
+    runs, not once it ended: its report comes sooner."""
+    from .._memory import views  # noqa: F401  (imported early: used by the spy's stop)
+    from . import build, session  # noqa: F401  (imported early: used by _report)
+
+
 def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
     """The memory spy of the child: its curve during long C calls, the devices; it
     follows the high-water mark the child resets (two resetting would erase peaks)."""
     from ..memory_peak import start_spying_on
+    from .recording import SPY_DELAY
 
     try:
         return start_spying_on(pid, delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)), []
@@ -303,6 +330,10 @@ def _report(
     spied: Any = None,
     notes: Sequence[str] = (),
 ) -> tuple[Report, int]:
+    from .build import build_report
+    from .model import Ending
+    from .session import facts_of, spy_facts
+
     assert child.status is not None
     end = reader.end
     facts: dict[str, Any] = dict(end) if end is not None else dict(reader.start)
@@ -367,6 +398,9 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     import subprocess
 
     from ..memory_peak import start_spying_on
+    from .build import build_report
+    from .model import Ending
+    from .session import facts_of
 
     agg = Aggregator()
     started = time.monotonic()

@@ -262,13 +262,20 @@ class StreamReader:
         ("E", 2): _facts,
     }
 
-    def read_until(self, fd: int, done: Callable[[], bool], poll: float = 0.05) -> None:
+    def read_until(
+        self,
+        fd: int,
+        done: Callable[[], bool],
+        poll: float = 0.05,
+        after_read: Callable[[], None] | None = None,
+    ) -> None:
         """Reads ``fd`` until end-of-file, or until ``done()`` and nothing more is there
         (a child of the program may hold the pipe open after the program ended).
 
         :param fd: the pipe's read end
         :param done: tells whether the writer has ended
         :param poll: seconds between two checks of ``done``
+        :param after_read: called after each read (the caller's own work between reads)
         """
         while True:
             readable, _, _ = select.select([fd], [], [], poll)
@@ -280,5 +287,7 @@ class StreamReader:
                 if not data:
                     return
                 self.feed(data)
+                if after_read is not None:
+                    after_read()
             elif done():
                 return

@@ -5,7 +5,6 @@ Standard library only, and nothing heavy: the spy process and the sampler import
 
 from __future__ import annotations
 
-import sysconfig
 from typing import NamedTuple
 
 
@@ -23,12 +22,20 @@ class StackFrame(NamedTuple):
 
 
 def _library_prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
-    return tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
+    """The standard library's folders, computed on first use (``sysconfig.get_paths``
+    costs milliseconds, which the lean child of ``run`` and the start of a sampled
+    ``profile`` need not pay before the program runs)."""
+    if not _LIBRARY_PREFIXES:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
+        found = tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
+        _LIBRARY_PREFIXES.append(found)
+    return _LIBRARY_PREFIXES[0]
 
 
-_LIBRARY_PREFIXES = _library_prefixes()
+_LIBRARY_PREFIXES: list[tuple[str, ...]] = []
 _LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ", "lib/python3")
 
 
@@ -42,6 +49,6 @@ def is_library_path(filename: str) -> bool:
     name = filename.replace("\\", "/")
     if name in ("~", "", "<built-in>") or name.startswith("<frozen"):
         return True
-    if name.startswith(_LIBRARY_PREFIXES):
+    if name.startswith(_LIBRARY_PREFIXES[0] if _LIBRARY_PREFIXES else _library_prefixes()):
         return True
     return any(m in name for m in _LIBRARY_MARKERS)
