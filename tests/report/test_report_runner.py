@@ -7,6 +7,7 @@ import mmap
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -180,12 +181,19 @@ def test_forked_children_appear_as_their_own_trees() -> None:
 
 
 def test_a_ctrl_c_while_the_spy_starts_still_ends_in_the_report(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from onnxrt_backend_dev.monitoring._report import runner
 
-    # GIVEN a spy slow to start (a loaded machine) and a Ctrl-C reaching the parent then
+    # GIVEN a spy slow to start (a loaded machine) and a Ctrl-C reaching the parent then,
+    # once the program is in its sleep (a gate file: under load the forked child may not
+    # have reached it yet, and a Ctrl-C before the program is another ending)
+    gate = tmp_path / "in-program"
+
     def slow_spy_start(pid: int, probes: object) -> tuple[None, list[str]]:
+        deadline = time.monotonic() + 60
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.2)  # the signal's handler runs in here
         return None, []
@@ -194,6 +202,7 @@ def test_a_ctrl_c_while_the_spy_starts_still_ends_in_the_report(
 
     def sleepy() -> Outcome:
         try:
+            gate.touch()
             time.sleep(60)
         except KeyboardInterrupt:
             return Outcome("interrupted", 130, "interrupted (SIGINT)")
