@@ -133,7 +133,7 @@ def test_the_process_is_the_unit_of_a_timing() -> None:
     assert change.change == pytest.approx(0.1, abs=0.03) and cmp.runs == (1, 1)
     # AND each process weighs one figure, whatever its batches: 3 processes of 1, 1, 8
     series = payloads.timing_series("x", [1.0, 3.0] + [2.0] * 8, [1] * 10, None, [1, 1, 8])
-    assert _process_medians(series) == [1.0, 3.0, 2.0]
+    assert _process_medians(series, series["times"]) == [1.0, 3.0, 2.0]
 
 
 def test_memory_peaks() -> None:

@@ -442,8 +442,9 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -
     for sa, sb in pairs:
         # The unit of replication is the process: its batches share its memory layout,
         # hash seeds and the load of the moment, and say nothing of another process.
-        xs, ys = _process_medians(sa), _process_medians(sb)
-        a, b = _timing_figures(sa, xs), _timing_figures(sb, ys)
+        samples_a, samples_b = _samples(sa), _samples(sb)
+        xs, ys = _process_medians(sa, samples_a), _process_medians(sb, samples_b)
+        a, b = _timing_figures(samples_a, xs), _timing_figures(samples_b, ys)
         base = Change(
             "timing", sb["name"], None, None, "time", a, b, _ratio_change(a["median"], b["median"])
         )
@@ -459,9 +460,12 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: _Settings) -
 ONE_PROCESS = "one process on a side: not judged (time --processes N)"
 
 
-def _process_medians(series: Mapping[str, Any]) -> list[float]:
-    """The median seconds per execution of each process of a series, in order."""
-    samples = _samples(series)
+def _process_medians(series: Mapping[str, Any], samples: Sequence[float]) -> list[float]:
+    """The median seconds per execution of each process of a series, in order.
+
+    :param series: the series (its ``processes``, if any)
+    :param samples: its seconds per execution, batch by batch
+    """
     medians, start = [], 0
     for count in series.get("processes", [len(samples)]):
         medians.append(_median(samples[start : start + count]))
@@ -469,9 +473,9 @@ def _process_medians(series: Mapping[str, Any]) -> list[float]:
     return medians
 
 
-def _timing_figures(series: Mapping[str, Any], per_process: Sequence[float]) -> dict[str, float]:
-    """A side's figures: the median and mean over its batches, its batches and processes."""
-    samples = _samples(series)
+def _timing_figures(samples: Sequence[float], per_process: Sequence[float]) -> dict[str, float]:
+    """A side's figures: the median over its processes, the mean over its batches, its
+    batches and processes."""
     return {
         "median": _median(per_process),
         "mean": _mean(samples),
