@@ -180,6 +180,19 @@ def test_ctrl_c_on_the_terminal_gives_130_and_the_report(tmp_path: Path, script:
     _no_process_left(cli.pid)
 
 
+def test_a_ctrl_c_reaching_only_the_command_is_forwarded_to_the_ticking_program(
+    tmp_path: Path, script: Path
+) -> None:
+    # GIVEN a program asleep, ticking (its stream is never idle) WHEN only the command
+    # gets the Ctrl-C (the program's own was lost: it landed before its exec)
+    report = tmp_path / "r.json"
+    cli, err = _signalled_run(tmp_path, script, report, lambda p: os.kill(p.pid, signal.SIGINT))
+    # THEN the command forwards it: the program is interrupted (not after its 30 s sleep)
+    assert cli.returncode == 130, err
+    assert json.loads(report.read_text())["ending"]["kind"] == "interrupted"
+    _no_process_left(cli.pid)
+
+
 def _no_process_left(session: int) -> None:
     """No process of the command's session remains (its child, the spy)."""
     deadline = time.monotonic() + 10

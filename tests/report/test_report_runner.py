@@ -215,3 +215,22 @@ def test_a_ctrl_c_while_the_spy_starts_still_ends_in_the_report(
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C during the spy's start killed the parent: no report")
     assert (report.ending.kind, rc) == ("interrupted", 130)
+
+
+def test_a_child_whose_command_died_before_its_death_signal_was_armed_ends_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from onnxrt_backend_dev.monitoring._report import runner
+
+    # GIVEN the child sees another parent than the command (the command died between
+    # the fork and the arming of the death signal: a Ctrl-C on a loaded machine)
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(runner.os, "getppid", lambda: 1)
+    # WHEN a program is started in a fresh interpreter
+    _, rc = runner.run_fresh(
+        lambda fd: [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"], "prog"
+    )
+    # THEN the child ends before its exec: the program never runs, nothing is left
+    assert rc == runner.EXEC_FAILED and not marker.exists()

@@ -234,12 +234,17 @@ def run_fresh(
     argv = list(command(wfd))
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: it becomes the interpreter, or ends here
         try:
             os.close(rfd)
             os.set_inheritable(wfd, True)
             _die_with_parent()  # kept across exec
+            # A command that died before the death signal was armed (a Ctrl-C just after
+            # the fork, on a loaded machine) would leave its program running unreported.
+            if os.getppid() != parent:
+                os._exit(EXEC_FAILED)
             os.execv(argv[0], argv)
         except BaseException as e:
             with contextlib.suppress(Exception):
@@ -269,6 +274,9 @@ def _follow(
             importing = [_import_report_machinery]
 
             def after_read() -> None:
+                # A ticking program is never idle on the pipe (a tick every interval, even
+                # asleep): a Ctrl-C that reached only this process is forwarded from here.
+                forwarder.poll()
                 # Once the program started (its start read): the imports then share the
                 # CPU with the program, not with the start of the child's interpreter.
                 if importing and reader.start:
