@@ -150,6 +150,11 @@ def _compiled(args: argparse.Namespace, setup: str | None) -> None:
             raise CommandError(f"{name} is too deeply nested to compile") from None
 
 
+def _exit_code(stopped: int | None) -> int:
+    """0, or 128 + the signal that stopped the timing (the shell's convention)."""
+    return 0 if stopped is None else 128 + stopped
+
+
 class TimeCommand:
     """The ``time`` subcommand."""
 
@@ -238,27 +243,21 @@ class TimeCommand:
         from .time_processes import merged, time_in_processes
 
         series, stopped = time_in_processes(args)
-        name = "" if stopped is None else signal.Signals(stopped).name
         if stopped is not None and not series:
-            err.write(f"interrupted by {name} before a process finished\n")
-            return 128 + stopped
+            err.write(f"interrupted by {signal.Signals(stopped).name} before a process finished\n")
+            return _exit_code(stopped)
         result, counts = merged(series, args.max_time)
         res = result.to_dict()
-        if stopped is not None:
-            err.write(
-                f"interrupted by {name}: what was measured so far, {len(counts)} of "
-                f"{args.processes} processes\n"
-            )
-        shown: dict[str, Any] = {
-            **res,
-            "max_time": args.max_time,
-            "calibrated": args.max_time is None and args.number is None,
-            "processes": len(counts),
-            **({} if stopped is None else {"interrupted": name}),
-        }
-        self._write(args, shown, out, err)
-        save_timing(args, [(args.stmt, result.times, result.sizes, res, counts)])
-        return 0 if stopped is None else 128 + stopped
+        return self._finish(
+            args,
+            res,
+            {"calibrated": args.max_time is None and args.number is None, "processes": len(counts)},
+            (args.stmt, result.times, result.sizes, res, counts),
+            stopped,
+            f"{len(counts)} of {args.processes} processes",
+            out,
+            err,
+        )
 
     # --- one statement ------------------------------------------------------------------
 
@@ -287,23 +286,49 @@ class TimeCommand:
         stopped = stop.signum
         if stopped is not None and not progress.batches:
             err.write(f"interrupted by {signal.Signals(stopped).name} before a batch was timed\n")
-            return 128 + stopped
+            return _exit_code(stopped)
         res = progress.result()
-        if stopped is not None:
-            err.write(
-                f"interrupted by {signal.Signals(stopped).name}: what was measured so far, "
-                f"{res['runs']:,} runs in {res['batches']:,} batches\n"
-            )
-        # What is printed: the result beside the numbers used (the result is left as is).
+        return self._finish(
+            args,
+            res,
+            {"calibrated": progress.calibrated},
+            (args.stmt, progress.kept.times, progress.kept.sizes, res),
+            stopped,
+            f"{res['runs']:,} runs in {res['batches']:,} batches",
+            out,
+            err,
+        )
+
+    def _finish(
+        self,
+        args: argparse.Namespace,
+        res: Mapping[str, Any],
+        numbers: Mapping[str, Any],
+        saved: tuple[Any, ...],
+        stopped: int | None,
+        so_far: str,
+        out: TextIO,
+        err: TextIO,
+    ) -> int:
+        """Prints the result beside the numbers used (the result is left as is), saves it
+        and returns the exit code, 128 + the signal when one stopped the timing.
+
+        :param numbers: what is printed beside the result (``calibrated``...)
+        :param saved: the entry given to ``--save``
+        :param so_far: what was measured, said when a signal stopped the timing
+        """
+        name = None if stopped is None else signal.Signals(stopped).name
+        if name is not None:
+            err.write(f"interrupted by {name}: what was measured so far, {so_far}\n")
         shown: dict[str, Any] = {
             **res,
             "max_time": args.max_time,
-            "calibrated": progress.calibrated,
-            **({} if stopped is None else {"interrupted": signal.Signals(stopped).name}),
+            **numbers,
+            **({} if name is None else {"interrupted": name}),
         }
         self._write(args, shown, out, err)
-        save_timing(args, [(args.stmt, progress.kept.times, progress.kept.sizes, res)])
-        return 0 if stopped is None else 128 + stopped
+        save_timing(args, [saved])
+        return _exit_code(stopped)
 
     def _write(
         self, args: argparse.Namespace, res: Mapping[str, Any], out: TextIO, err: TextIO
@@ -347,11 +372,11 @@ class TimeCommand:
         if stopped is not None and len(progress.paired()[0]) < 2:
             name = signal.Signals(stopped).name
             err.write(f"interrupted by {name} before two batches of each were timed\n")
-            return 128 + stopped
+            return _exit_code(stopped)
         if stopped is not None:
             err.write(f"interrupted by {signal.Signals(stopped).name}: what was measured so far\n")
         self._write_comparison(args, progress, out)
-        return 0 if stopped is None else 128 + stopped
+        return _exit_code(stopped)
 
     def _write_comparison(
         self, args: argparse.Namespace, progress: CompareProgress, out: TextIO
