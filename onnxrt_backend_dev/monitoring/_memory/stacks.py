@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from .._sampling.frames import line_of as line_of  # the attribution decodes with it
 from .._sampling.frames import walk
+from .._sampling.intern import KeyTable
 from .series import DEFAULT_MAX_POINTS
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
@@ -177,10 +178,10 @@ class StackSampler:
         self.stride = 1
         self.dropped = 0
         self._skip = 0  # samples to skip before the next kept one (stride)
-        self._interned: dict[_StackKey, int] = {}
-        self._keys: list[_StackKey] = []
+        # No object per stack (see _sampling.intern): the spy's own tables must not keep
+        # the program's freed memory resident.
+        self._keys = KeyTable()
         self._codes: dict[int, CodeType] = {}  # every code seen: their ids stay unique
-        self._ints: dict[int, int] = {}  # one object per integer in the interned keys
         self._previous: dict[int, _StackKey] = {}
         self._own: int | None = None
         self._main = threading.main_thread().ident or 0
@@ -207,15 +208,12 @@ class StackSampler:
             self._halve()
 
     def _intern(self, key: _StackKey) -> int:
-        index = self._interned.get(key)
-        if index is None:
+        index = self._keys.find(key)
+        if index < 0:
             if len(self._keys) >= self.max_stacks:
                 self.dropped += 1
                 return NO_STACK
-            ints = self._ints
-            key = tuple(ints.setdefault(x, x) for x in key)  # shared, not one per stack
-            index = self._interned[key] = len(self._keys)
-            self._keys.append(key)
+            index = self._keys.add(key)
         return index
 
     def _halve(self) -> None:

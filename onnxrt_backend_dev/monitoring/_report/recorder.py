@@ -25,6 +25,7 @@ from types import CodeType, FrameType
 from typing import Any, Protocol
 
 from .._sampling.frames import WALKING_CODES, line_of, walk_within
+from .._sampling.intern import MIN_CAPACITY, CodeTable, KeyTable, filled
 from .aggregate import NO_STACK, RawFrame
 
 
@@ -195,9 +196,12 @@ class TickRecorder:
         )
         self.max_stacks = max_stacks
         self.dropped = 0
-        self._interned: dict[tuple[int, ...], int] = {}
-        self._codes: dict[int, CodeType] = {}  # kept alive: their ids stay unique
-        self._frames: dict[tuple[int, int], RawFrame] = {}
+        # Arrays, no object per stack or frame (see _sampling.intern): a tick taken while
+        # the program fills memory with small objects must not keep it resident.
+        self._interned = KeyTable()
+        self._codes = CodeTable()  # the codes of the stacks interned, kept alive
+        self._frames = KeyTable()  # (id(code), offset) seen; its line in _lines
+        self._lines = filled("q", 0, MIN_CAPACITY)
         self._signal: int | None = None
         self._timer: int | None = None
         self._previous: Any = None
@@ -228,11 +232,14 @@ class TickRecorder:
         """The signal the ticks use (``SIGALRM``, ``SIGPROF``), empty when stopped."""
         return signal.Signals(self._signal).name if self._signal is not None else ""
 
-    def _walk(self, frame: FrameType | None) -> tuple[int, ...]:
+    def _walk(
+        self, frame: FrameType | None, codes: dict[int, CodeType] | None = None
+    ) -> tuple[int, ...]:
         """``id(code), f_lasti`` per frame, innermost first, up to the root, a handler's
-        frames (a tick's, a sampler's) and what they called left out."""
+        frames (a tick's, a sampler's) and what they called left out; ``codes``, when
+        given, completed with their codes."""
         return walk_within(
-            frame, self._codes, _Either(self._own_codes, self._foreign),
+            frame, codes, _Either(self._own_codes, self._foreign),
             self.root_frame, self.root_code, MAX_DEPTH,
         )  # fmt: skip
 
@@ -240,29 +247,34 @@ class TickRecorder:
         key = self._walk(frame)
         if not key:
             return NO_STACK  # outside the code measured (the tool's own frames)
-        sid = self._interned.get(key)
-        if sid is not None:
+        interned = self._interned
+        sid = interned.find(key)
+        if sid >= 0:
             return sid
-        if len(self._interned) >= self.max_stacks:
+        if len(interned) >= self.max_stacks:
             self.dropped += 1
             return NO_STACK
-        sid = self._interned[key] = len(self._interned)
+        found: dict[int, CodeType] = {}
+        self._walk(frame, found)  # the same frames, now with their codes (kept)
+        self._codes.update(found.values())
+        sid = interned.add(key)
         self.sink.add_stack(sid, self._resolve(key))
         return sid
 
     def _resolve(self, key: tuple[int, ...]) -> tuple[RawFrame, ...]:
         frames = []
-        cache = self._frames
+        seen, lines = self._frames, self._lines
         for i in range(len(key) - 2, -1, -2):  # outermost first
-            frame = cache.get((key[i], key[i + 1]))
-            if frame is None:  # one line-table scan per code and offset, ever
-                code = self._codes[key[i]]
-                name = getattr(code, "co_qualname", code.co_name)
-                line = line_of(code, key[i + 1])
-                frame = cache[key[i], key[i + 1]] = (
-                    name, code.co_filename, line, code.co_firstlineno
-                )  # fmt: skip
-            frames.append(frame)
+            code = self._codes[key[i]]
+            pair = key[i : i + 2]
+            fid = seen.find(pair)
+            if fid < 0:  # one line-table scan per code and offset, ever
+                fid = seen.add(pair)
+                if fid >= len(lines):
+                    lines.extend(lines)
+                lines[fid] = line_of(code, key[i + 1])
+            name = getattr(code, "co_qualname", code.co_name)
+            frames.append((name, code.co_filename, lines[fid], code.co_firstlineno))
         return tuple(frames)
 
     def own_codes(self) -> set[CodeType]:
@@ -328,7 +340,7 @@ class TickRecorder:
         :param sink: the child's sink
         """
         self.sink = sink
-        self._interned = {}
+        self._interned = KeyTable()
         self._busy = False
         self._last_sid = None
         if self._timer is not None:

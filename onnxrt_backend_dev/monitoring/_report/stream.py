@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from .._sampling.intern import KeyTable
 from .aggregate import Aggregator, RawFrame
 
 MAX_PENDING = 4 * 2**20
@@ -51,7 +52,9 @@ class StreamSink:
         self.dropped = 0
         self.broken = False
         self._flushing = False
-        self._fids: dict[RawFrame, int] = {}
+        # Frames sent, by (name's hash, file's hash, line, first line): arrays, not an
+        # object per frame (see _sampling.intern).
+        self._fids = KeyTable()
 
     def _send(self, message: tuple[Any, ...], droppable: bool = True) -> None:
         if self.broken:
@@ -96,9 +99,10 @@ class StreamSink:
         fids = self._fids
         ids = []
         for frame in frames:
-            fid = fids.get(frame)
-            if fid is None:
-                fid = fids[frame] = len(fids)
+            key = (hash(frame[0]), hash(frame[1]), frame[2], frame[3])
+            fid = fids.find(key)
+            if fid < 0:
+                fid = fids.add(key)
                 self._send(("F", fid, frame), droppable=False)
             ids.append(fid)
         self._send(("S", sid, tuple(ids)), droppable=False)

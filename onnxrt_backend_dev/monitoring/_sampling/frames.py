@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterator
 from types import CodeType, FrameType
 from typing import NamedTuple
 
 from .._stacks.frames import StackFrame, is_library_path
+from .intern import CodeTable, KeyTable
 
 MAX_DEPTH = 1024  # frames kept per stack, the innermost ones (a deeper recursion is cut)
 MAX_STACKS = 50_000  # distinct stacks interned at most (a few MB at worst)
@@ -75,14 +76,16 @@ class SampledFrame(NamedTuple):
 
 def walk(
     frame: FrameType | None,
-    codes: dict[int, CodeType],
+    codes: dict[int, CodeType] | None,
     max_depth: int = MAX_DEPTH,
     delayed: bool = False,
 ) -> StackKey:
     """The stack ending at ``frame``, walked with a loop.
 
     :param frame: the innermost frame
-    :param codes: ``id(code) -> code``, completed here (keeps the ids unique)
+    :param codes: ``id(code) -> code``, completed here (keeps the ids unique); None: not
+        kept (a table keeps the codes of the stacks it interns, see
+        :meth:`StackTable.intern_frame`)
     :param max_depth: frames kept at most, the innermost ones
     :param delayed: the sample came late: the innermost frame's time goes to its last
         call instruction (see the module's docstring)
@@ -94,7 +97,7 @@ def walk(
     while frame is not None and left:  # the hot loop of every sample: locals only
         code = frame.f_code
         key = id(code)
-        if key not in codes:
+        if codes is not None and key not in codes:
             codes[key] = code
         append(key)
         append(frame.f_lasti)
@@ -107,7 +110,7 @@ def walk(
 
 def walk_within(
     frame: FrameType | None,
-    codes: dict[int, CodeType],
+    codes: dict[int, CodeType] | None,
     skip: Container[CodeType],
     root_frame: FrameType | None = None,
     root_code: CodeType | None = None,
@@ -119,7 +122,7 @@ def walk_within(
     never met, the stack is outside the code measured and empty.
 
     :param frame: the innermost frame
-    :param codes: ``id(code) -> code``, completed here
+    :param codes: ``id(code) -> code``, completed here (None: not kept)
     :param skip: code objects whose frames (and their callees) are left out
     :param root_frame: the outermost frame kept
     :param root_code: the code of the outermost frame kept
@@ -135,7 +138,8 @@ def walk_within(
             frame = frame.f_back
             continue
         if len(items) < 2 * max_depth:  # a deep stack keeps its innermost frames
-            codes[id(code)] = code
+            if codes is not None:
+                codes[id(code)] = code
             items.append(id(code))
             items.append(frame.f_lasti)
         if frame is root_frame or code is root_code:
@@ -216,14 +220,14 @@ class StackTable:
     def __init__(self, max_stacks: int = MAX_STACKS, max_depth: int = MAX_DEPTH) -> None:
         self.max_stacks = max_stacks
         self.max_depth = max_depth
-        self.codes: dict[int, CodeType] = {}
-        self.keys: list[StackKey] = []
+        self.codes = CodeTable()  # the codes of the stacks interned
         self.merged = 0
-        self._ids: dict[StackKey, int] = {}
-        self._ints: dict[int, int] = {}  # one object per integer of the interned keys
+        # No Python object per stack (see .intern): the tables a sample adds to while
+        # the program allocates must not keep its freed memory resident.
+        self._keys = KeyTable()
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._keys)
 
     def intern_frame(self, frame: FrameType | None, delayed: bool = False) -> int:
         """Walks ``frame`` (see :func:`walk`) and interns the stack.
@@ -232,28 +236,36 @@ class StackTable:
         :param delayed: see :func:`walk`
         :return: the stack's id
         """
-        return self.intern(walk(frame, self.codes, self.max_depth, delayed))
+        key = walk(frame, None, self.max_depth, delayed)
+        index = self._keys.find(key)
+        if index >= 0:  # its codes are kept: the ids in the key are theirs
+            return index
+        found: dict[int, CodeType] = {}
+        walk(frame, found, self.max_depth)  # the same frames, now with their codes
+        self.codes.update(found.values())
+        return self.intern(key)
 
     def intern(self, key: StackKey) -> int:
         """The id of a stack key, a new one if unseen.
 
-        :param key: from :func:`walk` with this table's ``codes``
+        :param key: from :func:`walk`, its codes in this table's ``codes``
         :return: the id
         """
-        index = self._ids.get(key)
-        if index is not None:
+        keys = self._keys
+        index = keys.find(key)
+        if index >= 0:
             return index
-        if len(self.keys) >= self.max_stacks:
+        if len(keys) >= self.max_stacks:
             self.merged += 1
             key = key[-2 * TRUNCATED_DEPTH :]
-            index = self._ids.get(key)
-            if index is not None:
+            index = keys.find(key)
+            if index >= 0:
                 return index
-        ints = self._ints
-        key = tuple(ints.setdefault(x, x) for x in key)
-        index = self._ids[key] = len(self.keys)
-        self.keys.append(key)
-        return index
+        return keys.add(key)
+
+    def keys(self) -> Iterator[StackKey]:
+        """Every stack key, in id order."""
+        return iter(self._keys)
 
     def decode(self) -> list[tuple[SampledFrame, ...]]:
         """Every stack as frames, outermost first, in id order.
@@ -263,7 +275,7 @@ class StackTable:
         lines: dict[tuple[int, int], SampledFrame] = {}
         names: dict[int, tuple[str, str, int]] = {}
         out = []
-        for key in self.keys:
+        for key in self._keys:
             frames = []
             for i in range(len(key) - 2, -1, -2):
                 cid, offset = key[i], key[i + 1]

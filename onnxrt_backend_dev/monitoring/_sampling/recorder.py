@@ -11,48 +11,76 @@ series does: an hour-long run stays a few MB.
 from __future__ import annotations
 
 import array
+import operator
 import threading
 import time
 from collections.abc import Callable
 from types import FrameType
 
 from .frames import StackTable
+from .intern import MIN_CAPACITY, Totals, filled
 
 MAX_POINTS = 20_000  # timeline entries kept per thread before halving
 DELAY_FACTOR = 2.5  # a gap over this many intervals is a sample delayed by a GIL holder
 
 
 class ThreadLine:
-    """The timeline of one thread: start times, stack ids and the time each stands for."""
+    """The timeline of one thread: start times, stack ids and the time each stands for,
+    in buffers made once (see :mod:`.intern`: no object per sample)."""
 
-    def __init__(self) -> None:
-        self.times = array.array("d")
-        self.stacks = array.array("q")
-        self.weights = array.array("d")
+    def __init__(self, capacity: int = MIN_CAPACITY) -> None:
+        self._times = filled("d", 0.0, capacity)
+        self._stacks = filled("q", 0, capacity)
+        self._weights = filled("d", 0.0, capacity)
+        self.n = 0
         self.stride = 1
         self._skip = 0
 
+    @property
+    def times(self) -> array.array[float]:
+        """Start time of each entry (seconds since the recording started)."""
+        return self._times[: self.n]
+
+    @property
+    def stacks(self) -> array.array[int]:
+        """Stack id of each entry."""
+        return self._stacks[: self.n]
+
+    @property
+    def weights(self) -> array.array[float]:
+        """Seconds each entry stands for."""
+        return self._weights[: self.n]
+
     def add(self, t: float, stack: int, weight: float, max_points: int) -> None:
         """Records one sample (every ``stride``-th is kept, the others add their time)."""
+        n = self.n
         if self._skip:
             self._skip -= 1
-            if self.weights:
-                self.weights[-1] += weight
+            if n:
+                self._weights[n - 1] += weight
             return
         self._skip = self.stride - 1
-        self.times.append(t - weight)
-        self.stacks.append(stack)
-        self.weights.append(weight)
-        if len(self.times) >= max_points:
+        if n == len(self._times):
+            for buffer in (self._times, self._stacks, self._weights):
+                buffer.extend(buffer[:n])  # doubled (the copied values are overwritten)
+        self._times[n] = t - weight
+        self._stacks[n] = stack
+        self._weights[n] = weight
+        self.n = n + 1
+        if self.n >= max_points:
             self._halve()
 
     def _halve(self) -> None:
-        weights = self.weights
-        merged = array.array("d", (weights[i] + (weights[i + 1] if i + 1 < len(weights) else 0.0)
-                                   for i in range(0, len(weights), 2)))  # fmt: skip
-        self.times = self.times[::2]
-        self.stacks = self.stacks[::2]
-        self.weights = merged
+        n = self.n
+        half = (n + 1) // 2
+        weights = self._weights
+        merged = array.array("d", map(operator.add, weights[0:n:2], weights[1:n:2]))
+        if n % 2:
+            merged.append(weights[n - 1])
+        self._times[:half] = self._times[0:n:2]
+        self._stacks[:half] = self._stacks[0:n:2]
+        self._weights[:half] = merged
+        self.n = half
         self.stride *= 2
         self._skip = self.stride - 1
 
@@ -108,8 +136,8 @@ class Recorder:
         self.delayed = 0
         self.skip_ident: int | None = None  # the sampler's own thread
         self.main_ident = threading.main_thread().ident or 0
-        # ident -> [name, {stack: [wall, cpu, count]}, ThreadLine, cpu reader, last cpu,
-        #           last stack id]
+        # ident -> [name, Totals (per stack id: wall, cpu, count), ThreadLine, cpu reader,
+        #           last cpu, last stack id]
         self.threads: dict[int, list] = {}
         self.order: list[int] = []  # idents in the order first seen
 
@@ -151,13 +179,7 @@ class Recorder:
             else:
                 sid = table.intern_frame(frame, held)
             state[5] = sid
-            totals = state[1].get(sid)
-            if totals is None:
-                state[1][sid] = [gap, cpu, 1]
-            else:
-                totals[0] += gap
-                totals[1] += cpu
-                totals[2] += 1
+            state[1].add(sid, gap, cpu)
             state[2].add(now - self.start, sid, gap, self.max_points)
         del frames  # frames keep their locals alive: release them at once
 
@@ -182,7 +204,7 @@ class Recorder:
                 first = reader()
             except OSError:
                 reader = None
-        state = [self.thread_name(ident), {}, ThreadLine(), reader, first, -1]
+        state = [self.thread_name(ident), Totals(), ThreadLine(), reader, first, -1]
         self.threads[ident] = state
         self.order.append(ident)
         return state
