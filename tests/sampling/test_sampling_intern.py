@@ -1,12 +1,15 @@
 """The samplers' tables: interning against a dictionary as the reference, hash collisions,
 growth, and the point of them: no small object kept per stack, frame or sample (counted
-with ``sys.getallocatedblocks``, the small-object allocator's own count)."""
+with ``sys.getallocatedblocks``, the small-object allocator's own count); and the
+threads' CPU clocks, read without touching a thread's descriptor."""
 
 from __future__ import annotations
 
 import gc
 import random
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import CodeType
@@ -23,7 +26,12 @@ from onnxrt_backend_dev.monitoring._sampling.intern import (
     KeyTable,
     Totals,
 )
-from onnxrt_backend_dev.monitoring._sampling.recorder import Recorder, ThreadLine
+from onnxrt_backend_dev.monitoring._sampling.recorder import (
+    Recorder,
+    ThreadLine,
+    _cpu_clock,
+    thread_clock_id,
+)
 
 # Allowed growth of the allocator's block count over a batch of additions: the table's
 # few fields rebound (an int, a float) and the batch's own loop; per entry it would be
@@ -209,3 +217,27 @@ def test_a_stack_table_decodes_what_it_interned_from_real_frames() -> None:
     (stack,) = table.decode()
     assert ids == [0, 0, 0]
     assert stack[-1].name.endswith("here") and stack[-1].file == __file__
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux thread clocks")
+def test_a_thread_clock_from_its_kernel_id_is_pthreads_own() -> None:
+    # GIVEN this thread's clock from pthread and from its kernel id
+    ours = thread_clock_id(threading.get_native_id())
+    theirs = time.pthread_getcpuclockid(threading.get_ident())
+    # THEN they are the same clock
+    assert ours == theirs
+
+
+@pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid"), reason="no thread clocks")
+def test_the_cpu_clock_of_a_thread_gone_or_unknown_is_none() -> None:
+    # GIVEN a thread that ended (its descriptor freed) and an id that is no thread's
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    assert worker.ident is not None
+    # THEN no clock, and no crash (pthread_getcpuclockid(1) crashes the interpreter)
+    assert _cpu_clock(worker.ident) is None
+    assert _cpu_clock(1) is None
+    # AND this thread's clock reads its CPU time
+    reader = _cpu_clock(threading.get_ident())
+    assert reader is not None and reader() > 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import array
 import operator
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -85,13 +86,37 @@ class ThreadLine:
         self._skip = self.stride - 1
 
 
+def thread_clock_id(native_id: int) -> int:
+    """The CPU-time clock of a Linux thread, from its kernel id: what
+    ``pthread_getcpuclockid`` computes (``MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)``).
+
+    :param native_id: the thread's kernel id (``Thread.native_id``)
+    :return: a clock id for ``time.clock_gettime``
+    """
+    return ((~native_id) << 3) | 6
+
+
 def _cpu_clock(ident: int) -> Callable[[], float] | None:
-    """A reader of a thread's CPU time, None where the platform has none."""
+    """A reader of a thread's CPU time, None where the platform has none or the thread
+    is unknown or gone.
+
+    On Linux the clock is named by the thread's kernel id, found in :mod:`threading`:
+    ``pthread_getcpuclockid`` reads the thread's descriptor, which is freed when a
+    thread ends, so a thread ending just after the sample listed it would crash the
+    program (it does with an id that is no thread's). A clock of a thread gone only
+    fails to read (``OSError``).
+    """
     getid = getattr(time, "pthread_getcpuclockid", None)
     if getid is None:
         return None
     try:
-        clock = getid(ident)
+        if sys.platform.startswith("linux"):
+            native = next((t.native_id for t in threading.enumerate() if t.ident == ident), None)
+            if native is None:
+                return None
+            clock = thread_clock_id(native)
+        else:
+            clock = getid(ident)
         time.clock_gettime(clock)
     except (OSError, OverflowError, ValueError):
         return None
