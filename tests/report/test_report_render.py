@@ -225,3 +225,18 @@ def test_a_peak_less_the_tool_says_the_raw_mark_beside(tmp_path: Path) -> None:
     assert raw in to_text(report) and html.escape(raw) in to_html(report)
     assert from_json(to_json(report)).peak.tool == 2.0 * MIB
     assert "less" not in to_text(_report(tmp_path)).split("built by")[0]
+
+
+def test_the_main_threads_rows_come_before_a_heavier_thread(tmp_path: Path) -> None:
+    # GIVEN a run whose main thread worked 0.3 s while another thread waited 2 s
+    s = str(tmp_path / "script.py")
+    waiting = ((
+        ("_bootstrap", "/usr/lib/python3.11/threading.py", 990, 980),
+        ("wait", "/usr/lib/python3.11/threading.py", 320, 300),
+    ), 2.0, 0.0)  # fmt: skip
+    main = ((("<module>", s, 1, 1), ("work", s, 3, 2)), 0.3, 0.3)
+    threads = [("waiter", False, [waiting]), ("MainThread", True, [main])]
+    report = _report(tmp_path, threads=threads)
+    # THEN the first root row is the program's, the thread's comes after it
+    roots = [r.site.function for r in report.tree if r.parent < 0]
+    assert roots == ["<module>", "thread waiter"], roots

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dis
 import math
+import threading
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any
@@ -20,7 +21,7 @@ from onnxrt_backend_dev.monitoring._sampling.frames import (
     line_of,
     walk,
 )
-from onnxrt_backend_dev.monitoring._sampling.recorder import Recorder, ThreadLine
+from onnxrt_backend_dev.monitoring._sampling.recorder import Recorder, ThreadLine, _thread_name
 from onnxrt_backend_dev.monitoring._sampling.session import Sampling, check_interval, sample
 
 
@@ -230,3 +231,9 @@ def test_sample_refuses_what_is_not_callable() -> None:
     with pytest.raises(BadType) as info:
         sample(3)  # type: ignore[arg-type]
     assert "fct" in str(info.value)
+
+
+def test_a_thread_threading_does_not_know_is_named_by_its_id() -> None:
+    # (the views say "thread NAME": no "thread thread 1234")
+    assert _thread_name(1234567) == "1234567"
+    assert _thread_name(threading.get_ident()) == threading.current_thread().name

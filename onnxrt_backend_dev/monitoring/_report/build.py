@@ -200,10 +200,13 @@ def _rss_curve(agg: Aggregator, facts: RunFacts, t0: float) -> Curve:
 
 
 class _Node:
-    __slots__ = ("children", "hidden", "highest", "net", "self_time", "site", "time", "to_peak")
+    __slots__ = (
+        "children", "hidden", "highest", "label", "net", "self_time", "site", "time", "to_peak"
+    )  # fmt: skip
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, label: bool = False) -> None:
         self.site = site
+        self.label = label  # the root row of another thread or process
         self.children: dict[tuple[str, str, int], _Node] = {}
         self.time = self.self_time = 0.0
         self.net = self.to_peak = 0.0
@@ -245,7 +248,7 @@ def _tree(entries: Sequence[tuple[str, _Entry]]) -> _Node:
         if thread:
             key = (thread, "", 0)
             node = root.children.get(key) or root.children.setdefault(
-                key, _Node(Site(thread, "", 0))
+                key, _Node(Site(thread, "", 0), label=True)
             )
             _add(node, figures)
         for frame in frames:
@@ -298,7 +301,9 @@ def _rows(root: _Node, total: float, span: float) -> list[TreeRow]:
             index = len(rows)
             figures = (node.time, node.self_time, node.net, node.to_peak, node.highest)
             rows.append(TreeRow(parent, depth, node.site, *figures, hidden=_hidden(node)))
-        children = sorted(node.children.values(), key=lambda c: (-c.time, -c.to_peak))
+        # The program's main thread first, then the other threads and processes (a thread
+        # waiting the whole run would otherwise come first), each heaviest first.
+        children = sorted(node.children.values(), key=lambda c: (c.label, -c.time, -c.to_peak))
         kept = [c for c in children if _keep(c, total, span)]
         folded = [c for c in children if not _keep(c, total, span)]
         if folded:

@@ -253,4 +253,4 @@ def _thread_name(ident: int) -> str:
     for thread in threading.enumerate():
         if thread.ident == ident:
             return thread.name
-    return f"thread {ident}"
+    return str(ident)  # a thread threading does not know (started by _thread or C)
