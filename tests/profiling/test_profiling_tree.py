@@ -381,7 +381,14 @@ def test_hot_path_of_the_issue_workload(tmp_path: Path) -> None:
     rows = [line.split("─ ")[-1].split("  ")[0] for line in out.splitlines()[3:9]]
     top = out.splitlines()[2].split()
     assert top[-2] == "<module>" and top[-1].endswith("/dump.py:1")
-    assert rows == [*expected[1:], "_iterencode_dict", "<built-in method builtins.isinstance>"]
+    assert rows[:5] == [*expected[1:], "_iterencode_dict"]
+    # (the hottest built-in under _iterencode_dict is a near-tie that cProfile's timings
+    # decide: isinstance, called 7 times a record, or the string encoder, 6 times; a
+    # stress run at load 3 saw the encoder first)
+    assert rows[5] in (
+        "<built-in method builtins.isinstance>",
+        "<built-in method _json.encode_basestring_ascii>",
+    )
 
 
 def test_hot_paths_bad_count() -> None:
