@@ -25,7 +25,7 @@ from types import CodeType, FrameType
 from typing import Any, Protocol
 
 from .._sampling.frames import WALKING_CODES, line_of, walk_within
-from .._sampling.intern import MIN_CAPACITY, CodeTable, KeyTable, filled
+from .._sampling.intern import MIN_CAPACITY, CodeTable, KeyTable, filled, grow
 from .aggregate import NO_STACK, RawFrame
 
 
@@ -270,8 +270,7 @@ class TickRecorder:
             fid = seen.find(pair)
             if fid < 0:  # one line-table scan per code and offset, ever
                 fid = seen.add(pair)
-                if fid >= len(lines):
-                    lines.extend(lines)
+                grow(lines, fid + 1)
                 lines[fid] = line_of(code, key[i + 1])
             name = getattr(code, "co_qualname", code.co_name)
             frames.append((name, code.co_filename, lines[fid], code.co_firstlineno))

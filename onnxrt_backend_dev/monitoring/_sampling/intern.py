@@ -32,6 +32,17 @@ def filled(typecode: str, value: float, n: int) -> array.array[Any]:
     return array.array(typecode, [value]) * n
 
 
+def grow(buffer: array.array[Any], length: int) -> None:
+    """Makes ``buffer`` at least ``length`` items long, doubling it (the new items 0):
+    one reallocation past the small-object size, rarely.
+
+    :param buffer: an array
+    :param length: the length it needs
+    """
+    if length > len(buffer):
+        buffer.extend(filled(buffer.typecode, 0, max(length, 2 * len(buffer)) - len(buffer)))
+
+
 class KeyTable:
     """Interns tuples of integers into dense ids 0, 1, 2...; a hash table with linear
     probing over ``array`` buffers, the keys one after another in one buffer. Every
@@ -84,14 +95,13 @@ class KeyTable:
         """
         sid, begin = self._n, self._used
         end = begin + len(key)
-        if end > len(self._flat):
-            self._flat.extend(filled("q", 0, max(end, 2 * len(self._flat)) - len(self._flat)))
+        grow(self._flat, end)
         self._flat[begin:end] = array.array("q", key)
         self._used = end
         if 2 * (sid + 1) > len(self._slots):  # at most half full: probes stay short
             size = 2 * len(self._slots)
-            self._starts.extend(filled("q", 0, size // 2 + 1 - len(self._starts)))
-            self._hashes.extend(filled("q", 0, size // 2 - len(self._hashes)))
+            grow(self._starts, size // 2 + 1)
+            grow(self._hashes, size // 2)
             self._slots = filled("q", _EMPTY, size)
             self._mask = size - 1
             for old in range(sid):
@@ -151,10 +161,8 @@ class Totals(Mapping[int, list[float]]):
         :param cpu: its CPU seconds
         """
         if sid >= len(self.count):
-            grow = max(sid + 1, 2 * len(self.count)) - len(self.count)
-            self.wall.extend(filled("d", 0.0, grow))
-            self.cpu.extend(filled("d", 0.0, grow))
-            self.count.extend(filled("q", 0, grow))
+            for buffer in (self.wall, self.cpu, self.count):
+                grow(buffer, sid + 1)
         self.wall[sid] += wall
         self.cpu[sid] += cpu
         self.count[sid] += 1

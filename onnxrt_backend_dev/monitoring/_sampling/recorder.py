@@ -19,7 +19,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from .frames import StackTable
-from .intern import MIN_CAPACITY, Totals, filled
+from .intern import MIN_CAPACITY, Totals, filled, grow
 
 MAX_POINTS = 20_000  # timeline entries kept per thread before halving
 DELAY_FACTOR = 2.5  # a gap over this many intervals is a sample delayed by a GIL holder
@@ -63,7 +63,7 @@ class ThreadLine:
         self._skip = self.stride - 1
         if n == len(self._times):
             for buffer in (self._times, self._stacks, self._weights):
-                buffer.extend(buffer[:n])  # doubled (the copied values are overwritten)
+                grow(buffer, n + 1)
         self._times[n] = t - weight
         self._stacks[n] = stack
         self._weights[n] = weight
