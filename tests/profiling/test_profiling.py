@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import DATA as _DATA
-from helpers import browser as _browser
-from helpers import dump_dom
+from helpers import dump_dom, needs_browser
 
 from onnxrt_backend_dev.monitoring.profiling import (
     FORMATS,
@@ -649,7 +648,7 @@ def shown_names(dom: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_browser() is None, reason="no chromium to open the page")
+@needs_browser
 def test_html_in_browser(reference: tuple[Stats, str], tmp_path: Path) -> None:
     # GIVEN the page of the reference example
     path = tmp_path / "tree.html"

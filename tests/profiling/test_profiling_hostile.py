@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import DATA as _DATA
-from helpers import browser as _browser
-from helpers import dump_dom, run_cli
+from helpers import dump_dom, needs_browser, run_cli
 
 from onnxrt_backend_dev.monitoring._profiling.load import (
     ProfileFormatError,
@@ -252,9 +251,9 @@ def test_a_name_with_a_newline_stays_on_its_row() -> None:
 # ---------------------------------------------------------------- in a browser
 
 
-def _dump_dom(url: str, timeout: float = 60.0) -> str:
+def _dump_dom(url: str) -> str:
     """The DOM after the page's scripts ran (and image errors fired)."""
-    return dump_dom(url, timeout, virtual_time_ms=2000)
+    return dump_dom(url, virtual_time_ms=2000)
 
 
 def _hostile_names_file(path: Path) -> None:
@@ -272,7 +271,7 @@ def _hostile_names_file(path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_browser() is None, reason="no chromium to open the page")
+@needs_browser
 @pytest.mark.parametrize("view", ["tree", "reference"])
 def test_hostile_names_render_inert_in_a_browser(tmp_path: Path, view: str) -> None:
     # GIVEN a profile whose names are markup and script, rendered by `profile show`

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import DATA as _DATA
 from helpers import ROOT, run_cli
-from test_profiling import FakeStats, _browser, chain_stats, dump_dom, self_recursion_stats
+from test_profiling import FakeStats, chain_stats, dump_dom, needs_browser, self_recursion_stats
 
 from onnxrt_backend_dev.monitoring._profiling.render_tree_html import tree_data
 from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, TreeItem, build_tree
@@ -515,7 +515,7 @@ def test_pipeline_has_no_import_cycle() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_browser() is None, reason="no chromium to open the page")
+@needs_browser
 def test_tree_page_in_browser(tmp_path: Path) -> None:
     # GIVEN the tree page of json.dumps
     path = tmp_path / "tree.html"
@@ -567,7 +567,7 @@ def test_ascii_guides_for_a_terminal_without_box_characters(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_browser() is None, reason="no chromium to open the page")
+@needs_browser
 def test_tree_page_shows_hostile_names_as_text(tmp_path: Path) -> None:
     # GIVEN a profile whose function names hold markup and a script
     st = FakeStats()

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import browser, dump_dom
+from helpers import dump_dom, needs_browser
 
 from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile, ThreadProfile
@@ -44,9 +44,6 @@ def test_hostile_names_are_escaped_in_the_page_source() -> None:
     assert data is not None
     doc = json.loads(data.group(1))
     assert doc["threads"][0]["rows"][2]["name"] == EVIL_NAME
-
-
-needs_browser = pytest.mark.skipif(browser() is None, reason="no chromium to open the page")
 
 
 def _view(dom: str, name: str) -> str:
