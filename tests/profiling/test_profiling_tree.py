@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from helpers import DATA as _DATA
-from helpers import ROOT, run_cli
-from test_profiling import FakeStats, chain_stats, dump_dom, needs_browser, self_recursion_stats
+from helpers import ROOT, dump_dom, needs_browser, run_cli
+from test_profiling import FakeStats, chain_stats, self_recursion_stats
 
 from onnxrt_backend_dev.monitoring._profiling.render_tree_html import tree_data
 from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, TreeItem, build_tree
