@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite RUNS times in a row under load, as issue 16 asks: a frozen clone of HEAD
 # in its own virtual environment (installed by tools/test.sh), two busy loops beside it
-# (the 2-core machine then runs at load 3-4), stopping at the first failing run. One line per run goes to stdout; each
-# run's whole output is kept in LOG_DIR.
+# (the 2-core machine then runs at load 3-4), stopping at the first failing run. One line
+# per run goes to stdout; each run's whole output is kept in LOG_DIR.
 #   usage: bash tools/stress.sh [RUNS=20] [LOG_DIR=<temp>/logs]
 set -euo pipefail
 runs=${1:-20}
