@@ -330,6 +330,15 @@ class ProfileCommand:
         profile: Callable[..., int] = self._profile
         if not uses_cprofile(args, helpers):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
+            if args.target != "show" and (args.module or args.target):
+                from .profile_sampled import observer_reason
+
+                why = observer_reason(args)
+                if not why:
+                    from .profile_observed import run_observed
+
+                    return run_observed(args, out, err, helpers)
+                args.collector_note = why
             profile = functools.partial(run_sampled, helpers=helpers)
         if args.module:
             code, module, argv, path0 = _module_code(args.module[0])

@@ -252,7 +252,8 @@ def build_tree(profile: SampledProfile, thread: ThreadProfile, show_all: bool = 
     """
     root = Row(f"thread {thread.name}", "", 0, "thread")
     cache: dict[Stack, list[Step]] = {}
-    for frames, (wall, cpu, count) in profile.thread_stacks(thread):
+    for frames, totals in profile.thread_stacks(thread):
+        wall, cpu, count = totals[0], totals[1], totals[2]
         steps = cache.get(frames)
         if steps is None:
             steps = cache[frames] = fold_stack(frames, show_all)
@@ -384,7 +385,8 @@ def hot_lines(
     per: dict[tuple[str, str, int], dict[int, float]] = {}
     total = 0.0
     for thread in profile.threads:
-        for frames, (wall, _cpu, _n) in profile.thread_stacks(thread):
+        for frames, totals in profile.thread_stacks(thread):
+            wall = totals[0]
             total += wall
             for j in range(len(frames) - 1, -1, -1):
                 f = frames[j]

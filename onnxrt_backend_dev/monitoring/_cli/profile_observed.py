@@ -1,0 +1,114 @@
+"""``profile script.py`` / ``profile -m mod`` under the observer: the program runs
+unmodified in its own interpreter (nothing of this tool in it: no signal handler, no
+thread, no import), and this process reads its stacks from outside
+(:mod:`.._observe`). Used where :func:`.._observe.session.availability` says it can
+run; ``profile_sampled`` (the in-process sampler) runs otherwise, saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import TextIO
+
+from .profile_sampled import SAMPLED_FORMATS, RunHelpers, check_sampled
+from .profile_sampled import _emit as emit_profile
+
+
+def program_argv(args: argparse.Namespace) -> list[str]:
+    """The program's command line: this interpreter, its flags (``-X``, ``-W``, ``-O``),
+    the script or ``-m module``, the program's arguments.
+
+    :param args: the parsed options of ``profile`` or ``run``
+    :return: the command line
+    """
+    import subprocess
+
+    flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    head = [sys.executable, *flags]
+    if args.module:
+        return [*head, "-m", *args.module]
+    return [*head, args.target, *args.args]
+
+
+def observer_notes(run: object, interval: float) -> list[str]:
+    """What the reader must know of an observed run: the collector, reads that moved.
+
+    :param run: an :class:`.._observe.launch.ObservedRun`
+    :param interval: seconds between samples
+    :return: the sentences
+    """
+    from .._observe.launch import ObservedRun
+
+    assert isinstance(run, ObservedRun)
+    notes = []
+    if run.target is not None:
+        it = run.target.interpreter
+        notes.append(
+            f"collector: the observer, outside the program (Python {it.layout.name}, layout "
+            f"from the {it.layout.source}, checked against {run.target.verified.how})"
+        )
+    else:
+        notes.append(f"collector: the observer, memory only: {run.why}")
+    obs = run.observer
+    reader = run.target.reader if run.target is not None else None
+    if reader is not None and (reader.partial or reader.failed):
+        notes.append(
+            f"{reader.torn} stack reads moved under the read and were read again; "
+            f"{reader.partial} kept as their outer frames, {reader.failed} lost"
+        )
+    if obs.late:
+        notes.append(f"{obs.late} samples came late and were skipped (a busy machine)")
+    if run.record.overflow:
+        notes.append(f"stack table full: {run.record.overflow} samples kept as outer frames")
+    return notes
+
+
+def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:
+    """Runs the program under the observer and writes its profile.
+
+    :param args: the parsed options
+    :param out: the output stream
+    :param err: the error stream
+    :param helpers: the command's helpers
+    :return: the program's exit code (128 + N on signal N)
+    """
+    from .._format import format_duration
+    from .._observe.build import to_profile
+    from .._observe.launch import exit_code, observe_program
+    from .._progress import LiveStatus
+    from .._report.aggregate import Aggregator
+    from .._sampling.result import SamplingResult
+    from .common import EXIT_USAGE, CommandError
+
+    interval = check_sampled(args)
+    fmt = helpers.resolve_format(args)
+    if fmt not in SAMPLED_FORMATS:
+        raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
+    argv = program_argv(args)
+    name = os.path.basename(args.module[0] if args.module else args.target)
+    start = time.perf_counter()
+    status = LiveStatus(
+        err,
+        lambda: f"profiling {name}: {format_duration(time.perf_counter() - start)}",
+        enabled=False if args.quiet else None,
+    )
+    with status:
+        try:
+            run = observe_program(argv, interval, Aggregator())
+        except OSError as e:
+            raise CommandError(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
+    rec = run.record
+    usage = run.rusage
+    cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+    profile = to_profile(rec, interval, run.wall, args.program or name,
+                         observer_notes(run, interval), cpu, run.observer.samples)  # fmt: skip
+    emit_profile(SamplingResult(profile), args, out, err, helpers)
+    rc = exit_code(run.status)
+    if os.WIFSIGNALED(run.status) and not args.quiet:
+        err.write(f"{name} was killed by signal {os.WTERMSIG(run.status)}\n")
+    elif rc and not args.quiet:
+        err.write(f"{name} exited with code {rc}\n")
+    return rc
