@@ -33,36 +33,31 @@ def program_argv(args: argparse.Namespace) -> list[str]:
     return [*head, args.target, *args.args]
 
 
-def observer_notes(run: object, interval: float) -> list[str]:
+def observer_notes(run: object) -> list[str]:
     """What the reader must know of an observed run: the collector, reads that moved.
 
     :param run: an :class:`.._observe.launch.ObservedRun`
-    :param interval: seconds between samples
     :return: the sentences
     """
     from .._observe.launch import ObservedRun
 
     assert isinstance(run, ObservedRun)
-    notes = []
-    if run.target is not None:
-        it = run.target.interpreter
-        notes.append(
-            f"collector: the observer, outside the program (Python {it.layout.name}, layout "
-            f"from the {it.layout.source}, checked against {run.target.verified.how})"
-        )
+    rec = run.record
+    if rec.reader is not None:
+        notes = [f"collector: the observer, outside the program ({rec.collector})"]
     else:
-        notes.append(f"collector: the observer, memory only: {run.why}")
-    obs = run.observer
-    reader = run.target.reader if run.target is not None else None
+        notes = [f"collector: the observer, memory only: {run.why or 'no Python stacks'}"]
+    reader = rec.reader
     if reader is not None and (reader.partial or reader.failed):
         notes.append(
             f"{reader.torn} stack reads moved under the read and were read again; "
             f"{reader.partial} kept as their outer frames, {reader.failed} lost"
         )
+    obs = run.observer
     if obs.late:
         notes.append(f"{obs.late} samples came late and were skipped (a busy machine)")
-    if run.record.overflow:
-        notes.append(f"stack table full: {run.record.overflow} samples kept as outer frames")
+    if rec.overflow:
+        notes.append(f"stack table full: {rec.overflow} samples kept as outer frames")
     return notes
 
 
@@ -104,7 +99,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     usage = run.rusage
     cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
     profile = to_profile(rec, interval, run.wall, args.program or name,
-                         observer_notes(run, interval), cpu, run.observer.samples)  # fmt: skip
+                         observer_notes(run), cpu, run.observer.samples)  # fmt: skip
     emit_profile(SamplingResult(profile), args, out, err, helpers)
     rc = exit_code(run.status)
     if os.WIFSIGNALED(run.status) and not args.quiet:
@@ -112,3 +107,96 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     elif rc and not args.quiet:
         err.write(f"{name} exited with code {rc}\n")
     return rc
+
+
+def check_attach(args: argparse.Namespace) -> tuple[int, float | None]:
+    """``--pid`` and ``--duration``, checked before anything runs (exit 2).
+
+    :param args: the parsed options
+    :return: the pid and the duration
+    """
+    from .._observe.attach import check_duration, check_pid
+    from .common import EXIT_USAGE, CommandError
+
+    try:
+        pid = check_pid(args.pid)
+        duration = check_duration(args.duration)
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from e
+    if args.target is not None or args.module:
+        raise CommandError("--pid profiles a running process: give no script", EXIT_USAGE)
+    return pid, duration
+
+
+def attach_observer(args: argparse.Namespace, interval: float, sink: object) -> object:
+    """Observes ``--pid`` until it ends, ``--duration`` passes or a signal comes.
+
+    :param args: the parsed options
+    :param interval: seconds between samples
+    :param sink: its memory ticks' sink
+    :return: an :class:`.._observe.attach.Attached`
+    """
+    from .._errors import ObserveError
+    from .._observe.attach import observe_pid
+    from .common import CommandError
+
+    pid, duration = check_attach(args)
+    try:
+        return observe_pid(pid, interval, sink, duration)
+    except ObserveError as e:
+        raise CommandError(f"--pid {pid}: {e}") from e
+
+
+def attach_notes(attached: object) -> list[str]:
+    """The notes of an attached observation.
+
+    :param attached: an :class:`.._observe.attach.Attached`
+    :return: sentences
+    """
+    from .._observe.attach import Attached
+    from .._observe.session import describe
+
+    assert isinstance(attached, Attached)
+    ends = {"ended": "until it ended", "duration": "for --duration",
+            "interrupted": "until interrupted"}  # fmt: skip
+    notes = [
+        f"collector: the observer, attached to process {attached.observer.root.pid} "
+        f"{ends[attached.why]} ({describe(attached.target)})"
+    ]
+    reader = attached.target.reader
+    if reader.partial or reader.failed:
+        notes.append(f"{reader.torn} stack reads moved under the read; {reader.partial} "
+                     f"kept as their outer frames, {reader.failed} lost")  # fmt: skip
+    if attached.observer.late:
+        notes.append(f"{attached.observer.late} samples came late and were skipped")
+    return notes
+
+
+def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:
+    """``profile --pid PID``: the profile of a running process.
+
+    :param args: the parsed options
+    :param out: the output stream
+    :param err: the error stream
+    :param helpers: the command's helpers
+    :return: 0
+    """
+    from .._observe.attach import Attached
+    from .._observe.build import to_profile
+    from .._report.aggregate import Aggregator
+    from .._sampling.result import SamplingResult
+    from .common import EXIT_USAGE, CommandError
+
+    interval = check_sampled(args)
+    if helpers.resolve_format(args) not in SAMPLED_FORMATS:
+        raise CommandError("--pid profiles by sampling: --cprofile formats do not apply",
+                           EXIT_USAGE)  # fmt: skip
+    attached = attach_observer(args, interval, Aggregator())
+    assert isinstance(attached, Attached)
+    rec = attached.observer.root
+    name = args.program or f"process {rec.pid}"
+    cpu = sum(sum(r[2] for r in t.rows.values()) for t in rec.threads.values())
+    profile = to_profile(rec, interval, attached.wall, name, attach_notes(attached), cpu,
+                         attached.observer.samples)  # fmt: skip
+    emit_profile(SamplingResult(profile), args, out, err, helpers)
+    return 0

@@ -68,6 +68,21 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "thread (prof, default), the wall-time SIGALRM (real) or a thread only (thread)",
     )
     parser.add_argument(
+        "--pid",
+        type=int,
+        default=None,
+        help="profile a process already running instead of starting one (read from "
+        "outside: it is not stopped or changed), until it ends, --duration passes or "
+        "Ctrl-C",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --pid: stop after this many seconds",
+    )
+    parser.add_argument(
         "--collector",
         choices=("auto", "observer", "in-process"),
         default="auto",

@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any, NamedTuple
 
 from .observer import Observer, ProcessRecord
-from .session import Target, start_program
+from .session import start_program
 
 SIGINT_FORWARD = 1.0
 GRACE = 10.0
@@ -85,8 +85,7 @@ class ObservedRun(NamedTuple):
     """A program run under the observer.
 
     :param observer: what sampled it (its records: the program, its descendants)
-    :param target: the program's interpreter (None: no stacks, see ``why``)
-    :param why: why there are no stacks
+    :param why: why there are no stacks (empty when there are)
     :param status: its wait status
     :param rusage: its resource usage (CPU, ``ru_maxrss``)
     :param wall: seconds from its start to its end
@@ -94,7 +93,6 @@ class ObservedRun(NamedTuple):
     """
 
     observer: Observer
-    target: Target | None
     why: str
     status: int
     rusage: Any
@@ -111,9 +109,10 @@ def observe_program(
     argv: Sequence[str],
     interval: float,
     sink: Any,
-    follow: Callable[[int], ProcessRecord | None] | None = None,
+    follow: Callable[[int], ProcessRecord | bool | None] | None = None,
     on_sample: Callable[[], None] | None = None,
     grace: float = GRACE,
+    devices: Any = None,
 ) -> ObservedRun:
     """Runs ``argv`` under the observer until it ends.
 
@@ -123,11 +122,12 @@ def observe_program(
     :param follow: makes the record of a new descendant (None: not followed)
     :param on_sample: called after each sample
     :param grace: seconds a program has to end after a forwarded SIGTERM/SIGHUP
+    :param devices: device probes read in the same loop
     :return: what was seen
     :raises OSError: the command cannot start
     """
     start = time.monotonic()
-    started = start_program(argv, interval, sink, follow)
+    started = start_program(argv, interval, sink, follow, devices=devices)
     proc = started.process
     reaped: list[tuple[int, Any]] = []
 
@@ -156,8 +156,9 @@ def observe_program(
         proc.returncode = 0  # reaped here: Popen must not wait for it again
         started.observer.close()
     status, usage = reaped[0]
-    return ObservedRun(started.observer, started.target, started.why, status, usage,
-                       time.monotonic() - start, fwd.received)  # fmt: skip
+    why = "; ".join(started.why)
+    return ObservedRun(started.observer, why, status, usage, time.monotonic() - start,
+                       fwd.received)  # fmt: skip
 
 
 def exit_code(status: int) -> int:

@@ -109,6 +109,10 @@ class ProcessRecord:
         self.started = 0.0
         self.python_seen = False
         self.overflow = 0
+        # Tries to open the interpreter of a process that just started: returns a reader
+        # and its flags, None to try again, False to give up (set by the session).
+        self.opener: Callable[[], Any] | None = None
+        self.collector = ""  # how its stacks are read, for the notes
 
     def intern(self, key: tuple[int, ...]) -> int:
         """The id of a stack key (a cut key once the table is full)."""
@@ -137,7 +141,9 @@ class Observer:
     :param root: the main process's record
     :param interval: seconds between samples
     :param clock: the clock (``time.monotonic``)
-    :param follow: a function giving a record for a new descendant (None: not followed)
+    :param follow: gives a record for a new descendant, None to try again later, False
+        never (None: descendants are not followed)
+    :param devices: device probes read in the same loop
     """
 
     def __init__(
@@ -145,9 +151,11 @@ class Observer:
         root: ProcessRecord,
         interval: float,
         clock: Callable[[], float] = time.monotonic,
-        follow: Callable[[int], ProcessRecord | None] | None = None,
+        follow: Callable[[int], ProcessRecord | bool | None] | None = None,
+        devices: Any = None,
     ) -> None:
         self.root = root
+        self.devices = devices
         self.processes: list[ProcessRecord] = [root]
         self.interval = interval
         self.clock = clock
@@ -165,6 +173,8 @@ class Observer:
         for record in self.processes:
             if not record.gone:
                 sample_process(record, t)
+        if self.devices is not None:
+            self.devices.sample(t, force=self.samples == 0)
         if self.follow is not None and self.samples % CHILDREN_EVERY == 0:
             self._look_for_children(t)
         self.samples += 1
@@ -177,9 +187,11 @@ class Observer:
             for pid in _descendants(record.pid):
                 if pid in self.known_pids:
                     continue
-                self.known_pids.add(pid)
                 child = self.follow(pid)
-                if child is not None:
+                if child is None:
+                    continue  # not readable yet (an interpreter starting): next time
+                self.known_pids.add(pid)
+                if isinstance(child, ProcessRecord):
                     child.started = child.last_t = t
                     self.processes.append(child)
 
@@ -207,9 +219,16 @@ class Observer:
         self.cost += time.process_time() - cpu0
 
     def close(self) -> None:
-        """Closes every ``/proc`` file."""
+        """Closes every ``/proc`` file and the devices."""
         for record in self.processes:
             record.close()
+        if self.devices is not None:
+            self.devices.sample(self.clock(), force=True)
+            self.devices.close()
+
+    def pids(self) -> set[int]:
+        """The processes watched and still running."""
+        return {r.pid for r in self.processes if not r.gone}
 
 
 def _descendants(pid: int) -> list[int]:
@@ -239,6 +258,8 @@ def sample_process(record: ProcessRecord, t: float) -> None:
         record.gone = True
         return
     samples: list[ThreadSample] = []
+    if record.reader is None and record.opener is not None and record.samples % 2 == 0:
+        _try_open(record)
     if record.reader is not None:
         try:
             samples = record.reader.threads()
@@ -251,6 +272,16 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     if record.samples % OTHERS_EVERY == 1:
         _other_threads(record, samples)
     record.sink.add_tick(t, rss, hwm or 0.0, credited)
+
+
+def _try_open(record: ProcessRecord) -> None:
+    assert record.opener is not None
+    found = record.opener()
+    if found is None:
+        return
+    record.opener = None
+    if found is not False:
+        record.reader, record.flags, record.collector = found
 
 
 def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:

@@ -24,7 +24,7 @@ from .reader import StackReader
 from .target import Interpreter, locate
 from .verify import Verified, verify
 
-LOCATE_TIMEOUT = 5.0  # seconds for a fresh interpreter to map its library
+LOCATE_TIMEOUT = 5.0  # seconds a fresh interpreter may take to map its library
 
 
 class Availability(NamedTuple):
@@ -92,28 +92,56 @@ def open_target(pid: int) -> Target:
     return Target(interp, checked, reader)
 
 
-def wait_for_interpreter(pid: int, alive: Callable[[], bool], timeout: float) -> Target | None:
-    """Opens a process that just started an interpreter: its library may not be mapped
-    yet. Retries until it is, the process ends, or ``timeout`` seconds pass.
+def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
+    """What the observer calls, at its samples, to open a process that just started an
+    interpreter (its library may not be mapped yet): ``(reader, flags)`` once it is
+    readable, None to try again, False to give up (the reason appended to ``why``).
 
     :param pid: the process
-    :param alive: whether it still runs
-    :param timeout: seconds
-    :return: the target, None if the process ended first
-    :raises ObserveError: it is not Python, or cannot be read
+    :param patience: seconds it may take
+    :param why: where the reason goes
     """
-    deadline = time.monotonic() + timeout
-    pause = 0.0005
-    while True:
+    start = time.monotonic()
+
+    def attempt() -> tuple[StackReader, bytes, str] | bool | None:
         try:
-            return open_target(pid)
+            target = open_target(pid)
         except ObserveError as e:
-            if not alive():
+            if e.reason == "gone" or not alive(pid):
+                why.append("the program ended before its interpreter could be read")
+                return False
+            retry = e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            if retry and time.monotonic() - start < patience:
                 return None
-            if e.reason not in ("not-python", "unsupported") or time.monotonic() > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(2 * pause, 0.01)
+            why.append(str(e))
+            return False
+        return target.reader, target.verified.native_flags, describe(target)
+
+    return attempt
+
+
+def describe(target: Target) -> str:
+    """How a target is read, for the notes of a report.
+
+    :param target: the target
+    :return: ``Python 3.11, layout from the table, checked against this interpreter``
+    """
+    lay = target.interpreter.layout
+    against = "this interpreter" if target.verified.how == "self" else "a probe of its executable"
+    return f"Python {lay.name}, layout from the {lay.source}, checked against {against}"
+
+
+def _loaded(pid: int) -> bool:
+    """Whether the dynamic loader is done with a process (it mapped the C library): an
+    interpreter not found then is not coming."""
+    from .process import mappings
+
+    try:
+        maps = mappings(pid)
+    except OSError:
+        return True
+    names = {os.path.basename(m.path) for m in maps}
+    return any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
 
 
 def _die_with_parent() -> None:
@@ -132,22 +160,21 @@ class Started(NamedTuple):
 
     :param process: the child
     :param observer: samples it
-    :param target: its interpreter (None: not Python, or not readable: memory only)
-    :param why: why there are no stacks, when there are none
+    :param why: why there are no stacks, when there are none (filled while it runs)
     """
 
     process: subprocess.Popen[bytes]
     observer: Observer
-    target: Target | None
-    why: str
+    why: list[str]
 
 
 def start_program(
     argv: Sequence[str],
     interval: float,
     sink: Any,
-    follow: Callable[[int], ProcessRecord | None] | None = None,
+    follow: Callable[[int], ProcessRecord | bool | None] | None = None,
     env: dict[str, str] | None = None,
+    devices: Any = None,
 ) -> Started:
     """Starts ``argv`` as a child (its own interpreter, nothing of this tool in it) and
     its observer; the first sample is taken before this returns.
@@ -157,6 +184,7 @@ def start_program(
     :param sink: where the main process's memory ticks go
     :param follow: makes the record of a new descendant (None: not followed)
     :param env: the child's environment (this one's by default)
+    :param devices: device probes read in the observer's loop (opened before the start)
     :return: the child and its observer
     :raises OSError: the command cannot start
     """
@@ -171,20 +199,13 @@ def start_program(
     sys.stderr.flush()
     proc = subprocess.Popen(list(argv), preexec_fn=prepare, env=env)
     record = ProcessRecord(proc.pid, None, bytes(256), sink)
-    observer = Observer(record, interval, follow=follow)
-    observer.sample()  # the memory from the start
-    why = ""
-    target: Target | None = None
-    try:
-        target = wait_for_interpreter(proc.pid, lambda: proc.poll() is None, LOCATE_TIMEOUT)
-    except ObserveError as e:
-        why = str(e)
-    if target is not None:
-        record.reader = target.reader
-        record.flags = target.verified.native_flags
-    elif not why:
-        why = "the program ended before its interpreter could be read"
-    return Started(proc, observer, target, why)
+    why: list[str] = []
+    record.opener = opener(proc.pid, LOCATE_TIMEOUT, why)
+    observer = Observer(record, interval, follow=follow, devices=devices)
+    if devices is not None:
+        devices.pid_source = observer.pids
+    observer.sample()  # the memory from the start, a first try at the interpreter
+    return Started(proc, observer, why)
 
 
 def attach(pid: int, interval: float, sink: Any) -> tuple[Observer, Target]:
@@ -200,6 +221,7 @@ def attach(pid: int, interval: float, sink: Any) -> tuple[Observer, Target]:
         raise ObserveError("--pid is this command's own process", "refused")
     target = open_target(pid)
     record = ProcessRecord(pid, target.reader, target.verified.native_flags, sink)
+    record.collector = describe(target)
     return Observer(record, interval), target
 
 
@@ -227,3 +249,48 @@ def stop_child(proc: subprocess.Popen[bytes], grace: float) -> None:
             with contextlib.suppress(OSError):
                 proc.kill()
             proc.wait()
+
+
+def command_line_of(pid: int) -> str:
+    """A process's command line, as one string ('' if unreadable).
+
+    :param pid: the process
+    """
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(4096)
+    except OSError:
+        return ""
+    return " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
+
+
+def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[int], Any]:
+    """What the observer calls for a new descendant: its record with stacks when it is a
+    Python process it can read, with memory only otherwise; None (try again later) while
+    a fresh interpreter has not mapped its library yet.
+
+    :param make_sink: a new memory sink for the descendant
+    :param patience: seconds a process may take to become readable
+    :return: the function
+    """
+    first_seen: dict[int, float] = {}
+
+    def follow(pid: int) -> ProcessRecord | bool | None:
+        seen = first_seen.setdefault(pid, time.monotonic())
+        try:
+            target: Target | None = open_target(pid)
+        except ObserveError as e:
+            if e.reason == "gone" or not alive(pid):
+                return False
+            waiting = e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            if waiting and time.monotonic() - seen < patience:
+                return None
+            target = None
+        label = f"process {pid}: {command_line_of(pid)}".rstrip(": ")
+        reader = target.reader if target is not None else None
+        flags = target.verified.native_flags if target is not None else bytes(256)
+        record = ProcessRecord(pid, reader, flags, make_sink(), label)
+        record.collector = describe(target) if target is not None else ""
+        return record
+
+    return follow
