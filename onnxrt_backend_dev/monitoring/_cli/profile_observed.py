@@ -102,11 +102,27 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
                          observer_notes(run), cpu, run.observer.samples)  # fmt: skip
     emit_profile(SamplingResult(profile), args, out, err, helpers)
     rc = exit_code(run.status)
-    if os.WIFSIGNALED(run.status) and not args.quiet:
-        err.write(f"{name} was killed by signal {os.WTERMSIG(run.status)}\n")
-    elif rc and not args.quiet:
-        err.write(f"{name} exited with code {rc}\n")
+    if rc:  # said even with -q: the program failed (its own traceback is above)
+        err.write(f"{name} {ending_words(run.status)}\n")
     return rc
+
+
+def ending_words(status: int) -> str:
+    """How a program ended, in words: ``exited with code 3``, ``terminated by SIGTERM``.
+
+    :param status: its wait status
+    :return: the words
+    """
+    import signal
+
+    if os.WIFSIGNALED(status):
+        num = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = f"signal {num}"
+        return f"terminated by {name}"
+    return f"exited with code {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1}"
 
 
 def check_attach(args: argparse.Namespace) -> tuple[int, float | None]:

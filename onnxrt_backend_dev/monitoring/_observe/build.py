@@ -54,11 +54,15 @@ def split(row: list[float]) -> list[float]:
             cpu * system_share]  # fmt: skip
 
 
-def thread_label(record: ProcessRecord, native_id: int, is_main: bool, index: int) -> str:
-    """A thread's name: ``MainThread`` or ``thread N`` (its kernel id)."""
-    if is_main:
+def thread_label(record: ProcessRecord, key: tuple[int, int], index: int) -> str:
+    """A thread's name: ``MainThread``, its :mod:`threading` name, or its kernel id
+    (``thread 4242``: started from C, or its name unreadable)."""
+    th = record.threads[key]
+    if th.is_main:
         return "MainThread"
-    return f"{native_id}" if native_id else f"#{index}"
+    if th.name:
+        return "".join(c if c.isprintable() else "?" for c in th.name)
+    return f"{th.native_id}" if th.native_id else f"#{index}"
 
 
 def to_profile(
@@ -95,7 +99,7 @@ def to_profile(
             for entry in zip(th.line.times, th.line.weights, th.line.stacks, strict=True)
             if stacks[entry[2]]
         ]
-        name = thread_label(record, th.native_id, th.is_main, index)
+        name = thread_label(record, key, index)
         threads.append(ThreadProfile(th.ident, name, th.is_main, totals, timeline))
     threads.sort(key=lambda t: not t.is_main)
     return SampledProfile(

@@ -56,6 +56,10 @@ class ThreadRecord:
         self.stat: ProcFile | None = None
         self.sched: ProcFile | None = None
         self.first_seen = 0.0
+        self.last_sid = -1  # its stack at the previous sample
+        self.last_in_call = False
+        self.name = ""  # its threading name, read once it is known
+        self.name_tries = 0
 
     def add(self, sid: int, values: list[float]) -> None:
         """Adds one sample's figures to a stack's row."""
@@ -285,15 +289,11 @@ def _try_open(record: ProcessRecord) -> None:
 
 
 def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:
-    """Adds each thread's figures; the stack id credited with the memory of this
-    sample (-1: none)."""
+    """Adds each thread's figures; the stack id credited with the memory change since
+    the previous sample (-1: none), see :func:`credit`."""
     best_cpu, credited, main_sid = -1.0, -1, -1
-    flags = record.flags
-    infos = record.reader.infos if record.reader is not None else []
     pid = record.pid
     for s in samples:
-        if s.frames:
-            record.python_seen = True
         key = (s.address, s.ident)  # a thread state reused by a new thread is new
         th = record.threads.get(key)
         if th is None:
@@ -301,25 +301,67 @@ def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: f
             th = record.threads[key] = ThreadRecord(s.ident, s.native_id, is_main)
             th.first_seen = t
             record.order.append(key)
+        if not th.name and not th.is_main and th.name_tries < 5 and s.outer:
+            th.name_tries += 1
+            th.name = _name_of(record, s)
         cpu, uticks, sticks = _cpu(th, pid)
         sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
-        native = True
-        if s.frames:
-            info = infos[s.frames[0]]
-            offset = s.frames[1]
-            op = info.ops[offset] if 0 <= offset < len(info.ops) else 0
-            native = bool(flags[op]) or not s.gil
+        in_call = _in_call(record, s.frames)
+        native = in_call or not s.gil
         weight = dt if th.first_seen < t else 0.0
         python_cpu = 0.0 if native else cpu
         th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks])
         th.line.add(t - record.started, sid, weight, MAX_POINTS)
+        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if s.frames else -1
+        th.last_sid, th.last_in_call = sid, in_call
         if th.is_main:
-            main_sid = sid
-        if s.frames and cpu > best_cpu:
-            best_cpu, credited = cpu, sid
+            main_sid = chosen
+        if chosen >= 0 and cpu > best_cpu:
+            best_cpu, credited = cpu, chosen
     if best_cpu <= 0.0:
         credited = main_sid
     return credited
+
+
+def _name_of(record: ProcessRecord, sample: ThreadSample) -> str:
+    if record.reader is None:
+        return ""
+    try:
+        return record.reader.thread_name(sample)
+    except (ReadError, IndexError, ValueError):
+        return ""
+
+
+def _in_call(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
+    """Whether the innermost frame is inside a call into C or an operator."""
+    if not frames or record.reader is None:
+        return False
+    info = record.reader.infos[frames[0]]
+    offset = frames[1]
+    return bool(record.flags[info.ops[offset]]) if 0 <= offset < len(info.ops) else False
+
+
+def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> int:
+    """The stack credited with what memory did between two samples of a thread: the code
+    running at the start of the interval, unless only the code at its end is inside a
+    call (an allocation starting within the interval).
+
+    Why the start: memory rises while a line allocates, and the interval where it
+    reaches its peak is the one where that line ends; the stack at the end of that
+    interval is already the next line. A line that allocates for a while is on both
+    ends of the intervals inside it.
+
+    :param before: the thread's stack id at the previous sample (-1 none)
+    :param before_in_call: its innermost frame was inside a call or an operator
+    :param now: its stack id now
+    :param now_in_call: the same, now
+    :return: the stack id credited
+    """
+    if before < 0 or before == now:
+        return now
+    if now_in_call and not before_in_call:
+        return now
+    return before
 
 
 def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float]:

@@ -89,6 +89,7 @@ def open_target(pid: int) -> Target:
     checked = verify(interp)
     reader = StackReader(ProcessMemory(pid), interp.layout, interp.runtime, interp.types,
                          checked.pthread_tid)  # fmt: skip
+    reader.names = checked.names
     return Target(interp, checked, reader)
 
 
@@ -110,7 +111,9 @@ def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
             if e.reason == "gone" or not alive(pid):
                 why.append("the program ended before its interpreter could be read")
                 return False
-            retry = e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            retry = e.reason == "starting" or (
+                e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            )
             if retry and time.monotonic() - start < patience:
                 return None
             why.append(str(e))
@@ -261,7 +264,9 @@ def command_line_of(pid: int) -> str:
             raw = f.read(4096)
     except OSError:
         return ""
-    return " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
+    text = " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
+    # Untrusted: a control character (an escape sequence) would act on the terminal.
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[int], Any]:
@@ -282,7 +287,9 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
         except ObserveError as e:
             if e.reason == "gone" or not alive(pid):
                 return False
-            waiting = e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            waiting = e.reason == "starting" or (
+                e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            )
             if waiting and time.monotonic() - seen < patience:
                 return None
             target = None
