@@ -29,9 +29,10 @@ from .reader import StackReader, ThreadSample
 
 MAX_POINTS = 20_000
 MAX_STACKS = 100_000
-# Columns of a row: samples, wall, cpu, python cpu, native cpu, user ticks, system ticks.
-SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS = range(7)
-NCOLUMNS = 7
+# Columns of a row: samples, wall, cpu, python cpu, native cpu, user ticks, system ticks,
+# seconds runnable but waiting for a CPU (a busy machine).
+SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED = range(8)
+NCOLUMNS = 8
 OTHERS_EVERY = 25  # samples between two listings of threads Python does not know
 CHILDREN_EVERY = 10  # samples between two looks for new child processes
 EMPTY: tuple[int, ...] = ()
@@ -51,7 +52,8 @@ class ThreadRecord:
         self.is_main = is_main
         self.rows: dict[int, list[float]] = {}
         self.line = ThreadLine()
-        self.cpu_ns = -1  # schedstat's last reading
+        self.cpu_ns = -1  # schedstat's last reading: on the CPU, waiting for one
+        self.queue_ns = -1
         self.ticks = (-1.0, -1.0)  # stat's last user and system seconds
         self.stat: ProcFile | None = None
         self.sched: ProcFile | None = None
@@ -304,13 +306,13 @@ def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: f
         if not th.name and not th.is_main and th.name_tries < 5 and s.outer:
             th.name_tries += 1
             th.name = _name_of(record, s)
-        cpu, uticks, sticks = _cpu(th, pid)
+        cpu, uticks, sticks, queued = _cpu(th, pid)
         sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
         in_call = _in_call(record, s.frames)
         native = in_call or not s.gil
         weight = dt if th.first_seen < t else 0.0
         python_cpu = 0.0 if native else cpu
-        th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks])
+        th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks, queued])
         th.line.add(t - record.started, sid, weight, MAX_POINTS)
         chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if s.frames else -1
         th.last_sid, th.last_in_call = sid, in_call
@@ -364,33 +366,35 @@ def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> in
     return before
 
 
-def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float]:
-    """The thread's CPU seconds since its last sample, and its user and system ticks
-    (seconds, coarse) over the same gap."""
+def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float, float]:
+    """The thread's CPU seconds since its last sample, its user and system ticks
+    (seconds, coarse) and its seconds runnable but not running (waiting for a CPU) over
+    the same gap, from the kernel's scheduler statistics."""
     if not th.native_id:
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     if th.sched is None:
         th.sched = ProcFile(f"/proc/{pid}/task/{th.native_id}/schedstat")
         th.stat = ProcFile(f"/proc/{pid}/task/{th.native_id}/stat")
     data = th.sched.read(128)
-    cpu = 0.0
+    cpu = queued = 0.0
     if data:
         try:
-            ns = int(data.split()[0])
-        except (IndexError, ValueError):
-            ns = -1
-        if ns >= 0 and th.cpu_ns >= 0:
-            cpu = max(ns - th.cpu_ns, 0) / 1e9
-        if ns >= 0:
-            th.cpu_ns = ns
+            run_ns, wait_ns = (int(x) for x in data.split()[:2])
+        except ValueError:
+            run_ns = wait_ns = -1
+        if run_ns >= 0 and th.cpu_ns >= 0:
+            cpu = max(run_ns - th.cpu_ns, 0) / 1e9
+            queued = max(wait_ns - th.queue_ns, 0) / 1e9
+        if run_ns >= 0:
+            th.cpu_ns, th.queue_ns = run_ns, wait_ns
     stat = parse_stat(th.stat.read(1024) or b"") if th.stat is not None else None
     if stat is None:
-        return cpu, 0.0, 0.0
+        return cpu, 0.0, 0.0, queued
     last_u, last_s = th.ticks
     th.ticks = (stat.utime, stat.stime)
     if last_u < 0:
-        return cpu, 0.0, 0.0
-    return cpu, max(stat.utime - last_u, 0.0), max(stat.stime - last_s, 0.0)
+        return cpu, 0.0, 0.0, queued
+    return cpu, max(stat.utime - last_u, 0.0), max(stat.stime - last_s, 0.0), queued
 
 
 def _other_threads(record: ProcessRecord, samples: list[ThreadSample]) -> None:

@@ -112,7 +112,7 @@ def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
                 why.append("the program ended before its interpreter could be read")
                 return False
             retry = e.reason == "starting" or (
-                e.reason in ("not-python", "unsupported") and not _loaded(pid)
+                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
             )
             if retry and time.monotonic() - start < patience:
                 return None
@@ -132,6 +132,18 @@ def describe(target: Target) -> str:
     lay = target.interpreter.layout
     against = "this interpreter" if target.verified.how == "self" else "a probe of its executable"
     return f"Python {lay.name}, layout from the {lay.source}, checked against {against}"
+
+
+def _may_become_python(pid: int) -> bool:
+    """Whether a process not readable as Python yet may still become readable: its
+    executable is named like an interpreter (its library may be mapping; a reading of
+    the mappings can miss lines that change meanwhile), or the loader is not done."""
+    import re
+
+    from .process import executable
+
+    exe = os.path.basename(executable(pid) or "")
+    return bool(re.match(r"python\d", exe)) or not _loaded(pid)
 
 
 def _loaded(pid: int) -> bool:
@@ -288,7 +300,7 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
             if e.reason == "gone" or not alive(pid):
                 return False
             waiting = e.reason == "starting" or (
-                e.reason in ("not-python", "unsupported") and not _loaded(pid)
+                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
             )
             if waiting and time.monotonic() - seen < patience:
                 return None
