@@ -110,6 +110,8 @@ class LineRow:
     :param net: net growth credited to it
     :param to_peak: growth up to the peak credited to it
     :param source: the line's text (stripped), empty when unreadable
+    :param split: CPU seconds in Python, native code and the kernel, and seconds
+        runnable waiting for a CPU, where the collector measures them (zeros otherwise)
     """
 
     site: Site
@@ -117,6 +119,7 @@ class LineRow:
     net: float
     to_peak: float
     source: str = ""
+    split: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)

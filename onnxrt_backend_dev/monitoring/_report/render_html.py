@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from .._format import format_bytes, format_duration
 from .axis import byte_ticks, time_ticks
-from .model import Curve, Part, Report, Site, Span
+from .model import Curve, LineRow, Part, Report, Site, Span
 from .render_text import tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
@@ -237,18 +237,28 @@ def _tree(report: Report) -> str:
     )
 
 
+def _split_cells(row: LineRow) -> str:
+    """The line's time split: Python, native, system, waiting (% of its time)."""
+    from .._sampling.view import split_shares
+
+    shares = split_shares(row.time, sum(row.split[:3]), *row.split[:3])
+    return "".join(f"<td>{round(100 * x)} %</td>" for x in shares)
+
+
 def _lines(report: Report) -> str:
     total = report.total_time or 1.0
+    split = any(any(r.split) for r in report.lines)
     rows = "".join(
-        f"<tr><td>{r.time / total:.1%}</td><td>{_e(_signed(r.net))}</td>"
-        f"<td>{_e(_signed(r.to_peak))}</td>"
+        f"<tr><td>{r.time / total:.1%}</td>{_split_cells(r) if split else ''}"
+        f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
         f'<td class="l">{_e(r.site.file)}:{r.site.line}</td>'
         f'<td class="l">{_e(r.site.function)}</td>'
         f'<td class="l"><code>{_e(r.source)}</code></td></tr>'
         for r in report.lines
     )
+    heads = "<th>Python</th><th>native</th><th>system</th><th>waiting</th>" if split else ""
     return (
-        "<table><tr><th>time</th><th>net growth</th><th>growth to peak</th>"
+        f"<table><tr><th>time</th>{heads}<th>net growth</th><th>growth to peak</th>"
         '<th class="l">line</th><th class="l">function</th><th class="l">source</th></tr>'
         f"{rows}</table>"
     )

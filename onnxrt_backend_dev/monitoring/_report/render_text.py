@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._format import format_bytes, format_duration
-from .model import Report, Site
+from .model import LineRow, Report, Site
 
 MAX_LINES = 30
 _TOP_FUNCTIONS = 6
@@ -94,13 +94,24 @@ def _hot_lines(report: Report) -> list[str]:
     rows = report.lines[:_TOP_LINES]
     if not rows:
         return []
-    lines = ["hot lines: time   to peak"]
+    split = any(any(r.split) for r in rows)
+    head = "hot lines: time   to peak"
+    lines = [head + ("   py  nat  sys wait (% of the line's time)" if split else "")]
     lines.extend(
-        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}  {r.site.file}:{r.site.line} "
-        f"{r.source[:60]}"
+        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}{_split(r) if split else ''}  "
+        f"{r.site.file}:{r.site.line} {r.source[:60]}"
         for r in rows
     )
     return lines
+
+
+def _split(row: LineRow) -> str:
+    """`` py nat sys wait`` percentages of a line's time."""
+    from .._sampling.view import split_shares
+
+    cpu = sum(row.split[:3])
+    shares = split_shares(row.time, cpu, *row.split[:3])
+    return "".join(f" {round(100 * x):4d}" for x in shares)
 
 
 def to_text(report: Report) -> str:
