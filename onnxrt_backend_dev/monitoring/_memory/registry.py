@@ -208,6 +208,7 @@ WORKER_OPTIONS: tuple[tuple[str, str, type, Any], ...] = (
     ("--max-points", "max_points", int, DEFAULT_MAX_POINTS),
     ("--children", "children", bool, False),
     ("--no-reset", "no_reset", bool, False),
+    ("--stacks", "stacks", bool, False),
     ("--probe", "probes", list, ()),
 )
 

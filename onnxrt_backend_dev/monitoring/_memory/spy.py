@@ -316,7 +316,8 @@ class MemorySpy:
         self._lock = threading.Lock()
         self._error: Exception | None = None
         self.stacks = stacks
-        self._sampler: Any = None  # the StackSampler with stacks=True
+        self.stacks_note = ""  # why the stacks were sampled in process, if they were
+        self._sampler: Any = None  # the in-process StackSampler (no observer)
         self._samples: Any = None  # what it recorded, once stopped
         self.result: SpyReport | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -356,9 +357,19 @@ class MemorySpy:
             "max_points": self.max_points,
             "children": self.include_children,
             "no_reset": not self._resets,
+            "stacks": self.stacks and self._observed_stacks(),
             "probes": [registry.get_spec(n).to_arg(self.probe_libs.get(n)) for n in self.probes],
         }
         return [sys.executable, "-I", "-S", "-c", code, *registry.to_argv(opts)]
+
+    def _observed_stacks(self) -> bool:
+        """Whether the spy reads this process's stacks from outside (the observer), as
+        this machine allows; the in-process sampler runs otherwise."""
+        from .._observe.session import availability
+
+        found = availability()
+        self.stacks_note = "" if found.ok else f"in-process stack sampler: {found.reason}"
+        return found.ok
 
     def _check_probes(self) -> None:
         """Refuses a device probe whose library is missing, naming the extra."""
@@ -410,7 +421,10 @@ class MemorySpy:
                 self._reader = _Reader(self._proc)
             self._wait_ready(self._proc, self._reader)
             _LIVE.add(self)
-            if self.stacks:
+            ready = self._reader.ready_frame or {}
+            if ready.get("stacks_error"):
+                self.stacks_note = f"in-process stack sampler: {ready['stacks_error']}"
+            if self.stacks and not ready.get("stacks"):
                 from .stacks import StackSampler
 
                 self._samples = None
@@ -515,10 +529,15 @@ class MemorySpy:
         if header.get("kind") == "error":
             _raise_error(header)
         self.result = self._build(header, payload)
-        if self._samples is not None:
+        samples = self._samples
+        if "stacks" in header:
+            from .stacks import from_observer
+
+            samples = from_observer(header["stacks"])
+        if samples is not None:
             from .views import attach
 
-            attach(self.result["cpu"], self._samples)
+            attach(self.result["cpu"], samples)
         return self.result
 
     def _build(self, header: dict[str, Any], payload: bytes) -> SpyReport:

@@ -77,6 +77,11 @@ class SpyLoop:
             self.monitors.extend(mons)
         self.first: float | None = None
         self.last = 0.0
+        # The parent's stacks read from here at each tick (stacks=True), see
+        # .._observe.block; why not, when it could not start (the parent samples itself).
+        self.observer: Any = None
+        self.pending_observer: Any = None
+        self.stacks_error = ""
 
     def tick(self) -> bool:
         """Takes one measure of every channel.
@@ -92,6 +97,8 @@ class SpyLoop:
             self.first = t
         self.last = t
         self.monitors[0].update(current, peak, t)
+        if self.observer is not None:
+            self.observer.tick(t)
         for probe, mons in zip(self.devices, self.device_monitors, strict=True):
             for mon, value in zip(mons, probe.read(), strict=False):
                 # None, NaN or inf: unknown at this tick (a NaN would poison the peak)
@@ -116,6 +123,8 @@ class SpyLoop:
             "monitors": headers,
             "nbytes": len(payload),
         }
+        if self.observer is not None:
+            header["stacks"] = self.observer.result()
         return header, payload
 
     def close(self) -> None:
@@ -266,7 +275,21 @@ def build_loop(opts: dict[str, Any]) -> SpyLoop:
             probe.close()
         cpu.close()
         raise
-    return SpyLoop(cpu, devices, max_points=opts["max_points"])
+    loop = SpyLoop(cpu, devices, max_points=opts["max_points"])
+    if opts["stacks"]:
+        _open_observer(loop, pid, opts["max_points"])
+    return loop
+
+
+def _open_observer(loop: SpyLoop, pid: int, max_points: int) -> None:
+    """The observer of the parent's stacks (imported only then: the spy starts lean)."""
+    try:
+        from .._observe.block import BlockObserver
+
+        # Read from the tick after 'ready': before, the parent is in the spy's start.
+        loop.pending_observer = BlockObserver(pid, max_points)
+    except Exception as e:  # the parent samples its stacks itself, saying why
+        loop.stacks_error = str(e) or type(e).__name__
 
 
 def wire_name(error: BaseException) -> str:
@@ -301,7 +324,15 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
         return 1
     try:
         alive = loop.tick()  # the first measure: ``begin`` is the memory at start
-        if not write_frame(wfd, {"kind": "ready", "t0": loop.first, "source": loop.cpu.source}):
+        ready = {
+            "kind": "ready",
+            "t0": loop.first,
+            "source": loop.cpu.source,
+            "stacks": loop.pending_observer is not None,
+            "stacks_error": loop.stacks_error,
+        }
+        loop.observer, loop.pending_observer = loop.pending_observer, None
+        if not write_frame(wfd, ready):
             return 0
         if not alive:
             write_frame(wfd, *loop.result(True))

@@ -350,6 +350,28 @@ def _try_open(record: ProcessRecord) -> None:
 def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:
     """Adds each thread's figures; the stack id credited with the memory change since
     the previous sample (-1: none), see :func:`credit`."""
+    return sample_threads(record, samples, t, dt)
+
+
+def sample_threads(
+    record: ProcessRecord,
+    samples: list[ThreadSample],
+    t: float,
+    dt: float,
+    skip: Callable[[str], bool] | None = None,
+) -> int:
+    """Adds each thread's figures (its CPU since its previous sample, the split, the
+    stack it runs); returns the stack id credited with what memory did since the
+    previous sample (-1: none): the credited stack of the thread that used the most CPU
+    meanwhile, the main thread's when none did (see :func:`credit`).
+
+    :param record: the process
+    :param samples: its threads, just read
+    :param t: the sample's time
+    :param dt: seconds since the previous sample
+    :param skip: thread name -> True to leave that thread out (this tool's own)
+    :return: the credited stack id
+    """
     best_cpu, credited, main_sid = -1.0, -1, -1
     pid = record.pid
     for s in samples:
@@ -363,6 +385,8 @@ def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: f
         if not th.name and not th.is_main and th.name_tries < 5 and s.outer:
             th.name_tries += 1
             th.name = _name_of(record, s)
+        if skip is not None and th.name and skip(th.name):
+            continue
         cpu, uticks, sticks, queued = _cpu(th, pid)
         sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
         in_call = _in_call(record, s.frames)
