@@ -78,7 +78,6 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from ._cli.cmd_time import format_line
 from ._format import format_bytes
 
-
 # Batches of %measure_time without -r: %timeit's default.
 _MAGIC_REPEAT = 7
 

@@ -79,9 +79,7 @@ def measure_time(
     :param setup: code run before each batch, outside the timed region, whose names are
         local to the timing loop (as ``timeit -s``); a str only
     :param clock: returns seconds, :func:`time.perf_counter` (wall time) by default;
-        :func:`time.process_time` times the process's CPU time instead (every thread
-        counted, what other processes take from a busy machine not counted: the
-        ``time`` command's ``--clock cpu``); tests inject a fake one
+        :func:`time.process_time` for the process's CPU time (``time --clock cpu``)
     :param calibrate: ``number`` is ignored and picked as :meth:`timeit.Timer.autorange`
         does (1, 2, 5, 10, 20... executions until one batch lasts at least 0.2 s), after
         the warmup; those trial batches are not counted; not with ``max_time``
@@ -141,17 +139,11 @@ def measure_time(
     See :meth:`timeit.Timer.repeat` for a better understanding of parameters
     ``repeat`` and ``number``.
 
-    The defaults (the reference's) run the statement ``warmup + repeat x number`` = 501
-    times: 50 s for a statement of 0.1 s. For a slow statement (a model's inference, a
-    training step), let the batch size be found, or give a time budget::
+    The defaults (the reference's) run a statement 501 times: 50 s at 0.1 s each. For a
+    slow one, let the batch size be found (batches of at least 0.2 s) or give a budget::
 
-        # batches of at least 0.2 s (1, 2, 5, 10... executions), 5 of them
-        res = measure_time(step, repeat=5, calibrate=True)
-        # batches until about 3 s are measured, however long one execution takes
-        res = measure_time(step, max_time=3.0)
-
-    (``%measure_time`` in a notebook calibrates unless ``-n`` is given, as ``%timeit``
-    does; the ``time`` command unless ``-n`` or ``-t`` is given.)
+        res = measure_time(step, repeat=5, calibrate=True)  # 5 batches of >= 0.2 s
+        res = measure_time(step, max_time=3.0)  # about 3 s measured
     """
     result = measure(
         stmt,
