@@ -141,6 +141,11 @@ def nvmlDeviceGetHandleByIndex(i: int) -> int:
     return i
 
 
+def nvmlDeviceGetUUID(handle: int) -> str:
+    # The UUIDs of fake_torch_cuda's GPUs, as NVML spells them.
+    return f"GPU-00000000-0000-0000-0000-00000000000{handle}"
+
+
 def nvmlDeviceGetMemoryInfo(handle: int) -> _MemoryInfo:
     used = (handle + 1) * GIB
     return _MemoryInfo(total=80 * GIB, used=used, free=80 * GIB - used)
