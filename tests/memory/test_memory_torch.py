@@ -323,8 +323,13 @@ def test_the_program_hook_opens_the_probe_once_the_program_initialized_cuda(
     # AND the report's plain facts carry each device, its role, UUID and the line
     curves, devices = inprocess.device_facts(monitors)
     assert [c[0] for c in curves] == [d[0] for d in devices]
-    name, peak, begin, end, extras = devices[0]
-    assert (name, peak, extras["role"]) == ("torch:cuda0", GIB + 64 * MIB, "allocated")
+    name, peak, _, end, extras = devices[0]
+    assert (name, peak, end, extras["role"]) == (
+        "torch:cuda0",
+        GIB + 64 * MIB,
+        64 * MIB,
+        "allocated",
+    )
     assert extras["uuid"] == fake_torch.uuid_of(0)
     assert extras["site"][0].endswith("test_the_program_hook_opens_the_probe_once_the_program"
                                       "_initialized_cuda")  # fmt: skip
