@@ -42,6 +42,25 @@ def fake_torch() -> Iterator[Any]:
         fake_torch_cuda.reset()
 
 
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The ``nvml`` probe reading the fake NVML of ``fakes`` (two GPUs; the spied process,
+    or any child of this one, uses 256 MiB on GPU 0), registered by name for the test
+    only: ``cuda=True``, ``--cuda`` and ``--probe nvml`` then read it everywhere."""
+    import os
+
+    from onnxrt_backend_dev.monitoring._memory import registry
+
+    monkeypatch.setenv("FAKE_NVML", "ok")
+    monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
+    real = registry.get_spec("nvml")
+    registry.register(registry.ProbeSpec("nvml", real.target, "fakes", real.package, real.extra))
+    try:
+        yield "nvml"
+    finally:
+        registry.register(real)
+
+
 def pytest_configure(config: Any) -> None:
     """Starts the session from the default dispositions of the terminal's signals.
 

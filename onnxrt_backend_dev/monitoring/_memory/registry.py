@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 ROLES: dict[str, str] = {
     "device": "device-wide, every process",
     "process": "this process",
-    "allocated": "allocated by the allocator",
+    "allocated": "allocated, the allocator's exact peak",
     "reserved": "reserved by the caching allocator",
 }
 

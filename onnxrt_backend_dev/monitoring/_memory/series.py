@@ -420,7 +420,8 @@ def join_context(monitors: Sequence[Monitor]) -> None:
     (NVML, role ``"process"``) and torch's reserved memory (role ``"reserved"``) are both
     known, with the same UUID, the process monitor's ``context`` is the first less the
     second at the end (the context, cuBLAS' and cuDNN's workspaces, any allocation made
-    outside torch). Negative differences (readings a tick apart) are left unknown.
+    outside torch). Negative differences (readings a tick apart) are left unknown, and so
+    is a GPU this process does not use (no context there).
 
     :param monitors: the device monitors of one result
     """
@@ -443,7 +444,7 @@ def context_of(channels: Sequence[tuple[str, str | None, float]]) -> dict[int, f
         if role != "process":
             continue
         pool = next((e for u, e in pools if same_device(u, uuid)), None)
-        if pool is not None and end >= pool:
+        if pool is not None and end > 0 and end >= pool:  # 0: no context on that GPU
             found[i] = end - pool
     return found
 

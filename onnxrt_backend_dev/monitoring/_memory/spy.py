@@ -325,8 +325,7 @@ class MemorySpy:
         if self._inside_probes and pid != os.getpid():
             raise BadValue(
                 f"probe {self._inside_probes[0]!r} reads its counters inside the measured "
-                f"process: pid must be the current process ({os.getpid()}), got {pid} "
-                "(the run command reads them in the program)"
+                f"process: pid must be the current process ({os.getpid()}), got {pid}"
             )
         self._lock = threading.Lock()
         self._error: Exception | None = None
