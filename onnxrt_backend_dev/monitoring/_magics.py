@@ -184,7 +184,12 @@ _SPY = _MagicSpec(
     options=(
         _Option("-d", "DELAY", "seconds between two measures (0.01)"),
         _Option("--cuda", None, "measure the GPUs too (nvidia-ml-py): --probe nvml"),
-        _Option("--probe", "NAME", "measure the devices of this registered probe (repeatable)"),
+        _Option(
+            "--probe",
+            "NAME",
+            "measure the devices of this registered probe (repeatable; nvml, torch: torch's "
+            "allocator, exact peaks)",
+        ),
         _Option("--stacks", None, "sample the cell's Python stacks: where the peak happened"),
         _Option("--plot", "FILE.png", "write the memory curve to this PNG file"),
         _Option("--no-plot", None, "do not draw the memory curve"),
@@ -200,7 +205,7 @@ _MONITOR = _MagicSpec(
     "the line that built it, what the peak is made of, the heaviest functions and lines.",
     options=(
         _Option("--interval", "SECONDS", "seconds between two ticks (0.005)"),
-        _Option("--probe", "NAME", "a device probe to read too (nvml); repeatable"),
+        _Option("--probe", "NAME", "a device probe to read too (nvml, torch); repeatable"),
         _Option("--html", "FILE", "also write the HTML page there"),
         _Option("--json", "FILE", "also write the JSON report there"),
         _Option("-q", None, "print nothing"),

@@ -105,7 +105,8 @@ class SpyCommand:
             action="append",
             default=[],
             metavar="NAME",
-            help="measure the devices of this registered probe too (repeatable; nvml: NVIDIA)",
+            help="measure the devices of this registered probe too (repeatable; nvml: NVIDIA; "
+            "torch, read inside a program, is refused here)",
         )
         parser.add_argument("--children", action="store_true", help="count the whole process tree")
         parser.add_argument(
