@@ -122,7 +122,9 @@ def monitor(
 
     :param label: the report's title
     :param interval: seconds between ticks
-    :param probes: device probes (``("nvml",)``)
+    :param probes: device probes (``("nvml",)``; ``"torch"``: torch's allocator, read in
+        this process, its exact peak and the line where it rose; both: the CUDA context
+        measured apart)
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :param sampler: also run the time sampler (every thread; the time columns)
     :return: a :class:`Monitored`, its ``report`` set at the end (also on an exception)
