@@ -44,7 +44,9 @@ def fake_amd() -> Iterator[_registry.ProbeSpec]:
 
 def test_registry_lists_nvml_and_refuses_unknown_names() -> None:
     assert _registry.get_spec("nvml").lib == "pynvml"
-    with pytest.raises(ValueError, match=r"probes: unknown probe 'rocm', choose from \['nvml'\]"):
+    with pytest.raises(
+        ValueError, match=r"probes: unknown probe 'rocm', choose from \['nvml', 'torch'\]"
+    ):
         start_spying_on(probes=("rocm",))
     with pytest.raises(TypeError, match="probes must be a sequence of names"):
         start_spying_on(probes="nvml")

@@ -37,7 +37,17 @@ if TYPE_CHECKING:
     from .probes import Probe
     from .registry import DeviceProbe
 
-__all__ = ["SpyLoop", "build_loop", "decode_frame", "encode_frame", "main", "parse_args", "serve"]
+__all__ = [
+    "SpyLoop",
+    "build_loop",
+    "decode_frame",
+    "device_monitors",
+    "encode_frame",
+    "main",
+    "parse_args",
+    "serve",
+    "update_devices",
+]
 
 WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
 
@@ -67,12 +77,7 @@ class SpyLoop:
         # One list of monitors per device probe, in the order of its read().
         self.device_monitors: list[list[Monitor]] = []
         for probe in self.devices:
-            mons = [
-                Monitor(ch.name, max_points, probe=probe.name, device=ch.device, group=ch.group)
-                for ch in probe.channels
-            ]
-            for mon in mons:
-                mon.peak_source = probe.source
+            mons = device_monitors(probe, max_points)
             self.device_monitors.append(mons)
             self.monitors.extend(mons)
         self.first: float | None = None
@@ -100,10 +105,7 @@ class SpyLoop:
         if self.observer is not None:
             self.observer.tick(t)
         for probe, mons in zip(self.devices, self.device_monitors, strict=True):
-            for mon, value in zip(mons, probe.read(), strict=False):
-                # None, NaN or inf: unknown at this tick (a NaN would poison the peak)
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    mon.update(value, None, t)
+            update_devices(mons, probe.read_peaks(), t)
         return True
 
     def result(self, target_exited: bool) -> tuple[dict[str, Any], bytes]:
@@ -132,6 +134,50 @@ class SpyLoop:
         self.cpu.close()
         for probe in self.devices:
             probe.close()
+
+
+def device_monitors(probe: DeviceProbe, max_points: int) -> list[Monitor]:
+    """One monitor per channel of a device probe, in the order of its ``read()``.
+
+    :param probe: the open probe
+    :param max_points: bound of each retained series
+    :return: the monitors
+    """
+    mons = []
+    for ch in probe.channels:
+        mon = Monitor(ch.name, max_points, probe=probe.name, device=ch.device, group=ch.group)
+        mon.role = getattr(ch, "role", "") or ""
+        mon.uuid = getattr(ch, "uuid", None)
+        mon.peak_source = probe.source
+        mons.append(mon)
+    return mons
+
+
+def _finite(value: Any) -> bool:
+    # None, NaN or inf: unknown at this tick (a NaN would poison the peak)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def update_devices(
+    mons: Sequence[Monitor], readings: Sequence[tuple[Any, Any]], t: float
+) -> list[Monitor]:
+    """Feeds one tick of a device probe to its monitors.
+
+    :param mons: the probe's monitors
+    :param readings: ``(bytes now, highest since the previous read or None)`` per channel
+    :param t: the tick's time
+    :return: the monitors whose peak was dated at this tick (it rose)
+    """
+    rose = []
+    for mon, reading in zip(mons, readings, strict=False):
+        value, peak = reading if isinstance(reading, tuple) and len(reading) == 2 else (None, None)
+        if not _finite(value):
+            continue
+        first, before = mon.n_measures == 0, mon.peak_timestamp
+        mon.update(value, peak if _finite(peak) else None, t)
+        if not first and mon.peak_timestamp != before:
+            rose.append(mon)
+    return rose
 
 
 def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:

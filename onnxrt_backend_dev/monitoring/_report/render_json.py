@@ -139,6 +139,21 @@ def _function_row(r: Any) -> FunctionRow:
     return FunctionRow(site, time, self_time, net, to_peak, _float(r.get("self_cpu", 0.0)))
 
 
+def _device(d: Any) -> Device:
+    # role, context, site and uuid are absent from the reports written before them.
+    context, uuid = d.get("context"), d.get("uuid")
+    return Device(
+        str(d["name"]),
+        _float(d["peak"]),
+        _float(d["begin"]),
+        _float(d["end"]),
+        role=str(d.get("role") or ""),
+        context=None if context is None else _float(context),
+        site=_site(d.get("site")),
+        uuid=None if uuid is None else str(uuid),
+    )
+
+
 def _peak(p: Any) -> Peak:
     return Peak(
         _float(p["value"]),
@@ -174,10 +189,7 @@ def _from_dict(doc: dict[str, Any]) -> Report:
         end_rss=_float(doc["end_rss"]),
         ending=_ending(doc["ending"]),
         curves=tuple(_curve(c) for c in doc["curves"]),
-        devices=tuple(
-            Device(str(d["name"]), _float(d["peak"]), _float(d["begin"]), _float(d["end"]))
-            for d in doc["devices"]
-        ),
+        devices=tuple(_device(d) for d in doc["devices"]),
         timeline=tuple(
             Span(_float(s["start"]), _float(s["end"]), int(s["row"]), str(s["label"]))
             for s in doc["timeline"]
