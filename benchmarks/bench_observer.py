@@ -202,10 +202,13 @@ def matmul(folder: str, runs: int) -> dict[str, Any]:
         line = [v[0] for v in values]
         tiny = [v[1] for v in values]
         rate = [v[2] for v in values]
-        print(f"  {tool:11s} matmul line {100 * statistics.median(line):5.1f} % "
-              f"({100 * min(line):.1f}-{100 * max(line):.1f})  tiny {100 * statistics.median(tiny):4.1f} % "
-              f"({100 * min(tiny):.1f}-{100 * max(tiny):.1f})"
-              + (f"  {statistics.median(rate):.0f} samples/s" if any(rate) else ""))  # fmt: skip
+        med_line, med_tiny = 100 * statistics.median(line), 100 * statistics.median(tiny)
+        speed = f"  {statistics.median(rate):.0f} samples/s" if any(rate) else ""
+        print(
+            f"  {tool:11s} matmul line {med_line:5.1f} % ({100 * min(line):.1f}-"
+            f"{100 * max(line):.1f})  tiny {med_tiny:4.1f} % ({100 * min(tiny):.1f}-"
+            f"{100 * max(tiny):.1f}){speed}"
+        )
     return {k: v for k, v in rows.items() if v}
 
 
@@ -250,8 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs of matmul per tool (5)")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-          f"{os.cpu_count()} CPUs, load {load:.1f}, Python {platform.python_version()}")  # fmt: skip
+    print(
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, load {load:.1f}, Python {platform.python_version()}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         matmul(folder, args.runs)
         mlp(folder)
