@@ -293,7 +293,7 @@ def test_profile_tree_samples_the_cell_by_default(ip: Any) -> None:
     with capture_output() as out:
         res = ip.run_cell_magic("profile_tree", "", _LONG_CELL)
     assert res is None
-    lines = out.stdout.splitlines()
+    lines = [line for line in out.stdout.splitlines() if not line.startswith("note: ")]
     # THEN its stacks were sampled: the sampler's header, the main thread's tree rooted at
     # the cell's <module> (the magic's own frames left out), branch above leaf
     assert lines[0].startswith("the cell: wall ") and " samples every 2.00 ms " in lines[0]

@@ -331,6 +331,9 @@ class MemorySpy:
         self._error: Exception | None = None
         self.stacks = stacks
         self.stacks_note = ""  # why the stacks were sampled in process, if they were
+        # What the spy's observer read of this process (plain values, see
+        # _observe.block), once stopped; None when the stacks were sampled in process.
+        self.observed: dict[str, Any] | None = None
         self._inside: Any = None  # the InProcessProbes reading in-process probes
         self._sampler: Any = None  # the in-process StackSampler (no observer)
         self._samples: Any = None  # what it recorded, once stopped
@@ -555,6 +558,7 @@ class MemorySpy:
             _raise_error(header)
         self.result = self._build(header, payload, inside)
         samples = self._samples
+        self.observed = header.get("stacks")
         if "stacks" in header:
             from .stacks import from_observer
 

@@ -103,7 +103,7 @@ class SpyLoop:
         self.last = t
         self.monitors[0].update(current, peak, t)
         if self.observer is not None:
-            self.observer.tick(t)
+            self.observer.tick(t, current, peak)
         for probe, mons in zip(self.devices, self.device_monitors, strict=True):
             update_devices(mons, probe.read_peaks(), t)
         return True

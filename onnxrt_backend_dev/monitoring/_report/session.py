@@ -4,7 +4,9 @@ turned into a report; and the library's context manager."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType
@@ -96,6 +98,79 @@ def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
     ]
 
 
+def observer_note() -> str:
+    """Why the observer cannot report on a block here ('' when it can).
+
+    :return: the reason in words
+    """
+    from .._observe.session import availability
+
+    found = availability()
+    return "" if found.ok else found.reason
+
+
+class ObservedBlock:
+    """Starts the observer of this process; :meth:`report` stops it and builds the report.
+
+    :param interval: seconds between ticks
+    :param probes: device probes, by registry name
+    :param root: ``(qualified name, file, first line)`` of the block's code: the frames
+        above it (its callers) are left out
+    """
+
+    def __init__(
+        self, interval: float, probes: Sequence[str], root: tuple[str, str, int] | None
+    ) -> None:
+        from .._memory.spy import MemorySpy
+
+        self.interval = interval
+        self.root = root
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+        self.spy = MemorySpy(os.getpid(), delay=max(interval, SPY_DELAY / 10), stacks=True,
+                             probes=tuple(probes))  # fmt: skip
+        self.t0 = time.monotonic()
+        self.cpu0 = _cpu()
+
+    def report(self, label: str, ending: Ending) -> Report:
+        """Stops the observer; the block's report.
+
+        :param label: the report's title
+        :param ending: how the block ended
+        :return: the report
+        """
+        from .._observe.block import report_inputs
+        from .aggregate import Aggregator
+
+        result = self.spy.stop()
+        facts: dict[str, Any] = {
+            "wall": time.monotonic() - self.t0,
+            "cpu": _cpu() - self.cpu0,
+            "t0": self.t0,
+            "started": self.started,
+            "pid": os.getpid(),
+            "curves": [],
+            "devices": [],
+            "exact_peak": None,
+            "notes": [],
+            "threads": [],
+        }
+        doc = self.spy.observed
+        agg = Aggregator()
+        if doc is not None:
+            agg, facts["threads"] = report_inputs(doc, self.root)
+            facts["notes"].append(f"collector: the observer, the memory spy reading this "
+                                  f"process ({doc.get('collector', '')})")  # fmt: skip
+        else:
+            facts["notes"].append(self.spy.stacks_note or "the observer read no stack")
+        spy_facts(result, facts)
+        return build_report(agg, facts_of(label, self.interval, ending, facts))
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
 class Monitored:
     """What :func:`monitor` yields: ``report`` is set when the block ends."""
 
@@ -132,11 +207,23 @@ def monitor(
     from .._validate import check_number
 
     check_number("interval", interval, minimum=0.001)
-    agg = Aggregator()
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
-    recording = Recording(agg, interval, probes, spy, sampler, root_frame=caller)
     ending = Ending("exit", 0, "the block ended")
+    if spy and sampler and not observer_note():
+        from .._observe.block import root_key
+
+        block = ObservedBlock(interval, probes, root_key(caller.f_code))
+        try:
+            yield handle
+        except BaseException as e:
+            ending = Ending("exception", 1, f"the block raised {type(e).__name__}: {e}")
+            raise
+        finally:
+            handle.report = block.report(label, ending)
+        return
+    agg = Aggregator()
+    recording = Recording(agg, interval, probes, spy, sampler, root_frame=caller)
     try:
         yield handle
     except BaseException as e:
@@ -164,9 +251,21 @@ def run_monitored(
     :param probes: device probes
     :return: the report
     """
+    ending = Ending("exit", 0, "the cell ended")
+    if not observer_note():
+        from .._observe.block import root_key
+
+        block = ObservedBlock(interval, probes, root_key(root_code))
+        try:
+            run()
+        except BaseException as e:
+            ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
+            raise
+        finally:
+            report = block.report(label, ending)
+        return report
     agg = Aggregator()
     recording = Recording(agg, interval, probes, root_code=root_code)
-    ending = Ending("exit", 0, "the cell ended")
     try:
         run()
     except BaseException as e:
