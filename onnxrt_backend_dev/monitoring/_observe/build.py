@@ -21,7 +21,7 @@ def decode_stacks(record: ProcessRecord) -> list[Stack]:
     :param record: the process
     :return: one tuple per stack id
     """
-    infos = record.reader.infos if record.reader is not None else []
+    infos = record.infos
     cache: dict[tuple[int, int], SampledFrame] = {}
     out: list[Stack] = []
     for key in record.key_list:

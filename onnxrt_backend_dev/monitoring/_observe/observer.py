@@ -123,9 +123,12 @@ class ProcessRecord:
         # exec, after which it is read anew (see :func:`check_exec`).
         self.image = image_of(pid)
         self.execs = 0
-        # Reopens the process after an exec: ``(reader, flags, collector)`` or None, and
-        # gives its new label (set by the session; None: not reopened).
-        self.reopen: Callable[[], Any] | None = None
+        # Called after an exec (set by the session): gives the record a new opener (and
+        # a new label); None: the process is not read after an exec.
+        self.on_exec: Callable[[ProcessRecord], None] | None = None
+        # Every code object read, by id, whatever reader read it (an exec brings a new
+        # reader: the stacks seen before keep their meaning).
+        self.infos: list[Any] = reader.infos if reader is not None else []
 
     def intern(self, key: tuple[int, ...]) -> int:
         """The id of a stack key (a cut key once the table is full)."""
@@ -323,15 +326,9 @@ def check_exec(record: ProcessRecord) -> bool:
         return False
     record.image = image
     record.execs += 1
-    old = record.reader
     record.reader = None
-    if record.reopen is not None:
-        found = record.reopen()
-        if found is not None:
-            reader, record.flags, record.collector, record.label = found
-            if old is not None:
-                reader.infos = old.infos  # ids already given stay valid
-            record.reader = reader
+    if record.on_exec is not None:
+        record.on_exec(record)  # opened again at the next samples (see _try_open)
     for th in record.threads.values():
         th.last_sid = -1
     return True
@@ -345,6 +342,7 @@ def _try_open(record: ProcessRecord) -> None:
     record.opener = None
     if found is not False:
         record.reader, record.flags, record.collector = found
+        record.reader.infos = record.infos  # ids already given stay valid
 
 
 def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:
@@ -419,7 +417,7 @@ def _in_call(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
     """Whether the innermost frame is inside a call into C or an operator."""
     if not frames or record.reader is None:
         return False
-    info = record.reader.infos[frames[0]]
+    info = record.infos[frames[0]]
     offset = frames[1]
     return bool(record.flags[info.ops[offset]]) if 0 <= offset < len(info.ops) else False
 

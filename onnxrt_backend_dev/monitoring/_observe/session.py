@@ -216,7 +216,7 @@ def start_program(
     record = ProcessRecord(proc.pid, None, bytes(256), sink)
     why: list[str] = []
     record.opener = opener(proc.pid, LOCATE_TIMEOUT, why)
-    record.reopen = lambda: reopen(proc.pid)
+    record.on_exec = reopen_after_exec
     observer = Observer(record, interval, follow=follow, devices=devices)
     if devices is not None:
         devices.pid_source = observer.pids
@@ -290,17 +290,15 @@ def label_of(pid: int) -> str:
     return f"process {pid}: {command_line_of(pid)}".rstrip(": ")
 
 
-def reopen(pid: int) -> tuple[StackReader, bytes, str, str] | None:
-    """A process read anew after an exec: its reader, flags, collector and label (None
-    when it is no Python process this tool reads).
+def reopen_after_exec(record: ProcessRecord) -> None:
+    """What the observer does when a process execs: it is opened again (its interpreter
+    maps anew: tried at the next samples), and labelled by its new command line.
 
-    :param pid: the process
+    :param record: the process
     """
-    try:
-        target = open_target(pid)
-    except ObserveError:
-        return None
-    return target.reader, target.verified.native_flags, describe(target), label_of(pid)
+    record.opener = opener(record.pid, LOCATE_TIMEOUT, [])
+    if record.label.startswith("process "):
+        record.label = label_of(record.pid)
 
 
 def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[int], Any]:
@@ -331,7 +329,7 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
         flags = target.verified.native_flags if target is not None else bytes(256)
         record = ProcessRecord(pid, reader, flags, make_sink(), label_of(pid))
         record.collector = describe(target) if target is not None else ""
-        record.reopen = lambda: reopen(pid)
+        record.on_exec = reopen_after_exec
         return record
 
     return follow
