@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from onnxrt_backend_dev.monitoring._observe import session
+from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile
 from onnxrt_backend_dev.monitoring._sampling.session import Sampling, sample, sampling
 
 pytestmark = pytest.mark.skipif(
@@ -31,9 +32,8 @@ def busy_branch(seconds: float) -> int:
     return busy_leaf(seconds)
 
 
-def _functions(profile: object) -> set[str]:
-    stacks = getattr(profile, "stacks")
-    return {f.name for stack in stacks for f in stack}
+def _functions(profile: SampledProfile) -> set[str]:
+    return {f.name for stack in profile.stacks for f in stack}
 
 
 def test_a_block_is_rooted_at_its_frame_and_shows_none_of_the_tool() -> None:
