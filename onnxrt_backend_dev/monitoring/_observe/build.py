@@ -127,7 +127,7 @@ def native_threads(record: ProcessRecord) -> list[tuple[str, int, float]]:
     :param record: the process
     """
     groups: dict[str, list[float]] = {}
-    own = thread_name(record.pid, record.pid)
+    own = record.comm or thread_name(record.pid, record.pid)
     for name, first_ns, last_ns in record.others.values():
         label = "unnamed" if str(name) == own else str(name)  # the process's own name
         entry = groups.setdefault(label, [0, 0.0])

@@ -34,6 +34,7 @@ MAX_STACKS = 100_000
 SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED = range(8)
 NCOLUMNS = 8
 OTHERS_EVERY = 25  # samples between two listings of threads Python does not know
+STAT_EVERY = 4  # samples between two readings of a thread's user and system ticks
 CHILDREN_EVERY = 10  # samples between two looks for new child processes
 EMPTY: tuple[int, ...] = ()
 
@@ -52,6 +53,7 @@ class ThreadRecord:
         self.is_main = is_main
         self.rows: dict[int, list[float]] = {}
         self.line = ThreadLine()
+        self.stat_skip = -1  # samples since its stat was read (see _cpu)
         self.cpu_ns = -1  # schedstat's last reading: on the CPU, waiting for one
         self.queue_ns = -1
         self.ticks = (-1.0, -1.0)  # stat's last user and system seconds
@@ -119,6 +121,7 @@ class ProcessRecord:
         # and its flags, None to try again, False to give up (set by the session).
         self.opener: Callable[[], Any] | None = None
         self.collector = ""  # how its stacks are read, for the notes
+        self.comm = ""  # its kernel name (its threads started from C inherit it)
         # What the process runs (its first mapping, its command line): changes with an
         # exec, after which it is read anew (see :func:`check_exec`).
         self.image = image_of(pid)
@@ -466,6 +469,11 @@ def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float, float]:
             queued = max(wait_ns - th.queue_ns, 0) / 1e9
         if run_ns >= 0:
             th.cpu_ns, th.queue_ns = run_ns, wait_ns
+    # The kernel's user and system ticks move by 10 ms: read every few samples (the
+    # difference then goes to the stack of that sample, as coarse as the ticks are).
+    th.stat_skip = (th.stat_skip + 1) % STAT_EVERY
+    if th.stat_skip:
+        return cpu, 0.0, 0.0, queued
     stat = parse_stat(th.stat.read(1024) or b"") if th.stat is not None else None
     if stat is None:
         return cpu, 0.0, 0.0, queued
@@ -480,6 +488,8 @@ def _other_threads(record: ProcessRecord, samples: list[ThreadSample]) -> None:
     """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
     kernel name, read every few samples."""
     known = {s.native_id for s in samples if s.native_id}
+    if not record.comm:
+        record.comm = thread_name(record.pid, record.pid)
     for tid in thread_ids(record.pid):
         if tid in known:
             continue

@@ -16,11 +16,14 @@ def header(profile: SampledProfile) -> str:
     :return: the line, without a line break
     """
     what = f"{profile.program}: " if profile.program else ""
-    return (
+    head = (
         f"{what}wall {format_duration(profile.duration)}, CPU {format_duration(profile.cpu_time)}"
         f", {profile.samples} samples every {format_duration(profile.interval)} "
-        f"({profile.timer} timer)"
     )
+    if profile.timer != "observer":
+        return f"{head}({profile.timer} timer)"
+    rate = profile.samples / profile.duration if profile.duration > 0 else 0.0
+    return f"{head}(observer: {rate:.0f} a second)"
 
 
 def row_text(row: Row, total: float) -> str:
