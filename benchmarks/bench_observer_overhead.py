@@ -200,8 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if name == "pandas":
                 make_csv(os.path.join(folder, "data.csv"))
             summary[name] = bench(name, folder, [path, *extra], args.runs)
-        print("# summary, program's time (ratio of minimums): " + json.dumps(
-            {k: {t: round(r, 3) for t, r in v.items()} for k, v in summary.items()}))
+        print(
+            "# summary, program's time (ratio of minimums): "
+            + json.dumps({k: {t: round(r, 3) for t, r in v.items()} for k, v in summary.items()})
+        )
     print(f"# total {time.monotonic() - start:.0f} s, load {os.getloadavg()[0]:.2f}")
     return 0
 

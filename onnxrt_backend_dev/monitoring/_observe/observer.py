@@ -122,6 +122,7 @@ class ProcessRecord:
         self.opener: Callable[[], Any] | None = None
         self.collector = ""  # how its stacks are read, for the notes
         self.comm = ""  # its kernel name (its threads started from C inherit it)
+        self.last_credited = -1  # the stack credited with the memory at the last sample
         # What the process runs (its first mapping, its command line): changes with an
         # exec, after which it is read anew (see :func:`check_exec`).
         self.image = image_of(pid)
@@ -291,6 +292,11 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     record.samples += 1
     record.last_t = t
     credited = _threads(record, samples, t, dt)
+    if credited < 0 and not any(s.frames for s in samples):
+        # No stack read this time (the read failed, the program moved): the memory goes
+        # on to the code credited last, not to no code.
+        credited = record.last_credited
+    record.last_credited = credited
     if record.samples % OTHERS_EVERY == 1:
         _other_threads(record, samples)
     if samples and any(s.frames for s in samples):
@@ -389,14 +395,17 @@ def sample_threads(
         if skip is not None and th.name and skip(th.name):
             continue
         cpu, uticks, sticks, queued = _cpu(th, pid)
-        sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
-        in_call = _in_call(record, s.frames)
+        frames = s.frames
+        if not frames and not s.complete and th.last_sid >= 0:
+            frames = record.key_list[th.last_sid]  # unreadable now: still where it was
+        sid = record.intern(frames) if frames else record.intern(EMPTY)
+        in_call = _in_call(record, frames)
         native = in_call or not s.gil
         weight = dt if th.first_seen < t else 0.0
         python_cpu = 0.0 if native else cpu
         th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks, queued])
         th.line.add(t - record.started, sid, weight, MAX_POINTS)
-        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if s.frames else -1
+        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if frames else -1
         th.last_sid, th.last_in_call = sid, in_call
         if th.is_main:
             main_sid = chosen

@@ -149,8 +149,9 @@ def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
 
 
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
-    """The stack standing for the line that built the peak: the user line with the
-    largest growth up to the peak, the dated peak's line on a tie (within 1 %)."""
+    """The stack standing for the line that built the peak: the line running when the
+    peak was reached, unless another user line grew the memory more than twice as much
+    up to the peak (then that one)."""
     by_line: dict[tuple[str, str, int] | None, float] = {}
     for sid, value in parts.items():
         key = _line_key(agg, sid)
@@ -159,8 +160,12 @@ def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
         return agg.peak_sid
     dated = _line_key(agg, agg.peak_sid)
     best = max(by_line, key=lambda k: by_line[k])
-    tie = 0.01 * max(agg.peak - agg.first_rss, 0.0)
-    if dated in by_line and by_line[dated] >= by_line[best] - tie:
+    # The line that completed the peak built it when it holds at least half as much as
+    # the line holding the most (two arrays of one size: sampled from outside, the
+    # interval where one ends and the next begins goes to one of them, so their figures
+    # differ by up to a tick's growth); a small temporary tipping a large load over the
+    # top did not: the load did.
+    if dated in by_line and by_line[dated] >= 0.5 * by_line[best]:
         return agg.peak_sid
     on_line = [sid for sid in parts if _line_key(agg, sid) == best]
     return max(on_line, key=lambda sid: parts[sid])

@@ -166,9 +166,9 @@ class Peak:
     :param value: bytes, from the high-water mark
     :param start: RSS at the first tick
     :param time: seconds since the start when the high-water mark rose to it
-    :param site: the line that built the peak: the user line with the largest growth up
-        to the peak (what holds most of it), the line running when the mark rose to it
-        on a tie (within 1 %); None if unknown
+    :param site: the line that built the peak: the line running when the mark rose to
+        it, unless another user line grew the memory more than twice as much up to the
+        peak (what holds most of it); None if unknown
     :param called: the first library function that line called (``numpy.ones``)
     :param stack: a stack of that line, outermost first
     :param source: ``"hwm"`` (exact) or ``"ticks"`` (sampled)
