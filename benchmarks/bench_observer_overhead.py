@@ -171,11 +171,13 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, flo
         r = min(own[tool]) / base
         r_med = statistics.median(own[tool]) / statistics.median(own["plain"])
         w = min(wall[tool]) / base_w
-        c = (f"{statistics.median(cost[tool]):.2f} s "
-             f"({100 * statistics.median(cost[tool]) / statistics.median(own[tool]):.0f} % "
-             "of a core)") if cost[tool] else ""  # fmt: skip
+        said = ""
+        if cost[tool]:
+            used = statistics.median(cost[tool])
+            share = 100 * used / statistics.median(own[tool])
+            said = f"{used:.2f} s ({share:.0f} % of a core)"
         ratios[tool] = r
-        print(f"  {tool:<13} {r:5.3f}x (median {r_med:.3f}x)        {w:5.2f}x          {c}")
+        print(f"  {tool:<13} {r:5.3f}x (median {r_med:.3f}x)        {w:5.2f}x          {said}")
     return ratios
 
 
