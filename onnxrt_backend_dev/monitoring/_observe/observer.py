@@ -273,9 +273,8 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     """
     files = record.files
     dt = t - record.last_t
-    hwm = files.high_water_mark()
-    rss = files.rss()
-    if not rss:  # gone, or exiting (its memory already released: statm reads 0)
+    rss, hwm = files.memory()
+    if not rss:  # gone, or exiting (its memory already released: no VmRSS)
         record.gone = True
         return
     samples: list[ThreadSample] = []
