@@ -100,6 +100,17 @@ def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
 INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
 
 
+def _collector_said(report: Any, args: argparse.Namespace) -> Any:
+    """The report with its first note saying the in-process recorder ran, and why."""
+    why = getattr(args, "collector_note", "")
+    if not why:
+        return report
+    import dataclasses
+
+    note = f"collector: the in-process recorder (ticks inside the program): {why}"
+    return dataclasses.replace(report, notes=(note, *report.notes))
+
+
 def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not names:
         return (), ()
@@ -270,6 +281,7 @@ class RunCommand:
         # which learns them from its environment (see _report.child.record).
         with _environment(INPROCESS_ENV, ";".join(_probe_args(inside))):
             report, rc = run_fresh(command, name, args.interval, spy_side)
+        report = _collector_said(report, args)
         self._emit(report, args, out, err)
         _save_run(args, report, main)
         return rc
