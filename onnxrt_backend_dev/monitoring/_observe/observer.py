@@ -278,6 +278,7 @@ def sample_process(record: ProcessRecord, t: float) -> None:
         record.gone = True
         return
     samples: list[ThreadSample] = []
+    failed = False
     if record.reader is None and record.opener is not None and record.samples % 2 == 0:
         _try_open(record)
     if record.reader is not None:
@@ -285,15 +286,17 @@ def sample_process(record: ProcessRecord, t: float) -> None:
             samples = record.reader.threads()
             record.read_failures = 0
         except ReadError:
+            failed = True
             record.read_failures += 1
             if record.read_failures % 4 == 1:  # an exec replaced what was read?
                 check_exec(record)
     record.samples += 1
     record.last_t = t
     credited = _threads(record, samples, t, dt)
-    if credited < 0 and not any(s.frames for s in samples):
-        # No stack read this time (the read failed, the program moved): the memory goes
-        # on to the code credited last, not to no code.
+    if credited < 0 and (failed or any(not s.complete for s in samples)):
+        # The stacks could not be read this time (the program moved under the read): the
+        # memory goes on to the code credited last, not to no code. (No Python frame
+        # read whole is no code: the interpreter starting or finalizing.)
         credited = record.last_credited
     record.last_credited = credited
     if record.samples % OTHERS_EVERY == 1:
