@@ -146,7 +146,7 @@ def run_repeated(
     program = _program(args)
     with Supervisor() as supervisor:
         runs = _runs(args, program, err, supervisor)
-        if supervisor.stopped is not None and not args.quiet:
+        if supervisor.stopped is not None:  # said even with -q: the runs were cut short
             from .._errors import signal_name
 
             done = f"the {len(runs)} run(s) done" if runs else "no run ended"

@@ -105,7 +105,7 @@ def run_repeated_reports(
     main = main_of(args)  # a missing script is refused before any run
     with Supervisor() as supervisor:
         reports = _runs(args, err, supervisor)
-        if supervisor.stopped is not None and not args.quiet:
+        if supervisor.stopped is not None:  # said even with -q: the runs were cut short
             from .._errors import signal_name
 
             done = f"the {len(reports)} run(s) done" if reports else "no run ended"

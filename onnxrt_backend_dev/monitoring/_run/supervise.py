@@ -511,13 +511,14 @@ class Supervisor:
         own = not _in_terminal_job(stdin) if group is None else group
         command = list(argv)
         fds = list(pass_fds)
-        gate_read = gate_write = None
+        gate_read = gate_write = slot = None
         if gate:
             gate_read, gate_write = os.pipe()
-            script = (_GATE if gate_read <= 9 else _GATE_BY_PATH).format(fd=gate_read)
+            slot = _gate_slot(gate_read, fds)
+            script = (_GATE if slot is not None else _GATE_BY_PATH).format(fd=slot or gate_read)
             command = [_SHELL, "-c", script, "supervised", *command]
-            fds.append(gate_read)
-        setup = _ChildSetup(os.getpid(), own, self._prctl)
+            fds.append(gate_read if slot is None else slot)
+        setup = _ChildSetup(os.getpid(), own, self._prctl, gate_read, slot)
         try:
             proc = subprocess.Popen(
                 command, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env,
@@ -609,15 +610,45 @@ class _ChildSetup:
     death with its parent. Nothing is imported or looked up here (a fork of a process
     with threads must not take a lock another thread held)."""
 
-    def __init__(self, parent: int, group: bool, prctl: Callable[..., int] | None) -> None:
+    def __init__(
+        self,
+        parent: int,
+        group: bool,
+        prctl: Callable[..., int] | None,
+        gate: int | None = None,
+        slot: int | None = None,
+    ) -> None:
         self.parent = parent
         self.group = group
         self.prctl = prctl
+        self.gate = gate
+        self.slot = slot
 
     def __call__(self) -> None:
         if self.group:
             os.setpgid(0, 0)
         die_with_parent(self.parent, self.prctl)
+        if self.gate is not None and self.slot is not None and self.slot != self.gate:
+            os.dup2(self.gate, self.slot)  # the gate where the shell can name it
+
+
+def _gate_slot(gate: int, pass_fds: Sequence[int]) -> int | None:
+    """The single-digit descriptor the gate gets in the child (dash names no other in a
+    redirection, and the gate must be closed before the command runs).
+
+    The pipe's own number when it is one. Otherwise 3 to 9 are all open here (the pipe
+    took the lowest free number): the child's copy of one that it does not inherit is
+    replaced by the gate (``subprocess`` checks that a kept descriptor is open, then
+    closes the others after ``preexec_fn``).
+
+    :param gate: the gate's read end here
+    :param pass_fds: what the child inherits
+    :return: the number, None when all of 3 to 9 are inherited (the shell then opens
+        the gate by path, and the command inherits it)
+    """
+    if gate <= 9:
+        return gate
+    return next((n for n in range(9, 2, -1) if n not in pass_fds), None)
 
 
 def _forked_child(
