@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+from ._errors import BadType, BadValue
+
 # (factor in the base unit, symbol), smallest first.
 _TIME_UNITS: tuple[tuple[float, str], ...] = (
     (1e-9, "ns"),
@@ -73,7 +75,7 @@ def format_duration(seconds: float, significant: int = 3, unit: str | None = Non
         wanted = "µs" if unit == "us" else unit
         table = {s: f for f, s in _TIME_UNITS}
         if wanted not in table:
-            raise ValueError(f"unit must be one of {sorted(table)}, got {unit!r}")
+            raise BadValue(f"unit must be one of {sorted(table)}, got {unit!r}")
         factor, symbol = table[wanted], wanted
     else:
         factor, symbol = _pick(seconds, _TIME_UNITS)
@@ -93,7 +95,7 @@ def format_duration_like(seconds: float, like: str) -> str:
     number, _, unit = like.partition(" ")
     factors = {s: f for f, s in _TIME_UNITS}
     if unit not in factors:
-        raise ValueError(f"like must be a duration such as '24.1 ns', got {like!r}")
+        raise BadValue(f"like must be a duration such as '24.1 ns', got {like!r}")
     decimals = len(number.split(".")[1]) if "." in number else 0
     return f"{seconds / factors[unit]:.{decimals}f} {unit}"
 
@@ -122,14 +124,14 @@ def parse_bytes(text: str | int | float) -> int:
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text < 0:
-            raise ValueError(f"size must be >= 0, got {text!r}")
+            raise BadValue(f"size must be >= 0, got {text!r}")
         return int(text)
     if not isinstance(text, str):
-        raise TypeError(f"size must be a str, int or float, got {type(text).__name__}")
+        raise BadType(f"size must be a str, int or float, got {type(text).__name__}")
     m = _SIZE_RE.match(text)
     suffix = m.group(2).lower() if m else None
     if m is None or suffix not in _BYTE_SUFFIXES:
-        raise ValueError(
+        raise BadValue(
             f"size must be a number followed by B, KB, MB, GB, TB (or KiB...), got {text!r}"
         )
     return int(float(m.group(1)) * _BYTE_SUFFIXES[suffix])

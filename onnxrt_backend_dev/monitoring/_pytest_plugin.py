@@ -77,7 +77,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from ._errors import BadValue, MonitoringError
+from ._errors import BadType, BadValue, MonitoringError
 from ._format import format_bytes, format_duration, parse_bytes
 from ._validate import check_bool, check_number, check_str
 
@@ -586,7 +586,7 @@ def _marker_block(marker: pytest.Mark) -> MemoryBlock:
     if marker.args:
         args["limit"] = marker.args[0]
     if "limit" not in args or len(marker.args) > 1:
-        raise TypeError("limit_memory takes one size, e.g. limit_memory('200 MB')")
+        raise BadType("limit_memory takes one size, e.g. limit_memory('200 MB')")
     return MemoryBlock("limit_memory", **args)
 
 
@@ -619,9 +619,9 @@ def _time_marker_block(marker: pytest.Mark) -> TimedBlock:
     if marker.args:
         args["limit"] = marker.args[0]
     if "limit" not in args or len(marker.args) > 1 or set(args) != {"limit"}:
-        raise TypeError("limit_time takes one number of seconds, e.g. limit_time(2.5)")
+        raise BadType("limit_time takes one number of seconds, e.g. limit_time(2.5)")
     if args["limit"] is None:
-        raise TypeError("limit_time needs a number of seconds, got None")
+        raise BadType("limit_time needs a number of seconds, got None")
     return _TimeLimit("limit_time", args["limit"])
 
 

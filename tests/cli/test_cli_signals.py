@@ -135,7 +135,7 @@ def test_a_signal_into_compare_of_two_programs_leaves_nothing(
                  "--save-a", str(save_a))  # fmt: skip
     _lines(starts, 1)
     # WHEN SIGTERM, or SIGKILL (nothing of the command can run then)
-    out, err = _signal_then_wait(cli, signum)
+    _, err = _signal_then_wait(cli, signum)
     # THEN the exit code, and no child and no temporary folder left
     assert cli.returncode == (143 if signum == signal.SIGTERM else -9), err
     assert _left_after(cli.pid) == []
@@ -165,7 +165,10 @@ def test_kill_9_of_run_of_a_command_kills_the_command(tmp_path: Path) -> None:
 
 
 # Busy for a while in Python, so that the signals land in the program.
-BUSY = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end:\n    sum(range(1000))\n"
+BUSY = (
+    "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end:\n"
+    "    sum(range(1000))\n"
+)
 
 
 @pytest.mark.slow

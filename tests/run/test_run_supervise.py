@@ -71,7 +71,11 @@ def test_wait_statuses_read_as_a_shell_does(status: int, code: int, killed_by: i
         ("", 127, "command not found: "),
         ("/nonexistent/cmd", 127, "command not found: /nonexistent/cmd"),
         ("/", 126, "command not executable: /"),
-        (str(DATA / "profiled_script.py"), 126, f"command not executable: {DATA}/profiled_script.py"),
+        (
+            str(DATA / "profiled_script.py"),
+            126,
+            f"command not executable: {DATA}/profiled_script.py",
+        ),
     ],
 )
 def test_a_command_that_cannot_run_is_refused_as_a_shell_does(
@@ -117,7 +121,9 @@ def test_a_gate_never_released_never_runs_the_command(tmp_path: Path) -> None:
 @pytest.mark.timeout(TIMEOUT)
 def test_the_gate_is_not_inherited_by_the_command(tmp_path: Path) -> None:
     fds = tmp_path / "fds"
-    script = "import os,sys; f=os.listdir('/proc/self/fd'); open(sys.argv[1],'w').write(' '.join(f))"
+    script = (
+        "import os,sys; f=os.listdir('/proc/self/fd'); open(sys.argv[1],'w').write(' '.join(f))"
+    )
     with Supervisor() as sup:
         child = sup.start(
             [sys.executable, "-c", script, str(fds)],

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import NamedTuple
 
+from .._errors import BadValue
 from .._sampling.frames import line_of as line_of  # the attribution decodes with it
 from .._sampling.frames import walk
 from .._sampling.intern import KeyTable
@@ -167,7 +168,7 @@ class StackSampler:
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
     ) -> None:
         if max_points < 2:
-            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
         self.delay = max(float(delay), MIN_DELAY)
         self.max_points = max_points
         self.max_stacks = max_stacks

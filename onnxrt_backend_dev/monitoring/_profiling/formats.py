@@ -90,7 +90,7 @@ class Format(NamedTuple):
         :param options: filters and the keywords of :attr:`takes`
         """
         if self.render is None:
-            raise ValueError(
+            raise BadValue(
                 f"format {self.name!r} writes the raw statistics (pstats dump_stats), "
                 "not a rendering of the graph"
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._errors import BadValue
 from .._stacks.export import to_collapsed
 from .._stacks.frames import StackFrame
 from .model import ProfileNode
@@ -22,7 +23,7 @@ def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> s
     :return: text
     """
     if not unit > 0:
-        raise ValueError(f"unit must be > 0, got {unit!r}")
+        raise BadValue(f"unit must be > 0, got {unit!r}")
     view, limits = split_options(dict(options))
     items = expand_paths(root, view, limits)
     frames = [StackFrame(i.node.func_name, i.node.filename, i.node.line) for i in items]

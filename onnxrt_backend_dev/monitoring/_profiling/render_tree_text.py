@@ -11,6 +11,7 @@ import io
 import sysconfig
 from typing import Any, TextIO
 
+from .._errors import BadValue
 from .model import ProfileNode
 from .view_tree import CallTree, TreeItem, build_tree
 
@@ -113,9 +114,9 @@ def write_tree_text(
         that cannot show the former
     """
     if max_indent < 1:
-        raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
     if guides not in GUIDES:
-        raise ValueError(f"guides must be one of {sorted(GUIDES)}, got {guides!r}")
+        raise BadValue(f"guides must be one of {sorted(GUIDES)}, got {guides!r}")
     branch, last, through, blank = GUIDES[guides]
     items = tree.items
     root = items[0].node

@@ -11,6 +11,8 @@ import math
 import operator
 from typing import Any
 
+from .._errors import BadData
+
 # Characters that could end a <script> element, start an HTML entity or end a JS line
 # (U+2028 and U+2029 are line terminators in older JavaScript engines).
 _SCRIPT_ESCAPES = {
@@ -50,7 +52,7 @@ def safe_count(value: Any, what: str = "a call count") -> int:
             return operator.index(value)  # numpy integers
         except TypeError:
             pass
-    raise ValueError(f"{what} must be an integer, got {type(value).__name__} {value!r:.60}")
+    raise BadData(f"{what} must be an integer, got {type(value).__name__} {value!r:.60}")
 
 
 def safe_time(value: Any, what: str = "a time") -> float:
@@ -65,4 +67,4 @@ def safe_time(value: Any, what: str = "a time") -> float:
         f = float(value)  # numpy floats are floats
         if math.isfinite(f):
             return f
-    raise ValueError(f"{what} must be a finite number, got {type(value).__name__} {value!r:.60}")
+    raise BadData(f"{what} must be a finite number, got {type(value).__name__} {value!r:.60}")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import array
 
+from .._errors import BadValue
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,7 +43,7 @@ class Aggregator:
         self, max_points: int = DEFAULT_MAX_POINTS, tolerance: float = PEAK_TOLERANCE
     ) -> None:
         if max_points < 2:
-            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
         self.max_points = max_points
         self.tolerance = tolerance
         self.stacks: dict[int, tuple[RawFrame, ...]] = {}

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
+from .._errors import StateError
 from .._validate import check_callable, check_choice, check_int, check_number, check_str
 from .frames import SampledFrame, depth
 from .model import SampledProfile, ThreadProfile
@@ -81,7 +82,7 @@ class Sampling:
         :return: self
         """
         if self._ticker is not None:
-            raise RuntimeError("this sampling is already running")
+            raise StateError("this sampling is already running")
         if skip_outer is None:
             skip_outer = self.skip_outer
         if skip_outer is None:  # the caller of start() is the root
@@ -102,7 +103,7 @@ class Sampling:
         ticker = self._ticker
         if ticker is None:
             if self.result is None:
-                raise RuntimeError("this sampling was never started")
+                raise StateError("this sampling was never started")
             return self.result
         self._ticker = None
         ticker.stop()

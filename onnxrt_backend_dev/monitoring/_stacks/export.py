@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .._errors import BadValue
 from .frames import StackFrame
 
 WeightedStack = tuple[Sequence[StackFrame], float]
@@ -41,7 +42,7 @@ def to_collapsed(stacks: Iterable[WeightedStack], scale: float = 1.0) -> str:
     :return: text, one line per stack
     """
     if not scale > 0:
-        raise ValueError(f"scale must be > 0, got {scale!r}")
+        raise BadValue(f"scale must be > 0, got {scale!r}")
     counts: dict[str, int] = {}
     labels: dict[StackFrame, str] = {}
     for frames, weight in stacks:
