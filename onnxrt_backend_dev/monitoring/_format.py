@@ -1,9 +1,13 @@
-"""Durations and byte sizes for humans: one table of units each, no branches."""
+"""Durations and byte sizes for humans (one table of units each, no branches), and the
+text of untrusted names made fit for one row of a terminal (:func:`one_line`,
+:func:`cut_source`)."""
 
 from __future__ import annotations
 
+import io
 import math
 import re
+import tokenize
 
 from ._errors import BadType, BadValue
 
@@ -135,3 +139,54 @@ def parse_bytes(text: str | int | float) -> int:
             f"size must be a number followed by B, KB, MB, GB, TB (or KiB...), got {text!r}"
         )
     return int(float(m.group(1)) * _BYTE_SUFFIXES[suffix])
+
+
+def one_line(text: str) -> str:
+    """``text`` with its unprintable characters (line breaks, tabs, NUL, escape
+    sequences, U+2028...) written as backslash escapes, so that a name read from a file,
+    a frame or another process stays on its row and sends nothing to the terminal. The
+    one such helper of every text renderer.
+
+    :param text: a name, a path, a line of a table
+    :return: printable text
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+# Python's tokens that end nothing a reader would miss.
+_SKIPPED_TOKENS = frozenset(
+    {tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT}
+)
+# A boundary between words, for a line that is not Python.
+_WORD_END = re.compile(r"\w\b|\W")
+
+
+def cut_source(line: str, width: int) -> str:
+    """A source line cut to ``width`` characters at a token's end, with an ellipsis:
+    ``total = compute_everything(ar…`` becomes ``total = compute_everything(…``.
+
+    :param line: the line (stripped here)
+    :param width: characters at most, ellipsis included (>= 2)
+    :return: the line, whole or cut
+    """
+    text = line.strip()
+    if len(text) <= width:
+        return text
+    limit = max(width - 1, 1)  # the ellipsis takes one
+    cut = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.end[0] > 1 or token.end[1] > limit:
+                break
+            if token.type not in _SKIPPED_TOKENS:
+                cut = token.end[1]
+    except (tokenize.TokenError, SyntaxError):  # an open bracket or string: so far is fine
+        pass
+    if cut == 0:  # not Python, or one long first token: at a word's end
+        ends = [m.end() for m in _WORD_END.finditer(text, 0, limit)]
+        cut = ends[-1] if ends else limit
+    return text[:cut].rstrip() + "…"

@@ -78,7 +78,7 @@ from typing import Any, Protocol
 import pytest
 
 from ._errors import BadType, BadValue, MonitoringError
-from ._format import format_bytes, format_duration, parse_bytes
+from ._format import format_bytes, format_duration, one_line, parse_bytes
 from ._validate import check_bool, check_number, check_str
 
 PLUGIN_NAME = "onnxrt_monitoring"
@@ -491,19 +491,6 @@ class _Summary:
         terminalreporter.write_sep("=", "monitoring: time and memory per test")
         for line in summary_lines(self.rows):
             terminalreporter.write_line(line)
-
-
-_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r"})
-
-
-def one_line(text: str) -> str:
-    """``text`` with its line breaks escaped: a label or a parametrize id holding one
-    must not split a row of the report or the summary.
-
-    :param text: a label, a test id
-    :return: one line
-    """
-    return text.translate(_ONE_LINE)
 
 
 def summary_lines(rows: list[tuple[str, list[str]]]) -> list[str]:

@@ -179,7 +179,9 @@ def build_graph(
         a virtual node (not in the dictionary) calling each of them
     """
     dicts = stats_dicts(ps)
-    builder = _GraphBuilder(clean_text or (lambda x: x))
+    from .._validate import checked_text_function
+
+    builder = _GraphBuilder(checked_text_function("clean_text", clean_text))
     with gc_paused():
         for stats in dicts:
             builder.add_stats(stats)

@@ -8,6 +8,7 @@ from operator import itemgetter, mod
 from typing import Any
 
 from .._errors import BadValue
+from .._format import one_line
 from .model import ProfileNode
 from .view_reference import RawRow, Row, Segment
 
@@ -57,20 +58,6 @@ def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple
     share = " -- %.1f%%" if show_share else ""
     tiny = " -- 0.0%%" if show_share else ""
     return (base + share, base + " +++" + share), (base + tiny, base + " +++" + tiny)
-
-
-def one_line(text: str) -> str:
-    """``text`` with its unprintable characters (newlines, tabs, U+2028...) written as
-    backslash escapes, so that a crafted name stays on its row.
-
-    :param text: a name read from a profile
-    :return: printable text
-    """
-    if text.isprintable():
-        return text
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
 
 
 # Widest name column accepted: wider only pads every row with spaces.

@@ -145,7 +145,9 @@ def stats_rows(
         them)
     :return: rows
     """
-    clean = clean_text or (lambda x: x)
+    from .._validate import checked_text_function
+
+    clean = checked_text_function("clean_text", clean_text)
     rows = []
     for loaded in load_profiles(ps):
         for func, v in loaded.stats.items():

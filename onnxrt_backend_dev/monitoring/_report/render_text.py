@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from .._format import format_bytes, format_duration
+from .._format import cut_source, format_bytes, format_duration, one_line
+from .._sampling.view import short_file
 from .model import Report, Site
 
 MAX_LINES = 30
 _TOP_FUNCTIONS = 6
 _TOP_LINES = 5
 _TOP_PARTS = 4
+# Characters of a hot line's source shown (cut at a token's end).
+_SOURCE_WIDTH = 60
 
 
 def _signed(n: float) -> str:
@@ -18,7 +21,7 @@ def _signed(n: float) -> str:
 def _where(site: Site | None, called: str = "") -> str:
     if site is None:
         return "no Python frame"
-    text = f"{site.function} ({site.file}:{site.line})"
+    text = f"{site.function} ({short_file(site.file)}:{site.line})"
     return f"{text} calling {called}" if called else text
 
 
@@ -83,7 +86,7 @@ def _functions(report: Report) -> list[str]:
     lines = ["functions: time   net growth  to peak   highest RSS"]
     lines.extend(
         f"  {r.time / total:6.1%} {_signed(r.net):>10} {_signed(r.to_peak):>10} "
-        f"{format_bytes(r.highest):>9}  {r.site.function} ({r.site.file}:{r.site.line})"
+        f"{format_bytes(r.highest):>9}  {r.site.function} ({short_file(r.site.file)}:{r.site.line})"
         for r in rows
     )
     return lines
@@ -96,8 +99,8 @@ def _hot_lines(report: Report) -> list[str]:
         return []
     lines = ["hot lines: time   to peak"]
     lines.extend(
-        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}  {r.site.file}:{r.site.line} "
-        f"{r.source[:60]}"
+        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}  {short_file(r.site.file)}:"
+        f"{r.site.line} {cut_source(r.source, _SOURCE_WIDTH)}"
         for r in rows
     )
     return lines
@@ -111,7 +114,7 @@ def to_text(report: Report) -> str:
     """
     lines = [*_header(report), *_parts(report), *_functions(report), *_hot_lines(report)]
     lines.extend(f"note: {n}" for n in report.notes)
-    lines = [line.replace("\n", " ").replace("\r", " ") for line in lines]
+    lines = [one_line(line) for line in lines]  # names and notes from the program
     if len(lines) > MAX_LINES:
         lines = [*lines[: MAX_LINES - 1], f"... {len(lines) - MAX_LINES + 1} more lines"]
     return "\n".join(lines) + "\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._format import format_duration
+from .._format import format_duration, one_line
 from .model import SampledProfile
 from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
 
@@ -107,4 +107,4 @@ def to_text(
             share = 100.0 * fn.share
             lines.append(f"  {fn.name}  {short_file(fn.file)}:{fn.first_line}  {share:.1f} %")
             lines.extend(f"    {h.line:>5}  {100.0 * h.share:5.1f} %  {h.source}" for h in fn.lines)
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(one_line, lines)) + "\n"  # names from the program: one row each

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType, TracebackType
@@ -73,6 +74,7 @@ class Sampling:
         self._current_frames = current_frames
         self._ticker: Ticker | None = None
         self._cpu0 = 0.0
+        self._started_in = threading.current_thread()
         self.result: SamplingResult | None = None
 
     def start(self, skip_outer: int | None = None) -> Sampling:
@@ -91,6 +93,7 @@ class Sampling:
         recorder = Recorder(self.interval, self._clock, self._current_frames,
                             max_points=self.max_points)  # fmt: skip
         self._ticker = Ticker(recorder, self.timer)
+        self._started_in = threading.current_thread()
         self._cpu0 = time.process_time()
         self._ticker.start()
         return self
@@ -106,8 +109,15 @@ class Sampling:
                 raise StateError("this sampling was never started")
             return self.result
         self._ticker = None
-        ticker.stop()
+        ticker.stop()  # from any thread: the timer, the thread and the handler all go
         self.result = SamplingResult(self._build(ticker))
+        started = self._started_in
+        if threading.current_thread() is not started:
+            raise StateError(
+                f"stop() must be called from the thread that called start() ({started.name}), "
+                f"not {threading.current_thread().name}: the sampling is stopped, its result "
+                "is in .result"
+            )
         return self.result
 
     def _build(self, ticker: Ticker) -> SampledProfile:
