@@ -129,7 +129,11 @@ def test_one_line_escapes_what_would_break_a_row(text: str, expected: str) -> No
     [
         ("x = 1", 60, "x = 1"),
         ("    x = 1   ", 60, "x = 1"),
-        ("total = compute_everything(arguments, more_arguments)", 32, "total = compute_everything(…"),
+        (
+            "total = compute_everything(arguments, more_arguments)",
+            32,
+            "total = compute_everything(…",
+        ),
         ("result = frame.groupby(['a', 'b']).agg(fn)", 25, "result = frame.groupby([…"),
         ("x = 'a long string literal, closed'", 20, "x =…"),
         ("call(x, [1, 2, 3", 12, "call(x, [1,…"),

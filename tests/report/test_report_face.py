@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
+
+import pytest
 
 from onnxrt_backend_dev.monitoring import report
 
@@ -21,3 +24,27 @@ def test_importing_the_face_imports_no_heavy_dependency() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+MONITOR_CASES = [
+    ({"spy": "yes"}, "spy must be a bool"),
+    ({"sampler": 1}, "sampler must be a bool"),
+    ({"probes": "nvml"}, "probes must be a list or tuple of probe names"),
+    ({"probes": [1]}, "probes must hold probe names (str), got int"),
+    ({"label": None}, "label must be a str"),
+    ({"interval": float("nan")}, "interval must be a finite number"),
+    ({"interval": 0}, "interval must be >= 0.001"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), MONITOR_CASES)
+def test_monitor_refuses_a_bad_argument_naming_it(kwargs: dict[str, Any], message: str) -> None:
+    from onnxrt_backend_dev.monitoring._errors import MonitoringError
+
+    ran = []
+    # WHEN the block is entered with a bad argument THEN an error of the family naming
+    # it, before anything is installed or run
+    with pytest.raises((ValueError, TypeError)) as info, report.monitor(**kwargs):
+        ran.append(True)
+    assert isinstance(info.value, MonitoringError) and message in str(info.value)
+    assert ran == []

@@ -397,7 +397,7 @@ class SpyResult(dict):
         return mons
 
     def __str__(self) -> str:
-        from .._format import format_duration
+        from .._format import format_duration, one_line
 
         lines = [f"{m.name}: {m.summary()}" for m in self.monitors()]
         extra = f"duration {format_duration(float(self.get('duration', 0.0)))}"
@@ -410,7 +410,7 @@ class SpyResult(dict):
             from .frames import peak_line
 
             lines.append(peak_line(cpu.max_peak, cpu.peak_time, cpu.where.peak_stack))
-        return "\n".join(lines)
+        return "\n".join(map(one_line, lines))  # marks and names from the program
 
     def to_rows(self) -> list[dict[str, Any]]:
         """See :func:`to_rows`."""
