@@ -48,3 +48,33 @@ def test_monitor_refuses_a_bad_argument_naming_it(kwargs: dict[str, Any], messag
         ran.append(True)
     assert isinstance(info.value, MonitoringError) and message in str(info.value)
     assert ran == []
+
+
+def test_a_monitored_block_shows_neither_the_tool_nor_a_waiting_thread() -> None:
+    import os
+    import threading
+
+    from onnxrt_backend_dev import monitoring
+
+    # GIVEN a thread waiting the whole block (as IPython's history thread does)
+    stop = threading.Event()
+    waiter = threading.Thread(target=stop.wait, name="history", daemon=True)
+    waiter.start()
+    try:
+        # WHEN a block is monitored (the tool starts its sampler and imports inside it)
+        with report.monitor("block") as m:
+            kept = [bytearray(100_000) for _ in range(100)]
+            sum(range(300_000))
+    finally:
+        stop.set()
+        waiter.join(30)
+    assert kept
+    tool = os.path.dirname(monitoring.__file__)
+    rep = m.report
+    # THEN no hot line, function or part of the peak is the tool's, nor the waiting thread
+    assert not [r for r in rep.lines if r.site.file.startswith(tool)], rep.lines
+    # (the flat table lists every function: the tool's, as libraries', are not the user's)
+    assert all(r.site.library for r in rep.functions if r.site.file.startswith(tool))
+    assert not [p for p in rep.composition if "onnxrt_backend_dev" in p.label]
+    text = report.to_text(rep)
+    assert "_bootstrap" not in text and "history" not in text, text

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._html import text as escape_text
 from .model import ProfileNode
-from .render_tree_text import short_file
+from .render_tree_text import tree_file
 from .view_tree import CallTree, build_tree
 
 #: Rows under this share stay closed when the page opens.
@@ -57,7 +57,7 @@ def tree_data(tree: CallTree, program: str) -> dict[str, Any]:
             name, file = -1, -1
         else:
             name = ref(node.func_name)
-            short = short_file(node.filename)
+            short = tree_file(node.filename)
             file = ref(f"{short}:{node.line}" if short else "")
         rows.append(
             [

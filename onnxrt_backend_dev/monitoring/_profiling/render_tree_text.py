@@ -17,8 +17,18 @@ from .model import ProfileNode
 from .view_tree import CallTree, TreeItem, build_tree
 
 
+def tree_file(filename: str) -> str:
+    """A node's file as the trees show it (:func:`short_file`, the one of every view),
+    empty for a built-in (cProfile's ``~``).
+
+    :param filename: the node's file
+    :return: the short path
+    """
+    return "" if filename in ("~", "") else short_file(filename)
+
+
 def _location(node: ProfileNode) -> str:
-    file = short_file(node.filename)
+    file = tree_file(node.filename)
     return one_line(f"  {file}:{node.line}") if file else ""
 
 

@@ -11,7 +11,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .._stacks.frames import is_library_path
+from .._sampling.view import short_file
+from .._stacks.frames import is_library_path as _is_library_file
 from .aggregate import Aggregator, RawFrame
 from .model import (
     Curve,
@@ -28,11 +29,16 @@ from .model import (
 )
 
 _COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+# This tool's own files: its code run inside a monitored block (``monitor()`` starting
+# its sampler, an import it makes) is the tool's, never a line or a function of the user.
+_TOOL = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 MAX_CURVE_POINTS = 4000  # per curve: enough for a page 1400 pixels wide, twice over
 MAX_SPANS = 4000
 MAX_LINES = 25
 MAX_PARTS = 8
 FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into "N more"
+# A stack of a thread other than the main one is a wait below this CPU share of its wall.
+WAITING_CPU = 0.02
 
 
 # A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
@@ -89,6 +95,15 @@ def package_of(filename: str) -> str:
             rest = name.split(marker, 1)[1]
             return rest.split("/", 1)[0].removesuffix(".py")
     return "stdlib" if name and not name.startswith("<") else "built-in"
+
+
+def is_library_path(file: str) -> bool:
+    """A library's file (installed packages, the standard library) or this tool's own:
+    not a line of the user's.
+
+    :param file: the code's file
+    """
+    return _is_library_file(file) or file.startswith(_TOOL)
 
 
 def _site(frame: RawFrame, first_line: bool = False) -> Site:
@@ -233,9 +248,16 @@ def _entries(agg: Aggregator, facts: RunFacts) -> list[tuple[str, _Entry]]:
     entries = _tick_entries(agg, "", bool(threads))
     for label, child in facts.children:
         entries.extend(_tick_entries(child, label, False))
+    # A stack of another thread that got (almost) no CPU is a wait (IPython's history
+    # thread, a pool's idle worker): not the program's time. Only when CPU was measured.
+    cpu_known = any(cpu > 0 for _, _, stacks in threads for _, _, cpu in stacks)
     for name, is_main, stacks in threads:
         label = "" if is_main else f"thread {name}"
-        entries.extend((label, (frames, (wall, 0.0, 0.0, 0.0))) for frames, wall, _ in stacks)
+        entries.extend(
+            (label, (frames, (wall, 0.0, 0.0, 0.0)))
+            for frames, wall, cpu in stacks
+            if is_main or not cpu_known or cpu > WAITING_CPU * wall
+        )
     return entries
 
 
@@ -384,7 +406,7 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
         frames = agg.stacks.get(sid, ())
         if frames:
             function, file, _, first = frames[_innermost_user(frames)]
-            label = f"{function} ({file}:{first})"
+            label = f"{function} ({short_file(file)}:{first})"  # as every view shows paths
         else:
             label = "(no Python frame)"
         by_function[label] = by_function.get(label, 0.0) + value
