@@ -143,7 +143,7 @@ def test_cuda_without_a_driver_is_one_error_line_and_no_leftover_command() -> No
     pytest.importorskip("pynvml")
     code, out, err = _main("--cuda", "--", sys.executable, "-c", "import time; time.sleep(30)")
     assert code == 1 and out == ""
-    assert err.startswith("error: RuntimeError: cuda=True but NVML is unusable")
+    assert err.startswith("error: ProbeError: cuda=True but NVML is unusable")
 
 
 @pytest.mark.slow

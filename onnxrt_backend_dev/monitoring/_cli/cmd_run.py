@@ -23,10 +23,6 @@ _REPEAT_HELP = (
     "discarded, the end of its stderr shown if it fails); the report shown is the run of "
     "the median wall time, --save keeps every run (for compare)"
 )
-_SUFFIXES = {
-    "": "text", ".txt": "text", ".text": "text", ".log": "text",
-    ".json": "json", ".html": "html", ".htm": "html",
-}  # fmt: skip
 _EPILOG = (
     "The program runs as __main__ with its own sys.argv in a fresh interpreter; this process "
     "receives its ticks as they are taken and writes the report in every case: a normal "
@@ -48,14 +44,18 @@ _EPILOG = (
 def _format(args: argparse.Namespace) -> str:
     if args.format is not None:
         return str(args.format)
-    suffix = os.path.splitext(args.output or "")[1].lower()
-    if suffix not in _SUFFIXES:
+    from .._errors import BadValue
+    from .._export import guess_format
+
+    try:  # the package's one table of suffixes; a name without one is text
+        return guess_format(args.output or "", _FORMATS, default="text")
+    except BadValue:
+        suffix = os.path.splitext(args.output or "")[1].lower()
         raise CommandError(
             f"cannot tell the format of -o {args.output!r} from its suffix {suffix!r}: "
             f"give --format ({', '.join(_FORMATS)})",
             EXIT_USAGE,
-        )
-    return _SUFFIXES[suffix]
+        ) from None
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -21,7 +21,6 @@ memory flame graph with ``--flame FILE`` (see ``spy_where``).
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import json
 import shutil
@@ -278,20 +277,9 @@ class SpyCommand:
             from .spy_where import write_flame
 
             write_flame(result, args.flame)
-        rows = result.to_rows()
         if args.json:
-            doc = {
-                "spied": what,
-                "exit_code": code,
-                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "duration": result["duration"],
-                "target_exited": result["target_exited"],
-                "peak_source": result["cpu"].peak_source,
-                **{k: result[k] for k in ("max_rss", "ru_maxrss", "signal") if k in result},
-                **{m.name: m.to_dict() for m in result.monitors()},
-                "marks": result["marks"],
-                "series": rows,
-            }
+            date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            doc = {"spied": what, "exit_code": code, "date": date, **result.to_dict()}
 
         def write_json(path: str) -> None:
             with open(path, "w", encoding="utf-8") as f:
@@ -299,9 +287,7 @@ class SpyCommand:
 
         def write_csv(path: str) -> None:
             with open(path, "w", newline="", encoding="utf-8") as f:
-                writer = csv.DictWriter(f, fieldnames=["time", "channel", "bytes", "label"])
-                writer.writeheader()
-                writer.writerows(rows)
+                f.write(result.to_csv())
 
         def write_plot(path: str) -> None:
             from .._memory.plot import plot_memory

@@ -20,19 +20,23 @@ from typing import Any, TextIO
 
 from .common import EXIT_USAGE, CommandError
 
-# Suffix of --flame -> format; collapsed stacks otherwise.
-FLAME_FORMATS = ((".speedscope.json", "speedscope"), (".json", "speedscope"))
-
 
 def flame_format(path: str) -> str:
-    """``speedscope`` for ``*.json``, ``collapsed`` otherwise (``.collapsed``, ``.folded``,
-    ``.txt``...).
+    """``speedscope`` for ``*.json`` (a flame graph in JSON is speedscope's), ``collapsed``
+    otherwise (``.collapsed``, ``.folded``, ``.txt``...), from the package's one table of
+    suffixes (``_export.SUFFIXES``).
 
     :param path: the --flame file
     :return: the format
     """
-    lower = path.lower()
-    return next((fmt for suffix, fmt in FLAME_FORMATS if lower.endswith(suffix)), "collapsed")
+    from .._errors import BadValue
+    from .._export import guess_format
+
+    try:
+        fmt = guess_format(path, ("speedscope", "json", "collapsed"))
+    except BadValue:
+        return "collapsed"
+    return "speedscope" if fmt == "json" else fmt
 
 
 def check_where_args(cmd: list[str], args: argparse.Namespace) -> None:
