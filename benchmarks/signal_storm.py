@@ -166,6 +166,11 @@ def main() -> None:
     parser.add_argument("--commands", default="run,profile,compare,time")
     parser.add_argument("--seed", type=int, default=30)
     args = parser.parse_args()
+    # The commands must receive the signals with their default dispositions: launched
+    # under nohup (SIGHUP ignored, inherited across exec), every SIGHUP would be ignored.
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = random.Random(args.seed)
     started = datetime.now(timezone.utc)
     print(

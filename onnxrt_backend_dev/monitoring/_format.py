@@ -4,10 +4,8 @@ text of untrusted names made fit for one row of a terminal (:func:`one_line`,
 
 from __future__ import annotations
 
-import io
 import math
 import re
-import tokenize
 
 from ._errors import BadType, BadValue
 
@@ -158,9 +156,7 @@ def one_line(text: str) -> str:
 
 
 # Python's tokens that end nothing a reader would miss.
-_SKIPPED_TOKENS = frozenset(
-    {tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT}
-)
+_SKIPPED_TOKENS = ("NEWLINE", "NL", "ENDMARKER", "INDENT", "DEDENT")
 # A boundary between words, for a line that is not Python.
 _WORD_END = re.compile(r"\w\b|\W")
 
@@ -176,13 +172,17 @@ def cut_source(line: str, width: int) -> str:
     text = line.strip()
     if len(text) <= width:
         return text
+    import io  # here: the renderers that never cut a line import no tokenizer
+    import tokenize
+
+    skipped = {getattr(tokenize, name) for name in _SKIPPED_TOKENS}
     limit = max(width - 1, 1)  # the ellipsis takes one
     cut = 0
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.end[0] > 1 or token.end[1] > limit:
                 break
-            if token.type not in _SKIPPED_TOKENS:
+            if token.type not in skipped:
                 cut = token.end[1]
     except (tokenize.TokenError, SyntaxError):  # an open bracket or string: so far is fine
         pass

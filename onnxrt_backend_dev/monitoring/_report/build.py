@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .._format import cut_source
 from .._sampling.view import short_file
 from .._stacks.frames import is_library_path as _is_library_file
 from .aggregate import Aggregator, RawFrame
@@ -343,7 +344,7 @@ def _rows(root: _Node, total: float, span: float) -> list[TreeRow]:
 def _source(file: str, line: int) -> str:
     if not file or file.startswith("<") or not os.path.isfile(file):
         return ""
-    return linecache.getline(file, line).strip()[:200]
+    return cut_source(linecache.getline(file, line), 200)  # at a token's end
 
 
 def _lines(entries: Sequence[tuple[str, _Entry]]) -> list[LineRow]:

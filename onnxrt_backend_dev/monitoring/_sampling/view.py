@@ -22,6 +22,7 @@ import sysconfig
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from .._format import cut_source
 from .frames import SampledFrame
 from .model import SampledProfile, Stack, ThreadProfile
 
@@ -402,7 +403,7 @@ def hot_lines(
             break
         top = sorted(by_line.items(), key=lambda kv: -kv[1])[:lines]
         hot = [
-            HotLine(n, s, s / total, linecache.getline(file, n).strip()[:200])
+            HotLine(n, s, s / total, cut_source(linecache.getline(file, n), 200))
             for n, s in top
             if s >= min_share * total
         ]
