@@ -313,8 +313,14 @@ class ProfileCommand:
         ``show``."""
         import functools
 
-        from .profile_sampled import RunHelpers, check_sampled, run_sampled, uses_cprofile
+        from .profile_sampled import check_sampled, run_sampled, uses_cprofile
 
+        if getattr(args, "pid", None) is not None:
+            from .profile_observed import run_attached
+
+            _check_before_running(args)
+            args.program = None
+            return run_attached(args, out, err, self._helpers())
         if args.target != "show":
             _check_before_running(args)
             check_save(args, program_inputs(args))
@@ -323,12 +329,19 @@ class ProfileCommand:
         if wants_repeat(args):
             _resolve_format(args)
             return run_repeated(args, out, err, _emit)
-        helpers = RunHelpers(
-            _as_main, _before_os_exit, _exit_code, report_raised, _resolve_format, _can_encode
-        )
+        helpers = self._helpers()
         profile: Callable[..., int] = self._profile
         if not uses_cprofile(args, helpers):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
+            if args.target != "show" and (args.module or args.target):
+                from .profile_sampled import observer_reason
+
+                why = observer_reason(args)
+                if not why:
+                    from .profile_observed import run_observed
+
+                    return run_observed(args, out, err, helpers)
+                args.collector_note = why
             profile = functools.partial(run_sampled, helpers=helpers)
         if args.module:
             code, module, argv, path0 = _module_code(args.module[0])
@@ -339,6 +352,14 @@ class ProfileCommand:
             raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
         code, module, argv, path0 = _script_code(args.target)
         return profile(code, module, argv + args.args, path0, args, out, err)
+
+    @staticmethod
+    def _helpers() -> Any:
+        from .profile_sampled import RunHelpers
+
+        return RunHelpers(
+            _as_main, _before_os_exit, _exit_code, report_raised, _resolve_format, _can_encode
+        )
 
     def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._profiling.load import ProfileFormatError, load_stats_object

@@ -67,8 +67,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.probe:  # the registry only when a probe is named
         _check_probes(args.probe)
     _format(args)
-    if args.target is None and not args.module:
-        raise CommandError("give a script, -m module, or -- COMMAND", EXIT_USAGE)
+    if args.target is None and not args.module and args.pid is None:
+        raise CommandError("give a script, -m module, -- COMMAND, or --pid PID", EXIT_USAGE)
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
@@ -150,6 +150,22 @@ class RunCommand:
             help="a device probe to read beside the process (nvml), repeatable",
         )  # fmt: skip
         parser.add_argument(
+            "--pid", type=int, default=None,
+            help="report on a process already running instead of starting one (read from "
+            "outside: not stopped, not changed), until it ends, --duration passes or Ctrl-C",
+        )  # fmt: skip
+        parser.add_argument(
+            "--duration", type=float, default=None, metavar="SECONDS",
+            help="with --pid: stop after this many seconds",
+        )  # fmt: skip
+        parser.add_argument(
+            "--collector", choices=("auto", "observer", "in-process"), default="auto",
+            help="who records: the observer, another process reading the program from "
+            "outside (nothing of this tool in the program), or the in-process recorder "
+            "(signal handlers in the program); auto (default) takes the observer where "
+            "this machine allows it",
+        )  # fmt: skip
+        parser.add_argument(
             "-m", dest="module", nargs=argparse.REMAINDER, default=None,
             help="run a module as a script, the rest is its arguments",
         )  # fmt: skip
@@ -172,6 +188,11 @@ class RunCommand:
         from .run_child import command_line
 
         _check(args)
+        if args.pid is not None:
+            from .run_observed import run_attached
+
+            args.program = None
+            return run_attached(args, lambda report: self._emit(report, args, out, err))
         if not hasattr(os, "fork"):
             raise CommandError("run needs os.fork (Linux, macOS)")
         if args.repeat is not None:
@@ -179,6 +200,9 @@ class RunCommand:
 
             return run_repeated_reports(args, out, err, self._emit)
         main: str | None = None  # the script, named in a saved result
+        observed = self._observed(args, out, err)
+        if observed is not None:
+            return observed
         if args.module:  # checked (and compiled) here, run by a fresh interpreter
             module_code(args.module[0])
             target, rest, name = args.module[0], args.module[1:], f"-m {args.module[0]}"
@@ -200,6 +224,34 @@ class RunCommand:
         self._emit(report, args, out, err)
         _save_run(args, report, main)
         return rc
+
+    def _observed(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int | None:
+        """Runs the program under the observer when it can run here (None otherwise:
+        the in-process recorder runs, saying why)."""
+        from .profile_observed import program_argv
+        from .profile_sampled import observer_reason
+        from .program import module_code, script_code
+
+        why = observer_reason(args)
+        if why:
+            args.collector_note = why
+            return None
+        main: str | None = None
+        if args.module:
+            module_code(args.module[0])  # a missing module: a usage error before the run
+            argv, name = program_argv(args), f"-m {args.module[0]}"
+        elif _is_python(args.target):
+            main = script_code(args.target)[0].co_filename
+            argv, name = program_argv(args), args.target
+        else:
+            argv, name = [args.target, *args.args], " ".join([args.target, *args.args])
+        from .run_observed import run_observed
+
+        def emit(report: Any) -> None:
+            self._emit(report, args, out, err)
+            _save_run(args, report, main)
+
+        return run_observed(args, argv, name, err, emit)
 
     def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         fmt = _format(args)

@@ -20,7 +20,8 @@ class ThreadProfile:
     :param ident: the thread's id
     :param name: its name
     :param is_main: True for the main thread
-    :param totals: stack id -> ``[wall seconds, CPU seconds, samples]``
+    :param totals: stack id -> ``[wall seconds, CPU seconds, samples]``, then, where the
+        collector knows them (the observer), ``python, native, system`` CPU seconds
     :param timeline: ``(start, duration, stack id)`` in time order, seconds from the start
     """
 
@@ -48,6 +49,14 @@ class ThreadProfile:
         """CPU seconds of this thread over its samples (0 where unknown)."""
         return sum(t[1] for t in self.totals.values())
 
+    def split(self) -> tuple[float, float, float]:
+        """Python, native and system CPU seconds of this thread (0 where unknown)."""
+        py = nat = sy = 0.0
+        for t in self.totals.values():
+            if len(t) >= 6:
+                py, nat, sy = py + t[3], nat + t[4], sy + t[5]
+        return py, nat, sy
+
 
 class SampledProfile:
     """A run as the sampler saw it.
@@ -64,6 +73,9 @@ class SampledProfile:
     :param skip_outer: frames left out at the root of the main thread's stacks (the
         caller's frames above the profiled code)
     :param cpu_known: whether per-thread CPU times were read
+    :param split_known: whether the CPU time is split into Python, native and system
+    :param native_threads: threads Python does not know (a BLAS or ONNX Runtime pool):
+        ``(kernel name, count, CPU seconds)``
     """
 
     def __init__(
@@ -79,6 +91,8 @@ class SampledProfile:
         program: str = "",
         skip_outer: int = 0,
         cpu_known: bool = True,
+        split_known: bool = False,
+        native_threads: list[tuple[str, int, float]] | None = None,
     ) -> None:
         # A plain class: importing dataclasses (and inspect) would slow every run's start.
         self.stacks = stacks
@@ -92,6 +106,8 @@ class SampledProfile:
         self.program = program
         self.skip_outer = skip_outer
         self.cpu_known = cpu_known
+        self.split_known = split_known
+        self.native_threads = native_threads if native_threads is not None else []
 
     def thread_stacks(self, thread: ThreadProfile) -> Iterator[tuple[Stack, list[float]]]:
         """``(frames, [wall, cpu, samples])`` of a thread, the caller's frames left out.

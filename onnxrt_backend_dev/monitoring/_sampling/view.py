@@ -140,7 +140,8 @@ class Row:
 
     __slots__ = (
         "children", "cpu", "file", "hidden", "kind", "label", "line", "lines", "more",
-        "packages", "samples", "self_cpu", "self_wall", "waiting", "wall",
+        "native", "packages", "python", "queued", "samples", "self_cpu", "self_wall",
+        "system", "waiting", "wall",
     )  # fmt: skip
 
     def __init__(
@@ -154,6 +155,8 @@ class Row:
         self.cpu = cpu
         self.self_wall = 0.0
         self.self_cpu = 0.0
+        self.python = self.native = self.system = 0.0  # CPU seconds, where split
+        self.queued = 0.0  # seconds runnable but waiting for a CPU (a busy machine)
         self.samples = 0
         self.hidden = 0  # frames folded into this row (the most any stack had)
         self.packages: set[str] = set()
@@ -161,6 +164,14 @@ class Row:
         self.children: dict[tuple[str, str, int, str], Row] = {}
         self.more = 0  # for a 'more' row: how many rows it stands for
         self.waiting = False  # set by mark_waiting
+
+    def split_shares(self) -> tuple[float, float, float, float]:
+        """Shares of the row's time in Python, native code, the kernel, and waiting (off
+        the CPU), adding up to 1 (all 0 without time).
+
+        :return: ``(python, native, system, waiting)``
+        """
+        return split_shares(self.wall, self.cpu, self.python, self.native, self.system)
 
     def own_cpu_share(self) -> float:
         """The CPU share of the row's own time (0 without own time)."""
@@ -174,6 +185,27 @@ class Row:
         names = ", ".join(pkgs[:4]) + (", ..." if len(pkgs) > 4 else "")
         plural = "s" if self.hidden > 1 else ""
         return f"{self.hidden} frame{plural} hidden ({names})" if names else ""
+
+
+def split_shares(
+    wall: float, cpu: float, python: float, native: float, system: float
+) -> tuple[float, float, float, float]:
+    """Shares of a time in Python, native code, the kernel and waiting, adding up to 1.
+
+    :param wall: the time
+    :param cpu: the CPU time within it
+    :param python: CPU seconds in bytecode
+    :param native: CPU seconds in native code
+    :param system: CPU seconds in the kernel
+    :return: ``(python, native, system, waiting)``
+    """
+    if wall <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    split = python + native + system
+    busy = min(cpu / wall, 1.0)
+    if split <= 0:
+        return 0.0, busy, 0.0, 1.0 - busy
+    return busy * python / split, busy * native / split, busy * system / split, 1.0 - busy
 
 
 class Step(NamedTuple):
@@ -253,13 +285,22 @@ def build_tree(profile: SampledProfile, thread: ThreadProfile, show_all: bool = 
     """
     root = Row(f"thread {thread.name}", "", 0, "thread")
     cache: dict[Stack, list[Step]] = {}
-    for frames, (wall, cpu, count) in profile.thread_stacks(thread):
+    for frames, totals in profile.thread_stacks(thread):
+        wall, cpu, count = totals[0], totals[1], totals[2]
+        py, nat, sy = (totals[3], totals[4], totals[5]) if len(totals) >= 6 else (0.0, 0.0, 0.0)
+        queued = totals[6] if len(totals) >= 7 else 0.0
         steps = cache.get(frames)
         if steps is None:
             steps = cache[frames] = fold_stack(frames, show_all)
         node = root
         node.wall += wall
         node.cpu += cpu
+        node.python, node.native, node.system = (
+            node.python + py,
+            node.native + nat,
+            node.system + sy,
+        )
+        node.queued += queued
         node.samples += int(count)
         for step in steps:
             key = (step.label, step.file, step.line, step.kind)
@@ -268,6 +309,9 @@ def build_tree(profile: SampledProfile, thread: ThreadProfile, show_all: bool = 
                 child = node.children[key] = Row(step.label, step.file, step.line, step.kind)
             child.wall += wall
             child.cpu += cpu
+            child.python += py
+            child.native += nat
+            child.system += sy
             child.samples += int(count)
             child.hidden = max(child.hidden, step.hidden)
             child.packages |= step.packages
@@ -350,12 +394,15 @@ def visible_rows(
 
 
 class HotLine(NamedTuple):
-    """A line of a user function and the time it ran or called for."""
+    """A line of a user function and the time it ran or called for; where the collector
+    splits CPU time, the shares of that time in Python, native code, the kernel and
+    waiting (see :func:`split_shares`)."""
 
     line: int
     seconds: float
     share: float
     source: str
+    split: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
 class HotFunction(NamedTuple):
@@ -382,33 +429,52 @@ def hot_lines(
     :param min_share: lines and functions under this share of the total left out
     :return: the hottest first
     """
-    per: dict[tuple[str, str, int], dict[int, float]] = {}
+    per: dict[tuple[str, str, int], dict[int, list[float]]] = {}
     total = 0.0
     for thread in profile.threads:
-        for frames, (wall, _cpu, _n) in profile.thread_stacks(thread):
+        for frames, totals in profile.thread_stacks(thread):
+            wall = totals[0]
             total += wall
             for j in range(len(frames) - 1, -1, -1):
                 f = frames[j]
                 if not f.is_library and not _synthetic(f.file):
                     d = per.setdefault((f.name, f.file, f.first_line), {})
-                    d[f.line] = d.get(f.line, 0.0) + wall
+                    cols = d.setdefault(f.line, [0.0] * 5)  # wall, cpu, python, native, system
+                    cols[0] += wall
+                    cols[1] += totals[1]
+                    if len(totals) >= 6:
+                        cols[2] += totals[3]
+                        cols[3] += totals[4]
+                        cols[4] += totals[5]
                     break
     if total <= 0:
         return []
     out = []
-    ranked = sorted(per.items(), key=lambda kv: -sum(kv[1].values()))
+    ranked = sorted(per.items(), key=lambda kv: -sum(v[0] for v in kv[1].values()))
     for (name, file, first), by_line in ranked[:functions]:
-        seconds = sum(by_line.values())
+        seconds = sum(v[0] for v in by_line.values())
         if seconds < min_share * total:
             break
-        top = sorted(by_line.items(), key=lambda kv: -kv[1])[:lines]
+        top = sorted(by_line.items(), key=lambda kv: -kv[1][0])[:lines]
         hot = [
-            HotLine(n, s, s / total, cut_source(linecache.getline(file, n), 200))
-            for n, s in top
-            if s >= min_share * total
+            HotLine(n, v[0], v[0] / total, source_line(file, n), split_shares(*v))
+            for n, v in top
+            if v[0] >= min_share * total
         ]
         out.append(HotFunction(name, file, first, seconds, seconds / total, hot))
     return out
+
+
+def source_line(file: str, line: int, width: int = 200) -> str:
+    """A line of source as shown: stripped, cut at a word's end to ``width`` characters
+    with an ellipsis, never mid-token.
+
+    :param file: the file
+    :param line: the line
+    :param width: characters at most
+    :return: the text, '' when unreadable
+    """
+    return cut_source(linecache.getline(file, line), width)  # the one cut, at a token's end
 
 
 class Box(NamedTuple):
