@@ -71,6 +71,7 @@ def test_a_monitored_block_shows_neither_the_tool_nor_a_waiting_thread() -> None
     assert kept
     tool = os.path.dirname(monitoring.__file__)
     rep = m.report
+    assert rep is not None
     # THEN no hot line, function or part of the peak is the tool's, nor the waiting thread
     assert not [r for r in rep.lines if r.site.file.startswith(tool)], rep.lines
     # (the flat table lists every function: the tool's, as libraries', are not the user's)
