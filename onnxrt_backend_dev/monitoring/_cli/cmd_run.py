@@ -69,6 +69,10 @@ def _check(args: argparse.Namespace) -> None:
     _format(args)
     if args.target is None and not args.module and args.pid is None:
         raise CommandError("give a script, -m module, -- COMMAND, or --pid PID", EXIT_USAGE)
+    if args.target is not None and not args.module and not _is_python(args.target):
+        from .._run.supervise import check_command
+
+        check_command(args.target)  # 127 or 126 and one line, as a shell and spy say
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
