@@ -115,6 +115,33 @@ class RunFailed(MonitoringError):
     """A run of a program failed: it exited with an error, or ran past its timeout."""
 
 
+class ElfError(MonitoringError):
+    """The file is not an ELF file the observer's reader understands (or it is cut
+    short)."""
+
+
+class LayoutError(MonitoringError):
+    """No layout for this interpreter (its version, its build), with the reason."""
+
+
+class ReadError(MonitoringError):
+    """A read of the other process failed (unmapped, freed, or the process is gone).
+
+    Internal to the observer: its reader turns it into a dropped or partial sample, or
+    into an error of the family at the boundary.
+
+    :param address: where the read started
+    :param size: bytes asked for
+    :param why: the reason
+    """
+
+    def __init__(self, address: int, size: int, why: str) -> None:
+        super().__init__(f"cannot read {size} bytes at {address:#x}: {why}")
+        self.address = address
+        self.size = size
+        self.why = why
+
+
 class Stopped(MonitoringError):
     """A signal (SIGINT, SIGTERM, SIGHUP) stopped a long work early; what was done is
     kept for the caller to write.
