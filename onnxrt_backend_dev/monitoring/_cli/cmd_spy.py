@@ -242,7 +242,9 @@ class SpyCommand:
             lambda spy: self._status(spy, what, args, err),
             children=args.children,
         )
-        if run.forwarded:
+        if run.forwarded == signal.SIGINT:  # Ctrl-C on a terminal reaches the command too
+            err.write("spy: interrupted (SIGINT): the command was stopped\n")
+        elif run.forwarded:
             err.write(f"spy: {signal.Signals(run.forwarded).name} forwarded to the command\n")
         return run.result, run.exit_code, what
 
