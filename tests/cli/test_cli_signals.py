@@ -5,6 +5,7 @@ a few at chosen ones, with bounds that hold at load 8)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -187,3 +188,45 @@ def test_two_sigints_2_ms_apart_to_spy_where_write_the_measure(tmp_path: Path) -
     assert cli.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
     assert "cpu: peak" in out and json.loads(report.read_text())["signal"] == signal.SIGINT
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_on_a_terminal_the_command_reads_it_and_gets_ctrl_c(tmp_path: Path) -> None:
+    import pty
+    import select
+
+    # GIVEN spy -- COMMAND on a terminal, the command reading a line from it
+    script = "import time; print('got', input()); time.sleep(30)"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on the terminal
+        os.execv(sys.executable, [sys.executable, "-m", "onnxrt_backend_dev.monitoring",
+                                  "spy", "-q", "--", sys.executable, "-c", script])  # fmt: skip
+    out = b""
+
+    def read_until(text: bytes, seconds: float) -> None:
+        nonlocal out
+        deadline = time.monotonic() + seconds
+        while text not in out and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    out += os.read(fd, 4096)
+                except OSError:  # the terminal closed: the CLI ended
+                    return
+
+    try:
+        os.write(fd, b"hello\n")
+        read_until(b"got hello", TIMEOUT / 3)
+        # THEN it read the terminal (it stayed in the terminal's foreground job)
+        assert b"got hello" in out, out
+        # WHEN Ctrl-C is typed THEN it reaches the command, the measure is printed, 130
+        os.write(fd, b"\x03")
+        read_until(b"exit code 130", TIMEOUT / 3)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 130, out
+    assert b"cpu: peak" in out and b"exit code 130" in out
