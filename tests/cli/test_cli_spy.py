@@ -103,7 +103,7 @@ def test_live_status_on_a_terminal_and_none_with_quiet() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT)
 def test_attach_to_a_running_process_until_it_ends() -> None:
-    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     try:
         code, out, err = _main("--pid", str(target.pid), "--delay", "0.02")
     finally:
@@ -118,7 +118,9 @@ def test_attach_to_a_running_process_until_it_ends() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT)
 def test_attach_without_reset_says_nothing() -> None:
-    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    # (1.5 s: a target of 0.3 s ended before the spy attached at load 4, a full suite
+    # beside a signal storm)
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     try:
         code, out, err = _main("--no-reset-peak", "--pid", str(target.pid), "--delay", "0.02")
     finally:
