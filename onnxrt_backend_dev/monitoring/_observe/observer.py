@@ -119,6 +119,13 @@ class ProcessRecord:
         # and its flags, None to try again, False to give up (set by the session).
         self.opener: Callable[[], Any] | None = None
         self.collector = ""  # how its stacks are read, for the notes
+        # What the process runs (its first mapping, its command line): changes with an
+        # exec, after which it is read anew (see :func:`check_exec`).
+        self.image = image_of(pid)
+        self.execs = 0
+        # Reopens the process after an exec: ``(reader, flags, collector)`` or None, and
+        # gives its new label (set by the session; None: not reopened).
+        self.reopen: Callable[[], Any] | None = None
 
     def intern(self, key: tuple[int, ...]) -> int:
         """The id of a stack key (a cut key once the table is full)."""
@@ -190,6 +197,7 @@ class Observer:
         for record in list(self.processes):
             if record.gone:
                 continue
+            check_exec(record)
             for pid in _descendants(record.pid):
                 if pid in self.known_pids:
                     continue
@@ -260,7 +268,7 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     dt = t - record.last_t
     hwm = files.high_water_mark()
     rss = files.rss()
-    if rss is None:
+    if not rss:  # gone, or exiting (its memory already released: statm reads 0)
         record.gone = True
         return
     samples: list[ThreadSample] = []
@@ -272,12 +280,61 @@ def sample_process(record: ProcessRecord, t: float) -> None:
             record.read_failures = 0
         except ReadError:
             record.read_failures += 1
+            if record.read_failures % 4 == 1:  # an exec replaced what was read?
+                check_exec(record)
     record.samples += 1
     record.last_t = t
     credited = _threads(record, samples, t, dt)
     if record.samples % OTHERS_EVERY == 1:
         _other_threads(record, samples)
-    record.sink.add_tick(t, rss, hwm or 0.0, credited)
+    if samples and any(s.frames for s in samples):
+        record.python_seen = True
+    # The memory from the program's first line on (before, the interpreter's start: not
+    # the program's, as a report made inside it would start); a process never read as
+    # Python (a command) from its start.
+    if record.python_seen or (record.reader is None and record.opener is None):
+        record.sink.add_tick(t, rss, hwm or 0.0, credited)
+
+
+def image_of(pid: int) -> tuple[bytes, bytes]:
+    """What a process runs now: its first mapping and its command line (an exec changes
+    them; the first mapping moves with address randomisation even for the same file)."""
+    out = []
+    for name in ("maps", "cmdline"):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                out.append(f.read(256).split(b"\n", 1)[0])
+        except OSError:
+            out.append(b"")
+    return out[0], out[1]
+
+
+def check_exec(record: ProcessRecord) -> bool:
+    """Whether a process exec'd since it was opened; if so, it is read anew: a new
+    reader (sharing the code table, so the stacks seen before keep their meaning), a new
+    label. A process forked and not yet exec'd (a ``subprocess`` child) is a copy of its
+    parent until then.
+
+    :param record: the process
+    :return: True if it exec'd
+    """
+    image = image_of(record.pid)
+    if not image[0] or image == record.image:
+        return False
+    record.image = image
+    record.execs += 1
+    old = record.reader
+    record.reader = None
+    if record.reopen is not None:
+        found = record.reopen()
+        if found is not None:
+            reader, record.flags, record.collector, record.label = found
+            if old is not None:
+                reader.infos = old.infos  # ids already given stay valid
+            record.reader = reader
+    for th in record.threads.values():
+        th.last_sid = -1
+    return True
 
 
 def _try_open(record: ProcessRecord) -> None:
@@ -293,6 +350,28 @@ def _try_open(record: ProcessRecord) -> None:
 def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:
     """Adds each thread's figures; the stack id credited with the memory change since
     the previous sample (-1: none), see :func:`credit`."""
+    return sample_threads(record, samples, t, dt)
+
+
+def sample_threads(
+    record: ProcessRecord,
+    samples: list[ThreadSample],
+    t: float,
+    dt: float,
+    skip: Callable[[str], bool] | None = None,
+) -> int:
+    """Adds each thread's figures (its CPU since its previous sample, the split, the
+    stack it runs); returns the stack id credited with what memory did since the
+    previous sample (-1: none): the credited stack of the thread that used the most CPU
+    meanwhile, the main thread's when none did (see :func:`credit`).
+
+    :param record: the process
+    :param samples: its threads, just read
+    :param t: the sample's time
+    :param dt: seconds since the previous sample
+    :param skip: thread name -> True to leave that thread out (this tool's own)
+    :return: the credited stack id
+    """
     best_cpu, credited, main_sid = -1.0, -1, -1
     pid = record.pid
     for s in samples:
@@ -306,6 +385,8 @@ def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: f
         if not th.name and not th.is_main and th.name_tries < 5 and s.outer:
             th.name_tries += 1
             th.name = _name_of(record, s)
+        if skip is not None and th.name and skip(th.name):
+            continue
         cpu, uticks, sticks, queued = _cpu(th, pid)
         sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
         in_call = _in_call(record, s.frames)

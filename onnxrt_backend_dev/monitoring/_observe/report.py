@@ -99,8 +99,8 @@ def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
         for sid, row in th.rows.items():
             frames = stacks[sid]
             if frames:
-                cols = split(row)
-                rows.append((_raw(frames, here), cols[0], cols[1]))
+                cols = split(row)  # wall, cpu, samples, python, native, system, queued
+                rows.append((_raw(frames, here), cols[0], cols[1], *cols[3:7]))
         if rows:
             out.append((thread_label(record, key, index), th.is_main, rows))
     out.sort(key=lambda t: not t[1])

@@ -216,6 +216,7 @@ def start_program(
     record = ProcessRecord(proc.pid, None, bytes(256), sink)
     why: list[str] = []
     record.opener = opener(proc.pid, LOCATE_TIMEOUT, why)
+    record.reopen = lambda: reopen(proc.pid)
     observer = Observer(record, interval, follow=follow, devices=devices)
     if devices is not None:
         devices.pid_source = observer.pids
@@ -281,6 +282,27 @@ def command_line_of(pid: int) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
+def label_of(pid: int) -> str:
+    """``process PID: command line``.
+
+    :param pid: the process
+    """
+    return f"process {pid}: {command_line_of(pid)}".rstrip(": ")
+
+
+def reopen(pid: int) -> tuple[StackReader, bytes, str, str] | None:
+    """A process read anew after an exec: its reader, flags, collector and label (None
+    when it is no Python process this tool reads).
+
+    :param pid: the process
+    """
+    try:
+        target = open_target(pid)
+    except ObserveError:
+        return None
+    return target.reader, target.verified.native_flags, describe(target), label_of(pid)
+
+
 def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[int], Any]:
     """What the observer calls for a new descendant: its record with stacks when it is a
     Python process it can read, with memory only otherwise; None (try again later) while
@@ -305,11 +327,11 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
             if waiting and time.monotonic() - seen < patience:
                 return None
             target = None
-        label = f"process {pid}: {command_line_of(pid)}".rstrip(": ")
         reader = target.reader if target is not None else None
         flags = target.verified.native_flags if target is not None else bytes(256)
-        record = ProcessRecord(pid, reader, flags, make_sink(), label)
+        record = ProcessRecord(pid, reader, flags, make_sink(), label_of(pid))
         record.collector = describe(target) if target is not None else ""
+        record.reopen = lambda: reopen(pid)
         return record
 
     return follow
