@@ -115,13 +115,27 @@ def _raised_name(node: ast.Raise) -> str | None:
     return None
 
 
+def _built(node: ast.AST) -> str | None:
+    """The built-in error a node raises or builds (``raise X``, ``X(...)`` anywhere: a
+    helper returning the error to raise), None otherwise."""
+    if isinstance(node, ast.Raise):
+        name = _raised_name(node)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        name = node.func.id
+    else:
+        return None
+    return name if name in RAISED_THROUGH_THE_FAMILY else None
+
+
 def test_no_module_raises_a_bare_builtin_error() -> None:
-    found = [
-        f"{path.relative_to(PACKAGE)}:{node.lineno} raise {_raised_name(node)}"
-        for path, tree in _sources()
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Raise) and _raised_name(node) in RAISED_THROUGH_THE_FAMILY
-    ]
+    found = sorted(
+        {
+            f"{path.relative_to(PACKAGE)}:{node.lineno} {_built(node)}"
+            for path, tree in _sources()
+            for node in ast.walk(tree)
+            if _built(node)
+        }
+    )
     assert found == [], "raise these through _errors (BadValue, BadType, ...):\n" + "\n".join(found)
 
 
