@@ -130,7 +130,7 @@ def _built(node: ast.AST) -> str | None:
 def test_no_module_raises_a_bare_builtin_error() -> None:
     found = sorted(
         {
-            f"{path.relative_to(PACKAGE)}:{node.lineno} {_built(node)}"
+            f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', 0)} {_built(node)}"
             for path, tree in _sources()
             for node in ast.walk(tree)
             if _built(node)
