@@ -24,7 +24,14 @@ from .._sampling.model import (
     ThreadProfile,
     column,
 )
-from .._sampling.view import Row, build_tree, innermost_user, line_figures, source_line
+from .._sampling.view import (
+    Row,
+    build_tree,
+    innermost_user,
+    line_figures,
+    short_file,
+    source_line,
+)
 from .._stacks.frames import is_library_path
 from .aggregate import Aggregator, RawFrame
 from .model import (
@@ -46,6 +53,8 @@ MAX_SPANS = 4000
 MAX_LINES = 25
 MAX_PARTS = 8
 FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into "N more"
+# A stack of a thread other than the main one is a wait below this CPU share of its wall.
+WAITING_CPU = 0.02
 
 
 # A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
@@ -236,9 +245,14 @@ def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
         return sid
 
     threads: list[ThreadProfile] = []
+    # A stack of another thread that got (almost) no CPU is a wait (IPython's history
+    # thread, a pool's idle worker): not the program's time. Only when CPU was measured.
+    cpu_known = any(float(e[2]) > 0 for _, _, rows in facts.threads for e in rows)
     for name, is_main, rows in facts.threads:
         totals: dict[int, list[float]] = {}
         for entry in rows:
+            if not is_main and cpu_known and float(entry[2]) <= WAITING_CPU * float(entry[1]):
+                continue
             row = totals.setdefault(sid_of(entry[0]), [0.0] * NCOLUMNS)
             row[WALL] += float(entry[1])
             row[CPU] += float(entry[2])
@@ -395,7 +409,7 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
         frames = agg.stacks.get(sid, ())
         if frames:
             function, file, _, first = frames[_innermost_user(frames)]
-            label = f"{function} ({file}:{first})"
+            label = f"{function} ({short_file(file)}:{first})"  # as every view shows paths
         else:
             label = "(no Python frame)"
         by_function[label] = by_function.get(label, 0.0) + value

@@ -13,6 +13,7 @@ Memory columns have one meaning each, all in bytes of resident memory (RSS):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 SCHEMA = "onnxrt-monitoring-report"
 SCHEMA_VERSION = 1
@@ -286,6 +287,20 @@ class Report:
     notes: tuple[str, ...] = field(default=())
     version: int = SCHEMA_VERSION
     functions: tuple[FunctionRow, ...] = ()
+
+    def export(self, path: Any, fmt: str | None = None, **options: Any) -> str:
+        """Writes the report into ``path`` in the format its suffix names (``.txt``,
+        ``.json``, ``.html``), as every result of the package does (see ``_export``:
+        the renderers are imported there, never by the model).
+
+        :param path: the file
+        :param fmt: ``text``, ``json`` or ``html``; None to guess it from the suffix
+        :param options: given to the renderer
+        :return: the format written
+        """
+        from .._export import export
+
+        return export(self, path, fmt, **options)
 
     @property
     def utilisation(self) -> float | None:

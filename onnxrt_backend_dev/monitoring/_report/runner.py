@@ -405,14 +405,17 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     """
     import subprocess
 
+    from .._run.supervise import check_command, child_setup
     from ..memory_peak import start_spying_on
     from .build import build_report
     from .model import Ending
     from .session import facts_of
 
+    check_command(argv[0])  # 127 or 126 and one line, as a shell, before anything runs
     agg = Aggregator()
     started = time.monotonic()
-    proc = subprocess.Popen(list(argv))
+    # The command dies with this process (kill -9 of the command: nothing left running).
+    proc = subprocess.Popen(list(argv), preexec_fn=child_setup())
     notes = ["a command, not Python code: memory of its process tree, no stacks"]
     spy: Any = None
     try:

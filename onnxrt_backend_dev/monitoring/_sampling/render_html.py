@@ -7,10 +7,10 @@ a flame chart), the hot lines, and a search box. Every name and file comes from 
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-from .._profiling.safe import script_json
+from .._html import script_json
+from .._html import text as escape_text
 from .model import SampledProfile
 from .render_json import to_dict
 from .render_text import header
@@ -287,8 +287,8 @@ def to_html(profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: b
     data = to_dict(profile, fold_share, show_all)
     data["timeline"] = _timeline(profile)
     data["open_share"] = OPEN_SHARE
-    title = html.escape(header(profile))
-    notes = "".join(f"<div class='notes'>note: {html.escape(n)}</div>" for n in profile.notes)
+    title = escape_text(header(profile))
+    notes = "".join(f"<div class='notes'>note: {escape_text(n)}</div>" for n in profile.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
