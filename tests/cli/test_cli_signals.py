@@ -230,3 +230,29 @@ def test_on_a_terminal_the_command_reads_it_and_gets_ctrl_c(tmp_path: Path) -> N
         os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 130, out
     assert b"cpu: peak" in out and b"exit code 130" in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("command", ["profile", "run"])
+def test_two_sigints_2_ms_apart_to_an_observed_program_write_its_profile(
+    tmp_path: Path, command: str
+) -> None:
+    # GIVEN profile/run -o of a busy program under the observer (a plain interpreter in a
+    # group of its own), running
+    script, out = tmp_path / "busy.py", tmp_path / "out.json"
+    script.write_text(BUSY)
+    cli = _start(tmp_path, command, "--collector", "observer", "-o", str(out), str(script))
+    time.sleep(2.0)  # the program runs and has been sampled (its start is well under this)
+    # WHEN two SIGINTs 2 ms apart
+    cli.send_signal(signal.SIGINT)
+    time.sleep(0.002)
+    _, err = _signal_then_wait(cli, signal.SIGINT)
+    # THEN the program got Ctrl-C (its traceback is its own), the tool's exit code is the
+    # interrupt's, the output was written with the busy loop in it, and nothing is left
+    assert cli.returncode == 130, err
+    assert "KeyboardInterrupt" in err and "onnxrt_backend_dev/" not in err
+    assert command == "run" or "terminated by SIGINT" in err  # run: said in its report
+    written = out.read_text()
+    assert "busy.py" in written
+    assert _left_after(cli.pid) == []

@@ -31,13 +31,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._errors import CommandNotFound
 from .janitor import Janitor
@@ -157,8 +155,7 @@ def _in_terminal_job(stdin: Any) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class Exit:
+class Exit(NamedTuple):
     """How a child ended.
 
     :param status: the wait status
@@ -596,6 +593,8 @@ class Supervisor:
         :param prefix: the start of its name
         :return: its path
         """
+        import tempfile  # only here: a sampled run imports none of it
+
         path = tempfile.mkdtemp(prefix=prefix)
         self.janitor.add_folder(path)
         try:
