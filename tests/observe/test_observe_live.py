@@ -137,6 +137,22 @@ def test_a_process_that_is_not_python_is_refused() -> None:
         proc.wait()
 
 
+def test_a_stripped_interpreter_is_refused_with_its_reason(
+    sleeper: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._observe.elf import ElfSymbols
+
+    # GIVEN a Python process whose files export none of the interpreter's symbols (a
+    # stripped or static build: its files parsed, nothing wanted found)
+    monkeypatch.setattr(target, "symbols_of", lambda path, names: ElfSymbols(path, ()))
+    # WHEN it is located
+    with pytest.raises(ObserveError) as e:
+        target.locate(sleeper.pid)
+    # THEN refused as not readable, in one line naming the cause
+    assert e.value.reason == "not-python"
+    assert "stripped or static" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_a_zombie_and_a_dead_process_are_refused() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
