@@ -1,0 +1,303 @@
+"""The folded call tree of a cProfile graph: the graph expanded into call paths and
+handed to the sampled profile's model, so that the one fold of :mod:`.._sampling.view`
+(library frames folded as pyinstrument does, importlib's frames left out, a module the
+user's code imports a row ``import pandas``) builds the tree every view shows.
+
+The paths are the call tree's (:func:`build_tree <.view_tree.build_tree>`: cProfile keeps
+one level of callers, so below a function reached by several paths its callees' times
+are shared out in proportion of that path's share of its time; recursion folded into
+the caller, mutual recursion re-entered once); each path's own time (its time less its
+callees kept) is the weight of one stack, column ``WALL`` of one thread ``MainThread``.
+The sum of the stacks is the tree's total, exactly.
+
+What cProfile records and a sampler never sees is reshaped here, before the fold:
+
+- a built-in (cProfile's ``~`` frames: ``<built-in method builtins.exec>``,
+  ``builtins.__import__``, ``_imp.exec_dynamic``, ``marshal.loads``) called by importlib's
+  frames is left out of the path (its time stays on importlib's frame above it), so the
+  module it runs reads ``import X``; elsewhere a built-in is a library frame without a
+  file (``<built-in method numpy.arange>``), folded as any library frame;
+- cProfile cannot tell which module imported which (every import goes through the same
+  importlib functions and ``exec``), so the expansion flattens nested imports: under a
+  function of the user's code, the modules of libraries its imports loaded (and the
+  importlib work between) are gathered into one ``import X`` row, ``X`` the package that
+  took most of that time, the others counted as hidden frames. A user's module stays
+  its own row.
+
+Nothing recurses: the tree's rows come in depth-first order and one list holds the
+path of the row at hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from .._sampling.frames import SampledFrame
+from .._sampling.model import CPROFILE, SampledProfile, ThreadProfile
+from .._sampling.view import module_name, package_of
+from .choices import FOLD_SHARE
+from .model import FilterNode, ProfileNode
+from .view_tree import build_tree
+
+#: Paths under this share of the total are left in their caller's own time (their
+#: rows would be folded by any share a reader asks for).
+FLOOR_SHARE = 1e-5
+#: Rows of the expanded tree kept at most (the rest stays in their callers' own time).
+MAX_ROWS = 50_000
+#: Frames kept per path, the outermost ones (a deeper path gives its time to the last).
+MAX_DEPTH = 1024
+#: Frames kept in all the paths; past it a new path keeps its outermost
+#: :data:`SHORT_DEPTH` frames (the sampler's rule when its table is full).
+MAX_CELLS = 1_000_000
+SHORT_DEPTH = 16
+
+
+def _is_importlib(node: ProfileNode) -> bool:
+    """importlib's machinery: its frozen modules and the ``importlib`` package."""
+    f = node.filename.replace("\\", "/")
+    return f.startswith("<frozen importlib") or ("/importlib/" in f and node.library)
+
+
+class _Path(NamedTuple):
+    """One path of the expanded tree with own time, before it becomes a stack.
+
+    :param frames: outermost first
+    :param seconds: its own time
+    :param region: the import region it is in (-1: none), see :func:`_paths`
+    :param at: where the region's ``import`` frame goes in ``frames``
+    """
+
+    frames: tuple[SampledFrame, ...]
+    seconds: float
+    region: int
+    at: int
+
+
+class _Walk:
+    """The state of the depth-first walk: the frames of the current path and, per level,
+    the import region it opened."""
+
+    def __init__(self, hide_stdlib: bool) -> None:
+        self.hide_stdlib = hide_stdlib
+        self.frames: dict[ProfileNode, SampledFrame | None] = {}
+        # Per tree level: the frame kept (None: left out), the node, the region.
+        self.chain: list[tuple[SampledFrame | None, ProfileNode | None, int]] = []
+        self.cells = 0
+        self.shortened = 0
+
+    def frame(self, node: ProfileNode, caller: ProfileNode | None) -> SampledFrame | None:
+        """The frame of a node on the path, None when it is left out."""
+        if node.virtual or (self.hide_stdlib and self._library(node)):
+            return None
+        if node.filename == "~":
+            if caller is not None and _is_importlib(caller):
+                return None  # never in a sampled stack: the import reads as one
+            return SampledFrame(node.func_name, "", 0, 0)
+        found = self.frames.get(node)
+        if found is None:
+            found = self.frames[node] = SampledFrame(
+                node.func_name, node.filename, node.line, node.line
+            )
+        return found
+
+    def _library(self, node: ProfileNode) -> bool:
+        """A library's frame, or code a library compiled from a string (a namedtuple's,
+        a dataclass's), which is the library's as the fold counts it."""
+        if node.library:
+            return True
+        parent = self.chain[-1][1] if self.chain else None
+        return node.filename == "<string>" and parent is not None and parent.library
+
+    def caller(self) -> ProfileNode | None:
+        """The innermost node kept on the path."""
+        for frame, node, _ in reversed(self.chain):
+            if frame is not None:
+                return node
+        return None
+
+    def push(self, node: ProfileNode, depth: int, index: int) -> None:
+        """Enters ``node`` at ``depth``, tree row ``index``: an importlib frame called by
+        the user's code opens an import region (numbered by the row), which the frames
+        below it are in until another one opens."""
+        del self.chain[depth:]
+        caller = self.caller()
+        frame = self.frame(node, caller)
+        region = self.chain[-1][2] if self.chain else -1
+        opens = frame is not None and caller is not None and _is_importlib(node)
+        if opens and caller is not None and not caller.library and not _is_importlib(caller):
+            region = index
+        self.chain.append((frame, node, region))
+
+    def path(self, seconds: float) -> _Path:
+        """The current path as a stack, bounded (see :data:`MAX_CELLS`), with its region
+        and where the importlib frames opening it end."""
+        frames: list[SampledFrame] = []
+        region = self.chain[-1][2] if self.chain else -1
+        at, leading = 0, True
+        for frame, node, reg in self.chain:
+            if frame is None:
+                continue
+            if leading and region >= 0 and reg == region and node is not None:
+                if _is_importlib(node):
+                    at = len(frames) + 1
+                else:
+                    leading = False
+            frames.append(frame)
+        if len(frames) > MAX_DEPTH:
+            frames = frames[:MAX_DEPTH]
+        if self.cells + len(frames) > MAX_CELLS:
+            frames = frames[:SHORT_DEPTH]
+            self.shortened += 1
+        self.cells += len(frames)
+        return _Path(tuple(frames), seconds, region, at)
+
+
+def _paths(
+    root: ProfileNode, hide_stdlib: bool, **options: Any
+) -> tuple[list[_Path], float, int, int]:
+    """The paths with own time of the expanded tree, the total, the paths shortened and
+    the rows the expansion stopped at (0: it did not)."""
+    tree = build_tree(root, **options)
+    items = tree.items
+    own = [it.time for it in items]
+    for it in items:
+        if it.parent >= 0 and it.node is not None:
+            own[it.parent] -= it.time  # a folded row's time stays its parent's own
+    walk = _Walk(hide_stdlib)
+    paths = []
+    for i, it in enumerate(items):
+        if it.node is None:
+            continue
+        walk.push(it.node, it.depth, i)
+        if own[i] > 0:
+            paths.append(walk.path(own[i]))
+    return paths, tree.total, walk.shortened, tree.capped
+
+
+def _library_module(frames: tuple[SampledFrame, ...], start: int) -> SampledFrame | None:
+    """The first library module's frame at or after ``start``."""
+    for f in frames[start:]:
+        if f.name == "<module>" and f.is_library:
+            return f
+    return None
+
+
+def _import_frames(paths: list[_Path]) -> tuple[dict[int, SampledFrame], dict[int, int]]:
+    """For each import region, the frame of its row: a module of the package taking most
+    of its time (the package's own, ``pandas/__init__.py``, when the region ran it, else
+    its busiest), and how many packages the region's modules were in."""
+    by_package: dict[int, dict[str, float]] = {}
+    by_module: dict[int, dict[SampledFrame, float]] = {}
+    for p in paths:
+        f = _library_module(p.frames, p.at) if p.region >= 0 else None
+        if f is None:
+            continue
+        times = by_package.setdefault(p.region, {})
+        pkg = package_of(f.file)
+        times[pkg] = times.get(pkg, 0.0) + p.seconds
+        mods = by_module.setdefault(p.region, {})
+        mods[f] = mods.get(f, 0.0) + p.seconds
+    chosen: dict[int, SampledFrame] = {}
+    for region, times in by_package.items():
+        pkg = max(times, key=lambda k: times[k])
+        mods = by_module[region]
+        ranked = sorted(
+            (f for f in mods if package_of(f.file) == pkg),
+            key=lambda f: (module_name(f.file) != pkg, -mods[f]),
+        )
+        chosen[region] = ranked[0]
+    return chosen, {r: len(t) for r, t in by_package.items()}
+
+
+def _with_import(p: _Path, frame: SampledFrame | None, show_all: bool) -> tuple[SampledFrame, ...]:
+    """A path of an import region with the region's frame where the import starts
+    (unless the path goes on into the user's module, or that module, there). Drawn
+    without folding, the importlib frame before it is repeated after it, so that the
+    modules below read ``import X`` too."""
+    if frame is None:
+        return p.frames
+    nxt = p.frames[p.at] if p.at < len(p.frames) else None
+    if nxt is not None and (nxt == frame or not nxt.is_library):
+        return p.frames
+    mark = (p.frames[p.at - 1],) if show_all and nxt is not None and p.at > 0 else ()
+    return (*p.frames[: p.at], frame, *mark, *p.frames[p.at :])
+
+
+class FoldedView(NamedTuple):
+    """The graph as the sampled model, and what it had to merge.
+
+    :param profile: one thread ``MainThread``, the paths' own times as column ``WALL``
+    :param merged_imports: import regions whose modules were in several packages
+    :param shortened: paths shortened to bound the size (see :data:`MAX_CELLS`)
+    :param capped: the rows the expansion stopped at (``max_rows``), 0 if it did not
+    """
+
+    profile: SampledProfile
+    merged_imports: int
+    shortened: int
+    capped: int
+
+
+def folded_profile(
+    root: ProfileNode,
+    program: str = "",
+    notes: list[str] | None = None,
+    hide_stdlib: bool = False,
+    show_all: bool = False,
+    focus: str | None = None,
+    filter_node: FilterNode | None = None,
+    max_rows: int = MAX_ROWS,
+) -> FoldedView:
+    """The graph as a sampled profile whose fold (:func:`.._sampling.view.build_tree`)
+    gives the folded call tree (see the module's docstring).
+
+    :param root: the root of the graph (its entry point is found as the call tree's)
+    :param program: the program's name, for the header
+    :param notes: what the reader must know, shown under the header
+    :param hide_stdlib: library frames (the standard library, installed packages,
+        built-ins) left out of the paths, their callees in their place
+    :param show_all: the tree will be drawn without folding (the modules gathered under
+        an ``import`` row are rows too)
+    :param focus: paths start at the functions whose name contains this text
+    :param filter_node: leaves out the nodes for which it returns False (their time
+        stays their caller's)
+    :param max_rows: rows of the expanded tree kept at most
+    :return: the profile and its counts
+    """
+    paths, total, shortened, capped = _paths(
+        root,
+        hide_stdlib,
+        fold_share=FLOOR_SHARE,
+        filter_node=filter_node,
+        max_rows=max_rows,
+        focus=focus,
+    )
+    chosen, packages = _import_frames(paths)
+    weights: dict[tuple[SampledFrame, ...], float] = {}
+    for p in paths:
+        frames = p.frames if p.region < 0 else _with_import(p, chosen.get(p.region), show_all)
+        weights[frames] = weights.get(frames, 0.0) + p.seconds
+    stacks = list(weights)
+    totals = {i: [weights[s], 0.0, 0.0] for i, s in enumerate(stacks)}
+    thread = ThreadProfile(0, "MainThread", True, totals)
+    profile = SampledProfile(
+        stacks, [thread], 0.0, CPROFILE, total, 0.0, 0, list(notes or []), program,
+        cpu_known=False,
+    )  # fmt: skip
+    merged = sum(1 for n in packages.values() if n > 1)
+    return FoldedView(profile, merged, shortened, capped)
+
+
+def folded_stacks(view: FoldedView) -> Iterator[tuple[tuple[SampledFrame, ...], float]]:
+    """The stacks of a folded view and their seconds (for tests and exporters).
+
+    :param view: the view
+    :return: ``(frames, seconds)`` pairs
+    """
+    thread = view.profile.threads[0]
+    for frames, totals in view.profile.thread_stacks(thread):
+        yield frames, totals[0]
+
+
+__all__ = ["FOLD_SHARE", "FoldedView", "folded_profile", "folded_stacks"]
