@@ -78,16 +78,18 @@ class Aggregator:
         """Declares a stack (outermost frame first) before ticks refer to it."""
         self.stacks[sid] = tuple(frames)
 
-    def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
+    def add_tick(self, t: float, rss: float, hwm: float, sid: int, high: float = 0.0) -> None:
         """Adds one tick.
 
         :param t: seconds (``time.monotonic``)
         :param rss: the RSS now, bytes
         :param hwm: the high-water mark now, bytes (0 if unknown)
         :param sid: the stack running, ``NO_STACK`` if unknown
+        :param high: the highest memory since the previous tick where it is known apart
+            from the high-water mark (the spy resets the mark at each tick), else 0
         """
         rose = hwm > self.last_hwm
-        level = max(rss, hwm) if rose else rss
+        level = max(rss, hwm if rose else 0.0, high)
         if self.n == 0:
             self.first_t, self.first_rss = t, rss
             self.last_rss = rss
