@@ -22,8 +22,8 @@ from ._profiling.load import ProfileFormatError
 from ._profiling.model import ProfileNode
 from ._profiling.plot import plot_top_functions
 from ._profiling.render_collapsed import render_collapsed
-from ._profiling.render_folded import render_folded_text
 from ._profiling.render_speedscope import render_speedscope
+from ._profiling.render_tree_text import render_tree_text
 from ._profiling.run import (
     as_root,
     check_no_profiler_active,
@@ -202,7 +202,7 @@ def to_tree_text(
         ``line``), ``guides`` (``unicode``, ``ascii``), ``filter_node``, ``max_rows``
     :return: text
     """
-    return render_folded_text(
+    return render_tree_text(
         as_root(graph), program=program, max_indent=max_indent, fold_share=fold_share, **options
     )
 

@@ -1,6 +1,7 @@
-"""The folded call tree of a cProfile graph (``_profiling/view_folded.py``,
-``render_folded.py``): the graph's call paths handed to the sampled profile's fold, so
-that ``profile --cprofile`` and the sampled ``profile`` show one tree."""
+"""The folded call tree of a cProfile graph (``_profiling/view_folded.py``, drawn by
+``render_tree_text.py`` and ``render_tree_html.py``): the graph's call paths handed to
+the sampled profile's fold, so that ``profile --cprofile`` and the sampled ``profile``
+show one tree."""
 
 from __future__ import annotations
 

@@ -20,16 +20,16 @@ def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> s
 
     :param root: the graph
     :param view: ``reference`` (:func:`.reference.to_text`, the forest) or ``tree``
-        (:func:`render_folded_text <.render_folded.render_folded_text>`, the folded call
-        tree)
+        (:func:`render_tree_text <.render_tree_text.render_tree_text>`, the folded
+        call tree)
     :param options: given to the view's renderer
     :return: text
     """
     # Each renderer imported when its view is asked for: a format costs only its own.
     if check_view(view) == "tree":
-        from .render_folded import render_folded_text
+        from .render_tree_text import render_tree_text
 
-        return render_folded_text(root, **options)
+        return render_tree_text(root, **options)
     from .reference import to_text
 
     return to_text(root, **options)
@@ -65,9 +65,9 @@ def export_html(
     check_str("title", title)
     render: Callable[..., str]
     if check_view(view) == "tree":
-        from .render_folded import render_folded_html
+        from .render_tree_html import render_tree_html
 
-        render = render_folded_html
+        render = render_tree_html
     else:
         from .render_forest_html import render_forest_html
 
