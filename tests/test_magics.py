@@ -323,6 +323,20 @@ def test_profile_tree_cprofile_prints_the_call_tree(ip: Any) -> None:
     assert lines[leaf].index("leaf") > lines[branch].index("branch")
 
 
+def test_profile_tree_cprofile_folds_library_frames_unless_asked(ip: Any) -> None:
+    cell = "import json\njson.dumps([{'a': i} for i in range(2000)], indent=2)\n"
+    # WHEN the cell's cProfile tree is printed (the magic keeps file names only) THEN
+    # json's frames fold into dumps, known as the standard library's all the same
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "--cprofile --all", cell)
+    assert "%  dumps  __init__.py:" in out.stdout and "frames hidden (" in out.stdout
+    assert "%  encode  " not in out.stdout
+    # WHEN --show-library THEN they are rows
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "--cprofile --all --show-library", cell)
+    assert "%  encode  encoder.py:" in out.stdout and "frames hidden" not in out.stdout
+
+
 def test_profile_tree_o_returns_what_was_profiled(ip: Any) -> None:
     from onnxrt_backend_dev.monitoring._sampling.result import SamplingResult
     from onnxrt_backend_dev.monitoring.profiling import ProfileNode

@@ -627,10 +627,13 @@ def test_the_tree_and_hide_stdlib_of_an_asyncio_program(tmp_path: Path) -> None:
     # kept, cpu below it
     code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
     assert code == 0, err
-    hidden = {name: (d, s) for d, s, name, _ in tree_rows(out)}
+    rows = tree_rows(out)
+    hidden = {name: (d, s) for d, s, name, _ in rows}
     assert set(hidden) <= {"<module>", "fetch", "cpu", "main", "<genexpr>"}, out
     assert hidden["fetch"][0] == 2 and hidden["cpu"][0] == 3, out
-    assert hidden["fetch"][1] == pytest.approx(ms["fetch"], rel=0.5), out
+    # (the resumptions of the three coroutines are one row, holding their CPU work)
+    assert [name for _, _, name, _ in rows].count("fetch") == 1, out
+    assert hidden["cpu"][1] >= 0.5 * hidden["fetch"][1], out
 
 
 def test_the_tree_keeps_the_library_call_that_takes_the_time(tmp_path: Path) -> None:

@@ -263,3 +263,14 @@ def test_the_page_opens_on_the_users_code(tmp_path: Path) -> None:
     assert ("import", "import mylib") in shown
     assert [name for kind, name in shown if kind != "import"] == ["&lt;module&gt;", "main", "read"]
     assert 'data-ready="yes"' in dom
+
+
+def test_library_code_stays_library_after_clean_text() -> None:
+    # GIVEN the graph built with a cleaner keeping file names only (as the magics do)
+    root, _ = profile2graph(import_stats(), clean_text=lambda x: x.split("/")[-1])
+    # WHEN its tree is drawn THEN the library frames fold all the same, shown by their
+    # short names, and the import is still one row
+    got = rows(to_tree_text(root, fold_share=0.0))
+    read = next(r for r in got if r[2] == "read")
+    assert read[3].startswith("  io.py:40  [2 frames hidden (")
+    assert [name for _, _, name, _ in got] == ["<module>", "main", "read", "import __init__"]

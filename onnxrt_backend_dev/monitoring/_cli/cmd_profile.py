@@ -109,7 +109,8 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hide-stdlib",
         action="store_true",
-        help="hide standard library, site-packages and built-in frames",
+        help="hide standard library, site-packages and built-in frames (their callees "
+        "take their place)",
     )
     parser.add_argument(
         "--min-share",
@@ -376,7 +377,8 @@ class ProfileCommand:
         parser.add_argument(
             "--show-library",
             action="store_true",
-            help="tree view: show every library frame (no folding)",
+            help="tree view: show every library frame (no folding of the standard library "
+            "and installed packages)",
         )
         parser.add_argument("files", nargs="+", help="profile files (merged)")
         parser.set_defaults(**{k: getattr(args, k) for k in (*_VIEW_DESTS, "show_library")})
