@@ -79,7 +79,7 @@ def _is_importlib(node: ProfileNode) -> bool:
 def _file(node: ProfileNode) -> str:
     """A node's file as the fold reads it. The graph knows library code from the file
     before ``clean_text`` (``profile2graph``'s); where the cleaned name no longer says
-    so (``json/encoder.py`` become ``encoder.py``), it is put under ``site-packages/``,
+    so (``json/encoder.py`` cut to ``encoder.py``), it is put under ``site-packages/``,
     which the fold reads as a library's and shows from its root (``encoder.py``)."""
     if node.library and not is_library_path(node.filename):
         return "site-packages/" + node.filename.replace("\\", "/").lstrip("/")
