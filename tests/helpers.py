@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -45,6 +46,29 @@ def run_cli(command: str, *argv: str, err: io.StringIO | None = None) -> tuple[i
     err = io.StringIO() if err is None else err
     code = _cli.main([command, *argv], out=out, err=err)
     return code, out.getvalue(), err.getvalue()
+
+
+_TREE_ROW = re.compile(
+    r"^((?:[│|` ]  |[├└|`][─-] )*)(?:\[\d+\] )?([\d.]+) (s|ms|µs)\s+[\d.]+ %  (.+?)(  .*)?$"
+)
+_UNITS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
+
+
+def tree_rows(text: str) -> list[tuple[int, float, str, str]]:
+    """The rows of a call tree's text (the sampled ``profile``'s and ``--cprofile``'s):
+    ``(depth, seconds, name, the rest)``, the top level under the thread's line at
+    depth 1.
+
+    :param text: the text
+    :return: the rows in order
+    """
+    found = []
+    for line in text.splitlines():
+        m = _TREE_ROW.match(line)
+        if m:
+            seconds = float(m.group(2)) * _UNITS[m.group(3)]
+            found.append((len(m.group(1)) // 3, seconds, m.group(4), m.group(5) or ""))
+    return found
 
 
 def run_checked(

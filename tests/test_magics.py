@@ -311,14 +311,30 @@ def test_profile_tree_cprofile_prints_the_call_tree(ip: Any) -> None:
         res = ip.run_cell_magic("profile_tree", "--cprofile", _CELL)
     assert res is None
     lines = out.stdout.splitlines()
-    # THEN cProfile's call tree rooted at the cell, with its header and call counts
-    assert lines[0].startswith("Call tree of the cell: ") and "share" in lines[1]
-    assert "<module>  <cell>:1" in lines[2]
-    branch = next(i for i, line in enumerate(lines) if "─ branch  " in line)
-    leaf = next(i for i, line in enumerate(lines) if "─ leaf  " in line)
-    assert leaf == branch + 1
-    assert lines[leaf].split()[2] == "2"  # leaf was called twice
+    # THEN cProfile's call tree rooted at the cell, folded as the sampled one, with its
+    # header and where its call counts are
+    assert lines[0].startswith("Call tree of the cell: ") and "(cProfile: " in lines[0]
+    assert lines[1].startswith("note: exact call counts: the reference view")
+    assert lines[2].startswith("thread MainThread: ") and lines[3].endswith("<module>  <cell>:1")
+    branch = next(i for i, line in enumerate(lines) if "%  branch  " in line)
+    leaf = next(i for i, line in enumerate(lines) if "%  leaf  " in line)
+    sleep = next(i for i, line in enumerate(lines) if "%  <built-in method time.sleep>" in line)
+    assert sleep == leaf + 1 == branch + 2  # the built-in leaf calls, a library frame
     assert lines[leaf].index("leaf") > lines[branch].index("branch")
+
+
+def test_profile_tree_cprofile_folds_library_frames_unless_asked(ip: Any) -> None:
+    cell = "import json\njson.dumps([{'a': i} for i in range(2000)], indent=2)\n"
+    # WHEN the cell's cProfile tree is printed (the magic keeps file names only) THEN
+    # json's frames fold into dumps, known as the standard library's all the same
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "--cprofile --all", cell)
+    assert "%  dumps  __init__.py:" in out.stdout and "frames hidden (" in out.stdout
+    assert "%  encode  " not in out.stdout
+    # WHEN --show-library THEN they are rows
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "--cprofile --all --show-library", cell)
+    assert "%  encode  encoder.py:" in out.stdout and "frames hidden" not in out.stdout
 
 
 def test_profile_tree_o_returns_what_was_profiled(ip: Any) -> None:
@@ -443,10 +459,10 @@ def test_profile_tree_depth_and_stdlib(ip: Any) -> None:
         assert "branch" in out.stdout and "leaf" not in out.stdout, line
     with capture_output() as out:
         ip.run_cell_magic("profile_tree", "--hide-stdlib", _CELL)
-    # THEN the library call leaf makes is one row standing for its time, a leaf: the
-    # library frames collapse into the first one called from the cell's code
-    assert "leaf" in out.stdout
-    assert out.stdout.rstrip().splitlines()[-1].endswith("└─ <built-in method time.sleep>")
+    # THEN the library call leaf makes is left out: leaf is the last row, its time its
+    # own (the default tree shows the call, see above)
+    assert "leaf" in out.stdout and "time.sleep" not in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1].endswith("%  leaf  <cell>:3")
 
 
 @pytest.mark.parametrize(

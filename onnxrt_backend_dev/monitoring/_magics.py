@@ -33,8 +33,8 @@ function and the line saying in which function the peak happened.
 ``%%profile_tree`` samples the cell's stacks (the sampler of ``profile script.py``:
 true stacks, library frames folded into the first one called from the cell) and prints
 its call tree, starting at the cell; ``--cprofile`` profiles it with
-:func:`~onnxrt_backend_dev.monitoring.profiling.profile` instead and prints the call
-tree built by ``profile2graph`` (exact call counts)::
+:func:`~onnxrt_backend_dev.monitoring.profiling.profile` instead (every call timed) and
+prints the call tree of ``profile2graph``'s graph, folded by the same code::
 
     %%profile_tree [--cprofile] [--interval SECONDS] [--show-library]
                    [--view tree|reference] [-s SORT] [-w FCT_WIDTH] [--max-depth N]
@@ -45,9 +45,10 @@ rows unless ``--all`` is given, ``--show-library`` shows every library frame and
 ``--interval`` sets the time between two samples (0.002 s). The options only cProfile
 has imply ``--cprofile``, as they do for ``profile``: ``--view reference``, ``-s`` other
 than ``cumulative``, ``--hide-stdlib``. With cProfile, ``--view tree`` (the default)
-prints the call tree rooted at the cell, one row per call with its share of the total,
-children hottest first; ``--view reference`` prints the reference's rows
-(``ProfileNode.to_text``). ``-s`` sorts the children of a node (``cumulative``, the
+prints the call tree rooted at the cell, one row per call path with its time and share
+of the total, children hottest first, library frames folded (``--show-library`` shows
+them); ``--view reference`` prints the reference's rows (``ProfileNode.to_text``, with
+the exact call counts). ``-s`` sorts the children of a node (``cumulative``, the
 tree's default, ``line``, the reference's default, or ``time``), ``-w`` is the width of
 the reference's function column, ``--max-depth`` hides deeper rows, ``--hide-stdlib``
 hides the frames of the standard library and installed packages (their callees take
@@ -227,7 +228,7 @@ _PROFILE_TREE = _MagicSpec(
             "other than cumulative and --hide-stdlib",
         ),
         _Option("--interval", "SECONDS", "sampling: seconds between samples (0.002)"),
-        _Option("--show-library", None, "sampling: show every library frame"),
+        _Option("--show-library", None, "the tree: show every library frame"),
         _Option("--view", "VIEW", "tree (default: rooted at the cell) or reference"),
         _Option(
             "-s", "SORT", "order of the children: cumulative (the tree's default), line or time"
@@ -471,7 +472,10 @@ class MonitoringMagics(Magics):
         # The tree starts at the cell: the wrapper running it is left out.
         options["focus"] = f"<{_CELL_NAME}>:1:<module>"
         if tree:
-            print(to_tree_text(root, program="the cell", fold_share=fold, **options))
+            every = "show-library" in opts
+            print(
+                to_tree_text(root, program="the cell", fold_share=fold, show_all=every, **options)
+            )
         else:
             print(root.to_text(fct_width=width, **options))
         return root if "o" in opts else None

@@ -157,7 +157,9 @@ def to_html(
     :param filter_node: see :meth:`ProfileNode.as_dict`
     :param sort_key: order of callees
     :param view: ``reference`` (the rows of :meth:`ProfileNode.as_dict`) or ``tree``
-        (:func:`to_tree_text`'s, opened along its hottest path; ``program``...)
+        (:func:`to_tree_text`'s folded tree, opened along its hottest path and the
+        hottest path through the user's code; its options: ``program``, ``fold_share``,
+        ``show_all``, ``max_rows``; the title, left to its default, is the header line)
     :param options: filters, see :class:`ViewOptions`
     :return: the HTML page
     """
@@ -184,16 +186,20 @@ def to_tree_text(
     max_indent: int = 30,
     **options: Any,
 ) -> str:
-    """The call tree rooted at the program's entry point as text, as pyinstrument prints
-    it: one row per caller -> callee edge with cProfile's figures for that edge, children
-    never adding up to more than their parent, recursion folded into the caller's row.
+    """The call tree rooted at the program's entry point as text, folded as the sampled
+    profile's (one fold): library frames folded into the first one the user's code
+    called, importlib's left out, an import one row ``import pandas``. Each row is a call
+    path's time (cProfile keeps one level of callers: below a function called from
+    several places, the times are shared out in proportion); the exact call counts are
+    :meth:`ProfileNode.to_text`'s.
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
-    :param program: the program's name for the header (the root's name if None)
+    :param program: the program's name for the header
     :param fold_share: share of the total under which rows are folded (0 shows all)
-    :param max_indent: levels drawn; deeper rows show their depth in brackets
-    :param options: filters (see :class:`ViewOptions`), ``sort_key`` (``cumulative``,
-        the default, ``time`` or ``line``), ``filter_node``, ``max_rows``
+    :param max_indent: levels drawn; deeper rows show their level in brackets
+    :param options: filters (:class:`ViewOptions`: ``hide_stdlib`` leaves library frames
+        out), ``show_all`` (no folding), ``sort_key`` (``cumulative``, ``time``,
+        ``line``), ``guides`` (``unicode``, ``ascii``), ``filter_node``, ``max_rows``
     :return: text
     """
     return render_tree_text(
@@ -202,12 +208,13 @@ def to_tree_text(
 
 
 def call_tree(graph: Any, fold_share: float = FOLD_SHARE, **options: Any) -> CallTree:
-    """The call tree rooted at the program's entry point, as rows (see
-    :func:`to_tree_text`).
+    """The call tree rooted at the program's entry point, as rows, before any folding:
+    one row per caller -> callee edge on each path with cProfile's figures (calls,
+    time), recursion folded into the caller's row (the paths :func:`to_tree_text` folds).
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
     :param fold_share: share of the total under which rows are folded (0 shows all)
-    :param options: as for :func:`to_tree_text`
+    :param options: filters, ``sort_key``, ``filter_node``, ``max_rows``
     :return: the tree: ``items`` in depth-first order, ``total``
     """
     return build_tree(as_root(graph), fold_share=fold_share, **options)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from helpers import DATA as _DATA
-from helpers import Terminal, run_cli
+from helpers import Terminal, run_cli, tree_rows
 
 from onnxrt_backend_dev.monitoring._cli import cmd_profile as _cli_profile
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
@@ -117,8 +117,9 @@ def test_show_merges_files_filters_and_writes(tmp_path: Path) -> None:
     code, out, _ = _main("show", str(target), "--focus", "fct3", "--view", "reference")
     assert out.startswith("fct3")
     code, out, _ = _main("show", str(target), "--focus", "fct3")
-    # THEN the tree starts at fct3 (both files' fct3 under one root named after it)
-    assert re.search(r"^ 100\.0% .*  <?fct3\b", out.splitlines()[2]) and "fct4" not in out
+    # THEN the tree starts at fct3 (both files' fct3 at the top, nothing above them)
+    top = [(name, rest) for depth, _, name, rest in tree_rows(out) if depth == 1]
+    assert [name for name, _ in top] == ["fct3", "fct3"] and "fct4" not in out
 
 
 def test_usage_errors(script: Path) -> None:
@@ -278,16 +279,17 @@ def test_view_option_and_folding(tmp_path: Path) -> None:
     # GIVEN a profile WHEN shown by default THEN the call tree, small rows folded
     code, tree, _ = _main("show", prof)
     assert code == 0 and tree.startswith("Call tree of cprofile.prof: ")
-    assert "file:line" in tree.splitlines()[1] and re.search(r"\d+ more \(\d+\.\d %\)", tree)
+    assert "(cProfile: every call timed" in tree.splitlines()[0]
+    assert "fct4" in tree and "%  rec  " not in tree  # rec: 0.05 %, under the fold
     # WHEN --all THEN every row, none folded
     code, every, _ = _main("show", prof, "--all")
-    assert code == 0 and " more (" not in every
-    assert len(every.splitlines()) >= len(tree.splitlines()) and "rec  " in every
+    assert code == 0 and " more" not in every
+    assert len(every.splitlines()) > len(tree.splitlines()) and "%  rec  " in every
     # WHEN --view reference THEN the reference's rows
     code, ref, _ = _main("show", prof, "--view", "reference")
     assert code == 0 and ref.startswith("<built-in method builtins.exec>") and " -- " in ref
     # WHEN writing HTML THEN the tree page by default, the reference page on demand
-    for view, marker in (("tree", '"fold":'), ("reference", '"figures": [0,')):
+    for view, marker in (("tree", '"schema": "onnxrt-sampling"'), ("reference", '"figures": [0,')):
         page = tmp_path / f"{view}.html"
         code, _, err = _main("show", prof, "--view", view, "-o", str(page))
         assert code == 0 and "written to" in err
@@ -345,8 +347,9 @@ def test_json_tool_closing_stdout_still_delivers_its_profile(tmp_path: Path) -> 
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("[\n    {\n") and "json/tool.py" in proc.stdout
-    assert "main" in proc.stdout and proc.stderr == ""
+    assert proc.stdout.startswith("[\n    {\n") and proc.stderr == ""
+    # (the program is a standard library module: its frames fold as a library's do)
+    assert "%  <module>  json/tool.py:1  [" in proc.stdout
 
 
 @pytest.mark.slow
@@ -603,52 +606,131 @@ work()
 """
 
 
-def _rows(out: str) -> list[tuple[int, str, str]]:
-    """(depth, function, the rest) of each row of the tree text (--all: none folded),
-    the depth read from the guides between the function column and the name."""
-    lines = out.splitlines()
-    column = lines[1].index("function")
-    rows = []
-    for line in lines[2:]:
-        match = re.match(r"((?:[│ ]  |[├└]─ )*)(\S+)(.*)", line[column:])
-        if match:
-            rows.append((len(match.group(1)) // 3, match.group(2), match.group(3)))
-    return rows
-
-
-def test_hide_stdlib_keeps_the_coroutines_of_an_asyncio_program(tmp_path: Path) -> None:
+def test_the_tree_and_hide_stdlib_of_an_asyncio_program(tmp_path: Path) -> None:
     # GIVEN a real asyncio program: gather of coroutines calling a CPU function
     script = tmp_path / "aio.py"
     script.write_text(_ASYNC_SCRIPT, encoding="utf-8")
-    # WHEN profiled with --hide-stdlib (--all: no row folds, whatever the load)
-    code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
+    # WHEN profiled (--all: no row folds, whatever the load)
+    code, out, err = _main("-q", "--all", str(script))
     assert code == 0, err
-    rows = _rows(out)
-    names = [name for _, name, _ in rows]
-    # THEN fetch and cpu are there, cpu below fetch, below asyncio's run; nothing made
-    # recursive by the merged built-ins (exec) of the library
-    assert "fetch" in names and "cpu" in names, out
-    depth = {name: d for d, name, _ in reversed(rows)}
+    rows = tree_rows(out)
+    depth = {name: d for d, _, name, _ in reversed(rows)}
+    ms = {name: s for _, s, name, _ in reversed(rows)}
+    # THEN asyncio's run is the row the script's code called, its frames folded into
+    # it; the coroutines below it, cpu below fetch; asyncio's import one row
     assert depth["cpu"] > depth["fetch"] > depth["run"] > depth["<module>"], out
-    assert "recursive" not in out, out
+    assert "import asyncio" in depth and "_run_once" not in depth, out
     # AND the coroutines get their time, not a trickle (the time flowing down asyncio's
     # frames once went into import cycles and left fetch 0.3 ms of its 92 ms)
-    ms = {m[2]: float(m[1]) for m in re.finditer(r"%\s+([\d.]+)\s+[\d,]+\s+[│├└─ ]*(\S+)", out)}
-    assert ms["fetch"] >= 0.5 * ms["run"], out
+    assert ms["fetch"] >= 0.5 * (ms["run"] - ms.get("idle (event loop)", 0.0)), out
+    # WHEN --hide-stdlib THEN no library frame: fetch right under the script, its time
+    # kept, cpu below it
+    code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
+    assert code == 0, err
+    rows = tree_rows(out)
+    hidden = {name: (d, s) for d, s, name, _ in rows}
+    assert set(hidden) <= {"<module>", "fetch", "cpu", "main", "<genexpr>"}, out
+    assert hidden["fetch"][0] == 2 and hidden["cpu"][0] == 3, out
+    # (the resumptions of the three coroutines are one row, holding their CPU work)
+    assert [name for _, _, name, _ in rows].count("fetch") == 1, out
+    assert hidden["cpu"][1] >= 0.5 * hidden["fetch"][1], out
 
 
-def test_hide_stdlib_keeps_the_library_call_that_takes_the_time(tmp_path: Path) -> None:
+def test_the_tree_keeps_the_library_call_that_takes_the_time(tmp_path: Path) -> None:
     # GIVEN a real program whose function spends its time in ast.parse and ast.unparse
     script = tmp_path / "astu.py"
     script.write_text(_AST_SCRIPT, encoding="utf-8")
-    code, out, err = _main("-q", "--hide-stdlib", "--all", str(script))
+    code, out, err = _main("-q", "--all", str(script))
     assert code == 0, err
-    rows = _rows(out)
-    # THEN work is no leaf: parse and unparse are its children (their library callees
-    # collapsed into them), and work is not tagged recursive
-    work = next(i for i, (_, name, _) in enumerate(rows) if name == "work")
-    below = [name for d, name, _ in rows[work + 1 :] if d == rows[work][0] + 1]
+    rows = tree_rows(out)
+    # THEN work is no leaf: parse and unparse are its children, their library callees
+    # folded into them (said as hidden frames), no library row under another
+    work = next(i for i, (_, _, name, _) in enumerate(rows) if name == "work")
+    below = {name: rest for d, _, name, rest in rows[work + 1 :] if d == rows[work][0] + 1}
     assert {"parse", "unparse"} <= set(below), out
-    assert "recursive" not in rows[work][2], out
-    # and no library row sits under another library row
-    assert not any(name == "visit" for _, name, _ in rows), out
+    assert "frames hidden (ast, " in below["unparse"], out
+    assert not any(name == "visit" for _, _, name, _ in rows), out
+    # WHEN --show-library THEN the library frames are rows
+    code, out, err = _main("-q", "--all", "--show-library", str(script))
+    assert code == 0 and any(name == "visit" for _, _, name, _ in tree_rows(out)), err
+    # WHEN --hide-stdlib THEN the library calls are left out: work holds their time
+    code, out, err = _main("-q", "--all", "--hide-stdlib", str(script))
+    assert code == 0, err
+    names = [name for _, _, name, _ in tree_rows(out)]
+    assert names[:2] == ["<module>", "work"] and "parse" not in names and "unparse" not in names
+
+
+_STDLIB_WORK = """import statistics
+import decimal
+
+
+def work(n):
+    data = [decimal.Decimal(i) / 7 for i in range(n)]
+    return statistics.mean(data), statistics.pstdev(data)
+
+
+def main():
+    for _ in range(3):
+        work(5_000)
+
+
+main()
+"""
+
+
+@pytest.mark.slow
+def test_a_real_program_opens_on_its_own_code(tmp_path: Path) -> None:
+    # GIVEN a script importing standard library modules, then working with them, run
+    # in a fresh interpreter (its imports load for real)
+    (tmp_path / "stats.py").write_text(_STDLIB_WORK, encoding="utf-8")
+    proc = subprocess.run(
+        [*_PROFILE_CMD, "stats.py"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    rows = tree_rows(out)
+    names = [name for _, _, name, _ in rows]
+    # THEN the tree opens on the script: its <module>, then main, the hottest, then work,
+    # whose library calls are one row each, their frames folded
+    assert out.startswith("Call tree of stats.py: ") and "(cProfile: " in out.splitlines()[0]
+    assert [(d, name) for d, _, name, _ in rows[:3]] == [(1, "<module>"), (2, "main"), (3, "work")]
+    below = {name: rest for d, _, name, rest in rows[3:] if d == 4}
+    assert "mean" in below and "frames hidden (" in below["mean"], out
+    # AND an import is a row named by its module, importlib nowhere
+    assert any(name.startswith("import ") for name in names), out
+    assert not any(n in names for n in ("_find_and_load", "exec_module", "_load_unlocked")), out
+    # AND the text is a few short rows (what a row hides, at most four package names, may
+    # reach past 120 columns: this interpreter's import hooks are packages too)
+    lines = out.splitlines()
+    assert len(lines) <= 20 and max(len(line.split("  [")[0]) for line in lines) <= 120, out
+    assert max(map(len, lines)) <= 160, out
+
+
+@pytest.mark.parametrize(
+    ("option", "code", "check"),
+    [
+        (["--focus", "no_such_fn"], 1, lambda names, out: out == ""),
+        (["--focus", "work"], 0, lambda names, out: names[0] == "work" and "main" not in names),
+        (["--max-depth", "0"], 0, lambda names, out: names == ["<module>"]),
+        (["--max-depth", "1"], 0, lambda names, out: names[:2] == ["<module>", "main"]),
+        (["--all"], 0, lambda names, out: " more" not in out and "_sum" not in names),
+        (["--show-library"], 0, lambda names, out: "_sum" in names),
+        (
+            ["--hide-stdlib"],
+            0,
+            lambda names, out: names == ["<module>", "main", "work", "<listcomp>"],
+        ),
+        (["--min-share", "0.5"], 0, lambda names, out: "<listcomp>" not in names),
+    ],
+)
+def test_tree_options_on_a_real_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: list[str], code: int, check: Any
+) -> None:
+    # GIVEN the script above WHEN profiled with an option of the tree
+    (tmp_path / "stats.py").write_text(_STDLIB_WORK, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    got, out, err = _main("-q", *option, "stats.py")
+    # THEN it behaves as --help says
+    assert got == code, err
+    names = [name for _, _, name, _ in tree_rows(out)]
+    assert check(names, out), out

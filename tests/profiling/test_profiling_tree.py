@@ -1,5 +1,6 @@
-"""The call tree view (``_profiling/view_tree.py``, ``render_tree_text``,
-``render_tree_html``) and the layout of the profiling pipeline."""
+"""The call tree view (``_profiling/view_tree.py``: the expansion of the graph into
+call paths that ``view_folded`` folds, ``call_tree``, ``hot_paths``), the text and page
+of the folded tree on those paths, and the layout of the profiling pipeline."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from typing import Any
 import pytest
 from helpers import DATA as _DATA
 from helpers import ROOT, dump_dom, needs_browser, run_cli
+from helpers import tree_rows as rows
 from test_profiling import FakeStats, chain_stats, self_recursion_stats
 
-from onnxrt_backend_dev.monitoring._profiling.render_tree_html import tree_data
 from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, TreeItem, build_tree
 from onnxrt_backend_dev.monitoring.profiling import (
     FORMATS,
@@ -137,18 +138,14 @@ def test_edge_figures_and_entry_point() -> None:
         (2, "b", 4, 1.0),
         (1, "b", 1, 3.0),
     ]
+    # AND the text draws these paths, from the <module>, each row its path's time
     text = to_tree_text(root, program="prog.py", fold_share=0.0)
-    assert text.startswith("Call tree of prog.py: 10.000 s in total")
-    assert text.splitlines()[1].split() == [
-        "share",
-        "time",
-        "(s)",
-        "calls",
-        "function",
-        "file:line",
-    ]
-    assert " 60.0%       6.000            2  ├─ a  prog.py:5" in text
-    assert " 10.0%       1.000            4  │  └─ b  prog.py:9" in text
+    assert text.startswith("Call tree of prog.py: 10.0 s in total (cProfile")
+    lines = text.splitlines()
+    assert lines[3] == "└─ 10.000 s 100.0 %  <module>  prog.py:1"
+    assert "   ├─ 6.000 s  60.0 %  a  prog.py:5" in lines
+    assert "   │  └─ 1.000 s  10.0 %  b  prog.py:9" in lines
+    assert "   └─ 3.000 s  30.0 %  b  prog.py:9" in lines
 
 
 def test_recursion_5000_deep_stays_small() -> None:
@@ -157,7 +154,13 @@ def test_recursion_5000_deep_stays_small() -> None:
     assert len(tree.items) == 2
     rec = tree.items[1]
     assert rec.node is not None and rec.node.func_name == "rec" and rec.recursive == 5000
-    assert "[recursive: +5,000 calls folded here]" in to_tree_text(root)
+    # AND the text is two rows, the recursion's time on rec (its calls are the
+    # reference view's)
+    lines = to_tree_text(root).splitlines()
+    assert lines[3:] == [
+        "└─ 1.000 s 100.0 %  main  prog.py:1",
+        "   └─ 1.000 s 100.0 %  rec  prog.py:5",
+    ]
 
 
 def _ping(n: int) -> int:
@@ -238,9 +241,9 @@ def test_reentry_goes_on_into_new_callees() -> None:
     assert len(again) == 1 and again[0].node is not None and again[0].node.func_name == "agg"
     assert items_names(tree, again[0]) == ["mean"]  # amf, on the path, is not expanded
     assert again[0].recursive == 1  # agg -> amf, folded on the re-entry row
-    assert "agg  prog.py:10  [re-entered: already on the path above]" in to_tree_text(root)
-    rows = tree_data(tree, "prog")["rows"]  # the page's rows carry the mark
-    assert [row[7] for row in rows] == [1 if it.reentry else 0 for it in tree.items]
+    # AND the text goes down the same path first, agg drawn again under amf
+    names = [name for _, _, name, _ in rows(to_tree_text(root))]
+    assert names[:6] == ["main", "agg", "amf", "agg", "mean", "factorize"]
 
 
 def items_names(tree: CallTree, row: TreeItem) -> list[str]:
@@ -376,16 +379,19 @@ def test_hot_path_of_the_issue_workload(tmp_path: Path) -> None:
     # THEN the hottest path of the call tree is pyinstrument's
     expected = ["<module>", "dumps", "encode", "_iterencode", "_iterencode_list"]
     assert hot_paths(profile2graph(str(prof))[0])[0] == [*expected, "_iterencode_dict"]
-    # AND the text shows it from the script's <module> down, hottest first
+    # AND the text shows the script's <module>, its library call folded into one row
     code, out, _ = run_cli("profile", "show", str(prof))
-    rows = [line.split("─ ")[-1].split("  ")[0] for line in out.splitlines()[3:9]]
-    top = out.splitlines()[2].split()
-    assert top[-2] == "<module>" and top[-1].endswith("/dump.py:1")
-    assert rows[:5] == [*expected[1:], "_iterencode_dict"]
+    got = rows(out)
+    assert [name for _, _, name, _ in got] == ["<module>", "dumps", "<listcomp>"]
+    assert got[0][3].endswith("/dump.py:1") and "frames hidden (" in got[1][3]
+    # AND with --show-library, the path from the script's <module> down, hottest first
+    code, out, _ = run_cli("profile", "--show-library", "show", str(prof))
+    names = [name for _, _, name, _ in rows(out)]
+    assert names[:6] == [*expected, "_iterencode_dict"]
     # (the hottest built-in under _iterencode_dict is a near-tie that cProfile's timings
     # decide: isinstance, called 7 times a record, or the string encoder, 6 times; a
     # stress run at load 3 saw the encoder first)
-    assert rows[5] in (
+    assert names[6] in (
         "<built-in method builtins.isinstance>",
         "<built-in method _json.encode_basestring_ascii>",
     )
@@ -431,20 +437,21 @@ def test_text_rows_fold_and_names() -> None:
     # never cut; the path as every view shows it (_sampling.view.short_file: a library's
     # from its root, a user's relative to the current folder, else whole)
     assert "a" * 90 + "  /home/user/project/src/pkg/very/deep/module.py:9" in text
-    assert re.search(r"└─ 30 more \(3\.0 %\)$", lines[-1]), lines[-1]
-    assert len(lines) == 5
+    assert re.search(r"└─ 0\.030 s   3\.0 %  30 more$", lines[-1]), lines[-1]
+    assert len(lines) == 3 + 3  # header, note, thread; main, its callee, '30 more'
     shown = to_tree_text(root, fold_share=0.0)
-    assert "tiny0\\nx  other.py:0" in shown and "more (" not in shown
-    assert len(shown.splitlines()) == 2 + 2 + 30
+    assert "tiny0\\nx  other.py:0" in shown and " more" not in shown
+    assert len(shown.splitlines()) == 3 + 2 + 30
 
 
 def test_deep_chain_is_drawn_bounded() -> None:
     root, _ = profile2graph(chain_stats(300))
     text = to_tree_text(root, fold_share=0.0, max_indent=10)
     lines = text.splitlines()
-    assert len(lines) == 2 + 300 + 1
-    assert max(map(len, lines)) < 200
-    assert "[299] f299" in text and lines[-1].startswith("[289 rows deeper than 10")
+    assert len(lines) == 3 + 300 + 1
+    assert max(map(len, lines)) < 120
+    assert re.search(r"└─ \[299\] 1\.000 ms   0\.3 %  f299  prog\.py:300$", lines[-2])
+    assert lines[-1].startswith("[289 rows deeper than 10")
 
 
 def test_html_tree_page_is_self_contained_and_escaped() -> None:
@@ -459,9 +466,9 @@ def test_html_tree_page_is_self_contained_and_escaped() -> None:
         "</script><b>" not in page and "\u2028" not in page and "<title>&lt;t&gt;</title>" in page
     )
     assert not re.search(r"(src|href)\s*=|https?://|@import", page)
-    data = page.split('<script id="data" type="application/json">')[1].split("</script>")[0]
-    doc = json.loads(data)
-    assert doc["strings"][doc["rows"][1][1]] == "</script><b>x</b>\u2028"
+    data = page.split('<script type="application/json" id="profile-data">')[1]
+    doc = json.loads(data.split("</script>")[0])
+    assert doc["threads"][0]["rows"][2]["name"] == "</script><b>x</b>\u2028"
 
 
 def test_registry_is_the_one_list() -> None:
@@ -516,31 +523,33 @@ def test_pipeline_has_no_import_cycle() -> None:
 # ---------------------------------------------------------------- the page in a browser
 
 
+def visible_rows(dom: str) -> list[tuple[str, str]]:
+    """``(kind, name)`` of the rows of a tree page shown after its scripts ran."""
+    found = re.findall(r'<div class="row k-(\w+)( hidden)?"[^>]*>(.*?)</div>', dom)
+    names = [
+        (kind, re.search(r'<span class="n">([^<]*)</span>', body))
+        for kind, h, body in found
+        if not h
+    ]
+    return [(kind, m.group(1)) for kind, m in names if m]
+
+
 @pytest.mark.slow
 @needs_browser
 def test_tree_page_in_browser(tmp_path: Path) -> None:
     # GIVEN the tree page of json.dumps
     path = tmp_path / "tree.html"
     path.write_text(to_html(_json_profile(3000), view="tree"), encoding="utf-8")
-    url = path.as_uri()
-    # WHEN opened THEN the hottest path is open down to the first row under 5 %
-    dom = dump_dom(url)
-    shown = re.findall(r'<span class="fn">([^<]*)</span>', dom)
-    hot = re.findall(r"class=\"row hot\".*?<span class=\"fn\">([^<]*)</span>", dom)
-    assert hot[: len(EXPECTED_JSON_PATH)] == EXPECTED_JSON_PATH
-    assert "_iterencode_dict" in shown and 'data-ready-ms="' in dom
-    # WHEN searching THEN the matches are revealed and counted
-    dom = dump_dom(url + "#search=isinstance")
-    assert re.search(r"\d+ match(es)? for 'isinstance'", dom)
-    # WHEN the root is collapsed by a click THEN only it is left
-    dom = dump_dom(url + "#expand=main")
-    assert re.findall(r'<span class="fn">([^<]*)</span>', dom) == ["main"]
-    # GIVEN a re-entry on the hot path THEN the page opens through it, marked
+    # WHEN opened THEN the user's function and the library call it makes are shown, the
+    # json frames folded into it
+    dom = dump_dom(path.as_uri())
+    assert visible_rows(dom) == [("user", "main"), ("library", "dumps")]
+    assert 'data-ready="yes"' in dom and "frames hidden (" in dom
+    # GIVEN a re-entry on the hot path THEN the page opens through it
     path.write_text(to_html(profile2graph(reentry_stats())[0], view="tree"), encoding="utf-8")
     dom = dump_dom(path.as_uri())
-    hot = re.findall(r"class=\"row hot\".*?<span class=\"fn\">([^<]*)</span>", dom)
-    assert hot == ["main", "agg", "amf", "agg", "mean", "factorize"]
-    assert dom.count('<span class="rec" title="already on this path above') == 1
+    names = [name for _, name in visible_rows(dom)]
+    assert names[:6] == ["main", "agg", "amf", "agg", "mean", "factorize"]
 
 
 def test_max_rows_caps_and_says_so() -> None:
@@ -549,7 +558,7 @@ def test_max_rows_caps_and_says_so() -> None:
     check_invariants(tree)
     assert tree.capped == 50 and len([it for it in tree.items if it.node is not None]) <= 50
     text = to_tree_text(root, fold_share=0.0, max_rows=50)
-    assert "all rows shown, the rest past 50 rows folded)" in text.splitlines()[0]
+    assert "note: the call paths past 50 rows are in their callers' time" in text.splitlines()
     assert build_tree(root).capped == 0
 
 
@@ -558,7 +567,7 @@ def test_ascii_guides_for_a_terminal_without_box_characters(
 ) -> None:
     prof = os.path.join(DATA, "cprofile.prof")
     root, _ = profile2graph(prof)
-    assert "|- fct4" in to_tree_text(root, guides="ascii")
+    assert re.search(r"\n   `- [\d.]+ ms  99\.9 %  fct4  ", to_tree_text(root, guides="ascii"))
     with pytest.raises(ValueError, match="guides must be one of"):
         to_tree_text(root, guides="emoji")
     # GIVEN a standard output that cannot write box characters WHEN the command prints
@@ -585,23 +594,33 @@ def test_tree_page_shows_hostile_names_as_text(tmp_path: Path) -> None:
     path.write_text(to_html(root, view="tree", title="t"), encoding="utf-8")
     # WHEN opened THEN the names show as text and no script of theirs ran
     dom = dump_dom(path.as_uri())
-    assert "<title>t</title>" in dom and 'data-ready-ms="' in dom
+    assert "<title>t</title>" in dom and 'data-ready="yes"' in dom
     assert "&lt;img src=x onerror=" in dom and "<img" not in dom
     assert "&lt;/script&gt;&lt;script&gt;" in dom
 
 
 @pytest.mark.parametrize(
     ("sort_key", "said"),
-    [
-        ("cumulative", "children hottest first"),
-        ("time", "children by own time"),
-        ("line", "children in line order"),
-    ],
+    [("cumulative", ""), ("time", "children by own time"), ("line", "children in line order")],
 )
-def test_header_says_the_order_of_the_children(sort_key: str, said: str) -> None:
-    root = _json_profile(200)
-    header = to_tree_text(root, sort_key=sort_key).splitlines()[0]
-    assert f"shares of the total, {said}, " in header
+def test_a_note_says_the_order_of_the_children(sort_key: str, said: str) -> None:
+    # GIVEN main calling a (own 1 s), b (own 3 s, 3 s in all) and c (own 0, 5 s in all)
+    st = FakeStats()
+    keys = {n: ("prog.py", i, n) for i, n in ((1, "main"), (9, "c"), (5, "b"), (3, "a"))}
+    st.add(keys["main"], 1, 1, 0.0, 9.0)
+    for name, own, total in (("a", 1.0, 1.0), ("b", 3.0, 3.0), ("c", 0.0, 5.0)):
+        st.add(keys[name], 1, 1, own, total)
+        st.call(keys["main"], keys[name], 1, own, total)
+    st.add(("prog.py", 20, "d"), 1, 1, 5.0, 5.0)
+    st.call(keys["c"], ("prog.py", 20, "d"), 1, 5.0, 5.0)
+    text = to_tree_text(profile2graph(st)[0], sort_key=sort_key)
+    # THEN the children come in that order, and a note says which (none: hottest first)
+    order = [name for _, _, name, _ in rows(text) if name in "abc"]
+    assert order == {"cumulative": ["c", "b", "a"], "time": ["b", "a", "c"]}.get(
+        sort_key, ["a", "b", "c"]
+    )
+    notes = [line for line in text.splitlines() if line.startswith("note: children")]
+    assert notes == ([f"note: {said}"] if said else [])
 
 
 def _loader_profile() -> ProfileNode:

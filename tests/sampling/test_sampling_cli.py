@@ -220,6 +220,7 @@ _CPROFILE_ONLY = (
     "onnxrt_backend_dev.monitoring._profiling.view_tree",
     "onnxrt_backend_dev.monitoring._profiling.view_reference",
     "onnxrt_backend_dev.monitoring._profiling.render_forest_html",
+    "onnxrt_backend_dev.monitoring._profiling.view_folded",
     "onnxrt_backend_dev.monitoring._profiling.render_tree_html",
     "onnxrt_backend_dev.monitoring._profiling.render_tree_text",
     "onnxrt_backend_dev.monitoring._profiling.render_json",

@@ -109,7 +109,8 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hide-stdlib",
         action="store_true",
-        help="hide standard library, site-packages and built-in frames",
+        help="hide standard library, site-packages and built-in frames (their callees "
+        "take their place)",
     )
     parser.add_argument(
         "--min-share",
@@ -200,6 +201,7 @@ def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str | None:
     if opts.get("view") == "tree":
         opts["fold_share"] = args.fold_share
         opts["program"] = getattr(args, "program", None)
+        opts["show_all"] = args.show_library
         if fmt == "text" and args.output is None and not _can_encode(sys.stdout, "├─│└"):
             opts["guides"] = "ascii"  # a terminal that cannot show the box characters
     if entry.render is None:  # _emit dumps the statistics of such formats itself
@@ -372,8 +374,14 @@ class ProfileCommand:
             "or an -o that cannot be written (or is one of the profiles).",
         )
         _add_view_options(parser)
+        parser.add_argument(
+            "--show-library",
+            action="store_true",
+            help="tree view: show every library frame (no folding of the standard library "
+            "and installed packages)",
+        )
         parser.add_argument("files", nargs="+", help="profile files (merged)")
-        parser.set_defaults(**{k: getattr(args, k) for k in _VIEW_DESTS})
+        parser.set_defaults(**{k: getattr(args, k) for k in (*_VIEW_DESTS, "show_library")})
         try:
             sargs = parser.parse_args(args.args)
         except SystemExit as e:  # argparse already wrote the help or the error

@@ -94,8 +94,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--show-library",
         action="store_true",
-        help="sampling: show every library frame (no folding of the standard library "
-        "and installed packages)",
+        help="the call tree (sampled or --cprofile): show every library frame (no folding "
+        "of the standard library and installed packages)",
     )
 
 

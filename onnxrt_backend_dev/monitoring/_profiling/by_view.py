@@ -20,7 +20,8 @@ def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> s
 
     :param root: the graph
     :param view: ``reference`` (:func:`.reference.to_text`, the forest) or ``tree``
-        (:func:`render_tree_text <.render_tree_text.render_tree_text>`)
+        (:func:`render_tree_text <.render_tree_text.render_tree_text>`, the folded
+        call tree)
     :param options: given to the view's renderer
     :return: text
     """
@@ -55,8 +56,9 @@ def export_html(
     :param title: the page's title
     :param filter_node: see :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`
     :param sort_key: order of callees
-    :param view: ``reference`` (the forest of rows) or ``tree`` (the call tree rooted
-        at the program, opened along its hottest path)
+    :param view: ``reference`` (the forest of rows) or ``tree`` (the folded call tree
+        rooted at the program, opened along its hottest path and the hottest path
+        through the user's code)
     :param options: filters and the view's own options
     :return: the page
     """

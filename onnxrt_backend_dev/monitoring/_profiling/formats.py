@@ -44,6 +44,7 @@ class RenderOptions(TypedDict, total=False):
     title: str
     program: str | None
     fold_share: float
+    show_all: bool
     max_rows: int
     max_indent: int
     guides: str

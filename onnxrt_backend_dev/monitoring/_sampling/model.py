@@ -20,6 +20,10 @@ Stack = tuple[SampledFrame, ...]  # outermost first
 WALL, CPU, SAMPLES, PYTHON, NATIVE, SYSTEM, QUEUED, NET, TO_PEAK, HIGHEST = range(10)
 NCOLUMNS = 10
 
+# The ``timer`` of a profile that was not sampled: cProfile's call paths, each stack
+# weighted by its own time (see ``_profiling.view_folded``): no samples, no lines.
+CPROFILE = "cprofile"
+
 
 def column(totals: list[float], index: int) -> float:
     """A column of a row, 0 where the row is shorter.
@@ -85,7 +89,8 @@ class SampledProfile:
     :param stacks: stack id -> frames, outermost first
     :param threads: one per thread, the main thread first, then in order of appearance
     :param interval: the sampling interval, seconds
-    :param timer: how samples were taken (``prof``, ``real``, ``thread``)
+    :param timer: how samples were taken (``prof``, ``real``, ``thread``, ``observer``), or
+        :data:`CPROFILE` for cProfile's call paths
     :param duration: wall seconds from start to stop
     :param cpu_time: CPU seconds of the process over the run
     :param samples: samples taken

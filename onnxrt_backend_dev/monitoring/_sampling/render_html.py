@@ -7,14 +7,15 @@ a flame chart), the hot lines, and a search box. Every name and file comes from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._html import script_json
 from .._html import text as escape_text
-from .model import SampledProfile
+from .model import CPROFILE, SampledProfile
 from .render_json import to_dict
 from .render_text import header
-from .view import FOLD_SHARE, timeline_boxes
+from .view import FOLD_SHARE, Row, timeline_boxes
 
 # Offline and inert: nothing is fetched, only the page's own inline script and style run.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -276,19 +277,60 @@ def _timeline(profile: SampledProfile) -> list[dict[str, Any]]:
     return out
 
 
-def to_html(profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: bool = False) -> str:
-    """The page (see the module's docstring).
+# A cProfile tree (no timeline, no lines) also opens the hottest path through the
+# user's code, imports aside: the page opens on what the program did, not on what it
+# loaded.
+_JS_CPROFILE = r"""
+DATA.threads.forEach(function (th) {
+  const kids = th.rows.map(function () { return []; });
+  th.rows.forEach(function (r, i) { if (r.parent >= 0) kids[r.parent].push(i); });
+  let at = 0;
+  for (;;) {
+    let best = -1;
+    kids[at].forEach(function (k) {
+      const r = th.rows[k];
+      if (r.kind === 'import' || r.kind === 'more') return;
+      if (best < 0 || r.wall > th.rows[best].wall) best = k;
+    });
+    if (best < 0) break;
+    at = best;
+  }
+  if (at > 0 && th.open) th.open(at);
+});
+"""
+
+_NAV = """<button data-view="timeline">Timeline</button><button data-view="hot">Hot lines</button>
+"""
+
+
+def to_html(
+    profile: SampledProfile,
+    fold_share: float = FOLD_SHARE,
+    show_all: bool = False,
+    max_depth: int | None = None,
+    order: Callable[[Row], Any] | None = None,
+    title: str | None = None,
+) -> str:
+    """The page (see the module's docstring). A cProfile profile (timer
+    :data:`~.model.CPROFILE`) gets the call tree only, opened along the hottest path
+    through the user's code as well.
 
     :param profile: the profile
     :param fold_share: see :func:`~.view.visible_rows`
     :param show_all: do not fold library frames
+    :param max_depth: rows deeper than this are left out (0: the top level only)
+    :param order: see :func:`~.view.visible_rows`
+    :param title: the page's title (None: the header line)
     :return: the HTML text
     """
-    data = to_dict(profile, fold_share, show_all)
-    data["timeline"] = _timeline(profile)
+    cprofile = profile.timer == CPROFILE
+    data = to_dict(profile, fold_share, show_all, max_depth, order)
+    data["timeline"] = [] if cprofile else _timeline(profile)
     data["open_share"] = OPEN_SHARE
-    title = escape_text(header(profile))
+    title = escape_text(header(profile) if title is None else title)
     notes = "".join(f"<div class='notes'>note: {escape_text(n)}</div>" for n in profile.notes)
+    nav = "" if cprofile else _NAV
+    more_js = f"<script>{_JS_CPROFILE}</script>\n" if cprofile else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
@@ -296,12 +338,11 @@ def to_html(profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: b
 <body>
 <header><h1>{title}</h1>{notes}</header>
 <nav><button class="on" data-view="tree">Call tree</button>
-<button data-view="timeline">Timeline</button><button data-view="hot">Hot lines</button>
-<input id="search" type="search" placeholder="search functions and files">
+{nav}<input id="search" type="search" placeholder="search functions and files">
 <span id="found"></span></nav>
 <main>{_legend(profile)}<div id="view-tree"></div><div id="view-timeline" class="hidden"></div>
 <div id="view-hot" class="hidden"></div></main>
 <script type="application/json" id="profile-data">{script_json(data)}</script>
 <script>{_JS}</script>
-</body></html>
+{more_js}</body></html>
 """

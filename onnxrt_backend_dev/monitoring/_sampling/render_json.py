@@ -22,6 +22,7 @@ shares of its time, adding up to 1.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .model import SampledProfile
@@ -32,17 +33,23 @@ VERSION = 1
 SPLIT = ("python", "native", "system", "waiting")
 
 
-def tree_rows(root: Row, fold_share: float, max_depth: int | None = None) -> list[dict[str, Any]]:
+def tree_rows(
+    root: Row,
+    fold_share: float,
+    max_depth: int | None = None,
+    order: Callable[[Row], Any] | None = None,
+) -> list[dict[str, Any]]:
     """A tree as a flat list of rows in drawing order, each with its parent's index.
 
     :param root: the thread's root
     :param fold_share: see :func:`~.view.visible_rows`
     :param max_depth: deeper rows left out
+    :param order: see :func:`~.view.visible_rows`
     :return: the rows (the root first, parent -1)
     """
     rows: list[dict[str, Any]] = []
     parents: list[int] = []  # index of the open row at each depth
-    for depth, row, _last in visible_rows(root, fold_share, max_depth):
+    for depth, row, _last in visible_rows(root, fold_share, max_depth, order):
         del parents[depth:]
         rows.append(
             {
@@ -67,15 +74,23 @@ def tree_rows(root: Row, fold_share: float, max_depth: int | None = None) -> lis
 
 
 def to_dict(
-    profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: bool = False
+    profile: SampledProfile,
+    fold_share: float = FOLD_SHARE,
+    show_all: bool = False,
+    max_depth: int | None = None,
+    order: Callable[[Row], Any] | None = None,
 ) -> dict[str, Any]:
     """The profile as a JSON-ready dictionary (see the module's docstring).
 
     :param profile: the profile
     :param fold_share: see :func:`~.view.visible_rows`
     :param show_all: no folding of library frames
+    :param max_depth: rows deeper than this under the thread are left out (0: the top
+        level only)
+    :param order: see :func:`~.view.visible_rows`
     :return: the dictionary
     """
+    deepest = None if max_depth is None else max_depth + 1
     sampled = [t for t in profile.threads if t.totals]
     roots = {id(t): r for t, r in zip(sampled, trees(profile, show_all), strict=True)}
     threads = []
@@ -89,7 +104,7 @@ def to_dict(
                 "main": t.is_main,
                 "wall": round(root.wall, 6),
                 "cpu": round(root.cpu, 6),
-                "rows": tree_rows(root, fold_share),
+                "rows": tree_rows(root, fold_share, deepest, order),
             }
         )
     hot = [

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from .._format import format_duration, one_line
-from .model import SampledProfile
+from .model import CPROFILE, SampledProfile
 from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
 
 _GUIDES = {"unicode": ("├─ ", "└─ ", "│  ", "   "), "ascii": ("|- ", "`- ", "|  ", "   ")}
@@ -15,6 +18,10 @@ def header(profile: SampledProfile) -> str:
     :param profile: the profile
     :return: the line, without a line break
     """
+    if profile.timer == CPROFILE:
+        of = f" of {profile.program}" if profile.program else ""
+        total = format_duration(profile.duration)
+        return f"Call tree{of}: {total} in total (cProfile: every call timed, overhead included)"
     what = f"{profile.program}: " if profile.program else ""
     head = (
         f"{what}wall {format_duration(profile.duration)}, CPU {format_duration(profile.cpu_time)}"
@@ -26,15 +33,16 @@ def header(profile: SampledProfile) -> str:
     return f"{head}(observer: {rate:.0f} a second)"
 
 
-def row_text(row: Row, total: float) -> str:
+def row_text(row: Row, total: float, unit: tuple[str, float] = ("s", 1.0)) -> str:
     """A row's figures and name: ``0.812 s  64.2 %  read_csv  pandas/...:800  [...]``.
 
     :param row: the row
     :param total: the thread's time, for the share
+    :param unit: the unit of the times and its factor from seconds
     :return: the text
     """
     share = 100.0 * row.wall / total if total > 0 else 0.0
-    head = f"{row.wall:.3f} s {share:5.1f} %  "
+    head = f"{row.wall * unit[1]:.3f} {unit[0]} {share:5.1f} %  "
     if row.kind == "more":
         return f"{head}{row.label}"
     where = f"  {short_file(row.file)}:{row.line}" if row.file else ""
@@ -67,13 +75,25 @@ def split_text(row: Row) -> str:
             f" waiting {100 * wait:.0f} %{queued})")  # fmt: skip
 
 
-def tree_lines(root: Row, fold_share: float, max_depth: int | None, guides: str) -> list[str]:
+def tree_lines(
+    root: Row,
+    fold_share: float,
+    max_depth: int | None,
+    guides: str,
+    max_indent: int | None = None,
+    order: Callable[[Row], Any] | None = None,
+    unit: tuple[str, float] = ("s", 1.0),
+) -> list[str]:
     """The lines of one thread's tree.
 
     :param root: the thread's root row
     :param fold_share: see :func:`~.view.visible_rows`
     :param max_depth: deeper rows are not drawn (0: the top level only)
     :param guides: ``unicode`` or ``ascii``
+    :param max_indent: levels drawn (None: all); deeper rows are drawn at that level
+        with their level in brackets, and a last line says so
+    :param order: see :func:`~.view.visible_rows`
+    :param unit: see :func:`row_text`
     :return: the lines
     """
     mid, end, bar, blank = _GUIDES[guides]
@@ -83,14 +103,24 @@ def tree_lines(root: Row, fold_share: float, max_depth: int | None, guides: str)
     # max_depth counts from the first row drawn (0: the top level, as in the cProfile
     # views); the thread's root row above it is the header line.
     deepest = None if max_depth is None else max_depth + 1
-    for depth, row, last in visible_rows(root, fold_share, deepest):
+    deep = 0
+    for depth, row, last in visible_rows(root, fold_share, deepest, order):
         if depth == 0:
             cpu = f", CPU {format_duration(root.cpu)}" if root.cpu > 0 else ""
             lines.append(f"{root.label}: {format_duration(root.wall)}{cpu}{split_text(root)}")
             continue
         del prefix[depth - 1 :]
-        lines.append("".join(prefix) + (end if last else mid) + row_text(row, total))
+        branch = end if last else mid
+        if max_indent is not None and depth - 1 > max_indent:
+            deep += 1  # drawn at max_indent, its level said
+            branch = "".join(prefix[:max_indent]) + branch + f"[{depth - 1}] "
+        else:
+            branch = "".join(prefix) + branch
+        lines.append(branch + row_text(row, total, unit))
         prefix.append(blank if last else bar)
+    if deep:
+        lines.append(f"[{deep} rows deeper than {max_indent} levels are drawn at level "
+                     f"{max_indent} with their depth in brackets]")  # fmt: skip
     return lines
 
 
@@ -101,6 +131,8 @@ def to_text(
     max_depth: int | None = None,
     guides: str = "unicode",
     hot: bool = True,
+    max_indent: int | None = None,
+    order: Callable[[Row], Any] | None = None,
 ) -> str:
     """The profile as text.
 
@@ -110,19 +142,37 @@ def to_text(
     :param max_depth: deeper rows are not drawn (0: the top level only)
     :param guides: ``unicode`` or ``ascii`` tree guides
     :param hot: add the hot lines
+    :param max_indent: see :func:`tree_lines`
+    :param order: see :func:`~.view.visible_rows`
     :return: the text, ending with a line break
     """
     lines = [header(profile)]
     lines.extend(f"note: {n}" for n in profile.notes)
     roots = trees(profile, show_all)
+    cprofile = profile.timer == CPROFILE
     if not roots:
-        lines.append("no sample taken")
+        lines.append("no call recorded" if cprofile else "no sample taken")
+    # cProfile times short runs exactly: their rows read in ms or µs, not as 0.000 s.
+    unit = time_unit(profile.duration) if cprofile else ("s", 1.0)
     for root in roots:
-        lines.extend(tree_lines(root, fold_share, max_depth, guides))
+        lines.extend(tree_lines(root, fold_share, max_depth, guides, max_indent, order, unit))
     lines.extend(native_thread_lines(profile))
     if hot:
         lines.extend(hot_line_lines(profile))
     return "\n".join(map(one_line, lines)) + "\n"  # names from the program: one row each
+
+
+def time_unit(total: float) -> tuple[str, float]:
+    """The unit the rows of a tree read in with three decimals, chosen from its total.
+
+    :param total: seconds
+    :return: the unit's name and its factor from seconds
+    """
+    if total >= 1.0:
+        return "s", 1.0
+    if total >= 1e-3:
+        return "ms", 1e3
+    return "µs", 1e6
 
 
 def native_thread_lines(profile: SampledProfile) -> list[str]:

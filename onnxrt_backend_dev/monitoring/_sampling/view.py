@@ -19,8 +19,8 @@ from __future__ import annotations
 import linecache
 import os
 import sysconfig
-from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 from .._format import cut_source
 from .frames import SampledFrame
@@ -282,7 +282,21 @@ def fold_stack(frames: Stack, show_all: bool = False) -> list[Step]:
 
 
 def _hide(step: Step, frame: SampledFrame) -> Step:
-    return step._replace(hidden=step.hidden + 1, packages=step.packages | {package_of(frame.file)})
+    return step._replace(hidden=step.hidden + 1, packages=step.packages | {_package(frame)})
+
+
+def _package(frame: SampledFrame) -> str:
+    """The package a frame is counted in when hidden: its file's, or for a built-in as
+    cProfile names it (no file: ``<built-in method numpy.arange>``, ``<method 'sort' of
+    'numpy.ndarray' objects>``) the module in its name (``builtins`` for a type's), the
+    C half of a standard module counted as the module (``_json`` as ``json``)."""
+    if frame.file or not frame.name.startswith(("<built-in method ", "<method ")):
+        return package_of(frame.file)
+    if frame.name.startswith("<method "):
+        owner = frame.name.rsplit(" of ", 1)[-1].removesuffix(" objects>").strip("'")
+    else:
+        owner = frame.name[len("<built-in method ") :].rstrip(">")
+    return owner.split(".", 1)[0].lstrip("_") or "builtins" if "." in owner else "builtins"
 
 
 def _idle_after(frames: Stack, start: int) -> bool:
@@ -379,7 +393,10 @@ def trees(profile: SampledProfile, show_all: bool = False) -> list[Row]:
 
 
 def visible_rows(
-    root: Row, fold_share: float = FOLD_SHARE, max_depth: int | None = None
+    root: Row,
+    fold_share: float = FOLD_SHARE,
+    max_depth: int | None = None,
+    order: Callable[[Row], Any] | None = None,
 ) -> Iterator[tuple[int, Row, bool]]:
     """The rows to draw, depth first, the hottest child first: ``(depth, row, last)``
     with ``last`` True for a parent's last child shown. Children under ``fold_share``
@@ -388,6 +405,8 @@ def visible_rows(
     :param root: a tree
     :param fold_share: the share under which rows are folded (0 shows them all)
     :param max_depth: rows deeper than this are not drawn
+    :param order: the key the children shown are sorted by (None: hottest first); the
+        ``N more`` row stays last
     :return: an iterator
     """
     total = root.wall or 1.0
@@ -400,6 +419,8 @@ def visible_rows(
         kids = sorted(row.children.values(), key=lambda r: -r.wall)
         shown = [k for k in kids if k.wall >= fold_share * total and k.wall > 0]
         rest = kids[len(shown) :]  # sorted: the shown ones come first
+        if order is not None:
+            shown.sort(key=order)
         if rest:
             wall = sum(k.wall for k in rest)
             if wall >= MIN_MORE_SHARE * total:

@@ -1,0 +1,415 @@
+"""The folded call tree of a cProfile graph: the graph expanded into call paths and
+handed to the sampled profile's model, so that the one fold of :mod:`.._sampling.view`
+(library frames folded as pyinstrument does, importlib's frames left out, a module the
+user's code imports a row ``import pandas``) builds the tree every view shows.
+
+The paths are the call tree's (:func:`build_tree <.view_tree.build_tree>`: cProfile keeps
+one level of callers, so below a function reached by several paths its callees' times
+are shared out in proportion of that path's share of its time; recursion folded into
+the caller, mutual recursion re-entered once); each path's own time (its time less its
+callees kept) is the weight of one stack, column ``WALL`` of one thread ``MainThread``.
+The sum of the stacks is the tree's total, exactly.
+
+What cProfile records and a sampler never sees is reshaped here, before the fold:
+
+- a built-in (cProfile's ``~`` frames: ``<built-in method builtins.exec>``,
+  ``builtins.__import__``, ``_imp.exec_dynamic``, ``marshal.loads``) called by importlib's
+  frames is left out of the path (its time stays on importlib's frame above it), so the
+  module it runs reads ``import X``; elsewhere a built-in is a library frame without a
+  file (``<built-in method numpy.arange>``), folded as any library frame;
+- cProfile cannot tell which module imported which (every import goes through the same
+  importlib functions and ``exec``), so the expansion flattens nested imports: under a
+  function of the user's code, the modules of libraries its imports loaded (and the
+  importlib work between) are gathered into one ``import X`` row, ``X`` the package that
+  took most of that time, the others counted as hidden frames. A user's module stays
+  its own row.
+
+The options of the former call tree map onto it (:func:`folded_view`): ``fold_share``
+(and ``min_share``, the larger wins) folds rows into ``N more``, ``max_depth`` cuts the
+folded rows (0: the top level), ``focus`` roots the tree at the matching functions,
+``hide_stdlib`` leaves library frames out (their callees in their place), ``show_all``
+draws every library frame (no folding), ``sort_key`` orders the children
+(``cumulative``: hottest first; ``time``: by own time; ``line``: by file and line),
+``filter_node`` and ``max_rows`` bound the expansion. Exact call counts are the
+reference view's and the JSON's: a note under the header says so.
+
+Nothing recurses: the tree's rows come in depth-first order and one list holds the
+path of the row at hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from .._errors import BadType, BadValue
+from .._sampling.frames import SampledFrame
+from .._sampling.model import CPROFILE, SampledProfile, ThreadProfile
+from .._sampling.view import Row, module_name, package_of
+from .._stacks.frames import is_library_path
+from .._validate import check_callable
+from .choices import FOLD_SHARE
+from .filters import ViewOptions
+from .model import FilterNode, ProfileNode
+from .sorting import sort_name
+from .view_tree import build_tree
+
+#: Paths under this share of the total are left in their caller's own time: a tenth of
+#: the share rows are folded under, at most FLOOR_SHARE, at least FLOOR_ALL (with every
+#: row shown). A dense graph's paths multiply: 1e-5 costs 4-5 s on 5,000 functions of
+#: 11 callers each where 1e-4 costs 0.5 s, for the same rows above 0.5 %.
+FLOOR_SHARE = 1e-4
+FLOOR_ALL = 1e-5
+#: Rows of the expanded tree kept at most (the rest stays in their callers' own time).
+MAX_ROWS = 20_000
+#: Frames kept per path, the outermost ones (a deeper path gives its time to the last).
+MAX_DEPTH = 1024
+#: Frames kept in all the paths; past it a new path keeps its outermost
+#: :data:`SHORT_DEPTH` frames (the sampler's rule when its table is full).
+MAX_CELLS = 1_000_000
+SHORT_DEPTH = 16
+
+
+def _is_importlib(node: ProfileNode) -> bool:
+    """importlib's machinery: its frozen modules and the ``importlib`` package."""
+    f = node.filename.replace("\\", "/")
+    return f.startswith("<frozen importlib") or ("/importlib/" in f and node.library)
+
+
+def _file(node: ProfileNode) -> str:
+    """A node's file as the fold reads it. The graph knows library code from the file
+    before ``clean_text`` (``profile2graph``'s); where the cleaned name no longer says
+    so (``json/encoder.py`` cut to ``encoder.py``), it is put under ``site-packages/``,
+    which the fold reads as a library's and shows from its root (``encoder.py``)."""
+    if node.library and not is_library_path(node.filename):
+        return "site-packages/" + node.filename.replace("\\", "/").lstrip("/")
+    return node.filename
+
+
+class _Path(NamedTuple):
+    """One path of the expanded tree with own time, before it becomes a stack.
+
+    :param frames: outermost first
+    :param seconds: its own time
+    :param region: the import region it is in (-1: none), see :func:`_paths`
+    :param at: where the region's ``import`` frame goes in ``frames``
+    """
+
+    frames: tuple[SampledFrame, ...]
+    seconds: float
+    region: int
+    at: int
+
+
+class _Walk:
+    """The state of the depth-first walk: the frames of the current path and, per level,
+    the import region it opened."""
+
+    def __init__(self, hide_stdlib: bool) -> None:
+        self.hide_stdlib = hide_stdlib
+        self.frames: dict[ProfileNode, SampledFrame | None] = {}
+        # Per tree level: the frame kept (None: left out), the node, the region.
+        self.chain: list[tuple[SampledFrame | None, ProfileNode | None, int]] = []
+        self.cells = 0
+        self.shortened = 0
+
+    def frame(self, node: ProfileNode, caller: ProfileNode | None) -> SampledFrame | None:
+        """The frame of a node on the path, None when it is left out."""
+        if node.virtual or (self.hide_stdlib and self._library(node)):
+            return None
+        if node.filename == "~":
+            if caller is not None and _is_importlib(caller):
+                return None  # never in a sampled stack: the import reads as one
+            return SampledFrame(node.func_name, "", 0, 0)
+        found = self.frames.get(node)
+        if found is None:
+            found = self.frames[node] = SampledFrame(
+                node.func_name, _file(node), node.line, node.line
+            )
+        return found
+
+    def _library(self, node: ProfileNode) -> bool:
+        """A library's frame, or code a library compiled from a string (a namedtuple's,
+        a dataclass's), which is the library's as the fold counts it."""
+        if node.library:
+            return True
+        parent = self.chain[-1][1] if self.chain else None
+        return node.filename == "<string>" and parent is not None and parent.library
+
+    def caller(self) -> ProfileNode | None:
+        """The innermost node kept on the path."""
+        for frame, node, _ in reversed(self.chain):
+            if frame is not None:
+                return node
+        return None
+
+    def push(self, node: ProfileNode, depth: int, index: int) -> None:
+        """Enters ``node`` at ``depth``, tree row ``index``: an importlib frame called by
+        the user's code opens an import region (numbered by the row), which the frames
+        below it are in until another one opens."""
+        del self.chain[depth:]
+        caller = self.caller()
+        frame = self.frame(node, caller)
+        region = self.chain[-1][2] if self.chain else -1
+        opens = frame is not None and caller is not None and _is_importlib(node)
+        if opens and caller is not None and not caller.library and not _is_importlib(caller):
+            region = index
+        self.chain.append((frame, node, region))
+
+    def path(self, seconds: float) -> _Path:
+        """The current path as a stack, bounded (see :data:`MAX_CELLS`), with its region
+        and where the importlib frames opening it end."""
+        frames: list[SampledFrame] = []
+        region = self.chain[-1][2] if self.chain else -1
+        at, leading = 0, True
+        for frame, node, reg in self.chain:
+            if frame is None:
+                continue
+            if leading and region >= 0 and reg == region and node is not None:
+                if _is_importlib(node):
+                    at = len(frames) + 1
+                else:
+                    leading = False
+            frames.append(frame)
+        if len(frames) > MAX_DEPTH:
+            frames = frames[:MAX_DEPTH]
+        if self.cells + len(frames) > MAX_CELLS:
+            frames = frames[:SHORT_DEPTH]
+            self.shortened += 1
+        self.cells += len(frames)
+        return _Path(tuple(frames), seconds, region, at)
+
+
+def _paths(
+    root: ProfileNode, hide_stdlib: bool, **options: Any
+) -> tuple[list[_Path], float, int, int]:
+    """The paths with own time of the expanded tree, the total, the paths shortened and
+    the rows the expansion stopped at (0: it did not)."""
+    tree = build_tree(root, **options)
+    items = tree.items
+    own = [it.time for it in items]
+    for it in items:
+        if it.parent >= 0 and it.node is not None:
+            own[it.parent] -= it.time  # a folded row's time stays its parent's own
+    walk = _Walk(hide_stdlib)
+    paths = []
+    for i, it in enumerate(items):
+        if it.node is None:
+            continue
+        walk.push(it.node, it.depth, i)
+        if own[i] > 0:
+            paths.append(walk.path(own[i]))
+    return paths, tree.total, walk.shortened, tree.capped
+
+
+def _library_module(frames: tuple[SampledFrame, ...], start: int) -> SampledFrame | None:
+    """The first library module's frame at or after ``start``."""
+    for f in frames[start:]:
+        if f.name == "<module>" and f.is_library:
+            return f
+    return None
+
+
+def _import_frames(paths: list[_Path]) -> tuple[dict[int, SampledFrame], dict[int, int]]:
+    """For each import region, the frame of its row: a module of the package taking most
+    of its time (the package's own, ``pandas/__init__.py``, when the region ran it, else
+    its busiest), and how many packages the region's modules were in."""
+    by_package: dict[int, dict[str, float]] = {}
+    by_module: dict[int, dict[SampledFrame, float]] = {}
+    for p in paths:
+        f = _library_module(p.frames, p.at) if p.region >= 0 else None
+        if f is None:
+            continue
+        times = by_package.setdefault(p.region, {})
+        pkg = package_of(f.file)
+        times[pkg] = times.get(pkg, 0.0) + p.seconds
+        mods = by_module.setdefault(p.region, {})
+        mods[f] = mods.get(f, 0.0) + p.seconds
+    chosen: dict[int, SampledFrame] = {}
+    for region, times in by_package.items():
+        pkg = max(times, key=lambda k: times[k])
+        mods = by_module[region]
+        ranked = sorted(
+            (f for f in mods if package_of(f.file) == pkg),
+            key=lambda f: (module_name(f.file) != pkg, -mods[f]),
+        )
+        chosen[region] = ranked[0]
+    return chosen, {r: len(t) for r, t in by_package.items()}
+
+
+def _with_import(p: _Path, frame: SampledFrame | None, show_all: bool) -> tuple[SampledFrame, ...]:
+    """A path of an import region with the region's frame where the import starts
+    (unless the path goes on into the user's module, or that module, there). Drawn
+    without folding, the importlib frame before it is repeated after it, so that the
+    modules below read ``import X`` too."""
+    if frame is None:
+        return p.frames
+    nxt = p.frames[p.at] if p.at < len(p.frames) else None
+    if nxt is not None and (nxt == frame or not nxt.is_library):
+        return p.frames
+    mark = (p.frames[p.at - 1],) if show_all and nxt is not None and p.at > 0 else ()
+    return (*p.frames[: p.at], frame, *mark, *p.frames[p.at :])
+
+
+class FoldedView(NamedTuple):
+    """The graph as the sampled model, and what it had to merge.
+
+    :param profile: one thread ``MainThread``, the paths' own times as column ``WALL``
+    :param merged_imports: import regions whose modules were in several packages
+    :param shortened: paths shortened to bound the size (see :data:`MAX_CELLS`)
+    :param capped: the rows the expansion stopped at (``max_rows``), 0 if it did not
+    """
+
+    profile: SampledProfile
+    merged_imports: int
+    shortened: int
+    capped: int
+
+
+def folded_profile(
+    root: ProfileNode,
+    program: str = "",
+    notes: list[str] | None = None,
+    hide_stdlib: bool = False,
+    show_all: bool = False,
+    focus: str | None = None,
+    filter_node: FilterNode | None = None,
+    max_rows: int = MAX_ROWS,
+    floor_share: float = FLOOR_SHARE,
+) -> FoldedView:
+    """The graph as a sampled profile whose fold (:func:`.._sampling.view.build_tree`)
+    gives the folded call tree (see the module's docstring).
+
+    :param root: the root of the graph (its entry point is found as the call tree's)
+    :param program: the program's name, for the header
+    :param notes: what the reader must know, shown under the header
+    :param hide_stdlib: library frames (the standard library, installed packages,
+        built-ins) left out of the paths, their callees in their place
+    :param show_all: the tree will be drawn without folding (the modules gathered under
+        an ``import`` row are rows too)
+    :param focus: paths start at the functions whose name contains this text
+    :param filter_node: leaves out the nodes for which it returns False (their time
+        stays their caller's)
+    :param max_rows: rows of the expanded tree kept at most
+    :param floor_share: paths under this share of the total stay in their caller's time
+    :return: the profile and its counts
+    """
+    paths, total, shortened, capped = _paths(
+        root,
+        hide_stdlib,
+        fold_share=floor_share,
+        filter_node=filter_node,
+        max_rows=max_rows,
+        focus=focus,
+    )
+    chosen, packages = _import_frames(paths)
+    weights: dict[tuple[SampledFrame, ...], float] = {}
+    for p in paths:
+        frames = p.frames if p.region < 0 else _with_import(p, chosen.get(p.region), show_all)
+        weights[frames] = weights.get(frames, 0.0) + p.seconds
+    stacks = list(weights)
+    totals = {i: [weights[s], 0.0, 0.0] for i, s in enumerate(stacks)}
+    thread = ThreadProfile(0, "MainThread", True, totals)
+    profile = SampledProfile(
+        stacks, [thread], 0.0, CPROFILE, total, 0.0, 0, list(notes or []), program,
+        cpu_known=False,
+    )  # fmt: skip
+    merged = sum(1 for n in packages.values() if n > 1)
+    return FoldedView(profile, merged, shortened, capped)
+
+
+def folded_stacks(view: FoldedView) -> Iterator[tuple[tuple[SampledFrame, ...], float]]:
+    """The stacks of a folded view and their seconds (for tests and exporters).
+
+    :param view: the view
+    :return: ``(frames, seconds)`` pairs
+    """
+    thread = view.profile.threads[0]
+    for frames, totals in view.profile.thread_stacks(thread):
+        yield frames, totals[0]
+
+
+# The options of the tree's readers (``to_tree_text``, the page, the command) mapped
+# onto the view and the sampled renderers.
+
+#: The note under the header: where the exact counts are.
+COUNTS_NOTE = "exact call counts: the reference view (ProfileNode.to_text, --view reference), JSON"
+#: The note when one import row gathers the modules of several packages.
+IMPORTS_NOTE = (
+    "cProfile does not say which module imported which: 'import X' gathers them, "
+    "X the busiest package"
+)
+_ORDERS: dict[str, Callable[[Row], Any] | None] = {
+    "cumulative": None,
+    "time": lambda r: -r.self_wall,
+    "line": lambda r: (r.file, r.line),
+}
+_ORDER_WORDS = {"time": "by own time", "line": "in line order"}
+_OWN = ("fold_share", "sort_key", "filter_node", "max_rows", "show_all")
+
+
+def folded_view(
+    root: ProfileNode,
+    program: str | None = None,
+    fold_share: float = FOLD_SHARE,
+    sort_key: Any = "cumulative",
+    filter_node: FilterNode | None = None,
+    max_rows: int = MAX_ROWS,
+    show_all: bool = False,
+    **filters: Any,
+) -> tuple[FoldedView, dict[str, Any]]:
+    """The folded view of a graph and the renderers' keywords, the options checked.
+
+    :param root: the root of the graph
+    :param program: the program's name for the header
+    :param fold_share: rows under this share of the total go into ``N more`` (0: none)
+    :param sort_key: ``cumulative``, ``time`` or ``line`` (see the module's docstring)
+    :param filter_node: leaves out the nodes for which it returns False
+    :param max_rows: rows of the expanded tree kept at most
+    :param show_all: no folding of library frames
+    :param filters: ``hide_stdlib``, ``min_share``, ``max_depth``, ``focus``
+    :return: the view and ``fold_share``, ``show_all``, ``max_depth``, ``order``
+    :raises BadType: an unknown option or a ``filter_node`` that is not callable
+    :raises BadValue: a value out of its range
+    """
+    unknown = sorted(set(filters) - set(ViewOptions.FIELDS))
+    if unknown:
+        raise BadType(
+            f"unexpected option(s) {unknown} for the call tree, which takes "
+            f"{list(_OWN)}, max_indent, guides and the filters {list(ViewOptions.FIELDS)}"
+        )
+    view = ViewOptions(**filters)
+    check_callable("filter_node", filter_node, optional=True)
+    if not 0.0 <= fold_share <= 1.0:
+        raise BadValue(f"fold_share must be in [0, 1], got {fold_share!r}")
+    if max_rows < 1:
+        raise BadValue(f"max_rows must be >= 1, got {max_rows!r}")
+    order_name = sort_name(sort_key)
+    fold = max(fold_share, view.min_share)
+    floor = max(FLOOR_ALL, min(FLOOR_SHARE, fold / 10))
+    folded = folded_profile(
+        root, program or "", [COUNTS_NOTE], view.hide_stdlib, show_all, view.focus,
+        filter_node, max_rows, floor,
+    )  # fmt: skip
+    notes = folded.profile.notes
+    if order_name != "cumulative":
+        notes.append(f"children {_ORDER_WORDS[order_name]}")
+    if folded.merged_imports:
+        notes.append(IMPORTS_NOTE)
+    if folded.capped:
+        notes.append(f"the call paths past {folded.capped:,} rows are in their callers' time")
+    if folded.shortened:
+        notes.append(
+            f"{folded.shortened:,} call paths were cut to their outermost {SHORT_DEPTH} "
+            f"frames (the paths hold {MAX_CELLS:,} frames at most)"
+        )
+    options = {
+        "fold_share": fold,
+        "show_all": show_all,
+        "max_depth": view.max_depth,
+        "order": _ORDERS[order_name],
+    }
+    return folded, options
+
+
+__all__ = ["FoldedView", "folded_profile", "folded_stacks", "folded_view"]
