@@ -116,7 +116,7 @@ def _run_doc(runs: int) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("name", "doc", "words"),
     [
-        ("version.json", lambda d: d.update(version=3), "schema version 3"),
+        ("version.json", lambda d: d.update(version=4), "schema version 4"),
         ("kind.json", lambda d: d.update(kind="runs"), "kind must be one of"),
         ("nogrowth.json", lambda d: d["data"]["runs"][0].pop("growth"), "growth must be a list"),
         ("norun.json", lambda d: d["data"].pop("runs"), "data.runs must be a list"),

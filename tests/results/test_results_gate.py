@@ -74,6 +74,11 @@ def test_one_run_is_undecided_for_time_and_judged_on_the_plain_threshold_for_mem
     # THEN below the memory floor, a single run is noise; a time under the threshold passes
     tiny = _baseline(_time("once", 0.100), _memory("alloc", 1000))
     assert tiny.check("t.py::test_a", [_time("once", 0.105), _memory("alloc", 9000)], 0.1) == []
+    # AND a block timed once that more than doubled (by 10 ms) regresses, weaker evidence
+    (doubled,) = tiny.check("t.py::test_a", [_time("once", 0.250)], 0.1)
+    assert doubled.state == "regressed" and "more than doubled" in doubled.message
+    (small,) = _baseline(_time("once", 0.001)).check("t.py::test_a", [_time("once", 0.005)], 0.1)
+    assert small.state == "undecided"  # quadrupled, but by 4 ms: the clock's noise
     # AND a test or a block absent from the baseline is not judged
     assert base.check("t.py::other", now, 0.1) == []
 

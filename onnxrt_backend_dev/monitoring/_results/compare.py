@@ -225,13 +225,22 @@ def _threshold(above: float) -> str:
     return f"{above * 100:g} %"
 
 
-def _pct(c: Change) -> str:
+def format_change(c: Change) -> str:
+    """``+12.3 % ± 2.1`` (the interval's half width in points), ``+12.3 %`` untested,
+    ``new`` for a figure only in B.
+
+    :param c: the change
+    :return: the text
+    """
     if c.change is None:
-        return "(new)" if c.note == "only in B" else "(n/a)"
+        return "new" if c.note == "only in B" else "n/a"
     text = f"{c.change * 100:+.1f} %"
     if c.tested and c.ci_low is not None and c.ci_high is not None:
         text += f" ± {(c.ci_high - c.ci_low) * 50:.1f}"
     return text
+
+
+_pct = format_change
 
 
 def _decision_of(c: Change) -> Any:

@@ -428,8 +428,8 @@ def _change(it: _Item, section: str, pair: _Pair) -> Change:
     if it.family == PATH:
         path = tuple(short_name(*_reorder(_name(k, pair))) for k in it.key)
     ratio = None
-    if it.test is None and it.a["time"] > 0:
-        ratio = it.b["time"] / it.a["time"] - 1
+    if it.test is None and it.a["time"] > 0:  # shown after the run-wide factor too
+        ratio = it.b["time"] / it.a["time"] / (1 + (pair.settings.factor or 0.0)) - 1
     return Change(
         section, name, file, line, it.family, it.a, it.b,
         it.test[0] if it.test else ratio,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .change import INCLUSIVE, ORIGIN, PATH, Change
+from .compare import format_change
 from .keys import clean
 
 MIN_WIDTH = 0.002
@@ -104,8 +105,6 @@ def _title(node: _Node, path: tuple[str, ...]) -> str:
     text = " → ".join(path[-4:])
     if c is None:
         return text
-    from .render import format_change
-
     sig = "significant" if c.significant else ("not significant" if c.tested else c.note)
     a, b = c.a.get("time", 0.0), c.b.get("time", 0.0)
     return f"{text}\n{format_change(c)} ({sig}); A {a * 1e3:.2f} ms, B {b * 1e3:.2f} ms"

@@ -22,7 +22,8 @@ implementation):
   (the test fails) when the change is significant and above the threshold; it is
   *undecided* when its estimate is above the threshold and the evidence cannot decide it
   (not significant, a block timed once): never a pass in silence, said in the test's
-  report and the session's summary, not a failure. Beside other load, the CPU clock
+  report and the session's summary, not a failure. A block timed once (one run a side)
+  regresses only when it more than doubled (:data:`SINGLE_RUN_CHANGE`), and by 10 ms. Beside other load, the CPU clock
   (``--monitoring-clock cpu``) is the steadier one for CPU-bound code; figures of
   different clocks are not compared (undecided);
 * a memory figure (one run a side) regresses on the *plain threshold*, when its
@@ -45,6 +46,12 @@ from .payloads import memory_data, report_data, timing_data, timing_series
 
 # Below this growth of a block's memory increase, its figure is the allocator's noise.
 MEMORY_FLOOR = 2**20
+# A block timed once (one run a side) regresses only when it grew by more than this
+# (+100 %: it doubled) and by more than TIME_FLOOR: between two sessions on a loaded
+# machine the same block moves by +50 % (sleep(0) took 4 ms at load 8). Between the
+# threshold and this, it is undecided.
+SINGLE_RUN_CHANGE = 1.0
+TIME_FLOOR = 0.01
 SEPARATOR = "::"
 
 
@@ -158,6 +165,8 @@ def _time_finding(
         return None
     d = judge(xs, ys, weaker=True)
     state, runs = gate(d, threshold)
+    if not d.tested and state == UNDECIDED and _clearly_worse(xs, ys, threshold):
+        state = REGRESSED
     if state not in (REGRESSED, UNDECIDED) or d.change is None:
         return None
     a, b = statistics.median(xs), statistics.median(ys)
@@ -166,6 +175,12 @@ def _time_finding(
         head += (
             f" [{d.low:+.1%}, {d.high:+.1%}], p = {d.p_value:.2g} over {len(xs)} and "
             f"{len(ys)} batches"
+        )
+    if state == REGRESSED and not d.tested:
+        return state, (
+            f"{head}: more than doubled (and by {TIME_FLOOR * 1e3:g} ms), above the "
+            f"{threshold:.0%} threshold (one run on a side: significance not judged, weaker "
+            "evidence)"
         )
     if state == REGRESSED:
         return (
@@ -180,6 +195,12 @@ def _time_finding(
         else ("; measure it with monitor_time.measure to judge it" if not d.tested else "")
     )
     return state, f"{head}: undecided, above the {threshold:.0%} threshold but {why}{more}"
+
+
+def _clearly_worse(xs: Sequence[float], ys: Sequence[float], threshold: float) -> bool:
+    """A block timed once that more than doubled (see :data:`SINGLE_RUN_CHANGE`)."""
+    a, b = statistics.median(xs), statistics.median(ys)
+    return b > a * (1 + max(SINGLE_RUN_CHANGE, threshold)) and b - a > TIME_FLOOR
 
 
 def _memory_regression(

@@ -20,24 +20,16 @@ from typing import Any
 
 from .._format import format_bytes, format_duration
 from .change import EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
-from .compare import ResultComparison, Verdict, label
+from .compare import ResultComparison, Verdict, format_change, label
 from .keys import clean
+
+__all__ = ["format_change", "label", "to_html", "to_json", "to_text"]
 
 COMPARISON_SCHEMA = "onnxrt-monitoring-comparison"
 COMPARISON_VERSION = 2
 # Rows of each section unless asked otherwise.
 TOP = 25
 DEFAULT_ABOVE = 0.05
-
-
-def format_change(c: Change) -> str:
-    """``+12.3 % ± 2.1`` (the interval's half width in points), ``+12.3 %`` untested."""
-    if c.change is None:
-        return "new" if c.note == "only in B" else "n/a"
-    text = f"{c.change * 100:+.1f} %"
-    if c.tested and c.ci_low is not None and c.ci_high is not None:
-        text += f" ± {(c.ci_high - c.ci_low) * 50:.1f}"
-    return text
 
 
 def _amount(c: Change, side: dict[str, float]) -> str:
