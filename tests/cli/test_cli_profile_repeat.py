@@ -69,6 +69,7 @@ def test_save_alone_runs_once_in_a_child_showing_the_program_output(
     saved = tmp_path / "one.json"
     code, out, err = run_cli("profile", "--save", str(saved), str(script))
     assert code == 0, err
+    assert "hello.py" in out  # the profile, rendered here
     assert "hello from the program" in capfd.readouterr().out  # the child's own stdout
     data = load_result(saved, kind="profile")["data"]
     assert data["profiler"] == "sampled" and len(data["wall"]) == 1

@@ -23,9 +23,9 @@ implementation):
   *undecided* when its estimate is above the threshold and the evidence cannot decide it
   (not significant, a block timed once): never a pass in silence, said in the test's
   report and the session's summary, not a failure. A block timed once (one run a side)
-  regresses only when it more than doubled (:data:`SINGLE_RUN_CHANGE`), and by 10 ms. Beside other load, the CPU clock
-  (``--monitoring-clock cpu``) is the steadier one for CPU-bound code; figures of
-  different clocks are not compared (undecided);
+  regresses only when it more than doubled (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
+  Beside other load, the CPU clock (``--monitoring-clock cpu``) is the steadier one for
+  CPU-bound code; figures of different clocks are not compared (undecided);
 * a memory figure (one run a side) regresses on the *plain threshold*, when its
   increase (peak - begin, not the peak, which holds the whole interpreter) grew by more
   than the threshold and by more than :data:`MEMORY_FLOOR`, below which it is the
