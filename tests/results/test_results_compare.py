@@ -214,6 +214,9 @@ def test_one_process_a_side_is_judged_on_its_batches_as_weaker_evidence() -> Non
     assert "one process on a side" in change.note and cmp.runs == (1, 1)
     verdict = cmp.verdict(0.05)
     assert verdict.exit_code == 1 and "weaker evidence" in verdict.text
+    # AND identical statements of one process a side are not passed: undecided
+    same = compare_results(timing_doc(1e-3, 200, seed=1), timing_doc(1e-3, 200, seed=3))
+    assert same.verdict(0.05).exit_code == 3
     # AND each process weighs one figure, whatever its batches: 3 processes of 1, 1, 8
     series = payloads.timing_series("x", [1.0, 3.0] + [2.0] * 8, [1] * 10, None, [1, 1, 8])
     assert process_medians(series, series["times"]) == [1.0, 3.0, 2.0]

@@ -287,13 +287,16 @@ def test_cpu_times_are_compared_when_both_sides_have_them() -> None:
     join = [f[2] for f in b["data"]["functions"]].index("join")
     for run in b["data"]["runs"]:
         run["own"][join] *= 1.6
-    # WHEN compared THEN the CPU times are: nothing significant, the headline says CPU
-    cmp = compare_results(a, b)
+    # WHEN compared on the CPU clock THEN nothing significant, the headline says CPU
+    cmp = compare_results(a, b, clock="cpu")
     assert not _entry(cmp, "join", "own").significant
     assert any(c.figure == "cpu" for c in cmp.headlines())
-    # AND with wall times only (a side without CPU times), the wait shows
+    # AND on the wall clock (the default: the ticks' inclusive and path times are wall
+    # times), or with a side without CPU times, the wait shows
+    assert _entry(compare_results(a, b), "join", "own").significant
     for run in b["data"]["runs"]:
         run.pop("own_cpu")
-    cmp = compare_results(a, b)
+    cmp = compare_results(a, b, clock="cpu")
     assert _entry(cmp, "join", "own").significant
     assert any(c.figure == "wall" for c in cmp.headlines())
+    assert "a side has no CPU times" in " ".join(cmp.notes)

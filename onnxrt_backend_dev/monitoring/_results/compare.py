@@ -303,7 +303,8 @@ def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settin
     weaker = len(xs) < 2 or len(ys) < 2
     if weaker:
         xs, ys = samples_a, samples_b
-    c = headline_change("timing", sb["name"], "time", xs, ys, settings, weaker)
+    clock = sa.get("clock", "wall")
+    c = headline_change("timing", sb["name"], "time", xs, ys, settings, weaker, clock)
     for figures, series, batches in ((c.a, sa, samples_a), (c.b, sb, samples_b)):
         figures["median"] = figures.pop("time")
         figures["processes"] = float(len(process_medians(series, batches)))
@@ -353,6 +354,7 @@ def _profile(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) -
 def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) -> list[Change]:
     sa, sb = side_table("run", da, settings.clock), side_table("run", db, settings.clock)
     if sa.clock != sb.clock:  # one side lacks the CPU times: both on the wall clock
+        settings.notes.append("a side has no CPU times: both compared on the wall clock")
         sa, sb = side_table("run", da, "wall"), side_table("run", db, "wall")
     return profile_changes(sa, sb, settings, "run")
 

@@ -502,6 +502,7 @@ def headline_change(
     ys: Sequence[float],
     settings: Settings,
     weaker: bool = False,
+    clock: str = "wall",
 ) -> Change:
     """A headline figure (a run's time, a peak, a statement) tested on its own
     (:func:`.decide.judge`).
@@ -513,9 +514,10 @@ def headline_change(
     :param ys: B's values
     :param settings: the settings
     :param weaker: the values are the batches of one process a side
+    :param clock: the clock of the values (``wall`` or ``cpu``)
     :return: the change
     """
-    d = judge(xs, ys, settings.alpha, settings.confidence, weaker)
+    d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock)
     a = {figure: _median(xs), "n": float(len(xs))}
     b = {figure: _median(ys), "n": float(len(ys))}
     if d.log_variance is not None:

@@ -163,8 +163,8 @@ def _time_finding(
     ys = _per_execution(now["times"], now["sizes"])
     if not xs or not ys:
         return None
-    d = judge(xs, ys, weaker=True)
-    state, runs = gate(d, threshold)
+    d = judge(xs, ys, weaker=True, clock=clocks[0])
+    state, runs = gate(d, threshold, strict=False)
     if not d.tested and state == UNDECIDED and _clearly_worse(xs, ys, threshold):
         state = REGRESSED
     if state not in (REGRESSED, UNDECIDED) or d.change is None:

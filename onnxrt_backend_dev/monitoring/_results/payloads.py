@@ -264,12 +264,12 @@ def _is_fold(site: Any) -> bool:
 
 def _tree_paths(
     report: Any, index: dict[tuple[str, int, str], int]
-) -> dict[tuple[int, ...], float]:
+) -> dict[tuple[int, ...], list[float]]:
     """The report's call tree as paths of function indices (outermost first) and the
-    seconds inside each, callees included; folded rows and their subtrees left out, the
-    functions added to ``index`` when new. The rows come in pre-order, each naming its
-    parent's index: one pass, no recursion."""
-    paths: dict[tuple[int, ...], float] = {}
+    seconds inside each, callees included, and its own seconds; folded rows and their
+    subtrees left out, the functions added to ``index`` when new. The rows come in
+    pre-order, each naming its parent's index: one pass, no recursion."""
+    paths: dict[tuple[int, ...], list[float]] = {}
     row_path: list[tuple[int, ...] | None] = []
     for row in getattr(report, "tree", ()):
         parent = row_path[row.parent] if 0 <= row.parent < len(row_path) else ()
@@ -280,7 +280,9 @@ def _tree_paths(
         path = (*parent, index.setdefault(key, len(index)))
         row_path.append(path)
         if len(path) <= 1024:
-            paths[path] = paths.get(path, 0.0) + max(float(row.time), 0.0)
+            figures = paths.setdefault(path, [0.0, 0.0])
+            figures[0] += max(float(row.time), 0.0)
+            figures[1] += max(float(row.self_time), 0.0)
     return paths
 
 
@@ -336,10 +338,12 @@ def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
     interval = float(reports[0].interval) if reports else 0.0
     runs = [_run_entry(report, index) for report in reports]
     for run, tree in zip(runs, trees, strict=True):
-        times = [0.0] * len(paths)
-        for path, seconds in tree.items():
+        times, own = [0.0] * len(paths), [0.0] * len(paths)
+        for path, (seconds, alone) in tree.items():
             times[paths[path]] = seconds
+            own[paths[path]] = alone
         run["path_time"] = times
+        run["path_self"] = own
     data: dict[str, Any] = {
         "sampler": "ticks",
         "interval": interval if interval > 0 else 0.005,

@@ -205,7 +205,7 @@ def _through_line(rows: list[Change]) -> str:
     names = ", ".join(label(c) for c in rows[:4])
     more = f" and {len(rows) - 4} more" if len(rows) > 4 else ""
     return (
-        f"  ({len(rows)} significant paths the changes only run through, their callees "
+        f"  ({len(rows)} significant path(s) the changes only run through, their callees "
         f"carrying the change: {names}{more})"
     )
 

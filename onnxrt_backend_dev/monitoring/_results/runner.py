@@ -346,6 +346,35 @@ def _figure(value: Any) -> float | None:
     return float(value) if ok and 0 <= value < float("inf") else None
 
 
+def check_sampler(program: Program, timeout: float = 60.0) -> None:
+    """Refuses, before any run, a program whose interpreter cannot import this package:
+    the sampler runs inside the program's process.
+
+    :param program: the program
+    :param timeout: seconds the check may take
+    :raises BadValue: the interpreter cannot import the package
+    """
+    from .._errors import BadValue
+
+    if program.profiler != "sampled" or program.python in (None, sys.executable):
+        return
+    check = "import onnxrt_backend_dev.monitoring._results.sampled_child"
+    try:
+        done = subprocess.run(
+            [program.python or "", "-c", check], stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        ok = done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    if not ok:
+        raise BadValue(
+            f"{shlex.join(program.command)}: its interpreter {program.python!r} cannot import "
+            f"onnxrt_backend_dev (the sampler runs in the program): install it there, run "
+            f"{sys.executable!r} instead, or use --cprofile"
+        )
+
+
 def run_interleaved(
     programs: Sequence[Program],
     repeat: int,
@@ -489,6 +518,8 @@ def compare_programs(
         from .._errors import BadValue
 
         raise BadValue("a and b must both be Python programs, or both other commands")
+    for program in programs:
+        check_sampler(program)
     runs = run_interleaved(programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer)
     docs = []
     for program, side in zip(programs, runs.runs, strict=True):

@@ -51,8 +51,8 @@ spread of every side:
   sampler's CPU seconds where it was the innermost user function), ``"cpu"`` and
   ``"exit"`` per run and ``"main"`` (the program's script); the same in versions 1 and
   2. Version 3 adds the call tree's paths: ``"paths": [[function indices, outermost
-  first], ...]`` and per run ``"path_time"`` (the seconds inside each path, callees
-  included).
+  first], ...]`` and per run ``"path_time"`` (the wall seconds inside each path, callees
+  included) and ``"path_self"`` (its own wall seconds).
 
 Timing and memory payloads are the same in both versions. :func:`check_result` checks a
 loaded document and raises :class:`ResultFormatError` with the path of the first bad
@@ -401,6 +401,8 @@ def _check_run_entry(at: str, run: Any, n: int, paths: int | None = None) -> Non
         _signed(f"{at}.{key}", run.get(key), n)
     if paths is not None:
         _numbers(f"{at}.path_time", run.get("path_time"), paths)
+        if "path_self" in run:
+            _numbers(f"{at}.path_self", run["path_self"], paths)
 
 
 def check_run(where: str, data: Any) -> None:

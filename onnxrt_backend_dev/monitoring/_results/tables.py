@@ -136,26 +136,35 @@ def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
 
 
 def _run(data: Mapping[str, Any], clock: str | None) -> SideTable:
+    """A ``run`` result: the report's ticks see wall time for every figure, and CPU time
+    for a function's own time only: on the CPU clock (asked for, both sides having it),
+    only the own times are compared; on the wall clock (the default) every figure."""
     runs = data["runs"]
     cpu = all("own_cpu" in r and math.fsum(r["own_cpu"]) > 0 for r in runs)
-    wanted = clock or ("cpu" if cpu else "wall")
     side = SideTable(
-        "ticks", "cpu" if wanted == "cpu" and cpu else "wall", [r["wall"] for r in runs]
+        "ticks", "cpu" if clock == "cpu" and cpu else "wall", [r["wall"] for r in runs]
     )
     side.counted = True
     side.interval = float(data["interval"])
     side.rate = 1 / side.interval
     keys = side._keys(data["functions"], data.get("main"))
     own_key = "own_cpu" if side.clock == "cpu" else "own"
+    wall = side.clock == "wall"
     for i, key in enumerate(keys):
         _add(side.own, key, [float(r[own_key][i]) for r in runs])
-        _add(side.inclusive, key, [float(r["cumulative"][i]) for r in runs])
+        if wall:
+            _add(side.inclusive, key, [float(r["cumulative"][i]) for r in runs])
         _add(side.growth, key, [float(r["growth"][i]) for r in runs])
-    if "paths" in data and all("path_time" in r for r in runs):
-        side.path_kind = STACKS
-        for j, ids in enumerate(data["paths"]):
-            _add(side.paths, tuple(keys[i] for i in ids), [float(r["path_time"][j]) for r in runs])
     side.pieces = side.own
+    if wall and "paths" in data and all("path_time" in r for r in runs):
+        side.path_kind = STACKS
+        pieces: Rows = {}
+        for j, ids in enumerate(data["paths"]):
+            path = tuple(keys[i] for i in ids)
+            _add(side.paths, path, [float(r["path_time"][j]) for r in runs])
+            if all("path_self" in r for r in runs):
+                _add(pieces, path, [float(r["path_self"][j]) for r in runs])
+        side.pieces = pieces or side.own
     side.peaks = [float(r["peak"]) for r in runs]
     rises = sorted(float(r["peak"]) - float(r["start"]) for r in runs)
     rise = rises[len(rises) // 2]
