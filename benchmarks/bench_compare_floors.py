@@ -325,6 +325,9 @@ def case_pytest(folder: str, trials: int) -> None:
                 )  # fmt: skip
                 failed += done.returncode != 0
                 undecided += "monitoring: undecided" in done.stdout
+                if done.returncode != 0:
+                    why = [ln for ln in done.stdout.splitlines() if ln.startswith("  time ")]
+                    print(f"    failed: {' | '.join(why) or done.stdout[-300:]}", flush=True)
         finally:
             for proc in busy:
                 proc.kill()

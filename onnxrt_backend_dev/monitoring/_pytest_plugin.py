@@ -109,6 +109,31 @@ class _Record(Protocol):
 _RECORDS = pytest.StashKey[list[_Record]]()
 
 
+def _reference_work() -> int:
+    """A fixed piece of Python work (about 0.3 ms): the machine's speed of the moment."""
+    return sum(i * i for i in range(3000))
+
+
+def machine_speed(clock: Callable[[], float], runs: int = 7) -> float:
+    """The median seconds of :func:`_reference_work` on ``clock``: measured beside each
+    timed figure when the session saves or compares, so that the gate compares the
+    figure *relative to the machine's speed* (a run-wide factor for a session: beside
+    two busy loops on this project's 2-core VM the CPU time of one statement moved by
+    +54 % from one session to the next, with the machine, not the code).
+
+    :param clock: the clock of the figures
+    :param runs: executions timed
+    :return: seconds
+    """
+    times = []
+    for _ in range(runs):
+        start = clock()
+        _reference_work()
+        times.append(clock() - start)
+    times.sort()
+    return max(times[len(times) // 2], 1e-9)
+
+
 def _records(item: pytest.Item) -> list[_Record]:
     """Returns the list of records of a test, created on first use."""
     return item.stash.setdefault(_RECORDS, [])
@@ -128,6 +153,7 @@ class TimedBlock:
         limit: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
         clock_name: str = "wall",
+        reference: bool = False,
     ) -> None:
         check_str("label", label)
         if limit is not None:
@@ -139,10 +165,14 @@ class TimedBlock:
         self.limit = limit
         self.clock = clock
         self.clock_name = clock_name
+        self.reference = reference
+        self.speed: list[float] = []
         self.elapsed: float = float("nan")
         self._start = 0.0
 
     def __enter__(self) -> TimedBlock:
+        if self.reference:
+            self.speed.append(machine_speed(self.clock))
         self._start = self.clock()
         return self
 
@@ -153,6 +183,8 @@ class TimedBlock:
         tb: TracebackType | None,
     ) -> None:
         self.elapsed = self.clock() - self._start
+        if self.reference:
+            self.speed.append(machine_speed(self.clock))
         if exc_type is None and self.limit is not None and self.elapsed > self.limit:
             pytest.fail(self.failure(), pytrace=False)
 
@@ -174,8 +206,11 @@ class TimedBlock:
     def figure(self) -> dict[str, Any]:
         """One batch of one execution (nothing when the block never ended)."""
         ok = math.isfinite(self.elapsed) and self.elapsed > 0
-        return {"kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
-                "sizes": [1] if ok else [], "clock": self.clock_name}  # fmt: skip
+        figure = {"kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
+                  "sizes": [1] if ok else [], "clock": self.clock_name}  # fmt: skip
+        if self.speed:
+            figure["reference"] = sorted(self.speed)[len(self.speed) // 2]
+        return figure
 
 
 class MemoryBlock:
@@ -308,12 +343,14 @@ class _Measured:
         times: Sequence[float] = (),
         sizes: Sequence[int] = (),
         clock_name: str = "wall",
+        speed: float | None = None,
     ) -> None:
         self.label = label
         self.res = res
         self.times = [float(t) for t in times]
         self.sizes = [int(n) for n in sizes]
         self.clock_name = clock_name
+        self.speed = speed
 
     def summary(self) -> str:
         """One line for the report."""
@@ -329,8 +366,11 @@ class _Measured:
 
     def figure(self) -> dict[str, Any]:
         """Every batch: seconds and executions."""
-        return {"kind": "time", "label": self.label, "times": self.times, "sizes": self.sizes,
-                "clock": self.clock_name}  # fmt: skip
+        figure = {"kind": "time", "label": self.label, "times": self.times,
+                  "sizes": self.sizes, "clock": self.clock_name}  # fmt: skip
+        if self.speed is not None:
+            figure["reference"] = self.speed
+        return figure
 
 
 class TimeMonitor:
@@ -340,6 +380,8 @@ class TimeMonitor:
     :param clock: monotonic clock in seconds
     :param clock_name: ``wall`` or ``cpu`` (``--monitoring-clock``): what the figures
         saved and compared say they were timed with
+    :param reference: time the machine's speed beside each figure (:func:`machine_speed`,
+        when the session saves or compares)
     """
 
     def __init__(
@@ -347,10 +389,12 @@ class TimeMonitor:
         records: list[_Record],
         clock: Callable[[], float] = time.perf_counter,
         clock_name: str = "wall",
+        reference: bool = False,
     ) -> None:
         self.records = records
         self.clock = clock
         self.clock_name = clock_name
+        self.reference = reference
 
     def __call__(self, label: str = "block", limit: float | None = None) -> TimedBlock:
         """Returns a context manager timing a block once.
@@ -359,7 +403,7 @@ class TimeMonitor:
         :param limit: seconds; the test fails when the block takes longer
         :return: the block, whose ``elapsed`` is set on exit
         """
-        block = TimedBlock(label, limit, self.clock, self.clock_name)
+        block = TimedBlock(label, limit, self.clock, self.clock_name, self.reference)
         self.records.append(block)
         return block
 
@@ -382,10 +426,14 @@ class TimeMonitor:
         if self.clock_name == "cpu" and kwargs.get("clock") is None:
             kwargs["clock"] = time.process_time
             name = "cpu"
+        speed = [machine_speed(kwargs.get("clock") or self.clock)] if self.reference else []
         res = measure_time(stmt, context, **kwargs)
+        if self.reference:
+            speed.append(machine_speed(kwargs.get("clock") or self.clock))
         kept = getattr(progress, "kept", None)
         times, sizes = (kept.times, kept.sizes) if kept is not None else ((), ())
-        self.records.append(_Measured(label, res, times, sizes, name))
+        ref = sum(speed) / len(speed) if speed else None
+        self.records.append(_Measured(label, res, times, sizes, name, ref))
         return res
 
 
@@ -448,7 +496,9 @@ def clock_option(config: pytest.Config) -> str:
 def monitor_time(request: pytest.FixtureRequest) -> TimeMonitor:
     """Times blocks of a test: ``with monitor_time("label") as t:``, then ``t.elapsed``."""
     name = clock_option(request.config)
-    return TimeMonitor(_records(request.node), CLOCKS[name], name)
+    config = request.config
+    gated = bool(config.getoption("monitoring_save") or config.getoption("monitoring_compare"))
+    return TimeMonitor(_records(request.node), CLOCKS[name], name, reference=gated)
 
 
 @pytest.fixture

@@ -103,3 +103,19 @@ def test_thresholds(text: str, value: float) -> None:
 def test_bad_thresholds(text: str) -> None:
     with pytest.raises(BadValue, match="threshold must be a number >= 0"):
         parse_threshold(text)
+
+
+def test_the_machine_speed_beside_each_figure_is_taken_out() -> None:
+    # GIVEN a baseline timed with the reference work at 1 ms, a session where the machine
+    # was 50 % slower (the reference at 1.5 ms) and the figure 50 % slower with it
+    base = _baseline({**_time("m", *[1.0 + 0.01 * i for i in range(10)]), "reference": 1e-3})
+    now = {**_time("m", *[1.5 + 0.015 * i for i in range(10)]), "reference": 1.5e-3}
+    # THEN nothing regressed: the figure moved with the machine
+    assert base.check("t.py::test_a", [now], 0.1) == []
+    # AND without the reference beside it, the same figure would fail the test
+    (found,) = base.check("t.py::test_a", [{**now, "reference": None}], 0.1)
+    assert found.state == "regressed"
+    # AND a figure slower than the machine still regresses
+    worse = {**_time("m", *[2.0 + 0.02 * i for i in range(10)]), "reference": 1.5e-3}
+    (found,) = base.check("t.py::test_a", [worse], 0.1)
+    assert found.state == "regressed"

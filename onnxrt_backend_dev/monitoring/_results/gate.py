@@ -85,6 +85,8 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
                 one = timing_series(name, f["times"], f["sizes"])
                 if f.get("clock", "wall") != "wall":
                     one["clock"] = f["clock"]
+                if f.get("reference"):
+                    one["reference"] = float(f["reference"])
                 series.append(one)
             else:
                 runs[name] = {k: float(f[k]) for k in ("peak", "begin", "end", "mean") if k in f}
@@ -163,6 +165,9 @@ def _time_finding(
     ys = _per_execution(now["times"], now["sizes"])
     if not xs or not ys:
         return None
+    speed = _speed(base, now)
+    if speed is not None:  # the machine's speed of each session taken out
+        ys = [y / speed for y in ys]
     d = judge(xs, ys, weaker=True, clock=clocks[0])
     state, runs = gate(d, threshold, strict=False)
     if not d.tested and state == UNDECIDED and _clearly_worse(xs, ys, threshold):
@@ -195,6 +200,14 @@ def _time_finding(
         else ("; measure it with monitor_time.measure to judge it" if not d.tested else "")
     )
     return state, f"{head}: undecided, above the {threshold:.0%} threshold but {why}{more}"
+
+
+def _speed(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
+    """How much slower the machine was now than for the baseline (the ratio of the
+    reference work's times beside the two figures), None when a side lacks it."""
+    a, b = base.get("reference"), now.get("reference")
+    ok = all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in (a, b))
+    return float(b) / float(a) if ok else None  # type: ignore[arg-type]
 
 
 def _clearly_worse(xs: Sequence[float], ys: Sequence[float], threshold: float) -> bool:

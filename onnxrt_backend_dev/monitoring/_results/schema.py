@@ -16,7 +16,8 @@ spread of every side:
   ``"processes": [batches of each process]`` (optional, ``time --processes``: the
   batches in order, process by process; absent, one process timed them all);
   ``"clock": "wall" | "cpu"`` (optional, version 3: the clock that timed it, ``wall``
-  when absent);
+  when absent) and ``"reference"`` (optional, the pytest plugin's: seconds of a fixed
+  piece of work timed beside it, the machine's speed of the moment);
 * ``memory``: ``{"channels": {"cpu": [{"peak", "begin", "end", "mean"} per run]}}``, bytes;
 * ``profile``, version 2 (columns): ``{"profiler": "cprofile", "functions": [[file, line,
   name], ...], "wall": [seconds per run], "own_ns": [...], "cumulative_ns": [...],
@@ -169,6 +170,8 @@ def check_timing(where: str, data: Any) -> None:
             _dict(f"{at}.summary", s["summary"])
         if s.get("clock", "wall") not in TIMERS:
             raise _fail(f"{at}.clock", f"one of {', '.join(TIMERS)}", s.get("clock"))
+        if "reference" in s:
+            _number(f"{at}.reference", s["reference"], positive=True)
 
 
 def _check_processes(where: str, value: Any, batches: int) -> None:
