@@ -206,8 +206,10 @@ class TimedBlock:
     def figure(self) -> dict[str, Any]:
         """One batch of one execution (nothing when the block never ended)."""
         ok = math.isfinite(self.elapsed) and self.elapsed > 0
-        figure = {"kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
-                  "sizes": [1] if ok else [], "clock": self.clock_name}  # fmt: skip
+        figure: dict[str, Any] = {
+            "kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
+            "sizes": [1] if ok else [], "clock": self.clock_name,
+        }  # fmt: skip
         if self.speed:
             figure["reference"] = sorted(self.speed)[len(self.speed) // 2]
         return figure
@@ -366,8 +368,8 @@ class _Measured:
 
     def figure(self) -> dict[str, Any]:
         """Every batch: seconds and executions."""
-        figure = {"kind": "time", "label": self.label, "times": self.times,
-                  "sizes": self.sizes, "clock": self.clock_name}  # fmt: skip
+        figure: dict[str, Any] = {"kind": "time", "label": self.label, "times": self.times,
+                                  "sizes": self.sizes, "clock": self.clock_name}  # fmt: skip
         if self.speed is not None:
             figure["reference"] = self.speed
         return figure

@@ -245,7 +245,7 @@ def test_memory_peaks() -> None:
     (change,) = cmp.changes
     assert change.significant and change.figure == "peak"
     assert change.change == pytest.approx(0.1, abs=0.01)
-    assert label(change) == "memory: cpu"
+    assert label(change) == "peak memory"
 
 
 def test_kinds_clocks_and_profilers_must_match() -> None:

@@ -103,20 +103,21 @@ def saves_sampled(args: argparse.Namespace, cprofile: bool) -> bool:
 def _program(args: argparse.Namespace, sampled: bool = False) -> Any:
     from .._results.runner import RUN_INTERVAL, Program
 
-    how = {"profiler": "cprofile"}
-    if sampled:
-        interval = args.interval if args.interval is not None else RUN_INTERVAL
-        how = {"profiler": "sampled", "interval": interval, "sampler": args.timer}
+    profiler = "sampled" if sampled else "cprofile"
+    interval = args.interval if sampled and args.interval is not None else RUN_INTERVAL
+    sampler = str(getattr(args, "timer", "prof"))
     if args.module:
         module, rest = args.module[0], tuple(args.module[1:])
         command = (sys.executable, "-m", module, *rest)
-        return Program(command, sys.executable, "module", module, rest, **how)  # type: ignore[arg-type]
+        return Program(command, sys.executable, "module", module, rest, profiler, interval, sampler)
     if args.target is None:
         raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
     if not os.path.isfile(args.target):
         raise CommandError(f"cannot run {args.target!r}: no such file", EXIT_USAGE)
     rest = tuple(args.args)
-    return Program((args.target, *rest), sys.executable, "path", args.target, rest, **how)  # type: ignore[arg-type]
+    return Program(
+        (args.target, *rest), sys.executable, "path", args.target, rest, profiler, interval, sampler
+    )
 
 
 @contextlib.contextmanager

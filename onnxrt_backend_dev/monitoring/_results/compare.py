@@ -74,11 +74,9 @@ def label(c: Change) -> str:
     from .keys import display_name
 
     if c.file is None:
-        return (
-            c.function
-            if c.section in ("profile", "run", "timing")
-            else f"{c.section}: {c.function}"
-        )
+        if c.section == "memory":  # a channel's peak: the process's (cpu) or a device's
+            return "peak memory" if c.function == "cpu" else f"peak memory: {c.function}"
+        return c.function
     if c.figure == "path":
         if c.shown:
             return " → ".join(c.shown)
@@ -161,12 +159,17 @@ class ResultComparison:
         """
         found = self.regressions(above)
         if found:
-            first = found[0]
-            weaker = " (weaker evidence)" if first.weaker else ""
+            # Where a change starts first (it names the code), then the whole run's figures.
+            named = sorted(found, key=lambda c: (c.file is None, -c.impact))
+            listed = "; ".join(
+                f"{label(c)} {_pct(c)}" + (" (weaker evidence)" if c.weaker else "")
+                for c in named[:3]
+            )
+            more = f"; {len(found) - 3} more" if len(found) > 3 else ""
             return Verdict(
                 REGRESSED, EXIT_REGRESSED,
                 f"B is worse: {len(found)} significant regression(s) above "
-                f"{_threshold(above)}, the largest {label(first)} {_pct(first)}{weaker}",
+                f"{_threshold(above)}: {listed}{more}",
                 tuple(found),
             )  # fmt: skip
         undecided = []

@@ -290,7 +290,8 @@ main{padding:0 1.5em 1.5em}
 .banner.unchanged,.banner.improved{background:#2e7d32}
 .banner small{display:block;font-weight:400;font-size:12px;opacity:.9;margin-top:3px}
 .cols{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
-.cols>div{flex:1 1 600px;min-width:0}
+.cols>div{flex:1 1 420px;min-width:0}.cols>div:last-child{flex:1.5 1 640px}
+table{font-size:12px}
 table{border-collapse:collapse;width:100%;margin-bottom:1em}
 th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
 td.what,th.what{text-align:left;white-space:normal;font-family:monospace;overflow-wrap:anywhere;
@@ -314,10 +315,17 @@ def _what(c: Change) -> str:
     return text
 
 
+def _shows_note(c: Change) -> bool:
+    """A note worth a row: why a figure with time on a side was not tested."""
+    if not c.note or c.tested:
+        return False
+    return c.note.startswith("only in") or bool(c.a.get("time") or c.b.get("time"))
+
+
 def _row(c: Change, extra: str = "") -> str:
     cls = c.verdict or ("" if c.tested else "untested")
     p = "" if c.p_adjusted is None else f"{c.p_adjusted:.2g}"
-    note = f' <span class="note">[{esc(c.note)}]</span>' if c.note and not c.tested else ""
+    note = f' <span class="note">[{esc(c.note)}]</span>' if _shows_note(c) else ""
     return (
         f'<tr class="{cls}"><td class="what">{esc(_what(c))}{note}</td>'
         f'<td class="chg">{esc(format_change(c))}</td>'

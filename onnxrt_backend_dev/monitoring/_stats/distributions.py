@@ -3,6 +3,7 @@ incomplete beta function, and the standard normal distribution."""
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 
@@ -68,9 +69,11 @@ def student_t_pdf(t: float, df: float) -> float:
     return math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
 
 
+@functools.lru_cache(maxsize=4096)
 def student_t_quantile(p: float, df: float) -> float:
     """``q`` such that ``P(T <= q) = p`` for ``p`` in (0.5, 1): Newton's method from the
-    Cornish-Fisher expansion (a few steps; bisection when it strays)."""
+    Cornish-Fisher expansion (a few steps; bisection when it strays). Cached: the
+    intervals of a comparison ask for few distinct levels and degrees."""
     if math.isinf(df):
         return NORMAL.inv_cdf(p)
     z = NORMAL.inv_cdf(p)
