@@ -42,6 +42,17 @@ class TargetGone(MonitoringError):
     """The spied process ended (or is a zombie)."""
 
 
+class ObserveError(MonitoringError, RuntimeError):
+    """A process cannot be read from outside: it is gone, not Python, of a version or
+    build this tool cannot read, or the system refuses (permissions). ``reason`` is one
+    word (``gone``, ``zombie``, ``refused``, ``not-python``, ``unsupported``,
+    ``unverified``, ``starting``); the message says what to do."""
+
+    def __init__(self, message: str, reason: str = "unsupported") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class ProfileFormatError(MonitoringError, ValueError):
     """A profile that cannot be read or does not have the shape of pstats data."""
 
@@ -62,6 +73,7 @@ _FAMILY: tuple[type[Exception], ...] = (
     ClockError,
     SpyError,
     TargetGone,
+    ObserveError,
     ProfileFormatError,
     ResultFormatError,
     MissingDependencyError,

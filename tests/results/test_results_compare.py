@@ -316,3 +316,13 @@ def test_a_version_2_profile_without_paths_compares_functions() -> None:
     # THEN compared on functions, the note says why no path is
     assert any("no call paths" in n for n in cmp.notes)
     assert not [c for c in cmp.changes if c.figure == "path"]
+
+
+def test_timings_of_different_clocks_are_refused() -> None:
+    # GIVEN a statement timed on the wall clock and on the CPU clock (time --clock cpu
+    # says it in the summary)
+    a = timing_doc(1e-3, processes=4)
+    b = timing_doc(1e-3, seed=2, processes=4)
+    b["data"]["series"][0]["summary"]["clock"] = "cpu"
+    with pytest.raises(ResultFormatError, match="wall clock in A and the cpu clock in B"):
+        compare_results(a, b)

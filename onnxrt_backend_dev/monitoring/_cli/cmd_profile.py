@@ -314,16 +314,20 @@ class ProfileCommand:
         ``show``."""
         import functools
 
-        from .profile_sampled import RunHelpers, check_sampled, run_sampled, uses_cprofile
+        from .profile_sampled import check_sampled, run_sampled, uses_cprofile
 
+        if getattr(args, "pid", None) is not None:
+            from .profile_observed import run_attached
+
+            _check_before_running(args)
+            args.program = None
+            return run_attached(args, out, err, self._helpers())
         if args.target != "show":
             _check_before_running(args)
             check_save(args, program_inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
-        helpers = RunHelpers(
-            _as_main, _before_os_exit, _exit_code, report_raised, _resolve_format, _can_encode
-        )
+        helpers = self._helpers()
         # --save and --repeat run child processes, sampled unless cProfile is asked for.
         cprofile = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
         if wants_repeat(args) or saves_sampled(args, cprofile):
@@ -331,6 +335,15 @@ class ProfileCommand:
         profile: Callable[..., int] = self._profile
         if not uses_cprofile(args, helpers):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
+            if args.target != "show" and (args.module or args.target):
+                from .profile_sampled import observer_reason
+
+                why = observer_reason(args)
+                if not why:
+                    from .profile_observed import run_observed
+
+                    return run_observed(args, out, err, helpers)
+                args.collector_note = why
             profile = functools.partial(run_sampled, helpers=helpers)
         if args.module:
             code, module, argv, path0 = _module_code(args.module[0])
@@ -354,6 +367,14 @@ class ProfileCommand:
             if args.format_resolved not in SAMPLED_FORMATS:
                 raise CommandError(f"--format {args.format_resolved} needs --cprofile", EXIT_USAGE)
         return run_repeated(args, out, err, _emit, sampled)
+
+    @staticmethod
+    def _helpers() -> Any:
+        from .profile_sampled import RunHelpers
+
+        return RunHelpers(
+            _as_main, _before_os_exit, _exit_code, report_raised, _resolve_format, _can_encode
+        )
 
     def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._profiling.load import ProfileFormatError, load_stats_object

@@ -67,8 +67,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.probe:  # the registry only when a probe is named
         _check_probes(args.probe)
     _format(args)
-    if args.target is None and not args.module:
-        raise CommandError("give a script, -m module, or -- COMMAND", EXIT_USAGE)
+    if args.target is None and not args.module and args.pid is None:
+        raise CommandError("give a script, -m module, -- COMMAND, or --pid PID", EXIT_USAGE)
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
@@ -95,6 +95,51 @@ def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
         check_outputs({"-o": args.output, "--save": args.save}, suffixes={"--save": (".json",)})
     check_save(args, inputs)
     wants_repeat(args)
+
+
+INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
+
+
+def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if not names:
+        return (), ()
+    from .._memory.registry import split_probes
+
+    return split_probes(names)
+
+
+def _probe_args(names: tuple[str, ...]) -> list[str]:
+    from .._memory.registry import get_spec
+
+    return [get_spec(n).to_arg() for n in names]
+
+
+class _environment:
+    """Sets an environment variable (for a child about to start) and restores it."""
+
+    def __init__(self, name: str, value: str) -> None:
+        self.name, self.value = name, value
+        self.saved: str | None = None
+
+    def __enter__(self) -> None:
+        self.saved = os.environ.get(self.name)
+        if self.value:
+            os.environ[self.name] = self.value
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.saved
+
+
+def _inprocess_probes(names: list[str]) -> tuple[str, ...]:
+    """The probes read inside the program (torch's allocator counters)."""
+    if not names:
+        return ()
+    from .._memory.registry import split_probes
+
+    return split_probes(names)[1]
 
 
 def _is_python(target: str) -> bool:
@@ -150,6 +195,22 @@ class RunCommand:
             help="a device probe to read beside the process (nvml), repeatable",
         )  # fmt: skip
         parser.add_argument(
+            "--pid", type=int, default=None,
+            help="report on a process already running instead of starting one (read from "
+            "outside: not stopped, not changed), until it ends, --duration passes or Ctrl-C",
+        )  # fmt: skip
+        parser.add_argument(
+            "--duration", type=float, default=None, metavar="SECONDS",
+            help="with --pid: stop after this many seconds",
+        )  # fmt: skip
+        parser.add_argument(
+            "--collector", choices=("auto", "observer", "in-process"), default="auto",
+            help="who records: the observer, another process reading the program from "
+            "outside (nothing of this tool in the program), or the in-process recorder "
+            "(signal handlers in the program); auto (default) takes the observer where "
+            "this machine allows it",
+        )  # fmt: skip
+        parser.add_argument(
             "-m", dest="module", nargs=argparse.REMAINDER, default=None,
             help="run a module as a script, the rest is its arguments",
         )  # fmt: skip
@@ -172,6 +233,11 @@ class RunCommand:
         from .run_child import command_line
 
         _check(args)
+        if args.pid is not None:
+            from .run_observed import run_attached
+
+            args.program = None
+            return run_attached(args, lambda report: self._emit(report, args, out, err))
         if not hasattr(os, "fork"):
             raise CommandError("run needs os.fork (Linux, macOS)")
         if args.repeat is not None:
@@ -179,6 +245,9 @@ class RunCommand:
 
             return run_repeated_reports(args, out, err, self._emit)
         main: str | None = None  # the script, named in a saved result
+        observed = self._observed(args, out, err)
+        if observed is not None:
+            return observed
         if args.module:  # checked (and compiled) here, run by a fresh interpreter
             module_code(args.module[0])
             target, rest, name = args.module[0], args.module[1:], f"-m {args.module[0]}"
@@ -196,10 +265,46 @@ class RunCommand:
         def command(fd: int) -> list[str]:
             return command_line(fd, args.interval, target, rest, module=is_module)
 
-        report, rc = run_fresh(command, name, args.interval, args.probe)
+        spy_side, inside = _split(args.probe)
+        # The probes read inside the program (torch's counters) are opened by the child,
+        # which learns them from its environment (see _report.child.record).
+        with _environment(INPROCESS_ENV, ";".join(_probe_args(inside))):
+            report, rc = run_fresh(command, name, args.interval, spy_side)
         self._emit(report, args, out, err)
         _save_run(args, report, main)
         return rc
+
+    def _observed(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int | None:
+        """Runs the program under the observer when it can run here (None otherwise:
+        the in-process recorder runs, saying why)."""
+        from .profile_observed import program_argv
+        from .profile_sampled import observer_reason
+        from .program import module_code, script_code
+
+        why = observer_reason(args)
+        inside = _inprocess_probes(args.probe)
+        if not why and inside:
+            why = (f"--probe {inside[0]} reads counters inside the program: the in-process "
+                   "recorder runs")  # fmt: skip
+        if why:
+            args.collector_note = why
+            return None
+        main: str | None = None
+        if args.module:
+            module_code(args.module[0])  # a missing module: a usage error before the run
+            argv, name = program_argv(args), f"-m {args.module[0]}"
+        elif _is_python(args.target):
+            main = script_code(args.target)[0].co_filename
+            argv, name = program_argv(args), args.target
+        else:
+            argv, name = [args.target, *args.args], " ".join([args.target, *args.args])
+        from .run_observed import run_observed
+
+        def emit(report: Any) -> None:
+            self._emit(report, args, out, err)
+            _save_run(args, report, main)
+
+        return run_observed(args, argv, name, err, emit)
 
     def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         fmt = _format(args)

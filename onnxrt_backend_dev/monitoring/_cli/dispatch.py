@@ -57,6 +57,10 @@ _COMMAND_MODULES: dict[str, tuple[str, str]] = {
         "compare two saved results (or two programs run interleaved), with significance",
     ),
     "run": (".cmd_run", "run a program once and report its time, memory and GPU on one page"),
+    "dump": (
+        ".cmd_dump",
+        "print every thread's Python stack of a running process now (like py-spy dump)",
+    ),
 }
 
 

@@ -68,6 +68,30 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "thread (prof, default), the wall-time SIGALRM (real) or a thread only (thread)",
     )
     parser.add_argument(
+        "--pid",
+        type=int,
+        default=None,
+        help="profile a process already running instead of starting one (read from "
+        "outside: it is not stopped or changed), until it ends, --duration passes or "
+        "Ctrl-C",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --pid: stop after this many seconds",
+    )
+    parser.add_argument(
+        "--collector",
+        choices=("auto", "observer", "in-process"),
+        default="auto",
+        help="sampling: who reads the stacks: the observer, another process reading the "
+        "program from outside (nothing of this tool in the program; the right line inside "
+        "C calls), or the in-process sampler (signal handlers and a thread in the "
+        "program); auto (default) takes the observer where this machine allows it",
+    )
+    parser.add_argument(
         "--show-library",
         action="store_true",
         help="sampling: show every library frame (no folding of the standard library "
@@ -94,6 +118,25 @@ def uses_cprofile(args: argparse.Namespace, helpers: RunHelpers) -> bool:
         return helpers.resolve_format(args) == "prof"
     except CommandError:
         return False  # reported by the caller
+
+
+def observer_reason(args: argparse.Namespace) -> str:
+    """Why the observer will not run (empty when it will).
+
+    :param args: the parsed options
+    :return: the reason in words
+    """
+    choice = getattr(args, "collector", "auto")
+    if choice == "in-process":
+        return "--collector in-process"
+    from .._observe.session import availability
+
+    found = availability()
+    if found.ok:
+        return ""
+    if choice == "observer":
+        raise CommandError(f"--collector observer: it cannot run here: {found.reason}")
+    return found.reason
 
 
 def check_sampled(args: argparse.Namespace) -> float:

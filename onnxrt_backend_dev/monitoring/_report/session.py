@@ -3,15 +3,17 @@ turned into a report; and the library's context manager."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType
 from typing import Any
 
+from .._memory.series import context_of
 from .aggregate import Aggregator
 from .build import RunFacts, build_report
-from .model import Device, Ending, Report
+from .model import Device, Ending, Report, Site
 from .recording import SPY_DELAY, Recording, spy_facts
 
 __all__ = ["SPY_DELAY", "Recording", "facts_of", "monitor", "run_monitored", "spy_facts"]
@@ -35,9 +37,7 @@ def facts_of(
     :param children: the program's forked children, labelled, and their ticks
     :return: the facts
     """
-    devices = [
-        Device(str(n), float(p), float(b), float(e)) for n, p, b, e in facts.get("devices", ())
-    ]
+    devices = devices_of(facts.get("devices", ()))
     notes = list(facts.get("notes", ()))
     lost = dropped + int(facts.get("dropped", 0))
     if lost:
@@ -59,6 +59,41 @@ def facts_of(
         children=children,
         tool_rss=float(facts.get("tool_rss") or 0.0),
     )
+
+
+def _device(fact: Sequence[Any]) -> Device:
+    """One device from its plain fact: ``(name, peak, begin, end)``, then optionally the
+    extras of ``inprocess.device_facts`` (role, uuid, context, site)."""
+    name, peak, begin, end = fact[:4]
+    extras = fact[4] if len(fact) > 4 and isinstance(fact[4], dict) else {}
+    site = extras.get("site")
+    context = extras.get("context")
+    return Device(
+        str(name),
+        float(peak),
+        float(begin),
+        float(end),
+        role=str(extras.get("role") or ""),
+        context=None if context is None else float(context),
+        site=None if not site else Site(str(site[0]), str(site[1]), int(site[2])),
+        uuid=None if extras.get("uuid") is None else str(extras["uuid"]),
+    )
+
+
+def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
+    """Every device of the plain facts, with the CUDA context measured apart where the
+    spy's NVML (this process's usage) and the program's torch (its reserved memory) of
+    one GPU are both known: the facts of ``run`` come from the two processes.
+
+    :param facts: the devices' plain facts
+    :return: the devices, in order
+    """
+    devices = [_device(f) for f in facts]
+    found = context_of([(d.role, d.uuid, d.end) for d in devices])
+    return [
+        dataclasses.replace(d, context=found[i]) if d.context is None and i in found else d
+        for i, d in enumerate(devices)
+    ]
 
 
 class Monitored:
@@ -87,7 +122,9 @@ def monitor(
 
     :param label: the report's title
     :param interval: seconds between ticks
-    :param probes: device probes (``("nvml",)``)
+    :param probes: device probes (``("nvml",)``; ``"torch"``: torch's allocator, read in
+        this process, its exact peak and the line where it rose; both: the CUDA context
+        measured apart)
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :param sampler: also run the time sampler (every thread; the time columns)
     :return: a :class:`Monitored`, its ``report`` set at the end (also on an exception)

@@ -287,6 +287,18 @@ def process_medians(series: Mapping[str, Any], samples: Sequence[float]) -> list
     return out
 
 
+def series_clock(series: Mapping[str, Any]) -> str:
+    """The clock that timed a series: its ``clock`` (the pytest plugin's), or its
+    summary's (``time --clock``), ``wall`` when neither says.
+
+    :param series: a timing series
+    :return: ``wall`` or ``cpu``
+    """
+    summary = series.get("summary")
+    clock = series.get("clock") or (summary.get("clock") if isinstance(summary, Mapping) else None)
+    return "cpu" if clock == "cpu" else "wall"
+
+
 def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings) -> Change:
     """One statement's change: over its processes, or its batches (weaker evidence) with
     a single process a side.
@@ -296,18 +308,18 @@ def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settin
     :param settings: the settings
     :return: the change
     """
-    if sa.get("clock", "wall") != sb.get("clock", "wall"):
+    clocks = (series_clock(sa), series_clock(sb))
+    if clocks[0] != clocks[1]:
         raise ResultFormatError(
-            f"{sb['name']!r} was timed with the {sa.get('clock', 'wall')} clock in A and the "
-            f"{sb.get('clock', 'wall')} clock in B: not comparable"
+            f"{sb['name']!r} was timed with the {clocks[0]} clock in A and the {clocks[1]} "
+            "clock in B: not comparable"
         )
     samples_a, samples_b = _samples(sa), _samples(sb)
     xs, ys = process_medians(sa, samples_a), process_medians(sb, samples_b)
     weaker = len(xs) < 2 or len(ys) < 2
     if weaker:
         xs, ys = samples_a, samples_b
-    clock = sa.get("clock", "wall")
-    c = headline_change("timing", sb["name"], "time", xs, ys, settings, weaker, clock)
+    c = headline_change("timing", sb["name"], "time", xs, ys, settings, weaker, clocks[0])
     for figures, series, batches in ((c.a, sa, samples_a), (c.b, sb, samples_b)):
         figures["median"] = figures.pop("time")
         figures["processes"] = float(len(process_medians(series, batches)))

@@ -1,0 +1,218 @@
+"""``profile script.py`` / ``profile -m mod`` under the observer: the program runs
+unmodified in its own interpreter (nothing of this tool in it: no signal handler, no
+thread, no import), and this process reads its stacks from outside
+(:mod:`.._observe`). Used where :func:`.._observe.session.availability` says it can
+run; ``profile_sampled`` (the in-process sampler) runs otherwise, saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import TextIO
+
+from .profile_sampled import SAMPLED_FORMATS, RunHelpers, check_sampled
+from .profile_sampled import _emit as emit_profile
+
+
+def program_argv(args: argparse.Namespace) -> list[str]:
+    """The program's command line: this interpreter, its flags (``-X``, ``-W``, ``-O``),
+    the script or ``-m module``, the program's arguments.
+
+    :param args: the parsed options of ``profile`` or ``run``
+    :return: the command line
+    """
+    import subprocess
+
+    flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    head = [sys.executable, *flags]
+    if args.module:
+        return [*head, "-m", *args.module]
+    return [*head, args.target, *args.args]
+
+
+def observer_notes(run: object) -> list[str]:
+    """What the reader must know of an observed run: the collector, reads that moved.
+
+    :param run: an :class:`.._observe.launch.ObservedRun`
+    :return: the sentences
+    """
+    from .._observe.launch import ObservedRun
+
+    assert isinstance(run, ObservedRun)
+    rec = run.record
+    if rec.reader is not None:
+        notes = [f"collector: the observer, outside the program ({rec.collector})"]
+    else:
+        notes = [f"collector: the observer, memory only: {run.why or 'no Python stacks'}"]
+    reader = rec.reader
+    if reader is not None and (reader.partial or reader.failed):
+        notes.append(
+            f"{reader.torn} stack reads moved under the read and were read again; "
+            f"{reader.partial} kept as their outer frames, {reader.failed} lost"
+        )
+    obs = run.observer
+    if obs.late:
+        notes.append(f"{obs.late} samples came late and were skipped (a busy machine)")
+    if rec.overflow:
+        notes.append(f"stack table full: {rec.overflow} samples kept as outer frames")
+    return notes
+
+
+def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:
+    """Runs the program under the observer and writes its profile.
+
+    :param args: the parsed options
+    :param out: the output stream
+    :param err: the error stream
+    :param helpers: the command's helpers
+    :return: the program's exit code (128 + N on signal N)
+    """
+    from .._format import format_duration
+    from .._observe.build import to_profile
+    from .._observe.launch import exit_code, observe_program
+    from .._progress import LiveStatus
+    from .._report.aggregate import Aggregator
+    from .._sampling.result import SamplingResult
+    from .common import EXIT_USAGE, CommandError
+
+    interval = check_sampled(args)
+    fmt = helpers.resolve_format(args)
+    if fmt not in SAMPLED_FORMATS:
+        raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
+    argv = program_argv(args)
+    name = os.path.basename(args.module[0] if args.module else args.target)
+    start = time.perf_counter()
+    status = LiveStatus(
+        err,
+        lambda: f"profiling {name}: {format_duration(time.perf_counter() - start)}",
+        enabled=False if args.quiet else None,
+    )
+    with status:
+        try:
+            run = observe_program(argv, interval, Aggregator())
+        except OSError as e:
+            raise CommandError(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
+    rec = run.record
+    usage = run.rusage
+    cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+    profile = to_profile(rec, interval, run.wall, args.program or name,
+                         observer_notes(run), cpu, run.observer.samples)  # fmt: skip
+    emit_profile(SamplingResult(profile), args, out, err, helpers)
+    rc = exit_code(run.status)
+    if rc:  # said even with -q: the program failed (its own traceback is above)
+        err.write(f"{name} {ending_words(run.status)}\n")
+    return rc
+
+
+def ending_words(status: int) -> str:
+    """How a program ended, in words: ``exited with code 3``, ``terminated by SIGTERM``.
+
+    :param status: its wait status
+    :return: the words
+    """
+    import signal
+
+    if os.WIFSIGNALED(status):
+        num = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = f"signal {num}"
+        return f"terminated by {name}"
+    return f"exited with code {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1}"
+
+
+def check_attach(args: argparse.Namespace) -> tuple[int, float | None]:
+    """``--pid`` and ``--duration``, checked before anything runs (exit 2).
+
+    :param args: the parsed options
+    :return: the pid and the duration
+    """
+    from .._observe.attach import check_duration, check_pid
+    from .common import EXIT_USAGE, CommandError
+
+    try:
+        pid = check_pid(args.pid)
+        duration = check_duration(args.duration)
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from e
+    if args.target is not None or args.module:
+        raise CommandError("--pid profiles a running process: give no script", EXIT_USAGE)
+    return pid, duration
+
+
+def attach_observer(args: argparse.Namespace, interval: float, sink: object) -> object:
+    """Observes ``--pid`` until it ends, ``--duration`` passes or a signal comes.
+
+    :param args: the parsed options
+    :param interval: seconds between samples
+    :param sink: its memory ticks' sink
+    :return: an :class:`.._observe.attach.Attached`
+    """
+    from .._errors import ObserveError
+    from .._observe.attach import observe_pid
+    from .common import CommandError
+
+    pid, duration = check_attach(args)
+    try:
+        return observe_pid(pid, interval, sink, duration)
+    except ObserveError as e:
+        raise CommandError(f"--pid {pid}: {e}") from e
+
+
+def attach_notes(attached: object) -> list[str]:
+    """The notes of an attached observation.
+
+    :param attached: an :class:`.._observe.attach.Attached`
+    :return: sentences
+    """
+    from .._observe.attach import Attached
+    from .._observe.session import describe
+
+    assert isinstance(attached, Attached)
+    ends = {"ended": "until it ended", "duration": "for --duration",
+            "interrupted": "until interrupted"}  # fmt: skip
+    notes = [
+        f"collector: the observer, attached to process {attached.observer.root.pid} "
+        f"{ends[attached.why]} ({describe(attached.target)})"
+    ]
+    reader = attached.target.reader
+    if reader.partial or reader.failed:
+        notes.append(f"{reader.torn} stack reads moved under the read; {reader.partial} "
+                     f"kept as their outer frames, {reader.failed} lost")  # fmt: skip
+    if attached.observer.late:
+        notes.append(f"{attached.observer.late} samples came late and were skipped")
+    return notes
+
+
+def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:
+    """``profile --pid PID``: the profile of a running process.
+
+    :param args: the parsed options
+    :param out: the output stream
+    :param err: the error stream
+    :param helpers: the command's helpers
+    :return: 0
+    """
+    from .._observe.attach import Attached
+    from .._observe.build import to_profile
+    from .._report.aggregate import Aggregator
+    from .._sampling.result import SamplingResult
+    from .common import EXIT_USAGE, CommandError
+
+    interval = check_sampled(args)
+    if helpers.resolve_format(args) not in SAMPLED_FORMATS:
+        raise CommandError("--pid profiles by sampling: --cprofile formats do not apply",
+                           EXIT_USAGE)  # fmt: skip
+    attached = attach_observer(args, interval, Aggregator())
+    assert isinstance(attached, Attached)
+    rec = attached.observer.root
+    name = args.program or f"process {rec.pid}"
+    cpu = sum(sum(r[2] for r in t.rows.values()) for t in rec.threads.values())
+    profile = to_profile(rec, interval, attached.wall, name, attach_notes(attached), cpu,
+                         attached.observer.samples)  # fmt: skip
+    emit_profile(SamplingResult(profile), args, out, err, helpers)
+    return 0

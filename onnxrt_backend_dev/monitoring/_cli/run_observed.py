@@ -1,0 +1,95 @@
+"""``run script.py`` / ``run -m mod`` / ``run -- COMMAND`` under the observer: the
+program runs unmodified (nothing of this tool in it), this process samples its stacks,
+threads, CPU, memory and devices from outside in one loop, follows its child processes,
+and writes the report whatever happens to the program (the flight recorder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .common import CommandError
+
+
+def _own_rss() -> float:
+    """This process's resident bytes now (the child's pre-exec mark is at most this)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def run_observed(
+    args: argparse.Namespace,
+    argv: list[str],
+    name: str,
+    err: TextIO,
+    emit: Callable[[Any], None],
+) -> int:
+    """Runs a command under the observer and emits its report.
+
+    :param args: the parsed options of ``run``
+    :param argv: the command line
+    :param name: the program's name in the report
+    :param err: the error stream
+    :param emit: writes the report
+    :return: the program's exit code (128 + N on signal N)
+    """
+    from .._format import format_duration
+    from .._observe.devices import DeviceSampler
+    from .._observe.launch import observe_program
+    from .._observe.report import observed_report
+    from .._observe.session import follower
+    from .._progress import LiveStatus
+    from .._report.aggregate import Aggregator
+    from .profile_observed import observer_notes
+
+    devices = None
+    if args.probe:
+        try:
+            devices = DeviceSampler(args.probe)
+        except Exception as e:
+            raise CommandError(f"--probe: {e}") from e
+    start = time.perf_counter()
+    status = LiveStatus(
+        err,
+        lambda: f"running {name}: {format_duration(time.perf_counter() - start)}",
+        enabled=False if args.quiet else None,
+    )
+    floor = _own_rss()
+    with status:
+        try:
+            run = observe_program(argv, args.interval, Aggregator(), follow=follower(Aggregator),
+                                  devices=devices)  # fmt: skip
+        except OSError as e:
+            if devices is not None:
+                devices.close()
+            code = 127 if isinstance(e, (FileNotFoundError, PermissionError)) else 1
+            raise CommandError(f"cannot run {argv[0]!r}: {e.strerror or e}", code) from e
+    report, rc = observed_report(run, name, args.interval, observer_notes(run), floor, devices)
+    emit(report)
+    return rc
+
+
+def run_attached(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
+    """``run --pid PID``: the report of a running process, until it ends, ``--duration``
+    passes or Ctrl-C.
+
+    :param args: the parsed options of ``run``
+    :param emit: writes the report
+    :return: 0
+    """
+    from .._observe.attach import Attached
+    from .._observe.report import attached_report
+    from .._report.aggregate import Aggregator
+    from .profile_observed import attach_notes, attach_observer
+
+    attached = attach_observer(args, args.interval, Aggregator())
+    assert isinstance(attached, Attached)
+    emit(attached_report(attached, attach_notes(attached), args.interval))
+    return 0

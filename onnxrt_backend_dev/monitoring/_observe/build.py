@@ -1,0 +1,136 @@
+"""What the observer saw, as the models the views read: the sampled profile (stacks of
+frames and, per thread, each stack's columns) and the report's inputs (memory ticks per
+stack, sampled threads).
+
+Each row's columns become: samples, wall seconds, CPU seconds, and the CPU split into
+Python (bytecode), native (C code, the GIL released or a call into C) and system (the
+kernel's share, from the kernel's user and system ticks); waiting is wall minus CPU.
+"""
+
+from __future__ import annotations
+
+from .._sampling.frames import SampledFrame
+from .._sampling.model import SampledProfile, Stack, ThreadProfile
+from .observer import CPU, NATIVE, PYTHON, QUEUED, SAMPLES, STICKS, UTICKS, WALL, ProcessRecord
+from .process import thread_name
+
+
+def decode_stacks(record: ProcessRecord) -> list[Stack]:
+    """Every stack of a process as frames, outermost first, in id order.
+
+    :param record: the process
+    :return: one tuple per stack id
+    """
+    infos = record.reader.infos if record.reader is not None else []
+    cache: dict[tuple[int, int], SampledFrame] = {}
+    out: list[Stack] = []
+    for key in record.key_list:
+        frames = []
+        for i in range(len(key) - 2, -1, -2):
+            pair = (key[i], key[i + 1])
+            frame = cache.get(pair)
+            if frame is None:
+                info = infos[pair[0]]
+                frame = cache[pair] = SampledFrame(
+                    info.name, info.file, info.first_line, info.table.line(pair[1])
+                )
+            frames.append(frame)
+        out.append(tuple(frames))
+    return out
+
+
+def split(row: list[float]) -> list[float]:
+    """A row's columns as the model keeps them: ``[wall, cpu, samples, python, native,
+    system, queued]`` (seconds; system from the kernel's ticks, taken off Python and
+    native in proportion; queued: runnable, waiting for a CPU).
+
+    :param row: the observer's columns
+    :return: the model's
+    """
+    cpu = row[CPU]
+    ticks = row[UTICKS] + row[STICKS]
+    system_share = row[STICKS] / ticks if ticks > 0 else 0.0
+    user = 1.0 - system_share
+    return [row[WALL], cpu, row[SAMPLES], row[PYTHON] * user, row[NATIVE] * user,
+            cpu * system_share, min(row[QUEUED], max(row[WALL] - cpu, 0.0))]  # fmt: skip
+
+
+def thread_label(record: ProcessRecord, key: tuple[int, int], index: int) -> str:
+    """A thread's name: ``MainThread``, its :mod:`threading` name, or its kernel id
+    (``thread 4242``: started from C, or its name unreadable)."""
+    th = record.threads[key]
+    if th.is_main:
+        return "MainThread"
+    if th.name:
+        return "".join(c if c.isprintable() else "?" for c in th.name)
+    return f"{th.native_id}" if th.native_id else f"#{index}"
+
+
+def to_profile(
+    record: ProcessRecord,
+    interval: float,
+    duration: float,
+    program: str,
+    notes: list[str],
+    cpu_time: float,
+    samples: int,
+    timer: str = "observer",
+) -> SampledProfile:
+    """The sampled profile of one process.
+
+    :param record: the process
+    :param interval: seconds between samples
+    :param duration: wall seconds observed
+    :param program: what ran, for the headers
+    :param notes: what the reader must know
+    :param cpu_time: CPU seconds of the process
+    :param samples: samples taken
+    :param timer: how samples were taken
+    :return: the profile
+    """
+    stacks = decode_stacks(record)
+    threads: list[ThreadProfile] = []
+    for index, key in enumerate(record.order):
+        th = record.threads[key]
+        totals = {sid: split(row) for sid, row in th.rows.items() if stacks[sid]}
+        if not totals:
+            continue
+        timeline = [
+            entry
+            for entry in zip(th.line.times, th.line.weights, th.line.stacks, strict=True)
+            if stacks[entry[2]]
+        ]
+        name = thread_label(record, key, index)
+        threads.append(ThreadProfile(th.ident, name, th.is_main, totals, timeline))
+    threads.sort(key=lambda t: not t.is_main)
+    return SampledProfile(
+        stacks=stacks,
+        threads=threads,
+        interval=interval,
+        timer=timer,
+        duration=duration,
+        cpu_time=cpu_time,
+        samples=samples,
+        notes=notes,
+        program=program,
+        skip_outer=0,
+        cpu_known=True,
+        split_known=True,
+        native_threads=native_threads(record),
+    )
+
+
+def native_threads(record: ProcessRecord) -> list[tuple[str, int, float]]:
+    """The threads Python does not know, grouped by kernel name (``OpenBLAS``...):
+    ``(name, count, CPU seconds)``.
+
+    :param record: the process
+    """
+    groups: dict[str, list[float]] = {}
+    own = thread_name(record.pid, record.pid)
+    for name, first_ns, last_ns in record.others.values():
+        label = "unnamed" if str(name) == own else str(name)  # the process's own name
+        entry = groups.setdefault(label, [0, 0.0])
+        entry[0] += 1
+        entry[1] += max(last_ns - first_ns, 0) / 1e9
+    return [(n, int(c), s) for n, (c, s) in groups.items()]

@@ -1,0 +1,153 @@
+"""The symbols of an ELF file (64-bit, little-endian): where the interpreter keeps its
+runtime state (``_PyRuntime``) and its code type (``PyCode_Type``), found without
+loading or running the file.
+
+The file is untrusted: every offset and size is checked against the file's length, and
+a file that is not a 64-bit little-endian ELF is refused with :class:`ElfError`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterable
+
+_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_PHDR = struct.Struct("<IIQQQQQQ")
+_SYM = struct.Struct("<IBBHQQ")
+SHT_SYMTAB, SHT_DYNSYM = 2, 11
+PT_LOAD = 1
+MAX_SECTIONS = 1 << 16
+
+
+class ElfError(Exception):
+    """The file is not an ELF file this reader understands (or it is cut short)."""
+
+
+class ElfSymbols:
+    """The symbols asked for, and the lowest virtual address loaded.
+
+    :param path: the file
+    :param names: the symbols wanted
+    :raises ElfError: not a 64-bit little-endian ELF, or malformed
+    :raises OSError: unreadable
+    """
+
+    def __init__(self, path: str, names: Iterable[str]) -> None:
+        self.path = path
+        self.symbols: dict[str, int] = {}
+        self.sections: dict[str, int] = {}
+        self.base_vaddr = 0
+        self.has_symtab = False
+        wanted = set(names)
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < _EHDR.size:
+                raise ElfError(f"{path}: too short for an ELF file")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                self._parse(data, size, wanted)
+
+    def _parse(self, data: mmap.mmap, size: int, wanted: set[str]) -> None:
+        head = _EHDR.unpack_from(data, 0)
+        ident = head[0]
+        if ident[:4] != b"\x7fELF":
+            raise ElfError(f"{self.path}: not an ELF file")
+        if ident[4] != 2 or ident[5] != 1:
+            raise ElfError(f"{self.path}: not a 64-bit little-endian ELF file")
+        phoff, shoff = head[5], head[6]
+        phentsize, phnum, shentsize, shnum, shstrndx = (
+            head[9],
+            head[10],
+            head[11],
+            head[12],
+            head[13],
+        )
+        loads = [
+            p[3] for p in _table(data, size, phoff, phentsize, phnum, _PHDR) if p[0] == PT_LOAD
+        ]
+        self.base_vaddr = min(loads) & ~0xFFF if loads else 0
+        if shnum > MAX_SECTIONS:
+            raise ElfError(f"{self.path}: {shnum} sections")
+        sections = list(_table(data, size, shoff, shentsize, shnum, _SHDR))
+        names = sections[shstrndx] if 0 <= shstrndx < len(sections) else None
+        for sh in sections:
+            if names is not None:
+                name = _cstring(data, size, names[4] + sh[0])
+                if name:
+                    self.sections[name] = sh[3]
+        for kind in (SHT_SYMTAB, SHT_DYNSYM):
+            for sh in sections:
+                if sh[1] != kind or not 0 <= sh[6] < len(sections):
+                    continue
+                self.has_symtab |= kind == SHT_SYMTAB
+                strtab = sections[sh[6]]
+                self._symbols(data, size, sh, strtab, wanted - set(self.symbols))
+
+    def _symbols(
+        self, data: mmap.mmap, size: int, sh: tuple[int, ...], strtab: tuple[int, ...],
+        wanted: set[str],
+    ) -> None:  # fmt: skip
+        if not wanted:
+            return
+        str_off, str_size = strtab[4], strtab[5]
+        if str_off + str_size > size:
+            raise ElfError(f"{self.path}: string table beyond the end of the file")
+        offsets: dict[int, str] = {}
+        for name in wanted:  # every place the name (or a string ending with it) is stored
+            key = name.encode() + b"\0"
+            at = data.find(key, str_off, str_off + str_size)
+            while at >= 0:
+                offsets[at - str_off] = name
+                at = data.find(key, at + 1, str_off + str_size)
+        if not offsets:
+            return
+        sym_off, sym_size = sh[4], sh[5]
+        if sym_off + sym_size > size:
+            raise ElfError(f"{self.path}: symbol table beyond the end of the file")
+        count = sym_size // _SYM.size
+        for st_name, _info, _other, shndx, value, _sz in _SYM.iter_unpack(
+            data[sym_off : sym_off + count * _SYM.size]
+        ):
+            found = offsets.get(st_name)
+            if found is not None and shndx != 0 and value and found not in self.symbols:
+                self.symbols[found] = value
+
+
+def _table(
+    data: mmap.mmap, size: int, offset: int, entsize: int, count: int, shape: struct.Struct
+) -> Iterable[tuple[int, ...]]:
+    if count == 0 or offset == 0:
+        return []
+    if entsize < shape.size or offset + entsize * count > size:
+        raise ElfError("a header table beyond the end of the file")
+    return [shape.unpack_from(data, offset + i * entsize) for i in range(count)]
+
+
+def _cstring(data: mmap.mmap, size: int, offset: int, limit: int = 256) -> str:
+    if not 0 <= offset < size:
+        return ""
+    end = data.find(b"\0", offset, min(size, offset + limit))
+    if end < 0:
+        return ""
+    return data[offset:end].decode("ascii", "replace")
+
+
+_CACHE: dict[tuple[str, int, int, int, int], ElfSymbols] = {}
+
+
+def symbols_of(path: str, names: Iterable[str]) -> ElfSymbols:
+    """:class:`ElfSymbols` of a file, cached by its identity (device, inode, size, time).
+
+    :param path: the file
+    :param names: the symbols wanted
+    :return: the symbols found
+    """
+    st = os.stat(path)
+    wanted = tuple(sorted(set(names)))
+    key = (path + "|" + ",".join(wanted), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    found = _CACHE.get(key)
+    if found is None:
+        found = _CACHE[key] = ElfSymbols(path, wanted)
+    return found

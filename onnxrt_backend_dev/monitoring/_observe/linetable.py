@@ -1,0 +1,164 @@
+"""Lines of instruction offsets, decoded from a code object's ``co_linetable`` as read
+from another process (the interpreter's own ``co_lines()`` cannot be called there).
+
+Two formats: 3.10's pairs of deltas (``Objects/lnotab_notes.txt``) and the location
+table of 3.11+ (``Objects/locations.md``). The bytes are untrusted: a table that runs
+past its end or says something impossible stops the decoding where it went wrong; the
+ranges decoded so far are kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+MAX_RANGES = 1 << 20
+
+
+class LineTable:
+    """Ranges of byte offsets and their lines, searchable.
+
+    :param ranges: ``(start, end, line)`` with offsets in bytes, in order; line -1 where
+        the code has none
+    :param first_line: the function's first line (the line of an offset before the code)
+    """
+
+    def __init__(self, ranges: Sequence[tuple[int, int, int]], first_line: int) -> None:
+        kept = [r for r in ranges if r[1] > r[0]]
+        self.starts = [r[0] for r in kept]
+        self.ends = [r[1] for r in kept]
+        self.lines = [r[2] for r in kept]
+        self.first_line = first_line
+
+    @property
+    def size(self) -> int:
+        """Bytes of code covered (the end of the last range)."""
+        return self.ends[-1] if self.ends else 0
+
+    def line(self, offset: int) -> int:
+        """The line of a byte offset; the last line known before it when the range has
+        none (a ``CACHE`` or an artificial instruction), the first line before the code.
+
+        :param offset: a byte offset
+        :return: a line number
+        """
+        if offset < 0:
+            return self.first_line
+        i = bisect.bisect_right(self.starts, offset) - 1
+        while i >= 0:
+            line = self.lines[i]
+            if line >= 0:
+                return line
+            i -= 1
+        return self.first_line
+
+
+def decode_310(table: bytes, first_line: int) -> LineTable:
+    """3.10's table: ``(bytes advanced, line delta)`` pairs, -128 for no line.
+
+    :param table: ``co_linetable``
+    :param first_line: ``co_firstlineno``
+    :return: the ranges
+    """
+    ranges = []
+    line, addr = first_line, 0
+    for i in range(0, len(table) - 1, 2):
+        start_delta, line_delta = table[i], table[i + 1]
+        if line_delta >= 128:
+            line_delta -= 256
+        end = addr + start_delta
+        if line_delta == -128:
+            ranges.append((addr, end, -1))
+        else:
+            line += line_delta
+            ranges.append((addr, end, line))
+        addr = end
+        if len(ranges) >= MAX_RANGES:
+            break
+    return LineTable(_merge(ranges), first_line)
+
+
+def _varint(table: bytes, i: int) -> tuple[int, int]:
+    b = table[i]
+    value, shift = b & 63, 6
+    i += 1
+    while b & 64:
+        b = table[i]
+        i += 1
+        value |= (b & 63) << shift
+        shift += 6
+        if shift > 60:
+            raise ValueError("varint too long")
+    return value, i
+
+
+def _svarint(table: bytes, i: int) -> tuple[int, int]:
+    value, i = _varint(table, i)
+    return (-(value >> 1) if value & 1 else value >> 1), i
+
+
+def decode_311(table: bytes, first_line: int) -> LineTable:
+    """The location table of 3.11+.
+
+    :param table: ``co_linetable``
+    :param first_line: ``co_firstlineno``
+    :return: the ranges (byte offsets: a code unit is 2 bytes)
+    """
+    ranges: list[tuple[int, int, int]] = []
+    line, addr, i, n = first_line, 0, 0, len(table)
+    try:
+        while i < n and len(ranges) < MAX_RANGES:
+            head = table[i]
+            if not head & 0x80:
+                break  # not the start of an entry: a torn or foreign table
+            code, length = (head >> 3) & 15, (head & 7) + 1
+            i += 1
+            here = line
+            if code == 15:
+                here = -1
+            elif code == 14:
+                delta, i = _svarint(table, i)
+                line += delta
+                here = line
+                for _ in range(3):  # end line, column, end column
+                    _, i = _varint(table, i)
+            elif code == 13:
+                delta, i = _svarint(table, i)
+                line += delta
+                here = line
+            elif code >= 10:
+                line += code - 10
+                here = line
+                i += 2
+            else:
+                i += 1
+            end = addr + 2 * length
+            ranges.append((addr, end, here))
+            addr = end
+    except (IndexError, ValueError):
+        pass  # cut short: keep what was decoded
+    return LineTable(_merge(ranges), first_line)
+
+
+def _merge(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Joins neighbouring ranges of the same line (fewer entries to search)."""
+    out: list[tuple[int, int, int]] = []
+    for start, end, line in ranges:
+        if out and out[-1][2] == line and out[-1][1] == start:
+            out[-1] = (out[-1][0], end, line)
+        else:
+            out.append((start, end, line))
+    return out
+
+
+def decode(table: bytes, first_line: int, version: tuple[int, int]) -> LineTable:
+    """The line table of a code object of a given Python version.
+
+    :param table: ``co_linetable``
+    :param first_line: ``co_firstlineno``
+    :param version: ``(major, minor)``
+    :return: the ranges
+    """
+    if version >= (3, 11):
+        return decode_311(table, first_line)
+    return decode_310(table, first_line)

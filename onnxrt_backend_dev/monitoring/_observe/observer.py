@@ -1,0 +1,502 @@
+"""The observer's loop: every ``interval`` seconds of one clock, for each process
+watched, the Python stack of every thread, each thread's state and CPU time, the
+resident memory and its high-water mark, in one pass.
+
+What a sample adds, per thread and stack (the columns of :class:`Columns`): one sample,
+the wall time since the previous sample, the CPU time the thread used meanwhile (the
+kernel's nanosecond count, ``/proc/PID/task/TID/schedstat``), the part of it spent in
+bytecode (the thread held the GIL and its innermost frame was not in a call or an
+operator) or in native code (the rest), and the kernel's user and system ticks, which
+split that CPU time into user and system at the end. Memory goes to one stack per
+sample: the thread that used the most CPU in the interval (the one allocating), the main
+thread when none ran.
+
+The observer runs in another process than the program: nothing of it is in the
+program's memory, signals or threads. It reads, it never writes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .._sampling.recorder import ThreadLine
+from .memory import ReadError
+from .process import ProcessFiles, ProcFile, children_of, parse_stat, thread_ids, thread_name
+from .reader import StackReader, ThreadSample
+
+MAX_POINTS = 20_000
+MAX_STACKS = 100_000
+# Columns of a row: samples, wall, cpu, python cpu, native cpu, user ticks, system ticks,
+# seconds runnable but waiting for a CPU (a busy machine).
+SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED = range(8)
+NCOLUMNS = 8
+OTHERS_EVERY = 25  # samples between two listings of threads Python does not know
+CHILDREN_EVERY = 10  # samples between two looks for new child processes
+EMPTY: tuple[int, ...] = ()
+
+
+class ThreadRecord:
+    """What one thread ran, as rows of columns per stack id, and its timeline.
+
+    :param ident: its Python id
+    :param native_id: its kernel id (0 unknown)
+    :param is_main: it is the main thread
+    """
+
+    def __init__(self, ident: int, native_id: int, is_main: bool) -> None:
+        self.ident = ident
+        self.native_id = native_id
+        self.is_main = is_main
+        self.rows: dict[int, list[float]] = {}
+        self.line = ThreadLine()
+        self.cpu_ns = -1  # schedstat's last reading: on the CPU, waiting for one
+        self.queue_ns = -1
+        self.ticks = (-1.0, -1.0)  # stat's last user and system seconds
+        self.stat: ProcFile | None = None
+        self.sched: ProcFile | None = None
+        self.first_seen = 0.0
+        self.last_sid = -1  # its stack at the previous sample
+        self.last_in_call = False
+        self.name = ""  # its threading name, read once it is known
+        self.name_tries = 0
+
+    def add(self, sid: int, values: list[float]) -> None:
+        """Adds one sample's figures to a stack's row."""
+        row = self.rows.get(sid)
+        if row is None:
+            self.rows[sid] = list(values)
+        else:
+            for i, v in enumerate(values):
+                row[i] += v
+
+    def close(self) -> None:
+        """Closes its ``/proc`` files."""
+        for f in (self.stat, self.sched):
+            if f is not None:
+                f.close()
+
+
+class ProcessRecord:
+    """One process watched: its reader, its threads, its memory ticks.
+
+    :param pid: the process
+    :param reader: its stacks' reader (None: memory only, not Python or not readable yet)
+    :param native_flags: 256 flags of native instructions (see :mod:`.opcodes`)
+    :param sink: where memory ticks go (``add_tick(t, rss, hwm, sid)``)
+    :param label: how the report names it
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        reader: StackReader | None,
+        native_flags: bytes,
+        sink: Any,
+        label: str = "",
+    ) -> None:
+        self.pid = pid
+        self.reader = reader
+        self.flags = native_flags
+        self.sink = sink
+        self.label = label or f"process {pid}"
+        self.files = ProcessFiles(pid)
+        self.threads: dict[tuple[int, int], ThreadRecord] = {}  # by (tstate, ident)
+        self.order: list[tuple[int, int]] = []
+        self.keys: dict[tuple[int, ...], int] = {}
+        self.key_list: list[tuple[int, ...]] = []
+        self.others: dict[int, list[Any]] = {}  # kernel id -> [name, cpu seconds, ns]
+        self.samples = 0
+        self.read_failures = 0
+        self.gone = False
+        self.last_t = 0.0
+        self.started = 0.0
+        self.python_seen = False
+        self.overflow = 0
+        # Tries to open the interpreter of a process that just started: returns a reader
+        # and its flags, None to try again, False to give up (set by the session).
+        self.opener: Callable[[], Any] | None = None
+        self.collector = ""  # how its stacks are read, for the notes
+        # What the process runs (its first mapping, its command line): changes with an
+        # exec, after which it is read anew (see :func:`check_exec`).
+        self.image = image_of(pid)
+        self.execs = 0
+        # Reopens the process after an exec: ``(reader, flags, collector)`` or None, and
+        # gives its new label (set by the session; None: not reopened).
+        self.reopen: Callable[[], Any] | None = None
+
+    def intern(self, key: tuple[int, ...]) -> int:
+        """The id of a stack key (a cut key once the table is full)."""
+        sid = self.keys.get(key)
+        if sid is None:
+            if len(self.key_list) >= MAX_STACKS:
+                self.overflow += 1
+                key = key[-32:]  # its outermost 16 frames
+                sid = self.keys.get(key)
+                if sid is not None:
+                    return sid
+            sid = self.keys[key] = len(self.key_list)
+            self.key_list.append(key)
+        return sid
+
+    def close(self) -> None:
+        """Closes every ``/proc`` file."""
+        self.files.close()
+        for t in self.threads.values():
+            t.close()
+
+
+class Observer:
+    """Samples a process (and, with ``follow``, its descendants) on one clock.
+
+    :param root: the main process's record
+    :param interval: seconds between samples
+    :param clock: the clock (``time.monotonic``)
+    :param follow: gives a record for a new descendant, None to try again later, False
+        never (None: descendants are not followed)
+    :param devices: device probes read in the same loop
+    """
+
+    def __init__(
+        self,
+        root: ProcessRecord,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+        follow: Callable[[int], ProcessRecord | bool | None] | None = None,
+        devices: Any = None,
+    ) -> None:
+        self.root = root
+        self.devices = devices
+        self.processes: list[ProcessRecord] = [root]
+        self.interval = interval
+        self.clock = clock
+        self.follow = follow
+        self.known_pids = {root.pid}
+        self.samples = 0
+        self.late = 0
+        self.t0 = clock()
+        root.started = root.last_t = self.t0
+        self.cost = 0.0  # seconds of this process's CPU spent sampling
+
+    def sample(self) -> None:
+        """One sample of every process watched."""
+        t = self.clock()
+        for record in self.processes:
+            if not record.gone:
+                sample_process(record, t)
+        if self.devices is not None:
+            self.devices.sample(t, force=self.samples == 0)
+        if self.follow is not None and self.samples % CHILDREN_EVERY == 0:
+            self._look_for_children(t)
+        self.samples += 1
+
+    def _look_for_children(self, t: float) -> None:
+        assert self.follow is not None
+        for record in list(self.processes):
+            if record.gone:
+                continue
+            check_exec(record)
+            for pid in _descendants(record.pid):
+                if pid in self.known_pids:
+                    continue
+                child = self.follow(pid)
+                if child is None:
+                    continue  # not readable yet (an interpreter starting): next time
+                self.known_pids.add(pid)
+                if isinstance(child, ProcessRecord):
+                    child.started = child.last_t = t
+                    self.processes.append(child)
+
+    def run(self, done: Callable[[], bool], on_sample: Callable[[], None] | None = None) -> None:
+        """Samples every ``interval`` seconds until ``done()``; a sample that could not
+        be taken on time is skipped and counted (the next one keeps the grid).
+
+        :param done: when to stop (checked before each sample)
+        :param on_sample: called after each sample (signals, a live status)
+        """
+        cpu0 = time.process_time()
+        interval = self.interval
+        next_t = self.clock()
+        while not done():
+            self.sample()
+            if on_sample is not None:
+                on_sample()
+            next_t += interval
+            now = self.clock()
+            if now > next_t:
+                missed = int((now - next_t) / interval) + 1
+                self.late += missed
+                next_t += missed * interval
+            time.sleep(max(next_t - self.clock(), 0.0))
+        self.cost += time.process_time() - cpu0
+
+    def close(self) -> None:
+        """Closes every ``/proc`` file and the devices."""
+        for record in self.processes:
+            record.close()
+        if self.devices is not None:
+            self.devices.sample(self.clock(), force=True)
+            self.devices.close()
+
+    def pids(self) -> set[int]:
+        """The processes watched and still running."""
+        return {r.pid for r in self.processes if not r.gone}
+
+
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    stack = [pid]
+    seen = {pid}
+    while stack and len(out) < 256:
+        for child in children_of(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                out.append(child)
+                stack.append(child)
+    return out
+
+
+def sample_process(record: ProcessRecord, t: float) -> None:
+    """One sample of one process: memory, then every thread's stack and CPU.
+
+    :param record: the process
+    :param t: the sample's time
+    """
+    files = record.files
+    dt = t - record.last_t
+    hwm = files.high_water_mark()
+    rss = files.rss()
+    if not rss:  # gone, or exiting (its memory already released: statm reads 0)
+        record.gone = True
+        return
+    samples: list[ThreadSample] = []
+    if record.reader is None and record.opener is not None and record.samples % 2 == 0:
+        _try_open(record)
+    if record.reader is not None:
+        try:
+            samples = record.reader.threads()
+            record.read_failures = 0
+        except ReadError:
+            record.read_failures += 1
+            if record.read_failures % 4 == 1:  # an exec replaced what was read?
+                check_exec(record)
+    record.samples += 1
+    record.last_t = t
+    credited = _threads(record, samples, t, dt)
+    if record.samples % OTHERS_EVERY == 1:
+        _other_threads(record, samples)
+    if samples and any(s.frames for s in samples):
+        record.python_seen = True
+    # The memory from the program's first line on (before, the interpreter's start: not
+    # the program's, as a report made inside it would start); a process never read as
+    # Python (a command) from its start.
+    if record.python_seen or (record.reader is None and record.opener is None):
+        record.sink.add_tick(t, rss, hwm or 0.0, credited)
+
+
+def image_of(pid: int) -> tuple[bytes, bytes]:
+    """What a process runs now: its first mapping and its command line (an exec changes
+    them; the first mapping moves with address randomisation even for the same file)."""
+    out = []
+    for name in ("maps", "cmdline"):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                out.append(f.read(256).split(b"\n", 1)[0])
+        except OSError:
+            out.append(b"")
+    return out[0], out[1]
+
+
+def check_exec(record: ProcessRecord) -> bool:
+    """Whether a process exec'd since it was opened; if so, it is read anew: a new
+    reader (sharing the code table, so the stacks seen before keep their meaning), a new
+    label. A process forked and not yet exec'd (a ``subprocess`` child) is a copy of its
+    parent until then.
+
+    :param record: the process
+    :return: True if it exec'd
+    """
+    image = image_of(record.pid)
+    if not image[0] or image == record.image:
+        return False
+    record.image = image
+    record.execs += 1
+    old = record.reader
+    record.reader = None
+    if record.reopen is not None:
+        found = record.reopen()
+        if found is not None:
+            reader, record.flags, record.collector, record.label = found
+            if old is not None:
+                reader.infos = old.infos  # ids already given stay valid
+            record.reader = reader
+    for th in record.threads.values():
+        th.last_sid = -1
+    return True
+
+
+def _try_open(record: ProcessRecord) -> None:
+    assert record.opener is not None
+    found = record.opener()
+    if found is None:
+        return
+    record.opener = None
+    if found is not False:
+        record.reader, record.flags, record.collector = found
+
+
+def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:
+    """Adds each thread's figures; the stack id credited with the memory change since
+    the previous sample (-1: none), see :func:`credit`."""
+    return sample_threads(record, samples, t, dt)
+
+
+def sample_threads(
+    record: ProcessRecord,
+    samples: list[ThreadSample],
+    t: float,
+    dt: float,
+    skip: Callable[[str], bool] | None = None,
+) -> int:
+    """Adds each thread's figures (its CPU since its previous sample, the split, the
+    stack it runs); returns the stack id credited with what memory did since the
+    previous sample (-1: none): the credited stack of the thread that used the most CPU
+    meanwhile, the main thread's when none did (see :func:`credit`).
+
+    :param record: the process
+    :param samples: its threads, just read
+    :param t: the sample's time
+    :param dt: seconds since the previous sample
+    :param skip: thread name -> True to leave that thread out (this tool's own)
+    :return: the credited stack id
+    """
+    best_cpu, credited, main_sid = -1.0, -1, -1
+    pid = record.pid
+    for s in samples:
+        key = (s.address, s.ident)  # a thread state reused by a new thread is new
+        th = record.threads.get(key)
+        if th is None:
+            is_main = s.native_id == pid if s.native_id else not record.threads
+            th = record.threads[key] = ThreadRecord(s.ident, s.native_id, is_main)
+            th.first_seen = t
+            record.order.append(key)
+        if not th.name and not th.is_main and th.name_tries < 5 and s.outer:
+            th.name_tries += 1
+            th.name = _name_of(record, s)
+        if skip is not None and th.name and skip(th.name):
+            continue
+        cpu, uticks, sticks, queued = _cpu(th, pid)
+        sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
+        in_call = _in_call(record, s.frames)
+        native = in_call or not s.gil
+        weight = dt if th.first_seen < t else 0.0
+        python_cpu = 0.0 if native else cpu
+        th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks, queued])
+        th.line.add(t - record.started, sid, weight, MAX_POINTS)
+        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if s.frames else -1
+        th.last_sid, th.last_in_call = sid, in_call
+        if th.is_main:
+            main_sid = chosen
+        if chosen >= 0 and cpu > best_cpu:
+            best_cpu, credited = cpu, chosen
+    if best_cpu <= 0.0:
+        credited = main_sid
+    return credited
+
+
+def _name_of(record: ProcessRecord, sample: ThreadSample) -> str:
+    if record.reader is None:
+        return ""
+    try:
+        return record.reader.thread_name(sample)
+    except (ReadError, IndexError, ValueError):
+        return ""
+
+
+def _in_call(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
+    """Whether the innermost frame is inside a call into C or an operator."""
+    if not frames or record.reader is None:
+        return False
+    info = record.reader.infos[frames[0]]
+    offset = frames[1]
+    return bool(record.flags[info.ops[offset]]) if 0 <= offset < len(info.ops) else False
+
+
+def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> int:
+    """The stack credited with what memory did between two samples of a thread: the code
+    running at the start of the interval, unless only the code at its end is inside a
+    call (an allocation starting within the interval).
+
+    Why the start: memory rises while a line allocates, and the interval where it
+    reaches its peak is the one where that line ends; the stack at the end of that
+    interval is already the next line. A line that allocates for a while is on both
+    ends of the intervals inside it.
+
+    :param before: the thread's stack id at the previous sample (-1 none)
+    :param before_in_call: its innermost frame was inside a call or an operator
+    :param now: its stack id now
+    :param now_in_call: the same, now
+    :return: the stack id credited
+    """
+    if before < 0 or before == now:
+        return now
+    if now_in_call and not before_in_call:
+        return now
+    return before
+
+
+def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float, float]:
+    """The thread's CPU seconds since its last sample, its user and system ticks
+    (seconds, coarse) and its seconds runnable but not running (waiting for a CPU) over
+    the same gap, from the kernel's scheduler statistics."""
+    if not th.native_id:
+        return 0.0, 0.0, 0.0, 0.0
+    if th.sched is None:
+        th.sched = ProcFile(f"/proc/{pid}/task/{th.native_id}/schedstat")
+        th.stat = ProcFile(f"/proc/{pid}/task/{th.native_id}/stat")
+    data = th.sched.read(128)
+    cpu = queued = 0.0
+    if data:
+        try:
+            run_ns, wait_ns = (int(x) for x in data.split()[:2])
+        except ValueError:
+            run_ns = wait_ns = -1
+        if run_ns >= 0 and th.cpu_ns >= 0:
+            cpu = max(run_ns - th.cpu_ns, 0) / 1e9
+            queued = max(wait_ns - th.queue_ns, 0) / 1e9
+        if run_ns >= 0:
+            th.cpu_ns, th.queue_ns = run_ns, wait_ns
+    stat = parse_stat(th.stat.read(1024) or b"") if th.stat is not None else None
+    if stat is None:
+        return cpu, 0.0, 0.0, queued
+    last_u, last_s = th.ticks
+    th.ticks = (stat.utime, stat.stime)
+    if last_u < 0:
+        return cpu, 0.0, 0.0, queued
+    return cpu, max(stat.utime - last_u, 0.0), max(stat.stime - last_s, 0.0), queued
+
+
+def _other_threads(record: ProcessRecord, samples: list[ThreadSample]) -> None:
+    """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
+    kernel name, read every few samples."""
+    known = {s.native_id for s in samples if s.native_id}
+    for tid in thread_ids(record.pid):
+        if tid in known:
+            continue
+        entry = record.others.get(tid)
+        try:
+            with open(f"/proc/{record.pid}/task/{tid}/schedstat", "rb") as f:
+                ns = int(f.read(128).split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if entry is None:
+            record.others[tid] = [thread_name(record.pid, tid) or f"thread {tid}", ns, ns]
+        else:
+            entry[2] = ns
+
+
+def own_pid() -> int:
+    """This process's id (tests replace it)."""
+    return os.getpid()

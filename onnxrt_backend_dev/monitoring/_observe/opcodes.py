@@ -1,0 +1,129 @@
+"""What the innermost frame is doing, from its instruction: running bytecode (Python) or
+inside a call into C or an operator that may run C code for long (native): a numpy
+``a @ b``, ``bytes * n``, ``json.loads``.
+
+The instruction numbers differ between versions, and the interpreter rewrites
+instructions into specialised forms as it runs: :data:`OPS_SCRIPT` prints, for the
+interpreter that runs it, every number with its name and its family (the generic
+instruction it specialises), and :func:`kinds` turns that into a table of 256 flags.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+# Families whose generic form calls arbitrary code: a leaf frame there runs C.
+NATIVE_FAMILIES = frozenset(
+    {
+        "CALL", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX", "CALL_METHOD",
+        "CALL_KW", "PRECALL", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR",
+        "DELETE_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "GET_ITER", "FOR_ITER",
+        "IMPORT_NAME", "IMPORT_FROM", "FORMAT_VALUE", "BUILD_STRING", "LIST_EXTEND",
+        "DICT_UPDATE", "DICT_MERGE", "UNPACK_SEQUENCE", "UNPACK_EX", "LOAD_ATTR",
+        "STORE_ATTR", "SEND", "BEFORE_WITH", "WITH_EXCEPT_START", "UNARY_NEGATIVE",
+        "UNARY_INVERT", "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
+    }
+)  # fmt: skip
+# 3.10's operators had one instruction each.
+NATIVE_PREFIXES = ("BINARY_", "INPLACE_", "CALL")
+# Specialised forms that stay in the interpreter (a Python call, an int add, a list
+# index): the sample is Python's.
+PYTHON_SPECIALISED = ("_PY_", "CALL_BOUND_METHOD_EXACT_ARGS", "CALL_ALLOC_AND_ENTER_INIT",
+                      "_INT", "_FLOAT", "_LIST", "_TUPLE", "_RANGE", "_GEN", "_SLOT",
+                      "_INSTANCE_VALUE", "_MODULE", "_WITH_HINT", "_CLASS", "_PROPERTY",
+                      "_METHOD_WITH_VALUES", "_METHOD_NO_DICT", "_METHOD_LAZY_DICT",
+                      "_NONDESCRIPTOR", "_STR", "_UNICODE", "_ADAPTIVE")  # fmt: skip
+
+OPS_SCRIPT = r"""
+import dis, json
+names = dict(getattr(dis, "_all_opmap", dis.opmap))
+deopt = getattr(dis, "deoptmap", None)
+if deopt is None:
+    deopt = {}
+    for family, members in getattr(dis, "_specializations", {}).items():
+        for m in members:
+            if m in names and family in names:
+                deopt[names[m]] = names[family]
+by_name = {}
+for key, value in deopt.items():  # names (3.11-3.13) or numbers
+    k = key if isinstance(key, str) else dis.opname[key]
+    by_name[k] = value if isinstance(value, str) else dis.opname[value]
+by_number = {}
+for name, op in names.items():
+    base = by_name.get(name, name)
+    if base.startswith("INSTRUMENTED_"):
+        base = base[len("INSTRUMENTED_"):]
+    by_number[op] = [name, base]
+print(json.dumps(by_number))
+"""
+
+
+def table_here() -> dict[int, tuple[str, str]]:
+    """The opcode table of the interpreter running this code.
+
+    :return: number -> ``(name, family)``
+    """
+    scope: dict[str, object] = {}
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(OPS_SCRIPT, scope)
+    return parse_table(out.getvalue())
+
+
+def parse_table(text: str) -> dict[int, tuple[str, str]]:
+    """A table printed by :data:`OPS_SCRIPT` (untrusted: bad entries are skipped).
+
+    :param text: its JSON
+    :return: number -> ``(name, family)``
+    """
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return {}
+    out: dict[int, tuple[str, str]] = {}
+    if not isinstance(raw, dict):
+        return out
+    for key, value in raw.items():
+        try:
+            op = int(key)
+        except ValueError:
+            continue
+        ok = isinstance(value, list) and len(value) == 2
+        if ok and 0 <= op < 256 and all(isinstance(v, str) for v in value):
+            out[op] = (value[0], value[1])
+    return out
+
+
+def is_native(name: str, family: str) -> bool:
+    """Whether a leaf frame on this instruction runs C code.
+
+    :param name: the instruction's name (maybe a specialised form)
+    :param family: its generic form
+    """
+    if family.startswith("INSTRUMENTED_"):
+        family = family[len("INSTRUMENTED_") :]
+    if name.startswith("INSTRUMENTED_"):
+        name = name[len("INSTRUMENTED_") :]
+    generic = family in NATIVE_FAMILIES or family.startswith(NATIVE_PREFIXES)
+    if not generic:
+        return False
+    if name == family:
+        return True
+    return not any(marker in name for marker in PYTHON_SPECIALISED)
+
+
+def kinds(table: Mapping[int, tuple[str, str]]) -> bytes:
+    """256 flags, 1 where a leaf frame on that instruction runs native code.
+
+    :param table: from :func:`table_here` or :func:`parse_table`
+    :return: the flags
+    """
+    flags = bytearray(256)
+    for op, (name, family) in table.items():
+        if 0 <= op < 256 and is_native(name, family):
+            flags[op] = 1
+    return bytes(flags)

@@ -1,0 +1,202 @@
+"""A run observed from outside, as the report's model (:mod:`.._report.build`): the
+memory ticks per stack (already folded by the observer into an aggregator), the sampled
+threads' time per stack, the devices, how the program ended and its exact peak.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .._report.aggregate import Aggregator
+from .._report.build import build_report
+from .._report.model import Ending, Report
+from .._report.session import facts_of
+from .build import decode_stacks, split, thread_label
+from .devices import DeviceSampler
+from .launch import ObservedRun, exit_code
+from .observer import ProcessRecord
+
+_DEATHS = {
+    "SIGKILL": "killed by SIGKILL (the OOM killer, a memory limit or kill -9)",
+    "SIGSEGV": "crashed: SIGSEGV (segmentation fault)",
+    "SIGABRT": "aborted: SIGABRT",
+    "SIGBUS": "crashed: SIGBUS",
+    "SIGINT": "interrupted (SIGINT)",
+    "SIGTERM": "stopped by SIGTERM",
+    "SIGHUP": "stopped by SIGHUP",
+}
+
+
+def ending_of(status: int) -> Ending:
+    """How a program ended, from its wait status.
+
+    :param status: from ``wait4``
+    :return: the ending (code 128 + N on signal N)
+    """
+    import signal
+
+    code = exit_code(status)
+    if os.WIFSIGNALED(status):
+        try:
+            name = signal.Signals(os.WTERMSIG(status)).name
+        except ValueError:
+            name = f"signal {os.WTERMSIG(status)}"
+        kind = "interrupted" if name == "SIGINT" else "signal"
+        return Ending(kind, code, _DEATHS.get(name, f"killed by {name}"))
+    if code == 1:
+        return Ending("exit", 1, "exited with code 1 (an uncaught exception exits so)")
+    return Ending("exit", code, f"exited with code {code}")
+
+
+def _relative(file: str, here: str) -> str:
+    """A user's file under the current folder, relative to it (``python prog.py`` makes
+    its path absolute): a saved run compares with one made in another checkout."""
+    if here and file.startswith(here + os.sep):
+        return file[len(here) + 1 :]
+    return file
+
+
+def _raw(frames: Sequence[Any], here: str) -> tuple[Any, ...]:
+    return tuple((f.name, _relative(f.file, here), f.line, f.first_line) for f in frames)
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
+def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
+    """Gives the aggregator every stack of the process as the report's frames; returns
+    the decoded stacks.
+
+    :param record: the process
+    :param agg: its memory ticks
+    """
+    stacks = decode_stacks(record)
+    here = _cwd()
+    for sid, frames in enumerate(stacks):
+        agg.add_stack(sid, _raw(frames, here))
+    return stacks
+
+
+def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
+    """Each thread's stacks with their wall and CPU seconds, as the report takes them.
+
+    :param record: the process
+    :param stacks: its decoded stacks
+    """
+    out = []
+    here = _cwd()
+    for index, key in enumerate(record.order):
+        th = record.threads[key]
+        rows = []
+        for sid, row in th.rows.items():
+            frames = stacks[sid]
+            if frames:
+                cols = split(row)  # wall, cpu, samples, python, native, system, queued
+                rows.append((_raw(frames, here), cols[0], cols[1], *cols[3:7]))
+        if rows:
+            out.append((thread_label(record, key, index), th.is_main, rows))
+    out.sort(key=lambda t: not t[1])
+    return out
+
+
+def observed_report(
+    run: ObservedRun,
+    name: str,
+    interval: float,
+    notes: list[str],
+    floor: float,
+    devices: DeviceSampler | None = None,
+) -> tuple[Report, int]:
+    """The report of an observed run.
+
+    :param run: what the observer saw
+    :param name: the program's name
+    :param interval: seconds between samples
+    :param notes: sentences for the reader
+    :param floor: ``ru_maxrss`` at or under this says nothing of the program (the mark
+        of this process before the child's exec)
+    :param devices: the device probes read, if any
+    :return: the report and the exit code to return
+    """
+    record = run.record
+    agg = record.sink
+    assert isinstance(agg, Aggregator)
+    stacks = declare_stacks(record, agg)
+    ending = ending_of(run.status)
+    usage = run.rusage
+    facts: dict[str, Any] = {
+        "t0": run.observer.t0,
+        "wall": run.wall,
+        "pid": record.pid,
+        "started": _iso(run.observer.t0),
+        "notes": list(notes),
+        "threads": sampled_threads(record, stacks),
+        "tool_rss": 0.0,
+    }
+    peak = agg.last_hwm
+    if usage is not None:
+        facts["cpu"] = usage.ru_utime + usage.ru_stime
+        maxrss = float(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+        if maxrss > floor:  # the program's own mark (else the command's, before exec)
+            peak = max(peak, maxrss)
+    facts["exact_peak"] = peak
+    if devices is not None:
+        facts["curves"] = devices.curves()
+        facts["devices"] = devices.devices()
+        facts["notes"].extend(f"device probe: {e}" for e in devices.errors)
+    children = []
+    for child in run.observer.processes[1:]:
+        if isinstance(child.sink, Aggregator):
+            declare_stacks(child, child.sink)
+            if child.sink.n:
+                children.append((child.label, child.sink))
+    report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
+    return report, ending.code
+
+
+def _iso(monotonic_t: float) -> str:
+    import time
+
+    wall = time.time() - (time.monotonic() - monotonic_t)
+    return datetime.datetime.fromtimestamp(wall).astimezone().isoformat(timespec="seconds")
+
+
+def attached_report(attached: Any, notes: list[str], interval: float) -> Report:
+    """The report of a process observed for a while (it may still run).
+
+    :param attached: an :class:`.attach.Attached`
+    :param notes: sentences for the reader
+    :param interval: seconds between samples
+    :return: the report
+    """
+    from .session import command_line_of
+
+    record = attached.observer.root
+    agg = record.sink
+    assert isinstance(agg, Aggregator)
+    stacks = declare_stacks(record, agg)
+    cpu = sum(sum(r[2] for r in t.rows.values()) for t in record.threads.values())
+    still = "still running" if attached.why != "ended" else "ended"
+    ending = Ending("exit", 0, f"observed for {attached.wall:.1f} s ({still})")
+    facts: dict[str, Any] = {
+        "t0": attached.observer.t0,
+        "wall": attached.wall,
+        "pid": record.pid,
+        "started": _iso(attached.observer.t0),
+        "notes": list(notes),
+        "threads": sampled_threads(record, stacks),
+        "tool_rss": 0.0,
+        "cpu": cpu,
+        "exact_peak": agg.last_hwm,
+    }
+    name = command_line_of(record.pid) or f"process {record.pid}"
+    name = " ".join(name.split())[:120]
+    return build_report(agg, facts_of(name, interval, ending, facts))

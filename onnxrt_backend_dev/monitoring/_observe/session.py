@@ -1,0 +1,337 @@
+"""Observing a program from outside, from its start (a command this process starts) or
+from now (a process already running, by its pid).
+
+:func:`availability` says once whether this machine and this interpreter allow it (the
+platform, ``process_vm_readv``, this interpreter's layout checked against itself); the
+callers fall back to the in-process sampler otherwise and say why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from .._errors import ObserveError
+from .observer import Observer, ProcessRecord
+from .process import state_of
+from .reader import StackReader
+from .target import Interpreter, locate
+from .verify import Verified, verify
+
+LOCATE_TIMEOUT = 5.0  # seconds a fresh interpreter may take to map its library
+
+
+class Availability(NamedTuple):
+    """Whether the observer can run here.
+
+    :param ok: it can
+    :param reason: why not (empty when it can)
+    """
+
+    ok: bool
+    reason: str
+
+
+_AVAILABLE: list[Availability] = []
+
+
+def availability() -> Availability:
+    """Whether programs run by this interpreter can be observed from outside (checked
+    once: this interpreter's layout read and compared with its own view).
+
+    :return: yes, or no with the reason in words
+    """
+    if _AVAILABLE:
+        return _AVAILABLE[0]
+    if not sys.platform.startswith("linux"):
+        found = Availability(False, f"reading another process is not implemented on {sys.platform}")
+    elif os.environ.get("ONNXRT_MONITORING_OBSERVER", "") == "0":
+        found = Availability(False, "ONNXRT_MONITORING_OBSERVER=0 turns it off")
+    else:
+        try:
+            verify(locate(os.getpid()))
+            found = Availability(True, "")
+        except ObserveError as e:
+            found = Availability(False, str(e))
+    _AVAILABLE.append(found)
+    return found
+
+
+class Target(NamedTuple):
+    """A process ready to be read.
+
+    :param interpreter: where its interpreter is
+    :param verified: the layout's check
+    :param reader: its stacks' reader
+    """
+
+    interpreter: Interpreter
+    verified: Verified
+    reader: StackReader
+
+
+def open_target(pid: int) -> Target:
+    """Locates, checks and opens a Python process for reading.
+
+    :param pid: the process
+    :return: it, ready
+    :raises ObserveError: see :func:`.target.locate` and :func:`.verify.verify`
+    """
+    from .memory import ProcessMemory
+
+    interp = locate(pid)
+    checked = verify(interp)
+    reader = StackReader(ProcessMemory(pid), interp.layout, interp.runtime, interp.types,
+                         checked.pthread_tid)  # fmt: skip
+    reader.names = checked.names
+    return Target(interp, checked, reader)
+
+
+def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
+    """What the observer calls, at its samples, to open a process that just started an
+    interpreter (its library may not be mapped yet): ``(reader, flags)`` once it is
+    readable, None to try again, False to give up (the reason appended to ``why``).
+
+    :param pid: the process
+    :param patience: seconds it may take
+    :param why: where the reason goes
+    """
+    start = time.monotonic()
+
+    def attempt() -> tuple[StackReader, bytes, str] | bool | None:
+        try:
+            target = open_target(pid)
+        except ObserveError as e:
+            if e.reason == "gone" or not alive(pid):
+                why.append("the program ended before its interpreter could be read")
+                return False
+            retry = e.reason == "starting" or (
+                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
+            )
+            if retry and time.monotonic() - start < patience:
+                return None
+            why.append(str(e))
+            return False
+        return target.reader, target.verified.native_flags, describe(target)
+
+    return attempt
+
+
+def describe(target: Target) -> str:
+    """How a target is read, for the notes of a report.
+
+    :param target: the target
+    :return: ``Python 3.11, layout from the table, checked against this interpreter``
+    """
+    lay = target.interpreter.layout
+    against = "this interpreter" if target.verified.how == "self" else "a probe of its executable"
+    return f"Python {lay.name}, layout from the {lay.source}, checked against {against}"
+
+
+def _may_become_python(pid: int) -> bool:
+    """Whether a process not readable as Python yet may still become readable: its
+    executable is named like an interpreter (its library may be mapping; a reading of
+    the mappings can miss lines that change meanwhile), or the loader is not done."""
+    import re
+
+    from .process import executable
+
+    exe = os.path.basename(executable(pid) or "")
+    return bool(re.match(r"python\d", exe)) or not _loaded(pid)
+
+
+def _loaded(pid: int) -> bool:
+    """Whether the dynamic loader is done with a process (it mapped the C library): an
+    interpreter not found then is not coming."""
+    from .process import mappings
+
+    try:
+        maps = mappings(pid)
+    except OSError:
+        return True
+    names = {os.path.basename(m.path) for m in maps}
+    return any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: killed if this process dies (``kill -9`` of the
+    command must not leave the program running, unreported)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class Started(NamedTuple):
+    """A program started under the observer.
+
+    :param process: the child
+    :param observer: samples it
+    :param why: why there are no stacks, when there are none (filled while it runs)
+    """
+
+    process: subprocess.Popen[bytes]
+    observer: Observer
+    why: list[str]
+
+
+def start_program(
+    argv: Sequence[str],
+    interval: float,
+    sink: Any,
+    follow: Callable[[int], ProcessRecord | bool | None] | None = None,
+    env: dict[str, str] | None = None,
+    devices: Any = None,
+) -> Started:
+    """Starts ``argv`` as a child (its own interpreter, nothing of this tool in it) and
+    its observer; the first sample is taken before this returns.
+
+    :param argv: the command line (a Python interpreter and its arguments)
+    :param interval: seconds between samples
+    :param sink: where the main process's memory ticks go
+    :param follow: makes the record of a new descendant (None: not followed)
+    :param env: the child's environment (this one's by default)
+    :param devices: device probes read in the observer's loop (opened before the start)
+    :return: the child and its observer
+    :raises OSError: the command cannot start
+    """
+    parent = os.getpid()
+
+    def prepare() -> None:
+        _die_with_parent()
+        if os.getppid() != parent:  # the command died before the death signal was armed
+            os._exit(127)
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    proc = subprocess.Popen(list(argv), preexec_fn=prepare, env=env)
+    record = ProcessRecord(proc.pid, None, bytes(256), sink)
+    why: list[str] = []
+    record.opener = opener(proc.pid, LOCATE_TIMEOUT, why)
+    record.reopen = lambda: reopen(proc.pid)
+    observer = Observer(record, interval, follow=follow, devices=devices)
+    if devices is not None:
+        devices.pid_source = observer.pids
+    observer.sample()  # the memory from the start, a first try at the interpreter
+    return Started(proc, observer, why)
+
+
+def attach(pid: int, interval: float, sink: Any) -> tuple[Observer, Target]:
+    """An observer of a process already running.
+
+    :param pid: the process
+    :param interval: seconds between samples
+    :param sink: where its memory ticks go
+    :return: the observer (nothing sampled yet) and the target
+    :raises ObserveError: see :func:`open_target`
+    """
+    if pid == os.getpid():
+        raise ObserveError("--pid is this command's own process", "refused")
+    target = open_target(pid)
+    record = ProcessRecord(pid, target.reader, target.verified.native_flags, sink)
+    record.collector = describe(target)
+    return Observer(record, interval), target
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (not gone, not a zombie).
+
+    :param pid: the process
+    """
+    state = state_of(pid)
+    return state is not None and state not in ("Z", "X")
+
+
+def stop_child(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """Ends a child: SIGTERM, then SIGKILL after ``grace`` seconds; reaped.
+
+    :param proc: the child
+    :param grace: seconds
+    """
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            proc.wait()
+
+
+def command_line_of(pid: int) -> str:
+    """A process's command line, as one string ('' if unreadable).
+
+    :param pid: the process
+    """
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(4096)
+    except OSError:
+        return ""
+    text = " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
+    # Untrusted: a control character (an escape sequence) would act on the terminal.
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def label_of(pid: int) -> str:
+    """``process PID: command line``.
+
+    :param pid: the process
+    """
+    return f"process {pid}: {command_line_of(pid)}".rstrip(": ")
+
+
+def reopen(pid: int) -> tuple[StackReader, bytes, str, str] | None:
+    """A process read anew after an exec: its reader, flags, collector and label (None
+    when it is no Python process this tool reads).
+
+    :param pid: the process
+    """
+    try:
+        target = open_target(pid)
+    except ObserveError:
+        return None
+    return target.reader, target.verified.native_flags, describe(target), label_of(pid)
+
+
+def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[int], Any]:
+    """What the observer calls for a new descendant: its record with stacks when it is a
+    Python process it can read, with memory only otherwise; None (try again later) while
+    a fresh interpreter has not mapped its library yet.
+
+    :param make_sink: a new memory sink for the descendant
+    :param patience: seconds a process may take to become readable
+    :return: the function
+    """
+    first_seen: dict[int, float] = {}
+
+    def follow(pid: int) -> ProcessRecord | bool | None:
+        seen = first_seen.setdefault(pid, time.monotonic())
+        try:
+            target: Target | None = open_target(pid)
+        except ObserveError as e:
+            if e.reason == "gone" or not alive(pid):
+                return False
+            waiting = e.reason == "starting" or (
+                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
+            )
+            if waiting and time.monotonic() - seen < patience:
+                return None
+            target = None
+        reader = target.reader if target is not None else None
+        flags = target.verified.native_flags if target is not None else bytes(256)
+        record = ProcessRecord(pid, reader, flags, make_sink(), label_of(pid))
+        record.collector = describe(target) if target is not None else ""
+        record.reopen = lambda: reopen(pid)
+        return record
+
+    return follow
