@@ -111,6 +111,10 @@ class Settings:
     :param min_change: changes within this fraction are negligible: a profile's figure is
         significant only when its change is beyond it
     :param clock: ``cpu`` or ``wall`` for sampled figures, None for each result's own
+    :param notes: what the reader must know, filled by the sections
+    :param judged: False when a headline figure had a single value on a side
+    :param factor: how much the whole run moved (B against A), None when not estimated
+    :param reference: the pieces of the run the factor was estimated over
     """
 
     confidence: float

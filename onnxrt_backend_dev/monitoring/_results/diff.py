@@ -8,7 +8,9 @@ run: when one function grows, every other share shrinks, and unchanged functions
 called "significantly better" (33 of 44 on a three-stage pipeline).
 
 **The run-wide factor.** A run may be faster or slower as a whole (the machine's load,
-its clock speed): every figure of that run moves together. Each run's factor is the
+its clock speed): every figure of that run moves together. (Each figure is divided by
+the factor of the pieces it does not hold: a function's own change never moves the
+factor it is compared against; a figure holding most of the run takes the run's.) Each run's factor is the
 weighted median, over the disjoint pieces of the run (a sampled profile's stacks, else
 the functions' own times) that are tested, of the log of their time less its median over
 all the runs of both sides, each piece weighted by the precision of its runs (within
@@ -268,10 +270,39 @@ def _apply_factors(
             "from: figures compared as they are"
         )
     settings.reference = len(reference)
+    rows = [it.raw_a + it.raw_b for it in reference]
+    weights = [_precision(it, pair) for it in reference]
+    cache: dict[frozenset[int], tuple[list[float], list[float]]] = {}
     for it in items:
-        if it.tested:
-            it.la = [x - f for x, f in zip(it.raw_a, fa, strict=True)]
-            it.lb = [x - f for x, f in zip(it.raw_b, fb, strict=True)]
+        if not it.tested:
+            continue
+        # The factor of the other pieces: a figure's own change never moves its factor
+        # (unless it holds most of the run: then the run's factor, its change mostly
+        # other pieces').
+        own = frozenset(j for j, piece in enumerate(reference) if _holds(it, piece.key))
+        if math.fsum(weights[j] for j in own) > 0.5 * math.fsum(weights):
+            own = frozenset()
+        if own and own not in cache:
+            kept = [j for j in range(len(reference)) if j not in own]
+            cache[own] = run_factors(
+                [rows[j] for j in kept], pair.sa.runs, pair.sb.runs, [weights[j] for j in kept]
+            )
+        ia, ib = cache[own] if own else (fa, fb)
+        it.la = [x - f for x, f in zip(it.raw_a, ia, strict=True)]
+        it.lb = [x - f for x, f in zip(it.raw_b, ib, strict=True)]
+
+
+def _holds(it: _Item, piece: Any) -> bool:
+    """Whether a piece of the run (a stack: a tuple of function keys; or a function's own
+    time: its key) is part of the figure of ``it``."""
+    stack = bool(piece) and isinstance(piece[0], tuple)
+    if it.family == OWN:
+        return (piece[-1] == it.key) if stack else piece == it.key
+    if it.family == INCLUSIVE:
+        return (it.key in piece) if stack else piece == it.key
+    if it.family == PATH:
+        return piece[: len(it.key)] == it.key if stack else piece == it.key[-1]
+    return False
 
 
 @dataclass(frozen=True)
