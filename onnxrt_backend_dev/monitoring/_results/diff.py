@@ -8,9 +8,7 @@ run: when one function grows, every other share shrinks, and unchanged functions
 called "significantly better" (33 of 44 on a three-stage pipeline).
 
 **The run-wide factor.** A run may be faster or slower as a whole (the machine's load,
-its clock speed): every figure of that run moves together. (Each figure is divided by
-the factor of the pieces it does not hold: a function's own change never moves the
-factor it is compared against; a figure holding most of the run takes the run's.) Each run's factor is the
+its clock speed): every figure of that run moves together. Each run's factor is the
 weighted median, over the disjoint pieces of the run (a sampled profile's stacks, else
 the functions' own times) that are tested, of the log of their time less its median over
 all the runs of both sides, each piece weighted by the precision of its runs (within
