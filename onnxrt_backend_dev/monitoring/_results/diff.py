@@ -15,8 +15,10 @@ all the runs of both sides, each piece weighted by the precision of its runs (wi
 each side, and its samples) and no piece above a quarter of the weight, so that one
 function taking most of the run and made slower
 (``sess.run`` from 1.04 s to 2.59 s) does not move the others. Every figure of a run is
-divided by its run's factor; the factor of B against A (the median over B's runs less the
-median over A's) is reported: how much the whole run moved.
+divided by its run's factor over the pieces it does not hold (a function's own change
+never moves the factor it is compared against; a figure holding most of the run takes
+the whole run's); the factor of B against A (the median over B's runs less the median
+over A's) is reported: how much the whole run moved.
 
 **The test.** Welch's test of the logs (half a sample added to a sampled figure, whose
 counts may be zero), each side's variance *moderated* by a prior (:mod:`.._stats.welch`):
