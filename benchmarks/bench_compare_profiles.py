@@ -30,7 +30,6 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from onnxrt_backend_dev.monitoring._results.compare import compare_results
 from onnxrt_backend_dev.monitoring._results.runner import compare_programs
 
 FUNCTIONS = 200
@@ -68,52 +67,30 @@ def _write(folder: str, name: str, text: str) -> str:
 
 def _trials(a: str, b: str, trials: int, runs: int, target: str | None) -> dict[str, Any]:
     hits = others = wall = memory = 0
-    paired_hits = paired_others = robust_hits = robust_others = 0
     seconds = []
     shares = []
     missed: list[str] = []
     for _ in range(trials):
         begin = time.perf_counter()
-        # The same runs judged three ways: shares (the default for two files), robust (the
-        # default of compare --a/--b) and paired.
-        cmp, doc_a, doc_b = compare_programs(
-            [sys.executable, a], [sys.executable, b], repeat=runs, paired=False, robust=False
+        # cProfile, as issue 19 measured it (compare --a/--b --cprofile); the comparison is
+        # issue 28's: absolute times against the run-wide factor.
+        cmp, _, _ = compare_programs(
+            [sys.executable, a], [sys.executable, b], repeat=runs, profiler="cprofile"
         )
         seconds.append(time.perf_counter() - begin)
-        sig = [c for c in cmp.changes if c.significant]
-        funcs = [c for c in sig if c.section == "profile" and c.file is not None]
-        hits += any(c.function == target for c in funcs)
-        others += any(c.function != target for c in funcs)
-        wall += any(c.figure == "wall" for c in sig)
+        listed = [c for c in cmp.changes if c.verdict and c.file is not None]
+        hits += any(c.function == target for c in listed)
+        others += any(c.function != target for c in listed)
+        sig = [c for c in cmp.changes if c.significant and c.file is None]
+        wall += any(c.figure in ("wall", "cpu") for c in sig)
         memory += any(c.figure == "peak" and (c.change or 0) > 0 for c in sig)
-        shares += [c.a["share"] for c in cmp.changes if c.function == target]
-        rcmp = compare_results(doc_a, doc_b, robust=True)
-        rsig = [c for c in rcmp.changes if c.significant and c.file is not None]
-        robust_hits += any(c.function == target for c in rsig)
-        robust_others += any(c.function != target for c in rsig)
-        for c in rcmp.changes:
-            if c.function == target:
-                missed.append(f"robust {c.change:+.1%} p={c.p_value:.1e} adj={c.p_adjusted:.1e}")
-        pcmp = compare_results(doc_a, doc_b, paired=True)
-        psig = [c for c in pcmp.changes if c.significant and c.file is not None]
-        paired_hits += any(c.function == target for c in psig)
-        paired_others += any(c.function != target for c in psig)
-        for c in pcmp.changes:
-            if c.function == target:
-                missed.append(f"paired {c.change:+.1%} p={c.p_value:.1e} adj={c.p_adjusted:.1e}")
-        wrong = [c for c in psig if c.function != target]
-        if wrong:
-            missed.append(
-                "paired false alarm: "
-                + ", ".join(f"{c.function} {c.change:+.1%} adj={c.p_adjusted:.1e}" for c in wrong)
-            )
+        shares += [c.a["share"] for c in cmp.changes if c.function == target and c.figure == "own"]
+        for c in cmp.changes:
+            if c.function == target and c.figure == "own":
+                missed.append(f"{c.change:+.1%} p={c.p_value} adj={c.p_adjusted}")
     return {
         "target": hits,
         "others": others,
-        "robust_target": robust_hits,
-        "robust_others": robust_others,
-        "paired_target": paired_hits,
-        "paired_others": paired_others,
         "detail": missed,
         "wall": wall,
         "memory": memory,
@@ -154,14 +131,9 @@ def main() -> None:
             print(
                 f"- {title}: {args.trials} trials of {args.runs} runs a side "
                 f"(median {r['seconds']:.1f} s a trial); f_000's share in A "
-                f"{r['share']:.2%}; shares, Mann-Whitney (default for files): target in "
+                f"{r['share']:.2%}; target listed in "
                 f"{r['target']}/{args.trials}, another function in {r['others']}/{args.trials}"
-                f"; robust (time over the run's median factor, Mann-Whitney; default of --a/--b)"
-                f": target in "
-                f"{r['robust_target']}/{args.trials}, another function in "
-                f"{r['robust_others']}/{args.trials}"
-                f"; paired (signed ranks): target in {r['paired_target']}/{args.trials}, "
-                f"another function in {r['paired_others']}/{args.trials}; wall time in "
+                f"; run time in "
                 f"{r['wall']}/{args.trials}, memory peak higher in {r['memory']}/{args.trials}"
             )
             if args.detail:

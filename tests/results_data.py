@@ -64,3 +64,100 @@ def memory_doc(peak: float, runs: int = 10, seed: int = 0) -> dict[str, Any]:
         for _ in range(runs)
     ]
     return store.make_result("memory", payloads.memory_data(runs_), ["spy"], ENV)
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson count (normal approximation above 30, Knuth's product below)."""
+    if mean > 30:
+        return max(0, round(rng.gauss(mean, mean**0.5)))
+    limit, k, p = pow(2.718281828459045, -mean), 0, 1.0
+    while True:
+        p *= rng.random()
+        if p <= limit:
+            return k
+        k += 1
+
+
+def sampled_doc(
+    runs: int,
+    stacks: dict[tuple[str, ...], float],
+    slow: dict[tuple[str, ...], float] | None = None,
+    machine: float = 0.05,
+    rate: float = 250.0,
+    seed: int = 0,
+    file: str = "prog.py",
+) -> dict[str, Any]:
+    """A sampled profile of ``runs`` runs: each stack (function names, outermost first)
+    takes ``stacks[s]`` CPU seconds a run (times ``slow[s]``), the whole run multiplied
+    by a machine factor (lognormal of spread ``machine``), its samples Poisson at ``rate``
+    a second (the kernel's CPU timer ticks every 4 ms)."""
+    rng = random.Random(seed)
+    slow = slow or {}
+    names = sorted({name for stack in stacks for name in stack})
+    index = {name: i for i, name in enumerate(names)}
+    order = list(stacks)
+    columns: list[list[int]] = [[0] * (len(order) * runs) for _ in range(3)]
+    walls = []
+    for r in range(runs):
+        factor = rng.lognormvariate(0, machine)
+        total = 0.0
+        for j, stack in enumerate(order):
+            mean = stacks[stack] * slow.get(stack, 1.0) * factor * rate
+            k = _poisson(rng, mean)
+            seconds = k / rate
+            total += seconds
+            columns[0][j * runs + r] = round(seconds * 1.05e9)
+            columns[1][j * runs + r] = round(seconds * 1e9)
+            columns[2][j * runs + r] = k
+        walls.append(max(total * 1.05, 1e-3))
+    data = {
+        "profiler": "sampled",
+        "timer": "cpu",
+        "sampler": "prof",
+        "interval": 0.001,
+        "functions": [[file, 10 * i + 1, name] for name, i in index.items()],
+        "stacks": [[index[name] for name in stack] for stack in order],
+        "wall": walls,
+        "stack_wall_ns": columns[0],
+        "stack_cpu_ns": columns[1],
+        "stack_samples": columns[2],
+        "main": file,
+    }
+    return store.make_result("profile", data, ["profile", file], ENV)
+
+
+def shared_callee_stacks(callers: int = 20, each: float = 0.1) -> dict[tuple[str, ...], float]:
+    """``main`` calls ``f00``..``f19``, each calls ``spin`` (``each`` seconds a run)."""
+    stacks: dict[tuple[str, ...], float] = {("<module>", "main"): 0.002}
+    for k in range(callers):
+        stacks[("<module>", "main", f"f{k:02d}", "spin")] = each
+        stacks[("<module>", "main", f"f{k:02d}")] = each * 0.02
+    return stacks
+
+
+def graph_doc(
+    runs: int, slow: float = 1.0, noise: float = 0.02, seed: int = 0, callers: int = 20
+) -> dict[str, Any]:
+    """A cProfile profile with its edges: ``main`` calls ``f00``..``f19``, each calls
+    ``spin``, ``f07``'s calls ``slow`` times the work of the others."""
+    rng = random.Random(seed)
+    stats_runs = []
+    main, spin = ("prog.py", 1, "main"), ("prog.py", 5, "spin")
+    for _ in range(runs):
+        machine = rng.lognormvariate(0, 0.05)
+        stats: dict[Any, Any] = {}
+        spin_callers: dict[Any, Any] = {}
+        main_callees_ct = 0.0
+        for k in range(callers):
+            f = ("prog.py", 10 + k, f"f{k:02d}")
+            work = 0.1 * (slow if k == 7 else 1.0) * machine * rng.lognormvariate(0, noise)
+            own = 0.001 * machine * rng.lognormvariate(0, noise)
+            spin_callers[f] = (10, 10, work, work)
+            stats[f] = (1, 1, own, own + work, {main: (1, 1, own, own + work)})
+            main_callees_ct += own + work
+        spin_tt = sum(v[2] for v in spin_callers.values())
+        stats[spin] = (200, 200, spin_tt, spin_tt, spin_callers)
+        stats[main] = (1, 1, 0.001, 0.001 + main_callees_ct, {})
+        stats_runs.append((stats, 0.002 + main_callees_ct))
+    data = payloads.profile_data(stats_runs, main="prog.py")
+    return store.make_result("profile", data, ["profile", "prog.py"], ENV)

@@ -555,7 +555,7 @@ def test_a_saved_session_is_the_baseline_of_the_next(
     worse.stdout.fnmatch_lines(
         [
             "*monitoring: regressed compared with base.json*",
-            "*time sleep: *above the plain 10% threshold (one run on a side: significance not*",
+            "*time sleep: *more than doubled*one run on a side: significance not judged*",
             "*memory alloc: increase *",
             "*time m: *significant, above the 10% threshold*",
         ]
@@ -626,15 +626,59 @@ def test_t(monitor_time, i):
             "*is the baseline --monitoring-compare reads*",
         ),
         (["--monitoring-json", "no/such/t.json"], "*not a file in an existing folder*"),
+        (
+            ["--monitoring-compare", "timing.json"],
+            "*'timing.json' is a timing result saved by 'time x', not a pytest session*",
+        ),
+        (["--monitoring-compare", "/dev/zero"], "*'/dev/zero': it is a character device*"),
+        (["--monitoring-compare", "/dev/urandom"], "*'/dev/urandom': it is a character device*"),
+        (["--monitoring-compare", "fifo"], "*'fifo': it is a named pipe (FIFO), not a file*"),
     ],
 )
 def test_bad_session_options_stop_before_any_test(
     pytester: pytest.Pytester, args: list[str], message: str
 ) -> None:
+    import os
+
+    from results_data import timing_doc
+
+    from onnxrt_backend_dev.monitoring._results.store import save_result
+
     pytester.makepyfile(test_t="def test_x(monitor_time):\n    pass\n")
     (pytester.path / "bad.json").write_text('{"schema": "onnxrt-monitoring-res')
     (pytester.path / "old.json").write_text("{}")
+    os.mkfifo(pytester.path / "fifo")  # never opened: it would wait for a writer
+    doc = timing_doc(1e-3)
+    doc["command"] = ["time", "x"]
+    save_result(pytester.path / "timing.json", doc)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {message}"])
     assert "Traceback" not in result.stderr.str()
+
+
+def test_the_cpu_clock_is_recorded_and_clocks_are_not_mixed(pytester: pytest.Pytester) -> None:
+    from onnxrt_backend_dev.monitoring._results.store import load_result
+
+    pytester.makepyfile(
+        test_c="def test_c(monitor_time):\n"
+        "    monitor_time.measure('sum(range(2000))', repeat=5, number=20, label='m')\n"
+        "    with monitor_time('block'):\n"
+        "        sum(range(20000))\n"
+    )
+    # GIVEN a session saved on the CPU clock
+    first = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--monitoring-clock", "cpu", "--monitoring-save", "cpu.json"
+    )
+    first.assert_outcomes(passed=1)
+    series = load_result(pytester.path / "cpu.json")["data"]["timing"]["series"]
+    assert {s["clock"] for s in series} == {"cpu"}
+    # WHEN compared on the wall clock THEN not compared: undecided, said, the test passes
+    wall = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--monitoring-compare", "cpu.json"
+    )
+    wall.assert_outcomes(passed=1)
+    wall.stdout.fnmatch_lines(["*undecided: *the baseline with the cpu clock: not compared*"])
+    # AND a bad clock is refused before any test
+    bad = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--monitoring-clock", "gpu")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR

@@ -58,9 +58,13 @@ Options: ``--monitoring-save FILE.json`` saves every test's figures (each batch 
 ``measure``, each block timed once, each memory peak) as a saved result (``report``
 kind, see :mod:`onnxrt_backend_dev.monitoring._results.gate`);
 ``--monitoring-compare FILE.json`` fails a test whose figures regressed beyond
-``--monitoring-threshold`` (10 %): significantly and beyond it with several batches a
-side, beyond the plain threshold (and 10 ms or 1 MiB) with one run, saying that
-significance was not judged; ``--monitoring-json FILE.json`` writes the session's table;
+``--monitoring-threshold`` (10 %), with the statistics of the ``compare`` command: a time
+significantly and beyond it over the batches (weaker evidence: one session a side), a
+memory increase beyond it (and 1 MiB) in its one run; a time beyond it that the
+evidence cannot decide (a block timed once, a spread too wide) is *undecided*, said in
+the test's report and the session's summary, not failed; ``--monitoring-clock cpu``
+times the blocks and ``measure`` with the process's CPU time (steadier beside other
+load); ``--monitoring-json FILE.json`` writes the session's table;
 ``--monitoring-force`` lets the first and the last replace a file.
 
 At the end of the session, a short table lists what each test measured (time and
@@ -107,6 +111,31 @@ class _Record(Protocol):
 _RECORDS = pytest.StashKey[list[_Record]]()
 
 
+def _reference_work() -> int:
+    """A fixed piece of Python work (about 0.3 ms): the machine's speed of the moment."""
+    return sum(i * i for i in range(3000))
+
+
+def machine_speed(clock: Callable[[], float], runs: int = 7) -> float:
+    """The median seconds of :func:`_reference_work` on ``clock``: measured beside each
+    timed figure when the session saves or compares, so that the gate compares the
+    figure *relative to the machine's speed* (a run-wide factor for a session: beside
+    two busy loops on this project's 2-core VM the CPU time of one statement moved by
+    +54 % from one session to the next, with the machine, not the code).
+
+    :param clock: the clock of the figures
+    :param runs: executions timed
+    :return: seconds
+    """
+    times = []
+    for _ in range(runs):
+        start = clock()
+        _reference_work()
+        times.append(clock() - start)
+    times.sort()
+    return max(times[len(times) // 2], 1e-9)
+
+
 def _records(item: pytest.Item) -> list[_Record]:
     """Returns the list of records of a test, created on first use."""
     return item.stash.setdefault(_RECORDS, [])
@@ -125,6 +154,8 @@ class TimedBlock:
         label: str,
         limit: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        clock_name: str = "wall",
+        reference: bool = False,
     ) -> None:
         check_str("label", label)
         if limit is not None:
@@ -135,10 +166,15 @@ class TimedBlock:
         self.label = label
         self.limit = limit
         self.clock = clock
+        self.clock_name = clock_name
+        self.reference = reference
+        self.speed: list[float] = []
         self.elapsed: float = float("nan")
         self._start = 0.0
 
     def __enter__(self) -> TimedBlock:
+        if self.reference:
+            self.speed.append(machine_speed(self.clock))
         self._start = self.clock()
         return self
 
@@ -149,6 +185,8 @@ class TimedBlock:
         tb: TracebackType | None,
     ) -> None:
         self.elapsed = self.clock() - self._start
+        if self.reference:
+            self.speed.append(machine_speed(self.clock))
         if exc_type is None and self.limit is not None and self.elapsed > self.limit:
             pytest.fail(self.failure(), pytrace=False)
 
@@ -170,8 +208,13 @@ class TimedBlock:
     def figure(self) -> dict[str, Any]:
         """One batch of one execution (nothing when the block never ended)."""
         ok = math.isfinite(self.elapsed) and self.elapsed > 0
-        return {"kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
-                "sizes": [1] if ok else []}  # fmt: skip
+        figure: dict[str, Any] = {
+            "kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
+            "sizes": [1] if ok else [], "clock": self.clock_name,
+        }  # fmt: skip
+        if self.speed:
+            figure["reference"] = sorted(self.speed)[len(self.speed) // 2]
+        return figure
 
 
 class MemoryBlock:
@@ -310,11 +353,15 @@ class _Measured:
         res: dict[str, Any],
         times: Sequence[float] = (),
         sizes: Sequence[int] = (),
+        clock_name: str = "wall",
+        speed: float | None = None,
     ) -> None:
         self.label = label
         self.res = res
         self.times = [float(t) for t in times]
         self.sizes = [int(n) for n in sizes]
+        self.clock_name = clock_name
+        self.speed = speed
 
     def summary(self) -> str:
         """One line for the report."""
@@ -330,7 +377,11 @@ class _Measured:
 
     def figure(self) -> dict[str, Any]:
         """Every batch: seconds and executions."""
-        return {"kind": "time", "label": self.label, "times": self.times, "sizes": self.sizes}
+        figure: dict[str, Any] = {"kind": "time", "label": self.label, "times": self.times,
+                                  "sizes": self.sizes, "clock": self.clock_name}  # fmt: skip
+        if self.speed is not None:
+            figure["reference"] = self.speed
+        return figure
 
 
 class TimeMonitor:
@@ -338,13 +389,23 @@ class TimeMonitor:
 
     :param records: where measured blocks are kept for the report
     :param clock: monotonic clock in seconds
+    :param clock_name: ``wall`` or ``cpu`` (``--monitoring-clock``): what the figures
+        saved and compared say they were timed with
+    :param reference: time the machine's speed beside each figure (:func:`machine_speed`,
+        when the session saves or compares)
     """
 
     def __init__(
-        self, records: list[_Record], clock: Callable[[], float] = time.perf_counter
+        self,
+        records: list[_Record],
+        clock: Callable[[], float] = time.perf_counter,
+        clock_name: str = "wall",
+        reference: bool = False,
     ) -> None:
         self.records = records
         self.clock = clock
+        self.clock_name = clock_name
+        self.reference = reference
 
     def __call__(self, label: str = "block", limit: float | None = None) -> TimedBlock:
         """Returns a context manager timing a block once.
@@ -353,7 +414,7 @@ class TimeMonitor:
         :param limit: seconds; the test fails when the block takes longer
         :return: the block, whose ``elapsed`` is set on exit
         """
-        block = TimedBlock(label, limit, self.clock)
+        block = TimedBlock(label, limit, self.clock, self.clock_name, self.reference)
         self.records.append(block)
         return block
 
@@ -372,10 +433,18 @@ class TimeMonitor:
         label = str(kwargs.pop("label", "measure"))
         # The batches themselves are kept (for --monitoring-save and -compare).
         progress = kwargs.setdefault("progress", Progress())
+        name = self.clock_name if kwargs.get("clock") is None else "custom"
+        if self.clock_name == "cpu" and kwargs.get("clock") is None:
+            kwargs["clock"] = time.process_time
+            name = "cpu"
+        speed = [machine_speed(kwargs.get("clock") or self.clock)] if self.reference else []
         res = measure_time(stmt, context, **kwargs)
+        if self.reference:
+            speed.append(machine_speed(kwargs.get("clock") or self.clock))
         kept = getattr(progress, "kept", None)
         times, sizes = (kept.times, kept.sizes) if kept is not None else ((), ())
-        self.records.append(_Measured(label, res, times, sizes))
+        ref = sum(speed) / len(speed) if speed else None
+        self.records.append(_Measured(label, res, times, sizes, name, ref))
         return res
 
 
@@ -416,10 +485,31 @@ class MemoryMonitor:
         return block
 
 
+# The clocks of --monitoring-clock: the wall clock, or the process's CPU time (steadier
+# for CPU-bound code beside other load: time slices given to other programs not counted).
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def clock_option(config: pytest.Config) -> str:
+    """``--monitoring-clock`` or the ini's ``monitoring_clock`` (``wall`` by default).
+
+    :param config: pytest's configuration
+    :return: ``wall`` or ``cpu``
+    """
+    value = config.getoption("monitoring_clock", None) or config.getini("monitoring_clock")
+    name = str(value or "wall").strip().lower()
+    if name not in CLOCKS:
+        raise pytest.UsageError(f"--monitoring-clock must be wall or cpu, got {value!r}")
+    return name
+
+
 @pytest.fixture
 def monitor_time(request: pytest.FixtureRequest) -> TimeMonitor:
     """Times blocks of a test: ``with monitor_time("label") as t:``, then ``t.elapsed``."""
-    return TimeMonitor(_records(request.node))
+    name = clock_option(request.config)
+    config = request.config
+    gated = bool(config.getoption("monitoring_save") or config.getoption("monitoring_compare"))
+    return TimeMonitor(_records(request.node), CLOCKS[name], name, reference=gated)
 
 
 @pytest.fixture
@@ -467,8 +557,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--monitoring-threshold",
         metavar="PERCENT",
         default="10%",
-        help="growth allowed by --monitoring-compare (10%%): significant and above it with "
-        "several batches a side, above it alone with one run",
+        help="growth allowed by --monitoring-compare (10%%): a time fails when significantly "
+        "above it over its batches (undecided, not failed, when it cannot be judged), a memory "
+        "increase when above it",
+    )
+    group.addoption(
+        "--monitoring-clock",
+        metavar="CLOCK",
+        default=None,
+        choices=tuple(CLOCKS),
+        help="the clock of monitor_time's blocks and measure: wall (the default) or cpu, the "
+        "process's CPU time, steadier for CPU-bound code beside other load",
+    )
+    parser.addini(
+        "monitoring_clock", default="wall", help="the clock of monitor_time: wall or cpu (wall)"
     )
     group.addoption(
         "--monitoring-json",
@@ -532,6 +634,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"monitoring_summary (ini) must be true or false ({e})") from None
     if wanted and not config.getoption("no_monitoring_summary"):
         config.pluginmanager.register(_Summary(), f"{PLUGIN_NAME}_summary")
+    clock_option(config)  # a bad ini value is refused before any test runs
     config.addinivalue_line(
         "markers",
         "limit_memory(size, absolute=False, delay=0.01): fail the test when its RSS "

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._errors import BadValue
+from ._results.decide import REGRESSED, UNDECIDED
 from ._results.gate import Baseline, figure_names, parse_threshold, session_data
 from ._results.store import load_result, make_result, save_result
 
@@ -28,6 +29,23 @@ def _check_output(option: str, path: str, force: bool, inputs: Sequence[str]) ->
     if os.path.exists(full) and not force:
         raise BadValue(f"{option} {path!r} exists; add --monitoring-force to replace it")
     return full
+
+
+def _session_result(path: str) -> dict[str, Any]:
+    """The baseline of ``--monitoring-compare``: a session saved by
+    ``--monitoring-save``, refused (one line) when it is a result of another kind."""
+    doc = load_result(path)
+    command = doc.get("command") or []
+    data = doc["data"] if doc["kind"] == "report" else {}
+    names = [s.get("name", "") for s in data.get("timing", {}).get("series", [])]
+    names += list(data.get("memory", {}).get("channels", {}))
+    if doc["kind"] == "report" and (command[:1] == ["pytest"] or any("::" in n for n in names)):
+        return doc
+    made = " ".join(command[:2]) if command else "another command"
+    raise BadValue(
+        f"--monitoring-compare {path!r} is a {doc['kind']} result saved by {made!r}, not a "
+        "pytest session: give a file saved by --monitoring-save"
+    )
 
 
 class Session:
@@ -67,9 +85,10 @@ class Session:
         if self.save and self.export and self.save == self.export:
             raise BadValue("--monitoring-save and --monitoring-json name the same file")
         # Read after the outputs are checked: a wrong command line is named first.
-        self.baseline = None if compare is None else Baseline(load_result(compare))
+        self.baseline = None if compare is None else Baseline(_session_result(compare))
         self.rows: list[dict[str, Any]] = []
         self.regressed: list[str] = []
+        self.undecided: list[str] = []
         self.lines: list[str] = []
         self.failed_write = False
 
@@ -82,11 +101,18 @@ class Session:
         if self.baseline is None or not report.passed:
             return
         found = self.baseline.check(report.nodeid, figures, self.threshold)
-        if not found:
+        undecided = [r.message for r in found if r.state == UNDECIDED]
+        if undecided:  # never a pass in silence: in the report and the summary
+            report.monitoring_undecided = undecided
+            report.sections.append(
+                ("monitoring gate", "\n".join(f"undecided: {m}" for m in undecided))
+            )
+        regressed = [r for r in found if r.state == REGRESSED]
+        if not regressed:
             return
         report.outcome = "failed"
         report.longrepr = f"monitoring: regressed compared with {self.compare}\n" + "\n".join(
-            f"  {r.message}" for r in found
+            f"  {r.message}" for r in regressed
         )
 
     def pytest_runtest_logreport(self, report: Any) -> None:
@@ -106,6 +132,8 @@ class Session:
         )
         if report.failed and str(report.longrepr).startswith("monitoring: regressed"):
             self.regressed.append(report.nodeid)
+        for message in getattr(report, "monitoring_undecided", None) or ():
+            self.undecided.append(f"{report.nodeid}: {message}")
 
     def pytest_sessionfinish(self, session: Any) -> None:
         """Writes the result and the table (in the controller only)."""
@@ -114,8 +142,9 @@ class Session:
         if self.compare is not None:
             self.lines.append(
                 f"compared with {self.compare}: {len(self.regressed)} test(s) regressed "
-                f"beyond {self.threshold:.0%}"
+                f"beyond {self.threshold:.0%}, {len(self.undecided)} figure(s) undecided"
             )
+            self.lines.extend(f"undecided: {line}" for line in self.undecided)
         if self.save:
             self._write_result(session)
         if self.export:

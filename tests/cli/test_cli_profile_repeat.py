@@ -1,4 +1,5 @@
-"""``profile --repeat N``: runs in child processes, merged, every run saved."""
+"""``profile --repeat N`` and ``profile --save``: runs in child processes (sampled by
+default, cProfile with ``--cprofile``), merged, every run saved."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sys
 def work(n):
     return sum(i * i for i in range(n))
 
-work(20000)
+work(int(sys.argv[2]) if sys.argv[2:] else 300000)
 if sys.argv[1:] == ["hang"]:
     import time
     time.sleep(120)
@@ -33,21 +34,54 @@ def program(tmp_path: Path) -> Path:
 
 
 def test_repeat_runs_the_program_n_times_and_saves_every_run(program: Path, tmp_path: Path) -> None:
-    # GIVEN a program WHEN profiled 3 times with --save
+    # GIVEN a program WHEN profiled 3 times with --save (sampled, the default)
     saved = tmp_path / "runs.json"
     code, out, err = run_cli("profile", "--repeat", "3", "--save", str(saved), str(program))
-    # THEN the merged tree counts 3 calls of the work, and the result holds 3 runs
+    # THEN the runs added up are shown, and the result holds 3 runs of stacks
     assert code == 0, err
-    assert "3 runs (cpu clock)" in err
-    rows = [line.split() for line in out.splitlines() if "prog.py:4" in line]
-    assert rows and rows[0][2] == "3"  # share, time, calls, ...
+    assert "3 runs (cpu clock)" in err and "3 runs added up" in out and "work" in out
     doc = load_result(saved, kind="profile")
-    assert len(doc["data"]["wall"]) == 3 and doc["data"]["timer"] == "cpu"
-    names = [f[2] for f in doc["data"]["functions"]]
-    assert "work" in names
+    data = doc["data"]
+    assert data["profiler"] == "sampled" and len(data["wall"]) == 3 and data["stacks"]
+    assert "work" in [f[2] for f in data["functions"]]
     # AND two such results compare, judged (2 runs a side at least)
     code, out, _ = run_cli("compare", str(saved), str(saved), "--format", "json")
     assert code == 0 and '"judged": true' in out
+
+
+def test_repeat_under_cprofile_counts_the_calls(program: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "runs.json"
+    code, out, err = run_cli(
+        "profile", "--cprofile", "--repeat", "3", "--save", str(saved), str(program), "", "2000"
+    )
+    assert code == 0, err
+    # THEN the tree starts at the program (runpy's exec, which importlib's share, is not
+    # its caller: a caller shared with the imports would cut the program in two rows)
+    tree = [line for line in out.splitlines() if "─" in line and "prog.py:" in line]
+    assert "<module>" in tree[0] and "import prog" not in out and "run_path" not in out
+    # AND the reference view counts the calls of the 3 runs
+    code, out, err = run_cli(
+        "profile", "--cprofile", "--view", "reference", "--repeat", "3", str(program), "", "2000"
+    )
+    assert code == 0, err
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["work"]]
+    assert rows and rows[0][2] == "3"  # name, --, calls, primitive calls, ...
+    data = load_result(saved, kind="profile")["data"]
+    assert data["profiler"] == "cprofile" and data["timer"] == "cpu" and data["edges"]
+
+
+def test_save_alone_runs_once_in_a_child_showing_the_program_output(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from the program')\nsum(range(3_000_000))\n")
+    saved = tmp_path / "one.json"
+    code, out, err = run_cli("profile", "--save", str(saved), str(script))
+    assert code == 0, err
+    assert "hello.py" in out  # the profile, rendered here
+    assert "hello from the program" in capfd.readouterr().out  # the child's own stdout
+    data = load_result(saved, kind="profile")["data"]
+    assert data["profiler"] == "sampled" and len(data["wall"]) == 1
 
 
 def test_a_run_past_its_timeout_is_killed_and_named(program: Path) -> None:
@@ -103,4 +137,4 @@ def test_module_programs_run_repeated_too(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli("profile", "--repeat", "2", "--clock", "wall", "-m", "workmod")
     assert code == 0, err
-    assert "2 runs (wall clock)" in err and "workmod.py" in out
+    assert "2 runs (wall clock)" in err and "workmod.py" in out, out

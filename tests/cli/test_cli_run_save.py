@@ -116,7 +116,7 @@ def _run_doc(runs: int) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("name", "doc", "words"),
     [
-        ("version.json", lambda d: d.update(version=3), "schema version 3"),
+        ("version.json", lambda d: d.update(version=4), "schema version 4"),
         ("kind.json", lambda d: d.update(kind="runs"), "kind must be one of"),
         ("nogrowth.json", lambda d: d["data"]["runs"][0].pop("growth"), "growth must be a list"),
         ("norun.json", lambda d: d["data"].pop("runs"), "data.runs must be a list"),
@@ -198,11 +198,11 @@ def test_run_save_and_repeat_then_compare_end_to_end(tmp_path: Path, script: Pat
     assert entry["b"]["growth"] > entry["a"]["growth"] > 0 and entry["change"] > 0
     assert isinstance(entry["significant"], bool)
     assert {"ci_low", "ci_high", "a", "b", "change"} <= set(entry)
-    # AND a single run on a side says it cannot judge, exit 0
+    # AND a single run on a side is weaker evidence, never passed in silence (1 or 3)
     single = _cli("compare", "one.json", "b.json", cwd=tmp_path)
-    assert single.returncode == 0, single.stderr
-    assert "significance cannot be judged" in single.stdout
-    assert "memory: prog.py:" in single.stdout and "run: peak memory" in single.stdout
+    assert single.returncode in (1, 3), single.stderr
+    assert single.stdout.startswith("verdict: ") and "weaker evidence" in single.stdout
+    assert "memory: build (prog.py:" in single.stdout and "peak memory" in single.stdout
 
 
 def _fake_report(wall: float, grown: float) -> str:

@@ -130,7 +130,7 @@ def test_a_signal_into_compare_of_two_programs_leaves_nothing(
 ) -> None:
     # GIVEN compare --a/--b of a program that sleeps 30 s, its first run started
     starts = tmp_path / "starts"
-    side = f"python {program} {starts} 30"
+    side = f"{sys.executable} {program} {starts} 30"  # the sampler is imported there
     save_a = tmp_path / "a.json"
     cli = _start(tmp_path, "compare", "--a", side, "--b", side, "--repeat", "3",
                  "--save-a", str(save_a))  # fmt: skip

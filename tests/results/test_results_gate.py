@@ -49,27 +49,47 @@ def test_a_session_saves_as_a_report_with_every_batch() -> None:
 def test_several_batches_fail_only_when_significant_and_above_the_threshold() -> None:
     base = _baseline(_time("m", *[1.0 + 0.01 * i for i in range(10)]))
     slower = [_time("m", *[1.3 + 0.01 * i for i in range(10)])]
-    noisy = [_time("m", *[0.8, 1.4, 0.9, 1.3, 1.0, 1.2, 1.1, 0.95, 1.05, 1.15])]
-    # WHEN 30 % slower in every batch THEN significant and reported with its test
+    faster = [_time("m", *[0.7 + 0.01 * i for i in range(10)])]
+    noisy = [_time("m", *[0.7, 2.2, 0.8, 1.5, 1.0, 1.4, 1.25, 0.9, 1.2, 1.7])]
+    # WHEN 30 % slower in every batch THEN significant, failed, with its test (compare's)
     (found,) = base.check("t.py::test_a", slower, 0.1)
+    assert found.state == "regressed"
     assert "significant" in found.message and "+28.7%" in found.message
-    # WHEN above the threshold but not significant, or significant but under it: pass
-    assert base.check("t.py::test_a", noisy, 0.1) == []
+    assert "weaker evidence" in found.message
+    # WHEN above the threshold but not significant: undecided, said, not failed
+    (undecided,) = base.check("t.py::test_a", noisy, 0.1)
+    assert undecided.state == "undecided" and "not significant" in undecided.message
+    # WHEN significant but under the threshold, or faster: pass
     assert base.check("t.py::test_a", slower, 0.5) == []
+    assert base.check("t.py::test_a", faster, 0.1) == []
 
 
-def test_one_run_uses_the_plain_threshold_and_says_so() -> None:
+def test_one_run_is_undecided_for_time_and_judged_on_the_plain_threshold_for_memory() -> None:
     base = _baseline(_time("once", 0.100), _memory("alloc", 10 * MiB))
     now = [_time("once", 0.125), _memory("alloc", 15 * MiB)]
-    found = base.check("t.py::test_a", now, 0.1)
-    assert len(found) == 2
-    assert all("significance not judged" in r.message for r in found)
-    assert "plain 10% threshold" in found[0].message
-    # THEN below the absolute floors, a single run is noise
-    tiny = _baseline(_time("once", 0.0001), _memory("alloc", 1000))
-    assert tiny.check("t.py::test_a", [_time("once", 0.0005), _memory("alloc", 9000)], 0.1) == []
+    time_, memory = base.check("t.py::test_a", now, 0.1)
+    assert time_.state == "undecided" and "significance not judged" in time_.message
+    assert memory.state == "regressed" and "plain 10% threshold" in memory.message
+    assert "weaker evidence" in memory.message
+    # THEN below the memory floor, a single run is noise; a time under the threshold passes
+    tiny = _baseline(_time("once", 0.100), _memory("alloc", 1000))
+    assert tiny.check("t.py::test_a", [_time("once", 0.105), _memory("alloc", 9000)], 0.1) == []
+    # AND a block timed once that more than doubled (by 10 ms) regresses, weaker evidence
+    (doubled,) = tiny.check("t.py::test_a", [_time("once", 0.250)], 0.1)
+    assert doubled.state == "regressed" and "more than doubled" in doubled.message
+    (small,) = _baseline(_time("once", 0.001)).check("t.py::test_a", [_time("once", 0.005)], 0.1)
+    assert small.state == "undecided"  # quadrupled, but by 4 ms: the clock's noise
     # AND a test or a block absent from the baseline is not judged
     assert base.check("t.py::other", now, 0.1) == []
+
+
+def test_figures_of_different_clocks_are_not_compared() -> None:
+    base = _baseline(_time("m", 1.0, 1.0))
+    now = [{**_time("m", 2.0, 2.0), "clock": "cpu"}]
+    (found,) = base.check("t.py::test_a", now, 0.1)
+    assert found.state == "undecided" and "cpu clock, the baseline with the wall clock" in (
+        found.message
+    )
 
 
 @pytest.mark.parametrize(
@@ -83,3 +103,19 @@ def test_thresholds(text: str, value: float) -> None:
 def test_bad_thresholds(text: str) -> None:
     with pytest.raises(BadValue, match="threshold must be a number >= 0"):
         parse_threshold(text)
+
+
+def test_the_machine_speed_beside_each_figure_is_taken_out() -> None:
+    # GIVEN a baseline timed with the reference work at 1 ms, a session where the machine
+    # was 50 % slower (the reference at 1.5 ms) and the figure 50 % slower with it
+    base = _baseline({**_time("m", *[1.0 + 0.01 * i for i in range(10)]), "reference": 1e-3})
+    now = {**_time("m", *[1.5 + 0.015 * i for i in range(10)]), "reference": 1.5e-3}
+    # THEN nothing regressed: the figure moved with the machine
+    assert base.check("t.py::test_a", [now], 0.1) == []
+    # AND without the reference beside it, the same figure would fail the test
+    (found,) = base.check("t.py::test_a", [{**now, "reference": None}], 0.1)
+    assert found.state == "regressed"
+    # AND a figure slower than the machine still regresses
+    worse = {**_time("m", *[2.0 + 0.02 * i for i in range(10)]), "reference": 1.5e-3}
+    (found,) = base.check("t.py::test_a", [worse], 0.1)
+    assert found.state == "regressed"

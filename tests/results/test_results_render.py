@@ -1,5 +1,5 @@
-"""The renderers of a comparison: text sorted by significance and size, JSON fields, HTML
-escaped and coloured only where significant."""
+"""The renderers of a comparison: the verdict first, sections of ``top`` rows with the rest
+folded into one line, JSON fields, HTML escaped, a banner and a differential flame graph."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import html
 import json
 import re
 
-from results_data import profile_doc, timing_doc
+from results_data import graph_doc, profile_doc, sampled_doc, shared_callee_stacks, timing_doc
 
 from onnxrt_backend_dev.monitoring._results import render
 from onnxrt_backend_dev.monitoring._results.compare import compare_results
+
+SPIN = ("<module>", "main", "f07", "spin")
 
 
 def _slow_profile():  # type: ignore[no-untyped-def]
@@ -21,43 +23,92 @@ def _slow_profile():  # type: ignore[no-untyped-def]
     )
 
 
-def test_text_puts_significant_changes_first() -> None:
-    # GIVEN f_007 10 % slower and f_009 20 % faster WHEN rendered as text
+def _shared():  # type: ignore[no-untyped-def]
+    stacks = shared_callee_stacks(each=0.5)
+    return compare_results(
+        sampled_doc(5, stacks, seed=1), sampled_doc(5, stacks, slow={SPIN: 1.4}, seed=2)
+    )
+
+
+def test_text_opens_with_the_verdict_and_lists_the_changes_first() -> None:
+    # GIVEN f_007 10 % slower and f_009 20 % faster WHEN rendered as text, 5 rows a section
     text = render.to_text(_slow_profile(), top=5)
-    rows = [line for line in text.splitlines() if "prog.py" in line]
-    # THEN f_009 (more share points moved) then f_007, both starred, in the '+x % ± y' form
-    assert "f_009" in rows[0] and "f_007" in rows[1]
-    assert re.search(r"\+\d+\.\d % ± \d+\.\d  \*", rows[1])
-    assert re.search(r"-\d+\.\d % ± \d+\.\d  \*", rows[0])
-    assert "more, none significant" in text and "2 significant change(s): 1 worse, 1 better" in text
+    lines = text.splitlines()
+    # THEN the verdict is the first line, the regression named
+    assert lines[0].startswith("verdict: B is worse: 1 significant regression(s) above 5 %")
+    assert "f_007 (prog.py:71)" in lines[0]
+    start = next(i for i, line in enumerate(lines) if line.startswith("functions"))
+    rows = [line for line in lines[start:] if "prog.py" in line]
+    # AND the two listed functions come first, starred, in the '+x % ± y' form
+    assert {"f_007", "f_009"} == {rows[0].split()[-3], rows[1].split()[-3]}
+    worse = next(r for r in rows if "f_007" in r)
+    assert re.search(r"\+\d+\.\d % ± \d+\.\d  \*", worse) and "[worse]" in worse
+    better = next(r for r in rows if "f_009" in r)
+    assert re.search(r"-\d+\.\d % ± \d+\.\d  \*", better) and "[better]" in better
+    # AND --top holds: 5 function rows, the rest folded into one line saying why
+    assert len(rows) == 5
+    assert re.search(r"\.\.\. 45 more functions: 45 not significant; none significant", text)
 
 
-def test_json_has_one_entry_per_function() -> None:
+def test_text_names_where_the_change_starts() -> None:
+    text = render.to_text(_shared(), top=4)
+    lines = text.splitlines()
+    assert "f07 → spin" in lines[0]
+    start = lines.index("where the changes start (inclusive time of each call path):")
+    assert "f07 → spin" in lines[start + 2] and "*" in lines[start + 2]
+    assert "(prog.py:" in lines[start + 2]
+
+
+def test_json_has_the_verdict_and_one_entry_per_figure() -> None:
     # GIVEN the comparison WHEN rendered as JSON
-    doc = json.loads(render.to_json(_slow_profile(), regressions=[]))
-    entries = [e for e in doc["entries"] if e["figure"] == "share"]
-    # THEN each function has the documented fields, significant as a bool
-    assert len(entries) == 50 and doc["correction"] == "holm" and doc["regressions"] == []
+    doc = json.loads(render.to_json(_slow_profile()))
+    entries = [e for e in doc["entries"] if e["figure"] == "own"]
+    # THEN the verdict, and each function with the documented fields
+    assert doc["verdict"]["state"] == "regressed" and doc["verdict"]["exit_code"] == 1
+    assert doc["regressions"] == ["f_007 (prog.py:71)"]
+    assert len(entries) == 50 and doc["correction"] == "holm" and doc["factor"] is not None
     for e in entries:
         assert {"function", "file", "line", "a", "b", "change", "ci_low", "ci_high"} <= set(e)
-        assert isinstance(e["significant"], bool)
+        assert isinstance(e["significant"], bool) and e["verdict"] in ("", "worse", "better")
     f7 = next(e for e in entries if e["function"] == "f_007")
     assert f7["significant"] and f7["ci_low"] < f7["change"] < f7["ci_high"]
-    assert f7["a"]["share"] < f7["b"]["share"]
+    assert f7["a"]["time"] < f7["b"]["time"]
 
 
-def test_html_is_escaped_and_coloured_where_significant() -> None:
-    # GIVEN a function whose name and file hold markup
-    a = profile_doc(20, functions=3, seed=1, file="<script>alert(1)</script>.py")
-    b = profile_doc(20, functions=3, slow={1: 1.5}, seed=2, file="<script>alert(1)</script>.py")
+def test_html_is_escaped_with_a_banner_and_coloured_where_listed() -> None:
+    # GIVEN functions whose name and file hold markup
+    file = "<script>alert(1)</script>.py"
+    a = profile_doc(20, functions=8, seed=1, file=file)
+    b = profile_doc(20, functions=8, slow={1: 1.5}, seed=2, file=file)
     page = render.to_html(compare_results(a, b, ("<a>", "b&")))
-    # THEN no markup of the file reaches the page, and only the significant rows coloured
-    assert "<script>" not in page and html.escape("<script>alert(1)</script>.py") in page
+    # THEN no markup of the file reaches the page; the banner says the verdict
+    assert "<script>" not in page and html.escape(file) in page
     assert "&lt;a&gt;" in page and "b&amp;" in page
+    assert re.search(r'<div class="banner regressed">B is worse', page)
     coloured = re.findall(r'<tr class="(worse|better)">', page)
-    assert coloured and len(coloured) == sum(
-        1 for c in compare_results(a, b).changes if c.significant
+    assert coloured and len(coloured) == sum(1 for c in compare_results(a, b).changes if c.verdict)
+
+
+def test_html_draws_the_differential_flame_graph_beside_the_table() -> None:
+    page = render.to_html(_shared())
+    assert "Call paths of B" in page and "class='cols'" in page
+    # the origin's box outlined, coloured red (a slower path)
+    box = re.search(r'<div class="fb origin" style="[^"]*background:hsl\(2,[^"]*"[^>]*>spin<', page)
+    assert box is not None
+    # cProfile's edges are expanded into a tree
+    edges = render.to_html(compare_results(graph_doc(5, seed=1), graph_doc(5, slow=1.4, seed=2)))
+    assert "Call paths of B" in edges and ">f07<" in edges
+
+
+def test_a_crafted_name_never_runs_as_script() -> None:
+    stacks: dict[tuple[str, ...], float] = {
+        ("<module>", "<img src=x onerror=alert(1)>"): 0.5,
+        ("<module>", "ok"): 0.5,
+    }
+    page = render.to_html(
+        compare_results(sampled_doc(3, stacks, seed=1), sampled_doc(3, stacks, seed=2))
     )
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
 def test_untested_change_has_no_interval() -> None:
@@ -65,4 +116,4 @@ def test_untested_change_has_no_interval() -> None:
     cmp = compare_results(timing_doc(1e-3, batches=1), timing_doc(2e-3, batches=1))
     text = render.to_text(cmp)
     assert "+100.0 %" in text and "±" not in text
-    assert "significance not judged" in text
+    assert text.startswith("verdict: undecided") and "significance not judged" in text

@@ -76,7 +76,11 @@ _PROFILE_V1 = json.loads((V1 / "profile_v1_a.json").read_text(encoding="utf-8"))
 
 BAD_DOCS = [
     ("other schema", _edit(_TIMING, "schema", "pyperf"), "not a saved result"),
-    ("other version", _edit(_TIMING, "version", 3), "schema version 3, .* reads versions 1 and 2"),
+    (
+        "other version",
+        _edit(_TIMING, "version", 4),
+        "schema version 4, .* reads versions 1, 2 and 3",
+    ),
     ("bool version", _edit(_TIMING, "version", True), "schema version True"),
     ("no version", _edit(_TIMING, "version", _DELETE), "schema version None"),
     ("bad kind", _edit(_TIMING, "kind", "weather"), "kind must be one of"),

@@ -1,14 +1,18 @@
-"""``compare``: tells what changed between two saved results, and whether it is real.
+"""``compare``: tells what changed between two saved results, where it starts, and
+whether it is real.
 
 ``compare BASE.json NEW.json`` reads two results saved with ``--save`` (``time``, ``spy``,
-``profile``, ``run``); ``compare --a "python old.py" --b "python new.py"`` runs both programs
-interleaved (A B A B ...), ``--repeat`` times each, under cProfile, and compares them.
-Text (significant changes first, ``+12.3 % ± 2.1``), ``--format json`` or ``html``.
+``profile``, ``run``); ``compare --a "python old.py" --b "python new.py"`` runs both
+programs interleaved (A B A B ...), ``--repeat`` times each, under the sampler
+(``--cprofile`` for cProfile), and compares them. Text (the verdict first), ``--format
+json`` or ``html`` (``-o`` guesses it from the suffix).
 
-Exit codes, for CI: 0 no significant regression above ``--fail-above``, 1 a significant
-regression above it, 2 bad input (a file that is not a result, of another version or kind,
-a bad option) or a run that failed: one line naming the file or option and the problem;
-130 interrupted.
+Exit codes, for CI: 0 no significant regression above ``--fail-above``; 1 a significant
+regression above it; 2 bad input (a file that is not a result, of another kind or
+clock, a bad option) or a run of ``--a/--b`` that failed; 3 undecided: a headline figure
+(the run's time, a statement, a peak) above ``--fail-above`` that the evidence cannot
+decide (one process a side, too few runs, too noisy), the runs that would decide it
+named; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,12 +26,21 @@ from .._gc import gc_paused
 from .common import EXIT_USAGE, CommandError, check_outputs, emit_text, save_output
 
 _EXIT_CODES = (
-    "Exit codes: 0 no significant regression above --fail-above, 1 a significant "
-    "regression above it, 2 bad input (a file that is not a result of this version, two "
-    "results of different kinds, a bad option) or a run of --a/--b that failed, "
-    "one line on stderr; 130 interrupted (the running program is killed)."
+    "The gate: the verdict is the first line of every output. Exit codes: 0 no "
+    "significant regression above --fail-above; 1 a significant regression above it (the "
+    "run's time or peak, a statement, a call path where a change starts, a function's own "
+    "time, a memory growth); 2 bad input (a file that is not a result of a version this "
+    "package reads, two results of different kinds, clocks or profilers, a bad option) or "
+    "a run of --a/--b that failed, one line on stderr; 3 undecided: the run's time (a "
+    "statement, a peak) is above --fail-above but the evidence cannot decide it (a single "
+    "process or run a side, too few runs, too noisy), with the runs a side that would "
+    "decide it; 130 interrupted (the running program is killed). A single process a side "
+    "is judged on its batches, as weaker evidence, and never passed in silence. Results "
+    "from different Python versions or machines are compared with a warning."
 )
 _FORMATS = ("text", "json", "html")
+_SUFFIXES = {".html": "html", ".htm": "html", ".json": "json", ".txt": "text", ".text": "text",
+             ".log": "text", "": "text"}  # fmt: skip
 _DEFAULT_REPEAT = 20
 _DEFAULT_TIMEOUT = 600.0
 
@@ -62,18 +75,54 @@ def _check_sources(args: argparse.Namespace) -> None:
         raise CommandError(
             f"give two result files (BASE.json NEW.json), got {len(args.files)}", EXIT_USAGE
         )
+    if not programs:
+        for option in ("save_a", "save_b"):
+            if getattr(args, option) is not None:
+                raise CommandError(f"--{option.replace('_', '-')} needs --a/--b", EXIT_USAGE)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
     if args.repeat < 1:
         raise CommandError(f"--repeat must be >= 1, got {args.repeat}", EXIT_USAGE)
-    for option, value in (("--max-time", args.max_time), ("--timeout", args.timeout)):
+    for option, value in (
+        ("--max-time", args.max_time),
+        ("--timeout", args.timeout),
+        ("--interval", args.interval),
+    ):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise CommandError(f"{option} must be a number > 0, got {value!r}", EXIT_USAGE)
     if not (math.isfinite(args.alpha) and 0 < args.alpha <= 0.5):
         raise CommandError(f"--alpha must be in (0, 0.5], got {args.alpha!r}", EXIT_USAGE)
     if args.top < 1:
         raise CommandError(f"--top must be >= 1, got {args.top}", EXIT_USAGE)
+
+
+def output_format(fmt: str | None, output: str | None) -> str:
+    """The format to write: ``--format``, else the suffix of ``-o``; a page named
+    ``.html`` never receives text (a name in it would run as a script).
+
+    :param fmt: ``--format``, None when not given
+    :param output: ``-o``, None for stdout
+    :return: ``text``, ``json`` or ``html``
+    :raises CommandError: exit code 2, a suffix naming another format, or none known
+    """
+    suffix = os.path.splitext(output or "")[1].lower()
+    guessed = _SUFFIXES.get(suffix)
+    if fmt is None:
+        if guessed is None:
+            raise CommandError(
+                f"cannot tell the format of -o {output!r} from its suffix {suffix!r}: give "
+                f"--format ({', '.join(_FORMATS)})",
+                EXIT_USAGE,
+            )
+        return guessed
+    if guessed is not None and suffix and guessed != fmt:
+        raise CommandError(
+            f"-o {output!r} names a {guessed} file but --format is {fmt}: give -o a "
+            f"{'.' + fmt if fmt != 'text' else '.txt'} name, or drop --format",
+            EXIT_USAGE,
+        )
+    return fmt
 
 
 def _check_files(args: argparse.Namespace) -> None:
@@ -105,68 +154,64 @@ class CompareCommand:
         parser.add_argument("--a", default=None, metavar="CMD", help="the baseline program")
         parser.add_argument("--b", default=None, metavar="CMD", help="the new program")
         parser.add_argument(
-            "--repeat",
-            type=int,
-            default=_DEFAULT_REPEAT,
+            "--repeat", type=int, default=_DEFAULT_REPEAT,
             help=f"with --a/--b: runs of each, interleaved ({_DEFAULT_REPEAT})",
-        )
+        )  # fmt: skip
         parser.add_argument(
-            "--max-time",
-            type=float,
-            default=None,
-            metavar="SECONDS",
+            "--max-time", type=float, default=None, metavar="SECONDS",
             help="with --a/--b: start no new round after this many seconds (2 rounds at least)",
-        )
+        )  # fmt: skip
         parser.add_argument(
-            "--timeout",
-            type=float,
-            default=_DEFAULT_TIMEOUT,
-            metavar="SECONDS",
+            "--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="SECONDS",
             help=f"with --a/--b: kill a run after this many seconds ({_DEFAULT_TIMEOUT:g})",
-        )
+        )  # fmt: skip
         parser.add_argument(
-            "--timer",
-            choices=("cpu", "wall"),
-            default="cpu",
-            help="with --a/--b: cProfile's clock, the thread's CPU time (default: another "
-            "process's use of the machine is not counted) or the wall clock",
-        )
+            "--cprofile", action="store_true",
+            help="with --a/--b: profile the runs with cProfile (exact, about 2x the time) "
+            "instead of the sampler (about 1.1x)",
+        )  # fmt: skip
         parser.add_argument(
-            "--paired",
-            action="store_true",
-            help="profiles: test pair by pair (run i of A ran beside run i of B: --a/--b, or "
-            "two files saved by --save-a/--save-b), Wilcoxon's signed-rank test",
-        )
+            "--interval", type=float, default=None, metavar="SECONDS",
+            help="with --a/--b: the sampler's seconds between samples (0.001)",
+        )  # fmt: skip
         parser.add_argument(
-            "--robust",
-            action="store_true",
-            help="two files: test each function's time over its run's common factor (a "
-            "share-weighted median) rather than its share (always so with --a/--b)",
-        )
+            "--timer", "--clock", dest="timer", choices=("cpu", "wall"), default=None,
+            help="the clock compared: the CPU time (the default with --a/--b: another "
+            "process's use of the machine is not counted) or the wall clock (waiting "
+            "counted); for two sampled files, each file's own unless given",
+        )  # fmt: skip
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")
         parser.add_argument(
             "--force", action="store_true", help="let --save-a/--save-b replace files"
         )
-        parser.add_argument("--format", choices=_FORMATS, default="text")
+        parser.add_argument(
+            "--format", choices=_FORMATS, default=None,
+            help="text, json or html (guessed from -o's suffix; text on stdout)",
+        )  # fmt: skip
         parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
         parser.add_argument(
-            "--fail-above",
-            default="5%",
-            metavar="PERCENT",
-            help="exit 1 on a significant change for the worse above this (5%%)",
-        )
+            "--fail-above", default="5%", metavar="PERCENT",
+            help="the gate's threshold: exit 1 on a significant regression above it, 3 when "
+            "the run's time is above it and undecided (5%%)",
+        )  # fmt: skip
         parser.add_argument(
-            "--alpha", type=float, default=0.05, help="significance level, Holm-corrected (0.05)"
-        )
+            "--alpha", type=float, default=0.05,
+            help="significance level, Holm-corrected over all the figures (0.05)",
+        )  # fmt: skip
         parser.add_argument(
-            "--min-share",
-            default="0.1%",
-            metavar="PERCENT",
-            help="profiles: functions under this share of the run on both sides are not "
+            "--min-share", default="0.1%", metavar="PERCENT",
+            help="profiles: figures under this share of the run on both sides are shown, not "
             "tested (0.1%%)",
-        )
-        parser.add_argument("--top", type=int, default=25, help="text: rows shown (25)")
+        )  # fmt: skip
+        parser.add_argument(
+            "--min-change", default="2%", metavar="PERCENT",
+            help="profiles: a change within this is negligible, never significant (2%%)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--top", type=int, default=25, help="rows of each section (25; the changes "
+            "listed as worse or better always shown)",
+        )  # fmt: skip
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -206,18 +251,14 @@ class CompareCommand:
                 if isinstance(e, CommandError):
                     raise
                 raise CommandError(str(e), EXIT_USAGE) from None
-            regressions = cmp.regressions(settings["fail_above"])
-            self._write(args, cmp, regressions, out)
-        if regressions and not args.quiet:
-            from .._results.render import format_change, label
-
-            worst = regressions[0]
-            err.write(
-                f"compare: {len(regressions)} significant regression(s) above "
-                f"{settings['fail_above']:.1%}, the largest {label(worst)} "
-                f"{format_change(worst)}\n"
-            )
-        return 1 if regressions else 0
+            verdict = cmp.verdict(settings["fail_above"])
+            self._write(args, cmp, settings["fail_above"], out)
+        if not args.quiet:
+            for warning in cmp.warnings:
+                err.write(f"compare: warning: {warning}\n")
+            if args.output is not None or verdict.exit_code:
+                err.write(f"compare: {verdict.text}\n")
+        return int(verdict.exit_code)
 
     @staticmethod
     def _check(args: argparse.Namespace) -> dict[str, float]:
@@ -227,10 +268,16 @@ class CompareCommand:
         settings = {
             "fail_above": parse_percent("--fail-above", args.fail_above),
             "min_share": parse_percent("--min-share", args.min_share),
+            "min_change": parse_percent("--min-change", args.min_change),
         }
-        if settings["min_share"] > 1:
-            raise CommandError(f"--min-share must be <= 100%, got {args.min_share!r}", EXIT_USAGE)
+        for option, key in (("--min-share", "min_share"), ("--min-change", "min_change")):
+            if settings[key] > 1:
+                raise CommandError(
+                    f"{option} must be <= 100%, got {getattr(args, key)!r}", EXIT_USAGE
+                )
         args.min_share_value = settings["min_share"]
+        args.min_change_value = settings["min_change"]
+        args.format = output_format(args.format, args.output)
         _check_files(args)
         return settings
 
@@ -242,12 +289,12 @@ class CompareCommand:
         a, b = (load_result(path) for path in args.files)
         return compare_results(
             a, b, (args.files[0], args.files[1]), alpha=args.alpha,
-            min_share=args.min_share_value, paired=args.paired, robust=args.robust,
+            min_share=args.min_share_value, min_change=args.min_change_value, clock=args.timer,
         )  # fmt: skip
 
     @staticmethod
     def _programs(args: argparse.Namespace, err: TextIO, supervisor: Any = None) -> Any:
-        from .._results.runner import compare_programs
+        from .._results.runner import RUN_INTERVAL, compare_programs
 
         live = not args.quiet and err.isatty()
 
@@ -258,8 +305,9 @@ class CompareCommand:
 
         cmp, doc_a, doc_b = compare_programs(
             args.a, args.b, args.repeat, args.timeout, args.max_time, alpha=args.alpha,
-            on_run=progress, min_share=args.min_share_value, timer=args.timer,
-            paired=args.paired, robust=True,  # robust by default here (RESULTS.md)
+            on_run=progress, min_share=args.min_share_value, timer=args.timer or "cpu",
+            profiler="cprofile" if args.cprofile else "sampled",
+            interval=args.interval or RUN_INTERVAL, min_change=args.min_change_value,
             supervisor=supervisor,
         )  # fmt: skip
         if live:
@@ -268,15 +316,15 @@ class CompareCommand:
         return cmp
 
     @staticmethod
-    def _write(args: argparse.Namespace, cmp: Any, regressions: list[Any], out: TextIO) -> None:
+    def _write(args: argparse.Namespace, cmp: Any, above: float, out: TextIO) -> None:
         from .._results import render
 
         if args.format == "json":
-            text = render.to_json(cmp, regressions)
+            text = render.to_json(cmp, above=above)
         elif args.format == "html":
-            text = render.to_html(cmp)
+            text = render.to_html(cmp, top=args.top, above=above)
         else:
-            text = render.to_text(cmp, top=args.top)
+            text = render.to_text(cmp, top=args.top, above=above)
         emit_text(text, args.output, out)
 
 

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from .common import EXIT_ERROR, EXIT_USAGE, CommandError, check_outputs, emit_text, save_output
 from .guard import Terminated, kept_output, terminating_signals
-from .profile_repeat import add_repeat_options, run_repeated, wants_repeat
+from .profile_repeat import add_repeat_options, run_repeated, saves_sampled, wants_repeat
 from .program import as_main as _as_main
 from .program import before_os_exit as _before_os_exit
 from .program import exit_code as _exit_code
@@ -328,10 +328,11 @@ class ProfileCommand:
             check_save(args, program_inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
-        if wants_repeat(args):
-            _resolve_format(args)
-            return run_repeated(args, out, err, _emit)
         helpers = self._helpers()
+        # --save and --repeat run child processes, sampled unless cProfile is asked for.
+        cprofile = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
+        if wants_repeat(args) or saves_sampled(args, cprofile):
+            return self._children(args, out, err, not cprofile)
         profile: Callable[..., int] = self._profile
         if not uses_cprofile(args, helpers):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
@@ -354,6 +355,19 @@ class ProfileCommand:
             raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
         code, module, argv, path0 = _script_code(args.target)
         return profile(code, module, argv + args.args, path0, args, out, err)
+
+    @staticmethod
+    def _children(args: argparse.Namespace, out: TextIO, err: TextIO, sampled: bool) -> int:
+        """``--repeat N`` or ``--save`` alone: the runs in child processes, sampled or
+        under cProfile (:mod:`.profile_repeat`)."""
+        args.format_resolved = _resolve_format(args)
+        if sampled:
+            from .profile_sampled import SAMPLED_FORMATS, check_sampled
+
+            check_sampled(args)
+            if args.format_resolved not in SAMPLED_FORMATS:
+                raise CommandError(f"--format {args.format_resolved} needs --cprofile", EXIT_USAGE)
+        return run_repeated(args, out, err, _emit, sampled)
 
     @staticmethod
     def _helpers() -> Any:

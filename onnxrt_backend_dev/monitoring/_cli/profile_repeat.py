@@ -1,9 +1,10 @@
-"""``profile --repeat N [--max-time S] [--timeout S] [--clock cpu|wall]``: the program runs
-N times, each run a child process under cProfile (``_results.runner``: its own process
-group under the command's supervisor, ended with its group past ``--timeout`` or on
-SIGINT, SIGTERM and SIGHUP, when the runs done are still shown and saved); the call tree
-shows the runs merged and ``--save`` keeps every run, so that ``compare`` has the spread
-of each function."""
+"""``profile --repeat N [--max-time S] [--timeout S] [--clock cpu|wall]`` and ``profile
+--save FILE.json``: the program runs N times (once for ``--save`` alone), each run a
+child process under the sampler, or cProfile with ``--cprofile`` or an option only
+cProfile has (``_results.runner``: its own process group under the command's supervisor,
+ended with its group past ``--timeout`` or on SIGINT, SIGTERM and SIGHUP, when the runs
+done are still shown and saved); the profile shows the runs merged and ``--save`` keeps
+every run, so that ``compare`` has the spread of each function and call path."""
 
 from __future__ import annotations
 
@@ -89,19 +90,35 @@ def wants_repeat(args: argparse.Namespace) -> bool:
     return True
 
 
-def _program(args: argparse.Namespace) -> Any:
-    from .._results.runner import Program
+def saves_sampled(args: argparse.Namespace, cprofile: bool) -> bool:
+    """Whether ``profile --save`` (without ``--repeat``) runs the program once in a child
+    under the sampler, to keep its stacks (cProfile's ``--save`` runs in this process).
 
+    :param args: the parsed arguments
+    :param cprofile: whether the options ask for cProfile
+    :return: True for a sampled ``--save``
+    """
+    return getattr(args, "save", None) is not None and args.repeat is None and not cprofile
+
+
+def _program(args: argparse.Namespace, sampled: bool = False) -> Any:
+    from .._results.runner import RUN_INTERVAL, Program
+
+    profiler = "sampled" if sampled else "cprofile"
+    interval = args.interval if sampled and args.interval is not None else RUN_INTERVAL
+    sampler = str(getattr(args, "timer", "prof"))
     if args.module:
         module, rest = args.module[0], tuple(args.module[1:])
         command = (sys.executable, "-m", module, *rest)
-        return Program(command, sys.executable, "module", module, rest)
+        return Program(command, sys.executable, "module", module, rest, profiler, interval, sampler)
     if args.target is None:
         raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
     if not os.path.isfile(args.target):
         raise CommandError(f"cannot run {args.target!r}: no such file", EXIT_USAGE)
     rest = tuple(args.args)
-    return Program((args.target, *rest), sys.executable, "path", args.target, rest)
+    return Program(
+        (args.target, *rest), sys.executable, "path", args.target, rest, profiler, interval, sampler
+    )
 
 
 @contextlib.contextmanager
@@ -122,13 +139,34 @@ def _merged(runs: list[Any]) -> Iterator[Any]:
         yield load_stats_object(files)
 
 
+def _emit_sampled(data: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> bool:
+    """Renders the runs of a sampled payload, added up, as ``profile`` renders one run."""
+    from .._results.payloads import sampled_profile
+    from .._sampling.result import SamplingResult
+    from .common import emit_text
+
+    fmt = args.format_resolved
+    result = SamplingResult(sampled_profile(data, args.program or ""))
+    opts: dict[str, Any] = {}
+    if fmt in ("text", "json", "html"):
+        opts = {"fold_share": args.fold_share, "show_all": args.show_library}
+    if fmt == "text":
+        opts["max_depth"] = args.max_depth
+    text = getattr(result, f"to_{fmt}")(**opts)
+    if emit_text(text, args.output, out) and not args.quiet:
+        err.write(f"profile written to {args.output} ({fmt})\n")
+    return True
+
+
 def run_repeated(
     args: argparse.Namespace,
     out: TextIO,
     err: TextIO,
     emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], bool],
+    sampled: bool = False,
 ) -> int:
-    """Runs the program ``--repeat`` times, renders the merged profile, saves the runs.
+    """Runs the program ``--repeat`` times (once for ``--save`` alone, its output shown),
+    renders the merged profile, saves the runs.
 
     SIGINT, SIGTERM and SIGHUP end the running child's whole group (``_run.supervise``)
     and stop the runs: the runs done are rendered and saved, then the exit code is
@@ -138,20 +176,22 @@ def run_repeated(
     :param out: where the profile goes
     :param err: where the status goes
     :param emit: renders a ``pstats.Stats`` with the view options (``cmd_profile``)
+    :param sampled: the runs are sampled (the default of ``profile``), not cProfile's
     :return: the exit code: 0, 1 when a run failed or the render could not be written,
         128 + N when signal N stopped the runs
     """
     from .._run.supervise import Supervisor
 
-    program = _program(args)
+    program = _program(args, sampled)
     with Supervisor() as supervisor:
         runs = _runs(args, program, err, supervisor)
         if supervisor.stopped is not None:  # said even with -q: the runs were cut short
             from .._errors import signal_name
 
             done = f"the {len(runs)} run(s) done" if runs else "no run ended"
-            err.write(f"profile --repeat: stopped by {signal_name(supervisor.stopped)}: {done}\n")
-        shown = _show(args, program, runs, out, err, emit) if runs else True
+            what = "--save" if args.repeat is None else "--repeat"
+            err.write(f"profile {what}: stopped by {signal_name(supervisor.stopped)}: {done}\n")
+        shown = _show(args, program, runs, out, err, emit, sampled) if runs else True
         if supervisor.exit_code is not None:
             return supervisor.exit_code
     return 0 if shown else EXIT_ERROR
@@ -161,21 +201,23 @@ def _runs(args: argparse.Namespace, program: Any, err: TextIO, supervisor: Any) 
     """The runs (those done when a signal stopped them)."""
     from .._results.runner import RunFailed, run_interleaved
 
-    live = not args.quiet and err.isatty()
+    single = args.repeat is None
+    repeat = 1 if single else args.repeat
+    live = not args.quiet and err.isatty() and not single
 
     def progress(round_: int, _side: int) -> None:
         if live:
-            err.write(f"\rprofile: run {round_ + 1} of {args.repeat}")
+            err.write(f"\rprofile: run {round_ + 1} of {repeat}")
             err.flush()
 
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     try:
         runs: list[Any] = run_interleaved(
-            [program], args.repeat, timeout, args.max_time, on_run=progress,
-            timer=args.clock or "cpu", supervisor=supervisor,
+            [program], repeat, timeout, args.max_time, on_run=progress,
+            timer=args.clock or "cpu", supervisor=supervisor, show_output=single,
         ).runs[0]  # fmt: skip
     except RunFailed as e:
-        raise CommandError(f"profile --repeat: {e}") from None
+        raise CommandError(f"profile {'--save' if single else '--repeat'}: {e}") from None
     finally:
         if live:
             err.write("\n")
@@ -189,6 +231,7 @@ def _show(
     out: TextIO,
     err: TextIO,
     emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], bool],
+    sampled: bool,
 ) -> bool:
     """Renders the runs merged and saves them; False when the render was not written."""
     # Here, not at the top: a single run (sampled or not) needs none of these.
@@ -200,12 +243,16 @@ def _show(
 
     timer = args.clock or "cpu"
     walls = [r.wall for r in runs]
-    if not args.quiet:
+    if not args.quiet and args.repeat is not None:
         err.write(
             f"{len(runs)} runs ({timer} clock): median {format_duration(statistics.median(walls))}"
             f", min {format_duration(min(walls))}, max {format_duration(max(walls))}\n"
         )
-    with _merged(runs) as stats:
-        shown = emit(stats, args, out, err)
-    write_saved(args, "profile", profile_result_data(runs, program, timer))
+    data = profile_result_data(runs, program, timer)
+    if sampled:
+        shown = _emit_sampled(data, args, out, err)
+    else:
+        with _merged(runs) as stats:
+            shown = emit(stats, args, out, err)
+    write_saved(args, "profile", data)
     return shown

@@ -4,7 +4,8 @@ test's figures with a baseline's (``--monitoring-save`` / ``--monitoring-compare
 Each measured block of a test is one *figure*, a JSON-ready dictionary:
 
 * ``{"kind": "time", "label", "times": [seconds per batch], "sizes": [executions per
-  batch]}``: a block timed once (one batch of one execution) or ``measure`` (its batches);
+  batch], "clock": "wall" | "cpu"}``: a block timed once (one batch of one execution)
+  or ``measure`` (its batches);
 * ``{"kind": "memory", "label", "peak", "begin", "end", "mean"}``: bytes of the resident
   memory of the process.
 
@@ -12,34 +13,45 @@ A session saves as a ``report`` result: a timing series per timed figure, a memo
 channel (one run) per memory figure, named ``test id::label`` (``#2``, ``#3``... when a
 label repeats in a test).
 
-The gate, per test:
+The gate, per test, with the statistics of ``compare`` (:mod:`.decide`, one
+implementation):
 
-* a time figure with at least two batches on both sides is tested as ``compare`` tests a
-  timing (Mann-Whitney at alpha 0.05, each figure on its own, with the Hodges-Lehmann
-  interval): it regresses when the change is significant **and** larger than the
-  threshold;
-* a figure with a single run on a side (a block timed once, every memory block) cannot
-  be judged significant: it regresses on the *plain threshold* alone, when it grew by
-  more than the threshold and by more than an absolute floor (:data:`TIME_FLOOR`,
-  :data:`MEMORY_FLOOR`) below which a figure is the clock's or the allocator's noise.
-  Memory is judged on the block's increase (peak - begin), not on its peak, which holds
-  the whole interpreter.
+* a time figure is judged as ``compare`` judges a timing of one process a side: on its
+  batches, Mann-Whitney's test from 8 a side and Welch's test of the logs below, as
+  *weaker evidence* (a session's batches share the load of its moment). It *regresses*
+  (the test fails) when the change is significant and above the threshold; it is
+  *undecided* when its estimate is above the threshold and the evidence cannot decide it
+  (not significant, a block timed once): never a pass in silence, said in the test's
+  report and the session's summary, not a failure. A block timed once (one run a side)
+  regresses only when it more than doubled (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
+  Beside other load, the CPU clock (``--monitoring-clock cpu``) is the steadier one for
+  CPU-bound code; figures of different clocks are not compared (undecided);
+* a memory figure (one run a side) regresses on the *plain threshold*, when its
+  increase (peak - begin, not the peak, which holds the whole interpreter) grew by more
+  than the threshold and by more than :data:`MEMORY_FLOOR`, below which it is the
+  allocator's noise; it is weaker evidence, and says so.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._format import format_bytes, format_duration
+from .decide import REGRESSED, UNDECIDED, gate, judge
 from .payloads import memory_data, report_data, timing_data, timing_series
 
-# Below these absolute growths, a single-run figure is not called a regression: a block
-# timed once moves by milliseconds on a loaded machine (sleep(0) took 4 ms at load 8).
-TIME_FLOOR = 0.01
+# Below this growth of a block's memory increase, its figure is the allocator's noise.
 MEMORY_FLOOR = 2**20
+# A block timed once (one run a side) regresses only when it grew by more than this
+# (+100 %: it doubled) and by more than TIME_FLOOR: between two sessions on a loaded
+# machine the same block moves by +50 % (sleep(0) took 4 ms at load 8). Between the
+# threshold and this, it is undecided.
+SINGLE_RUN_CHANGE = 1.0
+TIME_FLOOR = 0.01
 SEPARATOR = "::"
 
 
@@ -70,7 +82,12 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
     for nodeid, figures in rows:
         for name, f in zip(figure_names(nodeid, figures), figures, strict=True):
             if f["kind"] == "time":
-                series.append(timing_series(name, f["times"], f["sizes"]))
+                one = timing_series(name, f["times"], f["sizes"])
+                if f.get("clock", "wall") != "wall":
+                    one["clock"] = f["clock"]
+                if f.get("reference"):
+                    one["reference"] = float(f["reference"])
+                series.append(one)
             else:
                 runs[name] = {k: float(f[k]) for k in ("peak", "begin", "end", "mean") if k in f}
     if not series and not runs:
@@ -82,14 +99,16 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
 
 @dataclass(frozen=True)
 class Regression:
-    """A figure of a test worse than the baseline's.
+    """A figure of a test worse than the baseline's, or undecided.
 
     :param name: the figure (``test id::label``)
     :param message: what grew, by how much, and how it was judged
+    :param state: ``regressed`` (the test fails) or ``undecided`` (said, not failed)
     """
 
     name: str
     message: str
+    state: str = REGRESSED
 
 
 class Baseline:
@@ -107,24 +126,24 @@ class Baseline:
     def check(
         self, nodeid: str, figures: Sequence[Mapping[str, Any]], threshold: float
     ) -> list[Regression]:
-        """The figures of a test that regressed beyond ``threshold``.
+        """The figures of a test that regressed beyond ``threshold``, or are undecided.
 
         :param nodeid: the test's id
         :param figures: what it measured now
         :param threshold: the relative growth allowed (0.1 for 10 %)
-        :return: the regressions, empty when none (or nothing in the baseline)
+        :return: the findings, empty when none (or nothing in the baseline)
         """
         found = []
         for name, f in zip(figure_names(nodeid, figures), figures, strict=True):
             label = name[len(nodeid) + len(SEPARATOR) :]
             if f["kind"] == "time" and name in self.series:
-                r = _time_regression(label, self.series[name], f, threshold)
+                r = _time_finding(label, self.series[name], f, threshold)
             elif f["kind"] == "memory" and name in self.memory:
                 r = _memory_regression(label, self.memory[name], f, threshold)
             else:
                 r = None
             if r is not None:
-                found.append(Regression(name, r))
+                found.append(Regression(name, r[1], r[0]))
         return found
 
 
@@ -132,52 +151,83 @@ def _per_execution(times: Sequence[float], sizes: Sequence[int]) -> list[float]:
     return [t / n for t, n in zip(times, sizes, strict=True)]
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-def _time_regression(
+def _time_finding(
     label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
-) -> str | None:
+) -> tuple[str, str] | None:
+    """``(state, message)`` of a time figure, None when it passes."""
+    clocks = (base.get("clock", "wall"), now.get("clock", "wall"))
+    if clocks[0] != clocks[1]:
+        return UNDECIDED, (
+            f"time {label}: timed with the {clocks[1]} clock, the baseline with the "
+            f"{clocks[0]} clock: not compared (save the baseline with the same clock)"
+        )
     xs = _per_execution(base["times"], base["sizes"])
     ys = _per_execution(now["times"], now["sizes"])
-    a, b = _median(xs), _median(ys)
-    if a <= 0 or min(ys) <= 0:
+    if not xs or not ys:
         return None
-    change = b / a - 1
-    if len(xs) >= 2 and len(ys) >= 2:
-        from .compare import small_sample_test
-
-        # The sorted n m differences: measure's batches are few (10 by default).
-        _, low, high, p = small_sample_test(xs[:500], ys[:500], 0.95)
-        if p >= 0.05 or change <= threshold:
-            return None
-        return (
-            f"time {label}: {format_duration(b)} per run, was {format_duration(a)}: "
-            f"{change:+.1%} [{low:+.1%}, {high:+.1%}], p = {p:.2g} over {len(xs)} and "
-            f"{len(ys)} batches (significant, above the {threshold:.0%} threshold)"
+    speed = _speed(base, now)
+    if speed is not None:  # the machine's speed of each session taken out
+        ys = [y / speed for y in ys]
+    d = judge(xs, ys, weaker=True, clock=clocks[0])
+    state, runs = gate(d, threshold, strict=False)
+    if not d.tested and state == UNDECIDED and _clearly_worse(xs, ys, threshold):
+        state = REGRESSED
+    if state not in (REGRESSED, UNDECIDED) or d.change is None:
+        return None
+    a, b = statistics.median(xs), statistics.median(ys)
+    head = f"time {label}: {format_duration(b)} per run, was {format_duration(a)}: {d.change:+.1%}"
+    if d.tested:
+        head += (
+            f" [{d.low:+.1%}, {d.high:+.1%}], p = {d.p_value:.2g} over {len(xs)} and "
+            f"{len(ys)} batches"
         )
-    if change <= threshold or b - a <= TIME_FLOOR:
-        return None
-    return (
-        f"time {label}: {format_duration(b)}, was {format_duration(a)}: {change:+.1%}, above "
-        f"the plain {threshold:.0%} threshold (one run on a side: significance not judged)"
+    if state == REGRESSED and not d.tested:
+        return state, (
+            f"{head}: more than doubled (and by {TIME_FLOOR * 1e3:g} ms), above the "
+            f"{threshold:.0%} threshold (one run on a side: significance not judged, weaker "
+            "evidence)"
+        )
+    if state == REGRESSED:
+        return (
+            state,
+            f"{head} (significant, above the {threshold:.0%} threshold; weaker evidence: one "
+            "session a side)",
+        )
+    why = "not significant" if d.tested else "a single run on a side: significance not judged"
+    more = (
+        f"; about {runs} batches a side would decide it"
+        if runs
+        else ("; measure it with monitor_time.measure to judge it" if not d.tested else "")
     )
+    return state, f"{head}: undecided, above the {threshold:.0%} threshold but {why}{more}"
+
+
+def _speed(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
+    """How much slower the machine was now than for the baseline (the ratio of the
+    reference work's times beside the two figures), None when a side lacks it."""
+    a, b = base.get("reference"), now.get("reference")
+    ok = all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in (a, b))
+    return float(b) / float(a) if ok else None  # type: ignore[arg-type]
+
+
+def _clearly_worse(xs: Sequence[float], ys: Sequence[float], threshold: float) -> bool:
+    """A block timed once that more than doubled (see :data:`SINGLE_RUN_CHANGE`)."""
+    a, b = statistics.median(xs), statistics.median(ys)
+    return b > a * (1 + max(SINGLE_RUN_CHANGE, threshold)) and b - a > TIME_FLOOR
 
 
 def _memory_regression(
     label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
-) -> str | None:
+) -> tuple[str, str] | None:
     a = max(float(base["peak"]) - float(base["begin"]), 0.0)
     b = max(float(now["peak"]) - float(now["begin"]), 0.0)
     if b - a <= MEMORY_FLOOR or (a > 0 and b / a - 1 <= threshold):
         return None
     change = f"{b / a - 1:+.1%}" if a > 0 else "from nothing"
-    return (
+    return REGRESSED, (
         f"memory {label}: increase {format_bytes(b)}, was {format_bytes(a)}: {change}, above "
-        f"the plain {threshold:.0%} threshold (one run on a side: significance not judged)"
+        f"the plain {threshold:.0%} threshold (one run on a side: significance not judged, "
+        "weaker evidence)"
     )
 
 

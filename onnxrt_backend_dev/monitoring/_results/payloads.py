@@ -5,8 +5,12 @@ what the command measured: the raw figures, never only the summary.
 * :func:`memory_data`: the peaks of ``spy`` (one run, or several merged);
 * :func:`profile_data`: cProfile stats dictionaries of one or several runs, the functions
   aligned across runs;
+* :func:`sampled_data` / :func:`merge_sampled`: the stacks of a sampled profile
+  (``_sampling.model.SampledProfile``: its stacks and per-thread totals) of one or
+  several runs, and :func:`sampled_profile` the model back from them, to render;
 * :func:`report_data`: the parts of a report;
-* :func:`run_data`: the per-function figures of the ``run`` command's reports.
+* :func:`run_data`: the per-function figures and call paths of the ``run`` command's
+  reports.
 """
 
 from __future__ import annotations
@@ -155,6 +159,7 @@ def profile_data(
         "functions": [list(k) for k in index],
         "wall": [float(wall) for _, wall in runs],
         **_columns([stats for stats, _ in runs], index, memory),
+        **_edges([stats for stats, _ in runs], index),
     }
     if main is not None:
         data["main"] = str(main)
@@ -195,6 +200,49 @@ def _columns(
     return columns
 
 
+def _edge_figures(stats: Mapping[Any, Any], index: Mapping[tuple[str, int, str], int]) -> Any:
+    """``((caller index, callee index), seconds)`` of each edge of one run's stats."""
+    for func, figures in stats.items():
+        j = index.get(_key(func))
+        callers = figures[4] if len(figures) > 4 else None
+        if j is None or not isinstance(callers, Mapping):
+            continue
+        for caller, value in callers.items():
+            i = index.get(_key(caller)) if isinstance(caller, tuple) else None
+            if i is not None and isinstance(value, tuple) and len(value) >= 4:
+                yield (i, j), float(value[3])
+
+
+# An edge is saved when it holds at least this share of its run's profiled time in one
+# run at least: half the smallest share a comparison tests by default (a
+# 20,000-function profile has 220,000 edges, almost all of them far below it).
+MIN_EDGE_SHARE = 5e-4
+
+
+def _edges(
+    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int]
+) -> dict[str, list[Any]]:
+    """cProfile's call paths of length two: for each (caller, callee) holding at least
+    :data:`MIN_EDGE_SHARE` of a run, the callee's inclusive time when that caller called
+    it, edge-major (nanoseconds)."""
+    edges: dict[tuple[int, int], int] = {}
+    per_run = [list(_edge_figures(stats, index)) for stats in runs]
+    for stats, figures in zip(runs, per_run, strict=True):
+        total = math.fsum(float(v[2]) for v in stats.values() if len(v) > 2)
+        least = MIN_EDGE_SHARE * total
+        for edge, seconds in figures:
+            if seconds >= least:
+                edges.setdefault(edge, len(edges))
+    count = len(runs)
+    times = [0.0] * (len(edges) * count)
+    for r, figures in enumerate(per_run):
+        for edge, seconds in figures:
+            e = edges.get(edge)
+            if e is not None:
+                times[e * count + r] += seconds
+    return {"edges": [list(e) for e in edges], "edge_ns": _integers("edge", times, 1e9)}
+
+
 def _integers(name: str, values: list[float], scale: float) -> list[int]:
     """``round(x * scale)`` of each value (in C: map), refusing NaN and infinities."""
     try:
@@ -219,6 +267,35 @@ def report_data(
     data = {k: dict(v) for k, v in parts.items() if v is not None}
     check_report("data", data)
     return data
+
+
+def _is_fold(site: Any) -> bool:
+    """A tree row standing for folded rows (``12 more``), no function."""
+    return not site.file and int(site.line) == 0 and str(site.function).endswith(" more")
+
+
+def _tree_paths(
+    report: Any, index: dict[tuple[str, int, str], int]
+) -> dict[tuple[int, ...], list[float]]:
+    """The report's call tree as paths of function indices (outermost first) and the
+    seconds inside each, callees included, and its own seconds; folded rows and their
+    subtrees left out, the functions added to ``index`` when new. The rows come in
+    pre-order, each naming its parent's index: one pass, no recursion."""
+    paths: dict[tuple[int, ...], list[float]] = {}
+    row_path: list[tuple[int, ...] | None] = []
+    for row in getattr(report, "tree", ()):
+        parent = row_path[row.parent] if 0 <= row.parent < len(row_path) else ()
+        if parent is None or _is_fold(row.site):
+            row_path.append(None)
+            continue
+        key = (str(row.site.file), int(row.site.line), str(row.site.function))
+        path = (*parent, index.setdefault(key, len(index)))
+        row_path.append(path)
+        if len(path) <= 1024:
+            figures = paths.setdefault(path, [0.0, 0.0])
+            figures[0] += max(float(row.time), 0.0)
+            figures[1] += max(float(row.self_time), 0.0)
+    return paths
 
 
 def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[str, Any]:
@@ -265,14 +342,189 @@ def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
         for row in report.functions:
             key = (str(row.site.file), int(row.site.line), str(row.site.function))
             index.setdefault(key, len(index))
+    trees = [_tree_paths(report, index) for report in reports]
+    paths: dict[tuple[int, ...], int] = {}
+    for tree in trees:
+        for path in tree:
+            paths.setdefault(path, len(paths))
     interval = float(reports[0].interval) if reports else 0.0
+    runs = [_run_entry(report, index) for report in reports]
+    for run, tree in zip(runs, trees, strict=True):
+        times, own = [0.0] * len(paths), [0.0] * len(paths)
+        for path, (seconds, alone) in tree.items():
+            times[paths[path]] = seconds
+            own[paths[path]] = alone
+        run["path_time"] = times
+        run["path_self"] = own
     data: dict[str, Any] = {
         "sampler": "ticks",
         "interval": interval if interval > 0 else 0.005,
         "functions": [list(k) for k in index],
-        "runs": [_run_entry(report, index) for report in reports],
+        "paths": [list(p) for p in paths],
+        "runs": runs,
     }
     if main is not None:
         data["main"] = str(main)
     check_run("data", data)
     return data
+
+
+# The function a thread other than the main one roots its stacks at.
+THREAD_FILE = "<thread>"
+
+
+def _sampled_stacks(profile: Any) -> Any:
+    """``(stack as (file, line, name) tuples, [wall, cpu, samples])`` of a profile, each
+    thread other than the main one rooted at its own function."""
+    for thread in profile.threads:
+        root = () if thread.is_main else ((THREAD_FILE, 0, str(thread.name)),)
+        for frames, totals in profile.thread_stacks(thread):
+            if not frames and thread.is_main:
+                continue
+            stack = root + tuple((str(f.file), int(f.first_line), str(f.name)) for f in frames)
+            yield stack, totals
+
+
+def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, Any]:
+    """The payload of a sampled profile, one run per model.
+
+    :param profiles: ``_sampling.model.SampledProfile`` of each run (at least one); read
+        through their public shape only: ``threads`` (``is_main``, ``name``),
+        ``thread_stacks`` (frames ``name``, ``file``, ``first_line``; totals ``[wall,
+        cpu, samples]``), ``interval``, ``timer``, ``duration``, ``cpu_known``
+    :param main: the file of the program's script
+    :return: the payload, checked (see :mod:`.schema`)
+    """
+    functions: dict[tuple[str, int, str], int] = {}
+    stacks: dict[tuple[int, ...], int] = {}
+    per_run: list[dict[int, list[float]]] = []
+    for profile in profiles:
+        sums: dict[int, list[float]] = {}
+        for stack, totals in _sampled_stacks(profile):
+            ids = tuple(functions.setdefault(f, len(functions)) for f in stack)
+            sid = stacks.setdefault(ids, len(stacks))
+            acc = sums.setdefault(sid, [0.0, 0.0, 0.0])
+            for k in range(3):
+                acc[k] += max(float(totals[k]), 0.0)
+        per_run.append(sums)
+    runs = len(profiles)
+    columns = [[0.0] * (len(stacks) * runs) for _ in range(3)]
+    for r, sums in enumerate(per_run):
+        for sid, acc in sums.items():
+            for k in range(3):
+                columns[k][sid * runs + r] = acc[k]
+    cpu = all(bool(getattr(p, "cpu_known", False)) for p in profiles)
+    data: dict[str, Any] = {
+        "profiler": "sampled",
+        "timer": "cpu" if cpu else "wall",
+        "sampler": str(profiles[0].timer) if profiles else "",
+        "interval": float(profiles[0].interval) if profiles else 0.002,
+        "functions": [list(f) for f in functions],
+        "stacks": [list(s) for s in stacks],
+        "wall": [max(float(p.duration), 1e-9) for p in profiles],
+        "stack_wall_ns": _integers("wall", columns[0], 1e9),
+        "stack_cpu_ns": _integers("cpu", columns[1], 1e9),
+        "stack_samples": _integers("samples", columns[2], 1.0),
+    }
+    if main is not None:
+        data["main"] = str(main)
+    check_profile("data", data)
+    return data
+
+
+def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One payload of the runs of several sampled payloads (each of one run or more),
+    their functions and stacks re-indexed.
+
+    :param parts: checked sampled payloads
+    :return: the payload, checked
+    """
+    functions: dict[tuple[str, int, str], int] = {}
+    stacks: dict[tuple[int, ...], int] = {}
+    runs: list[dict[int, list[int]]] = []
+    walls: list[float] = []
+    for part in parts:
+        n = len(part["wall"])
+        fmap = [
+            functions.setdefault((str(f[0]), int(f[1]), str(f[2])), len(functions))
+            for f in part["functions"]
+        ]
+        local = [dict[int, list[int]]() for _ in range(n)]
+        for j, stack in enumerate(part["stacks"]):
+            sid = stacks.setdefault(tuple(fmap[i] for i in stack), len(stacks))
+            for r in range(n):
+                k = j * n + r
+                figures = [part[c][k] for c in ("stack_wall_ns", "stack_cpu_ns", "stack_samples")]
+                acc = local[r].setdefault(sid, [0, 0, 0])
+                for c in range(3):
+                    acc[c] += figures[c]
+        runs.extend(local)
+        walls.extend(float(w) for w in part["wall"])
+    count = len(runs)
+    columns = [[0] * (len(stacks) * count) for _ in range(3)]
+    for r, sums in enumerate(runs):
+        for sid, acc in sums.items():
+            for c in range(3):
+                columns[c][sid * count + r] = acc[c]
+    first = parts[0]
+    data: dict[str, Any] = {
+        "profiler": "sampled",
+        "timer": "cpu" if all(p.get("timer") == "cpu" for p in parts) else "wall",
+        "sampler": first.get("sampler", ""),
+        "interval": first["interval"],
+        "functions": [list(f) for f in functions],
+        "stacks": [list(s) for s in stacks],
+        "wall": walls,
+        "stack_wall_ns": columns[0],
+        "stack_cpu_ns": columns[1],
+        "stack_samples": columns[2],
+    }
+    if "main" in first:
+        data["main"] = first["main"]
+    check_profile("data", data)
+    return data
+
+
+def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
+    """The ``SampledProfile`` of a sampled payload, its runs added up (to render what a
+    saved profile holds).
+
+    :param data: a checked sampled payload
+    :param program: what ran, for the headers
+    :return: the model
+    """
+    from .._sampling.frames import SampledFrame
+    from .._sampling.model import SampledProfile, ThreadProfile
+
+    frames = [SampledFrame(str(f[2]), str(f[0]), int(f[1]), int(f[1])) for f in data["functions"]]
+    n = len(data["wall"])
+    stacks: list[tuple[Any, ...]] = []
+    threads: dict[str, ThreadProfile] = {}
+    for j, ids in enumerate(data["stacks"]):
+        first = data["functions"][ids[0]]
+        name = str(first[2]) if first[0] == THREAD_FILE else "MainThread"
+        body = ids[1:] if first[0] == THREAD_FILE else ids
+        thread = threads.get(name)
+        if thread is None:
+            thread = threads[name] = ThreadProfile(len(threads), name, name == "MainThread", {})
+        stacks.append(tuple(frames[i] for i in body))
+        figures = [
+            sum(data[c][j * n : (j + 1) * n]) / (1e9 if c != "stack_samples" else 1.0)
+            for c in ("stack_wall_ns", "stack_cpu_ns", "stack_samples")
+        ]
+        thread.totals[len(stacks) - 1] = figures
+    ordered = sorted(threads.values(), key=lambda t: not t.is_main)
+    samples = int(sum(data["stack_samples"]))
+    cpu = sum(data["stack_cpu_ns"]) / 1e9
+    return SampledProfile(
+        stacks=stacks,
+        threads=ordered,
+        interval=float(data["interval"]),
+        timer=str(data.get("sampler") or "prof"),
+        duration=sum(data["wall"]),
+        cpu_time=cpu,
+        samples=samples,
+        notes=[f"{n} runs added up"] if n > 1 else [],
+        program=program,
+        cpu_known=data.get("timer") == "cpu",
+    )

@@ -1,187 +1,404 @@
-"""Renderers of a :class:`.compare.ResultComparison`: text (sorted by significance and
-size, ``+12.3 % ± 2.1``), JSON (one entry per compared figure) and a self-contained HTML
-table coloured by change, where only significant changes are coloured. Every text that
-comes from a file (function names, paths) is escaped for the page."""
+"""Renderers of a :class:`.compare.ResultComparison`: text, JSON and a self-contained
+HTML page, each opening with the verdict.
+
+The text and the page hold the same sections, ``top`` rows each: the run as a whole
+(time, peak; a timing's statements; a memory's channels), where the changes start (call
+paths), the functions (own and inclusive time, after the run-wide factor), their memory
+growth (``run`` results). What is not shown is folded into one line per section saying
+how many rows and why (below the share tested, only in A or B, not significant). The page
+adds a differential flame graph (:mod:`.flame`). Every text that comes from a file
+(function names, paths, the names of the results) is escaped for the page; names are
+shown on one line (a newline or a NUL in a crafted name as ``\\n``, ``\\x00``).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from .._format import format_bytes, format_duration, one_line
 from .._html import text as escape_text
-from .compare import Change, ResultComparison
+from .change import EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
+from .compare import ResultComparison, Verdict, format_change, label
+from .keys import clean
+
+__all__ = ["format_change", "label", "to_html", "to_json", "to_text"]
 
 COMPARISON_SCHEMA = "onnxrt-monitoring-comparison"
-COMPARISON_VERSION = 1
-# Rows of the text view unless asked otherwise.
+COMPARISON_VERSION = 2
+# Rows of each section unless asked otherwise.
 TOP = 25
-
-
-def format_change(c: Change) -> str:
-    """``+12.3 % ± 2.1`` (the interval's half width in points), ``+12.3 %`` untested."""
-    if c.change is None:
-        return "new" if c.note == "only in B" else "n/a"
-    text = f"{c.change * 100:+.1f} %"
-    if c.tested and c.ci_low is not None and c.ci_high is not None:
-        text += f" ± {(c.ci_high - c.ci_low) * 50:.1f}"
-    return text
+DEFAULT_ABOVE = 0.05
 
 
 def _amount(c: Change, side: dict[str, float]) -> str:
-    if c.figure == "growth":  # a function's memory growth (run results)
-        return f"{format_bytes(side['growth'])} ({side['growth_share'] * 100:.1f} %)"
-    if "share" in side:  # a function: tested on its share, or paired on its time
-        return f"{side['share'] * 100:.2f} % ({format_duration(side['time'])})"
+    if c.figure in (OWN, INCLUSIVE, PATH) and not side.get("time"):
+        return "—"
+    if c.figure == GROWTH:
+        return format_bytes(side.get("growth", 0.0))
     if c.figure == "peak":
-        return format_bytes(side["peak"])
-    if c.figure == "wall":
-        return format_duration(side["wall"])
-    return format_duration(side["median"])
+        return format_bytes(side.get("peak", 0.0))
+    if c.figure == "time":  # a timed statement: seconds per execution
+        return format_duration(side.get("median", 0.0))
+    if c.figure in ("wall", "cpu"):
+        return format_duration(side.get(c.figure, 0.0))
+    return format_duration(side.get("time", 0.0))
 
 
-def label(c: Change) -> str:
-    """``file:line(function)`` for a function (``memory: file:line(function)`` for its
-    memory growth), the name otherwise."""
-    if c.file is None:
-        return f"{c.section}: {c.function}"
-    where = f"{c.file}:{c.line}({c.function})"
-    return f"memory: {where}" if c.figure == "growth" else where
-
-
-def _verdict(c: Change) -> str:
+def _mark(c: Change) -> str:
     if c.significant:
         return "*"
     return "" if c.tested else "-"
 
 
+def _sections(cmp: ResultComparison) -> dict[str, list[Change]]:
+    """The changes by section, each ordered (listed changes first, by impact)."""
+    out: dict[str, list[Change]] = {"whole": [], "origins": [], "functions": [], "growth": []}
+    out["through"] = []
+    for c in cmp.ordered():
+        if c.file is None:
+            out["whole"].append(c)
+        elif c.figure == PATH:
+            if c.role == ORIGIN:
+                out["origins"].append(c)
+            elif c.role == EXPLAINED:
+                out["through"].append(c)
+        elif c.figure == GROWTH:
+            out["growth"].append(c)
+        elif c.figure == OWN:
+            out["functions"].append(c)
+    inclusive = _inclusive(cmp)
+    out["functions"].sort(key=lambda c: _function_rank(c, inclusive.get(_fkey(c))))
+    return out
+
+
+def _fkey(c: Change) -> tuple[str | None, int | None, str]:
+    return (c.file, c.line, c.function)
+
+
+def _function_rank(own: Change, inc: Change | None) -> tuple[bool, bool, float]:
+    """Listed changes first, then significant ones, then by time in the run."""
+    sig = own.significant or (inc is not None and inc.significant)
+    size = max(own.a.get("time", 0.0), own.b.get("time", 0.0))
+    if inc is not None:
+        size = max(size, inc.a.get("time", 0.0), inc.b.get("time", 0.0))
+    return (not own.verdict, not sig, -size)
+
+
+def _inclusive(cmp: ResultComparison) -> dict[tuple[str | None, int | None, str], Change]:
+    return {(c.file, c.line, c.function): c for c in cmp.changes if c.figure == INCLUSIVE}
+
+
+def fold_line(rows: Sequence[Change], what: str) -> str:
+    """One line for the rows not shown: how many, and why (``12 more functions: 9 below
+    the 0.1 % share tested, 3 only in A or B; none significant``).
+
+    :param rows: the rows left out
+    :param what: what they are (``functions``)
+    :return: the line, empty when there is none
+    """
+    if not rows:
+        return ""
+    reasons: dict[str, int] = {}
+    for c in rows:
+        why = (
+            c.note if c.note and not c.tested else ("not significant" if not c.significant else "")
+        )
+        why = "only in A or B" if why in ("only in A", "only in B") else why
+        why = why or "significant, beyond the rows shown"
+        reasons[why] = reasons.get(why, 0) + 1
+    parts = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    sig = sum(1 for c in rows if c.significant)
+    tail = "none significant" if not sig else f"{sig} significant"
+    return f"... {len(rows)} more {what}: {parts}; {tail}"
+
+
+def _shown(rows: list[Change], top: int) -> tuple[list[Change], list[Change]]:
+    """The first ``top`` rows (every listed change among them), and the rest."""
+    listed = [c for c in rows if c.verdict]
+    others = [c for c in rows if not c.verdict]
+    keep = max(top - len(listed), 0)
+    return listed + others[:keep], others[keep:]
+
+
 def _header(cmp: ResultComparison) -> list[str]:
     what = "processes" if cmp.kind == "timing" else "runs"  # a timing's runs: processes
     lines = [
-        f"A {cmp.names[0]} -> B {cmp.names[1]} ({cmp.kind}; {what} {cmp.runs[0]} and "
-        f"{cmp.runs[1]}; {cmp.confidence:.0%} intervals, {cmp.correction}-corrected "
-        f"at alpha {cmp.alpha:g})"
+        f"A {clean(cmp.names[0])} -> B {clean(cmp.names[1])} ({cmp.kind}; {what} "
+        f"{cmp.runs[0]} and {cmp.runs[1]}; {cmp.confidence:.0%} intervals, "
+        f"{cmp.correction}-corrected at alpha {cmp.alpha:g})"
     ]
+    lines.extend(f"warning: {w}" for w in cmp.warnings)
     lines.extend(f"note: {n}" for n in cmp.notes)
     return lines
 
 
-def to_text(cmp: ResultComparison, top: int = TOP) -> str:
-    """The comparison as text: significant changes first, each group by size.
+def _whole_rows(rows: list[Change]) -> list[str]:
+    lines = [f"  {'change':>16} sig {'A':>11} {'B':>11}  what"]
+    for c in rows:
+        note = f"  [{c.note}]" if c.note else ""
+        lines.append(
+            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>11} "
+            f"{_amount(c, c.b):>11}  {label(c)}{note}"
+        )
+    return lines
+
+
+def _origin_rows(rows: list[Change], top: int) -> list[str]:
+    shown, rest = _shown(rows, top)
+    lines = [f"  {'change':>16} sig {'A':>11} {'B':>11}  call path"]
+    for c in shown:
+        where = f"  ({_place(c)})" if c.file else ""
+        lines.append(
+            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>11} "
+            f"{_amount(c, c.b):>11}  {label(c)}{where}"
+        )
+    fold = fold_line(rest, "paths where a change starts")
+    return [*lines, f"  {fold}"] if fold else lines
+
+
+def _place(c: Change) -> str:
+    from .keys import display_name
+
+    name = display_name(c.file or "", c.line or 0, c.function)
+    return name[len(clean(c.function)) + 2 : -1] if name.endswith(")") else name
+
+
+def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -> list[str]:
+    shown, rest = _shown(rows, top)
+    lines = [
+        f"  {'own change':>16} sig {'A own':>10} {'B own':>10} {'inclusive':>16} sig  function"
+    ]
+    for c in shown:
+        inc = inclusive.get(_fkey(c))
+        inc_text = format_change(inc) if inc is not None else ""
+        inc_mark = _mark(inc) if inc is not None else ""
+        verdict = f"  [{c.verdict}]" if c.verdict else _only(c)
+        lines.append(
+            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>10} {_amount(c, c.b):>10} "
+            f"{inc_text:>16} {inc_mark:^3}  {label(c)}{verdict}"
+        )
+    fold = fold_line(rest, "functions")
+    return [*lines, f"  {fold}"] if fold else lines
+
+
+def _only(c: Change) -> str:
+    return f"  [{c.note}]" if c.note in ("only in A", "only in B") else ""
+
+
+def _growth_rows(rows: list[Change], top: int) -> list[str]:
+    shown, rest = _shown(rows, top)
+    lines = [f"  {'change (of rise)':>16} sig {'A':>10} {'B':>10}  function"]
+    for c in shown:
+        lines.append(
+            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>10} "
+            f"{_amount(c, c.b):>10}  {label(c)}{_only(c)}"
+        )
+    fold = fold_line(rest, "functions")
+    return [*lines, f"  {fold}"] if fold else lines
+
+
+def _through_line(rows: list[Change]) -> str:
+    if not rows:
+        return ""
+    names = ", ".join(label(c) for c in rows[:4])
+    more = f" and {len(rows) - 4} more" if len(rows) > 4 else ""
+    return (
+        f"  ({len(rows)} significant path(s) the changes only run through, their callees "
+        f"carrying the change: {names}{more})"
+    )
+
+
+def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE) -> str:
+    """The comparison as text: the verdict first, then each section, ``top`` rows each.
 
     :param cmp: the comparison
-    :param top: rows shown at most (the significant ones always are)
+    :param top: rows of each section (the changes listed as worse or better always are)
+    :param above: the gate's threshold, a fraction, for the verdict
     :return: the text
     """
-    rows = cmp.ordered()
-    shown = [c for i, c in enumerate(rows) if c.significant or i < top]
-    lines = _header(cmp)
-    lines.append("")
-    lines.append(f"  {'change':>16} sig {'A':>22} {'B':>22}  what")
-    for c in shown:
-        note = f"  [{c.note}]" if c.note and not c.tested else ""
-        lines.append(
-            f"  {format_change(c):>16} {_verdict(c):^3} {_amount(c, c.a):>22} "
-            f"{_amount(c, c.b):>22}  {label(c)}{note}"
-        )
-    if len(rows) > len(shown):
-        lines.append(f"  ... {len(rows) - len(shown)} more, none significant")
-    lines.append("")
-    significant = [c for c in rows if c.significant]
-    worse = sum(1 for c in significant if (c.change or 0) > 0)
-    if not cmp.judged:
-        one = "process" if cmp.kind == "timing" else "run"
-        lines.append(f"verdict: significance not judged (a single {one} on a side)")
-    else:
-        lines.append(
-            f"verdict: {len(significant)} significant change(s): {worse} worse, "
-            f"{len(significant) - worse} better ('*' significant, '-' not tested)"
-        )
+    verdict = cmp.verdict(above)
+    sections = _sections(cmp)
+    lines = [f"verdict: {verdict.text}", *_header(cmp), ""]
+    lines += _whole_rows(sections["whole"])
+    if sections["origins"] or sections["through"]:
+        lines += ["", "where the changes start (inclusive time of each call path):"]
+        lines += _origin_rows(sections["origins"], top) if sections["origins"] else ["  none"]
+        through = _through_line(sections["through"])
+        lines += [through] if through else []
+    if sections["functions"]:
+        lines += ["", "functions (own time; inclusive beside), after the run-wide factor:"]
+        lines += _function_rows(sections["functions"], _inclusive(cmp), top)
+    if sections["growth"]:
+        lines += ["", "memory growth while each function ran (change in % of A's rise):"]
+        lines += _growth_rows(sections["growth"], top)
+    lines += ["", "('*' significant, '-' not tested)"]
     return "\n".join(map(one_line, lines)) + "\n"  # names from the result files
 
 
-def to_json(cmp: ResultComparison, regressions: list[Change] | None = None) -> str:
-    """The comparison as JSON: its settings, notes, and ``entries`` (one per figure, with
-    ``function``, ``file``, ``line``, ``a``, ``b``, ``change``, ``ci_low``, ``ci_high``,
-    ``significant``...).
+def to_json(
+    cmp: ResultComparison, regressions: list[Change] | None = None, above: float = DEFAULT_ABOVE
+) -> str:
+    """The comparison as JSON: the verdict, its settings, notes, and ``entries`` (one
+    per figure, with ``function``, ``file``, ``line``, ``figure``, ``path``, ``role``,
+    ``a``, ``b``, ``change``, ``ci_low``, ``ci_high``, ``significant``, ``verdict``...).
 
     :param cmp: the comparison
-    :param regressions: the regressions beyond the gate's threshold, listed by label
+    :param regressions: the regressions beyond the gate's threshold (the verdict's when
+        None)
+    :param above: the gate's threshold, a fraction
     :return: the JSON text
     """
+    verdict = cmp.verdict(above)
+    found = list(verdict.regressions) if regressions is None else regressions
     doc: dict[str, Any] = {
         "schema": COMPARISON_SCHEMA,
         "version": COMPARISON_VERSION,
+        "verdict": {
+            "state": verdict.state,
+            "exit_code": verdict.exit_code,
+            "text": verdict.text,
+            "above": above,
+            "runs_needed": verdict.runs_needed,
+        },
         **cmp.to_dict(entries=False),
+        "regressions": [label(c) for c in found],
     }
-    if regressions is not None:
-        doc["regressions"] = [label(c) for c in regressions]
     # One entry a line: readable, and written by json's C encoder (indent= is pure Python,
-    # ten times slower on 20,000 functions). Each entry is encoded from the change's own
-    # fields (vars: the dataclass's dictionary, read only), not a copy of them.
+    # ten times slower on 20,000 functions).
     head = json.dumps(doc, allow_nan=False)[:-1]
-    # One encoder (dumps makes one a call), without the cycle check: the entries are
-    # plain dicts built here, and checking each container costs a fifth of the time.
     encode = json.JSONEncoder(allow_nan=False, check_circular=False).encode
-    rows = ",\n".join(map(encode, map(vars, cmp.ordered())))
+    rows = ",\n".join(map(encode, (c.to_dict() for c in cmp.ordered())))
     return head + ', "entries": [\n' + rows + "\n]}\n"
 
 
+def esc(text: object) -> str:
+    """Text for an HTML page, quotes included, on one line.
+
+    :param text: anything
+    :return: the escaped text
+    """
+    return escape_text(clean(str(text)))
+
+
 _STYLE = """
-body{font:13px system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;width:100%}
+body{font:13px system-ui,sans-serif;margin:0;color:#222}
+main{padding:0 1.5em 1.5em}
+.banner{padding:14px 1.5em;font-size:16px;font-weight:600;color:#fff}
+.banner.regressed{background:#c62828}.banner.undecided{background:#b26a00}
+.banner.unchanged,.banner.improved{background:#2e7d32}
+.banner small{display:block;font-weight:400;font-size:12px;opacity:.9;margin-top:3px}
+.cols{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
+.cols>div{flex:1 1 420px;min-width:0}.cols>div:last-child{flex:1.5 1 640px}
+table{font-size:12px}
+table{border-collapse:collapse;width:100%;margin-bottom:1em}
 th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
-td.what,th.what{text-align:left;white-space:normal;font-family:monospace}
-th{background:#f3f3f3;position:sticky;top:0}
+td.what,th.what{text-align:left;white-space:normal;font-family:monospace;overflow-wrap:anywhere;
+min-width:16em}
+th{background:#f3f3f3}
 tr.worse td.chg{background:#f8c9c4;font-weight:bold}
-tr.better td.chg{background:#c8ecc9;font-weight:bold}
-tr.worse td.what{border-left:4px solid #d33}
-tr.better td.what{border-left:4px solid #2a2}
+tr.better td.chg{background:#c8dcf8;font-weight:bold}
+tr.worse td.what{border-left:4px solid #d33;font-weight:bold}
+tr.better td.what{border-left:4px solid #36c;font-weight:bold}
 tr.untested{color:#888}
-.note{color:#555}
-.key span{display:inline-block;padding:1px 8px;margin-right:8px}
+.note{color:#555;margin:2px 0}.warn{color:#8a4b00;margin:2px 0}
+h2{font-size:15px;margin:1.2em 0 .4em}
+.fold{color:#666;font-style:italic}
 """
 
 
-def _row(c: Change) -> str:
-    cls = ("worse" if (c.change or 0) > 0 else "better") if c.significant else ""
-    cls = cls or ("" if c.tested else "untested")
+def _what(c: Change) -> str:
+    text = label(c)
+    if c.figure == PATH and c.file:
+        text += f" ({_place(c)})"
+    return text
+
+
+def _shows_note(c: Change) -> bool:
+    """A note worth a row: why a figure with time on a side was not tested."""
+    if not c.note or c.tested:
+        return False
+    return c.note.startswith("only in") or bool(c.a.get("time") or c.b.get("time"))
+
+
+def _row(c: Change, extra: str = "") -> str:
+    cls = c.verdict or ("" if c.tested else "untested")
     p = "" if c.p_adjusted is None else f"{c.p_adjusted:.2g}"
-    note = f' <span class="note">[{escape_text(c.note)}]</span>' if c.note and not c.tested else ""
+    note = f' <span class="note">[{esc(c.note)}]</span>' if _shows_note(c) else ""
     return (
-        f'<tr class="{cls}"><td class="chg">{escape_text(format_change(c))}</td>'
+        f'<tr class="{cls}"><td class="what">{esc(_what(c))}{note}</td>'
+        f'<td class="chg">{esc(format_change(c))}</td>'
         f"<td>{'yes' if c.significant else ''}</td><td>{p}</td>"
-        f"<td>{escape_text(_amount(c, c.a))}</td><td>{escape_text(_amount(c, c.b))}</td>"
-        f'<td class="what">{escape_text(label(c))}{note}</td></tr>'
+        f"<td>{esc(_amount(c, c.a))}</td><td>{esc(_amount(c, c.b))}</td>{extra}</tr>"
     )
 
 
-def to_html(cmp: ResultComparison, top: int = 500) -> str:
-    """The comparison as a self-contained HTML page: a table ordered as the text, only
-    significant changes coloured (red worse, green better).
+_HEAD = (
+    "<tr><th class='what'>what</th><th>change (B/A - 1)</th><th>significant</th>"
+    "<th>p (Holm)</th><th>A</th><th>B</th>"
+)
+
+
+def _table(title: str, rows: list[Change], top: int, what: str, inclusive: Any = None) -> str:
+    if not rows:
+        return ""
+    shown, rest = _shown(rows, top)
+    extra_head = "<th>inclusive</th>" if inclusive is not None else ""
+    body = []
+    for c in shown:
+        extra = ""
+        if inclusive is not None:
+            inc = inclusive.get(_fkey(c))
+            extra = f"<td>{esc(format_change(inc)) if inc is not None else ''}</td>"
+        body.append(_row(c, extra))
+    fold = fold_line(rest, what)
+    tail = f'<p class="fold">{esc(fold)}</p>' if fold else ""
+    return (
+        f"<h2>{esc(title)}</h2><table>{_HEAD}{extra_head}</tr>" + "".join(body) + f"</table>{tail}"
+    )
+
+
+def _banner(verdict: Verdict, cmp: ResultComparison) -> str:
+    sub = f"A {cmp.names[0]} → B {cmp.names[1]}"
+    return (
+        f'<div class="banner {esc(verdict.state)}">{esc(verdict.text)}'
+        f"<small>{esc(sub)}</small></div>"
+    )
+
+
+def to_html(cmp: ResultComparison, top: int = 100, above: float = DEFAULT_ABOVE) -> str:
+    """The comparison as a self-contained HTML page: the verdict in a banner, the
+    differential flame graph beside the tables (only significant changes coloured: red
+    worse, blue better).
 
     :param cmp: the comparison
-    :param top: rows shown at most (the significant ones always are)
+    :param top: rows of each table (the listed changes always are)
+    :param above: the gate's threshold, a fraction
     :return: the page
     """
-    rows = cmp.ordered()
-    shown = [c for i, c in enumerate(rows) if c.significant or i < top]
-    head = "".join(f"<p class='note'>{escape_text(line)}</p>" for line in _header(cmp))
-    more = (
-        f"<p class='note'>... {len(rows) - len(shown)} more rows, none significant</p>"
-        if len(rows) > len(shown)
-        else ""
-    )
+    from .flame import flame_html
+
+    verdict = cmp.verdict(above)
+    sections = _sections(cmp)
+    notes = "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in cmp.warnings)
+    notes += "".join(f"<p class='note'>{esc(line)}</p>" for line in _header(cmp)[:1])
+    notes += "".join(f"<p class='note'>note: {esc(n)}</p>" for n in cmp.notes)
+    tables = (
+        _table("The run as a whole", sections["whole"], top, "figures")
+        + _table("Where the changes start (call paths)", sections["origins"], top, "paths")
+        + _table(
+            "Functions (own time, after the run-wide factor; inclusive beside)",
+            sections["functions"], top, "functions", _inclusive(cmp),
+        )
+        + _table("Memory growth while each function ran (% of A's rise)", sections["growth"],
+                 top, "functions")
+    )  # fmt: skip
+    flame = flame_html(cmp)
+    body = f"<div class='cols'><div>{flame}</div><div>{tables}</div></div>" if flame else tables
+    title = f"{cmp.names[0]} vs {cmp.names[1]}"
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{escape_text(cmp.names[0])} vs {escape_text(cmp.names[1])}</title>"
-        f"<style>{_STYLE}</style></head><body>"
-        f"<h1>Comparison</h1>{head}"
-        "<p class='key'><span style='background:#f8c9c4'>significantly worse</span>"
-        "<span style='background:#c8ecc9'>significantly better</span>"
-        "<span style='color:#888'>not tested</span> uncoloured: no significant change</p>"
-        "<table><tr><th>change (B/A - 1)</th><th>significant</th><th>p (Holm)</th>"
-        "<th>A</th><th>B</th><th class='what'>what</th></tr>"
-        + "".join(_row(c) for c in shown)
-        + f"</table>{more}</body></html>\n"
+        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
+        f"{_banner(verdict, cmp)}<main>{notes}{body}</main></body></html>\n"
     )

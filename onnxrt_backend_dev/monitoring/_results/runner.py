@@ -1,5 +1,6 @@
 """Runs programs several times in child processes, interleaved (A B A B ...), each run
-under cProfile when the program is Python, and turns the runs into a profile result.
+under the sampler (the default) or cProfile when the program is Python, and turns the
+runs into a profile result.
 
 A program is a command line: ``python old.py args``, ``python -m package args``, a
 script ``old.py`` (run with this interpreter) or any other command (timed, not
@@ -29,7 +30,14 @@ from .._errors import RunFailed, Stopped
 from .._profiling.load import read_profile_file
 from .._run.supervise import Supervisor
 from .._validate import check_choice, check_int, check_number
-from .payloads import memory_data, profile_data, report_data, timing_data, timing_series
+from .payloads import (
+    memory_data,
+    merge_sampled,
+    profile_data,
+    report_data,
+    timing_data,
+    timing_series,
+)
 
 # Run in the child: profiles the program, writes its stats and its wall time even when it
 # raises or exits, then exits with the program's code. Standard library only, so that
@@ -56,14 +64,37 @@ if timer == "cpu":
     prof = cProfile.Profile(getattr(time, "thread_time", time.process_time))
 else:
     prof = cProfile.Profile()
+def program():
+    # The program's code called as a function made from it, not through runpy's exec:
+    # cProfile keys every exec by one name, and importlib's exec of each imported module
+    # would share the program's callers (its tree would cut it between them).
+    import types
+    spec = None
+    if how == "module":
+        get = getattr(runpy, "_get_module_details", None)
+        if get is None:
+            return lambda: runpy.run_module(target, run_name="__main__", alter_sys=True)
+        _, spec, body = get(target)
+        name = spec.origin
+    elif os.path.isfile(target) and not target.endswith((".zip", ".pyz")):
+        with open(target, "rb") as f:
+            body = compile(f.read(), target, "exec")
+        name = target
+    else:  # a folder or an archive with a __main__.py
+        return lambda: runpy.run_path(target, run_name="__main__")
+    main = types.ModuleType("__main__")
+    main.__dict__.update(
+        __file__=name, __cached__=None, __builtins__=__builtins__, __spec__=spec,
+        __loader__=getattr(spec, "loader", None), __package__=getattr(spec, "parent", None))
+    sys.modules["__main__"] = main
+    sys.argv[0] = name
+    return types.FunctionType(body, main.__dict__)
 code = 0
 start = time.perf_counter()
-prof.enable()
 try:
-    if how == "module":
-        runpy.run_module(target, run_name="__main__", alter_sys=True)
-    else:
-        runpy.run_path(target, run_name="__main__")
+    run = program()
+    prof.enable()
+    run()
 except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 except BaseException:
@@ -81,8 +112,19 @@ with open(out + ".json", "w") as f:
 sys.exit(code)
 """
 
+# Run in the child of a sampled run: the package's sampler (see .sampled_child).
+SAMPLED_BOOT = (
+    "import sys\n"
+    "from onnxrt_backend_dev.monitoring._results.sampled_child import main\n"
+    "sys.exit(main(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], "
+    "sys.argv[6:]))\n"
+)
 # cProfile's clocks: the thread's CPU time, or the wall clock (cProfile's default).
 TIMERS = ("cpu", "wall")
+PROFILERS = ("sampled", "cprofile")
+# The sampler's interval in the runs of compare --a/--b and profile --repeat: 1 ms, twice
+# the samples of a single profile (a path's count varies as its square root).
+RUN_INTERVAL = 0.001
 # Seconds a killed run's process group has to end after SIGTERM before SIGKILL.
 _KILL_GRACE = 1.0
 # Characters of a failed run's standard error kept for the message.
@@ -103,6 +145,9 @@ class Program:
     :param how: ``path`` (a script) or ``module`` (``-m``)
     :param target: the script or the module
     :param args: the program's arguments
+    :param profiler: ``sampled`` (the sampler in the child) or ``cprofile``
+    :param interval: the sampler's seconds between samples
+    :param sampler: the sampler's timer (``prof``, ``real``, ``thread``)
     """
 
     command: tuple[str, ...]
@@ -110,6 +155,9 @@ class Program:
     how: str = "path"
     target: str = ""
     args: tuple[str, ...] = ()
+    profiler: str = "cprofile"
+    interval: float = RUN_INTERVAL
+    sampler: str = "prof"
 
     @property
     def profiled(self) -> bool:
@@ -124,6 +172,9 @@ class Program:
         """
         if self.python is None:
             return list(self.command)
+        if self.profiler == "sampled":
+            return [self.python, "-c", SAMPLED_BOOT, out, repr(self.interval), self.sampler,
+                    self.how, self.target, *self.args]  # fmt: skip
         return [self.python, "-c", _BOOT, out, timer, self.how, self.target, *self.args]
 
 
@@ -132,26 +183,37 @@ def _is_python(word: str) -> bool:
     return name.startswith("python") or word == sys.executable
 
 
-def parse_program(command: str | Sequence[str]) -> Program:
+def parse_program(
+    command: str | Sequence[str], profiler: str = "cprofile", interval: float = RUN_INTERVAL
+) -> Program:
     """Reads a program given as a command line.
 
     :param command: ``"python old.py -x"``, ``"python -m pkg"``, ``"old.py"`` or any command
+    :param profiler: how a Python program's runs are profiled, ``sampled`` or ``cprofile``
+    :param interval: the sampler's seconds between samples
     :return: the program
     :raises BadValue: an empty command, or ``python`` with nothing to run
     """
     from .._errors import BadValue
 
+    check_choice("profiler", profiler, PROFILERS)
     words = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
     if not words:
         raise BadValue(f"the program must be a command line, got {command!r}")
     if words[0].endswith(".py"):
-        return Program(tuple(words), sys.executable, "path", words[0], tuple(words[1:]))
+        return Program(
+            tuple(words), sys.executable, "path", words[0], tuple(words[1:]), profiler, interval
+        )
     if _is_python(words[0]):
         python = shutil.which(words[0]) or words[0]
         if len(words) >= 3 and words[1] == "-m":
-            return Program(tuple(words), python, "module", words[2], tuple(words[3:]))
+            return Program(
+                tuple(words), python, "module", words[2], tuple(words[3:]), profiler, interval
+            )
         if len(words) >= 2 and not words[1].startswith("-"):
-            return Program(tuple(words), python, "path", words[1], tuple(words[2:]))
+            return Program(
+                tuple(words), python, "path", words[1], tuple(words[2:]), profiler, interval
+            )
         if len(words) < 2:
             raise BadValue(f"the program {command!r} names python but nothing to run")
     return Program(tuple(words))
@@ -166,6 +228,7 @@ class Run:
     stats: dict[Any, Any] | None = None
     begin: float | None = None
     peak: float | None = None
+    sampled: dict[str, Any] | None = None
 
 
 @dataclass
@@ -228,6 +291,7 @@ def run_once(
     cwd: str | None = None,
     timer: str = "cpu",
     supervisor: Supervisor | None = None,
+    show_output: bool = False,
 ) -> Run | None:
     """Runs the program once in a child process.
 
@@ -237,6 +301,8 @@ def run_once(
     :param cwd: the folder it runs in
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (signals, janitor), None for one of its own
+    :param show_output: the program's output goes to this process's (else it is
+        discarded, the end of its stderr kept for the message of a failed run)
     :return: the run, None when a signal stopped it (see ``Supervisor.stopped``)
     :raises RunFailed: it exited with an error or ran past ``timeout``
     """
@@ -249,9 +315,9 @@ def run_once(
         with open(errors, "wb") as err:
             child = sup.start(
                 program.argv(out, timer),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
+                stdin=None if show_output else subprocess.DEVNULL,
+                stdout=None if show_output else subprocess.DEVNULL,
+                stderr=None if show_output else err,
                 cwd=cwd,
                 group=True,
             )
@@ -269,8 +335,22 @@ def run_once(
         )
     if not program.profiled:
         return Run(wall)
-    with open(out + ".json", encoding="utf-8") as f:
-        sidecar = json.load(f)
+    try:
+        with open(out + ".json", encoding="utf-8") as f:
+            sidecar = json.load(f)
+    except (OSError, ValueError) as e:
+        raise RunFailed(
+            f"{shlex.join(program.command)} left no readable profile ({e}): did it call "
+            "os._exit, or is this package missing from its interpreter?"
+        ) from None
+    if program.profiler == "sampled":
+        return Run(
+            _figure(sidecar.get("wall")) or wall,
+            None,
+            _figure(sidecar.get("begin")),
+            _figure(sidecar.get("peak")),
+            _checked_profile(sidecar.get("profile"), program),
+        )
     return Run(
         _figure(sidecar.get("wall")) or wall,
         read_profile_file(out + ".prof").stats,
@@ -279,10 +359,52 @@ def run_once(
     )
 
 
+def _checked_profile(data: Any, program: Program) -> dict[str, Any]:
+    """The sampled payload a child wrote, checked (another process wrote it)."""
+    from .._errors import ResultFormatError
+    from .schema import check_profile
+
+    try:
+        check_profile("profile", data)
+    except ResultFormatError as e:
+        raise RunFailed(f"{shlex.join(program.command)} left a bad profile: {e}") from None
+    assert isinstance(data, dict)
+    return data
+
+
 def _figure(value: Any) -> float | None:
     """A figure the child wrote, None unless a finite number >= 0 (it ran user code)."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     return float(value) if ok and 0 <= value < float("inf") else None
+
+
+def check_sampler(program: Program, timeout: float = 60.0) -> None:
+    """Refuses, before any run, a program whose interpreter cannot import this package:
+    the sampler runs inside the program's process.
+
+    :param program: the program
+    :param timeout: seconds the check may take
+    :raises BadValue: the interpreter cannot import the package
+    """
+    from .._errors import BadValue
+
+    if program.profiler != "sampled" or program.python in (None, sys.executable):
+        return
+    check = "import onnxrt_backend_dev.monitoring._results.sampled_child"
+    try:
+        done = subprocess.run(
+            [program.python or "", "-c", check], stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        ok = done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    if not ok:
+        raise BadValue(
+            f"{shlex.join(program.command)}: its interpreter {program.python!r} cannot import "
+            f"onnxrt_backend_dev (the sampler runs in the program): install it there, run "
+            f"{sys.executable!r} instead, or use --cprofile"
+        )
 
 
 def run_interleaved(
@@ -295,6 +417,7 @@ def run_interleaved(
     on_run: Callable[[int, int], None] | None = None,
     timer: str = "cpu",
     supervisor: Supervisor | None = None,
+    show_output: bool = False,
 ) -> Runs:
     """Runs each program ``repeat`` times, in rounds of one run of each (A B A B ...), so
     that a drift of the machine weighs on all of them alike.
@@ -310,6 +433,7 @@ def run_interleaved(
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's supervisor (its signals then stop the runs and are
         the command's to report); None for one for the time of the runs
+    :param show_output: the programs' output goes to this process's (see :func:`run_once`)
     :return: the runs; ``stopped`` names the signal that stopped them early
     :raises RunFailed: a run failed
     """
@@ -325,7 +449,7 @@ def run_interleaved(
             if max_time is not None and r >= 2 and time.monotonic() - start >= max_time:
                 break
             for i, program in enumerate(programs):
-                run = run_once(program, folder, timeout, cwd, timer, sup)
+                run = run_once(program, folder, timeout, cwd, timer, sup, show_output)
                 for name in os.listdir(folder):  # one run's files at a time on disk
                     os.remove(os.path.join(folder, name))
                 if run is None:
@@ -350,6 +474,11 @@ def profile_result_data(
     """
     from .._errors import BadValue
 
+    if runs and all(run.sampled is not None for run in runs):
+        data = merge_sampled([run.sampled or {} for run in runs])
+        if timer == "wall":
+            data["timer"] = "wall"
+        return data
     if any(run.stats is None for run in runs):
         raise BadValue("every run must be profiled to build a profile result")
     main = None
@@ -371,7 +500,10 @@ def side_result(
     """
     if not program.profiled:
         name = shlex.join(program.command)
-        return "timing", timing_data([timing_series(name, [r.wall for r in runs], [1] * len(runs))])
+        walls = [r.wall for r in runs]
+        # Each run is a process of its own: the unit the timing is judged on.
+        series = timing_series(name, walls, [1] * len(runs), processes=[1] * len(runs))
+        return "timing", timing_data([series])
     profile = profile_result_data(runs, program, timer)
     if any(r.peak is None or r.begin is None for r in runs):
         return "report", report_data(profile=profile)
@@ -390,12 +522,13 @@ def compare_programs(
     on_run: Callable[[int, int], None] | None = None,
     min_share: float | None = None,
     timer: str = "cpu",
-    paired: bool = False,
-    robust: bool = True,
+    profiler: str = "sampled",
+    interval: float = RUN_INTERVAL,
+    min_change: float | None = None,
     supervisor: Supervisor | None = None,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """Runs two programs interleaved (A B A B ...) and compares them: wall time, and for
-    Python programs each function's share of the run (cProfile) and the memory peak.
+    """Runs two programs interleaved (A B A B ...) and compares them: their time, and for
+    Python programs each function's and call path's time and the memory peak.
 
     :param a: the baseline's command line (``"python old.py"``, ``"old.py"``...)
     :param b: the new one's
@@ -403,20 +536,17 @@ def compare_programs(
     :param timeout: seconds each run may take
     :param max_time: stop starting rounds after this many seconds (two rounds at least)
     :param cwd: the folder they run in
-    :param alpha: significance level (Holm-corrected across functions)
+    :param alpha: significance level (Holm-corrected across functions and paths)
     :param on_run: called with (round, program index) after each run
-    :param min_share: functions under this share on both sides are not tested (the
+    :param min_share: figures under this share on both sides are not tested (the
         comparison's default when None)
-    :param timer: cProfile's clock: ``cpu``, the thread's CPU time (the default: the time
-        another process takes from the program on a busy machine is not counted, and a
-        function's share varies 3 to 8 times less from run to run), or ``wall``
-    :param paired: test the functions pair by pair (run ``i`` of A beside run ``i`` of
-        B, see ``compare_results``), the design the interleaving allows; off by default:
-        on the same runs it found a 10 % slower function less often than the unpaired
-        tests (``benchmarks/RESULTS.md``)
-    :param robust: test each function's time over its run's common factor, not its share
-        (the default: with Holm weighted by share and precision, it met the floors of
-        issue 19 where shares missed them by one trial; ``benchmarks/RESULTS.md``)
+    :param timer: the clock compared: ``cpu``, the CPU time (the default: the time
+        another process takes from the program on a busy machine is not counted), or
+        ``wall``; cProfile's clock with ``profiler="cprofile"``
+    :param profiler: ``sampled`` (the default: the sampler in each run, about 1.1x the
+        program's time) or ``cprofile`` (exact counts, about 2x)
+    :param interval: the sampler's seconds between samples
+    :param min_change: changes deemed negligible (the comparison's default when None)
     :param supervisor: the command's supervisor (``_run.supervise``), None for one for
         the time of the runs
     :return: ``(comparison, result of A, result of B)``, the results ready to save
@@ -424,14 +554,16 @@ def compare_programs(
     :raises Stopped: a signal stopped the runs; its ``done`` holds the results of A and
         of B (None for a side without a run), ready to save
     """
-    from .compare import MIN_SHARE, compare_results
+    from .compare import MIN_CHANGE, MIN_SHARE, compare_results
     from .store import make_result
 
-    programs = [parse_program(a), parse_program(b)]
+    programs = [parse_program(a, profiler, interval), parse_program(b, profiler, interval)]
     if programs[0].profiled != programs[1].profiled:
         from .._errors import BadValue
 
         raise BadValue("a and b must both be Python programs, or both other commands")
+    for program in programs:
+        check_sampler(program)
     runs = run_interleaved(
         programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer, supervisor=supervisor
     )
@@ -442,14 +574,12 @@ def compare_programs(
     if runs.stopped is not None:
         raise Stopped(runs.stopped, (docs[0], docs[1]))
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
-    share = MIN_SHARE if min_share is None else min_share
     cmp = compare_results(
         docs[0],
         docs[1],
         names,
         alpha=alpha,
-        min_share=share,
-        paired=paired,
-        robust=robust,
+        min_share=MIN_SHARE if min_share is None else min_share,
+        min_change=MIN_CHANGE if min_change is None else min_change,
     )
     return cmp, docs[0], docs[1]

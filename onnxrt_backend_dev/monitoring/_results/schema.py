@@ -1,9 +1,9 @@
-"""The schema of a saved result, version 2 (documented in ``docs/results.rst``); version
-1 files still load.
+"""The schema of a saved result, version 3 (documented in ``docs/results.rst``); version
+1 and 2 files still load.
 
 Every file is one JSON object::
 
-    {"schema": "onnxrt-monitoring-result", "version": 2,
+    {"schema": "onnxrt-monitoring-result", "version": 3,
      "kind": "timing" | "memory" | "profile" | "report" | "run",
      "created": "2026-12-01T21:00:00Z", "command": ["time", "cos(0.5)"],
      "environment": {...}, "data": {...}}
@@ -15,6 +15,9 @@ spread of every side:
   [executions per batch], "summary": {...}}]}``; a sample is ``times[i] / sizes[i]``;
   ``"processes": [batches of each process]`` (optional, ``time --processes``: the
   batches in order, process by process; absent, one process timed them all);
+  ``"clock": "wall" | "cpu"`` (optional, version 3: the clock that timed it, ``wall``
+  when absent) and ``"reference"`` (optional, the pytest plugin's: seconds of a fixed
+  piece of work timed beside it, the machine's speed of the moment);
 * ``memory``: ``{"channels": {"cpu": [{"peak", "begin", "end", "mean"} per run]}}``, bytes;
 * ``profile``, version 2 (columns): ``{"profiler": "cprofile", "functions": [[file, line,
   name], ...], "wall": [seconds per run], "own_ns": [...], "cumulative_ns": [...],
@@ -23,7 +26,18 @@ spread of every side:
   optionally ``"memory_bytes"`` (growth per function, may be negative), ``"main"`` (the
   program's script, matched with the other side's) and ``"timer"`` (``wall``, the
   default, or ``cpu``: the clock cProfile read). Integers parse four times faster than
-  floats and are exact: cProfile counts nanoseconds;
+  floats and are exact: cProfile counts nanoseconds. Version 3 adds the call paths
+  cProfile knows, its edges: ``"edges": [[caller, callee], ...]`` (indices into
+  ``functions``) and ``"edge_ns"``, the callee's inclusive time when called from that
+  caller, edge ``e``'s run ``r`` at ``e * runs + r``;
+* ``profile`` of a sampling profiler (version 3, ``"profiler": "sampled"``):
+  ``{"timer": "cpu" | "wall" (the figure compared), "sampler": how samples were
+  taken, "interval": seconds, "functions": [[file, first line, name], ...], "stacks":
+  [[function indices, outermost first], ...], "wall": [seconds per run],
+  "stack_wall_ns": [...], "stack_cpu_ns": [...], "stack_samples": [...]}``: per stack
+  and run (stack ``j``'s run ``r`` at ``j * runs + r``) the wall and CPU nanoseconds it
+  stood for and its samples, the model's per-thread totals; a thread other than the main
+  one roots its stacks at a function ``["<thread>", 0, name]``; optionally ``"main"``;
 * ``profile``, version 1 (rows, still read): ``{..., "runs": [{"wall", "own": [...],
   "cumulative": [...], "calls": [...]} per run]}``, the lists aligned with ``functions``
   (seconds, counts), optionally ``"memory"`` per run;
@@ -36,7 +50,10 @@ spread of every side:
   function (``own``) and while it ran (``cumulative``), and its memory growth while it
   ran (net, and up to the peak; negative when it freed), optionally ``"own_cpu"`` (the
   sampler's CPU seconds where it was the innermost user function), ``"cpu"`` and
-  ``"exit"`` per run and ``"main"`` (the program's script); the same in both versions.
+  ``"exit"`` per run and ``"main"`` (the program's script); the same in versions 1 and
+  2. Version 3 adds the call tree's paths: ``"paths": [[function indices, outermost
+  first], ...]`` and per run ``"path_time"`` (the wall seconds inside each path, callees
+  included) and ``"path_self"`` (its own wall seconds).
 
 Timing and memory payloads are the same in both versions. :func:`check_result` checks a
 loaded document and raises :class:`ResultFormatError` with the path of the first bad
@@ -54,11 +71,12 @@ from typing import Any
 from .._errors import ResultFormatError
 
 SCHEMA = "onnxrt-monitoring-result"
-VERSION = 2
-# The versions this package reads: 1 differs from 2 in the layout of profiles only.
-VERSIONS = (1, 2)
+VERSION = 3
+# The versions this package reads: 1 differs from 2 in the layout of profiles only; 3
+# adds call paths (cProfile's edges, sampled stacks, the run's tree) and the clock.
+VERSIONS = (1, 2, 3)
 KINDS = ("timing", "memory", "profile", "report", "run")
-PROFILERS = ("cprofile",)
+PROFILERS = ("cprofile", "sampled")
 TIMERS = ("wall", "cpu")
 SAMPLERS = ("ticks",)
 _TOP_KEYS = ("schema", "version", "kind", "created", "command", "environment", "data")
@@ -150,6 +168,10 @@ def check_timing(where: str, data: Any) -> None:
             _check_processes(f"{at}.processes", s["processes"], len(times))
         if "summary" in s:
             _dict(f"{at}.summary", s["summary"])
+        if s.get("clock", "wall") not in TIMERS:
+            raise _fail(f"{at}.clock", f"one of {', '.join(TIMERS)}", s.get("clock"))
+        if "reference" in s:
+            _number(f"{at}.reference", s["reference"], positive=True)
 
 
 def _check_processes(where: str, value: Any, batches: int) -> None:
@@ -277,13 +299,72 @@ def _check_columns(where: str, data: dict[str, Any], n: int) -> None:
         _integers(f"{where}.{key}", values, runs, negative)
 
 
+def _check_paths(where: str, paths: Any, n: int, least: int) -> list[Any]:
+    """Lists of function indices (``least`` to 1024 of them), each in ``[0, n)``."""
+    paths = _list(where, paths)
+    for i, path in enumerate(paths):
+        ok = (
+            isinstance(path, list)
+            and least <= len(path) <= 1024
+            and set(map(type, path)) <= {int}
+            and (not path or (min(path) >= 0 and max(path) < n))
+        )
+        if not ok:
+            raise _fail(f"{where}[{i}]", f"{least} to 1024 indices of functions (< {n})", path)
+    return paths
+
+
+def _check_edges(where: str, data: dict[str, Any], n: int) -> None:
+    """Version 3's edges of a cProfile profile (optional)."""
+    if "edges" not in data:
+        return
+    edges = _check_paths(f"{where}.edges", data["edges"], n, 2)
+    if any(len(e) != 2 for e in edges):
+        raise ResultFormatError(f"{where}.edges must be pairs [caller, callee]")
+    runs = len(data["wall"])
+    values = data.get("edge_ns")
+    if isinstance(values, list) and len(values) != len(edges) * runs:
+        raise ResultFormatError(
+            f"{where}.edge_ns must hold {len(edges) * runs} values ({len(edges)} edges x "
+            f"{runs} runs), got {len(values)}"
+        )
+    _integers(f"{where}.edge_ns", values, runs, False)
+
+
+SAMPLED_COLUMNS = ("stack_wall_ns", "stack_cpu_ns", "stack_samples")
+
+
+def _check_sampled(where: str, data: dict[str, Any], n: int) -> None:
+    """A sampling profiler's stacks and their figures per run (version 3)."""
+    _number(f"{where}.interval", data.get("interval"), positive=True)
+    if not isinstance(data.get("sampler", ""), str):
+        raise _fail(f"{where}.sampler", "a str", data.get("sampler"))
+    stacks = _check_paths(f"{where}.stacks", data.get("stacks"), n, 1)
+    walls = _list(f"{where}.wall", data.get("wall"), least=1)
+    _numbers(f"{where}.wall", walls, None, positive=True)
+    runs = len(walls)
+    for key in SAMPLED_COLUMNS:
+        values = data.get(key)
+        if isinstance(values, list) and len(values) != len(stacks) * runs:
+            raise ResultFormatError(
+                f"{where}.{key} must hold {len(stacks) * runs} values ({len(stacks)} stacks x "
+                f"{runs} runs), got {len(values)}"
+            )
+        _integers(f"{where}.{key}", values, runs, False)
+
+
 def check_profile(where: str, data: Any, version: int = VERSION) -> None:
     """Checks the ``data`` of a profile result, in the layout of ``version``."""
     data, n = _profile_header(where, data)
-    if version == 1:
+    if data["profiler"] == "sampled":
+        if version < 3:
+            raise ResultFormatError(f"{where}.profiler 'sampled' needs version 3, got {version}")
+        _check_sampled(where, data, n)
+    elif version == 1:
         _check_rows(where, data, n)
     else:
         _check_columns(where, data, n)
+        _check_edges(where, data, n)
 
 
 def check_report(where: str, data: Any, version: int = VERSION) -> None:
@@ -306,7 +387,7 @@ def _signed(where: str, values: Any, length: int) -> None:
             raise _fail(f"{where}[{j}]", "a finite number", x)
 
 
-def _check_run_entry(at: str, run: Any, n: int) -> None:
+def _check_run_entry(at: str, run: Any, n: int, paths: int | None = None) -> None:
     run = _dict(at, run)
     _number(f"{at}.wall", run.get("wall"), positive=True)
     for key in ("peak", "start", "end"):
@@ -321,6 +402,10 @@ def _check_run_entry(at: str, run: Any, n: int) -> None:
         _numbers(f"{at}.own_cpu", run["own_cpu"], n)
     for key in ("growth", "to_peak"):
         _signed(f"{at}.{key}", run.get(key), n)
+    if paths is not None:
+        _numbers(f"{at}.path_time", run.get("path_time"), paths)
+        if "path_self" in run:
+            _numbers(f"{at}.path_self", run["path_self"], paths)
 
 
 def check_run(where: str, data: Any) -> None:
@@ -334,9 +419,12 @@ def check_run(where: str, data: Any) -> None:
     functions = _list(f"{where}.functions", data.get("functions"))
     for i, f in enumerate(functions):
         _check_function(f"{where}.functions[{i}]", f)
+    paths = None
+    if "paths" in data:
+        paths = len(_check_paths(f"{where}.paths", data["paths"], len(functions), 1))
     runs = _list(f"{where}.runs", data.get("runs"), least=1)
     for i, run in enumerate(runs):
-        _check_run_entry(f"{where}.runs[{i}]", run, len(functions))
+        _check_run_entry(f"{where}.runs[{i}]", run, len(functions), paths)
 
 
 def check_data(kind: str, where: str, data: Any, version: int = VERSION) -> None:
@@ -377,7 +465,7 @@ def check_result(doc: Any) -> dict[str, Any]:
     if type(version) is not int or version not in VERSIONS:
         raise ResultFormatError(
             f"schema version {version!r}, this version of the package reads versions "
-            f"{' and '.join(map(str, VERSIONS))}"
+            f"{', '.join(map(str, VERSIONS[:-1]))} and {VERSIONS[-1]}"
         )
     missing = [k for k in _TOP_KEYS if k not in doc]
     if missing:

@@ -126,19 +126,15 @@ def load_result(path: str | os.PathLike[str], kind: str | None = None) -> dict[s
     :param path: the file
     :param kind: the kind expected, any when None
     :return: the document
-    :raises ResultFormatError: the file is not a result of this schema and version, is
-        truncated, holds a bad figure (NaN, negative) or is of another kind; the message
-        names the file and the problem
+    :raises ResultFormatError: the file is not a regular file (a device, a FIFO: never
+        opened), is larger than :data:`MAX_FILE_SIZE`, is not a result of this schema and
+        version, is truncated, holds a bad figure (NaN, negative) or is of another kind;
+        the message names the file and the problem
     """
+    from .._untrusted import read_untrusted
+
     name = os.fspath(path)
-    try:
-        size = os.path.getsize(name)
-        if size > MAX_FILE_SIZE:
-            raise ResultFormatError(f"cannot read result {name!r}: {size} bytes, too large")
-        with open(name, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ResultFormatError(f"cannot read result {name!r}: {e.strerror or e}") from None
+    data = read_untrusted(name, "result", MAX_FILE_SIZE, ResultFormatError)
     if not data.strip():
         raise ResultFormatError(f"cannot read result {name!r}: the file is empty")
     doc = parse_result(data, name)

@@ -1,0 +1,760 @@
+"""The comparison of two profiles (cProfile or sampled) or two ``run`` results: absolute
+times, inclusive and own, per function and per call path, against one run-wide factor.
+
+**The figures.** Each function's own time and inclusive time, and each call path's
+inclusive time (the stack up to the function: a whole stack prefix for a sampled profile
+or a run's tree, caller → callee for cProfile), in seconds per run. Never a share of the
+run: when one function grows, every other share shrinks, and unchanged functions were
+called "significantly better" (33 of 44 on a three-stage pipeline).
+
+**The run-wide factor.** A run may be faster or slower as a whole (the machine's load,
+its clock speed): every figure of that run moves together. Each run's factor is the
+weighted median, over the disjoint pieces of the run (a sampled profile's stacks, else
+the functions' own times) that are tested, of the log of their time less its median over
+all the runs of both sides, each piece weighted by the precision of its runs (within
+each side, and its samples) and no piece above a quarter of the weight, so that one
+function taking most of the run and made slower
+(``sess.run`` from 1.04 s to 2.59 s) does not move the others. Every figure of a run is
+divided by its run's factor over the pieces it does not hold (a function's own change
+never moves the factor it is compared against; a figure holding most of the run takes
+the whole run's); the factor of B against A (the median over B's runs less the median
+over A's) is reported: how much the whole run moved.
+
+**The test.** Welch's test of the logs (half a sample added to a sampled figure, whose
+counts may be zero), each side's variance *moderated* by a prior (:mod:`.._stats.welch`):
+the variance a figure of that share of the run has, fitted over all the tested figures
+(the log of the variance against the log of the share, which also holds the Poisson
+noise of the samples: ``1 / samples``), worth 4 degrees of freedom. With 5 runs a side
+the plain test has 8 degrees and needs t > 5 for p < 1e-3; the moderated one has 16. The
+hypothesis tested is "the change is within ``min_change``" (2 %): a consistent 0.5 %
+(code moved in memory) is not a change. A single run a side is tested on its counts
+(sampled figures only: Poisson, plus a 3 % run-to-run spread it cannot show) and marked
+as weaker evidence; cProfile's exact figures of one run are shown, not tested.
+
+**The correction.** Holm's step-down over all the tests as one family (own times,
+inclusive times, call paths, memory growths), each figure weighted by the square root of
+its share of the run (the mean of A's and B's, blind to which side is which). The
+chance of any false alarm stays under ``alpha``. Each quantity is tested once: an
+inclusive time that is the function's own time or its only path's, or a path whose only
+callee path holds all its time, is shown and not tested again.
+
+**Where the change starts.** A significant path whose change its callees' significant
+paths carry (half of it or more, the same way) is *explained*: the change runs through
+it. The others are *origins*, and each is shown with the callers whose own relative
+change is at least half of it (``f07 → spin +40 %``, where ``main``, +2 %, is not). A
+function is listed as worse or better where its own time changed significantly, or where
+a change starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ResultFormatError
+from .._stats.counts import count_ratio_test
+from .._stats.multiple import holm, median, weighted_median
+from .._stats.welch import mean_and_variance, moderated_log_test, welch_difference
+from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
+from .decide import judge
+from .keys import Key, short_name
+from .tables import EDGES, NO_PATHS, STACKS, SideTable, medians, union
+
+MIN_SHARE = 0.001
+MIN_CHANGE = 0.02
+# A sampled figure is tested when a side has this many samples a run (median).
+MIN_SAMPLES = 4.0
+PRIOR_DF = 4.0
+# Fewer functions than this and the run-wide factor is not estimated (taken as 1).
+MIN_REFERENCE = 5
+MAX_REFERENCE_WEIGHT = 0.25
+MIN_LOG_VARIANCE = 1e-5
+# The run-to-run spread (3 %) a single run a side cannot show, added to its counts.
+SINGLE_RUN_VARIANCE = 0.03**2
+# A callee carrying half a path's change explains it; a caller whose relative change is
+# half the origin's joins the origin's chain.
+CARRIED = 0.5
+CHAIN = 0.5
+MAX_CHAIN = 8
+# Below this memory growth a function's figure is the allocator's (pymalloc takes arenas
+# of 1 MiB from the system), not what the function allocated.
+MIN_GROWTH = float(2**20)
+
+
+@dataclass
+class _Item:
+    """One figure of both sides: its values per run, medians and shares, its logs
+    after the run-wide factor and its test."""
+
+    family: str
+    key: Any
+    xs: list[float] | None
+    ys: list[float] | None
+    a: dict[str, float]
+    b: dict[str, float]
+    note: str = ""
+    raw_a: list[float] = field(default_factory=list)
+    raw_b: list[float] = field(default_factory=list)
+    la: list[float] = field(default_factory=list)
+    lb: list[float] = field(default_factory=list)
+    test: tuple[float, float, float, float] | None = None
+    p_adjusted: float | None = None
+    significant: bool = False
+    weaker: bool = False
+
+    @property
+    def tested(self) -> bool:
+        return not self.note
+
+    @property
+    def share(self) -> float:
+        return (self.a["share"] + self.b["share"]) / 2
+
+    @property
+    def delta(self) -> float:
+        """The change in seconds of A's scale (after the factor)."""
+        return self.a["time"] * (self.test[0] if self.test else 0.0)
+
+    @property
+    def sign(self) -> int:
+        return 0 if not self.test else (1 if self.test[0] > 0 else -1)
+
+
+def _median(xs: Sequence[float]) -> float:
+    return median(xs) if xs else 0.0
+
+
+class _Pair:
+    """Both sides and what their figures share: the interval, whether counted."""
+
+    def __init__(self, sa: SideTable, sb: SideTable, settings: Settings) -> None:
+        self.sa, self.sb, self.settings = sa, sb, settings
+        self.counted = sa.counted and sb.counted
+        self.rate = min(sa.rate, sb.rate) if self.counted else 0.0
+        # Half a sample, in seconds: the log of a count that may be zero.
+        self.offset = 0.5 / self.rate if self.counted and self.rate > 0 else 0.0
+        self.total_a, self.total_b = _median(sa.totals()), _median(sb.totals())
+        self.single = sa.runs < 2 or sb.runs < 2
+        self._medians: dict[int, dict[Any, float]] = {}
+
+    def medians(self, rows: dict[Any, list[float]]) -> dict[Any, float]:
+        """Each row's median over the runs, computed once a table (in bulk)."""
+        found = self._medians.get(id(rows))
+        if found is None:
+            found = self._medians[id(rows)] = medians(rows)
+        return found
+
+    def figures(self, median: float | None, total: float) -> dict[str, float]:
+        if median is None:
+            return {"time": 0.0, "share": 0.0}
+        return {"time": median, "share": median / total if total > 0 else 0.0}
+
+    def why_untested(self, xs: list[float] | None, ys: list[float] | None, small: bool) -> str:
+        if xs is None or ys is None:
+            return "only in B" if xs is None else "only in A"
+        if small:
+            return f"below the {self.settings.min_share:.1%} share tested"
+        if self.counted:
+            samples = max(_median(xs), _median(ys)) * self.rate
+            if samples < MIN_SAMPLES:
+                return f"under {MIN_SAMPLES:g} samples a run"
+        elif min(xs) <= 0 or min(ys) <= 0:
+            return "no time measured in some runs"
+        if self.single and not self.counted:
+            return "a single run on a side: significance not judged"
+        return ""
+
+
+def _items(
+    family: str,
+    rows_a: dict[Any, list[float]],
+    rows_b: dict[Any, list[float]],
+    pair: _Pair,
+    keep_small: bool = True,
+) -> list[_Item]:
+    """The figures of a family; ``keep_small``: those under the share tested too (call
+    paths under it are left out: a large profile has hundreds of thousands)."""
+    items = []
+    med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
+    least_a = pair.settings.min_share * pair.total_a
+    least_b = pair.settings.min_share * pair.total_b
+    for key in union(rows_a, rows_b):
+        small = med_a.get(key, 0.0) < least_a and med_b.get(key, 0.0) < least_b
+        if small and not keep_small:
+            continue
+        xs, ys = rows_a.get(key), rows_b.get(key)
+        a, b = (
+            pair.figures(med_a.get(key), pair.total_a),
+            pair.figures(med_b.get(key), pair.total_b),
+        )
+        small = max(a["share"], b["share"]) < pair.settings.min_share
+        item = _Item(family, key, xs, ys, a, b, pair.why_untested(xs, ys, small))
+        if item.tested and xs is not None and ys is not None:
+            item.raw_a = [math.log(x + pair.offset) for x in xs]
+            item.raw_b = [math.log(y + pair.offset) for y in ys]
+        items.append(item)
+    return items
+
+
+def _capped(weights: list[float]) -> list[float]:
+    """No weight above :data:`MAX_REFERENCE_WEIGHT` of the total (one pass, then the
+    total of the others: enough for a median)."""
+    total = math.fsum(weights)
+    cap = MAX_REFERENCE_WEIGHT * total
+    return [min(w, cap) for w in weights]
+
+
+def run_factors(
+    rows: Sequence[Sequence[float]], runs_a: int, runs_b: int, weights: Sequence[float]
+) -> tuple[list[float], list[float]]:
+    """Each run's log factor, A's runs then B's (see the module's description).
+
+    :param rows: per reference piece of the run, the logs of its figure in A's runs then
+        B's
+    :param runs_a: how many of each row are A's
+    :param runs_b: how many are B's
+    :param weights: each row's weight (its precision), capped here at
+        :data:`MAX_REFERENCE_WEIGHT` of the total
+    :return: ``(A's factors, B's factors)``, zeros with fewer than
+        :data:`MIN_REFERENCE` rows
+    """
+    n = runs_a + runs_b
+    if len(rows) < MIN_REFERENCE:
+        return [0.0] * runs_a, [0.0] * runs_b
+    devs = []
+    for row in rows:
+        ref = median(row)
+        devs.append([x - ref for x in row])
+    capped = _capped(list(weights))
+    factors = [weighted_median([d[r] for d in devs], capped) for r in range(n)]
+    return factors[:runs_a], factors[runs_a:]
+
+
+def _precision(it: _Item, pair: _Pair) -> float:
+    """A reference piece's weight: one over the variance of its log figure within each
+    side (never across: a piece that changed would weigh less), plus its Poisson part;
+    with a single run a side, its samples alone."""
+    poisson = 0.0
+    if pair.counted and pair.rate > 0:
+        count = (_median(it.xs or [0.0]) + _median(it.ys or [0.0])) / 2 * pair.rate
+        poisson = 1.0 / max(count, 0.5)
+    if pair.single:
+        return 1.0 / max(poisson, MIN_LOG_VARIANCE) if pair.counted else 1.0
+    _, va = mean_and_variance(it.raw_a)
+    _, vb = mean_and_variance(it.raw_b)
+    within = ((len(it.raw_a) - 1) * va + (len(it.raw_b) - 1) * vb) / (
+        len(it.raw_a) + len(it.raw_b) - 2
+    )
+    return 1.0 / max(within, poisson, MIN_LOG_VARIANCE)
+
+
+def _apply_factors(
+    items: list[_Item], pieces: list[_Item], pair: _Pair, settings: Settings
+) -> None:
+    """Divides every figure of a run by the run's factor, estimated over the disjoint
+    pieces of the runs (a sampled profile's stacks, the functions' own times)."""
+    reference = [it for it in pieces if it.tested]
+    fa, fb = run_factors(
+        [it.raw_a + it.raw_b for it in reference],
+        pair.sa.runs,
+        pair.sb.runs,
+        [_precision(it, pair) for it in reference],
+    )
+    if len(reference) >= MIN_REFERENCE:
+        settings.factor = math.exp(_median(fb) - _median(fa)) - 1
+    else:
+        settings.notes.append(
+            f"fewer than {MIN_REFERENCE} parts of the run to estimate the run-wide factor "
+            "from: figures compared as they are"
+        )
+    settings.reference = len(reference)
+    rows = [it.raw_a + it.raw_b for it in reference]
+    weights = [_precision(it, pair) for it in reference]
+    cache: dict[frozenset[int], tuple[list[float], list[float]]] = {}
+    for it in items:
+        if not it.tested:
+            continue
+        # The factor of the other pieces: a figure's own change never moves its factor
+        # (unless it holds most of the run: then the run's factor, its change mostly
+        # other pieces').
+        own = frozenset(j for j, piece in enumerate(reference) if _holds(it, piece.key))
+        if math.fsum(weights[j] for j in own) > 0.5 * math.fsum(weights):
+            own = frozenset()
+        if own and own not in cache:
+            kept = [j for j in range(len(reference)) if j not in own]
+            cache[own] = run_factors(
+                [rows[j] for j in kept], pair.sa.runs, pair.sb.runs, [weights[j] for j in kept]
+            )
+        ia, ib = cache[own] if own else (fa, fb)
+        it.la = [x - f for x, f in zip(it.raw_a, ia, strict=True)]
+        it.lb = [x - f for x, f in zip(it.raw_b, ib, strict=True)]
+
+
+def _holds(it: _Item, piece: Any) -> bool:
+    """Whether a piece of the run (a stack: a tuple of function keys; or a function's own
+    time: its key) is part of the figure of ``it``."""
+    stack = bool(piece) and isinstance(piece[0], tuple)
+    if it.family == OWN:
+        return (piece[-1] == it.key) if stack else piece == it.key
+    if it.family == INCLUSIVE:
+        return (it.key in piece) if stack else piece == it.key
+    if it.family == PATH:
+        return piece[: len(it.key)] == it.key if stack else piece == it.key[-1]
+    return False
+
+
+@dataclass(frozen=True)
+class _Prior:
+    """The variance of a log figure by its share: ``exp(intercept + slope log share)``."""
+
+    intercept: float
+    slope: float
+
+    def at(self, share: float) -> float:
+        return max(
+            math.exp(self.intercept + self.slope * math.log(max(share, 1e-9))), MIN_LOG_VARIANCE
+        )
+
+
+def fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -> _Prior | None:
+    """The prior variance of a log figure against its share, fitted over the tested
+    figures (least squares of the logs), corrected for the bias of the log of a variance
+    estimated over ``df`` degrees (``E log(chi2_k / k) = -1/k - 1/(3 k^2)``).
+
+    :param shares: each figure's share of the run
+    :param variances: its pooled variance over the runs
+    :param df: the degrees of freedom of each variance
+    :return: the prior, None with fewer than 8 figures
+    """
+    pts = [
+        (math.log(max(s, 1e-9)), math.log(v))
+        for s, v in zip(shares, variances, strict=True)
+        if v > 0
+    ]
+    if len(pts) < 8 or df <= 0:
+        return None
+    mx = math.fsum(p[0] for p in pts) / len(pts)
+    my = math.fsum(p[1] for p in pts) / len(pts)
+    sxx = math.fsum((p[0] - mx) ** 2 for p in pts)
+    sxy = math.fsum((p[0] - mx) * (p[1] - my) for p in pts)
+    slope = min(max(sxy / sxx if sxx > 0 else 0.0, -2.0), 1.0)
+    bias = 1 / df + 1 / (3 * df * df)
+    return _Prior(my - slope * mx + bias, slope)
+
+
+def _pooled(it: _Item) -> float:
+    _, va = mean_and_variance(it.la)
+    _, vb = mean_and_variance(it.lb)
+    return ((len(it.la) - 1) * va + (len(it.lb) - 1) * vb) / max(len(it.la) + len(it.lb) - 2, 1)
+
+
+def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
+    tested = [it for it in items if it.tested]
+    prior = None
+    if not pair.single:
+        df = pair.sa.runs + pair.sb.runs - 2
+        prior = fit_prior([it.share for it in tested], [_pooled(it) for it in tested], df)
+    margin = settings.min_change
+    for it in tested:
+        if pair.single:
+            # Each side's samples added up over its runs, each run's factor averaged.
+            count_a = sum(it.xs or ()) * pair.rate
+            count_b = sum(it.ys or ()) * pair.rate
+            factor = _mean_diff(it.raw_b, it.lb) - _mean_diff(it.raw_a, it.la)
+            it.test = count_ratio_test(
+                count_a, count_b, factor, SINGLE_RUN_VARIANCE, settings.confidence, margin,
+                (len(it.la), len(it.lb)),
+            )  # fmt: skip
+            it.weaker = True
+            continue
+        var, df0 = (prior.at(it.share), PRIOR_DF) if prior is not None else (0.0, 0.0)
+        t = moderated_log_test(it.la, it.lb, settings.confidence, var, df0, margin)
+        it.test = (t.change, t.low, t.high, t.p_value)
+
+
+def _mean_diff(xs: Sequence[float], ys: Sequence[float]) -> float:
+    return math.fsum(x - y for x, y in zip(xs, ys, strict=True)) / len(xs)
+
+
+def _correct(families: Sequence[list[_Item]], alpha: float) -> None:
+    """Holm over every tested figure as one family, each weighted by the square root of
+    its share of the run (the mean of A's and B's): a path holding 5 % of the run is
+    tested at about a fifth of the level of one holding all of it, not a twentieth, and
+    the hundreds of small figures cost the large ones little."""
+    where = [it for fam in families for it in fam if it.test is not None]
+    weights = [math.sqrt(max(it.share, 1e-12)) for it in where]
+    adjusted = holm([it.test[3] for it in where if it.test is not None], weights)
+    for it, p in zip(where, adjusted, strict=True):
+        it.p_adjusted = p
+        it.significant = p < alpha
+
+
+class _Paths:
+    """The call paths' graph: children and parents of each path, by kind."""
+
+    def __init__(self, items: list[_Item], kind: str) -> None:
+        self.kind = kind
+        self.by_key = {it.key: it for it in items}
+        self.children: dict[Any, list[_Item]] = {}
+        self.parents: dict[Any, list[_Item]] = {}
+        ends: dict[Key, list[_Item]] = {}
+        if kind == EDGES:
+            for it in items:
+                ends.setdefault(it.key[0], []).append(it)
+        for it in items:
+            if kind == STACKS and len(it.key) > 1 and it.key[:-1] in self.by_key:
+                parent = self.by_key[it.key[:-1]]
+                self.children.setdefault(parent.key, []).append(it)
+                self.parents[it.key] = [parent]
+            elif kind == EDGES:
+                kids = ends.get(it.key[1], [])
+                self.children[it.key] = kids
+                for kid in kids:
+                    self.parents.setdefault(kid.key, []).append(it)
+
+    def _tested_child(self, child: _Item) -> _Item:
+        """The child, or for a path not tested again (its only callee's path holds all
+        its time), that callee's path, down to a tested one."""
+        while child.note == SAME_AS_CALLEE and len(self.children.get(child.key, ())) == 1:
+            child = self.children[child.key][0]
+        return child
+
+    def explained(self, it: _Item) -> bool:
+        kids = [self._tested_child(c) for c in self.children.get(it.key, ())]
+        carried = sum(c.delta for c in kids if c.significant and c.sign == it.sign)
+        return abs(carried) >= CARRIED * abs(it.delta) > 0
+
+    def chain(self, origin: _Item, explained: set[Any]) -> list[_Item]:
+        """The origin and the callers its change runs through, outermost first."""
+        chain = [origin]
+        rel = abs(origin.test[0]) if origin.test else 0.0
+        while len(chain) < MAX_CHAIN:
+            ups = [
+                q
+                for q in self.parents.get(chain[0].key, ())
+                if q not in chain
+                and ((q.key in explained and q.sign == origin.sign) or q.note == SAME_AS_CALLEE)
+            ]
+            if not ups:
+                break
+            best = max(ups, key=lambda q: abs(q.a["time"]))
+            if best.test is not None and abs(best.test[0]) < CHAIN * rel:
+                break
+            chain.insert(0, best)
+        return chain
+
+    def shown(self, chain: list[_Item]) -> tuple[Key, ...]:
+        """The functions an origin's row shows: the end of each path of its chain, with
+        the caller of the first when the chain is one path long."""
+        first = chain[0].key
+        ends = tuple(it.key[-1] for it in chain)
+        caller = first[-2] if len(first) > 1 else None
+        return (caller, *ends) if caller is not None and len(chain) == 1 else ends
+
+
+def _attribute(paths: list[_Item], kind: str) -> dict[Any, tuple[str, tuple[Key, ...]]]:
+    """Each significant path's role, and the functions an origin's row shows."""
+    graph = _Paths(paths, kind)
+    significant = [it for it in paths if it.significant and it.sign]
+    explained = {it.key for it in significant if graph.explained(it)}
+    roles: dict[Any, tuple[str, tuple[Key, ...]]] = {}
+    for it in significant:
+        if it.key in explained:
+            roles[it.key] = (EXPLAINED, ())
+        else:
+            roles[it.key] = (ORIGIN, graph.shown(graph.chain(it, explained)))
+    return roles
+
+
+def _name(key: Key, pair: _Pair) -> tuple[str, str, int]:
+    """``(name, file, line)`` of a function, B's place first."""
+    where = pair.sb.where.get(key) or pair.sa.where.get(key)
+    if where is None:
+        return key[1], key[0], 0
+    return where[2], where[0], where[1]
+
+
+def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
+    key = it.key[-1] if it.family == PATH else it.key
+    name, file, line = _name(key, pair)
+    path: tuple[str, ...] = ()
+    if it.family == PATH:
+        path = tuple(short_name(*_reorder(_name(k, pair))) for k in it.key)
+    ratio = None
+    if it.test is None and it.a["time"] > 0:  # shown after the run-wide factor too
+        ratio = it.b["time"] / it.a["time"] / (1 + (pair.settings.factor or 0.0)) - 1
+    return Change(
+        section, name, file, line, it.family, it.a, it.b,
+        it.test[0] if it.test else ratio,
+        it.test[1] if it.test else None,
+        it.test[2] if it.test else None,
+        it.test[3] if it.test else None,
+        it.p_adjusted, it.significant, it.test is not None, it.note,
+        path=path, chain=min(len(path), 3), verdict=verdict, weaker=it.weaker,
+    )  # fmt: skip
+
+
+def _reorder(t: tuple[str, str, int]) -> tuple[str, int, str]:
+    name, file, line = t
+    return file, line, name
+
+
+def _verdict(it: _Item) -> str:
+    return (WORSE if it.sign > 0 else BETTER) if it.significant and it.sign else ""
+
+
+def _path_changes(paths: list[_Item], kind: str, section: str, pair: _Pair) -> list[Change]:
+    roles = _attribute(paths, kind)
+    changes = []
+    for it in paths:
+        c = _change(it, section, pair)
+        role, shown = roles.get(it.key, ("", ()))
+        if role == ORIGIN:
+            names = tuple(short_name(*_reorder(_name(k, pair))) for k in shown)
+            c = c.replace(role=role, shown=names, verdict=_verdict(it))
+        elif role == EXPLAINED:
+            c = c.replace(role=role)
+        changes.append(c)
+    return changes
+
+
+def _check_comparable(sa: SideTable, sb: SideTable) -> None:
+    if sa.profiler != sb.profiler and "cprofile" in (sa.profiler, sb.profiler):
+        raise ResultFormatError(
+            f"A was profiled with {_what(sa.profiler)}, B with {_what(sb.profiler)}: their "
+            "times are not comparable (profile both the same way)"
+        )
+    if sa.clock != sb.clock:
+        raise ResultFormatError(
+            f"A was measured with the {sa.clock} clock, B with the {sb.clock} clock: "
+            "their times are not comparable"
+        )
+
+
+def _what(profiler: str) -> str:
+    return {"cprofile": "cProfile", "sampled": "the sampler", "ticks": "run's ticks"}.get(
+        profiler, profiler
+    )
+
+
+def _headline(sa: SideTable, sb: SideTable, section: str, settings: Settings) -> Change:
+    """The run's time: its CPU time on the CPU clock (steadier beside other programs),
+    its wall time otherwise."""
+    if sa.clock == "cpu":
+        what, figure, xs, ys = "CPU time", "cpu", sa.totals(), sb.totals()
+    else:
+        what, figure, xs, ys = "wall time", "wall", sa.walls, sb.walls
+    return headline_change(section, what, figure, xs, ys, settings)
+
+
+def headline_change(
+    section: str,
+    what: str,
+    figure: str,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    settings: Settings,
+    weaker: bool = False,
+    clock: str = "wall",
+) -> Change:
+    """A headline figure (a run's time, a peak, a statement) tested on its own
+    (:func:`.decide.judge`).
+
+    :param section: the comparison's section
+    :param what: what to call it
+    :param figure: its figure's name
+    :param xs: A's values
+    :param ys: B's values
+    :param settings: the settings
+    :param weaker: the values are the batches of one process a side
+    :param clock: the clock of the values (``wall`` or ``cpu``)
+    :return: the change
+    """
+    d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock)
+    a = {figure: _median(xs), "n": float(len(xs))}
+    b = {figure: _median(ys), "n": float(len(ys))}
+    if d.log_variance is not None:
+        a["log_variance"] = b["log_variance"] = d.log_variance
+    if not d.tested and (len(xs) < 2 or len(ys) < 2):
+        settings.judged = False
+    return Change(
+        section, what, None, None, figure, a, b, d.change, d.low, d.high, d.p_value,
+        d.p_value, d.significant, d.tested, d.note,
+        verdict=(WORSE if (d.change or 0) > 0 else BETTER) if d.significant else "",
+        weaker=d.weaker,
+    )  # fmt: skip
+
+
+def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Item]:
+    """Each function's memory growth while it ran, in bytes, tested on its difference
+    against A's rise (peak - start): a callback that runs once at the end and is charged
+    with 2 MiB more is +1 % of a 200 MiB program, not +24,116 %."""
+    items = []
+    for key in union(sa.growth, sb.growth):
+        xs, ys = sa.growth.get(key), sb.growth.get(key)
+        a = {"growth": _median(xs or [0.0]), "rise": sa.rise}
+        b = {"growth": _median(ys or [0.0]), "rise": sb.rise}
+        a["share"], b["share"] = abs(a["growth"]) / sa.rise, abs(b["growth"]) / sb.rise
+        a["time"], b["time"] = a["growth"], b["growth"]
+        item = _Item(GROWTH, key, xs, ys, a, b)
+        big = max(abs(a["growth"]), abs(b["growth"]))
+        if xs is None or ys is None:
+            item.note = "only in B" if xs is None else "only in A"
+        elif big < MIN_GROWTH or max(a["share"], b["share"]) < settings.min_share:
+            item.note = "too small to test"
+        elif len(xs) < 2 or len(ys) < 2:
+            item.note = "a single run on a side: significance not judged"
+        else:
+            d, low, high, p = welch_difference(
+                xs, ys, settings.confidence, settings.min_change * sa.rise
+            )
+            item.test = (d / sa.rise, low / sa.rise, high / sa.rise, p)
+        items.append(item)
+    return items
+
+
+def _growth_change(it: _Item, pair: _Pair) -> Change:
+    name, file, line = _name(it.key, pair)
+    ratio = None
+    if it.test is None:
+        ratio = (it.b["growth"] - it.a["growth"]) / max(it.a["rise"], 1.0)
+    t = it.test
+    return Change(
+        "run", name, file, line, GROWTH, it.a, it.b, t[0] if t else ratio,
+        t[1] if t else None, t[2] if t else None, t[3] if t else None,
+        it.p_adjusted, it.significant, t is not None, it.note, verdict=_verdict(it),
+    )  # fmt: skip
+
+
+def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: str) -> list[Change]:
+    """Compares two sides (see the module's description).
+
+    :param sa: A's table
+    :param sb: B's table
+    :param settings: the settings (its notes and factor are filled)
+    :param section: ``profile`` or ``run``
+    :return: the headline(s), then every function's and path's change
+    :raises ResultFormatError: the sides were measured in ways not comparable
+    """
+    _check_comparable(sa, sb)
+    pair = _Pair(sa, sb, settings)
+    own = _items(OWN, sa.own, sb.own, pair, keep_small=False)
+    inclusive = _items(INCLUSIVE, sa.inclusive, sb.inclusive, pair, keep_small=False)
+    kind = sa.path_kind if sa.path_kind == sb.path_kind else NO_PATHS
+    paths = _items(PATH, sa.paths, sb.paths, pair, keep_small=False) if kind != NO_PATHS else []
+    _deduplicate(own, inclusive, paths, kind)
+    everything = own + inclusive + paths
+    pieces = (
+        own
+        if sa.pieces is sa.own and sb.pieces is sb.own
+        else _items("piece", sa.pieces, sb.pieces, pair, keep_small=False)
+    )
+    _apply_factors(everything, pieces, pair, settings)
+    _test_items(everything, pair, settings)
+    growth = _growth_items(sa, sb, settings) if sa.growth and sb.growth else []
+    _correct([own, inclusive, paths, growth], settings.alpha)
+    heads = [_headline(sa, sb, section, settings)]
+    if section == "run":
+        heads.append(headline_change(section, "peak memory", "peak", sa.peaks, sb.peaks, settings))
+    changes = heads + [_change(it, section, pair, _verdict(it)) for it in own]
+    changes += [_change(it, section, pair) for it in inclusive]
+    changes += _path_changes(paths, kind, section, pair)
+    changes += [_growth_change(it, pair) for it in growth]
+    # Every function has its own time's entry; its inclusive time's only from the share
+    # tested (the own entry already says a function is only in A or B).
+    changes += _small_changes(OWN, sa.own, sb.own, {it.key for it in own}, pair, section)
+    _notes(settings, pair, own, paths, kind)
+    return changes
+
+
+def _small_changes(
+    family: str,
+    rows_a: dict[Any, list[float]],
+    rows_b: dict[Any, list[float]],
+    done: set[Any],
+    pair: _Pair,
+    section: str,
+) -> list[Change]:
+    """The functions under the share tested (or on one side only), shown and not tested:
+    built in one pass, they are most of a large profile (19,000 of 20,000 functions)."""
+    med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
+    factor = 1 + (pair.settings.factor or 0.0)
+    total_a, total_b = pair.total_a or 1.0, pair.total_b or 1.0
+    small = f"below the {pair.settings.min_share:.1%} share tested"
+    out = []
+    for key in union(rows_a, rows_b):
+        if key in done:
+            continue
+        a_time, b_time = med_a.get(key), med_b.get(key)
+        note = "only in B" if a_time is None else "only in A" if b_time is None else small
+        a = {"time": a_time or 0.0, "share": (a_time or 0.0) / total_a}
+        b = {"time": b_time or 0.0, "share": (b_time or 0.0) / total_b}
+        ratio = b["time"] / a["time"] / factor - 1 if a["time"] > 0 else None
+        name, file, line = _name(key, pair)
+        out.append(Change(section, name, file, line, family, a, b, ratio, note=note))
+    return out
+
+
+# A figure holding this much of another's time on both sides is the same figure.
+SAME = 0.98
+SAME_AS_CALLEE = "the same as its only callee's path"
+
+
+def _same(it: _Item, other: _Item) -> bool:
+    return all(
+        o and x >= SAME * o
+        for x, o in ((it.a["time"], other.a["time"]), (it.b["time"], other.b["time"]))
+    )
+
+
+def _deduplicate(own: list[_Item], inclusive: list[_Item], paths: list[_Item], kind: str) -> None:
+    """Tests each quantity once: a function's inclusive time that is its own time (it
+    calls nothing that takes time), or the time of its only call path, is not tested
+    again; nor a path whose only callee path holds all its time (``<module> → main``
+    when ``main`` is all of it): the deeper one is tested."""
+    own_of = {it.key: it for it in own}
+    ending: dict[Any, list[_Item]] = {}
+    children: dict[Any, list[_Item]] = {}
+    for it in paths:
+        ending.setdefault(it.key[-1], []).append(it)
+        if kind == STACKS and len(it.key) > 1:
+            children.setdefault(it.key[:-1], []).append(it)
+    for it in inclusive:
+        if not it.tested:
+            continue
+        mine = own_of.get(it.key)
+        ends = ending.get(it.key, [])
+        if mine is not None and mine.tested and _same(mine, it):
+            it.note = "the same as its own time (it calls nothing that takes time)"
+        elif kind != NO_PATHS and len(ends) == 1 and ends[0].tested:
+            it.note = "the same as its only call path"
+    for it in paths:
+        kids = children.get(it.key, [])
+        if it.tested and len(kids) == 1 and kids[0].tested and _same(kids[0], it):
+            it.note = SAME_AS_CALLEE
+
+
+def _notes(
+    settings: Settings, pair: _Pair, own: list[_Item], paths: list[_Item], kind: str
+) -> None:
+    if kind == NO_PATHS:
+        settings.notes.append(
+            "no call paths on both sides (a result saved before version 3): functions only"
+        )
+    if pair.single and pair.counted:
+        settings.notes.append(
+            "a single run on a side: each figure tested on its samples (Poisson, plus a 3 % "
+            "spread between runs that one run cannot show): weaker evidence"
+        )
+    if settings.factor is not None:
+        settings.notes.append(
+            f"the run as a whole moved {settings.factor:+.1%} (the median over "
+            f"{settings.reference} parts of the run): every figure is compared after it"
+        )
+    for side, table in (("A", pair.sa), ("B", pair.sb)):
+        if table.failed:
+            settings.notes.append(
+                f"{side}: {table.failed} of {table.runs} runs did not exit with 0"
+            )

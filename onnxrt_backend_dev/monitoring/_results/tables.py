@@ -1,0 +1,230 @@
+"""One side of a comparison of profiles, whatever measured it: each function's own and
+inclusive seconds in every run, each call path's inclusive seconds in every run, keyed
+by the matching keys of :mod:`.keys`.
+
+* a cProfile profile (``profile --cprofile``; versions 1 to 3): exact own and
+  cumulative times; its call paths are its edges (caller → callee: the callee's
+  inclusive time when called from there), saved from version 3;
+* a sampled profile (``profile``, ``compare --a/--b``): each stack's seconds, wall and
+  CPU, per run; a function's own time is the time of the stacks it ends, its inclusive
+  time the time of the stacks holding it (once, in a recursion), a path's the time of
+  the stacks starting with it;
+* a ``run`` result: the report's functions (own and inclusive, sampled by its ticks) and
+  its call tree's paths (version 3), and each function's memory growth while it ran.
+
+Sampled figures are counts of samples times an interval: a path seen in few samples may
+be absent from a run. They are *counted* (``counted``): the comparison adds half a
+sample before taking logs and tests the paths with enough samples.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .columns import Columns, split
+from .keys import Key, match_keys
+
+Path = tuple[Key, ...]
+Rows = dict[Any, list[float]]
+# The kinds of call paths a side holds: whole stacks from the root, cProfile's edges, none.
+STACKS, EDGES, NO_PATHS = "stacks", "edges", "none"
+
+
+def _add(rows: Rows, key: Any, values: Sequence[float]) -> None:
+    row = rows.get(key)
+    if row is None:
+        rows[key] = list(values)
+    else:
+        rows[key] = list(map(operator.add, row, values))
+
+
+class SideTable:
+    """One side's figures, seconds per run.
+
+    :param profiler: ``cprofile``, ``sampled`` or ``ticks`` (a ``run`` result)
+    :param clock: ``cpu`` or ``wall``, the clock of the figures
+    :param walls: each run's wall seconds
+    """
+
+    def __init__(self, profiler: str, clock: str, walls: Sequence[float]) -> None:
+        self.profiler = profiler
+        self.clock = clock
+        self.walls = [float(w) for w in walls]
+        self.runs = len(self.walls)
+        self.counted = False  # figures are samples times an interval
+        self.interval = 0.0
+        # Samples a second of the figures (the kernel's CPU timer may tick every 4 ms
+        # whatever the interval asked): counts are seconds times this.
+        self.rate = 0.0
+        # The run cut into disjoint pieces (a sampled profile's stacks, else the
+        # functions' own times): what the run-wide factor is estimated from.
+        self.pieces: Rows = {}
+        self.where: dict[Key, tuple[str, int, str]] = {}
+        self.own: Rows = {}
+        self.inclusive: Rows = {}
+        self.paths: Rows = {}
+        self.path_kind = NO_PATHS
+        self.growth: Rows = {}
+        self.rise = 0.0
+        self.peaks: list[float] = []
+        self.failed = 0
+
+    def totals(self) -> list[float]:
+        """Each run's profiled seconds (the sum of the own times; 1.0 for an empty run).
+
+        :return: one total per run
+        """
+        sums = [math.fsum(col) for col in zip(*self.own.values(), strict=True)] or [0.0]
+        sums = sums if len(sums) == self.runs else [0.0] * self.runs
+        return [t if t > 0 else 1.0 for t in sums]
+
+    def _keys(self, functions: Sequence[Sequence[Any]], main: str | None) -> list[Key]:
+        keys = match_keys(functions, main)
+        for key, f in zip(keys, functions, strict=True):
+            self.where.setdefault(key, (str(f[0]), int(f[1]), str(f[2])))
+        return keys
+
+
+def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
+    table = Columns(data)
+    side = SideTable("cprofile", clock or data.get("timer", "wall"), table.walls)
+    keys = side._keys(table.functions, data.get("main"))
+    n, unit = table.runs, table.per_second
+    # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs.
+    own = list(map(operator.truediv, table.own, itertools.repeat(unit)))
+    cum = list(map(operator.truediv, table.cumulative, itertools.repeat(unit)))
+    own_rows, cum_rows = split(own, n), split(cum, n)
+    if len(set(keys)) == len(keys):  # nothing folds: the rows as they are
+        side.own = dict(zip(keys, map(list, own_rows), strict=True))
+        side.inclusive = dict(zip(keys, map(list, cum_rows), strict=True))
+    else:
+        for key, own_row, cum_row in zip(keys, own_rows, cum_rows, strict=True):
+            _add(side.own, key, own_row)
+            _add(side.inclusive, key, cum_row)
+    side.pieces = side.own
+    if "edges" in data:
+        side.path_kind = EDGES
+        for (i, j), row in zip(data["edges"], split(data["edge_ns"], n), strict=True):
+            if keys[i] != keys[j]:  # a function calling itself is not a path to compare
+                _add(side.paths, (keys[i], keys[j]), [x / 1e9 for x in row])
+    return side
+
+
+def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
+    clock = clock or data.get("timer", "wall")
+    side = SideTable("sampled", clock, data["wall"])
+    side.counted = True
+    side.interval = float(data["interval"])
+    side.path_kind = STACKS
+    keys = side._keys(data["functions"], data.get("main"))
+    n = side.runs
+    column = data["stack_cpu_ns" if clock == "cpu" else "stack_wall_ns"]
+    seconds = math.fsum(column) / 1e9
+    side.rate = math.fsum(data["stack_samples"]) / seconds if seconds > 0 else 1 / side.interval
+    zeros = [0.0] * n
+    for ids, row in zip(data["stacks"], split(column, n), strict=True):
+        values = [x / 1e9 for x in row]
+        if not any(values):
+            continue
+        stack = [keys[i] for i in ids]
+        _add(side.own, stack[-1], values)
+        _add(side.pieces, tuple(stack), values)
+        for key in dict.fromkeys(stack):  # once each, in a recursion
+            _add(side.inclusive, key, values)
+            if key not in side.own:
+                side.own[key] = list(zeros)
+        for depth in range(1, len(stack) + 1):
+            _add(side.paths, tuple(stack[:depth]), values)
+    return side
+
+
+def _run(data: Mapping[str, Any], clock: str | None) -> SideTable:
+    """A ``run`` result: the report's ticks see wall time for every figure, and CPU time
+    for a function's own time only: on the CPU clock (asked for, both sides having it),
+    only the own times are compared; on the wall clock (the default) every figure."""
+    runs = data["runs"]
+    cpu = all("own_cpu" in r and math.fsum(r["own_cpu"]) > 0 for r in runs)
+    side = SideTable(
+        "ticks", "cpu" if clock == "cpu" and cpu else "wall", [r["wall"] for r in runs]
+    )
+    side.counted = True
+    side.interval = float(data["interval"])
+    side.rate = 1 / side.interval
+    keys = side._keys(data["functions"], data.get("main"))
+    own_key = "own_cpu" if side.clock == "cpu" else "own"
+    wall = side.clock == "wall"
+    for i, key in enumerate(keys):
+        _add(side.own, key, [float(r[own_key][i]) for r in runs])
+        if wall:
+            _add(side.inclusive, key, [float(r["cumulative"][i]) for r in runs])
+        _add(side.growth, key, [float(r["growth"][i]) for r in runs])
+    side.pieces = side.own
+    if wall and "paths" in data and all("path_time" in r for r in runs):
+        side.path_kind = STACKS
+        pieces: Rows = {}
+        for j, ids in enumerate(data["paths"]):
+            path = tuple(keys[i] for i in ids)
+            _add(side.paths, path, [float(r["path_time"][j]) for r in runs])
+            if all("path_self" in r for r in runs):
+                _add(pieces, path, [float(r["path_self"][j]) for r in runs])
+        side.pieces = pieces or side.own
+    side.peaks = [float(r["peak"]) for r in runs]
+    rises = sorted(float(r["peak"]) - float(r["start"]) for r in runs)
+    rise = rises[len(rises) // 2]
+    side.rise = rise if rise > 0 else 1.0
+    side.failed = sum(1 for r in runs if r.get("exit", 0) != 0)
+    return side
+
+
+def side_table(kind: str, data: Mapping[str, Any], clock: str | None = None) -> SideTable:
+    """The table of a checked ``profile`` or ``run`` payload.
+
+    :param kind: ``profile`` or ``run``
+    :param data: the payload
+    :param clock: ``cpu`` or ``wall`` for the sampled figures (the payload's own when
+        None); a cProfile profile's clock is the one it was profiled with
+    :return: the table
+    """
+    if kind == "run":
+        return _run(data, clock)
+    if data.get("profiler") == "sampled":
+        return _sampled(data, clock)
+    return _cprofile(data, None)
+
+
+def medians(rows: Rows) -> dict[Any, float]:
+    """The median over the runs of each row.
+
+    :param rows: key -> values per run
+    :return: key -> median
+    """
+    if not rows:
+        return {}
+    ordered = list(map(sorted, rows.values()))
+    n = len(ordered[0])
+    if all(len(row) == n for row in ordered):  # one length (the runs): itemgetter, in C
+        if n % 2:
+            mids: Any = map(operator.itemgetter(n // 2), ordered)
+        else:
+            low = map(operator.itemgetter(n // 2 - 1), ordered)
+            high = map(operator.itemgetter(n // 2), ordered)
+            mids = map(operator.truediv, map(operator.add, low, high), itertools.repeat(2.0))
+        return dict(zip(rows, mids, strict=True))
+    out = {}
+    for key, s in zip(rows, ordered, strict=True):
+        m = len(s)
+        out[key] = s[m // 2] if m % 2 else (s[m // 2 - 1] + s[m // 2]) / 2
+    return out
+
+
+def union(*keys: Any) -> list[Any]:
+    """The keys of several tables, in first-seen order.
+
+    :param keys: iterables of keys
+    :return: one list, no repeats
+    """
+    return list(dict.fromkeys(itertools.chain(*keys)))

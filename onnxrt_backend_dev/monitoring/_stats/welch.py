@@ -1,0 +1,164 @@
+"""Welch's t-test: from summaries (``measure_time`` dictionaries), on the logs of two
+series of positive figures, and *moderated* (a prior variance borrowed from the other
+figures of a comparison, as limma does for genes), with a margin of negligible change.
+
+The logs, because a machine's speed and a function's work act as factors: the change is
+a ratio, ``B / A - 1``. The moderation, because a comparison of profiles has few runs a
+side (5 to 20) and hundreds of figures: each figure's own variance, over 8 degrees of
+freedom, is a poor estimate (Student's t at 8 degrees needs t > 5 for p < 1e-3, where
+Holm asks that much of one test among 50), while the figures together say well what
+spread a figure of that size has. The moderated variance is the mean of the two,
+weighted by their degrees of freedom; under the hypothesis of no change the statistic is
+Student's t with the degrees added (Smyth 2004).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .distributions import student_t_quantile, student_t_sf2
+
+
+def welch_test(
+    mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int
+) -> tuple[float, float, float]:
+    """Welch's unequal-variance t-test from summaries (sample variances, ddof=1).
+
+    :return: ``(t, degrees of freedom, two-sided p-value)``
+    """
+    se2_a, se2_b = var_a / n_a, var_b / n_b
+    se2 = se2_a + se2_b
+    if se2 == 0:  # no spread at all: either identical or certainly different
+        return (0.0, math.inf, 1.0) if mean_a == mean_b else (math.inf, math.inf, 0.0)
+    t = (mean_a - mean_b) / math.sqrt(se2)
+    df = se2**2 / (se2_a**2 / (n_a - 1) + se2_b**2 / (n_b - 1))
+    return t, df, student_t_sf2(t, df)
+
+
+@dataclass(frozen=True)
+class LogTest:
+    """The test of two series of log figures.
+
+    :param change: ``B / A - 1``, from the difference of the means of the logs
+    :param low: lower bound of ``change``'s interval
+    :param high: upper bound
+    :param p_value: two-sided p-value (of a change beyond the margin, when one is given)
+    :param df: degrees of freedom of the statistic
+    :param se: standard error of the difference of the log means
+    """
+
+    change: float
+    low: float
+    high: float
+    p_value: float
+    df: float
+    se: float
+
+
+def mean_and_variance(xs: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample variance (ddof=1; 0 for a single value).
+
+    :param xs: the values, at least one
+    :return: ``(mean, variance)``
+    """
+    n = len(xs)
+    mean = math.fsum(xs) / n
+    if n < 2:
+        return mean, 0.0
+    return mean, math.fsum([(x - mean) ** 2 for x in xs]) / (n - 1)
+
+
+def moderated_log_test(
+    la: Sequence[float],
+    lb: Sequence[float],
+    confidence: float = 0.95,
+    prior_var: float = 0.0,
+    prior_df: float = 0.0,
+    margin: float = 0.0,
+) -> LogTest:
+    """Welch's test of two series of logs, each side's variance moderated by a prior.
+
+    Each side's variance becomes ``(d0 s0^2 + (n - 1) s^2) / (d0 + n - 1)`` with
+    ``d0 = prior_df`` and ``s0^2 = prior_var``; the degrees of freedom follow Welch and
+    Satterthwaite with ``d0 + n - 1`` a side. ``prior_df = 0`` is Welch's plain test.
+
+    ``margin`` (a fraction, 0.02 for 2 %) makes the hypothesis tested "the change is
+    within the margin": the statistic is ``(|d| - log(1 + margin)) / se``, so a
+    consistent change of 0.5 % (a code layout moved) is not called significant however
+    many runs show it.
+
+    :param la: logs of A's figures (at least one; two unless a prior is given)
+    :param lb: logs of B's figures
+    :param confidence: level of the interval
+    :param prior_var: the prior variance of one log figure
+    :param prior_df: its degrees of freedom (0: none)
+    :param margin: the change deemed negligible, a fraction >= 0
+    :return: the test
+    """
+    ma, va = mean_and_variance(la)
+    mb, vb = mean_and_variance(lb)
+    parts = []
+    for n, v in ((len(la), va), (len(lb), vb)):
+        df = prior_df + n - 1
+        var = (prior_df * prior_var + (n - 1) * v) / df if df > 0 else math.inf
+        parts.append((var / n, df))
+    se2 = parts[0][0] + parts[1][0]
+    d = mb - ma
+    shift = math.log1p(margin)
+    if not math.isfinite(se2):
+        return LogTest(math.expm1(d), -1.0, math.inf, 1.0, 0.0, math.inf)
+    if se2 <= 0:
+        p = 0.0 if abs(d) > shift else 1.0
+        return LogTest(math.expm1(d), math.expm1(d), math.expm1(d), p, math.inf, 0.0)
+    denom = sum(s * s / df for s, df in parts if df > 0 and s > 0)
+    df = se2 * se2 / denom if denom > 0 else math.inf
+    se = math.sqrt(se2)
+    p = student_t_sf2(max(abs(d) - shift, 0.0) / se, df)
+    # The interval's degrees rounded to a quarter (its bounds move by < 0.1 % for it),
+    # so that the quantiles of a comparison's hundreds of tests are a few cached ones.
+    q = student_t_quantile(0.5 + confidence / 2.0, max(round(df * 4) / 4, 1.0))
+    return LogTest(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p, df, se)
+
+
+def log_welch_test(
+    xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
+) -> LogTest:
+    """Welch's test of the logs of two series of positive figures (at least two a side).
+
+    :param xs: A's figures, > 0
+    :param ys: B's figures, > 0
+    :param confidence: level of the interval
+    :param margin: the change deemed negligible (see :func:`moderated_log_test`)
+    :return: the test
+    """
+    return moderated_log_test(
+        [math.log(x) for x in xs], [math.log(y) for y in ys], confidence, margin=margin
+    )
+
+
+def welch_difference(
+    xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
+) -> tuple[float, float, float, float]:
+    """Welch's test of the difference of the means of two series of figures of any sign
+    (a memory growth: a function may free), at least two a side.
+
+    :param xs: A's figures
+    :param ys: B's figures
+    :param confidence: level of the interval
+    :param margin: a difference deemed negligible, in the figures' unit, >= 0
+    :return: ``(mean B - mean A, low, high, p-value)``
+    """
+    ma, va = mean_and_variance(xs)
+    mb, vb = mean_and_variance(ys)
+    na, nb = len(xs), len(ys)
+    se2 = va / na + vb / nb
+    d = mb - ma
+    if se2 <= 0:
+        return d, d, d, (0.0 if abs(d) > margin else 1.0)
+    df = se2 * se2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+    se = math.sqrt(se2)
+    p = student_t_sf2(max(abs(d) - margin, 0.0) / se, df)
+    q = student_t_quantile(0.5 + confidence / 2.0, df)
+    return d, d - q * se, d + q * se, p
