@@ -45,6 +45,20 @@ _EPILOG = (
 )
 
 
+_ALLOC_DEFAULT = 256 * 1024
+
+
+def _alloc_size(text: str) -> int:
+    """``--alloc-sample``: a size (``256KiB``, ``1MB``, ``65536``), 0 for off."""
+    from .._alloc.program import check_mean
+    from .._format import parse_bytes
+
+    try:
+        return check_mean(parse_bytes(text.strip().replace(" ", "")))
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _format(args: argparse.Namespace) -> str:
     if args.format is not None:
         return str(args.format)
@@ -148,6 +162,12 @@ class RunCommand:
         parser.add_argument(
             "--probe", action="append", default=[], metavar="NAME",
             help="a device probe to read beside the process (nvml), repeatable",
+        )  # fmt: skip
+        parser.add_argument(
+            "--alloc-sample", type=_alloc_size, default=_ALLOC_DEFAULT, metavar="SIZE",
+            help="track the program's allocations (a small shim loaded into it): one "
+            "sampled allocation per SIZE allocated bytes on average (256KiB); 1 records "
+            "every allocation, 0 turns tracking off (also ONNXRT_MONITORING_ALLOC=0)",
         )  # fmt: skip
         parser.add_argument(
             "--pid", type=int, default=None,

@@ -113,6 +113,8 @@ def observe_program(
     on_sample: Callable[[], None] | None = None,
     grace: float = GRACE,
     devices: Any = None,
+    env: dict[str, str] | None = None,
+    alloc: Any = None,
 ) -> ObservedRun:
     """Runs ``argv`` under the observer until it ends.
 
@@ -123,12 +125,17 @@ def observe_program(
     :param on_sample: called after each sample
     :param grace: seconds a program has to end after a forwarded SIGTERM/SIGHUP
     :param devices: device probes read in the same loop
+    :param env: the program's environment (this process's by default)
+    :param alloc: reads the program's allocations at each sample (an
+        ``_alloc.tracker.AllocTracker``, made with the pid), None: not tracked
     :return: what was seen
     :raises OSError: the command cannot start
     """
     start = time.monotonic()
-    started = start_program(argv, interval, sink, follow, devices=devices)
+    started = start_program(argv, interval, sink, follow, env=env, devices=devices)
     proc = started.process
+    if alloc is not None:
+        started.observer.root.alloc = alloc(proc.pid)
     reaped: list[tuple[int, Any]] = []
 
     def done() -> bool:

@@ -113,6 +113,8 @@ class ProcessRecord:
         # and its flags, None to try again, False to give up (set by the session).
         self.opener: Callable[[], Any] | None = None
         self.collector = ""  # how its stacks are read, for the notes
+        # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
+        self.alloc: Any = None
 
     def intern(self, key: tuple[int, ...]) -> int:
         """The id of a stack key (a cut key once the table is full)."""
@@ -272,6 +274,8 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     if record.samples % OTHERS_EVERY == 1:
         _other_threads(record, samples)
     record.sink.add_tick(t, rss, hwm or 0.0, credited)
+    if record.alloc is not None:
+        record.alloc.sample(record, t)
 
 
 def _try_open(record: ProcessRecord) -> None:

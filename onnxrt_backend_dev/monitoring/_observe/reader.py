@@ -463,6 +463,17 @@ class StackReader:
             complete = False
         return self._resolve(raw_frames, complete)
 
+    def resolve(self, raw_frames: list[tuple[int, int]]) -> tuple[tuple[int, ...], bool]:
+        """Frames read by someone else (the allocation shim, in the program) as this
+        reader's: ``(code id, byte offset)`` pairs, innermost first.
+
+        :param raw_frames: ``(code object address, instruction pointer or lasti)`` pairs,
+            innermost first, as the layout's frames hold them
+        :return: the frames and whether every one was valid (the walk stops at the
+            first that is not: a code object freed since)
+        """
+        return self._resolve(raw_frames, True)
+
     def _resolve(
         self, raw_frames: list[tuple[int, int]], complete: bool
     ) -> tuple[tuple[int, ...], bool]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import linecache
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._stacks.frames import is_library_path
 from .aggregate import Aggregator, RawFrame
 from .model import (
+    Allocations,
     Curve,
     Device,
     Ending,
@@ -62,6 +63,11 @@ class RunFacts:
     :param children: forked children of the program, labelled, with their own ticks
     :param tool_rss: bytes of the tool's own start-up memory already taken off the RSS
         figures (0: none)
+    :param allocations: the allocations section (:mod:`.allocations`; None: the shim
+        did not run)
+    :param held: the line holding the most allocated bytes at the peak, the library
+        function it called and its stack (:func:`.allocations.peak_place`): the peak's
+        builder, instead of the largest growth up to the peak
     """
 
     program: str
@@ -79,6 +85,8 @@ class RunFacts:
     threads: Sequence[SampledThread] = ()
     children: Sequence[tuple[str, Aggregator]] = ()
     tool_rss: float = 0.0
+    allocations: Allocations | None = None
+    held: tuple[Site, str, tuple[Site, ...]] | None = None
 
 
 def package_of(filename: str) -> str:
@@ -471,6 +479,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     notes = list(facts.notes)
     if agg.dropped:
         notes.append(f"{agg.dropped} ticks were lost (a full buffer or too many stacks)")
+    if facts.held is not None:  # what holds most at the peak: the line that built it
+        peak = replace(peak, site=facts.held[0], called=facts.held[1], stack=facts.held[2])
     return Report(
         program=facts.program,
         wall=wall,
@@ -491,4 +501,5 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         dropped=agg.dropped,
         notes=tuple(notes),
         functions=tuple(_functions(entries, facts.threads)),
+        allocations=facts.allocations,
     )

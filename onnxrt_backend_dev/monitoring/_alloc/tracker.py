@@ -1,0 +1,229 @@
+"""The observer's side of allocation tracking: at each of its samples, the new records of
+the shim's ring in the program, their Python stacks resolved with the observer's own
+stack reader (the code objects read from the program's memory, interned in the same
+stack table as the time samples), their caller mapped to a native library, all folded
+into an :class:`.estimate.Estimator`.
+
+Nothing runs in the program but the shim; nothing here writes into it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Any
+
+from .._observe.elf import ElfError, symbols_of
+from .._observe.memory import Memory, ProcessMemory, ReadError
+from .._observe.process import load_base, mappings
+from .estimate import NO_STACK, Estimator
+from .ring import (
+    FLAG_FINALIZING,
+    FLAG_NO_THREAD,
+    KIND_ALLOC,
+    KIND_FREE,
+    KIND_PEAK,
+    STATE_SAMPLING,
+    SYMBOL,
+    Header,
+    Record,
+    RingError,
+    RingReader,
+)
+
+MAX_PENDING = 200_000  # records kept while the program's interpreter is not readable yet
+OPEN_TRIES = 200  # samples the shim may take to appear in the program's mappings
+NO_LIBRARY = -1
+
+
+class AllocTracker:
+    """Follows the allocations of one process through the shim's ring.
+
+    :param pid: the process
+    :param shim: the shim's file, as the program maps it
+    :param threshold: an allocation is temporary when at most this many others of its
+        thread came before its free
+    :param memory: the process's memory (a :class:`ProcessMemory` by default)
+    """
+
+    def __init__(
+        self, pid: int, shim: str, threshold: int = 1, memory: Memory | None = None
+    ) -> None:
+        self.pid = pid
+        self.shim = shim
+        self.threshold = threshold
+        self.memory = memory
+        self.reader: RingReader | None = None
+        self.estimator: Estimator | None = None
+        self.header: Header | None = None  # the last one read
+        self.why = ""  # why nothing was tracked, when nothing was
+        self.tries = 0
+        self.failed = False
+        self.pending: list[Record] = []
+        self.dropped_pending = 0
+        self.libraries: list[str] = []  # library id -> path
+        self._library_ids: dict[str, int] = {}
+        self._spans: list[tuple[int, int, str]] = []  # executable mappings, sorted
+        self._starts: list[int] = []
+        self._maps_read_at = -1
+        self.polls = 0
+        self.preloaded = ""  # an allocator the user preloads, for the notes
+
+    # -- opening ---------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Finds the ring in the program: the shim's mapping and its symbol."""
+        self.tries += 1
+        try:
+            maps = mappings(self.pid)
+        except OSError:
+            return
+        base = load_base(maps, self.shim)
+        if base is None:
+            if self.tries >= OPEN_TRIES or _loaded(maps):
+                self.failed = True
+                self.why = (
+                    "the shim was not loaded in the program (a statically linked "
+                    "executable, or one that ignores LD_PRELOAD)"
+                )
+            return
+        try:
+            syms = symbols_of(self.shim, [SYMBOL])
+        except (OSError, ElfError) as e:
+            self.failed, self.why = True, f"the shim's symbols cannot be read: {e}"
+            return
+        if SYMBOL not in syms.symbols:
+            self.failed, self.why = True, "the shim has no ring (another version of it)"
+            return
+        memory = self.memory if self.memory is not None else ProcessMemory(self.pid)
+        address = base - syms.base_vaddr + syms.symbols[SYMBOL]
+        self.reader = RingReader(memory, address, self.pid)
+
+    # -- each sample -----------------------------------------------------------------
+
+    def sample(self, record: Any, t: float) -> None:
+        """Reads what the shim wrote since the last sample (the observer's hook).
+
+        :param record: the process's :class:`.._observe.observer.ProcessRecord`
+        :param t: the sample's time
+        """
+        if self.failed:
+            return
+        if self.reader is None:
+            self._open()
+            if self.reader is None:
+                return
+        try:
+            records = self.reader.poll()
+        except ReadError:
+            return  # gone, or not yet: the next sample tells
+        except RingError as e:
+            self.tries += 1
+            if not e.starting or self.tries >= OPEN_TRIES:
+                self.failed, self.why = True, str(e)
+            return
+        self.polls += 1
+        self.header = self.reader.header
+        if self.estimator is None and self.header is not None:
+            self.estimator = Estimator(float(self.header.mean), self.threshold)
+        if records:
+            self._take(record, records)
+
+    def _take(self, record: Any, records: list[Record]) -> None:
+        stacks = record.reader
+        if stacks is None and record.opener is not None:  # its interpreter not read yet
+            room = MAX_PENDING - len(self.pending)
+            self.pending.extend(records[:room])
+            self.dropped_pending += max(len(records) - room, 0)
+            return
+        if self.pending:
+            records = [*self.pending, *records]
+            self.pending = []
+        for rec in records:
+            self._fold(record, rec)
+
+    def _fold(self, record: Any, rec: Record) -> None:
+        est = self.estimator
+        assert est is not None
+        t = rec.time_ns / 1e9
+        if rec.kind == KIND_ALLOC:
+            sid = self._stack(record, rec)
+            final = bool(rec.flags & FLAG_FINALIZING)
+            key = (sid, self._library(rec.caller))
+            est.alloc(rec.order, t, key, rec.size, rec.address, rec.tid, rec.nallocs, final)
+        elif rec.kind == KIND_FREE:
+            final = bool(rec.flags & FLAG_FINALIZING)
+            est.free(rec.order, t, rec.address, rec.tid, rec.nallocs, final)
+        elif rec.kind == KIND_PEAK:
+            est.peak(rec.order, t, float(rec.live))
+
+    def _stack(self, record: Any, rec: Record) -> int:
+        """The stack id of a record's frames in the process's table, ``NO_STACK`` when
+        it has none (a native thread) or they cannot be read."""
+        reader = record.reader
+        if not rec.frames or rec.flags & FLAG_NO_THREAD or reader is None:
+            return NO_STACK
+        raw = rec.frames
+        by_lasti = reader.layout.frame_instr < 0
+        pairs = []
+        for i in range(0, len(raw), 2):
+            where = raw[i + 1]
+            if by_lasti and where >= 1 << 63:  # a negative lasti, sign-extended
+                where -= 1 << 64
+            pairs.append((raw[i], where))
+        frames, _complete = reader.resolve(pairs)
+        return record.intern(frames) if frames else NO_STACK
+
+    # -- native libraries ------------------------------------------------------------
+
+    def _library(self, address: int) -> int:
+        """The id of the file mapped at a code address (``NO_LIBRARY`` unknown)."""
+        if not address:
+            return NO_LIBRARY
+        path = self._span_of(address)
+        if path is None and self._maps_read_at != self.polls:
+            self._read_maps()
+            path = self._span_of(address)
+        if path is None:
+            return NO_LIBRARY
+        lid = self._library_ids.get(path)
+        if lid is None:
+            lid = self._library_ids[path] = len(self.libraries)
+            self.libraries.append(path)
+        return lid
+
+    def _span_of(self, address: int) -> str | None:
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i >= 0:
+            start, end, path = self._spans[i]
+            if start <= address < end:
+                return path
+        return None
+
+    def _read_maps(self) -> None:
+        self._maps_read_at = self.polls
+        try:
+            maps = mappings(self.pid)
+        except OSError:
+            return
+        spans = sorted((m.start, m.end, m.path) for m in maps if "x" in m.perms and m.path)
+        self._spans = spans
+        self._starts = [s[0] for s in spans]
+
+    # -- at the end ------------------------------------------------------------------
+
+    def sampling(self) -> bool:
+        """Whether the shim sampled (it was loaded and read, with a mean above 0)."""
+        return self.header is not None and bool(self.header.state & STATE_SAMPLING)
+
+    def lost(self) -> int:
+        """Records lost: lapped in the ring, or not kept while waiting for the stacks."""
+        lapped = self.reader.lost if self.reader is not None else 0
+        return lapped + self.dropped_pending
+
+
+def _loaded(maps: list[Any]) -> bool:
+    """Whether the dynamic loader is done (the C library is mapped): a shim not mapped
+    by then is not coming."""
+    names = {os.path.basename(m.path) for m in maps}
+    return any(n.startswith(("libc.so", "libc-")) for n in names)
