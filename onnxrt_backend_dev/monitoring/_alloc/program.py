@@ -12,6 +12,9 @@ from .shim import DEFAULT_MEAN, preloaded_allocator, program_env, shim_status
 from .tracker import AllocTracker
 
 MAX_MEAN = 1 << 40
+# Seconds a program waits at its exit, at most, for its last records to be read (it waits
+# only while the observer has not read them: a few milliseconds).
+EXIT_WAIT = 2.0
 
 
 class AllocPlan(NamedTuple):
@@ -43,7 +46,6 @@ def check_mean(mean: int) -> int:
 
 def plan(
     mean: int = DEFAULT_MEAN,
-    interval: float = 0.005,
     environ: Mapping[str, str] | None = None,
     layout: object | None = None,
     seed: int | None = None,
@@ -51,8 +53,6 @@ def plan(
     """Plans the tracking of a Python program run by this interpreter.
 
     :param mean: bytes between two samples on average (0: tracking off)
-    :param interval: the observer's seconds between samples (the program waits a few
-        of them at its exit, for its last records to be read)
     :param environ: the program's environment (this process's by default)
     :param layout: this interpreter's layout (found when not given)
     :param seed: makes the sampling repeatable (tests)
@@ -67,8 +67,7 @@ def plan(
         return AllocPlan(None, None, status.reason, "")
     if layout is None:
         layout = _own_layout()
-    wait = min(max(0.02, 4 * interval), 0.5)
-    program = program_env(env, path, layout, mean, exit_wait=wait, seed=seed)
+    program = program_env(env, path, layout, mean, exit_wait=EXIT_WAIT, seed=seed)
 
     preloaded = preloaded_allocator(env)
 

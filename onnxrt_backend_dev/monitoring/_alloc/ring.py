@@ -4,8 +4,9 @@ The ring (``onnxrt_alloc_ring`` in ``shim.c``) is a header of counters and a cir
 array of fixed-size records that the program's threads claim with an atomic increment
 of ``head``. A record is whole when both its first word (``seq``) and its last
 (``seq_end``) hold its index + 1; one still being written is read again at the next
-poll; one the writers lapped before it was read is lost, and counted. Nothing is ever
-written into the program: the reader keeps its own position.
+poll; one the writers lapped before it was read is lost, and counted. The reader keeps
+its own position, and writes one word into the ring, nowhere else: how far it read
+(``read``), so that the program, at its exit, waits for its last records to be read.
 
 Everything read is untrusted: the header must carry the magic, the version and the sizes
 this module knows, and every count is bounded.
@@ -13,7 +14,10 @@ this module knows, and every count is bounded.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .._observe.memory import Memory, ReadError
@@ -21,7 +25,8 @@ from .._observe.memory import Memory, ReadError
 SYMBOL = "onnxrt_alloc_ring"
 MAGIC = b"ONNXALC\0"
 VERSION = 1
-HEADER = struct.Struct("<8sIIIIiIQQQqqQQQQQQQQ120s")
+HEADER = struct.Struct("<8sIIIIiIQQQqqQQQQQQQQQ112s")
+READ_AT = 136  # where the reader says how far it read (the program waits for it at exit)
 RECORD = struct.Struct("<QIHHQQQqQQQ")
 FRAMES_AT = 72
 RECORD_SIZE = 1104
@@ -66,6 +71,7 @@ class Header(NamedTuple):
     :param peak_time: when ``peak`` was last raised (``CLOCK_MONOTONIC`` ns)
     :param samples: sampled allocations
     :param generation: forks the process came through
+    :param read: 1 + the index the reader said it read up to (0: no reader yet)
     :param capacity: records in the ring
     :param why: why stacks are off, when they are
     """
@@ -85,6 +91,7 @@ class Header(NamedTuple):
     peak_time: int
     samples: int
     generation: int
+    read: int
     capacity: int
     why: str
 
@@ -134,9 +141,9 @@ def parse_header(data: bytes) -> Header:
         raise RingError("no ring at the shim's symbol (its magic is wrong)")
     if f[1] != VERSION or f[2] != RECORD_SIZE or f[4] != MAX_FRAMES or not 0 < f[3] <= 1 << 20:
         raise RingError(f"a ring of another version ({f[1]}, records of {f[2]} bytes)")
-    why = f[20].split(b"\0", 1)[0].decode("utf-8", "replace")
+    why = f[21].split(b"\0", 1)[0].decode("utf-8", "replace")
     return Header(f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14], f[15], f[16],
-                  f[17], f[18], f[19], f[3], why)  # fmt: skip
+                  f[17], f[18], f[19], f[20], f[3], why)  # fmt: skip
 
 
 def parse_record(data: bytes | memoryview, offset: int, index: int) -> Record | None:
@@ -162,12 +169,22 @@ class RingReader:
     :param address: the ring's address
     :param pid: the process (a ring whose header names another pid is not read yet: a
         forked child before its fork handler ran)
+    :param tell: writes how far the reader read into the ring: ``tell(address, value)``
+        (``process_vm_writev`` of one word by default; None: nothing written)
     """
 
-    def __init__(self, memory: Memory, address: int, pid: int) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        address: int,
+        pid: int,
+        tell: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.memory = memory
         self.address = address
         self.pid = pid
+        self.tell = tell
+        self.told = -1
         self.next: int | None = None  # the next index to read
         self.lost = 0  # records lapped by the writers before they were read
         self.header: Header | None = None
@@ -206,6 +223,9 @@ class RingReader:
             out.extend(records)
             if stop:
                 break
+        if self.tell is not None and self.next != self.told:
+            self.told = self.next
+            self.tell(self.address + READ_AT, self.next + 1)
         return out
 
     def _read(self, first: int, count: int, cap: int) -> tuple[list[Record], bool]:
@@ -248,3 +268,32 @@ def u64_at(memory: Memory, address: int) -> int:
     :raises ReadError: unreadable
     """
     return int(_U64.unpack(memory.read(address, 8))[0])
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def teller(pid: int) -> Callable[[int, int], None]:
+    """Writes one 64-bit word into process ``pid`` (``process_vm_writev``): how far the
+    reader read, into the shim's ring. A failed write is ignored (the program then waits
+    its bounded time at exit).
+
+    :param pid: the process
+    :raises OSError: the platform has no ``process_vm_writev``
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = getattr(libc, "process_vm_writev", None)
+    if call is None:
+        raise OSError(errno.ENOSYS, "process_vm_writev is not available on this platform")
+    call.restype = ctypes.c_ssize_t
+    word = ctypes.c_uint64(0)
+    local = _IoVec(ctypes.cast(ctypes.pointer(word), ctypes.c_void_p), 8)
+    remote = _IoVec(0, 8)
+
+    def tell(address: int, value: int) -> None:
+        word.value = value
+        remote.base = address
+        call(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+
+    return tell

@@ -102,7 +102,8 @@ struct ring {
     _Atomic uint64_t peak_time;   /* CLOCK_MONOTONIC ns of the peak's last flush */
     _Atomic uint64_t samples;     /* sampled allocations */
     _Atomic uint64_t generation;  /* forks since the start */
-    char why[120]; /* why stacks are off, when they are */
+    _Atomic uint64_t read;        /* written by the observer: 1 + the index it read up to */
+    char why[112]; /* why stacks are off, when they are */
     struct record records[RING_CAPACITY];
 };
 
@@ -112,7 +113,8 @@ _Static_assert(offsetof(struct record, frames) == 72, "record layout");
 _Static_assert(offsetof(struct record, seq_end) == 1096, "record layout");
 _Static_assert(sizeof(struct record) == 1104, "record layout");
 _Static_assert(offsetof(struct ring, head) == 48, "ring layout");
-_Static_assert(offsetof(struct ring, why) == 136, "ring layout");
+_Static_assert(offsetof(struct ring, read) == 136, "ring layout");
+_Static_assert(offsetof(struct ring, why) == 144, "ring layout");
 _Static_assert(offsetof(struct ring, records) == 256, "ring layout");
 
 /* ---- the real functions ----------------------------------------------------------- */
@@ -131,6 +133,7 @@ struct real {
     int (*munmap)(void *, size_t);
     size_t (*usable)(void *);
     void *(*dlopen)(const char *, int);
+    void *(*dlsym)(void *, const char *);
 };
 HIDDEN struct real real;
 HIDDEN _Atomic int resolving; /* 1 while dlsym runs: allocations go to the bump buffer */
@@ -171,6 +174,7 @@ HIDDEN void resolve(void) {
     real.munmap = dlsym(RTLD_NEXT, "munmap");
     real.usable = dlsym(RTLD_NEXT, "malloc_usable_size");
     real.dlopen = dlsym(RTLD_NEXT, "dlopen");
+    real.dlsym = dlsym(RTLD_NEXT, "dlsym");
     resolved = real.malloc && real.calloc && real.realloc && real.free && real.mmap &&
                real.munmap && real.usable;
     atomic_store(&resolving, 0);
@@ -183,6 +187,8 @@ struct layout {
     long leaf;          /* tstate -> frame (3.10, 3.13) or cframe (3.11, 3.12) */
     long cframe;        /* cframe -> current_frame, -1 without cframe */
     long back, code, instr, lasti, owner;
+    long firstline;     /* code -> co_firstlineno */
+    long codebytes;     /* 3.10: code -> co_code (a bytes object); -1: the code's own size */
     int owner_check;    /* 3.12+: skip frames owned by the C stack */
 };
 
@@ -192,7 +198,7 @@ HIDDEN int counting;         /* live bytes are counted */
 HIDDEN int stacks;           /* Python stacks are read */
 HIDDEN double mean_bytes = 262144.0;
 HIDDEN uint64_t seed_base;
-HIDDEN long exit_wait_ns = 20000000;
+HIDDEN long exit_wait_ns = 1000000000L;
 HIDDEN void *(*this_thread_state)(void);
 HIDDEN int (*is_finalizing)(void);
 
@@ -213,20 +219,21 @@ HIDDEN long parse_long(const char *s, int *ok) {
     return sign * v;
 }
 
-/* ONNXRT_ALLOC_LAYOUT: "minor,leaf,cframe,back,code,instr,lasti,owner" */
+/* ONNXRT_ALLOC_LAYOUT: "minor,leaf,cframe,back,code,instr,lasti,owner,firstline,codebytes" */
+#define LAYOUT_FIELDS 10
 HIDDEN int parse_layout(const char *s) {
-    long v[8];
+    long v[LAYOUT_FIELDS];
     int ok = 1;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < LAYOUT_FIELDS; i++) {
         v[i] = parse_long(s, &ok);
         while (*s && *s != ',') s++;
-        if (i < 7) {
+        if (i < LAYOUT_FIELDS - 1) {
             if (*s != ',') return 0;
             s++;
         }
     }
     if (!ok || v[0] < 10 || v[0] > 13) return 0;
-    for (int i = 1; i < 8; i++)
+    for (int i = 1; i < LAYOUT_FIELDS; i++)
         if (v[i] < -1 || v[i] > 65536) return 0;
     L.minor = (int)v[0];
     L.leaf = v[1];
@@ -236,8 +243,11 @@ HIDDEN int parse_layout(const char *s) {
     L.instr = v[5];
     L.lasti = v[6];
     L.owner = v[7];
+    L.firstline = v[8];
+    L.codebytes = v[9];
     L.owner_check = L.minor >= 12 && L.owner >= 0;
-    return L.leaf >= 0 && L.back >= 0 && L.code >= 0 && (L.instr >= 0 || L.lasti >= 0);
+    return L.leaf >= 0 && L.back >= 0 && L.code >= 0 && (L.instr >= 0 || L.lasti >= 0) &&
+           L.firstline >= 0;
 }
 
 HIDDEN void set_why(const char *text) {
@@ -328,7 +338,7 @@ __attribute__((constructor)) HIDDEN void init(void) {
     const char *wait = getenv("ONNXRT_ALLOC_EXIT_WAIT_NS");
     if (wait) {
         long w = parse_long(wait, &ok);
-        if (w >= 0 && w <= 1000000000L) exit_wait_ns = w;
+        if (w >= 0 && w <= 10000000000L) exit_wait_ns = w;
     }
     const char *path = getenv("ONNXRT_ALLOC_SHIM");
     if (path && !getenv("ONNXRT_ALLOC_CHILDREN")) forget_preload(path);
@@ -362,6 +372,8 @@ struct tls {
     uint64_t rng;
     uint32_t tid;
     int in_hook;
+    int in_alloc; /* inside the real allocator: its own mmap calls (jemalloc, tcmalloc) are
+                     what the allocation already counts */
     int ready;
 };
 HIDDEN TLS struct tls T;
@@ -481,6 +493,31 @@ HIDDEN void flush_at_thread_exit(void *unused) {
  * alone, and this thread is here. A stack deeper than MAX_FRAMES keeps its innermost
  * INNER_FRAMES and its outermost MAX_FRAMES - INNER_FRAMES (the user's own frames are
  * often the outermost, under deep library calls such as nested imports). */
+/* A frame's second word: the instruction as an offset into its code object (3.11+) or
+ * its lasti (3.10), in the low 32 bits; in the high 32, a check of the code object
+ * (first line and size), with which the observer tells a code object freed since and
+ * another made at its address. */
+HIDDEN uint64_t frame_word(const char *f, uint64_t code) {
+    uint32_t low;
+    if (L.instr >= 0)
+        low = (uint32_t)(*(uint64_t *)(f + L.instr) - code);
+    else
+        low = (uint32_t) * (int32_t *)(f + L.lasti);
+    uint32_t check = 0;
+    if (code && !(code & 7)) {
+        const char *c = (const char *)code;
+        uint64_t size;
+        if (L.codebytes >= 0) {
+            const char *bytes = *(const char *const *)(c + L.codebytes);
+            size = bytes && !((uintptr_t)bytes & 7) ? *(const uint64_t *)(bytes + 16) : 0;
+        } else {
+            size = 2 * *(const uint64_t *)(c + 16); /* ob_size: code units */
+        }
+        check = (uint32_t)(*(const int32_t *)(c + L.firstline)) * 65599u + (uint32_t)size;
+    }
+    return (uint64_t)low | (uint64_t)check << 32;
+}
+
 #define INNER_FRAMES 48
 #define OUTER_FRAMES (MAX_FRAMES - INNER_FRAMES)
 #define MAX_WALK 100000
@@ -504,8 +541,7 @@ HIDDEN int read_stack(uint64_t *out, uint16_t *flags) {
             continue;
         }
         uint64_t code = *(uint64_t *)(f + L.code);
-        uint64_t where = L.instr >= 0 ? *(uint64_t *)(f + L.instr)
-                                      : (uint64_t)(int64_t) * (int32_t *)(f + L.lasti);
+        uint64_t where = frame_word(f, code);
         if (n < INNER_FRAMES) {
             out[2 * n] = code;
             out[2 * n + 1] = where;
@@ -701,14 +737,18 @@ HIDDEN inline size_t usable_of(void *p) {
 
 HIDDEN void *hook_malloc(size_t size) {
     ENSURE(bump_alloc(size, 16));
+    T.in_alloc++;
     void *p = real.malloc(size);
+    T.in_alloc--;
     if (LIKELY(p != NULL)) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
 
 HIDDEN void *hook_calloc(size_t n, size_t size) {
     ENSURE(bump_alloc(n * size, 16)); /* the bump buffer is zeroed (bss) */
+    T.in_alloc++;
     void *p = real.calloc(n, size);
+    T.in_alloc--;
     if (LIKELY(p != NULL)) on_alloc(p, n * size, usable_of(p), CALLER(), 0);
     return p;
 }
@@ -717,7 +757,9 @@ HIDDEN void hook_free(void *p) {
     if (UNLIKELY(!p || in_bump(p))) return;
     ENSURE();
     on_free(p, usable_of(p));
+    T.in_alloc++;
     real.free(p);
+    T.in_alloc--;
 }
 
 HIDDEN void *hook_realloc(void *p, size_t size) {
@@ -730,7 +772,9 @@ HIDDEN void *hook_realloc(void *p, size_t size) {
     }
     ENSURE(bump_alloc(size, 16));
     if (p) on_free(p, usable_of(p));
+    T.in_alloc++;
     void *q = real.realloc(p, size);
+    T.in_alloc--;
     if (q) {
         on_alloc(q, size, usable_of(q), CALLER(), 0);
     } else if (p && size) { /* failed: p is still allocated */
@@ -750,28 +794,36 @@ HIDDEN void *hook_reallocarray(void *p, size_t n, size_t size) {
 
 HIDDEN int hook_posix_memalign(void **out, size_t align, size_t size) {
     ENSURE(12);
+    T.in_alloc++;
     int rc = real.posix_memalign(out, align, size);
+    T.in_alloc--;
     if (rc == 0 && *out) on_alloc(*out, size, usable_of(*out), CALLER(), 0);
     return rc;
 }
 
 HIDDEN void *hook_aligned_alloc(size_t align, size_t size) {
     ENSURE(bump_alloc(size, align));
+    T.in_alloc++;
     void *p = real.aligned_alloc(align, size);
+    T.in_alloc--;
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
 
 HIDDEN void *hook_memalign(size_t align, size_t size) {
     ENSURE(bump_alloc(size, align));
+    T.in_alloc++;
     void *p = real.memalign(align, size);
+    T.in_alloc--;
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
 
 HIDDEN void *hook_valloc(size_t size) {
     ENSURE(NULL);
+    T.in_alloc++;
     void *p = real.valloc(size);
+    T.in_alloc--;
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
@@ -779,7 +831,9 @@ HIDDEN void *hook_valloc(size_t size) {
 HIDDEN void *hook_pvalloc(size_t size) {
     ENSURE(NULL);
     if (!real.pvalloc) return NULL;
+    T.in_alloc++;
     void *p = real.pvalloc(size);
+    T.in_alloc--;
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
@@ -828,7 +882,8 @@ HIDDEN void *hook_mmap(void *addr, size_t len, int prot, int flags, int fd, off_
         if (!real.mmap) return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
     }
     void *p = real.mmap(addr, len, prot, flags, fd, off);
-    if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && !(flags & MAP_FIXED) && !T.in_hook) {
+    if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && !(flags & MAP_FIXED) && !T.in_hook &&
+        !T.in_alloc) {
         if (!counting || mtable_insert((uintptr_t)p, len)) on_alloc(p, len, len, CALLER(), FLAG_MMAP);
     }
     return p;
@@ -839,6 +894,7 @@ HIDDEN int hook_munmap(void *addr, size_t len) {
         resolve();
         if (!real.munmap) return (int)syscall(SYS_munmap, addr, len);
     }
+    if (T.in_alloc) return real.munmap(addr, len);
     if (block_active && !T.in_hook) block_free(addr);
     if (counting && !T.in_hook) {
         size_t had = mtable_remove((uintptr_t)addr, len);
@@ -886,17 +942,23 @@ HIDDEN void on_fork_child(void) {
     T.tid = 0;
     R->pid = (int32_t)getpid();
     R->fork_head = atomic_load(&R->head);
+    atomic_store(&R->read, 0); /* nobody reads the child's ring yet: its exit waits not */
     atomic_fetch_add(&R->generation, 1);
 }
 
-/* At exit, after the interpreter's finalization: a moment for the observer to read
- * the last records (it reads every few milliseconds) before the memory goes. */
+/* At exit, after the interpreter's finalization: the observer (another process) reads
+ * the ring every few milliseconds, and tells how far it read (`read`); the last records
+ * must be read before the memory goes. Waits until they are, at most `exit_wait_ns`
+ * (an observer that never read this ring is not waited for). */
 HIDDEN void wait_for_observer(void) {
     struct ring *R = &onnxrt_alloc_ring;
     if (!sampling || R->pid != (int32_t)getpid() || !exit_wait_ns) return;
     if (T.delta || T.unflushed_allocs || T.unflushed_frees) flush();
-    struct timespec ts = {exit_wait_ns / 1000000000L, exit_wait_ns % 1000000000L};
-    while (nanosleep(&ts, &ts) != 0) {
+    uint64_t start = now_ns();
+    while (atomic_load(&R->read) && atomic_load(&R->read) - 1 < atomic_load(&R->head) &&
+           now_ns() - start < (uint64_t)exit_wait_ns) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -988,6 +1050,7 @@ HIDDEN void block_free(void *p) {
 /* GOT patching: every loaded object's relocations naming an allocator function are
  * pointed at the hooks, so that a process not started under LD_PRELOAD is followed. */
 HIDDEN void *hook_dlopen(const char *file, int mode);
+HIDDEN void *hook_dlsym(void *handle, const char *name);
 struct hook {
     const char *name;
     void *fn;
@@ -1007,6 +1070,7 @@ HIDDEN const struct hook HOOKS[] = {
     {"mmap64", (void *)hook_mmap},
     {"munmap", (void *)hook_munmap},
     {"dlopen", (void *)hook_dlopen},
+    {"dlsym", (void *)hook_dlsym},
 };
 #define NHOOKS (sizeof(HOOKS) / sizeof(HOOKS[0]))
 HIDDEN int patched_objects;
@@ -1123,6 +1187,25 @@ HIDDEN void *hook_dlopen(const char *file, int mode) {
         T.in_hook--;
     }
     return h;
+}
+
+/* The allocator looked up in a library after the patching (ctypes' `libc.malloc`) is
+ * the hook too. RTLD_NEXT and RTLD_DEFAULT search from the caller: those calls go on
+ * unchanged (a tail call, so the loader still sees its caller). */
+HIDDEN void *hook_dlsym(void *handle, const char *name) {
+    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || !name)
+        return real.dlsym(handle, name);
+    void *p = real.dlsym(handle, name);
+    if (!p) return p;
+    const void *reals[] = {real.malloc, real.calloc, real.realloc, real.free,
+                           real.posix_memalign, real.aligned_alloc, real.memalign,
+                           real.valloc, real.pvalloc, real.mmap, real.munmap};
+    const void *hooks[] = {hook_malloc, hook_calloc, hook_realloc, hook_free,
+                           hook_posix_memalign, hook_aligned_alloc, hook_memalign,
+                           hook_valloc, hook_pvalloc, hook_mmap, hook_munmap};
+    for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++)
+        if (p == reals[i]) return (void *)hooks[i];
+    return p;
 }
 
 /* Starts a block: returns its depth (1 the outermost), -1 when the shim cannot. */

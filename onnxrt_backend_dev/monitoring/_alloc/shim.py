@@ -67,8 +67,9 @@ def shim_status(environ: Mapping[str, str] | None = None) -> ShimStatus:
 
 def layout_spec(layout: object) -> str:
     """The frame offsets the shim walks, as ``ONNXRT_ALLOC_LAYOUT`` says them:
-    ``minor,leaf,cframe,back,code,instr,lasti,owner`` (-1 for a field the version has
-    not).
+    ``minor,leaf,cframe,back,code,instr,lasti,owner,firstline,codebytes`` (-1 for a field
+    the version has not; ``codebytes``: 3.10's ``co_code``, -1 where the code object
+    holds its bytecode itself).
 
     :param layout: an :class:`.._observe.layouts.Layout`
     :return: the value
@@ -90,6 +91,8 @@ def layout_spec(layout: object) -> str:
         offsets.get("frame.instr", -1),
         offsets.get("frame.lasti", -1),
         offsets.get("frame.owner", -1),
+        offsets["code.firstlineno"],
+        offsets.get("code.code", -1),
     ]
     return ",".join(str(int(v)) for v in fields)
 
@@ -99,7 +102,7 @@ def program_env(
     path: str,
     layout: object | None,
     mean: int = DEFAULT_MEAN,
-    exit_wait: float = 0.02,
+    exit_wait: float = 2.0,
     seed: int | None = None,
     children: bool = False,
 ) -> dict[str, str]:
@@ -112,8 +115,8 @@ def program_env(
     :param path: the shim's file
     :param layout: the interpreter's layout (None: allocations without Python stacks)
     :param mean: bytes between two samples on average (0: counted, not sampled)
-    :param exit_wait: seconds the program waits at its exit for the last records to be
-        read
+    :param exit_wait: seconds the program waits at most at its exit for its last records
+        to be read (only while they are not)
     :param seed: makes the sampling repeatable (tests)
     :param children: the program's subprocesses load the shim too
     :return: the environment

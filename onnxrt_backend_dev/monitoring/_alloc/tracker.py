@@ -10,6 +10,7 @@ Nothing runs in the program but the shim; nothing here writes into it.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 from typing import Any
 
@@ -29,6 +30,7 @@ from .ring import (
     Record,
     RingError,
     RingReader,
+    teller,
 )
 
 MAX_PENDING = 200_000  # records kept while the program's interpreter is not readable yet
@@ -68,6 +70,7 @@ class AllocTracker:
         self._maps_read_at = -1
         self.polls = 0
         self.preloaded = ""  # an allocator the user preloads, for the notes
+        self.mismatched = 0  # frames whose code object was gone when read
 
     # -- opening ---------------------------------------------------------------------
 
@@ -95,9 +98,15 @@ class AllocTracker:
         if SYMBOL not in syms.symbols:
             self.failed, self.why = True, "the shim has no ring (another version of it)"
             return
-        memory = self.memory if self.memory is not None else ProcessMemory(self.pid)
+        tell = None
+        if self.memory is None:
+            memory: Memory = ProcessMemory(self.pid)
+            with contextlib.suppress(OSError):
+                tell = teller(self.pid)
+        else:
+            memory = self.memory
         address = base - syms.base_vaddr + syms.symbols[SYMBOL]
-        self.reader = RingReader(memory, address, self.pid)
+        self.reader = RingReader(memory, address, self.pid, tell)
 
     # -- each sample -----------------------------------------------------------------
 
@@ -163,16 +172,16 @@ class AllocTracker:
         reader = record.reader
         if not rec.frames or rec.flags & FLAG_NO_THREAD or reader is None:
             return NO_STACK
-        raw = rec.frames
-        by_lasti = reader.layout.frame_instr < 0
-        pairs = []
-        for i in range(0, len(raw), 2):
-            where = raw[i + 1]
-            if by_lasti and where >= 1 << 63:  # a negative lasti, sign-extended
-                where -= 1 << 64
-            pairs.append((raw[i], where))
+        pairs, checks = decode_frames(rec.frames, reader.layout.frame_instr >= 0)
         frames, _complete = reader.resolve(pairs)
-        return record.intern(frames) if frames else NO_STACK
+        wrong = _mismatches(reader.infos, frames, checks)
+        if wrong:  # a code object identified earlier, gone since: read them again
+            frames, _complete = reader.resolve(pairs, [pairs[i][0] for i in wrong])
+            wrong = _mismatches(reader.infos, frames, checks)
+            self.mismatched += len(wrong)
+        kept = [v for i in range(0, len(frames), 2) if i // 2 not in wrong
+                for v in frames[i : i + 2]]  # fmt: skip
+        return record.intern(tuple(kept)) if kept else NO_STACK
 
     # -- native libraries ------------------------------------------------------------
 
@@ -220,6 +229,46 @@ class AllocTracker:
         """Records lost: lapped in the ring, or not kept while waiting for the stacks."""
         lapped = self.reader.lost if self.reader is not None else 0
         return lapped + self.dropped_pending
+
+
+def _mismatches(infos: Any, frames: tuple[int, ...], checks: list[int]) -> set[int]:
+    """The frames whose code object is not the one the shim saw (another one made at its
+    address since: its first line and size differ)."""
+    return {
+        i // 2
+        for i in range(0, len(frames), 2)
+        if code_check(infos[frames[i]].first_line, infos[frames[i]].size) != checks[i // 2]
+    }
+
+
+def code_check(first_line: int, size: int) -> int:
+    """The shim's check of a code object: its first line and size in bytes (see
+    ``frame_word`` in shim.c).
+
+    :param first_line: ``co_firstlineno``
+    :param size: bytes of bytecode
+    """
+    return ((first_line & 0xFFFFFFFF) * 65599 + size) & 0xFFFFFFFF
+
+
+def decode_frames(
+    raw: tuple[int, ...], by_pointer: bool
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """A record's frames as the stack reader takes them, and their checks.
+
+    :param raw: ``(code object, word)`` pairs, innermost first (see ``frame_word``)
+    :param by_pointer: the layout's frames hold an instruction pointer (3.11+), not lasti
+    :return: ``(code object, instruction pointer or lasti)`` pairs and one check each
+    """
+    pairs: list[tuple[int, int]] = []
+    checks: list[int] = []
+    for i in range(0, len(raw) - 1, 2):
+        code, word = raw[i], raw[i + 1]
+        low = word & 0xFFFFFFFF
+        lasti = low - (1 << 32) if low >= 1 << 31 else low  # signed
+        pairs.append((code, code + low if by_pointer else lasti))
+        checks.append(word >> 32)
+    return pairs, checks
 
 
 def _loaded(maps: list[Any]) -> bool:

@@ -95,7 +95,7 @@ def alloc_plan(args: argparse.Namespace, argv: list[str]) -> Any:
     mean = int(getattr(args, "alloc_sample", 0) or 0)
     if not argv or argv[0] != sys.executable:
         return AllocPlan(None, None, "", "")
-    return plan(mean, args.interval)
+    return plan(mean)
 
 
 def run_attached(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:

@@ -463,15 +463,21 @@ class StackReader:
             complete = False
         return self._resolve(raw_frames, complete)
 
-    def resolve(self, raw_frames: list[tuple[int, int]]) -> tuple[tuple[int, ...], bool]:
+    def resolve(
+        self, raw_frames: list[tuple[int, int]], recheck: Sequence[int] = ()
+    ) -> tuple[tuple[int, ...], bool]:
         """Frames read by someone else (the allocation shim, in the program) as this
         reader's: ``(code id, byte offset)`` pairs, innermost first.
 
         :param raw_frames: ``(code object address, instruction pointer or lasti)`` pairs,
             innermost first, as the layout's frames hold them
+        :param recheck: code objects to identify again, not trusted (the caller knows
+            they changed)
         :return: the frames and whether every one was valid (the walk stops at the
             first that is not: a code object freed since)
         """
+        for address in recheck:
+            self._trusted.pop(address, None)
         return self._resolve(raw_frames, True)
 
     def _resolve(

@@ -104,13 +104,16 @@ def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
     start = time.monotonic()
 
     def attempt() -> tuple[StackReader, bytes, str] | bool | None:
+        # Whether the loader was done is read BEFORE the attempt: read after, it may have
+        # mapped the C library meanwhile (the maps the attempt read had no libpython yet).
+        loaded = _loaded(pid)
         try:
             target = open_target(pid)
         except ObserveError as e:
             if e.reason == "gone" or not alive(pid):
                 why.append("the program ended before its interpreter could be read")
                 return False
-            retry = e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            retry = e.reason in ("not-python", "unsupported") and not loaded
             if retry and time.monotonic() - start < patience:
                 return None
             why.append(str(e))
@@ -277,12 +280,13 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
 
     def follow(pid: int) -> ProcessRecord | bool | None:
         seen = first_seen.setdefault(pid, time.monotonic())
+        loaded = _loaded(pid)  # before the attempt (see opener)
         try:
             target: Target | None = open_target(pid)
         except ObserveError as e:
             if e.reason == "gone" or not alive(pid):
                 return False
-            waiting = e.reason in ("not-python", "unsupported") and not _loaded(pid)
+            waiting = e.reason in ("not-python", "unsupported") and not loaded
             if waiting and time.monotonic() - seen < patience:
                 return None
             target = None

@@ -6,7 +6,8 @@ Each measured block of a test is one *figure*, a JSON-ready dictionary:
 * ``{"kind": "time", "label", "times": [seconds per batch], "sizes": [executions per
   batch]}``: a block timed once (one batch of one execution) or ``measure`` (its batches);
 * ``{"kind": "memory", "label", "peak", "begin", "end", "mean"}``: bytes of the resident
-  memory of the process.
+  memory of the process, and ``alloc_peak`` when the block counted its allocations (the
+  peak of the bytes live of its own allocations).
 
 A session saves as a ``report`` result: a timing series per timed figure, a memory
 channel (one run) per memory figure, named ``test id::label`` (``#2``, ``#3``... when a
@@ -22,8 +23,9 @@ The gate, per test:
   be judged significant: it regresses on the *plain threshold* alone, when it grew by
   more than the threshold and by more than an absolute floor (:data:`TIME_FLOOR`,
   :data:`MEMORY_FLOOR`) below which a figure is the clock's or the allocator's noise.
-  Memory is judged on the block's increase (peak - begin), not on its peak, which holds
-  the whole interpreter.
+  Memory is judged on the block's allocations' peak when both sides counted it (the
+  same code allocates the same bytes, whatever ran before), on the RSS increase (peak -
+  begin) otherwise, not on the RSS peak, which holds the whole interpreter.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .payloads import memory_data, report_data, timing_data, timing_series
 TIME_FLOOR = 0.01
 MEMORY_FLOOR = 2**20
 SEPARATOR = "::"
+MEMORY_KEYS = ("peak", "begin", "end", "mean", "alloc_peak")
 
 
 def figure_names(nodeid: str, figures: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -72,7 +75,7 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
             if f["kind"] == "time":
                 series.append(timing_series(name, f["times"], f["sizes"]))
             else:
-                runs[name] = {k: float(f[k]) for k in ("peak", "begin", "end", "mean") if k in f}
+                runs[name] = {k: float(f[k]) for k in MEMORY_KEYS if k in f}
     if not series and not runs:
         return None
     timing = timing_data(series) if series else None
@@ -170,13 +173,18 @@ def _time_regression(
 def _memory_regression(
     label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
 ) -> str | None:
-    a = max(float(base["peak"]) - float(base["begin"]), 0.0)
-    b = max(float(now["peak"]) - float(now["begin"]), 0.0)
+    what = "allocations' peak"
+    if "alloc_peak" in base and "alloc_peak" in now:
+        a, b = float(base["alloc_peak"]), float(now["alloc_peak"])
+    else:
+        what = "increase"
+        a = max(float(base["peak"]) - float(base["begin"]), 0.0)
+        b = max(float(now["peak"]) - float(now["begin"]), 0.0)
     if b - a <= MEMORY_FLOOR or (a > 0 and b / a - 1 <= threshold):
         return None
     change = f"{b / a - 1:+.1%}" if a > 0 else "from nothing"
     return (
-        f"memory {label}: increase {format_bytes(b)}, was {format_bytes(a)}: {change}, above "
+        f"memory {label}: {what} {format_bytes(b)}, was {format_bytes(a)}: {change}, above "
         f"the plain {threshold:.0%} threshold (one run on a side: significance not judged)"
     )
 
