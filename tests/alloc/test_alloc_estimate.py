@@ -131,7 +131,7 @@ def test_the_live_at_the_peak_estimates_are_unbiased_and_their_error_bars_cover(
 
 def test_allocated_bytes_and_counts_are_unbiased() -> None:
     rng = random.Random(99)
-    events = [("alloc", (1, 0), 300, 0x10 * i, 1) for i in range(20_000)]
+    events: list[Event] = [("alloc", (1, 0), 300, 0x10 * i, 1) for i in range(20_000)]
     events += [("free", 0x10 * i, 1) for i in range(20_000)]
     mean = 64 * 1024
     allocated, counts = [], []
