@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -292,6 +293,64 @@ def test_limit_memory_counts_native_allocations(pytester: pytest.Pytester) -> No
     result.stdout.fnmatch_lines(["*RSS increase * exceeds the limit 64.0 MiB*"])
     if block_status() == "":
         result.stdout.fnmatch_lines(["*allocations' peak 256 MiB exceeds the limit 64.0 MiB*"])
+
+
+_LOADS = """
+import os
+import pytest
+
+GARBAGE = []
+
+@pytest.mark.parametrize("before", range(10))
+def test_load(before, monitor_memory):
+    # what earlier tests left: freed during the load, or reused by it
+    GARBAGE.extend(bytearray(100_000 + 7919 * before) for _ in range(5 * before))
+    with monitor_memory("load") as m:
+        GARBAGE.clear()
+        model = {f"w{i}": bytearray(2**20 + i) for i in range(48)}
+        names = [f"node_{i}" * 3 for i in range(20_000)]
+    print("ALLOC", m.alloc_peak, m.increase)
+"""
+
+
+@needs_entry_point
+@pytest.mark.skipif(block_status() != "", reason="the allocation shim is not built")
+def test_the_allocations_figure_of_the_same_load_is_the_same_whatever_ran_before(
+    pytester: pytest.Pytester,
+) -> None:
+    # GIVEN the same load measured 10 times in one session, each after other garbage
+    pytester.makepyfile(_LOADS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=10)
+    peaks = [int(m) for m in re.findall(r"ALLOC (\d+)", "\n".join(result.outlines))]
+    # THEN its allocations' peak varies by less than 1 % (the issue's floor is 5 %)
+    assert len(peaks) == 10 and min(peaks) >= 48 * 2**20
+    assert max(peaks) <= 1.01 * min(peaks), peaks
+
+
+def test_source_allocations_where_it_cannot_be_counted_names_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from onnxrt_backend_dev.monitoring._alloc import block
+
+    monkeypatch.setattr(block, "block_status", lambda: "allocation tracking off: (test)")
+    with pytest.raises(ValueError, match=r"source='allocations' cannot be measured here: alloc"):
+        MemoryBlock("b", source="allocations")
+    assert not MemoryBlock("b", source="auto").counted
+    with pytest.raises(ValueError, match="source"):
+        MemoryBlock("b", source="heap")
+
+
+def test_a_counted_block_is_limited_on_its_allocations_peak() -> None:
+    block = MemoryBlock("b", limit="100 MB", source="rss")
+    block.counted = True  # as if counted: the limit reads the allocations' peak
+    block.begin, block.peak = 50 * MiB, 400 * MiB
+    block.alloc_peak = 99 * MiB
+    assert not block.exceeded()
+    block.alloc_peak = 101 * MiB
+    assert block.exceeded()
+    assert "allocations' peak 101 MiB exceeds the limit 100 MiB" in block.failure()
+    assert block.figure()["alloc_peak"] == 101 * MiB
 
 
 @needs_entry_point
