@@ -153,6 +153,47 @@ def main():
 
 main()
 """,
+    "np_alloc": """\
+import numpy as np
+
+
+def small_arrays():
+    xs = [np.ones(100) for _ in range(20_000)]
+    return sum(float(x[0]) for x in xs)
+
+
+def big():
+    a = np.ones(128 * 2**20 // 8)
+    t = a[: len(a) // 4] * 2 + 1
+    del t
+    c = np.concatenate([a, a])  # PEAK
+    return float(c[0])
+
+
+def main():
+    small_arrays()
+    big()
+
+
+main()
+""",
+    "operator_built": """\
+def build(n):
+    b = b"x" * n  # PEAK
+    k = len(b)
+    del b
+    return k
+
+
+def main():
+    total = 0
+    for _ in range(2):
+        total += build(300 * 2**20)
+    return total
+
+
+main()
+""",
     "join_chunks": """\
 def chunks():
     return [bytes(2**20) for _ in range(120)]
@@ -269,9 +310,16 @@ def _peaks(runs: int, folder: str) -> None:
             peaks.append(doc["peak"]["value"])
         plain = [p for p in (_time_v(script) for _ in range(3)) if p]
         ratio = f"{statistics.median(peaks) / statistics.median(plain):.3f}" if plain else "n/a"
+        within = "n/a"
+        if plain:
+            base = statistics.median(plain)
+            ratios = [p / base for p in peaks]
+            near = sum(abs(r - 1) <= 0.01 for r in ratios)
+            within = f"{near}/{runs} ({min(ratios):.3f}-{max(ratios):.3f})"
         print(
             f"{name:15} {function + ':' + str(line):18} {hits_f:>4}/{runs:<4} "
-            f"{hits_l:>3}/{runs:<3} {ratio:>11} {_memray(script, folder):>18}",
+            f"{hits_l:>3}/{runs:<3} {ratio:>11} {_memray(script, folder):>18}  "
+            f"within 1 %: {within}",
             flush=True,
         )
         total_f, total_l, total = total_f + hits_f, total_l + hits_l, total + runs

@@ -201,14 +201,16 @@ def tools(folder: str, script: list[str]) -> dict[str, list[str]]:
         "plain": [PY, *script],
         "sampler-lib": [PY, "-c", LIBRARY_RUNNER, os.path.join(folder, "lib.collapsed"), *script],
         "ours": [*CLI, "-o", os.path.join(folder, "ours.collapsed"), *script],
-        "ours-thread": [
+        "ours-inprocess": [
             *CLI,
-            "--timer",
-            "thread",
+            "--collector",
+            "in-process",
             "-o",
-            os.path.join(folder, "ot.collapsed"),
+            os.path.join(folder, "oi.collapsed"),
             *script,
         ],
+        "run": [PY, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", "-o",
+                os.path.join(folder, "run.json"), *script],  # fmt: skip
         "pyinstrument": [
             PY,
             "-m",

@@ -6,6 +6,7 @@ NVML); the spy process imports ``fakes`` by name too, as its fake NVML module.""
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,48 @@ from fakes import FakeClock
 def fake_clock() -> FakeClock:
     """A clock at 0 s that only moves when the statement under test advances it."""
     return FakeClock()
+
+
+@pytest.fixture
+def fake_torch() -> Iterator[Any]:
+    """The ``torch`` probe reading the fake ``torch.cuda`` of ``fake_torch_cuda`` (two
+    GPUs, CUDA initialized, nothing allocated), registered by name for the test only:
+    every entry point that chooses probes by name then reads it."""
+    import fake_torch_cuda
+
+    from onnxrt_backend_dev.monitoring._memory import registry
+
+    fake_torch_cuda.reset()
+    real = registry.get_spec("torch")
+    registry.register(
+        registry.ProbeSpec(
+            "torch", real.target, "fake_torch_cuda", real.package, real.extra, inprocess=True
+        )
+    )
+    try:
+        yield fake_torch_cuda
+    finally:
+        registry.register(real)
+        fake_torch_cuda.reset()
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The ``nvml`` probe reading the fake NVML of ``fakes`` (two GPUs; the spied process,
+    or any child of this one, uses 256 MiB on GPU 0), registered by name for the test
+    only: ``cuda=True``, ``--cuda`` and ``--probe nvml`` then read it everywhere."""
+    import os
+
+    from onnxrt_backend_dev.monitoring._memory import registry
+
+    monkeypatch.setenv("FAKE_NVML", "ok")
+    monkeypatch.setenv("FAKE_NVML_PID", str(os.getpid()))
+    real = registry.get_spec("nvml")
+    registry.register(registry.ProbeSpec("nvml", real.target, "fakes", real.package, real.extra))
+    try:
+        yield "nvml"
+    finally:
+        registry.register(real)
 
 
 def pytest_configure(config: Any) -> None:

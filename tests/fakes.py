@@ -141,16 +141,31 @@ def nvmlDeviceGetHandleByIndex(i: int) -> int:
     return i
 
 
+def nvmlDeviceGetUUID(handle: int) -> str:
+    # The UUIDs of fake_torch_cuda's GPUs, as NVML spells them.
+    return f"GPU-00000000-0000-0000-0000-00000000000{handle}"
+
+
 def nvmlDeviceGetMemoryInfo(handle: int) -> _MemoryInfo:
     used = (handle + 1) * GIB
     return _MemoryInfo(total=80 * GIB, used=used, free=80 * GIB - used)
 
 
+def _targets() -> list[int]:
+    """``FAKE_NVML_PID``: a pid, or ``children-of:PID`` for every child of PID (the
+    command a ``spy`` run in the test's process started: its pid is not known before)."""
+    value = os.environ.get("FAKE_NVML_PID", "0")
+    if value.startswith("children-of:"):
+        from onnxrt_backend_dev.monitoring._memory.probes import children_map
+
+        return children_map().get(int(value.partition(":")[2]), [])
+    return [int(value)]
+
+
 def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
     # The spied process uses 256 MiB on GPU 0 and nothing on GPU 1; another one is there.
-    target = int(os.environ.get("FAKE_NVML_PID", "0"))
     if handle == 0:
-        return [_Process(target, 256 * 2**20), _Process(999999, GIB)]
+        return [*(_Process(t, 256 * 2**20) for t in _targets()), _Process(999999, GIB)]
     return [_Process(999999, GIB)]
 
 

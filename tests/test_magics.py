@@ -83,6 +83,71 @@ def test_measure_time_max_time(ip: Any) -> None:
     assert res["total_time"] < 5.0 and res["ttime"] == pytest.approx(res["average"] * res["repeat"])
 
 
+def _statement_clock(ip: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fake clock the timing loop reads, advanced by the timed statement itself."""
+    from fakes import FakeClock
+
+    from onnxrt_backend_dev.monitoring._timing import loop
+
+    clock = FakeClock()
+    monkeypatch.setattr(loop, "perf_counter", clock)
+    ip.user_ns["clock"] = clock
+    return clock
+
+
+def test_measure_time_calibrates_like_timeit_without_n(
+    ip: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a statement taking 20 ms (on a clock the statement advances: exact figures)
+    clock = _statement_clock(ip, monkeypatch)
+    # WHEN it is timed with neither -n nor -r
+    with capture_output() as out:
+        res = ip.run_line_magic("measure_time", "-o clock.advance(0.02)")
+    # THEN the batch size is calibrated as %timeit does (a batch of at least 0.2 s) and 7
+    # batches are timed: 1 warmup + 1 + 2 + 5 + 10 trial executions + 7 x 10 timed
+    assert res["number"] == 10 and res["repeat"] == 7
+    assert res["average"] == pytest.approx(0.02)
+    assert "7 x 10 runs, calibrated" in out.stdout
+    # and the whole magic measured 1.78 s of statement: the floor is 3 s (it was 10 x 50
+    # executions, 10 s, before; %timeit takes 1.62 s)
+    assert clock.now == pytest.approx(0.02 * (1 + 18 + 70))
+    assert clock.now <= 3.0
+
+
+@pytest.mark.parametrize(
+    ("options", "repeat", "number", "calibrated"),
+    [
+        ("-r 3", 3, 10, True),  # -r alone: the batch size is still calibrated (as %timeit)
+        ("-n 4", 7, 4, False),  # -n: exactly that many, 7 batches
+        ("-r 2 -n 3", 2, 3, False),
+    ],
+)
+def test_measure_time_obeys_r_and_n(
+    ip: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    options: str,
+    repeat: int,
+    number: int,
+    calibrated: bool,
+) -> None:
+    _statement_clock(ip, monkeypatch)
+    with capture_output() as out:
+        res = ip.run_line_magic("measure_time", f"-o {options} clock.advance(0.02)")
+    assert (res["repeat"], res["number"]) == (repeat, number)
+    assert ("calibrated" in out.stdout) is calibrated, out.stdout
+
+
+def test_measure_time_function_keeps_the_reference_defaults() -> None:
+    # The library's defaults are the reference's contract: 10 batches of 50, no calibration.
+    import inspect
+
+    from onnxrt_backend_dev.monitoring.benchmark import measure_time
+
+    params = inspect.signature(measure_time).parameters
+    assert params["repeat"].default == 10 and params["number"].default == 50
+    assert params["calibrate"].default is False
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -228,7 +293,7 @@ def test_profile_tree_samples_the_cell_by_default(ip: Any) -> None:
     with capture_output() as out:
         res = ip.run_cell_magic("profile_tree", "", _LONG_CELL)
     assert res is None
-    lines = out.stdout.splitlines()
+    lines = [line for line in out.stdout.splitlines() if not line.startswith("note: ")]
     # THEN its stacks were sampled: the sampler's header, the main thread's tree rooted at
     # the cell's <module> (the magic's own frames left out), branch above leaf
     assert lines[0].startswith("the cell: wall ") and " samples every 2.00 ms " in lines[0]

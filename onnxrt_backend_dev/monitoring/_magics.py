@@ -10,8 +10,12 @@
     %%measure_time [options] [setup code, run before each batch, not timed]
     code to time
 
-``-r``/``-n``/``-w``/``--max-time`` are the parameters of ``measure_time`` (defaults
-10, 50, 1, none), ``-q`` prints nothing, ``-o`` returns the dictionary of
+``-r``/``-n``/``-w``/``--max-time`` are the parameters of ``measure_time``. As with
+``%timeit``, without ``-n`` the batch size is calibrated (1, 2, 5, 10... executions until
+a batch lasts at least 0.2 s) and ``-r`` batches are timed (7 by default), so a slow
+statement takes seconds, not minutes; ``-n`` gives the batch size exactly (``-r``
+defaulting to 7 as well), ``--max-time`` a budget in seconds instead, ``-w`` the
+executions before timing (1). ``-q`` prints nothing, ``-o`` returns the dictionary of
 ``measure_time``. The code is compiled into the timing loop with a copy of the
 notebook's namespace as globals: it sees every variable and defines none there.
 
@@ -73,6 +77,9 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 
 from ._cli.cmd_time import format_line
 from ._format import format_bytes
+
+# Batches of %measure_time without -r: %timeit's default.
+_MAGIC_REPEAT = 7
 
 
 @dataclass(frozen=True)
@@ -152,11 +159,15 @@ _MEASURE_TIME = _MagicSpec(
     "       code to time",
     summary="Times a statement (line magic) or a cell (cell magic, after setup code run "
     "before each batch, not timed) with measure_time and prints one line: average ± "
-    "deviation, median, minimum, like %timeit. The code sees the notebook's variables "
-    "and defines none there.",
+    "deviation, median, minimum, like %timeit. Without -n the batch size is calibrated as "
+    "%timeit does. The code sees the notebook's variables and defines none there.",
     options=(
-        _Option("-r", "REPEAT", "batches (10)"),
-        _Option("-n", "NUMBER", "executions per batch (50)"),
+        _Option("-r", "REPEAT", "batches (7, as %timeit)"),
+        _Option(
+            "-n",
+            "NUMBER",
+            "executions per batch (default: calibrated as %timeit, a batch lasting 0.2 s)",
+        ),
         _Option("-w", "WARMUP", "executions before timing (1)"),
         _Option("--max-time", "SECONDS", "time batches until this many seconds are measured"),
         _Option("-q", None, "print nothing"),
@@ -173,7 +184,12 @@ _SPY = _MagicSpec(
     options=(
         _Option("-d", "DELAY", "seconds between two measures (0.01)"),
         _Option("--cuda", None, "measure the GPUs too (nvidia-ml-py): --probe nvml"),
-        _Option("--probe", "NAME", "measure the devices of this registered probe (repeatable)"),
+        _Option(
+            "--probe",
+            "NAME",
+            "measure the devices of this registered probe (repeatable; nvml, torch: torch's "
+            "allocator, exact peaks)",
+        ),
         _Option("--stacks", None, "sample the cell's Python stacks: where the peak happened"),
         _Option("--plot", "FILE.png", "write the memory curve to this PNG file"),
         _Option("--no-plot", None, "do not draw the memory curve"),
@@ -189,7 +205,7 @@ _MONITOR = _MagicSpec(
     "the line that built it, what the peak is made of, the heaviest functions and lines.",
     options=(
         _Option("--interval", "SECONDS", "seconds between two ticks (0.005)"),
-        _Option("--probe", "NAME", "a device probe to read too (nvml); repeatable"),
+        _Option("--probe", "NAME", "a device probe to read too (nvml, torch); repeatable"),
         _Option("--html", "FILE", "also write the HTML page there"),
         _Option("--json", "FILE", "also write the JSON report there"),
         _Option("-q", None, "print nothing"),
@@ -315,8 +331,8 @@ class MonitoringMagics(Magics):
         opts, stmt = self._options(_MEASURE_TIME, line, strict=False, preserve_non_opts=True)
         if _wants_help(opts, _MEASURE_TIME):
             return None
-        repeat = _number_option(opts, "r", 10, int, 1)
-        number = _number_option(opts, "n", 50, int, 1)
+        repeat = _number_option(opts, "r", _MAGIC_REPEAT, int, 1)
+        number = _number_option(opts, "n", None, int, 1)
         warmup = _number_option(opts, "w", 1, int, 0)
         max_time = _number_option(opts, "max-time", None, float, 1e-9)
         setup, body = (None, stmt) if cell is None else (stmt, cell)
@@ -329,14 +345,17 @@ class MonitoringMagics(Magics):
             code,
             self._shell.user_ns,
             repeat=repeat,
-            number=number,
+            number=1 if number is None else number,
             warmup=warmup,
             max_time=max_time,
             setup=self._checked(setup),
+            # As %timeit: the batch size is found unless given (or a budget sizes them).
+            calibrate=number is None and max_time is None,
         )
         if "q" not in opts:
             name = stmt.strip() if cell is None else "cell"
-            print(format_line(name, {**res, "max_time": max_time}))
+            calibrated = number is None and max_time is None
+            print(format_line(name, {**res, "max_time": max_time, "calibrated": calibrated}))
         return res if "o" in opts else None
 
     @no_var_expand

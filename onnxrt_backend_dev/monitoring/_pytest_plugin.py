@@ -23,7 +23,9 @@ Fixtures::
 a block (devices read by the probes named, ``cuda=True`` for ``nvml``) under
 :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and gives ``peak``,
 ``begin``, ``end``, ``mean`` and ``increase`` (peak - begin) in bytes, plus ``stats``,
-the spy's result. With a ``limit`` the test fails when the block exceeds it. Peaks
+the spy's result; the report's section lists every device channel measured
+(``probes=("nvml", "torch")``: each GPU, this process's usage of each, torch's allocated
+memory with its exact peak). With a ``limit`` the test fails when the block exceeds it. Peaks
 are exact (the kernel's high-water mark, reset at each tick of the spy) for the
 outermost block; a block nested in another one, or in a test marked ``limit_memory``,
 may miss spikes shorter than its ``delay``. With ``stacks=True`` the report also says
@@ -319,13 +321,20 @@ class MemoryBlock:
             from ._memory.frames import peak_line
 
             line += "\n  " + peak_line(cpu.max_peak, cpu.peak_time, cpu.where.peak_stack)
+        for mon in self._devices():  # every device channel, per-process ones included
+            line += f"\n  {mon.qualname}: {mon.summary()}"
         return line
+
+    def _devices(self) -> list[Any]:
+        devices = self.stats.get("devices", {})
+        return list(devices.values()) if isinstance(devices, dict) else []
 
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for ``user_properties``."""
         props: list[tuple[str, object]] = [
             (f"memory.{self.label}.peak", self.peak),
             (f"memory.{self.label}.increase", self.increase),
+            *((f"memory.{self.label}.{m.qualname}.peak", m.max_peak) for m in self._devices()),
         ]
         if self.counted:
             props.append((f"memory.{self.label}.alloc_peak", self.alloc_peak))

@@ -42,8 +42,10 @@ GPUs and other devices are read by device probes chosen by name from a registry
 (``probes=("nvml",)``; ``cuda=True`` is the reference's spelling of it). Each device
 monitor carries ``probe``, ``device`` and ``group`` (the result key listing it, ``'gpus'``
 or ``'gpus_process'`` for NVML) and ``stat['devices']`` holds them all by ``qualname``
-(``"nvml:gpu0"``). A new probe is a :class:`DeviceProbe` subclass in its own module,
-registered with :func:`register_probe`.
+(``"nvml:gpu0"``). ``probes=("torch",)`` (the torch extra) reads torch's caching
+allocator inside this process: per GPU, ``'torch'`` (allocated, its exact peak
+``max_memory_allocated``) and ``'torch_reserved'``. A new probe is a :class:`DeviceProbe`
+subclass in its own module, registered with :func:`register_probe`.
 """
 
 from __future__ import annotations
@@ -77,17 +79,24 @@ DeviceProbe = _registry.DeviceProbe
 
 
 def register_probe(
-    name: str, target: str, lib: str | None = None, package: str = "", extra: str = ""
+    name: str,
+    target: str,
+    lib: str | None = None,
+    package: str = "",
+    extra: str = "",
+    inprocess: bool = False,
 ) -> None:
     """Makes a device probe available by name (``probes=(name,)``, ``--probe name``).
 
-    :param name: the registry name (``"nvml"`` is taken by NVIDIA's)
+    :param name: the registry name (``"nvml"`` and ``"torch"`` are taken)
     :param target: ``"module:Class"``, a :class:`DeviceProbe` subclass the spy imports
     :param lib: a library module the spy imports and hands to the class (None if none)
     :param package: the package providing ``lib``, named when it is missing
     :param extra: the extra of this project that installs it
+    :param inprocess: read it inside the measured process, not from the spy process
+        (counters only that process holds, as torch's allocator)
     """
-    _registry.register(_registry.ProbeSpec(name, target, lib, package, extra))
+    _registry.register(_registry.ProbeSpec(name, target, lib, package, extra, inprocess))
 
 
 def get_memory_rss(pid: int) -> int:

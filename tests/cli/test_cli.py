@@ -191,9 +191,13 @@ def test_a_reader_going_away_stops_the_command_quietly(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
-    # THEN it stops with code 1 and says nothing: no traceback, no "Exception ignored"
+    # THEN it stops with code 1; the only traceback is the program's own, the one a plain
+    # `python loud.py | head` prints (the program writes to the pipe itself), none of
+    # the tool's, no "Exception ignored"
     assert proc.returncode == 1
-    assert err.decode() == ""
+    text = err.decode()
+    assert "onnxrt_backend_dev" not in text and "Exception ignored" not in text
+    assert text == "" or text.rstrip().endswith("BrokenPipeError: [Errno 32] Broken pipe")
 
 
 def test_argparse_exits_become_return_codes(capsys: pytest.CaptureFixture[str]) -> None:

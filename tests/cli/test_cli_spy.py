@@ -54,6 +54,8 @@ def test_the_command_is_registered() -> None:
         (("--pid", "12", "--probe", "nvml", "--probe", "x"), "--probe: unknown probe 'x'"),
         (("--pid", "99999999999999999999"), "--pid must be <= "),
         (("--pid", "-4"), "--pid must be > 0, got -4"),
+        (("--probe", "torch", "--", "true"), "--probe torch is read inside the measured program"),
+        (("--pid", "1", "--probe", "torch"), "start_spying_on(probes=['torch'])"),
     ],
 )
 def test_usage_mistakes_are_one_line_and_exit_2(argv: tuple[str, ...], message: str) -> None:

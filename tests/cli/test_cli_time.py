@@ -211,6 +211,24 @@ def test_compare_json() -> None:
             1,
             "error: the statement or its --setup raised ModuleNotFoundError",
         ),
+        (["pass", "--setup-once", "x ="], 1, "error: SyntaxError in --setup-once: invalid syntax"),
+        (
+            ["1", "--setup-once", "import no_such_module_xyz"],
+            1,
+            "error: --setup-once raised ModuleNotFoundError: No module named "
+            "'no_such_module_xyz'\n",
+        ),
+        (
+            ["pass", "--compare", "1", "--setup-once", "1/0"],
+            1,
+            "error: --setup-once raised ZeroDivisionError: division by zero\n",
+        ),
+        (
+            ["pass", "--setup-once", "raise SystemExit(4)"],
+            1,
+            "error: --setup-once raised SystemExit: 4\n",
+        ),
+        (["y", "--setup-once", "x = 1"], 1, "error: the statement raised NameError"),
     ],
 )
 def test_user_mistakes_are_one_line_naming_the_culprit(
@@ -219,6 +237,23 @@ def test_user_mistakes_are_one_line_naming_the_culprit(
     got, out, err = _main(*argv, "-n", "3") if "-n" not in argv else _main(*argv)
     assert (got, out) == (code, "")
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["pass", "--clock", "gpu"], "argument --clock: invalid choice: 'gpu'"),
+        (["pass", "--clock"], "argument --clock: expected one argument"),
+        (["pass", "--setup-once"], "argument --setup-once: expected one argument"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _main(*argv)
+    text = err + capsys.readouterr().err  # argparse writes to sys.stderr
+    assert (code, out) == (2, "")
+    assert message in text and "Traceback" not in text
 
 
 class _Full(io.StringIO):
@@ -527,3 +562,125 @@ def test_a_signal_between_processes_keeps_those_done(
     assert "interrupted by SIGINT: what was measured so far, 1 of 5 processes" in err
     saved = json.loads(path.read_text(encoding="utf-8"))["data"]["series"][0]
     assert saved["times"] == [0.1, 0.2] and saved["processes"] == [2]
+
+
+# --- the user's folder, a setup run once, the clock --------------------------------------------
+
+
+def _module(folder: Path, name: str = "mymodel") -> Path:
+    """A module of the user's folder that counts how often it is loaded, in a file."""
+    (folder / f"{name}.py").write_text(
+        "import os\n"
+        "def load():\n"
+        "    with open(os.path.join(os.path.dirname(__file__), 'loads'), 'a') as f:\n"
+        "        f.write('x')\n"
+        "    return [1, 2, 3]\n",
+        encoding="utf-8",
+    )
+    return folder / "loads"
+
+
+def test_the_console_script_imports_from_the_current_folder(tmp_path: Path) -> None:
+    # GIVEN ./mymodel.py and the console script (its sys.path[0] is its own bin folder)
+    _module(tmp_path)
+    script = Path(sys.executable).parent / "onnxrt-monitoring"
+    if not script.exists():
+        pytest.skip("the console script is not installed beside this interpreter")
+    # WHEN -s imports it, as python -m timeit allows
+    proc = subprocess.run(
+        [str(script), "time", "-s", "import mymodel", "-n", "5", "-r", "2", "mymodel.load"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    # THEN it is found
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("mymodel.load: ")
+
+
+def test_the_current_folder_is_on_the_path_only_while_the_command_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _module(tmp_path, "mymodel_inprocess")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = list(sys.path)
+    try:
+        code, _out, err = _main(
+            "m.load", "-s", "import mymodel_inprocess as m", "-n", "2", "-r", "2"
+        )
+    finally:
+        sys.modules.pop("mymodel_inprocess", None)
+    assert code == 0, err
+    assert sys.path == before  # the command ran inside this process: nothing left behind
+
+
+@pytest.mark.parametrize(
+    ("argv", "loads"),
+    [
+        (["-r", "3", "-n", "2"], 1),
+        (["-t", "0.05"], 1),
+        (["--compare", "len(m)", "-r", "3", "-n", "2"], 1),
+        (["-p", "2", "-r", "2", "-n", "2"], 2),  # once per process
+    ],
+)
+def test_setup_once_runs_once_per_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], loads: int
+) -> None:
+    # GIVEN a model loaded by --setup-once, and -s run before each batch as timeit does
+    counter = _module(tmp_path, "mymodel_once")
+    monkeypatch.chdir(tmp_path)
+    try:
+        code, _out, err = _main(
+            "sum(m)", "--setup-once", "import mymodel_once; m = mymodel_once.load()",
+            "-s", "k = len(m)", *argv, "-q",
+        )  # fmt: skip
+    finally:
+        sys.modules.pop("mymodel_once", None)
+    # THEN the model was loaded once per process, and its names are the statement's
+    assert code == 0, err
+    assert counter.read_text() == "x" * loads
+
+
+def test_setup_once_names_are_seen_by_the_setup_and_the_statement() -> None:
+    code, out, err = _main(
+        "x + y", "--setup-once", "x = 40", "-s", "y = x + 2", "-n", "3", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["runs"] == 15
+
+
+def test_clock_cpu_times_cpu_time_and_says_so() -> None:
+    # GIVEN a statement that sleeps 10 ms: wall time, no CPU time
+    sleep = ["import time; time.sleep(0.01)", "-n", "2", "-r", "2"]
+    code, out, err = _main(*sleep, "--clock", "cpu", "--json")
+    cpu = json.loads(out)
+    code_wall, out_wall, _ = _main(*sleep, "--json")
+    wall = json.loads(out_wall)
+    assert (code, code_wall) == (0, 0), err
+    # THEN the CPU clock sees a small fraction of it, the wall clock all of it (a sleep is
+    # never shorter than asked, and takes microseconds of CPU at any load)
+    assert cpu["clock"] == "cpu" and wall["clock"] == "wall"
+    assert wall["min_exec"] >= 0.01 and cpu["average"] < 0.005
+    code, out, _ = _main(*sleep, "--clock", "cpu")
+    assert code == 0 and out.rstrip().endswith("; 2 x 2 runs, CPU time)"), out
+
+
+def test_clock_cpu_is_saved_with_the_timing(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    code, _, err = _main("pass", "-n", "3", "-r", "2", "--clock", "cpu", "--save", str(path))
+    assert code == 0, err
+    series = json.loads(path.read_text(encoding="utf-8"))["data"]["series"][0]
+    assert series["summary"]["clock"] == "cpu"
+
+
+def test_the_child_command_keeps_setup_once_and_the_clock() -> None:
+    from onnxrt_backend_dev.monitoring._cli.time_processes import child_argv
+
+    parser = argparse.ArgumentParser()
+    _cli_time.COMMAND.prepare_parser(parser)
+    args = parser.parse_args(["--setup-once", "-import x", "--clock", "cpu", "-p", "2", "pass"])
+    argv = child_argv(args, "out.json")
+    assert "--setup-once=-import x" in argv
+    assert argv[argv.index("--clock") + 1] == "cpu"

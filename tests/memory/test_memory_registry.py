@@ -44,7 +44,9 @@ def fake_amd() -> Iterator[_registry.ProbeSpec]:
 
 def test_registry_lists_nvml_and_refuses_unknown_names() -> None:
     assert _registry.get_spec("nvml").lib == "pynvml"
-    with pytest.raises(ValueError, match=r"probes: unknown probe 'rocm', choose from \['nvml'\]"):
+    with pytest.raises(
+        ValueError, match=r"probes: unknown probe 'rocm', choose from \['nvml', 'torch'\]"
+    ):
         start_spying_on(probes=("rocm",))
     with pytest.raises(TypeError, match="probes must be a sequence of names"):
         start_spying_on(probes="nvml")
@@ -126,6 +128,7 @@ def test_worker_argv_is_built_and_parsed_from_one_table() -> None:
         "max_points": 99,
         "children": True,
         "no_reset": True,
+        "stacks": True,
         "probes": ["nvml=a.b:C,pynvml", "fake=x:Y,"],
     }
     # WHEN written by the parent then read by the spy THEN nothing is lost
@@ -137,7 +140,8 @@ def test_worker_argv_is_built_and_parsed_from_one_table() -> None:
     # AND the defaults round-trip too, and a key outside the table is refused
     minimal = {"pid": 1, "delay": 0.5, "parent": 2}
     assert _registry.parse_args(_registry.to_argv(minimal)) == {
-        **minimal, "max_points": 65536, "children": False, "no_reset": False, "probes": []
+        **minimal, "max_points": 65536, "children": False, "no_reset": False, "stacks": False,
+        "probes": []
     }  # fmt: skip
     with pytest.raises(ValueError, match="unexpected spy options \\['bogus'\\]"):
         _registry.to_argv({**minimal, "bogus": 1})

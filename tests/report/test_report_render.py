@@ -76,7 +76,7 @@ def test_the_tree_folds_library_frames_and_its_roots_add_up(tmp_path: Path) -> N
     # THEN copyto (numpy called by numpy) folds into ones, named as hidden
     assert (2, "ones") in names and all(n != "copyto" for _, n in names)
     ones = next(r for r in report.tree if r.site.function == "ones")
-    assert ones.hidden == "1 frames hidden (numpy)"
+    assert ones.hidden == "1 frame hidden (numpy)"
     # AND the roots' net growth is last - first, their time the ticks' span
     roots = [r for r in report.tree if r.parent < 0]
     assert sum(r.net for r in roots) == pytest.approx(10 * MIB)

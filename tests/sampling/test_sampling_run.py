@@ -112,7 +112,7 @@ def test_a_program_handler_installed_before_is_left_alone_and_told() -> None:
     calls: list[int] = []
     previous = signal.signal(signal.SIGPROF, lambda s, f: calls.append(s))
     try:
-        with sampling() as s:
+        with sampling(collector="in-process") as s:
             _busy(0.1)
         # THEN sampling still works (by the thread) and a note says why
         assert s.result is not None
@@ -132,7 +132,7 @@ def test_a_program_taking_the_signal_during_the_run_keeps_it() -> None:
         calls.append(signum)
 
     before = signal.getsignal(signal.SIGPROF)  # restored at the end (not the sampler's)
-    with sampling() as s:
+    with sampling(collector="in-process") as s:
         _busy(0.05)
         signal.signal(signal.SIGPROF, mine)
         signal.setitimer(signal.ITIMER_PROF, 0.01, 0.01)

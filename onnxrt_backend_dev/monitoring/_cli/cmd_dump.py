@@ -15,7 +15,7 @@ _EPILOG = (
     "no code of this tool. Exit codes: 0 printed; 1 the process cannot be read (it ended, "
     "a zombie, not a Python process this tool can read, a version without a known layout, "
     "or the system refused: run as the same user or root, or allow tracing); 2 a usage "
-    "error (a --pid that is not a positive integer)."
+    "error (a --pid that is not a positive integer); 130 interrupted."
 )
 _STATES = {"R": "running", "S": "sleeping", "D": "waiting for I/O", "T": "stopped",
            "t": "stopped by a tracer", "Z": "zombie"}  # fmt: skip

@@ -111,6 +111,51 @@ def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
     wants_repeat(args)
 
 
+INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
+
+
+def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if not names:
+        return (), ()
+    from .._memory.registry import split_probes
+
+    return split_probes(names)
+
+
+def _probe_args(names: tuple[str, ...]) -> list[str]:
+    from .._memory.registry import get_spec
+
+    return [get_spec(n).to_arg() for n in names]
+
+
+class _environment:
+    """Sets an environment variable (for a child about to start) and restores it."""
+
+    def __init__(self, name: str, value: str) -> None:
+        self.name, self.value = name, value
+        self.saved: str | None = None
+
+    def __enter__(self) -> None:
+        self.saved = os.environ.get(self.name)
+        if self.value:
+            os.environ[self.name] = self.value
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.saved
+
+
+def _inprocess_probes(names: list[str]) -> tuple[str, ...]:
+    """The probes read inside the program (torch's allocator counters)."""
+    if not names:
+        return ()
+    from .._memory.registry import split_probes
+
+    return split_probes(names)[1]
+
+
 def _is_python(target: str) -> bool:
     return target.endswith((".py", ".pyw")) or os.path.isdir(target)
 
@@ -240,7 +285,11 @@ class RunCommand:
         def command(fd: int) -> list[str]:
             return command_line(fd, args.interval, target, rest, module=is_module)
 
-        report, rc = run_fresh(command, name, args.interval, args.probe)
+        spy_side, inside = _split(args.probe)
+        # The probes read inside the program (torch's counters) are opened by the child,
+        # which learns them from its environment (see _report.child.record).
+        with _environment(INPROCESS_ENV, ";".join(_probe_args(inside))):
+            report, rc = run_fresh(command, name, args.interval, spy_side)
         self._emit(report, args, out, err)
         _save_run(args, report, main)
         return rc
@@ -253,6 +302,10 @@ class RunCommand:
         from .program import module_code, script_code
 
         why = observer_reason(args)
+        inside = _inprocess_probes(args.probe)
+        if not why and inside:
+            why = (f"--probe {inside[0]} reads counters inside the program: the in-process "
+                   "recorder runs")  # fmt: skip
         if why:
             args.collector_note = why
             return None

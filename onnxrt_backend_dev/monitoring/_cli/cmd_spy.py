@@ -105,7 +105,8 @@ class SpyCommand:
             action="append",
             default=[],
             metavar="NAME",
-            help="measure the devices of this registered probe too (repeatable; nvml: NVIDIA)",
+            help="measure the devices of this registered probe too (repeatable; nvml: NVIDIA; "
+            "torch, read inside a program, is refused here)",
         )
         parser.add_argument("--children", action="store_true", help="count the whole process tree")
         parser.add_argument(
@@ -212,6 +213,15 @@ class SpyCommand:
         except ValueError as e:
             message = str(e).replace("probes: unknown", "--probe: unknown")
             raise CommandError(message, EXIT_USAGE) from None
+        inside = [name for name in args.probe if get_spec(name).inprocess]
+        if inside:
+            raise CommandError(
+                f"--probe {inside[0]} is read inside the measured program (its counters live "
+                "there) and spy measures another process: read it from the program, with "
+                f"start_spying_on(probes=[{inside[0]!r}]), monitor(probes=({inside[0]!r},)) "
+                f"or %%spy --probe {inside[0]}",
+                EXIT_USAGE,
+            )
 
     def _spy(self, pid: int, args: argparse.Namespace) -> Any:
         from .._memory.spy import MemorySpy

@@ -6,14 +6,23 @@ obeyed exactly; ``-t`` times batches until a budget is spent. Prints one line su
 ``cos(0.5): 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 5 x 5,000,000 runs,
 calibrated)``, or the result of ``measure_time`` and the numbers used as JSON with
 ``--json``. SIGTERM, SIGHUP or Ctrl-C stop it and print what was measured so far.
+
+The current folder comes first on ``sys.path``, as ``python -m timeit`` has it, so that
+``-s "import mymodel"`` finds ``./mymodel.py`` from the console script too. ``-s`` runs
+before every batch (timeit's meaning); ``--setup-once`` runs once per process, before the
+warmup, and its names are the globals of the statement and of ``-s`` (load a model once,
+time its inference). ``--clock cpu`` times the process's CPU time instead of wall time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
-from collections.abc import Iterator, Mapping
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -38,6 +47,8 @@ _CALIBRATED_REPEAT = 5
 _COMPARE_REPEAT = 20
 # How a statement of a comparison is named in an error.
 _SIDES = ("the first statement", "the --compare statement")
+# --clock: what each name times.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def _counts(res: Mapping[str, Any]) -> str:
@@ -48,15 +59,17 @@ def _counts(res: Mapping[str, Any]) -> str:
     where = f" in {processes} processes" if processes > 1 else ""
     if res.get("max_time") is not None:
         runs, batches = int(res.get("runs", 0)), int(res.get("batches", res["repeat"]))
+        cpu = " of CPU time" if res.get("clock") == "cpu" else ""
         return (
             f"{runs:,} runs in {batches:,} batches{where}, "
-            f"{format_duration(float(res.get('total_time', res['ttime'])))} measured"
+            f"{format_duration(float(res.get('total_time', res['ttime'])))}{cpu} measured"
         )
     repeat, batches = int(res["repeat"]), int(res.get("batches", res["repeat"]))
     text = f"{batches:,} x {int(res['number']):,} runs{where}"
     if batches > repeat:  # past 65,536 batches the statistics read a sample of them
         text += f", statistics on {repeat:,} evenly spaced"
-    return text + ", calibrated" if res.get("calibrated") else text
+    text = text + ", calibrated" if res.get("calibrated") else text
+    return text + ", CPU time" if res.get("clock") == "cpu" else text
 
 
 def format_line(name: str, res: Mapping[str, Any]) -> str:
@@ -137,7 +150,12 @@ def _option_errors(args: argparse.Namespace) -> None:
 def _compiled(args: argparse.Namespace, setup: str | None) -> None:
     """Compiles the user's code first: a syntax error is the user's text (named by its
     option), not something the statement raised."""
-    codes = [("the statement", args.stmt), ("--compare STMT2", args.compare), ("--setup", setup)]
+    codes = [
+        ("the statement", args.stmt),
+        ("--compare STMT2", args.compare),
+        ("--setup", setup),
+        ("--setup-once", _setup_once_code(args)),
+    ]
     for name, code in codes:
         if code is None:
             continue
@@ -148,6 +166,41 @@ def _compiled(args: argparse.Namespace, setup: str | None) -> None:
             raise CommandError(f"SyntaxError in {name}: {e.msg}{where}") from None
         except (MemoryError, RecursionError):  # the parser's own limits
             raise CommandError(f"{name} is too deeply nested to compile") from None
+
+
+def _setup_once_code(args: argparse.Namespace) -> str | None:
+    """The ``--setup-once`` code (its repetitions joined), None without it."""
+    return "\n".join(args.setup_once) or None
+
+
+@contextmanager
+def _current_folder_on_path() -> Iterator[None]:
+    """Puts the current folder first on ``sys.path`` for the command's duration, as
+    ``python -m timeit`` does (the console script's ``sys.path[0]`` is its own ``bin``
+    folder), and takes it back out afterwards (the command may run inside a program)."""
+    folder = os.getcwd()
+    present = any(os.path.abspath(p or os.curdir) == folder for p in sys.path)
+    if not present:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if not present and folder in sys.path:
+            sys.path.remove(folder)
+
+
+def _run_setup_once(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Runs ``--setup-once`` once, in a fresh namespace: the globals of what is timed
+    (run under :func:`_measuring`, which turns what it raises into one line).
+
+    :return: the namespace, None without ``--setup-once``
+    """
+    code = _setup_once_code(args)
+    if code is None:
+        return None
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(code, "<setup-once>", "exec"), namespace)
+    return namespace
 
 
 def _exit_code(stopped: int | None) -> int:
@@ -169,7 +222,15 @@ class TimeCommand:
             "--setup",
             action="append",
             default=[],
-            help="setup code run before each batch, not timed (repeatable)",
+            help="setup code run before each batch, not timed (repeatable), as timeit's -s",
+        )
+        parser.add_argument(
+            "--setup-once",
+            action="append",
+            default=[],
+            metavar="CODE",
+            help="setup code run once per process before timing (repeatable): its names "
+            "are the statement's globals, e.g. load a model once and time its inference",
         )
         parser.add_argument(
             "-r",
@@ -195,6 +256,13 @@ class TimeCommand:
             default=None,
             metavar="SECONDS",
             help="time batches until this many seconds are measured (-r and -n are ignored)",
+        )
+        parser.add_argument(
+            "--clock",
+            choices=sorted(CLOCKS),
+            default="wall",
+            help="wall: elapsed time (time.perf_counter, the default); cpu: the process's "
+            "CPU time, every thread counted (time.process_time)",
         )
         parser.add_argument(
             "--compare",
@@ -233,11 +301,12 @@ class TimeCommand:
         check_save(args)
         setup = "\n".join(args.setup) or None
         _compiled(args, setup)
-        if args.compare is not None:
-            return self._compare(args, setup, out, err)
-        if args.processes > 1:
+        if args.processes > 1 and args.compare is None:
             return self._processes(args, out, err)
-        return self._time(args, setup, out, err)
+        with _current_folder_on_path():
+            if args.compare is not None:
+                return self._compare(args, setup, out, err)
+            return self._time(args, setup, out, err)
 
     def _processes(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .time_processes import merged, time_in_processes
@@ -251,8 +320,12 @@ class TimeCommand:
         return self._finish(
             args,
             res,
-            {"calibrated": args.max_time is None and args.number is None, "processes": len(counts)},
-            (args.stmt, result.times, result.sizes, res, counts),
+            {
+                "calibrated": args.max_time is None and args.number is None,
+                "processes": len(counts),
+                "clock": args.clock,
+            },
+            (args.stmt, result.times, result.sizes, {**res, "clock": args.clock}, counts),
             stopped,
             f"{len(counts)} of {args.processes} processes",
             out,
@@ -272,9 +345,15 @@ class TimeCommand:
 
         live = not args.quiet and (args.max_time or 0) >= _LIVE_STATUS_MIN_SECONDS
         status = LiveStatus(err, render, enabled=None if live else False)
+        with _measuring("--setup-once") as stop:
+            context = _run_setup_once(args)
+        if stop.signum is not None:
+            return self._stopped_in_setup(stop.signum, err)
         with status, _measuring(what) as stop:
             measure_time(
                 args.stmt,
+                context,
+                clock=CLOCKS[args.clock],
                 repeat=args.repeat or _CALIBRATED_REPEAT,
                 number=args.number or 1,
                 warmup=args.warmup,
@@ -291,13 +370,18 @@ class TimeCommand:
         return self._finish(
             args,
             res,
-            {"calibrated": progress.calibrated},
-            (args.stmt, progress.kept.times, progress.kept.sizes, res),
+            {"calibrated": progress.calibrated, "clock": args.clock},
+            (args.stmt, progress.kept.times, progress.kept.sizes, {**res, "clock": args.clock}),
             stopped,
             f"{res['runs']:,} runs in {res['batches']:,} batches",
             out,
             err,
         )
+
+    @staticmethod
+    def _stopped_in_setup(signum: int, err: TextIO) -> int:
+        err.write(f"interrupted by {signal.Signals(signum).name} in --setup-once\n")
+        return _exit_code(signum)
 
     def _finish(
         self,
@@ -356,10 +440,16 @@ class TimeCommand:
             side = progress.running
             return ("a statement" if side is None else _SIDES[side]) + suffix
 
+        with _measuring("--setup-once") as stop:
+            context = _run_setup_once(args)
+        if stop.signum is not None:
+            return self._stopped_in_setup(stop.signum, err)
         with _measuring(what) as stop:
             compare(
                 args.stmt,
                 args.compare,
+                context,
+                clock=CLOCKS[args.clock],
                 repeat=args.repeat or _COMPARE_REPEAT,
                 number=args.number or 1,
                 warmup=args.warmup,
@@ -382,7 +472,11 @@ class TimeCommand:
         self, args: argparse.Namespace, progress: CompareProgress, out: TextIO
     ) -> None:
         cmp = progress.comparison(confidence=0.95, alpha=0.05)
-        numbers = {"max_time": args.max_time, "calibrated": progress.calibrated}
+        numbers = {
+            "max_time": args.max_time,
+            "calibrated": progress.calibrated,
+            "clock": args.clock,
+        }
         sides = [
             (name, {**side, **numbers})
             for name, side in zip((args.stmt, args.compare), progress.sides(), strict=True)

@@ -54,11 +54,26 @@ def observer_notes(run: object) -> list[str]:
             f"{reader.partial} kept as their outer frames, {reader.failed} lost"
         )
     obs = run.observer
+    notes.append(cost_note(obs.cost, obs.samples, run.wall))
     if obs.late:
         notes.append(f"{obs.late} samples came late and were skipped (a busy machine)")
     if rec.overflow:
         notes.append(f"stack table full: {rec.overflow} samples kept as outer frames")
     return notes
+
+
+def cost_note(cost: float, samples: int, wall: float) -> str:
+    """The observer's own cost, in words: it runs beside the program, not in it.
+
+    :param cost: its CPU seconds
+    :param samples: samples it took
+    :param wall: seconds it ran
+    :return: ``the observer used 0.12 s of CPU (3 % of one core), 48 µs a sample``
+    """
+    share = 100 * cost / wall if wall > 0 else 0.0
+    each = 1e6 * cost / samples if samples else 0.0
+    return (f"the observer used {cost:.2f} s of CPU beside the program ({share:.0f} % of one "
+            f"core), {each:.0f} µs a sample")  # fmt: skip
 
 
 def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:
@@ -102,11 +117,27 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
                          observer_notes(run), cpu, run.observer.samples)  # fmt: skip
     emit_profile(SamplingResult(profile), args, out, err, helpers)
     rc = exit_code(run.status)
-    if os.WIFSIGNALED(run.status) and not args.quiet:
-        err.write(f"{name} was killed by signal {os.WTERMSIG(run.status)}\n")
-    elif rc and not args.quiet:
-        err.write(f"{name} exited with code {rc}\n")
+    if rc:  # said even with -q: the program failed (its own traceback is above)
+        err.write(f"{name} {ending_words(run.status)}\n")
     return rc
+
+
+def ending_words(status: int) -> str:
+    """How a program ended, in words: ``exited with code 3``, ``terminated by SIGTERM``.
+
+    :param status: its wait status
+    :return: the words
+    """
+    import signal
+
+    if os.WIFSIGNALED(status):
+        num = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = f"signal {num}"
+        return f"terminated by {name}"
+    return f"exited with code {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1}"
 
 
 def check_attach(args: argparse.Namespace) -> tuple[int, float | None]:
@@ -167,6 +198,7 @@ def attach_notes(attached: object) -> list[str]:
     if reader.partial or reader.failed:
         notes.append(f"{reader.torn} stack reads moved under the read; {reader.partial} "
                      f"kept as their outer frames, {reader.failed} lost")  # fmt: skip
+    notes.append(cost_note(attached.observer.cost, attached.observer.samples, attached.wall))
     if attached.observer.late:
         notes.append(f"{attached.observer.late} samples came late and were skipped")
     return notes

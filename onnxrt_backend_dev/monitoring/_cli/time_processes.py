@@ -40,6 +40,8 @@ def child_argv(args: argparse.Namespace, output: str) -> list[str]:
     argv = [sys.executable, "-m", _PACKAGE, "time", "-q", "--save", output, "--force"]
     argv += ["-w", str(args.warmup)]
     argv += [f"--setup={code}" for code in args.setup]  # a setup may start with "-"
+    argv += [f"--setup-once={code}" for code in args.setup_once]
+    argv += ["--clock", args.clock]
     for option, value in (("-r", args.repeat), ("-n", args.number), ("-t", args.max_time)):
         if value is not None:
             argv += [option, repr(value)]

@@ -66,9 +66,21 @@ class NvmlProbe(DeviceProbe):
         if not self.handles:
             self.close()
             raise RuntimeError("cuda=True but NVML sees no GPU")
-        n = len(self.handles)
-        self.channels = [Channel(f"gpu{i}", "gpus", i) for i in range(n)]
-        self.channels += [Channel(f"gpu{i}:process", "gpus_process", i) for i in range(n)]
+        uuids = [self._uuid(h) for h in self.handles]
+        self.channels = [Channel(f"gpu{i}", "gpus", i, "device", u) for i, u in enumerate(uuids)]
+        self.channels += [
+            Channel(f"gpu{i}:process", "gpus_process", i, "process", u) for i, u in enumerate(uuids)
+        ]
+
+    def _uuid(self, handle: Any) -> str | None:
+        """The GPU's UUID (``GPU-0b42...``), None if the driver does not say."""
+        try:
+            uuid = self.nvml.nvmlDeviceGetUUID(handle)
+        except Exception:
+            return None
+        if isinstance(uuid, bytes):  # older nvidia-ml-py
+            uuid = uuid.decode("ascii", "replace")
+        return uuid if isinstance(uuid, str) else None
 
     def _process_usage(self, handle: Any, pids: set[int]) -> float | None:
         try:

@@ -1,11 +1,17 @@
 """The tables the parent and the spy process share: device probes and the spy's options.
 
 Device probes (GPUs, other accelerators) implement :class:`DeviceProbe` and are listed
-in :data:`PROBES` by name (``"nvml"`` today; ``cuda=True`` is the reference's spelling
-of ``probes=("nvml",)``). Adding one (say AMD through ``amdsmi``) takes a module with
-its :class:`DeviceProbe` subclass and one :func:`register` call here, nothing else:
+in :data:`PROBES` by name (``"nvml"``, ``"torch"``; ``cuda=True`` is the reference's
+spelling of ``probes=("nvml",)``). Adding one (say AMD through ``amdsmi``) takes a module
+with its :class:`DeviceProbe` subclass and one :func:`register` call here, nothing else:
 the spy opens it by the ``module:Class`` path it gets on its command line, and its
 monitors land in the result under their channel's ``group``.
+
+Most probes read the devices from the spy process (NVML sees every process). A probe
+whose figures exist only inside the measured process (torch's caching allocator keeps
+its counters in the program's memory) is registered with ``inprocess=True``: a thread
+of the measured process reads it (:mod:`.inprocess`) on the same clock as the spy
+(``time.monotonic``, system-wide), and its monitors join the spy's result.
 
 :data:`WORKER_OPTIONS` is the one table of the spy's options: the parent builds the
 spy's argv from it (:func:`to_argv`), the spy parses it back (:func:`parse_args`).
@@ -27,23 +33,40 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# What a channel measures (``Channel.role``), and how every view names it.
+ROLES: dict[str, str] = {
+    "device": "device-wide, every process",
+    "process": "this process",
+    "allocated": "allocated, the allocator's exact peak",
+    "reserved": "reserved by the caching allocator",
+}
+
+
 class Channel:
     """One series a device probe measures.
 
     :param name: the monitor's name, unique within a result (``"gpu0"``, ``"gpu0:process"``)
     :param group: the result key whose list holds its monitor (``"gpus"``, ``"gpus_process"``)
     :param device: the device's index for this probe
+    :param role: what it measures, a key of :data:`ROLES` (``"device"``, ``"process"``,
+        ``"allocated"``, ``"reserved"``); empty if none of these
+    :param uuid: the device's identity (its UUID) where known: two probes' channels of
+        one device are joined on it (the CUDA context measured apart)
     """
 
-    __slots__ = ("device", "group", "name")
+    __slots__ = ("device", "group", "name", "role", "uuid")
 
-    def __init__(self, name: str, group: str, device: int) -> None:
+    def __init__(
+        self, name: str, group: str, device: int, role: str = "", uuid: str | None = None
+    ) -> None:
         self.name = name
         self.group = group
         self.device = device
+        self.role = role
+        self.uuid = uuid
 
     def __repr__(self) -> str:
-        return f"Channel({self.name!r}, {self.group!r}, {self.device})"
+        return f"Channel({self.name!r}, {self.group!r}, {self.device}, {self.role!r})"
 
 
 class DeviceProbe(abc.ABC):
@@ -74,6 +97,23 @@ class DeviceProbe(abc.ABC):
     def read(self) -> list[float | None]:
         """Returns the bytes of every channel (None where unknown at this tick)."""
 
+    def read_peaks(self) -> list[tuple[float | None, float | None]]:
+        """Returns ``(bytes now, highest bytes since the previous read)`` per channel.
+
+        A probe whose library keeps a high-water mark (torch's ``max_memory_allocated``)
+        overrides it: its monitors then keep exact peaks, a spike between two ticks
+        included. By default the peak is unknown (None): the monitors sample.
+
+        :return: one pair per channel, in the order of ``channels``
+        """
+        return [(value, None) for value in self.read()]
+
+    def reset_peaks(self) -> None:
+        """Called once as a measure starts (``start_spying_on``, a ``monitor()`` block):
+        a probe whose library keeps a high-water mark resets it there, so that the peak
+        is the block's. Nothing by default."""
+        return None
+
     @abc.abstractmethod
     def close(self) -> None:
         """Releases the devices; never raises."""
@@ -87,12 +127,20 @@ class ProbeSpec:
     :param lib: the library module the probe needs, imported by the spy (None if none)
     :param package: the package that provides ``lib``, for the error message
     :param extra: this project's extra that installs it
+    :param inprocess: the probe reads counters that exist only inside the measured process
+        (torch's allocator): a thread of that process reads it, never the spy process
     """
 
-    __slots__ = ("extra", "lib", "name", "package", "target")
+    __slots__ = ("extra", "inprocess", "lib", "name", "package", "target")
 
     def __init__(
-        self, name: str, target: str, lib: str | None = None, package: str = "", extra: str = ""
+        self,
+        name: str,
+        target: str,
+        lib: str | None = None,
+        package: str = "",
+        extra: str = "",
+        inprocess: bool = False,
     ) -> None:
         if not name or any(c in name for c in "=,"):
             raise ValueError(f"probe name must be non-empty without '=' or ',', got {name!r}")
@@ -103,6 +151,7 @@ class ProbeSpec:
         self.lib = lib
         self.package = package or (lib or "")
         self.extra = extra
+        self.inprocess = bool(inprocess)
 
     def to_arg(self, lib: str | None = None) -> str:
         """The value of the spy's ``--probe`` option: ``name=module:Class,lib``.
@@ -171,6 +220,28 @@ register(
 )
 
 
+register(
+    ProbeSpec(
+        "torch",
+        "onnxrt_backend_dev.monitoring._memory.torch_probe:TorchProbe",
+        lib="torch.cuda",
+        package="torch",
+        extra="torch",
+        inprocess=True,
+    )
+)
+
+
+def split_probes(names: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The probes the spy process reads, and those read inside the measured process.
+
+    :param names: registered probe names
+    :return: ``(spy side, in process)``, each in the given order
+    """
+    inside = tuple(n for n in names if get_spec(n).inprocess)
+    return tuple(n for n in names if n not in inside), inside
+
+
 def open_probe(arg: str, pids: Callable[[], set[int]]) -> DeviceProbe:
     """Opens the probe described by a ``--probe`` value (see :meth:`ProbeSpec.to_arg`).
 
@@ -208,6 +279,7 @@ WORKER_OPTIONS: tuple[tuple[str, str, type, Any], ...] = (
     ("--max-points", "max_points", int, DEFAULT_MAX_POINTS),
     ("--children", "children", bool, False),
     ("--no-reset", "no_reset", bool, False),
+    ("--stacks", "stacks", bool, False),
     ("--probe", "probes", list, ()),
 )
 

@@ -20,12 +20,14 @@ from .._errors import BadType, BadValue
 
 TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
 # 2 x 8 bytes per point: 1 MiB per channel however long the spy runs
 # (the issue's budget is 10 MB per hour at delay=0.01, i.e. 360,000 ticks).
 DEFAULT_MAX_POINTS = 65536
+# How the memory of a GPU's process outside torch's allocator is named (``Monitor.context``).
+CONTEXT_WORDS = "CUDA context and other memory outside torch's allocator"
 # ``peak_time`` moves to a later tick only if memory rose by more than this (or 1 % of
 # the rise above ``begin`` if less) over the value it had at ``peak_time``: a plateau
 # gaining a few pages later is still dated from when it was reached.
@@ -193,6 +195,15 @@ class Monitor:
         self.probe = probe
         self.device = device
         self.group = group
+        #: What a device's channel measures (``"device"``, ``"process"``, ``"allocated"``,
+        #: ``"reserved"``: see ``registry.ROLES``), empty for the process and unknown roles.
+        self.role = ""
+        #: The device's identity (its UUID) where the probe knows it, None otherwise.
+        self.uuid: str | None = None
+        #: For a ``"process"`` channel of a GPU where torch's reserved memory is known too:
+        #: the bytes of this process's usage outside torch's allocator at the end (the CUDA
+        #: context, the libraries' workspaces), None when not measured apart.
+        self.context: float | None = None
         self.max_peak = 0.0
         self.n_measures = 0
         self.begin = 0.0
@@ -214,6 +225,10 @@ class Monitor:
         #: With ``stacks=True``: the per-function table and the memory flame graph
         #: (a :class:`StackAttribution <.where.StackAttribution>`), None otherwise.
         self.where: Any = None
+        #: For a probe read inside the measured process: the stack (``stacks.Frame``
+        #: values, outermost first) of the measured thread at the tick that saw the peak
+        #: rise; None otherwise. Never sent across processes.
+        self.peak_frames: tuple[Any, ...] | None = None
 
     def update(self, value: float, peak: float | None = None, timestamp: float = 0.0) -> None:
         """Adds one measure.
@@ -299,7 +314,7 @@ class Monitor:
         f = _finite("unit", unit)
         if not f > 0:
             raise BadValue(f"unit must be > 0, got {unit!r}")
-        doc = {
+        doc: dict[str, Any] = {
             "peak": self.max_peak / f,
             "mean": self.mean / f,
             "n": self.n_measures,
@@ -309,17 +324,24 @@ class Monitor:
         }
         if self.where is not None:
             doc.update(self.where.to_dict(f))
+        elif self.peak_stack is not None:
+            doc["peak_stack"] = list(self.peak_stack)
+        if self.context is not None:
+            doc["context"] = self.context / f
         return doc
 
     def summary(self) -> str:
         """One line with units, e.g. ``peak 312 MiB, mean 40.1 MiB, ...``."""
         from .._format import format_bytes  # not at import: the spy process stays small
 
-        return (
+        text = (
             f"peak {format_bytes(self.max_peak)}, mean {format_bytes(self.mean)}, "
             f"begin {format_bytes(self.begin)}, end {format_bytes(self.end)}, "
             f"n={self.n_measures}, source={self.peak_source}"
         )
+        if self.context is not None:
+            text += f", of which {format_bytes(self.context)} {CONTEXT_WORDS}"
+        return text
 
     def __repr__(self) -> str:
         return f"Monitor({self.name}: {self.summary()})"
@@ -343,6 +365,8 @@ class Monitor:
             "stride": self.series.stride,
             "nbytes": len(data),
             "peak_times": (self.start_timestamp, self.peak_prev_timestamp, self.peak_timestamp),
+            "role": self.role,
+            "uuid": self.uuid,
         }
         return header, data
 
@@ -367,7 +391,62 @@ class Monitor:
         times = header.get("peak_times")
         if times is not None:
             mon.start_timestamp, mon.peak_prev_timestamp, mon.peak_timestamp = times
+        mon.role = str(header.get("role") or "")
+        uuid = header.get("uuid")
+        mon.uuid = uuid if isinstance(uuid, str) else None
         return mon
+
+
+def same_device(a: str | None, b: str | None) -> bool:
+    """Tells if two device identities (UUIDs, as NVML or torch spell them: ``GPU-0b42...``,
+    ``0b42...``) name the same device; an unknown one never matches.
+
+    :param a: one identity
+    :param b: the other
+    :return: True for the same device
+    """
+
+    def key(uuid: str | None) -> str:
+        text = (uuid or "").strip().lower()
+        for prefix in ("gpu-", "mig-"):
+            text = text.removeprefix(prefix)
+        return text.replace("-", "")
+
+    return bool(key(a)) and key(a) == key(b)
+
+
+def join_context(monitors: Sequence[Monitor]) -> None:
+    """Measures the CUDA context apart where it can be: for each GPU whose process usage
+    (NVML, role ``"process"``) and torch's reserved memory (role ``"reserved"``) are both
+    known, with the same UUID, the process monitor's ``context`` is the first less the
+    second at the end (the context, cuBLAS' and cuDNN's workspaces, any allocation made
+    outside torch). Negative differences (readings a tick apart) are left unknown, and so
+    is a GPU this process does not use (no context there).
+
+    :param monitors: the device monitors of one result
+    """
+    measured = [m for m in monitors if m.n_measures]
+    found = context_of([(m.role, m.uuid, m.end) for m in measured])
+    for i, context in found.items():
+        measured[i].context = context
+
+
+def context_of(channels: Sequence[tuple[str, str | None, float]]) -> dict[int, float]:
+    """The rule of :func:`join_context` over plain values (the report joins the facts of
+    two processes with it: NVML's from the spy, torch's from the program).
+
+    :param channels: ``(role, uuid, bytes at the end)`` per channel
+    :return: index of a ``"process"`` channel -> its bytes outside torch's allocator
+    """
+    found: dict[int, float] = {}
+    pools = [(uuid, end) for role, uuid, end in channels if role == "reserved"]
+    for i, (role, uuid, end) in enumerate(channels):
+        if role != "process":
+            continue
+        pool = next((e for u, e in pools if same_device(u, uuid)), None)
+        if pool is not None and end > 0 and end >= pool:  # 0: no context on that GPU
+            found[i] = end - pool
+    return found
 
 
 class SpyResult(dict):

@@ -27,7 +27,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .._errors import BadType, BadValue, MissingDependencyError, SpyError, rebuild
 from .._validate import check_bool, check_int
 from . import registry
-from .series import DEFAULT_MAX_POINTS, Monitor
+from .series import DEFAULT_MAX_POINTS, Monitor, join_context
 
 if TYPE_CHECKING:
     from .views import SpyReport
@@ -275,6 +275,14 @@ class MemorySpy:
         each function added (``where``)
     :param probe_libs: another library module than the registry's for some probes, by
         probe name (tests pass a fake: ``{"nvml": "fakes"}``)
+
+    A probe registered ``inprocess`` (``"torch"``: the allocator's counters live in the
+    measured process) is read by a thread of this process, on the spy's clock, so
+    ``pid`` must then be the current process; its monitors join the result as the
+    others (``'torch'``, ``'torch_reserved'``; ``'devices'``). Where NVML's usage of this
+    process and torch's reserved memory of one GPU are both measured, NVML's process
+    monitor says how much of it is the CUDA context and other memory outside torch's
+    allocator (``context``).
     """
 
     def __init__(
@@ -313,10 +321,21 @@ class MemorySpy:
         self.reset_peak = reset_peak
         self.probes = probe_names(probes, cuda)
         self.probe_libs = _check_libs(probe_libs, self.probes)
+        self._spy_probes, self._inside_probes = registry.split_probes(self.probes)
+        if self._inside_probes and pid != os.getpid():
+            raise BadValue(
+                f"probe {self._inside_probes[0]!r} reads its counters inside the measured "
+                f"process: pid must be the current process ({os.getpid()}), got {pid}"
+            )
         self._lock = threading.Lock()
         self._error: Exception | None = None
         self.stacks = stacks
-        self._sampler: Any = None  # the StackSampler with stacks=True
+        self.stacks_note = ""  # why the stacks were sampled in process, if they were
+        # What the spy's observer read of this process (plain values, see
+        # _observe.block), once stopped; None when the stacks were sampled in process.
+        self.observed: dict[str, Any] | None = None
+        self._inside: Any = None  # the InProcessProbes reading in-process probes
+        self._sampler: Any = None  # the in-process StackSampler (no observer)
         self._samples: Any = None  # what it recorded, once stopped
         self.result: SpyReport | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -347,7 +366,7 @@ class MemorySpy:
         if not sys.executable:
             raise SpyError("the memory spy needs sys.executable to start a Python process")
         # With device probes, the parent's path: where their libraries are installed.
-        paths = [p for p in sys.path if p] if self.probes else []
+        paths = [p for p in sys.path if p] if self._spy_probes else []
         code = _WORKER_CODE.format(paths=paths, package=_PACKAGE)
         opts = {
             "pid": self.pid,
@@ -356,9 +375,22 @@ class MemorySpy:
             "max_points": self.max_points,
             "children": self.include_children,
             "no_reset": not self._resets,
-            "probes": [registry.get_spec(n).to_arg(self.probe_libs.get(n)) for n in self.probes],
+            "stacks": self.stacks and self._observed_stacks(),
+            "probes": [self._probe_arg(n) for n in self._spy_probes],
         }
         return [sys.executable, "-I", "-S", "-c", code, *registry.to_argv(opts)]
+
+    def _observed_stacks(self) -> bool:
+        """Whether the spy reads this process's stacks from outside (the observer), as
+        this machine allows; the in-process sampler runs otherwise."""
+        from .._observe.session import availability
+
+        found = availability()
+        self.stacks_note = "" if found.ok else f"in-process stack sampler: {found.reason}"
+        return found.ok
+
+    def _probe_arg(self, name: str) -> str:
+        return registry.get_spec(name).to_arg(self.probe_libs.get(name))
 
     def _check_probes(self) -> None:
         """Refuses a device probe whose library is missing, naming the extra."""
@@ -410,7 +442,15 @@ class MemorySpy:
                 self._reader = _Reader(self._proc)
             self._wait_ready(self._proc, self._reader)
             _LIVE.add(self)
-            if self.stacks:
+            if self._inside_probes:
+                from .inprocess import InProcessProbes
+
+                args = [self._probe_arg(n) for n in self._inside_probes]
+                self._inside = InProcessProbes(args, self.delay, self.max_points).start()
+            ready = self._reader.ready_frame or {}
+            if ready.get("stacks_error"):
+                self.stacks_note = f"in-process stack sampler: {ready['stacks_error']}"
+            if self.stacks and not ready.get("stacks"):
                 from .stacks import StackSampler
 
                 self._samples = None
@@ -495,6 +535,8 @@ class MemorySpy:
 
     def _collect(self, proc: subprocess.Popen[bytes], reader: _Reader) -> SpyReport:
         """Asks the spy for its measures and waits for them (see :meth:`stop`)."""
+        # The last reading inside, then the spy's last tick: both at the end of the block.
+        inside = self._stop_inside()
         # OSError: the spy already ended (the spied process exited); ValueError: closed.
         with contextlib.suppress(OSError, ValueError):
             if proc.stdin is not None:
@@ -514,19 +556,31 @@ class MemorySpy:
         header, payload = final
         if header.get("kind") == "error":
             _raise_error(header)
-        self.result = self._build(header, payload)
-        if self._samples is not None:
+        self.result = self._build(header, payload, inside)
+        samples = self._samples
+        self.observed = header.get("stacks")
+        if "stacks" in header:
+            from .stacks import from_observer
+
+            samples = from_observer(header["stacks"])
+        if samples is not None:
             from .views import attach
 
-            attach(self.result["cpu"], self._samples)
+            attach(self.result["cpu"], samples)
+            for mon in inside:  # where the allocator's memory rose, as the RSS's
+                attach(mon, samples)
         return self.result
 
-    def _build(self, header: dict[str, Any], payload: bytes) -> SpyReport:
+    def _build(
+        self, header: dict[str, Any], payload: bytes, inside: Sequence[Monitor] = ()
+    ) -> SpyReport:
         monitors, offset = [], 0
         for state in header["monitors"]:
             size = state["nbytes"]
             monitors.append(Monitor.from_state(state, payload[offset : offset + size]))
             offset += size
+        monitors.extend(inside)
+        join_context(monitors[1:])
         t0 = header["t0"]
         from .views import SpyReport  # the views' modules only once there is a result
 
@@ -544,6 +598,11 @@ class MemorySpy:
         if devices:
             result["devices"] = devices
         return result
+
+    def _stop_inside(self) -> list[Monitor]:
+        """Stops the in-process probes' reader: its monitors ([] without one)."""
+        inside, self._inside = self._inside, None
+        return [] if inside is None else inside.stop()
 
     def _stop_sampler(self) -> None:
         """Stops the stack sampler (after the spy's last tick) and keeps its records."""
@@ -577,6 +636,9 @@ class MemorySpy:
         self._kill()
 
     def _kill(self) -> None:
+        inside, self._inside = self._inside, None
+        if inside is not None:
+            inside.close()
         self._stop_sampler()
         proc = self._proc
         if proc is None:

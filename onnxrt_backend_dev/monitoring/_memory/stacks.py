@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .._sampling.frames import line_of as line_of  # the attribution decodes with it
 from .._sampling.frames import walk
@@ -268,3 +268,30 @@ class StackSampler:
         return StackSamples(
             array.array("d", self.times), array.array("q", self.ids), stacks, self.dropped
         )
+
+
+def from_observer(doc: dict[str, Any]) -> StackSamples:
+    """What the spy's observer read of this process (see ``_observe.block``), as the
+    in-process sampler's records: one attribution for both collectors.
+
+    :param doc: the ``stacks`` entry of the spy's result (plain values, checked)
+    :return: the records
+    """
+    times = array.array("d")
+    ids = array.array("q")
+    raw_times, raw_ids = doc.get("times", b""), doc.get("ids", b"")
+    if isinstance(raw_times, bytes) and isinstance(raw_ids, bytes):
+        times.frombytes(raw_times[: len(raw_times) // 8 * 8])
+        ids.frombytes(raw_ids[: len(raw_ids) // 8 * 8])
+    n = min(len(times), len(ids))
+    stacks: list[tuple[Frame, ...]] = []
+    for frames in doc.get("stacks", ()):
+        try:
+            stacks.append(tuple(Frame(str(f), int(line), str(name), int(first))
+                                for name, f, first, line in frames))  # fmt: skip
+        except (TypeError, ValueError):
+            stacks.append(())
+    empty = doc.get("empty", -1)
+    cleaned = array.array("q", (i if 0 <= i < len(stacks) and i != empty else NO_STACK
+                                for i in ids[:n]))  # fmt: skip
+    return StackSamples(times[:n], cleaned, stacks, int(doc.get("failed", 0) or 0))

@@ -37,7 +37,17 @@ if TYPE_CHECKING:
     from .probes import Probe
     from .registry import DeviceProbe
 
-__all__ = ["SpyLoop", "build_loop", "decode_frame", "encode_frame", "main", "parse_args", "serve"]
+__all__ = [
+    "SpyLoop",
+    "build_loop",
+    "decode_frame",
+    "device_monitors",
+    "encode_frame",
+    "main",
+    "parse_args",
+    "serve",
+    "update_devices",
+]
 
 WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
 
@@ -67,16 +77,16 @@ class SpyLoop:
         # One list of monitors per device probe, in the order of its read().
         self.device_monitors: list[list[Monitor]] = []
         for probe in self.devices:
-            mons = [
-                Monitor(ch.name, max_points, probe=probe.name, device=ch.device, group=ch.group)
-                for ch in probe.channels
-            ]
-            for mon in mons:
-                mon.peak_source = probe.source
+            mons = device_monitors(probe, max_points)
             self.device_monitors.append(mons)
             self.monitors.extend(mons)
         self.first: float | None = None
         self.last = 0.0
+        # The parent's stacks read from here at each tick (stacks=True), see
+        # .._observe.block; why not, when it could not start (the parent samples itself).
+        self.observer: Any = None
+        self.pending_observer: Any = None
+        self.stacks_error = ""
 
     def tick(self) -> bool:
         """Takes one measure of every channel.
@@ -92,11 +102,10 @@ class SpyLoop:
             self.first = t
         self.last = t
         self.monitors[0].update(current, peak, t)
+        if self.observer is not None:
+            self.observer.tick(t, current, peak)
         for probe, mons in zip(self.devices, self.device_monitors, strict=True):
-            for mon, value in zip(mons, probe.read(), strict=False):
-                # None, NaN or inf: unknown at this tick (a NaN would poison the peak)
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    mon.update(value, None, t)
+            update_devices(mons, probe.read_peaks(), t)
         return True
 
     def result(self, target_exited: bool) -> tuple[dict[str, Any], bytes]:
@@ -116,6 +125,8 @@ class SpyLoop:
             "monitors": headers,
             "nbytes": len(payload),
         }
+        if self.observer is not None:
+            header["stacks"] = self.observer.result()
         return header, payload
 
     def close(self) -> None:
@@ -123,6 +134,50 @@ class SpyLoop:
         self.cpu.close()
         for probe in self.devices:
             probe.close()
+
+
+def device_monitors(probe: DeviceProbe, max_points: int) -> list[Monitor]:
+    """One monitor per channel of a device probe, in the order of its ``read()``.
+
+    :param probe: the open probe
+    :param max_points: bound of each retained series
+    :return: the monitors
+    """
+    mons = []
+    for ch in probe.channels:
+        mon = Monitor(ch.name, max_points, probe=probe.name, device=ch.device, group=ch.group)
+        mon.role = getattr(ch, "role", "") or ""
+        mon.uuid = getattr(ch, "uuid", None)
+        mon.peak_source = probe.source
+        mons.append(mon)
+    return mons
+
+
+def _finite(value: Any) -> bool:
+    # None, NaN or inf: unknown at this tick (a NaN would poison the peak)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def update_devices(
+    mons: Sequence[Monitor], readings: Sequence[tuple[Any, Any]], t: float
+) -> list[Monitor]:
+    """Feeds one tick of a device probe to its monitors.
+
+    :param mons: the probe's monitors
+    :param readings: ``(bytes now, highest since the previous read or None)`` per channel
+    :param t: the tick's time
+    :return: the monitors whose peak was dated at this tick (it rose)
+    """
+    rose = []
+    for mon, reading in zip(mons, readings, strict=False):
+        value, peak = reading if isinstance(reading, tuple) and len(reading) == 2 else (None, None)
+        if not _finite(value):
+            continue
+        first, before = mon.n_measures == 0, mon.peak_timestamp
+        mon.update(value, peak if _finite(peak) else None, t)
+        if not first and mon.peak_timestamp != before:
+            rose.append(mon)
+    return rose
 
 
 def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
@@ -266,7 +321,21 @@ def build_loop(opts: dict[str, Any]) -> SpyLoop:
             probe.close()
         cpu.close()
         raise
-    return SpyLoop(cpu, devices, max_points=opts["max_points"])
+    loop = SpyLoop(cpu, devices, max_points=opts["max_points"])
+    if opts["stacks"]:
+        _open_observer(loop, pid, opts["max_points"])
+    return loop
+
+
+def _open_observer(loop: SpyLoop, pid: int, max_points: int) -> None:
+    """The observer of the parent's stacks (imported only then: the spy starts lean)."""
+    try:
+        from .._observe.block import BlockObserver
+
+        # Read from the tick after 'ready': before, the parent is in the spy's start.
+        loop.pending_observer = BlockObserver(pid, max_points)
+    except Exception as e:  # the parent samples its stacks itself, saying why
+        loop.stacks_error = str(e) or type(e).__name__
 
 
 def wire_name(error: BaseException) -> str:
@@ -301,7 +370,15 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
         return 1
     try:
         alive = loop.tick()  # the first measure: ``begin`` is the memory at start
-        if not write_frame(wfd, {"kind": "ready", "t0": loop.first, "source": loop.cpu.source}):
+        ready = {
+            "kind": "ready",
+            "t0": loop.first,
+            "source": loop.cpu.source,
+            "stacks": loop.pending_observer is not None,
+            "stacks_error": loop.stacks_error,
+        }
+        loop.observer, loop.pending_observer = loop.pending_observer, None
+        if not write_frame(wfd, ready):
             return 0
         if not alive:
             write_frame(wfd, *loop.result(True))

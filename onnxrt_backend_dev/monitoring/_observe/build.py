@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .._sampling.frames import SampledFrame
 from .._sampling.model import SampledProfile, Stack, ThreadProfile
-from .observer import CPU, NATIVE, PYTHON, SAMPLES, STICKS, UTICKS, WALL, ProcessRecord
+from .observer import CPU, NATIVE, PYTHON, QUEUED, SAMPLES, STICKS, UTICKS, WALL, ProcessRecord
+from .process import thread_name
 
 
 def decode_stacks(record: ProcessRecord) -> list[Stack]:
@@ -20,7 +21,7 @@ def decode_stacks(record: ProcessRecord) -> list[Stack]:
     :param record: the process
     :return: one tuple per stack id
     """
-    infos = record.reader.infos if record.reader is not None else []
+    infos = record.infos
     cache: dict[tuple[int, int], SampledFrame] = {}
     out: list[Stack] = []
     for key in record.key_list:
@@ -40,8 +41,8 @@ def decode_stacks(record: ProcessRecord) -> list[Stack]:
 
 def split(row: list[float]) -> list[float]:
     """A row's columns as the model keeps them: ``[wall, cpu, samples, python, native,
-    system]`` (seconds; system from the kernel's ticks, taken off Python and native in
-    proportion).
+    system, queued]`` (seconds; system from the kernel's ticks, taken off Python and
+    native in proportion; queued: runnable, waiting for a CPU).
 
     :param row: the observer's columns
     :return: the model's
@@ -51,14 +52,18 @@ def split(row: list[float]) -> list[float]:
     system_share = row[STICKS] / ticks if ticks > 0 else 0.0
     user = 1.0 - system_share
     return [row[WALL], cpu, row[SAMPLES], row[PYTHON] * user, row[NATIVE] * user,
-            cpu * system_share]  # fmt: skip
+            cpu * system_share, min(row[QUEUED], max(row[WALL] - cpu, 0.0))]  # fmt: skip
 
 
-def thread_label(record: ProcessRecord, native_id: int, is_main: bool, index: int) -> str:
-    """A thread's name: ``MainThread`` or ``thread N`` (its kernel id)."""
-    if is_main:
+def thread_label(record: ProcessRecord, key: tuple[int, int], index: int) -> str:
+    """A thread's name: ``MainThread``, its :mod:`threading` name, or its kernel id
+    (``thread 4242``: started from C, or its name unreadable)."""
+    th = record.threads[key]
+    if th.is_main:
         return "MainThread"
-    return f"{native_id}" if native_id else f"#{index}"
+    if th.name:
+        return "".join(c if c.isprintable() else "?" for c in th.name)
+    return f"{th.native_id}" if th.native_id else f"#{index}"
 
 
 def to_profile(
@@ -95,7 +100,7 @@ def to_profile(
             for entry in zip(th.line.times, th.line.weights, th.line.stacks, strict=True)
             if stacks[entry[2]]
         ]
-        name = thread_label(record, th.native_id, th.is_main, index)
+        name = thread_label(record, key, index)
         threads.append(ThreadProfile(th.ident, name, th.is_main, totals, timeline))
     threads.sort(key=lambda t: not t.is_main)
     return SampledProfile(
@@ -110,4 +115,22 @@ def to_profile(
         program=program,
         skip_outer=0,
         cpu_known=True,
+        split_known=True,
+        native_threads=native_threads(record),
     )
+
+
+def native_threads(record: ProcessRecord) -> list[tuple[str, int, float]]:
+    """The threads Python does not know, grouped by kernel name (``OpenBLAS``...):
+    ``(name, count, CPU seconds)``.
+
+    :param record: the process
+    """
+    groups: dict[str, list[float]] = {}
+    own = record.comm or thread_name(record.pid, record.pid)
+    for name, first_ns, last_ns in record.others.values():
+        label = "unnamed" if str(name) == own else str(name)  # the process's own name
+        entry = groups.setdefault(label, [0, 0.0])
+        entry[0] += 1
+        entry[1] += max(last_ns - first_ns, 0) / 1e9
+    return [(n, int(c), s) for n, (c, s) in groups.items()]

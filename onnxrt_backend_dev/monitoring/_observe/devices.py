@@ -19,9 +19,11 @@ class Channel:
     :param source: where its figures come from
     """
 
-    def __init__(self, name: str, source: str) -> None:
+    def __init__(self, name: str, source: str, role: str = "", uuid: str | None = None) -> None:
         self.name = name
         self.source = source
+        self.role = role
+        self.uuid = uuid
         self.times: list[float] = []
         self.values: list[float] = []
         self.peak = 0.0
@@ -72,10 +74,15 @@ class DeviceSampler:
         self._n = 0
         try:
             for name in names:
+                if get_spec(name).inprocess:  # read inside the program: not from here
+                    continue
                 probe = open_probe(get_spec(name).to_arg(), pids)
                 self.probes.append(probe)
                 self.channels.append(
-                    [Channel(f"{name}:{c.name}", str(probe.source)) for c in probe.channels]
+                    [
+                        Channel(f"{name}:{c.name}", str(probe.source), c.role, c.uuid)
+                        for c in probe.channels
+                    ]
                 )
         except BaseException:
             self.close()
@@ -109,10 +116,11 @@ class DeviceSampler:
             for c in channels
         ]
 
-    def devices(self) -> list[tuple[str, float, float, float]]:
-        """``(name, peak, begin, end)`` of every channel read at least once."""
+    def devices(self) -> list[tuple[str, float, float, float, dict[str, Any]]]:
+        """``(name, peak, begin, end, extras)`` of every channel read at least once
+        (``extras``: its ``role`` and device ``uuid``, where the probe says)."""
         return [
-            (c.name, c.peak, c.begin, c.end)
+            (c.name, c.peak, c.begin, c.end, {"role": c.role, "uuid": c.uuid})
             for channels in self.channels
             for c in channels
             if c.begin is not None

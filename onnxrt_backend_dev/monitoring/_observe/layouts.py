@@ -19,6 +19,12 @@ from collections.abc import Mapping
 
 # Offsets in bytes, x86-64 and aarch64 (LP64) release builds, GIL enabled.
 _COMMON = {
+    # Reading a thread's name (its Thread object's ``_name``): types and dicts.
+    "type.flags": 168,
+    "type.basicsize": 32,
+    "type.dictoffset": 288,
+    "dict.keys": 32,
+    "dict.values": 40,
     "object.type": 8,
     "type.name": 24,
     "bytes.size": 16,
@@ -51,6 +57,11 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "code.firstlineno": 40,
         "unicode.ascii_size": 48,
         "unicode.compact_size": 72,
+        "frame.localsplus": 352,
+        "heaptype.cached_keys": 872,
+        "keys.size": 8,
+        "keys.nentries": 32,
+        "keys.indices": 40,
     },
     (3, 11): {
         "runtime.interpreters_head": 40,
@@ -78,6 +89,13 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "code.firstlineno": 72,
         "unicode.ascii_size": 48,
         "unicode.compact_size": 72,
+        "frame.localsplus": 72,
+        "heaptype.cached_keys": 872,
+        "keys.log2_index_bytes": 9,
+        "keys.kind": 10,
+        "keys.nentries": 24,
+        "keys.indices": 32,
+        "values.values": 0,
     },
     (3, 12): {
         "runtime.interpreters_head": 40,
@@ -106,6 +124,13 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "code.firstlineno": 68,
         "unicode.ascii_size": 40,
         "unicode.compact_size": 56,
+        "frame.localsplus": 72,
+        "heaptype.cached_keys": 880,
+        "keys.log2_index_bytes": 9,
+        "keys.kind": 10,
+        "keys.nentries": 24,
+        "keys.indices": 32,
+        "values.values": 0,
     },
     (3, 13): {
         "runtime.interpreters_head": 632,
@@ -133,6 +158,14 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "code.firstlineno": 68,
         "unicode.ascii_size": 40,
         "unicode.compact_size": 56,
+        "frame.localsplus": 72,
+        "heaptype.cached_keys": 880,
+        "keys.log2_index_bytes": 9,
+        "keys.kind": 10,
+        "keys.nentries": 24,
+        "keys.indices": 32,
+        "values.valid": 3,
+        "values.values": 8,
     },
 }
 SUPPORTED = tuple(sorted(TABLE))

@@ -29,10 +29,12 @@ from .reader import StackReader, ThreadSample
 
 MAX_POINTS = 20_000
 MAX_STACKS = 100_000
-# Columns of a row: samples, wall, cpu, python cpu, native cpu, user ticks, system ticks.
-SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS = range(7)
-NCOLUMNS = 7
+# Columns of a row: samples, wall, cpu, python cpu, native cpu, user ticks, system ticks,
+# seconds runnable but waiting for a CPU (a busy machine).
+SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED = range(8)
+NCOLUMNS = 8
 OTHERS_EVERY = 25  # samples between two listings of threads Python does not know
+STAT_EVERY = 4  # samples between two readings of a thread's user and system ticks
 CHILDREN_EVERY = 10  # samples between two looks for new child processes
 EMPTY: tuple[int, ...] = ()
 
@@ -51,11 +53,17 @@ class ThreadRecord:
         self.is_main = is_main
         self.rows: dict[int, list[float]] = {}
         self.line = ThreadLine()
-        self.cpu_ns = -1  # schedstat's last reading
+        self.stat_skip = -1  # samples since its stat was read (see _cpu)
+        self.cpu_ns = -1  # schedstat's last reading: on the CPU, waiting for one
+        self.queue_ns = -1
         self.ticks = (-1.0, -1.0)  # stat's last user and system seconds
         self.stat: ProcFile | None = None
         self.sched: ProcFile | None = None
         self.first_seen = 0.0
+        self.last_sid = -1  # its stack at the previous sample
+        self.last_in_call = False
+        self.name = ""  # its threading name, read once it is known
+        self.name_tries = 0
 
     def add(self, sid: int, values: list[float]) -> None:
         """Adds one sample's figures to a stack's row."""
@@ -115,6 +123,17 @@ class ProcessRecord:
         self.collector = ""  # how its stacks are read, for the notes
         # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
         self.alloc: Any = None
+        self.comm = ""  # its kernel name (its threads started from C inherit it)
+        # What the process runs (its first mapping, its command line): changes with an
+        # exec, after which it is read anew (see :func:`check_exec`).
+        self.image = image_of(pid)
+        self.execs = 0
+        # Called after an exec (set by the session): gives the record a new opener (and
+        # a new label); None: the process is not read after an exec.
+        self.on_exec: Callable[[ProcessRecord], None] | None = None
+        # Every code object read, by id, whatever reader read it (an exec brings a new
+        # reader: the stacks seen before keep their meaning).
+        self.infos: list[Any] = reader.infos if reader is not None else []
 
     def intern(self, key: tuple[int, ...]) -> int:
         """The id of a stack key (a cut key once the table is full)."""
@@ -186,6 +205,7 @@ class Observer:
         for record in list(self.processes):
             if record.gone:
                 continue
+            check_exec(record)
             for pid in _descendants(record.pid):
                 if pid in self.known_pids:
                     continue
@@ -256,7 +276,7 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     dt = t - record.last_t
     hwm = files.high_water_mark()
     rss = files.rss()
-    if rss is None:
+    if not rss:  # gone, or exiting (its memory already released: statm reads 0)
         record.gone = True
         return
     samples: list[ThreadSample] = []
@@ -268,14 +288,57 @@ def sample_process(record: ProcessRecord, t: float) -> None:
             record.read_failures = 0
         except ReadError:
             record.read_failures += 1
+            if record.read_failures % 4 == 1:  # an exec replaced what was read?
+                check_exec(record)
     record.samples += 1
     record.last_t = t
     credited = _threads(record, samples, t, dt)
     if record.samples % OTHERS_EVERY == 1:
         _other_threads(record, samples)
-    record.sink.add_tick(t, rss, hwm or 0.0, credited)
+    if samples and any(s.frames for s in samples):
+        record.python_seen = True
+    # The memory from the program's first line on (before, the interpreter's start: not
+    # the program's, as a report made inside it would start); a process never read as
+    # Python (a command) from its start.
+    if record.python_seen or (record.reader is None and record.opener is None):
+        record.sink.add_tick(t, rss, hwm or 0.0, credited)
     if record.alloc is not None:
         record.alloc.sample(record, t)
+
+
+def image_of(pid: int) -> tuple[bytes, bytes]:
+    """What a process runs now: its first mapping and its command line (an exec changes
+    them; the first mapping moves with address randomisation even for the same file)."""
+    out = []
+    for name in ("maps", "cmdline"):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                out.append(f.read(256).split(b"\n", 1)[0])
+        except OSError:
+            out.append(b"")
+    return out[0], out[1]
+
+
+def check_exec(record: ProcessRecord) -> bool:
+    """Whether a process exec'd since it was opened; if so, it is read anew: a new
+    reader (sharing the code table, so the stacks seen before keep their meaning), a new
+    label. A process forked and not yet exec'd (a ``subprocess`` child) is a copy of its
+    parent until then.
+
+    :param record: the process
+    :return: True if it exec'd
+    """
+    image = image_of(record.pid)
+    if not image[0] or image == record.image:
+        return False
+    record.image = image
+    record.execs += 1
+    record.reader = None
+    if record.on_exec is not None:
+        record.on_exec(record)  # opened again at the next samples (see _try_open)
+    for th in record.threads.values():
+        th.last_sid = -1
+    return True
 
 
 def _try_open(record: ProcessRecord) -> None:
@@ -286,18 +349,37 @@ def _try_open(record: ProcessRecord) -> None:
     record.opener = None
     if found is not False:
         record.reader, record.flags, record.collector = found
+        record.reader.infos = record.infos  # ids already given stay valid
 
 
 def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:
-    """Adds each thread's figures; the stack id credited with the memory of this
-    sample (-1: none)."""
+    """Adds each thread's figures; the stack id credited with the memory change since
+    the previous sample (-1: none), see :func:`credit`."""
+    return sample_threads(record, samples, t, dt)
+
+
+def sample_threads(
+    record: ProcessRecord,
+    samples: list[ThreadSample],
+    t: float,
+    dt: float,
+    skip: Callable[[str], bool] | None = None,
+) -> int:
+    """Adds each thread's figures (its CPU since its previous sample, the split, the
+    stack it runs); returns the stack id credited with what memory did since the
+    previous sample (-1: none): the credited stack of the thread that used the most CPU
+    meanwhile, the main thread's when none did (see :func:`credit`).
+
+    :param record: the process
+    :param samples: its threads, just read
+    :param t: the sample's time
+    :param dt: seconds since the previous sample
+    :param skip: thread name -> True to leave that thread out (this tool's own)
+    :return: the credited stack id
+    """
     best_cpu, credited, main_sid = -1.0, -1, -1
-    flags = record.flags
-    infos = record.reader.infos if record.reader is not None else []
     pid = record.pid
     for s in samples:
-        if s.frames:
-            record.python_seen = True
         key = (s.address, s.ident)  # a thread state reused by a new thread is new
         th = record.threads.get(key)
         if th is None:
@@ -305,60 +387,113 @@ def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: f
             th = record.threads[key] = ThreadRecord(s.ident, s.native_id, is_main)
             th.first_seen = t
             record.order.append(key)
-        cpu, uticks, sticks = _cpu(th, pid)
+        if not th.name and not th.is_main and th.name_tries < 5 and s.outer:
+            th.name_tries += 1
+            th.name = _name_of(record, s)
+        if skip is not None and th.name and skip(th.name):
+            continue
+        cpu, uticks, sticks, queued = _cpu(th, pid)
         sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
-        native = True
-        if s.frames:
-            info = infos[s.frames[0]]
-            offset = s.frames[1]
-            op = info.ops[offset] if 0 <= offset < len(info.ops) else 0
-            native = bool(flags[op]) or not s.gil
+        in_call = _in_call(record, s.frames)
+        native = in_call or not s.gil
         weight = dt if th.first_seen < t else 0.0
         python_cpu = 0.0 if native else cpu
-        th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks])
+        th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks, queued])
         th.line.add(t - record.started, sid, weight, MAX_POINTS)
+        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if s.frames else -1
+        th.last_sid, th.last_in_call = sid, in_call
         if th.is_main:
-            main_sid = sid
-        if s.frames and cpu > best_cpu:
-            best_cpu, credited = cpu, sid
+            main_sid = chosen
+        if chosen >= 0 and cpu > best_cpu:
+            best_cpu, credited = cpu, chosen
     if best_cpu <= 0.0:
         credited = main_sid
     return credited
 
 
-def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float]:
-    """The thread's CPU seconds since its last sample, and its user and system ticks
-    (seconds, coarse) over the same gap."""
+def _name_of(record: ProcessRecord, sample: ThreadSample) -> str:
+    if record.reader is None:
+        return ""
+    try:
+        return record.reader.thread_name(sample)
+    except (ReadError, IndexError, ValueError):
+        return ""
+
+
+def _in_call(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
+    """Whether the innermost frame is inside a call into C or an operator."""
+    if not frames or record.reader is None:
+        return False
+    info = record.infos[frames[0]]
+    offset = frames[1]
+    return bool(record.flags[info.ops[offset]]) if 0 <= offset < len(info.ops) else False
+
+
+def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> int:
+    """The stack credited with what memory did between two samples of a thread: the code
+    running at the start of the interval, unless only the code at its end is inside a
+    call (an allocation starting within the interval).
+
+    Why the start: memory rises while a line allocates, and the interval where it
+    reaches its peak is the one where that line ends; the stack at the end of that
+    interval is already the next line. A line that allocates for a while is on both
+    ends of the intervals inside it.
+
+    :param before: the thread's stack id at the previous sample (-1 none)
+    :param before_in_call: its innermost frame was inside a call or an operator
+    :param now: its stack id now
+    :param now_in_call: the same, now
+    :return: the stack id credited
+    """
+    if before < 0 or before == now:
+        return now
+    if now_in_call and not before_in_call:
+        return now
+    return before
+
+
+def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float, float]:
+    """The thread's CPU seconds since its last sample, its user and system ticks
+    (seconds, coarse) and its seconds runnable but not running (waiting for a CPU) over
+    the same gap, from the kernel's scheduler statistics."""
     if not th.native_id:
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     if th.sched is None:
         th.sched = ProcFile(f"/proc/{pid}/task/{th.native_id}/schedstat")
         th.stat = ProcFile(f"/proc/{pid}/task/{th.native_id}/stat")
     data = th.sched.read(128)
-    cpu = 0.0
+    cpu = queued = 0.0
     if data:
         try:
-            ns = int(data.split()[0])
-        except (IndexError, ValueError):
-            ns = -1
-        if ns >= 0 and th.cpu_ns >= 0:
-            cpu = max(ns - th.cpu_ns, 0) / 1e9
-        if ns >= 0:
-            th.cpu_ns = ns
+            run_ns, wait_ns = (int(x) for x in data.split()[:2])
+        except ValueError:
+            run_ns = wait_ns = -1
+        if run_ns >= 0 and th.cpu_ns >= 0:
+            cpu = max(run_ns - th.cpu_ns, 0) / 1e9
+            queued = max(wait_ns - th.queue_ns, 0) / 1e9
+        if run_ns >= 0:
+            th.cpu_ns, th.queue_ns = run_ns, wait_ns
+    # The kernel's user and system ticks move by 10 ms: read every few samples (the
+    # difference then goes to the stack of that sample, as coarse as the ticks are).
+    th.stat_skip = (th.stat_skip + 1) % STAT_EVERY
+    if th.stat_skip:
+        return cpu, 0.0, 0.0, queued
     stat = parse_stat(th.stat.read(1024) or b"") if th.stat is not None else None
     if stat is None:
-        return cpu, 0.0, 0.0
+        return cpu, 0.0, 0.0, queued
     last_u, last_s = th.ticks
     th.ticks = (stat.utime, stat.stime)
     if last_u < 0:
-        return cpu, 0.0, 0.0
-    return cpu, max(stat.utime - last_u, 0.0), max(stat.stime - last_s, 0.0)
+        return cpu, 0.0, 0.0, queued
+    return cpu, max(stat.utime - last_u, 0.0), max(stat.stime - last_s, 0.0), queued
 
 
 def _other_threads(record: ProcessRecord, samples: list[ThreadSample]) -> None:
     """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
     kernel name, read every few samples."""
     known = {s.native_id for s in samples if s.native_id}
+    if not record.comm:
+        record.comm = thread_name(record.pid, record.pid)
     for tid in thread_ids(record.pid):
         if tid in known:
             continue

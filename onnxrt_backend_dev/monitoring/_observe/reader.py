@@ -8,9 +8,9 @@ code object freed and another made at the same address get different ids.
 
 Cheap on purpose, since it runs hundreds of times a second: the reads of one sample are
 batched (one system call reads every thread state; one more reads every thread's
-innermost frame pointer and its data-stack chunk, where 3.11+ keeps the frames), code
-objects already identified are trusted for a few dozen samples before being checked
-again, and line tables are decoded only when a view asks for a line.
+innermost frame pointer and its data-stack chunk, where 3.11+ keeps the frames; one more
+the identity of every code object on the stacks), and line tables are decoded only when
+a view asks for a line.
 
 The program runs while it is read. What was read is checked (a code object has the code
 type, an offset falls inside its code, the chain has no cycle and ends), and each
@@ -38,7 +38,6 @@ MAX_STRING = 1 << 16
 MAX_TABLE = 1 << 22
 MAX_CHUNK = 1 << 20  # bytes of a data-stack chunk read at once
 MAX_CODES = 1 << 20  # distinct code objects identified at most
-TRUST_SAMPLES = 32  # samples a code object's identity is trusted before it is checked again
 REFRESH_INTERPRETERS = 64  # samples between two reads of the interpreter list
 _U64 = struct.Struct("<Q")
 _I32 = struct.Struct("<i")
@@ -109,6 +108,7 @@ class ThreadSample(NamedTuple):
     :param complete: every frame read consistently
     :param dropped: inner frames left out (the stack moved while read)
     :param gil: it holds the GIL (False where unknown)
+    :param outer: the address of its outermost frame (0 unknown)
     """
 
     address: int
@@ -118,17 +118,21 @@ class ThreadSample(NamedTuple):
     complete: bool
     dropped: int
     gil: bool
+    outer: int = 0
 
 
 class _Chunk:
-    """A copy of the data-stack chunk the frames mostly live in (3.11+)."""
+    """A copy of the data-stack chunk the frames mostly live in (3.11+), read up to its
+    top; the rest of the chunk (up to its size) holds dead frames, never valid."""
 
-    __slots__ = ("data", "end", "start")
+    __slots__ = ("data", "dead_end", "end", "start")
 
     def __init__(self, start: int, data: bytes) -> None:
         self.start = start
         self.data = data
         self.end = start + len(data)
+        size = u64(data, 8) if len(data) >= 16 else 0
+        self.dead_end = start + size if size > len(data) else self.end
 
 
 class StackReader:
@@ -160,14 +164,16 @@ class StackReader:
         self.code_type = self.types.get("PyCode_Type", 0)
         self.pthread_tid = pthread_tid
         self.max_depth = max_depth
-        self._ids: dict[tuple[int, ...], int] = {}  # a code's identity -> its id
+        self._ids: dict[tuple[int, bytes], int] = {}  # address and identity fields -> id
         self.infos: list[CodeInfo] = []  # by id
-        self._trusted: dict[int, int] = {}  # address -> id, checked within TRUST_SAMPLES
         self._gil_address: dict[int, int] = {}
         self._native: dict[int, int] = {}  # 3.10: pthread id -> kernel id
         self._interps: list[int] = []
         self._states: dict[int, list[int]] = {}  # interpreter -> its thread states last seen
         self.reads = 0  # samples taken
+        self.last_outer = 0  # the outermost frame of the last walk
+        self.names = True  # read threads' names (off when the check could not)
+        self._key_index: dict[tuple[int, str], int] = {}
         self.torn = 0  # thread reads that moved and were read again
         self.partial = 0  # thread reads kept as their agreed outer frames
         self.failed = 0  # thread reads that gave nothing
@@ -185,6 +191,9 @@ class StackReader:
         self._frame_span = max(lay.frame_size, lay.frame_back + 8, lay.frame_code + 8,
                                lay.frame_lasti + 4, lay.frame_instr + 8)  # fmt: skip
         self._name_at = lay["code.qualname"] if "code.qualname" in lay else lay["code.name"]
+        fields = [lay["object.type"], lay["bytes.size"], lay["code.firstlineno"],
+                  lay["code.filename"], self._name_at, lay["code.linetable"]]  # fmt: skip
+        self._sig_span = (min(fields), max(fields) + 8)
 
     # -- the interpreter and its threads ------------------------------------------------
 
@@ -300,8 +309,6 @@ class StackReader:
         :raises ReadError: the runtime itself cannot be read (the process is gone)
         """
         self.reads += 1
-        if self.reads % TRUST_SAMPLES == 0:
-            self._trusted.clear()
         out: list[ThreadSample] = []
         for interp in self.interpreters():
             head, holder = self._head_and_gil(interp)
@@ -312,7 +319,11 @@ class StackReader:
     def _samples(self, states: list[tuple[int, bytes]], holder: int) -> list[ThreadSample]:
         lay = self.layout
         leaves, chunks = self._leaves_and_chunks(states)
-        walks = [self._frames(leaf, chunk) for leaf, chunk in zip(leaves, chunks, strict=True)]
+        walks = []
+        outers = []
+        for leaf, chunk in zip(leaves, chunks, strict=True):
+            walks.append(self._frames(leaf, chunk))
+            outers.append(self.last_outer)
         again = self._leaf_pointers(states)
         tid_at = lay["tstate.thread_id"]
         native_at = lay.offsets.get("tstate.native_thread_id", -1)
@@ -325,7 +336,7 @@ class StackReader:
             ident = u64(data, tid_at)
             native = u64(data, native_at) if native_at >= 0 else self._native_of(ident)
             out.append(ThreadSample(address, ident, native, frames, complete, dropped,
-                                    holder == address))  # fmt: skip
+                                    holder == address, outers[i] if complete else 0))  # fmt: skip
         return out
 
     def _leaves_and_chunks(
@@ -363,14 +374,22 @@ class StackReader:
         return leaves, chunks
 
     def _leaf_pointers(self, states: list[tuple[int, bytes]]) -> list[int]:
-        """Every thread's innermost frame pointer now (after the walks), in one read."""
+        """Every thread's innermost frame pointer now (after the walks), read afresh:
+        on 3.11-3.12 the thread's C-level frame first (it lives on the C stack, reused
+        as soon as the call that made it returns), then its current frame."""
         lay = self.layout
-        if self._cframe:
-            requests = [(u64(d, self._leaf_at) + lay["cframe.current_frame"], 8) for _, d in states]
-        else:
-            requests = [(a + self._leaf_at, 8) for a, _ in states]
-        got = self.memory.read_many(requests)
-        return [u64(raw, 0) if raw is not None else -1 for raw in got]
+        got = self.memory.read_many([(a + self._leaf_at, 8) for a, _ in states])
+        pointers = [u64(raw, 0) if raw is not None else -1 for raw in got]
+        if not self._cframe:
+            return pointers
+        at = lay["cframe.current_frame"]
+        again = self.memory.read_many([(p + at, 8) for p in pointers if p > 0])
+        it = iter(again)
+        out = []
+        for p in pointers:
+            raw = next(it) if p > 0 else None
+            out.append(u64(raw, 0) if raw is not None else -1)
+        return out
 
     def _read_again(self, tstate: int, first: tuple[int, ...]) -> tuple[tuple[int, ...], bool, int]:
         """A stack that moved under the read, read once more alone."""
@@ -422,7 +441,8 @@ class StackReader:
 
     def _frames(self, leaf: int, chunk: _Chunk | None) -> tuple[tuple[int, ...], bool]:
         """The frames from ``leaf`` out: ``code id, offset`` pairs, innermost first, and
-        whether every one was valid (a walk stops at the first invalid frame)."""
+        whether every one was valid (a walk stops at the first invalid frame). The
+        outermost frame's address is kept in :attr:`last_outer`."""
         lay = self.layout
         raw_frames: list[tuple[int, int]] = []  # code address, instruction pointer/lasti
         seen: set[int] = set()
@@ -432,28 +452,35 @@ class StackReader:
         instr_at, owner_at, lasti_at = lay.frame_instr, lay.frame_owner, lay.frame_lasti
         owner_check = self._owner_check
         complete = True
+        outer = 0
         read = self.memory.read
         if chunk is not None:
             c_start, c_end, c_data = chunk.start, chunk.end - size, chunk.data
+            dead_start, dead_end = chunk.end, chunk.dead_end
         else:
-            c_start, c_end, c_data = 1, 0, b""
+            c_start, c_end, c_data, dead_start, dead_end = 1, 0, b"", 1, 0
         try:
             while addr:
-                if addr in seen:
-                    complete = False  # a cycle: the chain moved under the walk
+                if addr in seen or dead_start <= addr < dead_end:
+                    complete = False  # a cycle, or a dead frame: the chain moved
                     break
                 if len(seen) >= self.max_depth:
                     break  # deeper than kept: the innermost frames stand for the stack
                 seen.add(addr)
                 if c_start <= addr <= c_end:
                     base, raw = addr - c_start, c_data
+                    back = _Q(raw, base + back_at)[0]
+                    if c_start <= back <= c_end and back >= addr:
+                        complete = False  # callers sit below their callees in a chunk
+                        break
                 else:
                     base, raw = 0, read(addr, size)
-                back = _Q(raw, base + back_at)[0]
+                    back = _Q(raw, base + back_at)[0]
                 if owner_check and raw[base + owner_at] == FRAME_OWNED_BY_CSTACK:
                     addr = back
                     continue
                 code = _Q(raw, base + code_at)[0]
+                outer = addr
                 if instr_at >= 0:
                     raw_frames.append((code, _Q(raw, base + instr_at)[0]))
                 else:
@@ -461,47 +488,141 @@ class StackReader:
                 addr = back
         except ReadError:
             complete = False
+        self.last_outer = outer
         return self._resolve(raw_frames, complete)
 
-    def resolve(
-        self, raw_frames: list[tuple[int, int]], recheck: Sequence[int] = ()
-    ) -> tuple[tuple[int, ...], bool]:
+    def resolve(self, raw_frames: list[tuple[int, int]]) -> tuple[tuple[int, ...], bool]:
         """Frames read by someone else (the allocation shim, in the program) as this
-        reader's: ``(code id, byte offset)`` pairs, innermost first.
+        reader's: ``(code id, byte offset)`` pairs, innermost first. The code objects
+        are identified as they are now: one freed since the frames were read, and
+        another made at its address, is the caller's to tell.
 
         :param raw_frames: ``(code object address, instruction pointer or lasti)`` pairs,
             innermost first, as the layout's frames hold them
-        :param recheck: code objects to identify again, not trusted (the caller knows
-            they changed)
         :return: the frames and whether every one was valid (the walk stops at the
-            first that is not: a code object freed since)
+            first that is not)
         """
-        for address in recheck:
-            self._trusted.pop(address, None)
         return self._resolve(raw_frames, True)
 
     def _resolve(
         self, raw_frames: list[tuple[int, int]], complete: bool
     ) -> tuple[tuple[int, ...], bool]:
-        trusted = self._trusted
-        unknown = [c for c, _ in raw_frames if c not in trusted]
-        if unknown:
-            trusted.update(self.codes(unknown))
+        ids = self.codes([c for c, _ in raw_frames])
         out: list[int] = []
         adaptive, infos = self.layout.code_adaptive, self.infos
         by_pointer = self.layout.frame_instr >= 0
         for code, where in raw_frames:
-            cid = trusted.get(code, -1)
+            cid = ids.get(code, -1)
             if cid < 0:
                 return tuple(out), False
             offset = where - code - adaptive if by_pointer else 2 * where
             size = infos[cid].size
             if offset < -2 or (size and offset >= size):
-                trusted.pop(code, None)  # maybe another code object there now
                 return tuple(out), False
             out.append(cid)
             out.append(offset)
         return tuple(out), complete
+
+    # -- threads' names -------------------------------------------------------------------
+
+    def thread_name(self, sample: ThreadSample) -> str:
+        """The name of a :class:`threading.Thread` (its ``_name``), read from the ``self``
+        of its outermost frame, ``Thread._bootstrap``; '' for other threads (the main
+        one, threads started from C) or when unreadable.
+
+        :param sample: the thread, read with its outermost frame
+        """
+        if not self.names or not sample.frames or not sample.outer:
+            return ""
+        info = self.infos[sample.frames[-2]]
+        if info.name.rsplit(".", 1)[-1] != "_bootstrap" or not info.file.endswith("threading.py"):
+            return ""
+        try:
+            this = u64(self.memory.read(sample.outer + self.layout["frame.localsplus"], 8), 0)
+            value = self.attribute(this, "_name") if this else 0
+        except ReadError:
+            return ""
+        text = self.string(value) if value else None
+        return text or ""
+
+    def attribute(self, obj: int, name: str) -> int:
+        """The address of an attribute stored in an object's ``__dict__`` (its inline or
+        split values, or its dict), 0 when not found.
+
+        :param obj: the object
+        :param name: the attribute
+        :raises ReadError: unreadable
+        """
+        lay = self.layout
+        type_ptr = u64(self.memory.read(obj + lay["object.type"], 8), 0)
+        span = max(lay["type.flags"], lay["type.basicsize"], lay["type.dictoffset"],
+                   lay["heaptype.cached_keys"]) + 8  # fmt: skip
+        tdata = self.memory.read(type_ptr, span)
+        flags = u64(tdata, lay["type.flags"])
+        cached = u64(tdata, lay["heaptype.cached_keys"])
+        version = lay.version
+        if version >= (3, 13) and flags & (1 << 2):  # inline values after the object
+            values = obj + u64(tdata, lay["type.basicsize"])
+            if self.memory.read(values + lay["values.valid"], 1)[0] and cached:
+                return self._lookup(cached, name, values + lay["values.values"])
+        if version >= (3, 11) and flags & (1 << 4):  # a managed dict
+            if version == (3, 11):
+                values = u64(self.memory.read(obj - 32, 8), 0)
+                if values and cached:
+                    return self._lookup(cached, name, values + lay["values.values"])
+            pointer = u64(self.memory.read(obj - 24, 8), 0)
+            if version == (3, 12) and pointer & 1:  # values - 1 (odd): the values, not a dict
+                return self._lookup(cached, name, pointer + 1 + lay["values.values"])
+            return self._dict_lookup(pointer, name)
+        offset = _Q(tdata, lay["type.dictoffset"])[0]
+        if 0 < offset < 1 << 16:
+            return self._dict_lookup(u64(self.memory.read(obj + offset, 8), 0), name)
+        return 0
+
+    def _dict_lookup(self, d: int, name: str) -> int:
+        if not d:
+            return 0
+        lay = self.layout
+        head = self.memory.read(d, lay["dict.values"] + 8)
+        keys, values = u64(head, lay["dict.keys"]), u64(head, lay["dict.values"])
+        return self._lookup(keys, name, values)
+
+    def _lookup(self, keys: int, name: str, values: int) -> int:
+        """``name``'s value in a dict's keys (its own entry, or ``values[i]`` of a split
+        dict's values array)."""
+        if not keys:
+            return 0
+        index = self._key_index.get((keys, name))
+        if index is None:
+            index, entries, size, value_at = self._find_key(keys, name)
+            self._key_index[(keys, name)] = index
+        if index < 0:
+            return 0
+        if values:
+            return u64(self.memory.read(values + 8 * index, 8), 0)
+        _, entries, size, value_at = self._find_key(keys, name)
+        return u64(self.memory.read(entries + size * index + value_at, 8), 0)
+
+    def _find_key(self, keys: int, name: str) -> tuple[int, int, int, int]:
+        """``(index, entries address, entry size, value offset)`` of a key."""
+        lay = self.layout
+        head = self.memory.read(keys, lay["keys.indices"])
+        nentries = min(_Q(head, lay["keys.nentries"])[0], 256)
+        if lay.version >= (3, 11):
+            index_bytes = 1 << head[lay["keys.log2_index_bytes"]]
+            general = head[lay["keys.kind"]] == 0
+        else:
+            size = _Q(head, lay["keys.size"])[0]
+            index_bytes = size * (1 if size <= 0xFF else 2 if size <= 0xFFFF else 4)
+            general = True
+        entries = keys + lay["keys.indices"] + index_bytes
+        entry, key_at, value_at = (24, 8, 16) if general else (16, 0, 8)
+        data = self.memory.read(entries, nentries * entry) if nentries > 0 else b""
+        for i in range(nentries):
+            key = u64(data, i * entry + key_at)
+            if key and self.string(key) == name:
+                return i, entries, entry, value_at
+        return -1, entries, entry, value_at
 
     # -- code objects ---------------------------------------------------------------------
 
@@ -514,42 +635,55 @@ class StackReader:
         return self.infos[cid] if cid >= 0 else None
 
     def codes(self, addresses: Sequence[int]) -> dict[int, int]:
-        """The ids of code objects (read when new), their heads read in one system call.
+        """The ids of code objects (read when new), checked at every call: the fields
+        that make a code's identity (type, size, first line, name, file, line table) are
+        read for all of them in one system call and compared with what was seen.
 
-        A code's identity is its address and its fields' addresses: a code object freed
-        and another made at the same address is read anew, under a new id.
+        Why every time: code objects are freed (a module's, once imported) and the next
+        ones made at the same addresses (the program's own functions); a cache trusted
+        by address alone put an imported module's name on the program's frames.
 
         :param addresses: the objects' addresses
         :return: address -> id, -1 where it is not a code object
         """
-        lay = self.layout
+        lo, hi = self._sig_span
         distinct = list(dict.fromkeys(addresses))
-        heads = self.memory.read_many([(a, lay.code_span) for a in distinct])
-        type_at, file_at = lay["object.type"], lay["code.filename"]
-        table_at, first_at = lay["code.linetable"], lay["code.firstlineno"]
+        heads = self.memory.read_many([(a + lo, hi - lo) for a in distinct])
         out: dict[int, int] = {}
+        known = self._ids
         for address, head in zip(distinct, heads, strict=True):
-            if head is None or (self.code_type and u64(head, type_at) != self.code_type):
+            if head is None:
                 out[address] = -1
                 continue
-            key = (
-                address,
-                u64(head, self._name_at),
-                u64(head, file_at),
-                u64(head, table_at),
-                _I(head, first_at)[0],
-                u64(head, lay["bytes.size"]),  # 3.11+: code units (a var-size object)
-            )
-            cid = self._ids.get(key)
+            key = (address, head)
+            cid = known.get(key)
             if cid is None:
-                info = self._read_code(key)
-                cid = -1
-                if info is not None and len(self.infos) < MAX_CODES:
-                    cid = len(self.infos)
-                    self.infos.append(info)
-                self._ids[key] = cid
+                cid = self._identify(address, head)
+                if len(known) > 4 * MAX_CODES:  # a program making code without end
+                    known.clear()
+                known[key] = cid
             out[address] = cid
         return out
+
+    def _identify(self, address: int, head: bytes) -> int:
+        """A new code object (or not one): read, given an id."""
+        lay = self.layout
+        lo = self._sig_span[0]
+        if self.code_type and u64(head, lay["object.type"] - lo) != self.code_type:
+            return -1
+        key = (
+            address,
+            u64(head, self._name_at - lo),
+            u64(head, lay["code.filename"] - lo),
+            u64(head, lay["code.linetable"] - lo),
+            _I(head, lay["code.firstlineno"] - lo)[0],
+            u64(head, lay["bytes.size"] - lo),  # 3.11+: code units (a var-size object)
+        )
+        info = self._read_code(key)
+        if info is None or len(self.infos) >= MAX_CODES:
+            return -1
+        self.infos.append(info)
+        return len(self.infos) - 1
 
     def _read_code(self, key: tuple[int, ...]) -> CodeInfo | None:
         address, name_ptr, file_ptr, table_ptr, first_line, units = key

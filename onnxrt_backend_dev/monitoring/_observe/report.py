@@ -52,6 +52,25 @@ def ending_of(status: int) -> Ending:
     return Ending("exit", code, f"exited with code {code}")
 
 
+def _relative(file: str, here: str) -> str:
+    """A user's file under the current folder, relative to it (``python prog.py`` makes
+    its path absolute): a saved run compares with one made in another checkout."""
+    if here and file.startswith(here + os.sep):
+        return file[len(here) + 1 :]
+    return file
+
+
+def _raw(frames: Sequence[Any], here: str) -> tuple[Any, ...]:
+    return tuple((f.name, _relative(f.file, here), f.line, f.first_line) for f in frames)
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
 def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
     """Gives the aggregator every stack of the process as the report's frames; returns
     the decoded stacks.
@@ -60,8 +79,9 @@ def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
     :param agg: its memory ticks
     """
     stacks = decode_stacks(record)
+    here = _cwd()
     for sid, frames in enumerate(stacks):
-        agg.add_stack(sid, tuple((f.name, f.file, f.line, f.first_line) for f in frames))
+        agg.add_stack(sid, _raw(frames, here))
     return stacks
 
 
@@ -72,17 +92,17 @@ def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
     :param stacks: its decoded stacks
     """
     out = []
+    here = _cwd()
     for index, key in enumerate(record.order):
         th = record.threads[key]
         rows = []
         for sid, row in th.rows.items():
             frames = stacks[sid]
             if frames:
-                cols = split(row)
-                rows.append((tuple((f.name, f.file, f.line, f.first_line) for f in frames),
-                             cols[0], cols[1]))  # fmt: skip
+                cols = split(row)  # wall, cpu, samples, python, native, system, queued
+                rows.append((_raw(frames, here), cols[0], cols[1], *cols[3:7]))
         if rows:
-            out.append((thread_label(record, th.native_id, th.is_main, index), th.is_main, rows))
+            out.append((thread_label(record, key, index), th.is_main, rows))
     out.sort(key=lambda t: not t[1])
     return out
 

@@ -89,6 +89,7 @@ def open_target(pid: int) -> Target:
     checked = verify(interp)
     reader = StackReader(ProcessMemory(pid), interp.layout, interp.runtime, interp.types,
                          checked.pthread_tid)  # fmt: skip
+    reader.names = checked.names
     return Target(interp, checked, reader)
 
 
@@ -104,16 +105,15 @@ def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
     start = time.monotonic()
 
     def attempt() -> tuple[StackReader, bytes, str] | bool | None:
-        # Whether the loader was done is read BEFORE the attempt: read after, it may have
-        # mapped the C library meanwhile (the maps the attempt read had no libpython yet).
-        loaded = _loaded(pid)
         try:
             target = open_target(pid)
         except ObserveError as e:
             if e.reason == "gone" or not alive(pid):
                 why.append("the program ended before its interpreter could be read")
                 return False
-            retry = e.reason in ("not-python", "unsupported") and not loaded
+            retry = e.reason == "starting" or (
+                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
+            )
             if retry and time.monotonic() - start < patience:
                 return None
             why.append(str(e))
@@ -132,6 +132,18 @@ def describe(target: Target) -> str:
     lay = target.interpreter.layout
     against = "this interpreter" if target.verified.how == "self" else "a probe of its executable"
     return f"Python {lay.name}, layout from the {lay.source}, checked against {against}"
+
+
+def _may_become_python(pid: int) -> bool:
+    """Whether a process not readable as Python yet may still become readable: its
+    executable is named like an interpreter (its library may be mapping; a reading of
+    the mappings can miss lines that change meanwhile), or the loader is not done."""
+    import re
+
+    from .process import executable
+
+    exe = os.path.basename(executable(pid) or "")
+    return bool(re.match(r"python\d", exe)) or not _loaded(pid)
 
 
 def _loaded(pid: int) -> bool:
@@ -204,6 +216,7 @@ def start_program(
     record = ProcessRecord(proc.pid, None, bytes(256), sink)
     why: list[str] = []
     record.opener = opener(proc.pid, LOCATE_TIMEOUT, why)
+    record.on_exec = reopen_after_exec
     observer = Observer(record, interval, follow=follow, devices=devices)
     if devices is not None:
         devices.pid_source = observer.pids
@@ -264,7 +277,28 @@ def command_line_of(pid: int) -> str:
             raw = f.read(4096)
     except OSError:
         return ""
-    return " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
+    text = " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
+    # Untrusted: a control character (an escape sequence) would act on the terminal.
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def label_of(pid: int) -> str:
+    """``process PID: command line``.
+
+    :param pid: the process
+    """
+    return f"process {pid}: {command_line_of(pid)}".rstrip(": ")
+
+
+def reopen_after_exec(record: ProcessRecord) -> None:
+    """What the observer does when a process execs: it is opened again (its interpreter
+    maps anew: tried at the next samples), and labelled by its new command line.
+
+    :param record: the process
+    """
+    record.opener = opener(record.pid, LOCATE_TIMEOUT, [])
+    if record.label.startswith("process "):
+        record.label = label_of(record.pid)
 
 
 def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[int], Any]:
@@ -280,21 +314,22 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
 
     def follow(pid: int) -> ProcessRecord | bool | None:
         seen = first_seen.setdefault(pid, time.monotonic())
-        loaded = _loaded(pid)  # before the attempt (see opener)
         try:
             target: Target | None = open_target(pid)
         except ObserveError as e:
             if e.reason == "gone" or not alive(pid):
                 return False
-            waiting = e.reason in ("not-python", "unsupported") and not loaded
+            waiting = e.reason == "starting" or (
+                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
+            )
             if waiting and time.monotonic() - seen < patience:
                 return None
             target = None
-        label = f"process {pid}: {command_line_of(pid)}".rstrip(": ")
         reader = target.reader if target is not None else None
         flags = target.verified.native_flags if target is not None else bytes(256)
-        record = ProcessRecord(pid, reader, flags, make_sink(), label)
+        record = ProcessRecord(pid, reader, flags, make_sink(), label_of(pid))
         record.collector = describe(target) if target is not None else ""
+        record.on_exec = reopen_after_exec
         return record
 
     return follow

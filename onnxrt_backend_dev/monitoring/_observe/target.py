@@ -170,7 +170,11 @@ def _interpreter(
             raise ObserveError(
                 f"the system refused to read process {pid}: {REFUSED_HELP}", "refused"
             ) from e
-        raise ObserveError(f"process {pid} ended while being read", "gone") from e
+        if state_of(pid) in (None, "Z", "X"):
+            raise ObserveError(f"process {pid} ended while being read", "gone") from e
+        # Alive but unreadable there: a library mapped in pieces (a start under way).
+        raise ObserveError(f"process {pid}: its interpreter is not readable yet ({e.why})",
+                           "starting") from e  # fmt: skip
     version = _version(mem, symbols, path, head)
     try:
         layout = _layout(version, head)

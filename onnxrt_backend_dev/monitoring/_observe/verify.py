@@ -34,7 +34,7 @@ PROBE_TIMEOUT = 20.0  # seconds for the probe child to start and print (a loaded
 
 PROBE = (
     r"""
-import json, sys, threading
+import json, sys, threading, traceback
 def _observer_probe_inner(ev):
     ev.wait(60)
 def _observer_probe_outer(ev):
@@ -46,11 +46,9 @@ import time
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:
     f = sys._current_frames().get(t.ident)
-    _stack = []
-    while f is not None:
-        _stack.append((f.f_code.co_name, f.f_lineno))
-        f = f.f_back
-    if len(_stack) > 3 and _stack[-4][0] == "_observer_probe_outer" and _stack[0][0] == "wait":
+    _stack = [(s.name, s.lineno) for s in traceback.extract_stack(f)] if f else []
+    _names = [n for n, _ in _stack]
+    if "_observer_probe_inner" in _names and _names[-1] == "wait":
         break
     time.sleep(0.001)
 import io, contextlib
@@ -59,8 +57,8 @@ with contextlib.redirect_stdout(out):
 """
     + "\n".join("    " + line for line in OPS_SCRIPT.strip().splitlines())
     + r"""
-info = {"ident": t.ident, "native": getattr(t, "native_id", 0) or 0,
-        "main_ident": threading.main_thread().ident, "stack": _stack[::-1],
+info = {"ident": t.ident, "native": getattr(t, "native_id", 0) or 0, "name": t.name,
+        "main_ident": threading.main_thread().ident, "stack": _stack,
         "ops": out.getvalue(), "hexversion": sys.hexversion}
 sys.stdout.write(json.dumps(info) + "\n")
 sys.stdout.flush()
@@ -76,12 +74,14 @@ class Verified(NamedTuple):
     :param native_flags: 256 flags, 1 where a leaf on that instruction runs native code
     :param pthread_tid: 3.10: the offset of the kernel id in glibc's thread descriptor
     :param seconds: what the check took
+    :param names: threads' names are read right (the known thread's name was)
     """
 
     how: str
     native_flags: bytes
     pthread_tid: int
     seconds: float
+    names: bool = False
 
 
 _CACHE: dict[tuple[Any, ...], Verified] = {}
@@ -118,11 +118,12 @@ def verify(interp: Interpreter, memory_factory: Callable[[int], Any] | None = No
     start = time.perf_counter()
     own = _own_interpreter()
     if own is not None and _identity(own.path) == key[0] and own.version == interp.version:
-        how, flags, tid = "self", kinds(table_here()), _check_self(own, memory_factory)
+        how, flags = "self", kinds(table_here())
+        tid, names = _check_self(own, memory_factory)
     else:
         how = "probe"
-        flags, tid = _check_probe(interp, memory_factory)
-    found = _CACHE[key] = Verified(how, flags, tid, time.perf_counter() - start)
+        flags, tid, names = _check_probe(interp, memory_factory)
+    found = _CACHE[key] = Verified(how, flags, tid, time.perf_counter() - start, names)
     return found
 
 
@@ -165,11 +166,12 @@ def _compare(
 
 
 def _expected(frame: Any) -> list[tuple[str, int]]:
-    names = []
-    while frame is not None:
-        names.append((frame.f_code.co_name, frame.f_lineno))
-        frame = frame.f_back
-    return names[::-1]
+    """The interpreter's own view of a stack: ``(name, line)``, outermost first."""
+    import traceback
+
+    if frame is None:
+        return []
+    return [(f.name, f.lineno or 0) for f in traceback.extract_stack(frame)]
 
 
 def _observer_check_inner(ev: threading.Event) -> None:
@@ -180,8 +182,9 @@ def _observer_check_outer(ev: threading.Event) -> None:
     _observer_check_inner(ev)
 
 
-def _check_self(own: Interpreter, memory_factory: Callable[[int], Any] | None) -> int:
-    """Reads a thread of this process waiting in known functions."""
+def _check_self(own: Interpreter, memory_factory: Callable[[int], Any] | None) -> tuple[int, bool]:
+    """Reads a thread of this process waiting in known functions; returns the 3.10
+    thread id offset and whether its name was read right."""
     ev = threading.Event()
     thread = threading.Thread(target=_observer_check_outer, args=(ev,), daemon=True,
                               name="onnxrt-layout-check")  # fmt: skip
@@ -190,7 +193,8 @@ def _check_self(own: Interpreter, memory_factory: Callable[[int], Any] | None) -
         expected = _wait_for_stack(thread)
         reader = _reader(own, memory_factory)
         sample = _compare(reader, thread.ident or 0, expected, "this interpreter")
-        return _pthread_tid(reader, sample, thread.native_id or 0)
+        tid = _pthread_tid(reader, sample, thread.native_id or 0)
+        return tid, _name_read(reader, sample, thread.name)
     finally:
         ev.set()
         thread.join(5)
@@ -206,6 +210,14 @@ def _wait_for_stack(thread: threading.Thread) -> list[tuple[str, int]]:
             return names
         time.sleep(0.001)
     raise ObserveError("layout check: the check's thread never reached its wait", "unverified")
+
+
+def _name_read(reader: StackReader, sample: ThreadSample, name: str) -> bool:
+    """Whether the known thread's name reads as itself (else names are not read)."""
+    try:
+        return reader.thread_name(sample) == name
+    except Exception:  # an unexpected layout of dicts: no names, the stacks still read
+        return False
 
 
 def _pthread_tid(reader: StackReader, sample: ThreadSample, native: int) -> int:
@@ -228,7 +240,7 @@ def _pthread_tid(reader: StackReader, sample: ThreadSample, native: int) -> int:
 
 def _check_probe(
     interp: Interpreter, memory_factory: Callable[[int], Any] | None
-) -> tuple[bytes, int]:
+) -> tuple[bytes, int, bool]:
     """Starts the program's executable on :data:`PROBE`, reads it, compares."""
     if not interp.executable:
         raise ObserveError("layout check: the program's executable is unknown", "unverified")
@@ -249,6 +261,7 @@ def _check_probe(
             info = json.loads(line)
             expected = [(str(n), int(ln)) for n, ln in info["stack"]]
             ident, native = int(info["ident"]), int(info["native"])
+            name = str(info.get("name", ""))
         except (ValueError, KeyError, TypeError) as e:
             raise ObserveError(f"layout check: the probe said {line[:80]!r}",
                                "unverified") from e  # fmt: skip
@@ -258,7 +271,7 @@ def _check_probe(
         reader = _reader(probe, memory_factory)
         sample = _compare(reader, ident, expected, interp.executable)
         flags = kinds(parse_table(str(info.get("ops", ""))))
-        return flags, _pthread_tid(reader, sample, native)
+        return flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name)
     finally:
         proc.kill()
         proc.wait()

@@ -144,3 +144,53 @@ class Aggregator:
         if self.n:
             parts[self.peak_sid] = parts.get(self.peak_sid, 0.0) + self.peak - self.peak_rss
         return parts
+
+
+# What :meth:`Aggregator.to_state` keeps: plain attributes, per-stack tables, series.
+_SCALARS = ("n", "dropped", "first_t", "last_t", "first_rss", "last_rss", "last_hwm", "peak",
+            "peak_t", "peak_rss", "peak_sid", "dated", "last_rise_sid", "last_rise_t",
+            "last_sid", "stride", "max_points", "tolerance")  # fmt: skip
+_TABLES = ("count", "seconds", "net", "pending", "to_peak", "highest")
+
+
+def to_state(agg: Aggregator) -> dict[str, object]:
+    """An aggregator as plain values (it crosses a pipe: the observer of a block runs in
+    another process); the stacks are not included (the receiver declares them).
+
+    :param agg: the aggregator
+    :return: the state
+    """
+    state: dict[str, object] = {name: getattr(agg, name) for name in _SCALARS}
+    for name in _TABLES:
+        state[name] = dict(getattr(agg, name))
+    for name in ("times", "rss", "sids"):
+        state[name] = getattr(agg, name).tobytes()
+    return state
+
+
+def from_state(state: dict[str, object]) -> Aggregator:
+    """An aggregator from :func:`to_state` (untrusted: wrong types raise ValueError).
+
+    :param state: the state
+    :return: the aggregator, without stacks
+    """
+    agg = Aggregator(max_points=int(state.get("max_points", DEFAULT_MAX_POINTS)))  # type: ignore[call-overload]
+    for name in _SCALARS:
+        value = state.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"aggregator state: {name} is not a number")
+        setattr(agg, name, type(getattr(agg, name))(value))
+    for name in _TABLES:
+        table = state.get(name)
+        if not isinstance(table, dict):
+            raise ValueError(f"aggregator state: {name} is not a table")
+        setattr(agg, name, {int(k): float(v) for k, v in table.items()})
+    agg.count = {k: int(v) for k, v in agg.count.items()}
+    for name, code in (("times", "d"), ("rss", "d"), ("sids", "q")):
+        raw = state.get(name)
+        if not isinstance(raw, bytes):
+            raise ValueError(f"aggregator state: {name} is not bytes")
+        buffer = array.array(code)
+        buffer.frombytes(raw[: len(raw) // 8 * 8])
+        setattr(agg, name, buffer)
+    return agg

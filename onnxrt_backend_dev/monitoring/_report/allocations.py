@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
 from .aggregate import RawFrame
-from .build import _called, _innermost_user, _source, package_of
+from .build import _called, _innermost_user, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def _row(key: _LineKey | None, line: _Line) -> AllocLine:
     else:
         function, file, number = key
         site = Site(function, file, number, is_library_path(file))
-        source = _source(file, number)
+        source = source_line(file, number) if file and not file.startswith("<") else ""
     native = max(line.libs, key=lambda k: line.libs[k]) if line.libs else ""
     return AllocLine(site, f[0], _err(f[1]), f[2], _err(f[3]), f[4], f[5], f[6], f[7], _err(f[8]),
                      line.samples, line.called, native, source)  # fmt: skip

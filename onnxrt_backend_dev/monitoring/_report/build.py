@@ -6,11 +6,25 @@ Every walk over stacks and the tree uses loops and explicit stacks, never recurs
 
 from __future__ import annotations
 
-import linecache
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from .._sampling.frames import SampledFrame
+from .._sampling.model import (
+    CPU,
+    HIGHEST,
+    NCOLUMNS,
+    NET,
+    SAMPLES,
+    TO_PEAK,
+    WALL,
+    SampledProfile,
+    ThreadProfile,
+    column,
+)
+from .._sampling.view import Row, build_tree, innermost_user, line_figures, source_line
 from .._stacks.frames import is_library_path
 from .aggregate import Aggregator, RawFrame
 from .model import (
@@ -28,7 +42,6 @@ from .model import (
     TreeRow,
 )
 
-_COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 MAX_CURVE_POINTS = 4000  # per curve: enough for a page 1400 pixels wide, twice over
 MAX_SPANS = 4000
 MAX_LINES = 25
@@ -38,8 +51,9 @@ FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into
 
 # A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
 _Entry = tuple[Sequence[RawFrame], tuple[float, float, float, float]]
-# A sampled thread: name, is it the main one, (frames, wall seconds, CPU seconds) per stack.
-SampledThread = tuple[str, bool, Sequence[tuple[Sequence[RawFrame], float, float]]]
+# A sampled thread: name, is it the main one, and per stack (frames, wall seconds, CPU
+# seconds) and, where the collector splits it, Python, native, system and queued seconds.
+SampledThread = tuple[str, bool, Sequence[tuple[Any, ...]]]
 
 
 @dataclass(frozen=True)
@@ -105,19 +119,15 @@ def _site(frame: RawFrame, first_line: bool = False) -> Site:
 
 
 def _innermost_user(frames: Sequence[RawFrame]) -> int:
-    """Index of the innermost frame of user code, the innermost frame if all are library.
-    Code compiled from a string (``<string>``) counts as the library's when a library
-    frame ran it (a namedtuple's, numpy's), as the user's otherwise (a notebook cell)."""
-    for i in range(len(frames) - 1, -1, -1):
-        function, file = frames[i][0], frames[i][1]
-        if is_library_path(file):
-            continue
-        if file.startswith("<") and i and is_library_path(frames[i - 1][1]):
-            continue
-        if function.endswith(_COMPREHENSIONS) and i and frames[i - 1][1] == file:
-            continue  # the function that holds it (3.12 inlines them, PEP 709)
-        return i
-    return len(frames) - 1
+    """Index of the innermost frame of user code (see :func:`.._sampling.view.
+    innermost_user`), the innermost frame if all are the library's."""
+    found = innermost_user([_frame(f) for f in frames])
+    return found if found >= 0 else len(frames) - 1
+
+
+def _frame(raw: RawFrame) -> SampledFrame:
+    function, file, line, first = raw
+    return SampledFrame(function, file, first, line)
 
 
 def _called(frames: Sequence[RawFrame], user: int) -> str:
@@ -207,180 +217,176 @@ def _rss_curve(agg: Aggregator, facts: RunFacts, t0: float) -> Curve:
     return Curve("rss", curve.times, curve.values, agg.peak, agg.peak_t - t0, source)
 
 
-class _Node:
-    __slots__ = (
-        "children", "hidden", "highest", "label", "net", "self_time", "site", "time", "to_peak"
-    )  # fmt: skip
+def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
+    """The run's stack model: every stack once, each thread's (and each child process's)
+    columns per stack: time and CPU from the time sampler (or the ticks' time where no
+    sampler ran), memory from the ticks (growth, growth up to the peak, highest RSS),
+    given to the thread that ran that stack (the main thread first).
 
-    def __init__(self, site: Site, label: bool = False) -> None:
-        self.site = site
-        self.label = label  # the root row of another thread or process
-        self.children: dict[tuple[str, str, int], _Node] = {}
-        self.time = self.self_time = 0.0
-        self.net = self.to_peak = 0.0
-        self.highest = 0.0
-        self.hidden: dict[tuple[str, str], str] = {}
+    :param agg: the main process's ticks, folded
+    :param facts: the rest of the run (its sampled threads, its child processes)
+    :return: the model
+    """
+    stacks: list[tuple[SampledFrame, ...]] = []
+    index: dict[tuple[SampledFrame, ...], int] = {}
 
+    def sid_of(raw: Sequence[RawFrame]) -> int:
+        frames = tuple(_frame(f) for f in raw)
+        sid = index.get(frames)
+        if sid is None:
+            sid = index[frames] = len(stacks)
+            stacks.append(frames)
+        return sid
 
-def _tick_entries(agg: Aggregator, label: str, timed: bool) -> list[tuple[str, _Entry]]:
-    parts = agg.composition()
-    entries: list[tuple[str, _Entry]] = []
-    for sid, frames in agg.stacks.items():
-        seconds = 0.0 if timed else agg.seconds.get(sid, 0.0)
-        figures = (seconds, agg.net.get(sid, 0.0), parts.get(sid, 0.0), agg.highest.get(sid, 0.0))
-        if any(figures[:3]):
-            entries.append((label, (frames, figures)))
-    return entries
-
-
-def _entries(agg: Aggregator, facts: RunFacts) -> list[tuple[str, _Entry]]:
-    """Every stack with its figures, under the thread or process it ran in (``""``: the
-    program's main thread). Memory comes from the ticks; time from the sampler where it
-    ran (every thread, CPU time aware), from the ticks otherwise."""
-    threads = facts.threads
-    entries = _tick_entries(agg, "", bool(threads))
+    threads: list[ThreadProfile] = []
+    for name, is_main, rows in facts.threads:
+        totals: dict[int, list[float]] = {}
+        for entry in rows:
+            row = totals.setdefault(sid_of(entry[0]), [0.0] * NCOLUMNS)
+            row[WALL] += float(entry[1])
+            row[CPU] += float(entry[2])
+            row[SAMPLES] += 1
+            for i, value in enumerate(entry[3:7]):  # the CPU split, where measured
+                row[3 + i] += float(value)
+        threads.append(ThreadProfile(0, name, bool(is_main), totals))
+    if not any(t.is_main for t in threads):
+        threads.insert(0, ThreadProfile(0, "MainThread", True, {}))
+    threads.sort(key=lambda t: not t.is_main)
+    _memory_columns(agg, threads, sid_of, timed=bool(facts.threads))
     for label, child in facts.children:
-        entries.extend(_tick_entries(child, label, False))
-    for name, is_main, stacks in threads:
-        label = "" if is_main else f"thread {name}"
-        entries.extend((label, (frames, (wall, 0.0, 0.0, 0.0))) for frames, wall, _ in stacks)
-    return entries
+        name = label[len("process ") :] if label.startswith("process ") else label
+        process = ThreadProfile(0, name, False, {}, kind="process")
+        _memory_columns(child, [process], sid_of, timed=False)
+        threads.append(process)
+    return SampledProfile(stacks, threads, facts.interval, "ticks", facts.wall or 0.0,
+                          facts.cpu or 0.0, agg.n, memory_known=True,
+                          split_known=any(len(r) > 3 for _, _, rs in facts.threads
+                                          for r in rs))  # fmt: skip
 
 
-def _tree(entries: Sequence[tuple[str, _Entry]]) -> _Node:
-    """The call tree: library frames called by library frames fold into the first one;
-    other threads each under a root row of their own."""
-    root = _Node(Site("", "", 0))
-    for thread, (frames, figures) in entries:
-        node, previous_library = root, False
-        if thread:
-            key = (thread, "", 0)
-            node = root.children.get(key) or root.children.setdefault(
-                key, _Node(Site(thread, "", 0), label=True)
-            )
-            _add(node, figures)
-        for frame in frames:
-            library = is_library_path(frame[1])
-            if library and previous_library:
-                node.hidden[frame[0], frame[1]] = package_of(frame[1])
-                continue
-            key = (frame[0], frame[1], frame[3])
-            child = node.children.get(key)
-            if child is None:
-                child = node.children[key] = _Node(_site(frame, first_line=True))
-            node, previous_library = child, library
-            _add(node, figures)
-        if node is not root:
-            node.self_time += figures[0]
-    return root
+def _memory_columns(
+    agg: Aggregator, threads: list[ThreadProfile], sid_of: Any, timed: bool
+) -> None:
+    """Adds the ticks' memory (and, where no sampler ran, their time) to the thread that
+    has the stack, the first one (the main thread) otherwise."""
+    parts = agg.composition()
+    for tick_sid, raw in agg.stacks.items():
+        if not raw:
+            continue
+        sid = sid_of(raw)
+        owner = next((t for t in threads if sid in t.totals), threads[0])
+        row = owner.totals.setdefault(sid, [0.0] * NCOLUMNS)
+        if len(row) < NCOLUMNS:
+            row.extend([0.0] * (NCOLUMNS - len(row)))
+        row[NET] += agg.net.get(tick_sid, 0.0)
+        row[TO_PEAK] += parts.get(tick_sid, 0.0)
+        row[HIGHEST] = max(row[HIGHEST], agg.highest.get(tick_sid, 0.0))
+        if not timed:
+            row[WALL] += agg.seconds.get(tick_sid, 0.0)
+            row[SAMPLES] += agg.count.get(tick_sid, 0)
 
 
-def _add(node: _Node, figures: tuple[float, float, float, float]) -> None:
-    count, net, to_peak, highest = figures
-    node.time += count
-    node.net += net
-    node.to_peak += to_peak
-    node.highest = max(node.highest, highest)
+def _row_site(row: Row) -> Site:
+    return Site(row.label, row.file, row.line, is_library_path(row.file))
 
 
-def _hidden(node: _Node) -> str:
-    if not node.hidden:
-        return ""
-    packages = sorted(set(node.hidden.values()))
-    return f"{len(node.hidden)} frames hidden ({', '.join(packages)})"
-
-
-def _keep(node: _Node, total: float, span: float) -> bool:
+def _keep(row: Row, total: float, span: float) -> bool:
     return (
-        node.time >= FOLD_SHARE * total
-        or abs(node.to_peak) >= FOLD_SHARE * span
-        or abs(node.net) >= FOLD_SHARE * span
+        row.wall >= FOLD_SHARE * total
+        or abs(row.to_peak) >= FOLD_SHARE * span
+        or abs(row.net) >= FOLD_SHARE * span
     )
 
 
-def _rows(root: _Node, total: float, span: float) -> list[TreeRow]:
-    """The tree in pre-order, heaviest first; small siblings fold into one row."""
+def _tree_rows(model: SampledProfile, total: float, span: float) -> list[TreeRow]:
+    """The call tree in pre-order, heaviest first, through the views' one fold (library
+    frames folded, imports named): the main thread's rows at the top, each other thread
+    and child process under a row of its own; small siblings fold into one row."""
     rows: list[TreeRow] = []
-    todo: list[tuple[_Node, int, int]] = [(root, -1, -1)]
+    todo: list[tuple[Row, int, int]] = []
+    for thread in reversed(model.threads):
+        root = build_tree(model, thread)
+        if thread.is_main:
+            kids = _ordered(root, total, span)
+            todo.extend((c, -1, 0) for c in reversed(kids))
+        elif root.wall or root.net or root.to_peak:
+            root.label = f"{thread.kind} {thread.name}"
+            root.file = ""
+            todo.append((root, -1, 0))
     while todo:
         node, parent, depth = todo.pop()
-        index = parent
-        if node is not root:
-            index = len(rows)
-            figures = (node.time, node.self_time, node.net, node.to_peak, node.highest)
-            rows.append(TreeRow(parent, depth, node.site, *figures, hidden=_hidden(node)))
-        # The program's main thread first, then the other threads and processes (a thread
-        # waiting the whole run would otherwise come first), each heaviest first.
-        children = sorted(node.children.values(), key=lambda c: (c.label, -c.time, -c.to_peak))
-        kept = [c for c in children if _keep(c, total, span)]
-        folded = [c for c in children if not _keep(c, total, span)]
-        if folded:
-            other = _Node(Site(f"{len(folded)} more", "", 0))
-            for c in folded:
-                _add(other, (c.time, c.net, c.to_peak, c.highest))
-                other.self_time += c.time
-            # A row saying under 0.1 % of the time and of the memory stands for nothing.
-            if _keep(other, total * 0.2, span * 0.2):
-                kept.append(other)
-        todo.extend((c, index, depth + 1) for c in reversed(kept))
+        index = len(rows)
+        rows.append(TreeRow(parent, depth, _row_site(node), node.wall, node.self_wall, node.net,
+                            node.to_peak, node.highest, hidden=node.hidden_text()))  # fmt: skip
+        todo.extend((c, index, depth + 1) for c in reversed(_ordered(node, total, span)))
     return rows
 
 
-def _source(file: str, line: int) -> str:
-    if not file or file.startswith("<") or not os.path.isfile(file):
-        return ""
-    return linecache.getline(file, line).strip()[:200]
+def _ordered(node: Row, total: float, span: float) -> list[Row]:
+    """A row's children to show, heaviest first, the small ones folded into one."""
+    children = sorted(node.children.values(), key=lambda c: (-c.wall, -c.to_peak))
+    kept = [c for c in children if _keep(c, total, span)]
+    folded = [c for c in children if not _keep(c, total, span)]
+    if folded:
+        other = Row(f"{len(folded)} more", "", 0, "more")
+        for c in folded:
+            other.wall += c.wall
+            other.self_wall += c.wall
+            other.net += c.net
+            other.to_peak += c.to_peak
+            other.highest = max(other.highest, c.highest)
+        # A row saying under 0.1 % of the time and of the memory stands for nothing.
+        if _keep(other, total * 0.2, span * 0.2):
+            kept.append(other)
+    return kept
 
 
-def _lines(entries: Sequence[tuple[str, _Entry]]) -> list[LineRow]:
-    figures: dict[tuple[str, str, int], list[float]] = {}
-    for _, (frames, (seconds, net, to_peak, _)) in entries:
-        if not frames:
-            continue
-        function, file, line, _ = frames[_innermost_user(frames)]
-        if is_library_path(file):
-            continue  # all library (a pool's threads): no line of the user's to show
-        row = figures.setdefault((function, file, line), [0.0, 0.0, 0.0])
-        row[0] += seconds
-        row[1] += net
-        row[2] += to_peak
-    by_time = sorted(figures.items(), key=lambda kv: -kv[1][0])[:MAX_LINES]
-    by_peak = sorted(figures.items(), key=lambda kv: -kv[1][2])[: MAX_LINES // 2]
+def _lines(model: SampledProfile) -> list[LineRow]:
+    """The hot lines: the innermost user line of each stack, by time, and the lines
+    that grew the memory most up to the peak."""
+    figures = line_figures(model)
+    by_time = sorted(figures.items(), key=lambda kv: -kv[1][WALL])[:MAX_LINES]
+    by_peak = sorted(figures.items(), key=lambda kv: -kv[1][TO_PEAK])[: MAX_LINES // 2]
     chosen = dict(by_time)
-    chosen.update(kv for kv in by_peak if kv[1][2] > 0)
+    chosen.update(kv for kv in by_peak if kv[1][TO_PEAK] > 0)
     rows = [
-        LineRow(Site(f, file, line, is_library_path(file)), v[0], v[1], v[2], _source(file, line))
-        for (f, file, line), v in chosen.items()
+        LineRow(
+            Site(f, file, line, is_library_path(file)),
+            v[WALL],
+            v[NET],
+            v[TO_PEAK],
+            source_line(file, line) if os.path.isfile(file) else "",
+            split=tuple(v[3:7]),
+        )
+        for (f, file, _first, line), v in chosen.items()
+        if v[WALL] or v[NET] or v[TO_PEAK]
     ]
     return sorted(rows, key=lambda r: (-r.time, -r.to_peak))
 
 
-def _functions(
-    entries: Sequence[tuple[str, _Entry]], threads: Sequence[SampledThread] = ()
-) -> list[FunctionRow]:
+def _functions(model: SampledProfile) -> list[FunctionRow]:
     """Every function's flat figures: each stack's go to every distinct function on it
-    (callees included), its own time and the sampler's CPU time to its innermost user
-    function; all threads and processes added up."""
+    (callees included), its own time and CPU to its innermost user function; all
+    threads and processes added up."""
     figures: dict[tuple[str, str, int], list[float]] = {}
-    cpu: dict[tuple[str, str, int], float] = {}
-    for _, _, stacks in threads:
-        for frames, _, seconds in stacks:
-            if frames:
-                function, file, _, first = frames[_innermost_user(frames)]
-                cpu[function, file, first] = cpu.get((function, file, first), 0.0) + seconds
-    for _, (frames, (seconds, net, to_peak, _)) in entries:
-        if not frames:
-            continue
-        # Each function once (a recursion), outermost first: ties keep the stack's order.
-        for function, file, first in dict.fromkeys((f[0], f[1], f[3]) for f in frames):
-            row = figures.setdefault((function, file, first), [0.0, 0.0, 0.0, 0.0])
-            row[0] += seconds
-            row[2] += net
-            row[3] += to_peak
-        function, file, _, first = frames[_innermost_user(frames)]
-        figures[function, file, first][1] += seconds
+    for thread in model.threads:
+        for frames, totals in model.thread_stacks(thread):
+            if not frames:
+                continue
+            wall, net, to_peak = totals[WALL], column(totals, NET), column(totals, TO_PEAK)
+            # Each function once (a recursion), outermost first: ties keep the stack's order.
+            for key in dict.fromkeys((f.name, f.file, f.first_line) for f in frames):
+                row = figures.setdefault(key, [0.0] * 5)
+                row[0] += wall
+                row[2] += net
+                row[3] += to_peak
+            j = innermost_user(frames)
+            f = frames[j if j >= 0 else len(frames) - 1]
+            row = figures[f.name, f.file, f.first_line]
+            row[1] += wall
+            row[4] += totals[CPU]
     rows = [
-        FunctionRow(Site(*k, is_library_path(k[1])), v[0], v[1], v[2], v[3], cpu.get(k, 0.0))
+        FunctionRow(Site(*k, is_library_path(k[1])), v[0], v[1], v[2], v[3], v[4])
         for k, v in figures.items()
     ]
     return sorted(rows, key=lambda r: (-r.time, -r.net))
@@ -474,8 +480,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         if name != "rss"
     )
     span = abs(agg.peak - agg.first_rss) or 1.0
-    entries = _entries(agg, facts)
-    total = sum(e[1][1][0] for e in entries) or 1e-9
+    model = model_of(agg, facts)
+    total = sum(t[WALL] for th in model.threads for _, t in model.thread_stacks(th)) or 1e-9
     notes = list(facts.notes)
     if agg.dropped:
         notes.append(f"{agg.dropped} ticks were lost (a full buffer or too many stacks)")
@@ -493,13 +499,13 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         curves=tuple(curves),
         devices=tuple(facts.devices),
         timeline=tuple(_timeline(agg, t0, wall)),
-        tree=tuple(_rows(_tree(entries), total, span)),
-        lines=tuple(_lines(entries)),
+        tree=tuple(_tree_rows(model, total, span)),
+        lines=tuple(_lines(model)),
         composition=tuple(_composition(agg, parts)),
         pid=facts.pid,
         started=facts.started,
         dropped=agg.dropped,
         notes=tuple(notes),
-        functions=tuple(_functions(entries, facts.threads)),
+        functions=tuple(_functions(model)),
         allocations=facts.allocations,
     )

@@ -38,6 +38,37 @@ class Outcome(NamedTuple):
     detail: str
 
 
+INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
+
+
+def _inprocess_probes() -> Any:
+    """The probes read inside the program (``run --probe torch``), named by the command
+    in the environment; None when there are none or they cannot start."""
+    spec = os.environ.pop(INPROCESS_ENV, "")  # the program's own children do not inherit it
+    if not spec:
+        return None
+    try:
+        from .._memory.inprocess import program_probes
+
+        return program_probes([a for a in spec.split(";") if a])
+    except Exception as e:  # the report stands without them, saying why
+        return str(e)
+
+
+def _add_inprocess(inside: Any, facts: dict[str, Any]) -> None:
+    if inside is None:
+        return
+    if isinstance(inside, str):
+        facts.setdefault("notes", []).append(f"in-process probes could not start: {inside}")
+        return
+    from .._memory.inprocess import device_facts
+
+    curves, devices = device_facts(inside.stop())
+    facts.setdefault("curves", []).extend(curves)
+    facts.setdefault("devices", []).extend(devices)
+    facts.setdefault("notes", []).extend(getattr(inside, "notes", ()))
+
+
 def record(
     wfd: int,
     program: Callable[[], Outcome],
@@ -65,12 +96,14 @@ def record(
     # ru_maxrss below this says nothing of this process (the mark before an exec).
     start["maxrss_floor"] = float(getattr(recording.recorder.memory, "floor", 0.0))
     sink.send("M", start)
+    inside = _inprocess_probes()
     try:
         outcome = program()
     finally:
         # The program is over: a Ctrl-C now would lose its end, not stop it.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         facts = recording.finish()
+        _add_inprocess(inside, facts)
     facts["ending"] = (outcome.kind, outcome.code, outcome.detail)
     facts["dropped"] = int(facts.get("dropped", 0)) + sink.dropped
     sink.send("E", facts)

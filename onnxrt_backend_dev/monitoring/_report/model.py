@@ -116,6 +116,8 @@ class LineRow:
     :param net: net growth credited to it
     :param to_peak: growth up to the peak credited to it
     :param source: the line's text (stripped), empty when unreadable
+    :param split: CPU seconds in Python, native code and the kernel, and seconds
+        runnable waiting for a CPU, where the collector measures them (zeros otherwise)
     """
 
     site: Site
@@ -123,6 +125,7 @@ class LineRow:
     net: float
     to_peak: float
     source: str = ""
+    split: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -214,18 +217,32 @@ class Ending:
 
 @dataclass(frozen=True)
 class Device:
-    """A device's memory (a GPU).
+    """One channel of a device's memory (a GPU): every one the probes measured, the
+    device-wide and the per-process ones alike.
 
-    :param name: ``probe:name`` (``"nvml:gpu0"``)
-    :param peak: bytes
+    :param name: ``probe:name`` (``"nvml:gpu0"``, ``"nvml:gpu0:process"``,
+        ``"torch:cuda0"``, ``"torch:cuda0:reserved"``)
+    :param peak: bytes (exact for torch's allocated memory: ``max_memory_allocated``)
     :param begin: bytes at the first measure
     :param end: bytes at the last measure
+    :param role: what it measures: ``"device"`` (the whole device, every process),
+        ``"process"`` (this process's usage), ``"allocated"``, ``"reserved"`` (an
+        allocator's), empty if unknown
+    :param context: for a ``"process"`` channel, the bytes outside torch's allocator at
+        the end (the CUDA context, the libraries' workspaces) when measured apart (torch's
+        reserved memory of the same GPU known), None otherwise
+    :param site: the line running when the peak rose (in-process probes), None if unknown
+    :param uuid: the device's UUID where known
     """
 
     name: str
     peak: float
     begin: float
     end: float
+    role: str = ""
+    context: float | None = None
+    site: Site | None = None
+    uuid: str | None = None
 
 
 @dataclass(frozen=True)

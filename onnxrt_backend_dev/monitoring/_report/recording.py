@@ -153,14 +153,15 @@ def spy_facts(result: Any, facts: dict[str, Any], offset: float = 0.0) -> None:
     rss = [v - offset for v in values]
     facts.setdefault("curves", []).append(("rss", list(times), rss, cpu.peak_source))
     facts["exact_peak"] = max(float(facts.get("exact_peak") or 0.0), cpu.max_peak - offset)
-    for name, mon in result.get("devices", {}).items():
-        t, v = zip(*mon.series, strict=True) if len(mon.series) else ((), ())
-        facts["curves"].append((name, list(t), list(v), str(mon.peak_source)))
-        facts.setdefault("devices", []).append((name, mon.max_peak, mon.begin, mon.end))
+    from .._memory.inprocess import device_facts
+
+    curves, devices = device_facts(list(result.get("devices", {}).values()))
+    facts["curves"].extend(curves)
+    facts.setdefault("devices", []).extend(devices)
 
 
 # The tool's own threads: not the program's, left out of the report.
-OWN_THREADS = ("memory-spy-reader", "memory-spy-stacks", "onnxrt-sampler")
+OWN_THREADS = ("memory-spy-reader", "memory-spy-stacks", "memory-spy-devices", "onnxrt-sampler")
 
 
 def _start_sampler(recorder: TickRecorder, timer: str) -> Any:

@@ -9,8 +9,10 @@ import zlib
 from collections.abc import Sequence
 
 from .._format import format_bytes, format_duration
+from .._memory.registry import ROLES
+from .._memory.series import CONTEXT_WORDS
 from .axis import byte_ticks, time_ticks
-from .model import Allocations, AllocLine, AllocNode, Curve, Part, Report, Site, Span
+from .model import Allocations, AllocLine, AllocNode, Curve, LineRow, Part, Report, Site, Span
 from .render_text import tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
@@ -21,7 +23,11 @@ _PALETTE = (
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
     "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
 )  # fmt: skip
-_CURVE_COLOURS = ("#1f4e9c", "#c0392b", "#27ae60", "#8e44ad", "#d35400")
+# One colour per curve (the RSS, then every device channel), dashed after the tenth.
+_CURVE_COLOURS = (
+    "#1f4e9c", "#c0392b", "#27ae60", "#8e44ad", "#d35400",
+    "#16a085", "#7f8c8d", "#e84393", "#b8860b", "#2c3e50",
+)  # fmt: skip
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 6px}
@@ -77,7 +83,6 @@ def _header(report: Report) -> str:
                 f"{format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)}",
             )
         )
-    facts.extend((f"peak {d.name}", format_bytes(d.peak)) for d in report.devices)
     cells = "".join(f"<div>{_e(k)}<b>{_e(v)}</b></div>" for k, v in facts)
     kind = report.ending.kind
     cls = "" if kind == "exit" and report.ending.code == 0 else ' class="bad"'
@@ -102,6 +107,30 @@ def _header(report: Report) -> str:
         f", pid {report.pid}, started {_e(report.started)}</div>"
     )
     return "\n".join(parts)
+
+
+def _devices(report: Report) -> str:
+    """Every device channel the probes measured, per-process ones included, named by
+    what they measure (the CUDA context apart where it was measured)."""
+    if not report.devices:
+        return ""
+    rows = []
+    for d in report.devices:
+        notes = []
+        if d.context is not None:
+            notes.append(f"of which {format_bytes(d.context)} {CONTEXT_WORDS}")
+        if d.site is not None:
+            notes.append(f"the peak rose in {_where(d.site)}")
+        rows.append(
+            f'<tr><td class="l">{_e(d.name)}</td><td class="l">{_e(ROLES.get(d.role, ""))}</td>'
+            f"<td><b>{_e(format_bytes(d.peak))}</b></td><td>{_e(format_bytes(d.begin))}</td>"
+            f'<td>{_e(format_bytes(d.end))}</td><td class="l">{_e("; ".join(notes))}</td></tr>'
+        )
+    return (
+        '<h2>Devices</h2><table class="devices"><tr><th class="l">channel</th>'
+        '<th class="l">measures</th><th>peak</th><th>begin</th><th>end</th>'
+        '<th class="l"></th></tr>' + "".join(rows) + "</table>"
+    )
 
 
 def _x(t: float, wall: float) -> float:
@@ -130,7 +159,7 @@ def _memory_svg(report: Report, wall: float) -> str:
         )
     out.extend(_time_axis(wall, PLOT_HEIGHT + 24))
     for i, curve in enumerate(curves):
-        out.append(_polyline(curve, wall, y, _CURVE_COLOURS[i % len(_CURVE_COLOURS)]))
+        out.append(_polyline(curve, wall, y, _CURVE_COLOURS[i % len(_CURVE_COLOURS)], i))
     peak = report.peak
     px, py = _x(peak.time, wall), y(peak.value)
     label = f"peak {format_bytes(peak.value)}: {_where(peak.site)}"
@@ -142,7 +171,8 @@ def _memory_svg(report: Report, wall: float) -> str:
         f'font-weight="bold" fill="#b00020">{_e(label)}</text>'
     )
     legend = "".join(
-        f'<span style="color:{_CURVE_COLOURS[i % len(_CURVE_COLOURS)]}">&#9632; {_e(c.name)} '
+        f'<span style="color:{_CURVE_COLOURS[i % len(_CURVE_COLOURS)]}">'
+        f"{'&#9632;' if i < len(_CURVE_COLOURS) else '&#9482;'} {_e(c.name)} "
         f"(peak {_e(format_bytes(c.peak))}, {_e(c.source)})</span> "
         for i, c in enumerate(curves)
     )
@@ -161,12 +191,13 @@ def _time_axis(wall: float, y: float) -> list[str]:
     return out
 
 
-def _polyline(curve: Curve, wall: float, y: object, colour: str) -> str:
+def _polyline(curve: Curve, wall: float, y: object, colour: str, index: int = 0) -> str:
     assert callable(y)
     points = " ".join(
         f"{_x(t, wall):.1f},{y(v):.1f}" for t, v in zip(curve.times, curve.values, strict=True)
     )
-    return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
+    dash = ' stroke-dasharray="6 3"' if index >= len(_CURVE_COLOURS) else ""
+    return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} points="{points}"/>'
 
 
 def _timeline_svg(spans: Sequence[Span], wall: float) -> str:
@@ -357,18 +388,28 @@ def _tree(report: Report) -> str:
     )
 
 
+def _split_cells(row: LineRow) -> str:
+    """The line's time split: Python, native, system, waiting (% of its time)."""
+    from .._sampling.view import split_shares
+
+    shares = split_shares(row.time, sum(row.split[:3]), *row.split[:3])
+    return "".join(f"<td>{round(100 * x)} %</td>" for x in shares)
+
+
 def _lines(report: Report) -> str:
     total = report.total_time or 1.0
+    split = any(any(r.split) for r in report.lines)
     rows = "".join(
-        f"<tr><td>{r.time / total:.1%}</td><td>{_e(_signed(r.net))}</td>"
-        f"<td>{_e(_signed(r.to_peak))}</td>"
+        f"<tr><td>{r.time / total:.1%}</td>{_split_cells(r) if split else ''}"
+        f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
         f'<td class="l">{_e(r.site.file)}:{r.site.line}</td>'
         f'<td class="l">{_e(r.site.function)}</td>'
         f'<td class="l"><code>{_e(r.source)}</code></td></tr>'
         for r in report.lines
     )
+    heads = "<th>Python</th><th>native</th><th>system</th><th>waiting</th>" if split else ""
     return (
-        "<table><tr><th>time</th><th>RSS net growth</th><th>RSS growth to peak</th>"
+        f"<table><tr><th>time</th>{heads}<th>RSS net growth</th><th>RSS growth to peak</th>"
         '<th class="l">line</th><th class="l">function</th><th class="l">source</th></tr>'
         f"{rows}</table>"
     )
@@ -386,6 +427,7 @@ def to_html(report: Report) -> str:
     growth = "RSS growth per function from the start to the peak"
     body = [
         _header(report),
+        _devices(report),
         "<h2>Memory over time</h2>",
         _memory_svg(report, wall),
         "<h2>Timeline: which function ran when</h2>",

@@ -132,13 +132,29 @@ def _tree_row(r: Any) -> TreeRow:
 def _line_row(r: Any) -> LineRow:
     site = _site(r["site"]) or Site("", "", 0)
     time, net, to_peak = (_float(r[k]) for k in ("time", "net", "to_peak"))
-    return LineRow(site, time, net, to_peak, str(r["source"]))
+    split = tuple(_float(x) for x in r.get("split", (0.0, 0.0, 0.0, 0.0)))[:4]
+    return LineRow(site, time, net, to_peak, str(r["source"]), split)
 
 
 def _function_row(r: Any) -> FunctionRow:
     site = _site(r["site"]) or Site("", "", 0)
     time, self_time, net, to_peak = (_float(r[k]) for k in ("time", "self_time", "net", "to_peak"))
     return FunctionRow(site, time, self_time, net, to_peak, _float(r.get("self_cpu", 0.0)))
+
+
+def _device(d: Any) -> Device:
+    # role, context, site and uuid are absent from the reports written before them.
+    context, uuid = d.get("context"), d.get("uuid")
+    return Device(
+        str(d["name"]),
+        _float(d["peak"]),
+        _float(d["begin"]),
+        _float(d["end"]),
+        role=str(d.get("role") or ""),
+        context=None if context is None else _float(context),
+        site=_site(d.get("site")),
+        uuid=None if uuid is None else str(uuid),
+    )
 
 
 def _peak(p: Any) -> Peak:
@@ -216,10 +232,7 @@ def _from_dict(doc: dict[str, Any]) -> Report:
         end_rss=_float(doc["end_rss"]),
         ending=_ending(doc["ending"]),
         curves=tuple(_curve(c) for c in doc["curves"]),
-        devices=tuple(
-            Device(str(d["name"]), _float(d["peak"]), _float(d["begin"]), _float(d["end"]))
-            for d in doc["devices"]
-        ),
+        devices=tuple(_device(d) for d in doc["devices"]),
         timeline=tuple(
             Span(_float(s["start"]), _float(s["end"]), int(s["row"]), str(s["label"]))
             for s in doc["timeline"]

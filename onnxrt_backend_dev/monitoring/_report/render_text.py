@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .._format import format_bytes, format_duration
-from .model import Allocations, AllocLine, Report, Site
+from .._memory.registry import ROLES
+from .._memory.series import CONTEXT_WORDS
+from .model import Allocations, AllocLine, Device, LineRow, Report, Site
 
 MAX_LINES = 30
 _TOP_FUNCTIONS = 6
@@ -54,14 +56,29 @@ def _header(report: Report) -> list[str]:
         lines.insert(3, f"  {tool_note(peak.value, peak.tool)}")
     if peak.reached is not None and peak.reached != peak.site:
         lines.append(f"  reached in {_where(peak.reached)}")
-    lines.extend(
-        f"{d.name}: peak {format_bytes(d.peak)}, begin {format_bytes(d.begin)}, "
-        f"end {format_bytes(d.end)}"
-        for d in report.devices[:2]
-    )
+    lines.extend(device_line(d) for d in report.devices)  # every one: never cut
     if report.ending.kind in ("signal", "lost", "os_exit") and report.ending.last_site:
         lines.append(f"  allocating at the end: {_where(report.ending.last_site)}")
     return lines
+
+
+def device_line(device: Device) -> str:
+    """One device channel, named by what it measures: ``nvml:gpu0:process (this
+    process): peak 3.40 GiB, begin 0 B, end 512 MiB, of which 512 MiB CUDA context...``.
+
+    :param device: the device
+    :return: one line
+    """
+    role = ROLES.get(device.role, "")
+    text = (
+        f"{device.name}{f' ({role})' if role else ''}: peak {format_bytes(device.peak)}, "
+        f"begin {format_bytes(device.begin)}, end {format_bytes(device.end)}"
+    )
+    if device.context is not None:
+        text += f", of which {format_bytes(device.context)} {CONTEXT_WORDS}"
+    if device.site is not None:
+        text += f"; the peak rose in {_where(device.site)}"
+    return text
 
 
 def _parts(report: Report) -> list[str]:
@@ -133,29 +150,45 @@ def _hot_lines(report: Report) -> list[str]:
     rows = report.lines[: _TOP_LINES - (2 if report.allocations is not None else 0)]
     if not rows:
         return []
-    lines = ["hot lines: time   RSS to peak"]
+    split = any(any(r.split) for r in rows)
+    head = "hot lines: time   RSS to peak"
+    lines = [head + ("   py  nat  sys wait (% of the line's time)" if split else "")]
     lines.extend(
-        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}  {r.site.file}:{r.site.line} "
-        f"{r.source[:60]}"
+        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}{_split(r) if split else ''}  "
+        f"{r.site.file}:{r.site.line} {r.source[:60]}"
         for r in rows
     )
     return lines
 
 
+def _split(row: LineRow) -> str:
+    """`` py nat sys wait`` percentages of a line's time."""
+    from .._sampling.view import split_shares
+
+    cpu = sum(row.split[:3])
+    shares = split_shares(row.time, cpu, *row.split[:3])
+    return "".join(f" {round(100 * x):4d}" for x in shares)
+
+
 def to_text(report: Report) -> str:
-    """The summary: header, what the peak is made of, the heaviest functions and lines.
+    """The summary: header (every device channel among it), what the peak is made of,
+    the heaviest functions and lines.
 
     :param report: the report
-    :return: at most 30 lines, ending with a newline
+    :return: at most 30 lines (more only when the header's device lines need them: they
+        are never cut), ending with a newline
     """
+    head = _header(report)
     # What the peak is made of: what is live at it when allocations were tracked, the
     # RSS growth up to it otherwise.
-    parts = _parts(report) if report.allocations is None else _allocations(report.allocations)
-    lines = [*_header(report), *parts, *_functions(report), *_hot_lines(report)]
-    lines.extend(f"note: {n}" for n in report.notes)
-    if report.allocations is not None:
-        lines.extend(f"note: {n}" for n in report.allocations.notes)
-    lines = [line.replace("\n", " ").replace("\r", " ") for line in lines]
-    if len(lines) > MAX_LINES:
-        lines = [*lines[: MAX_LINES - 1], f"... {len(lines) - MAX_LINES + 1} more lines"]
+    alloc = report.allocations
+    parts = _parts(report) if alloc is None else _allocations(alloc)
+    rest = [*parts, *_functions(report), *_hot_lines(report)]
+    rest.extend(f"note: {n}" for n in report.notes)
+    if alloc is not None:
+        rest.extend(f"note: {n}" for n in alloc.notes)
+    room = max(MAX_LINES - len(head), 1)
+    if len(rest) > room:
+        rest = [*rest[: room - 1], f"... {len(rest) - room + 1} more lines"]
+    lines = [line.replace("\n", " ").replace("\r", " ") for line in (*head, *rest)]
     return "\n".join(lines) + "\n"

@@ -3,15 +3,19 @@ turned into a report; and the library's context manager."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType
 from typing import Any
 
+from .._memory.series import context_of
 from .aggregate import Aggregator
 from .build import RunFacts, build_report
-from .model import Device, Ending, Report
+from .model import Device, Ending, Report, Site
 from .recording import SPY_DELAY, Recording, spy_facts
 
 __all__ = ["SPY_DELAY", "Recording", "facts_of", "monitor", "run_monitored", "spy_facts"]
@@ -35,9 +39,7 @@ def facts_of(
     :param children: the program's forked children, labelled, and their ticks
     :return: the facts
     """
-    devices = [
-        Device(str(n), float(p), float(b), float(e)) for n, p, b, e in facts.get("devices", ())
-    ]
+    devices = devices_of(facts.get("devices", ()))
     notes = list(facts.get("notes", ()))
     lost = dropped + int(facts.get("dropped", 0))
     if lost:
@@ -61,6 +63,114 @@ def facts_of(
         allocations=facts.get("allocations"),
         held=facts.get("held"),
     )
+
+
+def _device(fact: Sequence[Any]) -> Device:
+    """One device from its plain fact: ``(name, peak, begin, end)``, then optionally the
+    extras of ``inprocess.device_facts`` (role, uuid, context, site)."""
+    name, peak, begin, end = fact[:4]
+    extras = fact[4] if len(fact) > 4 and isinstance(fact[4], dict) else {}
+    site = extras.get("site")
+    context = extras.get("context")
+    return Device(
+        str(name),
+        float(peak),
+        float(begin),
+        float(end),
+        role=str(extras.get("role") or ""),
+        context=None if context is None else float(context),
+        site=None if not site else Site(str(site[0]), str(site[1]), int(site[2])),
+        uuid=None if extras.get("uuid") is None else str(extras["uuid"]),
+    )
+
+
+def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
+    """Every device of the plain facts, with the CUDA context measured apart where the
+    spy's NVML (this process's usage) and the program's torch (its reserved memory) of
+    one GPU are both known: the facts of ``run`` come from the two processes.
+
+    :param facts: the devices' plain facts
+    :return: the devices, in order
+    """
+    devices = [_device(f) for f in facts]
+    found = context_of([(d.role, d.uuid, d.end) for d in devices])
+    return [
+        dataclasses.replace(d, context=found[i]) if d.context is None and i in found else d
+        for i, d in enumerate(devices)
+    ]
+
+
+def observer_note() -> str:
+    """Why the observer cannot report on a block here ('' when it can).
+
+    :return: the reason in words
+    """
+    from .._observe.session import availability
+
+    found = availability()
+    return "" if found.ok else found.reason
+
+
+class ObservedBlock:
+    """Starts the observer of this process; :meth:`report` stops it and builds the report.
+
+    :param interval: seconds between ticks
+    :param probes: device probes, by registry name
+    :param root: ``(qualified name, file, first line)`` of the block's code: the frames
+        above it (its callers) are left out
+    """
+
+    def __init__(
+        self, interval: float, probes: Sequence[str], root: tuple[str, str, int] | None
+    ) -> None:
+        from .._memory.spy import MemorySpy
+
+        self.interval = interval
+        self.root = root
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+        self.spy = MemorySpy(os.getpid(), delay=max(interval, SPY_DELAY / 10), stacks=True,
+                             probes=tuple(probes))  # fmt: skip
+        self.t0 = time.monotonic()
+        self.cpu0 = _cpu()
+
+    def report(self, label: str, ending: Ending) -> Report:
+        """Stops the observer; the block's report.
+
+        :param label: the report's title
+        :param ending: how the block ended
+        :return: the report
+        """
+        from .._observe.block import report_inputs
+        from .aggregate import Aggregator
+
+        result = self.spy.stop()
+        facts: dict[str, Any] = {
+            "wall": time.monotonic() - self.t0,
+            "cpu": _cpu() - self.cpu0,
+            "t0": self.t0,
+            "started": self.started,
+            "pid": os.getpid(),
+            "curves": [],
+            "devices": [],
+            "exact_peak": None,
+            "notes": [],
+            "threads": [],
+        }
+        doc = self.spy.observed
+        agg = Aggregator()
+        if doc is not None:
+            agg, facts["threads"] = report_inputs(doc, self.root)
+            facts["notes"].append(f"collector: the observer, the memory spy reading this "
+                                  f"process ({doc.get('collector', '')})")  # fmt: skip
+        else:
+            facts["notes"].append(self.spy.stacks_note or "the observer read no stack")
+        spy_facts(result, facts)
+        return build_report(agg, facts_of(label, self.interval, ending, facts))
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 class Monitored:
@@ -89,7 +199,9 @@ def monitor(
 
     :param label: the report's title
     :param interval: seconds between ticks
-    :param probes: device probes (``("nvml",)``)
+    :param probes: device probes (``("nvml",)``; ``"torch"``: torch's allocator, read in
+        this process, its exact peak and the line where it rose; both: the CUDA context
+        measured apart)
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :param sampler: also run the time sampler (every thread; the time columns)
     :return: a :class:`Monitored`, its ``report`` set at the end (also on an exception)
@@ -97,11 +209,23 @@ def monitor(
     from .._validate import check_number
 
     check_number("interval", interval, minimum=0.001)
-    agg = Aggregator()
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
-    recording = Recording(agg, interval, probes, spy, sampler, root_frame=caller)
     ending = Ending("exit", 0, "the block ended")
+    if spy and sampler and not observer_note():
+        from .._observe.block import root_key
+
+        block = ObservedBlock(interval, probes, root_key(caller.f_code))
+        try:
+            yield handle
+        except BaseException as e:
+            ending = Ending("exception", 1, f"the block raised {type(e).__name__}: {e}")
+            raise
+        finally:
+            handle.report = block.report(label, ending)
+        return
+    agg = Aggregator()
+    recording = Recording(agg, interval, probes, spy, sampler, root_frame=caller)
     try:
         yield handle
     except BaseException as e:
@@ -129,9 +253,21 @@ def run_monitored(
     :param probes: device probes
     :return: the report
     """
+    ending = Ending("exit", 0, "the cell ended")
+    if not observer_note():
+        from .._observe.block import root_key
+
+        block = ObservedBlock(interval, probes, root_key(root_code))
+        try:
+            run()
+        except BaseException as e:
+            ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
+            raise
+        finally:
+            report = block.report(label, ending)
+        return report
     agg = Aggregator()
     recording = Recording(agg, interval, probes, root_code=root_code)
-    ending = Ending("exit", 0, "the cell ended")
     try:
         run()
     except BaseException as e:

@@ -13,6 +13,23 @@ from .frames import SampledFrame
 
 Stack = tuple[SampledFrame, ...]  # outermost first
 
+# The columns of a thread's row for one stack (``ThreadProfile.totals``): the first three
+# always, the CPU split where the collector measures it (the observer), the memory where
+# the run measured it (``run``: growth while the stack ran, growth up to the peak, the
+# highest resident memory seen while it ran). A shorter row means zeros (highest: 0).
+WALL, CPU, SAMPLES, PYTHON, NATIVE, SYSTEM, QUEUED, NET, TO_PEAK, HIGHEST = range(10)
+NCOLUMNS = 10
+
+
+def column(totals: list[float], index: int) -> float:
+    """A column of a row, 0 where the row is shorter.
+
+    :param totals: the row
+    :param index: the column
+    :return: its value
+    """
+    return totals[index] if index < len(totals) else 0.0
+
 
 class ThreadProfile:
     """What one thread ran.
@@ -20,8 +37,11 @@ class ThreadProfile:
     :param ident: the thread's id
     :param name: its name
     :param is_main: True for the main thread
-    :param totals: stack id -> ``[wall seconds, CPU seconds, samples]``
+    :param totals: stack id -> its row of columns (:data:`WALL`, :data:`CPU`,
+        :data:`SAMPLES`, then where known :data:`PYTHON`... :data:`HIGHEST`)
     :param timeline: ``(start, duration, stack id)`` in time order, seconds from the start
+    :param kind: ``thread``, or ``process`` for a child process of the program (its
+        ``name`` then says which)
     """
 
     def __init__(
@@ -31,9 +51,11 @@ class ThreadProfile:
         is_main: bool,
         totals: dict[int, list[float]],
         timeline: list[tuple[float, float, int]] | None = None,
+        kind: str = "thread",
     ) -> None:
         self.ident = ident
         self.name = name
+        self.kind = kind
         self.is_main = is_main
         self.totals = totals
         self.timeline = timeline if timeline is not None else []
@@ -47,6 +69,14 @@ class ThreadProfile:
     def cpu(self) -> float:
         """CPU seconds of this thread over its samples (0 where unknown)."""
         return sum(t[1] for t in self.totals.values())
+
+    def split(self) -> tuple[float, float, float]:
+        """Python, native and system CPU seconds of this thread (0 where unknown)."""
+        py = nat = sy = 0.0
+        for t in self.totals.values():
+            if len(t) >= 6:
+                py, nat, sy = py + t[3], nat + t[4], sy + t[5]
+        return py, nat, sy
 
 
 class SampledProfile:
@@ -64,6 +94,10 @@ class SampledProfile:
     :param skip_outer: frames left out at the root of the main thread's stacks (the
         caller's frames above the profiled code)
     :param cpu_known: whether per-thread CPU times were read
+    :param split_known: whether the CPU time is split into Python, native and system
+    :param native_threads: threads Python does not know (a BLAS or ONNX Runtime pool):
+        ``(kernel name, count, CPU seconds)``
+    :param memory_known: whether rows have the memory columns (a ``run``)
     """
 
     def __init__(
@@ -79,6 +113,9 @@ class SampledProfile:
         program: str = "",
         skip_outer: int = 0,
         cpu_known: bool = True,
+        split_known: bool = False,
+        native_threads: list[tuple[str, int, float]] | None = None,
+        memory_known: bool = False,
     ) -> None:
         # A plain class: importing dataclasses (and inspect) would slow every run's start.
         self.stacks = stacks
@@ -92,6 +129,9 @@ class SampledProfile:
         self.program = program
         self.skip_outer = skip_outer
         self.cpu_known = cpu_known
+        self.split_known = split_known
+        self.native_threads = native_threads if native_threads is not None else []
+        self.memory_known = memory_known
 
     def thread_stacks(self, thread: ThreadProfile) -> Iterator[tuple[Stack, list[float]]]:
         """``(frames, [wall, cpu, samples])`` of a thread, the caller's frames left out.

@@ -7,9 +7,16 @@ recursion stays a flat list, read without recursion)::
      "cpu_time": s, "interval": s, "timer": ..., "samples": n, "notes": [...],
      "threads": [{"name": ..., "main": bool, "wall": s, "cpu": s,
                   "rows": [{"parent": -1 or index, "name", "file", "line", "kind",
-                            "wall", "cpu", "self", "waiting", "hidden"}]}],
+                            "wall", "cpu", "python", "native", "system", "self",
+                            "waiting", "hidden"}]}],
+     "split_known": bool, "native_threads": [{"name", "count", "cpu"}],
      "hot_lines": [{"function", "file", "line", "seconds", "share",
-                    "lines": [{"line", "seconds", "share", "source"}]}]}
+                    "lines": [{"line", "seconds", "share", "source",
+                               "split": {"python", "native", "system", "waiting"}}]}]}
+
+CPU seconds in Python, native code and the kernel are 0 where the collector does not
+split them (``split_known`` false: the in-process sampler); a line's ``split`` gives the
+shares of its time, adding up to 1.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
 
 SCHEMA = "onnxrt-sampling"
 VERSION = 1
+SPLIT = ("python", "native", "system", "waiting")
 
 
 def tree_rows(root: Row, fold_share: float, max_depth: int | None = None) -> list[dict[str, Any]]:
@@ -46,6 +54,9 @@ def tree_rows(root: Row, fold_share: float, max_depth: int | None = None) -> lis
                 "kind": row.kind,
                 "wall": round(row.wall, 6),
                 "cpu": round(row.cpu, 6),
+                "python": round(row.python, 6),
+                "native": round(row.native, 6),
+                "system": round(row.system, 6),
                 "self": round(row.self_wall, 6),
                 "waiting": row.waiting,
                 "hidden": row.hidden_text(),
@@ -94,6 +105,7 @@ def to_dict(
                     "seconds": round(h.seconds, 6),
                     "share": round(h.share, 6),
                     "source": h.source,
+                    "split": dict(zip(SPLIT, (round(x, 4) for x in h.split), strict=True)),
                 }
                 for h in f.lines
             ],
@@ -110,7 +122,11 @@ def to_dict(
         "timer": profile.timer,
         "samples": profile.samples,
         "notes": list(profile.notes),
+        "split_known": profile.split_known,
         "threads": threads,
+        "native_threads": [
+            {"name": n, "count": c, "cpu": round(sec, 6)} for n, c, sec in profile.native_threads
+        ],
         "hot_lines": hot,
     }
 

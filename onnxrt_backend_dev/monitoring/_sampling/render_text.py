@@ -16,11 +16,14 @@ def header(profile: SampledProfile) -> str:
     :return: the line, without a line break
     """
     what = f"{profile.program}: " if profile.program else ""
-    return (
+    head = (
         f"{what}wall {format_duration(profile.duration)}, CPU {format_duration(profile.cpu_time)}"
         f", {profile.samples} samples every {format_duration(profile.interval)} "
-        f"({profile.timer} timer)"
     )
+    if profile.timer != "observer":
+        return f"{head}({profile.timer} timer)"
+    rate = profile.samples / profile.duration if profile.duration > 0 else 0.0
+    return f"{head}(observer: {rate:.0f} a second)"
 
 
 def row_text(row: Row, total: float) -> str:
@@ -47,6 +50,23 @@ def row_text(row: Row, total: float) -> str:
     return f"{head}{row.label}{where}{tail}"
 
 
+def split_text(row: Row) -> str:
+    """`` (Python 12 %, native 80 %, system 3 %, waiting 5 %)`` where the CPU time is
+    split, '' otherwise.
+
+    :param row: a row (the thread's root)
+    :return: the text
+    """
+    if row.python + row.native + row.system <= 0:
+        return ""
+    py, nat, sy, wait = row.split_shares()
+    queued = ""
+    if row.wall > 0 and row.queued >= 0.05 * row.wall:  # a busy machine: say how busy
+        queued = f", of which {100 * row.queued / row.wall:.0f} % for a CPU (a busy machine)"
+    return (f" (Python {100 * py:.0f} %, native {100 * nat:.0f} %, system {100 * sy:.0f} %,"
+            f" waiting {100 * wait:.0f} %{queued})")  # fmt: skip
+
+
 def tree_lines(root: Row, fold_share: float, max_depth: int | None, guides: str) -> list[str]:
     """The lines of one thread's tree.
 
@@ -66,7 +86,7 @@ def tree_lines(root: Row, fold_share: float, max_depth: int | None, guides: str)
     for depth, row, last in visible_rows(root, fold_share, deepest):
         if depth == 0:
             cpu = f", CPU {format_duration(root.cpu)}" if root.cpu > 0 else ""
-            lines.append(f"{root.label}: {format_duration(root.wall)}{cpu}")
+            lines.append(f"{root.label}: {format_duration(root.wall)}{cpu}{split_text(root)}")
             continue
         del prefix[depth - 1 :]
         lines.append("".join(prefix) + (end if last else mid) + row_text(row, total))
@@ -99,12 +119,49 @@ def to_text(
         lines.append("no sample taken")
     for root in roots:
         lines.extend(tree_lines(root, fold_share, max_depth, guides))
+    lines.extend(native_thread_lines(profile))
     if hot:
-        found = hot_lines(profile)
-        if found:
-            lines.append("hot lines (time with the line running or calling):")
-        for fn in found:
-            share = 100.0 * fn.share
-            lines.append(f"  {fn.name}  {short_file(fn.file)}:{fn.first_line}  {share:.1f} %")
-            lines.extend(f"    {h.line:>5}  {100.0 * h.share:5.1f} %  {h.source}" for h in fn.lines)
+        lines.extend(hot_line_lines(profile))
     return "\n".join(lines) + "\n"
+
+
+def native_thread_lines(profile: SampledProfile) -> list[str]:
+    """The threads Python does not know, by kernel name, with their CPU time.
+
+    :param profile: the profile
+    :return: the lines (none when there are none)
+    """
+    busy = [(n, c, s) for n, c, s in profile.native_threads if s > 0]
+    if not busy:
+        return []
+    out = ["threads Python does not know (started by native code: a BLAS or ONNX Runtime "
+           "pool), CPU time:"]  # fmt: skip
+    for name, count, seconds in sorted(busy, key=lambda t: -t[2]):
+        many = f" ({count} threads)" if count > 1 else ""
+        out.append(f"  {format_duration(seconds)}  {name}{many}")
+    return out
+
+
+def hot_line_lines(profile: SampledProfile) -> list[str]:
+    """The hot lines: each of the user's hottest functions and its lines, with the split
+    of their time (Python, native, system, waiting) where the collector measures it.
+
+    :param profile: the profile
+    :return: the lines
+    """
+    found = hot_lines(profile)
+    if not found:
+        return []
+    split = profile.split_known
+    head = "hot lines (time with the line running or calling"
+    out = [head + ("; % of it in Python | native code | system | waiting):" if split else "):")]
+    for fn in found:
+        share = 100.0 * fn.share
+        out.append(f"  {fn.name}  {short_file(fn.file)}:{fn.first_line}  {share:.1f} %")
+        for h in fn.lines:
+            cols = ""
+            if split:
+                py, nat, sy, wait = (round(100 * x) for x in h.split)
+                cols = f"py {py:3d} | nat {nat:3d} | sys {sy:3d} | wait {wait:3d}  "
+            out.append(f"    {h.line:>5}  {100.0 * h.share:5.1f} %  {cols}{h.source}")
+    return out

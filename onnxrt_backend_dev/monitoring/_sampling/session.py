@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from .model import SampledProfile, ThreadProfile
 from .recorder import MAX_POINTS, Recorder
 from .result import SamplingResult
 from .timer import TIMERS, Ticker
+
+COLLECTORS = ("auto", "observer", "in-process")
 
 _OWN_FILES = frozenset(
     m.__file__ for m in (sys.modules[__name__], sys.modules[Recorder.__module__],
@@ -49,6 +52,10 @@ class Sampling:
         the frames above the code that entered the context
     :param clock: the wall clock (tests pass a fake)
     :param current_frames: ``sys._current_frames`` (tests pass a fake)
+    :param collector: ``auto`` (the observer where this machine allows it, the in-process
+        sampler otherwise), ``observer`` (another process reads this one's stacks from
+        outside: no signal handler, no thread in this process, the right line inside C
+        calls), ``in-process`` (signal handlers and a watchdog thread, see ``timer``)
     """
 
     def __init__(
@@ -60,9 +67,12 @@ class Sampling:
         skip_outer: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+        collector: str = "auto",
     ) -> None:
         self.interval = check_interval(interval)
         self.timer = check_choice("timer", timer, TIMERS)
+        self.collector = check_choice("collector", collector, COLLECTORS)
+        self.note = ""  # why the in-process sampler ran, when auto could not observe
         self.program = check_str("program", program)
         self.max_points = check_int("max_points", max_points, minimum=2)
         if skip_outer is not None:
@@ -71,6 +81,8 @@ class Sampling:
         self._clock = clock
         self._current_frames = current_frames
         self._ticker: Ticker | None = None
+        self._spy: Any = None  # the observer (a spy reading this process's stacks)
+        self._t0 = 0.0
         self._cpu0 = 0.0
         self.result: SamplingResult | None = None
 
@@ -80,13 +92,15 @@ class Sampling:
         :param skip_outer: as the constructor's, for this run
         :return: self
         """
-        if self._ticker is not None:
+        if self._ticker is not None or self._spy is not None:
             raise RuntimeError("this sampling is already running")
         if skip_outer is None:
             skip_outer = self.skip_outer
         if skip_outer is None:  # the caller of start() is the root
             skip_outer = depth(sys._getframe(1)) - 1
         self._skip = skip_outer
+        if self._observed():
+            return self
         recorder = Recorder(self.interval, self._clock, self._current_frames,
                             max_points=self.max_points)  # fmt: skip
         self._ticker = Ticker(recorder, self.timer)
@@ -94,11 +108,50 @@ class Sampling:
         self._ticker.start()
         return self
 
+    def _observed(self) -> bool:
+        """Starts the observer when the collector asks for it and it can run here."""
+        if self.collector == "in-process":
+            return False
+        from .._observe.session import availability
+
+        found = availability()
+        if not found.ok:
+            if self.collector == "observer":
+                raise RuntimeError(f"collector='observer' cannot run here: {found.reason}")
+            self.note = f"collector: the in-process sampler ({found.reason})"
+            return False
+        from .._memory.spy import MemorySpy
+
+        self._spy = MemorySpy(os.getpid(), delay=self.interval, reset_peak=False, stacks=True)
+        self._t0 = self._clock()  # the block starts once the observer is ready
+        self._cpu0 = time.process_time()
+        return True
+
+    def _stop_observed(self) -> SamplingResult:
+        from .._observe.block import profile_from
+
+        spy, self._spy = self._spy, None
+        spy.stop()
+        duration = self._clock() - self._t0
+        cpu = time.process_time() - self._cpu0
+        doc = spy.observed
+        notes = [f"collector: the observer, another process reading this one "
+                 f"({doc.get('collector', '')})"] if doc else []  # fmt: skip
+        if doc is None:  # the spy could not read the stacks: nothing was sampled
+            notes = [spy.stacks_note or "the observer read no stack"]
+            doc = {}
+        profile = profile_from(doc, self._skip, self.interval, duration, cpu,
+                               self.program, notes)  # fmt: skip
+        self.result = SamplingResult(profile)
+        return self.result
+
     def stop(self) -> SamplingResult:
         """Stops sampling (the timer, handler and thread are gone when it returns).
 
         :return: the result
         """
+        if self._spy is not None:
+            return self._stop_observed()
         ticker = self._ticker
         if ticker is None:
             if self.result is None:
@@ -129,6 +182,8 @@ class Sampling:
             threads.append(ThreadProfile(ident, name, ident == rec.main_ident, totals, timeline))
         threads.sort(key=lambda t: not t.is_main)  # stable: then in order of appearance
         notes = list(ticker.notes)
+        if self.note:
+            notes.insert(0, self.note)
         if rec.table.merged:
             notes.append(f"stack table full: {rec.table.merged} samples kept as their outer frames")
         strides = [rec.threads[i][2].stride for i in rec.order]
@@ -161,7 +216,10 @@ class Sampling:
 
 
 def sampling(
-    interval: float = DEFAULT_INTERVAL, timer: str = "prof", program: str = ""
+    interval: float = DEFAULT_INTERVAL,
+    timer: str = "prof",
+    program: str = "",
+    collector: str = "auto",
 ) -> Sampling:
     """Samples the stacks of every thread while the ``with`` block runs::
 
@@ -172,9 +230,10 @@ def sampling(
     :param interval: seconds between samples (default 2 ms)
     :param timer: ``prof`` (default), ``real`` or ``thread``, see :mod:`.timer`
     :param program: a name for the headers
+    :param collector: ``auto``, ``observer`` or ``in-process`` (see :class:`Sampling`)
     :return: the context manager; its ``result`` is set on exit
     """
-    return Sampling(interval, timer, program)
+    return Sampling(interval, timer, program, collector=collector)
 
 
 def sample(fct: Callable[..., Any], *args: Any, **kwargs: Any) -> SamplingResult:

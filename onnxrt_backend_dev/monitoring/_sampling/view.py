@@ -19,11 +19,26 @@ from __future__ import annotations
 import linecache
 import os
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from .frames import SampledFrame
-from .model import SampledProfile, Stack, ThreadProfile
+from .model import (
+    CPU,
+    HIGHEST,
+    NATIVE,
+    NET,
+    PYTHON,
+    QUEUED,
+    SAMPLES,
+    SYSTEM,
+    TO_PEAK,
+    WALL,
+    SampledProfile,
+    Stack,
+    ThreadProfile,
+    column,
+)
 
 FOLD_SHARE = 0.01  # rows under 1 % of their thread's time go into one 'N more' row
 MIN_MORE_SHARE = 0.001  # an 'N more' row under 0.1 % is not drawn
@@ -138,8 +153,9 @@ class Row:
     """
 
     __slots__ = (
-        "children", "cpu", "file", "hidden", "kind", "label", "line", "lines", "more",
-        "packages", "samples", "self_cpu", "self_wall", "waiting", "wall",
+        "children", "cpu", "file", "hidden", "highest", "kind", "label", "line", "lines",
+        "more", "native", "net", "packages", "python", "queued", "samples", "self_cpu",
+        "self_wall", "system", "to_peak", "waiting", "wall",
     )  # fmt: skip
 
     def __init__(
@@ -153,6 +169,10 @@ class Row:
         self.cpu = cpu
         self.self_wall = 0.0
         self.self_cpu = 0.0
+        self.python = self.native = self.system = 0.0  # CPU seconds, where split
+        self.queued = 0.0  # seconds runnable but waiting for a CPU (a busy machine)
+        # Memory (a run): growth while it ran, growth up to the peak, highest RSS seen.
+        self.net = self.to_peak = self.highest = 0.0
         self.samples = 0
         self.hidden = 0  # frames folded into this row (the most any stack had)
         self.packages: set[str] = set()
@@ -160,6 +180,14 @@ class Row:
         self.children: dict[tuple[str, str, int, str], Row] = {}
         self.more = 0  # for a 'more' row: how many rows it stands for
         self.waiting = False  # set by mark_waiting
+
+    def split_shares(self) -> tuple[float, float, float, float]:
+        """Shares of the row's time in Python, native code, the kernel, and waiting (off
+        the CPU), adding up to 1 (all 0 without time).
+
+        :return: ``(python, native, system, waiting)``
+        """
+        return split_shares(self.wall, self.cpu, self.python, self.native, self.system)
 
     def own_cpu_share(self) -> float:
         """The CPU share of the row's own time (0 without own time)."""
@@ -173,6 +201,27 @@ class Row:
         names = ", ".join(pkgs[:4]) + (", ..." if len(pkgs) > 4 else "")
         plural = "s" if self.hidden > 1 else ""
         return f"{self.hidden} frame{plural} hidden ({names})" if names else ""
+
+
+def split_shares(
+    wall: float, cpu: float, python: float, native: float, system: float
+) -> tuple[float, float, float, float]:
+    """Shares of a time in Python, native code, the kernel and waiting, adding up to 1.
+
+    :param wall: the time
+    :param cpu: the CPU time within it
+    :param python: CPU seconds in bytecode
+    :param native: CPU seconds in native code
+    :param system: CPU seconds in the kernel
+    :return: ``(python, native, system, waiting)``
+    """
+    if wall <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    split = python + native + system
+    busy = min(cpu / wall, 1.0)
+    if split <= 0:
+        return 0.0, busy, 0.0, 1.0 - busy
+    return busy * python / split, busy * native / split, busy * system / split, 1.0 - busy
 
 
 class Step(NamedTuple):
@@ -243,41 +292,52 @@ def _idle_after(frames: Stack, start: int) -> bool:
 
 
 def build_tree(profile: SampledProfile, thread: ThreadProfile, show_all: bool = False) -> Row:
-    """The call tree of one thread.
+    """The call tree of one thread: every column of its rows added up (the highest RSS:
+    the most) along the folded stacks.
 
     :param profile: the profile
     :param thread: one of its threads
     :param show_all: no folding of library frames
     :return: the root row (kind ``thread``)
     """
-    root = Row(f"thread {thread.name}", "", 0, "thread")
+    root = Row(f"{thread.kind} {thread.name}", "", 0, thread.kind)
     cache: dict[Stack, list[Step]] = {}
     for frames, totals in profile.thread_stacks(thread):
-        wall, cpu, count = totals[0], totals[1], totals[2]
         steps = cache.get(frames)
         if steps is None:
             steps = cache[frames] = fold_stack(frames, show_all)
         node = root
-        node.wall += wall
-        node.cpu += cpu
-        node.samples += int(count)
+        _add_columns(node, totals)
         for step in steps:
             key = (step.label, step.file, step.line, step.kind)
             child = node.children.get(key)
             if child is None:
                 child = node.children[key] = Row(step.label, step.file, step.line, step.kind)
-            child.wall += wall
-            child.cpu += cpu
-            child.samples += int(count)
+            _add_columns(child, totals)
             child.hidden = max(child.hidden, step.hidden)
             child.packages |= step.packages
             node = child
-        node.self_wall += wall
-        node.self_cpu += cpu
+        node.self_wall += totals[WALL]
+        node.self_cpu += totals[CPU]
         if steps:
             lineno = steps[-1].lineno
-            node.lines[lineno] = node.lines.get(lineno, 0.0) + wall
+            node.lines[lineno] = node.lines.get(lineno, 0.0) + totals[WALL]
     return root
+
+
+def _add_columns(row: Row, totals: list[float]) -> None:
+    row.wall += totals[WALL]
+    row.cpu += totals[CPU]
+    row.samples += int(totals[SAMPLES])
+    if len(totals) > PYTHON:
+        row.python += column(totals, PYTHON)
+        row.native += column(totals, NATIVE)
+        row.system += column(totals, SYSTEM)
+        row.queued += column(totals, QUEUED)
+    if len(totals) > NET:
+        row.net += column(totals, NET)
+        row.to_peak += column(totals, TO_PEAK)
+        row.highest = max(row.highest, column(totals, HIGHEST))
 
 
 def mark_waiting(root: Row, cpu_known: bool = True) -> None:
@@ -350,12 +410,15 @@ def visible_rows(
 
 
 class HotLine(NamedTuple):
-    """A line of a user function and the time it ran or called for."""
+    """A line of a user function and the time it ran or called for; where the collector
+    splits CPU time, the shares of that time in Python, native code, the kernel and
+    waiting (see :func:`split_shares`)."""
 
     line: int
     seconds: float
     share: float
     source: str
+    split: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
 class HotFunction(NamedTuple):
@@ -369,12 +432,57 @@ class HotFunction(NamedTuple):
     lines: list[HotLine]
 
 
+def line_figures(profile: SampledProfile) -> dict[tuple[str, str, int, int], list[float]]:
+    """Every user line's figures, all threads added up: a stack counts for its innermost
+    user frame (the line running, or calling the library code that runs).
+
+    :param profile: the profile
+    :return: ``(function, file, first line, line)`` -> its columns (those of the model's
+        rows, see :data:`.model.WALL`; the highest RSS: the most)
+    """
+    per: dict[tuple[str, str, int, int], list[float]] = {}
+    for thread in profile.threads:
+        for frames, totals in profile.thread_stacks(thread):
+            j = innermost_user(frames)
+            if j < 0:
+                continue
+            f = frames[j]
+            cols = per.setdefault((f.name, f.file, f.first_line, f.line), [0.0] * 10)
+            for i, value in enumerate(totals[:HIGHEST]):
+                cols[i] += value
+            cols[HIGHEST] = max(cols[HIGHEST], column(totals, HIGHEST))
+    return per
+
+
+_COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+
+
+def innermost_user(frames: Sequence[SampledFrame]) -> int:
+    """The index of a stack's innermost user frame, -1 when there is none: library frames
+    are passed over, and so is code compiled from a string (``<string>``) that a library
+    frame ran (a namedtuple's, numpy's; a notebook cell's is the user's) and a
+    comprehension, which counts as the function holding it (3.12 inlines them, PEP 709).
+
+    :param frames: outermost first
+    :return: the index
+    """
+    for j in range(len(frames) - 1, -1, -1):
+        f = frames[j]
+        if f.is_library:
+            continue
+        if f.file.startswith("<") and (_synthetic(f.file) or (j and frames[j - 1].is_library)):
+            continue
+        if f.name.endswith(_COMPREHENSIONS) and j and frames[j - 1].file == f.file:
+            continue
+        return j
+    return -1
+
+
 def hot_lines(
     profile: SampledProfile, functions: int = 5, lines: int = 8, min_share: float = 0.01
 ) -> list[HotFunction]:
     """For each of the user's hottest functions (all threads), the lines taking the
-    time: a sample counts for the innermost user frame of its stack (the line running,
-    or calling the library code that runs).
+    time (see :func:`line_figures`).
 
     :param profile: the profile
     :param functions: functions kept at most
@@ -382,34 +490,44 @@ def hot_lines(
     :param min_share: lines and functions under this share of the total left out
     :return: the hottest first
     """
-    per: dict[tuple[str, str, int], dict[int, float]] = {}
-    total = 0.0
-    for thread in profile.threads:
-        for frames, totals in profile.thread_stacks(thread):
-            wall = totals[0]
-            total += wall
-            for j in range(len(frames) - 1, -1, -1):
-                f = frames[j]
-                if not f.is_library and not _synthetic(f.file):
-                    d = per.setdefault((f.name, f.file, f.first_line), {})
-                    d[f.line] = d.get(f.line, 0.0) + wall
-                    break
+    per: dict[tuple[str, str, int], dict[int, list[float]]] = {}
+    for (name, file, first, line), cols in line_figures(profile).items():
+        per.setdefault((name, file, first), {})[line] = cols
+    total = sum(t[WALL] for th in profile.threads for _, t in profile.thread_stacks(th))
     if total <= 0:
         return []
     out = []
-    ranked = sorted(per.items(), key=lambda kv: -sum(kv[1].values()))
+    ranked = sorted(per.items(), key=lambda kv: -sum(v[WALL] for v in kv[1].values()))
     for (name, file, first), by_line in ranked[:functions]:
-        seconds = sum(by_line.values())
+        seconds = sum(v[WALL] for v in by_line.values())
         if seconds < min_share * total:
             break
-        top = sorted(by_line.items(), key=lambda kv: -kv[1])[:lines]
+        top = sorted(by_line.items(), key=lambda kv: -kv[1][WALL])[:lines]
         hot = [
-            HotLine(n, s, s / total, linecache.getline(file, n).strip()[:200])
-            for n, s in top
-            if s >= min_share * total
-        ]
+            HotLine(n, v[WALL], v[WALL] / total, source_line(file, n),
+                    split_shares(v[WALL], v[CPU], v[PYTHON], v[NATIVE], v[SYSTEM]))
+            for n, v in top
+            if v[WALL] >= min_share * total
+        ]  # fmt: skip
         out.append(HotFunction(name, file, first, seconds, seconds / total, hot))
     return out
+
+
+def source_line(file: str, line: int, width: int = 200) -> str:
+    """A line of source as shown: stripped, cut at a word's end to ``width`` characters
+    with an ellipsis, never mid-token.
+
+    :param file: the file
+    :param line: the line
+    :param width: characters at most
+    :return: the text, '' when unreadable
+    """
+    text = linecache.getline(file, line).strip()
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = max(cut.rfind(" "), cut.rfind(","), cut.rfind("("))
+    return (cut[: space + 1] if space > width // 2 else cut).rstrip() + "…"
 
 
 class Box(NamedTuple):

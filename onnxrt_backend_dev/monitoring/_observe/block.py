@@ -1,0 +1,290 @@
+"""The observer of a block of code: the memory spy (another process) reads its parent's
+stacks at each of its ticks, on its clock (``spy(stacks=True)``, ``%%spy --stacks``,
+``spy --where``): no thread, no signal handler in the program measured.
+
+At each tick, every thread's stack; the tick's stack is the one credited with what the
+memory did since the previous tick (see :func:`.observer.credit`), among the threads
+that are not this tool's own (the spy's reader thread in the parent, by name). The
+result is plain values (it crosses a pipe): the tick times and stack ids, the stacks as
+frames, and each thread's columns per stack.
+"""
+
+from __future__ import annotations
+
+import array
+from typing import Any
+
+from .._report.aggregate import Aggregator, to_state
+from .observer import EMPTY, ProcessRecord, sample_threads
+from .session import describe, open_target
+
+# Threads of this tool inside a measured process: never the code measured.
+OWN_THREADS = frozenset({"memory-spy-reader", "memory-spy-stacks", "onnxrt-sampler",
+                         "onnxrt-layout-check", "live-status"})  # fmt: skip
+MAX_TICKS = 1 << 20
+
+
+class _NoSink:
+    def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
+        """Memory is the spy's own series: nothing here."""
+
+
+class BlockObserver:
+    """Reads the stacks of process ``pid`` at each :meth:`tick`.
+
+    :param pid: the process (the spy's parent)
+    :param max_points: tick records kept at most (halved beyond, as the spy's series)
+    :raises ObserveError: it cannot be read (the caller falls back)
+    """
+
+    def __init__(self, pid: int, max_points: int = MAX_TICKS) -> None:
+        target = open_target(pid)
+        self.record = ProcessRecord(pid, target.reader, target.verified.native_flags, _NoSink())
+        self.collector = describe(target)
+        self.max_points = max(int(max_points), 2)
+        self.times = array.array("d")
+        self.ids = array.array("q")
+        self.stride = 1
+        self._skip = 0
+        self.failed = 0
+        # The memory of each tick with its stack: what a report of the block is made of.
+        self.aggregate = Aggregator()
+
+    def tick(self, t: float, rss: float | None = None, peak: float | None = None) -> None:
+        """Reads every thread now and records the credited stack (and, given the
+        spy's reading of the memory, the tick in :attr:`aggregate`).
+
+        :param t: the tick's time (the spy's clock)
+        :param rss: the resident memory now (bytes)
+        :param peak: the highest since the previous tick (bytes), or the high-water mark
+        """
+        record = self.record
+        dt = t - record.last_t if record.samples else 0.0
+        record.samples += 1
+        record.last_t = t
+        try:
+            samples = record.reader.threads() if record.reader is not None else []
+        except Exception:  # the process moved or is ending: this tick has no stack
+            self.failed += 1
+            samples = []
+        sid = sample_threads(record, samples, t, dt, skip=self._own_thread)
+        if rss is not None:
+            self.aggregate.add_tick(t, rss, peak if peak is not None else rss, sid)
+        if self._skip:
+            self._skip -= 1
+            return
+        self._skip = self.stride - 1
+        self.times.append(t)
+        self.ids.append(sid)
+        if len(self.times) >= self.max_points:
+            self.times, self.ids = self.times[::2], self.ids[::2]
+            self.stride *= 2
+            self._skip = self.stride - 1
+
+    def _own_thread(self, name: str) -> bool:
+        return name in OWN_THREADS
+
+    def result(self) -> dict[str, Any]:
+        """What was read, as plain values: ``times`` and ``ids`` (array bytes), ``stacks``
+        (frames ``(name, file, first line, line)``, outermost first), ``threads`` (name,
+        main, ``{stack id: columns}``), ``collector``, ``failed``."""
+        from .build import decode_stacks, native_threads
+
+        record = self.record
+        stacks = [
+            [(f.name, f.file, f.first_line, f.line) for f in frames]
+            for frames in decode_stacks(record)
+        ]
+        threads = []
+        for key in record.order:
+            th = record.threads[key]
+            if th.name in OWN_THREADS:
+                continue
+            rows = {sid: list(row) for sid, row in th.rows.items() if record.key_list[sid]}
+            name = th.name or ("MainThread" if th.is_main else str(th.native_id))
+            line = th.line
+            timeline = (line.times.tobytes(), line.weights.tobytes(), line.stacks.tobytes())
+            threads.append((name, th.is_main, rows, th.ident, timeline))
+        return {
+            "times": self.times.tobytes(),
+            "ids": self.ids.tobytes(),
+            "stacks": stacks,
+            "threads": threads,
+            "collector": self.collector,
+            "failed": self.failed,
+            "empty": record.keys.get(EMPTY, -1),
+            "aggregate": to_state(self.aggregate),
+            "native_threads": native_threads(record),
+        }
+
+
+# -- the parent's side: what the spy's observer read, as the models -------------------
+
+_PACKAGE = __file__.rsplit("/_observe/", 1)[0].replace("\\", "/") + "/"
+
+RootKey = tuple[str, str, int]  # a code's (qualified name, file, first line)
+
+
+def root_key(code: Any) -> RootKey:
+    """The identity of a code object as the observer reads it: the root of a block's
+    stacks (the frames above it are the caller's, not the block's).
+
+    :param code: a code object
+    :return: ``(qualified name, file, first line)``
+    """
+    return getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno
+
+
+def _frames_of(raw: Any) -> tuple[Any, ...] | None:
+    from .._sampling.frames import SampledFrame
+
+    try:
+        return tuple(SampledFrame(str(n), str(f), int(first), int(line))
+                     for n, f, first, line in raw)  # fmt: skip
+    except (TypeError, ValueError):
+        return None
+
+
+def cut(frames: tuple[Any, ...], root: RootKey | None) -> tuple[Any, ...]:
+    """A stack from the block's root down, the tool's own frames (its start and stop
+    running in the block's thread) and what they called left out; empty when the root
+    is not on it (a stack outside the block).
+
+    :param frames: outermost first
+    :param root: the block's root, None to keep every frame
+    :return: the frames kept
+    """
+    start = 0
+    if root is not None:
+        start = next((i for i, f in enumerate(frames) if (f.name, f.file, f.first_line) == root),
+                     -1)  # fmt: skip
+        if start < 0:
+            return ()
+    kept = []
+    for f in frames[start:]:
+        if f.file.replace("\\", "/").startswith(_PACKAGE):
+            break
+        kept.append(f)
+    return tuple(kept)
+
+
+def stacks_of(doc: dict[str, Any], root: RootKey | None) -> list[tuple[Any, ...]]:
+    """The observer's stacks, decoded and cut at the block's root (see :func:`cut`).
+
+    :param doc: the ``stacks`` entry of the spy's result
+    :param root: the block's root
+    :return: one stack per id (empty where outside the block)
+    """
+    out = []
+    for raw in doc.get("stacks", ()):
+        frames = _frames_of(raw)
+        out.append(cut(frames, root) if frames else ())
+    return out
+
+
+def _timeline(raw: Any) -> list[tuple[float, float, int]]:
+    try:
+        times, weights, stacks = (array.array(c) for c in "ddq")
+        times.frombytes(raw[0])
+        weights.frombytes(raw[1])
+        stacks.frombytes(raw[2])
+    except (TypeError, ValueError, IndexError):
+        return []
+    return list(zip(times, weights, stacks, strict=False))
+
+
+def profile_from(
+    doc: dict[str, Any],
+    skip_outer: int,
+    interval: float,
+    duration: float,
+    cpu_time: float,
+    program: str,
+    notes: list[str],
+) -> Any:
+    """The sampled profile of a block, from what the spy's observer read.
+
+    :param doc: the ``stacks`` entry of the spy's result
+    :param skip_outer: frames of the main thread's stacks left out at the root (the
+        block's callers), as the in-process sampler's ``skip_outer``
+    :param interval: seconds between samples
+    :param duration: wall seconds of the block
+    :param cpu_time: CPU seconds of the process over the block
+    :param program: a name for the headers
+    :param notes: sentences for the reader
+    :return: a :class:`.._sampling.model.SampledProfile`
+    """
+    from .._sampling.model import SampledProfile, ThreadProfile
+    from .build import split
+
+    raw = [_frames_of(r) or () for r in doc.get("stacks", ())]
+    stacks: list[tuple[Any, ...]] = []
+    index: dict[tuple[Any, ...], int] = {}
+
+    def kept(sid: int, is_main: bool) -> int:
+        if not 0 <= sid < len(raw):
+            return -1
+        frames = cut(raw[sid][skip_outer:] if is_main else raw[sid], None)
+        if not frames:
+            return -1
+        new = index.get(frames)
+        if new is None:
+            new = index[frames] = len(stacks)
+            stacks.append(frames)
+        return new
+
+    threads = []
+    for name, is_main, rows, ident, timeline in doc.get("threads", ()):
+        totals: dict[int, list[float]] = {}
+        for sid, row in rows.items():
+            new = kept(int(sid), bool(is_main))
+            if new >= 0:
+                cols = split(list(map(float, row)))
+                old = totals.get(new)
+                totals[new] = (
+                    cols if old is None else [a + b for a, b in zip(old, cols, strict=True)]
+                )
+        if not totals:
+            continue
+        line = [(t, w, kept(s, bool(is_main))) for t, w, s in _timeline(timeline)]
+        line = [e for e in line if e[2] >= 0]
+        threads.append(ThreadProfile(int(ident), str(name), bool(is_main), totals, line))
+    threads.sort(key=lambda t: not t.is_main)
+    samples = sum(int(r[0]) for e in doc.get("threads", ()) for r in e[2].values())
+    return SampledProfile(
+        stacks=stacks, threads=threads, interval=interval, timer="observer",
+        duration=duration, cpu_time=cpu_time, samples=samples, notes=notes,
+        program=program, skip_outer=0, cpu_known=True, split_known=True,
+        native_threads=[tuple(t) for t in doc.get("native_threads", ())],
+    )  # fmt: skip
+
+
+def report_inputs(
+    doc: dict[str, Any], root: RootKey | None
+) -> tuple[Aggregator, list[tuple[str, bool, list[tuple[Any, ...]]]]]:
+    """The memory ticks (an aggregator, its stacks declared) and the sampled threads of
+    a block, as the report's builder takes them.
+
+    :param doc: the ``stacks`` entry of the spy's result
+    :param root: the block's root code
+    :return: the aggregator and the threads
+    """
+    from .._report.aggregate import from_state
+    from .build import split
+
+    stacks = stacks_of(doc, root)
+    agg = from_state(doc["aggregate"])
+    for sid, frames in enumerate(stacks):
+        agg.add_stack(sid, tuple((f.name, f.file, f.line, f.first_line) for f in frames))
+    threads = []
+    for name, is_main, rows, _ident, _timeline_raw in doc.get("threads", ()):
+        kept = []
+        for sid, row in rows.items():
+            frames = stacks[int(sid)] if 0 <= int(sid) < len(stacks) else ()
+            if frames:
+                cols = split(list(map(float, row)))
+                raw = tuple((f.name, f.file, f.line, f.first_line) for f in frames)
+                kept.append((raw, cols[0], cols[1], *cols[3:7]))
+        if kept:
+            threads.append((str(name), bool(is_main), kept))
+    return agg, threads
