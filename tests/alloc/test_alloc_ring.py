@@ -39,7 +39,7 @@ def record(order: int, kind: int = KIND_ALLOC, frames: tuple[int, ...] = (), who
            address: int = 0xABC0) -> bytes:  # fmt: skip
     seq = order + 1 if whole else 0
     head = RECORD.pack(seq, kind, 0, len(frames) // 2, address, 100 + order, 10**9 + order,
-                       5000, 77, 0x1234, order + 1)  # fmt: skip
+                       5000, 77, 0x1234, order + 1, 0x5678)  # fmt: skip
     body = struct.pack(f"<{len(frames)}Q", *frames)
     data = head + body
     data += bytes(RECORD_SIZE - 8 - len(data))
@@ -78,6 +78,7 @@ def test_records_are_read_in_order_with_their_frames() -> None:
     assert [r.order for r in got] == [0, 1]
     assert got[0].frames == (0x1000, 0x1010, 0x2000, 0x2020) and got[0].size == 100
     assert got[1].kind == KIND_FREE and got[0].tid == 77 and got[0].caller == 0x1234
+    assert got[0].caller2 == 0x5678
     assert reader.poll() == [] and reader.lost == 0
     assert reader.header is not None and reader.header.live == 1000
     # the reader says how far it read (1 + the next index), once per change

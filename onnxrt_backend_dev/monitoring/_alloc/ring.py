@@ -27,9 +27,9 @@ MAGIC = b"ONNXALC\0"
 VERSION = 1
 HEADER = struct.Struct("<8sIIIIiIQQQqqQQQQQQQQQ112s")
 READ_AT = 136  # where the reader says how far it read (the program waits for it at exit)
-RECORD = struct.Struct("<QIHHQQQqQQQ")
-FRAMES_AT = 72
-RECORD_SIZE = 1104
+RECORD = struct.Struct("<QIHHQQQqQQQQ")
+FRAMES_AT = 80
+RECORD_SIZE = 1112
 RECORDS_AT = 256
 MAX_FRAMES = 64
 KIND_ALLOC, KIND_FREE, KIND_PEAK = 1, 2, 3
@@ -109,6 +109,7 @@ class Record(NamedTuple):
     :param tid: the kernel thread id
     :param caller: the native return address of the allocation call
     :param nallocs: allocations the thread had made by then
+    :param caller2: the return address one frame further out (0 unknown)
     :param frames: ``(code object, instruction)`` pairs, innermost first, flat
     """
 
@@ -122,6 +123,7 @@ class Record(NamedTuple):
     tid: int
     caller: int
     nallocs: int
+    caller2: int
     frames: tuple[int, ...]
 
 
@@ -159,7 +161,7 @@ def parse_record(data: bytes | memoryview, offset: int, index: int) -> Record | 
         return None
     n = min(f[3], MAX_FRAMES)
     frames = struct.unpack_from(f"<{2 * n}Q", data, offset + FRAMES_AT) if n else ()
-    return Record(index, f[1], f[2], f[4], f[5], f[6], f[7], f[8], f[9], f[10], frames)
+    return Record(index, f[1], f[2], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], frames)
 
 
 class RingReader:

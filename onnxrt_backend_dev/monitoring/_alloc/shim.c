@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <link.h>
 #include <malloc.h>
 #include <math.h>
@@ -77,6 +78,7 @@ struct record {
     uint64_t tid;      /* kernel thread id */
     uint64_t caller;   /* the native return address of the allocation call */
     uint64_t nallocs;  /* allocations made by this thread so far (temporaries) */
+    uint64_t caller2;  /* the return address one frame further out (0 unknown) */
     uint64_t frames[2 * MAX_FRAMES]; /* (code object, instruction pointer or lasti) */
     _Atomic uint64_t seq_end;         /* index + 1, written last */
 };
@@ -109,9 +111,9 @@ struct ring {
 
 EXPORT struct ring onnxrt_alloc_ring;
 /* What _alloc/ring.py reads by fixed offsets. */
-_Static_assert(offsetof(struct record, frames) == 72, "record layout");
-_Static_assert(offsetof(struct record, seq_end) == 1096, "record layout");
-_Static_assert(sizeof(struct record) == 1104, "record layout");
+_Static_assert(offsetof(struct record, frames) == 80, "record layout");
+_Static_assert(offsetof(struct record, seq_end) == 1104, "record layout");
+_Static_assert(sizeof(struct record) == 1112, "record layout");
 _Static_assert(offsetof(struct ring, head) == 48, "ring layout");
 _Static_assert(offsetof(struct ring, read) == 136, "ring layout");
 _Static_assert(offsetof(struct ring, why) == 144, "ring layout");
@@ -309,6 +311,7 @@ HIDDEN void wait_for_observer(void);
 HIDDEN pthread_key_t flush_key;
 HIDDEN int flush_key_ok;
 HIDDEN void flush_at_thread_exit(void *unused);
+HIDDEN void warm_unwinder(void);
 
 __attribute__((constructor)) HIDDEN void init(void) {
     resolve();
@@ -359,6 +362,7 @@ __attribute__((constructor)) HIDDEN void init(void) {
     else
         stacks = 1;
     R->state = (uint32_t)(sampling | stacks << 1 | counting << 2 | (is_finalizing != NULL) << 3);
+    if (sampling) warm_unwinder();
     atexit(wait_for_observer);
 }
 
@@ -479,6 +483,7 @@ HIDDEN void flush(void) {
     r->live = live;
     r->tid = thread_id();
     r->caller = 0;
+    r->caller2 = 0;
     r->nallocs = T.nallocs;
     publish(r, i);
 }
@@ -622,6 +627,27 @@ HIDDEN int table_remove(uintptr_t p) {
 
 /* ---- sampling --------------------------------------------------------------------- */
 
+/* The return address one frame out of the allocation's caller, from the unwinder (a
+ * sampled allocation only): the caller is often a wrapper (operator new in libstdc++,
+ * strdup in libc) and the library that wanted the memory is the next one out. */
+HIDDEN int backtrace_ok;
+HIDDEN uintptr_t outer_caller(uintptr_t caller) {
+    if (!backtrace_ok || !caller) return 0;
+    void *frames[8];
+    int n = backtrace(frames, 8);
+    for (int i = 0; i + 1 < n; i++)
+        if ((uintptr_t)frames[i] == caller) return (uintptr_t)frames[i + 1];
+    return 0;
+}
+
+/* The unwinder's first call loads it (allocating): at the start, not in a hook. */
+HIDDEN void warm_unwinder(void) {
+    void *warm[2];
+    T.in_hook++;
+    backtrace_ok = backtrace(warm, 2) > 0;
+    T.in_hook--;
+}
+
 HIDDEN void record_alloc(void *p, size_t size, uintptr_t caller, uint16_t flags) {
     struct ring *R = &onnxrt_alloc_ring;
     T.in_hook++;
@@ -643,6 +669,7 @@ HIDDEN void record_alloc(void *p, size_t size, uintptr_t caller, uint16_t flags)
     r->live = atomic_load_explicit(&R->live, memory_order_relaxed) + T.delta;
     r->tid = thread_id();
     r->caller = caller;
+    r->caller2 = outer_caller(caller);
     r->nallocs = T.nallocs;
     publish(r, i);
     atomic_fetch_add_explicit(&R->samples, 1, memory_order_relaxed);
@@ -663,6 +690,7 @@ HIDDEN void record_free(void *p) {
     r->live = atomic_load_explicit(&R->live, memory_order_relaxed) + T.delta;
     r->tid = thread_id();
     r->caller = 0;
+    r->caller2 = 0;
     r->nallocs = T.nallocs;
     publish(r, i);
     T.in_hook--;

@@ -158,7 +158,7 @@ class AllocTracker:
         if rec.kind == KIND_ALLOC:
             sid = self._stack(record, rec)
             final = bool(rec.flags & FLAG_FINALIZING)
-            key = (sid, self._library(rec.caller))
+            key = (sid, self._caller_library(rec))
             est.alloc(rec.order, t, key, rec.size, rec.address, rec.tid, rec.nallocs, final)
         elif rec.kind == KIND_FREE:
             final = bool(rec.flags & FLAG_FINALIZING)
@@ -183,6 +183,16 @@ class AllocTracker:
         return record.intern(tuple(kept)) if kept else NO_STACK
 
     # -- native libraries ------------------------------------------------------------
+
+    def _caller_library(self, rec: Record) -> int:
+        """The library that wanted the memory: the allocation's caller, or the one that
+        called it when the caller is a wrapper (``operator new``, ``strdup``)."""
+        lid = self._library(rec.caller)
+        if 0 <= lid < len(self.libraries) and rec.caller2 and _wrapper(self.libraries[lid]):
+            outer = self._library(rec.caller2)
+            if outer != NO_LIBRARY:
+                return outer
+        return lid
 
     def _library(self, address: int) -> int:
         """The id of the file mapped at a code address (``NO_LIBRARY`` unknown)."""
@@ -238,6 +248,15 @@ def _mismatches(infos: Any, frames: tuple[int, ...], checks: list[int]) -> set[i
         for i in range(0, len(frames), 2)
         if code_check(infos[frames[i]].first_line, infos[frames[i]].size) != checks[i // 2]
     }
+
+
+WRAPPERS = ("libstdc++", "libc++", "libc.so", "libc-", "libgcc_s")
+
+
+def _wrapper(path: str) -> bool:
+    """A library whose allocation calls are made for its callers (the C++ runtime's
+    ``operator new``, the C library's ``strdup``)."""
+    return os.path.basename(path).startswith(WRAPPERS)
 
 
 def code_check(first_line: int, size: int) -> int:
