@@ -79,8 +79,8 @@ keep = main()
 
 
 def test_allocations_sampled_finely_give_the_live_bytes_at_the_peak(tmp_path: Path) -> None:
-    # GIVEN one sample per 4 KiB: every allocation of 64 KiB or more is exact
-    run, facts = observe(tmp_path, PEAK, mean=4096)
+    # GIVEN one sample per 16 KiB: every allocation of 1 MiB or more is exact
+    run, facts = observe(tmp_path, PEAK, mean=16384)
     live = by_line(facts)
     # THEN the peak holds big()'s 16 MiB and the concatenation's 32 MiB, by their lines
     assert live[8] == pytest.approx(16 * MiB, rel=0.01)
@@ -89,7 +89,7 @@ def test_allocations_sampled_finely_give_the_live_bytes_at_the_peak(tmp_path: Pa
     # each on 3.13)
     assert live.get(5, 0.0) <= 2 * MiB
     allocated = by_line(facts, "allocated")
-    assert allocated[5] == pytest.approx(2000 * 8000, rel=0.1)  # 2,000 arrays of 8,000 B
+    assert allocated[5] == pytest.approx(2000 * 8000, rel=0.15)  # 2,000 arrays of 8,000 B
     assert facts.peak >= 48 * MiB and facts.count > 2000
     assert facts.lost == 0 and run.record.alloc.header.table_full == 0
 
