@@ -86,6 +86,15 @@ def _importing(frames: Sequence[RawFrame]) -> bool:
     return any(f[1].startswith(_IMPORTS) or _IMPORTS[1] in f[1] for f in frames)
 
 
+def _leak_site(frames: Sequence[RawFrame], site: SiteEstimate) -> bool:
+    """Whether a site's bytes still live at the end can make a leak: a line of the
+    program's allocated them (not the interpreter's start, nor a library's own thread,
+    nor an import)."""
+    if not site.live_end or _importing(frames):
+        return False
+    return any(not is_library_path(f[1]) and not f[1].startswith("<") for f in frames)
+
+
 class _Line:
     __slots__ = ("called", "called_bytes", "figures", "libs", "samples")
 
@@ -114,7 +123,7 @@ def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | Non
     for site in facts.sites:
         sid, lid = site.key
         frames = _stack(facts, sid)
-        if leaks_only and (_importing(frames) or not site.live_end):
+        if leaks_only and not _leak_site(frames, site):
             continue
         key, called = _line_of(frames)
         row = lines.get(key)
@@ -161,7 +170,9 @@ def _top(rows: list[AllocLine], key: str, floor: float = 0.0) -> tuple[AllocLine
 
 def _leaks(facts: AllocFacts) -> tuple[AllocLine, ...]:
     """Lines still holding at the end more than 1 % of the peak, beyond their error bar
-    (a single sampled small allocation is no evidence)."""
+    (a single sampled small allocation is no evidence). What imports allocated is left
+    out (a module's state, kept on purpose), and so is what no line of the program
+    allocated (the interpreter's start, native threads): a candidate is a line."""
     rows = [_row(k, v) for k, v in _by_line(facts, leaks_only=True).items()]
     floor = LEAK_SHARE * facts.peak
     kept = [r for r in rows if r.live_end > floor and r.live_end > r.live_end_err]

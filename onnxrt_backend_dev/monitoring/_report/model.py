@@ -324,7 +324,8 @@ class Allocations:
     :param lines: the lines holding most at the peak, most first
     :param flame: the icicle of what is live at the peak
     :param leaks: lines whose allocations are still live at the end, most first, above
-        1 % of the peak (imports left out: a module's state is kept on purpose)
+        1 % of the peak and their error bar (imports left out: a module's state is kept
+        on purpose; and what no Python line allocated)
     :param temporaries: lines allocating the most in temporary allocations
     :param allocating: lines allocating the most bytes over the run
     :param lost: records lost on the way (a full ring), whose allocations the
