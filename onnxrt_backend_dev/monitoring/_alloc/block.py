@@ -1,4 +1,5 @@
-"""Exact counting of a block's allocations in this process (the pytest gate).
+"""Exact counting of a block's allocations in this process (the pytest gate), and
+sampling with stacks started in this process (``spy --where``, read by the spy).
 
 The shim is loaded with ctypes (``RTLD_LOCAL``: its ``malloc`` does not replace this
 process's); at the first block it points every loaded object's GOT entries of the
@@ -69,6 +70,10 @@ def _library() -> ctypes.CDLL:
         lib.onnxrt_alloc_block_begin.argtypes = []
         lib.onnxrt_alloc_block_end.restype = ctypes.c_int
         lib.onnxrt_alloc_block_end.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+        lib.onnxrt_alloc_sample_start.restype = ctypes.c_int
+        lib.onnxrt_alloc_sample_start.argtypes = [ctypes.c_long, ctypes.c_char_p, ctypes.c_long]
+        lib.onnxrt_alloc_sample_stop.restype = None
+        lib.onnxrt_alloc_sample_stop.argtypes = []
         _LIB.append(lib)
     return _LIB[0]
 
@@ -103,3 +108,34 @@ class AllocationBlock:
         if self._lib.onnxrt_alloc_block_end(out) < 0:
             return
         self.figures = BlockFigures(out[0], out[1], out[2], out[3], out[4], out[5])
+
+
+def start_sampling(mean: int, seed: int = 0) -> tuple[str | None, str]:
+    """Starts sampling this process's allocations with their stacks, into the shim's ring
+    (another process reads it: the memory spy). Frees of what was allocated before count
+    too: its live bytes are a net change from now.
+
+    :param mean: bytes between two samples on average
+    :param seed: makes the sampling repeatable (0: not)
+    :return: the shim's file (None when it cannot start) and why not
+    """
+    from .program import own_layout
+    from .shim import layout_spec
+
+    why = block_status()
+    if why:
+        return None, why
+    layout = own_layout()
+    if layout is None:
+        return None, "allocation tracking off: this interpreter's layout is unknown"
+    lib = _library()
+    state = lib.onnxrt_alloc_sample_start(int(mean), layout_spec(layout).encode(), int(seed))
+    if state < 0:
+        return None, "allocation tracking off: the shim could not start sampling here"
+    return shim_status().path, ""
+
+
+def stop_sampling() -> None:
+    """Stops what :func:`start_sampling` started (the hooks stay, passing calls on)."""
+    if _LIB:
+        _LIB[0].onnxrt_alloc_sample_stop()

@@ -66,7 +66,7 @@ def plan(
     if path is None:
         return AllocPlan(None, None, status.reason, "")
     if layout is None:
-        layout = _own_layout()
+        layout = own_layout()
     program = program_env(env, path, layout, mean, exit_wait=EXIT_WAIT, seed=seed)
 
     preloaded = preloaded_allocator(env)
@@ -79,7 +79,7 @@ def plan(
     return AllocPlan(program, make, "", preloaded)
 
 
-def _own_layout() -> object | None:
+def own_layout() -> object | None:
     """This interpreter's layout (the program runs the same one), None if unreadable."""
     from .._errors import ObserveError
     from .._observe.target import locate

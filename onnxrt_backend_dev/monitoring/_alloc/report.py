@@ -5,6 +5,7 @@ be tracked.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,3 +95,56 @@ def allocation_section(
     if facts is None:
         return None, None
     return build_allocations(facts), peak_place(facts)
+
+
+def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
+    """What a tracker read, as plain values (it crosses the spy's pipe, marshalled): the
+    estimates per site, the libraries, the exact counters; the stacks travel apart.
+
+    :param tracker: the tracker
+    :param t0: the start on the records' clock (seconds)
+    :return: the values, None when the shim was never read
+    """
+    facts = alloc_facts(tracker, (), t0, tracking_notes(tracker))
+    if facts is None:
+        return None
+    return {
+        "sites": [dataclasses.astuple(s) for s in facts.sites],
+        "libraries": list(facts.libraries),
+        "counts": (
+            facts.mean,
+            facts.samples,
+            facts.peak,
+            facts.peak_time,
+            facts.allocated,
+            facts.count,
+            facts.lost,
+        ),
+        "notes": list(facts.notes),
+    }
+
+
+def facts_from_doc(doc: Any, stacks: Sequence[Sequence[Any]]) -> AllocFacts | None:
+    """The figures of :func:`tracker_doc` again, with the stacks decoded (and cut at the
+    block's root) by the receiver; the sites whose stack was cut away (outside the
+    block: the tool's own) left out.
+
+    :param doc: what :func:`tracker_doc` gave (untrusted: checked)
+    :param stacks: the frames of each stack id, outermost first (``SampledFrame``)
+    :return: the facts, None when the document is not one
+    """
+    from .estimate import NO_STACK, SiteEstimate
+
+    try:
+        sites = [SiteEstimate((int(s[0][0]), int(s[0][1])), int(s[1]),
+                              *(float(v) for v in s[2:])) for s in doc["sites"]]  # fmt: skip
+        mean, samples, peak, peak_time, allocated, count, lost = doc["counts"]
+        libraries = [str(x) for x in doc["libraries"]]
+        notes = [str(x) for x in doc["notes"]]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    raw = [_raw(s) for s in stacks]
+    kept = [s for s in sites
+            if s.key[0] == NO_STACK or (0 <= s.key[0] < len(raw) and raw[s.key[0]])]  # fmt: skip
+    return AllocFacts(kept, raw, libraries, float(mean), int(samples), float(peak),
+                      float(peak_time), float(allocated), int(count), int(lost), notes)  # fmt: skip

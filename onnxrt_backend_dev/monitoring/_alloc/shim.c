@@ -1311,3 +1311,49 @@ EXPORT int onnxrt_alloc_block_end(int64_t *out) {
 
 /* Tells whether the process runs under the preloaded shim (counting and sampling). */
 EXPORT int onnxrt_alloc_state(void) { return (int)onnxrt_alloc_ring.state; }
+
+/* ---- sampling started in a process already running (spy --where) ------------------ */
+
+/* Starts sampling in this process, not started under LD_PRELOAD: the allocator's GOT
+ * entries are pointed at the hooks (see onnxrt_alloc_block_begin), the Python
+ * functions the stacks need are looked up, the ring is this process's. Frees of what
+ * was allocated before are counted too: the live bytes are a net change from now.
+ * Returns the ring's state bits, -1 when it cannot start (the reason in its `why`). */
+EXPORT int onnxrt_alloc_sample_start(long mean, const char *layout, long seed) {
+    struct ring *R = &onnxrt_alloc_ring;
+    resolve();
+    if (!resolved || mean < 1 || !layout) return -1;
+    T.in_hook++;
+    if (!parse_layout(layout)) {
+        set_why("no interpreter layout was given to the shim");
+        T.in_hook--;
+        return -1;
+    }
+    this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+    is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+    if (!is_finalizing) is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+    if (!this_thread_state || !python_matches()) {
+        set_why("this Python is not the version whose layout was checked");
+        T.in_hook--;
+        return -1;
+    }
+    if (seed) seed_base = (uint64_t)seed;
+    mean_bytes = (double)mean;
+    R->mean = (uint64_t)mean;
+    R->pid = (int32_t)getpid();
+    warm_unwinder();
+    if (!atomic_exchange(&patching_done, 1)) patch_all();
+    stacks = 1;
+    counting = 1;
+    sampling = 1;
+    R->state = (uint32_t)(sampling | stacks << 1 | counting << 2 | (is_finalizing != NULL) << 3);
+    T.in_hook--;
+    return (int)R->state;
+}
+
+/* Stops what onnxrt_alloc_sample_start started (the hooks stay, passing calls on). */
+EXPORT void onnxrt_alloc_sample_stop(void) {
+    sampling = 0;
+    counting = 0;
+    onnxrt_alloc_ring.state = 0;
+}

@@ -15,7 +15,7 @@ import math
 import os
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, CommandError, check_outputs, emit_text
+from .common import ALLOC_DEFAULT, EXIT_USAGE, CommandError, alloc_size, check_outputs, emit_text
 
 _FORMATS = ("text", "json", "html")
 _REPEAT_HELP = (
@@ -43,20 +43,6 @@ _EPILOG = (
     "past --timeout, no new run after --max-time), shows the report of the median run "
     "and saves them all."
 )
-
-
-_ALLOC_DEFAULT = 256 * 1024
-
-
-def _alloc_size(text: str) -> int:
-    """``--alloc-sample``: a size (``256KiB``, ``1MB``, ``65536``), 0 for off."""
-    from .._alloc.program import check_mean
-    from .._format import parse_bytes
-
-    try:
-        return check_mean(parse_bytes(text.strip().replace(" ", "")))
-    except (TypeError, ValueError) as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _format(args: argparse.Namespace) -> str:
@@ -209,7 +195,7 @@ class RunCommand:
             help="a device probe to read beside the process (nvml), repeatable",
         )  # fmt: skip
         parser.add_argument(
-            "--alloc-sample", type=_alloc_size, default=_ALLOC_DEFAULT, metavar="SIZE",
+            "--alloc-sample", type=alloc_size, default=ALLOC_DEFAULT, metavar="SIZE",
             help="track the program's allocations (a small shim loaded into it): one "
             "sampled allocation per SIZE allocated bytes on average (256KiB); 1 records "
             "every allocation, 0 turns tracking off (also ONNXRT_MONITORING_ALLOC=0)",

@@ -58,6 +58,26 @@ def to_dict(report: Report) -> dict[str, Any]:
     return {"schema": SCHEMA, **doc, "utilisation": _clean(report.utilisation)}
 
 
+def allocations_dict(alloc: Allocations) -> dict[str, Any]:
+    """An allocations section as plain values (the report's ``allocations`` key; ``spy
+    --where --json`` writes it too).
+
+    :param alloc: the section
+    :return: the values
+    """
+    doc = dataclasses.asdict(alloc)
+    todo: list[Any] = [doc]
+    while todo:
+        item = todo.pop()
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, value in list(pairs):
+            if isinstance(value, (dict, list)):
+                todo.append(value)
+            else:
+                item[key] = _clean(value)
+    return doc
+
+
 def to_json(report: Report, indent: int | None = None) -> str:
     """The report as a JSON document (``</`` escaped: the text may go into HTML).
 

@@ -105,8 +105,13 @@ def _alloc_row(row: AllocLine, value: float, err: float) -> str:
     return f"  {format_bytes(value):>9}{_err(value, err):<5} {where}{text}{via}"
 
 
-def _allocations(alloc: Allocations | None) -> list[str]:
-    """The allocations: the heap's exact peak, what is live at it by line, the leaks."""
+def allocation_lines(alloc: Allocations | None) -> list[str]:
+    """The allocations: the heap's exact peak, what is live at it by line, the leaks
+    (``run``'s summary; ``spy --where`` prints them too).
+
+    :param alloc: the section
+    :return: the lines, none without a section
+    """
     if alloc is None:
         return []
     rate = f"1 per {format_bytes(alloc.mean)}" if alloc.mean > 1 else "every allocation"
@@ -182,7 +187,7 @@ def to_text(report: Report) -> str:
     # What the peak is made of: what is live at it when allocations were tracked, the
     # RSS growth up to it otherwise.
     alloc = report.allocations
-    parts = _parts(report) if alloc is None else _allocations(alloc)
+    parts = _parts(report) if alloc is None else allocation_lines(alloc)
     rest = [*parts, *_functions(report), *_hot_lines(report)]
     rest.extend(f"note: {n}" for n in report.notes)
     if alloc is not None:

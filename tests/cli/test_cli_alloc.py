@@ -1,10 +1,11 @@
-"""``run`` with allocation tracking: the report says what is live at the peak by line,
-``--alloc-sample`` sets the rate or turns it off, a bad value is one line and exit 2."""
+"""``run`` and ``spy --where`` with allocation tracking: what is live at the peak by
+line, ``--alloc-sample`` sets the rate or turns it off, a bad value is one line, exit 2."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,37 @@ def test_a_bad_sampling_rate_is_one_line_and_exit_2(
     assert code == 2 and "ran" not in out
     assert "--alloc-sample" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) <= 2  # argparse adds its usage
+
+
+@pytest.mark.slow
+@tracked
+def test_spy_where_says_what_is_live_at_the_peak_of_the_program(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "spy.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", "-q", "--json", str(out),
+         "--where", str(script)],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "live at the peak, by line:" in proc.stdout
+    assert re.search(r"48\.0 MiB +\S*prog\.py:4 load", proc.stdout), proc.stdout
+    alloc = json.loads(out.read_text())["allocations"]
+    assert alloc["lines"][0]["site"]["line"] == 4
+    # the tool's own allocations (the spy's start and stop, in this process) are not lines
+    assert all("onnxrt_backend_dev" not in r["site"]["file"] for r in alloc["lines"])
+
+
+@pytest.mark.slow
+@tracked
+def test_spy_where_without_allocation_tracking(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", "-q", "--where",
+         "--alloc-sample", "0", str(script)],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "live at the peak" not in proc.stdout and "memory growth by function" in proc.stdout
