@@ -145,6 +145,10 @@ def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | Non
     return lines
 
 
+def _text(file: str, line: int) -> str:
+    return source_line(file, line, 120) if not file.startswith("<") else ""
+
+
 def _err(variance: float) -> float:
     return Z95 * max(variance, 0.0) ** 0.5
 
@@ -156,7 +160,7 @@ def _row(key: _LineKey | None, line: _Line) -> AllocLine:
     else:
         function, file, number = key
         site = Site(function, file, number, is_library_path(file))
-        source = source_line(file, number) if file and not file.startswith("<") else ""
+        source = _text(file, number) if file else ""
     native = max(line.libs, key=lambda k: line.libs[k]) if line.libs else ""
     return AllocLine(site, f[0], _err(f[1]), f[2], _err(f[3]), f[4], f[5], f[6], f[7], _err(f[8]),
                      line.samples, line.called, native, source)  # fmt: skip
@@ -237,8 +241,10 @@ def _nodes(root: _Node, total: float) -> list[AllocNode]:
     while todo and len(out) < MAX_NODES:
         node, parent, depth = todo.pop()
         index = len(out)
-        out.append(AllocNode(parent, depth, node.site, node.bytes, _err(node.var),
-                             _hidden(node)))  # fmt: skip
+        site = node.site
+        source = _text(site.file, site.line) if site.file and not site.library else ""
+        out.append(AllocNode(parent, depth, site, node.bytes, _err(node.var), _hidden(node),
+                             source))  # fmt: skip
         children = _ordered(node)
         kept = [c for c in children if c.bytes >= floor]
         folded = [c for c in children if c.bytes < floor]

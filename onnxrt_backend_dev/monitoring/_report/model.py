@@ -298,6 +298,7 @@ class AllocNode:
     :param bytes: bytes live at the peak below it
     :param err: their error bar
     :param hidden: library frames folded into it (``"3 frames hidden (numpy)"``)
+    :param source: the line's text (a user frame's), empty otherwise
     """
 
     parent: int
@@ -306,6 +307,7 @@ class AllocNode:
     bytes: float
     err: float
     hidden: str = ""
+    source: str = ""
 
 
 @dataclass(frozen=True)

@@ -257,6 +257,17 @@ def _composition(parts: Sequence[Part], total: float) -> str:
 
 ICICLE_ROW = 20
 MAX_ICICLE_DEPTH = 40
+_WARM = ("#f4a261", "#e9c46a", "#f6bd60", "#f7a072", "#eddea4", "#f28482", "#ffb4a2")
+
+
+def _box_colour(site: Site) -> str:
+    """A user frame in a warm colour of its function, a library frame grey, a native
+    library's box blue."""
+    if site.function.startswith("[") and not site.file:
+        return "#8ab6d6"
+    if site.library:
+        return "#d4d4d4"
+    return _WARM[zlib.crc32(site.function.encode("utf-8", "replace")) % len(_WARM)]
 
 
 def _icicle(nodes: tuple[AllocNode, ...], total: float) -> str:
@@ -284,17 +295,18 @@ def _icicle(nodes: tuple[AllocNode, ...], total: float) -> str:
         hidden = f", {node.hidden}" if node.hidden else ""
         share = f"{node.bytes / total:.1%}{hidden}"
         title = f"{site.function}{where}: {format_bytes(node.bytes)}{err} ({share})"
-        fill = "#bbb" if site.library else _colour(site.file or site.function)
+        if node.source:
+            title += f"\n{node.source}"
         y = 2 + node.depth * ICICLE_ROW
         out.append(
             f'<rect x="{x:.1f}" y="{y}" width="{max(w - 0.5, 0.3):.1f}" height="{ICICLE_ROW - 2}" '
-            f'fill="{fill}"><title>{_e(title)}</title></rect>'
+            f'fill="{_box_colour(site)}"><title>{_e(title)}</title></rect>'
         )
-        label = f"{name} {format_bytes(node.bytes)}"
-        if w > 6.5 * len(label):
-            out.append(f'<text x="{x + 3:.1f}" y="{y + ICICLE_ROW - 7}">{_e(label)}</text>')
-        elif w > 6.5 * len(name):
-            out.append(f'<text x="{x + 3:.1f}" y="{y + ICICLE_ROW - 7}">{_e(name)}</text>')
+        size = format_bytes(node.bytes)
+        for label in (f"{name} {node.source} {size}", f"{name} {size}", name):
+            if w > 6.5 * len(label):
+                out.append(f'<text x="{x + 3:.1f}" y="{y + ICICLE_ROW - 7}">{_e(label)}</text>')
+                break
     out.append("</svg>")
     return "\n".join(out)
 

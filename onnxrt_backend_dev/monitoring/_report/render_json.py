@@ -203,7 +203,7 @@ def _alloc_line(r: Any) -> AllocLine:
 def _alloc_node(n: Any) -> AllocNode:
     site = _site(n["site"]) or Site("", "", 0)
     return AllocNode(int(n["parent"]), int(n["depth"]), site, _float(n["bytes"]),
-                     _float(n["err"]), str(n["hidden"]))  # fmt: skip
+                     _float(n["err"]), str(n["hidden"]), str(n.get("source", "")))  # fmt: skip
 
 
 def _allocations(a: Any) -> Allocations | None:
