@@ -351,6 +351,9 @@ def _key(function: str, line: int) -> str:
 def _ours(report: dict[str, Any], script: str, figure: str = "live_peak") -> dict[str, float]:
     """Our figure by line of the script (``function:line``), from a run's JSON."""
     alloc = report["allocations"]
+    if alloc is None:  # not tracked: said in the notes
+        print("    (no allocations: " + "; ".join(report["notes"]) + ")")
+        return {}
     rows = alloc["lines"] if figure == "live_peak" else alloc["leaks"]
     out: dict[str, float] = {}
     for r in rows:
@@ -411,7 +414,7 @@ def peak(folder: str, trials: int) -> None:
             no_import = {k: v for k, v in ours.items() if k not in imports}
             theirs_no = {k: v for k, v in theirs.items() if k not in imports}
             own_lines += _agree(_top(no_import), _top(theirs_no))
-            if not first:
+            if not first and doc["allocations"] is not None:
                 first = (_top(ours, 4), _top(theirs, 4), doc["allocations"]["peak"],
                          doc["allocations"]["samples"])  # fmt: skip
         ours_top, theirs_top, heap, samples = first
@@ -437,7 +440,11 @@ def leaks(folder: str, trials: int) -> None:
             report = os.path.join(folder, "leak.json")
             _call([*CLI, "run", "-q", "-o", report, script], folder)
             with open(report, encoding="utf-8") as f:
-                alloc = json.load(f)["allocations"]
+                doc = json.load(f)
+            alloc = doc["allocations"]
+            if alloc is None:
+                print("    (no allocations: " + "; ".join(doc["notes"]) + ")")
+                continue
             rows = alloc["leaks"]
             if name == "leak.py":
                 top = rows[0]["site"] if rows else {}
@@ -470,7 +477,8 @@ def native(folder: str, trials: int) -> None:
         key = f"line {_line_of(ORT_RUN, 'sess.run')}"
         ratios.append((ours.get(key, 0.0), theirs.get(key, 0.0)))
     line = _line_of(ORT_RUN, "sess.run")
-    lib = next((r["native"] for r in doc["allocations"]["lines"] if r["site"]["line"] == line), "")
+    rows = (doc["allocations"] or {}).get("lines", ())
+    lib = next((r["native"] for r in rows if r["site"]["line"] == line), "")
     print(f"== native: ONNX Runtime sess.run of a 131,072 batch ({trials} runs)")
     print(f"  ours {ratios[0][0] / MB:.0f} MB [{lib}], memray {ratios[0][1] / MB:.0f} MB; "
           f"ours / memray: min {min(o / t for o, t in ratios):.3f}, "

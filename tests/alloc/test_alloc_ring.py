@@ -30,8 +30,8 @@ PID = 4242
 
 
 def header(head: int, pid: int = PID, fork_head: int = 0, magic: bytes = MAGIC,
-           version: int = 1) -> bytes:  # fmt: skip
-    return HEADER.pack(magic, version, RECORD_SIZE, CAPACITY, MAX_FRAMES, pid, 15, 65536,
+           version: int = 1, state: int = 15) -> bytes:  # fmt: skip
+    return HEADER.pack(magic, version, RECORD_SIZE, CAPACITY, MAX_FRAMES, pid, state, 65536,
                        fork_head, head, 1000, 2000, 3, 4, 5, 0, 0, 0, 3, 0, 0, b"")  # fmt: skip
 
 
@@ -81,8 +81,16 @@ def test_records_are_read_in_order_with_their_frames() -> None:
     assert got[0].caller2 == 0x5678
     assert reader.poll() == [] and reader.lost == 0
     assert reader.header is not None and reader.header.live == 1000
-    # the reader says how far it read (1 + the next index), once per change
+    # the reader says how far it read (1 + the next index): at once, then now and then
+    assert told == [(READ_AT, 1)]
+    for _ in range(16):
+        reader.poll()
     assert told == [(READ_AT, 1), (READ_AT, 3)]
+    # and at every poll once the program exits (it waits for its last records)
+    ring.write(record(2), record(3), head=4)
+    ring.memory.write(BASE, header(4, state=15 | 16))
+    reader.poll()
+    assert told[-1] == (READ_AT, 5)
 
 
 def test_a_record_being_written_is_read_at_the_next_poll() -> None:

@@ -34,7 +34,8 @@ RECORDS_AT = 256
 MAX_FRAMES = 64
 KIND_ALLOC, KIND_FREE, KIND_PEAK = 1, 2, 3
 FLAG_FINALIZING, FLAG_TRUNCATED, FLAG_NO_THREAD, FLAG_MMAP = 1, 2, 4, 8
-STATE_SAMPLING, STATE_STACKS, STATE_COUNTING, STATE_FINALIZE = 1, 2, 4, 8
+STATE_SAMPLING, STATE_STACKS, STATE_COUNTING, STATE_FINALIZE, STATE_EXITING = 1, 2, 4, 8, 16
+TELL_EVERY = 16  # polls between two words written, unless the program is exiting
 MAX_BATCH = 2048  # records read in one system call (2.2 MB)
 PATIENCE = 3  # polls a record being written is waited for before it counts as lost
 _U64 = struct.Struct("<Q")
@@ -57,7 +58,8 @@ class Header(NamedTuple):
     """The ring's header: where the writers are and the shim's exact counters.
 
     :param pid: the process writing (set again in a forked child)
-    :param state: ``STATE_*`` bits (sampling, stacks, counting, finalization known)
+    :param state: ``STATE_*`` bits (sampling, stacks, counting, finalization known,
+        exiting)
     :param mean: bytes between two samples on average (0: not sampling)
     :param fork_head: the first index written by this process
     :param head: the next index to be claimed
@@ -187,6 +189,7 @@ class RingReader:
         self.pid = pid
         self.tell = tell
         self.told = -1
+        self.polls = 0
         self.next: int | None = None  # the next index to read
         self.lost = 0  # records lapped by the writers before they were read
         self.header: Header | None = None
@@ -225,7 +228,11 @@ class RingReader:
             out.extend(records)
             if stop:
                 break
-        if self.tell is not None and self.next != self.told:
+        # How far it read: what the program waits for at its exit (then at every poll;
+        # before, now and then: a write into another process costs tens of µs).
+        self.polls += 1
+        due = self.told < 0 or header.state & STATE_EXITING or self.polls % TELL_EVERY == 0
+        if self.tell is not None and self.next != self.told and due:
             self.told = self.next
             self.tell(self.address + READ_AT, self.next + 1)
         return out
@@ -241,8 +248,9 @@ class RingReader:
         )
         if any(g is None for g in got):
             raise ReadError(self.address, count * RECORD_SIZE, "the ring is unreadable")
-        # Records the writers may have lapped while they were read are not trusted.
-        after = u64_at(self.memory, self.address + 48)
+        # Records the writers may have lapped while they were read are not trusted (a
+        # backlog under a quarter of the ring cannot be lapped within one read).
+        after = u64_at(self.memory, self.address + 48) if count > cap // 4 else first + count
         safe_from = after - cap
         data = b"".join(g for g in got if g is not None)
         out: list[Record] = []

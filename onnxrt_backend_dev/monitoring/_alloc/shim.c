@@ -90,7 +90,7 @@ struct ring {
     uint32_t capacity;
     uint32_t max_frames;
     int32_t pid;
-    uint32_t state; /* bit 0 sampling, bit 1 stacks, bit 2 counting, bit 3 finalize known */
+    uint32_t state; /* bit 0 sampling, 1 stacks, 2 counting, 3 finalize known, 4 exiting */
     uint64_t mean;
     uint64_t fork_head;      /* first index written by this process (after a fork) */
     _Atomic uint64_t head;   /* next index to claim */
@@ -997,6 +997,7 @@ HIDDEN void wait_for_observer(void) {
     struct ring *R = &onnxrt_alloc_ring;
     if (!sampling || R->pid != (int32_t)getpid() || !exit_wait_ns) return;
     if (T.delta || T.unflushed_allocs || T.unflushed_frees) flush();
+    R->state |= 16; /* exiting: the reader says how far it read at every poll now */
     uint64_t start = now_ns();
     while (atomic_load(&R->read) && atomic_load(&R->read) - 1 < atomic_load(&R->head) &&
            now_ns() - start < (uint64_t)exit_wait_ns) {
@@ -1154,12 +1155,37 @@ HIDDEN void patch_relocations(ElfW(Addr) base, const ElfW(Rela) * rel, size_t co
     }
 }
 
+/* The objects already patched, by (base address, name): each dlopen patches only what
+ * it loaded, not every object again (importing scipy dlopens a hundred modules). The
+ * loader's lock, held around dl_iterate_phdr's callbacks, serializes this. */
+#define SEEN_SIZE 8192
+HIDDEN uintptr_t seen_base[SEEN_SIZE];
+HIDDEN uint64_t seen_name[SEEN_SIZE];
+
+HIDDEN int seen_before(uintptr_t base, const char *name) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    h |= 1;
+    uint32_t at = (uint32_t)(mix(base ^ h) >> 51);
+    for (int k = 0; k < SEEN_SIZE; k++) {
+        uint32_t s = (at + (uint32_t)k) & (SEEN_SIZE - 1);
+        if (seen_name[s] == h && seen_base[s] == base) return 1;
+        if (!seen_name[s]) {
+            seen_name[s] = h;
+            seen_base[s] = base;
+            return 0;
+        }
+    }
+    return 0; /* full: patched again (idempotent, only slower) */
+}
+
 HIDDEN int patch_object(struct dl_phdr_info *info, size_t size, void *self) {
     (void)size;
     const char *name = info->dlpi_name ? info->dlpi_name : "";
     if (info->dlpi_addr == (ElfW(Addr))self || strstr(name, "linux-vdso") ||
         strstr(name, "/ld-linux") || strstr(name, "ld-linux-"))
         return 0;
+    if (seen_before(info->dlpi_addr, name)) return 0;
     ElfW(Addr) base = info->dlpi_addr;
     const ElfW(Dyn) *dyn = NULL;
     uintptr_t relro_start = 0, relro_end = 0;
@@ -1208,7 +1234,6 @@ HIDDEN int patch_object(struct dl_phdr_info *info, size_t size, void *self) {
 HIDDEN void patch_all(void) {
     Dl_info self;
     if (!dladdr((void *)patch_all, &self)) return;
-    patched_objects = 0;
     dl_iterate_phdr(patch_object, (void *)(uintptr_t)self.dli_fbase);
 }
 #else

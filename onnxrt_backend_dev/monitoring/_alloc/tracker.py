@@ -34,6 +34,7 @@ from .ring import (
 )
 
 MAX_PENDING = 200_000  # records kept while the program's interpreter is not readable yet
+MAX_RESOLVED = 1 << 16  # raw stacks remembered with their stack id
 OPEN_TRIES = 200  # samples the shim may take to appear in the program's mappings
 NO_LIBRARY = -1
 
@@ -71,6 +72,8 @@ class AllocTracker:
         self.polls = 0
         self.preloaded = ""  # an allocator the user preloads, for the notes
         self.mismatched = 0  # frames whose code object was gone when read
+        self._resolved: dict[tuple[int, ...], int] = {}  # a record's raw frames -> stack id
+        self._wrappers: dict[int, bool] = {}  # library id -> is a wrapper
 
     # -- opening ---------------------------------------------------------------------
 
@@ -168,10 +171,21 @@ class AllocTracker:
 
     def _stack(self, record: Any, rec: Record) -> int:
         """The stack id of a record's frames in the process's table, ``NO_STACK`` when
-        it has none (a native thread) or they cannot be read."""
+        it has none (a native thread) or they cannot be read. The same frames (the same
+        code objects by address and check, the same instructions: a loop allocating)
+        are resolved once."""
         reader = record.reader
         if not rec.frames or rec.flags & FLAG_NO_THREAD or reader is None:
             return NO_STACK
+        sid = self._resolved.get(rec.frames)
+        if sid is None:
+            if len(self._resolved) >= MAX_RESOLVED:
+                self._resolved.clear()
+            sid = self._resolved[rec.frames] = self._resolve(record, rec)
+        return sid
+
+    def _resolve(self, record: Any, rec: Record) -> int:
+        reader = record.reader
         pairs, checks = decode_frames(rec.frames, reader.layout.frame_instr >= 0)
         frames, _complete = reader.resolve(pairs)
         # A code object freed since the record, and another made at its address: the
@@ -188,7 +202,12 @@ class AllocTracker:
         """The library that wanted the memory: the allocation's caller, or the one that
         called it when the caller is a wrapper (``operator new``, ``strdup``)."""
         lid = self._library(rec.caller)
-        if 0 <= lid < len(self.libraries) and rec.caller2 and _wrapper(self.libraries[lid]):
+        wrapper = self._wrappers.get(lid)
+        if wrapper is None:
+            wrapper = self._wrappers[lid] = 0 <= lid < len(self.libraries) and _wrapper(
+                self.libraries[lid]
+            )
+        if wrapper and rec.caller2:
             outer = self._library(rec.caller2)
             if outer != NO_LIBRARY:
                 return outer
