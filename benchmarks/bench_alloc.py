@@ -48,12 +48,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_observer_overhead import AST, HEAD, JSON, PANDAS, TAIL, make_csv
+from bench_observer_overhead import AST, JSON, PANDAS, make_csv
 
 PY = sys.executable
 CLI = [PY, "-m", "onnxrt_backend_dev.monitoring"]
 TIMEOUT = 900
 MB = 1e6
+
+# Each script writes its own wall and CPU seconds, from its first line to its last.
+HEAD = "import os as _o, time as _t\n_T0, _C0 = _t.perf_counter(), _t.process_time()\n"
+TAIL = (
+    "\nwith open(_o.environ['BENCH_TIMES'], 'a') as _f:\n"
+    "    _f.write(f'{_t.perf_counter() - _T0} {_t.process_time() - _C0}\\n')\n"
+)
+OBSERVER_CPU = re.compile(r"the observer used ([0-9.]+) s of CPU")
 
 NP_SMALL = """
 import numpy as np
@@ -290,8 +298,9 @@ def _tools(folder: str, script: list[str]) -> dict[str, list[list[str]]]:
     return tools
 
 
-def _timed(commands: list[list[str]], folder: str) -> tuple[float, float]:
-    """The program's own time and the commands' whole wall time."""
+def _timed(commands: list[list[str]], folder: str) -> tuple[float, float, float, float]:
+    """The program's own wall and CPU time, the commands' whole wall time, and the
+    observer's CPU (from a report's notes, 0 for the other tools)."""
     times = os.path.join(folder, "times.txt")
     if os.path.exists(times):
         os.remove(times)
@@ -302,40 +311,51 @@ def _timed(commands: list[list[str]], folder: str) -> tuple[float, float]:
         _call(cmd, folder, env)
     wall = time.perf_counter() - start
     with open(times, encoding="utf-8") as f:
-        return float(f.read().split()[-1]), wall
+        own, cpu = (float(x) for x in f.read().split()[-2:])
+    observer = 0.0
+    report = next((a for a in commands[0] if a.endswith(".json") and "run" in commands[0]), "")
+    if report and os.path.exists(report):
+        with open(report, encoding="utf-8") as f:
+            notes = " ".join(json.load(f).get("notes", ()))
+        m = OBSERVER_CPU.search(notes)
+        observer = float(m.group(1)) if m else 0.0
+    return own, cpu, wall, observer
+
+
+def _ratio(values: dict[str, list[float]], tool: str, base: str) -> str:
+    low = min(values[tool]) / min(values[base])
+    mid = statistics.median(values[tool]) / statistics.median(values[base])
+    return f"{low:.3f}x ({mid:.3f}x)"
 
 
 def overhead(folder: str, runs: int) -> None:
     make_csv(os.path.join(folder, "data.csv"))
     workloads = {"json": (JSON, []), "ast": (AST, []), "pandas": (PANDAS, ["data.csv"]),
                  "np-small": (NP_SMALL, [])}  # fmt: skip
-    print("== overhead: the program's own time, ratio of the minimums (median beside); "
-          "the command's wall")  # fmt: skip
+    print("== overhead: ratios of the minimums over the plain run (of the medians beside)")
     for name, (source, extra) in workloads.items():
         script = _write(folder, f"{name.replace('-', '_')}_script.py", HEAD + source + TAIL)
         tools = _tools(folder, [script, *extra])
-        own: dict[str, list[float]] = {t: [] for t in tools}
-        wall: dict[str, list[float]] = {t: [] for t in tools}
+        figures: dict[str, dict[str, list[float]]] = {
+            k: {t: [] for t in tools} for k in ("own", "cpu", "wall", "observer")
+        }
         for commands in tools.values():  # caches warm
             _timed(commands, folder)
         for _ in range(runs):
             for tool, commands in tools.items():
-                o, w = _timed(commands, folder)
-                own[tool].append(o)
-                wall[tool].append(w)
-        base, base_med = min(own["plain"]), statistics.median(own["plain"])
-        cells = [f"plain {base:.3f} s"]
-        for tool in tools:
-            if tool != "plain":
-                cells.append(f"{tool} {min(own[tool]) / base:.3f}x "
-                             f"({statistics.median(own[tool]) / base_med:.3f}x)")  # fmt: skip
-        shim = min(own["run"]) / min(own["run0"])
-        shim_med = statistics.median(own["run"]) / statistics.median(own["run0"])
-        walls = ", ".join(f"{t} {min(wall[t]) / min(wall['plain']):.2f}x" for t in tools
-                          if t != "plain")  # fmt: skip
-        print(f"  {name:8} " + ", ".join(cells))
-        print(f"  {'':8} sampling's own cost: run / run0 {shim:.3f}x (median {shim_med:.3f}x)")
-        print(f"  {'':8} command's wall: {walls}", flush=True)
+                for key, value in zip(figures, _timed(commands, folder), strict=True):
+                    figures[key][tool].append(value)
+        own, cpu, wall = figures["own"], figures["cpu"], figures["wall"]
+        others = [t for t in tools if t != "plain"]
+        print(f"  {name}: plain {min(own['plain']):.3f} s wall, {min(cpu['plain']):.3f} s CPU")
+        print("    program's wall: " + ", ".join(f"{t} {_ratio(own, t, 'plain')}" for t in others))
+        print("    program's CPU:  " + ", ".join(f"{t} {_ratio(cpu, t, 'plain')}" for t in others))
+        print("    command's wall: " + ", ".join(f"{t} {_ratio(wall, t, 'plain')}" for t in others))
+        obs = figures["observer"]
+        print(f"    sampling's own cost, run / run0: program's wall {_ratio(own, 'run', 'run0')}, "
+              f"CPU {_ratio(cpu, 'run', 'run0')}; the observer's CPU "
+              f"{statistics.median(obs['run0']):.3f} -> {statistics.median(obs['run']):.3f} s "
+              "(median)", flush=True)  # fmt: skip
 
 
 # -- live at the peak ----------------------------------------------------------------

@@ -55,7 +55,7 @@
 /* ---- the ring read by the observer (its layout is read by _alloc/ring.py) ---------- */
 
 #define RING_VERSION 1
-#define RING_CAPACITY 4096
+#define RING_CAPACITY 2048 /* 2.2 MB: the pages written are resident in the program */
 #define MAX_FRAMES 64
 #define KIND_ALLOC 1
 #define KIND_FREE 2
@@ -581,7 +581,7 @@ HIDDEN int finalizing(void) { return is_finalizing && is_finalizing(); }
 
 /* ---- the live sampled addresses (lock-free, bounded) ------------------------------- */
 
-#define TABLE_BITS 17
+#define TABLE_BITS 15 /* 32,768 sampled allocations live at once (8 GiB at 256 KiB) */
 #define TABLE_SIZE (1u << TABLE_BITS)
 #define FILTER_SIZE (1u << 16)
 #define MAX_PROBE 64
