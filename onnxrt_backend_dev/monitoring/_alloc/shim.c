@@ -139,8 +139,25 @@ struct real {
 };
 HIDDEN struct real real;
 HIDDEN _Atomic int resolving; /* 1 while dlsym runs: allocations go to the bump buffer */
-HIDDEN int resolved;
-HIDDEN int glibc_chunks; /* glibc serves the allocations: its chunk headers are read */
+
+/* What every hook reads first, in one cache line. */
+struct hot {
+    int active;       /* counting or a block: a hook does more than pass the call on */
+    int resolved;     /* the real functions are known */
+    int glibc_chunks; /* glibc serves the allocations: its chunk headers are read */
+    int counting;     /* live bytes are counted (and allocations maybe sampled) */
+    int sampling;     /* allocations are sampled */
+    int block_active; /* a block counts its allocations */
+};
+HIDDEN _Alignas(64) struct hot H;
+#define resolved H.resolved
+#define glibc_chunks H.glibc_chunks
+#define counting H.counting
+#define sampling H.sampling
+#define block_active H.block_active
+
+/* After counting, sampling or a block changes. */
+HIDDEN void update_active(void) { H.active = counting || block_active; }
 
 /* dlsym may allocate before malloc itself is known: a static buffer serves it. */
 #define BUMP_SIZE (64 * 1024)
@@ -201,8 +218,6 @@ struct layout {
 };
 
 HIDDEN struct layout L;
-HIDDEN int sampling;         /* allocations are sampled */
-HIDDEN int counting;         /* live bytes are counted */
 HIDDEN int stacks;           /* Python stacks are read */
 HIDDEN double mean_bytes = 262144.0;
 HIDDEN uint64_t seed_base;
@@ -353,6 +368,7 @@ __attribute__((constructor)) HIDDEN void init(void) {
     if (path && !getenv("ONNXRT_ALLOC_CHILDREN")) forget_preload(path);
     counting = 1;
     sampling = m > 0;
+    update_active();
     mean_bytes = m > 0 ? (double)m : 1.0;
     R->mean = (uint64_t)(m > 0 ? m : 0);
     const char *layout = getenv("ONNXRT_ALLOC_LAYOUT");
@@ -703,55 +719,78 @@ HIDDEN void record_free(void *p) {
 }
 
 /* The block's exact table (see below). */
-HIDDEN int block_active;
 HIDDEN void block_alloc(void *p, size_t usable);
 HIDDEN void block_free(void *p);
 
-/* After every allocation: counters, then maybe a sample. An allocation made inside a
- * hook (the shim's own calls) is counted, never sampled. */
-HIDDEN inline void on_alloc(void *p, size_t size, size_t usable, uintptr_t caller, uint16_t flags) {
-    if (UNLIKELY(block_active) && !T.in_hook) block_alloc(p, usable);
+/* The rare part of an allocation's accounting, out of line: the block's table, the
+ * sample (when the thread's countdown ran out), the flush of the thread's counters. An
+ * allocation made inside a hook (the shim's own calls) is counted, never sampled. */
+__attribute__((noinline, cold)) HIDDEN void alloc_slow(void *p, size_t size, size_t usable,
+                                                        uintptr_t caller, uint16_t flags) {
+    if (block_active && !T.in_hook) block_alloc(p, usable);
     if (!counting) return;
-    T.nallocs++;
-    if (sampling) {
-        T.countdown -= (int64_t)size;
-        if (UNLIKELY(T.countdown <= 0)) {
-            if (T.in_hook) {
-                atomic_fetch_add_explicit(&onnxrt_alloc_ring.reentrant, 1, memory_order_relaxed);
-            } else {
-                if (!T.ready) {
-                    thread_start();
-                    T.countdown -= (int64_t)size;
-                }
-                if (T.countdown <= 0) {
-                    T.countdown = next_gap();
-                    record_alloc(p, size, caller, flags);
-                }
+    if (sampling && T.countdown <= 0) {
+        if (T.in_hook) {
+            atomic_fetch_add_explicit(&onnxrt_alloc_ring.reentrant, 1, memory_order_relaxed);
+            T.countdown = 1; /* counts down again from its next allocation */
+        } else {
+            if (!T.ready) {
+                thread_start();
+                T.countdown -= (int64_t)size;
+            }
+            if (T.countdown <= 0) {
+                T.countdown = next_gap();
+                record_alloc(p, size, caller, flags);
             }
         }
     }
-    T.delta += (int64_t)usable;
-    T.unflushed_allocs++;
-    T.unflushed_bytes += usable;
-    if (UNLIKELY(T.delta > FLUSH_BYTES) && !T.in_hook) {
+    if (T.delta > FLUSH_BYTES && !T.in_hook) {
         T.in_hook++;
         flush();
         T.in_hook--;
     }
 }
 
-/* Before every free: counters, and the free of a sampled address. */
-HIDDEN inline void on_free(void *p, size_t usable) {
-    if (UNLIKELY(block_active) && !T.in_hook) block_free(p);
+/* After every allocation: the thread's counters, inline; the rest when due. */
+HIDDEN inline __attribute__((always_inline)) void on_alloc(void *p, size_t size, size_t usable,
+                                                           uintptr_t caller, uint16_t flags) {
+    if (LIKELY(counting)) {
+        T.nallocs++;
+        T.delta += (int64_t)usable;
+        T.unflushed_allocs++;
+        T.unflushed_bytes += usable;
+        if (sampling) T.countdown -= (int64_t)size;
+        if (LIKELY(T.countdown > 0 || !sampling) && LIKELY(T.delta <= FLUSH_BYTES) &&
+            LIKELY(!block_active))
+            return;
+    }
+    alloc_slow(p, size, usable, caller, flags);
+}
+
+/* The rare part of a free's accounting: the block's table, the free of a sampled
+ * address, the flush. */
+__attribute__((noinline, cold)) HIDDEN void free_slow(void *p) {
+    if (block_active && !T.in_hook) block_free(p);
     if (!counting) return;
-    T.delta -= (int64_t)usable;
-    T.unflushed_frees++;
     if (sampling && table_remove((uintptr_t)p)) record_free(p);
-    if (UNLIKELY(T.delta < -FLUSH_BYTES) && !T.in_hook) {
+    if (T.delta < -FLUSH_BYTES && !T.in_hook) {
         T.in_hook++;
         flush();
         T.in_hook--;
     }
+}
+
+/* Before every free: the thread's counters, inline; a possibly sampled address (the
+ * filter in front of the table says) and the rest out of line. */
+HIDDEN inline __attribute__((always_inline)) void on_free(void *p, size_t usable) {
+    if (LIKELY(counting)) {
+        T.delta -= (int64_t)usable;
+        T.unflushed_frees++;
+        uint32_t f = (uint32_t)mix((uintptr_t)p) & (FILTER_SIZE - 1);
+        int maybe = sampling && atomic_load_explicit(&filter[f], memory_order_relaxed);
+        if (LIKELY(!maybe) && LIKELY(T.delta >= -FLUSH_BYTES) && LIKELY(!block_active)) return;
+    }
+    free_slow(p);
 }
 
 /* The bytes of an allocation: malloc_usable_size, read from glibc's chunk header
@@ -759,7 +798,7 @@ HIDDEN inline void on_free(void *p, size_t usable) {
  * chunk's header, a cache miss that cost 5 % of a small-object workload); another
  * allocator's (jemalloc...) function otherwise. */
 HIDDEN inline size_t usable_of(void *p) {
-    if (!(counting || block_active) || !p) return 0;
+    if (!p) return 0;
     if (LIKELY(glibc_chunks)) {
         size_t head = ((const size_t *)p)[-1];
         return (head & ~(size_t)7) - ((head & 2) ? 16 : 8); /* 2: IS_MMAPPED */
@@ -778,20 +817,28 @@ HIDDEN inline size_t usable_of(void *p) {
         }                                                                                  \
     } while (0)
 
+/* Around the real allocator: the thread marked inside it, so that its own mmap calls
+ * (jemalloc, tcmalloc) are not counted again; glibc's internal ones never reach us. */
+#define REAL(call)                                                                         \
+    ({                                                                                     \
+        if (UNLIKELY(!glibc_chunks)) T.in_alloc++;                                         \
+        __typeof__(call) r_ = (call);                                                      \
+        if (UNLIKELY(!glibc_chunks)) T.in_alloc--;                                         \
+        r_;                                                                                \
+    })
+
 HIDDEN void *hook_malloc(size_t size) {
     ENSURE(bump_alloc(size, 16));
-    T.in_alloc++;
-    void *p = real.malloc(size);
-    T.in_alloc--;
+    if (LIKELY(!H.active)) return real.malloc(size); /* idle: the call passed on */
+    void *p = REAL(real.malloc(size));
     if (LIKELY(p != NULL)) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
 
 HIDDEN void *hook_calloc(size_t n, size_t size) {
     ENSURE(bump_alloc(n * size, 16)); /* the bump buffer is zeroed (bss) */
-    T.in_alloc++;
-    void *p = real.calloc(n, size);
-    T.in_alloc--;
+    if (LIKELY(!H.active)) return real.calloc(n, size);
+    void *p = REAL(real.calloc(n, size));
     if (LIKELY(p != NULL)) on_alloc(p, n * size, usable_of(p), CALLER(), 0);
     return p;
 }
@@ -799,10 +846,12 @@ HIDDEN void *hook_calloc(size_t n, size_t size) {
 HIDDEN void hook_free(void *p) {
     if (UNLIKELY(!p || in_bump(p))) return;
     ENSURE();
+    if (LIKELY(!H.active)) {
+        real.free(p);
+        return;
+    }
     on_free(p, usable_of(p));
-    T.in_alloc++;
-    real.free(p);
-    T.in_alloc--;
+    REAL((real.free(p), 0));
 }
 
 HIDDEN void *hook_realloc(void *p, size_t size) {
@@ -814,10 +863,9 @@ HIDDEN void *hook_realloc(void *p, size_t size) {
         return q;
     }
     ENSURE(bump_alloc(size, 16));
+    if (LIKELY(!H.active)) return real.realloc(p, size);
     if (p) on_free(p, usable_of(p));
-    T.in_alloc++;
-    void *q = real.realloc(p, size);
-    T.in_alloc--;
+    void *q = REAL(real.realloc(p, size));
     if (q) {
         on_alloc(q, size, usable_of(q), CALLER(), 0);
     } else if (p && size) { /* failed: p is still allocated */
@@ -837,36 +885,31 @@ HIDDEN void *hook_reallocarray(void *p, size_t n, size_t size) {
 
 HIDDEN int hook_posix_memalign(void **out, size_t align, size_t size) {
     ENSURE(12);
-    T.in_alloc++;
-    int rc = real.posix_memalign(out, align, size);
-    T.in_alloc--;
+    if (LIKELY(!H.active)) return real.posix_memalign(out, align, size);
+    int rc = REAL(real.posix_memalign(out, align, size));
     if (rc == 0 && *out) on_alloc(*out, size, usable_of(*out), CALLER(), 0);
     return rc;
 }
 
 HIDDEN void *hook_aligned_alloc(size_t align, size_t size) {
     ENSURE(bump_alloc(size, align));
-    T.in_alloc++;
-    void *p = real.aligned_alloc(align, size);
-    T.in_alloc--;
+    if (LIKELY(!H.active)) return real.aligned_alloc(align, size);
+    void *p = REAL(real.aligned_alloc(align, size));
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
 
 HIDDEN void *hook_memalign(size_t align, size_t size) {
     ENSURE(bump_alloc(size, align));
-    T.in_alloc++;
-    void *p = real.memalign(align, size);
-    T.in_alloc--;
+    if (LIKELY(!H.active)) return real.memalign(align, size);
+    void *p = REAL(real.memalign(align, size));
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
 
 HIDDEN void *hook_valloc(size_t size) {
     ENSURE(NULL);
-    T.in_alloc++;
-    void *p = real.valloc(size);
-    T.in_alloc--;
+    void *p = REAL(real.valloc(size));
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
@@ -874,9 +917,7 @@ HIDDEN void *hook_valloc(size_t size) {
 HIDDEN void *hook_pvalloc(size_t size) {
     ENSURE(NULL);
     if (!real.pvalloc) return NULL;
-    T.in_alloc++;
-    void *p = real.pvalloc(size);
-    T.in_alloc--;
+    void *p = REAL(real.pvalloc(size));
     if (p) on_alloc(p, size, usable_of(p), CALLER(), 0);
     return p;
 }
@@ -1304,6 +1345,7 @@ EXPORT int onnxrt_alloc_block_begin(void) {
     bcount[d] = bbytes[d] = 0;
     depth = d + 1;
     block_active = 1;
+    update_active();
     pthread_mutex_unlock(&block_lock);
     T.in_hook--;
     return d + 1;
@@ -1329,6 +1371,7 @@ EXPORT int onnxrt_alloc_block_end(int64_t *out) {
     out[6] = (int64_t)patched_slots;
     depth = d;
     if (d == 0) block_active = 0;
+    update_active();
     pthread_mutex_unlock(&block_lock);
     T.in_hook--;
     return d + 1;
@@ -1371,6 +1414,7 @@ EXPORT int onnxrt_alloc_sample_start(long mean, const char *layout, long seed) {
     stacks = 1;
     counting = 1;
     sampling = 1;
+    update_active();
     R->state = (uint32_t)(sampling | stacks << 1 | counting << 2 | (is_finalizing != NULL) << 3);
     T.in_hook--;
     return (int)R->state;
@@ -1380,5 +1424,6 @@ EXPORT int onnxrt_alloc_sample_start(long mean, const char *layout, long seed) {
 EXPORT void onnxrt_alloc_sample_stop(void) {
     sampling = 0;
     counting = 0;
+    update_active();
     onnxrt_alloc_ring.state = 0;
 }
