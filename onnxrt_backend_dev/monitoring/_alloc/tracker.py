@@ -73,6 +73,7 @@ class AllocTracker:
         self.preloaded = ""  # an allocator the user preloads, for the notes
         self.mismatched = 0  # frames whose code object was gone when read
         self._resolved: dict[tuple[int, ...], int] = {}  # a record's raw frames -> stack id
+        self._codes: dict[tuple[int, int], int] = {}  # (code object, check) -> code id
         self._wrappers: dict[int, bool] = {}  # library id -> is a wrapper
 
     # -- opening ---------------------------------------------------------------------
@@ -187,13 +188,27 @@ class AllocTracker:
     def _resolve(self, record: Any, rec: Record) -> int:
         reader = record.reader
         pairs, checks = decode_frames(rec.frames, reader.layout.frame_instr >= 0)
-        frames, _complete = reader.resolve(pairs)
+        known = self._codes
+        cids = [
+            known.get((code, check), -1) for (code, _), check in zip(pairs, checks, strict=True)
+        ]
+        if min(cids) >= 0:  # every code object seen before, by address and check
+            frames: list[int] = []
+            for (code, where), cid in zip(pairs, cids, strict=True):
+                frames.append(cid)
+                frames.append(reader.offset(code, where))
+            return record.intern(tuple(frames))
+        found, _complete = reader.resolve(pairs)
         # A code object freed since the record, and another made at its address: the
         # check (its first line and size, as the shim read them) tells; that frame goes.
-        wrong = _mismatches(reader.infos, frames, checks)
+        wrong = _mismatches(reader.infos, found, checks)
         self.mismatched += len(wrong)
-        kept = [v for i in range(0, len(frames), 2) if i // 2 not in wrong
-                for v in frames[i : i + 2]]  # fmt: skip
+        kept: list[int] = []
+        for i in range(0, len(found), 2):
+            if i // 2 not in wrong:
+                kept.extend(found[i : i + 2])
+                if len(known) < MAX_RESOLVED:
+                    known[pairs[i // 2][0], checks[i // 2]] = found[i]
         return record.intern(tuple(kept)) if kept else NO_STACK
 
     # -- native libraries ------------------------------------------------------------

@@ -504,6 +504,17 @@ class StackReader:
         """
         return self._resolve(raw_frames, True)
 
+    def offset(self, code: int, where: int) -> int:
+        """The byte offset in its code object of a frame's instruction, as
+        :meth:`resolve` computes it.
+
+        :param code: the code object's address
+        :param where: the frame's instruction pointer (3.11+) or lasti (3.10)
+        """
+        if self.layout.frame_instr >= 0:
+            return where - code - self.layout.code_adaptive
+        return 2 * where
+
     def _resolve(
         self, raw_frames: list[tuple[int, int]], complete: bool
     ) -> tuple[tuple[int, ...], bool]:
