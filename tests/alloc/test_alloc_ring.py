@@ -141,7 +141,8 @@ def test_a_forked_childs_ring_is_read_from_its_fork_and_only_once_it_is_its_own(
     ("data", "starting", "words"),
     [
         (header(0, magic=bytes(8)), True, "has not started"),
-        (header(0, magic=b"XXXXXXXX"), False, "magic is wrong"),
+        # a page the loader has not zeroed yet: read again (the tracker gives up later)
+        (header(0, magic=b"XXXXXXXX"), True, "magic is wrong"),
         (header(0, version=2), False, "another version"),
         (b"short", False, "cut short"),
     ],

@@ -141,8 +141,8 @@ def parse_header(data: bytes) -> Header:
     f = HEADER.unpack_from(data, 0)
     if f[0] == bytes(8):
         raise RingError("the shim has not started", starting=True)
-    if f[0] != MAGIC:
-        raise RingError("no ring at the shim's symbol (its magic is wrong)")
+    if f[0] != MAGIC:  # the loader may not have zeroed the page yet: read again later
+        raise RingError("no ring at the shim's symbol (its magic is wrong)", starting=True)
     if f[1] != VERSION or f[2] != RECORD_SIZE or f[4] != MAX_FRAMES or not 0 < f[3] <= 1 << 20:
         raise RingError(f"a ring of another version ({f[1]}, records of {f[2]} bytes)")
     why = f[21].split(b"\0", 1)[0].decode("utf-8", "replace")
