@@ -11,6 +11,7 @@ from typing import Any
 
 from .._report.allocations import AllocFacts, build_allocations, peak_place
 from .._report.model import Allocations, Site
+from .estimate import SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker
 
@@ -46,6 +47,27 @@ def tracking_notes(tracker: AllocTracker, children: int = 0, preloaded: str = ""
     return notes
 
 
+def by_library(sites: Sequence[SiteEstimate], libraries: Sequence[int]) -> list[SiteEstimate]:
+    """The sites keyed ``(stack id, call site id)`` as ``(stack id, library id)``: the
+    call sites of one library on one stack added up.
+
+    :param sites: the estimator's sites
+    :param libraries: each call site's library id
+    """
+    merged: dict[tuple[int, int], list[float]] = {}
+    for site in sites:
+        sid, call = site.key
+        lid = libraries[call] if 0 <= call < len(libraries) else -1
+        values = dataclasses.astuple(site)[1:]
+        row = merged.get((sid, lid))
+        if row is None:
+            merged[sid, lid] = list(values)
+        else:
+            for i, v in enumerate(values):
+                row[i] += v
+    return [SiteEstimate((sid, lid), int(v[0]), *v[1:]) for (sid, lid), v in merged.items()]
+
+
 def _raw(frames: Sequence[Any]) -> tuple[tuple[str, str, int, int], ...]:
     return tuple((f.name, f.file, f.line, f.first_line) for f in frames)
 
@@ -66,7 +88,7 @@ def alloc_facts(
     estimates = est.estimates()
     peak_time = estimates.peak_time if estimates.peak_time >= 0 else header.peak_time / 1e9
     return AllocFacts(
-        sites=estimates.sites,
+        sites=by_library(estimates.sites, tracker.site_libraries()),
         stacks=[_raw(s) for s in stacks],
         libraries=list(tracker.libraries),
         mean=float(header.mean),

@@ -24,6 +24,7 @@ from .ring import (
     KIND_ALLOC,
     KIND_FREE,
     KIND_PEAK,
+    STATE_EXITING,
     STATE_SAMPLING,
     SYMBOL,
     Header,
@@ -35,6 +36,7 @@ from .ring import (
 
 MAX_PENDING = 200_000  # records kept while the program's interpreter is not readable yet
 MAX_RESOLVED = 1 << 16  # raw stacks remembered with their stack id
+MAPS_EVERY = 400  # polls between two reads of the program's mappings (2 s at 5 ms)
 OPEN_TRIES = 200  # samples the shim may take to appear in the program's mappings
 NO_LIBRARY = -1
 
@@ -68,13 +70,16 @@ class AllocTracker:
         self._library_ids: dict[str, int] = {}
         self._spans: list[tuple[int, int, str]] = []  # executable mappings, sorted
         self._starts: list[int] = []
-        self._maps_read_at = -1
+        self._maps_read_at = -1  # the poll the mappings were last read at
         self.polls = 0
         self.preloaded = ""  # an allocator the user preloads, for the notes
         self.mismatched = 0  # frames whose code object was gone when read
         self._resolved: dict[tuple[int, ...], int] = {}  # a record's raw frames -> stack id
         self._codes: dict[tuple[int, int], int] = {}  # (code object, check) -> code id
-        self._wrappers: dict[int, bool] = {}  # library id -> is a wrapper
+        self.sites: list[tuple[int, int]] = []  # call site id -> (caller, caller's caller)
+        self._sites: dict[tuple[int, int], int] = {}
+        self._sites_mapped = 0  # call sites known when the mappings were last read
+        self._maps_at_exit = False
 
     # -- opening ---------------------------------------------------------------------
 
@@ -141,6 +146,7 @@ class AllocTracker:
             self.estimator = Estimator(float(self.header.mean), self.threshold)
         if records:
             self._take(record, records)
+        self._maps_due()
 
     def _take(self, record: Any, records: list[Record]) -> None:
         stacks = record.reader
@@ -162,7 +168,7 @@ class AllocTracker:
         if rec.kind == KIND_ALLOC:
             sid = self._stack(record, rec)
             final = bool(rec.flags & FLAG_FINALIZING)
-            key = (sid, self._caller_library(rec))
+            key = (sid, self._caller_site(rec))
             est.alloc(rec.order, t, key, rec.size, rec.address, rec.tid, rec.nallocs, final)
         elif rec.kind == KIND_FREE:
             final = bool(rec.flags & FLAG_FINALIZING)
@@ -212,30 +218,36 @@ class AllocTracker:
         return record.intern(tuple(kept)) if kept else NO_STACK
 
     # -- native libraries ------------------------------------------------------------
+    # A record names the native addresses that called the allocator; which library they
+    # belong to is found from the program's mappings, read when it exits (every library
+    # then loaded) and every few seconds (a program killed before), not at every new
+    # address (a pandas import maps dozens of libraries: /proc/PID/maps read each time
+    # cost the observer more than the records).
 
-    def _caller_library(self, rec: Record) -> int:
-        """The library that wanted the memory: the allocation's caller, or the one that
-        called it when the caller is a wrapper (``operator new``, ``strdup``)."""
-        lid = self._library(rec.caller)
-        wrapper = self._wrappers.get(lid)
-        if wrapper is None:
-            wrapper = self._wrappers[lid] = 0 <= lid < len(self.libraries) and _wrapper(
-                self.libraries[lid]
-            )
-        if wrapper and rec.caller2:
-            outer = self._library(rec.caller2)
-            if outer != NO_LIBRARY:
-                return outer
-        return lid
+    def _caller_site(self, rec: Record) -> int:
+        """The id of the allocation's native call site: ``(caller, the caller's caller)``."""
+        pair = (rec.caller, rec.caller2)
+        site = self._sites.get(pair)
+        if site is None:
+            site = self._sites[pair] = len(self.sites)
+            self.sites.append(pair)
+        return site
+
+    def site_libraries(self) -> list[int]:
+        """Each call site's library id (``NO_LIBRARY`` unknown): the caller's library, or
+        its caller's when the caller is a wrapper (``operator new``, ``strdup``)."""
+        out = []
+        for caller, caller2 in self.sites:
+            lid = self._library(caller)
+            if 0 <= lid < len(self.libraries) and caller2 and _wrapper(self.libraries[lid]):
+                outer = self._library(caller2)
+                lid = outer if outer != NO_LIBRARY else lid
+            out.append(lid)
+        return out
 
     def _library(self, address: int) -> int:
         """The id of the file mapped at a code address (``NO_LIBRARY`` unknown)."""
-        if not address:
-            return NO_LIBRARY
-        path = self._span_of(address)
-        if path is None and self._maps_read_at != self.polls:
-            self._read_maps()
-            path = self._span_of(address)
+        path = self._span_of(address) if address else None
         if path is None:
             return NO_LIBRARY
         lid = self._library_ids.get(path)
@@ -243,6 +255,18 @@ class AllocTracker:
             lid = self._library_ids[path] = len(self.libraries)
             self.libraries.append(path)
         return lid
+
+    def _maps_due(self) -> None:
+        """Reads the program's mappings when it exits, and every few seconds."""
+        header = self.header
+        exiting = header is not None and bool(header.state & STATE_EXITING)
+        if exiting and not self._maps_at_exit:
+            self._maps_at_exit = True
+            self._read_maps()
+        elif len(self.sites) > self._sites_mapped and (
+            self._maps_read_at < 0 or self.polls - self._maps_read_at >= MAPS_EVERY
+        ):
+            self._read_maps()
 
     def _span_of(self, address: int) -> str | None:
         i = bisect.bisect_right(self._starts, address) - 1
@@ -254,6 +278,7 @@ class AllocTracker:
 
     def _read_maps(self) -> None:
         self._maps_read_at = self.polls
+        self._sites_mapped = len(self.sites)
         try:
             maps = mappings(self.pid)
         except OSError:
