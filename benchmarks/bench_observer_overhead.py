@@ -35,10 +35,10 @@ from datetime import datetime, timezone
 
 PY = sys.executable
 TIMEOUT = 600
-HEAD = "import os as _o, time as _t\n_T0 = _t.perf_counter()\n"
+HEAD = "import os as _o, time as _t\n_T0, _C0 = _t.perf_counter(), _t.process_time()\n"
 TAIL = (
     "\nwith open(_o.environ['BENCH_TIMES'], 'a') as _f:\n"
-    "    _f.write(f'{_t.perf_counter() - _T0}\\n')\n"
+    "    _f.write(f'{_t.perf_counter() - _T0} {_t.process_time() - _C0}\\n')\n"
 )
 
 JSON = """
@@ -129,8 +129,9 @@ def tools(folder: str, script: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _once(cmd: list[str], folder: str) -> tuple[float, float, float | None]:
-    """The program's own time, the command's wall time, the observer's CPU (if said)."""
+def _once(cmd: list[str], folder: str) -> tuple[float, float, float, float | None]:
+    """The program's own wall and CPU time, the command's wall time, the observer's CPU
+    (if said)."""
     times = os.path.join(folder, "times.txt")
     if os.path.exists(times):
         os.remove(times)
@@ -143,27 +144,32 @@ def _once(cmd: list[str], folder: str) -> tuple[float, float, float | None]:
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
     with open(times, encoding="utf-8") as f:
-        own = float(f.read().split()[-1])
+        own, cpu = (float(x) for x in f.read().split()[-2:])
     m = re.search(r"the observer used ([0-9.]+) s of CPU", proc.stderr)
-    return own, wall, float(m.group(1)) if m else None
+    return own, cpu, wall, float(m.group(1)) if m else None
 
 
 def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, float]:
     cmds = tools(folder, script)
     own: dict[str, list[float]] = {t: [] for t in cmds}
+    cpus: dict[str, list[float]] = {t: [] for t in cmds}
     wall: dict[str, list[float]] = {t: [] for t in cmds}
     cost: dict[str, list[float]] = {t: [] for t in cmds}
     for _ in range(runs):
         for tool, cmd in cmds.items():
-            o, w, c = _once(cmd, folder)
+            o, u, w, c = _once(cmd, folder)
             own[tool].append(o)
+            cpus[tool].append(u)
             wall[tool].append(w)
             if c is not None:
                 cost[tool].append(c)
     base, base_w = min(own["plain"]), min(wall["plain"])
     print(f"## {name}: plain program {base:.3f} s (min), median "
           f"{statistics.median(own['plain']):.3f} s, {runs} rounds")  # fmt: skip
-    print("  tool          program's time: min ratio (median)   command's wall   observer CPU")
+    print(
+        "  tool          program's time: min ratio (median)   program's CPU   command's wall"
+        "   observer CPU"
+    )
     ratios = {}
     for tool in cmds:
         if tool == "plain":
@@ -171,11 +177,17 @@ def bench(name: str, folder: str, script: list[str], runs: int) -> dict[str, flo
         r = min(own[tool]) / base
         r_med = statistics.median(own[tool]) / statistics.median(own["plain"])
         w = min(wall[tool]) / base_w
-        c = (f"{statistics.median(cost[tool]):.2f} s "
-             f"({100 * statistics.median(cost[tool]) / statistics.median(own[tool]):.0f} % "
-             "of a core)") if cost[tool] else ""  # fmt: skip
+        u = min(cpus[tool]) / min(cpus["plain"])
+        said = ""
+        if cost[tool]:
+            used = statistics.median(cost[tool])
+            share = 100 * used / statistics.median(own[tool])
+            said = f"{used:.2f} s ({share:.0f} % of a core)"
         ratios[tool] = r
-        print(f"  {tool:<13} {r:5.3f}x (median {r_med:.3f}x)        {w:5.2f}x          {c}")
+        print(
+            f"  {tool:<13} {r:5.3f}x (median {r_med:.3f}x)        {u:5.3f}x          "
+            f"{w:5.2f}x          {said}"
+        )
     return ratios
 
 
@@ -200,8 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if name == "pandas":
                 make_csv(os.path.join(folder, "data.csv"))
             summary[name] = bench(name, folder, [path, *extra], args.runs)
-        print("# summary, program's time (ratio of minimums): " + json.dumps(
-            {k: {t: round(r, 3) for t, r in v.items()} for k, v in summary.items()}))
+        print(
+            "# summary, program's time (ratio of minimums): "
+            + json.dumps({k: {t: round(r, 3) for t, r in v.items()} for k, v in summary.items()})
+        )
     print(f"# total {time.monotonic() - start:.0f} s, load {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -209,8 +209,16 @@ def tools(folder: str, script: list[str]) -> dict[str, list[str]]:
             os.path.join(folder, "oi.collapsed"),
             *script,
         ],
-        "run": [PY, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", "-o",
-                os.path.join(folder, "run.json"), *script],  # fmt: skip
+        "run": [
+            PY,
+            "-m",
+            "onnxrt_backend_dev.monitoring",
+            "run",
+            "-q",
+            "-o",
+            os.path.join(folder, "run.json"),
+            *script,
+        ],
         "pyinstrument": [
             PY,
             "-m",

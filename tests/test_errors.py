@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +92,94 @@ def test_checks_return_what_passes() -> None:
     assert _validate.check_int("x", 3, 1) == 3
     assert _validate.check_callable("f", None, optional=True) is None
     assert _validate.check_choice("u", "s", ("s",)) == "s"
+
+
+# --- the family, checked on the source ---------------------------------------------------
+
+PACKAGE = Path(_errors.__file__).resolve().parent
+# Built-in errors a module raises as such only through a class of the family (a BadValue
+# is still a ValueError): their message then names the parameter, its value and the rule.
+RAISED_THROUGH_THE_FAMILY = {"ValueError", "TypeError", "RuntimeError"}
+
+
+def _sources() -> list[tuple[Path, ast.AST]]:
+    return [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def _raised_name(node: ast.Raise) -> str | None:
+    exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    if isinstance(exc, ast.Name):
+        return exc.id
+    if isinstance(exc, ast.Attribute) and isinstance(exc.value, ast.Name):
+        return exc.attr if exc.value.id == "builtins" else None
+    return None
+
+
+def _built(node: ast.AST) -> str | None:
+    """The built-in error a node raises or builds (``raise X``, ``X(...)`` anywhere: a
+    helper returning the error to raise), None otherwise."""
+    if isinstance(node, ast.Raise):
+        name = _raised_name(node)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        name = node.func.id
+    else:
+        return None
+    return name if name in RAISED_THROUGH_THE_FAMILY else None
+
+
+def test_no_module_raises_a_bare_builtin_error() -> None:
+    found = sorted(
+        {
+            f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', 0)} {_built(node)}"
+            for path, tree in _sources()
+            for node in ast.walk(tree)
+            if _built(node)
+        }
+    )
+    assert found == [], "raise these through _errors (BadValue, BadType, ...):\n" + "\n".join(found)
+
+
+def _base_names(node: ast.ClassDef) -> set[str]:
+    names = set()
+    for base in node.bases:
+        if isinstance(base, ast.Name):
+            names.add(base.id)
+        elif isinstance(base, ast.Attribute):
+            names.add(base.attr)
+    return names
+
+
+def test_every_exception_class_is_defined_in_errors() -> None:
+    # The exception classes: the built-ins, and every class deriving from one, anywhere.
+    exceptions = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)}
+    exceptions = {n for n in exceptions if issubclass(getattr(builtins, n), BaseException)}
+    classes = [
+        (path, node)
+        for path, tree in _sources()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    ]
+    grew = True
+    while grew:  # a class deriving from an exception class is one (through any module)
+        known = len(exceptions)
+        exceptions |= {node.name for _, node in classes if _base_names(node) & exceptions}
+        grew = len(exceptions) > known
+    outside = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} class {node.name}"
+        for path, node in classes
+        if node.name in exceptions and path.name != "_errors.py"
+    ]
+    assert outside == [], "define these in _errors.py:\n" + "\n".join(outside)
+
+
+def test_the_family_s_classes_keep_their_builtin_meaning() -> None:
+    assert issubclass(_errors.StateError, RuntimeError) and issubclass(
+        _errors.ProbeError, RuntimeError
+    )
+    assert issubclass(_errors.BadData, ValueError) and issubclass(
+        _errors.CommandNotFound, _errors.CommandError
+    )
+    assert issubclass(_errors.Terminated, BaseException) and not issubclass(
+        _errors.Terminated, Exception
+    )
+    assert _errors.CommandError("x", 127).exit_code == 127 and _errors.Stopped(15).signum == 15

@@ -101,3 +101,50 @@ def test_format_duration_like_takes_the_unit_and_decimals(
 def test_format_duration_like_refuses_what_is_not_a_duration(like: str) -> None:
     with pytest.raises(ValueError, match=r"like must be a duration such as '24\.1 ns'"):
         format_duration_like(1.0, like)
+
+
+# --- untrusted text made fit for one row ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("plain name", "plain name"),
+        ("two\nlines", "two\\nlines"),
+        ("nul\x00byte", "nul\\x00byte"),
+        ("\x1b[31mred", "\\x1b[31mred"),
+        ("back\rspace\ttab", "back\\rspace\\ttab"),
+        ("line\u2028sep", "line\\u2028sep"),
+        ("µs ± é", "µs ± é"),
+    ],
+)
+def test_one_line_escapes_what_would_break_a_row(text: str, expected: str) -> None:
+    from onnxrt_backend_dev.monitoring._format import one_line
+
+    assert one_line(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "width", "expected"),
+    [
+        ("x = 1", 60, "x = 1"),
+        ("    x = 1   ", 60, "x = 1"),
+        (
+            "total = compute_everything(arguments, more_arguments)",
+            32,
+            "total = compute_everything(…",
+        ),
+        ("result = frame.groupby(['a', 'b']).agg(fn)", 25, "result = frame.groupby([…"),
+        ("x = 'a long string literal, closed'", 20, "x =…"),
+        ("call(x, [1, 2, 3", 12, "call(x, [1,…"),
+        ("a_single_identifier_that_is_far_too_long", 10, "a_single_…"),
+        ("not python: ¡ voilà ! encore", 16, "not python: ¡…"),
+    ],
+)
+def test_cut_source_cuts_at_a_token_end_with_an_ellipsis(
+    line: str, width: int, expected: str
+) -> None:
+    from onnxrt_backend_dev.monitoring._format import cut_source
+
+    cut = cut_source(line, width)
+    assert cut == expected and len(cut) <= width

@@ -7,13 +7,18 @@ written ``except ValueError`` keeps working. The spy process sends its errors ba
 name (:data:`BY_NAME`): an error of this family arrives as its own class, a built-in as
 itself, anything else as :class:`SpyError` with the original class named in the message.
 
-``guard.Terminated`` (a signal asked the program to stop) stays a :class:`BaseException`,
+:class:`Terminated` (a signal asked the program to stop) stays a :class:`BaseException`,
 as :class:`KeyboardInterrupt`: ``except Exception`` in the user's code must not swallow it.
+
+Every exception class of the package is defined here (``tests/test_errors.py`` checks
+the source): a module raises one of these, never a bare ``ValueError``, ``TypeError`` or
+``RuntimeError``.
 """
 
 from __future__ import annotations
 
 import builtins
+import signal
 
 
 class MonitoringError(Exception):
@@ -65,6 +70,117 @@ class MissingDependencyError(MonitoringError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
 
+class StateError(MonitoringError, RuntimeError):
+    """An object used out of its order or place: ``stop()`` before ``start()``, a second
+    ``start()``, ``stop()`` from another thread than ``start()``, a timer that another
+    tool holds, a profiler already running."""
+
+
+class ProbeError(MonitoringError, RuntimeError):
+    """A device probe cannot be used: its library is missing or broken, it sees no
+    device, its registered class is not a probe."""
+
+
+class BadData(MonitoringError, ValueError):
+    """Data read from another process or a file has not the shape it must have (the
+    report's stream, a curve): refused, never trusted."""
+
+
+class CommandError(MonitoringError):
+    """A user mistake or a failure of a command, reported as one line with an exit code.
+
+    :param message: the line
+    :param exit_code: the command's exit code (1 errors, 2 usage, 126/127 a command that
+        cannot be run, as a shell says)
+    """
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class CommandNotFound(CommandError):
+    """A command to run does not exist (exit code 127) or cannot be run (126)."""
+
+
+class ReaderGone(CommandError):
+    """The reader of the standard output went away (``... | head``)."""
+
+
+class OutputFailed(CommandError):
+    """The standard output could not be written (full, closed by the system)."""
+
+
+class RunFailed(MonitoringError):
+    """A run of a program failed: it exited with an error, or ran past its timeout."""
+
+
+class ElfError(MonitoringError):
+    """The file is not an ELF file the observer's reader understands (or it is cut
+    short)."""
+
+
+class LayoutError(MonitoringError):
+    """No layout for this interpreter (its version, its build), with the reason."""
+
+
+class ReadError(MonitoringError):
+    """A read of the other process failed (unmapped, freed, or the process is gone).
+
+    Internal to the observer: its reader turns it into a dropped or partial sample, or
+    into an error of the family at the boundary.
+
+    :param address: where the read started
+    :param size: bytes asked for
+    :param why: the reason
+    """
+
+    def __init__(self, address: int, size: int, why: str) -> None:
+        super().__init__(f"cannot read {size} bytes at {address:#x}: {why}")
+        self.address = address
+        self.size = size
+        self.why = why
+
+
+class Stopped(MonitoringError):
+    """A signal (SIGINT, SIGTERM, SIGHUP) stopped a long work early; what was done is
+    kept for the caller to write.
+
+    :param signum: the signal
+    :param done: what was done (its shape is the raiser's to say)
+    """
+
+    def __init__(self, signum: int, done: object = None) -> None:
+        super().__init__(f"stopped by {signal_name(signum)}")
+        self.signum = signum
+        self.done = done
+
+
+class Terminated(BaseException):
+    """Raised in a program run in this process when the command receives SIGTERM or
+    SIGHUP (a BaseException, as KeyboardInterrupt: ``except Exception`` does not catch
+    it).
+
+    :param signum: the signal received
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by {signal_name(signum)}")
+        self.signum = signum
+
+
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15; ``signal 99`` for a number without a name.
+
+    :param signum: a signal number
+    :return: its name
+    """
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 # The errors the spy process may report, rebuilt as such in the parent.
 _FAMILY: tuple[type[Exception], ...] = (
     MonitoringError,
@@ -77,6 +193,10 @@ _FAMILY: tuple[type[Exception], ...] = (
     ProfileFormatError,
     ResultFormatError,
     MissingDependencyError,
+    StateError,
+    ProbeError,
+    BadData,
+    RunFailed,
 )
 BY_NAME: dict[str, type[Exception]] = {cls.__name__: cls for cls in _FAMILY}
 

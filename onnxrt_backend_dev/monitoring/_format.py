@@ -1,9 +1,13 @@
-"""Durations and byte sizes for humans: one table of units each, no branches."""
+"""Durations and byte sizes for humans (one table of units each, no branches), and the
+text of untrusted names made fit for one row of a terminal (:func:`one_line`,
+:func:`cut_source`)."""
 
 from __future__ import annotations
 
 import math
 import re
+
+from ._errors import BadType, BadValue
 
 # (factor in the base unit, symbol), smallest first.
 _TIME_UNITS: tuple[tuple[float, str], ...] = (
@@ -73,7 +77,7 @@ def format_duration(seconds: float, significant: int = 3, unit: str | None = Non
         wanted = "µs" if unit == "us" else unit
         table = {s: f for f, s in _TIME_UNITS}
         if wanted not in table:
-            raise ValueError(f"unit must be one of {sorted(table)}, got {unit!r}")
+            raise BadValue(f"unit must be one of {sorted(table)}, got {unit!r}")
         factor, symbol = table[wanted], wanted
     else:
         factor, symbol = _pick(seconds, _TIME_UNITS)
@@ -93,7 +97,7 @@ def format_duration_like(seconds: float, like: str) -> str:
     number, _, unit = like.partition(" ")
     factors = {s: f for f, s in _TIME_UNITS}
     if unit not in factors:
-        raise ValueError(f"like must be a duration such as '24.1 ns', got {like!r}")
+        raise BadValue(f"like must be a duration such as '24.1 ns', got {like!r}")
     decimals = len(number.split(".")[1]) if "." in number else 0
     return f"{seconds / factors[unit]:.{decimals}f} {unit}"
 
@@ -122,14 +126,67 @@ def parse_bytes(text: str | int | float) -> int:
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text < 0:
-            raise ValueError(f"size must be >= 0, got {text!r}")
+            raise BadValue(f"size must be >= 0, got {text!r}")
         return int(text)
     if not isinstance(text, str):
-        raise TypeError(f"size must be a str, int or float, got {type(text).__name__}")
+        raise BadType(f"size must be a str, int or float, got {type(text).__name__}")
     m = _SIZE_RE.match(text)
     suffix = m.group(2).lower() if m else None
     if m is None or suffix not in _BYTE_SUFFIXES:
-        raise ValueError(
+        raise BadValue(
             f"size must be a number followed by B, KB, MB, GB, TB (or KiB...), got {text!r}"
         )
     return int(float(m.group(1)) * _BYTE_SUFFIXES[suffix])
+
+
+def one_line(text: str) -> str:
+    """``text`` with its unprintable characters (line breaks, tabs, NUL, escape
+    sequences, U+2028...) written as backslash escapes, so that a name read from a file,
+    a frame or another process stays on its row and sends nothing to the terminal. The
+    one such helper of every text renderer.
+
+    :param text: a name, a path, a line of a table
+    :return: printable text
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+# Python's tokens that end nothing a reader would miss.
+_SKIPPED_TOKENS = ("NEWLINE", "NL", "ENDMARKER", "INDENT", "DEDENT")
+# A boundary between words, for a line that is not Python.
+_WORD_END = re.compile(r"\w\b|\W")
+
+
+def cut_source(line: str, width: int) -> str:
+    """A source line cut to ``width`` characters at a token's end, with an ellipsis:
+    ``total = compute_everything(ar…`` becomes ``total = compute_everything(…``.
+
+    :param line: the line (stripped here)
+    :param width: characters at most, ellipsis included (>= 2)
+    :return: the line, whole or cut
+    """
+    text = line.strip()
+    if len(text) <= width:
+        return text
+    import io  # here: the renderers that never cut a line import no tokenizer
+    import tokenize
+
+    skipped = {getattr(tokenize, name) for name in _SKIPPED_TOKENS}
+    limit = max(width - 1, 1)  # the ellipsis takes one
+    cut = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.end[0] > 1 or token.end[1] > limit:
+                break
+            if token.type not in skipped:
+                cut = token.end[1]
+    except (tokenize.TokenError, SyntaxError):  # an open bracket or string: so far is fine
+        pass
+    if cut == 0:  # not Python, or one long first token: at a word's end
+        ends = [m.end() for m in _WORD_END.finditer(text, 0, limit)]
+        cut = ends[-1] if ends else limit
+    return text[:cut].rstrip() + "…"

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
+from ._errors import BadValue
+
 
 class LiveStatus:
     """Redraws ``render()`` on one line of ``stream`` every ``interval`` seconds.
@@ -35,7 +37,7 @@ class LiveStatus:
         delay: float = 1.0,
     ) -> None:
         if interval <= 0:
-            raise ValueError(f"interval must be > 0, got {interval!r}")
+            raise BadValue(f"interval must be > 0, got {interval!r}")
         self.stream = stream
         self.render = render
         self.interval = interval

@@ -84,8 +84,8 @@ from typing import Any, Protocol
 
 import pytest
 
-from ._errors import BadValue, MonitoringError
-from ._format import format_bytes, format_duration, parse_bytes
+from ._errors import BadType, BadValue, MonitoringError
+from ._format import format_bytes, format_duration, one_line, parse_bytes
 from ._validate import check_bool, check_number, check_str
 
 PLUGIN_NAME = "onnxrt_monitoring"
@@ -571,19 +571,6 @@ class _Summary:
             terminalreporter.write_line(line)
 
 
-_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r"})
-
-
-def one_line(text: str) -> str:
-    """``text`` with its line breaks escaped: a label or a parametrize id holding one
-    must not split a row of the report or the summary.
-
-    :param text: a label, a test id
-    :return: one line
-    """
-    return text.translate(_ONE_LINE)
-
-
 def summary_lines(rows: list[tuple[str, list[str]]]) -> list[str]:
     """Formats the summary: the test id beside its first measured block, the others
     below; with long test ids, each on a line of its own with its blocks indented.
@@ -665,7 +652,7 @@ def _marker_block(marker: pytest.Mark) -> MemoryBlock:
     if marker.args:
         args["limit"] = marker.args[0]
     if "limit" not in args or len(marker.args) > 1:
-        raise TypeError("limit_memory takes one size, e.g. limit_memory('200 MB')")
+        raise BadType("limit_memory takes one size, e.g. limit_memory('200 MB')")
     return MemoryBlock("limit_memory", **args)
 
 
@@ -698,9 +685,9 @@ def _time_marker_block(marker: pytest.Mark) -> TimedBlock:
     if marker.args:
         args["limit"] = marker.args[0]
     if "limit" not in args or len(marker.args) > 1 or set(args) != {"limit"}:
-        raise TypeError("limit_time takes one number of seconds, e.g. limit_time(2.5)")
+        raise BadType("limit_time takes one number of seconds, e.g. limit_time(2.5)")
     if args["limit"] is None:
-        raise TypeError("limit_time needs a number of seconds, got None")
+        raise BadType("limit_time needs a number of seconds, got None")
     return _TimeLimit("limit_time", args["limit"])
 
 

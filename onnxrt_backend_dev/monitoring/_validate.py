@@ -138,3 +138,27 @@ def check_choice(name: str, value: Any, choices: Any) -> Any:
     if not ok:
         raise BadValue(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
     return value
+
+
+def checked_text_function(name: str, function: Any) -> Any:
+    """``function`` (a callable of one str, None for the identity) wrapped so that what it
+    returns is checked: a str, else :class:`BadType` naming the parameter, what it
+    returned and for which text.
+
+    :param name: the parameter's name, for the message (``clean_text``)
+    :param function: what the caller passed
+    :return: a function of one str returning a str
+    """
+    if function is None:
+        return lambda text: text
+    check_callable(name, function)
+
+    def call(text: str) -> str:
+        result = function(text)
+        if not isinstance(result, str):
+            raise BadType(
+                f"{name} must return a str, got {type(result).__name__} for {text[:80]!r}"
+            )
+        return result
+
+    return call

@@ -7,7 +7,7 @@
     with monitor("training") as m:
         train()
     print(to_text(m.report))          # at most 30 lines
-    open("report.html", "w").write(to_html(m.report))
+    m.report.export("report.html")    # .html, .json, .txt: the format from the suffix
 
 The block runs under ticks taken every ``interval`` seconds in the main thread (a
 ``SIGALRM`` handler reading the RSS and the kernel's high-water mark with the running

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import DATA, run_cli
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="run needs fork")
 TIMEOUT = 60
@@ -90,6 +90,23 @@ def test_bad_inputs_are_one_line_and_exit_2_before_anything_runs(
     assert code == 2, (out, err)
     assert words in err and "Traceback" not in err
     assert "ran" not in out and len(err.strip().splitlines()) <= 2  # argparse adds its usage
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "line"),
+    [
+        ("/nonexistent/cmd", 127, "error: command not found: /nonexistent/cmd"),
+        ("no-such-command-xyz", 127, "error: command not found: no-such-command-xyz"),
+        (str(DATA / "reference_to_text.txt"), 126, "error: command not executable: {}"),
+    ],
+)
+def test_a_command_that_cannot_run_is_one_line_with_the_shell_s_code(
+    command: str, code: int, line: str
+) -> None:
+    # WHEN run -- COMMAND names what a shell could not run THEN as spy says: one line,
+    # 127 (not found) or 126 (not executable), nothing started
+    got, out, err = run_cli("run", "--", command)
+    assert (got, out, err) == (code, "", line.format(command) + "\n")
 
 
 def test_a_run_writes_html_and_json_and_keeps_the_exit_code(tmp_path: Path, script: Path) -> None:

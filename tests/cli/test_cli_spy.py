@@ -25,7 +25,6 @@ from onnxrt_backend_dev.monitoring._cli import cmd_spy as _cli_spy
 from onnxrt_backend_dev.monitoring._cli import dispatch as _cli
 from onnxrt_backend_dev.monitoring._cli.cmd_spy import COMMAND, SpyCommand
 from onnxrt_backend_dev.monitoring._memory import command as _spy_command
-from onnxrt_backend_dev.monitoring._memory.command import _exit_code, _open_gate, _start_gated
 
 TIMEOUT = 60
 ALLOC = "import sys, time; b = b'x' * (50 * 2**20); time.sleep(0.1); sys.exit({code})"
@@ -69,10 +68,6 @@ def test_a_missing_command_exits_127() -> None:
     assert code == 127 and "command not found: no-such-command-xyz" in err
 
 
-def test_exit_codes_of_signals_follow_the_shell() -> None:
-    assert (_exit_code(0), _exit_code(3), _exit_code(-9)) == (0, 3, 137)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT)
 def test_a_command_is_measured_and_its_exit_code_returned(tmp_path: Path) -> None:
@@ -110,7 +105,7 @@ def test_live_status_on_a_terminal_and_none_with_quiet() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT)
 def test_attach_to_a_running_process_until_it_ends() -> None:
-    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     try:
         code, out, err = _main("--pid", str(target.pid), "--delay", "0.02")
     finally:
@@ -125,7 +120,9 @@ def test_attach_to_a_running_process_until_it_ends() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT)
 def test_attach_without_reset_says_nothing() -> None:
-    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    # (1.5 s: a target of 0.3 s ended before the spy attached at load 4, a full suite
+    # beside a signal storm)
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     try:
         code, out, err = _main("--no-reset-peak", "--pid", str(target.pid), "--delay", "0.02")
     finally:
@@ -150,7 +147,7 @@ def test_cuda_without_a_driver_is_one_error_line_and_no_leftover_command() -> No
     pytest.importorskip("pynvml")
     code, out, err = _main("--cuda", "--", sys.executable, "-c", "import time; time.sleep(30)")
     assert code == 1 and out == ""
-    assert err.startswith("error: RuntimeError: cuda=True but NVML is unusable")
+    assert err.startswith("error: ProbeError: cuda=True but NVML is unusable")
 
 
 @pytest.mark.slow
@@ -234,21 +231,6 @@ def spied_pids(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return pids
 
 
-@pytest.mark.timeout(TIMEOUT)
-def test_the_gate_holds_the_command_until_opened(tmp_path: Path) -> None:
-    # GIVEN a command started behind the gate
-    marker = tmp_path / "ran"
-    proc, gate = _start_gated(["touch", str(marker)])
-    try:
-        # THEN it does not run until the gate opens
-        time.sleep(0.3)
-        assert proc.poll() is None and not marker.exists()
-    finally:
-        _open_gate(gate)
-    # THEN it runs
-    assert proc.wait(TIMEOUT) == 0 and marker.exists()
-
-
 @pytest.mark.slow
 def test_the_command_does_not_inherit_the_gate(tmp_path: Path) -> None:
     # GIVEN the CLI in a process of its own (its gate gets a single-digit descriptor)
@@ -257,16 +239,6 @@ def test_the_command_does_not_inherit_the_gate(tmp_path: Path) -> None:
     # THEN the command holds no pipe beyond its standard streams
     assert res.returncode == 0, res.stderr
     assert "pipe:" not in fds.read_text(), fds.read_text()
-
-
-@pytest.mark.timeout(TIMEOUT)
-def test_a_gate_closed_without_opening_never_runs_the_command(tmp_path: Path) -> None:
-    # GIVEN the CLI dying before it opens the gate (its write end closed, nothing written)
-    marker = tmp_path / "ran"
-    proc, gate = _start_gated(["touch", str(marker)])
-    os.close(gate)
-    # THEN the shell exits 125 and the command never ran
-    assert proc.wait(TIMEOUT) == 125 and not marker.exists()
 
 
 @pytest.mark.slow

@@ -363,6 +363,8 @@ def test_the_running_thread_is_preferred_to_idle_and_unchanged_ones() -> None:
     assert pick_thread({1: busy, 2: moved}, {1: busy, 2: busy}, 1, codes) == 2
     assert pick_thread({1: busy, 2: busy}, {1: busy, 2: busy}, 1, codes) == 1
     assert pick_thread({}, {}, 1, codes) is None
+    # every thread waits (Event.wait, a join): none is credited with the memory's moves
+    assert pick_thread({1: idle, 2: idle}, {1: busy}, 1, codes) is None
 
 
 def test_the_sampler_interns_stacks_and_stays_bounded() -> None:

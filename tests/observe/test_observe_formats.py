@@ -140,5 +140,7 @@ def test_the_opcode_table_tells_calls_and_operators_from_bytecode() -> None:
     assert not flags[by_name["LOAD_FAST"]]
     if "BINARY_OP_ADD_INT" in by_name:  # a specialised int add stays in the interpreter
         assert not flags[by_name["BINARY_OP_ADD_INT"]]
+    # stepping a loop over a range or a list is Python, in every version
+    assert not flags[by_name["FOR_ITER"]] and not flags[by_name["GET_ITER"]]
     assert opcodes.parse_table("not json") == {}
     assert opcodes.parse_table('{"x": [1, 2], "300": ["A", "A"], "5": ["A"]}') == {}

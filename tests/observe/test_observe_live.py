@@ -137,6 +137,22 @@ def test_a_process_that_is_not_python_is_refused() -> None:
         proc.wait()
 
 
+def test_a_stripped_interpreter_is_refused_with_its_reason(
+    sleeper: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._observe.elf import ElfSymbols
+
+    # GIVEN a Python process whose files export none of the interpreter's symbols (a
+    # stripped or static build: its files parsed, nothing wanted found)
+    monkeypatch.setattr(target, "symbols_of", lambda path, names: ElfSymbols(path, ()))
+    # WHEN it is located
+    with pytest.raises(ObserveError) as e:
+        target.locate(sleeper.pid)
+    # THEN refused as not readable, in one line naming the cause
+    assert e.value.reason == "not-python"
+    assert "stripped or static" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_a_zombie_and_a_dead_process_are_refused() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
@@ -281,3 +297,29 @@ def test_profile_pid_names_the_running_function(tmp_path: Path) -> None:
         proc.wait()
     assert rc == 0, err
     assert "spinning_here" in out and "attached to process" in out
+
+
+def test_a_python_of_a_version_without_a_layout_is_refused_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch, sleeper: subprocess.Popen[str]
+) -> None:
+    # GIVEN an interpreter whose version no table knows (3.9, or a 3.14 not yet read)
+    monkeypatch.setattr(target, "_version", lambda *args: (3, 9))
+    # THEN it is refused, the reason naming the version and the versions known
+    with pytest.raises(ObserveError) as e:
+        target.locate(sleeper.pid)
+    assert e.value.reason == "unsupported"
+    assert "3.9 is not supported" in str(e.value) and "3.13" in str(e.value)
+
+
+def test_the_cli_falls_back_with_its_reason_when_the_observer_cannot_run(tmp_path: Path) -> None:
+    # GIVEN the observer turned off (as a refused container would make it)
+    script = tmp_path / "s.py"
+    script.write_text("def f():\n    return sum(range(10**6))\nf()\n")
+    env = dict(os.environ, ONNXRT_MONITORING_OBSERVER="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "profile", str(script)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    # THEN the in-process sampler ran, and the output says why
+    assert proc.returncode == 0, proc.stderr
+    assert "ONNXRT_MONITORING_OBSERVER=0" in proc.stdout + proc.stderr

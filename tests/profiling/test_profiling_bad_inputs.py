@@ -44,6 +44,17 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("profile sort", lambda: P.profile(lambda: 1, sort=5), BadValue, "sort"),
     ("export fmt", lambda: P.export(PROF, fmt="nope"), BadValue, "fmt"),
     ("export prof", lambda: P.export(PROF, fmt="prof"), BadValue, "fmt"),
+    # issue 30's battery: a unit that gives no count, a cleaner that returns no str
+    ("collapsed unit inf", lambda: P.to_collapsed(PROF, unit=float("inf")), BadValue, "unit"),
+    ("collapsed unit nan", lambda: P.to_collapsed(PROF, unit=float("nan")), BadValue, "unit"),
+    ("collapsed unit 0", lambda: P.to_collapsed(PROF, unit=0), BadValue, "unit"),
+    ("collapsed unit str", lambda: P.to_collapsed(PROF, unit="1e-6"), BadType, "unit"),
+    ("p2g clean_text None", lambda: P.profile2graph(PROF, clean_text=lambda x: None), BadType,
+     "clean_text"),
+    ("p2g clean_text bytes", lambda: P.profile2graph(PROF, clean_text=str.encode), BadType,
+     "clean_text"),
+    ("profile2df clean_text None", lambda: P.profile2df(PROF, as_df=False,
+     clean_text=lambda x: 0), BadType, "clean_text"),
 ]  # fmt: skip
 
 

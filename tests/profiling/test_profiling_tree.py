@@ -428,7 +428,9 @@ def test_text_rows_fold_and_names() -> None:
     root, _ = profile2graph(st)
     text = to_tree_text(root)
     lines = text.splitlines()
-    assert "a" * 90 + "  deep/module.py:9" in text  # never cut, path shortened
+    # never cut; the path as every view shows it (_sampling.view.short_file: a library's
+    # from its root, a user's relative to the current folder, else whole)
+    assert "a" * 90 + "  /home/user/project/src/pkg/very/deep/module.py:9" in text
     assert re.search(r"└─ 30 more \(3\.0 %\)$", lines[-1]), lines[-1]
     assert len(lines) == 5
     shown = to_tree_text(root, fold_share=0.0)

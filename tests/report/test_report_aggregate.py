@@ -109,3 +109,18 @@ def test_the_timeline_stays_bounded_and_the_time_per_stack_is_exact() -> None:
 def test_max_points_below_two_is_refused() -> None:
     with pytest.raises(ValueError, match="max_points must be >= 2, got 1"):
         Aggregator(max_points=1)
+
+
+def test_a_tick_that_knows_its_own_highest_memory_dates_a_peak_between_ticks() -> None:
+    # GIVEN the spy's ticks (its high-water mark reset at each: the mark of the process
+    # never rises past the first), one interval of which held a 100 MiB spike
+    agg = Aggregator()
+    agg.add_tick(0.0, 10 * MIB, 10 * MIB, NO_STACK)
+    agg.add_tick(1.0, 20 * MIB, 20 * MIB, 0, high=20 * MIB)
+    agg.add_tick(2.0, 20 * MIB, 20 * MIB, 1, high=100 * MIB)
+    agg.add_tick(3.0, 25 * MIB, 20 * MIB, 0, high=25 * MIB)
+    # THEN the spike is the peak, dated in its interval's stack, which built it
+    assert (agg.peak, agg.peak_sid, agg.peak_t) == (100 * MIB, 1, 2.0)
+    assert agg.composition() == {NO_STACK: 0.0, 0: 10 * MIB, 1: 80 * MIB}
+    # AND the highest memory of each stack is its intervals' highest
+    assert (agg.highest[0], agg.highest[1]) == (25 * MIB, 100 * MIB)

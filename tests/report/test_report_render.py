@@ -228,15 +228,30 @@ def test_a_peak_less_the_tool_says_the_raw_mark_beside(tmp_path: Path) -> None:
 
 
 def test_the_main_threads_rows_come_before_a_heavier_thread(tmp_path: Path) -> None:
-    # GIVEN a run whose main thread worked 0.3 s while another thread waited 2 s
+    # GIVEN a run whose main thread worked 0.3 s while another thread worked 2 s
+    s = str(tmp_path / "script.py")
+    busy = ((
+        ("_bootstrap", "/usr/lib/python3.11/threading.py", 990, 980),
+        ("crunch", s, 20, 19),
+    ), 2.0, 1.5)  # fmt: skip
+    main = ((("<module>", s, 1, 1), ("work", s, 3, 2)), 0.3, 0.3)
+    threads = [("worker", False, [busy]), ("MainThread", True, [main])]
+    report = _report(tmp_path, threads=threads)
+    # THEN the first root row is the program's, the thread's comes after it
+    roots = [r.site.function for r in report.tree if r.parent < 0]
+    assert roots == ["<module>", "thread worker"], roots
+
+
+def test_a_thread_that_only_waits_is_not_the_program_s_time(tmp_path: Path) -> None:
+    # GIVEN a run whose main thread worked 0.3 s while another thread (IPython's history
+    # thread, a pool's idle worker) waited 2 s on an Event, using no CPU
     s = str(tmp_path / "script.py")
     waiting = ((
         ("_bootstrap", "/usr/lib/python3.11/threading.py", 990, 980),
         ("wait", "/usr/lib/python3.11/threading.py", 320, 300),
     ), 2.0, 0.0)  # fmt: skip
     main = ((("<module>", s, 1, 1), ("work", s, 3, 2)), 0.3, 0.3)
-    threads = [("waiter", False, [waiting]), ("MainThread", True, [main])]
-    report = _report(tmp_path, threads=threads)
-    # THEN the first root row is the program's, the thread's comes after it
-    roots = [r.site.function for r in report.tree if r.parent < 0]
-    assert roots == ["<module>", "thread waiter"], roots
+    report = _report(tmp_path, threads=[("waiter", False, [waiting]), ("MainThread", True, [main])])
+    # THEN it is neither a root of the tree nor a function of the summary
+    assert "thread waiter" not in [r.site.function for r in report.tree if r.parent < 0]
+    assert "_bootstrap" not in to_text(report) and "Thread" not in to_text(report)

@@ -232,5 +232,6 @@ def test_a_child_whose_command_died_before_its_death_signal_was_armed_ends_itsel
     _, rc = runner.run_fresh(
         lambda fd: [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"], "prog"
     )
-    # THEN the child ends before its exec: the program never runs, nothing is left
-    assert rc == runner.EXEC_FAILED and not marker.exists()
+    # THEN the child kills itself before its exec: the program never runs, nothing is
+    # left, and the report says how it ended
+    assert rc == 128 + signal.SIGKILL and not marker.exists()

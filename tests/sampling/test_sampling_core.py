@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fakes import FakeClock
 
-from onnxrt_backend_dev.monitoring._errors import BadType, BadValue
+from onnxrt_backend_dev.monitoring._errors import BadType, BadValue, StateError
 from onnxrt_backend_dev.monitoring._sampling.frames import (
     StackTable,
     call_offset,
@@ -237,3 +237,36 @@ def test_a_thread_threading_does_not_know_is_named_by_its_id() -> None:
     # (the views say "thread NAME": no "thread thread 1234")
     assert _thread_name(1234567) == "1234567"
     assert _thread_name(threading.get_ident()) == threading.current_thread().name
+
+
+def test_stop_from_another_thread_says_so_and_removes_the_handler() -> None:
+    import signal
+    import threading
+
+    # GIVEN a sampling started in the main thread (its SIGPROF handler and timer)
+    before = signal.getsignal(signal.SIGPROF)
+    s = Sampling(collector="in-process").start()
+    sum(range(100_000))
+    errors: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            s.stop()
+        except BaseException as e:
+            errors.append(e)
+
+    # WHEN stopped from another thread
+    thread = threading.Thread(target=stop, name="stopper")
+    thread.start()
+    thread.join(30)
+    for _ in range(100):  # the main thread's handler removes itself on its last tick
+        if signal.getsignal(signal.SIGPROF) == before:
+            break
+        sum(range(10_000))
+    # THEN an error of the family naming both threads, the result kept, nothing left
+    assert len(errors) == 1 and isinstance(errors[0], StateError), errors
+    assert "MainThread" in str(errors[0]) and "stopper" in str(errors[0])
+    assert s.result is not None
+    assert signal.getsignal(signal.SIGPROF) == before
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    assert not any(t.name == "onnxrt-sampler" for t in threading.enumerate())

@@ -36,9 +36,17 @@ def test_collapsed_labels_cannot_break_the_format() -> None:
     assert line.count("\n") == 1 and line.count(";") == 1 and line.endswith(" 7\n")
 
 
-@pytest.mark.parametrize("scale", [0, -1.0, math.nan])
-def test_collapsed_refuses_a_scale_that_is_not_positive(scale: float) -> None:
-    with pytest.raises(ValueError, match="scale must be > 0"):
+@pytest.mark.parametrize(
+    ("scale", "rule"),
+    [
+        (0, "scale must be > 0"),
+        (-1.0, "scale must be > 0"),
+        (math.nan, "scale must be a finite number"),
+        (math.inf, "scale must be a finite number"),  # every count 0: an empty file
+    ],
+)
+def test_collapsed_refuses_a_scale_that_is_not_positive(scale: float, rule: str) -> None:
+    with pytest.raises(ValueError, match=rule):
         to_collapsed([], scale)
 
 

@@ -171,14 +171,37 @@ class CompareCommand:
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Compares, prints, and returns the gate's exit code."""
-        from .._errors import MonitoringError
-
         settings = self._check(args)
+        if args.a is None:
+            return self._compare(args, settings, out, err, None)
+        from .._run.supervise import Supervisor
+
+        # The runs' supervisor: SIGINT, SIGTERM and SIGHUP end the running program's
+        # group, and the runs done are saved before the exit with 128 + N.
+        with Supervisor() as supervisor:
+            code = self._compare(args, settings, out, err, supervisor)
+            return supervisor.exit_code or code
+
+    def _compare(
+        self,
+        args: argparse.Namespace,
+        settings: dict[str, float],
+        out: TextIO,
+        err: TextIO,
+        supervisor: Any,
+    ) -> int:
+        from .._errors import MonitoringError, Stopped
+
         # One pause from the files to the text: each end of a pause is a collection
         # over all that was built (20,000 functions' figures and changes, which survive).
         with gc_paused():
             try:
-                cmp = self._programs(args, err) if args.a is not None else self._files(args)
+                if args.a is not None:
+                    cmp = self._programs(args, err, supervisor)
+                else:
+                    cmp = self._files(args)
+            except Stopped as e:
+                return _stopped(args, e, err)
             except MonitoringError as e:
                 if isinstance(e, CommandError):
                     raise
@@ -223,7 +246,7 @@ class CompareCommand:
         )  # fmt: skip
 
     @staticmethod
-    def _programs(args: argparse.Namespace, err: TextIO) -> Any:
+    def _programs(args: argparse.Namespace, err: TextIO, supervisor: Any = None) -> Any:
         from .._results.runner import compare_programs
 
         live = not args.quiet and err.isatty()
@@ -237,15 +260,11 @@ class CompareCommand:
             args.a, args.b, args.repeat, args.timeout, args.max_time, alpha=args.alpha,
             on_run=progress, min_share=args.min_share_value, timer=args.timer,
             paired=args.paired, robust=True,  # robust by default here (RESULTS.md)
+            supervisor=supervisor,
         )  # fmt: skip
         if live:
             err.write("\n")
-        for option, path, doc in (
-            ("--save-a", args.save_a, doc_a),
-            ("--save-b", args.save_b, doc_b),
-        ):
-            if path is not None:
-                save_output(option, path, _writer(doc))
+        _save_sides(args, doc_a, doc_b)
         return cmp
 
     @staticmethod
@@ -259,6 +278,37 @@ class CompareCommand:
         else:
             text = render.to_text(cmp, top=args.top)
         emit_text(text, args.output, out)
+
+
+def _save_sides(args: argparse.Namespace, doc_a: Any, doc_b: Any) -> list[str]:
+    """Writes ``--save-a``/``--save-b`` (those given, for a side with runs).
+
+    :return: the files written
+    """
+    written = []
+    for option, path, doc in (("--save-a", args.save_a, doc_a), ("--save-b", args.save_b, doc_b)):
+        if path is not None and doc is not None:
+            save_output(option, path, _writer(doc))
+            written.append(path)
+    return written
+
+
+def _stopped(args: argparse.Namespace, stop: Any, err: TextIO) -> int:
+    """A signal stopped the runs of --a/--b: no comparison, the runs done saved.
+
+    :param args: the parsed arguments
+    :param stop: the ``Stopped`` error, its ``done`` the two sides' results (or None)
+    :param err: where the line goes
+    :return: ``128 + N``
+    """
+    from .._errors import signal_name
+
+    doc_a, doc_b = stop.done
+    written = _save_sides(args, doc_a, doc_b)
+    kept = f"; the runs done are saved in {', '.join(written)}" if written else ""
+    lead = "\n" if not args.quiet and err.isatty() else ""  # after the live line
+    err.write(f"{lead}compare: stopped by {signal_name(stop.signum)}: no comparison{kept}\n")
+    return 128 + int(stop.signum)
 
 
 def _writer(doc: dict[str, Any]) -> Any:

@@ -1,10 +1,11 @@
 """``demo``: the reference document's three examples on a small built-in workload.
 
 Times a statement, spies on a block that allocates and frees memory, profiles the
-``fct0``..``fct4`` call tree; prints each result readably and writes into ``--out`` a
-memory-curve PNG, a profile bar chart PNG, the HTML call tree, a speedscope JSON and a
-JSON of all results. Pictures need the ``plot`` extra; without it they are skipped and
-the demo says so.
+``fct0``..``fct4`` calls and prints their call tree (then the same profile in the
+reference's rows, the format of its contract, with a legend); prints each result
+readably and writes into ``--out`` a memory-curve PNG, a profile bar chart PNG, the HTML
+call tree, a speedscope JSON and a JSON of all results. Pictures need the ``plot``
+extra; without it they are skipped and the demo says so.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def fct4() -> None:
     """The entry point of the reference's profiling example."""
     fct2()
     fct3()
+
+
+# What the reference's rows say: their format is the reference's contract, unlabelled.
+_REFERENCE_LEGEND = (
+    "(the reference document's format, kept byte for byte: each function once at the top\n"
+    " and again under each caller; columns: name -- primitive calls, calls -- own time,\n"
+    " time with callees (s) -- file:line:name; +++: its callees are listed where it is a\n"
+    " top row. The call tree above, rooted at the program, is the one to read:\n"
+    " to_tree_text() here, `profile --cprofile script.py` on the command line)\n"
+)
 
 
 def _save(path: Path, text: str) -> None:
@@ -143,14 +154,24 @@ class DemoCommand:
         }
 
     def _profile(self, out: TextIO, err: TextIO, folder: Path, written: list[Path]) -> Any:
-        from ..profiling import plot_profile, profile, profile2graph, to_html, to_speedscope
+        from ..profiling import (
+            plot_profile,
+            profile,
+            profile2graph,
+            to_html,
+            to_speedscope,
+            to_tree_text,
+        )
 
-        _section(out, "profile(fct4) then profile2graph(...).to_text()")
+        _section(out, "profile(fct4), its call tree: to_tree_text(profile2graph(...)[0])")
         ps = profile(fct4)[0]
         root, _nodes = profile2graph(ps, clean_text=lambda x: x.split("/")[-1])
+        out.write(to_tree_text(root))
+        _section(out, "the same profile in the reference's rows: root.to_text()")
+        out.write(_REFERENCE_LEGEND)
         out.write(root.to_text() + "\n")
         for name, text in (
-            ("calltree.html", to_html(root, title="demo: fct4")),
+            ("calltree.html", to_html(root, title="demo: fct4", view="tree")),
             ("profile.speedscope.json", str(to_speedscope(root, name="demo: fct4"))),
         ):
             path = folder / name

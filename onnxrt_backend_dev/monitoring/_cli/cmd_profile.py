@@ -45,7 +45,6 @@ _EPILOG = (
     "the file and the problem."
 )
 # Suffixes of -o that mean text when no format claims them (and no suffix at all).
-_TEXT_SUFFIXES = ("", ".txt", ".text", ".log", ".out")
 _VIEW_DESTS = (
     "sort",
     "view",
@@ -132,9 +131,9 @@ def _resolve_format(args: argparse.Namespace) -> str:
     from .._profiling.formats import FORMATS, guess_format
 
     fmt: str = args.format if args.format is not None else guess_format(args.output or "", "")
-    if not fmt:  # no suffix of ours: text, unless the suffix promises something else
+    if not fmt:  # no suffix of ours (the package's one table): text for a bare name
         suffix = os.path.splitext(args.output or "")[1].lower()
-        if suffix not in _TEXT_SUFFIXES:
+        if suffix:
             raise CommandError(
                 f"cannot tell the format of -o {args.output!r} from its suffix {suffix!r}: "
                 f"give --format ({', '.join(FORMATS)})",

@@ -23,10 +23,6 @@ _REPEAT_HELP = (
     "discarded, the end of its stderr shown if it fails); the report shown is the run of "
     "the median wall time, --save keeps every run (for compare)"
 )
-_SUFFIXES = {
-    "": "text", ".txt": "text", ".text": "text", ".log": "text",
-    ".json": "json", ".html": "html", ".htm": "html",
-}  # fmt: skip
 _EPILOG = (
     "The program runs as __main__ with its own sys.argv in a fresh interpreter; this process "
     "receives its ticks as they are taken and writes the report in every case: a normal "
@@ -48,14 +44,18 @@ _EPILOG = (
 def _format(args: argparse.Namespace) -> str:
     if args.format is not None:
         return str(args.format)
-    suffix = os.path.splitext(args.output or "")[1].lower()
-    if suffix not in _SUFFIXES:
+    from .._errors import BadValue
+    from .._export import guess_format
+
+    try:  # the package's one table of suffixes; a name without one is text
+        return guess_format(args.output or "", _FORMATS, default="text")
+    except BadValue:
+        suffix = os.path.splitext(args.output or "")[1].lower()
         raise CommandError(
             f"cannot tell the format of -o {args.output!r} from its suffix {suffix!r}: "
             f"give --format ({', '.join(_FORMATS)})",
             EXIT_USAGE,
-        )
-    return _SUFFIXES[suffix]
+        ) from None
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -69,6 +69,10 @@ def _check(args: argparse.Namespace) -> None:
     _format(args)
     if args.target is None and not args.module and args.pid is None:
         raise CommandError("give a script, -m module, -- COMMAND, or --pid PID", EXIT_USAGE)
+    if args.target is not None and not args.module and not _is_python(args.target):
+        from .._run.supervise import check_command
+
+        check_command(args.target)  # 127 or 126 and one line, as a shell and spy say
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
@@ -98,6 +102,17 @@ def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
 
 
 INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
+
+
+def _collector_said(report: Any, args: argparse.Namespace) -> Any:
+    """The report with its first note saying the in-process recorder ran, and why."""
+    why = getattr(args, "collector_note", "")
+    if not why:
+        return report
+    import dataclasses
+
+    note = f"collector: the in-process recorder (ticks inside the program): {why}"
+    return dataclasses.replace(report, notes=(note, *report.notes))
 
 
 def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -276,6 +291,7 @@ class RunCommand:
         # which learns them from its environment (see _report.child.record).
         with _environment(INPROCESS_ENV, ";".join(_probe_args(inside))):
             report, rc = run_fresh(command, name, args.interval, spy_side)
+        report = _collector_said(report, args)
         self._emit(report, args, out, err)
         _save_run(args, report, main)
         return rc

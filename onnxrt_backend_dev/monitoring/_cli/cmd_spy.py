@@ -21,10 +21,8 @@ memory flame graph with ``--flame FILE`` (see ``spy_where``).
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -46,24 +44,6 @@ _RESET_NOTE = (
     "exact peaks reset the spied process's high-water mark, so its ru_maxrss "
     "(/usr/bin/time, getrusage) reads lower; --no-reset-peak leaves them alone"
 )
-
-
-def _check_command(name: str) -> None:
-    """Fails as a shell would (127 not found, 126 not executable), before starting anything.
-
-    The gate's ``exec`` would fail the same way, but only after the spy started, with the
-    shell's message and a measure of the shell itself: checking first keeps it one clear line.
-
-    :param name: the command, a name looked up in ``PATH`` or a path
-    """
-    if "/" not in name:
-        if not name or shutil.which(name) is None:
-            raise CommandError(f"command not found: {name}", 127)
-        return
-    if not os.path.exists(name):
-        raise CommandError(f"command not found: {name}", 127)
-    if os.path.isdir(name) or not os.access(name, os.X_OK):
-        raise CommandError(f"command not executable: {name}", 126)
 
 
 def _max_rss_line(result: Any) -> str:
@@ -179,18 +159,23 @@ class SpyCommand:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
         self._check_numbers(args)
         self._check_outputs(args, cmd)
-        if args.where:
-            from .spy_where import run_where
+        from .._run.signals import Signals
 
-            def report(result: Any, code: int, what: str) -> None:
-                self._report(result, code, what, args, out)
+        # Around the whole command: a signal that comes once the measure is over (a second
+        # SIGINT milliseconds after the first) is recorded, and the measure still written.
+        with Signals():
+            if args.where:
+                from .spy_where import run_where
 
-            result, code, what = run_where(cmd, args, err, self._status, report)
-        elif cmd:
-            result, code, what = self._run_command(cmd, args, err)
-        else:
-            result, code, what = self._attach(args.pid, args, err), 0, f"pid {args.pid}"
-        self._report(result, code, what, args, out)
+                def report(result: Any, code: int, what: str) -> None:
+                    self._report(result, code, what, args, out)
+
+                result, code, what = run_where(cmd, args, err, self._status, report)
+            elif cmd:
+                result, code, what = self._run_command(cmd, args, err)
+            else:
+                result, code, what = self._attach(args.pid, args, err), 0, f"pid {args.pid}"
+            self._report(result, code, what, args, out)
         signum = result.get("signal")
         return 128 + signum if signum else code
 
@@ -276,16 +261,19 @@ class SpyCommand:
         self, cmd: list[str], args: argparse.Namespace, err: TextIO
     ) -> tuple[Any, int, str]:
         from .._memory.command import spy_command
+        from .._run.supervise import check_command
 
         what = "command: " + subprocess.list2cmdline(cmd)
-        _check_command(cmd[0])
+        check_command(cmd[0])  # 127 or 126 and one line, as a shell, before anything runs
         run = spy_command(
             cmd,
             lambda pid: self._spy(pid, args),
             lambda spy: self._status(spy, what, args, err),
             children=args.children,
         )
-        if run.forwarded:
+        if run.forwarded == signal.SIGINT:  # Ctrl-C on a terminal reaches the command too
+            err.write("spy: interrupted (SIGINT): the command was stopped\n")
+        elif run.forwarded:
             err.write(f"spy: {signal.Signals(run.forwarded).name} forwarded to the command\n")
         return run.result, run.exit_code, what
 
@@ -320,20 +308,9 @@ class SpyCommand:
             from .spy_where import write_flame
 
             write_flame(result, args.flame)
-        rows = result.to_rows()
         if args.json:
-            doc = {
-                "spied": what,
-                "exit_code": code,
-                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "duration": result["duration"],
-                "target_exited": result["target_exited"],
-                "peak_source": result["cpu"].peak_source,
-                **{k: result[k] for k in ("max_rss", "ru_maxrss", "signal") if k in result},
-                **{m.name: m.to_dict() for m in result.monitors()},
-                "marks": result["marks"],
-                "series": rows,
-            }
+            date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            doc = {"spied": what, "exit_code": code, "date": date, **result.to_dict()}
             if "allocations" in result:
                 from .._report.render_json import allocations_dict
 
@@ -345,9 +322,7 @@ class SpyCommand:
 
         def write_csv(path: str) -> None:
             with open(path, "w", newline="", encoding="utf-8") as f:
-                writer = csv.DictWriter(f, fieldnames=["time", "channel", "bytes", "label"])
-                writer.writeheader()
-                writer.writerows(rows)
+                f.write(result.to_csv())
 
         def write_plot(path: str) -> None:
             from .._memory.plot import plot_memory

@@ -108,7 +108,7 @@ def _measuring(what: Any) -> Iterator[_Stop]:
     stop = _Stop()
     try:
         # The handlers profile uses: SIGTERM and SIGHUP raise Terminated in the statement.
-        with terminating_signals() as signals:
+        with terminating_signals(interrupts=True) as signals:
             try:
                 yield stop
             finally:
@@ -301,12 +301,20 @@ class TimeCommand:
         check_save(args)
         setup = "\n".join(args.setup) or None
         _compiled(args, setup)
-        if args.processes > 1 and args.compare is None:
-            return self._processes(args, out, err)
-        with _current_folder_on_path():
-            if args.compare is not None:
-                return self._compare(args, setup, out, err)
-            return self._time(args, setup, out, err)
+        from .._run.signals import Signals
+
+        # Once the timing is over (stopped or not), a signal is recorded, not raised into
+        # the writing of the result (a second SIGINT milliseconds after the first).
+        with Signals() as late:
+            if args.processes > 1 and args.compare is None:
+                code = self._processes(args, out, err)
+            else:
+                with _current_folder_on_path():
+                    if args.compare is not None:
+                        code = self._compare(args, setup, out, err)
+                    else:
+                        code = self._time(args, setup, out, err)
+        return code if code or late.exit_code is None else late.exit_code
 
     def _processes(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .time_processes import merged, time_in_processes

@@ -11,7 +11,7 @@ import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TextIO
 
-from .._errors import MonitoringError
+from .._errors import CommandError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -45,14 +45,6 @@ PLOT_SUFFIXES = (
 
 # The start of the name of a file saving an output that could not be written.
 _FALLBACK_PREFIX = "onnxrt-monitoring-"
-
-
-class CommandError(MonitoringError):
-    """A user mistake or a failure to report as one line, with an exit code."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def _refused(option: str, path: str, reason: str) -> CommandError:

@@ -22,6 +22,7 @@ from collections.abc import Collection, Sequence
 from typing import Any, TextIO, cast
 
 from ... import __version__
+from .._errors import OutputFailed, ReaderGone
 from .._optional import MissingDependencyError
 from .common import (
     EXIT_CODES_EPILOG,
@@ -128,14 +129,6 @@ def build_parser(
             p.epilog = getattr(command, "exit_codes", EXIT_CODES_EPILOG)
         commands[name] = command
     return parser, commands
-
-
-class ReaderGone(CommandError):
-    """The reader of the standard output went away (``... | head``)."""
-
-
-class OutputFailed(CommandError):
-    """The standard output could not be written (full, closed by the system)."""
 
 
 class GuardedOutput:

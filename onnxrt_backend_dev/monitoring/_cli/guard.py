@@ -1,82 +1,41 @@
 """Guards of the commands that run a program or a measure in this process (``profile``,
 ``time``, ``spy --where``), so that they still report whatever the program does: its
 stdout kept when the program closes ``sys.stdout``, and SIGTERM or SIGHUP turned into
-an exception in the program, so that the measure is written before the command exits
-with the conventional ``128 + signum``.
+an exception in the program (through the one handler of ``_run.signals``), so that the
+measure is written before the command exits with the conventional ``128 + signum``.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import TextIO
 
+from .._errors import Terminated
+from .._run.signals import Signals
 
-class Terminated(BaseException):
-    """Raised in the profiled program when the command receives SIGTERM or SIGHUP
-    (a BaseException, as KeyboardInterrupt: ``except Exception`` does not catch it).
+__all__ = ["KeptOutput", "Signals", "Terminated", "kept_output", "terminating_signals"]
 
-    :param signum: the signal received
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"terminated by {signal.Signals(signum).name}")
-        self.signum = signum
-
-
-class SignalState:
-    """The terminating signals received, and whether the program still runs."""
-
-    def __init__(self) -> None:
-        self.received: list[int] = []
-        self.running = True
-
-    def handler(self, signum: int, frame: FrameType | None) -> None:
-        """Raises :class:`Terminated` in the program; once it is over, only remembers
-        the signal until the profile is written."""
-        self.received.append(signum)
-        if self.running:
-            self.running = False
-            raise Terminated(signum)
-
-    def program_over(self) -> None:
-        """From now on, a signal is remembered, not raised."""
-        self.running = False
-
-    @property
-    def exit_code(self) -> int | None:
-        """``128 + signum`` of the first signal received, None without one."""
-        return 128 + self.received[0] if self.received else None
-
-
-def _terminating_signals() -> list[int]:
-    return [s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGHUP")) if s]
+# The state the handlers fill: the one handler of the package (``_run.signals``).
+SignalState = Signals
 
 
 @contextmanager
-def terminating_signals() -> Iterator[SignalState]:
-    """Installs the handlers of SIGTERM and SIGHUP (main thread only: Python delivers
-    signals there; not for a signal already ignored), restoring the previous ones
-    afterwards.
+def terminating_signals(interrupts: bool = False) -> Iterator[Signals]:
+    """Installs the handlers of SIGTERM and SIGHUP (and SIGINT with ``interrupts``) for a
+    program run in this process: they raise in it (:class:`Terminated`,
+    ``KeyboardInterrupt``) until ``program_over()``, then only record (main thread only:
+    Python delivers signals there; not for a signal already ignored), restoring the
+    previous handlers afterwards.
 
+    :param interrupts: SIGINT too: a Ctrl-C that comes once the program is over (a
+        second one, milliseconds after the first) is then recorded, not raised into the
+        writing of the report
     :return: the state the handlers fill
     """
-    state = SignalState()
-    if threading.current_thread() is not threading.main_thread():
+    with Signals(interrupts=interrupts, running=True) as state:
         yield state
-        return
-    # An ignored signal stays ignored (``nohup`` ignores SIGHUP).
-    wanted = [s for s in _terminating_signals() if signal.getsignal(s) is not signal.SIG_IGN]
-    previous = {s: signal.signal(s, state.handler) for s in wanted}
-    try:
-        yield state
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 class KeptOutput:

@@ -108,7 +108,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     with status:
         try:
             run = observe_program(argv, interval, Aggregator())
-        except OSError as e:
+        except OSError as e:  # not found and not executable are CommandNotFound's
             raise CommandError(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
     rec = run.record
     usage = run.rusage

@@ -1,7 +1,9 @@
 """``profile --repeat N [--max-time S] [--timeout S] [--clock cpu|wall]``: the program runs
-N times, each run a child process under cProfile (``_results.runner``: its own session,
-killed with its process group past ``--timeout``); the call tree shows the runs merged
-and ``--save`` keeps every run, so that ``compare`` has the spread of each function."""
+N times, each run a child process under cProfile (``_results.runner``: its own process
+group under the command's supervisor, ended with its group past ``--timeout`` or on
+SIGINT, SIGTERM and SIGHUP, when the runs done are still shown and saved); the call tree
+shows the runs merged and ``--save`` keeps every run, so that ``compare`` has the spread
+of each function."""
 
 from __future__ import annotations
 
@@ -128,21 +130,37 @@ def run_repeated(
 ) -> int:
     """Runs the program ``--repeat`` times, renders the merged profile, saves the runs.
 
+    SIGINT, SIGTERM and SIGHUP end the running child's whole group (``_run.supervise``)
+    and stop the runs: the runs done are rendered and saved, then the exit code is
+    ``128 + N``.
+
     :param args: the parsed arguments (checked by :func:`wants_repeat`)
     :param out: where the profile goes
     :param err: where the status goes
     :param emit: renders a ``pstats.Stats`` with the view options (``cmd_profile``)
-    :return: the exit code: 0, 1 when a run failed or the render could not be written
+    :return: the exit code: 0, 1 when a run failed or the render could not be written,
+        128 + N when signal N stopped the runs
     """
-    # Here, not at the top: a single run (sampled or not) needs none of these.
-    import statistics
-
-    from .._format import format_duration
-    from .._results.runner import RunFailed, profile_result_data, run_interleaved
-    from .save_result import write_saved
+    from .._run.supervise import Supervisor
 
     program = _program(args)
-    timer = args.clock or "cpu"
+    with Supervisor() as supervisor:
+        runs = _runs(args, program, err, supervisor)
+        if supervisor.stopped is not None:  # said even with -q: the runs were cut short
+            from .._errors import signal_name
+
+            done = f"the {len(runs)} run(s) done" if runs else "no run ended"
+            err.write(f"profile --repeat: stopped by {signal_name(supervisor.stopped)}: {done}\n")
+        shown = _show(args, program, runs, out, err, emit) if runs else True
+        if supervisor.exit_code is not None:
+            return supervisor.exit_code
+    return 0 if shown else EXIT_ERROR
+
+
+def _runs(args: argparse.Namespace, program: Any, err: TextIO, supervisor: Any) -> list[Any]:
+    """The runs (those done when a signal stopped them)."""
+    from .._results.runner import RunFailed, run_interleaved
+
     live = not args.quiet and err.isatty()
 
     def progress(round_: int, _side: int) -> None:
@@ -152,14 +170,35 @@ def run_repeated(
 
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     try:
-        runs = run_interleaved(
-            [program], args.repeat, timeout, args.max_time, on_run=progress, timer=timer
-        ).runs[0]
+        runs: list[Any] = run_interleaved(
+            [program], args.repeat, timeout, args.max_time, on_run=progress,
+            timer=args.clock or "cpu", supervisor=supervisor,
+        ).runs[0]  # fmt: skip
     except RunFailed as e:
         raise CommandError(f"profile --repeat: {e}") from None
     finally:
         if live:
             err.write("\n")
+    return runs
+
+
+def _show(
+    args: argparse.Namespace,
+    program: Any,
+    runs: list[Any],
+    out: TextIO,
+    err: TextIO,
+    emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], bool],
+) -> bool:
+    """Renders the runs merged and saves them; False when the render was not written."""
+    # Here, not at the top: a single run (sampled or not) needs none of these.
+    import statistics
+
+    from .._format import format_duration
+    from .._results.runner import profile_result_data
+    from .save_result import write_saved
+
+    timer = args.clock or "cpu"
     walls = [r.wall for r in runs]
     if not args.quiet:
         err.write(
@@ -169,4 +208,4 @@ def run_repeated(
     with _merged(runs) as stats:
         shown = emit(stats, args, out, err)
     write_saved(args, "profile", profile_result_data(runs, program, timer))
-    return 0 if shown else EXIT_ERROR
+    return shown

@@ -173,6 +173,18 @@ def _emit(
         err.write(f"note: {note}\n")
 
 
+def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) -> Any:
+    """The in-process sampler, chosen or taken where the observer cannot run: its first
+    note says which and why."""
+    from .._sampling.session import Sampling
+
+    sampler = Sampling(interval, args.timer, program=args.program or name, collector="in-process")
+    why = getattr(args, "collector_note", "")
+    if why:
+        sampler.note = f"collector: the in-process sampler ({why})"
+    return sampler
+
+
 def run_sampled(
     code: types.CodeType,
     module: types.ModuleType,
@@ -200,14 +212,13 @@ def run_sampled(
     from .._format import format_duration
     from .._progress import LiveStatus
     from .._sampling.frames import depth
-    from .._sampling.session import Sampling
 
     interval = check_sampled(args)
     fmt = helpers.resolve_format(args)
     if fmt not in SAMPLED_FORMATS:
         raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
     name = os.path.basename(argv[0])
-    sampler = Sampling(interval, args.timer, program=args.program or name)
+    sampler = _in_process_sampler(interval, args, name)
     start = time.perf_counter()
     status = LiveStatus(
         err,

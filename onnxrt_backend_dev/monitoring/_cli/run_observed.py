@@ -67,11 +67,12 @@ def run_observed(
         try:
             run = observe_program(argv, args.interval, Aggregator(), follow=follower(Aggregator),
                                   devices=devices, env=alloc.env, alloc=alloc.make)  # fmt: skip
-        except OSError as e:
+        except (CommandError, OSError) as e:
             if devices is not None:
                 devices.close()
-            code = 127 if isinstance(e, (FileNotFoundError, PermissionError)) else 1
-            raise CommandError(f"cannot run {argv[0]!r}: {e.strerror or e}", code) from e
+            if isinstance(e, CommandError):  # not found (127), not executable (126)
+                raise
+            raise CommandError(f"cannot run {argv[0]!r}: {e.strerror or e}") from e
     notes = observer_notes(run)
     if alloc.note:
         notes.append(alloc.note)

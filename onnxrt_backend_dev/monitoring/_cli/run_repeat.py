@@ -2,10 +2,11 @@
 
 With ``--repeat`` the program runs N times, each run a ``run`` of its own in a child
 process (``_results.runner.run_interleaved``, the machinery of ``profile --repeat``: its
-own session, killed with its process group past ``--timeout``, no new run after
-``--max-time``) writing its report as JSON into a temporary folder; the report shown is
-the run of the median wall time, and ``--save`` keeps every run's figures (wall time,
-exact peak, each function's time and memory growth) for ``compare``.
+own process group under the command's supervisor, ended with its group past
+``--timeout`` or on SIGINT, SIGTERM and SIGHUP, no new run after ``--max-time``)
+writing its report as JSON into a temporary folder; the report shown is the run of the
+median wall time, and ``--save`` keeps every run's figures (wall time, exact peak, each
+function's time and memory growth) for ``compare``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -92,21 +92,40 @@ def run_repeated_reports(
 ) -> int:
     """Runs the program ``--repeat`` times, shows the median run's report, saves all.
 
+    SIGINT, SIGTERM and SIGHUP end the running child's whole group (``_run.supervise``)
+    and stop the runs: the runs done are shown and saved, then the exit code is
+    ``128 + N``.
+
     :param args: the parsed arguments (checked by ``wants_repeat``)
     :param out: where the report goes
     :param err: where the status goes
     :param emit: writes one report with the options (``cmd_run``)
-    :return: 0, or 1 when a run failed
+    :return: 0, 1 when a run failed, 128 + N when signal N stopped the runs
     """
-    from .._format import format_bytes, format_duration
+    from .._run.supervise import Supervisor
+
+    main = main_of(args)  # a missing script is refused before any run
+    with Supervisor() as supervisor:
+        reports = _runs(args, err, supervisor)
+        if supervisor.stopped is not None:  # said even with -q: the runs were cut short
+            from .._errors import signal_name
+
+            done = f"the {len(reports)} run(s) done" if reports else "no run ended"
+            err.write(f"run --repeat: stopped by {signal_name(supervisor.stopped)}: {done}\n")
+        if reports:
+            _show(args, reports, main, out, err, emit)
+        return supervisor.exit_code or 0
+
+
+def _runs(args: argparse.Namespace, err: TextIO, supervisor: Any) -> list[Any]:
+    """The reports of the runs (those done when a signal stopped them)."""
     from .._results.runner import RunFailed, run_interleaved
     from .profile_repeat import DEFAULT_TIMEOUT
 
-    main = main_of(args)
     live = not args.quiet and err.isatty()
     reports: list[Any] = []
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
-    with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-run-") as folder:
+    with supervisor.folder("onnxrt-monitoring-run-") as folder:
         path = os.path.join(folder, "report.json")
         program = ChildRun(_shown(args), real=_child_argv(args, path))
 
@@ -117,12 +136,29 @@ def run_repeated_reports(
                 err.flush()
 
         try:
-            run_interleaved([program], args.repeat, timeout, args.max_time, on_run=collect)
+            run_interleaved(
+                [program], args.repeat, timeout, args.max_time, on_run=collect,
+                supervisor=supervisor,
+            )  # fmt: skip
         except RunFailed as e:
             raise CommandError(f"run --repeat: {e}", EXIT_ERROR) from None
         finally:
             if live:
                 err.write("\n")
+    return reports
+
+
+def _show(
+    args: argparse.Namespace,
+    reports: list[Any],
+    main: str | None,
+    out: TextIO,
+    err: TextIO,
+    emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], None],
+) -> None:
+    """Shows the median run's report, sums the runs up, saves them all."""
+    from .._format import format_bytes, format_duration
+
     order = sorted(range(len(reports)), key=lambda i: reports[i].wall)
     median = order[(len(order) - 1) // 2]
     if not args.quiet:
@@ -136,4 +172,3 @@ def run_repeated_reports(
         )
     emit(reports[median], args, out, err)
     save_run(args, reports, main)
-    return 0

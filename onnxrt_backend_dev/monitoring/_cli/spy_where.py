@@ -20,19 +20,23 @@ from typing import Any, TextIO
 
 from .common import EXIT_USAGE, CommandError
 
-# Suffix of --flame -> format; collapsed stacks otherwise.
-FLAME_FORMATS = ((".speedscope.json", "speedscope"), (".json", "speedscope"))
-
 
 def flame_format(path: str) -> str:
-    """``speedscope`` for ``*.json``, ``collapsed`` otherwise (``.collapsed``, ``.folded``,
-    ``.txt``...).
+    """``speedscope`` for ``*.json`` (a flame graph in JSON is speedscope's), ``collapsed``
+    otherwise (``.collapsed``, ``.folded``, ``.txt``...), from the package's one table of
+    suffixes (``_export.SUFFIXES``).
 
     :param path: the --flame file
     :return: the format
     """
-    lower = path.lower()
-    return next((fmt for suffix, fmt in FLAME_FORMATS if lower.endswith(suffix)), "collapsed")
+    from .._errors import BadValue
+    from .._export import guess_format
+
+    try:
+        fmt = guess_format(path, ("speedscope", "json", "collapsed"))
+    except BadValue:
+        return "collapsed"
+    return "speedscope" if fmt == "json" else fmt
 
 
 def check_where_args(cmd: list[str], args: argparse.Namespace) -> None:
@@ -86,8 +90,8 @@ def run_where(
     :return: the spy's result, the exit code, what was spied on
     """
     from .._memory.spy import MemorySpy
-    from .guard import Terminated, terminating_signals
-    from .program import as_main, before_os_exit, exit_code, report_raised
+    from .guard import terminating_signals
+    from .program import as_main, before_os_exit
 
     code, module, argv, path0, what = _program(cmd, args)
     name = os.path.basename(argv[0])
@@ -115,9 +119,11 @@ def run_where(
 
     ident = threading.get_ident()
     failure: BaseException | None = None
-    # SIGTERM and SIGHUP end the program as an exception: the measure is still reported
-    # and written, then the command exits with 128 + signum (as profile does).
-    with terminating_signals() as signals:
+    # SIGTERM and SIGHUP end the program as an exception, SIGINT as KeyboardInterrupt
+    # (once: a second one milliseconds later is only recorded); once the program is over
+    # they are recorded, so the measure is still reported and written, then the command
+    # exits with 128 + signum (as profile does).
+    with terminating_signals(interrupts=True) as signals:
         try:
             with (
                 status(spy, what, args, err),
@@ -125,28 +131,48 @@ def run_where(
                 before_os_exit(on_os_exit),
             ):
                 try:
-                    exec(code, module.__dict__)
+                    if signals.first is None:  # else received while the spy started
+                        exec(code, module.__dict__)
                 except BaseException as e:  # reported below, once the measure is taken
                     failure = e
                 finally:
                     signals.program_over()
         finally:
-            if signals.exit_code is not None:
-                spy.note_signal(signals.received[0])
+            if signals.first is not None:
+                spy.note_signal(signals.first)
             result = spy.stop()  # also on Ctrl-C: the sampler thread must not outlive it
             _stop_alloc(shim)
             _attach_allocations(result, spy, code, why)
-    if signals.exit_code is not None:
-        err.write(f"{name} {Terminated(signals.received[0])}\n")
-        return result, signals.exit_code, what
+    return (result, _ending(name, signals.received, failure, err), what)
+
+
+def _ending(name: str, received: list[int], failure: BaseException | None, err: TextIO) -> int:
+    """The exit code of the program, said on ``err`` when it did not end by itself.
+
+    :param name: the program's name
+    :param received: the signals received
+    :param failure: what the program raised, None if nothing
+    :param err: the error stream
+    :return: 128 + N for SIGTERM or SIGHUP, 130 when Ctrl-C ended the program (or came
+        once it was over), else the program's code
+    """
+    import signal
+
+    from .._errors import Terminated
+    from .program import exit_code, report_raised
+
+    ending = [s for s in received if s != signal.SIGINT]
+    if ending:
+        err.write(f"{name} {Terminated(ending[0])}\n")
+        return 128 + ending[0]
     if isinstance(failure, SystemExit):
-        return result, exit_code(failure, err), what
-    if isinstance(failure, KeyboardInterrupt):  # what was measured is still reported
+        return exit_code(failure, err)
+    if isinstance(failure, KeyboardInterrupt) or received:  # what was measured is reported
         err.write(f"{name} interrupted\n")
-        return result, 130, what
+        return 130
     if failure is not None:
-        return result, report_raised(name, failure, err), what
-    return result, 0, what
+        return report_raised(name, failure, err)
+    return 0
 
 
 def _start_alloc(args: argparse.Namespace) -> tuple[str | None, str]:

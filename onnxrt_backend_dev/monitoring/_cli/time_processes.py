@@ -6,24 +6,21 @@ load of the moment: they say how stable that process was, not how another proces
 the same code will do (two ``time --save`` of one statement here differed by -31 % to
 +56 %, each "significant" over its batches). ``compare`` therefore judges timings over
 processes, one figure each (``_results.compare``); this command gives it them. Each
-process is a ``time`` of its own (its output discarded, its own session, killed with its
-process group past ``--timeout``); the result printed and saved holds every batch of
+process is a ``time`` of its own (its output discarded, its own process group, ended with
+it past ``--timeout``); the result printed and saved holds every batch of
 every process, with the batches of each process (``processes`` in the saved series).
-SIGTERM, SIGHUP or Ctrl-C stop it after killing the running process: the processes
-done so far are printed and saved.
+SIGTERM, SIGHUP or Ctrl-C stop it after ending the running process's group
+(``_run.supervise``): the processes done so far are printed and saved.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import tempfile
 from typing import Any
 
 from .common import EXIT_ERROR, CommandError
-from .guard import Terminated, terminating_signals
 
 # The package whose ``__main__`` runs the command line (``python -m ...``).
 _PACKAGE = __name__.rsplit(".", 2)[0]
@@ -61,7 +58,9 @@ def _read(path: str) -> dict[str, Any]:
 
 
 def time_in_processes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], int | None]:
-    """Times the statement in ``args.processes`` child processes, one after the other.
+    """Times the statement in ``args.processes`` child processes, one after the other,
+    under a supervisor (``_run.supervise``): SIGINT, SIGTERM and SIGHUP end the running
+    process's group and stop the others.
 
     :param args: the parsed arguments of ``time`` (checked)
     :return: each finished process's saved series, and the signal that stopped the
@@ -69,27 +68,22 @@ def time_in_processes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], i
     :raises CommandError: a process failed or ran past ``--timeout`` (exit 1)
     """
     from .._results.runner import ChildRun, RunFailed, run_interleaved
+    from .._run.supervise import Supervisor
 
     series: list[dict[str, Any]] = []
-    stopped: int | None = None
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
-    with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-time-") as folder:
+    with Supervisor() as supervisor, supervisor.folder("onnxrt-monitoring-time-") as folder:
         path = os.path.join(folder, "timing.json")
         program = ChildRun(("time", args.stmt), real=tuple(child_argv(args, path)))
         try:
-            with terminating_signals() as signals:
-                try:
-                    run_interleaved(
-                        [program], args.processes, timeout,
-                        on_run=lambda _round, _side: series.append(_read(path)),
-                    )  # fmt: skip
-                finally:
-                    signals.program_over()
+            run_interleaved(
+                [program], args.processes, timeout,
+                on_run=lambda _round, _side: series.append(_read(path)),
+                supervisor=supervisor,
+            )  # fmt: skip
         except RunFailed as e:
             raise CommandError(f"time --processes: {e}", EXIT_ERROR) from None
-        except (Terminated, KeyboardInterrupt) as e:  # the running process was killed
-            stopped = e.signum if isinstance(e, Terminated) else signal.SIGINT
-    return series, stopped
+        return series, supervisor.stopped
 
 
 def merged(series: list[dict[str, Any]], max_time: float | None) -> tuple[Any, list[int]]:

@@ -6,6 +6,7 @@ an object so that tests can pass a fake.
 
 from __future__ import annotations
 
+from .._errors import ProbeError
 from .registry import Channel, DeviceProbe
 
 TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
@@ -56,16 +57,16 @@ class NvmlProbe(DeviceProbe):
         try:
             nvml.nvmlInit()
         except Exception as e:
-            raise RuntimeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
+            raise ProbeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
         try:
             count = int(nvml.nvmlDeviceGetCount())
             self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         except Exception as e:
             self.close()
-            raise RuntimeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
+            raise ProbeError(f"cuda=True but NVML is unusable: {nvml_cause(e)}") from None
         if not self.handles:
             self.close()
-            raise RuntimeError("cuda=True but NVML sees no GPU")
+            raise ProbeError("cuda=True but NVML sees no GPU")
         uuids = [self._uuid(h) for h in self.handles]
         self.channels = [Channel(f"gpu{i}", "gpus", i, "device", u) for i, u in enumerate(uuids)]
         self.channels += [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._errors import BadValue
 from .._format import format_bytes
 from .._optional import require
 from .frames import innermost_user
@@ -30,7 +31,7 @@ def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
     :return: the Axes
     """
     if isinstance(unit, bool) or unit not in _UNIT_LABELS:
-        raise ValueError(f"unit must be one of {sorted(_UNIT_LABELS)}, got {unit!r}")
+        raise BadValue(f"unit must be one of {sorted(_UNIT_LABELS)}, got {unit!r}")
     if ax is None:
         plt = require("matplotlib.pyplot", "plot", "plotting the memory series")
         _, ax = plt.subplots(figsize=(8, 4))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import abc
 
-from .._errors import BadValue
+from .._errors import BadValue, ProbeError
 from .series import DEFAULT_MAX_POINTS
 
 TYPE_CHECKING = False  # typing is not imported at run time: the spy process stays small
@@ -143,9 +143,9 @@ class ProbeSpec:
         inprocess: bool = False,
     ) -> None:
         if not name or any(c in name for c in "=,"):
-            raise ValueError(f"probe name must be non-empty without '=' or ',', got {name!r}")
+            raise BadValue(f"probe name must be non-empty without '=' or ',', got {name!r}")
         if target.count(":") != 1:
-            raise ValueError(f"probe target must be 'module:Class', got {target!r}")
+            raise BadValue(f"probe target must be 'module:Class', got {target!r}")
         self.name = name
         self.target = target
         self.lib = lib
@@ -256,13 +256,13 @@ def open_probe(arg: str, pids: Callable[[], set[int]]) -> DeviceProbe:
     module_name, _, class_name = target.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, DeviceProbe)):
-        raise RuntimeError(f"probe {name!r}: {target} is not a DeviceProbe")
+        raise ProbeError(f"probe {name!r}: {target} is not a DeviceProbe")
     module = None
     if lib:
         try:
             module = importlib.import_module(lib)
         except ImportError as e:
-            raise RuntimeError(f"probe {name!r} cannot import {lib!r} ({e})") from None
+            raise ProbeError(f"probe {name!r} cannot import {lib!r} ({e})") from None
     probe = cls(module, pids)
     probe.name = name
     return probe
@@ -294,7 +294,7 @@ def to_argv(opts: dict[str, Any]) -> list[str]:
     known = {key for _, key, _, _ in WORKER_OPTIONS}
     unknown = set(opts) - known
     if unknown:
-        raise ValueError(f"unexpected spy options {sorted(unknown)}")
+        raise BadValue(f"unexpected spy options {sorted(unknown)}")
     argv: list[str] = []
     for option, key, kind, default in WORKER_OPTIONS:
         value = opts.get(key, default)
@@ -322,7 +322,7 @@ def parse_args(argv: Sequence[str]) -> dict[str, Any]:
     while args:
         arg = args.pop(0)
         if arg not in table or (table[arg][1] is not bool and not args):
-            raise ValueError(f"unexpected spy argument {arg!r}")
+            raise BadValue(f"unexpected spy argument {arg!r}")
         key, kind = table[arg]
         if kind is bool:
             opts[key] = True
@@ -332,5 +332,5 @@ def parse_args(argv: Sequence[str]) -> dict[str, Any]:
             opts[key] = kind(args.pop(0))
     for option, key, _, default in WORKER_OPTIONS:
         if default is REQUIRED and opts[key] is None:
-            raise ValueError(f"missing spy argument {option}")
+            raise BadValue(f"missing spy argument {option}")
     return opts

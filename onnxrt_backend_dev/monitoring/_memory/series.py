@@ -476,7 +476,7 @@ class SpyResult(dict):
         return mons
 
     def __str__(self) -> str:
-        from .._format import format_duration
+        from .._format import format_duration, one_line
 
         lines = [f"{m.name}: {m.summary()}" for m in self.monitors()]
         extra = f"duration {format_duration(float(self.get('duration', 0.0)))}"
@@ -489,11 +489,65 @@ class SpyResult(dict):
             from .frames import peak_line
 
             lines.append(peak_line(cpu.max_peak, cpu.peak_time, cpu.where.peak_stack))
-        return "\n".join(lines)
+        return "\n".join(map(one_line, lines))  # marks and names from the program
 
     def to_rows(self) -> list[dict[str, Any]]:
         """See :func:`to_rows`."""
         return to_rows(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The measure as plain data: ``duration``, ``target_exited``, ``peak_source``,
+        ``max_rss``/``ru_maxrss``/``signal`` when known, one entry per monitor (its
+        ``to_dict()``), ``marks`` and ``series`` (:meth:`to_rows`)."""
+        return {
+            "duration": self["duration"],
+            "target_exited": self["target_exited"],
+            "peak_source": self["cpu"].peak_source,
+            **{k: self[k] for k in ("max_rss", "ru_maxrss", "signal") if k in self},
+            **{m.name: m.to_dict() for m in self.monitors()},
+            "marks": self.get("marks", []),
+            "series": self.to_rows(),
+        }
+
+    def to_json(self, indent: int | None = 1) -> str:
+        """:meth:`to_dict` as JSON."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_csv(self) -> str:
+        """The series as CSV: ``time,channel,bytes,label``, one row per reading."""
+        import csv
+        import io
+
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=["time", "channel", "bytes", "label"])
+        writer.writeheader()
+        writer.writerows(self.to_rows())
+        return buffer.getvalue()
+
+    def export(self, path: Any, fmt: str | None = None, **options: Any) -> str:
+        """Writes the measure into ``path`` in the format its suffix names (``.txt``: the
+        summary, ``.json``: :meth:`to_dict`, ``.csv``: the series), as every result of
+        the package does (see ``_export``).
+
+        :param path: the file
+        :param fmt: ``text``, ``json`` or ``csv``; None to guess it from the suffix
+        :param options: given to the renderer
+        :return: the format written
+        """
+        from .._export import export
+
+        return export(self, path, fmt, **options)
+
+
+def summary_text(result: SpyResult) -> str:
+    """The summary ``str(result)`` gives, as the text format of :meth:`SpyResult.export`.
+
+    :param result: the spy's result
+    :return: the text
+    """
+    return str(result)
 
 
 def to_rows(result: SpyResult) -> list[dict[str, Any]]:

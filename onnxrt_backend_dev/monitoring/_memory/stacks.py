@@ -27,6 +27,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
+from .._errors import BadValue
 from .._sampling.frames import line_of as line_of  # the attribution decodes with it
 from .._sampling.frames import walk
 from .._sampling.intern import KeyTable
@@ -110,7 +111,10 @@ def pick_thread(
     codes: dict[int, CodeType],
 ) -> int | None:
     """The thread that most likely runs: not idle first, then one whose stack changed
-    since the previous sample, then the main thread.
+    since the previous sample, then the main thread. None when every thread waits: a
+    waiting thread (``Event.wait``, a queue, a join) is never credited with what memory
+    did meanwhile (a C extension's thread, the garbage collector, another process's
+    pages); that goes to "no stack sampled".
 
     :param stacks: thread id -> stack now
     :param previous: thread id -> stack at the previous sample
@@ -123,7 +127,7 @@ def pick_thread(
         score = (not is_idle(key, codes), previous.get(ident) != key, ident == main)
         if best is None or score > best_score:
             best, best_score = ident, score
-    return best
+    return best if best_score[0] else None
 
 
 def to_frames(
@@ -167,7 +171,7 @@ class StackSampler:
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
     ) -> None:
         if max_points < 2:
-            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
         self.delay = max(float(delay), MIN_DELAY)
         self.max_points = max_points
         self.max_stacks = max_stacks

@@ -24,6 +24,7 @@ The module is given as an object (``torch.cuda`` or a fake with the same functio
 
 from __future__ import annotations
 
+from .._errors import ProbeError
 from .registry import Channel, DeviceProbe
 
 TYPE_CHECKING = False
@@ -36,8 +37,8 @@ _ALLOCATED = ("allocated_bytes.all.current", "allocated_bytes.all.peak")
 _RESERVED = ("reserved_bytes.all.current", "reserved_bytes.all.peak")
 
 
-def _unusable(e: BaseException) -> RuntimeError:
-    return RuntimeError(f"probe 'torch': torch.cuda is unusable ({type(e).__name__}: {e})")
+def _unusable(e: BaseException) -> ProbeError:
+    return ProbeError(f"probe 'torch': torch.cuda is unusable ({type(e).__name__}: {e})")
 
 
 class TorchProbe(DeviceProbe):
@@ -58,7 +59,7 @@ class TorchProbe(DeviceProbe):
         except Exception as e:
             raise _unusable(e) from None
         if count < 1:
-            raise RuntimeError(
+            raise ProbeError(
                 "probe 'torch': torch sees no CUDA device (torch.cuda.is_available() is False)"
             )
         self.count = count

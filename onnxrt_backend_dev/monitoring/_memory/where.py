@@ -17,7 +17,10 @@ library, an installed package or this tool):
 - ``to_peak`` (growth up to the peak): the same up to the interval that reached the peak,
   whose figure is ``v[p] - e[p-1]``; it sums to ``peak - begin``: what the peak is made of;
 
-and ``highest``, the highest memory seen while it was anywhere on the stack. No figure adds
+and ``highest``, the highest memory seen while it was anywhere on the stack. The figures
+per stack come from the one model of memory per stack, ``_report.aggregate.Aggregator``
+(each interval is a tick of its stack), which ``run``'s report reads too: one rule for
+the peak's date and its composition everywhere; this module is its per-function view. No figure adds
 the rises without the falls (a loop allocating and freeing 100 MiB a thousand times does
 not show 100 GiB). The memory flame graph weighs each stack by its growth up to the peak
 (the stacks whose growth is not positive are left out: a flame graph has no negative
@@ -147,83 +150,83 @@ def stack_at(samples: StackSamples, after: float) -> int:
     return int(samples.ids[min(j, len(samples.ids) - 1)])
 
 
-def _add_interval(
-    rows: dict[tuple[str, str, int], FunctionRow],
-    stack: tuple[Frame, ...],
-    growth: tuple[float, float],
-    level: float,
-) -> None:
-    """Credits one interval's ``(net, to_peak)`` growth to its innermost user frame and its
-    level to every function on the stack (once each: recursion counts once)."""
-    seen = set()
-    for f in stack:
-        key = (f.filename, f.function, f.first_line)
-        if key in seen:
-            continue
-        seen.add(key)
-        row = rows.get(key)
-        if row is None:
-            row = rows[key] = FunctionRow(f.function, f.filename, f.first_line)
-        row.highest = max(row.highest, level)
-        row.ticks += 1
-    inner = stack[innermost_user(stack)]
-    row = rows[(inner.filename, inner.function, inner.first_line)]
-    row.net += growth[0]
-    row.to_peak += growth[1]
-
-
-def _peak_index(points: Sequence[tuple[float, float, float]]) -> int:
-    """The first interval (point index >= 1) whose peak is the highest, 0 if none."""
-    best = 0
-    for k in range(1, len(points)):
-        if best == 0 or points[k][1] > points[best][1]:
-            best = k
-    return best
-
-
 def attribute(
     points: Sequence[tuple[float, float, float]],
     samples: StackSamples,
     peak_after: float | None = None,
 ) -> StackAttribution:
-    """Joins the memory series and the stack samples.
+    """Joins the memory series and the stack samples, through the one model of memory
+    per stack (:class:`Aggregator <.._report.aggregate.Aggregator>`, what ``run``'s
+    report reads): each interval is a tick of the stack given to it.
 
     :param points: the spy's ``(time, peak, end)`` points: the peak of each interval
         and the memory at its end
-    :param samples: what :class:`StackSampler <.stacks.StackSampler>` recorded
-    :param peak_after: time of the tick before the one that saw the peak, None if unknown
+    :param samples: what :class:`StackSampler <.stacks.StackSampler>` recorded (or the
+        observer, see :func:`.stacks.from_observer`)
+    :param peak_after: time of the tick before the one that saw the peak (the spy knows
+        it); None: the stack of the interval the model dates the peak in
     :return: the attribution
     """
+    from .._report.aggregate import Aggregator  # its NO_STACK is this one's (-1)
+
     stacks, view_of = _user_views(samples.stacks)
+    agg = Aggregator(max_points=2)  # the per-stack tables are what is read here
+    high = 0.0
+    for k, (t, v, end) in enumerate(points):
+        index = stack_at(samples, points[k - 1][0]) if k else NO_STACK
+        view = view_of[index] if index != NO_STACK else NO_STACK
+        high = max(high, v)  # the high-water mark the spy's resets hide
+        agg.add_tick(t, end, high, view, v if k else 0.0)
+    return _from_model(agg, stacks, samples, _peak_view(samples, view_of, peak_after, agg))
+
+
+def _peak_view(
+    samples: StackSamples, view_of: list[int], peak_after: float | None, agg: Any
+) -> int:
+    if peak_after is None:
+        return int(agg.peak_sid) if agg.n > 1 else NO_STACK
+    index = stack_at(samples, peak_after)
+    return view_of[index] if index != NO_STACK else NO_STACK
+
+
+def _from_model(
+    agg: Any, stacks: list[tuple[Frame, ...]], samples: StackSamples, peak: int
+) -> StackAttribution:
+    """The per-function view of the model's per-stack figures: net growth and growth up
+    to the peak to each stack's innermost user frame, the highest memory and the ticks
+    to every function on it (once: recursion counts once)."""
+    composition = agg.composition() if agg.n > 1 else {}
     rows: dict[tuple[str, str, int], FunctionRow] = {}
-    weights: dict[int, float] = {}
-    lost = [0.0, 0.0]
-    peak = _peak_index(points)
-    for k in range(1, len(points)):
-        before, (_, v, end) = points[k - 1], points[k]
-        growth = (end - before[2], 0.0 if k > peak else (v if k == peak else end) - before[2])
-        index = stack_at(samples, before[0])
-        view = view_of[index] if index != NO_STACK else NO_STACK
-        if view == NO_STACK:
-            lost[0] += growth[0]
-            lost[1] += growth[1]
+    for sid in sorted(agg.count):
+        if sid == NO_STACK or not 0 <= sid < len(stacks):
             continue
-        _add_interval(rows, stacks[view], growth, v)
-        weights[view] = weights.get(view, 0.0) + growth[1]
-    peak_stack = None
-    if peak_after is not None:
-        index = stack_at(samples, peak_after)
-        view = view_of[index] if index != NO_STACK else NO_STACK
-        peak_stack = stacks[view] if view != NO_STACK else None
+        stack = stacks[sid]
+        seen = set()
+        for f in stack:
+            key = (f.filename, f.function, f.first_line)
+            if key in seen:
+                continue
+            seen.add(key)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = FunctionRow(f.function, f.filename, f.first_line)
+            row.highest = max(row.highest, agg.highest.get(sid, 0.0))
+            row.ticks += agg.count[sid]
+        inner = stack[innermost_user(stack)]
+        row = rows[(inner.filename, inner.function, inner.first_line)]
+        row.net += agg.net.get(sid, 0.0)
+        row.to_peak += composition.get(sid, 0.0)
+    weights = {sid: w for sid, w in composition.items() if sid != NO_STACK and sid in agg.count}
+    lost = (agg.net.get(NO_STACK, 0.0), composition.get(NO_STACK, 0.0))
     functions = sorted(rows.values(), key=lambda r: (-r.to_peak, -r.net, r.function))
     return StackAttribution(
         functions,
         stacks,
         weights,
-        peak_stack,
+        stacks[peak] if 0 <= peak < len(stacks) else None,
         len(samples.times),
         samples.dropped,
-        unattributed=(lost[0], lost[1]),
+        unattributed=lost,
     )
 
 

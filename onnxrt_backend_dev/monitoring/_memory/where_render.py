@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 
-from .._format import format_bytes
+from .._format import format_bytes, one_line
 from .._stacks.export import to_collapsed, to_speedscope
 from .._validate import check_int, check_str
 from .where import StackAttribution
 
 # Characters that would break a row of the table (a function or file name is untrusted).
-_ROW_ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 def where_text(where: StackAttribution, top: int = 10) -> str:
@@ -33,7 +32,7 @@ def where_text(where: StackAttribution, top: int = 10) -> str:
         name = f"{r.function} ({os.path.basename(r.filename)}:{r.first_line})"
         lines.append(
             f"{format_bytes(r.to_peak):>10} {format_bytes(r.net):>10} "
-            f"{format_bytes(r.highest):>10}  {name.translate(_ROW_ESCAPES)}"
+            f"{format_bytes(r.highest):>10}  {one_line(name)}"
         )
     if not where.functions:
         lines.append("(no stack sampled while memory grew)")

@@ -13,6 +13,8 @@ import os
 import struct
 from collections.abc import Iterable
 
+from .._errors import ElfError
+
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -20,10 +22,6 @@ _SYM = struct.Struct("<IBBHQQ")
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
 PT_LOAD = 1
 MAX_SECTIONS = 1 << 16
-
-
-class ElfError(Exception):
-    """The file is not an ELF file this reader understands (or it is cut short)."""
 
 
 class ElfSymbols:

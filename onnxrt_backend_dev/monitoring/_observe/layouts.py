@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
+from .._errors import LayoutError
+
 # Offsets in bytes, x86-64 and aarch64 (LP64) release builds, GIL enabled.
 _COMMON = {
     # Reading a thread's name (its Thread object's ``_name``): types and dicts.
@@ -171,10 +173,6 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
 SUPPORTED = tuple(sorted(TABLE))
 FRAME_OWNED_BY_CSTACK = 3  # 3.12+: a shim frame of the C stack, not Python code
 DEBUG_COOKIE = b"xdebugpy"
-
-
-class LayoutError(Exception):
-    """No layout for this interpreter (its version, its build), with the reason."""
 
 
 class Layout:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
+from .._errors import BadData
+
 MAX_RANGES = 1 << 20
 
 
@@ -88,7 +90,7 @@ def _varint(table: bytes, i: int) -> tuple[int, int]:
         value |= (b & 63) << shift
         shift += 6
         if shift > 60:
-            raise ValueError("varint too long")
+            raise BadData("varint too long")
     return value, i
 
 

@@ -15,21 +15,10 @@ import struct
 from collections.abc import Sequence
 from typing import Protocol
 
+from .._errors import ReadError
+
 MAX_READ = 1 << 22  # one read at most 4 MiB: a size read from the process is untrusted
 IOV_MAX = 1024  # iovecs per call (Linux's UIO_MAXIOV)
-
-
-class ReadError(Exception):
-    """A read of the other process failed (unmapped, freed, or the process is gone).
-
-    Internal: the reader turns it into a dropped or partial sample, or into an
-    :class:`..._errors.ObserveError` at the boundary."""
-
-    def __init__(self, address: int, size: int, why: str) -> None:
-        super().__init__(f"cannot read {size} bytes at {address:#x}: {why}")
-        self.address = address
-        self.size = size
-        self.why = why
 
 
 class Memory(Protocol):

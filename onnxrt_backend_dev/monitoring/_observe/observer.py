@@ -124,6 +124,7 @@ class ProcessRecord:
         # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
         self.alloc: Any = None
         self.comm = ""  # its kernel name (its threads started from C inherit it)
+        self.last_credited = -1  # the stack credited with the memory at the last sample
         # What the process runs (its first mapping, its command line): changes with an
         # exec, after which it is read anew (see :func:`check_exec`).
         self.image = image_of(pid)
@@ -274,12 +275,12 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     """
     files = record.files
     dt = t - record.last_t
-    hwm = files.high_water_mark()
-    rss = files.rss()
-    if not rss:  # gone, or exiting (its memory already released: statm reads 0)
+    rss, hwm = files.memory()
+    if not rss:  # gone, or exiting (its memory already released: no VmRSS)
         record.gone = True
         return
     samples: list[ThreadSample] = []
+    failed = False
     if record.reader is None and record.opener is not None and record.samples % 2 == 0:
         _try_open(record)
     if record.reader is not None:
@@ -287,12 +288,19 @@ def sample_process(record: ProcessRecord, t: float) -> None:
             samples = record.reader.threads()
             record.read_failures = 0
         except ReadError:
+            failed = True
             record.read_failures += 1
             if record.read_failures % 4 == 1:  # an exec replaced what was read?
                 check_exec(record)
     record.samples += 1
     record.last_t = t
     credited = _threads(record, samples, t, dt)
+    if credited < 0 and (failed or any(not s.complete for s in samples)):
+        # The stacks could not be read this time (the program moved under the read): the
+        # memory goes on to the code credited last, not to no code. (No Python frame
+        # read whole is no code: the interpreter starting or finalizing.)
+        credited = record.last_credited
+    record.last_credited = credited
     if record.samples % OTHERS_EVERY == 1:
         _other_threads(record, samples)
     if samples and any(s.frames for s in samples):
@@ -302,8 +310,17 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     # Python (a command) from its start.
     if record.python_seen or (record.reader is None and record.opener is None):
         record.sink.add_tick(t, rss, hwm or 0.0, credited)
-    if record.alloc is not None:
-        record.alloc.sample(record, t)
+    (record.alloc or _NO_ALLOC).sample(record, t)  # the allocation shim's records
+
+
+class _NoAlloc:
+    """A process whose allocations are not tracked."""
+
+    def sample(self, record: ProcessRecord, t: float) -> None:
+        """Nothing to read."""
+
+
+_NO_ALLOC = _NoAlloc()
 
 
 def image_of(pid: int) -> tuple[bytes, bytes]:
@@ -393,14 +410,17 @@ def sample_threads(
         if skip is not None and th.name and skip(th.name):
             continue
         cpu, uticks, sticks, queued = _cpu(th, pid)
-        sid = record.intern(s.frames) if s.frames else record.intern(EMPTY)
-        in_call = _in_call(record, s.frames)
+        frames = s.frames
+        if not frames and not s.complete and th.last_sid >= 0:
+            frames = record.key_list[th.last_sid]  # unreadable now: still where it was
+        sid = record.intern(frames) if frames else record.intern(EMPTY)
+        in_call = _in_call(record, frames)
         native = in_call or not s.gil
         weight = dt if th.first_seen < t else 0.0
         python_cpu = 0.0 if native else cpu
         th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks, queued])
         th.line.add(t - record.started, sid, weight, MAX_POINTS)
-        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if s.frames else -1
+        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if frames else -1
         th.last_sid, th.last_in_call = sid, in_call
         if th.is_main:
             main_sid = chosen

@@ -152,6 +152,18 @@ class ProcessFiles:
         except (IndexError, ValueError):
             return None
 
+    def memory(self) -> tuple[float | None, float | None]:
+        """Resident bytes and the high-water mark now, from one reading of ``status``
+        (``VmRSS``, ``VmHWM``): one system call where ``statm`` and ``status`` took two.
+
+        :return: ``(rss, hwm)``, None where unreadable (0 for a process whose memory is
+            gone: exiting)
+        """
+        data = self.status.read(8192)
+        if not data:
+            return None, None
+        return _kb(data, b"VmRSS:"), _kb(data, b"VmHWM:")
+
     def high_water_mark(self) -> float | None:
         """The kernel's high-water mark of the resident memory (``VmHWM``), bytes."""
         data = self.status.read(8192)
@@ -196,6 +208,16 @@ class ProcessFiles:
         for f in (self.statm, self.status, self.stat, *self.tasks.values()):
             f.close()
         self.tasks.clear()
+
+
+def _kb(data: bytes, key: bytes) -> float | None:
+    at = data.find(key)
+    if at < 0:
+        return 0.0 if key == b"VmRSS:" else None  # a zombie has no memory lines
+    try:
+        return float(int(data[at + len(key) : data.index(b"kB", at)]) * 1024)
+    except ValueError:
+        return None
 
 
 def thread_ids(pid: int) -> list[int]:

@@ -311,33 +311,73 @@ class StackReader:
         self.reads += 1
         out: list[ThreadSample] = []
         for interp in self.interpreters():
-            head, holder = self._head_and_gil(interp)
-            states = self.thread_states(interp, head)
+            _, holder, states = self._head_gil_states(interp)
             out.extend(self._samples(states, holder))
         return out
+
+    def _head_gil_states(self, interp: int) -> tuple[int, int, list[tuple[int, bytes]]]:
+        """The first thread state, the GIL's holder and the thread states, in one read
+        when the threads are those seen last time (the list walked anew otherwise)."""
+        lay = self.layout
+        gil = self._gil_request(interp)
+        requests = [(interp + lay["interp.threads_head"], 8)]
+        if gil is not None:
+            requests.append((gil[0], max(gil[1], gil[2]) + 8))
+        known = self._states.get(interp, [])
+        requests.extend((a, self._span) for a in known)
+        got = self.memory.read_many(requests)
+        if got[0] is None:
+            raise ReadError(interp, 8, "the interpreter's thread list is unreadable")
+        head, holder = u64(got[0], 0), 0
+        data = got[1] if gil is not None else None
+        if gil is not None and data is not None and _I(data, gil[1])[0]:
+            holder = u64(data, gil[2])
+        first = 2 if gil is not None else 1
+        states = got[first:]
+        if known and known[0] == head and all(d is not None for d in states):
+            next_at = lay["tstate.next"]
+            chain = [u64(d, next_at) for d in states if d is not None]
+            if chain[:-1] == known[1:] and chain[-1] == 0:
+                return head, holder, [(a, d) for a, d in zip(known, states, strict=True) if d][::-1]
+        return head, holder, self.thread_states(interp, head)
 
     def _samples(self, states: list[tuple[int, bytes]], holder: int) -> list[ThreadSample]:
         lay = self.layout
         leaves, chunks = self._leaves_and_chunks(states)
-        walks = []
-        outers = []
-        for leaf, chunk in zip(leaves, chunks, strict=True):
-            walks.append(self._frames(leaf, chunk))
-            outers.append(self.last_outer)
-        again = self._leaf_pointers(states)
+        walks = [self._walk(leaf, chunk) for leaf, chunk in zip(leaves, chunks, strict=True)]
+        # One read for what the walks need checked: every code object's identity, and
+        # each thread's innermost frame pointer again (did it move meanwhile?).
+        codes = list(dict.fromkeys(c for raw, _, _ in walks for c, _ in raw))
+        lo, hi = self._sig_span
+        requests = [(c + lo, hi - lo) for c in codes]
+        requests.extend(self._leaf_requests(states))
+        got = self.memory.read_many(requests)
+        ids = self._identify_all(codes, got[: len(codes)])
+        again = [u64(raw, 0) if raw is not None else -1 for raw in got[len(codes) :]]
         tid_at = lay["tstate.thread_id"]
         native_at = lay.offsets.get("tstate.native_thread_id", -1)
         out = []
         for i, (address, data) in enumerate(states):
-            frames, valid = walks[i]
-            complete, dropped = True, 0
+            raw, complete, outer = walks[i]
+            frames, valid = self._resolve(raw, complete, ids)
+            dropped = 0
             if not valid or again[i] != leaves[i]:
                 frames, complete, dropped = self._read_again(address, frames)
             ident = u64(data, tid_at)
             native = u64(data, native_at) if native_at >= 0 else self._native_of(ident)
             out.append(ThreadSample(address, ident, native, frames, complete, dropped,
-                                    holder == address, outers[i] if complete else 0))  # fmt: skip
+                                    holder == address, outer if complete else 0))  # fmt: skip
         return out
+
+    def _leaf_requests(self, states: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
+        """Where each thread's innermost frame pointer is: in its thread state (3.10,
+        3.13), or in its C-level frame (3.11-3.12: the pointer read from the state just
+        before; if that C frame has gone meanwhile, what is there now differs from the
+        frame walked, and the thread is read again)."""
+        if not self._cframe:
+            return [(a + self._leaf_at, 8) for a, _ in states]
+        at = self.layout["cframe.current_frame"]
+        return [(max(u64(d, self._leaf_at), 1) + at, 8) for _, d in states]
 
     def _leaves_and_chunks(
         self, states: list[tuple[int, bytes]]
@@ -374,22 +414,13 @@ class StackReader:
         return leaves, chunks
 
     def _leaf_pointers(self, states: list[tuple[int, bytes]]) -> list[int]:
-        """Every thread's innermost frame pointer now (after the walks), read afresh:
-        on 3.11-3.12 the thread's C-level frame first (it lives on the C stack, reused
-        as soon as the call that made it returns), then its current frame."""
-        lay = self.layout
-        got = self.memory.read_many([(a + self._leaf_at, 8) for a, _ in states])
-        pointers = [u64(raw, 0) if raw is not None else -1 for raw in got]
-        if not self._cframe:
-            return pointers
-        at = lay["cframe.current_frame"]
-        again = self.memory.read_many([(p + at, 8) for p in pointers if p > 0])
-        it = iter(again)
-        out = []
-        for p in pointers:
-            raw = next(it) if p > 0 else None
-            out.append(u64(raw, 0) if raw is not None else -1)
-        return out
+        """Every thread's innermost frame pointer now, read afresh (the thread states
+        first, then, on 3.11-3.12, their C-level frames)."""
+        fresh = self.memory.read_many([(a, self._span) for a, _ in states])
+        fresh_states = [(a, d if d is not None else b"\0" * self._span)
+                        for (a, _), d in zip(states, fresh, strict=True)]  # fmt: skip
+        got = self.memory.read_many(self._leaf_requests(fresh_states))
+        return [u64(raw, 0) if raw is not None else -1 for raw in got]
 
     def _read_again(self, tstate: int, first: tuple[int, ...]) -> tuple[tuple[int, ...], bool, int]:
         """A stack that moved under the read, read once more alone."""
@@ -440,11 +471,18 @@ class StackReader:
     # -- frames ---------------------------------------------------------------------------
 
     def _frames(self, leaf: int, chunk: _Chunk | None) -> tuple[tuple[int, ...], bool]:
-        """The frames from ``leaf`` out: ``code id, offset`` pairs, innermost first, and
-        whether every one was valid (a walk stops at the first invalid frame). The
-        outermost frame's address is kept in :attr:`last_outer`."""
+        """The frames from ``leaf`` out, resolved: ``code id, offset`` pairs, innermost
+        first, and whether every one was valid. The outermost frame's address is kept in
+        :attr:`last_outer`."""
+        raw, complete, self.last_outer = self._walk(leaf, chunk)
+        return self._resolve(raw, complete, self.codes([c for c, _ in raw]))
+
+    def _walk(self, leaf: int, chunk: _Chunk | None) -> tuple[list[tuple[int, int]], bool, int]:
+        """The frames from ``leaf`` out as read: ``(code address, instruction pointer or
+        lasti)``, innermost first; whether the chain was whole; the outermost frame's
+        address. A walk stops at the first frame that cannot be one."""
         lay = self.layout
-        raw_frames: list[tuple[int, int]] = []  # code address, instruction pointer/lasti
+        raw_frames: list[tuple[int, int]] = []
         seen: set[int] = set()
         addr = leaf
         size = self._frame_span
@@ -488,8 +526,7 @@ class StackReader:
                 addr = back
         except ReadError:
             complete = False
-        self.last_outer = outer
-        return self._resolve(raw_frames, complete)
+        return raw_frames, complete, outer
 
     def resolve(self, raw_frames: list[tuple[int, int]]) -> tuple[tuple[int, ...], bool]:
         """Frames read by someone else (the allocation shim, in the program) as this
@@ -502,7 +539,8 @@ class StackReader:
         :return: the frames and whether every one was valid (the walk stops at the
             first that is not)
         """
-        return self._resolve(raw_frames, True)
+        ids = self.codes([c for c, _ in raw_frames])
+        return self._resolve(raw_frames, True, ids)
 
     def offset(self, code: int, where: int) -> int:
         """The byte offset in its code object of a frame's instruction, as
@@ -516,9 +554,8 @@ class StackReader:
         return 2 * where
 
     def _resolve(
-        self, raw_frames: list[tuple[int, int]], complete: bool
+        self, raw_frames: list[tuple[int, int]], complete: bool, ids: dict[int, int]
     ) -> tuple[tuple[int, ...], bool]:
-        ids = self.codes([c for c, _ in raw_frames])
         out: list[int] = []
         adaptive, infos = self.layout.code_adaptive, self.infos
         by_pointer = self.layout.frame_instr >= 0
@@ -659,10 +696,15 @@ class StackReader:
         """
         lo, hi = self._sig_span
         distinct = list(dict.fromkeys(addresses))
-        heads = self.memory.read_many([(a + lo, hi - lo) for a in distinct])
+        return self._identify_all(
+            distinct, self.memory.read_many([(a + lo, hi - lo) for a in distinct])
+        )
+
+    def _identify_all(self, addresses: list[int], heads: list[bytes | None]) -> dict[int, int]:
+        """The ids of code objects given the bytes of their identity fields."""
         out: dict[int, int] = {}
         known = self._ids
-        for address, head in zip(distinct, heads, strict=True):
+        for address, head in zip(addresses, heads, strict=True):
             if head is None:
                 out[address] = -1
                 continue

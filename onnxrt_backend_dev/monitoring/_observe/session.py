@@ -8,10 +8,7 @@ callers fall back to the in-process sampler otherwise and say why.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -159,26 +156,15 @@ def _loaded(pid: int) -> bool:
     return any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: killed if this process dies (``kill -9`` of the
-    command must not leave the program running, unreported)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class Started(NamedTuple):
     """A program started under the observer.
 
-    :param process: the child
+    :param child: the child, supervised (see :mod:`.._run.supervise`)
     :param observer: samples it
     :param why: why there are no stacks, when there are none (filled while it runs)
     """
 
-    process: subprocess.Popen[bytes]
+    child: Any
     observer: Observer
     why: list[str]
 
@@ -187,41 +173,38 @@ def start_program(
     argv: Sequence[str],
     interval: float,
     sink: Any,
+    supervisor: Any,
     follow: Callable[[int], ProcessRecord | bool | None] | None = None,
     env: dict[str, str] | None = None,
     devices: Any = None,
 ) -> Started:
-    """Starts ``argv`` as a child (its own interpreter, nothing of this tool in it) and
-    its observer; the first sample is taken before this returns.
+    """Starts ``argv`` as a child (its own interpreter, nothing of this tool in it) under
+    ``supervisor`` (its own process group unless it reads the terminal, dying with this
+    process, signals forwarded) and its observer; the first sample is taken before this
+    returns.
 
     :param argv: the command line (a Python interpreter and its arguments)
     :param interval: seconds between samples
     :param sink: where the main process's memory ticks go
+    :param supervisor: a :class:`.._run.supervise.Supervisor`, entered
     :param follow: makes the record of a new descendant (None: not followed)
     :param env: the child's environment (this one's by default)
     :param devices: device probes read in the observer's loop (opened before the start)
     :return: the child and its observer
-    :raises OSError: the command cannot start
+    :raises CommandNotFound: the command cannot start (127, 126)
     """
-    parent = os.getpid()
-
-    def prepare() -> None:
-        _die_with_parent()
-        if os.getppid() != parent:  # the command died before the death signal was armed
-            os._exit(127)
-
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(list(argv), preexec_fn=prepare, env=env)
-    record = ProcessRecord(proc.pid, None, bytes(256), sink)
+    child = supervisor.start(list(argv), env=env)
+    record = ProcessRecord(child.pid, None, bytes(256), sink)
     why: list[str] = []
-    record.opener = opener(proc.pid, LOCATE_TIMEOUT, why)
+    record.opener = opener(child.pid, LOCATE_TIMEOUT, why)
     record.on_exec = reopen_after_exec
     observer = Observer(record, interval, follow=follow, devices=devices)
     if devices is not None:
         devices.pid_source = observer.pids
     observer.sample()  # the memory from the start, a first try at the interpreter
-    return Started(proc, observer, why)
+    return Started(child, observer, why)
 
 
 def attach(pid: int, interval: float, sink: Any) -> tuple[Observer, Target]:
@@ -248,23 +231,6 @@ def alive(pid: int) -> bool:
     """
     state = state_of(pid)
     return state is not None and state not in ("Z", "X")
-
-
-def stop_child(proc: subprocess.Popen[bytes], grace: float) -> None:
-    """Ends a child: SIGTERM, then SIGKILL after ``grace`` seconds; reaped.
-
-    :param proc: the child
-    :param grace: seconds
-    """
-    if proc.poll() is None:
-        with contextlib.suppress(OSError):
-            proc.terminate()
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                proc.kill()
-            proc.wait()
 
 
 def command_line_of(pid: int) -> str:

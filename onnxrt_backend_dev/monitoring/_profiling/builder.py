@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pstats import Stats
 from typing import Any
 
+from .._errors import BadType, BadValue
 from .._gc import gc_paused
 from .model import ProfileNode, TimeElements, is_library_path
 
@@ -28,7 +29,7 @@ def stats_dicts(ps: Any, name: str = "ps") -> list[dict[Any, Any]]:
         for p in ps:
             out.extend(stats_dicts(p, name))
         return out
-    raise TypeError(
+    raise BadType(
         f"{name} must be a pstats.Stats, a path to a profile file or a non-empty list of "
         f"them, got {type(ps).__name__}"
     )
@@ -178,7 +179,9 @@ def build_graph(
         a virtual node (not in the dictionary) calling each of them
     """
     dicts = stats_dicts(ps)
-    builder = _GraphBuilder(clean_text or (lambda x: x))
+    from .._validate import checked_text_function
+
+    builder = _GraphBuilder(checked_text_function("clean_text", clean_text))
     with gc_paused():
         for stats in dicts:
             builder.add_stats(stats)
@@ -188,7 +191,7 @@ def build_graph(
             builder.dedupe_edges()
     nodes = builder.nodes
     if not nodes:
-        raise ValueError("ps must hold at least one profiled function, got an empty profile")
+        raise BadValue("ps must hold at least one profiled function, got an empty profile")
     return _pick_root(nodes), nodes
 
 

@@ -8,6 +8,8 @@ pipeline. The renderers and :class:`.filters.ViewOptions` read the same names an
 
 from __future__ import annotations
 
+from .._errors import BadValue
+
 #: The views of the call graph that ``text`` and ``html`` render: the call tree rooted
 #: at the program (``tree``) or the reference's forest (``reference``).
 VIEWS = ("tree", "reference")
@@ -24,7 +26,7 @@ def check_view(view: str) -> str:
     :raises ValueError: any other value
     """
     if view not in VIEWS:
-        raise ValueError(f"view must be one of {list(VIEWS)}, got {view!r}")
+        raise BadValue(f"view must be one of {list(VIEWS)}, got {view!r}")
     return view
 
 
@@ -37,8 +39,8 @@ def check_filters(min_share: float, max_depth: int | None, focus: str | None) ->
     :raises ValueError: a value out of its range, named with the rule
     """
     if not 0.0 <= min_share <= 1.0:
-        raise ValueError(f"min_share must be in [0, 1], got {min_share!r}")
+        raise BadValue(f"min_share must be in [0, 1], got {min_share!r}")
     if max_depth is not None and max_depth < 0:
-        raise ValueError(f"max_depth must be >= 0 or None, got {max_depth!r}")
+        raise BadValue(f"max_depth must be >= 0 or None, got {max_depth!r}")
     if focus is not None and not focus:
-        raise ValueError(f"focus must be a non-empty string or None, got {focus!r}")
+        raise BadValue(f"focus must be a non-empty string or None, got {focus!r}")

@@ -90,7 +90,7 @@ class Format(NamedTuple):
         :param options: filters and the keywords of :attr:`takes`
         """
         if self.render is None:
-            raise ValueError(
+            raise BadValue(
                 f"format {self.name!r} writes the raw statistics (pstats dump_stats), "
                 "not a rendering of the graph"
             )
@@ -130,6 +130,13 @@ def _collapsed(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
     return render_collapsed(root, **options)
 
 
+def _suffixes(name: str) -> tuple[str, ...]:
+    """The suffixes of a format in the package's one table (``_export.SUFFIXES``)."""
+    from .._export import SUFFIXES
+
+    return tuple(suffix for suffix, fmt in SUFFIXES.items() if fmt == name)
+
+
 _SORTED = frozenset({"sort_key"})
 _VIEWED = frozenset({"sort_key", "view"})
 
@@ -137,12 +144,12 @@ _VIEWED = frozenset({"sort_key", "view"})
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format(_text, ".txt", "text", (".txt",), _VIEWED),
-        Format(_json, ".json", "json", (".json",), _SORTED),
-        Format(_html, ".html", "html", (".html", ".htm"), _VIEWED),
-        Format(_speedscope, ".speedscope.json", "speedscope", (".speedscope.json",)),
-        Format(_collapsed, ".collapsed", "collapsed", (".collapsed", ".folded")),
-        Format(None, ".prof", "prof", (".prof", ".pstats"), binary=True),
+        Format(_text, ".txt", "text", _suffixes("text"), _VIEWED),
+        Format(_json, ".json", "json", _suffixes("json"), _SORTED),
+        Format(_html, ".html", "html", _suffixes("html"), _VIEWED),
+        Format(_speedscope, ".speedscope.json", "speedscope", _suffixes("speedscope")),
+        Format(_collapsed, ".collapsed", "collapsed", _suffixes("collapsed")),
+        Format(None, ".prof", "prof", _suffixes("prof"), binary=True),
     )
 }
 
@@ -187,7 +194,9 @@ def get_format(name: str) -> Format:
 
 def guess_format(path: str, default: str = "text") -> str:
     """The format selected by a file's suffix, the longest suffix winning
-    (``x.speedscope.json`` is speedscope, ``x.json`` json).
+    (``x.speedscope.json`` is speedscope, ``x.json`` json). The suffixes of the built-in
+    formats are those of the package's one table (``_export.SUFFIXES``); a new entry of
+    :data:`FORMATS` brings its own.
 
     :param path: the file name
     :param default: the format when no suffix matches

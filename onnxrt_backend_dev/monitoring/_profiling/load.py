@@ -27,7 +27,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from .._errors import ProfileFormatError
+from .._errors import BadType, ProfileFormatError
 from .._gc import gc_paused
 
 # A profile file larger than this is refused before it is read (the largest real
@@ -394,7 +394,7 @@ def load_profiles(ps: Any, name: str = "ps") -> list[ValidatedStats]:
         for i, p in enumerate(ps):
             out.extend(load_profiles(p, f"{name}[{i}]"))
         return out
-    raise TypeError(
+    raise BadType(
         f"{name} must be a pstats.Stats, a path to a profile file or a non-empty list of "
         f"them, got {type(ps).__name__}"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._errors import BadValue
 from .model import ProfileNode
 
 _KEYS = {"tall": "time with callees (s)", "tin": "own time (s)"}
@@ -19,9 +20,9 @@ def plot_top_functions(root: ProfileNode, top: int = 15, key: str = "tall", ax: 
     :return: the axes
     """
     if key not in _KEYS:
-        raise ValueError(f"key must be one of {sorted(_KEYS)}, got {key!r}")
+        raise BadValue(f"key must be one of {sorted(_KEYS)}, got {key!r}")
     if top < 1:
-        raise ValueError(f"top must be >= 1, got {top!r}")
+        raise BadValue(f"top must be >= 1, got {top!r}")
     from .._optional import require
 
     require("matplotlib", "plot", "profile charts")

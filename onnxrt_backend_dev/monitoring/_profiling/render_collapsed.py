@@ -7,6 +7,7 @@ from typing import Any
 
 from .._stacks.export import to_collapsed
 from .._stacks.frames import StackFrame
+from .._validate import check_number
 from .model import ProfileNode
 from .view_paths import expand_paths, path_stacks, split_options
 
@@ -21,8 +22,7 @@ def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> s
         ``limits`` (:class:`PathLimits <.view_paths.PathLimits>`)
     :return: text
     """
-    if not unit > 0:
-        raise ValueError(f"unit must be > 0, got {unit!r}")
+    check_number("unit", unit, above=0)  # also refuses NaN and infinity (counts of 0)
     view, limits = split_options(dict(options))
     items = expand_paths(root, view, limits)
     frames = [StackFrame(i.node.func_name, i.node.filename, i.node.line) for i in items]

@@ -8,16 +8,17 @@ total time, ``+++`` references jumping to the function's own entry. The template
 
 from __future__ import annotations
 
-import html
 import math
 from importlib import resources
 from itertools import chain, count, repeat
 from operator import itemgetter
 from typing import Any
 
+from .._html import script_json
+from .._html import text as escape_text
 from .filters import ViewOptions
 from .model import FilterNode, ProfileNode
-from .safe import safe_count, safe_time, script_json
+from .safe import safe_count, safe_time
 from .view_reference import TreeRows
 
 
@@ -43,7 +44,7 @@ def render_forest_html(
     """
     view = TreeRows(root, filter_node, sort_key, ViewOptions(**options))
     payload = _payload(view)
-    page = _template().replace("__TITLE__", html.escape(title))
+    page = _template().replace("__TITLE__", escape_text(title))
     return page.replace("__DATA__", payload)
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter, mod
 from typing import Any
 
+from .._errors import BadValue
+from .._format import one_line
 from .model import ProfileNode
 from .view_reference import RawRow, Row, Segment
 
@@ -58,20 +60,6 @@ def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple
     return (base + share, base + " +++" + share), (base + tiny, base + " +++" + tiny)
 
 
-def one_line(text: str) -> str:
-    """``text`` with its unprintable characters (newlines, tabs, U+2028...) written as
-    backslash escapes, so that a crafted name stays on its row.
-
-    :param text: a name read from a profile
-    :return: printable text
-    """
-    if text.isprintable():
-        return text
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
-
-
 # Widest name column accepted: wider only pads every row with spaces.
 MAX_FCT_WIDTH = 1000
 
@@ -84,7 +72,7 @@ def check_fct_width(fct_width: Any) -> int:
     :raises ValueError: not an int in ``[0, MAX_FCT_WIDTH]``
     """
     if type(fct_width) is not int or not 0 <= fct_width <= MAX_FCT_WIDTH:
-        raise ValueError(f"fct_width must be an int in [0, {MAX_FCT_WIDTH}], got {fct_width!r}")
+        raise BadValue(f"fct_width must be an int in [0, {MAX_FCT_WIDTH}], got {fct_width!r}")
     return fct_width
 
 
@@ -128,7 +116,7 @@ def render_forest_text(
     """
     check_fct_width(fct_width)
     if max_indent < 1:
-        raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
     raw: Iterable[RawRow] = rows  # type: ignore[assignment]
     if total is None:
         full = [r for r in rows if isinstance(r, Row)]
@@ -234,7 +222,7 @@ def render_segments_text(
     """
     check_fct_width(fct_width)
     if max_indent < 1:
-        raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
     hint = int(max_count)
     text, top = _render_segments(segments, count_width(hint), fct_width, max_indent)
     if count_width(top) != count_width(hint) and segments_again is not None:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._errors import BadValue
 from .builder import is_artifact
 from .load import load_profiles
 from .view_reference import Row
@@ -61,7 +62,7 @@ def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any]
     :return: the nested dictionary and the number of folded rows
     """
     if max_indent < 1:
-        raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
     width = len(str(max((abs(int(r.nc1)) for r in rows), default=0)))
     top: dict[str, Any] = {}
     # containers[i] is the "calls" dictionary receiving rows of level i.
@@ -144,7 +145,9 @@ def stats_rows(
         them)
     :return: rows
     """
-    clean = clean_text or (lambda x: x)
+    from .._validate import checked_text_function
+
+    clean = checked_text_function("clean_text", clean_text)
     rows = []
     for loaded in load_profiles(ps):
         for func, v in loaded.stats.items():

@@ -7,13 +7,13 @@ goes in through :func:`script_json <.safe.script_json>`, the title through
 
 from __future__ import annotations
 
-import html
 import math
 from importlib import resources
 from typing import Any
 
+from .._html import text as escape_text
 from .model import ProfileNode
-from .render_tree_text import short_file
+from .render_tree_text import tree_file
 from .view_tree import CallTree, build_tree
 
 #: Rows under this share stay closed when the page opens.
@@ -57,7 +57,7 @@ def tree_data(tree: CallTree, program: str) -> dict[str, Any]:
             name, file = -1, -1
         else:
             name = ref(node.func_name)
-            short = short_file(node.filename)
+            short = tree_file(node.filename)
             file = ref(f"{short}:{node.line}" if short else "")
         rows.append(
             [
@@ -97,12 +97,12 @@ def render_tree_html(
     :param options: given to :func:`build_tree <.view_tree.build_tree>`
     :return: the page
     """
-    from .safe import script_json
+    from .._html import script_json
 
     tree = build_tree(root, **options)
     top = tree.items[0].node
     name = program if program is not None else (top.func_name if top is not None else "?")
     if title == "Call tree" and program is not None:
         title = f"Call tree of {program}"
-    page = _template().replace("__TITLE__", html.escape(title))
+    page = _template().replace("__TITLE__", escape_text(title))
     return page.replace("__DATA__", script_json(tree_data(tree, name)))

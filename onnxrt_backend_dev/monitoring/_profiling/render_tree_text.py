@@ -8,51 +8,28 @@ Function names are never cut; file names are shortened in their path part only
 from __future__ import annotations
 
 import io
-import sysconfig
 from typing import Any, TextIO
 
+from .._errors import BadValue
+from .._format import one_line
+from .._sampling.view import short_file
 from .model import ProfileNode
 from .view_tree import CallTree, TreeItem, build_tree
 
-# Characters that would break a row: written escaped.
-_CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": " "})
-_MARKERS = ("site-packages/", "dist-packages/")
 
+def tree_file(filename: str) -> str:
+    """A node's file as the trees show it (:func:`short_file`, the one of every view),
+    empty for a built-in (cProfile's ``~``).
 
-def _prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    found = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
-    return tuple(sorted((p.replace("\\", "/") + "/" for p in found if p), key=len, reverse=True))
-
-
-_STDLIB = _prefixes()
-
-
-def short_file(filename: str) -> str:
-    """A file name shortened in its path part: the standard library's and installed
-    packages' folders dropped, other absolute paths kept to their last two parts.
-
-    :param filename: the name as stored in the profile
-    :return: the short name (empty for built-ins)
+    :param filename: the node's file
+    :return: the short path
     """
-    name = filename.replace("\\", "/")
-    if name in ("~", ""):
-        return ""
-    for marker in _MARKERS:
-        at = name.rfind(marker)
-        if at >= 0:
-            return name[at + len(marker) :]
-    for prefix in _STDLIB:
-        if name.startswith(prefix):
-            return name[len(prefix) :]
-    if name.startswith("/") and name.count("/") > 2:
-        return "/".join(name.rsplit("/", 2)[-2:])
-    return name
+    return "" if filename in ("~", "") else short_file(filename)
 
 
 def _location(node: ProfileNode) -> str:
-    file = short_file(node.filename)
-    return f"  {file}:{node.line}".translate(_CONTROL) if file else ""
+    file = tree_file(node.filename)
+    return one_line(f"  {file}:{node.line}") if file else ""
 
 
 def time_unit(total: float) -> tuple[str, float]:
@@ -80,7 +57,7 @@ def _label(item: TreeItem) -> str:
     node = item.node
     if node is None:
         return f"{item.folded} more ({100 * item.share:.1f} %)"
-    text = node.func_name.translate(_CONTROL) + _location(node)
+    text = one_line(node.func_name) + _location(node)
     if item.reentry:
         text += "  [re-entered: already on the path above]"
     if item.recursive:
@@ -113,9 +90,9 @@ def write_tree_text(
         that cannot show the former
     """
     if max_indent < 1:
-        raise ValueError(f"max_indent must be >= 1, got {max_indent!r}")
+        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
     if guides not in GUIDES:
-        raise ValueError(f"guides must be one of {sorted(GUIDES)}, got {guides!r}")
+        raise BadValue(f"guides must be one of {sorted(GUIDES)}, got {guides!r}")
     branch, last, through, blank = GUIDES[guides]
     items = tree.items
     root = items[0].node
@@ -129,7 +106,7 @@ def write_tree_text(
         fold += f", the rest past {tree.capped:,} rows folded"
     unit, scale = time_unit(tree.total)
     stream.write(
-        f"Call tree of {name.translate(_CONTROL)}: {tree.total * scale:.3f} {unit} in total "
+        f"Call tree of {one_line(name)}: {tree.total * scale:.3f} {unit} in total "
         f"(cProfile; shares of the total, {_ORDERS.get(tree.order, tree.order)}, {fold})\n"
         f"{'share':>7}  {f'time ({unit})':>10}  {'calls':>11}  function  file:line\n"
     )

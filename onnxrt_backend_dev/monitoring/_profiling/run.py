@@ -12,7 +12,7 @@ from io import StringIO
 from pstats import SortKey, Stats
 from typing import Any
 
-from .._errors import BadType, BadValue
+from .._errors import BadType, BadValue, StateError
 from .._validate import check_bool, check_callable
 from .builder import build_graph
 from .load import load_profiles
@@ -26,7 +26,7 @@ def check_no_profiler_active() -> None:
     """
     hook = sys.getprofile()
     if hook is not None:
-        raise RuntimeError(
+        raise StateError(
             f"another profiler is already active (sys.getprofile() returns {hook!r}); "
             "stop it before profiling"
         )
@@ -34,7 +34,7 @@ def check_no_profiler_active() -> None:
     if monitoring is not None:
         tool = monitoring.get_tool(monitoring.PROFILER_ID)
         if tool is not None:
-            raise RuntimeError(
+            raise StateError(
                 f"another profiler is already active (sys.monitoring profiler slot is "
                 f"held by {tool!r}); stop it before profiling"
             )

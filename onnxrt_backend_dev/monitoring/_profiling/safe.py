@@ -6,31 +6,14 @@ crafted: nothing of it reaches a page or a script unescaped.
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from typing import Any
 
-# Characters that could end a <script> element, start an HTML entity or end a JS line
-# (U+2028 and U+2029 are line terminators in older JavaScript engines).
-_SCRIPT_ESCAPES = {
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
-_SCRIPT_TABLE = str.maketrans(_SCRIPT_ESCAPES)
+from .._errors import BadData
+from .._html import script_json
 
-
-def script_json(data: Any) -> str:
-    """Serializes ``data`` as JSON that can be pasted inside an HTML ``<script>`` element.
-
-    :param data: JSON-serializable data, without NaN or infinities
-    :return: the JSON text, with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped
-    :raises ValueError: the data holds NaN or an infinity (JSON has no such token)
-    """
-    return json.dumps(data, allow_nan=False).translate(_SCRIPT_TABLE)
+__all__ = ["safe_count", "safe_time", "script_json"]  # script_json: the one of _html
 
 
 def safe_count(value: Any, what: str = "a call count") -> int:
@@ -50,7 +33,7 @@ def safe_count(value: Any, what: str = "a call count") -> int:
             return operator.index(value)  # numpy integers
         except TypeError:
             pass
-    raise ValueError(f"{what} must be an integer, got {type(value).__name__} {value!r:.60}")
+    raise BadData(f"{what} must be an integer, got {type(value).__name__} {value!r:.60}")
 
 
 def safe_time(value: Any, what: str = "a time") -> float:
@@ -65,4 +48,4 @@ def safe_time(value: Any, what: str = "a time") -> float:
         f = float(value)  # numpy floats are floats
         if math.isfinite(f):
             return f
-    raise ValueError(f"{what} must be a finite number, got {type(value).__name__} {value!r:.60}")
+    raise BadData(f"{what} must be a finite number, got {type(value).__name__} {value!r:.60}")

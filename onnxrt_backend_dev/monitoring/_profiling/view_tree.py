@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pstats import SortKey
 from typing import Any, NamedTuple
 
+from .._errors import BadType, BadValue
 from .._validate import check_callable
 from .choices import FOLD_SHARE
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
@@ -359,12 +360,12 @@ def build_tree(
     """
     check_callable("filter_node", filter_node, optional=True)
     if not 0.0 <= fold_share <= 1.0:
-        raise ValueError(f"fold_share must be in [0, 1], got {fold_share!r}")
+        raise BadValue(f"fold_share must be in [0, 1], got {fold_share!r}")
     if max_rows < 1:
-        raise ValueError(f"max_rows must be >= 1, got {max_rows!r}")
+        raise BadValue(f"max_rows must be >= 1, got {max_rows!r}")
     unknown = sorted(set(options) - set(ViewOptions.FIELDS))
     if unknown:
-        raise TypeError(
+        raise BadType(
             f"unexpected option(s) {unknown} for the call tree, which takes fold_share, "
             f"filter_node, sort_key, max_rows and the filters {list(ViewOptions.FIELDS)}"
         )
@@ -432,7 +433,7 @@ def hot_paths(
     :return: the paths, each a list of function names from the root
     """
     if count < 1:
-        raise ValueError(f"count must be >= 1, got {count!r}")
+        raise BadValue(f"count must be >= 1, got {count!r}")
     if isinstance(tree, ProfileNode):
         tree = build_tree(tree)
     return [names for names, _ in hot_path_leaves(tree, count, builtins)]
@@ -450,7 +451,7 @@ def hot_path_leaves(
     :return: ``(names, row index)`` for each path
     """
     if count < 1:
-        raise ValueError(f"count must be >= 1, got {count!r}")
+        raise BadValue(f"count must be >= 1, got {count!r}")
     items = tree.items
     kids: list[list[int]] = [[] for _ in items]
     for i, it in enumerate(items):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import array
 
+from .._errors import BadData, BadValue
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,7 +43,7 @@ class Aggregator:
         self, max_points: int = DEFAULT_MAX_POINTS, tolerance: float = PEAK_TOLERANCE
     ) -> None:
         if max_points < 2:
-            raise ValueError(f"max_points must be >= 2, got {max_points!r}")
+            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
         self.max_points = max_points
         self.tolerance = tolerance
         self.stacks: dict[int, tuple[RawFrame, ...]] = {}
@@ -76,16 +78,18 @@ class Aggregator:
         """Declares a stack (outermost frame first) before ticks refer to it."""
         self.stacks[sid] = tuple(frames)
 
-    def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
+    def add_tick(self, t: float, rss: float, hwm: float, sid: int, high: float = 0.0) -> None:
         """Adds one tick.
 
         :param t: seconds (``time.monotonic``)
         :param rss: the RSS now, bytes
         :param hwm: the high-water mark now, bytes (0 if unknown)
         :param sid: the stack running, ``NO_STACK`` if unknown
+        :param high: the highest memory since the previous tick where it is known apart
+            from the high-water mark (the spy resets the mark at each tick), else 0
         """
         rose = hwm > self.last_hwm
-        level = max(rss, hwm) if rose else rss
+        level = max(rss, hwm if rose else 0.0, high)
         if self.n == 0:
             self.first_t, self.first_rss = t, rss
             self.last_rss = rss
@@ -169,7 +173,7 @@ def to_state(agg: Aggregator) -> dict[str, object]:
 
 
 def from_state(state: dict[str, object]) -> Aggregator:
-    """An aggregator from :func:`to_state` (untrusted: wrong types raise ValueError).
+    """An aggregator from :func:`to_state` (untrusted: wrong types raise BadData).
 
     :param state: the state
     :return: the aggregator, without stacks
@@ -178,18 +182,18 @@ def from_state(state: dict[str, object]) -> Aggregator:
     for name in _SCALARS:
         value = state.get(name)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise ValueError(f"aggregator state: {name} is not a number")
+            raise BadData(f"aggregator state: {name} is not a number")
         setattr(agg, name, type(getattr(agg, name))(value))
     for name in _TABLES:
         table = state.get(name)
         if not isinstance(table, dict):
-            raise ValueError(f"aggregator state: {name} is not a table")
+            raise BadData(f"aggregator state: {name} is not a table")
         setattr(agg, name, {int(k): float(v) for k, v in table.items()})
     agg.count = {k: int(v) for k, v in agg.count.items()}
     for name, code in (("times", "d"), ("rss", "d"), ("sids", "q")):
         raw = state.get(name)
         if not isinstance(raw, bytes):
-            raise ValueError(f"aggregator state: {name} is not bytes")
+            raise BadData(f"aggregator state: {name} is not bytes")
         buffer = array.array(code)
         buffer.frombytes(raw[: len(raw) // 8 * 8])
         setattr(agg, name, buffer)

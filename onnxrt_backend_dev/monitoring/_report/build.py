@@ -24,7 +24,14 @@ from .._sampling.model import (
     ThreadProfile,
     column,
 )
-from .._sampling.view import Row, build_tree, innermost_user, line_figures, source_line
+from .._sampling.view import (
+    Row,
+    build_tree,
+    innermost_user,
+    line_figures,
+    short_file,
+    source_line,
+)
 from .._stacks.frames import is_library_path
 from .aggregate import Aggregator, RawFrame
 from .model import (
@@ -47,6 +54,8 @@ MAX_SPANS = 4000
 MAX_LINES = 25
 MAX_PARTS = 8
 FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into "N more"
+# A stack of a thread other than the main one is a wait below this CPU share of its wall.
+WAITING_CPU = 0.02
 
 
 # A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
@@ -157,8 +166,9 @@ def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
 
 
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
-    """The stack standing for the line that built the peak: the user line with the
-    largest growth up to the peak, the dated peak's line on a tie (within 1 %)."""
+    """The stack standing for the line that built the peak: the line running when the
+    peak was reached, unless another user line grew the memory more than twice as much
+    up to the peak (then that one)."""
     by_line: dict[tuple[str, str, int] | None, float] = {}
     for sid, value in parts.items():
         key = _line_key(agg, sid)
@@ -167,8 +177,12 @@ def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
         return agg.peak_sid
     dated = _line_key(agg, agg.peak_sid)
     best = max(by_line, key=lambda k: by_line[k])
-    tie = 0.01 * max(agg.peak - agg.first_rss, 0.0)
-    if dated in by_line and by_line[dated] >= by_line[best] - tie:
+    # The line that completed the peak built it when it holds at least half as much as
+    # the line holding the most (two arrays of one size: sampled from outside, the
+    # interval where one ends and the next begins goes to one of them, so their figures
+    # differ by up to a tick's growth); a small temporary tipping a large load over the
+    # top did not: the load did.
+    if dated in by_line and by_line[dated] >= 0.5 * by_line[best]:
         return agg.peak_sid
     on_line = [sid for sid in parts if _line_key(agg, sid) == best]
     return max(on_line, key=lambda sid: parts[sid])
@@ -239,9 +253,14 @@ def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
         return sid
 
     threads: list[ThreadProfile] = []
+    # A stack of another thread that got (almost) no CPU is a wait (IPython's history
+    # thread, a pool's idle worker): not the program's time. Only when CPU was measured.
+    cpu_known = any(float(e[2]) > 0 for _, _, rows in facts.threads for e in rows)
     for name, is_main, rows in facts.threads:
         totals: dict[int, list[float]] = {}
         for entry in rows:
+            if not is_main and cpu_known and float(entry[2]) <= WAITING_CPU * float(entry[1]):
+                continue
             row = totals.setdefault(sid_of(entry[0]), [0.0] * NCOLUMNS)
             row[WALL] += float(entry[1])
             row[CPU] += float(entry[2])
@@ -398,7 +417,7 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
         frames = agg.stacks.get(sid, ())
         if frames:
             function, file, _, first = frames[_innermost_user(frames)]
-            label = f"{function} ({file}:{first})"
+            label = f"{function} ({short_file(file)}:{first})"  # as every view shows paths
         else:
             label = "(no Python frame)"
         by_function[label] = by_function.get(label, 0.0) + value

@@ -19,6 +19,7 @@ columns above answer "what grew the resident memory".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 SCHEMA = "onnxrt-monitoring-report"
 SCHEMA_VERSION = 1
@@ -172,9 +173,9 @@ class Peak:
     :param value: bytes, from the high-water mark
     :param start: RSS at the first tick
     :param time: seconds since the start when the high-water mark rose to it
-    :param site: the line that built the peak: the user line with the largest growth up
-        to the peak (what holds most of it), the line running when the mark rose to it
-        on a tie (within 1 %); None if unknown
+    :param site: the line that built the peak: the line running when the mark rose to
+        it, unless another user line grew the memory more than twice as much up to the
+        peak (what holds most of it); None if unknown
     :param called: the first library function that line called (``numpy.ones``)
     :param stack: a stack of that line, outermost first
     :param source: ``"hwm"`` (exact) or ``"ticks"`` (sampled)
@@ -401,6 +402,20 @@ class Report:
     version: int = SCHEMA_VERSION
     functions: tuple[FunctionRow, ...] = ()
     allocations: Allocations | None = None
+
+    def export(self, path: Any, fmt: str | None = None, **options: Any) -> str:
+        """Writes the report into ``path`` in the format its suffix names (``.txt``,
+        ``.json``, ``.html``), as every result of the package does (see ``_export``:
+        the renderers are imported there, never by the model).
+
+        :param path: the file
+        :param fmt: ``text``, ``json`` or ``html``; None to guess it from the suffix
+        :param options: given to the renderer
+        :return: the format written
+        """
+        from .._export import export
+
+        return export(self, path, fmt, **options)
 
     @property
     def utilisation(self) -> float | None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, Protocol
 
+from .._errors import StateError
 from .._sampling.frames import WALKING_CODES, line_of, walk_within
 from .._sampling.intern import MIN_CAPACITY, CodeTable, KeyTable, filled, grow
 from .aggregate import NO_STACK, RawFrame
@@ -318,7 +319,7 @@ class TickRecorder:
         :raises RuntimeError: not the main thread, or both timer signals are taken
         """
         if threading.current_thread() is not threading.main_thread():
-            raise RuntimeError("the report's ticks need the main thread (signal handlers)")
+            raise StateError("the report's ticks need the main thread (signal handlers)")
         for sig_name, timer_name in _TIMERS:
             signum = getattr(signal, sig_name, None)
             timer = getattr(signal, timer_name, None)
@@ -330,7 +331,7 @@ class TickRecorder:
                 self._signal, self._timer = signum, timer
                 signal.setitimer(timer, self.interval, self.interval)
                 return self
-        raise RuntimeError("SIGALRM and SIGPROF both have a handler: no timer for the ticks")
+        raise StateError("SIGALRM and SIGPROF both have a handler: no timer for the ticks")
 
     def restart_in_child(self, sink: Sink) -> None:
         """Goes on in a forked child (the timer is not inherited, the handler is): a

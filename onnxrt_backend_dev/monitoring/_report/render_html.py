@@ -4,13 +4,14 @@ source lines) is escaped."""
 
 from __future__ import annotations
 
-import html
 import zlib
 from collections.abc import Sequence
 
 from .._format import format_bytes, format_duration
+from .._html import text as _e
 from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
+from .._sampling.view import short_file
 from .axis import byte_ticks, time_ticks
 from .model import Allocations, AllocLine, AllocNode, Curve, LineRow, Part, Report, Site, Span
 from .render_text import tool_note
@@ -42,10 +43,6 @@ svg text{font:11px system-ui,sans-serif} .lib{color:#777}
 """
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def _colour(label: str) -> str:
     return _PALETTE[zlib.crc32(label.encode("utf-8", "replace")) % len(_PALETTE)]
 
@@ -55,7 +52,9 @@ def _signed(n: float) -> str:
 
 
 def _where(site: Site | None) -> str:
-    return "no Python frame" if site is None else f"{site.function} ({site.file}:{site.line})"
+    if site is None:
+        return "no Python frame"
+    return f"{site.function} ({short_file(site.file)}:{site.line})"
 
 
 def _header(report: Report) -> str:
@@ -383,7 +382,7 @@ def _tree(report: Report) -> str:
     rows = []
     for r in report.tree:
         cls = ' class="l lib"' if r.site.library else ' class="l"'
-        where = f"{r.site.file}:{r.site.line}" if r.site.file else ""
+        where = f"{short_file(r.site.file)}:{r.site.line}" if r.site.file else ""
         hidden = f' <span class="note">{_e(r.hidden)}</span>' if r.hidden else ""
         rows.append(
             f"<tr><td>{r.time / total:.1%}</td><td>{r.self_time / total:.1%}</td>"
@@ -414,7 +413,7 @@ def _lines(report: Report) -> str:
     rows = "".join(
         f"<tr><td>{r.time / total:.1%}</td>{_split_cells(r) if split else ''}"
         f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
-        f'<td class="l">{_e(r.site.file)}:{r.site.line}</td>'
+        f'<td class="l">{_e(short_file(r.site.file))}:{r.site.line}</td>'
         f'<td class="l">{_e(r.site.function)}</td>'
         f'<td class="l"><code>{_e(r.source)}</code></td></tr>'
         for r in report.lines

@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-from .._errors import ResultFormatError
+from .._errors import BadData, ResultFormatError
 from .model import (
     SCHEMA,
     SCHEMA_VERSION,
@@ -101,7 +101,7 @@ def _sites(docs: Any) -> tuple[Site, ...]:
 
 def _float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"expected a number, got {type(value).__name__}")
+        raise BadData(f"expected a number, got {type(value).__name__}")
     return float(value)
 
 
@@ -125,7 +125,7 @@ def from_dict(doc: Any) -> Report:
 def _curve(c: Any) -> Curve:
     times, values = tuple(map(_float, c["times"])), tuple(map(_float, c["values"]))
     if len(times) != len(values):
-        raise ValueError(f"curve {str(c['name'])[:40]!r}: {len(times)} times, {len(values)} values")
+        raise BadData(f"curve {str(c['name'])[:40]!r}: {len(times)} times, {len(values)} values")
     return Curve(
         str(c["name"]), times, values, _float(c["peak"]), _float(c["peak_time"]), str(c["source"])
     )

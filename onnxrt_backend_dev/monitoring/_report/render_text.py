@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .._format import format_bytes, format_duration
+from .._format import cut_source, format_bytes, format_duration, one_line
 from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
+from .._sampling.view import short_file
 from .model import Allocations, AllocLine, Device, LineRow, Report, Site
 
 MAX_LINES = 30
@@ -13,6 +14,8 @@ _TOP_LINES = 5
 _TOP_PARTS = 4
 _TOP_ALLOC = 4
 _TOP_LEAKS = 3
+# Characters of a hot line's source shown (cut at a token's end).
+_SOURCE_WIDTH = 60
 
 
 def _signed(n: float) -> str:
@@ -22,7 +25,7 @@ def _signed(n: float) -> str:
 def _where(site: Site | None, called: str = "") -> str:
     if site is None:
         return "no Python frame"
-    text = f"{site.function} ({site.file}:{site.line})"
+    text = f"{site.function} ({short_file(site.file)}:{site.line})"
     return f"{text} calling {called}" if called else text
 
 
@@ -99,9 +102,9 @@ def _err(value: float, err: float) -> str:
 
 def _alloc_row(row: AllocLine, value: float, err: float) -> str:
     site = row.site
-    where = f"{site.file}:{site.line} {site.function}" if site.file else site.function
+    where = f"{short_file(site.file)}:{site.line} {site.function}" if site.file else site.function
     via = f" [{row.native}]" if row.native else ""
-    text = f": {row.source[:50]}" if row.source else ""
+    text = f": {cut_source(row.source, 50)}" if row.source else ""
     return f"  {format_bytes(value):>9}{_err(value, err):<5} {where}{text}{via}"
 
 
@@ -144,7 +147,7 @@ def _functions(report: Report) -> list[str]:
     lines = ["functions: time   RSS: net   to peak   highest"]
     lines.extend(
         f"  {r.time / total:6.1%} {_signed(r.net):>10} {_signed(r.to_peak):>10} "
-        f"{format_bytes(r.highest):>9}  {r.site.function} ({r.site.file}:{r.site.line})"
+        f"{format_bytes(r.highest):>9}  {r.site.function} ({short_file(r.site.file)}:{r.site.line})"
         for r in rows
     )
     return lines
@@ -160,7 +163,7 @@ def _hot_lines(report: Report) -> list[str]:
     lines = [head + ("   py  nat  sys wait (% of the line's time)" if split else "")]
     lines.extend(
         f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}{_split(r) if split else ''}  "
-        f"{r.site.file}:{r.site.line} {r.source[:60]}"
+        f"{short_file(r.site.file)}:{r.site.line} {cut_source(r.source, _SOURCE_WIDTH)}"
         for r in rows
     )
     return lines
@@ -195,5 +198,5 @@ def to_text(report: Report) -> str:
     room = max(MAX_LINES - len(head), 1)
     if len(rest) > room:
         rest = [*rest[: room - 1], f"... {len(rest) - room + 1} more lines"]
-    lines = [line.replace("\n", " ").replace("\r", " ") for line in (*head, *rest)]
+    lines = [one_line(line) for line in (*head, *rest)]  # names and notes from the program
     return "\n".join(lines) + "\n"

@@ -14,20 +14,19 @@ killer, a segfault, ``os._exit``) the report still has everything up to the last
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from types import CodeType, FrameType
+from collections.abc import Callable, Sequence
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from .aggregate import Aggregator
 from .stream import StreamReader
 
 if TYPE_CHECKING:
+    from .._run.supervise import Child, Exit, Supervisor
     from .child import Outcome
     from .model import Ending, Report
 
@@ -71,98 +70,6 @@ def ending_of_status(status: int) -> Ending:
     return Ending("os_exit", code, f"ended without unwinding (os._exit({code}) or a fatal error)")
 
 
-# Seconds before a SIGINT the parent received is forwarded to a child still running: a
-# Ctrl-C on the terminal reaches both processes, the child needs no second one.
-SIGINT_FORWARD = 1.0
-
-
-class _Forwarder:
-    """The signals received while the child runs: SIGTERM and SIGHUP are forwarded at
-    once, SIGINT after ``SIGINT_FORWARD`` seconds if the child did not end meanwhile."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.received: list[int] = []
-        self.sigint_at: float | None = None
-
-    def handler(self, signum: int, frame: FrameType | None) -> None:
-        self.received.append(signum)
-        if signum == signal.SIGINT:
-            self.sigint_at = time.monotonic() if self.sigint_at is None else self.sigint_at
-            return
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signum)
-
-    def poll(self) -> None:
-        """Forwards a SIGINT that waited long enough."""
-        if self.sigint_at is not None and time.monotonic() - self.sigint_at > SIGINT_FORWARD:
-            self.sigint_at = None
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGINT)
-
-
-def _die_with_parent() -> None:
-    """Linux: the child is killed if the command dies (``kill -9`` of the command): no
-    program left running that nobody reports on. Nothing elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-
-
-@contextlib.contextmanager
-def _forwarding(pid: int) -> Iterator[_Forwarder]:
-    """Installs the :class:`_Forwarder` of SIGTERM, SIGHUP and SIGINT (main thread)."""
-    forwarder = _Forwarder(pid)
-    handler = forwarder.handler
-    if threading.current_thread() is not threading.main_thread():
-        yield forwarder
-        return
-
-    wanted = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT) if s]
-    wanted = [s for s in wanted if signal.getsignal(s) is not signal.SIG_IGN]
-    previous = {s: signal.signal(s, handler) for s in wanted}
-    try:
-        yield forwarder
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
-class _Child:
-    """The forked child as the parent sees it: polled, reaped once, killed if stuck."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.status: int | None = None
-        self.rusage: Any = None
-
-    def done(self) -> bool:
-        if self.status is None:
-            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
-            if pid == self.pid:
-                self.status, self.rusage = status, rusage
-        return self.status is not None
-
-    def reap(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        # A child whose stream just ended exits within a millisecond or two: short pauses
-        # first, then 10 ms ones (the report is written as soon as the child is reaped).
-        pause = 0.0005
-        while not self.done():
-            if time.monotonic() > deadline:
-                with contextlib.suppress(OSError):
-                    os.kill(self.pid, signal.SIGKILL)
-                _, self.status, self.rusage = os.wait4(self.pid, 0)
-                return
-            time.sleep(pause)
-            pause = min(2 * pause, 0.01)
-
-
 def run_recorded(
     program: Callable[[], Outcome],
     name: str,
@@ -184,33 +91,27 @@ def run_recorded(
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :return: the report and the exit code to return
     """
+    from .._run.signals import ending_signals
+    from .._run.supervise import Supervisor
     from .child import record
 
-    rfd, wfd = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child: whatever happens, it ends here
-        code = 1
+    # The child runs the program with the handlers it would have had without the tool
+    # (its Ctrl-C a KeyboardInterrupt), not the supervisor's, which it inherits.
+    own = {s: signal.getsignal(s) for s in ending_signals()}
+
+    def in_child() -> int:
+        for signum, handler in own.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        os.close(rfd)
+        return record(wfd, program, interval, root_code)
+
+    with Supervisor(janitor=False) as supervisor:
+        rfd, wfd = os.pipe()
         try:
-            os.close(rfd)
-            _die_with_parent()
-            code = record(wfd, program, interval, root_code)
-        except BaseException:  # the recorder failed: say it, the parent reports the rest
-            import traceback
-
-            traceback.print_exc()
+            child = supervisor.fork(in_child)
         finally:
-            with contextlib.suppress(Exception):
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code)
-    os.close(wfd)
-    return _follow(pid, rfd, name, interval, probes, spy)
-
-
-# The exit code of a child that could not start the interpreter (as a shell says).
-EXEC_FAILED = 127
+            os.close(wfd)
+        return _follow(supervisor, child, rfd, name, interval, probes, spy)
 
 
 def run_fresh(
@@ -230,73 +131,58 @@ def run_fresh(
     :param probes: device probes, by registry name
     :return: the report and the exit code to return
     """
-    rfd, wfd = os.pipe()
-    argv = list(command(wfd))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the child: it becomes the interpreter, or ends here
+    from .._run.supervise import Supervisor
+
+    with Supervisor(janitor=False) as supervisor:
+        rfd, wfd = os.pipe()
         try:
+            # Not found and not executable are said before anything runs (127, 126).
+            child = supervisor.start(command(wfd), pass_fds=(wfd,))
+        except BaseException:
             os.close(rfd)
-            os.set_inheritable(wfd, True)
-            _die_with_parent()  # kept across exec
-            # A command that died before the death signal was armed (a Ctrl-C just after
-            # the fork, on a loaded machine) would leave its program running unreported.
-            if os.getppid() != parent:
-                os._exit(EXEC_FAILED)
-            os.execv(argv[0], argv)
-        except BaseException as e:
-            with contextlib.suppress(Exception):
-                os.write(2, f"error: cannot start {argv[0]!r}: {e}\n".encode(errors="replace"))
+            raise
         finally:
-            os._exit(EXEC_FAILED)
-    os.close(wfd)
-    return _follow(pid, rfd, name, interval, probes, True)
+            os.close(wfd)
+        return _follow(supervisor, child, rfd, name, interval, probes, True)
 
 
 def _follow(
-    pid: int, rfd: int, name: str, interval: float, probes: Sequence[str], spy: bool
+    supervisor: Supervisor,
+    child: Child,
+    rfd: int,
+    name: str,
+    interval: float,
+    probes: Sequence[str],
+    spy: bool,
 ) -> tuple[Report, int]:
-    """The parent's side: reads the child's stream until it ends, forwarding signals,
-    and makes the report; no child left running whatever happens here."""
-    child = _Child(pid)
+    """The parent's side: reads the child's stream until it ends (the supervisor
+    forwards the signals received meanwhile) and makes the report; no child left running
+    whatever happens here."""
     agg = Aggregator()
-    reader = StreamReader(agg, pid)
+    reader = StreamReader(agg, child.pid)
     spying: Any = None
     notes: list[str] = []
     try:
-        # Signals are taken over first: a Ctrl-C while the spy starts (a second or more on
-        # a loaded machine) must end in the report, not in the parent's KeyboardInterrupt.
-        with _forwarding(pid) as forwarder:
-            if spy or probes:  # from here, while the program already runs
-                spying, notes = _start_spy(pid, probes)
-            importing = [_import_report_machinery]
+        if spy or probes:  # from here, while the program already runs
+            spying, notes = _start_spy(child.pid, probes)
+        importing = [_import_report_machinery]
 
-            def after_read() -> None:
-                # A ticking program is never idle on the pipe (a tick every interval, even
-                # asleep): a Ctrl-C that reached only this process is forwarded from here.
-                forwarder.poll()
-                # Once the program started (its start read): the imports then share the
-                # CPU with the program, not with the start of the child's interpreter.
-                if importing and reader.start:
-                    importing.pop()()
+        def after_read() -> None:
+            # Once the program started (its start read): the imports then share the CPU
+            # with the program, not with the start of the child's interpreter.
+            if importing and reader.start:
+                importing.pop()()
 
-            def done() -> bool:
-                forwarder.poll()
-                return child.done()
-
-            reader.read_until(rfd, done, after_read=after_read)
-            # The child's end is read: it exits at once, or is killed after a grace.
-            child.reap(GRACE)
+        reader.read_until(rfd, lambda: child.poll() is not None, after_read=after_read)
+        # The child's end is read: it exits at once, or is ended after a grace.
+        supervisor.wait(child, GRACE)
     finally:
         os.close(rfd)
-        if child.status is None:  # the parent failed: no orphan left running
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            child.reap(1.0)
+        if child.exit is None:  # the parent failed: no orphan left running
+            child.end(signal.SIGKILL, 1.0)
         spied = _stop_spy(spying, notes)
-    return _report(agg, reader, child, name, interval, spied, notes)
+    assert child.exit is not None
+    return _report(agg, reader, child.exit, name, interval, spied, notes)
 
 
 def _import_report_machinery() -> None:
@@ -332,7 +218,7 @@ def _stop_spy(spy: Any, notes: list[str]) -> Any:
 def _report(
     agg: Aggregator,
     reader: StreamReader,
-    child: _Child,
+    child: Exit,
     name: str,
     interval: float,
     spied: Any = None,
@@ -342,7 +228,6 @@ def _report(
     from .model import Ending
     from .session import facts_of, spy_facts
 
-    assert child.status is not None
     end = reader.end
     facts: dict[str, Any] = dict(end) if end is not None else dict(reader.start)
     facts["notes"] = [*facts.get("notes", ()), *notes]
@@ -403,8 +288,7 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     :param probes: device probes, by registry name
     :return: the report and the command's exit code (128 + N on signal N)
     """
-    import subprocess
-
+    from .._run.supervise import Supervisor
     from ..memory_peak import start_spying_on
     from .build import build_report
     from .model import Ending
@@ -412,30 +296,23 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
 
     agg = Aggregator()
     started = time.monotonic()
-    proc = subprocess.Popen(list(argv))
     notes = ["a command, not Python code: memory of its process tree, no stacks"]
     spy: Any = None
-    try:
-        spy = start_spying_on(proc.pid, delay=0.01, include_children=True, probes=tuple(probes))
-    except ProcessLookupError:  # it ended before the spy could read it
-        notes.append("the command ended before the spy could start")
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    child = _Child(proc.pid)
-    with _forwarding(proc.pid) as forwarder:
-        while not child.done():
-            forwarder.poll()
-            time.sleep(0.01)
-    proc.returncode = child.status  # reaped here: Popen must not wait for it again
+    with Supervisor(janitor=False) as supervisor:
+        # 127 or 126 and one line, as a shell, before anything runs.
+        child = supervisor.start(list(argv))
+        try:
+            spy = start_spying_on(child.pid, delay=0.01, include_children=True,
+                                  probes=tuple(probes))  # fmt: skip
+        except ProcessLookupError:  # it ended before the spy could read it
+            notes.append("the command ended before the spy could start")
+        ended = supervisor.wait(child)
     facts: dict[str, Any] = {"t0": started, "wall": time.monotonic() - started}
     if spy is not None:
         _spy_facts(spy.stop(), agg, facts)
-    assert child.status is not None
-    if child.rusage is not None:
-        facts["cpu"] = child.rusage.ru_utime + child.rusage.ru_stime
-    status = child.status
+    if ended.rusage is not None:
+        facts["cpu"] = ended.rusage.ru_utime + ended.rusage.ru_stime
+    status = ended.status
     if os.WIFSIGNALED(status):
         ending = ending_of_status(status)
     else:

@@ -180,6 +180,26 @@ class Monitored:
         self.report: Report | None = None
 
 
+def check_probe_names(probes: Any) -> tuple[str, ...]:
+    """Refuses ``probes`` unless a sequence of registry names (a single name as a str is
+    refused: it would read as its letters).
+
+    :param probes: what the caller gave
+    :return: the names
+    """
+    from .._errors import BadType
+
+    if isinstance(probes, (str, bytes)) or not isinstance(probes, (list, tuple)):
+        raise BadType(
+            f"probes must be a list or tuple of probe names such as ('nvml',), got "
+            f"{type(probes).__name__}"
+        )
+    bad = [p for p in probes if not isinstance(p, str)]
+    if bad:
+        raise BadType(f"probes must hold probe names (str), got {type(bad[0]).__name__}")
+    return tuple(probes)
+
+
 @contextmanager
 def monitor(
     label: str = "block",
@@ -206,9 +226,13 @@ def monitor(
     :param sampler: also run the time sampler (every thread; the time columns)
     :return: a :class:`Monitored`, its ``report`` set at the end (also on an exception)
     """
-    from .._validate import check_number
+    from .._validate import check_bool, check_number, check_str
 
+    check_str("label", label)
     check_number("interval", interval, minimum=0.001)
+    check_probe_names(probes)
+    check_bool("spy", spy)
+    check_bool("sampler", sampler)
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
     ending = Ending("exit", 0, "the block ended")

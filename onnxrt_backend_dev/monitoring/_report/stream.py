@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from .._errors import BadData
 from .._sampling.intern import KeyTable
 from .aggregate import Aggregator, RawFrame
 
@@ -215,35 +216,35 @@ class StreamReader:
 
     def _take(self, pid: int, message: Any) -> None:
         if not isinstance(message, tuple) or not message:
-            raise TypeError("not a tuple")
+            raise BadData("not a tuple")
         take = self._TAKERS.get((message[0], len(message)))
         if take is None:
-            raise TypeError(f"an unknown message {str(message[0])[:20]!r}")
+            raise BadData(f"an unknown message {str(message[0])[:20]!r}")
         take(self, pid, message)
 
     def _tick(self, pid: int, message: tuple[Any, ...]) -> None:
         _, t, rss, hwm, sid = message
         if not all(isinstance(x, (int, float)) for x in (t, rss, hwm, sid)):
-            raise TypeError("a tick of non-numbers")
+            raise BadData("a tick of non-numbers")
         self._aggregator(pid).add_tick(float(t), float(rss), float(hwm), int(sid))
 
     def _frame(self, pid: int, message: tuple[Any, ...]) -> None:
         if not isinstance(message[1], int) or not _is_frame(message[2]):
-            raise TypeError("a non-frame")
+            raise BadData("a non-frame")
         self.frames.setdefault(pid, {})[message[1]] = message[2]
 
     def _stack(self, pid: int, message: tuple[Any, ...]) -> None:
         table = self.frames.get(pid, {})
         ids = message[2]
         if not isinstance(message[1], int) or not isinstance(ids, tuple):
-            raise TypeError("a stack of unknown frames")
+            raise BadData("a stack of unknown frames")
         if not all(i in table for i in ids):
-            raise TypeError("a stack of unknown frames")
+            raise BadData("a stack of unknown frames")
         self._aggregator(pid).add_stack(message[1], tuple(table[i] for i in ids))
 
     def _facts(self, pid: int, message: tuple[Any, ...]) -> None:
         if not isinstance(message[1], dict):
-            raise TypeError("facts that are not a dict")
+            raise BadData("facts that are not a dict")
         if self._aggregator(pid) is not self.agg:
             # A forked child ending through the program's code is not the program; a
             # followed one (see .follow) says its command line first.

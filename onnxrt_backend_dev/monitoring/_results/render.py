@@ -5,11 +5,11 @@ comes from a file (function names, paths) is escaped for the page."""
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
-from .._format import format_bytes, format_duration
+from .._format import format_bytes, format_duration, one_line
+from .._html import text as escape_text
 from .compare import Change, ResultComparison
 
 COMPARISON_SCHEMA = "onnxrt-monitoring-comparison"
@@ -97,7 +97,7 @@ def to_text(cmp: ResultComparison, top: int = TOP) -> str:
             f"verdict: {len(significant)} significant change(s): {worse} worse, "
             f"{len(significant) - worse} better ('*' significant, '-' not tested)"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(one_line, lines)) + "\n"  # names from the result files
 
 
 def to_json(cmp: ResultComparison, regressions: list[Change] | None = None) -> str:
@@ -147,12 +147,12 @@ def _row(c: Change) -> str:
     cls = ("worse" if (c.change or 0) > 0 else "better") if c.significant else ""
     cls = cls or ("" if c.tested else "untested")
     p = "" if c.p_adjusted is None else f"{c.p_adjusted:.2g}"
-    note = f' <span class="note">[{html.escape(c.note)}]</span>' if c.note and not c.tested else ""
+    note = f' <span class="note">[{escape_text(c.note)}]</span>' if c.note and not c.tested else ""
     return (
-        f'<tr class="{cls}"><td class="chg">{html.escape(format_change(c))}</td>'
+        f'<tr class="{cls}"><td class="chg">{escape_text(format_change(c))}</td>'
         f"<td>{'yes' if c.significant else ''}</td><td>{p}</td>"
-        f"<td>{html.escape(_amount(c, c.a))}</td><td>{html.escape(_amount(c, c.b))}</td>"
-        f'<td class="what">{html.escape(label(c))}{note}</td></tr>'
+        f"<td>{escape_text(_amount(c, c.a))}</td><td>{escape_text(_amount(c, c.b))}</td>"
+        f'<td class="what">{escape_text(label(c))}{note}</td></tr>'
     )
 
 
@@ -166,7 +166,7 @@ def to_html(cmp: ResultComparison, top: int = 500) -> str:
     """
     rows = cmp.ordered()
     shown = [c for i, c in enumerate(rows) if c.significant or i < top]
-    head = "".join(f"<p class='note'>{html.escape(line)}</p>" for line in _header(cmp))
+    head = "".join(f"<p class='note'>{escape_text(line)}</p>" for line in _header(cmp))
     more = (
         f"<p class='note'>... {len(rows) - len(shown)} more rows, none significant</p>"
         if len(rows) > len(shown)
@@ -174,7 +174,7 @@ def to_html(cmp: ResultComparison, top: int = 500) -> str:
     )
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(cmp.names[0])} vs {html.escape(cmp.names[1])}</title>"
+        f"<title>{escape_text(cmp.names[0])} vs {escape_text(cmp.names[1])}</title>"
         f"<style>{_STYLE}</style></head><body>"
         f"<h1>Comparison</h1>{head}"
         "<p class='key'><span style='background:#f8c9c4'>significantly worse</span>"

@@ -3,9 +3,12 @@ under cProfile when the program is Python, and turns the runs into a profile res
 
 A program is a command line: ``python old.py args``, ``python -m package args``, a
 script ``old.py`` (run with this interpreter) or any other command (timed, not
-profiled). Each run is a new process in its own session, with a timeout after which
-its whole process group is killed; its profile and wall time come back through two
-files of a temporary folder that is removed afterwards.
+profiled). Each run is a new process in a group of its own under the command's
+supervisor (``_run.supervise``): past its timeout its whole group is ended, SIGINT,
+SIGTERM and SIGHUP are forwarded to it (and stop the runs: what was done is returned,
+``Runs.stopped`` naming the signal), and it dies with the command. Its profile and wall
+time come back through two files of a temporary folder removed afterwards (by the
+janitor if the command is killed outright).
 """
 
 from __future__ import annotations
@@ -15,17 +18,16 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import MonitoringError
+from .._errors import RunFailed, Stopped
 from .._profiling.load import read_profile_file
+from .._run.supervise import Supervisor
 from .._validate import check_choice, check_int, check_number
 from .payloads import memory_data, profile_data, report_data, timing_data, timing_series
 
@@ -85,10 +87,10 @@ TIMERS = ("cpu", "wall")
 _KILL_GRACE = 1.0
 # Characters of a failed run's standard error kept for the message.
 _STDERR_TAIL = 300
+# The start of the name of the runs' temporary folder.
+_FOLDER_PREFIX = "onnxrt-monitoring-runs-"
 
-
-class RunFailed(MonitoringError):
-    """A run of a program failed: it exited with an error, or ran past its timeout."""
+__all__ = ["ChildRun", "Program", "Run", "RunFailed", "Runs", "run_interleaved", "run_once"]
 
 
 @dataclass(frozen=True)
@@ -168,25 +170,30 @@ class Run:
 
 @dataclass
 class Runs:
-    """The runs of each program, filled as they end (what was done when stopped)."""
+    """The runs of each program, filled as they end (what was done when stopped).
+
+    :param programs: the programs
+    :param runs: each program's runs
+    :param stopped: the signal (SIGINT, SIGTERM, SIGHUP) that stopped the runs early,
+        None when all ran; a run it cut short is not kept
+    """
 
     programs: list[Program]
     runs: list[list[Run]] = field(default_factory=list)
+    stopped: int | None = None
 
     def __post_init__(self) -> None:
         self.runs = [[] for _ in self.programs]
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Ends the run's whole process group: SIGTERM, then SIGKILL after a grace."""
-    for sig, wait in ((signal.SIGTERM, _KILL_GRACE), (signal.SIGKILL, None)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+@contextlib.contextmanager
+def _supervised(supervisor: Supervisor | None) -> Iterator[Supervisor]:
+    """The caller's supervisor, or one for the time of the runs."""
+    if supervisor is not None:
+        yield supervisor
+        return
+    with Supervisor(grace=_KILL_GRACE) as own:
+        yield own
 
 
 def _tail(path: str) -> str:
@@ -215,8 +222,13 @@ class ChildRun(Program):
 
 
 def run_once(
-    program: Program, folder: str, timeout: float, cwd: str | None = None, timer: str = "cpu"
-) -> Run:
+    program: Program,
+    folder: str,
+    timeout: float,
+    cwd: str | None = None,
+    timer: str = "cpu",
+    supervisor: Supervisor | None = None,
+) -> Run | None:
     """Runs the program once in a child process.
 
     :param program: what to run
@@ -224,35 +236,36 @@ def run_once(
     :param timeout: seconds before the run is killed
     :param cwd: the folder it runs in
     :param timer: cProfile's clock (see :data:`TIMERS`)
-    :return: the run
+    :param supervisor: the command's (signals, janitor), None for one of its own
+    :return: the run, None when a signal stopped it (see ``Supervisor.stopped``)
     :raises RunFailed: it exited with an error or ran past ``timeout``
     """
     out = os.path.join(folder, "run")  # the folder is emptied after each run
     errors = out + ".stderr"
-    start = time.perf_counter()
-    with open(errors, "wb") as err:
-        proc = subprocess.Popen(
-            program.argv(out, timer),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            cwd=cwd,
-            start_new_session=True,
-        )
-        try:
-            code = proc.wait(timeout)
-        except BaseException:  # the timeout, Ctrl-C: the program never outlives us
-            _kill_group(proc)
-            if sys.exc_info()[0] is subprocess.TimeoutExpired:
-                raise RunFailed(
-                    f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s"
-                ) from None
-            raise
-    wall = time.perf_counter() - start
-    if code != 0:
+    with _supervised(supervisor) as sup:
+        if sup.stopped is not None:
+            return None
+        start = time.perf_counter()
+        with open(errors, "wb") as err:
+            child = sup.start(
+                program.argv(out, timer),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=cwd,
+                group=True,
+            )
+            ended = sup.wait(child, timeout)
+        wall = time.perf_counter() - start
+        if sup.stopped is not None:
+            return None  # cut short by the signal: not a run
+    if ended.timed_out:
+        raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
+    if ended.code != 0:
         tail = _tail(errors)
         raise RunFailed(
-            f"{shlex.join(program.command)} exited with {code}" + (f": {tail}" if tail else "")
+            f"{shlex.join(program.command)} exited with {ended.code}"
+            + (f": {tail}" if tail else "")
         )
     if not program.profiled:
         return Run(wall)
@@ -281,6 +294,7 @@ def run_interleaved(
     into: Runs | None = None,
     on_run: Callable[[int, int], None] | None = None,
     timer: str = "cpu",
+    supervisor: Supervisor | None = None,
 ) -> Runs:
     """Runs each program ``repeat`` times, in rounds of one run of each (A B A B ...), so
     that a drift of the machine weighs on all of them alike.
@@ -294,7 +308,9 @@ def run_interleaved(
     :param into: filled run by run, for a caller that reports what was done when stopped
     :param on_run: called with (round, program index) after each run
     :param timer: cProfile's clock (see :data:`TIMERS`)
-    :return: the runs
+    :param supervisor: the command's supervisor (its signals then stop the runs and are
+        the command's to report); None for one for the time of the runs
+    :return: the runs; ``stopped`` names the signal that stopped them early
     :raises RunFailed: a run failed
     """
     check_int("repeat", repeat, 1)
@@ -304,14 +320,18 @@ def run_interleaved(
         check_number("max_time", max_time, above=0)
     runs = into if into is not None else Runs(list(programs))
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="onnxrt-monitoring-runs-") as folder:
+    with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for r in range(repeat):
             if max_time is not None and r >= 2 and time.monotonic() - start >= max_time:
                 break
             for i, program in enumerate(programs):
-                runs.runs[i].append(run_once(program, folder, timeout, cwd, timer))
+                run = run_once(program, folder, timeout, cwd, timer, sup)
                 for name in os.listdir(folder):  # one run's files at a time on disk
                     os.remove(os.path.join(folder, name))
+                if run is None:
+                    runs.stopped = sup.stopped
+                    return runs
+                runs.runs[i].append(run)
                 if on_run is not None:
                     on_run(r, i)
     return runs
@@ -372,6 +392,7 @@ def compare_programs(
     timer: str = "cpu",
     paired: bool = False,
     robust: bool = True,
+    supervisor: Supervisor | None = None,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Runs two programs interleaved (A B A B ...) and compares them: wall time, and for
     Python programs each function's share of the run (cProfile) and the memory peak.
@@ -396,8 +417,12 @@ def compare_programs(
     :param robust: test each function's time over its run's common factor, not its share
         (the default: with Holm weighted by share and precision, it met the floors of
         issue 19 where shares missed them by one trial; ``benchmarks/RESULTS.md``)
+    :param supervisor: the command's supervisor (``_run.supervise``), None for one for
+        the time of the runs
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
+    :raises Stopped: a signal stopped the runs; its ``done`` holds the results of A and
+        of B (None for a side without a run), ready to save
     """
     from .compare import MIN_SHARE, compare_results
     from .store import make_result
@@ -407,11 +432,15 @@ def compare_programs(
         from .._errors import BadValue
 
         raise BadValue("a and b must both be Python programs, or both other commands")
-    runs = run_interleaved(programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer)
-    docs = []
+    runs = run_interleaved(
+        programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer, supervisor=supervisor
+    )
+    docs: list[Any] = []
     for program, side in zip(programs, runs.runs, strict=True):
-        kind, data = side_result(side, program, timer)
-        docs.append(make_result(kind, data, ["compare", *program.command]))
+        kind, data = side_result(side, program, timer) if side else ("", {})
+        docs.append(make_result(kind, data, ["compare", *program.command]) if side else None)
+    if runs.stopped is not None:
+        raise Stopped(runs.stopped, (docs[0], docs[1]))
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
     share = MIN_SHARE if min_share is None else min_share
     cmp = compare_results(

@@ -7,10 +7,10 @@ a flame chart), the hot lines, and a search box. Every name and file comes from 
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-from .._profiling.safe import script_json
+from .._html import script_json
+from .._html import text as escape_text
 from .model import SampledProfile
 from .render_json import to_dict
 from .render_text import header
@@ -36,7 +36,14 @@ main{padding:8px 14px}
 .row .tog{display:inline-block;width:14px;cursor:pointer;color:#607d8b}
 .row .t{display:inline-block;width:64px;text-align:right;color:#37474f}
 .row .p{display:inline-block;width:56px;text-align:right;color:#78909c;margin-right:8px}
-.row .bar{display:inline-block;height:8px;background:#90caf9;margin-right:6px;vertical-align:middle}
+.row .bar{display:inline-block;height:8px;background:#90caf9;margin-right:6px;vertical-align:middle;
+ white-space:nowrap;font-size:0}
+.seg{display:inline-block;height:8px}
+.s0{background:#1e88e5}.s1{background:#43a047}.s2{background:#fb8c00}.s3{background:#cfd8dc}
+td.c0{background:#e3f2fd}td.c1{background:#e8f5e9}td.c2{background:#fff3e0}td.c3{background:#f5f5f5}
+td.c0,td.c1,td.c2,td.c3{text-align:right}
+.legend span{display:inline-block;margin-right:10px;font-size:11.5px}
+.legend i{display:inline-block;width:10px;height:8px;margin-right:3px}
 .k-user .n{color:#0d47a1;font-weight:600}.k-task .n{color:#0d47a1;font-weight:600}
 .k-library .n{color:#455a64}.k-import .n{color:#6a1b9a}.k-idle .n{color:#9e9e9e}
 .k-more .n{color:#9e9e9e;font-style:italic}
@@ -66,11 +73,33 @@ function el(tag, cls, text) {
   return e;
 }
 function fmt(s) { return s >= 1 ? s.toFixed(3) + ' s' : (s * 1000).toFixed(1) + ' ms'; }
+// Shares of a time in Python, native code, the kernel and waiting (adding up to 1).
+function shares(wall, cpu, py, nat, sys) {
+  if (wall <= 0) return [0, 0, 0, 0];
+  const split = py + nat + sys, busy = Math.min(cpu / wall, 1);
+  if (split <= 0) return [0, busy, 0, 1 - busy];
+  return [busy * py / split, busy * nat / split, busy * sys / split, 1 - busy];
+}
+const SPLIT = ['Python', 'native', 'system', 'waiting'];
+function splitText(sh) {
+  return SPLIT.map(function (n, i) { return n + ' ' + Math.round(100 * sh[i]) + ' %'; }).join(', ');
+}
+function splitBar(bar, sh) {  // the bar's width split by colour
+  sh.forEach(function (x, i) {
+    const seg = el('span', 'seg s' + i);
+    seg.style.width = (100 * x) + '%';
+    bar.appendChild(seg);
+  });
+}
 const ROWS = [];
 function buildTree(host) {
   DATA.threads.forEach(function (th, ti) {
+    const root = th.rows[0];
+    const rootShares = root ? shares(root.wall, root.cpu, root.python, root.native, root.system)
+      : [0, 0, 0, 0];
     host.appendChild(el('div', 'thread', 'thread ' + th.name + ' \u2014 ' + fmt(th.wall) +
-      (th.cpu > 0 ? ', CPU ' + fmt(th.cpu) : '')));
+      (th.cpu > 0 ? ', CPU ' + fmt(th.cpu) : '') +
+      (DATA.split_known ? ' (' + splitText(rootShares) + ')' : '')));
     const total = th.wall || 1;
     const kids = th.rows.map(function () { return []; });
     th.rows.forEach(function (r, i) { if (r.parent >= 0) kids[r.parent].push(i); });
@@ -98,13 +127,16 @@ function buildTree(host) {
       row.appendChild(el('span', 'p', (100 * r.wall / total).toFixed(1) + ' %'));
       const bar = el('span', 'bar');
       bar.style.width = Math.max(1, Math.round(60 * r.wall / total)) + 'px';
+      const sh = shares(r.wall, r.cpu, r.python, r.native, r.system);
+      if (DATA.split_known) splitBar(bar, sh);
       row.appendChild(bar);
       row.appendChild(el('span', 'n', r.name));
       if (r.file) row.appendChild(el('span', 'f', r.file + ':' + r.line));
       if (r.kind === 'task') row.appendChild(el('span', 'w', 'task'));
       if (r.waiting && r.kind !== 'idle') row.appendChild(el('span', 'w', 'waiting'));
       if (r.hidden) row.appendChild(el('span', 'h', r.hidden));
-      row.title = (r.path || r.name) + (r.line ? ':' + r.line : '');
+      row.title = (r.path || r.name) + (r.line ? ':' + r.line : '') +
+        (DATA.split_known ? ' \u2014 ' + splitText(sh) : '');
       host.appendChild(row);
       nodes[i] = {row: row, tog: tog, open: false};
       ROWS.push({row: row, text: (r.name + ' ' + r.file).toLowerCase(), thread: ti, index: i});
@@ -168,13 +200,19 @@ function buildHot(host) {
       (100 * f.share).toFixed(1) + ' %'));
     const t = el('table');
     const h = el('tr');
-    ['line', 'time', 'share', 'source'].forEach(function (c) { h.appendChild(el('th', '', c)); });
+    const cols = ['line', 'time', 'share'].concat(DATA.split_known ? SPLIT : [], ['source']);
+    cols.forEach(function (c) { h.appendChild(el('th', '', c)); });
     t.appendChild(h);
     f.lines.forEach(function (l) {
       const tr = el('tr');
       tr.appendChild(el('td', '', String(l.line)));
       tr.appendChild(el('td', '', fmt(l.seconds)));
       tr.appendChild(el('td', '', (100 * l.share).toFixed(1) + ' %'));
+      if (DATA.split_known) {
+        ['python', 'native', 'system', 'waiting'].forEach(function (k, i) {
+          tr.appendChild(el('td', 'c' + i, Math.round(100 * l.split[k]) + ' %'));
+        });
+      }
       tr.appendChild(el('td', '', l.source));
       t.appendChild(tr);
     });
@@ -211,6 +249,15 @@ document.body.dataset.ready = 'yes';
 """
 
 
+def _legend(profile: SampledProfile) -> str:
+    """The colours of the time split (where the collector measures it)."""
+    if not profile.split_known:
+        return ""
+    names = ("Python", "native code", "system", "waiting")
+    items = "".join(f"<span><i class='s{i}'></i>{n}</span>" for i, n in enumerate(names))
+    return f"<div class='legend'>time split: {items}</div>"
+
+
 def _timeline(profile: SampledProfile) -> list[dict[str, Any]]:
     out = []
     for thread in profile.threads:
@@ -240,8 +287,8 @@ def to_html(profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: b
     data = to_dict(profile, fold_share, show_all)
     data["timeline"] = _timeline(profile)
     data["open_share"] = OPEN_SHARE
-    title = html.escape(header(profile))
-    notes = "".join(f"<div class='notes'>note: {html.escape(n)}</div>" for n in profile.notes)
+    title = escape_text(header(profile))
+    notes = "".join(f"<div class='notes'>note: {escape_text(n)}</div>" for n in profile.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
@@ -252,7 +299,7 @@ def to_html(profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: b
 <button data-view="timeline">Timeline</button><button data-view="hot">Hot lines</button>
 <input id="search" type="search" placeholder="search functions and files">
 <span id="found"></span></nav>
-<main><div id="view-tree"></div><div id="view-timeline" class="hidden"></div>
+<main>{_legend(profile)}<div id="view-tree"></div><div id="view-timeline" class="hidden"></div>
 <div id="view-hot" class="hidden"></div></main>
 <script type="application/json" id="profile-data">{script_json(data)}</script>
 <script>{_JS}</script>

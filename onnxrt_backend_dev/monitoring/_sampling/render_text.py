@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._format import format_duration
+from .._format import format_duration, one_line
 from .model import SampledProfile
 from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
 
@@ -122,7 +122,7 @@ def to_text(
     lines.extend(native_thread_lines(profile))
     if hot:
         lines.extend(hot_line_lines(profile))
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(one_line, lines)) + "\n"  # names from the program: one row each
 
 
 def native_thread_lines(profile: SampledProfile) -> list[str]:

@@ -3,39 +3,21 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
-from .._errors import BadValue
 from .model import SampledProfile
-
-EXPORT_SUFFIXES = {
-    ".txt": "text",
-    ".text": "text",
-    ".json": "json",
-    ".html": "html",
-    ".htm": "html",
-    ".speedscope": "speedscope",
-    ".collapsed": "collapsed",
-    ".folded": "collapsed",
-}
 
 
 def format_of(path: str) -> str:
-    """The export format a file's suffix names (``x.speedscope.json`` is speedscope).
+    """The export format a file's suffix names (``x.speedscope.json`` is speedscope), from
+    the package's one table of suffixes (``_export.SUFFIXES``).
 
     :param path: the file
     :return: ``text``, ``json``, ``html``, ``speedscope`` or ``collapsed``
     """
-    low = os.fspath(path).lower()
-    if low.endswith(".speedscope.json"):
-        return "speedscope"
-    suffix = os.path.splitext(low)[1]
-    fmt = EXPORT_SUFFIXES.get(suffix)
-    if fmt is None:
-        known = ", ".join(sorted(EXPORT_SUFFIXES))
-        raise BadValue(f"path {path!r}: cannot tell the format from its suffix ({known})")
-    return fmt
+    from .._export import FORMATS, guess_format
+
+    return guess_format(os.fspath(path), FORMATS["sampling"])
 
 
 class SamplingResult:
@@ -95,23 +77,16 @@ class SamplingResult:
 
         return to_collapsed(self.profile.weighted_stacks(), scale=1e-6)
 
-    def export(self, path: str | os.PathLike[str], **kwargs: Any) -> str:
+    def export(self, path: str | os.PathLike[str], fmt: str | None = None, **kwargs: Any) -> str:
         """Writes the profile to ``path`` in the format its suffix names (``.txt``,
-        ``.json``, ``.html``, ``.speedscope.json``, ``.collapsed``).
+        ``.json``, ``.html``, ``.speedscope.json``, ``.collapsed``), as every result of
+        the package does (see ``_export``).
 
         :param path: the file
+        :param fmt: the format, None to guess it from the suffix
         :param kwargs: options of the renderer
         :return: the format written
         """
-        fmt = format_of(os.fspath(path))
-        render: dict[str, Callable[..., str]] = {
-            "text": self.to_text,
-            "json": self.to_json,
-            "html": self.to_html,
-            "speedscope": self.to_speedscope,
-            "collapsed": self.to_collapsed,
-        }
-        text = render[fmt](**kwargs)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        return fmt
+        from .._export import export
+
+        return export(self, path, fmt, **kwargs)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
+from .._errors import StateError
 from .._validate import check_callable, check_choice, check_int, check_number, check_str
 from .frames import SampledFrame, depth
 from .model import SampledProfile, ThreadProfile
@@ -84,6 +86,7 @@ class Sampling:
         self._spy: Any = None  # the observer (a spy reading this process's stacks)
         self._t0 = 0.0
         self._cpu0 = 0.0
+        self._started_in = threading.current_thread()
         self.result: SamplingResult | None = None
 
     def start(self, skip_outer: int | None = None) -> Sampling:
@@ -93,7 +96,7 @@ class Sampling:
         :return: self
         """
         if self._ticker is not None or self._spy is not None:
-            raise RuntimeError("this sampling is already running")
+            raise StateError("this sampling is already running")
         if skip_outer is None:
             skip_outer = self.skip_outer
         if skip_outer is None:  # the caller of start() is the root
@@ -104,6 +107,7 @@ class Sampling:
         recorder = Recorder(self.interval, self._clock, self._current_frames,
                             max_points=self.max_points)  # fmt: skip
         self._ticker = Ticker(recorder, self.timer)
+        self._started_in = threading.current_thread()
         self._cpu0 = time.process_time()
         self._ticker.start()
         return self
@@ -117,7 +121,7 @@ class Sampling:
         found = availability()
         if not found.ok:
             if self.collector == "observer":
-                raise RuntimeError(f"collector='observer' cannot run here: {found.reason}")
+                raise StateError(f"collector='observer' cannot run here: {found.reason}")
             self.note = f"collector: the in-process sampler ({found.reason})"
             return False
         from .._memory.spy import MemorySpy
@@ -155,11 +159,18 @@ class Sampling:
         ticker = self._ticker
         if ticker is None:
             if self.result is None:
-                raise RuntimeError("this sampling was never started")
+                raise StateError("this sampling was never started")
             return self.result
         self._ticker = None
-        ticker.stop()
+        ticker.stop()  # from any thread: the timer, the thread and the handler all go
         self.result = SamplingResult(self._build(ticker))
+        started = self._started_in
+        if threading.current_thread() is not started:
+            raise StateError(
+                f"stop() must be called from the thread that called start() ({started.name}), "
+                f"not {threading.current_thread().name}: the sampling is stopped, its result "
+                "is in .result"
+            )
         return self.result
 
     def _build(self, ticker: Ticker) -> SampledProfile:

@@ -58,9 +58,13 @@ class Ticker:
         self._which: int | None = None
         self._previous: Any = None
         self._signal_on = False
+        self._retired = False  # stopped from another thread: the handler removes itself
 
     # -- the signal side ----------------------------------------------------------------
     def _handler(self, signum: int, frame: FrameType | None) -> None:
+        if self._retired:  # stopped from another thread: only the main thread (here) can
+            self._remove_handler()  # put the previous handler back
+            return
         # Never blocks: if the watchdog is sampling right now, this tick is skipped.
         if self._lock.acquire(False):
             try:
@@ -136,12 +140,28 @@ class Ticker:
     def _stop_signal(self) -> None:
         self._signal_on = False
         if self._which is not None:
-            signal.setitimer(self._which, 0.0, 0.0)
-        if self._signum is not None:
-            if signal.getsignal(self._signum) == self._handler:
-                signal.signal(self._signum, self._previous)
-            signal.siginterrupt(self._signum, True)  # Python's default for its handlers
-        self._signum = self._which = None
+            signal.setitimer(self._which, 0.0, 0.0)  # from any thread: the process's timer
+            self._which = None
+        if self._signum is None:
+            return
+        main = threading.main_thread()
+        if threading.current_thread() is main:
+            self._remove_handler()
+            return
+        # Stopped from another thread: one last tick to the main thread, whose handler
+        # then removes itself (Python sets handlers from the main thread only).
+        self._retired = True
+        if main.ident is not None:
+            signal.pthread_kill(main.ident, self._signum)
+
+    def _remove_handler(self) -> None:
+        """Puts the previous handler back (main thread only)."""
+        signum, self._signum = self._signum, None
+        if signum is None:
+            return
+        if signal.getsignal(signum) == self._handler:
+            signal.signal(signum, self._previous)
+        signal.siginterrupt(signum, True)  # Python's default for its handlers
 
     # -- the thread side ----------------------------------------------------------------
     def _watch(self) -> None:

@@ -22,6 +22,7 @@ import sysconfig
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
+from .._format import cut_source
 from .frames import SampledFrame
 from .model import (
     CPU,
@@ -522,12 +523,7 @@ def source_line(file: str, line: int, width: int = 200) -> str:
     :param width: characters at most
     :return: the text, '' when unreadable
     """
-    text = linecache.getline(file, line).strip()
-    if len(text) <= width:
-        return text
-    cut = text[: width - 1]
-    space = max(cut.rfind(" "), cut.rfind(","), cut.rfind("("))
-    return (cut[: space + 1] if space > width // 2 else cut).rstrip() + "…"
+    return cut_source(linecache.getline(file, line), width)  # the one cut, at a token's end
 
 
 class Box(NamedTuple):

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .._validate import check_number
 from .frames import StackFrame
 
 WeightedStack = tuple[Sequence[StackFrame], float]
@@ -40,8 +41,7 @@ def to_collapsed(stacks: Iterable[WeightedStack], scale: float = 1.0) -> str:
     :param scale: the weight of one count (``1e-6`` for microseconds of a time in seconds)
     :return: text, one line per stack
     """
-    if not scale > 0:
-        raise ValueError(f"scale must be > 0, got {scale!r}")
+    check_number("scale", scale, above=0)  # also refuses NaN and infinity (counts of 0)
     counts: dict[str, int] = {}
     labels: dict[StackFrame, str] = {}
     for frames, weight in stacks:

@@ -5,6 +5,7 @@ Standard library only, and nothing heavy: the spy process and the sampler import
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 
@@ -39,15 +40,21 @@ _LIBRARY_PREFIXES: list[tuple[str, ...]] = []
 _LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ", "lib/python3")
 
 
+# This package's own folder: its code is a library's to every view, installed or not
+# (in a checkout, ``monitor()`` starting its sampler inside a block is not user code).
+_OWN_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))).replace("\\", "/")
+_OWN_FOLDER += "/"
+
+
 def is_library_path(filename: str) -> bool:
-    """Tells if a frame's file belongs to the standard library, an installed package or
-    the interpreter itself (built-ins, frozen modules).
+    """Tells if a frame's file belongs to the standard library, an installed package,
+    this package itself or the interpreter (built-ins, frozen modules).
 
     :param filename: the file as stored in the profile
     :return: True for library frames
     """
     name = filename.replace("\\", "/")
-    if name in ("~", "", "<built-in>") or name.startswith("<frozen"):
+    if name in ("~", "", "<built-in>") or name.startswith(("<frozen", _OWN_FOLDER)):
         return True
     if name.startswith(_LIBRARY_PREFIXES[0] if _LIBRARY_PREFIXES else _library_prefixes()):
         return True

@@ -446,7 +446,7 @@ def _check_clock(clock: Clock) -> None:
     """Refuses a clock that does not return a real number, before anything runs."""
     value = clock()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"clock must return a float, got {type(value).__name__}")
+        raise BadType(f"clock must return a float, got {type(value).__name__}")
     if not math.isfinite(value):
         raise ClockError(f"the clock returned {value!r}")
 

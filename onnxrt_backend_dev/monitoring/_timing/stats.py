@@ -33,7 +33,7 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
         and ``mad`` (median absolute deviation from the median, unscaled)
     """
     if not values:
-        raise ValueError("values must not be empty")
+        raise BadValue("values must not be empty")
     xs = [float(v) for v in values]
     lo, hi = min(xs), max(xs)
     # fsum then division can land one ulp outside [min, max] when all samples are equal.
@@ -324,7 +324,7 @@ def kth_difference(a: Sequence[float], bd: Sequence[float], k: int) -> float:
     """
     n, m = len(a), len(bd)
     if not 0 <= k < n * m:
-        raise ValueError(f"k must be in [0, {n * m}), got {k}")
+        raise BadValue(f"k must be in [0, {n * m}), got {k}")
     lo, hi = [0] * n, [m] * n
     below = 0  # differences left out under the candidates, all <= the answer
     rng = random.Random(k)  # a fixed seed: same rounds, same time, for the same input
@@ -397,10 +397,10 @@ def compare_samples(
     _check_level("alpha", alpha)
     for name, xs in (("baseline", baseline), ("candidate", candidate)):
         if len(xs) < 2:
-            raise ValueError(f"{name} needs at least 2 samples, got {len(xs)}")
+            raise BadValue(f"{name} needs at least 2 samples, got {len(xs)}")
         bad = next((x for x in xs if not 0 < x < math.inf), None)
         if bad is not None:
-            raise ValueError(f"{name} samples must be finite and > 0, got {bad!r}")
+            raise BadValue(f"{name} samples must be finite and > 0, got {bad!r}")
     _, p = mann_whitney_u(baseline, candidate)
     ratio, low, high = hodges_lehmann_ratio(baseline, candidate, confidence)
     return Comparison(
@@ -424,7 +424,7 @@ def _finite(name: str, key: str, value: Any, minimum: float, strict: bool) -> fl
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     number = float(value) if ok else math.nan
     if not (math.isfinite(number) and (number > minimum if strict else number >= minimum)):
-        raise ValueError(f"{name}[{key!r}] must be {rule}, got {value!r}")
+        raise BadValue(f"{name}[{key!r}] must be {rule}, got {value!r}")
     return number
 
 
@@ -432,15 +432,15 @@ def _summary(name: str, res: Any) -> tuple[float, float, int]:
     """Mean, sample variance (ddof=1) and count from a ``measure_time`` dictionary, checked:
     it may have been loaded back from a file."""
     if not isinstance(res, Mapping):
-        raise TypeError(f"{name} must be a measure_time result (a dict), got {type(res).__name__}")
+        raise BadType(f"{name} must be a measure_time result (a dict), got {type(res).__name__}")
     missing = {"average", "deviation", "repeat"} - set(res)
     if missing:
-        raise ValueError(f"{name} misses keys {sorted(missing)} of a measure_time result")
+        raise BadValue(f"{name} misses keys {sorted(missing)} of a measure_time result")
     mean = _finite(name, "average", res["average"], 0.0, strict=True)
     dev = _finite(name, "deviation", res["deviation"], 0.0, strict=False)
     n = res["repeat"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"{name}['repeat'] must be an int >= 2, got {n!r}")
+        raise BadValue(f"{name}['repeat'] must be an int >= 2, got {n!r}")
     return mean, dev * dev * n / (n - 1), n
 
 
@@ -505,11 +505,11 @@ def format_comparison(cmp: Comparison, names: Sequence[str] = ("baseline", "cand
     :raises ValueError: ``names`` does not hold exactly two names
     """
     if not isinstance(cmp, Comparison):
-        raise TypeError(f"cmp must be a Comparison, got {type(cmp).__name__}")
+        raise BadType(f"cmp must be a Comparison, got {type(cmp).__name__}")
     if isinstance(names, str) or not isinstance(names, Sequence) or len(names) != 2:
-        raise ValueError(f"names must be two names (baseline, candidate), got {names!r}")
+        raise BadValue(f"names must be two names (baseline, candidate), got {names!r}")
     if not all(isinstance(x, str) for x in names):
-        raise TypeError(f"names must be two str, got {names!r}")
+        raise BadType(f"names must be two str, got {names!r}")
     level = f"{cmp.confidence:.0%} CI"
     if not cmp.significant:
         ratio, low, high = 1 / cmp.speedup, 1 / cmp.ci_high, 1 / cmp.ci_low
