@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -9,6 +10,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from onnxrt_backend_dev.monitoring import _pytest_plugin
+from onnxrt_backend_dev.monitoring._alloc.block import block_status
 from onnxrt_backend_dev.monitoring._pytest_plugin import MemoryBlock, TimedBlock, TimeMonitor
 
 pytest_plugins = ["pytester"]
@@ -84,14 +86,14 @@ def test_monitor_time_refuses_a_limit_that_cannot_be_checked(
 
 
 def test_memory_block_limit_rules() -> None:
-    block = MemoryBlock("b", limit="100 MB")
+    block = MemoryBlock("b", limit="100 MB", source="rss")
     assert block.limit == 100 * MiB
     block.begin, block.peak = 50 * MiB, 140 * MiB
     assert not block.exceeded()
     block.peak = 151 * MiB
     assert block.exceeded()
     assert "RSS increase 101 MiB exceeds the limit 100 MiB" in block.failure()
-    absolute = MemoryBlock("b", limit=120 * MiB, absolute=True)
+    absolute = MemoryBlock("b", limit=120 * MiB, absolute=True, source="rss")
     absolute.begin, absolute.peak = 50 * MiB, 121 * MiB
     assert absolute.exceeded()
     assert not MemoryBlock("b").exceeded()
@@ -247,9 +249,10 @@ def test_limit_memory_fails_only_the_tests_over_the_limit(pytester: pytest.Pytes
     }
     # a test failing on its own reports its own error, not the limit
     assert "KeyError: 'its own error'" in reports["test_own_error"].longreprtext
-    assert "limit_memory: RSS increase" in reports["test_over"].longreprtext
+    over = "allocations' peak" if block_status() == "" else "RSS increase"
+    assert f"limit_memory: {over}" in reports["test_over"].longreprtext
     assert "exceeds the limit 100 MiB" in reports["test_over"].longreprtext
-    assert "big: RSS increase" in reports["test_helper"].longreprtext
+    assert f"big: {over}" in reports["test_helper"].longreprtext
     assert "size must be" in reports["test_bad_size"].longreprtext
     # the measured block is in the report of the passing test too
     sections = dict(reports["test_under"].sections)
@@ -264,22 +267,90 @@ def test_limit_memory_counts_native_allocations(pytester: pytest.Pytester) -> No
         import ctypes, ctypes.util
         import pytest
 
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        libc.malloc.restype = ctypes.c_void_p
-        libc.malloc.argtypes = [ctypes.c_size_t]
-        libc.free.argtypes = [ctypes.c_void_p]
-
-        @pytest.mark.limit_memory("64 MB")
-        def test_native():
+        def alloc():
+            # The allocator looked up in the block: an allocator function taken before
+            # the first counted block (ctypes at import) is not seen by the counting.
+            libc = ctypes.CDLL(ctypes.util.find_library("c"))
+            libc.malloc.restype = ctypes.c_void_p
+            libc.malloc.argtypes = [ctypes.c_size_t]
+            libc.free.argtypes = [ctypes.c_void_p]
             n = 256 * 2**20
             p = libc.malloc(n)
             ctypes.memset(p, 1, n)
             libc.free(p)
+
+        @pytest.mark.limit_memory("64 MB")
+        def test_native():
+            alloc()
+
+        @pytest.mark.limit_memory("64 MB", source="rss")
+        def test_native_rss():
+            alloc()
         """
     )
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*RSS increase * exceeds the limit 64.0 MiB*"])
+    if block_status() == "":
+        result.stdout.fnmatch_lines(["*allocations' peak 256 MiB exceeds the limit 64.0 MiB*"])
+
+
+_LOADS = """
+import os
+import pytest
+
+GARBAGE = []
+
+@pytest.mark.parametrize("before", range(10))
+def test_load(before, monitor_memory):
+    # what earlier tests left: freed during the load, or reused by it
+    GARBAGE.extend(bytearray(100_000 + 7919 * before) for _ in range(5 * before))
+    with monitor_memory("load") as m:
+        GARBAGE.clear()
+        model = {f"w{i}": bytearray(2**20 + i) for i in range(48)}
+        names = [f"node_{i}" * 3 for i in range(20_000)]
+    print("ALLOC", m.alloc_peak, m.increase)
+"""
+
+
+@needs_entry_point
+@pytest.mark.skipif(block_status() != "", reason="the allocation shim is not built")
+def test_the_allocations_figure_of_the_same_load_is_the_same_whatever_ran_before(
+    pytester: pytest.Pytester,
+) -> None:
+    # GIVEN the same load measured 10 times in one session, each after other garbage
+    pytester.makepyfile(_LOADS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=10)
+    peaks = [int(m) for m in re.findall(r"ALLOC (\d+)", "\n".join(result.outlines))]
+    # THEN its allocations' peak varies by less than 1 % (the issue's floor is 5 %)
+    assert len(peaks) == 10 and min(peaks) >= 48 * 2**20
+    assert max(peaks) <= 1.01 * min(peaks), peaks
+
+
+def test_source_allocations_where_it_cannot_be_counted_names_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from onnxrt_backend_dev.monitoring._alloc import block
+
+    monkeypatch.setattr(block, "block_status", lambda: "allocation tracking off: (test)")
+    with pytest.raises(ValueError, match=r"source='allocations' cannot be measured here: alloc"):
+        MemoryBlock("b", source="allocations")
+    assert not MemoryBlock("b", source="auto").counted
+    with pytest.raises(ValueError, match="source"):
+        MemoryBlock("b", source="heap")
+
+
+def test_a_counted_block_is_limited_on_its_allocations_peak() -> None:
+    block = MemoryBlock("b", limit="100 MB", source="rss")
+    block.counted = True  # as if counted: the limit reads the allocations' peak
+    block.begin, block.peak = 50 * MiB, 400 * MiB
+    block.alloc_peak = 99 * MiB
+    assert not block.exceeded()
+    block.alloc_peak = 101 * MiB
+    assert block.exceeded()
+    assert "allocations' peak 101 MiB exceeds the limit 100 MiB" in block.failure()
+    assert block.figure()["alloc_peak"] == 101 * MiB
 
 
 @needs_entry_point
@@ -556,7 +627,7 @@ def test_a_saved_session_is_the_baseline_of_the_next(
         [
             "*monitoring: regressed compared with base.json*",
             "*time sleep: *more than doubled*one run on a side: significance not judged*",
-            "*memory alloc: increase *",
+            "*memory alloc: * *",
             "*time m: *significant, above the 10% threshold*",
         ]
     )

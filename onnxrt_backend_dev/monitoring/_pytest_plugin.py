@@ -36,12 +36,17 @@ Marker::
     @pytest.mark.limit_memory("200 MB")
     def test_build(): ...
 
-fails the test when the peak resident memory (RSS) of the process during the test's
-call phase (fixtures excluded) rises more than 200 MB above its value when the call
-started; ``absolute=True`` compares the peak itself. Memory is measured from outside
-(the process's RSS seen by the spy), so it counts native allocations (numpy, C
-extensions, CUDA host memory) as well as Python's, but only pages actually touched:
-``bytearray(n)`` or ``numpy.zeros`` cost nothing until written. Sizes follow
+fails the test when its call phase (fixtures excluded) allocates more than 200 MB: the
+peak of the bytes live of the allocations made during the call, counted exactly
+(``malloc`` and its kin, anonymous ``mmap``: Python's objects, numpy's arrays, the
+native libraries' buffers), as pytest-memray does. This figure does not move with what
+ran before (memory reused or freed from earlier tests, the allocator's caches, pages
+touched or not): the same code gives the same bytes. It needs the allocation shim (built
+by ``pip install`` where a C compiler is found); without it, and with ``source="rss"``,
+the limit applies to the resident memory (RSS) of the process instead: how far its peak
+rose above its value when the call started (``absolute=True``: the peak itself),
+measured from outside by the spy, counting only pages actually touched
+(``bytearray(n)`` or ``numpy.zeros`` cost nothing until written). Sizes follow
 :func:`~onnxrt_backend_dev.monitoring._format.parse_bytes` (``kB``/``MB``/``GB`` are
 powers of 1024). Every measured block is listed in a "monitoring" section of the test's
 report (shown for failed tests, or with ``-rA``) and in ``user_properties`` (JUnit XML).
@@ -231,6 +236,10 @@ class MemoryBlock:
     :param absolute: compare the peak itself with the limit, not its increase
     :param stacks: sample the Python stacks too: where the peak happened
     :param probes: device probes to read too, by registry name (``("nvml",)``)
+    :param source: what the limit applies to: ``"allocations"`` (the peak of the bytes
+        live of the block's own allocations, counted exactly), ``"rss"`` (the resident
+        memory), ``"auto"`` (allocations where the shim is built, RSS otherwise); the
+        other is measured too
     """
 
     def __init__(
@@ -242,8 +251,10 @@ class MemoryBlock:
         absolute: bool = False,
         stacks: bool = False,
         probes: Sequence[str] = (),
+        source: str = "auto",
     ) -> None:
         from ._memory.spy import check_delay, probe_names
+        from ._validate import check_choice
 
         self.label = check_str("label", label)
         if isinstance(limit, (int, float)) and not isinstance(limit, bool):
@@ -259,6 +270,12 @@ class MemoryBlock:
         self.mean = 0.0
         self._spy: Any = None
         self.stacks = stacks
+        self.source = check_choice("source", source, SOURCES)
+        self.counted = _counting(self.source)
+        # The block's own allocations (bytes, exact), when counted: their peak, what is
+        # still live at the end, what was allocated and in how many calls.
+        self.alloc_peak = self.alloc_end = self.alloc_total = self.alloc_count = 0
+        self._alloc: Any = None
 
     @property
     def increase(self) -> int:
@@ -278,6 +295,10 @@ class MemoryBlock:
             delay=self.delay, reset_peak=outermost, stacks=self.stacks, probes=self.probes
         )
         MemoryBlock._active += 1
+        if self.counted:  # after the spy's start: its own allocations are not the block's
+            from ._alloc.block import AllocationBlock
+
+            self._alloc = AllocationBlock().__enter__()
         return self
 
     def __exit__(
@@ -287,6 +308,12 @@ class MemoryBlock:
         tb: TracebackType | None,
     ) -> None:
         MemoryBlock._active -= 1
+        if self._alloc is not None:  # before the spy's stop, which allocates
+            self._alloc.__exit__(None, None, None)
+            f = self._alloc.figures
+            if f is not None:
+                self.alloc_peak, self.alloc_end = f.peak, f.live
+                self.alloc_total, self.alloc_count = f.allocated, f.calls
         self.stats = self._spy.stop()
         cpu = self.stats["cpu"]
         self.peak, self.begin, self.end = int(cpu.max_peak), int(cpu.begin), int(cpu.end)
@@ -298,10 +325,19 @@ class MemoryBlock:
         """Tells whether the block went over its limit (False without a limit)."""
         if self.limit is None:
             return False
+        if self.counted:
+            return self.alloc_peak > self.limit
         return (self.peak if self.absolute else self.increase) > self.limit
 
     def failure(self) -> str:
         """The message of a test failing its limit."""
+        if self.counted:
+            return (
+                f"{self.label}: allocations' peak {format_bytes(self.alloc_peak)} exceeds the "
+                f"limit {format_bytes(self.limit or 0)} (the bytes live of the block's own "
+                f"allocations, counted exactly; RSS rose {format_bytes(self.increase)}, "
+                f"source='rss' to limit that)"
+            )
         what = "peak RSS" if self.absolute else "RSS increase"
         used = self.peak if self.absolute else self.increase
         return (
@@ -317,6 +353,12 @@ class MemoryBlock:
             f"(+{format_bytes(self.increase)} over {format_bytes(self.begin)} at start), "
             f"end {format_bytes(self.end)}"
         )
+        if self.counted:
+            line += (
+                f"; allocations: peak {format_bytes(self.alloc_peak)}, end "
+                f"{format_bytes(self.alloc_end)}, {format_bytes(self.alloc_total)} in "
+                f"{self.alloc_count:,} calls"
+            )
         cpu = self.stats.get("cpu")
         if cpu is not None and cpu.where is not None:
             from ._memory.frames import peak_line
@@ -332,16 +374,39 @@ class MemoryBlock:
 
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for ``user_properties``."""
-        return [
+        props: list[tuple[str, object]] = [
             (f"memory.{self.label}.peak", self.peak),
             (f"memory.{self.label}.increase", self.increase),
             *((f"memory.{self.label}.{m.qualname}.peak", m.max_peak) for m in self._devices()),
         ]
+        if self.counted:
+            props.append((f"memory.{self.label}.alloc_peak", self.alloc_peak))
+        return props
 
     def figure(self) -> dict[str, Any]:
-        """Peak, begin, end and mean in bytes."""
-        return {"kind": "memory", "label": self.label, "peak": self.peak, "begin": self.begin,
-                "end": self.end, "mean": self.mean}  # fmt: skip
+        """Peak, begin, end and mean in bytes (RSS), and the allocations' peak when
+        counted (the gate compares it, steadier, when both sides have it)."""
+        figure = {"kind": "memory", "label": self.label, "peak": self.peak, "begin": self.begin,
+                  "end": self.end, "mean": self.mean}  # fmt: skip
+        if self.counted:
+            figure["alloc_peak"] = self.alloc_peak
+        return figure
+
+
+SOURCES = ("auto", "allocations", "rss")
+
+
+def _counting(source: str) -> bool:
+    """Whether a block with this ``source`` counts its allocations (``"allocations"``
+    where the shim cannot: an error naming why)."""
+    if source == "rss":
+        return False
+    from ._alloc.block import block_status
+
+    why = block_status()
+    if why and source == "allocations":
+        raise BadValue(f"source='allocations' cannot be measured here: {why}")
+    return not why
 
 
 class _Measured:
@@ -466,6 +531,7 @@ class MemoryMonitor:
         absolute: bool = False,
         stacks: bool = False,
         probes: Sequence[str] = (),
+        source: str = "auto",
     ) -> MemoryBlock:
         """Returns a context manager spying on the memory of a block.
 
@@ -476,11 +542,14 @@ class MemoryMonitor:
         :param absolute: compare the peak itself with the limit, not its increase
         :param stacks: sample the Python stacks too: where the peak happened
         :param probes: device probes to read too, by registry name
-        :return: the block, whose ``peak``, ``increase``... are set on exit
+        :param source: what the limit applies to: ``"allocations"``, ``"rss"`` or
+            ``"auto"`` (see :class:`MemoryBlock`)
+        :return: the block, whose ``peak``, ``increase``, ``alloc_peak``... are set on exit
         """
         block = MemoryBlock(
-            label, limit, delay=delay, cuda=cuda, absolute=absolute, stacks=stacks, probes=probes
-        )
+            label, limit, delay=delay, cuda=cuda, absolute=absolute, stacks=stacks,
+            probes=probes, source=source,
+        )  # fmt: skip
         self.records.append(block)
         return block
 
@@ -637,8 +706,9 @@ def pytest_configure(config: pytest.Config) -> None:
     clock_option(config)  # a bad ini value is refused before any test runs
     config.addinivalue_line(
         "markers",
-        "limit_memory(size, absolute=False, delay=0.01): fail the test when its RSS "
-        "rises more than size (e.g. '200 MB') during the call (onnxrt_monitoring)",
+        "limit_memory(size, absolute=False, delay=0.01, source='auto'): fail the test when "
+        "its call allocates more than size (e.g. '200 MB'; the peak of its allocations' live "
+        "bytes, or of its RSS with source='rss') (onnxrt_monitoring)",
     )
     config.addinivalue_line(
         "markers",

@@ -129,6 +129,7 @@ def test_worker_argv_is_built_and_parsed_from_one_table() -> None:
         "children": True,
         "no_reset": True,
         "stacks": True,
+        "alloc": "/x/_shim.so",
         "probes": ["nvml=a.b:C,pynvml", "fake=x:Y,"],
     }
     # WHEN written by the parent then read by the spy THEN nothing is lost
@@ -141,7 +142,7 @@ def test_worker_argv_is_built_and_parsed_from_one_table() -> None:
     minimal = {"pid": 1, "delay": 0.5, "parent": 2}
     assert _registry.parse_args(_registry.to_argv(minimal)) == {
         **minimal, "max_points": 65536, "children": False, "no_reset": False, "stacks": False,
-        "probes": []
+        "alloc": "", "probes": []
     }  # fmt: skip
     with pytest.raises(ValueError, match="unexpected spy options \\['bogus'\\]"):
         _registry.to_argv({**minimal, "bogus": 1})

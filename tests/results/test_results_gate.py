@@ -92,6 +92,21 @@ def test_figures_of_different_clocks_are_not_compared() -> None:
     )
 
 
+def test_memory_is_judged_on_the_allocations_peak_when_both_sides_counted_it() -> None:
+    # GIVEN a block whose RSS increase moved a lot (what ran before) but whose own
+    # allocations did not, then one whose allocations grew 20 %
+    base = _baseline(dict(_memory("load", 140 * MiB), alloc_peak=112 * MiB))
+    steady = [dict(_memory("load", 186 * MiB), alloc_peak=112.5 * MiB)]
+    grown = [dict(_memory("load", 140 * MiB), alloc_peak=135 * MiB)]
+    assert base.check("t.py::test_a", steady, 0.1) == []
+    (found,) = base.check("t.py::test_a", grown, 0.1)
+    assert "allocations' peak 135 MiB, was 112 MiB: +20.5%" in found.message
+    # WHEN one side has no count (a baseline saved without the shim) THEN the RSS
+    assert base.check("t.py::test_a", [_memory("load", 186 * MiB)], 0.1)[0].message.startswith(
+        "memory load: increase"
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "value"), [("10%", 0.1), ("0.25", 0.25), (" 5 % ", 0.05), ("0", 0.0)]
 )

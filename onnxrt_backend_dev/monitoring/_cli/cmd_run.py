@@ -15,7 +15,7 @@ import math
 import os
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, CommandError, check_outputs, emit_text
+from .common import ALLOC_DEFAULT, EXIT_USAGE, CommandError, alloc_size, check_outputs, emit_text
 
 _FORMATS = ("text", "json", "html")
 _REPEAT_HELP = (
@@ -208,6 +208,12 @@ class RunCommand:
         parser.add_argument(
             "--probe", action="append", default=[], metavar="NAME",
             help="a device probe to read beside the process (nvml), repeatable",
+        )  # fmt: skip
+        parser.add_argument(
+            "--alloc-sample", type=alloc_size, default=ALLOC_DEFAULT, metavar="SIZE",
+            help="track the program's allocations (a small shim loaded into it): one "
+            "sampled allocation per SIZE allocated bytes on average (256KiB); 1 records "
+            "every allocation, 0 turns tracking off (also ONNXRT_MONITORING_ALLOC=0)",
         )  # fmt: skip
         parser.add_argument(
             "--pid", type=int, default=None,

@@ -29,7 +29,15 @@ import subprocess
 import time
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, PLOT_SUFFIXES, CommandError, check_outputs, save_outputs
+from .common import (
+    ALLOC_DEFAULT,
+    EXIT_USAGE,
+    PLOT_SUFFIXES,
+    CommandError,
+    alloc_size,
+    check_outputs,
+    save_outputs,
+)
 from .save_result import add_save_options, check_save, save_memory
 
 _RESET_NOTE = (
@@ -117,6 +125,11 @@ class SpyCommand:
         )
         parser.add_argument("--top", type=int, default=10, help="functions shown with --where")
         parser.add_argument(
+            "--alloc-sample", type=alloc_size, default=ALLOC_DEFAULT, metavar="SIZE",
+            help="with --where: track the program's allocations, one sampled per SIZE bytes "
+            "on average (256KiB): what is live at the peak, by line; 0 turns it off",
+        )  # fmt: skip
+        parser.add_argument(
             "--flame",
             metavar="FILE",
             help="with --where: memory flame graph, speedscope (*.json) or collapsed stacks",
@@ -174,6 +187,12 @@ class SpyCommand:
             from .._memory.where_render import where_text
 
             out.write(where_text(result["cpu"].where, args.top) + "\n")
+        if args.where and "allocations" in result:
+            from .._report.render_text import allocation_lines
+
+            out.write("\n".join(allocation_lines(result["allocations"])) + "\n")
+        if args.where and result.get("allocations_note"):
+            out.write(f"note: {result['allocations_note']}\n")
         out.write(f"{what}\n{result}\n")
         if "max_rss" in result:
             out.write(_max_rss_line(result) + "\n")
@@ -292,6 +311,10 @@ class SpyCommand:
         if args.json:
             date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             doc = {"spied": what, "exit_code": code, "date": date, **result.to_dict()}
+            if "allocations" in result:
+                from .._report.render_json import allocations_dict
+
+                doc["allocations"] = allocations_dict(result["allocations"])
 
         def write_json(path: str) -> None:
             with open(path, "w", encoding="utf-8") as f:

@@ -293,3 +293,24 @@ class Command(Protocol):
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the subcommand and returns its exit code."""
+
+
+ALLOC_DEFAULT = 256 * 1024  # --alloc-sample: bytes between two sampled allocations
+
+
+def alloc_size(text: str) -> int:
+    """``--alloc-sample``: a size (``256KiB``, ``1MB``, ``65536``), 0 for off.
+
+    :param text: the option's value
+    :return: bytes
+    :raises argparse.ArgumentTypeError: not a size, or out of range
+    """
+    import argparse
+
+    from .._alloc.program import check_mean
+    from .._format import parse_bytes
+
+    try:
+        return check_mean(parse_bytes(text.strip().replace(" ", "")))
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -62,19 +62,41 @@ def run_observed(
         enabled=False if args.quiet else None,
     )
     floor = _own_rss()
+    alloc = alloc_plan(args, argv)
     with status:
         try:
             run = observe_program(argv, args.interval, Aggregator(), follow=follower(Aggregator),
-                                  devices=devices)  # fmt: skip
+                                  devices=devices, env=alloc.env, alloc=alloc.make)  # fmt: skip
         except (CommandError, OSError) as e:
             if devices is not None:
                 devices.close()
             if isinstance(e, CommandError):  # not found (127), not executable (126)
                 raise
             raise CommandError(f"cannot run {argv[0]!r}: {e.strerror or e}") from e
-    report, rc = observed_report(run, name, args.interval, observer_notes(run), floor, devices)
+    notes = observer_notes(run)
+    if alloc.note:
+        notes.append(alloc.note)
+    report, rc = observed_report(run, name, args.interval, notes, floor, devices)
     emit(report)
     return rc
+
+
+def alloc_plan(args: argparse.Namespace, argv: list[str]) -> Any:
+    """How the program's allocations are tracked: a Python program run by this
+    interpreter gets the shim, unless ``--alloc-sample 0`` (another command does not).
+
+    :param args: the parsed options (``alloc_sample``: bytes between two samples)
+    :param argv: the program's command line
+    :return: an :class:`.._alloc.program.AllocPlan`
+    """
+    import sys
+
+    from .._alloc.program import AllocPlan, plan
+
+    mean = int(getattr(args, "alloc_sample", 0) or 0)
+    if not argv or argv[0] != sys.executable:
+        return AllocPlan(None, None, "", "")
+    return plan(mean)
 
 
 def run_attached(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:

@@ -58,6 +58,8 @@ def _child_argv(args: argparse.Namespace, output: str) -> tuple[str, ...]:
     argv += ["--interval", repr(args.interval)]
     for name in args.probe:
         argv += ["--probe", name]
+    if hasattr(args, "alloc_sample"):
+        argv += ["--alloc-sample", str(args.alloc_sample)]
     if args.module:
         return (*argv, "-m", *args.module)
     return (*argv, "--", args.target, *args.args)

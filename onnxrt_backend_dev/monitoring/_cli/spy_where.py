@@ -95,14 +95,20 @@ def run_where(
 
     code, module, argv, path0, what = _program(cmd, args)
     name = os.path.basename(argv[0])
-    spy = MemorySpy(
-        os.getpid(),
-        delay=args.delay,
-        cuda=args.cuda,
-        include_children=args.children,
-        stacks=True,
-        probes=tuple(args.probe),
-    )
+    shim, why = _start_alloc(args)
+    try:
+        spy = MemorySpy(
+            os.getpid(),
+            delay=args.delay,
+            cuda=args.cuda,
+            include_children=args.children,
+            stacks=True,
+            probes=tuple(args.probe),
+            alloc=shim or "",
+        )
+    except BaseException:
+        _stop_alloc(shim)
+        raise
 
     def on_os_exit(rc: int) -> None:
         # os._exit ends the process at once: the measure is reported before it does.
@@ -135,6 +141,8 @@ def run_where(
             if signals.first is not None:
                 spy.note_signal(signals.first)
             result = spy.stop()  # also on Ctrl-C: the sampler thread must not outlive it
+            _stop_alloc(shim)
+            _attach_allocations(result, spy, code, why)
     return (result, _ending(name, signals.received, failure, err), what)
 
 
@@ -165,6 +173,47 @@ def _ending(name: str, received: list[int], failure: BaseException | None, err: 
     if failure is not None:
         return report_raised(name, failure, err)
     return 0
+
+
+def _start_alloc(args: argparse.Namespace) -> tuple[str | None, str]:
+    """Starts sampling this process's allocations (the program runs here), read by the
+    spy's observer; ``(None, why)`` when it cannot (or ``--alloc-sample 0``)."""
+    mean = int(getattr(args, "alloc_sample", 0) or 0)
+    if mean <= 0:
+        return None, ""
+    from .._alloc.block import start_sampling
+    from .._observe.session import availability
+
+    found = availability()
+    if not found.ok:
+        return None, f"allocation tracking off: {found.reason}"
+    return start_sampling(mean)
+
+
+def _stop_alloc(shim: str | None) -> None:
+    if shim is not None:
+        from .._alloc.block import stop_sampling
+
+        stop_sampling()
+
+
+def _attach_allocations(result: Any, spy: Any, code: Any, why: str) -> None:
+    """What is live at the peak of the program's allocations, by line, into the result
+    (``result["allocations"]``, a :class:`.._report.model.Allocations`), the stacks cut
+    at the program's code (the tool's own allocations left out)."""
+    observed = spy.observed or {}
+    doc = observed.get("allocations")
+    if doc is None:
+        if why:
+            result["allocations_note"] = why
+        return
+    from .._alloc.report import facts_from_doc
+    from .._observe.block import root_key, stacks_of
+    from .._report.allocations import build_allocations
+
+    facts = facts_from_doc(doc, stacks_of(observed, root_key(code)))
+    if facts is not None:
+        result["allocations"] = build_allocations(facts)
 
 
 def write_flame(result: Any, path: str) -> None:

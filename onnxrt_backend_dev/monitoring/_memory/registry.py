@@ -280,6 +280,7 @@ WORKER_OPTIONS: tuple[tuple[str, str, type, Any], ...] = (
     ("--children", "children", bool, False),
     ("--no-reset", "no_reset", bool, False),
     ("--stacks", "stacks", bool, False),
+    ("--alloc", "alloc", str, ""),
     ("--probe", "probes", list, ()),
 )
 

@@ -275,6 +275,9 @@ class MemorySpy:
         each function added (``where``)
     :param probe_libs: another library module than the registry's for some probes, by
         probe name (tests pass a fake: ``{"nvml": "fakes"}``)
+    :param alloc: with ``stacks``: the allocation shim's file when this process samples
+        its allocations into the shim's ring (:func:`.._alloc.block.start_sampling`);
+        the spy's observer then reads them too (:attr:`observed`'s ``allocations``)
 
     A probe registered ``inprocess`` (``"torch"``: the allocator's counters live in the
     measured process) is read by a thread of this process, on the spy's clock, so
@@ -298,6 +301,7 @@ class MemorySpy:
         stop_timeout: float = STOP_TIMEOUT,
         stacks: bool = False,
         probe_libs: Mapping[str, str] | None = None,
+        alloc: str = "",
     ) -> None:
         check_pid(pid)
         for flag, value in (("include_children", include_children), ("reset_peak", reset_peak)):
@@ -330,6 +334,7 @@ class MemorySpy:
         self._lock = threading.Lock()
         self._error: Exception | None = None
         self.stacks = stacks
+        self.alloc = alloc
         self.stacks_note = ""  # why the stacks were sampled in process, if they were
         # What the spy's observer read of this process (plain values, see
         # _observe.block), once stopped; None when the stacks were sampled in process.
@@ -377,6 +382,7 @@ class MemorySpy:
             "no_reset": not self._resets,
             "stacks": self.stacks and self._observed_stacks(),
             "probes": [self._probe_arg(n) for n in self._spy_probes],
+            "alloc": self.alloc if self.stacks else "",
         }
         return [sys.executable, "-I", "-S", "-c", code, *registry.to_argv(opts)]
 

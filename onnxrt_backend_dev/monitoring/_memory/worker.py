@@ -323,17 +323,18 @@ def build_loop(opts: dict[str, Any]) -> SpyLoop:
         raise
     loop = SpyLoop(cpu, devices, max_points=opts["max_points"])
     if opts["stacks"]:
-        _open_observer(loop, pid, opts["max_points"])
+        _open_observer(loop, pid, opts["max_points"], opts["alloc"])
     return loop
 
 
-def _open_observer(loop: SpyLoop, pid: int, max_points: int) -> None:
-    """The observer of the parent's stacks (imported only then: the spy starts lean)."""
+def _open_observer(loop: SpyLoop, pid: int, max_points: int, alloc: str = "") -> None:
+    """The observer of the parent's stacks (imported only then: the spy starts lean),
+    and of its allocations when it samples them (``alloc``: the shim's file)."""
     try:
         from .._observe.block import BlockObserver
 
         # Read from the tick after 'ready': before, the parent is in the spy's start.
-        loop.pending_observer = BlockObserver(pid, max_points)
+        loop.pending_observer = BlockObserver(pid, max_points, alloc)
     except Exception as e:  # the parent samples its stacks itself, saying why
         loop.stacks_error = str(e) or type(e).__name__
 

@@ -34,12 +34,19 @@ class BlockObserver:
 
     :param pid: the process (the spy's parent)
     :param max_points: tick records kept at most (halved beyond, as the spy's series)
+    :param alloc: the allocation shim's file when the process samples its allocations
+        into its ring (read at each tick, see :mod:`.._alloc.tracker`), '' otherwise
     :raises ObserveError: it cannot be read (the caller falls back)
     """
 
-    def __init__(self, pid: int, max_points: int = MAX_TICKS) -> None:
+    def __init__(self, pid: int, max_points: int = MAX_TICKS, alloc: str = "") -> None:
         target = open_target(pid)
         self.record = ProcessRecord(pid, target.reader, target.verified.native_flags, _NoSink())
+        if alloc:
+            from .._alloc.tracker import AllocTracker
+
+            self.record.alloc = AllocTracker(pid, alloc)
+        self.first_t = -1.0
         self.collector = describe(target)
         self.max_points = max(int(max_points), 2)
         self.times = array.array("d")
@@ -68,6 +75,10 @@ class BlockObserver:
             self.failed += 1
             samples = []
         sid = sample_threads(record, samples, t, dt, skip=self._own_thread)
+        if record.alloc is not None:
+            record.alloc.sample(record, t)
+        if self.first_t < 0:
+            self.first_t = t
         if rss is not None:
             self.aggregate.add_tick(t, rss, peak if peak is not None else rss, sid)
         if self._skip:
@@ -87,7 +98,8 @@ class BlockObserver:
     def result(self) -> dict[str, Any]:
         """What was read, as plain values: ``times`` and ``ids`` (array bytes), ``stacks``
         (frames ``(name, file, first line, line)``, outermost first), ``threads`` (name,
-        main, ``{stack id: columns}``), ``collector``, ``failed``."""
+        main, ``{stack id: columns}``), ``collector``, ``failed``, ``allocations`` (see
+        :func:`.._alloc.report.tracker_doc`, None when not sampled)."""
         from .build import decode_stacks, native_threads
 
         record = self.record
@@ -105,7 +117,13 @@ class BlockObserver:
             line = th.line
             timeline = (line.times.tobytes(), line.weights.tobytes(), line.stacks.tobytes())
             threads.append((name, th.is_main, rows, th.ident, timeline))
+        allocations = None
+        if record.alloc is not None:
+            from .._alloc.report import tracker_doc
+
+            allocations = tracker_doc(record.alloc, self.first_t)
         return {
+            "allocations": allocations,
             "times": self.times.tobytes(),
             "ids": self.ids.tobytes(),
             "stacks": stacks,

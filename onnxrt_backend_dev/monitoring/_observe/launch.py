@@ -46,6 +46,8 @@ def observe_program(
     follow: Callable[[int], ProcessRecord | bool | None] | None = None,
     on_sample: Callable[[], None] | None = None,
     devices: Any = None,
+    env: dict[str, str] | None = None,
+    alloc: Any = None,
 ) -> ObservedRun:
     """Runs ``argv`` under the observer until it ends.
 
@@ -55,6 +57,9 @@ def observe_program(
     :param follow: makes the record of a new descendant (None: not followed)
     :param on_sample: called after each sample
     :param devices: device probes read in the same loop
+    :param env: the program's environment (this process's by default)
+    :param alloc: reads the program's allocations at each sample (an
+        ``_alloc.tracker.AllocTracker``, made with the pid), None: not tracked
     :return: what was seen
     :raises CommandNotFound: the command cannot start (127, 126)
     """
@@ -62,8 +67,11 @@ def observe_program(
 
     start = time.monotonic()
     with Supervisor(janitor=False) as supervisor:
-        started = start_program(argv, interval, sink, supervisor, follow, devices=devices)
+        started = start_program(argv, interval, sink, supervisor, follow, env=env,
+                                devices=devices)  # fmt: skip
         child = started.child
+        if alloc is not None:
+            started.observer.root.alloc = alloc(child.pid)
         try:
             started.observer.run(lambda: child.poll() is not None, on_sample)
         finally:

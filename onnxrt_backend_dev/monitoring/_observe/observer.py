@@ -121,6 +121,8 @@ class ProcessRecord:
         # and its flags, None to try again, False to give up (set by the session).
         self.opener: Callable[[], Any] | None = None
         self.collector = ""  # how its stacks are read, for the notes
+        # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
+        self.alloc: Any = None
         self.comm = ""  # its kernel name (its threads started from C inherit it)
         self.last_credited = -1  # the stack credited with the memory at the last sample
         # What the process runs (its first mapping, its command line): changes with an
@@ -308,6 +310,17 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     # Python (a command) from its start.
     if record.python_seen or (record.reader is None and record.opener is None):
         record.sink.add_tick(t, rss, hwm or 0.0, credited)
+    (record.alloc or _NO_ALLOC).sample(record, t)  # the allocation shim's records
+
+
+class _NoAlloc:
+    """A process whose allocations are not tracked."""
+
+    def sample(self, record: ProcessRecord, t: float) -> None:
+        """Nothing to read."""
+
+
+_NO_ALLOC = _NoAlloc()
 
 
 def image_of(pid: int) -> tuple[bytes, bytes]:

@@ -528,6 +528,31 @@ class StackReader:
             complete = False
         return raw_frames, complete, outer
 
+    def resolve(self, raw_frames: list[tuple[int, int]]) -> tuple[tuple[int, ...], bool]:
+        """Frames read by someone else (the allocation shim, in the program) as this
+        reader's: ``(code id, byte offset)`` pairs, innermost first. The code objects
+        are identified as they are now: one freed since the frames were read, and
+        another made at its address, is the caller's to tell.
+
+        :param raw_frames: ``(code object address, instruction pointer or lasti)`` pairs,
+            innermost first, as the layout's frames hold them
+        :return: the frames and whether every one was valid (the walk stops at the
+            first that is not)
+        """
+        ids = self.codes([c for c, _ in raw_frames])
+        return self._resolve(raw_frames, True, ids)
+
+    def offset(self, code: int, where: int) -> int:
+        """The byte offset in its code object of a frame's instruction, as
+        :meth:`resolve` computes it.
+
+        :param code: the code object's address
+        :param where: the frame's instruction pointer (3.11+) or lasti (3.10)
+        """
+        if self.layout.frame_instr >= 0:
+            return where - code - self.layout.code_adaptive
+        return 2 * where
+
     def _resolve(
         self, raw_frames: list[tuple[int, int]], complete: bool, ids: dict[int, int]
     ) -> tuple[tuple[int, ...], bool]:

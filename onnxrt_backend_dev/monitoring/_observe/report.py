@@ -141,6 +141,9 @@ def observed_report(
         "threads": sampled_threads(record, stacks),
         "tool_rss": 0.0,
     }
+    if record.alloc is not None:
+        facts["allocations"], facts["held"], lost = _allocations(run, stacks)
+        facts["notes"].extend(lost)
     peak = agg.last_hwm
     if usage is not None:
         facts["cpu"] = usage.ru_utime + usage.ru_stime
@@ -160,6 +163,17 @@ def observed_report(
                 children.append((child.label, child.sink))
     report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
     return report, ending.code
+
+
+def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, list[str]]:
+    """The allocations section of the report (the shim's records read by the tracker),
+    the line holding the most at the peak, and the notes when there is no section."""
+    from .._alloc.report import allocation_section, tracking_notes
+
+    tracker = run.record.alloc
+    notes = tracking_notes(tracker, len(run.observer.processes) - 1, tracker.preloaded)
+    section, held = allocation_section(tracker, stacks, run.observer.t0, notes)
+    return section, held, notes if section is None else []
 
 
 def _iso(monotonic_t: float) -> str:

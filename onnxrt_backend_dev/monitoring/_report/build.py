@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._sampling.frames import SampledFrame
@@ -35,6 +35,7 @@ from .._sampling.view import (
 from .._stacks.frames import is_library_path
 from .aggregate import Aggregator, RawFrame
 from .model import (
+    Allocations,
     Curve,
     Device,
     Ending,
@@ -85,6 +86,11 @@ class RunFacts:
     :param children: forked children of the program, labelled, with their own ticks
     :param tool_rss: bytes of the tool's own start-up memory already taken off the RSS
         figures (0: none)
+    :param allocations: the allocations section (:mod:`.allocations`; None: the shim
+        did not run)
+    :param held: the line holding the most allocated bytes at the peak, the library
+        function it called and its stack (:func:`.allocations.peak_place`): the peak's
+        builder, instead of the largest growth up to the peak
     """
 
     program: str
@@ -102,6 +108,8 @@ class RunFacts:
     threads: Sequence[SampledThread] = ()
     children: Sequence[tuple[str, Aggregator]] = ()
     tool_rss: float = 0.0
+    allocations: Allocations | None = None
+    held: tuple[Site, str, tuple[Site, ...]] | None = None
 
 
 def package_of(filename: str) -> str:
@@ -496,6 +504,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     notes = list(facts.notes)
     if agg.dropped:
         notes.append(f"{agg.dropped} ticks were lost (a full buffer or too many stacks)")
+    if facts.held is not None:  # what holds most at the peak: the line that built it
+        peak = replace(peak, site=facts.held[0], called=facts.held[1], stack=facts.held[2])
     return Report(
         program=facts.program,
         wall=wall,
@@ -516,4 +526,5 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         dropped=agg.dropped,
         notes=tuple(notes),
         functions=tuple(_functions(model)),
+        allocations=facts.allocations,
     )

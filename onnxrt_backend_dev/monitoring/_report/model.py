@@ -8,6 +8,12 @@ Memory columns have one meaning each, all in bytes of resident memory (RSS):
   over the last tick, measured by the high-water mark, credited to the code running
   when the mark rose); it adds up to ``peak - start``;
 - ``highest``: the highest RSS reached while the code ran.
+
+Allocations (:class:`Allocations`, when the allocation shim ran in the program) are
+another measure: bytes the program asked of the allocator (``malloc``... and anonymous
+``mmap``), estimated from allocations sampled by bytes, each with its 95 % error bar.
+What is live at the peak of those bytes answers "what is the peak made of"; the RSS
+columns above answer "what grew the resident memory".
 """
 
 from __future__ import annotations
@@ -241,6 +247,113 @@ class Device:
 
 
 @dataclass(frozen=True)
+class AllocLine:
+    """One source line's allocations: those whose innermost user frame is this line
+    (the native calls it made included). Bytes are estimates from the samples; each
+    ``*_err`` is the 95 % error bar of the figure before it.
+
+    :param site: the line
+    :param live_peak: bytes of its allocations live at the peak
+    :param live_peak_err: error bar
+    :param allocated: bytes it allocated over the run
+    :param allocated_err: error bar
+    :param count: allocations it made (an estimate)
+    :param temporary: bytes of its allocations freed with at most one other allocation
+        of their thread in between (memray's ``--temporary-allocations``)
+    :param temporary_count: how many
+    :param live_end: bytes of its allocations still live at the end of the program's
+        code (freed only by the interpreter's finalization, or never)
+    :param live_end_err: error bar
+    :param samples: sampled allocations behind these figures
+    :param called: the first library function the line called (``numpy.concatenate``)
+    :param native: the native library that called the allocator for most of its bytes
+        (``onnxruntime``, ``numpy``...), empty for the interpreter itself
+    :param source: the line's text
+    """
+
+    site: Site
+    live_peak: float
+    live_peak_err: float
+    allocated: float
+    allocated_err: float
+    count: float
+    temporary: float
+    temporary_count: float
+    live_end: float
+    live_end_err: float
+    samples: int
+    called: str = ""
+    native: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class AllocNode:
+    """One box of the icicle of what is live at the peak, in pre-order; ``parent`` is an
+    index into the nodes.
+
+    :param parent: the parent node's index, -1 for a root
+    :param depth: 0 for a root
+    :param site: the frame: its function and the line running in it (a native
+        library's box: ``[library]`` with no file)
+    :param bytes: bytes live at the peak below it
+    :param err: their error bar
+    :param hidden: library frames folded into it (``"3 frames hidden (numpy)"``)
+    :param source: the line's text (a user frame's), empty otherwise
+    """
+
+    parent: int
+    depth: int
+    site: Site
+    bytes: float
+    err: float
+    hidden: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Allocations:
+    """The program's allocations, from the allocation shim: exact counters and
+    estimates from allocations sampled by bytes.
+
+    :param mean: bytes between two samples on average (the sampling rate)
+    :param samples: allocations sampled
+    :param peak: the exact peak of live allocated bytes (every allocation counted)
+    :param peak_time: when, seconds since the start
+    :param live_peak: the samples' estimate of it (a check of the estimates)
+    :param live_peak_err: its error bar
+    :param allocated: bytes allocated over the run (exact)
+    :param count: allocation calls (exact)
+    :param lines: the lines holding most at the peak, most first
+    :param flame: the icicle of what is live at the peak
+    :param leaks: lines whose allocations are still live at the end, most first, above
+        1 % of the peak and their error bar (imports left out: a module's state is kept
+        on purpose; and what no Python line allocated)
+    :param temporaries: lines allocating the most in temporary allocations
+    :param allocating: lines allocating the most bytes over the run
+    :param lost: records lost on the way (a full ring), whose allocations the
+        estimates miss
+    :param notes: what could not be tracked, and why
+    """
+
+    mean: float
+    samples: int
+    peak: float
+    peak_time: float
+    live_peak: float
+    live_peak_err: float
+    allocated: float
+    count: int
+    lines: tuple[AllocLine, ...] = ()
+    flame: tuple[AllocNode, ...] = ()
+    leaks: tuple[AllocLine, ...] = ()
+    temporaries: tuple[AllocLine, ...] = ()
+    allocating: tuple[AllocLine, ...] = ()
+    lost: int = 0
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     """Time, memory and GPU of one run.
 
@@ -265,6 +378,7 @@ class Report:
     :param notes: what the reader should know (a sampled peak, lost ticks)
     :param functions: every function's flat figures, most time first (not folded as the
         tree's small rows are)
+    :param allocations: the allocations, when the allocation shim ran (None otherwise)
     """
 
     program: str
@@ -287,6 +401,7 @@ class Report:
     notes: tuple[str, ...] = field(default=())
     version: int = SCHEMA_VERSION
     functions: tuple[FunctionRow, ...] = ()
+    allocations: Allocations | None = None
 
     def export(self, path: Any, fmt: str | None = None, **options: Any) -> str:
         """Writes the report into ``path`` in the format its suffix names (``.txt``,

@@ -13,7 +13,7 @@ from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
 from .._sampling.view import short_file
 from .axis import byte_ticks, time_ticks
-from .model import Curve, LineRow, Part, Report, Site, Span
+from .model import Allocations, AllocLine, AllocNode, Curve, LineRow, Part, Report, Site, Span
 from .render_text import tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
@@ -38,6 +38,7 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 6px}
 table{border-collapse:collapse;font-size:13px} td,th{padding:2px 8px;text-align:right}
 th{background:#f0f0f0;position:sticky;top:0} td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafafa} code{font:12px monospace;white-space:pre}
+td{white-space:nowrap}
 svg text{font:11px system-ui,sans-serif} .lib{color:#777}
 """
 
@@ -73,6 +74,14 @@ def _header(report: Report) -> str:
     ]
     if peak.tool:
         facts.append(("process high-water mark", format_bytes(peak.value + peak.tool)))
+    alloc = report.allocations
+    if alloc is not None:
+        facts.append(
+            (
+                "heap peak (allocations)",
+                f"{format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)}",
+            )
+        )
     cells = "".join(f"<div>{_e(k)}<b>{_e(v)}</b></div>" for k, v in facts)
     kind = report.ending.kind
     cls = "" if kind == "exit" and report.ending.code == 0 else ' class="bad"'
@@ -245,6 +254,129 @@ def _composition(parts: Sequence[Part], total: float) -> str:
     return "\n".join(out)
 
 
+ICICLE_ROW = 20
+MAX_ICICLE_DEPTH = 40
+_WARM = ("#f4a261", "#e9c46a", "#f6bd60", "#f7a072", "#eddea4", "#f28482", "#ffb4a2")
+
+
+def _box_colour(site: Site) -> str:
+    """A user frame in a warm colour of its function, a library frame grey, a native
+    library's box blue."""
+    if site.function.startswith("[") and not site.file:
+        return "#8ab6d6"
+    if site.library:
+        return "#d4d4d4"
+    return _WARM[zlib.crc32(site.function.encode("utf-8", "replace")) % len(_WARM)]
+
+
+def _icicle(nodes: tuple[AllocNode, ...], total: float) -> str:
+    """What is live at the peak as an icicle (memray's flame graph, top down): each box
+    a frame, as wide as the bytes live at the peak below it."""
+    if not nodes or total <= 0:
+        return "<p>nothing live at the peak was sampled</p>"
+    depth = min(max(n.depth for n in nodes) + 1, MAX_ICICLE_DEPTH)
+    out = [
+        f'<svg viewBox="0 0 {LEFT + WIDTH + 20} {depth * ICICLE_ROW + 4}" width="100%" '
+        'role="img" aria-label="what is live at the peak">'
+    ]
+    cursor: dict[int, float] = {-1: float(LEFT)}  # next free x under each node
+    for i, node in enumerate(nodes):
+        x = cursor.get(node.parent, float(LEFT))
+        w = WIDTH * node.bytes / total
+        cursor[node.parent] = x + w
+        cursor[i] = x
+        if node.depth >= MAX_ICICLE_DEPTH or w < 0.3:
+            continue
+        site = node.site
+        name = f"{site.function}:{site.line}" if site.file else site.function
+        where = f" ({site.file}:{site.line})" if site.file else ""
+        err = f" ±{format_bytes(node.err)}" if node.err > 0.005 * node.bytes else ""
+        hidden = f", {node.hidden}" if node.hidden else ""
+        share = f"{node.bytes / total:.1%}{hidden}"
+        title = f"{site.function}{where}: {format_bytes(node.bytes)}{err} ({share})"
+        if node.source:
+            title += f"\n{node.source}"
+        y = 2 + node.depth * ICICLE_ROW
+        out.append(
+            f'<rect x="{x:.1f}" y="{y}" width="{max(w - 0.5, 0.3):.1f}" height="{ICICLE_ROW - 2}" '
+            f'fill="{_box_colour(site)}"><title>{_e(title)}</title></rect>'
+        )
+        size = format_bytes(node.bytes)
+        for label in (f"{name} {node.source} {size}", f"{name} {size}", name):
+            if w > 6.5 * len(label):
+                out.append(f'<text x="{x + 3:.1f}" y="{y + ICICLE_ROW - 7}">{_e(label)}</text>')
+                break
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _err(value: float, err: float) -> str:
+    return f" ±{format_bytes(err)}" if value > 0 and err > 0.005 * value else ""
+
+
+def _alloc_table(rows: tuple[AllocLine, ...], columns: tuple[str, ...]) -> str:
+    """Lines with the columns asked for (``live_peak``, ``allocated``, ``temporary``,
+    ``live_end``), each with its error bar where it has one."""
+    heads = {
+        "live_peak": "live at the peak", "allocated": "allocated", "temporary": "temporary",
+        "live_end": "live at the end",
+    }  # fmt: skip
+    errs = {"live_peak": "live_peak_err", "allocated": "allocated_err", "live_end": "live_end_err"}
+    cells = []
+    for r in rows:
+        figures = "".join(
+            f"<td>{_e(format_bytes(getattr(r, c)))}"
+            f"{_e(_err(getattr(r, c), getattr(r, errs[c]) if c in errs else 0.0))}</td>"
+            for c in columns
+        )
+        where = f"{r.site.file}:{r.site.line}" if r.site.file else ""
+        native = r.native + (f" via {r.called}" if r.called else "")
+        cells.append(
+            f'<tr>{figures}<td class="l">{_e(where)}</td>'
+            f'<td class="l">{_e(r.site.function)}</td><td class="l"><code>{_e(r.source)}</code>'
+            f'</td><td class="l note">{_e(native)}</td></tr>'
+        )
+    head = "".join(f"<th>{heads[c]}</th>" for c in columns)
+    return (
+        f'<table><tr>{head}<th class="l">line</th><th class="l">function</th>'
+        f'<th class="l">source</th><th class="l">native library, call</th></tr>'
+        + "".join(cells)
+        + "</table>"
+    )
+
+
+def _allocations(alloc: Allocations) -> list[str]:
+    rate = f"one per {format_bytes(alloc.mean)} on average" if alloc.mean > 1 else "every one"
+    estimate = f"{format_bytes(alloc.live_peak)}{_err(alloc.live_peak, alloc.live_peak_err)}"
+    intro = (
+        f"Bytes the program allocated (malloc and its kin, anonymous mmap) and still held "
+        f"at the heap's exact peak, {format_bytes(alloc.peak)} at "
+        f"{format_duration(alloc.peak_time)}: estimated from {alloc.samples:,} sampled "
+        f"allocations ({rate}; the samples add up to {estimate}), each line with its 95 % "
+        f"error bar. {format_bytes(alloc.allocated)} allocated in {alloc.count:,} calls."
+    )
+    total = sum(n.bytes for n in alloc.flame if n.parent < 0) or alloc.peak
+    parts = [
+        "<h2>What is live at the peak (allocations)</h2>",
+        f'<p class="note">{_e(intro)}</p>',
+        _icicle(alloc.flame, total),
+        _alloc_table(alloc.lines, ("live_peak", "allocated", "temporary", "live_end")),
+        "<h2>Still live at the end (leak candidates)</h2>",
+    ]
+    if alloc.leaks:
+        parts.append(_alloc_table(alloc.leaks, ("live_end", "allocated")))
+    else:
+        parts.append("<p>none above 1 % of the peak (what imports allocated left out)</p>")
+    if alloc.temporaries:
+        parts.append("<h2>Temporary allocations (freed at once, by line)</h2>")
+        parts.append(_alloc_table(alloc.temporaries, ("temporary", "allocated")))
+    if alloc.allocating:
+        parts.append("<h2>Allocating lines (bytes allocated over the run)</h2>")
+        parts.append(_alloc_table(alloc.allocating, ("allocated", "temporary", "live_peak")))
+    parts.extend(f'<div class="note">note: {_e(n)}</div>' for n in alloc.notes)
+    return parts
+
+
 def _tree(report: Report) -> str:
     total = report.total_time or 1.0
     rows = []
@@ -260,7 +392,7 @@ def _tree(report: Report) -> str:
             f'</td><td class="l note">{_e(where)}</td></tr>'
         )
     return (
-        "<table><tr><th>time</th><th>self</th><th>net growth</th><th>growth to peak</th>"
+        "<table><tr><th>time</th><th>self</th><th>RSS net growth</th><th>RSS growth to peak</th>"
         '<th>highest RSS</th><th class="l">function</th><th class="l">file</th></tr>'
         + "".join(rows)
         + "</table>"
@@ -288,7 +420,7 @@ def _lines(report: Report) -> str:
     )
     heads = "<th>Python</th><th>native</th><th>system</th><th>waiting</th>" if split else ""
     return (
-        f"<table><tr><th>time</th>{heads}<th>net growth</th><th>growth to peak</th>"
+        f"<table><tr><th>time</th>{heads}<th>RSS net growth</th><th>RSS growth to peak</th>"
         '<th class="l">line</th><th class="l">function</th><th class="l">source</th></tr>'
         f"{rows}</table>"
     )
@@ -303,6 +435,7 @@ def to_html(report: Report) -> str:
     """
     wall = max(report.wall, max((c.times[-1] for c in report.curves if c.times), default=0.0))
     total = report.peak.value - report.peak.start
+    growth = "RSS growth per function from the start to the peak"
     body = [
         _header(report),
         _devices(report),
@@ -310,7 +443,8 @@ def to_html(report: Report) -> str:
         _memory_svg(report, wall),
         "<h2>Timeline: which function ran when</h2>",
         _timeline_svg(report.timeline, wall),
-        "<h2>What the peak is made of (growth per function from the start to the peak)</h2>",
+        *(_allocations(report.allocations) if report.allocations is not None else ()),
+        f"<h2>{'What the peak is made of: ' if report.allocations is None else ''}{growth}</h2>",
         _composition(report.composition, total),
         "<h2>Call tree</h2>",
         _tree(report),

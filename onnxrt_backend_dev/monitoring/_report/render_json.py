@@ -19,6 +19,9 @@ from .._errors import BadData, ResultFormatError
 from .model import (
     SCHEMA,
     SCHEMA_VERSION,
+    Allocations,
+    AllocLine,
+    AllocNode,
     Curve,
     Device,
     Ending,
@@ -53,6 +56,26 @@ def to_dict(report: Report) -> dict[str, Any]:
             else:
                 item[key] = _clean(value)
     return {"schema": SCHEMA, **doc, "utilisation": _clean(report.utilisation)}
+
+
+def allocations_dict(alloc: Allocations) -> dict[str, Any]:
+    """An allocations section as plain values (the report's ``allocations`` key; ``spy
+    --where --json`` writes it too).
+
+    :param alloc: the section
+    :return: the values
+    """
+    doc = dataclasses.asdict(alloc)
+    todo: list[Any] = [doc]
+    while todo:
+        item = todo.pop()
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, value in list(pairs):
+            if isinstance(value, (dict, list)):
+                todo.append(value)
+            else:
+                item[key] = _clean(value)
+    return doc
 
 
 def to_json(report: Report, indent: int | None = None) -> str:
@@ -168,6 +191,46 @@ def _peak(p: Any) -> Peak:
     )
 
 
+def _alloc_line(r: Any) -> AllocLine:
+    site = _site(r["site"]) or Site("", "", 0)
+    f = {k: _float(r[k]) for k in ("live_peak", "live_peak_err", "allocated", "allocated_err",
+                                   "count", "temporary", "temporary_count", "live_end",
+                                   "live_end_err")}  # fmt: skip
+    return AllocLine(site, samples=int(r["samples"]), called=str(r["called"]),
+                     native=str(r["native"]), source=str(r["source"]), **f)  # fmt: skip
+
+
+def _alloc_node(n: Any) -> AllocNode:
+    site = _site(n["site"]) or Site("", "", 0)
+    return AllocNode(int(n["parent"]), int(n["depth"]), site, _float(n["bytes"]),
+                     _float(n["err"]), str(n["hidden"]), str(n.get("source", "")))  # fmt: skip
+
+
+def _allocations(a: Any) -> Allocations | None:
+    if a is None:
+        return None
+    figures = (_float(a[k]) for k in ("mean", "samples", "peak", "peak_time", "live_peak",
+                                      "live_peak_err", "allocated"))  # fmt: skip
+    mean, samples, peak, peak_time, live, live_err, allocated = figures
+    return Allocations(
+        mean,
+        int(samples),
+        peak,
+        peak_time,
+        live,
+        live_err,
+        allocated,
+        int(a["count"]),
+        lines=tuple(_alloc_line(r) for r in a["lines"]),
+        flame=tuple(_alloc_node(n) for n in a["flame"]),
+        leaks=tuple(_alloc_line(r) for r in a["leaks"]),
+        temporaries=tuple(_alloc_line(r) for r in a["temporaries"]),
+        allocating=tuple(_alloc_line(r) for r in a["allocating"]),
+        lost=int(a["lost"]),
+        notes=tuple(str(n) for n in a["notes"]),
+    )
+
+
 def _ending(e: Any) -> Ending:
     return Ending(
         str(e["kind"]),
@@ -203,6 +266,7 @@ def _from_dict(doc: dict[str, Any]) -> Report:
         notes=tuple(str(n) for n in doc["notes"]),
         # Absent from the reports written before it: a new key keeps the version.
         functions=tuple(_function_row(r) for r in doc.get("functions", ())),
+        allocations=_allocations(doc.get("allocations")),
     )
 
 

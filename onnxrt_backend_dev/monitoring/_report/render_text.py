@@ -6,12 +6,14 @@ from .._format import cut_source, format_bytes, format_duration, one_line
 from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
 from .._sampling.view import short_file
-from .model import Device, LineRow, Report, Site
+from .model import Allocations, AllocLine, Device, LineRow, Report, Site
 
 MAX_LINES = 30
 _TOP_FUNCTIONS = 6
 _TOP_LINES = 5
 _TOP_PARTS = 4
+_TOP_ALLOC = 4
+_TOP_LEAKS = 3
 # Characters of a hot line's source shown (cut at a token's end).
 _SOURCE_WIDTH = 60
 
@@ -91,16 +93,58 @@ def _parts(report: Report) -> list[str]:
     return lines
 
 
+def _err(value: float, err: float) -> str:
+    """`` ±4%`` when the error bar says something, '' for an exact figure."""
+    if value <= 0 or err <= 0.005 * value:
+        return ""
+    return f" ±{min(err / value, 9.99):.0%}"
+
+
+def _alloc_row(row: AllocLine, value: float, err: float) -> str:
+    site = row.site
+    where = f"{short_file(site.file)}:{site.line} {site.function}" if site.file else site.function
+    via = f" [{row.native}]" if row.native else ""
+    text = f": {cut_source(row.source, 50)}" if row.source else ""
+    return f"  {format_bytes(value):>9}{_err(value, err):<5} {where}{text}{via}"
+
+
+def allocation_lines(alloc: Allocations | None) -> list[str]:
+    """The allocations: the heap's exact peak, what is live at it by line, the leaks
+    (``run``'s summary; ``spy --where`` prints them too).
+
+    :param alloc: the section
+    :return: the lines, none without a section
+    """
+    if alloc is None:
+        return []
+    rate = f"1 per {format_bytes(alloc.mean)}" if alloc.mean > 1 else "every allocation"
+    lines = [
+        f"heap peak {format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)} "
+        f"(allocated {format_bytes(alloc.allocated)} in {alloc.count:,} calls; "
+        f"{alloc.samples:,} sampled, {rate})",
+    ]
+    if alloc.lines:
+        lines.append("live at the peak, by line:")
+        lines.extend(_alloc_row(r, r.live_peak, r.live_peak_err) for r in alloc.lines[:_TOP_ALLOC])
+    if alloc.leaks:
+        lines.append("still live at the end (leak candidates):")
+        lines.extend(_alloc_row(r, r.live_end, r.live_end_err) for r in alloc.leaks[:_TOP_LEAKS])
+    else:
+        lines.append("still live at the end (leak candidates): none above 1 % of the peak")
+    return lines
+
+
 def _functions(report: Report) -> list[str]:
     total = report.total_time or 1.0
     # The heaviest rows of the tree below the roots (a root is the whole program).
+    top = _TOP_FUNCTIONS - (2 if report.allocations is not None else 0)
     rows = sorted(
         (r for r in report.tree if r.depth >= 1 and r.site.file),
         key=lambda r: -r.time,
-    )[:_TOP_FUNCTIONS]
+    )[:top]
     if not rows:
         return []
-    lines = ["functions: time   net growth  to peak   highest RSS"]
+    lines = ["functions: time   RSS: net   to peak   highest"]
     lines.extend(
         f"  {r.time / total:6.1%} {_signed(r.net):>10} {_signed(r.to_peak):>10} "
         f"{format_bytes(r.highest):>9}  {r.site.function} ({short_file(r.site.file)}:{r.site.line})"
@@ -111,11 +155,11 @@ def _functions(report: Report) -> list[str]:
 
 def _hot_lines(report: Report) -> list[str]:
     total = report.total_time or 1.0
-    rows = report.lines[:_TOP_LINES]
+    rows = report.lines[: _TOP_LINES - (2 if report.allocations is not None else 0)]
     if not rows:
         return []
     split = any(any(r.split) for r in rows)
-    head = "hot lines: time   to peak"
+    head = "hot lines: time   RSS to peak"
     lines = [head + ("   py  nat  sys wait (% of the line's time)" if split else "")]
     lines.extend(
         f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}{_split(r) if split else ''}  "
@@ -143,8 +187,14 @@ def to_text(report: Report) -> str:
         are never cut), ending with a newline
     """
     head = _header(report)
-    rest = [*_parts(report), *_functions(report), *_hot_lines(report)]
+    # What the peak is made of: what is live at it when allocations were tracked, the
+    # RSS growth up to it otherwise.
+    alloc = report.allocations
+    parts = _parts(report) if alloc is None else allocation_lines(alloc)
+    rest = [*parts, *_functions(report), *_hot_lines(report)]
     rest.extend(f"note: {n}" for n in report.notes)
+    if alloc is not None:
+        rest.extend(f"note: {n}" for n in alloc.notes)
     room = max(MAX_LINES - len(head), 1)
     if len(rest) > room:
         rest = [*rest[: room - 1], f"... {len(rest) - room + 1} more lines"]

@@ -60,6 +60,8 @@ def facts_of(
         threads=facts.get("threads", ()),
         children=children,
         tool_rss=float(facts.get("tool_rss") or 0.0),
+        allocations=facts.get("allocations"),
+        held=facts.get("held"),
     )
 
 

@@ -7,7 +7,8 @@ Each measured block of a test is one *figure*, a JSON-ready dictionary:
   batch], "clock": "wall" | "cpu"}``: a block timed once (one batch of one execution)
   or ``measure`` (its batches);
 * ``{"kind": "memory", "label", "peak", "begin", "end", "mean"}``: bytes of the resident
-  memory of the process.
+  memory of the process, and ``alloc_peak`` when the block counted its allocations (the
+  peak of the bytes live of its own allocations).
 
 A session saves as a ``report`` result: a timing series per timed figure, a memory
 channel (one run) per memory figure, named ``test id::label`` (``#2``, ``#3``... when a
@@ -26,10 +27,12 @@ implementation):
   regresses only when it more than doubled (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
   Beside other load, the CPU clock (``--monitoring-clock cpu``) is the steadier one for
   CPU-bound code; figures of different clocks are not compared (undecided);
-* a memory figure (one run a side) regresses on the *plain threshold*, when its
-  increase (peak - begin, not the peak, which holds the whole interpreter) grew by more
-  than the threshold and by more than :data:`MEMORY_FLOOR`, below which it is the
-  allocator's noise; it is weaker evidence, and says so.
+* a memory figure (one run a side) regresses on the *plain threshold*, when it grew by
+  more than the threshold and by more than :data:`MEMORY_FLOOR`, below which it is the
+  allocator's noise; it is weaker evidence, and says so. It is the block's allocations'
+  peak when both sides counted it (the same code allocates the same bytes, whatever ran
+  before), the RSS increase (peak - begin) otherwise, never the RSS peak, which holds
+  the whole interpreter.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ MEMORY_FLOOR = 2**20
 SINGLE_RUN_CHANGE = 1.0
 TIME_FLOOR = 0.01
 SEPARATOR = "::"
+MEMORY_KEYS = ("peak", "begin", "end", "mean", "alloc_peak")
 
 
 def figure_names(nodeid: str, figures: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -89,7 +93,7 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
                     one["reference"] = float(f["reference"])
                 series.append(one)
             else:
-                runs[name] = {k: float(f[k]) for k in ("peak", "begin", "end", "mean") if k in f}
+                runs[name] = {k: float(f[k]) for k in MEMORY_KEYS if k in f}
     if not series and not runs:
         return None
     timing = timing_data(series) if series else None
@@ -219,13 +223,18 @@ def _clearly_worse(xs: Sequence[float], ys: Sequence[float], threshold: float) -
 def _memory_regression(
     label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
 ) -> tuple[str, str] | None:
-    a = max(float(base["peak"]) - float(base["begin"]), 0.0)
-    b = max(float(now["peak"]) - float(now["begin"]), 0.0)
+    what = "allocations' peak"
+    if "alloc_peak" in base and "alloc_peak" in now:
+        a, b = float(base["alloc_peak"]), float(now["alloc_peak"])
+    else:
+        what = "increase"
+        a = max(float(base["peak"]) - float(base["begin"]), 0.0)
+        b = max(float(now["peak"]) - float(now["begin"]), 0.0)
     if b - a <= MEMORY_FLOOR or (a > 0 and b / a - 1 <= threshold):
         return None
     change = f"{b / a - 1:+.1%}" if a > 0 else "from nothing"
     return REGRESSED, (
-        f"memory {label}: increase {format_bytes(b)}, was {format_bytes(a)}: {change}, above "
+        f"memory {label}: {what} {format_bytes(b)}, was {format_bytes(a)}: {change}, above "
         f"the plain {threshold:.0%} threshold (one run on a side: significance not judged, "
         "weaker evidence)"
     )

@@ -197,7 +197,7 @@ def check_memory(where: str, data: Any) -> None:
             run = _dict(at, run)
             for key in ("peak", "begin"):
                 _number(f"{at}.{key}", run.get(key))
-            for key in ("end", "mean"):
+            for key in ("end", "mean", "alloc_peak"):
                 if key in run:
                     _number(f"{at}.{key}", run[key])
 

@@ -1,0 +1,172 @@
+"""The allocation tracker's figures at the end of an observed run, as the report takes
+them (:class:`.._report.allocations.AllocFacts`), with the notes saying what could not
+be tracked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from .._report.allocations import AllocFacts, build_allocations, peak_place
+from .._report.model import Allocations, Site
+from .estimate import SiteEstimate
+from .ring import STATE_FINALIZE, STATE_STACKS
+from .tracker import AllocTracker
+
+
+def tracking_notes(tracker: AllocTracker, children: int = 0, preloaded: str = "") -> list[str]:
+    """What the reader must know of the tracking: what was not tracked, and why.
+
+    :param tracker: the tracker
+    :param children: child processes the program started (their allocations are not
+        in the report)
+    :param preloaded: an allocator the user preloaded (tracked through it)
+    """
+    notes: list[str] = []
+    header = tracker.header
+    if header is None:
+        return [f"allocation tracking: nothing was read ({tracker.why or 'no record'})"]
+    if not header.state & STATE_STACKS:
+        notes.append(f"allocations without Python stacks: {header.why or 'unknown reason'}")
+    if not header.state & STATE_FINALIZE:
+        notes.append("the interpreter's finalization is not known: leaks include what it frees")
+    if header.table_full:
+        notes.append(
+            f"{header.table_full} sampled allocations' frees could not be followed (too many "
+            "sampled allocations live at once): they count as live to the end"
+        )
+    if preloaded:
+        notes.append(f"allocator {preloaded} (preloaded): its allocations are tracked through it")
+    if children:
+        notes.append(
+            f"{children} child process(es): their allocations are not in this report (the "
+            "shim is not passed on to subprocesses; forked children keep their own records)"
+        )
+    return notes
+
+
+def by_library(sites: Sequence[SiteEstimate], libraries: Sequence[int]) -> list[SiteEstimate]:
+    """The sites keyed ``(stack id, call site id)`` as ``(stack id, library id)``: the
+    call sites of one library on one stack added up.
+
+    :param sites: the estimator's sites
+    :param libraries: each call site's library id
+    """
+    merged: dict[tuple[int, int], list[float]] = {}
+    for site in sites:
+        sid, call = site.key
+        lid = libraries[call] if 0 <= call < len(libraries) else -1
+        values = dataclasses.astuple(site)[1:]
+        row = merged.get((sid, lid))
+        if row is None:
+            merged[sid, lid] = list(values)
+        else:
+            for i, v in enumerate(values):
+                row[i] += v
+    return [SiteEstimate((sid, lid), int(v[0]), *v[1:]) for (sid, lid), v in merged.items()]
+
+
+def _raw(frames: Sequence[Any]) -> tuple[tuple[str, str, int, int], ...]:
+    return tuple((f.name, f.file, f.line, f.first_line) for f in frames)
+
+
+def alloc_facts(
+    tracker: AllocTracker, stacks: Sequence[Sequence[Any]], t0: float, notes: Sequence[str] = ()
+) -> AllocFacts | None:
+    """The figures of a run's allocations, None when the shim was never read.
+
+    :param tracker: the tracker, after the run
+    :param stacks: the process's decoded stacks, by id (:func:`.._observe.build.decode_stacks`)
+    :param t0: the start on the records' clock (seconds)
+    :param notes: what could not be tracked
+    """
+    header, est = tracker.header, tracker.estimator
+    if header is None or est is None:
+        return None
+    estimates = est.estimates()
+    peak_time = estimates.peak_time if estimates.peak_time >= 0 else header.peak_time / 1e9
+    return AllocFacts(
+        sites=by_library(estimates.sites, tracker.site_libraries()),
+        stacks=[_raw(s) for s in stacks],
+        libraries=list(tracker.libraries),
+        mean=float(header.mean),
+        samples=estimates.samples,
+        peak=float(max(header.peak, 0)),
+        peak_time=max(peak_time - t0, 0.0),
+        allocated=float(header.allocated),
+        count=int(header.allocs),
+        lost=tracker.lost(),
+        notes=list(notes),
+    )
+
+
+def allocation_section(
+    tracker: AllocTracker, stacks: Sequence[Sequence[Any]], t0: float, notes: Sequence[str] = ()
+) -> tuple[Allocations | None, tuple[Site, str, tuple[Site, ...]] | None]:
+    """The report's allocations section and the line holding the most at the peak.
+
+    :param tracker: the tracker, after the run
+    :param stacks: the process's decoded stacks, by id
+    :param t0: the start on the records' clock (seconds)
+    :param notes: what could not be tracked
+    :return: the section (None when nothing was read) and the line
+    """
+    facts = alloc_facts(tracker, stacks, t0, notes)
+    if facts is None:
+        return None, None
+    return build_allocations(facts), peak_place(facts)
+
+
+def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
+    """What a tracker read, as plain values (it crosses the spy's pipe, marshalled): the
+    estimates per site, the libraries, the exact counters; the stacks travel apart.
+
+    :param tracker: the tracker
+    :param t0: the start on the records' clock (seconds)
+    :return: the values, None when the shim was never read
+    """
+    facts = alloc_facts(tracker, (), t0, tracking_notes(tracker))
+    if facts is None:
+        return None
+    return {
+        "sites": [dataclasses.astuple(s) for s in facts.sites],
+        "libraries": list(facts.libraries),
+        "counts": (
+            facts.mean,
+            facts.samples,
+            facts.peak,
+            facts.peak_time,
+            facts.allocated,
+            facts.count,
+            facts.lost,
+        ),
+        "notes": list(facts.notes),
+    }
+
+
+def facts_from_doc(doc: Any, stacks: Sequence[Sequence[Any]]) -> AllocFacts | None:
+    """The figures of :func:`tracker_doc` again, with the stacks decoded (and cut at the
+    block's root) by the receiver; the sites whose stack was cut away (outside the
+    block: the tool's own) left out.
+
+    :param doc: what :func:`tracker_doc` gave (untrusted: checked)
+    :param stacks: the frames of each stack id, outermost first (``SampledFrame``)
+    :return: the facts, None when the document is not one
+    """
+    from .estimate import NO_STACK, SiteEstimate
+
+    try:
+        sites = [SiteEstimate((int(s[0][0]), int(s[0][1])), int(s[1]),
+                              *(float(v) for v in s[2:])) for s in doc["sites"]]  # fmt: skip
+        mean, samples, peak, peak_time, allocated, count, lost = doc["counts"]
+        libraries = [str(x) for x in doc["libraries"]]
+        notes = [str(x) for x in doc["notes"]]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    raw = [_raw(s) for s in stacks]
+    kept = [s for s in sites
+            if s.key[0] == NO_STACK or (0 <= s.key[0] < len(raw) and raw[s.key[0]])]  # fmt: skip
+    return AllocFacts(kept, raw, libraries, float(mean), int(samples), float(peak),
+                      float(peak_time), float(allocated), int(count), int(lost), notes)  # fmt: skip

@@ -1,0 +1,323 @@
+"""The report's allocations section (:class:`.model.Allocations`) from the estimates of
+sampled allocations: by line (each allocation credited to the innermost user line of
+its stack, the native calls it made included), the icicle of what is live at the peak,
+the leak candidates, the temporary allocations.
+
+Every walk over stacks and the icicle uses loops and explicit stacks, never recursion.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .._sampling.view import source_line
+from .._stacks.frames import is_library_path
+from .aggregate import RawFrame
+from .build import _called, _innermost_user, package_of
+from .model import Allocations, AllocLine, AllocNode, Site
+
+if TYPE_CHECKING:
+    from .._alloc.estimate import SiteEstimate
+
+Z95 = 1.959963984540054
+MAX_ROWS = 15
+MAX_NODES = 2000
+NODE_SHARE = 0.005  # icicle boxes under this share of the peak fold into "N more"
+LEAK_SHARE = 0.01  # a leak candidate holds at least this share of the peak at the end
+NO_FRAME = Site("(no Python frame)", "", 0, True)
+_IMPORTS = ("<frozen importlib._bootstrap", "importlib/_bootstrap")
+
+
+@dataclass(frozen=True)
+class AllocFacts:
+    """What the allocation tracking knows at the end of a run.
+
+    :param sites: the estimates per ``(stack id, library id)``
+    :param stacks: the frames of each stack id, outermost first
+    :param libraries: each library id's file
+    :param mean: bytes between two samples on average
+    :param samples: allocations sampled
+    :param peak: the exact peak of live allocated bytes
+    :param peak_time: when (on the report's clock, seconds)
+    :param allocated: bytes allocated (exact)
+    :param count: allocation calls (exact)
+    :param lost: records lost
+    :param notes: what could not be tracked
+    """
+
+    sites: Sequence[SiteEstimate]
+    stacks: Sequence[Sequence[RawFrame]]
+    libraries: Sequence[str]
+    mean: float
+    samples: int
+    peak: float
+    peak_time: float
+    allocated: float
+    count: int
+    lost: int = 0
+    notes: Sequence[str] = field(default=())
+
+
+def library_label(path: str) -> str:
+    """How a report names a native library: ``numpy (_multiarray_umath)``,
+    ``libonnxruntime``; empty for the interpreter itself.
+
+    :param path: the library's file
+    """
+    base = os.path.basename(path)
+    if base.startswith("libpython") or base.startswith("python"):
+        return ""
+    name = base.split(".", 1)[0]
+    marker = next((m for m in ("site-packages/", "dist-packages/") if m in path), None)
+    if marker is None:
+        return name
+    package = path.split(marker, 1)[1].split("/", 1)[0].removesuffix(".libs")
+    return name if package == base else f"{package} ({name})"
+
+
+def _stack(facts: AllocFacts, sid: int) -> Sequence[RawFrame]:
+    return facts.stacks[sid] if 0 <= sid < len(facts.stacks) else ()
+
+
+def _importing(frames: Sequence[RawFrame]) -> bool:
+    return any(f[1].startswith(_IMPORTS) or _IMPORTS[1] in f[1] for f in frames)
+
+
+def _leak_site(frames: Sequence[RawFrame], site: SiteEstimate) -> bool:
+    """Whether a site's bytes still live at the end can make a leak: a line of the
+    program's allocated them (not the interpreter's start, nor a library's own thread,
+    nor an import)."""
+    if not site.live_end or _importing(frames):
+        return False
+    return any(not is_library_path(f[1]) and not f[1].startswith("<") for f in frames)
+
+
+class _Line:
+    __slots__ = ("called", "called_bytes", "figures", "libs", "samples")
+
+    def __init__(self) -> None:
+        # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
+        self.figures = [0.0] * 9
+        self.samples = 0
+        self.libs: dict[str, float] = {}
+        self.called = ""
+        self.called_bytes = -1.0
+
+
+_LineKey = tuple[str, str, int]
+
+
+def _line_of(frames: Sequence[RawFrame]) -> tuple[_LineKey | None, str]:
+    if not frames:
+        return None, ""
+    user = _innermost_user(frames)
+    function, file, line, _ = frames[user]
+    return (function, file, line), _called(frames, user)
+
+
+def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | None, _Line]:
+    lines: dict[_LineKey | None, _Line] = {}
+    for site in facts.sites:
+        sid, lid = site.key
+        frames = _stack(facts, sid)
+        if leaks_only and not _leak_site(frames, site):
+            continue
+        key, called = _line_of(frames)
+        row = lines.get(key)
+        if row is None:
+            row = lines[key] = _Line()
+        values = (site.live_peak, site.live_peak_var, site.allocated, site.allocated_var,
+                  site.count, site.temporary, site.temporary_count, site.live_end,
+                  site.live_end_var)  # fmt: skip
+        for i, v in enumerate(values):
+            row.figures[i] += v
+        row.samples += site.samples
+        weight = max(site.live_peak, site.allocated)
+        if called and weight > row.called_bytes:
+            row.called, row.called_bytes = called, weight
+        if 0 <= lid < len(facts.libraries):
+            label = library_label(facts.libraries[lid])
+            if label:
+                row.libs[label] = row.libs.get(label, 0.0) + weight
+    return lines
+
+
+def _text(file: str, line: int) -> str:
+    return source_line(file, line, 120) if not file.startswith("<") else ""
+
+
+def _err(variance: float) -> float:
+    return Z95 * max(variance, 0.0) ** 0.5
+
+
+def _row(key: _LineKey | None, line: _Line) -> AllocLine:
+    f = line.figures
+    if key is None:
+        site, source = NO_FRAME, ""
+    else:
+        function, file, number = key
+        site = Site(function, file, number, is_library_path(file))
+        source = _text(file, number) if file else ""
+    native = max(line.libs, key=lambda k: line.libs[k]) if line.libs else ""
+    return AllocLine(site, f[0], _err(f[1]), f[2], _err(f[3]), f[4], f[5], f[6], f[7], _err(f[8]),
+                     line.samples, line.called, native, source)  # fmt: skip
+
+
+def _top(rows: list[AllocLine], key: str, floor: float = 0.0) -> tuple[AllocLine, ...]:
+    chosen = [r for r in rows if getattr(r, key) > floor]
+    chosen.sort(key=lambda r: -float(getattr(r, key)))
+    return tuple(chosen[:MAX_ROWS])
+
+
+def _leaks(facts: AllocFacts) -> tuple[AllocLine, ...]:
+    """Lines still holding at the end more than 1 % of the peak, beyond their error bar
+    (a single sampled small allocation is no evidence). What imports allocated is left
+    out (a module's state, kept on purpose), and so is what no line of the program
+    allocated (the interpreter's start, native threads): a candidate is a line."""
+    rows = [_row(k, v) for k, v in _by_line(facts, leaks_only=True).items()]
+    floor = LEAK_SHARE * facts.peak
+    kept = [r for r in rows if r.live_end > floor and r.live_end > r.live_end_err]
+    kept.sort(key=lambda r: -r.live_end)
+    return tuple(kept[:MAX_ROWS])
+
+
+class _Node:
+    __slots__ = ("bytes", "children", "hidden", "site", "var")
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.bytes = 0.0
+        self.var = 0.0
+        self.children: dict[tuple[str, str, int], _Node] = {}
+        self.hidden: dict[tuple[str, str], str] = {}
+
+
+def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:
+    """The boxes of one site, outermost first: its frames (library frames called by
+    library frames folded into the first), then its native library."""
+    frames = _stack(facts, sid)
+    out: list[tuple[Site, bool]] = []
+    if not frames:
+        out.append((NO_FRAME, False))
+    for function, file, line, _ in frames:
+        library = is_library_path(file)
+        out.append((Site(function, file, line, library), library))
+    if 0 <= lid < len(facts.libraries):
+        label = library_label(facts.libraries[lid])
+        if label:
+            out.append((Site(f"[{label}]", "", 0, True), False))
+    return out
+
+
+def _icicle(facts: AllocFacts) -> list[AllocNode]:
+    root = _Node(Site("", "", 0))
+    for site in facts.sites:
+        if site.live_peak <= 0:
+            continue
+        node, previous_library = root, False
+        root.bytes += site.live_peak
+        root.var += site.live_peak_var
+        for box, library in _path(facts, *site.key):
+            if library and previous_library:
+                node.hidden[box.function, box.file] = package_of(box.file)
+                continue
+            key = (box.function, box.file, box.line)
+            child = node.children.get(key)
+            if child is None:
+                child = node.children[key] = _Node(box)
+            child.bytes += site.live_peak
+            child.var += site.live_peak_var
+            node, previous_library = child, library
+    return _nodes(root, max(facts.peak, root.bytes))
+
+
+def _nodes(root: _Node, total: float) -> list[AllocNode]:
+    out: list[AllocNode] = []
+    todo: list[tuple[_Node, int, int]] = [(c, -1, 0) for c in _ordered(root)][::-1]
+    floor = NODE_SHARE * total
+    while todo and len(out) < MAX_NODES:
+        node, parent, depth = todo.pop()
+        index = len(out)
+        site = node.site
+        source = _text(site.file, site.line) if site.file and not site.library else ""
+        out.append(AllocNode(parent, depth, site, node.bytes, _err(node.var), _hidden(node),
+                             source))  # fmt: skip
+        children = _ordered(node)
+        kept = [c for c in children if c.bytes >= floor]
+        folded = [c for c in children if c.bytes < floor]
+        if folded:
+            other = _Node(Site(f"{len(folded)} more", "", 0))
+            for c in folded:
+                other.bytes += c.bytes
+                other.var += c.var
+            kept.append(other)
+        todo.extend((c, index, depth + 1) for c in reversed(kept))
+    return out
+
+
+def _ordered(node: _Node) -> list[_Node]:
+    return sorted(node.children.values(), key=lambda c: -c.bytes)
+
+
+def _hidden(node: _Node) -> str:
+    if not node.hidden:
+        return ""
+    packages = sorted(set(node.hidden.values()))
+    return f"{len(node.hidden)} frames hidden ({', '.join(packages)})"
+
+
+def build_allocations(facts: AllocFacts) -> Allocations:
+    """The report's allocations section.
+
+    :param facts: what the tracking knows
+    :return: the section
+    """
+    rows = [_row(k, v) for k, v in _by_line(facts).items()]
+    live = sum(s.live_peak for s in facts.sites)
+    live_var = sum(s.live_peak_var for s in facts.sites)
+    notes = list(facts.notes)
+    if facts.lost:
+        notes.append(
+            f"{facts.lost} allocation records were lost (the program allocated faster "
+            "than they were read): the estimates miss their allocations"
+        )
+    return Allocations(
+        mean=facts.mean,
+        samples=facts.samples,
+        peak=facts.peak,
+        peak_time=facts.peak_time,
+        live_peak=live,
+        live_peak_err=_err(live_var),
+        allocated=facts.allocated,
+        count=facts.count,
+        lines=_top(rows, "live_peak"),
+        flame=tuple(_icicle(facts)),
+        leaks=_leaks(facts),
+        temporaries=_top(rows, "temporary"),
+        allocating=_top(rows, "allocated"),
+        lost=facts.lost,
+        notes=tuple(notes),
+    )
+
+
+def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
+    """The user line holding the most bytes at the peak, the library function it called
+    and the stack of its heaviest site (outermost first); None when no Python line holds
+    anything at the peak.
+
+    :param facts: what the tracking knows
+    """
+    lines = _by_line(facts)
+    held = [(v.figures[0], k) for k, v in lines.items() if k is not None and v.figures[0] > 0]
+    if not held:
+        return None
+    _, best = max(held)
+    row = _row(best, lines[best])
+    sites = [s for s in facts.sites if _line_of(_stack(facts, s.key[0]))[0] == best]
+    heaviest = max(sites, key=lambda s: s.live_peak)
+    frames = _stack(facts, heaviest.key[0])
+    stack = tuple(Site(f[0], f[1], f[2], is_library_path(f[1])) for f in frames)
+    return row.site, row.called, stack
