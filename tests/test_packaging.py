@@ -152,11 +152,14 @@ def _one(folder: Path, pattern: str) -> Path:
 
 
 def test_build_gives_a_wheel_and_an_sdist(dist: Path) -> None:
-    wheel = _one(dist, f"onnxrt_backend_dev-{__version__}-py3-none-any.whl")
+    # A platform wheel when the allocation shim compiled, pure Python otherwise.
+    wheel = _one(dist, f"onnxrt_backend_dev-{__version__}-*.whl")
     sdist = _one(dist, f"onnxrt_backend_dev-{__version__}.tar.gz")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in sorted(PACKAGE.glob("*.py")):
-        assert f"onnxrt_backend_dev/monitoring/{module.name}" in names
+    for module in sorted(PACKAGE.rglob("*.py")):  # every subpackage's modules too
+        assert f"onnxrt_backend_dev/monitoring/{module.relative_to(PACKAGE)}" in names
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert any(n.startswith("onnxrt_backend_dev/monitoring/_alloc/_shim") for n in names)
     assert "onnxrt_backend_dev/py.typed" in names
     info = f"onnxrt_backend_dev-{__version__}.dist-info"
     with zipfile.ZipFile(wheel) as zf:
@@ -167,7 +170,8 @@ def test_build_gives_a_wheel_and_an_sdist(dist: Path) -> None:
     assert "Requires-Dist: psutil" in metadata
     with tarfile.open(sdist) as tf:
         members = {m.name.split("/", 1)[-1] for m in tf.getmembers()}
-    for name in ("pyproject.toml", "README.md", "onnxrt_backend_dev/__init__.py"):
+    for name in ("pyproject.toml", "README.md", "onnxrt_backend_dev/__init__.py",
+                 "setup.py", "onnxrt_backend_dev/monitoring/_alloc/shim.c"):  # fmt: skip
         assert name in members, name
 
 

@@ -142,6 +142,18 @@ class ReadError(MonitoringError):
         self.why = why
 
 
+class RingError(MonitoringError):
+    """What is at the allocation ring's address is not a ring this reader understands.
+
+    :param message: what is wrong
+    :param starting: the ring is still blank (the shim has not started yet: read again)
+    """
+
+    def __init__(self, message: str, starting: bool = False) -> None:
+        super().__init__(message)
+        self.starting = starting
+
+
 class Stopped(MonitoringError):
     """A signal (SIGINT, SIGTERM, SIGHUP) stopped a long work early; what was done is
     kept for the caller to write.

@@ -294,6 +294,8 @@ heavy = ["argparse", "onnxrt_backend_dev.monitoring._report.build",
          "onnxrt_backend_dev.monitoring._cli.common", "datetime", "dataclasses"]
 print(json.dumps({"loaded": [m for m in heavy if m in sys.modules], "path0": sys.path[0],
                   "argv": sys.argv}))
+import time
+time.sleep(0.3)  # read a few times, even at load 8 (its first read may come late)
 """
 
 

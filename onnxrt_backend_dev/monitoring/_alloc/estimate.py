@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._errors import BadValue
+
 Z95 = 1.959963984540054
 NO_STACK = -1  # the stack id of an allocation made without a Python frame
 
@@ -161,7 +163,7 @@ class Estimator:
 
     def __init__(self, mean: float, threshold: int = 1) -> None:
         if threshold < 0:
-            raise ValueError(f"threshold must be >= 0, got {threshold}")
+            raise BadValue(f"threshold must be >= 0, got {threshold}")
         self.mean = float(mean)
         self.threshold = threshold
         self.live: dict[int, _Sample] = {}  # address -> sample

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from .._errors import BadValue
 from .shim import DEFAULT_MEAN, preloaded_allocator, program_env, shim_status
 from .tracker import AllocTracker
 
@@ -37,10 +38,10 @@ def check_mean(mean: int) -> int:
 
     :param mean: bytes between two samples (0: tracking off)
     :return: it
-    :raises ValueError: negative or absurd
+    :raises BadValue: negative or absurd
     """
     if not 0 <= mean <= MAX_MEAN:
-        raise ValueError(f"the sampling mean must be between 0 and 1 TiB, got {mean}")
+        raise BadValue(f"the sampling mean must be between 0 and 1 TiB, got {mean}")
     return mean
 
 

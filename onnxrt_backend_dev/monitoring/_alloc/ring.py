@@ -20,6 +20,7 @@ import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
+from .._errors import RingError
 from .._observe.memory import Memory, ReadError
 
 SYMBOL = "onnxrt_alloc_ring"
@@ -40,18 +41,6 @@ MAX_BATCH = 2048  # records read in one system call (2.2 MB)
 PATIENCE = 3  # polls a record being written is waited for before it counts as lost
 _U64 = struct.Struct("<Q")
 assert HEADER.size == RECORDS_AT
-
-
-class RingError(Exception):
-    """What is at the ring's address is not a ring this reader understands.
-
-    :param message: what is wrong
-    :param starting: the ring is still blank (the shim has not started yet: read again)
-    """
-
-    def __init__(self, message: str, starting: bool = False) -> None:
-        super().__init__(message)
-        self.starting = starting
 
 
 class Header(NamedTuple):

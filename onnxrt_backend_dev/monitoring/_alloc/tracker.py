@@ -14,6 +14,7 @@ import contextlib
 import os
 from typing import Any
 
+from .._errors import RingError
 from .._observe.elf import ElfError, symbols_of
 from .._observe.memory import Memory, ProcessMemory, ReadError
 from .._observe.process import load_base, mappings
@@ -29,7 +30,6 @@ from .ring import (
     SYMBOL,
     Header,
     Record,
-    RingError,
     RingReader,
     teller,
 )
