@@ -120,3 +120,91 @@ def test_max_time_stops_after_two_rounds() -> None:
 def test_mixed_programs_are_refused() -> None:
     with pytest.raises(BadValue, match="both be Python programs"):
         runner.compare_programs("python a.py", "true", repeat=1)
+
+
+# A line whose time is spent inside one C call (sorting a large list), then a tiny call:
+# a sampler inside the program credits the C call's time to the next call's first line.
+C_CALL = """
+import sys
+def tiny(x):
+    return x
+def main():
+    data = list(range(300000, 0, -1))
+    for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 20):
+        out = sorted(data, key=abs)
+        tiny(out)
+main()
+"""
+
+
+def _sampled(path: Path, collector: str, *args: str) -> runner.Program:
+    return runner.Program(
+        (str(path), *args), sys.executable, "path", str(path), args, "sampled", 0.002,
+        collector=collector,
+    )  # fmt: skip
+
+
+def _observer_here() -> bool:
+    from onnxrt_backend_dev.monitoring._observe.session import availability
+
+    return availability().ok
+
+
+@pytest.mark.skipif(not _observer_here(), reason="the observer cannot run on this machine")
+def test_sampled_runs_are_read_from_outside_by_default(tmp_path: Path) -> None:
+    # GIVEN a program spending its time inside a C call
+    script = tmp_path / "ccall.py"
+    script.write_text(C_CALL, encoding="utf-8")
+    program = _sampled(script, "auto", "10")
+    assert runner.observed(program)
+    # WHEN run twice under the default collector
+    runs = runner.run_interleaved([program], repeat=2, timeout=120).runs[0]
+    # THEN the observer sampled them (its timer), with the memory it read, and the time
+    # of the sort is main's own (the line inside the C call), not tiny's
+    data = runner.profile_result_data(runs, program)
+    assert data["sampler"] == "observer" and len(data["wall"]) == 2
+    assert all(r.peak is not None and r.begin is not None and r.peak >= r.begin for r in runs)
+    names = [f[2] for f in data["functions"]]
+    own: dict[str, float] = {}
+    for sid, stack in enumerate(data["stacks"]):
+        leaf = names[stack[-1]]
+        own[leaf] = own.get(leaf, 0.0) + sum(data["stack_cpu_ns"][sid * 2 : sid * 2 + 2])
+    total = sum(own.values())
+    assert total > 0 and own.get("tiny", 0.0) < 0.05 * total, own
+
+
+@pytest.mark.skipif(not _observer_here(), reason="the observer cannot run on this machine")
+def test_an_observed_run_past_its_timeout_is_ended_and_a_failure_named(tmp_path: Path) -> None:
+    # GIVEN a program that would sleep 60 s, and one that raises
+    pid_file, sleepy, bad = tmp_path / "pid", tmp_path / "sleepy.py", tmp_path / "bad.py"
+    sleepy.write_text(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n",
+        encoding="utf-8",
+    )
+    bad.write_text("raise ValueError('boom')\n", encoding="utf-8")
+    # WHEN run under the observer THEN the sleeper is ended at 1 s, the failure named
+    with pytest.raises(runner.RunFailed, match="ran past its timeout of 1 s"):
+        runner.run_interleaved([_sampled(sleepy, "observer")], repeat=1, timeout=1.0)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    with pytest.raises(runner.RunFailed, match=r"bad.py exited with 1: ValueError: boom"):
+        runner.run_interleaved([_sampled(bad, "observer")], repeat=1, timeout=60)
+
+
+def test_the_in_process_sampler_on_request_and_the_observer_refused_where_it_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._observe import session
+
+    script = tmp_path / "a.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    # GIVEN the in-process sampler asked for WHEN run THEN the child's sampler took it
+    program = _sampled(script, "in-process", "600000")
+    assert not runner.observed(program)
+    runs = runner.run_interleaved([program], repeat=1, timeout=60).runs[0]
+    assert runner.profile_result_data(runs, program)["sampler"] != "observer"
+    # GIVEN a machine where the observer cannot run: auto falls back, observer refuses
+    monkeypatch.setattr(session, "availability", lambda: session.Availability(False, "no way"))
+    assert not runner.observed(_sampled(script, "auto"))
+    with pytest.raises(BadValue, match="collector 'observer' cannot run here: no way"):
+        runner.observed(_sampled(script, "observer"))

@@ -3,8 +3,9 @@ whether it is real.
 
 ``compare BASE.json NEW.json`` reads two results saved with ``--save`` (``time``, ``spy``,
 ``profile``, ``run``); ``compare --a "python old.py" --b "python new.py"`` runs both
-programs interleaved (A B A B ...), ``--repeat`` times each, under the sampler
-(``--cprofile`` for cProfile), and compares them. Text (the verdict first), ``--format
+programs interleaved (A B A B ...), ``--repeat`` times each, under the sampler (the
+observer, from outside, where it can run; ``--cprofile`` for cProfile), and compares
+them. Text (the verdict first), ``--format
 json`` or ``html`` (``-o`` guesses it from the suffix).
 
 Exit codes, for CI: 0 no significant regression above ``--fail-above``; 1 a significant

@@ -107,18 +107,22 @@ def _program(args: argparse.Namespace, sampled: bool = False) -> Any:
     profiler = "sampled" if sampled else "cprofile"
     interval = args.interval if sampled and args.interval is not None else RUN_INTERVAL
     sampler = str(getattr(args, "timer", "prof"))
+    collector = str(getattr(args, "collector", "auto"))
     if args.module:
         module, rest = args.module[0], tuple(args.module[1:])
         command = (sys.executable, "-m", module, *rest)
-        return Program(command, sys.executable, "module", module, rest, profiler, interval, sampler)
+        return Program(
+            command, sys.executable, "module", module, rest, profiler, interval, sampler, collector
+        )
     if args.target is None:
         raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
     if not os.path.isfile(args.target):
         raise CommandError(f"cannot run {args.target!r}: no such file", EXIT_USAGE)
     rest = tuple(args.args)
     return Program(
-        (args.target, *rest), sys.executable, "path", args.target, rest, profiler, interval, sampler
-    )
+        (args.target, *rest), sys.executable, "path", args.target, rest, profiler, interval,
+        sampler, collector,
+    )  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -177,6 +177,7 @@ def start_program(
     follow: Callable[[int], ProcessRecord | bool | None] | None = None,
     env: dict[str, str] | None = None,
     devices: Any = None,
+    **popen: Any,
 ) -> Started:
     """Starts ``argv`` as a child (its own interpreter, nothing of this tool in it) under
     ``supervisor`` (its own process group unless it reads the terminal, dying with this
@@ -190,12 +191,14 @@ def start_program(
     :param follow: makes the record of a new descendant (None: not followed)
     :param env: the child's environment (this one's by default)
     :param devices: device probes read in the observer's loop (opened before the start)
+    :param popen: more of ``Supervisor.start``'s options (``stdin``, ``stdout``,
+        ``stderr``, ``cwd``, ``group``)
     :return: the child and its observer
     :raises CommandNotFound: the command cannot start (127, 126)
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    child = supervisor.start(list(argv), env=env)
+    child = supervisor.start(list(argv), env=env, **popen)
     record = ProcessRecord(child.pid, None, bytes(256), sink)
     why: list[str] = []
     record.opener = opener(child.pid, LOCATE_TIMEOUT, why)

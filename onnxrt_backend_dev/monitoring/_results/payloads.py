@@ -524,7 +524,8 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
         duration=sum(data["wall"]),
         cpu_time=cpu,
         samples=samples,
-        notes=[f"{n} runs added up"] if n > 1 else [],
+        notes=[f"{n} runs added up"] * (n > 1) + ["saved runs keep functions, not lines"],
         program=program,
         cpu_known=data.get("timer") == "cpu",
+        lines_known=False,
     )

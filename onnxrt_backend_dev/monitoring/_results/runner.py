@@ -1,6 +1,8 @@
 """Runs programs several times in child processes, interleaved (A B A B ...), each run
-under the sampler (the default) or cProfile when the program is Python, and turns the
-runs into a profile result.
+under the sampler (the default: the observer reading it from outside where this machine
+allows it, see :func:`observed`; the in-process sampler of :mod:`.sampled_child`
+otherwise) or cProfile when the program is Python, and turns the runs into a profile
+result.
 
 A program is a command line: ``python old.py args``, ``python -m package args``, a
 script ``old.py`` (run with this interpreter) or any other command (timed, not
@@ -116,8 +118,8 @@ sys.exit(code)
 SAMPLED_BOOT = (
     "import sys\n"
     "from onnxrt_backend_dev.monitoring._results.sampled_child import main\n"
-    "sys.exit(main(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], "
-    "sys.argv[6:]))\n"
+    "sys.exit(main(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[5], sys.argv[6], "
+    "sys.argv[7:], sys.argv[4]))\n"
 )
 # cProfile's clocks: the thread's CPU time, or the wall clock (cProfile's default).
 TIMERS = ("cpu", "wall")
@@ -148,6 +150,9 @@ class Program:
     :param profiler: ``sampled`` (the sampler in the child) or ``cprofile``
     :param interval: the sampler's seconds between samples
     :param sampler: the sampler's timer (``prof``, ``real``, ``thread``)
+    :param collector: who samples a sampled run: ``auto`` (the observer, reading the
+        program from outside, where this machine allows it and the program runs this
+        interpreter; the in-process sampler otherwise), ``observer`` or ``in-process``
     """
 
     command: tuple[str, ...]
@@ -158,6 +163,7 @@ class Program:
     profiler: str = "cprofile"
     interval: float = RUN_INTERVAL
     sampler: str = "prof"
+    collector: str = "auto"
 
     @property
     def profiled(self) -> bool:
@@ -174,7 +180,7 @@ class Program:
             return list(self.command)
         if self.profiler == "sampled":
             return [self.python, "-c", SAMPLED_BOOT, out, repr(self.interval), self.sampler,
-                    self.how, self.target, *self.args]  # fmt: skip
+                    self.collector, self.how, self.target, *self.args]  # fmt: skip
         return [self.python, "-c", _BOOT, out, timer, self.how, self.target, *self.args]
 
 
@@ -308,6 +314,9 @@ def run_once(
     """
     out = os.path.join(folder, "run")  # the folder is emptied after each run
     errors = out + ".stderr"
+    if observed(program):
+        with _supervised(supervisor) as sup:
+            return _observed_run(program, errors, timeout, cwd, sup, show_output)
     with _supervised(supervisor) as sup:
         if sup.stopped is not None:
             return None
@@ -357,6 +366,115 @@ def run_once(
         _figure(sidecar.get("begin")),
         _figure(sidecar.get("peak")),
     )
+
+
+def observed(program: Program) -> bool:
+    """Whether a run of ``program`` is sampled by the observer, from outside: a sampled
+    Python program run by this interpreter (whose layout the observer checked), where
+    this machine allows it, unless the in-process sampler is asked for.
+
+    :param program: the program
+    :raises BadValue: the observer is asked for and cannot run
+    """
+    if program.profiler != "sampled" or program.python is None:
+        return False
+    if program.collector == "in-process":
+        return False
+    from .._observe.session import availability
+
+    here = availability()
+    same = os.path.realpath(program.python) == os.path.realpath(sys.executable)
+    if program.collector == "observer" and not (here.ok and same):
+        from .._errors import BadValue
+
+        why = here.reason if not here.ok else f"{program.python!r} is not {sys.executable!r}"
+        raise BadValue(f"collector 'observer' cannot run here: {why}")
+    return here.ok and same
+
+
+def _observed_run(
+    program: Program,
+    errors: str,
+    timeout: float,
+    cwd: str | None,
+    sup: Supervisor,
+    show_output: bool,
+) -> Run | None:
+    """One run sampled by the observer from outside (nothing of this tool in the
+    program: the line inside a C call is the right one, at the interval asked, where the
+    in-process sampler's CPU timer ticks once per kernel tick, 4 ms here).
+
+    :return: the run, None when a signal stopped it
+    :raises RunFailed: it exited with an error or ran past ``timeout``
+    """
+    from .._observe.build import to_profile
+    from .._observe.session import start_program
+    from .._report.aggregate import Aggregator
+    from .._run.supervise import shell_code
+    from .payloads import sampled_data
+
+    if sup.stopped is not None:
+        return None
+    head = [program.python or sys.executable]
+    target = ["-m", program.target] if program.how == "module" else [program.target]
+    agg = Aggregator()
+    deadline = time.monotonic() + timeout
+    late: list[bool] = []
+
+    def done() -> bool:
+        if sup.stopped is not None or started.child.poll() is not None:
+            return True
+        if time.monotonic() > deadline:
+            late.append(True)
+            return True
+        return False
+
+    start = time.perf_counter()
+    with open(errors, "wb") as err:
+        quiet = not show_output
+        started = start_program(
+            [*head, *target, *program.args], program.interval, agg, sup, cwd=cwd, group=True,
+            stdin=subprocess.DEVNULL if quiet else None,
+            stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
+        )  # fmt: skip
+        try:
+            started.observer.run(done)
+        finally:
+            if started.child.exit is None:  # past the timeout, a signal, a failure here
+                started.child.end()
+            started.observer.close()
+    wall = time.perf_counter() - start
+    if sup.stopped is not None:
+        return None  # cut short by the signal: not a run
+    if late:
+        raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
+    ended = started.child.exit
+    if ended is None or shell_code(ended.status) != 0:
+        tail = _tail(errors)
+        code = "?" if ended is None else shell_code(ended.status)
+        raise RunFailed(
+            f"{shlex.join(program.command)} exited with {code}" + (f": {tail}" if tail else "")
+        )
+    usage = ended.rusage
+    cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+    observer = started.observer
+    profile = to_profile(observer.root, program.interval, wall, os.path.basename(program.target),
+                         list(started.why), cpu, observer.samples)  # fmt: skip
+    main = None
+    if program.how == "path":
+        # The script's code is named by its absolute path (Python >= 3.9): named back as
+        # given, as the in-process sampler names it.
+        path = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
+        main = program.target
+        profile.stacks = [
+            tuple(f._replace(file=main) if f.file == path else f for f in stack)
+            for stack in profile.stacks
+        ]
+    # The memory as the observer read it (/proc): the first reading and the high-water
+    # mark; the child's ru_maxrss may be this command's, copied by the fork.
+    begin = agg.first_rss if agg.n else None
+    peak = max(agg.last_hwm, agg.peak) if agg.n else None
+    return Run(wall, None, begin, peak or None, sampled_data([profile], main=main))
 
 
 def _checked_profile(data: Any, program: Program) -> dict[str, Any]:
@@ -543,8 +661,9 @@ def compare_programs(
     :param timer: the clock compared: ``cpu``, the CPU time (the default: the time
         another process takes from the program on a busy machine is not counted), or
         ``wall``; cProfile's clock with ``profiler="cprofile"``
-    :param profiler: ``sampled`` (the default: the sampler in each run, about 1.1x the
-        program's time) or ``cprofile`` (exact counts, about 2x)
+    :param profiler: ``sampled`` (the default: the observer, or the sampler in each run
+        where it cannot run, about 1.1x the program's time) or ``cprofile`` (exact
+        counts, about 2x)
     :param interval: the sampler's seconds between samples
     :param min_change: changes deemed negligible (the comparison's default when None)
     :param supervisor: the command's supervisor (``_run.supervise``), None for one for

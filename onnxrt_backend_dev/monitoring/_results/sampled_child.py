@@ -3,7 +3,7 @@
 sampled payload (:func:`.payloads.sampled_data`), with its wall time, exit code and
 memory high-water mark, into one JSON file, even when the program raises or exits.
 
-Started as ``python -c BOOT OUT INTERVAL TIMER HOW TARGET ARGS...``
+Started as ``python -c BOOT OUT INTERVAL TIMER COLLECTOR HOW TARGET ARGS...``
 (:data:`.runner.SAMPLED_BOOT`) by :mod:`.runner`, which gives it a timeout and kills its
 process group past it. The sampler is the package's (``_sampling.session.Sampling``);
 only its model's public shape is read (:func:`.payloads.sampled_data`), so the
@@ -56,7 +56,15 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
-def main(out: str, interval: float, timer: str, how: str, target: str, args: list[str]) -> int:
+def main(
+    out: str,
+    interval: float,
+    timer: str,
+    how: str,
+    target: str,
+    args: list[str],
+    collector: str = "auto",
+) -> int:
     """Runs the program under the sampler and writes ``OUT.json``.
 
     :param out: the start of the output file's name
@@ -65,6 +73,7 @@ def main(out: str, interval: float, timer: str, how: str, target: str, args: lis
     :param how: ``path`` (a script) or ``module`` (``-m``)
     :param target: the script or the module
     :param args: the program's arguments
+    :param collector: the sampler's collector (``auto``, ``observer``, ``in-process``)
     :return: the program's exit code
     """
     from .._sampling.frames import depth
@@ -78,7 +87,7 @@ def main(out: str, interval: float, timer: str, how: str, target: str, args: lis
     module.__dict__.update({"__file__": filename, "__builtins__": builtins})
     sys.modules["__main__"] = module
     sys.argv = [filename, *args]
-    sampler = Sampling(interval, timer, program=os.path.basename(target))
+    sampler = Sampling(interval, timer, program=os.path.basename(target), collector=collector)
     rc = 0
     start = time.perf_counter()
     sampler.start(skip_outer=depth(sys._getframe()))

@@ -103,6 +103,8 @@ class SampledProfile:
     :param native_threads: threads Python does not know (a BLAS or ONNX Runtime pool):
         ``(kernel name, count, CPU seconds)``
     :param memory_known: whether rows have the memory columns (a ``run``)
+    :param lines_known: whether frames hold the line that ran (a saved result keeps
+        functions only: no hot lines then)
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class SampledProfile:
         split_known: bool = False,
         native_threads: list[tuple[str, int, float]] | None = None,
         memory_known: bool = False,
+        lines_known: bool = True,
     ) -> None:
         # A plain class: importing dataclasses (and inspect) would slow every run's start.
         self.stacks = stacks
@@ -137,6 +140,7 @@ class SampledProfile:
         self.split_known = split_known
         self.native_threads = native_threads if native_threads is not None else []
         self.memory_known = memory_known
+        self.lines_known = lines_known
 
     def thread_stacks(self, thread: ThreadProfile) -> Iterator[tuple[Stack, list[float]]]:
         """``(frames, [wall, cpu, samples])`` of a thread, the caller's frames left out.

@@ -512,6 +512,8 @@ def hot_lines(
     :param min_share: lines and functions under this share of the total left out
     :return: the hottest first
     """
+    if not profile.lines_known:  # frames at their function's first line: no line to name
+        return []
     per: dict[tuple[str, str, int], dict[int, list[float]]] = {}
     for (name, file, first, line), cols in line_figures(profile).items():
         per.setdefault((name, file, first), {})[line] = cols
