@@ -208,3 +208,30 @@ def test_the_in_process_sampler_on_request_and_the_observer_refused_where_it_can
     assert not runner.observed(_sampled(script, "auto"))
     with pytest.raises(BadValue, match="collector 'observer' cannot run here: no way"):
         runner.observed(_sampled(script, "observer"))
+
+
+def test_an_observed_run_keeps_the_program_not_the_interpreter_start() -> None:
+    from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame as F
+    from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile, ThreadProfile
+
+    site = (F("<module>", "<frozen site>", 1, 1),)
+    ours = (F("<module>", "prog.py", 1, 3), F("work", "prog.py", 5, 6))
+    module = (F("_run_module_as_main", "<frozen runpy>", 173, 198), F("<module>", "m.py", 1, 1))
+    worker = (F("Thread._bootstrap", "threading.py", 990, 995),)
+    main = ThreadProfile(1, "MainThread", True, {0: [1.0, 1.0, 1.0], 1: [2.0, 2.0, 2.0]},
+                         [(0.0, 1.0, 0), (1.0, 2.0, 1)])  # fmt: skip
+    other = ThreadProfile(2, "worker", False, {2: [1.0, 1.0, 1.0]})
+    # GIVEN the observed stacks of a script: the interpreter's start, the program, a thread
+    profile = SampledProfile([site, ours, worker], [main, other], 0.001, "observer", 3, 3, 3)
+    runner._program_only(profile, "prog.py")
+    # THEN the main thread keeps the program's stacks, the other threads everything
+    assert list(main.totals) == [1] and [e[2] for e in main.timeline] == [1]
+    assert list(other.totals) == [2]
+    # AND under -m, the stacks under runpy's _run_module_as_main are the program's
+    main2 = ThreadProfile(1, "MainThread", True, {0: [1.0] * 3, 1: [1.0] * 3})
+    runner._program_only(SampledProfile([site, module], [main2], 0.001, "o", 1, 1, 1), None)
+    assert list(main2.totals) == [1]
+    # AND a program the rule does not fit keeps everything
+    main3 = ThreadProfile(1, "MainThread", True, {0: [1.0] * 3})
+    runner._program_only(SampledProfile([site], [main3], 0.001, "o", 1, 1, 1), "prog.py")
+    assert list(main3.totals) == [0]
