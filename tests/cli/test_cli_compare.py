@@ -278,7 +278,9 @@ def test_time_save_then_compare(tmp_path: Path) -> None:
     assert [s["name"] for s in doc["data"]["series"]] == ["sum(range(50))", "sum(range(60))"]
     assert doc["data"]["series"][0]["sizes"] == [100] * 5
     code, out, _ = run_cli("compare", a, b, "--fail-above", "1000%")
-    assert code == 0 and "sum(range(50))" in out
+    # (3, undecided, when a loaded machine preempted batches of 100 µs: the estimate then
+    # can pass 1000 % with evidence too weak to decide; never a pass nor a failure)
+    assert code in (0, 3) and "sum(range(50))" in out
     # AND --save onto the baseline again is refused before timing
     code, _, err = run_cli("time", "sum(range(50))", "-n", "100", "-r", "5", "--save", a)
     assert code == 2 and "exists; add --force" in err
