@@ -45,7 +45,13 @@ def _clean(value: Any) -> Any:
 
 def to_dict(report: Report) -> dict[str, Any]:
     """The report as plain values (see the module's schema)."""
-    doc = dataclasses.asdict(report)
+    doc = _plain(report)
+    return {"schema": SCHEMA, **doc, "utilisation": _clean(report.utilisation)}
+
+
+def _plain(section: Any) -> dict[str, Any]:
+    """A dataclass as plain values, every leaf through :func:`_clean`."""
+    doc = dataclasses.asdict(section)
     todo: list[Any] = [doc]
     while todo:  # explicit stack: the tree can be deep
         item = todo.pop()
@@ -55,7 +61,7 @@ def to_dict(report: Report) -> dict[str, Any]:
                 todo.append(value)
             else:
                 item[key] = _clean(value)
-    return {"schema": SCHEMA, **doc, "utilisation": _clean(report.utilisation)}
+    return doc
 
 
 def allocations_dict(alloc: Allocations) -> dict[str, Any]:
@@ -65,17 +71,7 @@ def allocations_dict(alloc: Allocations) -> dict[str, Any]:
     :param alloc: the section
     :return: the values
     """
-    doc = dataclasses.asdict(alloc)
-    todo: list[Any] = [doc]
-    while todo:
-        item = todo.pop()
-        pairs = item.items() if isinstance(item, dict) else enumerate(item)
-        for key, value in list(pairs):
-            if isinstance(value, (dict, list)):
-                todo.append(value)
-            else:
-                item[key] = _clean(value)
-    return doc
+    return _plain(alloc)
 
 
 def to_json(report: Report, indent: int | None = None) -> str:

@@ -516,6 +516,8 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
     ordered = sorted(threads.values(), key=lambda t: not t.is_main)
     samples = int(sum(data["stack_samples"]))
     cpu = sum(data["stack_cpu_ns"]) / 1e9
+    notes = [f"{n} runs added up"] if n > 1 else []
+    notes.append("saved runs keep functions, not lines")
     return SampledProfile(
         stacks=stacks,
         threads=ordered,
@@ -524,7 +526,7 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
         duration=sum(data["wall"]),
         cpu_time=cpu,
         samples=samples,
-        notes=[f"{n} runs added up"] * (n > 1) + ["saved runs keep functions, not lines"],
+        notes=notes,
         program=program,
         cpu_known=data.get("timer") == "cpu",
         lines_known=False,

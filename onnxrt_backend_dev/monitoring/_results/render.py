@@ -14,7 +14,7 @@ shown on one line (a newline or a NUL in a crafted name as ``\\n``, ``\\x00``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._format import format_bytes, format_duration, one_line
@@ -145,17 +145,26 @@ def _whole_rows(rows: list[Change]) -> list[str]:
     return lines
 
 
-def _origin_rows(rows: list[Change], top: int) -> list[str]:
+def _section(
+    rows: list[Change], top: int, head: str, row: Callable[[Change], str], what: str
+) -> list[str]:
+    """A section of the text: its head, ``top`` rows, the rest folded into one line."""
     shown, rest = _shown(rows, top)
-    lines = [f"  {'change':>16} sig {'A':>11} {'B':>11}  call path"]
-    for c in shown:
+    lines = [head, *(row(c) for c in shown)]
+    fold = fold_line(rest, what)
+    return [*lines, f"  {fold}"] if fold else lines
+
+
+def _origin_rows(rows: list[Change], top: int) -> list[str]:
+    def row(c: Change) -> str:
         where = f"  ({_place(c)})" if c.file else ""
-        lines.append(
+        return (
             f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>11} "
             f"{_amount(c, c.b):>11}  {label(c)}{where}"
         )
-    fold = fold_line(rest, "paths where a change starts")
-    return [*lines, f"  {fold}"] if fold else lines
+
+    head = f"  {'change':>16} sig {'A':>11} {'B':>11}  call path"
+    return _section(rows, top, head, row, "paths where a change starts")
 
 
 def _place(c: Change) -> str:
@@ -166,21 +175,18 @@ def _place(c: Change) -> str:
 
 
 def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -> list[str]:
-    shown, rest = _shown(rows, top)
-    lines = [
-        f"  {'own change':>16} sig {'A own':>10} {'B own':>10} {'inclusive':>16} sig  function"
-    ]
-    for c in shown:
+    def row(c: Change) -> str:
         inc = inclusive.get(_fkey(c))
         inc_text = format_change(inc) if inc is not None else ""
         inc_mark = _mark(inc) if inc is not None else ""
         verdict = f"  [{c.verdict}]" if c.verdict else _only(c)
-        lines.append(
+        return (
             f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>10} {_amount(c, c.b):>10} "
             f"{inc_text:>16} {inc_mark:^3}  {label(c)}{verdict}"
         )
-    fold = fold_line(rest, "functions")
-    return [*lines, f"  {fold}"] if fold else lines
+
+    head = f"  {'own change':>16} sig {'A own':>10} {'B own':>10} {'inclusive':>16} sig  function"
+    return _section(rows, top, head, row, "functions")
 
 
 def _only(c: Change) -> str:
@@ -188,15 +194,14 @@ def _only(c: Change) -> str:
 
 
 def _growth_rows(rows: list[Change], top: int) -> list[str]:
-    shown, rest = _shown(rows, top)
-    lines = [f"  {'change (of rise)':>16} sig {'A':>10} {'B':>10}  function"]
-    for c in shown:
-        lines.append(
+    def row(c: Change) -> str:
+        return (
             f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>10} "
             f"{_amount(c, c.b):>10}  {label(c)}{_only(c)}"
         )
-    fold = fold_line(rest, "functions")
-    return [*lines, f"  {fold}"] if fold else lines
+
+    head = f"  {'change (of rise)':>16} sig {'A':>10} {'B':>10}  function"
+    return _section(rows, top, head, row, "functions")
 
 
 def _through_line(rows: list[Change]) -> str:

@@ -70,13 +70,16 @@ def program():
     # The program's code called as a function made from it, not through runpy's exec:
     # cProfile keys every exec by one name, and importlib's exec of each imported module
     # would share the program's callers (its tree would cut it between them).
-    import types
+    # A module found as sampled_child._code finds it (python -m's rule).
+    import importlib.util, types
     spec = None
     if how == "module":
-        get = getattr(runpy, "_get_module_details", None)
-        if get is None:
-            return lambda: runpy.run_module(target, run_name="__main__", alter_sys=True)
-        _, spec, body = get(target)
+        spec = importlib.util.find_spec(target)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(target + ".__main__")
+        if spec is None or not hasattr(spec.loader, "get_code"):
+            raise SystemExit("No module named " + target)
+        body = spec.loader.get_code(spec.name)
         name = spec.origin
     elif os.path.isfile(target) and not target.endswith((".zip", ".pyz")):
         with open(target, "rb") as f:
@@ -99,6 +102,8 @@ try:
     run()
 except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    if not isinstance(e.code, (int, type(None))):  # as Python prints sys.exit("message")
+        print(e.code, file=sys.stderr)
 except BaseException:
     import traceback
     traceback.print_exc()
@@ -314,12 +319,11 @@ def run_once(
     """
     out = os.path.join(folder, "run")  # the folder is emptied after each run
     errors = out + ".stderr"
-    if observed(program):
-        with _supervised(supervisor) as sup:
-            return _observed_run(program, errors, timeout, cwd, sup, show_output)
     with _supervised(supervisor) as sup:
         if sup.stopped is not None:
             return None
+        if observed(program):
+            return _observed_run(program, errors, timeout, cwd, sup, show_output)
         start = time.perf_counter()
         with open(errors, "wb") as err:
             child = sup.start(
@@ -334,14 +338,7 @@ def run_once(
         wall = time.perf_counter() - start
         if sup.stopped is not None:
             return None  # cut short by the signal: not a run
-    if ended.timed_out:
-        raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
-    if ended.code != 0:
-        tail = _tail(errors)
-        raise RunFailed(
-            f"{shlex.join(program.command)} exited with {ended.code}"
-            + (f": {tail}" if tail else "")
-        )
+    _check_ended(program, ended, errors, timeout)
     if not program.profiled:
         return Run(wall)
     try:
@@ -410,25 +407,12 @@ def _observed_run(
     from .._observe.build import to_profile
     from .._observe.session import start_program
     from .._report.aggregate import Aggregator
-    from .._run.supervise import shell_code
     from .payloads import sampled_data
 
-    if sup.stopped is not None:
-        return None
     head = [program.python or sys.executable]
     target = ["-m", program.target] if program.how == "module" else [program.target]
     agg = Aggregator()
     deadline = time.monotonic() + timeout
-    late: list[bool] = []
-
-    def done() -> bool:
-        if sup.stopped is not None or started.child.poll() is not None:
-            return True
-        if time.monotonic() > deadline:
-            late.append(True)
-            return True
-        return False
-
     start = time.perf_counter()
     with open(errors, "wb") as err:
         quiet = not show_output
@@ -437,24 +421,24 @@ def _observed_run(
             stdin=subprocess.DEVNULL if quiet else None,
             stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
         )  # fmt: skip
+        child = started.child
         try:
-            started.observer.run(done)
+            started.observer.run(
+                lambda: (
+                    sup.stopped is not None
+                    or child.poll() is not None
+                    or time.monotonic() > deadline
+                )
+            )
+            # Still running, no signal: the deadline stopped the loop.
+            timed_out = child.exit is None and sup.stopped is None
         finally:
-            if started.child.exit is None:  # past the timeout, a signal, a failure here
-                started.child.end()
+            ended = child.exit or child.end()  # past the timeout, a signal, a failure here
             started.observer.close()
     wall = time.perf_counter() - start
     if sup.stopped is not None:
         return None  # cut short by the signal: not a run
-    if late:
-        raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
-    ended = started.child.exit
-    if ended is None or shell_code(ended.status) != 0:
-        tail = _tail(errors)
-        code = "?" if ended is None else shell_code(ended.status)
-        raise RunFailed(
-            f"{shlex.join(program.command)} exited with {code}" + (f": {tail}" if tail else "")
-        )
+    _check_ended(program, ended._replace(timed_out=timed_out), errors, timeout)
     usage = ended.rusage
     cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
     observer = started.observer
@@ -506,6 +490,25 @@ def _program_only(profile: Any, main: str | None) -> None:
         if keep:  # a program the rule does not fit keeps everything
             thread.totals = keep
             thread.timeline = [e for e in thread.timeline if e[2] in keep]
+
+
+def _check_ended(program: Program, ended: Any, errors: str, timeout: float) -> None:
+    """Refuses a run that ran past its timeout or exited with an error.
+
+    :param program: what ran
+    :param ended: its ``_run.supervise.Exit``
+    :param errors: the file holding its standard error (its end goes in the message)
+    :param timeout: the run's timeout, seconds
+    :raises RunFailed: it did
+    """
+    if ended.timed_out:
+        raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
+    if ended.code != 0:
+        tail = _tail(errors)
+        raise RunFailed(
+            f"{shlex.join(program.command)} exited with {ended.code}"
+            + (f": {tail}" if tail else "")
+        )
 
 
 def _checked_profile(data: Any, program: Program) -> dict[str, Any]:
