@@ -115,6 +115,21 @@ class RunFailed(MonitoringError):
     """A run of a program failed: it exited with an error, or ran past its timeout."""
 
 
+class CounterError(MonitoringError, RuntimeError):
+    """The counter cannot count here: valgrind is missing, was killed or ran out of
+    memory, the program forked, or its interpreter cannot be counted as asked. The
+    message says what to do.
+
+    :param message: the line
+    :param usage: the cause is the caller's input or the machine (a command exits 2), not
+        a run that failed (exit 1)
+    """
+
+    def __init__(self, message: str, usage: bool = True) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
 class ElfError(MonitoringError):
     """The file is not an ELF file the observer's reader understands (or it is cut
     short)."""
@@ -209,6 +224,7 @@ _FAMILY: tuple[type[Exception], ...] = (
     ProbeError,
     BadData,
     RunFailed,
+    CounterError,
 )
 BY_NAME: dict[str, type[Exception]] = {cls.__name__: cls for cls in _FAMILY}
 

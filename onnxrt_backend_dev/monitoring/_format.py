@@ -24,6 +24,14 @@ _BYTE_UNITS: tuple[tuple[float, str], ...] = (
     (1024.0**3, "GiB"),
     (1024.0**4, "TiB"),
 )
+# Counts (instructions): decimal multiples.
+_COUNT_UNITS: tuple[tuple[float, str], ...] = (
+    (1.0, ""),
+    (1e3, "k"),
+    (1e6, "M"),
+    (1e9, "G"),
+    (1e12, "T"),
+)
 # Accepted by parse_bytes; like pytest-memray, kB/MB/GB count in powers of 1024.
 _BYTE_SUFFIXES: dict[str, float] = {
     "": 1.0,
@@ -100,6 +108,22 @@ def format_duration_like(seconds: float, like: str) -> str:
         raise BadValue(f"like must be a duration such as '24.1 ns', got {like!r}")
     decimals = len(number.split(".")[1]) if "." in number else 0
     return f"{seconds / factors[unit]:.{decimals}f} {unit}"
+
+
+def format_count(n: float, significant: int = 3, unit: str = "instr") -> str:
+    """Formats a count of instructions, e.g. ``373 instr``, ``6.04 G instr``.
+
+    :param n: the count
+    :param significant: number of significant digits above a thousand
+    :param unit: what is counted
+    :return: the formatted string
+    """
+    factor, symbol = _pick(n, _COUNT_UNITS)
+    if factor == 1.0:
+        return (
+            f"{n:,.0f} {unit}" if abs(n - round(n)) < 0.05 or abs(n) >= 100 else f"{n:.3g} {unit}"
+        )
+    return f"{_digits(n / factor, significant)} {symbol} {unit}"
 
 
 def format_bytes(n: float, significant: int = 3) -> str:

@@ -89,7 +89,7 @@ from typing import Any, Protocol
 import pytest
 
 from ._errors import BadType, BadValue, MonitoringError
-from ._format import format_bytes, format_duration, one_line, parse_bytes
+from ._format import format_bytes, format_count, format_duration, one_line, parse_bytes
 from ._validate import check_bool, check_number, check_str
 
 PLUGIN_NAME = "onnxrt_monitoring"
@@ -220,6 +220,60 @@ class TimedBlock:
         if self.speed:
             figure["reference"] = sorted(self.speed)[len(self.speed) // 2]
         return figure
+
+
+class CountedBlock:
+    """A block counted in a counted session (``--monitoring-counter instructions``):
+    ``with monitor_time("load") as t: ...``, then ``t.instructions`` (and ``t.elapsed``,
+    the wall time under valgrind, many times the plain one).
+
+    :param label: name shown in the report
+    :param limit: refused: a count has no time limit
+    """
+
+    def __init__(self, label: str, limit: float | None = None) -> None:
+        check_str("label", label)
+        if limit is not None:
+            raise BadValue(f"limit does not apply to a counted block, got {limit!r}")
+        self.label = label
+        self.instructions = 0
+        self.elapsed: float = float("nan")
+        self._counting: Any = None
+        self._start = 0.0
+
+    def __enter__(self) -> CountedBlock:
+        from ._count.inprocess import counting
+
+        self._counting = counting(self.label)
+        self._count = self._counting.__enter__()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.elapsed = time.perf_counter() - self._start
+        self._counting.__exit__(exc_type, exc, tb)
+        self.instructions = self._count.instructions
+
+    def summary(self) -> str:
+        """One line for the report."""
+        return f"instructions {one_line(self.label)}: {format_count(self.instructions)}"
+
+    def properties(self) -> list[tuple[str, object]]:
+        """``(name, value)`` pairs for ``user_properties``."""
+        return [(f"instructions.{self.label}", self.instructions)]
+
+    def figure(self) -> dict[str, Any]:
+        """The block's instructions, one execution (nothing when it never ended)."""
+        ok = math.isfinite(self.elapsed)
+        return {
+            "kind": "time", "label": self.label, "times": [float(self.instructions)] if ok else [],
+            "sizes": [1] if ok else [], "counter": "instructions",
+        }  # fmt: skip
 
 
 class MemoryBlock:
@@ -430,6 +484,11 @@ class _Measured:
 
     def summary(self) -> str:
         """One line for the report."""
+        if self.res.get("counter"):
+            return (
+                f"instructions {one_line(self.label)}: {format_count(self.res['average'])} "
+                f"per run ({self.res['runs']} runs)"
+            )
         return (
             f"time {one_line(self.label)}: {format_duration(self.res['average'])} ± "
             f"{format_duration(self.res['deviation'])} per run "
@@ -444,6 +503,11 @@ class _Measured:
         """Every batch: seconds and executions."""
         figure: dict[str, Any] = {"kind": "time", "label": self.label, "times": self.times,
                                   "sizes": self.sizes, "clock": self.clock_name}  # fmt: skip
+        if self.res.get("counter"):
+            runs = int(self.res["runs"])
+            figure.update(times=[float(self.res["average"]) * runs], sizes=[runs])
+            figure["counter"] = self.res["counter"]
+            del figure["clock"]
         if self.speed is not None:
             figure["reference"] = self.speed
         return figure
@@ -458,6 +522,8 @@ class TimeMonitor:
         saved and compared say they were timed with
     :param reference: time the machine's speed beside each figure (:func:`machine_speed`,
         when the session saves or compares)
+    :param counted: count the blocks' instructions (a counted session) instead of
+        timing them
     """
 
     def __init__(
@@ -466,20 +532,29 @@ class TimeMonitor:
         clock: Callable[[], float] = time.perf_counter,
         clock_name: str = "wall",
         reference: bool = False,
+        counted: bool = False,
     ) -> None:
         self.records = records
         self.clock = clock
         self.clock_name = clock_name
         self.reference = reference
+        self.counted = counted
 
-    def __call__(self, label: str = "block", limit: float | None = None) -> TimedBlock:
+    def __call__(
+        self, label: str = "block", limit: float | None = None
+    ) -> TimedBlock | CountedBlock:
         """Returns a context manager timing a block once.
 
         :param label: name shown in the report
         :param limit: seconds; the test fails when the block takes longer
-        :return: the block, whose ``elapsed`` is set on exit
+        :return: the block, whose ``elapsed`` is set on exit (and ``instructions`` in a
+            counted session)
         """
-        block = TimedBlock(label, limit, self.clock, self.clock_name, self.reference)
+        block: TimedBlock | CountedBlock
+        if self.counted:
+            block = CountedBlock(label, limit)
+        else:
+            block = TimedBlock(label, limit, self.clock, self.clock_name, self.reference)
         self.records.append(block)
         return block
 
@@ -496,6 +571,10 @@ class TimeMonitor:
         from .benchmark import Progress, measure_time
 
         label = str(kwargs.pop("label", "measure"))
+        if self.counted:
+            res = measure_time(stmt, context, counter="instructions", **kwargs)
+            self.records.append(_Measured(label, res))
+            return res
         # The batches themselves are kept (for --monitoring-save and -compare).
         progress = kwargs.setdefault("progress", Progress())
         name = self.clock_name if kwargs.get("clock") is None else "custom"
@@ -578,7 +657,15 @@ def monitor_time(request: pytest.FixtureRequest) -> TimeMonitor:
     name = clock_option(request.config)
     config = request.config
     gated = bool(config.getoption("monitoring_save") or config.getoption("monitoring_compare"))
-    return TimeMonitor(_records(request.node), CLOCKS[name], name, reference=gated)
+    counted = False
+    if config.getoption("monitoring_counter", None) is not None:
+        from ._count.inprocess import active
+
+        counted = active()
+    return TimeMonitor(
+        _records(request.node), CLOCKS[name], name, reference=gated and not counted,
+        counted=counted,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -642,6 +729,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "monitoring_clock", default="wall", help="the clock of monitor_time: wall or cpu (wall)"
     )
     group.addoption(
+        "--monitoring-counter",
+        metavar="COUNTER",
+        default=None,
+        choices=("instructions",),
+        help="count the instructions of monitor_time's blocks and measure instead of timing "
+        "them: the session runs again under valgrind (callgrind), each block counted alone; "
+        "the same count whatever the machine's load (for CI gates)",
+    )
+    group.addoption(
         "--monitoring-json",
         metavar="FILE.json",
         default=None,
@@ -692,6 +788,34 @@ def summary_lines(rows: list[tuple[str, list[str]]]) -> list[str]:
             f"{nodeid if i == 0 else '':<{width}}  {block}" for i, block in enumerate(blocks)
         )
     return lines
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--monitoring-counter instructions``: this session runs again under valgrind
+    (callgrind), where each block is counted alone, and its exit code is this one's;
+    nothing runs here. Refused, as a usage error, where it cannot count.
+
+    :param config: pytest's configuration
+    :return: the counted session's exit code, None when not counting (or when this is
+        the counted session)
+    """
+    if config.getoption("monitoring_counter", None) is None:
+        return None
+    from ._count import inprocess
+    from ._errors import CounterError
+
+    if inprocess.active():
+        return None
+    if config.getoption("numprocesses", None):
+        raise pytest.UsageError(
+            "--monitoring-counter runs the session in one process under valgrind: drop -n"
+        )
+    params = config.invocation_params
+    try:
+        return inprocess.run_session(list(params.args), str(params.dir))
+    except CounterError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:

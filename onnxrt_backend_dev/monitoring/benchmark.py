@@ -49,6 +49,7 @@ def measure_time(
     clock: Clock | None = None,
     calibrate: bool = False,
     progress: Progress | None = None,
+    counter: str | None = None,
 ) -> dict[str, Any]:
     """Measures a statement and returns the results as a dictionary.
 
@@ -86,6 +87,12 @@ def measure_time(
     :param progress: a :class:`Progress` filled batch by batch: a live status reads its
         ``runs``, and when the run is stopped midway (Ctrl-C, a signal) its
         ``result()`` is this dictionary for the batches timed so far
+    :param counter: ``"instructions"`` counts one execution's instructions under valgrind
+        in fresh interpreters instead of timing it (docs: "Gating CI on performance"): a
+        str with ``setup`` and a picklable ``context``, or an importable function;
+        ``repeat``, ``number`` unused, ``max_time``, ``clock``, ``calibrate``,
+        ``progress`` refused; the same keys in instructions per execution, plus
+        ``counter``, ``noise``, ``counts``, ``unseen``
     :return: a dictionary of plain ints and floats, seconds for durations (annotated
         ``dict[str, Any]`` so that code written against the reference's
         ``Dict[str, str | int | float]`` and code doing arithmetic both type-check):
@@ -145,6 +152,11 @@ def measure_time(
         res = measure_time(step, repeat=5, calibrate=True)  # 5 batches of >= 0.2 s
         res = measure_time(step, max_time=3.0)  # about 3 s measured
     """
+    if counter is not None:  # counted by valgrind, not timed
+        from ._count.measure import count_measure
+
+        return count_measure(stmt, context, counter, warmup, div_by_number, max_time, keep_gc,
+                             setup, clock, calibrate, progress, repeat * number)  # fmt: skip
     result = measure(
         stmt,
         context,
@@ -189,15 +201,10 @@ def compare(
       size is calibrated so that a batch of the slower statement lasts about
       ``max_time / 1000`` (at most 0.2 s), then batches of each statement alternate
       until ``max_time`` seconds are measured, calibration included (at least 5 of
-      each, even past the budget). ``benchmarks/bench_compare_power.py`` measures how
-      often a 1 % or 2 % difference is detected within 0.5 s and 1 s.
+      each, even past the budget).
     * Two results of :func:`measure_time` (or dictionaries loaded back from JSON) are
       compared on their ``average``, ``deviation`` and ``repeat`` with Welch's t-test;
       the interval of the ratio of means comes from the delta method.
-
-    The Hodges-Lehmann ratio and its interval are exact (the order statistics of all
-    ``n m`` pairwise ratios, selected without building them): O(n log n) time and O(n)
-    memory in ``repeat``.
 
     :param baseline: the reference: a statement or a result of :func:`measure_time`
     :param candidate: the other one, of the same kind
@@ -232,16 +239,8 @@ def compare(
         return compare_results(baseline, candidate, confidence, alpha)
     assert not isinstance(baseline, Mapping) and not isinstance(candidate, Mapping)
     samples = measure_interleaved(
-        [baseline, candidate],
-        context,
-        repeat=repeat,
-        number=number,
-        warmup=warmup,
-        setup=setup,
-        keep_gc=keep_gc,
-        clock=clock,
-        max_time=max_time,
-        calibrate=calibrate,
+        [baseline, candidate], context, repeat=repeat, number=number, warmup=warmup,
+        setup=setup, keep_gc=keep_gc, clock=clock, max_time=max_time, calibrate=calibrate,
         into=progress,
-    )
+    )  # fmt: skip
     return compare_samples(samples[0], samples[1], confidence, alpha)

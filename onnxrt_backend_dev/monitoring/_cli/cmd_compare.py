@@ -82,6 +82,27 @@ def _check_sources(args: argparse.Namespace) -> None:
                 raise CommandError(f"--{option.replace('_', '-')} needs --a/--b", EXIT_USAGE)
 
 
+def _check_counter(args: argparse.Namespace) -> None:
+    """``--counter``: with --a/--b, and none of the options of timed runs."""
+    if args.counter is None:
+        args.repeat = _DEFAULT_REPEAT if args.repeat is None else args.repeat
+        return
+    if args.a is None:
+        raise CommandError(
+            "--counter needs --a/--b (saved results say themselves whether they were counted)",
+            EXIT_USAGE,
+        )
+    refused = [("--repeat", args.repeat, "one counted run a side decides"),
+               ("--max-time", args.max_time, "a count has no time budget"),
+               ("--cprofile", args.cprofile or None, "valgrind counts each function itself"),
+               ("--interval", args.interval, "nothing is sampled"),
+               ("--timer", args.timer, "a count reads no clock")]  # fmt: skip
+    for option, value, why in refused:
+        if value is not None:
+            raise CommandError(f"{option} does not apply to --counter: {why}", EXIT_USAGE)
+    args.repeat = 1
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     if args.repeat < 1:
         raise CommandError(f"--repeat must be >= 1, got {args.repeat}", EXIT_USAGE)
@@ -155,8 +176,14 @@ class CompareCommand:
         parser.add_argument("--a", default=None, metavar="CMD", help="the baseline program")
         parser.add_argument("--b", default=None, metavar="CMD", help="the new program")
         parser.add_argument(
-            "--repeat", type=int, default=_DEFAULT_REPEAT,
+            "--repeat", type=int, default=None,
             help=f"with --a/--b: runs of each, interleaved ({_DEFAULT_REPEAT})",
+        )  # fmt: skip
+        parser.add_argument(
+            "--counter", choices=("instructions",), default=None,
+            help="with --a/--b: count the instructions of one run of each under valgrind "
+            "instead of timing them (per Python function on Python >= 3.12, the whole run "
+            "otherwise): the same count whatever the machine's load, one run a side decides",
         )  # fmt: skip
         parser.add_argument(
             "--max-time", type=float, default=None, metavar="SECONDS",
@@ -251,7 +278,7 @@ class CompareCommand:
             except MonitoringError as e:
                 if isinstance(e, CommandError):
                     raise
-                raise CommandError(str(e), EXIT_USAGE) from None
+                raise CommandError(str(e), _exit_of(e)) from None
             verdict = cmp.verdict(settings["fail_above"])
             self._write(args, cmp, settings["fail_above"], out)
         if not args.quiet:
@@ -265,6 +292,7 @@ class CompareCommand:
     def _check(args: argparse.Namespace) -> dict[str, float]:
         """Every option checked before any work (exit 2, one line)."""
         _check_sources(args)
+        _check_counter(args)
         _check_numbers(args)
         settings = {
             "fail_above": parse_percent("--fail-above", args.fail_above),
@@ -309,7 +337,7 @@ class CompareCommand:
             on_run=progress, min_share=args.min_share_value, timer=args.timer or "cpu",
             profiler="cprofile" if args.cprofile else "sampled",
             interval=args.interval or RUN_INTERVAL, min_change=args.min_change_value,
-            supervisor=supervisor,
+            supervisor=supervisor, counter=args.counter,
         )  # fmt: skip
         if live:
             err.write("\n")
@@ -327,6 +355,14 @@ class CompareCommand:
         else:
             text = render.to_text(cmp, top=args.top, above=above)
         emit_text(text, args.output, out)
+
+
+def _exit_of(error: Exception) -> int:
+    """2 for bad input and a run that failed (the documented codes), 1 for the counter's
+    own failure (valgrind killed)."""
+    from .._errors import CounterError
+
+    return 1 if isinstance(error, CounterError) and not error.usage else EXIT_USAGE
 
 
 def _save_sides(args: argparse.Namespace, doc_a: Any, doc_b: Any) -> list[str]:

@@ -308,6 +308,14 @@ class ProfileCommand:
         )
         add_save_options(parser)
         add_repeat_options(parser)
+        parser.add_argument(
+            "--counter",
+            choices=("instructions",),
+            default=None,
+            help="count the instructions of one run under valgrind instead of sampling it: "
+            "each Python function's own and inclusive count (Python >= 3.12), the whole run "
+            "otherwise; --save keeps it for compare",
+        )
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -317,12 +325,8 @@ class ProfileCommand:
 
         from .profile_sampled import check_sampled, run_sampled, uses_cprofile
 
-        if getattr(args, "pid", None) is not None:
-            from .profile_observed import run_attached
-
-            _check_before_running(args)
-            args.program = None
-            return run_attached(args, out, err, self._helpers())
+        if args.counter is not None or getattr(args, "pid", None) is not None:
+            return self._counted_or_attached(args, out, err)
         if args.target != "show":
             _check_before_running(args)
             check_save(args, program_inputs(args))
@@ -355,6 +359,23 @@ class ProfileCommand:
             raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
         code, module, argv, path0 = _script_code(args.target)
         return profile(code, module, argv + args.args, path0, args, out, err)
+
+    def _counted_or_attached(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        """``--counter instructions``: one run counted by valgrind (:mod:`.profile_counted`);
+        ``--pid``: a running process read by the observer."""
+        from .profile_counted import check_counted, run_counted
+
+        if args.counter is None:
+            from .profile_observed import run_attached
+
+            _check_before_running(args)
+            args.program = None
+            return run_attached(args, out, err, self._helpers())
+        check_counted(args)
+        _check_before_running(args)
+        check_save(args, program_inputs(args))
+        args.program = f"-m {args.module[0]}" if args.module else args.target
+        return run_counted(args, out, err)
 
     @staticmethod
     def _children(args: argparse.Namespace, out: TextIO, err: TextIO, sampled: bool) -> int:

@@ -11,7 +11,9 @@ The current folder comes first on ``sys.path``, as ``python -m timeit`` has it, 
 ``-s "import mymodel"`` finds ``./mymodel.py`` from the console script too. ``-s`` runs
 before every batch (timeit's meaning); ``--setup-once`` runs once per process, before the
 warmup, and its names are the globals of the statement and of ``-s`` (load a model once,
-time its inference). ``--clock cpu`` times the process's CPU time instead of wall time.
+time its inference). ``--clock cpu`` times the process's CPU time instead of wall time; ``--counter
+instructions`` counts the instructions of one execution under valgrind instead
+(:mod:`.time_counted`).
 """
 
 from __future__ import annotations
@@ -260,9 +262,17 @@ class TimeCommand:
         parser.add_argument(
             "--clock",
             choices=sorted(CLOCKS),
-            default="wall",
+            default=None,
             help="wall: elapsed time (time.perf_counter, the default); cpu: the process's "
             "CPU time, every thread counted (time.process_time)",
+        )
+        parser.add_argument(
+            "--counter",
+            choices=("instructions",),
+            default=None,
+            help="count the instructions of one execution under valgrind instead of timing "
+            "it (fresh interpreters, about 10 s a statement): the same count whatever the "
+            "machine's load, one count a side decides a comparison; it cannot see waiting",
         )
         parser.add_argument(
             "--compare",
@@ -298,9 +308,18 @@ class TimeCommand:
         """Times the statement and prints the result (or what was measured when stopped
         by a signal)."""
         _option_errors(args)
+        if args.counter is not None:
+            from .time_counted import check_options
+
+            check_options(args)
+        args.clock = args.clock or "wall"
         check_save(args)
         setup = "\n".join(args.setup) or None
         _compiled(args, setup)
+        if args.counter is not None:
+            from .time_counted import count_time
+
+            return count_time(args, setup, _setup_once_code(args), out, err)
         from .._run.signals import Signals
 
         # Once the timing is over (stopped or not), a signal is recorded, not raised into

@@ -101,7 +101,15 @@ def saves_sampled(args: argparse.Namespace, cprofile: bool) -> bool:
     return getattr(args, "save", None) is not None and args.repeat is None and not cprofile
 
 
-def _program(args: argparse.Namespace, sampled: bool = False) -> Any:
+def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
+    """The program ``profile`` runs in child processes (``--repeat``, ``--save``,
+    ``--counter``).
+
+    :param args: the parsed arguments
+    :param sampled: its runs are sampled, not cProfile's
+    :return: a ``_results.runner.Program``
+    :raises CommandError: no program, or a script that does not exist
+    """
     from .._results.runner import RUN_INTERVAL, Program
 
     profiler = "sampled" if sampled else "cprofile"
@@ -186,7 +194,7 @@ def run_repeated(
     """
     from .._run.supervise import Supervisor
 
-    program = _program(args, sampled)
+    program = program_of(args, sampled)
     with Supervisor() as supervisor:
         runs = _runs(args, program, err, supervisor)
         if supervisor.stopped is not None:  # said even with -q: the runs were cut short

@@ -29,7 +29,9 @@ from .._errors import ResultFormatError
 from .._gc import gc_paused
 from .._stats.multiple import holm
 from .._validate import check_number
+from . import counted
 from .change import WORSE, Change, Settings
+from .counted import counter_of
 from .decide import REGRESSED, UNDECIDED, gate
 from .diff import MIN_CHANGE, MIN_SHARE, headline_change, profile_changes
 from .tables import side_table
@@ -308,6 +310,8 @@ def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settin
     :param settings: the settings
     :return: the change
     """
+    if counter_of(sa) or counter_of(sb):
+        return counted.timing_change(sa, sb, settings)
     clocks = (series_clock(sa), series_clock(sb))
     if clocks[0] != clocks[1]:
         raise ResultFormatError(
@@ -361,6 +365,8 @@ def _memory(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
 
 
 def _profile(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) -> list[Change]:
+    if counter_of(da) or counter_of(db):
+        return counted.profile_changes(da, db, settings, "profile")
     sa = side_table("profile", da, settings.clock)
     sb = side_table("profile", db, settings.clock)
     return profile_changes(sa, sb, settings, "profile")
@@ -467,7 +473,8 @@ def compare_results(
         for section in sections:
             changes.extend(_SECTIONS[section](da[section], db[section], settings))
     runs = (_runs(kind, a["data"]), _runs(kind, b["data"]))
-    _add_run_notes(settings, runs, kind)
+    if not any(c.a.get("counted") for c in changes):  # one counted run a side decides
+        _add_run_notes(settings, runs, kind)
     return ResultComparison(
         kind, names, tuple(changes), settings.judged, tuple(settings.notes), alpha, confidence,
         runs, factor=settings.factor, min_change=min_change,

@@ -87,7 +87,9 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
         for name, f in zip(figure_names(nodeid, figures), figures, strict=True):
             if f["kind"] == "time":
                 one = timing_series(name, f["times"], f["sizes"])
-                if f.get("clock", "wall") != "wall":
+                if f.get("counter"):
+                    one["counter"], one["noise"] = f["counter"], 0.0
+                elif f.get("clock", "wall") != "wall":
                     one["clock"] = f["clock"]
                 if f.get("reference"):
                     one["reference"] = float(f["reference"])
@@ -159,6 +161,8 @@ def _time_finding(
     label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
 ) -> tuple[str, str] | None:
     """``(state, message)`` of a time figure, None when it passes."""
+    if base.get("counter") or now.get("counter"):
+        return _counted_finding(label, base, now, threshold)
     clocks = (base.get("clock", "wall"), now.get("clock", "wall"))
     if clocks[0] != clocks[1]:
         return UNDECIDED, (
@@ -204,6 +208,33 @@ def _time_finding(
         else ("; measure it with monitor_time.measure to judge it" if not d.tested else "")
     )
     return state, f"{head}: undecided, above the {threshold:.0%} threshold but {why}{more}"
+
+
+def _counted_finding(
+    label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
+) -> tuple[str, str] | None:
+    """A figure counted by valgrind (``--monitoring-counter``): one run a side decides
+    (:mod:`.counted`); a count beside a time is not compared (undecided)."""
+    from .._format import format_count
+    from .counted import counted_change
+
+    if base.get("counter") != now.get("counter"):
+        how = ["counted" if f.get("counter") else "timed" for f in (base, now)]
+        return UNDECIDED, (
+            f"time {label}: {how[1]} now, {how[0]} in the baseline: not compared (save the "
+            "baseline the same way)"
+        )
+    if not base["times"] or not now["times"]:
+        return None
+    a, b = (sum(f["times"]) / sum(f["sizes"]) for f in (base, now))
+    c = counted_change("timing", label, "count", a, b)
+    if not (c.significant and c.change is not None and c.change > threshold):
+        return None
+    return REGRESSED, (
+        f"instructions {label}: {format_count(b)} per run, was {format_count(a)}: "
+        f"{c.change:+.1%}, above the {threshold:.0%} threshold (counted by valgrind, "
+        f"{c.note})"
+    )
 
 
 def _speed(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:

@@ -531,3 +531,58 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
         cpu_known=data.get("timer") == "cpu",
         lines_known=False,
     )
+
+
+def counted_series(
+    name: str,
+    per_execution: float,
+    executions: int,
+    noise: float = 0.0,
+    summary: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A statement (or a whole run, one execution) counted by valgrind.
+
+    :param name: the statement, or the program's command
+    :param per_execution: instructions per execution
+    :param executions: executions counted
+    :param noise: instructions per execution within which a change is no change
+    :param summary: the ``measure_time``-shaped summary kept beside
+    :return: the series (``times`` holds the instructions of the executions counted)
+    """
+    series = timing_series(name, [per_execution * executions], [executions], summary)
+    series["counter"] = "instructions"
+    series["noise"] = float(noise)
+    return series
+
+
+# A counted profile stores instructions where a timed one stores nanoseconds: the
+# functions' figures go through profile_data as if they were seconds, scaled back.
+_PER_INSTRUCTION = 1e-9
+
+
+def counted_profile_data(
+    runs: Sequence[tuple[Mapping[Any, Any], int, float]], main: str | None = None
+) -> dict[str, Any]:
+    """The payload of a profile counted by valgrind, per Python function.
+
+    :param runs: ``(stats, total, wall)`` per run: cProfile-shaped statistics in
+        instructions (``_count.callgraph``), the whole run's instructions, valgrind's
+        wall seconds
+    :param main: the program's script (see :func:`profile_data`)
+    :return: the payload, checked
+    """
+    scaled = []
+    for stats, _, wall in runs:
+        one = {}
+        for func, (cc, nc, tt, ct, callers) in stats.items():
+            edges = {
+                k: (v[0], v[1], v[2] * _PER_INSTRUCTION, v[3] * _PER_INSTRUCTION)
+                for k, v in callers.items()
+            }
+            one[func] = (cc, nc, tt * _PER_INSTRUCTION, ct * _PER_INSTRUCTION, edges)
+        scaled.append((one, wall))
+    data = profile_data(scaled, main=main)
+    data["counter"] = "instructions"
+    data["total"] = [float(total) for _, total, _ in runs]
+    check_profile("data", data)
+    return data

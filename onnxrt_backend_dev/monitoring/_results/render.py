@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._format import format_bytes, format_duration, one_line
+from .._format import format_bytes, format_count, format_duration, one_line
 from .._html import text as escape_text
 from .change import EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
 from .compare import ResultComparison, Verdict, format_change, label
@@ -33,6 +33,8 @@ DEFAULT_ABOVE = 0.05
 
 
 def _amount(c: Change, side: dict[str, float]) -> str:
+    if side.get("counted"):
+        return format_count(side.get("count", 0.0))
     if c.figure in (OWN, INCLUSIVE, PATH) and not side.get("time"):
         return "—"
     if c.figure == GROWTH:

@@ -678,9 +678,11 @@ def compare_programs(
     interval: float = RUN_INTERVAL,
     min_change: float | None = None,
     supervisor: Supervisor | None = None,
+    counter: str | None = None,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Runs two programs interleaved (A B A B ...) and compares them: their time, and for
-    Python programs each function's and call path's time and the memory peak.
+    Python programs each function's and call path's time and the memory peak; or, with
+    ``counter``, counts one run of each (see :func:`count_program`).
 
     :param a: the baseline's command line (``"python old.py"``, ``"old.py"``...)
     :param b: the new one's
@@ -702,6 +704,8 @@ def compare_programs(
     :param min_change: changes deemed negligible (the comparison's default when None)
     :param supervisor: the command's supervisor (``_run.supervise``), None for one for
         the time of the runs
+    :param counter: ``instructions``: one run of each counted by valgrind, ``repeat``,
+        ``max_time``, ``timer``, ``profiler`` and ``interval`` unused
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
     :raises Stopped: a signal stopped the runs; its ``done`` holds the results of A and
@@ -711,6 +715,12 @@ def compare_programs(
     from .store import make_result
 
     programs = [parse_program(a, profiler, interval), parse_program(b, profiler, interval)]
+    if counter is not None:
+        counted = _count_both(programs, timeout, cwd, on_run, supervisor)
+        names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
+        cmp = compare_results(counted[0], counted[1], names, alpha=alpha,
+                              min_share=MIN_SHARE if min_share is None else min_share)  # fmt: skip
+        return cmp, counted[0], counted[1]
     if programs[0].profiled != programs[1].profiled:
         from .._errors import BadValue
 
@@ -736,3 +746,100 @@ def compare_programs(
         min_change=MIN_CHANGE if min_change is None else min_change,
     )
     return cmp, docs[0], docs[1]
+
+
+def count_program(
+    program: Program,
+    folder: str,
+    supervisor: Supervisor,
+    timeout: float = 600.0,
+    cwd: str | None = None,
+    show_output: bool = False,
+) -> Any:
+    """Counts one run of a program's instructions under valgrind: per Python function
+    where its interpreter has perf trampolines (Python >= 3.12), the whole run otherwise
+    (and for a command that is not Python).
+
+    :param program: what to run
+    :param folder: a folder for the run's files
+    :param supervisor: the command's supervisor
+    :param timeout: seconds before the run is killed
+    :param cwd: the folder it runs in
+    :param show_output: the program's output goes to this process's
+    :return: the ``_count.valgrind.Counted``, None when a signal stopped it
+    :raises CounterError: valgrind is missing or killed, the program forked
+    :raises RunFailed: it exited with an error or ran past ``timeout``
+    """
+    from .._count.valgrind import Run, count, interpreter
+
+    what = shlex.join(program.command)
+    if program.python is None:
+        run = Run(program.command, False, cwd, None, show_output, timeout, what)
+        return count(run, folder, supervisor)
+    found = interpreter(program.python)
+    target = ["-m", program.target] if program.how == "module" else [program.target]
+    run = Run([found.binary, *target, *program.args], found.per_function, cwd, None,
+              show_output, timeout, what)  # fmt: skip
+    counted = count(run, folder, supervisor)
+    if counted is not None and not found.per_function:
+        counted.notes.append(
+            f"Python {found.version[0]}.{found.version[1]} has no perf trampolines (Python "
+            ">= 3.12 built with them): the whole run counted, not each function"
+        )
+    return counted
+
+
+def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tuple[str, Any]:
+    """The kind and payload of a counted run: a profile counted per function, or a
+    timing of the whole run (one execution).
+
+    :param program: what ran
+    :param counted: its ``Counted``
+    :param cwd: the folder it ran in
+    :return: ``(kind, data)``
+    """
+    from .payloads import counted_profile_data, counted_series
+
+    if counted.functions is None:
+        summary = {"note": "; ".join(counted.notes)} if counted.notes else None
+        series = counted_series(shlex.join(program.command), counted.total, 1, 0.0, summary)
+        return "timing", timing_data([series])
+    main = None
+    if program.how == "path" and program.python is not None:
+        # The script's code is named by its absolute path: named back as given.
+        main = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
+    data = counted_profile_data([(counted.functions, counted.total, counted.wall)], main=main)
+    return "profile", data
+
+
+def _count_both(
+    programs: Sequence[Program],
+    timeout: float,
+    cwd: str | None,
+    on_run: Callable[[int, int], None] | None,
+    supervisor: Supervisor | None,
+) -> list[Any]:
+    """One counted run of each program, as results ready to save and compare.
+
+    :raises Stopped: a signal stopped the runs (what was counted in ``done``)
+    """
+    from .store import make_result
+
+    docs: list[Any] = [None, None]
+    with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
+        for i, program in enumerate(programs):
+            counted = count_program(program, folder, sup, timeout, cwd)
+            if counted is None:
+                raise Stopped(sup.stopped or 15, (docs[0], docs[1]))
+            kind, data = counted_result(program, counted, cwd)
+            docs[i] = make_result(kind, data, ["compare", "--counter", *program.command])
+            if on_run is not None:
+                on_run(0, i)
+    if docs[0]["kind"] != docs[1]["kind"]:
+        from .._errors import BadValue
+
+        raise BadValue(
+            "A and B were not counted alike (one per function, one as a whole): run both "
+            "with the same interpreter"
+        )
+    return docs

@@ -17,7 +17,9 @@ spread of every side:
   batches in order, process by process; absent, one process timed them all);
   ``"clock": "wall" | "cpu"`` (optional, version 3: the clock that timed it, ``wall``
   when absent) and ``"reference"`` (optional, the pytest plugin's: seconds of a fixed
-  piece of work timed beside it, the machine's speed of the moment);
+  piece of work timed beside it, the machine's speed of the moment); ``"counter":
+  "instructions"`` (optional: counted by valgrind, ``times`` then instructions per batch
+  and possibly 0) with its ``"noise"`` (instructions per execution);
 * ``memory``: ``{"channels": {"cpu": [{"peak", "begin", "end", "mean"} per run]}}``, bytes;
 * ``profile``, version 2 (columns): ``{"profiler": "cprofile", "functions": [[file, line,
   name], ...], "wall": [seconds per run], "own_ns": [...], "cumulative_ns": [...],
@@ -29,7 +31,10 @@ spread of every side:
   floats and are exact: cProfile counts nanoseconds. Version 3 adds the call paths
   cProfile knows, its edges: ``"edges": [[caller, callee], ...]`` (indices into
   ``functions``) and ``"edge_ns"``, the callee's inclusive time when called from that
-  caller, edge ``e``'s run ``r`` at ``e * runs + r``;
+  caller, edge ``e``'s run ``r`` at ``e * runs + r``. A profile counted by valgrind
+  (``--counter instructions``) has ``"counter": "instructions"``, instructions in
+  place of nanoseconds in ``own_ns``, ``cumulative_ns`` and ``edge_ns``, and
+  ``"total"``: the instructions of each whole run;
 * ``profile`` of a sampling profiler (version 3, ``"profiler": "sampled"``):
   ``{"timer": "cpu" | "wall" (the figure compared), "sampler": how samples were
   taken, "interval": seconds, "functions": [[file, first line, name], ...], "stacks":
@@ -68,6 +73,7 @@ from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
+from .._count import COUNTERS
 from .._errors import ResultFormatError
 
 SCHEMA = "onnxrt-monitoring-result"
@@ -160,7 +166,8 @@ def check_timing(where: str, data: Any) -> None:
         if not isinstance(s.get("name"), str):
             raise _fail(f"{at}.name", "a str", s.get("name"))
         times = _list(f"{at}.times", s.get("times"), least=1)
-        _numbers(f"{at}.times", times, None, positive=True)
+        counted = _counter(at, s)
+        _numbers(f"{at}.times", times, None, positive=not counted)
         sizes = _list(f"{at}.sizes", s.get("sizes"), len(times))
         for j, n in enumerate(sizes):
             _count(f"{at}.sizes[{j}]", n, 1)
@@ -172,6 +179,18 @@ def check_timing(where: str, data: Any) -> None:
             raise _fail(f"{at}.clock", f"one of {', '.join(TIMERS)}", s.get("clock"))
         if "reference" in s:
             _number(f"{at}.reference", s["reference"], positive=True)
+
+
+def _counter(where: str, data: dict[str, Any]) -> bool:
+    """The optional ``counter`` (instructions counted by valgrind, not time) and its
+    ``noise``; whether there is one."""
+    if "counter" not in data:
+        return False
+    if data["counter"] not in COUNTERS:
+        raise _fail(f"{where}.counter", f"one of {', '.join(COUNTERS)}", data["counter"])
+    if "noise" in data:
+        _number(f"{where}.noise", data["noise"])
+    return True
 
 
 def _check_processes(where: str, value: Any, batches: int) -> None:
@@ -365,6 +384,8 @@ def check_profile(where: str, data: Any, version: int = VERSION) -> None:
     else:
         _check_columns(where, data, n)
         _check_edges(where, data, n)
+        if _counter(where, data):
+            _numbers(f"{where}.total", data.get("total"), len(data["wall"]))
 
 
 def check_report(where: str, data: Any, version: int = VERSION) -> None:

@@ -1,0 +1,292 @@
+"""Each Python function's instructions, from callgrind's output and the interpreter's
+perf map.
+
+With ``-X perf`` (Python >= 3.12) every Python call enters the interpreter through a
+small trampoline of its own, which the interpreter lists in ``/tmp/perf-PID.map``
+(``address size py::qualname:file``). callgrind runs with every *named* function skipped
+(:func:`.valgrind.skip_patterns`): their instructions count for the nearest function
+kept, which is the trampoline of the innermost Python function (or valgrind's unnamed
+stubs, whose cost is given back to their caller here). What is left is the Python call
+graph: each function's own instructions (its bytecode and the C code it called), its
+inclusive instructions (the calls into it, recursion counted once) and its callers.
+What no Python function ran (the interpreter's start and end, the import system's C
+parts before the first frame) is the pseudo-function ``<interpreter>``: the functions
+add up to the whole run.
+
+Both files are read as untrusted: a line that does not parse is skipped, a number that
+is not one is refused, a name is kept as text.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import CounterError
+
+# The pseudo-function of the instructions no Python function ran.
+INTERPRETER = ("~", 0, "<interpreter>")
+# A source file larger than this is not parsed for its functions' first lines.
+_MAX_SOURCE = 4 * 2**20
+# A perf map with more lines than this is not a perf map.
+_MAX_MAP_LINES = 2_000_000
+_STRIPPED = (
+    "the interpreter has no symbols (a stripped build): callgrind cannot tell its C "
+    "functions from the Python trampolines, so the whole run is counted, not each function"
+)
+
+
+@dataclass
+class _Graph:
+    """callgrind's figures by node name: self cost, calls between nodes."""
+
+    self_cost: dict[str, int] = field(default_factory=dict)
+    # (caller, callee) -> [calls, inclusive instructions]
+    calls: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+
+
+def _numbers(line: bytes) -> list[int] | None:
+    words = line.split()
+    if not words or not all(w.isdigit() for w in words):
+        return None
+    return [int(w) for w in words]
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        yield from f
+
+
+def parse_callgrind(path: str) -> _Graph:
+    """The nodes and calls of a callgrind output written with ``--compress-strings=no``
+    and ``--dump-line=no`` (one position per cost line).
+
+    :param path: the file
+    :return: the graph
+    """
+    graph = _Graph()
+    fn = cfn = ""
+    pending: int | None = None
+    for raw in _lines(path):
+        head = raw[:4]
+        if head.startswith(b"fn="):
+            fn, pending = raw[3:].strip().decode("utf-8", "replace"), None
+        elif head == b"cfn=":
+            cfn = raw[4:].strip().decode("utf-8", "replace")
+        elif head.startswith(b"call"):
+            numbers = _numbers(raw[6:]) if raw.startswith(b"calls=") else None
+            pending = numbers[0] if numbers else None
+        elif raw[:1].isdigit() and fn:
+            numbers = _numbers(raw)
+            if numbers is None or len(numbers) < 2:
+                continue
+            if pending is not None:
+                edge = graph.calls.setdefault((fn, cfn), [0, 0])
+                edge[0] += pending
+                edge[1] += numbers[1]
+                pending = None
+            else:
+                graph.self_cost[fn] = graph.self_cost.get(fn, 0) + numbers[1]
+    return graph
+
+
+class PerfMap:
+    """The interpreter's perf map: which trampoline is which Python function.
+
+    :param path: ``/tmp/perf-PID.map``
+    """
+
+    def __init__(self, path: str) -> None:
+        spans: list[tuple[int, int, str]] = []
+        try:
+            for i, raw in enumerate(_lines(path)):
+                if i >= _MAX_MAP_LINES:
+                    break
+                parts = raw.decode("utf-8", "replace").rstrip("\n").split(" ", 2)
+                if len(parts) == 3 and parts[2].startswith("py::"):
+                    try:
+                        spans.append((int(parts[0], 16), int(parts[1], 16), parts[2][4:]))
+                    except ValueError:
+                        continue
+        except OSError as e:
+            raise CounterError(
+                f"the interpreter wrote no perf map ({e}): per-function counts need -X perf",
+                usage=False,
+            ) from None
+        spans.sort()
+        self._starts = [s[0] for s in spans]
+        self._spans = spans
+
+    def function(self, node: str) -> tuple[str, str] | None:
+        """``(file, qualname)`` of a callgrind node, None when it is no trampoline.
+
+        :param node: ``0x000000000547c7bc`` (a recursion's ``'2`` suffix ignored)
+        """
+        base = node.split("'", 1)[0]
+        if not base.startswith("0x"):
+            return None
+        try:
+            address = int(base, 16)
+        except ValueError:
+            return None
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i < 0:
+            return None
+        start, size, name = self._spans[i]
+        if not start <= address < start + size:
+            return None
+        qualname, _, file = name.partition(":")
+        return file, qualname
+
+
+def first_lines(file: str, cwd: str | None = None) -> dict[str, int]:
+    """The first line of each function, class body and module of a source file, by
+    qualified name (``A.b.<locals>.<genexpr>``), the first one where a name repeats.
+
+    :param file: the file, as the interpreter named it
+    :param cwd: the folder a relative name is relative to
+    :return: qualname -> line, empty when the file cannot be read or parsed
+    """
+    path = os.path.join(cwd or os.getcwd(), file)
+    try:
+        if os.path.getsize(path) > _MAX_SOURCE:
+            return {}
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
+        return {}
+    found = {"<module>": 1}
+    todo: list[tuple[ast.AST, str]] = [(tree, "")]
+    while todo:
+        node, prefix = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            inner = prefix
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                found.setdefault(name, child.lineno)
+                inner = name + ("." if isinstance(child, ast.ClassDef) else ".<locals>.")
+            elif isinstance(child, ast.Lambda):
+                found.setdefault(prefix + "<lambda>", child.lineno)
+            elif isinstance(child, ast.GeneratorExp):
+                found.setdefault(prefix + "<genexpr>", child.lineno)
+            todo.append((child, inner))
+    return found
+
+
+class _Lines:
+    """First lines by file, each file parsed once."""
+
+    def __init__(self, cwd: str | None) -> None:
+        self.cwd = cwd
+        self.files: dict[str, dict[str, int]] = {}
+
+    def key(self, file: str, qualname: str) -> tuple[str, int, str]:
+        lines = self.files.get(file)
+        if lines is None:
+            real = not (file.startswith("<") and file.endswith(">"))
+            lines = self.files[file] = first_lines(file, self.cwd) if real else {}
+        return file, lines.get(qualname, 0), qualname
+
+
+def _own_costs(graph: _Graph, py: dict[str, Any]) -> dict[str, int]:
+    """Each trampoline node's own instructions: its self cost, and what the unnamed code
+    it called cost, less the Python functions that code called in turn."""
+    into: dict[str, int] = {}
+    py_inside: dict[str, int] = {}
+    for (caller, callee), (n, inclusive) in graph.calls.items():
+        into[callee] = into.get(callee, 0) + n
+        if py.get(callee) is not None and py.get(caller) is None:
+            py_inside[caller] = py_inside.get(caller, 0) + inclusive
+    own = {node: cost for node, cost in graph.self_cost.items() if py.get(node) is not None}
+    for (caller, callee), (n, inclusive) in graph.calls.items():
+        if py.get(caller) is None or py.get(callee) is not None:
+            continue
+        inside = py_inside.get(callee, 0) * n / max(into.get(callee, 1), 1)
+        own[caller] = own.get(caller, 0) + max(inclusive - round(inside), 0)
+    return own
+
+
+def stats_of(graph: _Graph, perf: PerfMap, total: int, cwd: str | None = None) -> dict[Any, Any]:
+    """The graph as cProfile's statistics of the Python functions, in instructions.
+
+    :param graph: from :func:`parse_callgrind`
+    :param perf: the run's perf map
+    :param total: the whole run's instructions
+    :param cwd: the folder the program ran in (relative file names)
+    :return: ``{(file, line, name): [cc, nc, own, inclusive, {caller: [cc, nc, own,
+        inclusive]}]}``, with :data:`INTERPRETER` for what no function ran
+    :raises CounterError: the interpreter has no symbols (nothing tells its C functions
+        from the trampolines)
+    """
+    lines = _Lines(cwd)
+    nodes = set(graph.self_cost) | {n for edge in graph.calls for n in edge}
+    py: dict[str, Any] = {}
+    for node in nodes:
+        f = perf.function(node)
+        py[node] = None if f is None else lines.key(*f)
+    stats: dict[Any, Any] = {}
+    for node, cost in _own_costs(graph, py).items():
+        entry = stats.setdefault(py[node], [0, 0, 0, 0, {}])
+        entry[2] += cost
+    direct = 0
+    for (caller, callee), (n, inclusive) in graph.calls.items():
+        key = py.get(callee)
+        if key is None or caller.split("'", 1)[0] == callee.split("'", 1)[0]:
+            continue  # no Python function, or a recursion (counted once)
+        entry = stats.setdefault(key, [0, 0, 0, 0, {}])
+        entry[0] += n
+        entry[1] += n
+        entry[3] += inclusive
+        source = py.get(caller) or INTERPRETER
+        direct += source != INTERPRETER
+        edge = entry[4].setdefault(source, [0, 0, 0, 0])
+        edge[0] += n
+        edge[1] += n
+        edge[3] += inclusive
+    if len(stats) >= 2 and not direct:
+        raise CounterError(_STRIPPED, usage=False)
+    for entry in stats.values():
+        entry[3] = max(entry[3], entry[2])
+        for edge in entry[4].values():  # an edge's own share, in proportion
+            edge[2] = round(entry[2] * edge[3] / entry[3]) if entry[3] else 0
+    attributed = sum(entry[2] for entry in stats.values())
+    rest = max(total - attributed, 0)
+    stats[INTERPRETER] = [1, 1, rest, total, {}]
+    return stats
+
+
+def read_callgrind(
+    path: str, perf_map: str, total: int, cwd: str | None = None
+) -> tuple[dict[Any, Any] | None, list[str]]:
+    """A callgrind run's Python functions, when the interpreter allows it.
+
+    :param path: callgrind's output
+    :param perf_map: the interpreter's perf map
+    :param total: the whole run's instructions
+    :param cwd: the folder the program ran in
+    :return: ``(functions, notes)``: None and why for a stripped interpreter or no map
+    """
+    try:
+        return stats_of(parse_callgrind(path), PerfMap(perf_map), total, cwd), []
+    except CounterError as e:
+        return None, [str(e)]
+
+
+def read_total(path: str) -> int:
+    """The instructions of a cachegrind or callgrind output file (its ``summary:``).
+
+    :param path: the file
+    :return: the count
+    :raises CounterError: no summary in it
+    """
+    with open(path, "rb") as f:
+        for raw in f:
+            if raw.startswith((b"summary:", b"totals:")):
+                words = raw.split()
+                if len(words) >= 2 and words[1].isdigit():
+                    return int(words[1])
+    raise CounterError(f"valgrind's output {path!r} holds no count", usage=False)

@@ -1,0 +1,178 @@
+"""Blocks counted inside a process that callgrind runs: the pytest plugin's
+``--monitoring-counter instructions`` runs the whole session under callgrind
+(:func:`session_argv`), its instrumentation off, and each measured block turns it on,
+zeroes the counters, runs, and dumps them (valgrind's client requests, the compiled
+``_client`` module): the block's instructions, read back from the dump at once.
+
+Outside valgrind (or without the compiled module) nothing here is active, and the
+blocks are timed as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import itertools
+import os
+from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
+from typing import Any
+
+from .._errors import CounterError
+from .valgrind import environment, find_valgrind, interpreter, read_total
+
+# The folder of the session's dumps, set by the outer process for the counted one.
+FOLDER_VARIABLE = "ONNXRT_MONITORING_COUNT_DIR"
+NOT_BUILT = (
+    "--monitoring-counter instructions needs valgrind's client requests, a compiled part "
+    "of this package built by pip where valgrind's headers are found (apt-get install "
+    "valgrind, then reinstall the package)"
+)
+
+
+def client() -> ModuleType | None:
+    """The compiled client requests, None when they were not built."""
+    import importlib
+
+    try:
+        return importlib.import_module(__name__.rsplit(".", 1)[0] + "._client")
+    except ImportError:
+        return None
+
+
+def active() -> bool:
+    """Whether this process is a counted session's: valgrind runs it and the outer
+    process named the dumps' folder."""
+    found = client()
+    return bool(os.environ.get(FOLDER_VARIABLE)) and found is not None and found.running() > 0
+
+
+def _dump(folder: str) -> int:
+    """The instructions of the dump just written (the newest of this process), removed."""
+    files = glob.glob(os.path.join(folder, f"count.{os.getpid()}.*"))
+    files = [f for f in files if f.rsplit(".", 1)[-1].isdigit()]
+    if not files:
+        raise CounterError("callgrind left no dump of the counted block", usage=False)
+    newest = max(files, key=lambda f: int(f.rsplit(".", 1)[-1]))
+    try:
+        return read_total(newest)
+    finally:
+        for f in files:
+            with contextlib.suppress(OSError):
+                os.remove(f)
+
+
+class Count:
+    """What a counted block counted: ``instructions`` once it ended."""
+
+    def __init__(self) -> None:
+        self.instructions = 0
+
+
+@contextlib.contextmanager
+def counting(label: str) -> Iterator[Count]:
+    """Counts the instructions of the ``with`` block (in a counted session).
+
+    :param label: names the dump
+    :return: the count, filled at the end of the block
+    :raises CounterError: not in a counted session, or no dump was left
+    """
+    found = client()
+    folder = os.environ.get(FOLDER_VARIABLE, "")
+    if found is None or not folder:
+        raise CounterError("not in a counted session (pytest --monitoring-counter instructions)")
+    result = Count()
+    found.begin()
+    try:
+        yield result
+    finally:
+        found.end(label.replace("\n", " ")[:200])
+        result.instructions = _dump(folder)
+
+
+def measure(
+    stmt: str | Callable[[], Any],
+    context: dict[str, Any] | None,
+    setup: str | None,
+    warmup: int,
+    keep_gc: bool,
+    executions: int = 100,
+) -> dict[str, Any]:
+    """A statement's instructions per execution, counted here (see ``measure_time``).
+
+    :param stmt: a str or a callable
+    :param context: the globals of a str statement
+    :param setup: run before the loop, not counted
+    :param warmup: executions before it, not counted
+    :param keep_gc: keep the garbage collector on
+    :param executions: executions counted
+    :return: ``measure_time``'s keys, in instructions per execution
+    """
+    import gc
+    import sys
+    import time
+
+    from .._timing.loop import build_timer
+
+    inner = build_timer(stmt, context, setup)
+    if warmup:
+        inner(itertools.repeat(None, warmup), time.perf_counter)
+    was = gc.isenabled()
+    if not keep_gc:
+        gc.disable()
+    try:
+        with counting("measure") as count:
+            inner(itertools.repeat(None, executions), time.perf_counter)
+    finally:
+        if was:
+            gc.enable()
+    per = count.instructions / executions
+    return {
+        "average": per, "deviation": 0.0, "min_exec": per, "max_exec": per, "repeat": 1,
+        "number": executions, "ttime": per, "context_size": sys.getsizeof(context or {}),
+        "warmup_time": 0.0, "counter": "instructions", "unit": "instructions", "noise": 0.0,
+        "median": per, "runs": executions, "counts": [count.instructions], "unseen": "",
+    }  # fmt: skip
+
+
+def session_argv(args: Sequence[str], folder: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of a pytest session counted under callgrind.
+
+    :param args: pytest's arguments as given
+    :param folder: where the dumps go (the outer process's temporary folder)
+    :return: ``(argv, env)``
+    :raises CounterError: valgrind or the compiled client requests are missing
+    """
+    valgrind = find_valgrind()
+    if client() is None:
+        raise CounterError(NOT_BUILT)
+    import sys
+
+    python = interpreter(sys.executable).binary
+    argv = [
+        valgrind, "--tool=callgrind", "--instr-atstart=no", "--dump-line=no",
+        "--dump-instr=no", f"--callgrind-out-file={os.path.join(folder, 'count')}.%p",
+        f"--log-file={os.path.join(folder, 'valgrind')}.%p", python, "-m", "pytest", *args,
+    ]  # fmt: skip
+    env = environment()
+    env[FOLDER_VARIABLE] = folder
+    return argv, env
+
+
+def run_session(args: Sequence[str], cwd: str) -> int:
+    """Runs a pytest session under callgrind (see :func:`session_argv`), its output this
+    process's, and returns its exit code; SIGINT, SIGTERM and SIGHUP are forwarded to
+    it and end it (``128 + N``).
+
+    :param args: pytest's arguments as given
+    :param cwd: the folder pytest was started in
+    :return: the exit code
+    :raises CounterError: valgrind or the compiled client requests are missing
+    """
+    from .._run.supervise import Supervisor
+
+    with Supervisor() as sup, sup.folder("onnxrt-monitoring-counted-") as folder:
+        argv, env = session_argv(args, folder)
+        child = sup.start(argv, cwd=cwd, env=env)
+        ended = sup.wait(child)
+        return sup.exit_code or ended.code

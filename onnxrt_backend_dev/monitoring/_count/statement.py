@@ -1,0 +1,281 @@
+"""A statement's instructions per execution: counted in fresh interpreters under
+valgrind, from loops of ``k``, ``2 k`` and ``3 k`` executions.
+
+Each count holds the interpreter's start, the setup, the warmup and the loop; the
+differences of consecutive counts hold ``k`` executions each and nothing else (the
+start-up cancels), and their mean over ``2 k`` executions is the figure. Their
+difference is the *noise* of the figure (what the allocator or a cache the statement
+fills adds now and then): a change within it, or within ``RELATIVE_NOISE`` (:mod:`.`), is no
+change. ``k`` is found in a plain run first (executions for about
+:data:`TARGET_SECONDS`), which also tells whether the statement waits (sleeps, I/O):
+the counter cannot see waiting, and says so.
+
+The statement runs in a child interpreter: a str statement with its setup and a copy of
+its context (pickled), or a function importable by the child (a module's function,
+pickled by name); a lambda or a function of ``__main__`` cannot be sent.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import BadType, CounterError, RunFailed
+from .valgrind import Run, count, environment, interpreter
+
+# A plain loop of the statement lasts about this long (10 to 20 million instructions):
+# under cachegrind about 20 times longer, beside 1.5 s of valgrind's own start.
+TARGET_SECONDS = 0.005
+# A statement that gives the CPU up this often per execution (sleep, I/O, a lock), or
+# spends this share of its CPU time in the kernel, does work the counter cannot see.
+SWITCHES = 0.5
+SYSTEM = 0.2
+_TIMEOUT = 600.0
+
+# The child: the statement's loop, as measure_time builds it (timeit's template).
+CHILD = r"""
+import gc, itertools, json, pickle, resource, sys, time
+mode, n, spec_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with open(spec_path, "rb") as f:
+    spec = pickle.load(f)
+sys.path[0:0] = spec["path"]
+from onnxrt_backend_dev.monitoring._timing.loop import build_timer
+ns = dict(spec["context"] or {})
+if spec["setup_once"]:
+    ns.setdefault("__name__", "__main__")
+    exec(compile(spec["setup_once"], "<setup-once>", "exec"), ns)
+inner = build_timer(spec["stmt"], ns, spec["setup"])
+timer = time.perf_counter
+if spec["warmup"]:
+    inner(itertools.repeat(None, spec["warmup"]), timer)
+if not spec["keep_gc"]:
+    gc.disable()
+if mode == "count":
+    inner(itertools.repeat(None, n), timer)
+else:
+    k = 1
+    while True:
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        wall = inner(itertools.repeat(None, k), timer)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        if wall >= n / 1000 or k >= 10**9:
+            break
+        k *= 2 if wall <= 0 else min(max(2, int(n / 1000 / wall * 1.2)), 100)
+    switches = after.ru_nvcsw - before.ru_nvcsw
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    with open(spec_path + ".json", "w") as f:
+        json.dump({"k": k, "switches": switches / k, "user": user, "system": system}, f)
+"""
+
+
+@dataclass(frozen=True)
+class StatementCount:
+    """A statement's instructions per execution.
+
+    :param per_execution: instructions per execution
+    :param noise: instructions per execution by which the two halves of the count
+        differed (0 when they agree)
+    :param executions: executions counted (``2 k``)
+    :param counts: the three whole-run counts, for ``k``, ``2 k``, ``3 k`` executions
+    :param unseen: what the counter cannot see of it (waiting, the kernel's work), ``""``
+        when nothing much
+    """
+
+    per_execution: float
+    noise: float
+    executions: int
+    counts: tuple[int, int, int]
+    unseen: str = ""
+
+    def to_dict(self, context_size: int = 0, warmup: int = 1) -> dict[str, Any]:
+        """The shape of ``measure_time``'s result, in instructions per execution.
+
+        :param context_size: ``sys.getsizeof`` of the context
+        :param warmup: executions before the counted loops
+        :return: ``average``, ``deviation`` (the noise), ``min_exec``, ``max_exec``
+            (the two halves), ``repeat`` (2, the halves), ``number`` (``k``),
+            ``ttime``, ``context_size``, ``warmup_time`` (0: not counted), and
+            ``counter``, ``unit``, ``noise``, ``median``, ``runs``, ``counts``
+        """
+        k = self.executions // 2
+        halves = [(self.counts[1] - self.counts[0]) / k, (self.counts[2] - self.counts[1]) / k]
+        return {
+            "average": self.per_execution,
+            "deviation": self.noise,
+            "min_exec": min(halves),
+            "max_exec": max(halves),
+            "repeat": 2,
+            "number": k,
+            "ttime": self.per_execution * 2,
+            "context_size": context_size,
+            "warmup_time": 0.0,
+            "counter": "instructions",
+            "unit": "instructions",
+            "noise": self.noise,
+            "median": self.per_execution,
+            "runs": self.executions,
+            "counts": list(self.counts),
+            "unseen": self.unseen,
+        }
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What the child runs.
+
+    :param stmt: a str, or a function the child can import
+    :param setup: run before each loop, outside it
+    :param setup_once: run once before everything, its names the statement's globals
+    :param context: the globals of a str statement (pickled)
+    :param warmup: executions before the counted loop
+    :param keep_gc: keep the garbage collector on in the loop
+    :param number: executions of the first loop (``k``), None to find it
+    """
+
+    stmt: str | Callable[[], Any]
+    setup: str | None = None
+    setup_once: str | None = None
+    context: Mapping[str, Any] | None = None
+    warmup: int = 1
+    keep_gc: bool = False
+    number: int | None = None
+
+
+def _spec(statement: Statement, path: str) -> None:
+    """Writes what the child needs, refusing what cannot be sent."""
+    spec = {
+        "stmt": statement.stmt,
+        "setup": statement.setup,
+        "setup_once": statement.setup_once,
+        "context": dict(statement.context) if statement.context else None,
+        "warmup": statement.warmup,
+        "keep_gc": statement.keep_gc,
+        "path": [os.getcwd(), *[p for p in sys.path if p]],
+    }
+    if callable(statement.stmt) and getattr(statement.stmt, "__module__", "") == "__main__":
+        raise BadType(_UNSENDABLE.format(what=f"{statement.stmt!r} (defined in __main__)"))
+    try:
+        data = pickle.dumps(spec)
+    except Exception as e:  # pickle raises many kinds: each means "cannot be sent"
+        raise BadType(_UNSENDABLE.format(what=_culprit(spec, e))) from None
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+_UNSENDABLE = (
+    "counter='instructions' runs the statement in a fresh interpreter under valgrind: "
+    "cannot send {what}; give a str statement (with setup and picklable context), or a "
+    "function importable from a module"
+)
+
+
+def _culprit(spec: Mapping[str, Any], error: Exception) -> str:
+    """What could not be pickled: the statement, or the context's first bad value."""
+    try:
+        pickle.dumps(spec["stmt"])
+    except Exception:
+        return f"the statement {spec['stmt']!r} ({error})"
+    for name, value in (spec["context"] or {}).items():
+        try:
+            pickle.dumps(value)
+        except Exception as e:
+            return f"context[{name!r}] ({type(e).__name__}: {e})"
+    return f"the statement's context ({error})"
+
+
+def count_statement(
+    statement: Statement,
+    folder: str,
+    supervisor: Any,
+    python: str | None = None,
+    timeout: float = _TIMEOUT,
+) -> StatementCount | None:
+    """Counts a statement's instructions per execution (see the module's description).
+
+    :param statement: what to count
+    :param folder: a folder of the caller's for the files of the runs
+    :param supervisor: the command's ``_run.supervise.Supervisor``
+    :param python: the interpreter, this one when None
+    :param timeout: seconds each run may take
+    :return: the count, None when a signal stopped it
+    :raises BadType: the statement or its context cannot be sent to the child
+    :raises CounterError: valgrind is missing or killed
+    :raises RunFailed: the statement raised (the message holds the end of its error)
+    """
+    binary = interpreter(python or sys.executable).binary
+    spec = os.path.join(folder, "statement.pickle")
+    _spec(statement, spec)
+    runs = os.path.join(folder, "runs")
+    os.makedirs(runs, exist_ok=True)
+    k, unseen = statement.number, ""
+    if k is None:
+        found = _calibrate(binary, spec, supervisor, timeout)
+        if found is None:
+            return None
+        k, unseen = found
+    counts = []
+    for n in (k, 2 * k, 3 * k):
+        run = Run([binary, "-c", CHILD, "count", str(n), spec], what="the statement",
+                  timeout=timeout, env=environment())  # fmt: skip
+        counted = count(run, runs, supervisor)
+        if counted is None:
+            return None
+        counts.append(counted.total)
+    # Counts that do not grow (a statement of almost no instructions, a few hundred
+    # moving with the timing of a sleep) give 0 and a noise saying so.
+    d1, d2 = counts[1] - counts[0], counts[2] - counts[1]
+    return StatementCount(max(d1 + d2, 0) / (2 * k), abs(d1 - d2) / (2 * k), 2 * k,
+                          (counts[0], counts[1], counts[2]), unseen)  # fmt: skip
+
+
+def _calibrate(binary: str, spec: str, supervisor: Any, timeout: float) -> tuple[int, str] | None:
+    """``k`` and what the counter cannot see, from a plain run of the loop."""
+    import json
+    import subprocess
+
+    errors = spec + ".stderr"
+    with open(errors, "wb") as err:
+        child = supervisor.start(
+            [binary, "-c", CHILD, "calibrate", str(round(TARGET_SECONDS * 1000)), spec],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            env=environment(), group=True,
+        )  # fmt: skip
+        ended = supervisor.wait(child, timeout)
+    if supervisor.stopped is not None:
+        return None
+    if ended.timed_out or ended.code != 0:
+        with open(errors, "rb") as f:
+            error = f.read()[-4096:].decode("utf-8", "replace").strip()
+        last = error.splitlines()[-1][-300:] if error else ""
+        why = "ran past its timeout" if ended.timed_out else f"exited with {ended.code}"
+        raise RunFailed(f"the statement {why}" + (f": {last}" if last else ""))
+    try:
+        with open(spec + ".json", encoding="utf-8") as f:
+            found = json.load(f)
+        k, switches = int(found["k"]), float(found["switches"])
+        user, system = float(found["user"]), float(found["system"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CounterError(
+            f"the statement's plain run left no reading ({e})", usage=False
+        ) from None
+    kernel = system / (user + system) if user + system > 0 else 0.0
+    return max(k, 1), _unseen(switches, kernel)
+
+
+def _unseen(switches: float, kernel: float) -> str:
+    """What the counter cannot see of the statement, ``""`` when nothing much."""
+    parts = []
+    if switches >= SWITCHES:
+        parts.append(f"it gives the CPU up {switches:.3g} times an execution (sleep, I/O, a lock)")
+    if kernel >= SYSTEM:
+        parts.append(f"{kernel:.0%} of its CPU time is the kernel's (system calls)")
+    if not parts:
+        return ""
+    return (
+        "the counter counts the statement's own instructions, not its waiting nor the "
+        "kernel's work: " + "; ".join(parts)
+    )

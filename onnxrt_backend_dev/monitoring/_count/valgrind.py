@@ -1,0 +1,326 @@
+"""A command counted by valgrind: the whole run (cachegrind, about 20 times the CPU of a
+plain run) or each Python function (callgrind with the interpreter's perf trampolines,
+Python >= 3.12, about 65 times).
+
+The command runs in a group of its own under the caller's supervisor (signals
+forwarded, killed past its timeout, never left running), valgrind's own messages in a
+log file of the run's folder, the program's output passed through or discarded. The
+hash seed is fixed (``PYTHONHASHSEED=0`` unless the caller's environment sets one): with
+it, two runs of the same program count the same instructions to the last one; without
+it they differ by about 0.02 % (the layout of sets and dicts of strings).
+
+Valgrind runs one process: a program that forks (``multiprocessing``) leaves one count
+per process, and the count is refused rather than cut to the parent's. A child started
+with ``exec`` (``subprocess``) runs outside valgrind and is not counted (it is no work
+of the program's own interpreter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import glob
+import json
+import os
+import shutil
+import signal
+import string
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import BadValue, CounterError, RunFailed
+from . import COUNTERS
+from .callgraph import read_callgrind, read_total
+
+INSTALL = (
+    "--counter instructions needs valgrind, which is not installed: apt-get install "
+    "valgrind (Debian, Ubuntu) or dnf install valgrind (Fedora); valgrind does not run "
+    "on macOS or Windows"
+)
+# The probe of an interpreter: its real binary (a pyenv or venv launcher may be a
+# script: valgrind would count the shell), its version, its perf trampolines.
+_PROBE = (
+    "import json, sys, sysconfig; print(json.dumps([sys.executable, "
+    "list(sys.version_info[:2]), bool(sysconfig.get_config_var('PY_HAVE_PERF_TRAMPOLINE'))]))"
+)
+_PROBE_TIMEOUT = 60.0
+# Characters a symbol's name starts with: callgrind skips every named function (their
+# instructions go to the nearest function kept, a Python function's trampoline), keeping
+# the unnamed code (the trampolines, valgrind's own stubs), the bottoms of the stacks
+# and the lazy binding of the dynamic loader, which callgrind follows itself.
+_ALPHABET = string.ascii_letters + string.digits + "_.$@("
+_KEEP = ("0x", "_dl_runtime_resolve", "start_thread", "clone")
+# Characters of a failed run's standard error kept for its message.
+_TAIL = 300
+
+
+def check_counter(counter: str | None) -> str | None:
+    """Refuses an unknown counter.
+
+    :param counter: the name given, None for none (timing)
+    :return: the name
+    :raises BadValue: not one of :data:`COUNTERS`
+    """
+    if counter is not None and counter not in COUNTERS:
+        raise BadValue(f"counter must be one of {', '.join(COUNTERS)}, got {counter!r}")
+    return counter
+
+
+def find_valgrind() -> str:
+    """The valgrind command.
+
+    :return: its path
+    :raises CounterError: it is not installed (the message says how to get it)
+    """
+    found = shutil.which("valgrind")
+    if found is None:
+        raise CounterError(INSTALL)
+    return found
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A Python interpreter as valgrind must run it.
+
+    :param binary: its real executable (never a launcher script)
+    :param version: ``(major, minor)``
+    :param perf: it has perf trampolines (``-X perf``): per-function counts
+    """
+
+    binary: str
+    version: tuple[int, int]
+    perf: bool
+
+    @property
+    def per_function(self) -> bool:
+        """Whether each Python function can be counted."""
+        return self.perf and self.version >= (3, 12)
+
+
+@functools.lru_cache(maxsize=16)
+def interpreter(python: str) -> Interpreter:
+    """Probes an interpreter once (per process).
+
+    :param python: its command, a path or a name in ``PATH``
+    :return: what valgrind must run
+    :raises CounterError: it cannot be run, or its executable is not a program valgrind
+        can count
+    """
+    try:
+        done = subprocess.run(
+            [python, "-c", _PROBE], stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=_PROBE_TIMEOUT, check=False,
+        )  # fmt: skip
+        binary, version, perf = json.loads(done.stdout.decode("utf-8", "replace"))
+        major, minor = (int(v) for v in version)
+    except (OSError, subprocess.SubprocessError, ValueError, TypeError) as e:
+        raise CounterError(f"cannot probe the interpreter {python!r}: {e}") from None
+    # Not resolved: a virtual environment's interpreter is a link whose own path
+    # finds the environment's packages (valgrind runs it as given).
+    binary = str(binary)
+    try:
+        with open(binary, "rb") as f:
+            elf = f.read(4) == b"\x7fELF"
+    except OSError:
+        elf = False
+    if not elf:
+        raise CounterError(
+            f"the interpreter {python!r} runs {binary!r}, which is not a native program "
+            "valgrind can count"
+        )
+    return Interpreter(binary, (major, minor), bool(perf))
+
+
+@functools.lru_cache(maxsize=1)
+def skip_patterns() -> tuple[str, ...]:
+    """callgrind's ``--fn-skip`` patterns: every name not starting with one of
+    :data:`_KEEP` (a prefix tree of the alphabet, about 500 patterns)."""
+    out: list[str] = []
+    todo = [""]
+    while todo:
+        prefix = todo.pop()
+        for c in _ALPHABET:
+            name = prefix + c
+            if name in _KEEP:
+                continue
+            if any(k.startswith(name) for k in _KEEP):
+                todo.append(name)
+            else:
+                out.append(name + "*")
+    return tuple(sorted(out))
+
+
+@dataclass
+class Counted:
+    """A counted run.
+
+    :param total: the instructions of the whole run
+    :param functions: per Python function, cProfile's shape (``{(file, line, name): (cc,
+        nc, own, inclusive, {caller: (cc, nc, own, inclusive)})}``, instructions), None
+        when the whole run alone was counted
+    :param wall: seconds the counted run took (valgrind's, not the program's)
+    :param notes: what the reader must know (why functions are not counted...)
+    """
+
+    total: int
+    functions: dict[Any, Any] | None = None
+    wall: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a counted run: the hash seed fixed unless one is set.
+
+    :param base: the environment to start from, this process's when None
+    :return: a new dictionary
+    """
+    env = dict(os.environ if base is None else base)
+    env.setdefault("PYTHONHASHSEED", "0")
+    env.pop("PYTHONPERFSUPPORT", None)
+    return env
+
+
+def _argv(valgrind: str, out: str, log: str, per_function: bool) -> list[str]:
+    common = [valgrind, f"--log-file={log}.%p"]
+    if not per_function:
+        return [*common, "--tool=cachegrind", "--cache-sim=no", "--branch-sim=no",
+                f"--cachegrind-out-file={out}.%p"]  # fmt: skip
+    return [
+        *common, "--tool=callgrind", f"--callgrind-out-file={out}.%p", "--compress-strings=no",
+        "--compress-pos=no", "--dump-line=no", "--dump-instr=no",
+        *(f"--fn-skip={p}" for p in skip_patterns()),
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Run:
+    """How to run the counted command.
+
+    :param argv: the command, its first word the interpreter's real binary
+    :param per_function: count each Python function (callgrind), else the whole run
+    :param cwd: the folder it runs in
+    :param env: its environment (see :func:`environment`)
+    :param show_output: its output goes to this process's (else discarded, the end of
+        its standard error kept for the message of a failed run)
+    :param timeout: seconds before it is killed
+    :param what: how messages name it
+    """
+
+    argv: Sequence[str]
+    per_function: bool = False
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    show_output: bool = False
+    timeout: float = 600.0
+    what: str = "the counted program"
+
+
+def count(run: Run, folder: str, supervisor: Any) -> Counted | None:
+    """Counts one run of a command.
+
+    :param run: what to run and how
+    :param folder: a folder of the caller's for the run's files (emptied afterwards)
+    :param supervisor: the command's ``_run.supervise.Supervisor``
+    :return: the count, None when a signal stopped it (``supervisor.stopped``)
+    :raises CounterError: valgrind is missing, was killed, or the program forked
+    :raises RunFailed: the program exited with an error or ran past its timeout
+    """
+    valgrind = find_valgrind()
+    out, log = os.path.join(folder, "count"), os.path.join(folder, "valgrind")
+    argv = list(run.argv)
+    if run.per_function:
+        argv[1:1] = ["-X", "perf"]
+    errors = os.path.join(folder, "stderr")
+    start = time.perf_counter()
+    try:
+        with open(errors, "wb") as err:
+            quiet = not run.show_output
+            child = supervisor.start(
+                [*_argv(valgrind, out, log, run.per_function), *argv], cwd=run.cwd,
+                env=run.env if run.env is not None else environment(),
+                stdin=subprocess.DEVNULL if quiet else None,
+                stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
+                group=True,
+            )  # fmt: skip
+            ended = supervisor.wait(child, run.timeout)
+        wall = time.perf_counter() - start
+        if supervisor.stopped is not None:
+            return None
+        _check_ended(run, ended, errors, log)
+        return _read(out, run, wall)
+    finally:
+        _remove_perf_maps(out)
+        for path in glob.glob(os.path.join(folder, "*")):
+            if os.path.isfile(path):
+                os.remove(path)
+
+
+def _check_ended(run: Run, ended: Any, errors: str, log: str) -> None:
+    if ended.timed_out:
+        raise RunFailed(f"{run.what} ran past its timeout of {run.timeout:g} s under valgrind")
+    if ended.killed_by == signal.SIGKILL:  # the OOM killer, or someone's kill -9
+        raise CounterError(
+            f"valgrind was killed by SIGKILL counting {run.what} (out of memory?)"
+            f"{_last(log + '.*')}",
+            usage=False,
+        )
+    if ended.code != 0:
+        tail = _tail(errors) or _last(log + ".*").lstrip(": ")
+        raise RunFailed(f"{run.what} exited with {ended.code}" + (f": {tail}" if tail else ""))
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(os.path.getsize(path) - 4096, 0))
+            text = f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    last = text.splitlines()[-1] if text else ""
+    return last[-_TAIL:]
+
+
+def _last(pattern: str) -> str:
+    """The last line of valgrind's log that says something, for a message."""
+    for path in glob.glob(pattern):
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+        said = [ln.split("==", 2)[-1].strip() for ln in lines if ln.strip("= 0123456789")]
+        if said:
+            return ": " + said[-1][-_TAIL:]
+    return ""
+
+
+def _outputs(out: str) -> list[str]:
+    return sorted(glob.glob(out + ".*"))
+
+
+def _read(out: str, run: Run, wall: float) -> Counted:
+    files = _outputs(out)
+    if len(files) != 1:
+        raise CounterError(
+            f"{run.what} forked {len(files) - 1} process(es): the counter counts one "
+            "process (multiprocessing's workers would go uncounted); count a program "
+            "that does not fork"
+            if files
+            else f"valgrind left no count of {run.what}",
+            usage=bool(files),
+        )
+    total = read_total(files[0])
+    if not run.per_function:
+        return Counted(total, wall=wall)
+    pid = files[0].rsplit(".", 1)[-1]
+    functions, notes = read_callgrind(files[0], f"/tmp/perf-{pid}.map", total, cwd=run.cwd)
+    return Counted(total, functions, wall, notes)
+
+
+def _remove_perf_maps(out: str) -> None:
+    """The perf maps the interpreter wrote (``/tmp/perf-PID.map``): never left behind."""
+    for path in _outputs(out):
+        pid = path.rsplit(".", 1)[-1]
+        if pid.isdigit():
+            with contextlib.suppress(OSError):
+                os.remove(f"/tmp/perf-{pid}.map")

@@ -1,0 +1,234 @@
+"""The comparison of figures counted by valgrind (``--counter instructions``): no
+statistics, one run a side.
+
+A count is the same to the last instruction when the same program runs again with the
+same hash seed; what moves it without the code changing is small and bounded (another
+folder, another environment: a few thousand instructions of a program's start). A
+figure changed when ``|B - A|`` is beyond its *noise*: the noise saved beside each side
+(the two halves of a statement's count, :mod:`.._count.statement`) and a share of the
+larger side, ``RELATIVE_NOISE`` for a whole run or a statement and ``FUNCTION_NOISE``
+for a function's figure (the garbage collector runs in whichever function crosses its
+threshold: other functions' counts move a little when one changes). The interval shown
+is the change plus or minus that noise. A counted figure is never compared with a
+timed one: they measure different things.
+
+For a profile counted per Python function (Python >= 3.12), each function's own and
+inclusive instructions and each caller → callee edge are compared; a function is listed
+as worse or better where its *own* count changed (its callers' inclusive counts carry
+the same change and are shown, not listed again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._count import FUNCTION_NOISE, RELATIVE_NOISE
+from .._count.callgraph import INTERPRETER
+from .._errors import ResultFormatError
+from .change import BETTER, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
+from .keys import short_name
+from .tables import side_table, union
+
+# The instructions of one count: a counted profile stores them where nanoseconds go.
+PER_UNIT = 1e9
+NOTE = (
+    "counted by valgrind (instructions, one run a side): a change within the noise of "
+    "the counts ({relative:.1%} of a total, {function:.1%} of a function's) is no change; "
+    "the counter sees work, not waiting"
+)
+
+
+def counter_of(data: Mapping[str, Any]) -> str | None:
+    """The counter of a timing series or a profile payload, None when timed.
+
+    :param data: the series or the payload
+    :return: ``instructions`` or None
+    """
+    value = data.get("counter")
+    return value if isinstance(value, str) else None
+
+
+def check_same(what: str, a: str | None, b: str | None, names: Sequence[str] = ("A", "B")) -> None:
+    """Refuses a counted figure beside a timed one.
+
+    :param what: the figure, for the message
+    :param a: A's counter (None: timed)
+    :param b: B's counter
+    :param names: how A and B are named
+    :raises ResultFormatError: they differ
+    """
+    if a == b:
+        return
+
+    def how(counter: str | None) -> str:
+        return f"counted ({counter})" if counter else "timed"
+
+    raise ResultFormatError(
+        f"{what}: {names[0]} was {how(a)}, {names[1]} {how(b)}: a count and a time are not "
+        "comparable (give both --counter instructions, or neither)"
+    )
+
+
+def counted_change(
+    section: str,
+    name: str,
+    figure: str,
+    a: float,
+    b: float,
+    noise: float = 0.0,
+    where: tuple[str | None, int | None] = (None, None),
+    listed: bool = True,
+) -> Change:
+    """One counted figure of both sides.
+
+    :param section: the comparison's section
+    :param name: what it is (a statement, ``instructions``, a function)
+    :param figure: ``count`` for a whole, ``own``, ``inclusive`` or ``path``
+    :param a: A's instructions
+    :param b: B's instructions
+    :param noise: the absolute noise of both sides together
+    :param where: the function's ``(file, line)``
+    :param listed: a significant change is listed as worse or better
+    :return: the change
+    """
+    relative = FUNCTION_NOISE if figure in (OWN, INCLUSIVE, PATH) else RELATIVE_NOISE
+    tolerance = noise + relative * max(abs(a), abs(b))
+    sides = [{"count": float(a), "counted": 1.0}, {"count": float(b), "counted": 1.0}]
+    if figure in (OWN, INCLUSIVE, PATH):
+        for side in sides:
+            side["time"] = side["count"]
+    if a <= 0:
+        return Change(section, name, where[0], where[1], figure, sides[0], sides[1], None,
+                      note="new" if b > 0 else "")  # fmt: skip
+    d = b - a
+    significant = abs(d) > tolerance
+    verdict = (WORSE if d > 0 else BETTER) if significant and listed else ""
+    note = f"noise ± {_count_text(tolerance)}"
+    return Change(
+        section, name, where[0], where[1], figure, sides[0], sides[1], d / a,
+        (d - tolerance) / a, (d + tolerance) / a, None, None, significant, True, note,
+        verdict=verdict,
+    )  # fmt: skip
+
+
+def _count_text(value: float) -> str:
+    from .._format import format_count
+
+    return format_count(value)
+
+
+def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings) -> Change:
+    """A counted statement (or whole run) of both sides.
+
+    :param sa: A's series
+    :param sb: B's series
+    :param settings: the settings (its notes filled)
+    :return: the change, in instructions per execution
+    """
+    check_same(repr(sb["name"]), counter_of(sa), counter_of(sb))
+    per = [sum(s["times"]) / sum(s["sizes"]) for s in (sa, sb)]
+    noise = float(sa.get("noise", 0.0)) + float(sb.get("noise", 0.0))
+    _note(settings)
+    for series in (sa, sb):
+        said = (series.get("summary") or {}).get("note")
+        if isinstance(said, str) and said and said not in settings.notes:
+            settings.notes.append(said)
+    return counted_change("timing", str(sb["name"]), "count", per[0], per[1], noise)
+
+
+def _note(settings: Settings) -> None:
+    text = NOTE.format(relative=RELATIVE_NOISE, function=FUNCTION_NOISE)
+    if text not in settings.notes:
+        settings.notes.append(text)
+
+
+def profile_changes(
+    da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings, section: str
+) -> list[Change]:
+    """Two profiles counted per Python function: the whole run's instructions, then each
+    function's own and inclusive count and each edge's.
+
+    :param da: A's payload
+    :param db: B's payload
+    :param settings: the settings (notes filled)
+    :param section: ``profile``
+    :return: the changes
+    """
+    check_same("the profiles", counter_of(da), counter_of(db))
+    sa, sb = side_table("profile", da), side_table("profile", db)
+    _note(settings)
+    totals = [_median(d.get("total") or [1.0]) for d in (da, db)]
+    changes = [counted_change(section, "instructions", "count", totals[0], totals[1])]
+    least = settings.min_share * max(totals)
+
+    def figures(rows_a: Any, rows_b: Any) -> Any:
+        for key in union(rows_a, rows_b):
+            a = _median(rows_a.get(key, [0.0])) * PER_UNIT
+            b = _median(rows_b.get(key, [0.0])) * PER_UNIT
+            yield key, a, b, max(a, b) >= least
+
+    for figure, rows_a, rows_b in ((OWN, sa.own, sb.own), (INCLUSIVE, sa.inclusive, sb.inclusive)):
+        for key, a, b, big in figures(rows_a, rows_b):
+            name, file, line = _where(key, sa, sb)
+            listed = figure == OWN and name != INTERPRETER[2]  # its changes are the total's
+            c = counted_change(section, name, figure, a, b, 0.0, (file, line), listed)
+            changes.append(_shared(c, a, b, totals) if big else _small(c, settings))
+    for key, a, b, big in figures(sa.paths, sb.paths):
+        name, file, line = _where(key[-1], sa, sb)
+        c = counted_change(section, name, PATH, a, b, 0.0, (file, line), listed=False)
+        path = tuple(short_name(*_place(k, sa, sb)) for k in key)
+        changes.append((_shared(c, a, b, totals) if big else _small(c, settings)).replace(
+            path=path, chain=len(path)))  # fmt: skip
+    return changes
+
+
+def _shared(c: Change, a: float, b: float, totals: Sequence[float]) -> Change:
+    c.a["share"], c.b["share"] = a / max(totals[0], 1.0), b / max(totals[1], 1.0)
+    return c
+
+
+def _small(c: Change, settings: Settings) -> Change:
+    """A figure under the share tested: shown, never listed."""
+    return c.replace(
+        significant=False, verdict="", tested=False,
+        note=f"below the {settings.min_share:.1%} share tested",
+    )  # fmt: skip
+
+
+def _where(key: Any, sa: Any, sb: Any) -> tuple[str, str, int]:
+    found = sb.where.get(key) or sa.where.get(key)
+    if found is None:
+        return str(key[1]), str(key[0]), 0
+    file, line, name = found
+    return name, file, line
+
+
+def _place(key: Any, sa: Any, sb: Any) -> tuple[str, int, str]:
+    name, file, line = _where(key, sa, sb)
+    return file, line, name
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return 0.0
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def refuse_mixed(kind: str, da: Mapping[str, Any], db: Mapping[str, Any]) -> None:
+    """Refuses a section where one side is counted and the other timed.
+
+    :param kind: the section (``timing``, ``profile``)
+    :param da: A's payload of that section
+    :param db: B's
+    :raises ResultFormatError: they differ
+    """
+    if kind == "timing":
+        a = {counter_of(s) for s in da.get("series", [])}
+        b = {counter_of(s) for s in db.get("series", [])}
+        if a != b:
+            check_same("the timings", next(iter(a), None), next(iter(b), None))
+    elif kind == "profile":
+        check_same("the profiles", counter_of(da), counter_of(db))
