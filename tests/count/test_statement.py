@@ -86,3 +86,16 @@ def test_time_counts_a_statement_and_compares_two(tmp_path: Path) -> None:
     Path(save).write_text(json.dumps(doc))
     code, out, _ = run_cli("compare", save, b)
     assert code == 1 and "counted by valgrind" in out and "instr" in out
+
+
+def test_the_sampled_attribution_is_labelled() -> None:
+    from onnxrt_backend_dev.monitoring._cli.profile_counted import counted_json, counted_text
+    from onnxrt_backend_dev.monitoring._count.valgrind import Counted
+
+    counted = Counted(1_000_000, None, 1.0, ["Python 3.11 has no perf trampolines"])
+    shares = {("prog.py", 3, "spin"): 0.75, ("prog.py", 9, "main"): 0.25}
+    text = counted_text(counted, "prog.py", sampled=shares)
+    assert "an estimate, not counted" in text and "750 k instr" in text and "75.0%" in text
+    assert counted_json(counted, shares)["sampled"][0] == {
+        "file": "prog.py", "line": 3, "name": "spin", "share": 0.75,
+    }  # fmt: skip
