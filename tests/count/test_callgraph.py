@@ -10,6 +10,7 @@ import pytest
 from onnxrt_backend_dev.monitoring._count.callgraph import (
     INTERPRETER,
     PerfMap,
+    allocations_of,
     first_lines,
     parse_callgrind,
     read_callgrind,
@@ -84,7 +85,7 @@ def _by_name(stats: dict) -> dict:
 
 def test_own_inclusive_and_callers(run: tuple[str, str]) -> None:
     # WHEN the run is read
-    stats, notes = read_callgrind(run[0], run[1], 10000)
+    stats, _, notes = read_callgrind(run[0], run[1], 10000)
     assert stats is not None
     # THEN each function has its own count (f with its stub's), inclusive, calls, callers
     assert notes == []
@@ -127,12 +128,12 @@ fn=0x0000000000000200
     out = tmp_path / "stripped"
     out.write_text(text, encoding="utf-8")
     # WHEN read, THEN the functions are not given, and the note says why
-    stats, notes = read_callgrind(str(out), run[1], 1000)
+    stats, _, notes = read_callgrind(str(out), run[1], 1000)
     assert stats is None and "stripped" in notes[0]
 
 
 def test_a_missing_perf_map_is_said(run: tuple[str, str], tmp_path: Path) -> None:
-    stats, notes = read_callgrind(run[0], str(tmp_path / "nope.map"), 10000)
+    stats, _, notes = read_callgrind(run[0], str(tmp_path / "nope.map"), 10000)
     assert stats is None and "perf map" in notes[0]
 
 
@@ -181,3 +182,37 @@ def test_first_lines_of_nested_functions(tmp_path: Path) -> None:
     assert lines["A"] == 1 and lines["A.g"] == 2 and lines["A.g.<locals>.<genexpr>"] == 3
     assert lines["f"] == 4 and lines["f.<locals>.h"] == 5 and lines["f.<locals>.<lambda>"] == 7
     assert first_lines(str(tmp_path / "missing.py")) == {}
+
+
+def test_allocation_calls_per_function(tmp_path: Path) -> None:
+    # GIVEN f calling malloc 3 times, and an unnamed stub twice; g the stub 3 times; the
+    # stub calling PyObject_Malloc 10 times
+    text = """fn=0x0000000000000300
+0 1
+cfn=malloc
+calls=3 0
+0 30
+cfn=0x0000000000009000
+calls=2 0
+0 20
+fn=0x0000000000000400
+0 1
+cfn=0x0000000000009000
+calls=3 0
+0 30
+fn=0x0000000000009000
+0 5
+cfn=PyObject_Malloc
+calls=10 0
+0 45
+"""
+    out = tmp_path / "alloc"
+    out.write_text(text, encoding="utf-8")
+    perf = tmp_path / "map"
+    perf.write_text("300 b py::f:/x.py\n400 b py::g:/x.py\n", encoding="utf-8")
+    graph = parse_callgrind(str(out))
+    py = {n: (("/x.py", 0, f[1]) if (f := PerfMap(str(perf)).function(n)) else None)
+          for n in ("0x0000000000000300", "0x0000000000000400", "0x0000000000009000", "malloc",
+                    "PyObject_Malloc")}  # fmt: skip
+    # THEN f has its 3 and 2/5 of the stub's 10; g 3/5 of them
+    assert allocations_of(graph, py) == {("/x.py", 0, "f"): 7, ("/x.py", 0, "g"): 6}

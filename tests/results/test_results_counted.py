@@ -68,17 +68,18 @@ def _profile(c_own: int, d_own: int = 50_000_000) -> dict[str, Any]:
         ("/a/prog.py", 7, "d"): [10, 10, d_own, d_own, {main: [10, 10, d_own, d_own]}],
     }  # fmt: skip
     total = sum(int(v[2]) for v in functions.values())  # type: ignore[call-overload]
-    data = counted_profile_data([(functions, total, 3.0)], main="/a/prog.py")
+    allocs = {("/a/prog.py", 4, "c"): c_own // 100, ("/a/prog.py", 7, "d"): 20_000}
+    data = counted_profile_data([(functions, total, 3.0)], main="/a/prog.py", allocations=[allocs])
     return make_result("profile", data, env=ENV)
 
 
 def test_only_the_function_that_changed_is_listed() -> None:
     # GIVEN c 3 % slower, d moved by 0.1 % (the garbage collector ran elsewhere)
     cmp = compare_results(_profile(100_000_000), _profile(103_000_000, 50_050_000))
-    listed = [(c.function, c.verdict) for c in cmp.changes if c.verdict and c.file]
-    # THEN c alone of the functions is listed as worse (beside the run's total), and the
-    # gate names it
-    assert listed == [("c", "worse")]
+    listed = [(c.function, c.figure, c.verdict) for c in cmp.changes if c.verdict and c.file]
+    # THEN c alone of the functions is listed as worse (beside the run's total), its
+    # instructions and its allocation calls, and the gate names it
+    assert listed == [("c", "own", "worse"), ("c", "allocs", "worse")]
     verdict = cmp.verdict(0.01)
     assert verdict.exit_code == 1 and "c (" in verdict.text
     # AND identical counts pass

@@ -30,6 +30,12 @@ from .._errors import CounterError
 
 # The pseudo-function of the instructions no Python function ran.
 INTERPRETER = ("~", 0, "<interpreter>")
+# The allocators whose calls are counted per Python function (kept by callgrind, not
+# skipped): the C library's and Python's (pymalloc takes its arenas from the former).
+ALLOCATORS = (
+    "malloc", "calloc", "realloc", "PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc",
+    "PyMem_Malloc", "PyMem_Calloc", "PyMem_Realloc",
+)  # fmt: skip
 # A source file larger than this is not parsed for its functions' first lines.
 _MAX_SOURCE = 4 * 2**20
 # A perf map with more lines than this is not a perf map.
@@ -192,6 +198,24 @@ class _Lines:
         return file, lines.get(qualname, 0), qualname
 
 
+def python_nodes(graph: _Graph, perf: PerfMap, cwd: str | None = None) -> dict[str, Any]:
+    """Each node's Python function (``(file, first line, qualname)``), None for the
+    others.
+
+    :param graph: the graph
+    :param perf: the run's perf map
+    :param cwd: the folder the program ran in
+    :return: node -> key or None
+    """
+    lines = _Lines(cwd)
+    nodes = set(graph.self_cost) | {n for edge in graph.calls for n in edge}
+    py: dict[str, Any] = {}
+    for node in nodes:
+        f = perf.function(node)
+        py[node] = None if f is None else lines.key(*f)
+    return py
+
+
 def _own_costs(graph: _Graph, py: dict[str, Any]) -> dict[str, int]:
     """Each trampoline node's own instructions: its self cost, and what the unnamed code
     it called cost, less the Python functions that code called in turn."""
@@ -210,6 +234,35 @@ def _own_costs(graph: _Graph, py: dict[str, Any]) -> dict[str, int]:
     return own
 
 
+def allocations_of(graph: _Graph, py: dict[str, Any]) -> dict[Any, int]:
+    """Each Python function's calls to the allocators (:data:`ALLOCATORS`): its own
+    calls, and its share (by calls) of those of the unnamed code it called.
+
+    :param graph: the graph
+    :param py: each node's function key, None for a node that is no Python function
+    :return: function key -> allocation calls
+    """
+    names = set(ALLOCATORS)
+    via: dict[str, int] = {}
+    for (caller, callee), (n, _) in graph.calls.items():
+        if callee in names and py.get(caller) is None and caller not in names:
+            via[caller] = via.get(caller, 0) + n
+    into: dict[str, int] = {}
+    for (caller, callee), (n, _) in graph.calls.items():
+        if callee in via and py.get(caller) is not None:
+            into[callee] = into.get(callee, 0) + n
+    found: dict[Any, float] = {}
+    for (caller, callee), (n, _) in graph.calls.items():
+        key = py.get(caller)
+        if key is None:
+            continue
+        if callee in names:
+            found[key] = found.get(key, 0.0) + n
+        elif callee in via:
+            found[key] = found.get(key, 0.0) + via[callee] * n / into[callee]
+    return {key: round(calls) for key, calls in found.items()}
+
+
 def stats_of(graph: _Graph, perf: PerfMap, total: int, cwd: str | None = None) -> dict[Any, Any]:
     """The graph as cProfile's statistics of the Python functions, in instructions.
 
@@ -222,12 +275,7 @@ def stats_of(graph: _Graph, perf: PerfMap, total: int, cwd: str | None = None) -
     :raises CounterError: the interpreter has no symbols (nothing tells its C functions
         from the trampolines)
     """
-    lines = _Lines(cwd)
-    nodes = set(graph.self_cost) | {n for edge in graph.calls for n in edge}
-    py: dict[str, Any] = {}
-    for node in nodes:
-        f = perf.function(node)
-        py[node] = None if f is None else lines.key(*f)
+    py = python_nodes(graph, perf, cwd)
     stats: dict[Any, Any] = {}
     for node, cost in _own_costs(graph, py).items():
         entry = stats.setdefault(py[node], [0, 0, 0, 0, {}])
@@ -261,19 +309,23 @@ def stats_of(graph: _Graph, perf: PerfMap, total: int, cwd: str | None = None) -
 
 def read_callgrind(
     path: str, perf_map: str, total: int, cwd: str | None = None
-) -> tuple[dict[Any, Any] | None, list[str]]:
+) -> tuple[dict[Any, Any] | None, dict[Any, int], list[str]]:
     """A callgrind run's Python functions, when the interpreter allows it.
 
     :param path: callgrind's output
     :param perf_map: the interpreter's perf map
     :param total: the whole run's instructions
     :param cwd: the folder the program ran in
-    :return: ``(functions, notes)``: None and why for a stripped interpreter or no map
+    :return: ``(functions, allocation calls, notes)``: None, nothing and why for a
+        stripped interpreter or no map
     """
+    graph = parse_callgrind(path)
     try:
-        return stats_of(parse_callgrind(path), PerfMap(perf_map), total, cwd), []
+        perf = PerfMap(perf_map)
+        stats = stats_of(graph, perf, total, cwd)
     except CounterError as e:
-        return None, [str(e)]
+        return None, {}, [str(e)]
+    return stats, allocations_of(graph, python_nodes(graph, perf, cwd)), []
 
 
 def read_total(path: str) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 
 from .._errors import BadValue, CounterError, RunFailed
 from . import COUNTERS
-from .callgraph import read_callgrind, read_total
+from .callgraph import ALLOCATORS, read_callgrind, read_total
 
 INSTALL = (
     "--counter instructions needs valgrind, which is not installed: apt-get install "
@@ -49,10 +49,11 @@ _PROBE = (
 _PROBE_TIMEOUT = 60.0
 # Characters a symbol's name starts with: callgrind skips every named function (their
 # instructions go to the nearest function kept, a Python function's trampoline), keeping
-# the unnamed code (the trampolines, valgrind's own stubs), the bottoms of the stacks
-# and the lazy binding of the dynamic loader, which callgrind follows itself.
+# the unnamed code (the trampolines, valgrind's own stubs), the bottoms of the stacks,
+# the lazy binding of the dynamic loader, which callgrind follows itself, and the
+# allocators, whose calls are counted per function.
 _ALPHABET = string.ascii_letters + string.digits + "_.$@("
-_KEEP = ("0x", "_dl_runtime_resolve", "start_thread", "clone")
+_KEEP = ("0x", "_dl_runtime_resolve", "start_thread", "clone", *ALLOCATORS)
 # Characters of a failed run's standard error kept for its message.
 _TAIL = 300
 
@@ -137,7 +138,8 @@ def interpreter(python: str) -> Interpreter:
 @functools.lru_cache(maxsize=1)
 def skip_patterns() -> tuple[str, ...]:
     """callgrind's ``--fn-skip`` patterns: every name not starting with one of
-    :data:`_KEEP` (a prefix tree of the alphabet, about 500 patterns)."""
+    :data:`_KEEP` (a prefix tree of the alphabet, about 1,500 patterns; a name that is
+    only the start of one, ``PyObject_Call`` for ``PyObject_Calloc``, skipped by itself)."""
     out: list[str] = []
     todo = [""]
     while todo:
@@ -147,6 +149,7 @@ def skip_patterns() -> tuple[str, ...]:
             if name in _KEEP:
                 continue
             if any(k.startswith(name) for k in _KEEP):
+                out.append(name)  # the exact name: no '*', no other name
                 todo.append(name)
             else:
                 out.append(name + "*")
@@ -163,12 +166,14 @@ class Counted:
         when the whole run alone was counted
     :param wall: seconds the counted run took (valgrind's, not the program's)
     :param notes: what the reader must know (why functions are not counted...)
+    :param allocations: each Python function's calls to the allocators
     """
 
     total: int
     functions: dict[Any, Any] | None = None
     wall: float = 0.0
     notes: list[str] = field(default_factory=list)
+    allocations: dict[Any, int] = field(default_factory=dict)
 
 
 def environment(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -313,8 +318,8 @@ def _read(out: str, run: Run, wall: float) -> Counted:
     if not run.per_function:
         return Counted(total, wall=wall)
     pid = files[0].rsplit(".", 1)[-1]
-    functions, notes = read_callgrind(files[0], f"/tmp/perf-{pid}.map", total, cwd=run.cwd)
-    return Counted(total, functions, wall, notes)
+    found = read_callgrind(files[0], f"/tmp/perf-{pid}.map", total, cwd=run.cwd)
+    return Counted(total, found[0], wall, found[2], found[1])
 
 
 def _remove_perf_maps(out: str) -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 # Figures of a profile, per function and per call path.
 OWN, INCLUSIVE, PATH, GROWTH = "own", "inclusive", "path", "growth"
+# A function's calls to the allocators, counted by valgrind.
+ALLOCS = "allocs"
 # The roles of a call path whose change is significant: where the change starts, or a
 # caller the change only runs through (its callee carries it).
 ORIGIN, EXPLAINED = "origin", "explained"

@@ -85,7 +85,8 @@ def label(c: Change) -> str:
         shown = c.path[-c.chain :] if c.chain else c.path
         return ("… → " if len(shown) < len(c.path) else "") + " → ".join(shown)
     name = display_name(c.file, c.line or 0, c.function)
-    return f"memory: {name}" if c.figure == "growth" else name
+    prefix = {"growth": "memory: ", "allocs": "allocations: "}.get(c.figure, "")
+    return prefix + name
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,14 @@ from typing import Any
 from .._count import FUNCTION_NOISE, RELATIVE_NOISE
 from .._count.callgraph import INTERPRETER
 from .._errors import ResultFormatError
-from .change import BETTER, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
+from .change import ALLOCS, BETTER, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
 from .keys import short_name
 from .tables import side_table, union
 
 # The instructions of one count: a counted profile stores them where nanoseconds go.
 PER_UNIT = 1e9
+# A function making fewer allocation calls than this is not compared on them.
+MIN_ALLOCS = 1000
 NOTE = (
     "counted by valgrind (instructions, one run a side): a change within the noise of "
     "the counts ({relative:.1%} of a total, {function:.1%} of a function's) is no change; "
@@ -92,7 +94,7 @@ def counted_change(
     :param listed: a significant change is listed as worse or better
     :return: the change
     """
-    relative = FUNCTION_NOISE if figure in (OWN, INCLUSIVE, PATH) else RELATIVE_NOISE
+    relative = FUNCTION_NOISE if figure in (OWN, INCLUSIVE, PATH, ALLOCS) else RELATIVE_NOISE
     tolerance = noise + relative * max(abs(a), abs(b))
     sides = [{"count": float(a), "counted": 1.0}, {"count": float(b), "counted": 1.0}]
     if figure in (OWN, INCLUSIVE, PATH):
@@ -104,7 +106,7 @@ def counted_change(
     d = b - a
     significant = abs(d) > tolerance
     verdict = (WORSE if d > 0 else BETTER) if significant and listed else ""
-    note = f"noise ± {_count_text(tolerance)}"
+    note = f"noise ± {_count_text(tolerance, 'allocs' if figure == ALLOCS else 'instr')}"
     return Change(
         section, name, where[0], where[1], figure, sides[0], sides[1], d / a,
         (d - tolerance) / a, (d + tolerance) / a, None, None, significant, True, note,
@@ -112,10 +114,10 @@ def counted_change(
     )  # fmt: skip
 
 
-def _count_text(value: float) -> str:
+def _count_text(value: float, unit: str = "instr") -> str:
     from .._format import format_count
 
-    return format_count(value)
+    return format_count(value, unit=unit)
 
 
 def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings) -> Change:
@@ -174,6 +176,7 @@ def profile_changes(
             listed = figure == OWN and name != INTERPRETER[2]  # its changes are the total's
             c = counted_change(section, name, figure, a, b, 0.0, (file, line), listed)
             changes.append(_shared(c, a, b, totals) if big else _small(c, settings))
+    changes += _allocation_changes(sa, sb, section)
     for key, a, b, big in figures(sa.paths, sb.paths):
         name, file, line = _where(key[-1], sa, sb)
         c = counted_change(section, name, PATH, a, b, 0.0, (file, line), listed=False)
@@ -181,6 +184,24 @@ def profile_changes(
         changes.append((_shared(c, a, b, totals) if big else _small(c, settings)).replace(
             path=path, chain=len(path)))  # fmt: skip
     return changes
+
+
+def _allocation_changes(sa: Any, sb: Any, section: str) -> list[Change]:
+    """The run's calls to the allocators, and each function's where it made at least
+    :data:`MIN_ALLOCS` of them: listed as worse or better beyond their noise, a second
+    deterministic figure for memory."""
+    if not sa.allocs or not sb.allocs:
+        return []
+    sums = [sum(_median(row) for row in side.allocs.values()) for side in (sa, sb)]
+    out = [counted_change(section, "allocations", ALLOCS, sums[0], sums[1])]
+    for key in union(sa.allocs, sb.allocs):
+        a = _median(sa.allocs.get(key, [0.0]))
+        b = _median(sb.allocs.get(key, [0.0]))
+        if max(a, b) < MIN_ALLOCS:
+            continue
+        name, file, line = _where(key, sa, sb)
+        out.append(counted_change(section, name, ALLOCS, a, b, 0.0, (file, line)))
+    return out
 
 
 def _shared(c: Change, a: float, b: float, totals: Sequence[float]) -> Change:

@@ -561,7 +561,9 @@ _PER_INSTRUCTION = 1e-9
 
 
 def counted_profile_data(
-    runs: Sequence[tuple[Mapping[Any, Any], int, float]], main: str | None = None
+    runs: Sequence[tuple[Mapping[Any, Any], int, float]],
+    main: str | None = None,
+    allocations: Sequence[Mapping[Any, int]] | None = None,
 ) -> dict[str, Any]:
     """The payload of a profile counted by valgrind, per Python function.
 
@@ -569,6 +571,7 @@ def counted_profile_data(
         instructions (``_count.callgraph``), the whole run's instructions, valgrind's
         wall seconds
     :param main: the program's script (see :func:`profile_data`)
+    :param allocations: per run, each function's calls to the allocators
     :return: the payload, checked
     """
     scaled = []
@@ -584,5 +587,14 @@ def counted_profile_data(
     data = profile_data(scaled, main=main)
     data["counter"] = "instructions"
     data["total"] = [float(total) for _, total, _ in runs]
+    if allocations is not None:
+        index = {tuple(f): i for i, f in enumerate(data["functions"])}
+        calls = [0] * (len(index) * len(runs))
+        for r, found in enumerate(allocations):
+            for func, n in found.items():
+                j = index.get(_key(func))
+                if j is not None:
+                    calls[j * len(runs) + r] += int(n)
+        data["alloc_calls"] = calls
     check_profile("data", data)
     return data

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._format import format_bytes, format_count, format_duration, one_line
 from .._html import text as escape_text
-from .change import EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
+from .change import ALLOCS, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
 from .compare import ResultComparison, Verdict, format_change, label
 from .keys import clean
 
@@ -34,7 +34,9 @@ DEFAULT_ABOVE = 0.05
 
 def _amount(c: Change, side: dict[str, float]) -> str:
     if side.get("counted"):
-        return format_count(side.get("count", 0.0))
+        return format_count(
+            side.get("count", 0.0), unit="allocs" if c.figure == ALLOCS else "instr"
+        )
     if c.figure in (OWN, INCLUSIVE, PATH) and not side.get("time"):
         return "—"
     if c.figure == GROWTH:
@@ -57,6 +59,7 @@ def _mark(c: Change) -> str:
 def _sections(cmp: ResultComparison) -> dict[str, list[Change]]:
     """The changes by section, each ordered (listed changes first, by impact)."""
     out: dict[str, list[Change]] = {"whole": [], "origins": [], "functions": [], "growth": []}
+    out["allocs"] = []
     out["through"] = []
     for c in cmp.ordered():
         if c.file is None:
@@ -68,6 +71,8 @@ def _sections(cmp: ResultComparison) -> dict[str, list[Change]]:
                 out["through"].append(c)
         elif c.figure == GROWTH:
             out["growth"].append(c)
+        elif c.figure == ALLOCS:
+            out["allocs"].append(c)
         elif c.figure == OWN:
             out["functions"].append(c)
     inclusive = _inclusive(cmp)
@@ -124,13 +129,20 @@ def _shown(rows: list[Change], top: int) -> tuple[list[Change], list[Change]]:
     return listed + others[:keep], others[keep:]
 
 
+def _counted(cmp: ResultComparison) -> bool:
+    """Whether the comparison is of counts (``--counter``), not times."""
+    return any(c.a.get("counted") for c in cmp.changes[:1])
+
+
 def _header(cmp: ResultComparison) -> list[str]:
     what = "processes" if cmp.kind == "timing" else "runs"  # a timing's runs: processes
-    lines = [
-        f"A {clean(cmp.names[0])} -> B {clean(cmp.names[1])} ({cmp.kind}; {what} "
-        f"{cmp.runs[0]} and {cmp.runs[1]}; {cmp.confidence:.0%} intervals, "
-        f"{cmp.correction}-corrected at alpha {cmp.alpha:g})"
-    ]
+    how = (
+        "counted by valgrind, one run a side decides"
+        if _counted(cmp)
+        else f"{what} {cmp.runs[0]} and {cmp.runs[1]}; {cmp.confidence:.0%} intervals, "
+        f"{cmp.correction}-corrected at alpha {cmp.alpha:g}"
+    )
+    lines = [f"A {clean(cmp.names[0])} -> B {clean(cmp.names[1])} ({cmp.kind}; {how})"]
     lines.extend(f"warning: {w}" for w in cmp.warnings)
     lines.extend(f"note: {n}" for n in cmp.notes)
     return lines
@@ -195,14 +207,14 @@ def _only(c: Change) -> str:
     return f"  [{c.note}]" if c.note in ("only in A", "only in B") else ""
 
 
-def _growth_rows(rows: list[Change], top: int) -> list[str]:
+def _growth_rows(rows: list[Change], top: int, change: str = "change (of rise)") -> list[str]:
     def row(c: Change) -> str:
         return (
             f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>10} "
             f"{_amount(c, c.b):>10}  {label(c)}{_only(c)}"
         )
 
-    head = f"  {'change (of rise)':>16} sig {'A':>10} {'B':>10}  function"
+    head = f"  {change:>16} sig {'A':>10} {'B':>10}  function"
     return _section(rows, top, head, row, "functions")
 
 
@@ -235,13 +247,31 @@ def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE)
         through = _through_line(sections["through"])
         lines += [through] if through else []
     if sections["functions"]:
-        lines += ["", "functions (own time; inclusive beside), after the run-wide factor:"]
+        lines += ["", _functions_title(cmp)]
         lines += _function_rows(sections["functions"], _inclusive(cmp), top)
     if sections["growth"]:
         lines += ["", "memory growth while each function ran (change in % of A's rise):"]
         lines += _growth_rows(sections["growth"], top)
+    if sections["allocs"]:
+        lines += ["", "calls to the allocators, per function (counted):"]
+        lines += _growth_rows(sections["allocs"], top, "change")
     lines += ["", "('*' significant, '-' not tested)"]
     return "\n".join(map(one_line, lines)) + "\n"  # names from the result files
+
+
+def _functions_title(cmp: ResultComparison, page: bool = False) -> str:
+    """The functions' section's title, of the text or of the page."""
+    if _counted(cmp):
+        return (
+            "Functions (own instructions; inclusive beside)"
+            if page
+            else ("functions (own instructions; inclusive beside):")
+        )
+    return (
+        "Functions (own time, after the run-wide factor; inclusive beside)"
+        if page
+        else ("functions (own time; inclusive beside), after the run-wide factor:")
+    )
 
 
 def to_json(
@@ -395,11 +425,13 @@ def to_html(cmp: ResultComparison, top: int = 100, above: float = DEFAULT_ABOVE)
         _table("The run as a whole", sections["whole"], top, "figures")
         + _table("Where the changes start (call paths)", sections["origins"], top, "paths")
         + _table(
-            "Functions (own time, after the run-wide factor; inclusive beside)",
+            _functions_title(cmp, page=True),
             sections["functions"], top, "functions", _inclusive(cmp),
         )
         + _table("Memory growth while each function ran (% of A's rise)", sections["growth"],
                  top, "functions")
+        + _table("Calls to the allocators, per function (counted)", sections["allocs"], top,
+                 "functions")
     )  # fmt: skip
     flame = flame_html(cmp)
     body = f"<div class='cols'><div>{flame}</div><div>{tables}</div></div>" if flame else tables

@@ -808,7 +808,8 @@ def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tu
     if program.how == "path" and program.python is not None:
         # The script's code is named by its absolute path: named back as given.
         main = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
-    data = counted_profile_data([(counted.functions, counted.total, counted.wall)], main=main)
+    data = counted_profile_data([(counted.functions, counted.total, counted.wall)], main=main,
+                                allocations=[counted.allocations])  # fmt: skip
     return "profile", data
 
 

@@ -34,7 +34,8 @@ spread of every side:
   caller, edge ``e``'s run ``r`` at ``e * runs + r``. A profile counted by valgrind
   (``--counter instructions``) has ``"counter": "instructions"``, instructions in
   place of nanoseconds in ``own_ns``, ``cumulative_ns`` and ``edge_ns``, and
-  ``"total"``: the instructions of each whole run;
+  ``"total"``: the instructions of each whole run, and optionally ``"alloc_calls"``: each
+  function's calls to the allocators (``malloc``, ``PyObject_Malloc``...), a column;
 * ``profile`` of a sampling profiler (version 3, ``"profiler": "sampled"``):
   ``{"timer": "cpu" | "wall" (the figure compared), "sampler": how samples were
   taken, "interval": seconds, "functions": [[file, first line, name], ...], "stacks":
@@ -92,6 +93,7 @@ COLUMNS = (
     ("cumulative_ns", True, False),
     ("calls", True, False),
     ("memory_bytes", False, True),
+    ("alloc_calls", False, False),
 )
 # An integer figure above this is no measurement (292 years in nanoseconds).
 _MAX_INT = 2**63 - 1
