@@ -249,14 +249,9 @@ class CountedBlock:
         self._start = time.perf_counter()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: Any) -> None:
         self.elapsed = time.perf_counter() - self._start
-        self._counting.__exit__(exc_type, exc, tb)
+        self._counting.__exit__(*exc_info)
         self.instructions = self._count.instructions
 
     def summary(self) -> str:

@@ -64,6 +64,11 @@ def test_what_fails_under_the_counter(tmp_path: Path) -> None:
     forks.write_text("import os, sys\nif os.fork() == 0:\n    os._exit(0)\nos.wait()\n")
     code, _, err = run_cli("compare", *C, "--a", str(forks), "--b", str(forks))
     assert code == 2 and "forked 1 process" in err, err
+    # valgrind killed (the out-of-memory killer's SIGKILL): exit 1, said as the tool's
+    killed = tmp_path / "killed.py"
+    killed.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    code, _, err = run_cli("compare", *C, "--a", str(killed), "--b", str(killed))
+    assert code == 1 and "valgrind was killed by SIGKILL" in err and "Traceback" not in err
 
 
 @needs_valgrind
