@@ -112,7 +112,7 @@ def measure(
     import sys
     import time
 
-    from .._timing.loop import build_timer
+    from .._timing.template import build_timer
 
     inner = build_timer(stmt, context, setup)
     if warmup:

@@ -43,7 +43,7 @@ mode, n, spec_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with open(spec_path, "rb") as f:
     spec = pickle.load(f)
 sys.path[0:0] = spec["path"]
-from onnxrt_backend_dev.monitoring._timing.loop import build_timer
+from onnxrt_backend_dev.monitoring._timing.template import build_timer
 ns = dict(spec["context"] or {})
 if spec["setup_once"]:
     ns.setdefault("__name__", "__main__")
