@@ -12,21 +12,33 @@ import pytest
 from helpers import run_cli
 
 from onnxrt_backend_dev.monitoring._count.measure import count_measure
-from onnxrt_backend_dev.monitoring._count.statement import Statement, StatementCount, _spec, _unseen
+from onnxrt_backend_dev.monitoring._count.statement import Statement, _figure, _spec, _unseen
 from onnxrt_backend_dev.monitoring._errors import BadType, BadValue
 from onnxrt_backend_dev.monitoring.benchmark import measure_time
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="no valgrind")
 
 
+def test_one_step_of_the_allocator_does_not_move_the_figure() -> None:
+    # GIVEN counts of k, 2k, 3k, 4k executions where, once, 1,000 executions cost
+    # 1.9 M instructions less (an arena given back): a step in one difference
+    counts = [100_000_000, 140_697_000, 178_515_000, 218_312_000]
+    counted = _figure(counts, 100)
+    # THEN the figure is the median difference, its noise the distance to the closer
+    assert counted.per_execution == 397_970 and counted.noise == 9_000
+    assert _figure([5, 5, 5, 5], 10).per_execution == 0  # nothing counted
+    assert _figure([10, 9, 11, 10], 10).per_execution == 0  # less than nothing: 0
+
+
 def test_the_dictionary_has_measure_times_keys() -> None:
-    counted = StatementCount(373.0, 0.5, 2000, (1_000_000, 1_372_500, 1_746_000))
+    counted = _figure([1_000_000, 1_373_000, 1_746_500, 2_119_000], 1000)
     res = counted.to_dict(context_size=64)
     reference = {"average", "context_size", "deviation", "max_exec", "min_exec", "number",
                  "repeat", "ttime", "warmup_time"}  # fmt: skip
     assert reference <= set(res) and res["counter"] == "instructions"
     assert res["min_exec"] <= res["average"] <= res["max_exec"]
-    assert (res["min_exec"], res["max_exec"]) == (372.5, 373.5) and res["number"] == 1000
+    assert (res["min_exec"], res["average"], res["max_exec"]) == (372.5, 373.0, 373.5)
+    assert res["number"] == 1000 and res["runs"] == 3000 and res["noise"] == 0.5
 
 
 def test_what_cannot_be_sent_is_named(tmp_path: Path) -> None:

@@ -1,14 +1,18 @@
 """A statement's instructions per execution: counted in fresh interpreters under
-valgrind, from loops of ``k``, ``2 k`` and ``3 k`` executions.
+valgrind, from loops of ``k``, ``2 k``, ``3 k`` and ``4 k`` executions.
 
 Each count holds the interpreter's start, the setup, the warmup and the loop; the
 differences of consecutive counts hold ``k`` executions each and nothing else (the
-start-up cancels), and their mean over ``2 k`` executions is the figure. Their
-difference is the *noise* of the figure (what the allocator or a cache the statement
-fills adds now and then): a change within it, or within ``RELATIVE_NOISE`` (:mod:`.`), is no
+start-up cancels). The same program is not the same count at every execution: once, at
+some execution, the allocator gives an arena back or a cache fills, and that
+execution's count moves by millions (a loop of 1,000 additions counted 406,968
+instructions an execution between 100 and 200 executions, 388,592 between 200 and 400,
+397,803 beyond). That happens in one of the three differences at most: their *median*
+over ``k`` executions is the figure, and the distance from it to the closer of the other
+two is its *noise*: a change within it, or within ``RELATIVE_NOISE`` (:mod:`.`), is no
 change. ``k`` is found in a plain run first (executions for about
-:data:`TARGET_SECONDS`), which also tells whether the statement waits (sleeps, I/O):
-the counter cannot see waiting, and says so.
+:data:`TARGET_SECONDS` of CPU time, whatever the load), which also tells whether the
+statement waits (sleeps, I/O): the counter cannot see waiting, and says so.
 
 The statement runs in a child interpreter: a str statement with its setup and a copy of
 its context (pickled), or a function importable by the child (a module's function,
@@ -27,9 +31,10 @@ from typing import Any
 from .._errors import BadType, CounterError, RunFailed
 from .valgrind import Run, count, environment, interpreter
 
-# A plain loop of the statement lasts about this long (10 to 20 million instructions):
-# under cachegrind about 20 times longer, beside 1.5 s of valgrind's own start.
-TARGET_SECONDS = 0.005
+# A plain loop of the statement takes about this much CPU time (20 to 40 million
+# instructions): under cachegrind about 20 times longer, beside 1.5 s of valgrind's own
+# start. CPU time, not wall time: on a busy machine the loop's length stays the same.
+TARGET_SECONDS = 0.01
 # A statement that gives the CPU up this often per execution (sleep, I/O, a lock), or
 # spends this share of its CPU time in the kernel, does work the counter cannot see.
 SWITCHES = 0.5
@@ -60,11 +65,12 @@ else:
     k = 1
     while True:
         before = resource.getrusage(resource.RUSAGE_SELF)
-        wall = inner(itertools.repeat(None, k), timer)
+        inner(itertools.repeat(None, k), timer)
         after = resource.getrusage(resource.RUSAGE_SELF)
-        if wall >= n / 1000 or k >= 10**9:
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        if cpu >= n / 1000 or k >= 10**9:
             break
-        k *= 2 if wall <= 0 else min(max(2, int(n / 1000 / wall * 1.2)), 100)
+        k *= 2 if cpu <= 0.001 else min(max(2, int(n / 1000 / cpu * 1.2)), 100)
     switches = after.ru_nvcsw - before.ru_nvcsw
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     with open(spec_path + ".json", "w") as f:
@@ -77,10 +83,11 @@ class StatementCount:
     """A statement's instructions per execution.
 
     :param per_execution: instructions per execution
-    :param noise: instructions per execution by which the two halves of the count
-        differed (0 when they agree)
-    :param executions: executions counted (``2 k``)
-    :param counts: the three whole-run counts, for ``k``, ``2 k``, ``3 k`` executions
+    :param noise: instructions per execution from the median difference to the closer
+        of the other two (0 when they agree)
+    :param executions: executions of each difference (``k``)
+    :param counts: the four whole-run counts, for ``k``, ``2 k``, ``3 k``, ``4 k``
+        executions
     :param unseen: what the counter cannot see of it (waiting, the kernel's work), ``""``
         when nothing much
     """
@@ -88,7 +95,7 @@ class StatementCount:
     per_execution: float
     noise: float
     executions: int
-    counts: tuple[int, int, int]
+    counts: tuple[int, ...]
     unseen: str = ""
 
     def to_dict(self, context_size: int = 0, warmup: int = 1) -> dict[str, Any]:
@@ -96,28 +103,29 @@ class StatementCount:
 
         :param context_size: ``sys.getsizeof`` of the context
         :param warmup: executions before the counted loops
-        :return: ``average``, ``deviation`` (the noise), ``min_exec``, ``max_exec``
-            (the two halves), ``repeat`` (2, the halves), ``number`` (``k``),
-            ``ttime``, ``context_size``, ``warmup_time`` (0: not counted), and
-            ``counter``, ``unit``, ``noise``, ``median``, ``runs``, ``counts``
+        :return: ``average`` (the median difference per execution), ``deviation`` (the
+            noise), ``min_exec``, ``max_exec`` (the differences' extremes), ``repeat``
+            (3, the differences), ``number`` (``k``), ``ttime``, ``context_size``,
+            ``warmup_time`` (0: not counted), and ``counter``, ``unit``, ``noise``,
+            ``median``, ``runs``, ``counts``
         """
-        k = self.executions // 2
-        halves = [(self.counts[1] - self.counts[0]) / k, (self.counts[2] - self.counts[1]) / k]
+        k = self.executions
+        steps = [(b - a) / k for a, b in zip(self.counts, self.counts[1:])]
         return {
             "average": self.per_execution,
             "deviation": self.noise,
-            "min_exec": min(halves),
-            "max_exec": max(halves),
-            "repeat": 2,
+            "min_exec": min(steps + [self.per_execution]),
+            "max_exec": max(steps + [self.per_execution]),
+            "repeat": len(steps),
             "number": k,
-            "ttime": self.per_execution * 2,
+            "ttime": self.per_execution * len(steps),
             "context_size": context_size,
             "warmup_time": 0.0,
             "counter": "instructions",
             "unit": "instructions",
             "noise": self.noise,
             "median": self.per_execution,
-            "runs": self.executions,
+            "runs": k * len(steps),
             "counts": list(self.counts),
             "unseen": self.unseen,
         }
@@ -218,18 +226,24 @@ def count_statement(
             return None
         k, unseen = found
     counts = []
-    for n in (k, 2 * k, 3 * k):
+    for n in (k, 2 * k, 3 * k, 4 * k):
         run = Run([binary, "-c", CHILD, "count", str(n), spec], what="the statement",
                   timeout=timeout, env=environment())  # fmt: skip
         counted = count(run, runs, supervisor)
         if counted is None:
             return None
         counts.append(counted.total)
-    # Counts that do not grow (a statement of almost no instructions, a few hundred
-    # moving with the timing of a sleep) give 0 and a noise saying so.
-    d1, d2 = counts[1] - counts[0], counts[2] - counts[1]
-    return StatementCount(max(d1 + d2, 0) / (2 * k), abs(d1 - d2) / (2 * k), 2 * k,
-                          (counts[0], counts[1], counts[2]), unseen)  # fmt: skip
+    return _figure(counts, k, unseen)
+
+
+def _figure(counts: list[int], k: int, unseen: str = "") -> StatementCount:
+    """The median difference per execution and its noise (see the module's description);
+    counts that do not grow (a statement of almost no instructions, a few hundred moving
+    with the timing of a sleep) give 0 and a noise saying so."""
+    steps = sorted(b - a for a, b in zip(counts, counts[1:]))
+    middle = steps[len(steps) // 2]
+    closer = min(abs(middle - steps[0]), abs(steps[-1] - middle))
+    return StatementCount(max(middle, 0) / k, closer / k, k, tuple(counts), unseen)
 
 
 def _calibrate(binary: str, spec: str, supervisor: Any, timeout: float) -> tuple[int, str] | None:
