@@ -21,6 +21,7 @@ pickled by name); a lambda or a function of ``__main__`` cannot be sent.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import sys
@@ -110,12 +111,12 @@ class StatementCount:
             ``median``, ``runs``, ``counts``
         """
         k = self.executions
-        steps = [(b - a) / k for a, b in zip(self.counts, self.counts[1:])]
+        steps = [(b - a) / k for a, b in zip(self.counts, self.counts[1:], strict=False)]
         return {
             "average": self.per_execution,
             "deviation": self.noise,
-            "min_exec": min(steps + [self.per_execution]),
-            "max_exec": max(steps + [self.per_execution]),
+            "min_exec": min([*steps, self.per_execution]),
+            "max_exec": max([*steps, self.per_execution]),
             "repeat": len(steps),
             "number": k,
             "ttime": self.per_execution * len(steps),
@@ -240,7 +241,7 @@ def _figure(counts: list[int], k: int, unseen: str = "") -> StatementCount:
     """The median difference per execution and its noise (see the module's description);
     counts that do not grow (a statement of almost no instructions, a few hundred moving
     with the timing of a sleep) give 0 and a noise saying so."""
-    steps = sorted(b - a for a, b in zip(counts, counts[1:]))
+    steps = sorted(b - a for a, b in itertools.pairwise(counts))
     middle = steps[len(steps) // 2]
     closer = min(abs(middle - steps[0]), abs(steps[-1] - middle))
     return StatementCount(max(middle, 0) / k, closer / k, k, tuple(counts), unseen)
