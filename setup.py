@@ -1,7 +1,9 @@
-"""The optional compiled part: the allocation-tracking shim (C, Linux only).
+"""The optional compiled parts (C, Linux only): the allocation-tracking shim, and the
+observer's walk of another process's stacks.
 
-Everything else is declared in ``pyproject.toml``. The extension is optional: without a
-C compiler the package still installs, and allocation tracking says it is off.
+Everything else is declared in ``pyproject.toml``. Both extensions are optional: without
+a C compiler the package still installs; allocation tracking says it is off, and the
+observer reads stacks with its Python reader and says which reader ran.
 """
 
 import sys
@@ -16,6 +18,15 @@ if sys.platform.startswith("linux"):
             sources=["onnxrt_backend_dev/monitoring/_alloc/shim.c"],
             extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden", "-fno-strict-aliasing"],
             libraries=["dl", "m", "pthread"],
+            optional=True,
+        )
+    )
+    EXTENSIONS.append(
+        Extension(
+            "onnxrt_backend_dev.monitoring._observe._walker",
+            sources=["onnxrt_backend_dev/monitoring/_observe/walker.c"],
+            extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden", "-fno-strict-aliasing",
+                                "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
             optional=True,
         )
     )

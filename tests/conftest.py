@@ -5,12 +5,20 @@ NVML); the spy process imports ``fakes`` by name too, as its fake NVML module.""
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fakes import FakeClock
+
+# The observer's layout checks are kept between runs in the user's cache folder: the
+# suite keeps its own (every command it starts inherits this), the user's is not touched.
+os.environ.setdefault(
+    "ONNXRT_MONITORING_CACHE_DIR", tempfile.mkdtemp(prefix="onnxrt-monitoring-cache-")
+)
 
 
 @pytest.fixture

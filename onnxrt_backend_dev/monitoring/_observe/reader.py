@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
 from .linetable import LineTable, decode
@@ -177,6 +177,9 @@ class StackReader:
         self.torn = 0  # thread reads that moved and were read again
         self.partial = 0  # thread reads kept as their agreed outer frames
         self.failed = 0  # thread reads that gave nothing
+        # The walk in C (:mod:`.walk`), when built and checked: it reads the stacks, this
+        # reader the code objects it finds (:meth:`learn`), their names and threads'.
+        self.native: Any = None
         lay = layout
         self._cframe = "tstate.cframe" in lay
         self._owner_check = lay.version >= (3, 12)
@@ -308,6 +311,8 @@ class StackReader:
         :return: the samples, each interpreter's main thread first
         :raises ReadError: the runtime itself cannot be read (the process is gone)
         """
+        if self.native is not None:
+            return self.native.threads()
         self.reads += 1
         out: list[ThreadSample] = []
         for interp in self.interpreters():
@@ -699,6 +704,29 @@ class StackReader:
         return self._identify_all(
             distinct, self.memory.read_many([(a + lo, hi - lo) for a in distinct])
         )
+
+    def learn(self, address: int, head: bytes) -> tuple[int, int]:
+        """A code object the C walk found and does not know (new, or its identity
+        changed): read here once, given an id.
+
+        :param address: its address
+        :param head: the bytes of its identity fields, as :meth:`codes` reads them
+        :return: its id (-1: not a code object) and its bytecode's size in bytes
+        """
+        lo, hi = self._sig_span
+        if len(head) != hi - lo:
+            return -1, 0
+        cid = self._identify_all([address], [head])[address]
+        return cid, (self.infos[cid].size if cid >= 0 else 0)
+
+    def counts(self) -> tuple[int, int, int]:
+        """Stack reads that moved and were read again, kept as their outer frames, that
+        gave nothing: this reader's and the C walk's."""
+        torn, partial, failed = self.torn, self.partial, self.failed
+        if self.native is not None:
+            more = self.native.counts()
+            torn, partial, failed = torn + more[0], partial + more[1], failed + more[2]
+        return torn, partial, failed
 
     def _identify_all(self, addresses: list[int], heads: list[bytes | None]) -> dict[int, int]:
         """The ids of code objects given the bytes of their identity fields."""
