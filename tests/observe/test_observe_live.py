@@ -143,8 +143,9 @@ def test_a_stripped_interpreter_is_refused_with_its_reason(
     from onnxrt_backend_dev.monitoring._observe.elf import ElfSymbols
 
     # GIVEN a Python process whose files export none of the interpreter's symbols (a
-    # stripped or static build: its files parsed, nothing wanted found)
+    # stripped or static build: its files parsed, nothing wanted found), nothing kept
     monkeypatch.setattr(target, "symbols_of", lambda path, names: ElfSymbols(path, ()))
+    monkeypatch.setenv("ONNXRT_MONITORING_CACHE_DIR", "")
     # WHEN it is located
     with pytest.raises(ObserveError) as e:
         target.locate(sleeper.pid)

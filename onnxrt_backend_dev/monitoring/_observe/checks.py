@@ -1,13 +1,15 @@
-"""The layout checks kept between runs (see :mod:`.verify`).
+"""What the observer keeps between runs: the layout checks (see :mod:`.verify`) and the
+interpreter's symbols (see :mod:`.target`).
 
 A check reads a live interpreter: a thread of this process, or a probe child of the
-program's executable (5 to 100 ms at every start). Its outcome depends only on the
-interpreter's file and on this tool's own code, so it is kept, per interpreter file, in
-the user's cache folder, and used again while the file is the same: its path, device,
-inode, size, modification time and build id, the layout, the C library's version, this
-tool's version and its C walk's. What is read back is checked like everything read
-from outside: a file that does not parse or an entry of the wrong shape or bounds is
-ignored (and rewritten by the next check), never trusted blindly.
+program's executable (5 to 100 ms at every start); finding the symbols parses the
+interpreter's ELF file (3 ms). Both depend only on the interpreter's file and on this
+tool's own code, so they are kept, per interpreter file, in the user's cache folder, and
+used again while the file is the same: its path, device, inode, size, modification time
+and build id, the C library's version, and what the caller adds (the layout, its C
+walk's version). What is read back is checked by its reader like everything read from
+outside: a file that does not parse or a line of the wrong shape or bounds is ignored
+(and rewritten at the next start), never trusted blindly.
 
 ``ONNXRT_MONITORING_CACHE_DIR`` moves the folder; set to an empty string, nothing is kept.
 """
@@ -15,14 +17,14 @@ ignored (and rewritten by the next check), never trusted blindly.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 from typing import Any
 
 ENV = "ONNXRT_MONITORING_CACHE_DIR"
-FILE = "observer-checks.json"
-FORMAT = 1
+FILE = "observer-checks.txt"
+# The file: this first line, then one line per check, tab-separated fields (no JSON:
+# its import alone costs a millisecond of every start).
+FORMAT = "onnxrt-monitoring observer checks 1"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
 
@@ -53,7 +55,7 @@ def key_of(path: str, parts: tuple[Any, ...]) -> str:
         return ""
     libc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else ""
     identity = (real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, built, libc, parts)
-    return hashlib.sha256(repr(identity).encode()).hexdigest()
+    return repr(identity)  # escapes tabs, line ends and what cannot be printed
 
 
 def _path() -> str:
@@ -61,77 +63,74 @@ def _path() -> str:
     return os.path.join(where, FILE) if where else ""
 
 
-def _entries() -> dict[str, Any]:
+_READ: dict[str, dict[tuple[str, str], list[str]]] = {}  # path -> its lines, read once
+
+
+def _entries() -> dict[tuple[str, str], list[str]]:
+    """The lines kept, by kind and key (each line's other fields, as text): the file is
+    read once per process (a start looks up several keys)."""
     path = _path()
     if not path:
         return {}
+    if path not in _READ:
+        _READ[path] = _read(path)
+    return dict(_READ[path])
+
+
+def _read(path: str) -> dict[tuple[str, str], list[str]]:
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
-        doc = json.loads(raw) if len(raw) <= MAX_BYTES else None
-    except (OSError, ValueError):
+    except OSError:
         return {}
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+    lines = raw.decode("utf-8", "replace").split("\n") if len(raw) <= MAX_BYTES else []
+    if not lines or lines[0] != FORMAT:
         return {}
-    entries = doc.get("entries")
-    return entries if isinstance(entries, dict) else {}
+    out: dict[tuple[str, str], list[str]] = {}
+    for line in lines[1 : 1 + MAX_ENTRIES]:
+        fields = line.split("\t")
+        if len(fields) >= 2:
+            out[fields[0], fields[1]] = fields[2:]
+    return out
 
 
-def load(key: str) -> dict[str, Any] | None:
-    """A check kept for a key, None when there is none or it is not well-formed.
+def load(kind: str, key: str) -> list[str] | None:
+    """The fields kept for a key, as text (the caller checks them), None if none.
 
+    :param kind: what is kept (``check``, ``symbols``)
     :param key: from :func:`key_of`
-    :return: ``{"how", "flags" (256 bytes), "tid", "names", "native"}``
     """
-    if not key:
-        return None
-    return _valid(_entries().get(key))
+    return _entries().get((kind, key)) if key else None
 
 
-def _valid(entry: Any) -> dict[str, Any] | None:
-    """An entry as read back, checked: its fields, their types and bounds."""
-    if not isinstance(entry, dict):
-        return None
-    how, flags, tid = entry.get("how"), entry.get("flags"), entry.get("tid")
-    names, native = entry.get("names"), entry.get("native")
-    if how not in ("self", "probe") or not isinstance(flags, str) or len(flags) != 512:
-        return None
-    try:
-        raw = bytes.fromhex(flags)
-    except ValueError:
-        return None
-    if any(b > 1 for b in raw) or not isinstance(names, bool) or not isinstance(native, str):
-        return None
-    if isinstance(tid, bool) or not isinstance(tid, int) or not -1 <= tid < 1 << 16:
-        return None
-    return {"how": how, "flags": raw, "tid": tid, "names": names, "native": native[:300]}
+def _clean(text: str) -> str:
+    return "".join(c if c.isprintable() and c != "\t" else "?" for c in text)
 
 
-def store(key: str, how: str, flags: bytes, tid: int, names: bool, native: str) -> None:
-    """Keeps a check (the file written whole, then moved in place: a reader never sees
-    half of it); nothing when the folder cannot be written.
+def store(kind: str, key: str, fields: list[str]) -> None:
+    """Keeps fields for a key (the file written whole, then moved in place: a reader
+    never sees half of it; the oldest lines go beyond :data:`MAX_ENTRIES`); nothing
+    when the folder cannot be written.
 
+    :param kind: what is kept
     :param key: from :func:`key_of`
-    :param how: ``self`` or ``probe``
-    :param flags: the 256 native-instruction flags
-    :param tid: 3.10's kernel id offset in glibc's thread descriptor (-1 unknown)
-    :param names: threads' names are read right
-    :param native: '' when the C walk passed the check, else why it is not used
+    :param fields: the text of each field
     """
     path = _path()
     if not key or not path:
         return
-    entries = _entries()
-    entries.pop(key, None)
+    entries = _read(path)  # afresh: another run may have kept something meanwhile
+    entries.pop((kind, key), None)
     while len(entries) >= MAX_ENTRIES:  # oldest first (insertion order)
         entries.pop(next(iter(entries)))
-    entries[key] = {"how": how, "flags": flags.hex(), "tid": tid, "names": names,
-                    "native": native}  # fmt: skip
+    entries[kind, key] = [_clean(f) for f in fields]
+    _READ[path] = dict(entries)
+    lines = ["\t".join([k, n, *v]) for (k, n), v in entries.items()]
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump({"format": FORMAT, "entries": entries}, f)
+            f.write("\n".join([FORMAT, *lines]))
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):

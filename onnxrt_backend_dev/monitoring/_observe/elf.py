@@ -8,12 +8,15 @@ a file that is not a 64-bit little-endian ELF is refused with :class:`ElfError`.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .._errors import ElfError
+
+if TYPE_CHECKING:
+    import mmap
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -40,6 +43,8 @@ class ElfSymbols:
         self.base_vaddr = 0
         self.has_symtab = False
         wanted = set(names)
+        import mmap  # here: a start with the symbols kept parses no file
+
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < _EHDR.size:

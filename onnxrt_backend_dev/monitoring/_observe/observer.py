@@ -34,7 +34,19 @@ from .process import (
     thread_name,
 )
 from .reader import StackReader, ThreadSample
-from .walk import ADDRESS, COMPLETE, GIL, IDENT, OUTER, RUN_NS, STACK, TID, Fault, drop_native
+from .walk import (
+    ADDRESS,
+    COMPLETE,
+    GIL,
+    IDENT,
+    OUTER,
+    RUN_NS,
+    STACK,
+    TID,
+    Fault,
+    drop_native,
+    set_timer_slack,
+)
 
 MAX_POINTS = 20_000
 MAX_STACKS = 100_000
@@ -53,6 +65,7 @@ STAT_PERIOD = 0.008
 CHILDREN_PERIOD = 0.02
 STATUS_PERIOD = 0.001
 DONE_PERIOD = 0.001  # seconds between two asks whether the observation is done
+FINE = 0.001  # intervals below this sleep with 1 µs of timer slack
 EMPTY: tuple[int, ...] = ()
 
 
@@ -260,6 +273,8 @@ class Observer:
         """
         cpu0 = time.process_time()
         interval = self.interval
+        if interval < FINE:  # the kernel's 50 µs of slack would cost a fine rate its rate
+            set_timer_slack(1000)
         next_t = self.clock()
         done_t = next_t
         while next_t < done_t or not done():

@@ -82,12 +82,12 @@ def open_target(pid: int) -> Target:
     :return: it, ready
     :raises ObserveError: see :func:`.target.locate` and :func:`.verify.verify`
     """
-    from .memory import ProcessMemory
+    from .memory import open_memory
     from .walk import attach_native
 
     interp = locate(pid)
     checked = verify(interp)
-    reader = StackReader(ProcessMemory(pid), interp.layout, interp.runtime, interp.types,
+    reader = StackReader(open_memory(pid), interp.layout, interp.runtime, interp.types,
                          checked.pthread_tid)  # fmt: skip
     reader.names = checked.names
     why = checked.native or attach_native(reader, pid)

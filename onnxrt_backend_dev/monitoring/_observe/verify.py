@@ -22,26 +22,27 @@ sampler and says why.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._errors import ObserveError, ReadError
 from . import checks, walk
-from .opcodes import OPS_SCRIPT, kinds, parse_table, table_here
 from .reader import StackReader, ThreadSample
 from .target import Interpreter, locate
+
+if TYPE_CHECKING:
+    import subprocess
 
 CHECK_VERSION = 1  # changed with what a check does: the checks kept before are not used
 PROBE_TIMEOUT = 20.0  # seconds for the probe child to start and print (a loaded machine)
 
-PROBE = (
-    r"""
+# The probe child's program: the opcode table (see :mod:`.opcodes`) goes between the
+# two halves (:func:`_probe`).
+PROBE_HEAD = r"""
 import json, sys, threading, traceback
 def _observer_probe_inner(ev):
     ev.wait(60)
@@ -63,8 +64,7 @@ import io, contextlib
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
 """
-    + "\n".join("    " + line for line in OPS_SCRIPT.strip().splitlines())
-    + r"""
+PROBE_TAIL = r"""
 info = {"ident": t.ident, "native": getattr(t, "native_id", 0) or 0, "name": t.name,
         "main_ident": threading.main_thread().ident, "stack": _stack,
         "ops": out.getvalue(), "hexversion": sys.hexversion}
@@ -72,7 +72,13 @@ sys.stdout.write(json.dumps(info) + "\n")
 sys.stdout.flush()
 sys.stdin.read()
 """
-)
+
+
+def _probe() -> str:
+    from .opcodes import OPS_SCRIPT  # here: a check kept from an earlier run needs none
+
+    body = "\n".join("    " + line for line in OPS_SCRIPT.strip().splitlines())
+    return PROBE_HEAD + body + PROBE_TAIL
 
 
 class Verified(NamedTuple):
@@ -128,17 +134,31 @@ def verify(interp: Interpreter, memory_factory: Callable[[int], Any] | None = No
     if found is not None:
         return found
     disk = "" if memory_factory is not None else checks.key_of(interp.path, _parts(interp))
-    kept = checks.load(disk) if disk else None
-    if kept is not None:
-        found = Verified(kept["how"], kept["flags"], kept["tid"], 0.0, kept["names"],
-                         kept["native"], kept=True)  # fmt: skip
-    else:
+    found = _kept(checks.load("check", disk)) if disk else None
+    if found is None:
         found = _check(interp, memory_factory)
         if disk:
-            checks.store(disk, found.how, found.native_flags, found.pthread_tid, found.names,
-                         found.native)  # fmt: skip
+            checks.store("check", disk, [found.how, found.native_flags.hex(),
+                                         str(found.pthread_tid), "1" if found.names else "0",
+                                         found.native])  # fmt: skip
     _CACHE[key] = found
     return found
+
+
+def _kept(fields: list[str] | None) -> Verified | None:
+    """A check kept from an earlier run, its fields checked (types, bounds)."""
+    if fields is None or len(fields) != 5:
+        return None
+    how, flags, tid, names, native = fields
+    if how not in ("self", "probe") or len(flags) != 512 or names not in ("0", "1"):
+        return None
+    try:
+        raw, offset = bytes.fromhex(flags), int(tid)
+    except ValueError:
+        return None
+    if any(b > 1 for b in raw) or not -1 <= offset < 1 << 16:
+        return None
+    return Verified(how, raw, offset, 0.0, names == "1", native[:300], kept=True)
 
 
 def _parts(interp: Interpreter) -> tuple[Any, ...]:
@@ -156,6 +176,8 @@ def _check(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> 
         and _identity(own.path) == _identity(interp.path)
         and (own.version == interp.version)
     ):
+        from .opcodes import kinds, table_here
+
         how, flags = "self", kinds(table_here())
         tid, names, native = _check_self(own, memory_factory)
     else:
@@ -165,9 +187,9 @@ def _check(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> 
 
 
 def _reader(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> StackReader:
-    from .memory import ProcessMemory
+    from .memory import open_memory
 
-    memory = memory_factory(interp.pid) if memory_factory else ProcessMemory(interp.pid)
+    memory = memory_factory(interp.pid) if memory_factory else open_memory(interp.pid)
     return StackReader(memory, interp.layout, interp.runtime, interp.types)
 
 
@@ -177,7 +199,7 @@ def _decoded(reader: StackReader, sample: ThreadSample) -> list[tuple[str, int]]
     frames = sample.frames
     for i in range(len(frames) - 2, -1, -2):
         info = reader.infos[frames[i]]
-        out.append((info.name.rsplit(".", 1)[-1], info.table.line(frames[i + 1])))
+        out.append((info.name.rsplit(".", 1)[-1], info.line(frames[i + 1])))
     return out
 
 
@@ -307,12 +329,15 @@ def _pthread_tid(reader: StackReader, sample: ThreadSample, native: int) -> int:
 def _check_probe(
     interp: Interpreter, memory_factory: Callable[[int], Any] | None
 ) -> tuple[bytes, int, bool, str]:
-    """Starts the program's executable on :data:`PROBE`, reads it, compares."""
+    """Starts the program's executable on :func:`_probe`'s program, reads it, compares."""
+    import json  # here: a check kept from an earlier run needs neither
+    import subprocess
+
     if not interp.executable:
         raise ObserveError("layout check: the program's executable is unknown", "unverified")
     try:
         proc = subprocess.Popen(
-            [interp.executable, "-I", "-S", "-c", PROBE],
+            [interp.executable, "-I", "-S", "-c", _probe()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -336,6 +361,8 @@ def _check_probe(
             raise ObserveError("layout check: the probe's layout differs", "unverified")
         reader = _reader(probe, memory_factory)
         sample = _compare(reader, ident, expected, interp.executable)
+        from .opcodes import kinds, parse_table
+
         flags = kinds(parse_table(str(info.get("ops", ""))))
         checked = _check_native(probe, memory_factory, ident, expected, interp.executable)
         return (flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name),

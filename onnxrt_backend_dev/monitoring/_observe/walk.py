@@ -21,18 +21,18 @@ from .reader import StackReader, ThreadSample
 ENV = "ONNXRT_MONITORING_WALKER"  # "python": the Python reader even where C is built
 
 
-class Fault(RuntimeError):
-    """A fault of the C walk (stands for ``_walker.Fault`` where it is not built)."""
-
-
+WHY_NOT = ""
 try:
-    from . import _walker  # type: ignore[attr-defined]
-
-    Fault = _walker.Fault  # type: ignore[misc]
-    WHY_NOT = ""
+    from . import _walker
+    from ._walker import Fault
 except ImportError as e:  # built without a compiler, or another platform
-    _walker = None
+    _walker = None  # type: ignore[assignment]
     WHY_NOT = f"the C walker is not built ({e})"
+
+    class Fault(RuntimeError):  # type: ignore[no-redef]
+        """A fault of the C walk (never raised: it is not built)."""
+
+
 if not WHY_NOT and os.environ.get(ENV, "") == "python":
     WHY_NOT = f"{ENV}=python turns the C walker off"
 

@@ -1825,6 +1825,172 @@ static PyTypeObject WalkerType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- plain reads (the Python reader's memory, see walk.NativeMemory) ------------------- */
+
+static PyObject *read_many(PyObject *self, PyObject *args) {
+    (void)self;
+    int pid;
+    PyObject *requests;
+    if (!PyArg_ParseTuple(args, "iO", &pid, &requests)) return NULL;
+    PyObject *seq = PySequence_Fast(requests, "requests must be a sequence of (address, size)");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Walker fake; /* only its pid and buffers are used */
+    memset(&fake, 0, sizeof fake);
+    fake.pid = pid;
+    Reqs q = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long addr, size;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KK", &addr, &size) ||
+            reqs_add(&q, addr, size) < 0) {
+            Py_DECREF(seq);
+            free(q.r);
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    read_reqs(&fake, &q, 0);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *item;
+        if (q.r[i].at >= 0) {
+            item = PyBytes_FromStringAndSize(fake.data.p + q.r[i].at, (Py_ssize_t)q.r[i].size);
+        } else if (q.r[i].size == 0) {
+            item = PyBytes_FromStringAndSize("", 0);
+        } else {
+            item = Py_None;
+            Py_INCREF(item);
+        }
+        if (!item) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    free(q.r);
+    free(fake.data.p);
+    return out;
+}
+
+static PyObject *read_one(PyObject *self, PyObject *args) {
+    (void)self;
+    int pid;
+    unsigned long long addr, size;
+    if (!PyArg_ParseTuple(args, "iKK", &pid, &addr, &size)) return NULL;
+    if (!plausible(addr, size)) {
+        errno = EFAULT;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (!out) return NULL;
+    struct iovec local = {PyBytes_AS_STRING(out), size};
+    struct iovec remote = {(void *)(uintptr_t)addr, size};
+    ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got == (ssize_t)size) return out;
+    Py_DECREF(out);
+    if (got < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    return PyErr_Format(PyExc_OSError, "short read (%zd)", got);
+}
+
+/* ---- line tables ------------------------------------------------------------------------ */
+/* The line of one byte offset, as _observe/linetable.py decodes a table (read once per
+ * code object by the reader): the line of the last range starting at or before the
+ * offset that has one, the first line when none does. The table is untrusted: a
+ * malformed entry ends the decoding, what came before stands. */
+
+#define MAX_RANGES (1 << 20)
+
+static int varint(const uint8_t *t, size_t n, size_t *i, long long *out) {
+    if (*i >= n) return 0;
+    uint8_t b = t[(*i)++];
+    unsigned long long value = b & 63;
+    int shift = 6;
+    while (b & 64) {
+        if (*i >= n) return 0;
+        b = t[(*i)++];
+        value |= (unsigned long long)(b & 63) << shift;
+        shift += 6;
+        if (shift > 60) return 0;
+    }
+    *out = (long long)value;
+    return 1;
+}
+
+static int svarint(const uint8_t *t, size_t n, size_t *i, long long *out) {
+    long long v;
+    if (!varint(t, n, i, &v)) return 0;
+    *out = v & 1 ? -(v >> 1) : v >> 1;
+    return 1;
+}
+
+static long long line_311(const uint8_t *t, size_t n, long long first, long long offset) {
+    long long line = first, best = -1, addr = 0, v;
+    size_t i = 0;
+    for (long count = 0; i < n && count < MAX_RANGES; count++) {
+        uint8_t head = t[i];
+        if (!(head & 0x80)) break; /* not the start of an entry: a torn or foreign table */
+        int code = (head >> 3) & 15, length = (head & 7) + 1;
+        i++;
+        long long here = line;
+        if (code == 15) {
+            here = -1;
+        } else if (code == 14) {
+            if (!svarint(t, n, &i, &v)) break;
+            line += v;
+            here = line;
+            if (!varint(t, n, &i, &v) || !varint(t, n, &i, &v) || !varint(t, n, &i, &v)) break;
+        } else if (code == 13) {
+            if (!svarint(t, n, &i, &v)) break;
+            line += v;
+            here = line;
+        } else if (code >= 10) {
+            line += code - 10;
+            here = line;
+            i += 2;
+        } else {
+            i += 1;
+        }
+        if (addr > offset) break;
+        if (here >= 0) best = here;
+        addr += 2 * length;
+    }
+    return best >= 0 ? best : first;
+}
+
+static long long line_310(const uint8_t *t, size_t n, long long first, long long offset) {
+    long long line = first, best = -1, addr = 0;
+    for (size_t i = 0; i + 1 < n && i / 2 < MAX_RANGES; i += 2) {
+        long long end = addr + t[i];
+        int delta = (int8_t)t[i + 1];
+        long long here = -1;
+        if (delta != -128) {
+            line += delta;
+            here = line;
+        }
+        if (addr > offset) break;
+        if (end > addr && here >= 0) best = here;
+        addr = end;
+    }
+    return best >= 0 ? best : first;
+}
+
+static PyObject *line_of(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer table;
+    long long first, offset;
+    int minor;
+    if (!PyArg_ParseTuple(args, "y*LLi", &table, &first, &offset, &minor)) return NULL;
+    long long line = first;
+    if (offset >= 0) {
+        const uint8_t *t = table.buf;
+        size_t n = (size_t)table.len;
+        line = minor >= 11 ? line_311(t, n, first, offset) : line_310(t, n, first, offset);
+    }
+    PyBuffer_Release(&table);
+    return PyLong_FromLongLong(line);
+}
+
 /* ---- module functions --------------------------------------------------------------------- */
 
 static volatile uintptr_t fault_address = 8; /* unmapped: the first page */
@@ -1858,6 +2024,14 @@ static PyObject *set_timer_slack(PyObject *self, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"_selftest_fault", selftest_fault, METH_NOARGS,
      "Faults on purpose inside the protection: raises Fault (tests)."},
+    {"read", read_one, METH_VARARGS,
+     "read(pid, address, size) -> the bytes, or OSError with the system's reason."},
+    {"read_many", read_many, METH_VARARGS,
+     "read_many(pid, requests) -> one bytes per (address, size) read from process pid with\n"
+     "process_vm_readv (None where it failed; one system call per 1,024 requests)."},
+    {"line", line_of, METH_VARARGS,
+     "line(table, first_line, offset, minor) -> the line of a byte offset in a code\n"
+     "object of Python 3.minor, from its co_linetable (as _observe/linetable.py decodes it)."},
     {"set_timer_slack", set_timer_slack, METH_O,
      "set_timer_slack(ns): how late the kernel may wake this thread's sleeps (prctl)."},
     {NULL, NULL, 0, NULL}};
