@@ -77,16 +77,19 @@ class NativeMemory:
         return _native.read_many(self.pid, requests)
 
 
+_IOVEC: list[Any] = []  # the iovec structure, made once ctypes is imported
+
+
 def _ctypes() -> Any:
-    """ctypes, with the iovec structure, imported when first needed."""
+    """ctypes, imported when first needed (with :data:`_IOVEC`)."""
     import ctypes
 
-    if not hasattr(_ctypes, "iovec"):
+    if not _IOVEC:
 
         class _IoVec(ctypes.Structure):
             _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 
-        _ctypes.iovec = _IoVec  # type: ignore[attr-defined]
+        _IOVEC.append(_IoVec)
     return ctypes
 
 
@@ -119,8 +122,8 @@ class ProcessMemory:
         self._call = call
         self._size = 1 << 16
         self._buffer = self._ctypes.create_string_buffer(self._size)
-        self._local = self._ctypes.iovec(self._ctypes.cast(self._buffer, self._ctypes.c_void_p), 0)
-        self._remote = self._ctypes.iovec(0, 0)
+        self._local = _IOVEC[0](self._ctypes.cast(self._buffer, self._ctypes.c_void_p), 0)
+        self._remote = _IOVEC[0](0, 0)
         self._local_ptr = self._ctypes.byref(self._local)
         self._remote_ptr = self._ctypes.byref(self._remote)
         self.calls = 0  # system calls made: the cost of a sample, for the report
@@ -214,8 +217,8 @@ class ProcessMemory:
 
     def _make_iovecs(self, capacity: int) -> None:
         self._iov_capacity = capacity
-        self._local_iov = (self._ctypes.iovec * capacity)()
-        self._remote_iov = (self._ctypes.iovec * capacity)()
+        self._local_iov = (_IOVEC[0] * capacity)()
+        self._remote_iov = (_IOVEC[0] * capacity)()
         self._local_view = memoryview(self._local_iov).cast("B")
         self._remote_view = memoryview(self._remote_iov).cast("B")
 
