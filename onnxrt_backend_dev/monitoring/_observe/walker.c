@@ -2021,7 +2021,19 @@ static PyObject *set_timer_slack(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* prctl for the supervisor of children (PR_SET_PDEATHSIG in a forked child): called
+ * between fork and exec, it sets errno and returns -1 rather than raise. */
+static PyObject *prctl_call(PyObject *self, PyObject *args) {
+    (void)self;
+    int option;
+    unsigned long arg;
+    if (!PyArg_ParseTuple(args, "ik", &option, &arg)) return NULL;
+    return PyLong_FromLong(prctl(option, arg, 0, 0, 0));
+}
+
 static PyMethodDef module_methods[] = {
+    {"prctl", prctl_call, METH_VARARGS,
+     "prctl(option, arg) -> prctl(2)'s result (-1 and errno set on failure)."},
     {"_selftest_fault", selftest_fault, METH_NOARGS,
      "Faults on purpose inside the protection: raises Fault (tests)."},
     {"read", read_one, METH_VARARGS,

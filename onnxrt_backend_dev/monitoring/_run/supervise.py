@@ -109,9 +109,15 @@ def check_command(name: str) -> str:
 
 
 def _prctl() -> Callable[..., int] | None:
-    """libc's ``prctl``, looked up in this process (never in a forked child)."""
+    """libc's ``prctl``, looked up in this process (never in a forked child): the C
+    walk's module's where built, else through ctypes."""
     if not sys.platform.startswith("linux"):
         return None
+    from .._observe.walk import prctl
+
+    found = prctl()
+    if found is not None:
+        return found
     try:
         import ctypes
 
