@@ -127,8 +127,9 @@ def depth(runs: int) -> None:
         print(f"  depth {d:>3}: C walk {_stats(c_walk)}   Python reader {_stats(python)}")
 
 
-def _stats(values: list[float]) -> str:
-    return f"{statistics.median(values):7.1f} ({min(values):.1f}-{max(values):.1f})"
+def _stats(values: list[float], digits: int = 1) -> str:
+    med, low, high = statistics.median(values), min(values), max(values)
+    return f"{med:7.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def rate(runs: int) -> None:
@@ -202,7 +203,7 @@ def dump(runs: int) -> None:
                 if done.returncode or "spinner" not in done.stdout:
                     raise RuntimeError(f"{name}: {done.stdout[-500:]} {done.stderr[-500:]}")
         for name, values in walls.items():
-            print(f"  {name:<12} {_stats(values)} s")
+            print(f"  {name:<12} {_stats(values, 3)} s")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -195,10 +195,13 @@ class ProcessRecord:
         return sid
 
     def close(self) -> None:
-        """Closes every ``/proc`` file."""
+        """Closes every ``/proc`` file (the C walk's too; idempotent)."""
         self.files.close()
         for t in self.threads.values():
             t.close()
+        native = self.reader.native if self.reader is not None else None
+        if native is not None:
+            native.close()
 
 
 class Observer:
@@ -335,6 +338,7 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     rss, hwm, rows = _read(record, stat, status=status)
     if not rss:  # gone, or exiting (its memory already released: no VmRSS)
         record.gone = True
+        record.close()  # its files (the C walk's too): a long run follows many processes
         return
     failed = rows is None and record.reader is not None
     _count_failure(record, failed)

@@ -128,7 +128,7 @@ class NativeWalk:
         return int(torn), int(partial), int(failed)
 
     def close(self) -> None:
-        """Closes its ``/proc`` files."""
+        """Closes its ``/proc`` files (a later sample opens them again)."""
         self.walker.close()
 
 

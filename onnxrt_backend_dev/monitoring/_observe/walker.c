@@ -1578,12 +1578,10 @@ static void walker_close_files(Walker *W) {
     W->status_fd = W->statm_fd = -1;
 }
 
+/* Closes the /proc files (opened again by a later sample, should one come). */
 static PyObject *Walker_close(Walker *W, PyObject *unused) {
     (void)unused;
     walker_close_files(W);
-    Py_CLEAR(W->resolver);
-    Py_CLEAR(W->interner);
-    Py_CLEAR(W->source);
     Py_RETURN_NONE;
 }
 
@@ -1801,7 +1799,8 @@ static PyMethodDef Walker_methods[] = {
      "pairs, innermost first."},
     {"set_interner", (PyCFunction)Walker_set_interner, METH_O,
      "set_interner(interner): stacks go to another table from now on (ids start again)."},
-    {"close", (PyCFunction)Walker_close, METH_NOARGS, "close() closes the /proc files."},
+    {"close", (PyCFunction)Walker_close, METH_NOARGS,
+     "close() closes the /proc files (a later sample opens them again)."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Walker_getset[] = {
