@@ -10,13 +10,14 @@ import sys
 
 from setuptools import Extension, setup
 
+FLAGS = ["-O2", "-std=gnu11", "-fvisibility=hidden", "-fno-strict-aliasing"]
 EXTENSIONS = []
 if sys.platform.startswith("linux"):
     EXTENSIONS.append(
         Extension(
             "onnxrt_backend_dev.monitoring._alloc._shim",
             sources=["onnxrt_backend_dev/monitoring/_alloc/shim.c"],
-            extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden", "-fno-strict-aliasing"],
+            extra_compile_args=FLAGS,
             libraries=["dl", "m", "pthread"],
             optional=True,
         )
@@ -25,8 +26,7 @@ if sys.platform.startswith("linux"):
         Extension(
             "onnxrt_backend_dev.monitoring._observe._walker",
             sources=["onnxrt_backend_dev/monitoring/_observe/walker.c"],
-            extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden", "-fno-strict-aliasing",
-                                "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
+            extra_compile_args=[*FLAGS, "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
             optional=True,
         )
     )

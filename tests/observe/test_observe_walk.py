@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -96,8 +96,10 @@ def test_a_process_gone_gives_no_stacks_and_no_error(program: subprocess.Popen[s
 
 def test_a_read_refused_everywhere_gives_no_stacks() -> None:
     # GIVEN a memory that refuses every read (a container without CAP_SYS_PTRACE)
-    class Refused:
-        def read_many(self, requests: list[tuple[int, int]]) -> list[None]:
+    from onnxrt_backend_dev.monitoring._observe.memory import FakeMemory
+
+    class Refused(FakeMemory):
+        def read_many(self, requests: Sequence[tuple[int, int]]) -> list[bytes | None]:
             return [None] * len(requests)
 
     img = Image()
@@ -123,7 +125,7 @@ def test_the_observer_goes_on_with_the_python_reader_after_a_fault() -> None:
         raise walk.Fault("the C walker faulted (SIGSEGV) while reading the stacks")
 
     assert opened.reader.native is not None
-    opened.reader.native.sample = fault  # type: ignore[method-assign]
+    opened.reader.native.sample = fault
     # WHEN sampled
     sample_process(record, 1.0)
     # THEN the fault is kept for the notes, the walk dropped, the stacks read in Python
