@@ -3,9 +3,10 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
-VERSION: int
+from .._errors import WalkerFault
 
-class Fault(RuntimeError): ...
+Fault = WalkerFault
+VERSION: int
 
 class Walker:
     counts: tuple[int, int, int, int]

@@ -16,8 +16,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import WalkerFault
 from .memory import Memory, ReadError
 from .reader import StackReader, ThreadSample
+
+Fault = WalkerFault  # what a fault of the C code raises
 
 ENV = "ONNXRT_MONITORING_WALKER"  # "python": the Python reader even where C is built
 
@@ -25,14 +28,9 @@ ENV = "ONNXRT_MONITORING_WALKER"  # "python": the Python reader even where C is 
 WHY_NOT = ""
 try:
     from . import _walker
-    from ._walker import Fault
 except ImportError as e:  # built without a compiler, or another platform
     _walker = None  # type: ignore[assignment]
     WHY_NOT = f"the C walker is not built ({e})"
-
-    class Fault(RuntimeError):  # type: ignore[no-redef]
-        """A fault of the C walk (never raised: it is not built)."""
-
 
 if not WHY_NOT and os.environ.get(ENV, "") == "python":
     WHY_NOT = f"{ENV}=python turns the C walker off"

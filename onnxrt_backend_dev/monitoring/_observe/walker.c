@@ -2055,8 +2055,10 @@ PyMODINIT_FUNC PyInit__walker(void) {
     if (PyType_Ready(&WalkerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    Fault = PyErr_NewException("onnxrt_backend_dev.monitoring._observe._walker.Fault",
-                               PyExc_RuntimeError, NULL);
+    /* The package's one error family: _errors.WalkerFault. */
+    PyObject *errors = PyImport_ImportModule("onnxrt_backend_dev.monitoring._errors");
+    Fault = errors ? PyObject_GetAttrString(errors, "WalkerFault") : NULL;
+    Py_XDECREF(errors);
     Py_INCREF(&WalkerType);
     if (!Fault || PyModule_AddObject(m, "Walker", (PyObject *)&WalkerType) < 0 ||
         PyModule_AddObject(m, "Fault", Fault) < 0 ||
