@@ -4,8 +4,9 @@ side by side (issues 17 and 18): what the commands add to a program that does no
 Each round runs, for every tree, ``python empty.py``, ``python -m onnxrt_backend_dev.monitoring
 profile --format json -o out.json empty.py`` and ``... run -q -o out.json empty.py``,
 interleaved (a busy minute hits every command), the tree chosen by ``PYTHONPATH``. For
-each command: the wall time and the user CPU time of the whole process tree (``wait4``:
-the child and what it reaped, the program's interpreter and the memory spy for ``run``),
+each command: the wall time and the CPU time (user and system) of the whole process tree
+(``wait4``: the child and what it reaped, the program's interpreter and the memory spy or
+the observer for ``run``),
 minimum and median; and, from two time stamps the script writes (its first and its last
 line), the time before the program's first line and after its last (to the command's
 exit), minimum and median.
@@ -66,7 +67,7 @@ def commands(folder: str, script: str, stamps: str) -> dict[str, list[str]]:
 
 
 def run_once(cmd: Sequence[str], env: dict[str, str], stamps: str) -> tuple[float, ...]:
-    """One run: wall, user CPU of the process tree, before the first line, after the last.
+    """One run: wall, CPU of the process tree, before the first line, after the last.
     It runs in the stamps' folder: ``-m`` puts the working folder first in ``sys.path``,
     where a checkout would win over ``PYTHONPATH``.
 
@@ -97,7 +98,7 @@ def run_once(cmd: Sequence[str], env: dict[str, str], stamps: str) -> tuple[floa
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err[-2000:]}")
     with open(stamps, encoding="utf-8") as f:
         first, last = (float(x) for x in f.read().split())
-    return wall, usage.ru_utime, first - t0, t1 - last
+    return wall, usage.ru_utime + usage.ru_stime, first - t0, t1 - last
 
 
 def _cell(values: list[float]) -> str:
@@ -149,15 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for _ in range(args.runs):
             for label, name in keys:
                 results[label, name].append(run_once(cmds[name], envs[label], stamps))
-    print("# ms, minimum (median): wall, user CPU of the process tree, before the first "
-          "line, after the last")  # fmt: skip
-    print(f"  {'tree':<8} {'command':<8} {'wall':>15} {'user CPU':>15} {'before':>15} "
+    print("# ms, minimum (median): wall, CPU (user + system) of the process tree, before "
+          "the first line, after the last")  # fmt: skip
+    print(f"  {'tree':<8} {'command':<8} {'wall':>15} {'CPU':>15} {'before':>15} "
           f"{'after':>15}")  # fmt: skip
     for label, name in keys:
         columns = list(zip(*results[label, name], strict=True))
         cells = " ".join(f"{_cell(list(c)):>15}" for c in columns)
         print(f"  {label:<8} {name:<8} {cells}")
-    print("# over plain: ms, difference of minimums (of medians), wall and user CPU; and the "
+    print("# over plain: ms, difference of minimums (of medians), wall and CPU; and the "
           "wall ratio of minimums (of medians)")  # fmt: skip
     for label in trees:
         plain = list(zip(*results[label, "plain"], strict=True))

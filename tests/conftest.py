@@ -5,12 +5,24 @@ NVML); the spy process imports ``fakes`` by name too, as its fake NVML module.""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fakes import FakeClock
+
+# The observer's layout checks are kept between runs in the user's cache folder: the
+# suite keeps its own (every command it starts inherits this; removed at the end), the
+# user's is not touched.
+if "ONNXRT_MONITORING_CACHE_DIR" not in os.environ:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="onnxrt-monitoring-cache-")
+    os.environ["ONNXRT_MONITORING_CACHE_DIR"] = _CACHE_DIR
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture

@@ -139,6 +139,11 @@ class LayoutError(MonitoringError):
     """No layout for this interpreter (its version, its build), with the reason."""
 
 
+class WalkerFault(MonitoringError, RuntimeError):
+    """The observer's C walk faulted (a bug of its own, caught while it walked): the
+    observer drops it and reads on with its Python reader, saying so."""
+
+
 class ReadError(MonitoringError):
     """A read of the other process failed (unmapped, freed, or the process is gone).
 

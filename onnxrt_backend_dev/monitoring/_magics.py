@@ -494,7 +494,7 @@ def _wants_cprofile(opts: dict[str, Any], tree: bool, sort: str | None) -> bool:
 
 def _interval(opts: dict[str, Any]) -> float:
     """``--interval``, checked as the sampler checks it."""
-    from ._sampling.session import DEFAULT_INTERVAL, MIN_INTERVAL, check_interval
+    from ._sampling.rates import DEFAULT_INTERVAL, MIN_INTERVAL, check_interval
 
     interval = _number_option(opts, "interval", DEFAULT_INTERVAL, float, MIN_INTERVAL)
     try:

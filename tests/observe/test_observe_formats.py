@@ -39,6 +39,29 @@ def test_line_tables_decode_as_the_interpreter_does(module: str) -> None:
         for start, end, line in code.co_lines():
             if line is not None:
                 assert {table.line(o) for o in range(start, end, 2)} == {line}, code
+        # AND the C lookup (where built) gives every offset the decoder's line
+        line_of = linetable.line_of
+        if line_of is not None:
+            for o in range(-2, len(code.co_code) + 8, 2):
+                c_line = line_of(code.co_linetable, code.co_firstlineno, o, version[1])
+                assert c_line == table.line(o), (code, o)
+
+
+@pytest.mark.skipif(linetable.line_of is None, reason="the C walk's module is not built")
+@pytest.mark.parametrize("minor", [10, 11])
+def test_the_c_lookup_agrees_with_the_decoder_on_garbage(minor: int) -> None:
+    # GIVEN random bytes as line tables (a torn read, a foreign object)
+    import random
+
+    line_of = linetable.line_of
+    assert line_of is not None
+    rnd = random.Random(minor)
+    for _ in range(300):
+        data = bytes(rnd.randrange(256) for _ in range(rnd.randrange(40)))
+        table = linetable.decode(data, 10, (3, minor))
+        # THEN both stop where the table goes wrong and give the same lines
+        for o in range(-2, 90, 2):
+            assert line_of(data, 10, o, minor) == table.line(o), (data.hex(), o)
 
 
 @pytest.mark.parametrize(

@@ -13,12 +13,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import run_cli
 
 from onnxrt_backend_dev.monitoring._errors import ObserveError
-from onnxrt_backend_dev.monitoring._observe import target, verify
+from onnxrt_backend_dev.monitoring._observe import target, verify, walk
 from onnxrt_backend_dev.monitoring._observe.process import state_of
 from onnxrt_backend_dev.monitoring._observe.session import availability, open_target
 
@@ -50,9 +51,27 @@ def sleeper() -> Iterator[subprocess.Popen[str]]:
     proc.wait()
 
 
+def _both_readers(opened: Any) -> list[Any]:
+    """The stacks read by the reader the target has (the C walk where built), then by
+    the Python reader: they must be the same (the process is asleep)."""
+    reader = opened.reader
+    first = reader.threads()
+    native, reader.native = reader.native, None
+    try:
+        second = reader.threads()
+    finally:
+        reader.native = native
+    assert [(s.frames, s.native_id, s.gil) for s in first] == [
+        (s.frames, s.native_id, s.gil) for s in second
+    ]
+    return first
+
+
 def test_a_running_process_is_read_with_its_threads(sleeper: subprocess.Popen[str]) -> None:
     opened = open_target(sleeper.pid)
-    samples = opened.reader.threads()
+    # THEN the C walk reads it where built (the Python reader otherwise, saying why)
+    assert opened.why_python == walk.why_not()
+    samples = _both_readers(opened)
     names = [[opened.reader.infos[s.frames[i]].name for i in range(0, len(s.frames), 2)]
              for s in samples]  # fmt: skip
     assert names[0][:2] == ["main_sleep", "<module>"]
@@ -86,10 +105,16 @@ def test_other_versions_installed_here_pass_the_check(exe: str) -> None:
         # WHEN its layout is checked (a probe child of that executable) and it is read
         opened = open_target(proc.pid)
         assert opened.verified.how == "probe"
-        first = opened.reader.threads()[0]
+        # THEN the C walk passed the check too and reads it (where built), the same
+        # stacks as the Python reader, its threads' names too
+        assert opened.why_python == walk.why_not()
+        samples = _both_readers(opened)
+        first = samples[0]
         names = [opened.reader.infos[first.frames[i]].name for i in range(0, len(first.frames), 2)]
         # THEN its stacks are its own
         assert names[:2] == ["main_sleep", "<module>"]
+        assert [opened.reader.thread_name(s) for s in samples] == ["", "side"]
+        assert samples[0].native_id == proc.pid and samples[1].native_id > 0
     finally:
         proc.kill()
         proc.wait()
@@ -143,8 +168,9 @@ def test_a_stripped_interpreter_is_refused_with_its_reason(
     from onnxrt_backend_dev.monitoring._observe.elf import ElfSymbols
 
     # GIVEN a Python process whose files export none of the interpreter's symbols (a
-    # stripped or static build: its files parsed, nothing wanted found)
+    # stripped or static build: its files parsed, nothing wanted found), nothing kept
     monkeypatch.setattr(target, "symbols_of", lambda path, names: ElfSymbols(path, ()))
+    monkeypatch.setenv("ONNXRT_MONITORING_CACHE_DIR", "")
     # WHEN it is located
     with pytest.raises(ObserveError) as e:
         target.locate(sleeper.pid)
@@ -274,11 +300,14 @@ def test_dump_names_the_running_function_of_an_independent_process(
     rc, out, err = run_cli("dump", "--pid", str(sleeper.pid))
     assert rc == 0, err
     assert "main_sleep (<string>:" in out and "waiting_here (<string>:" in out
+    # AND each thread by its threading name, as py-spy shows them
+    assert "): MainThread" in out and "): side" in out, out
     rc, out, err = run_cli("dump", "--pid", str(sleeper.pid), "--json")
     found = json.loads(out)
     assert found["threads"][0]["main"] and found["threads"][0]["frames"][0]["function"] == (
         "main_sleep"
     )
+    assert [t["name"] for t in found["threads"]] == ["MainThread", "side"]
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from typing import Any
 
 from .._errors import RingError
 from .._observe.elf import ElfError, symbols_of
-from .._observe.memory import Memory, ProcessMemory, ReadError
+from .._observe.memory import Memory, ReadError, open_memory
 from .._observe.process import load_base, mappings
 from .estimate import NO_STACK, Estimator
 from .ring import (
@@ -48,7 +48,7 @@ class AllocTracker:
     :param shim: the shim's file, as the program maps it
     :param threshold: an allocation is temporary when at most this many others of its
         thread came before its free
-    :param memory: the process's memory (a :class:`ProcessMemory` by default)
+    :param memory: the process's memory (``open_memory(pid)`` by default)
     """
 
     def __init__(
@@ -109,7 +109,7 @@ class AllocTracker:
             return
         tell = None
         if self.memory is None:
-            memory: Memory = ProcessMemory(self.pid)
+            memory: Memory = open_memory(self.pid)
             with contextlib.suppress(OSError):
                 tell = teller(self.pid)
         else:

@@ -5,7 +5,6 @@ or changed in the process), like ``py-spy dump``."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any, TextIO
 
 from .common import EXIT_USAGE, CommandError
@@ -34,27 +33,40 @@ def _state(pid: int, native_id: int) -> str:
     return _STATES.get(stat.state, stat.state) if stat else "ended"
 
 
+def _name(reader: Any, sample: Any) -> str:
+    """A thread's :mod:`threading` name ('' when it has none or it cannot be read)."""
+    from .._errors import ReadError
+
+    try:
+        return str(reader.thread_name(sample))
+    except (ReadError, IndexError, ValueError):
+        return ""
+
+
 def dump(pid: int) -> dict[str, Any]:
     """Every thread's stack of a process now.
 
     :param pid: the process
-    :return: ``{"pid", "command", "python", "threads": [{"ident", "native_id", "gil",
-        "state", "main", "frames": [{"function", "file", "line"}] innermost first}]}``
+    :return: ``{"pid", "command", "python", "threads": [{"ident", "native_id", "name",
+        "gil", "state", "main", "frames": [{"function", "file", "line"}] innermost
+        first}]}`` (``name``: the :mod:`threading` name, '' for a thread started from C)
     """
     from .._observe.session import command_line_of, describe, open_target
 
     target = open_target(pid)
+    reader = target.reader
     threads = []
-    for s in target.reader.threads():
+    for s in reader.threads():
         frames = []
         for i in range(0, len(s.frames), 2):
             info = target.reader.infos[s.frames[i]]
             frames.append({"function": info.name, "file": info.file,
                            "line": info.line(s.frames[i + 1])})  # fmt: skip
+        main = s.native_id == pid
         threads.append({
-            "ident": s.ident, "native_id": s.native_id, "gil": s.gil,
-            "main": s.native_id == pid, "state": _state(pid, s.native_id),
-            "complete": s.complete, "frames": frames,
+            "ident": s.ident, "native_id": s.native_id, "gil": s.gil, "main": main,
+            "name": "MainThread" if main else _name(reader, s),
+            "state": _state(pid, s.native_id), "complete": s.complete, "frames": frames,
         })  # fmt: skip
     return {"pid": pid, "command": command_line_of(pid), "python": describe(target),
             "threads": threads}  # fmt: skip
@@ -74,7 +86,8 @@ def to_text(found: dict[str, Any]) -> str:
     lines = [f"Process {found['pid']}: {command}", f"{found['python']}", ""]
     for t in found["threads"]:
         tags = [t["state"]] + (["holds the GIL"] if t["gil"] else [])
-        name = "MainThread" if t["main"] else f"thread {t['native_id'] or hex(t['ident'])}"
+        name = t["name"] or f"thread {t['native_id'] or hex(t['ident'])}"
+        name = "".join(c if c.isprintable() else "?" for c in name)  # the program's text
         lines.append(f"Thread {t['native_id'] or '?'} ({', '.join(tags)}): {name}")
         if not t["frames"]:
             lines.append("    (no Python frame: not started, or in C code only)")
@@ -111,7 +124,12 @@ class DumpCommand:
             found = dump(pid)
         except ObserveError as e:
             raise CommandError(f"--pid {pid}: {e}") from e
-        out.write(json.dumps(found, indent=1) + "\n" if args.json else to_text(found))
+        if args.json:
+            import json
+
+            out.write(json.dumps(found, indent=1) + "\n")
+        else:
+            out.write(to_text(found))
         return 0
 
 

@@ -47,16 +47,30 @@ def observer_notes(run: object) -> list[str]:
         notes = [f"collector: the observer, outside the program ({rec.collector})"]
     else:
         notes = [f"collector: the observer, memory only: {run.why or 'no Python stacks'}"]
-    reader = rec.reader
-    if reader is not None and (reader.partial or reader.failed):
-        notes.append(
-            f"{reader.torn} stack reads moved under the read and were read again; "
-            f"{reader.partial} kept as their outer frames, {reader.failed} lost"
-        )
-    obs = run.observer
-    notes.append(cost_note(obs.cost, obs.samples, run.wall))
-    if obs.late:
-        notes.append(f"{obs.late} samples came late and were skipped (a busy machine)")
+    return notes + reading_notes(run.observer, run.wall)
+
+
+def reading_notes(observer: object, wall: float) -> list[str]:
+    """What the reader must know of how the observer read: reads that moved, a fault of
+    the C walk, its own cost, samples skipped, a full stack table.
+
+    :param observer: an :class:`.._observe.observer.Observer`
+    :param wall: seconds observed
+    :return: the sentences
+    """
+    from .._observe.observer import Observer
+
+    assert isinstance(observer, Observer)
+    rec = observer.root
+    notes = [f"{fault}; the Python reader read on" for fault in rec.faults]
+    if rec.reader is not None:
+        torn, partial, failed = rec.reader.counts()
+        if partial or failed:
+            notes.append(f"{torn} stack reads moved under the read and were read again; "
+                         f"{partial} kept as their outer frames, {failed} lost")  # fmt: skip
+    notes.append(cost_note(observer.cost, observer.samples, wall))
+    if observer.late:
+        notes.append(f"{observer.late} samples came late and were skipped (a busy machine)")
     if rec.overflow:
         notes.append(f"stack table full: {rec.overflow} samples kept as outer frames")
     return notes
@@ -194,14 +208,7 @@ def attach_notes(attached: object) -> list[str]:
         f"collector: the observer, attached to process {attached.observer.root.pid} "
         f"{ends[attached.why]} ({describe(attached.target)})"
     ]
-    reader = attached.target.reader
-    if reader.partial or reader.failed:
-        notes.append(f"{reader.torn} stack reads moved under the read; {reader.partial} "
-                     f"kept as their outer frames, {reader.failed} lost")  # fmt: skip
-    notes.append(cost_note(attached.observer.cost, attached.observer.samples, attached.wall))
-    if attached.observer.late:
-        notes.append(f"{attached.observer.late} samples came late and were skipped")
-    return notes
+    return notes + reading_notes(attached.observer, attached.wall)
 
 
 def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:

@@ -15,7 +15,7 @@ import array
 from typing import Any
 
 from .._report.aggregate import Aggregator, to_state
-from .observer import EMPTY, ProcessRecord, sample_threads
+from .observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .session import describe, open_target
 
 # Threads of this tool inside a measured process: never the code measured.
@@ -70,11 +70,12 @@ class BlockObserver:
         record.samples += 1
         record.last_t = t
         try:
-            samples = record.reader.threads() if record.reader is not None else []
+            rows = read_rows(record)
         except Exception:  # the process moved or is ending: this tick has no stack
+            rows = None
+        if rows is None:
             self.failed += 1
-            samples = []
-        sid = sample_threads(record, samples, t, dt, skip=self._own_thread)
+        sid = sample_threads(record, rows or [], t, dt, skip=self._own_thread)
         if record.alloc is not None:
             record.alloc.sample(record, t)
         if self.first_t < 0:

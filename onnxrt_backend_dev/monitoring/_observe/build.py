@@ -32,7 +32,7 @@ def decode_stacks(record: ProcessRecord) -> list[Stack]:
             if frame is None:
                 info = infos[pair[0]]
                 frame = cache[pair] = SampledFrame(
-                    info.name, info.file, info.first_line, info.table.line(pair[1])
+                    info.name, info.file, info.first_line, info.line(pair[1])
                 )
             frames.append(frame)
         out.append(tuple(frames))

@@ -8,12 +8,15 @@ a file that is not a 64-bit little-endian ELF is refused with :class:`ElfError`.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .._errors import ElfError
+
+if TYPE_CHECKING:
+    import mmap
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -40,6 +43,8 @@ class ElfSymbols:
         self.base_vaddr = 0
         self.has_symtab = False
         wanted = set(names)
+        import mmap  # here: a start with the symbols kept parses no file
+
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < _EHDR.size:
@@ -130,6 +135,56 @@ def _cstring(data: mmap.mmap, size: int, offset: int, limit: int = 256) -> str:
     if end < 0:
         return ""
     return data[offset:end].decode("ascii", "replace")
+
+
+PT_NOTE = 4
+NT_GNU_BUILD_ID = 3
+MAX_NOTES = 1 << 16  # bytes of notes read at most
+
+
+def build_id(path: str) -> str:
+    """The GNU build id of an ELF file (hex, '' when it has none), read from its program
+    headers' notes: a few small reads, not the whole file.
+
+    :param path: the file
+    :raises ElfError: not a 64-bit little-endian ELF, or malformed
+    :raises OSError: unreadable
+    """
+    with open(path, "rb") as f:
+        head = f.read(_EHDR.size)
+        if len(head) < _EHDR.size or head[:4] != b"\x7fELF":
+            raise ElfError(f"{path}: not an ELF file")
+        if head[4] != 2 or head[5] != 1:
+            raise ElfError(f"{path}: not a 64-bit little-endian ELF file")
+        fields = _EHDR.unpack(head)
+        phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+        if phentsize < _PHDR.size or phnum > 4096:
+            raise ElfError(f"{path}: malformed program headers")
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+        for i in range(len(table) // phentsize):
+            p_type, _, p_offset, _, _, p_filesz, _, _ = _PHDR.unpack_from(table, i * phentsize)
+            if p_type == PT_NOTE and 0 < p_filesz <= MAX_NOTES:
+                f.seek(p_offset)
+                found = _gnu_build_id(f.read(p_filesz))
+                if found:
+                    return found
+    return ""
+
+
+def _gnu_build_id(notes: bytes) -> str:
+    at = 0
+    while at + 12 <= len(notes):
+        namesz, descsz, kind = struct.unpack_from("<III", notes, at)
+        name_at = at + 12
+        desc_at = name_at + ((namesz + 3) & ~3)
+        end = desc_at + ((descsz + 3) & ~3)
+        if end > len(notes):
+            return ""
+        if kind == NT_GNU_BUILD_ID and notes[name_at : name_at + namesz] == b"GNU\0":
+            return notes[desc_at : desc_at + descsz].hex()
+        at = end
+    return ""
 
 
 _CACHE: dict[tuple[str, int, int, int, int], ElfSymbols] = {}

@@ -4,37 +4,68 @@ from another process (the interpreter's own ``co_lines()`` cannot be called ther
 Two formats: 3.10's pairs of deltas (``Objects/lnotab_notes.txt``) and the location
 table of 3.11+ (``Objects/locations.md``). The bytes are untrusted: a table that runs
 past its end or says something impossible stops the decoding where it went wrong; the
-ranges decoded so far are kept.
+ranges decoded so far are kept. A table is decoded as far as the offsets asked for
+need, once (a code object's table is read once, see :class:`.reader.CodeInfo`).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 from .._errors import BadData
 
 MAX_RANGES = 1 << 20
 
+# The same lookup in C (the walk's module, where built): a line found in microseconds,
+# with no table decoded in Python; this module stays the decoder without it.
+line_of: Callable[[bytes, int, int, int], int] | None
+try:
+    from ._walker import line as line_of
+except ImportError:
+    line_of = None
+
 
 class LineTable:
-    """Ranges of byte offsets and their lines, searchable.
+    """Ranges of byte offsets and their lines, decoded as far as the offsets asked for
+    need (a sample's offsets are mostly near the start of a function: its table is not
+    decoded past them), searchable.
 
     :param ranges: ``(start, end, line)`` with offsets in bytes, in order; line -1 where
-        the code has none
+        the code has none (an iterator: consumed as far as needed)
     :param first_line: the function's first line (the line of an offset before the code)
     """
 
-    def __init__(self, ranges: Sequence[tuple[int, int, int]], first_line: int) -> None:
-        kept = [r for r in ranges if r[1] > r[0]]
-        self.starts = [r[0] for r in kept]
-        self.ends = [r[1] for r in kept]
-        self.lines = [r[2] for r in kept]
+    def __init__(self, ranges: Iterable[tuple[int, int, int]], first_line: int) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.lines: list[int] = []
         self.first_line = first_line
+        self._rest: Iterator[tuple[int, int, int]] | None = iter(ranges)
+
+    def _decode_past(self, offset: int) -> None:
+        """Decodes until a range ends past ``offset`` (or the table does); neighbouring
+        ranges of the same line are joined."""
+        rest, starts, ends, lines = self._rest, self.starts, self.ends, self.lines
+        while rest is not None and (not ends or ends[-1] <= offset):
+            item = next(rest, None)
+            if item is None or len(starts) >= MAX_RANGES:
+                self._rest = rest = None
+                break
+            start, end, line = item
+            if end <= start:
+                continue
+            if lines and lines[-1] == line and ends[-1] == start:
+                ends[-1] = end
+            else:
+                starts.append(start)
+                ends.append(end)
+                lines.append(line)
 
     @property
     def size(self) -> int:
-        """Bytes of code covered (the end of the last range)."""
+        """Bytes of code covered (the end of the last range: the whole table decoded)."""
+        self._decode_past(1 << 62)
         return self.ends[-1] if self.ends else 0
 
     def line(self, offset: int) -> int:
@@ -46,6 +77,8 @@ class LineTable:
         """
         if offset < 0:
             return self.first_line
+        if self._rest is not None:
+            self._decode_past(offset)
         i = bisect.bisect_right(self.starts, offset) - 1
         while i >= 0:
             line = self.lines[i]
@@ -55,14 +88,7 @@ class LineTable:
         return self.first_line
 
 
-def decode_310(table: bytes, first_line: int) -> LineTable:
-    """3.10's table: ``(bytes advanced, line delta)`` pairs, -128 for no line.
-
-    :param table: ``co_linetable``
-    :param first_line: ``co_firstlineno``
-    :return: the ranges
-    """
-    ranges = []
+def _ranges_310(table: bytes, first_line: int) -> Iterator[tuple[int, int, int]]:
     line, addr = first_line, 0
     for i in range(0, len(table) - 1, 2):
         start_delta, line_delta = table[i], table[i + 1]
@@ -70,14 +96,21 @@ def decode_310(table: bytes, first_line: int) -> LineTable:
             line_delta -= 256
         end = addr + start_delta
         if line_delta == -128:
-            ranges.append((addr, end, -1))
+            yield addr, end, -1
         else:
             line += line_delta
-            ranges.append((addr, end, line))
+            yield addr, end, line
         addr = end
-        if len(ranges) >= MAX_RANGES:
-            break
-    return LineTable(_merge(ranges), first_line)
+
+
+def decode_310(table: bytes, first_line: int) -> LineTable:
+    """3.10's table: ``(bytes advanced, line delta)`` pairs, -128 for no line.
+
+    :param table: ``co_linetable``
+    :param first_line: ``co_firstlineno``
+    :return: the ranges
+    """
+    return LineTable(_ranges_310(table, first_line), first_line)
 
 
 def _varint(table: bytes, i: int) -> tuple[int, int]:
@@ -99,20 +132,13 @@ def _svarint(table: bytes, i: int) -> tuple[int, int]:
     return (-(value >> 1) if value & 1 else value >> 1), i
 
 
-def decode_311(table: bytes, first_line: int) -> LineTable:
-    """The location table of 3.11+.
-
-    :param table: ``co_linetable``
-    :param first_line: ``co_firstlineno``
-    :return: the ranges (byte offsets: a code unit is 2 bytes)
-    """
-    ranges: list[tuple[int, int, int]] = []
+def _ranges_311(table: bytes, first_line: int) -> Iterator[tuple[int, int, int]]:
     line, addr, i, n = first_line, 0, 0, len(table)
     try:
-        while i < n and len(ranges) < MAX_RANGES:
+        while i < n:
             head = table[i]
             if not head & 0x80:
-                break  # not the start of an entry: a torn or foreign table
+                return  # not the start of an entry: a torn or foreign table
             code, length = (head >> 3) & 15, (head & 7) + 1
             i += 1
             here = line
@@ -135,22 +161,20 @@ def decode_311(table: bytes, first_line: int) -> LineTable:
             else:
                 i += 1
             end = addr + 2 * length
-            ranges.append((addr, end, here))
+            yield addr, end, here
             addr = end
     except (IndexError, ValueError):
-        pass  # cut short: keep what was decoded
-    return LineTable(_merge(ranges), first_line)
+        return  # cut short: keep what was decoded
 
 
-def _merge(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Joins neighbouring ranges of the same line (fewer entries to search)."""
-    out: list[tuple[int, int, int]] = []
-    for start, end, line in ranges:
-        if out and out[-1][2] == line and out[-1][1] == start:
-            out[-1] = (out[-1][0], end, line)
-        else:
-            out.append((start, end, line))
-    return out
+def decode_311(table: bytes, first_line: int) -> LineTable:
+    """The location table of 3.11+.
+
+    :param table: ``co_linetable``
+    :param first_line: ``co_firstlineno``
+    :return: the ranges (byte offsets: a code unit is 2 bytes)
+    """
+    return LineTable(_ranges_311(table, first_line), first_line)
 
 
 def decode(table: bytes, first_line: int, version: tuple[int, int]) -> LineTable:

@@ -8,14 +8,18 @@ program's failure. Tests give the reader a :class:`FakeMemory` instead.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import struct
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._errors import ReadError
+
+try:  # the C walk's module, where built: reads without ctypes (its import costs a start)
+    from . import _walker as _native
+except ImportError:
+    _native = None  # type: ignore[assignment]
 
 MAX_READ = 1 << 22  # one read at most 4 MiB: a size read from the process is untrusted
 IOV_MAX = 1024  # iovecs per call (Linux's UIO_MAXIOV)
@@ -34,11 +38,63 @@ class Memory(Protocol):
         """Several reads at once; None for each one that failed."""
 
 
-class _IoVec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+def open_memory(pid: int) -> Memory:
+    """The memory of process ``pid``: read by the C module where built, else through
+    ctypes.
+
+    :param pid: the process
+    :raises OSError: the platform has no ``process_vm_readv``
+    """
+    return NativeMemory(pid) if _native is not None else ProcessMemory(pid)
 
 
-def _libc() -> ctypes.CDLL | None:
+class NativeMemory:
+    """The memory of process ``pid`` read with ``process_vm_readv`` by the C walk's
+    module (see :class:`ProcessMemory`, which it stands for where built).
+
+    :param pid: the process
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.calls = 0
+
+    def read(self, address: int, size: int) -> bytes:
+        """See :meth:`ProcessMemory.read`."""
+        if size <= 0:
+            return b""
+        if size > MAX_READ or address <= 0 or address >= 1 << 64:
+            raise ReadError(address, size, "out of bounds")
+        self.calls += 1
+        try:
+            return _native.read(self.pid, address, size)
+        except OSError as e:
+            raise ReadError(address, size, os.strerror(e.errno) if e.errno else str(e)) from e
+
+    def read_many(self, requests: Sequence[tuple[int, int]]) -> list[bytes | None]:
+        """See :meth:`ProcessMemory.read_many` (the same batches, in C)."""
+        self.calls += 1
+        return _native.read_many(self.pid, requests)
+
+
+_IOVEC: list[Any] = []  # the iovec structure, made once ctypes is imported
+
+
+def _ctypes() -> Any:
+    """ctypes, imported when first needed (with :data:`_IOVEC`)."""
+    import ctypes
+
+    if not _IOVEC:
+
+        class _IoVec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+        _IOVEC.append(_IoVec)
+    return ctypes
+
+
+def _libc() -> Any:
+    ctypes = _ctypes()
     try:
         return ctypes.CDLL(None, use_errno=True)
     except OSError:
@@ -53,22 +109,23 @@ class ProcessMemory:
     """
 
     def __init__(self, pid: int) -> None:
+        self._ctypes = _ctypes()
         libc = _libc()
         call = getattr(libc, "process_vm_readv", None) if libc is not None else None
         if call is None:
             raise OSError(errno.ENOSYS, "process_vm_readv is not available on this platform")
-        call.restype = ctypes.c_ssize_t
+        call.restype = self._ctypes.c_ssize_t
         # No argtypes: checking them costs a third of the call. The arguments are a pid
         # and small counts (C ints) and iovec pointers (byref or arrays), nothing else.
         call.argtypes = None
         self.pid = pid
         self._call = call
         self._size = 1 << 16
-        self._buffer = ctypes.create_string_buffer(self._size)
-        self._local = _IoVec(ctypes.cast(self._buffer, ctypes.c_void_p), 0)
-        self._remote = _IoVec(0, 0)
-        self._local_ptr = ctypes.byref(self._local)
-        self._remote_ptr = ctypes.byref(self._remote)
+        self._buffer = self._ctypes.create_string_buffer(self._size)
+        self._local = _IOVEC[0](self._ctypes.cast(self._buffer, self._ctypes.c_void_p), 0)
+        self._remote = _IOVEC[0](0, 0)
+        self._local_ptr = self._ctypes.byref(self._local)
+        self._remote_ptr = self._ctypes.byref(self._remote)
         self.calls = 0  # system calls made: the cost of a sample, for the report
         self._shapes: dict[int, struct.Struct] = {}
         self._make_iovecs(64)
@@ -78,8 +135,8 @@ class ProcessMemory:
         if size > self._size:
             while self._size < size:
                 self._size *= 2
-            self._buffer = ctypes.create_string_buffer(self._size)
-            self._local.base = ctypes.cast(self._buffer, ctypes.c_void_p)
+            self._buffer = self._ctypes.create_string_buffer(self._size)
+            self._local.base = self._ctypes.cast(self._buffer, self._ctypes.c_void_p)
             self._view = memoryview(self._buffer).cast("B")
 
     def read(self, address: int, size: int) -> bytes:
@@ -101,7 +158,7 @@ class ProcessMemory:
         self.calls += 1
         n = self._call(self.pid, self._local_ptr, 1, self._remote_ptr, 1, 0)
         if n != size:
-            err = ctypes.get_errno() if n < 0 else 0
+            err = self._ctypes.get_errno() if n < 0 else 0
             raise ReadError(address, size, os.strerror(err) if err else f"short read ({n})")
         return self._view[:size].tobytes()
 
@@ -130,7 +187,7 @@ class ProcessMemory:
         if n > self._iov_capacity:
             self._make_iovecs(max(n, 2 * self._iov_capacity))
         # The iovecs packed in one call each (field by field costs a ctypes call per field).
-        base = ctypes.addressof(self._buffer)
+        base = self._ctypes.addressof(self._buffer)
         local: list[int] = []
         remote: list[int] = []
         offset = 0
@@ -160,8 +217,8 @@ class ProcessMemory:
 
     def _make_iovecs(self, capacity: int) -> None:
         self._iov_capacity = capacity
-        self._local_iov = (_IoVec * capacity)()
-        self._remote_iov = (_IoVec * capacity)()
+        self._local_iov = (_IOVEC[0] * capacity)()
+        self._remote_iov = (_IOVEC[0] * capacity)()
         self._local_view = memoryview(self._local_iov).cast("B")
         self._remote_view = memoryview(self._remote_iov).cast("B")
 

@@ -24,8 +24,29 @@ from typing import Any
 
 from .._sampling.recorder import ThreadLine
 from .memory import ReadError
-from .process import ProcessFiles, ProcFile, children_of, parse_stat, thread_ids, thread_name
+from .process import (
+    TICKS,
+    ProcessFiles,
+    ProcFile,
+    children_of,
+    parse_stat,
+    thread_ids,
+    thread_name,
+)
 from .reader import StackReader, ThreadSample
+from .walk import (
+    ADDRESS,
+    COMPLETE,
+    GIL,
+    IDENT,
+    OUTER,
+    RUN_NS,
+    STACK,
+    TID,
+    Fault,
+    drop_native,
+    set_timer_slack,
+)
 
 MAX_POINTS = 20_000
 MAX_STACKS = 100_000
@@ -33,9 +54,18 @@ MAX_STACKS = 100_000
 # seconds runnable but waiting for a CPU (a busy machine).
 SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED = range(8)
 NCOLUMNS = 8
-OTHERS_EVERY = 25  # samples between two listings of threads Python does not know
-STAT_EVERY = 4  # samples between two readings of a thread's user and system ticks
-CHILDREN_EVERY = 10  # samples between two looks for new child processes
+# Seconds between two listings of threads Python does not know, two readings of the
+# threads' user and system ticks (the kernel moves them by 10 ms), two looks for new
+# child processes: on the clock, not every so many samples, so that 10,000 samples a
+# second cost no more of these than 500 do.
+# The memory's high-water mark (exact, a spike between two samples included) is read
+# every millisecond: every sample at the default rate.
+OTHERS_PERIOD = 0.05
+STAT_PERIOD = 0.008
+CHILDREN_PERIOD = 0.02
+STATUS_PERIOD = 0.001
+DONE_PERIOD = 0.001  # seconds between two asks whether the observation is done
+FINE = 0.001  # intervals below this sleep with 1 µs of timer slack
 EMPTY: tuple[int, ...] = ()
 
 
@@ -53,7 +83,6 @@ class ThreadRecord:
         self.is_main = is_main
         self.rows: dict[int, list[float]] = {}
         self.line = ThreadLine()
-        self.stat_skip = -1  # samples since its stat was read (see _cpu)
         self.cpu_ns = -1  # schedstat's last reading: on the CPU, waiting for one
         self.queue_ns = -1
         self.ticks = (-1.0, -1.0)  # stat's last user and system seconds
@@ -65,14 +94,23 @@ class ThreadRecord:
         self.name = ""  # its threading name, read once it is known
         self.name_tries = 0
 
-    def add(self, sid: int, values: list[float]) -> None:
-        """Adds one sample's figures to a stack's row."""
+    def add(
+        self, sid: int, wall: float, cpu: float, python: float, user: float, system: float,
+        queued: float,
+    ) -> None:  # fmt: skip
+        """Adds one sample's figures to a stack's row (see :data:`NCOLUMNS`)."""
         row = self.rows.get(sid)
         if row is None:
-            self.rows[sid] = list(values)
+            self.rows[sid] = [1.0, wall, cpu, python, cpu - python, user, system, queued]
         else:
-            for i, v in enumerate(values):
-                row[i] += v
+            row[SAMPLES] += 1.0
+            row[WALL] += wall
+            row[CPU] += cpu
+            row[PYTHON] += python
+            row[NATIVE] += cpu - python
+            row[UTICKS] += user
+            row[STICKS] += system
+            row[QUEUED] += queued
 
     def close(self) -> None:
         """Closes its ``/proc`` files."""
@@ -109,6 +147,11 @@ class ProcessRecord:
         self.order: list[tuple[int, int]] = []
         self.keys: dict[tuple[int, ...], int] = {}
         self.key_list: list[tuple[int, ...]] = []
+        self.in_call = bytearray()  # per stack id: its innermost frame is in a call
+        self.stat_t = 0.0  # when the threads' ticks are read next
+        self.status_t = 0.0  # when the memory's high-water mark is read next
+        self.others_t = 0.0  # when threads Python does not know are listed next
+        self.faults: list[str] = []  # the C walk's faults (it was dropped)
         self.others: dict[int, list[Any]] = {}  # kernel id -> [name, cpu seconds, ns]
         self.samples = 0
         self.read_failures = 0
@@ -148,13 +191,17 @@ class ProcessRecord:
                     return sid
             sid = self.keys[key] = len(self.key_list)
             self.key_list.append(key)
+            self.in_call.append(_in_call(self, key))
         return sid
 
     def close(self) -> None:
-        """Closes every ``/proc`` file."""
+        """Closes every ``/proc`` file (the C walk's too; idempotent)."""
         self.files.close()
         for t in self.threads.values():
             t.close()
+        native = self.reader.native if self.reader is not None else None
+        if native is not None:
+            native.close()
 
 
 class Observer:
@@ -188,6 +235,7 @@ class Observer:
         self.t0 = clock()
         root.started = root.last_t = self.t0
         self.cost = 0.0  # seconds of this process's CPU spent sampling
+        self.children_t = 0.0  # when new descendants are looked for next
 
     def sample(self) -> None:
         """One sample of every process watched."""
@@ -197,7 +245,8 @@ class Observer:
                 sample_process(record, t)
         if self.devices is not None:
             self.devices.sample(t, force=self.samples == 0)
-        if self.follow is not None and self.samples % CHILDREN_EVERY == 0:
+        if self.follow is not None and t >= self.children_t:
+            self.children_t = t + CHILDREN_PERIOD
             self._look_for_children(t)
         self.samples += 1
 
@@ -227,8 +276,13 @@ class Observer:
         """
         cpu0 = time.process_time()
         interval = self.interval
+        if interval < FINE:  # the kernel's 50 µs of slack would cost a fine rate its rate
+            set_timer_slack(1000)
         next_t = self.clock()
-        while not done():
+        done_t = next_t
+        while next_t < done_t or not done():
+            if next_t >= done_t:
+                done_t = next_t + DONE_PERIOD
             self.sample()
             if on_sample is not None:
                 on_sample()
@@ -273,37 +327,35 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     :param record: the process
     :param t: the sample's time
     """
-    files = record.files
     dt = t - record.last_t
-    rss, hwm = files.memory()
-    if not rss:  # gone, or exiting (its memory already released: no VmRSS)
-        record.gone = True
-        return
-    samples: list[ThreadSample] = []
-    failed = False
     if record.reader is None and record.opener is not None and record.samples % 2 == 0:
         _try_open(record)
-    if record.reader is not None:
-        try:
-            samples = record.reader.threads()
-            record.read_failures = 0
-        except ReadError:
-            failed = True
-            record.read_failures += 1
-            if record.read_failures % 4 == 1:  # an exec replaced what was read?
-                check_exec(record)
+    stat, status = t >= record.stat_t, t >= record.status_t
+    if stat:
+        record.stat_t = t + STAT_PERIOD
+    if status:
+        record.status_t = t + STATUS_PERIOD
+    rss, hwm, rows = _read(record, stat, status=status)
+    if not rss:  # gone, or exiting (its memory already released: no VmRSS)
+        record.gone = True
+        record.close()  # its files (the C walk's too): a long run follows many processes
+        return
+    failed = rows is None and record.reader is not None
+    _count_failure(record, failed)
+    rows = rows or []
     record.samples += 1
     record.last_t = t
-    credited = _threads(record, samples, t, dt)
-    if credited < 0 and (failed or any(not s.complete for s in samples)):
+    credited = sample_threads(record, rows, t, dt, stat=stat)
+    if credited < 0 and (failed or any(not r[COMPLETE] for r in rows)):
         # The stacks could not be read this time (the program moved under the read): the
         # memory goes on to the code credited last, not to no code. (No Python frame
         # read whole is no code: the interpreter starting or finalizing.)
         credited = record.last_credited
     record.last_credited = credited
-    if record.samples % OTHERS_EVERY == 1:
-        _other_threads(record, samples)
-    if samples and any(s.frames for s in samples):
+    if t >= record.others_t:
+        record.others_t = t + OTHERS_PERIOD
+        _other_threads(record, rows)
+    if not record.python_seen and any(record.key_list[r[STACK]] for r in rows):
         record.python_seen = True
     # The memory from the program's first line on (before, the interpreter's start: not
     # the program's, as a report made inside it would start); a process never read as
@@ -311,6 +363,71 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     if record.python_seen or (record.reader is None and record.opener is None):
         record.sink.add_tick(t, rss, hwm or 0.0, credited)
     (record.alloc or _NO_ALLOC).sample(record, t)  # the allocation shim's records
+
+
+def _count_failure(record: ProcessRecord, failed: bool) -> None:
+    """Counts reads in a row that gave no stacks; the first of each four looks whether
+    the process exec'd (what was read was replaced)."""
+    if not failed:
+        record.read_failures = 0
+        return
+    record.read_failures += 1
+    if record.read_failures % 4 == 1:
+        check_exec(record)
+
+
+def _read(
+    record: ProcessRecord, stat: bool, memory: bool = True, status: bool = True
+) -> tuple[float | None, float | None, Any]:
+    """The memory (when asked; its high-water mark with ``status``: the C walk reads the
+    resident bytes alone cheaper) and the threads' rows (None: not read), by the C walk
+    when the reader has one, else by the Python reader."""
+    reader = record.reader
+    if reader is not None and reader.native is not None:
+        got = _native_sample(record, reader, stat, status and memory)
+        if got is not None:
+            return got
+    rss, hwm = record.files.memory() if memory else (None, None)
+    if reader is None or (memory and not rss):
+        return rss, hwm, None
+    try:
+        return rss, hwm, _python_rows(record, reader.threads())
+    except ReadError:
+        return rss, hwm, None
+
+
+def read_rows(record: ProcessRecord, stat: bool = True) -> list[Any] | None:
+    """The threads of a process now, as rows (see :func:`sample_threads`), when its
+    memory is read elsewhere (a block's spy): None when not read.
+
+    :param record: the process
+    :param stat: read the threads' user and system ticks too
+    """
+    return _read(record, stat, memory=False)[2]
+
+
+def _native_sample(
+    record: ProcessRecord, reader: StackReader, stat: bool, status: bool
+) -> tuple[float | None, float | None, list[Any] | None] | None:
+    """One read by the C walk (the stacks straight into the record's table); None when
+    the C code faulted: the walk is dropped (the Python reader reads from now on, the
+    notes say why)."""
+    walk = reader.native
+    if walk.owner is not record:
+        walk.bind(record)
+    try:
+        return walk.sample(stat, status)
+    except Fault as e:
+        record.faults.append(str(e))
+        drop_native(reader)
+        return None
+
+
+def _python_rows(record: ProcessRecord, samples: list[ThreadSample]) -> list[Any]:
+    """The Python reader's threads as the C walk's rows (CPU left to be read here)."""
+    intern = record.intern
+    return [(s.address, s.ident, s.native_id, intern(s.frames), s.complete, s.dropped, s.gil,
+             s.outer, None) for s in samples]  # fmt: skip
 
 
 class _NoAlloc:
@@ -369,18 +486,13 @@ def _try_open(record: ProcessRecord) -> None:
         record.reader.infos = record.infos  # ids already given stay valid
 
 
-def _threads(record: ProcessRecord, samples: list[ThreadSample], t: float, dt: float) -> int:
-    """Adds each thread's figures; the stack id credited with the memory change since
-    the previous sample (-1: none), see :func:`credit`."""
-    return sample_threads(record, samples, t, dt)
-
-
 def sample_threads(
     record: ProcessRecord,
-    samples: list[ThreadSample],
+    rows: list[Any],
     t: float,
     dt: float,
     skip: Callable[[str], bool] | None = None,
+    stat: bool = True,
 ) -> int:
     """Adds each thread's figures (its CPU since its previous sample, the split, the
     stack it runs); returns the stack id credited with what memory did since the
@@ -388,40 +500,40 @@ def sample_threads(
     meanwhile, the main thread's when none did (see :func:`credit`).
 
     :param record: the process
-    :param samples: its threads, just read
+    :param rows: its threads, just read (the C walk's rows, see :mod:`.walk`, with this
+        record's stack ids; ``None`` for the CPU: read here)
     :param t: the sample's time
     :param dt: seconds since the previous sample
     :param skip: thread name -> True to leave that thread out (this tool's own)
+    :param stat: read the threads' user and system ticks (the Python reader's rows)
     :return: the credited stack id
     """
     best_cpu, credited, main_sid = -1.0, -1, -1
     pid = record.pid
-    for s in samples:
-        key = (s.address, s.ident)  # a thread state reused by a new thread is new
-        th = record.threads.get(key)
+    threads, key_list, in_calls = record.threads, record.key_list, record.in_call
+    for row in rows:
+        key = (row[ADDRESS], row[IDENT])  # a thread state reused by a new thread is new
+        th = threads.get(key)
         if th is None:
-            is_main = s.native_id == pid if s.native_id else not record.threads
-            th = record.threads[key] = ThreadRecord(s.ident, s.native_id, is_main)
-            th.first_seen = t
-            record.order.append(key)
-        if not th.name and not th.is_main and th.name_tries < 5 and s.outer:
+            th = _new_thread(record, row, t)
+        if not th.name and not th.is_main and th.name_tries < 5 and row[OUTER]:
             th.name_tries += 1
-            th.name = _name_of(record, s)
+            th.name = _name_of(record, row)
         if skip is not None and th.name and skip(th.name):
             continue
-        cpu, uticks, sticks, queued = _cpu(th, pid)
-        frames = s.frames
-        if not frames and not s.complete and th.last_sid >= 0:
-            frames = record.key_list[th.last_sid]  # unreadable now: still where it was
-        sid = record.intern(frames) if frames else record.intern(EMPTY)
-        in_call = _in_call(record, frames)
-        native = in_call or not s.gil
+        cpu, uticks, sticks, queued = (
+            _delta(th, row) if row[RUN_NS] is not None else _cpu(th, pid, stat)
+        )
+        sid = row[STACK]
+        if not key_list[sid] and not row[COMPLETE] and th.last_sid >= 0:
+            sid = th.last_sid  # unreadable now: still where it was
+        in_call = in_calls[sid]
         weight = dt if th.first_seen < t else 0.0
-        python_cpu = 0.0 if native else cpu
-        th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks, queued])
+        python_cpu = 0.0 if in_call or not row[GIL] else cpu
+        th.add(sid, weight, cpu, python_cpu, uticks, sticks, queued)
         th.line.add(t - record.started, sid, weight, MAX_POINTS)
-        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if frames else -1
-        th.last_sid, th.last_in_call = sid, in_call
+        chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if key_list[sid] else -1
+        th.last_sid, th.last_in_call = sid, bool(in_call)
         if th.is_main:
             main_sid = chosen
         if chosen >= 0 and cpu > best_cpu:
@@ -431,9 +543,22 @@ def sample_threads(
     return credited
 
 
-def _name_of(record: ProcessRecord, sample: ThreadSample) -> str:
+def _new_thread(record: ProcessRecord, row: Any, t: float) -> ThreadRecord:
+    native = row[TID]
+    is_main = native == record.pid if native else not record.threads
+    key = (row[ADDRESS], row[IDENT])
+    th = record.threads[key] = ThreadRecord(row[IDENT], native, is_main)
+    th.first_seen = t
+    record.order.append(key)
+    return th
+
+
+def _name_of(record: ProcessRecord, row: Any) -> str:
     if record.reader is None:
         return ""
+    frames = record.key_list[row[STACK]]
+    sample = ThreadSample(row[ADDRESS], row[IDENT], row[TID], frames, True, 0, False,
+                          row[OUTER])  # fmt: skip
     try:
         return record.reader.thread_name(sample)
     except (ReadError, IndexError, ValueError):
@@ -442,7 +567,7 @@ def _name_of(record: ProcessRecord, sample: ThreadSample) -> str:
 
 def _in_call(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
     """Whether the innermost frame is inside a call into C or an operator."""
-    if not frames or record.reader is None:
+    if not frames or record.reader is None or frames[0] >= len(record.infos):
         return False
     info = record.infos[frames[0]]
     offset = frames[1]
@@ -472,46 +597,54 @@ def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> in
     return before
 
 
-def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float, float]:
+def _cpu(th: ThreadRecord, pid: int, stat: bool) -> tuple[float, float, float, float]:
     """The thread's CPU seconds since its last sample, its user and system ticks
     (seconds, coarse) and its seconds runnable but not running (waiting for a CPU) over
-    the same gap, from the kernel's scheduler statistics."""
+    the same gap, from the kernel's scheduler statistics (the Python reader's path: the
+    C walk reads them itself)."""
     if not th.native_id:
         return 0.0, 0.0, 0.0, 0.0
     if th.sched is None:
         th.sched = ProcFile(f"/proc/{pid}/task/{th.native_id}/schedstat")
         th.stat = ProcFile(f"/proc/{pid}/task/{th.native_id}/stat")
     data = th.sched.read(128)
-    cpu = queued = 0.0
+    run_ns = wait_ns = -1
     if data:
         try:
             run_ns, wait_ns = (int(x) for x in data.split()[:2])
         except ValueError:
             run_ns = wait_ns = -1
-        if run_ns >= 0 and th.cpu_ns >= 0:
+    uticks = sticks = -1
+    parsed = parse_stat(th.stat.read(1024) or b"") if stat and th.stat is not None else None
+    if parsed is not None:
+        uticks, sticks = round(parsed.utime * TICKS), round(parsed.stime * TICKS)
+    return _delta(th, (0, 0, 0, 0, 0, 0, 0, 0, run_ns, wait_ns, uticks, sticks))
+
+
+def _delta(th: ThreadRecord, row: Any) -> tuple[float, float, float, float]:
+    """CPU, user and system seconds (from the kernel's ticks, which move by 10 ms: read
+    every few samples, their difference goes to the stack of that sample) and seconds
+    runnable, since the thread's previous reading."""
+    run_ns, wait_ns, uticks, sticks = row[8:12]
+    cpu = queued = user = system = 0.0
+    if run_ns >= 0:
+        if th.cpu_ns >= 0:
             cpu = max(run_ns - th.cpu_ns, 0) / 1e9
             queued = max(wait_ns - th.queue_ns, 0) / 1e9
-        if run_ns >= 0:
-            th.cpu_ns, th.queue_ns = run_ns, wait_ns
-    # The kernel's user and system ticks move by 10 ms: read every few samples (the
-    # difference then goes to the stack of that sample, as coarse as the ticks are).
-    th.stat_skip = (th.stat_skip + 1) % STAT_EVERY
-    if th.stat_skip:
-        return cpu, 0.0, 0.0, queued
-    stat = parse_stat(th.stat.read(1024) or b"") if th.stat is not None else None
-    if stat is None:
-        return cpu, 0.0, 0.0, queued
-    last_u, last_s = th.ticks
-    th.ticks = (stat.utime, stat.stime)
-    if last_u < 0:
-        return cpu, 0.0, 0.0, queued
-    return cpu, max(stat.utime - last_u, 0.0), max(stat.stime - last_s, 0.0), queued
+        th.cpu_ns, th.queue_ns = run_ns, wait_ns
+    if uticks >= 0:
+        u, s = uticks / TICKS, sticks / TICKS
+        last_u, last_s = th.ticks
+        th.ticks = (u, s)
+        if last_u >= 0:
+            user, system = max(u - last_u, 0.0), max(s - last_s, 0.0)
+    return cpu, user, system, queued
 
 
-def _other_threads(record: ProcessRecord, samples: list[ThreadSample]) -> None:
+def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
     """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
-    kernel name, read every few samples."""
-    known = {s.native_id for s in samples if s.native_id}
+    kernel name, read every :data:`OTHERS_PERIOD` seconds."""
+    known = {r[TID] for r in rows if r[TID]}
     if not record.comm:
         record.comm = thread_name(record.pid, record.pid)
     for tid in thread_ids(record.pid):

@@ -10,7 +10,6 @@ instruction it specialises), and :func:`kinds` turns that into a table of 256 fl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 # Families whose generic form calls arbitrary code: a leaf frame there runs C.
@@ -83,6 +82,8 @@ def parse_table(text: str) -> dict[int, tuple[str, str]]:
     :param text: its JSON
     :return: number -> ``(name, family)``
     """
+    import json  # here: only a check that runs (not one kept from an earlier run) needs it
+
     try:
         raw = json.loads(text)
     except ValueError:

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
-from .linetable import LineTable, decode
+from .linetable import LineTable, decode, line_of
 from .memory import Memory, ReadError
 
 MAX_DEPTH = 1024  # frames walked per thread at most (a deeper stack keeps its innermost)
@@ -53,8 +53,9 @@ def u64(data: bytes, offset: int) -> int:
 
 class CodeInfo:
     """A code object as read: its name, file, first line, its bytecode's size and the
-    bytecode itself (to tell what the innermost frame runs), and its line table, decoded
-    on first use.
+    bytecode itself (to tell what the innermost frame runs), and its line table, whose
+    line for each offset asked is found once (by the C walk's module where built, else
+    decoded as far as needed).
 
     :param name: its qualified name (``co_qualname`` on 3.11+, ``co_name`` before)
     :param file: ``co_filename``
@@ -65,7 +66,8 @@ class CodeInfo:
     :param ops: the bytecode as read once (specialised instructions stay in their family)
     """
 
-    __slots__ = ("_table", "file", "first_line", "name", "ops", "raw_table", "size", "version")
+    __slots__ = ("_lines", "_table", "file", "first_line", "name", "ops", "raw_table", "size",
+                 "version")  # fmt: skip
 
     def __init__(
         self,
@@ -85,6 +87,7 @@ class CodeInfo:
         self.size = size
         self.ops = ops
         self._table: LineTable | None = None
+        self._lines: dict[int, int] = {}
 
     @property
     def table(self) -> LineTable:
@@ -94,8 +97,15 @@ class CodeInfo:
         return self._table
 
     def line(self, offset: int) -> int:
-        """The line of a byte offset (the first line before the code)."""
-        return self.table.line(offset)
+        """The line of a byte offset (the first line before the code), found once."""
+        found = self._lines.get(offset)
+        if found is None:
+            if line_of is not None:
+                found = line_of(self.raw_table, self.first_line, offset, self.version[1])
+            else:
+                found = self.table.line(offset)
+            self._lines[offset] = found
+        return found
 
 
 class ThreadSample(NamedTuple):
@@ -177,6 +187,9 @@ class StackReader:
         self.torn = 0  # thread reads that moved and were read again
         self.partial = 0  # thread reads kept as their agreed outer frames
         self.failed = 0  # thread reads that gave nothing
+        # The walk in C (:mod:`.walk`), when built and checked: it reads the stacks, this
+        # reader the code objects it finds (:meth:`learn`), their names and threads'.
+        self.native: Any = None
         lay = layout
         self._cframe = "tstate.cframe" in lay
         self._owner_check = lay.version >= (3, 12)
@@ -308,6 +321,8 @@ class StackReader:
         :return: the samples, each interpreter's main thread first
         :raises ReadError: the runtime itself cannot be read (the process is gone)
         """
+        if self.native is not None:
+            return self.native.threads()
         self.reads += 1
         out: list[ThreadSample] = []
         for interp in self.interpreters():
@@ -700,6 +715,29 @@ class StackReader:
             distinct, self.memory.read_many([(a + lo, hi - lo) for a in distinct])
         )
 
+    def learn(self, address: int, head: bytes) -> tuple[int, int]:
+        """A code object the C walk found and does not know (new, or its identity
+        changed): read here once, given an id.
+
+        :param address: its address
+        :param head: the bytes of its identity fields, as :meth:`codes` reads them
+        :return: its id (-1: not a code object) and its bytecode's size in bytes
+        """
+        lo, hi = self._sig_span
+        if len(head) != hi - lo:
+            return -1, 0
+        cid = self._identify_all([address], [head])[address]
+        return cid, (self.infos[cid].size if cid >= 0 else 0)
+
+    def counts(self) -> tuple[int, int, int]:
+        """Stack reads that moved and were read again, kept as their outer frames, that
+        gave nothing: this reader's and the C walk's."""
+        torn, partial, failed = self.torn, self.partial, self.failed
+        if self.native is not None:
+            more = self.native.counts()
+            torn, partial, failed = torn + more[0], partial + more[1], failed + more[2]
+        return torn, partial, failed
+
     def _identify_all(self, addresses: list[int], heads: list[bytes | None]) -> dict[int, int]:
         """The ids of code objects given the bytes of their identity fields."""
         out: dict[int, int] = {}
@@ -739,40 +777,76 @@ class StackReader:
         return len(self.infos) - 1
 
     def _read_code(self, key: tuple[int, ...]) -> CodeInfo | None:
+        """A code object's name, file, line table and bytecode, in two system calls (the
+        objects' heads, then their contents; 3.10's bytecode, a bytes object, in one
+        more)."""
         address, name_ptr, file_ptr, table_ptr, first_line, units = key
-        name = self.string(name_ptr)
-        file = self.string(file_ptr)
-        table = self.bytes_object(table_ptr)
-        if name is None or file is None or table is None or first_line < 0:
+        if first_line < 0 or not (name_ptr and file_ptr and table_ptr):
             return None
         lay = self.layout
+        str_head, bytes_head = lay["unicode.compact_size"], lay["bytes.data"]
+        first = [(name_ptr, str_head), (file_ptr, str_head), (table_ptr, bytes_head)]
+        if lay.code_adaptive >= 0:
+            if 2 * units > MAX_TABLE:
+                return None
+            if units:
+                first.append((address + lay.code_adaptive, 2 * units))
+        else:
+            first.append((address + lay["code.code"], 8))
+        got = self.memory.read_many(first)
+        spans = [self._string_span(name_ptr, got[0]), self._string_span(file_ptr, got[1]),
+                 self._bytes_span(table_ptr, got[2])]  # fmt: skip
+        code_ptr = 0
+        if lay.code_adaptive < 0 and got[3] is not None:
+            code_ptr = u64(got[3], 0)
+            if not code_ptr:
+                return None
+        contents = self._contents(spans, code_ptr)
+        if contents is None:
+            return None
+        name, file, table, ops = contents
+        if lay.code_adaptive >= 0:
+            raw = got[3] if units else b""
+            if raw is None:
+                return None
+            ops = raw
+        return CodeInfo(name, file, first_line, table, lay.version, len(ops), ops)
+
+    def _contents(
+        self, spans: list[tuple[int, int, str] | None], code_ptr: int
+    ) -> tuple[str, str, bytes, bytes] | None:
+        """The texts of the name and the file, the line table's bytes, and 3.10's
+        bytecode (its bytes object at ``code_ptr``), read in one system call (two for
+        the bytecode)."""
+        if any(span is None for span in spans):
+            return None
+        wanted = [(a, n) for a, n, _ in spans if n]  # type: ignore[misc]
+        if code_ptr:
+            wanted.append((code_ptr, self.layout["bytes.data"]))
+        got = iter(self.memory.read_many(wanted))
+        parts: list[Any] = []
+        for _, n, encoding in spans:  # type: ignore[misc]
+            data = next(got) if n else b""
+            if data is None:
+                return None
+            parts.append(data if encoding == "bytes" else data.decode(encoding, "replace"))
         ops = b""
-        try:
-            if lay.code_adaptive >= 0:
-                size = 2 * units
-                if size > MAX_TABLE:
-                    return None
-                ops = self.memory.read(address + lay.code_adaptive, size)
-            else:
-                pointer = u64(self.memory.read(address + lay["code.code"], 8), 0)
-                ops = self.bytes_object(pointer) or b""
-                size = len(ops)
-        except ReadError:
-            return None
-        return CodeInfo(name, file, first_line, table, lay.version, size, ops)
+        if code_ptr:
+            span = self._bytes_span(code_ptr, next(got))
+            if span is None:
+                return None
+            try:
+                ops = self.memory.read(span[0], span[1]) if span[1] else b""
+            except ReadError:
+                return None
+        return parts[0], parts[1], parts[2], ops
 
-    def string(self, address: int) -> str | None:
-        """A ``str`` object's text, None if it is not a compact string.
-
-        :param address: the object's address
-        """
-        if not address:
+    def _string_span(self, address: int, head: bytes | None) -> tuple[int, int, str] | None:
+        """Where a compact ``str`` object's text is, given its head: ``(address, bytes,
+        encoding)``, None if it is not one."""
+        if head is None:
             return None
         lay = self.layout
-        try:
-            head = self.memory.read(address, lay["unicode.compact_size"])
-        except ReadError:
-            return None
         str_type = self.types.get("PyUnicode_Type", 0)
         if str_type and u64(head, lay["object.type"]) != str_type:
             return None
@@ -782,16 +856,38 @@ class StackReader:
         if not compact or length > MAX_STRING or kind not in (1, 2, 4):
             return None
         if ascii_:
-            start, size, encoding = lay["unicode.ascii_size"], length, "ascii"
-        else:
-            start = lay["unicode.compact_size"]
-            size = length * kind
-            encoding = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
+            return address + lay["unicode.ascii_size"], length, "ascii"
+        encoding = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
+        return address + lay["unicode.compact_size"], length * kind, encoding
+
+    def _bytes_span(self, address: int, head: bytes | None) -> tuple[int, int, str] | None:
+        """Where a ``bytes`` object's content is, given its head, None if it is not one
+        (or too big)."""
+        if head is None:
+            return None
+        lay = self.layout
+        bytes_type = self.types.get("PyBytes_Type", 0)
+        if bytes_type and u64(head, lay["object.type"]) != bytes_type:
+            return None
+        size = u64(head, lay["bytes.size"])
+        return (address + lay["bytes.data"], size, "bytes") if size <= MAX_TABLE else None
+
+    def string(self, address: int) -> str | None:
+        """A ``str`` object's text, None if it is not a compact string.
+
+        :param address: the object's address
+        """
+        if not address:
+            return None
         try:
-            data = self.memory.read(address + start, size) if size else b""
+            head = self.memory.read(address, self.layout["unicode.compact_size"])
+            span = self._string_span(address, head)
+            if span is None:
+                return None
+            data = self.memory.read(span[0], span[1]) if span[1] else b""
         except ReadError:
             return None
-        return data.decode(encoding, "replace")
+        return data.decode(span[2], "replace")
 
     def bytes_object(self, address: int) -> bytes | None:
         """A ``bytes`` object's content, None if it is not one (or too big).
@@ -800,19 +896,11 @@ class StackReader:
         """
         if not address:
             return None
-        lay = self.layout
         try:
-            head = self.memory.read(address, lay["bytes.data"])
-        except ReadError:
-            return None
-        bytes_type = self.types.get("PyBytes_Type", 0)
-        if bytes_type and u64(head, lay["object.type"]) != bytes_type:
-            return None
-        size = u64(head, lay["bytes.size"])
-        if size > MAX_TABLE:
-            return None
-        try:
-            return self.memory.read(address + lay["bytes.data"], size) if size else b""
+            span = self._bytes_span(address, self.memory.read(address, self.layout["bytes.data"]))
+            if span is None:
+                return None
+            return self.memory.read(span[0], span[1]) if span[1] else b""
         except ReadError:
             return None
 

@@ -66,11 +66,13 @@ class Target(NamedTuple):
     :param interpreter: where its interpreter is
     :param verified: the layout's check
     :param reader: its stacks' reader
+    :param why_python: why its stacks are read in Python, not by the C walk ('')
     """
 
     interpreter: Interpreter
     verified: Verified
     reader: StackReader
+    why_python: str = ""
 
 
 def open_target(pid: int) -> Target:
@@ -80,14 +82,16 @@ def open_target(pid: int) -> Target:
     :return: it, ready
     :raises ObserveError: see :func:`.target.locate` and :func:`.verify.verify`
     """
-    from .memory import ProcessMemory
+    from .memory import open_memory
+    from .walk import attach_native
 
     interp = locate(pid)
     checked = verify(interp)
-    reader = StackReader(ProcessMemory(pid), interp.layout, interp.runtime, interp.types,
+    reader = StackReader(open_memory(pid), interp.layout, interp.runtime, interp.types,
                          checked.pthread_tid)  # fmt: skip
     reader.names = checked.names
-    return Target(interp, checked, reader)
+    why = checked.native or attach_native(reader, pid)
+    return Target(interp, checked, reader, why)
 
 
 def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
@@ -124,11 +128,17 @@ def describe(target: Target) -> str:
     """How a target is read, for the notes of a report.
 
     :param target: the target
-    :return: ``Python 3.11, layout from the table, checked against this interpreter``
+    :return: ``Python 3.11, layout from the table, checked against this interpreter;
+        stacks read by the C walker``
     """
     lay = target.interpreter.layout
     against = "this interpreter" if target.verified.how == "self" else "a probe of its executable"
-    return f"Python {lay.name}, layout from the {lay.source}, checked against {against}"
+    kept = " (a check kept from an earlier run)" if target.verified.kept else ""
+    walk = (f"stacks read in Python: {target.why_python}" if target.why_python
+            else "stacks read by the C walker")  # fmt: skip
+    return (
+        f"Python {lay.name}, layout from the {lay.source}, checked against {against}{kept}; {walk}"
+    )
 
 
 def _may_become_python(pid: int) -> bool:

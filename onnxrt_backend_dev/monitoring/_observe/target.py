@@ -16,6 +16,7 @@ import struct
 from typing import NamedTuple
 
 from .._errors import ObserveError
+from . import checks
 from .elf import ElfError, symbols_of
 from .layouts import (
     DEBUG_COOKIE,
@@ -26,7 +27,7 @@ from .layouts import (
     from_table,
     version_of_hex,
 )
-from .memory import Memory, ProcessMemory, ReadError
+from .memory import Memory, ReadError, open_memory
 from .process import Mapping, executable, load_base, mappings, state_of
 
 SYMBOLS = ("_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type", "Py_Version")
@@ -95,9 +96,9 @@ def _version_from_name(path: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _open_memory(pid: int) -> ProcessMemory:
+def _open_memory(pid: int) -> Memory:
     try:
-        return ProcessMemory(pid)
+        return open_memory(pid)
     except OSError as e:
         raise ObserveError(f"cannot read another process's memory here: {e}", "unsupported") from e
 
@@ -114,7 +115,7 @@ def locate(pid: int, memory: Memory | None = None) -> Interpreter:
     """Finds the interpreter of a process.
 
     :param pid: the process
-    :param memory: its memory (a :class:`.memory.ProcessMemory` by default)
+    :param memory: its memory (:func:`.memory.open_memory` by default)
     :return: where it is
     :raises ObserveError: gone, refused, not Python, or a version without a layout
     """
@@ -142,17 +143,48 @@ def locate(pid: int, memory: Memory | None = None) -> Interpreter:
 
 def _find_runtime(pid: int, maps: list[Mapping], path: str) -> tuple[int, dict[str, int]] | None:
     """``(load base, symbols)`` of a file holding ``_PyRuntime``, None otherwise."""
-    try:
-        syms = symbols_of(_mapped_path(pid, path), SYMBOLS)
-    except (OSError, ElfError):
-        return None
-    if "_PyRuntime" not in syms.symbols:
+    found = _symbols(_mapped_path(pid, path))
+    if found is None or "_PyRuntime" not in found[1]:
         return None
     base = load_base(maps, path)
     if base is None:
         return None
-    bias = base - syms.base_vaddr
-    return bias, {name: bias + value for name, value in syms.symbols.items()}
+    bias = base - found[0]
+    return bias, {name: bias + value for name, value in found[1].items()}
+
+
+def _symbols(path: str) -> tuple[int, dict[str, int]] | None:
+    """The lowest address a file loads at and the symbols of :data:`SYMBOLS` it has,
+    kept between runs per file (:mod:`.checks`): parsing the interpreter's ELF file
+    costs a few milliseconds of every start."""
+    key = checks.key_of(path, ("symbols", SYMBOLS))
+    kept = _kept_symbols(checks.load("symbols", key) if key else None)
+    if kept is not None:
+        return kept
+    try:
+        syms = symbols_of(path, SYMBOLS)
+    except (OSError, ElfError):
+        return None
+    if key:
+        fields = [str(syms.base_vaddr), *(f"{k}={v}" for k, v in sorted(syms.symbols.items()))]
+        checks.store("symbols", key, fields)
+    return syms.base_vaddr, dict(syms.symbols)
+
+
+def _kept_symbols(fields: list[str] | None) -> tuple[int, dict[str, int]] | None:
+    """Symbols kept from an earlier run, checked: known names, addresses in range."""
+    if not fields:
+        return None
+    try:
+        base = int(fields[0])
+        pairs = [f.split("=", 1) for f in fields[1:]]
+        symbols = {name: int(value) for name, value in pairs}
+    except ValueError:
+        return None
+    values = [base, *symbols.values()]
+    if set(symbols) - set(SYMBOLS) or not all(0 <= v < 1 << 48 for v in values):
+        return None
+    return base, symbols
 
 
 def _interpreter(

@@ -10,30 +10,39 @@ function by function and line by line. The same read finds, on 3.10, where glibc
 a thread's kernel id (3.10's thread state does not have it), and gives the opcode table
 of that interpreter (:mod:`.opcodes`).
 
+The same live interpreter checks the C walk (:mod:`.walk`), when built: it must find
+the same stacks, else the Python reader reads the program and the notes say why.
+
+A check is kept between runs, per interpreter file (:mod:`.checks`): a start with the
+same interpreter does not pay for it again.
+
 A failed check is not an error of the program: the caller falls back to the in-process
 sampler and says why.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._errors import ObserveError
-from .opcodes import OPS_SCRIPT, kinds, parse_table, table_here
+from .._errors import ObserveError, ReadError
+from . import checks, walk
 from .reader import StackReader, ThreadSample
 from .target import Interpreter, locate
 
+if TYPE_CHECKING:
+    import subprocess
+
+CHECK_VERSION = 1  # changed with what a check does: the checks kept before are not used
 PROBE_TIMEOUT = 20.0  # seconds for the probe child to start and print (a loaded machine)
 
-PROBE = (
-    r"""
+# The probe child's program: the opcode table (see :mod:`.opcodes`) goes between the
+# two halves (:func:`_probe`).
+PROBE_HEAD = r"""
 import json, sys, threading, traceback
 def _observer_probe_inner(ev):
     ev.wait(60)
@@ -55,8 +64,7 @@ import io, contextlib
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
 """
-    + "\n".join("    " + line for line in OPS_SCRIPT.strip().splitlines())
-    + r"""
+PROBE_TAIL = r"""
 info = {"ident": t.ident, "native": getattr(t, "native_id", 0) or 0, "name": t.name,
         "main_ident": threading.main_thread().ident, "stack": _stack,
         "ops": out.getvalue(), "hexversion": sys.hexversion}
@@ -64,7 +72,13 @@ sys.stdout.write(json.dumps(info) + "\n")
 sys.stdout.flush()
 sys.stdin.read()
 """
-)
+
+
+def _probe() -> str:
+    from .opcodes import OPS_SCRIPT  # here: a check kept from an earlier run needs none
+
+    body = "\n".join("    " + line for line in OPS_SCRIPT.strip().splitlines())
+    return PROBE_HEAD + body + PROBE_TAIL
 
 
 class Verified(NamedTuple):
@@ -75,6 +89,8 @@ class Verified(NamedTuple):
     :param pthread_tid: 3.10: the offset of the kernel id in glibc's thread descriptor
     :param seconds: what the check took
     :param names: threads' names are read right (the known thread's name was)
+    :param native: '' when the C walk passed the check too, else why it is not used
+    :param kept: the check was read back from the cache of earlier runs
     """
 
     how: str
@@ -82,6 +98,8 @@ class Verified(NamedTuple):
     pthread_tid: int
     seconds: float
     names: bool = False
+    native: str = "not checked"
+    kept: bool = False
 
 
 _CACHE: dict[tuple[Any, ...], Verified] = {}
@@ -103,11 +121,11 @@ def _own_interpreter() -> Interpreter | None:
 
 
 def verify(interp: Interpreter, memory_factory: Callable[[int], Any] | None = None) -> Verified:
-    """Checks ``interp``'s layout against a live interpreter of the same file (cached per
-    file for this process).
+    """Checks ``interp``'s layout against a live interpreter of the same file (kept per
+    file for this process, and between runs in the user's cache, see :mod:`.checks`).
 
     :param interp: the program's interpreter, as :func:`.target.locate` found it
-    :param memory_factory: pid -> its memory (tests)
+    :param memory_factory: pid -> its memory (tests: nothing is kept between runs)
     :return: what the check found
     :raises ObserveError: the check failed (reason ``unverified``), with why
     """
@@ -115,22 +133,63 @@ def verify(interp: Interpreter, memory_factory: Callable[[int], Any] | None = No
     found = _CACHE.get(key)
     if found is not None:
         return found
-    start = time.perf_counter()
-    own = _own_interpreter()
-    if own is not None and _identity(own.path) == key[0] and own.version == interp.version:
-        how, flags = "self", kinds(table_here())
-        tid, names = _check_self(own, memory_factory)
-    else:
-        how = "probe"
-        flags, tid, names = _check_probe(interp, memory_factory)
-    found = _CACHE[key] = Verified(how, flags, tid, time.perf_counter() - start, names)
+    disk = "" if memory_factory is not None else checks.key_of(interp.path, _parts(interp))
+    found = _kept(checks.load("check", disk)) if disk else None
+    if found is None:
+        found = _check(interp, memory_factory)
+        if disk:
+            checks.store("check", disk, [found.how, found.native_flags.hex(),
+                                         str(found.pthread_tid), "1" if found.names else "0",
+                                         found.native])  # fmt: skip
+    _CACHE[key] = found
     return found
 
 
-def _reader(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> StackReader:
-    from .memory import ProcessMemory
+def _kept(fields: list[str] | None) -> Verified | None:
+    """A check kept from an earlier run, its fields checked (types, bounds)."""
+    if fields is None or len(fields) != 5:
+        return None
+    how, flags, tid, names, native = fields
+    if how not in ("self", "probe") or len(flags) != 512 or names not in ("0", "1"):
+        return None
+    try:
+        raw, offset = bytes.fromhex(flags), int(tid)
+    except ValueError:
+        return None
+    if any(b > 1 for b in raw) or not -1 <= offset < 1 << 16:
+        return None
+    return Verified(how, raw, offset, 0.0, names == "1", native[:300], kept=True)
 
-    memory = memory_factory(interp.pid) if memory_factory else ProcessMemory(interp.pid)
+
+def _parts(interp: Interpreter) -> tuple[Any, ...]:
+    """What a check depends on besides the interpreter's file: the layout, the check's
+    own version and the C walk's."""
+    offsets = tuple(sorted(interp.layout.offsets.items()))
+    return (interp.layout.source, interp.version, offsets, CHECK_VERSION, walk.build_tag())
+
+
+def _check(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> Verified:
+    start = time.perf_counter()
+    own = _own_interpreter()
+    if (
+        own is not None
+        and _identity(own.path) == _identity(interp.path)
+        and (own.version == interp.version)
+    ):
+        from .opcodes import kinds, table_here
+
+        how, flags = "self", kinds(table_here())
+        tid, names, native = _check_self(own, memory_factory)
+    else:
+        how = "probe"
+        flags, tid, names, native = _check_probe(interp, memory_factory)
+    return Verified(how, flags, tid, time.perf_counter() - start, names, native)
+
+
+def _reader(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> StackReader:
+    from .memory import open_memory
+
+    memory = memory_factory(interp.pid) if memory_factory else open_memory(interp.pid)
     return StackReader(memory, interp.layout, interp.runtime, interp.types)
 
 
@@ -140,7 +199,7 @@ def _decoded(reader: StackReader, sample: ThreadSample) -> list[tuple[str, int]]
     frames = sample.frames
     for i in range(len(frames) - 2, -1, -2):
         info = reader.infos[frames[i]]
-        out.append((info.name.rsplit(".", 1)[-1], info.table.line(frames[i + 1])))
+        out.append((info.name.rsplit(".", 1)[-1], info.line(frames[i + 1])))
     return out
 
 
@@ -182,9 +241,38 @@ def _observer_check_outer(ev: threading.Event) -> None:
     _observer_check_inner(ev)
 
 
-def _check_self(own: Interpreter, memory_factory: Callable[[int], Any] | None) -> tuple[int, bool]:
+def _check_native(
+    interp: Interpreter,
+    memory_factory: Callable[[int], Any] | None,
+    ident: int,
+    expected: list[tuple[str, int]],
+    where: str,
+) -> str:
+    """The C walk read on the same known thread: '' when it finds the same stack, else
+    why it is not used."""
+    reason = walk.why_not()
+    if reason:
+        return reason
+    reader = _reader(interp, memory_factory)
+    reason = walk.attach_native(reader, reader.memory if memory_factory else interp.pid)
+    if reason:
+        return f"the C walker cannot read this interpreter: {reason}"
+    try:
+        _compare(reader, ident, expected, where)
+    except (ObserveError, walk.Fault) as e:
+        return f"the C walker failed the check: {e}"
+    except ReadError as e:
+        return f"the C walker failed the check: {e}"
+    finally:
+        walk.drop_native(reader)
+    return ""
+
+
+def _check_self(
+    own: Interpreter, memory_factory: Callable[[int], Any] | None
+) -> tuple[int, bool, str]:
     """Reads a thread of this process waiting in known functions; returns the 3.10
-    thread id offset and whether its name was read right."""
+    thread id offset, whether its name was read right, and the C walk's check."""
     ev = threading.Event()
     thread = threading.Thread(target=_observer_check_outer, args=(ev,), daemon=True,
                               name="onnxrt-layout-check")  # fmt: skip
@@ -194,7 +282,9 @@ def _check_self(own: Interpreter, memory_factory: Callable[[int], Any] | None) -
         reader = _reader(own, memory_factory)
         sample = _compare(reader, thread.ident or 0, expected, "this interpreter")
         tid = _pthread_tid(reader, sample, thread.native_id or 0)
-        return tid, _name_read(reader, sample, thread.name)
+        native = _check_native(own, memory_factory, thread.ident or 0, expected,
+                               "this interpreter")  # fmt: skip
+        return tid, _name_read(reader, sample, thread.name), native
     finally:
         ev.set()
         thread.join(5)
@@ -225,8 +315,6 @@ def _pthread_tid(reader: StackReader, sample: ThreadSample, native: int) -> int:
     is its address): the first 4-byte slot equal to the known thread's id."""
     if reader.layout.version >= (3, 11) or not native or not sample.ident:
         return -1
-    from .memory import ReadError
-
     try:
         data = reader.memory.read(sample.ident, 2048)
     except ReadError:
@@ -240,13 +328,16 @@ def _pthread_tid(reader: StackReader, sample: ThreadSample, native: int) -> int:
 
 def _check_probe(
     interp: Interpreter, memory_factory: Callable[[int], Any] | None
-) -> tuple[bytes, int, bool]:
-    """Starts the program's executable on :data:`PROBE`, reads it, compares."""
+) -> tuple[bytes, int, bool, str]:
+    """Starts the program's executable on :func:`_probe`'s program, reads it, compares."""
+    import json  # here: a check kept from an earlier run needs neither
+    import subprocess
+
     if not interp.executable:
         raise ObserveError("layout check: the program's executable is unknown", "unverified")
     try:
         proc = subprocess.Popen(
-            [interp.executable, "-I", "-S", "-c", PROBE],
+            [interp.executable, "-I", "-S", "-c", _probe()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -270,8 +361,12 @@ def _check_probe(
             raise ObserveError("layout check: the probe's layout differs", "unverified")
         reader = _reader(probe, memory_factory)
         sample = _compare(reader, ident, expected, interp.executable)
+        from .opcodes import kinds, parse_table
+
         flags = kinds(parse_table(str(info.get("ops", ""))))
-        return flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name)
+        checked = _check_native(probe, memory_factory, ident, expected, interp.executable)
+        return (flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name),
+                checked)  # fmt: skip
     finally:
         proc.kill()
         proc.wait()

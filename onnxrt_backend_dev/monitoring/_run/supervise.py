@@ -27,13 +27,11 @@ import contextlib
 import functools
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -97,6 +95,8 @@ def check_command(name: str) -> str:
     :raises CommandNotFound: one line naming the command, its exit code 127 or 126
     """
     if "/" not in name:
+        import shutil  # here: its import costs every command's start
+
         found = shutil.which(name) if name else None
         if found is None:
             raise CommandNotFound(f"command not found: {name}", 127)
@@ -109,9 +109,15 @@ def check_command(name: str) -> str:
 
 
 def _prctl() -> Callable[..., int] | None:
-    """libc's ``prctl``, looked up in this process (never in a forked child)."""
+    """libc's ``prctl``, looked up in this process (never in a forked child): the C
+    walk's module's where built, else through ctypes."""
     if not sys.platform.startswith("linux"):
         return None
+    from .._observe.walk import prctl
+
+    found = prctl()
+    if found is not None:
+        return found
     try:
         import ctypes
 
@@ -600,6 +606,8 @@ class Supervisor:
         try:
             yield path
         finally:
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
             self.janitor.drop_folder(path)
 
@@ -678,6 +686,8 @@ def _forked_child(
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
         with contextlib.suppress(Exception):
+            import traceback
+
             traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):

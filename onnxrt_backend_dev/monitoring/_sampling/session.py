@@ -11,9 +11,10 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from .._errors import StateError
-from .._validate import check_callable, check_choice, check_int, check_number, check_str
+from .._validate import check_callable, check_choice, check_int, check_str
 from .frames import SampledFrame, depth
 from .model import SampledProfile, ThreadProfile
+from .rates import DEFAULT_INTERVAL, check_interval
 from .recorder import MAX_POINTS, Recorder
 from .result import SamplingResult
 from .timer import TIMERS, Ticker
@@ -24,18 +25,6 @@ _OWN_FILES = frozenset(
     m.__file__ for m in (sys.modules[__name__], sys.modules[Recorder.__module__],
                          sys.modules[Ticker.__module__]) if m.__file__
 )  # fmt: skip
-DEFAULT_INTERVAL = 0.002  # seconds: 25 samples in a 50 ms program, ~1.0x (RESULTS.md)
-MIN_INTERVAL = 0.0001  # below, the handler alone would take most of the time
-
-
-def check_interval(interval: Any, name: str = "interval") -> float:
-    """The sampling interval, in seconds, checked.
-
-    :param interval: what the caller gave
-    :param name: the parameter's name, for the message
-    :return: the interval
-    """
-    return check_number(name, interval, minimum=MIN_INTERVAL, maximum=60.0)
 
 
 def _is_own(stack: tuple[SampledFrame, ...]) -> bool:

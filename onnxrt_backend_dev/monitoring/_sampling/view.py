@@ -16,7 +16,6 @@ No recursion: trees are built and walked with explicit stacks.
 
 from __future__ import annotations
 
-import linecache
 import os
 import sysconfig
 from collections.abc import Callable, Iterator, Sequence
@@ -546,6 +545,8 @@ def source_line(file: str, line: int, width: int = 200) -> str:
     :param width: characters at most
     :return: the text, '' when unreadable
     """
+    import linecache  # here: a JSON or HTML output reads no source line
+
     return cut_source(linecache.getline(file, line), width)  # the one cut, at a token's end
 
 
