@@ -8,8 +8,9 @@ average at its start and end. Every counted run is one valgrind run a side.
 * ``statement``: ``time --counter instructions --save`` of ``f(1000)`` (a loop of 1,000
   additions) and of ``f(1020)`` (2 % more), then ``compare --fail-above 1%``: exit 1
   (floor 20/20); and of ``f(1000)`` twice: exit 0 (floor 20/20). Beside it, in the same
-  trials: pyperf (``pyperf timeit`` both into files, ``compare_to``: "Significant" or
-  not) and pytest-benchmark (``--benchmark-compare-fail=min:1%``: its exit code).
+  trials: pyperf (``pyperf timeit --fast`` both into files, ``compare_to``: slower and
+  not "Not significant!", and its estimate within 1.00x-1.05x) and pytest-benchmark
+  (``--benchmark-compare-fail=min:1%``: its exit code).
 * ``program``: six functions in a loop (about 0.3 s), ``c`` passing 2 % more work in B,
   ``compare --a/--b --counter instructions --fail-above 1%`` on Python >= 3.12: ``c``
   listed as worse and no other function (floor 20/20); identical programs: exit 0 and
@@ -122,7 +123,9 @@ def case_statement(folder: str, trials: int) -> None:
             for stmt, out in (("f(1000)", pa), ("f(1020)", pb)):
                 _run([pyperf, "timeit", "-q", "--fast", "-s", SETUP, stmt, "-o", out])
             said = _run([pyperf, "compare_to", pa, pb]).stdout
-            found["pyperf: significant slower"] = "slower" in said and "Significant" in said
+            # compare_to says "Not significant!" or "1.02x slower" (its estimate kept)
+            found["pyperf: significant slower"] = "slower" in said and "Not significant" not in said
+            found["pyperf: within 1.00x-1.05x"] = any(f"1.0{d}x slower" in said for d in range(6))
             for p in (pa, pb):
                 os.remove(p)
         found.update(_pytest_benchmark(folder))
