@@ -123,6 +123,7 @@ class ProcessRecord:
         self.collector = ""  # how its stacks are read, for the notes
         # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
         self.alloc: Any = None
+        self.reaped = False  # it waited for a child of its own (see TaskStat.reaped)
         self.comm = ""  # its kernel name (its threads started from C inherit it)
         self.last_credited = -1  # the stack credited with the memory at the last sample
         # What the process runs (its first mapping, its command line): changes with an
@@ -197,8 +198,12 @@ class Observer:
                 sample_process(record, t)
         if self.devices is not None:
             self.devices.sample(t, force=self.samples == 0)
-        if self.follow is not None and self.samples % CHILDREN_EVERY == 0:
-            self._look_for_children(t)
+        if self.samples % CHILDREN_EVERY == 0:
+            for record in self.processes:
+                stat = None if record.gone else record.files.process_stat()
+                record.reaped = record.reaped or bool(stat and stat.reaped)
+            if self.follow is not None:
+                self._look_for_children(t)
         self.samples += 1
 
     def _look_for_children(self, t: float) -> None:

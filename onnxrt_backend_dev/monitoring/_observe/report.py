@@ -148,7 +148,9 @@ def observed_report(
     if usage is not None:
         facts["cpu"] = usage.ru_utime + usage.ru_stime
         maxrss = float(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
-        if maxrss > floor:  # the program's own mark (else the command's, before exec)
+        # The program's own mark (else the command's, before exec), unless it waited for
+        # a child: wait4 then gives the highest of the family, a child's peak is not its.
+        if maxrss > floor and not _had_children(run):
             peak = max(peak, maxrss)
     facts["exact_peak"] = peak
     if devices is not None:
@@ -163,6 +165,10 @@ def observed_report(
                 children.append((child.label, child.sink))
     report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
     return report, ending.code
+
+
+def _had_children(run: ObservedRun) -> bool:
+    return len(run.observer.processes) > 1 or run.record.reaped
 
 
 def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, list[str]]:

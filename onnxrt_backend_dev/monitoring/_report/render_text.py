@@ -14,6 +14,7 @@ _TOP_LINES = 5
 _TOP_PARTS = 4
 _TOP_ALLOC = 4
 _TOP_LEAKS = 3
+_TOP_CHILDREN = 3
 # Characters of a hot line's source shown (cut at a token's end).
 _SOURCE_WIDTH = 60
 
@@ -60,8 +61,25 @@ def _header(report: Report) -> list[str]:
     if peak.reached is not None and peak.reached != peak.site:
         lines.append(f"  reached in {_where(peak.reached)}")
     lines.extend(device_line(d) for d in report.devices)  # every one: never cut
+    lines.extend(_children(report))
     if report.ending.kind in ("signal", "lost", "os_exit") and report.ending.last_site:
         lines.append(f"  allocating at the end: {_where(report.ending.last_site)}")
+    return lines
+
+
+def _children(report: Report) -> list[str]:
+    """The child processes' own peaks (never in the program's: ``wait4`` would merge
+    them), the highest three."""
+    curves = sorted((c for c in report.curves[1:] if c.name.startswith("rss ")),
+                    key=lambda c: -c.peak)  # fmt: skip
+    lines = []
+    for c in curves[:_TOP_CHILDREN]:
+        pid, _, command = c.name[4:].partition(": ")
+        named = f"{pid} ({cut_source(command, 50)})" if command else pid
+        lines.append(f"  child {named}: its own peak RSS {format_bytes(c.peak)} at "
+                     f"{format_duration(c.peak_time)}")  # fmt: skip
+    if len(curves) > _TOP_CHILDREN:
+        lines.append(f"  and {len(curves) - _TOP_CHILDREN} more child processes")
     return lines
 
 
