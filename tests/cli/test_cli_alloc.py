@@ -124,3 +124,20 @@ def test_spy_where_without_allocation_tracking(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "live at the peak" not in proc.stdout and "memory growth by function" in proc.stdout
+
+
+@pytest.mark.slow
+@tracked
+def test_the_peak_is_the_programs_own_without_the_shims_pages(tmp_path: Path) -> None:
+    # GIVEN the program's own peak, run plainly (wait4's ru_maxrss)
+    script = tmp_path / "prog.py"
+    script.write_text(SCRIPT)
+    plain = subprocess.Popen([sys.executable, str(script)])
+    _, status, usage = os.wait4(plain.pid, 0)
+    plain.returncode = os.waitstatus_to_exitcode(status)
+    own = usage.ru_maxrss * 1024
+    # WHEN run with the shim (its ring and tables: 3 MB resident in the program)
+    doc = _run(tmp_path)
+    # THEN those pages are taken off and said so: the figure is the program's own
+    assert doc["peak"]["tool"] > 2**20
+    assert abs(doc["peak"]["value"] - own) < 2**20, (doc["peak"], own)

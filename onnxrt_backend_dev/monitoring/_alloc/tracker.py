@@ -39,6 +39,7 @@ MAX_RESOLVED = 1 << 16  # raw stacks remembered with their stack id
 MAPS_EVERY = 400  # polls between two reads of the program's mappings (2 s at 5 ms)
 OPEN_TRIES = 200  # samples the shim may take to appear in the program's mappings
 NO_LIBRARY = -1
+MAX_OWN = 64 << 20  # the most the shim's own data can be (untrusted: read from the program)
 
 
 class AllocTracker:
@@ -142,6 +143,8 @@ class AllocTracker:
             return
         self.polls += 1
         self.header = self.reader.header
+        if self.header is not None and 0 <= self.header.own <= MAX_OWN:
+            record.tool_rss = float(self.header.own)
         if self.estimator is None and self.header is not None:
             self.estimator = Estimator(float(self.header.mean), self.threshold)
         if records:

@@ -123,6 +123,7 @@ class ProcessRecord:
         self.collector = ""  # how its stacks are read, for the notes
         # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
         self.alloc: Any = None
+        self.tool_rss = 0.0  # bytes of this tool's own in its RSS (the allocation shim's)
         self.reaped = False  # it waited for a child of its own (see TaskStat.reaped)
         self.comm = ""  # its kernel name (its threads started from C inherit it)
         self.last_credited = -1  # the stack credited with the memory at the last sample
@@ -313,9 +314,10 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     # The memory from the program's first line on (before, the interpreter's start: not
     # the program's, as a report made inside it would start); a process never read as
     # Python (a command) from its start.
-    if record.python_seen or (record.reader is None and record.opener is None):
-        record.sink.add_tick(t, rss, hwm or 0.0, credited)
     (record.alloc or _NO_ALLOC).sample(record, t)  # the allocation shim's records
+    if record.python_seen or (record.reader is None and record.opener is None):
+        tool = record.tool_rss  # the shim's own pages: not the program's
+        record.sink.add_tick(t, rss - tool, max((hwm or 0.0) - tool, 0.0), credited)
 
 
 class _NoAlloc:

@@ -139,7 +139,7 @@ def observed_report(
         "started": _iso(run.observer.t0),
         "notes": list(notes),
         "threads": sampled_threads(record, stacks),
-        "tool_rss": 0.0,
+        "tool_rss": record.tool_rss,
     }
     if record.alloc is not None:
         facts["allocations"], facts["held"], lost = _allocations(run, stacks)
@@ -151,7 +151,7 @@ def observed_report(
         # The program's own mark (else the command's, before exec), unless it waited for
         # a child: wait4 then gives the highest of the family, a child's peak is not its.
         if maxrss > floor and not _had_children(run):
-            peak = max(peak, maxrss)
+            peak = max(peak, maxrss - record.tool_rss)
     facts["exact_peak"] = peak
     if devices is not None:
         facts["curves"] = devices.curves()

@@ -31,7 +31,7 @@ def _where(site: Site | None, called: str = "") -> str:
 
 
 def tool_note(value: float, tool: float) -> str:
-    """The sentence explaining a peak taken off the tool's own start-up memory.
+    """The sentence explaining a peak taken off the tool's own memory in the program.
 
     :param value: the peak, bytes
     :param tool: what was taken off, bytes
@@ -39,7 +39,7 @@ def tool_note(value: float, tool: float) -> str:
     """
     return (
         f"(the process's high-water mark {format_bytes(value + tool)} less "
-        f"{format_bytes(tool)} of this tool's own start-up memory)"
+        f"{format_bytes(tool)} of this tool's own memory in it)"
     )
 
 
