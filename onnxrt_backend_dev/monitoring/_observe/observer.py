@@ -518,7 +518,14 @@ def _cpu(th: ThreadRecord, pid: int) -> tuple[float, float, float, float]:
 def _other_threads(record: ProcessRecord, samples: list[ThreadSample]) -> None:
     """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
     kernel name, read every few samples."""
-    known = {s.native_id for s in samples if s.native_id}
+    if record.reader is None:
+        return  # no Python thread read yet: every thread would look unknown
+    # Python's threads, whenever seen (a read that failed, or a thread starting without
+    # its id yet, lists none of them now): their CPU is theirs, never counted twice.
+    known = {th.native_id for th in record.threads.values() if th.native_id}
+    known.update(s.native_id for s in samples if s.native_id)
+    for tid in [tid for tid in record.others if tid in known]:
+        del record.others[tid]
     if not record.comm:
         record.comm = thread_name(record.pid, record.pid)
     for tid in thread_ids(record.pid):
