@@ -6,14 +6,21 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
+from onnxrt_backend_dev.monitoring._observe import opcodes
 from onnxrt_backend_dev.monitoring._observe.observer import (
+    NATIVE,
+    PYTHON,
     ProcessRecord,
     ThreadRecord,
     _other_threads,
+    sample_threads,
 )
+from onnxrt_backend_dev.monitoring._observe.reader import ThreadSample
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 
@@ -56,3 +63,67 @@ def test_nothing_is_listed_before_the_program_is_read_as_python() -> None:
     _other_threads(record, [])
     assert not record.others
     record.close()
+
+
+OP_OPERATOR, OP_CALL, OP_BYTECODE = 10, 20, 30
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def _split_of(record: ProcessRecord, offsets: list[int]) -> list[tuple[float, float]]:
+    """The Python and native CPU credited at each sample of this thread on an
+    instruction (the CPU since the previous sample is credited to what it runs now)."""
+    flags = bytearray(256)
+    flags[OP_OPERATOR], flags[OP_CALL] = opcodes.OPERATOR, opcodes.NATIVE_CALL
+    record.flags = bytes(flags)
+    record.infos.append(SimpleNamespace(ops=bytes([OP_OPERATOR, OP_CALL, OP_BYTECODE])))
+    out = []
+    for i, offset in enumerate([2, *offsets]):  # the first reading of its CPU: none yet
+        _spin(0.002)
+        sample = ThreadSample(1, 2, threading.get_native_id(), (0, offset), True, 0, True)
+        sample_threads(record, [sample], float(i), 0.01)
+        row = next(iter(record.threads.values())).rows[record.intern((0, offset))]
+        out.append((row[PYTHON], row[NATIVE]))
+    return out[1:]
+
+
+def test_a_call_into_c_is_native_and_an_operator_only_while_it_lasts() -> None:
+    record = _record()
+    record.threads.clear()
+    # a call into C (a numpy method, sorted): native at its first sample
+    (python, native), *_ = _split_of(record, [1])
+    assert native > 0 and python == 0
+    # an operator seen once (an int's % in a loop): the interpreter's work, Python
+    record = _record()
+    record.threads.clear()
+    first, second = _split_of(record, [0, 0])
+    assert first[0] > 0 and first[1] == 0
+    # the same operator at the next sample too (a numpy a @ b): native from then on
+    assert second[1] > 0 and second[0] == first[0]
+    record.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "kind"),
+    [
+        ("CALL_ADAPTIVE", "CALL", opcodes.NATIVE_CALL),  # 3.11 warming up: the generic call
+        ("PRECALL_ADAPTIVE", "PRECALL", opcodes.NATIVE_CALL),
+        ("PRECALL_BUILTIN_CLASS", "PRECALL", opcodes.NATIVE_CALL),  # np.float32(x)
+        ("PRECALL_BUILTIN_FAST_WITH_KEYWORDS", "PRECALL", opcodes.NATIVE_CALL),
+        ("CALL_BUILTIN_CLASS", "CALL", opcodes.NATIVE_CALL),
+        ("CALL_PY_EXACT_ARGS", "CALL", opcodes.PYTHON),
+        ("PRECALL_NO_KW_LIST_APPEND", "PRECALL", opcodes.PYTHON),
+        ("BINARY_OP", "BINARY_OP", opcodes.OPERATOR),
+        ("BINARY_OP_ADAPTIVE", "BINARY_OP", opcodes.OPERATOR),
+        ("BINARY_OP_ADD_INT", "BINARY_OP", opcodes.PYTHON),
+        ("BINARY_MULTIPLY", "BINARY_MULTIPLY", opcodes.OPERATOR),  # 3.10
+        ("CALL_FUNCTION", "CALL_FUNCTION", opcodes.NATIVE_CALL),
+        ("LOAD_FAST", "LOAD_FAST", opcodes.PYTHON),
+    ],
+)
+def test_each_instruction_has_its_kind(name: str, family: str, kind: int) -> None:
+    assert opcodes.kind_of(name, family) == kind

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._sampling.recorder import ThreadLine
+from . import opcodes
 from .memory import ReadError
 from .process import ProcessFiles, ProcFile, children_of, parse_stat, thread_ids, thread_name
 from .reader import StackReader, ThreadSample
@@ -421,8 +422,15 @@ def sample_threads(
         if not frames and not s.complete and th.last_sid >= 0:
             frames = record.key_list[th.last_sid]  # unreadable now: still where it was
         sid = record.intern(frames) if frames else record.intern(EMPTY)
-        in_call = _in_call(record, frames)
-        native = in_call or not s.gil
+        kind = _kind(record, frames)
+        in_call = kind != opcodes.PYTHON
+        # An operator is native while it lasts (a numpy ``a @ b``), not for one sample
+        # of an int's ``%`` in a loop: the same instruction at the previous sample too.
+        native = (
+            kind == opcodes.NATIVE_CALL
+            or (kind == opcodes.OPERATOR and sid == th.last_sid)
+            or not s.gil
+        )
         weight = dt if th.first_seen < t else 0.0
         python_cpu = 0.0 if native else cpu
         th.add(sid, [1.0, weight, cpu, python_cpu, cpu - python_cpu, uticks, sticks, queued])
@@ -447,13 +455,14 @@ def _name_of(record: ProcessRecord, sample: ThreadSample) -> str:
         return ""
 
 
-def _in_call(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
-    """Whether the innermost frame is inside a call into C or an operator."""
+def _kind(record: ProcessRecord, frames: tuple[int, ...]) -> int:
+    """What the innermost frame runs: Python, a call into C or an operator (see
+    :func:`.opcodes.kind_of`)."""
     if not frames or record.reader is None:
-        return False
+        return opcodes.PYTHON
     info = record.infos[frames[0]]
     offset = frames[1]
-    return bool(record.flags[info.ops[offset]]) if 0 <= offset < len(info.ops) else False
+    return record.flags[info.ops[offset]] if 0 <= offset < len(info.ops) else opcodes.PYTHON
 
 
 def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> int:
