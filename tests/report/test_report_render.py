@@ -221,7 +221,7 @@ def test_a_peak_less_the_tool_says_the_raw_mark_beside(tmp_path: Path) -> None:
     # GIVEN a report whose figures had 2 MiB of the tool's start-up memory taken off
     report = _report(tmp_path, tool_rss=2.0 * MIB)
     # THEN text, page and JSON say it beside the peak, and the JSON round-trips it
-    raw = "high-water mark 682 MiB less 2.00 MiB of this tool's own start-up memory"
+    raw = "high-water mark 682 MiB less 2.00 MiB of this tool's own memory in it"
     assert raw in to_text(report) and html.escape(raw) in to_html(report)
     assert from_json(to_json(report)).peak.tool == 2.0 * MIB
     assert "less" not in to_text(_report(tmp_path)).split("built by")[0]
