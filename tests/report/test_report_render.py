@@ -255,3 +255,17 @@ def test_a_thread_that_only_waits_is_not_the_program_s_time(tmp_path: Path) -> N
     # THEN it is neither a root of the tree nor a function of the summary
     assert "thread waiter" not in [r.site.function for r in report.tree if r.parent < 0]
     assert "_bootstrap" not in to_text(report) and "Thread" not in to_text(report)
+
+
+def test_a_peak_that_never_rose_over_its_start_names_no_builder() -> None:
+    # GIVEN flat memory (a process attached to, idle)
+    agg = Aggregator(attached=True)
+    agg.add_stack(1, (("wait_for_next", "/app/serve.py", 8, 7),))
+    for i in range(5):
+        agg.add_tick(i * 0.1, 10 * 2**20, 200 * 2**20, 1)
+    report = build_report(agg, RunFacts("serve.py", Ending("exit", 0, "observed"), 0.1))
+    # THEN no line built it, in the text and on the page, one word for both
+    text = to_text(report)
+    assert "nothing grew while observed" in text and "built by" not in text
+    assert "reached in" not in text
+    assert "nothing grew while observed" in to_html(report)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._format import format_bytes
 from .._report.aggregate import Aggregator
 from .._report.build import build_report
 from .._report.model import Ending, Report
@@ -215,8 +216,13 @@ def attached_report(attached: Any, notes: list[str], interval: float) -> Report:
         "threads": sampled_threads(record, stacks),
         "tool_rss": 0.0,
         "cpu": cpu,
-        "exact_peak": agg.last_hwm,
     }
+    if agg.before > agg.peak:  # the high-water mark says more: a past no line is credited
+        facts["notes"].append(
+            f"the process's high-water mark was {format_bytes(agg.before)} at the attach: a "
+            "peak reached before it was observed, credited to no line; the peak here is "
+            "the observation's"
+        )
     name = command_line_of(record.pid) or f"process {record.pid}"
     name = " ".join(name.split())[:120]
     return build_report(agg, facts_of(name, interval, ending, facts))

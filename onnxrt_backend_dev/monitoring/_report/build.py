@@ -33,7 +33,7 @@ from .._sampling.view import (
     source_line,
 )
 from .._stacks.frames import is_library_path
-from .aggregate import Aggregator, RawFrame
+from .aggregate import RISE_NOISE, Aggregator, RawFrame
 from .model import (
     Allocations,
     Curve,
@@ -480,6 +480,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     parts = agg.composition()
     site, called, stack = _place(agg, _builder(agg, parts))
     reached = _place(agg, agg.peak_sid)[0]
+    if agg.peak - agg.first_rss <= RISE_NOISE:  # nothing grew: no line built the peak
+        site, called, stack, reached = None, "", (), None
     peak = Peak(
         agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached,
         facts.tool_rss,

@@ -14,7 +14,7 @@ from .._memory.series import CONTEXT_WORDS
 from .._sampling.view import short_file
 from .axis import byte_ticks, time_ticks
 from .model import Allocations, AllocLine, AllocNode, Curve, LineRow, Part, Report, Site, Span
-from .render_text import tool_note
+from .render_text import built_by, tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
 LEFT = 70
@@ -62,7 +62,6 @@ def _header(report: Report) -> str:
     cpu = "unknown"
     if report.cpu is not None:
         cpu = f"{format_duration(report.cpu)} ({report.utilisation or 0.0:.0%})"
-    built = _where(peak.site) + (f" calling {peak.called}" if peak.called else "")
     facts = [
         ("wall", format_duration(report.wall)),
         ("CPU (utilisation)", cpu),
@@ -89,7 +88,7 @@ def _header(report: Report) -> str:
         f"<h1>{_e(report.program)}</h1>",
         f"<div{cls}>{_e(report.ending.detail)}</div>",
         f'<div class="facts">{cells}</div>',
-        f"<div>peak built by <b>{_e(built)}</b></div>",
+        f"<div>peak {_e(built_by(report))}</div>",
     ]
     if peak.tool:
         note = f"RSS figures {tool_note(peak.value, peak.tool)}"

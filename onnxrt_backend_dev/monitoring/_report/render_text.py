@@ -43,6 +43,17 @@ def tool_note(value: float, tool: float) -> str:
     )
 
 
+def built_by(report: Report) -> str:
+    """What built the peak, in words (nothing, when the memory never rose over its start).
+
+    :param report: the report
+    """
+    peak = report.peak
+    if peak.site is None and not report.composition:
+        return "nothing grew while observed: the peak is the memory at the start"
+    return f"built by {_where(peak.site, peak.called)}"
+
+
 def _header(report: Report) -> list[str]:
     cpu = "CPU unknown"
     if report.cpu is not None:
@@ -54,7 +65,7 @@ def _header(report: Report) -> list[str]:
         f"{format_duration(report.interval)}",
         f"peak RSS {format_bytes(peak.value)} ({peak.source}) at {format_duration(peak.time)}, "
         f"start {format_bytes(peak.start)}, end {format_bytes(report.end_rss)}",
-        f"  built by {_where(peak.site, peak.called)}",
+        f"  {built_by(report)}",
     ]
     if peak.tool:
         lines.insert(3, f"  {tool_note(peak.value, peak.tool)}")
