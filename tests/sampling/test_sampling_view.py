@@ -158,6 +158,22 @@ def test_hot_lines_name_the_user_lines_that_take_the_time() -> None:
     assert [(h.line, round(h.share, 2)) for h in found[0].lines] == [(12, 0.8), (13, 0.2)]
 
 
+def test_an_idle_thread_running_library_code_only_dilutes_no_line() -> None:
+    # GIVEN a cell's lines (0.4 s and 0.3 s) and a notebook's history thread, idle 0.7 s
+    stacks = [
+        ((user("cell", 2), user("busy", 4)), 0.4),
+        ((user("cell", 3),), 0.3),
+        ((std("_bootstrap", "threading.py"), std("wait", "threading.py")), 0.7),
+    ]
+    profile = _profile(stacks[:2])
+    idle = ThreadProfile(2, "IPythonHistorySavingThread", False, {2: [0.7, 0.0, 1.0]})
+    profile = SampledProfile([s for s, _ in stacks], [profile.threads[0], idle], 0.002, "prof",
+                             1.0, 1.0, 3)  # fmt: skip
+    # THEN the lines' shares are those of the tree (of the user's code), not halved
+    found = hot_lines(profile)
+    assert [round(f.share, 2) for f in found] == [0.57, 0.43]
+
+
 def test_text_shows_the_folded_row_and_what_it_hides() -> None:
     stacks = [
         (

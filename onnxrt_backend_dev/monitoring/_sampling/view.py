@@ -504,7 +504,7 @@ def hot_lines(
     profile: SampledProfile, functions: int = 5, lines: int = 8, min_share: float = 0.01
 ) -> list[HotFunction]:
     """For each of the user's hottest functions (all threads), the lines taking the
-    time (see :func:`line_figures`).
+    time (see :func:`line_figures`), as shares of the time the user's lines ran.
 
     :param profile: the profile
     :param functions: functions kept at most
@@ -515,9 +515,12 @@ def hot_lines(
     if not profile.lines_known:  # frames at their function's first line: no line to name
         return []
     per: dict[tuple[str, str, int], dict[int, list[float]]] = {}
-    for (name, file, first, line), cols in line_figures(profile).items():
+    figures = line_figures(profile)
+    for (name, file, first, line), cols in figures.items():
         per.setdefault((name, file, first), {})[line] = cols
-    total = sum(t[WALL] for th in profile.threads for _, t in profile.thread_stacks(th))
+    # Shares of the time the user's code ran: a thread running library code only (a
+    # notebook's history thread, idle all along) is no line's and dilutes none.
+    total = sum(cols[WALL] for cols in figures.values())
     if total <= 0:
         return []
     out = []
