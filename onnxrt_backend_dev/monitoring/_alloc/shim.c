@@ -1176,6 +1176,9 @@ HIDDEN const struct hook HOOKS[] = {
 #define NHOOKS (sizeof(HOOKS) / sizeof(HOOKS[0]))
 HIDDEN int patched_objects;
 HIDDEN uint64_t patched_slots;
+/* One slot of malloc pointed at the hook: another tool patching the GOT after this one
+ * (pytest-memray starts a tracker per test) takes the calls; a block then says so. */
+HIDDEN void **witness;
 
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -1199,6 +1202,7 @@ HIDDEN void patch_relocations(ElfW(Addr) base, const ElfW(Rela) * rel, size_t co
         for (size_t h = 0; h < NHOOKS; h++) {
             if (strcmp(name, HOOKS[h].name) != 0) continue;
             void **slot = (void **)(base + rel[i].r_offset);
+            if (h == 0 && !witness) witness = slot;
             if (*slot == HOOKS[h].fn) break;
             uintptr_t at = (uintptr_t)slot;
             int relro = at >= relro_start && at < relro_end;
@@ -1333,7 +1337,8 @@ HIDDEN void *hook_dlsym(void *handle, const char *name) {
     return p;
 }
 
-/* Starts a block: returns its depth (1 the outermost), -1 when the shim cannot. */
+/* Starts a block: returns its depth (1 the outermost), -1 when the shim cannot, -2 when
+ * another tool took the allocator's calls from the hooks. */
 EXPORT int onnxrt_alloc_block_begin(void) {
     resolve();
     if (!resolved) return -1;
@@ -1342,6 +1347,7 @@ EXPORT int onnxrt_alloc_block_begin(void) {
         patch_all();
         T.in_hook--;
     }
+    if (witness && *(void *volatile *)witness != (void *)hook_malloc) return -2;
     T.in_hook++;
     pthread_mutex_lock(&block_lock);
     int d = depth;
