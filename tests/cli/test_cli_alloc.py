@@ -105,6 +105,8 @@ def test_spy_where_says_what_is_live_at_the_peak_of_the_program(tmp_path: Path) 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "live at the peak, by line:" in proc.stdout
+    # AND why its heap peak can be below run's (a library's constructor is not seen)
+    assert "note: allocations are followed once the program's libraries are loaded" in proc.stdout
     assert re.search(r"48\.0 MiB +\S*prog\.py:4 load", proc.stdout), proc.stdout
     alloc = json.loads(out.read_text())["allocations"]
     assert alloc["lines"][0]["site"]["line"] == 4

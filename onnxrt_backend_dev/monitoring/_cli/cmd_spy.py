@@ -190,7 +190,9 @@ class SpyCommand:
         if args.where and "allocations" in result:
             from .._report.render_text import allocation_lines
 
-            out.write("\n".join(allocation_lines(result["allocations"])) + "\n")
+            alloc = result["allocations"]
+            out.write("\n".join(allocation_lines(alloc)) + "\n")
+            out.write("".join(f"note: {n}\n" for n in alloc.notes))
         if args.where and result.get("allocations_note"):
             out.write(f"note: {result['allocations_note']}\n")
         out.write(f"{what}\n{result}\n")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .._format import format_bytes, format_duration
 from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     CPU,
@@ -466,6 +467,21 @@ def _span_key(span: Span) -> tuple[int, float]:
     return span.row, span.start
 
 
+def _two_peaks(peak: Peak, alloc: Any, wall: float) -> list[str]:
+    """Why the heap's peak and the RSS's differ, when they do (in size or in time)."""
+    if alloc is None or alloc.peak <= 0:
+        return []
+    apart = abs(alloc.peak_time - peak.time) > max(0.5, 0.1 * wall)
+    if not apart and abs(alloc.peak - peak.value) <= 0.1 * max(peak.value, 1.0):
+        return []
+    return [
+        f"the heap peak ({format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)}) "
+        f"is not the RSS peak ({format_bytes(peak.value)} at {format_duration(peak.time)}): "
+        "the heap counts the bytes asked for (a buffer mapped and never touched too), the "
+        "RSS the pages touched and not given back (memory freed but kept by the allocator)"
+    ]
+
+
 def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     """The report of one run.
 
@@ -508,6 +524,7 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
         notes.append(f"{agg.dropped} ticks were lost (a full buffer or too many stacks)")
     if facts.held is not None:  # what holds most at the peak: the line that built it
         peak = replace(peak, site=facts.held[0], called=facts.held[1], stack=facts.held[2])
+    notes.extend(_two_peaks(peak, facts.allocations, wall))
     return Report(
         program=facts.program,
         wall=wall,

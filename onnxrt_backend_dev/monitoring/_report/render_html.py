@@ -329,7 +329,7 @@ def _alloc_table(rows: tuple[AllocLine, ...], columns: tuple[str, ...]) -> str:
             for c in columns
         )
         where = f"{r.site.file}:{r.site.line}" if r.site.file else ""
-        native = r.native + (f" via {r.called}" if r.called else "")
+        native = (r.native or "the interpreter") + (f" via {r.called}" if r.called else "")
         cells.append(
             f'<tr>{figures}<td class="l">{_e(where)}</td>'
             f'<td class="l">{_e(r.site.function)}</td><td class="l"><code>{_e(r.source)}</code>'
