@@ -409,7 +409,7 @@ class MonitoringMagics(Magics):
         opts, _ = self._options(_MONITOR, line, list_all=True)
         if _wants_help(opts, _MONITOR):
             return None
-        interval = _number_option(opts, "interval", 0.005, float, 0.001)
+        interval = _interval(opts, 0.005, 0.001)
         probes = [str(p) for p in opts.get("probe", [])]
         outputs = {"--html": _option(opts, "html"), "--json": _option(opts, "json")}
         _check_outputs(outputs)  # before the cell runs, as the command line does
@@ -492,13 +492,16 @@ def _wants_cprofile(opts: dict[str, Any], tree: bool, sort: str | None) -> bool:
     )
 
 
-def _interval(opts: dict[str, Any]) -> float:
-    """``--interval``, checked as the sampler checks it."""
+def _interval(
+    opts: dict[str, Any], default: float | None = None, minimum: float | None = None
+) -> float:
+    """``--interval``, checked as the commands check it (the sampler's by default)."""
     from ._sampling.session import DEFAULT_INTERVAL, MIN_INTERVAL, check_interval
 
-    interval = _number_option(opts, "interval", DEFAULT_INTERVAL, float, MIN_INTERVAL)
+    least = MIN_INTERVAL if minimum is None else minimum
+    interval = _number_option(opts, "interval", default or DEFAULT_INTERVAL, float, least)
     try:
-        return check_interval(interval, "--interval")
+        return check_interval(interval, "--interval", minimum=least)
     except ValueError as e:
         raise UsageError(str(e)) from None
 

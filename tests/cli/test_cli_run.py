@@ -61,7 +61,7 @@ def _run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     ("argv", "words"),
     [
         (["--interval", "0", "x.py"], "--interval must be >= 0.001"),
-        (["--interval", "nan", "x.py"], "--interval must be >= 0.001"),
+        (["--interval", "nan", "x.py"], "--interval must be a finite number"),
         (["--interval", "abc", "x.py"], "invalid float value"),
         (["--probe", "nope", "x.py"], "--probe 'nope'"),
         (["-o", "out.pdf", "x.py"], "cannot tell the format of -o"),

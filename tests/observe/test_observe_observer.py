@@ -15,6 +15,7 @@ from onnxrt_backend_dev.monitoring._observe import opcodes
 from onnxrt_backend_dev.monitoring._observe.observer import (
     NATIVE,
     PYTHON,
+    Observer,
     ProcessRecord,
     ThreadRecord,
     _other_threads,
@@ -127,3 +128,22 @@ def test_a_call_into_c_is_native_and_an_operator_only_while_it_lasts() -> None:
 )
 def test_each_instruction_has_its_kind(name: str, family: str, kind: int) -> None:
     assert opcodes.kind_of(name, family) == kind
+
+
+def test_a_long_interval_does_not_keep_the_loop_waiting_once_it_is_done() -> None:
+    # GIVEN an observer sampling every 1000 s, whose program ends after the first sample
+    record = _record()
+    record.reader = None
+    record.sink = SimpleNamespace(add_tick=lambda *tick: None)
+    observer = Observer(record, 1000.0)
+    calls = []
+
+    def done() -> bool:
+        calls.append(1)
+        return len(calls) > 1
+
+    # WHEN it runs THEN it stops at its next look (50 ms), not after 1000 s
+    start = time.monotonic()
+    observer.run(done)
+    assert time.monotonic() - start < 30 and len(calls) == 2
+    observer.close()

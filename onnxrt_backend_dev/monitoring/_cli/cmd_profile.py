@@ -315,8 +315,11 @@ class ProfileCommand:
         ``show``."""
         import functools
 
-        from .profile_sampled import check_sampled, run_sampled, uses_cprofile
+        from .profile_sampled import check_combinations, check_sampled, run_sampled, uses_cprofile
 
+        helpers = self._helpers()
+        implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
+        check_combinations(args, implied)
         if getattr(args, "pid", None) is not None:
             from .profile_observed import run_attached
 
@@ -328,11 +331,9 @@ class ProfileCommand:
             check_save(args, program_inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
-        helpers = self._helpers()
         # --save and --repeat run child processes, sampled unless cProfile is asked for.
-        cprofile = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
-        if wants_repeat(args) or saves_sampled(args, cprofile):
-            return self._children(args, out, err, not cprofile)
+        if wants_repeat(args) or saves_sampled(args, implied):
+            return self._children(args, out, err, not implied)
         profile: Callable[..., int] = self._profile
         if not uses_cprofile(args, helpers):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs

@@ -11,7 +11,6 @@ report is written even when the program is killed (SIGKILL, a segfault, ``os._ex
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from typing import Any, TextIO
 
@@ -60,10 +59,22 @@ def _format(args: argparse.Namespace) -> str:
 
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
+    from .._sampling.session import check_interval
+    from .common import refuse_ignored
     from .program import program_inputs
 
-    if not (math.isfinite(args.interval) and args.interval >= 0.001):
-        raise CommandError(f"--interval must be >= 0.001 s and finite, got {args.interval!r}", 2)
+    try:
+        check_interval(args.interval, "--interval", minimum=0.001)
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from None
+    pid = args.pid is not None
+    refuse_ignored([
+        (args.duration is not None and not pid,
+         "--duration is for --pid PID (stop after that many seconds); a program started "
+         "here runs to its end"),
+        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
+        (pid and args.save is not None, "--save keeps the runs of a program started here, not --pid"),
+    ])  # fmt: skip
     if args.probe:  # the registry only when a probe is named
         _check_probes(args.probe)
     _format(args)

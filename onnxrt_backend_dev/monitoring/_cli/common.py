@@ -314,3 +314,15 @@ def alloc_size(text: str) -> int:
         return check_mean(parse_bytes(text.strip().replace(" ", "")))
     except (TypeError, ValueError) as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def refuse_ignored(rules: Sequence[tuple[bool, str]]) -> None:
+    """Refuses, before any work, the first option that would be silently ignored: one
+    line saying which and why, exit 2 (py-spy and memray refuse such pairs too).
+
+    :param rules: ``(it would be ignored, the sentence)`` pairs
+    :raises CommandError: the first rule that holds
+    """
+    for ignored, sentence in rules:
+        if ignored:
+            raise CommandError(sentence, EXIT_USAGE)

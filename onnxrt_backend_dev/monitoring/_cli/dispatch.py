@@ -275,7 +275,9 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     chosen = chosen_command(argv)
     parser, commands = build_parser(program_name(invoked), [] if chosen is None else [chosen])
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # told by the command's own parser, with the option meant
+            _unknown(parser, args.command, unknown)
     except SystemExit as e:  # --help, --version or a usage error, already written
         if sys.stdout is not None:  # argparse writes there and ignores errors
             GuardedOutput(sys.stdout).flush()
@@ -291,6 +293,26 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         # commands' modules and classes took tens of milliseconds after the report.
         gc.freeze()
     return code
+
+
+def _unknown(parser: argparse.ArgumentParser, command: str | None, unknown: list[str]) -> None:
+    """Refuses unknown arguments in the usage of the command given, suggesting the
+    option meant (``--intervl``: did you mean ``--interval``?)."""
+    import difflib
+
+    sub = parser
+    for action in parser._actions:  # the sub-parsers' action: argparse's one way to them
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and command in choices:
+            sub = choices[command]
+    known = [o for a in sub._actions for o in a.option_strings]
+    text = f"unrecognized arguments: {' '.join(unknown)}"
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.7)
+        if word.startswith("-") and close:
+            text += f" (did you mean {close[0]}?)"
+            break
+    sub.error(text)
 
 
 def _run_command(command: Command, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -106,7 +106,7 @@ def _program(args: argparse.Namespace, sampled: bool = False) -> Any:
 
     profiler = "sampled" if sampled else "cprofile"
     interval = args.interval if sampled and args.interval is not None else RUN_INTERVAL
-    sampler = str(getattr(args, "timer", "prof"))
+    sampler = str(getattr(args, "timer", None) or "prof")
     collector = str(getattr(args, "collector", "auto"))
     if args.module:
         module, rest = args.module[0], tuple(args.module[1:])

@@ -63,9 +63,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timer",
         choices=("prof", "real", "thread"),
-        default="prof",
-        help="sampling: what ticks, the CPU-time signal SIGPROF backed by a watchdog "
-        "thread (prof, default), the wall-time SIGALRM (real) or a thread only (thread)",
+        default=None,
+        help="the in-process sampler (given, it is chosen): what ticks, the CPU-time signal "
+        "SIGPROF backed by a watchdog thread (prof, default), the wall-time SIGALRM (real) "
+        "or a thread only (thread)",
     )
     parser.add_argument(
         "--pid",
@@ -120,6 +121,33 @@ def uses_cprofile(args: argparse.Namespace, helpers: RunHelpers) -> bool:
         return False  # reported by the caller
 
 
+def check_combinations(args: argparse.Namespace, cprofile: bool) -> None:
+    """Refuses the options ``profile`` would ignore together (exit 2, before any work).
+
+    :param args: the parsed options
+    :param cprofile: cProfile was asked for, or implied
+    """
+    from .common import refuse_ignored
+
+    traced = "--cprofile (given, or implied by --view reference, --sort, --focus, "
+    traced += "--hide-stdlib, --min-share, -o FILE.prof) traces every call"
+    pid, observer = args.pid is not None, args.collector == "observer"
+    refuse_ignored([
+        (args.duration is not None and not pid,
+         "--duration is for --pid PID (stop after that many seconds); a program started "
+         "here runs to its end"),
+        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
+        (pid and cprofile, f"--pid is sampled from outside, and {traced} of a program it starts"),
+        (cprofile and observer, f"--collector observer samples, and {traced}: drop one"),
+        (cprofile and args.interval is not None,
+         f"--interval is the sampler's, and {traced}: drop one"),
+        (cprofile and args.timer is not None, f"--timer is the sampler's, and {traced}: drop one"),
+        (args.timer is not None and (observer or pid),
+         "--timer is the in-process sampler's: the observer reads the program from outside "
+         "on its own clock (drop --timer, or give --collector in-process)"),
+    ])  # fmt: skip
+
+
 def observer_reason(args: argparse.Namespace) -> str:
     """Why the observer will not run (empty when it will).
 
@@ -129,6 +157,8 @@ def observer_reason(args: argparse.Namespace) -> str:
     choice = getattr(args, "collector", "auto")
     if choice == "in-process":
         return "--collector in-process"
+    if getattr(args, "timer", None) is not None:  # what ticks in the program: its sampler
+        return f"--timer {args.timer} (the in-process sampler's)"
     from .._observe.session import availability
 
     found = availability()
@@ -178,7 +208,8 @@ def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) ->
     note says which and why."""
     from .._sampling.session import Sampling
 
-    sampler = Sampling(interval, args.timer, program=args.program or name, collector="in-process")
+    timer = args.timer or "prof"
+    sampler = Sampling(interval, timer, program=args.program or name, collector="in-process")
     why = getattr(args, "collector_note", "")
     if why:
         sampler.note = f"collector: the in-process sampler ({why})"

@@ -34,6 +34,7 @@ MAX_STACKS = 100_000
 # seconds runnable but waiting for a CPU (a busy machine).
 SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED = range(8)
 NCOLUMNS = 8
+NAP = 0.05  # seconds: the longest sleep between two looks at whether to stop
 OTHERS_EVERY = 25  # samples between two listings of threads Python does not know
 STAT_EVERY = 4  # samples between two readings of a thread's user and system ticks
 CHILDREN_EVERY = 10  # samples between two looks for new child processes
@@ -245,8 +246,21 @@ class Observer:
                 missed = int((now - next_t) / interval) + 1
                 self.late += missed
                 next_t += missed * interval
-            time.sleep(max(next_t - self.clock(), 0.0))
+            if self._nap(next_t, done):
+                break
         self.cost += time.process_time() - cpu0
+
+    def _nap(self, until: float, done: Callable[[], bool]) -> bool:
+        """Sleeps until the next sample, in naps short enough that the program's end or a
+        signal ends the loop at once (a long interval does not keep it waiting); True
+        when ``done()`` said so meanwhile."""
+        while True:
+            left = until - self.clock()
+            if left <= 0:
+                return False
+            time.sleep(min(left, NAP))
+            if left > NAP and done():
+                return True
 
     def close(self) -> None:
         """Closes every ``/proc`` file and the devices."""

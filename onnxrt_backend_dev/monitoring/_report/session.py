@@ -226,10 +226,11 @@ def monitor(
     :param sampler: also run the time sampler (every thread; the time columns)
     :return: a :class:`Monitored`, its ``report`` set at the end (also on an exception)
     """
-    from .._validate import check_bool, check_number, check_str
+    from .._sampling.session import check_interval
+    from .._validate import check_bool, check_str
 
     check_str("label", label)
-    check_number("interval", interval, minimum=0.001)
+    check_interval(interval, minimum=0.001)
     check_probe_names(probes)
     check_bool("spy", spy)
     check_bool("sampler", sampler)

@@ -1,0 +1,59 @@
+"""Options given together that one would ignore, out of range, or misspelt: each refused
+before any work, in one line naming them, exit 2, no traceback (the battery's standard);
+and the notebook and library faces over the same values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+PROGRAM = "open('ran', 'w').close()\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        # an interval no sampler can keep (one would wait forever), or meaningless
+        (["run", "--interval", "1e9", "{p}"], "--interval must be <= 1"),
+        (["run", "--interval", "nan", "{p}"], "--interval"),
+        (["profile", "--interval", "60", "{p}"], "--interval must be <= 1"),
+        (["run", "--pid", "1", "--duration", "1", "--interval", "1e9"], "--interval"),
+        (["profile", "--cprofile", "--interval", "0", "{p}"], "--interval is the sampler's"),
+        # options one would silently ignore together
+        (["profile", "--duration", "1", "{p}"], "--duration is for --pid"),
+        (["run", "--duration", "1", "{p}"], "--duration is for --pid"),
+        (["profile", "--pid", "1", "--repeat", "3"], "--repeat runs the program anew"),
+        (["run", "--pid", "1", "--repeat", "3"], "--repeat runs the program anew"),
+        (["profile", "--cprofile", "--pid", "1"], "--pid is sampled from outside"),
+        (["profile", "--cprofile", "--collector", "observer", "{p}"], "--collector observer"),
+        (["profile", "--timer", "real", "--collector", "observer", "{p}"], "--timer is the in"),
+        (["profile", "--sort", "time", "--timer", "real", "{p}"], "--timer is the sampler's"),
+        # a typo: the command's usage, with the option meant
+        (["profile", "--intervl", "0.01", "{p}"], "did you mean --interval?"),
+        (["run", "--alloc-sampel", "1", "{p}"], "did you mean --alloc-sample?"),
+    ],
+)
+def test_a_bad_combination_or_value_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str], needle: str,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.py").write_text(PROGRAM)
+    argv = [a.replace("{p}", "p.py") for a in argv]
+    code, out, err = run_cli(*argv)
+    err += capsys.readouterr().err  # argparse writes to sys.stderr
+    assert code == 2, err
+    assert needle in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if "error" in line]) == 1
+    assert not (tmp_path / "ran").exists()  # refused before the program ran
+
+
+def test_monitor_refuses_an_interval_it_cannot_keep() -> None:
+    from onnxrt_backend_dev.monitoring.report import monitor
+
+    with pytest.raises(ValueError, match=r"interval must be <= 1, got 1000000000"), monitor(
+        interval=1e9
+    ):
+        pass
