@@ -147,3 +147,31 @@ def test_a_long_interval_does_not_keep_the_loop_waiting_once_it_is_done() -> Non
     observer.run(done)
     assert time.monotonic() - start < 30 and len(calls) == 2
     observer.close()
+
+
+def _ended(status: int, received: list[int], started: bool) -> tuple[int, str]:
+    from onnxrt_backend_dev.monitoring._observe.report import ending_of_run
+
+    record = SimpleNamespace(python_seen=started)
+    run = SimpleNamespace(status=status, received=received, record=record)
+    ending = ending_of_run(run)  # type: ignore[arg-type]
+    return ending.code, ending.detail
+
+
+@pytest.mark.parametrize(
+    ("status", "received", "started", "code", "words"),
+    [
+        (9, [2], True, 130, "interrupted (SIGINT), then killed (SIGKILL)"),  # the grace's end
+        (9, [15], False, 143, "stopped by SIGTERM before its first line"),  # killed at start
+        (1 << 8, [2], False, 130, "before its first line"),  # Python's init_import_site exit 1
+        (1 << 8, [2], True, 1, "exited with code 1"),  # the program's own choice
+        (0, [2], True, 0, "exited with code 0"),  # it handled Ctrl-C and ended well
+        (2, [2], True, 130, "interrupted (SIGINT)"),
+        (9, [], True, 137, "killed by SIGKILL"),  # the OOM killer: no signal of the command
+    ],
+)
+def test_the_ending_is_the_signal_the_command_received_when_it_decided(
+    status: int, received: list[int], started: bool, code: int, words: str
+) -> None:
+    found = _ended(status, received, started)
+    assert found[0] == code and words in found[1], found

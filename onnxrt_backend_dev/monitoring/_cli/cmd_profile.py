@@ -321,11 +321,13 @@ class ProfileCommand:
         implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
         check_combinations(args, implied)
         if getattr(args, "pid", None) is not None:
+            from .._run.signals import Signals
             from .profile_observed import run_attached
 
             _check_before_running(args)
             args.program = None
-            return run_attached(args, out, err, self._helpers())
+            with Signals():  # recorded to the end: the profile is written whatever comes
+                return run_attached(args, out, err, self._helpers())
         if args.target != "show":
             _check_before_running(args)
             check_save(args, program_inputs(args))
@@ -342,9 +344,11 @@ class ProfileCommand:
 
                 why = observer_reason(args)
                 if not why:
+                    from .._run.signals import Signals
                     from .profile_observed import run_observed
 
-                    return run_observed(args, out, err, helpers)
+                    with Signals():  # recorded to the end: the profile is written
+                        return run_observed(args, out, err, helpers)
                 args.collector_note = why
             profile = functools.partial(run_sampled, helpers=helpers)
         if args.module:
@@ -442,7 +446,7 @@ class ProfileCommand:
         on_exit = _on_os_exit(pr, name, args, out, err)
         # The profile is delivered even if the program closes sys.stdout or the command
         # receives SIGTERM or SIGHUP (then exits with 128 + signum).
-        with kept_output(out) as kept, terminating_signals() as signals:
+        with kept_output(out) as kept, terminating_signals(interrupts=True) as signals:
             with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
                 pr.enable()
                 try:

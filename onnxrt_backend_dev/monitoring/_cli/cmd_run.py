@@ -73,7 +73,7 @@ def _check(args: argparse.Namespace) -> None:
          "--duration is for --pid PID (stop after that many seconds); a program started "
          "here runs to its end"),
         (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
-        (pid and args.save is not None, "--save keeps the runs of a program started here, not --pid"),
+        (pid and args.save is not None, "--save keeps the runs of a program started here"),
     ])  # fmt: skip
     if args.probe:  # the registry only when a probe is named
         _check_probes(args.probe)
@@ -259,7 +259,16 @@ class RunCommand:
         add_repeat_options(parser, clock=False, repeat_help=_REPEAT_HELP)
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """Runs the program and writes the report."""
+        """Runs the program and writes the report: SIGINT, SIGTERM and SIGHUP are
+        recorded from the start to the end (the supervisor forwards them to the program;
+        one coming while the command starts stops the program before its first line, one
+        coming while the report is written does not lose it)."""
+        from .._run.signals import Signals
+
+        with Signals():
+            return self._run(args, out, err)
+
+    def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._report.runner import run_command, run_fresh
         from .program import module_code, script_code
         from .run_child import command_line

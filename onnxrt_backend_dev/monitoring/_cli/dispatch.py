@@ -17,6 +17,7 @@ import gc
 import importlib
 import io
 import os
+import signal
 import sys
 from collections.abc import Collection, Sequence
 from typing import Any, TextIO, cast
@@ -232,6 +233,24 @@ def _discard_rest(out: TextIO) -> None:
         os.close(null)
 
 
+def _ignore_ending_signals() -> None:
+    from .._run.signals import ending_signals
+
+    for signum in ending_signals():
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def forget_interrupt() -> None:
+    """Clears CPython's mark of a KeyboardInterrupt escaping code run from a string
+    (``exec(str)``: dataclasses and namedtuples made while a command imports its
+    modules): with ``python -m``, that mark makes the interpreter kill itself with
+    SIGINT at exit whatever the exit code returned (-2, not the 130 documented). Each
+    run of a string resets it first: one that ends well leaves it clear."""
+    with contextlib.suppress(BaseException):
+        exec("pass")
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -265,6 +284,10 @@ def main(
         _discard_rest(out)  # so that the flush at exit does not fail again
         err.write(f"error: {_save_copy(guarded, e)}\n")
         return EXIT_ERROR
+    finally:
+        if argv is None:  # the process ends next: a late signal cannot change its code
+            _ignore_ending_signals()
+        forget_interrupt()
 
 
 def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:

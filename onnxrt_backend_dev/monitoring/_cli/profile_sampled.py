@@ -274,7 +274,7 @@ def run_sampled(
             err.flush()
 
     failure: BaseException | None = None
-    with kept_output(out) as kept, terminating_signals() as signals:
+    with kept_output(out) as kept, terminating_signals(interrupts=True) as signals:
         with status, helpers.as_main(module, argv, path0), helpers.before_os_exit(on_os_exit):
             # The root of the main thread's tree is the program's <module>.
             sampler.start(skip_outer=depth(sys._getframe()))

@@ -12,9 +12,8 @@ written as asked, then exits with 130.
 
 from __future__ import annotations
 
-import dataclasses
-
 import argparse
+import dataclasses
 import os
 import threading
 from collections.abc import Callable

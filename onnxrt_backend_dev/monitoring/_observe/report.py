@@ -53,6 +53,31 @@ def ending_of(status: int) -> Ending:
     return Ending("exit", code, f"exited with code {code}")
 
 
+def ending_of_run(run: ObservedRun) -> Ending:
+    """How an observed program ended, said of the signal the command received when that
+    signal, not the program, decided it: the program killed by the supervisor's SIGKILL
+    (it did not end within the grace, or never started), or ended before its first line
+    (its interpreter's start interrupted: Python's own exit 1).
+
+    :param run: the run
+    :return: the ending (128 + N for the signal N the command received)
+    """
+    import signal
+
+    ending = ending_of(run.status)
+    if not run.received:
+        return ending
+    killed = os.WIFSIGNALED(run.status) and os.WTERMSIG(run.status) == signal.SIGKILL
+    started = run.record.python_seen
+    if not killed and (started or ending.code in (0, *(128 + s for s in run.received))):
+        return ending
+    first = run.received[0]
+    name = signal.Signals(first).name if first in signal.valid_signals() else str(first)
+    words = _DEATHS.get(name, f"stopped by {name}")
+    when = ", then killed (SIGKILL)" if killed and started else " before its first line"
+    return Ending("interrupted" if name == "SIGINT" else "signal", 128 + first, words + when)
+
+
 def _relative(file: str, here: str) -> str:
     """A user's file under the current folder, relative to it (``python prog.py`` makes
     its path absolute): a saved run compares with one made in another checkout."""
@@ -131,7 +156,7 @@ def observed_report(
     agg = record.sink
     assert isinstance(agg, Aggregator)
     stacks = declare_stacks(record, agg)
-    ending = ending_of(run.status)
+    ending = ending_of_run(run)
     usage = run.rusage
     facts: dict[str, Any] = {
         "t0": run.observer.t0,

@@ -160,8 +160,8 @@ class Aggregator:
 
 
 # What :meth:`Aggregator.to_state` keeps: plain attributes, per-stack tables, series.
-_SCALARS = ("n", "dropped", "first_t", "last_t", "first_rss", "last_rss", "last_hwm", "before", "peak",
-            "peak_t", "peak_rss", "peak_sid", "dated", "last_rise_sid", "last_rise_t",
+_SCALARS = ("n", "dropped", "first_t", "last_t", "first_rss", "last_rss", "last_hwm", "before",
+            "peak", "peak_t", "peak_rss", "peak_sid", "dated", "last_rise_sid", "last_rise_t",
             "last_sid", "stride", "max_points", "tolerance")  # fmt: skip
 _TABLES = ("count", "seconds", "net", "pending", "to_peak", "highest")
 

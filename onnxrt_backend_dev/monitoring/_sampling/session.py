@@ -29,9 +29,7 @@ MIN_INTERVAL = 0.0001  # below, the handler alone would take most of the time
 MAX_INTERVAL = 1.0  # above, a sample says little (py-spy's slowest rate is 1 Hz)
 
 
-def check_interval(
-    interval: Any, name: str = "interval", minimum: float = MIN_INTERVAL
-) -> float:
+def check_interval(interval: Any, name: str = "interval", minimum: float = MIN_INTERVAL) -> float:
     """The sampling interval, in seconds, checked (every command's and function's).
 
     :param interval: what the caller gave
