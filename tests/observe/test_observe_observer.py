@@ -175,3 +175,24 @@ def test_the_ending_is_the_signal_the_command_received_when_it_decided(
 ) -> None:
     found = _ended(status, received, started)
     assert found[0] == code and words in found[1], found
+
+
+def test_a_ctrl_c_in_the_layout_check_leaves_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnxrt_backend_dev.monitoring._observe import verify
+
+    class Interrupted(threading.Thread):
+        def start(self) -> None:  # Ctrl-C as start() returns (it waits for the thread)
+            super().start()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify.threading, "Thread", Interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        verify._check_self(None, None)  # type: ignore[arg-type]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _checks():
+        time.sleep(0.01)
+    assert not _checks()
+
+
+def _checks() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "onnxrt-layout-check"]

@@ -188,8 +188,8 @@ def _check_self(own: Interpreter, memory_factory: Callable[[int], Any] | None) -
     ev = threading.Event()
     thread = threading.Thread(target=_observer_check_outer, args=(ev,), daemon=True,
                               name="onnxrt-layout-check")  # fmt: skip
-    thread.start()
-    try:
+    try:  # started inside: a Ctrl-C in start() (it waits for the thread) still ends it
+        thread.start()
         expected = _wait_for_stack(thread)
         reader = _reader(own, memory_factory)
         sample = _compare(reader, thread.ident or 0, expected, "this interpreter")
@@ -197,7 +197,8 @@ def _check_self(own: Interpreter, memory_factory: Callable[[int], Any] | None) -
         return tid, _name_read(reader, sample, thread.name)
     finally:
         ev.set()
-        thread.join(5)
+        if thread.ident is not None:
+            thread.join(5)
 
 
 def _wait_for_stack(thread: threading.Thread) -> list[tuple[str, int]]:
