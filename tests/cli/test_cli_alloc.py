@@ -154,3 +154,30 @@ for line in open("/proc/self/status"):
     if line.startswith("VmHWM:"):
         open({!r}, "w").write(str(int(line.split()[1]) * 1024))
 """
+
+
+ENVIRONMENT = """\
+import os, subprocess, sys
+own = sorted(k for k in os.environ if k.startswith("ONNXRT_ALLOC"))
+child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('LD_PRELOAD'))"],
+                       capture_output=True, text=True).stdout.strip()
+print(own, os.environ.get("LD_PRELOAD"), child)
+"""
+
+
+@pytest.mark.slow
+@tracked
+def test_nothing_of_the_tool_stays_in_the_programs_environment(tmp_path: Path) -> None:
+    # GIVEN a program printing what of the tool its environment holds, and its child's
+    script = tmp_path / "env.py"
+    script.write_text(ENVIRONMENT)
+    # WHEN run with the shim
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", "-o",
+         str(tmp_path / "r.json"), str(script)],
+        capture_output=True, text=True, timeout=TIMEOUT,
+        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"},
+    )  # fmt: skip
+    # THEN no setting of the shim is left to the program or its children, nor the preload
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[] None None"

@@ -57,3 +57,22 @@ def test_monitor_refuses_an_interval_it_cannot_keep() -> None:
         interval=1e9
     ):
         pass
+
+
+@pytest.mark.parametrize(("value", "tracked"), [("off", False), ("No", False), ("1", True)])
+def test_the_switch_of_allocation_tracking_reads_its_words(value: str, tracked: bool) -> None:
+    from onnxrt_backend_dev.monitoring._alloc.shim import check_switch
+
+    assert check_switch({"ONNXRT_MONITORING_ALLOC": value}) is tracked
+
+
+@pytest.mark.parametrize("command", [["run"], ["spy", "--where"]])
+def test_a_switch_of_allocation_tracking_meaning_neither_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ONNXRT_MONITORING_ALLOC", "abc")
+    (tmp_path / "p.py").write_text(PROGRAM)
+    code, _, err = run_cli(*command, "p.py")
+    assert code == 2 and "ONNXRT_MONITORING_ALLOC must be 0 or 1 (off or on), got 'abc'" in err
+    assert not (tmp_path / "ran").exists()

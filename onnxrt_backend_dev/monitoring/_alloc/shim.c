@@ -340,6 +340,17 @@ HIDDEN void touch_own(void);
 HIDDEN void start(void);
 HIDDEN long resident_bytes(void);
 
+/* Its settings read, nothing of the tool stays in the program's environment (its own
+ * subprocesses would inherit them), unless they load the shim too. */
+HIDDEN void forget_settings(void) {
+    static const char *const names[] = {
+        "ONNXRT_ALLOC_MEAN", "ONNXRT_ALLOC_LAYOUT", "ONNXRT_ALLOC_SEED",
+        "ONNXRT_ALLOC_EXIT_WAIT_NS", "ONNXRT_ALLOC_SHIM",
+    };
+    if (!getenv("ONNXRT_ALLOC_SHIM") || getenv("ONNXRT_ALLOC_CHILDREN")) return;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
+}
+
 /* What the start made resident is the shim's own, taken off the program's figures. */
 __attribute__((constructor)) HIDDEN void init(void) {
     long before = resident_bytes();
@@ -347,6 +358,7 @@ __attribute__((constructor)) HIDDEN void init(void) {
     long after = resident_bytes();
     if (onnxrt_alloc_ring.own && before > 0 && after >= before)
         onnxrt_alloc_ring.own = (uint64_t)(after - before);
+    forget_settings();
 }
 
 HIDDEN void start(void) {

@@ -60,7 +60,7 @@ def _format(args: argparse.Namespace) -> str:
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
     from .._sampling.session import check_interval
-    from .common import refuse_ignored
+    from .common import check_alloc_switch, refuse_ignored
     from .program import program_inputs
 
     try:
@@ -75,6 +75,7 @@ def _check(args: argparse.Namespace) -> None:
         (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
         (pid and args.save is not None, "--save keeps the runs of a program started here"),
     ])  # fmt: skip
+    check_alloc_switch(args)
     if args.probe:  # the registry only when a probe is named
         _check_probes(args.probe)
     _format(args)

@@ -35,6 +35,7 @@ from .common import (
     PLOT_SUFFIXES,
     CommandError,
     alloc_size,
+    check_alloc_switch,
     check_outputs,
     save_outputs,
 )
@@ -158,6 +159,8 @@ class SpyCommand:
         if args.pid is None and not cmd and not args.where:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
         self._check_numbers(args)
+        if args.where:
+            check_alloc_switch(args)
         self._check_outputs(args, cmd)
         from .._run.signals import Signals
 

@@ -9,7 +9,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from .._errors import CommandError
 
@@ -314,6 +314,24 @@ def alloc_size(text: str) -> int:
         return check_mean(parse_bytes(text.strip().replace(" ", "")))
     except (TypeError, ValueError) as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def check_alloc_switch(args: Any) -> None:
+    """Refuses a value of ``ONNXRT_MONITORING_ALLOC`` that means neither on nor off
+    (exit 2), where allocations would be tracked.
+
+    :param args: the parsed options (``alloc_sample``)
+    :raises CommandError: the variable's value is neither
+    """
+    import os
+
+    from .._alloc.shim import check_switch
+
+    if getattr(args, "alloc_sample", 0):
+        try:
+            check_switch(os.environ)
+        except ValueError as e:
+            raise CommandError(str(e), EXIT_USAGE) from None
 
 
 def refuse_ignored(rules: Sequence[tuple[bool, str]]) -> None:
