@@ -76,3 +76,30 @@ def test_a_switch_of_allocation_tracking_meaning_neither_is_refused(
     code, _, err = run_cli(*command, "p.py")
     assert code == 2 and "ONNXRT_MONITORING_ALLOC must be 0 or 1 (off or on), got 'abc'" in err
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "needle"),
+    [
+        # what Python would refuse, refused before anything starts (no profile of its start)
+        (["profile", "nonexist.py"], 2, "script not found: 'nonexist.py'"),
+        (["profile", "-m", "no_such_module_xyz"], 2, "no module named 'no_such_module_xyz'"),
+        (["profile", "syntax.py"], 1, "SyntaxError: invalid syntax (syntax.py, line 1)"),
+        (["profile", "latin.py"], 1, "SyntaxError: (unicode error) 'utf-8' codec"),
+        (["run", "latin.py"], 1, "SyntaxError: (unicode error) 'utf-8' codec"),
+        # a file here taken for a command: the shell's 127, and what to give instead
+        (["run", "notes.txt"], 127, "a file 'notes.txt' is here: ./notes.txt runs it"),
+        (["spy", "--", "notes.txt"], 127, "a Python script runs with python notes.txt"),
+    ],
+)
+def test_a_program_that_cannot_run_is_one_line_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], code: int, needle: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "syntax.py").write_text("def f(:\n")
+    (tmp_path / "latin.py").write_bytes(b'x = "\xe9t\xe9"\n')
+    (tmp_path / "notes.txt").write_text("the user's notes\n")
+    found, out, err = run_cli(*argv)
+    assert found == code, err
+    assert needle in err and "Traceback" not in err and not out
+    assert len(err.strip().splitlines()) == 1

@@ -471,3 +471,21 @@ def test_only_runs_own_command_line_freezes_its_objects_before_the_exit(tmp_path
     # user's code in it, and a caller in process keeps its collector as it was
     assert codes == [0, 0, 0]
     assert frozen == [False, False, True]
+
+
+def test_a_script_named_like_an_option_and_a_script_given_to_spy_run_as_scripts(
+    tmp_path: Path,
+) -> None:
+    # GIVEN scripts named "-dash.py" and "train.py" (not executable)
+    (tmp_path / "-dash.py").write_text("print('dash ran')\n")
+    (tmp_path / "train.py").write_text("print('train ran')\n")
+    # WHEN run after "--", and given to spy without "--"
+    dash = _run("--", "-dash.py", cwd=tmp_path)
+    spy = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "spy", "train.py"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    # THEN each runs as Python would run it, not as an option nor a command not found
+    assert dash.returncode == 0 and "dash ran" in dash.stdout, dash.stderr
+    assert "Unknown option" not in dash.stderr
+    assert spy.returncode == 0 and "train ran" in spy.stdout, spy.stderr

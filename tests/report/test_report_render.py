@@ -269,3 +269,12 @@ def test_a_peak_that_never_rose_over_its_start_names_no_builder() -> None:
     assert "nothing grew while observed" in text and "built by" not in text
     assert "reached in" not in text
     assert "nothing grew while observed" in to_html(report)
+
+
+def test_a_run_without_a_tick_has_no_negative_moment() -> None:
+    # GIVEN a program ending before the first tick (started 1596 s into the clock)
+    facts = RunFacts("-dash.py", Ending("exit", 2, "exited with code 2"), 0.005, t0=1596.0)
+    report = build_report(Aggregator(), facts)
+    # THEN its peak is at 0, and the report says why there is nothing
+    assert report.peak.time == 0.0
+    assert "no memory tick: the program ended before the first one" in report.notes

@@ -23,9 +23,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from typing import Any, TextIO
 
@@ -67,6 +69,12 @@ def _max_rss_line(result: Any) -> str:
     if ru_maxrss > true_max:
         return f"{line}: includes the spy CLI's own memory, inherited at the fork)"
     return f"{line})"
+
+
+def _python_script(name: str) -> bool:
+    """A Python script given as the command, that cannot run as one (not executable):
+    ``spy train.py`` measures ``python train.py``."""
+    return name.endswith((".py", ".pyw")) and os.path.isfile(name) and not os.access(name, os.X_OK)
 
 
 class SpyCommand:
@@ -151,6 +159,8 @@ class SpyCommand:
         cmd = list(args.cmd)
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
+        elif cmd and not args.where and _python_script(cmd[0]):  # spy train.py
+            cmd = [sys.executable, *cmd]
         from .spy_where import check_where_args
 
         check_where_args(cmd, args)

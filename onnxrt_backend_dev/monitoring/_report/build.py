@@ -472,7 +472,7 @@ def _two_peaks(peak: Peak, alloc: Any, wall: float) -> list[str]:
     if alloc is None or alloc.peak <= 0:
         return []
     apart = abs(alloc.peak_time - peak.time) > max(0.5, 0.1 * wall)
-    if not apart and abs(alloc.peak - peak.value) <= 0.1 * max(peak.value, 1.0):
+    if not apart and alloc.peak <= 1.1 * peak.value:  # the heap is part of the RSS
         return []
     return [
         f"the heap peak ({format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)}) "
@@ -499,8 +499,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     if agg.peak - agg.first_rss <= RISE_NOISE:  # nothing grew: no line built the peak
         site, called, stack, reached = None, "", (), None
     peak = Peak(
-        agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached,
-        facts.tool_rss,
+        agg.peak, agg.first_rss, agg.peak_t - t0 if agg.n else 0.0, site, called, stack, "hwm",
+        reached, facts.tool_rss,
     )  # fmt: skip
     last_site, _, last_stack = _place(agg, agg.last_rise_sid)
     e = facts.ending
@@ -522,6 +522,8 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     notes = list(facts.notes)
     if agg.dropped:
         notes.append(f"{agg.dropped} ticks were lost (a full buffer or too many stacks)")
+    if not agg.n:
+        notes.append("no memory tick: the program ended before the first one")
     if facts.held is not None:  # what holds most at the peak: the line that built it
         peak = replace(peak, site=facts.held[0], called=facts.held[1], stack=facts.held[2])
     notes.extend(_two_peaks(peak, facts.allocations, wall))

@@ -99,7 +99,11 @@ def check_command(name: str) -> str:
     if "/" not in name:
         found = shutil.which(name) if name else None
         if found is None:
-            raise CommandNotFound(f"command not found: {name}", 127)
+            here = ""
+            if name and os.path.isfile(name):  # as a shell: not looked for here, but say so
+                here = (f" (a file {name!r} is here: ./{name} runs it if executable; a "
+                        f"Python script runs with python {name})")  # fmt: skip
+            raise CommandNotFound(f"command not found: {name}{here}", 127)
         return found
     if not os.path.exists(name):
         raise CommandNotFound(f"command not found: {name}", 127)
