@@ -505,6 +505,10 @@ def test_delay_zero():
 @pytest.mark.limit_memory("10 MB", probes=("rocm",))
 def test_unknown_probe():
     pass
+
+@pytest.mark.limit_memory("1e400 MB")
+def test_infinite():
+    pass
 """
 
 
@@ -514,16 +518,18 @@ def test_a_bad_limit_memory_fails_the_test_in_one_line(pytester: pytest.Pytester
     pytester.makepyfile(test_bad=_BAD_MARKERS)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rA")
     # THEN each test fails with one line naming the argument, no traceback, no row
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines(
         [
             "*limit_memory: limit must be*nan*",
             "*limit_memory: delay must be >= 0.001 s and finite, got 0*",
             "*limit_memory: probes: unknown probe 'rocm'*",
+            "*limit_memory: size must be finite, got '1e400 MB'*",
         ]
     )
     text = result.stdout.str()
     assert "Traceback" not in text and "peak 0 B" not in text
+    assert "During handling of the above exception" not in text
 
 
 @needs_entry_point

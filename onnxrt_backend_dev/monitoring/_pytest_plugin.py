@@ -828,7 +828,10 @@ def _marker_blocks(item: pytest.Item) -> list[MemoryBlock | TimedBlock]:
         try:
             blocks.append(build(marker))
         except (TypeError, ValueError) as e:
-            pytest.fail(f"{name}: {e}", pytrace=False)
+            bad = f"{name}: {e}"
+        else:
+            continue
+        pytest.fail(bad, pytrace=False)  # outside the except: one line, no chained error
     return blocks
 
 

@@ -30,6 +30,12 @@ PROGRAM = "open('ran', 'w').close()\n"
         (["profile", "--cprofile", "--collector", "observer", "{p}"], "--collector observer"),
         (["profile", "--timer", "real", "--collector", "observer", "{p}"], "--timer is the in"),
         (["profile", "--sort", "time", "--timer", "real", "{p}"], "--timer is the sampler's"),
+        # values no type can hold, command lines that cannot be read
+        (["run", "--alloc-sample", "1e400", "{p}"], "size must be finite, got '1e400'"),
+        (["compare", "--a", "python3 'x", "--b", "python3 p.py"], "--a \"python3 'x\": No closing"),
+        (["compare", "--a", "", "--b", "python3 p.py"], "--a '': the program must be"),
+        (["compare", "--a", "no_such_cmd", "--b", "no_such_cmd"], "--a 'no_such_cmd': command not"),
+        (["compare", "--a", "python3 nope.py", "--b", "python3 p.py"], "script not found"),
         # a typo: the command's usage, with the option meant
         (["profile", "--intervl", "0.01", "{p}"], "did you mean --interval?"),
         (["run", "--alloc-sampel", "1", "{p}"], "did you mean --alloc-sample?"),
@@ -103,3 +109,19 @@ def test_a_program_that_cannot_run_is_one_line_before_anything_starts(
     assert found == code, err
     assert needle in err and "Traceback" not in err and not out
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", [None, 5, "x"])
+def test_a_renderer_given_no_report_names_it(value: object) -> None:
+    from onnxrt_backend_dev.monitoring.report import to_html, to_json, to_text
+
+    for render in (to_text, to_html, to_json):
+        with pytest.raises(TypeError, match="report must be a Report .*got "):
+            render(value)  # type: ignore[arg-type]
+
+
+def test_a_limit_no_size_can_hold_is_one_line() -> None:
+    from onnxrt_backend_dev.monitoring._pytest_plugin import MemoryBlock
+
+    with pytest.raises(ValueError, match=r"size must be finite, got '1e400 MB'"):
+        MemoryBlock("b", limit="1e400 MB")

@@ -80,6 +80,27 @@ def _check_sources(args: argparse.Namespace) -> None:
         for option in ("save_a", "save_b"):
             if getattr(args, option) is not None:
                 raise CommandError(f"--{option.replace('_', '-')} needs --a/--b", EXIT_USAGE)
+    else:
+        _check_program("--a", args.a)
+        _check_program("--b", args.b)
+
+
+def _check_program(option: str, command: str) -> None:
+    """``--a``/``--b``: a command line that can run, else exit 2 and one line naming the
+    option (a quote left open, nothing given, a command or a script not found)."""
+    import os
+
+    from .._results.runner import parse_program
+    from .._run.supervise import check_command
+
+    try:
+        program = parse_program(command)
+        if not program.profiled:
+            check_command(program.command[0])
+        elif program.how == "path" and not os.path.exists(program.target):
+            raise CommandError(f"script not found: {program.target!r}")
+    except (ValueError, CommandError) as e:
+        raise CommandError(f"{option} {command!r}: {e}", EXIT_USAGE) from None
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

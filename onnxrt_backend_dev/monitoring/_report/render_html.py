@@ -13,7 +13,18 @@ from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
 from .._sampling.view import short_file
 from .axis import byte_ticks, time_ticks
-from .model import Allocations, AllocLine, AllocNode, Curve, LineRow, Part, Report, Site, Span
+from .model import (
+    Allocations,
+    AllocLine,
+    AllocNode,
+    Curve,
+    LineRow,
+    Part,
+    Report,
+    Site,
+    Span,
+    check_report,
+)
 from .render_text import built_by, tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
@@ -432,6 +443,7 @@ def to_html(report: Report) -> str:
     :param report: the report
     :return: the HTML document
     """
+    check_report(report)
     wall = max(report.wall, max((c.times[-1] for c in report.curves if c.times), default=0.0))
     total = report.peak.value - report.peak.start
     growth = "RSS growth per function from the start to the peak"

@@ -6,7 +6,7 @@ from .._format import cut_source, format_bytes, format_duration, one_line
 from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
 from .._sampling.view import short_file
-from .model import Allocations, AllocLine, Device, LineRow, Report, Site
+from .model import Allocations, AllocLine, Device, LineRow, Report, Site, check_report
 
 MAX_LINES = 30
 _TOP_FUNCTIONS = 6
@@ -215,7 +215,7 @@ def to_text(report: Report) -> str:
     :return: at most 30 lines (more only when the header's device lines need them: they
         are never cut), ending with a newline
     """
-    head = _header(report)
+    head = _header(check_report(report))
     # What the peak is made of: what is live at it when allocations were tracked, the
     # RSS growth up to it otherwise.
     alloc = report.allocations
