@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .._gc import gc_paused
@@ -81,24 +82,38 @@ def _check_sources(args: argparse.Namespace) -> None:
             if getattr(args, option) is not None:
                 raise CommandError(f"--{option.replace('_', '-')} needs --a/--b", EXIT_USAGE)
     else:
-        _check_program("--a", args.a)
-        _check_program("--b", args.b)
+        sides = [("--a", args.a), ("--b", args.b)]
+        programs = [_checked(option, command, _parsed) for option, command in sides]
+        if programs[0].profiled != programs[1].profiled:
+            raise CommandError("a and b must both be Python programs, or both other commands",
+                               EXIT_USAGE)  # fmt: skip
+        for (option, command), program in zip(sides, programs, strict=True):
+            _checked(option, command, lambda _: _runnable(program))
 
 
-def _check_program(option: str, command: str) -> None:
-    """``--a``/``--b``: a command line that can run, else exit 2 and one line naming the
-    option (a quote left open, nothing given, a command or a script not found)."""
+def _parsed(command: str) -> Any:
+    from .._results.runner import parse_program
+
+    return parse_program(command)
+
+
+def _runnable(program: Any) -> None:
+    """A command found, or a script that exists (a module is found by its run)."""
     import os
 
-    from .._results.runner import parse_program
     from .._run.supervise import check_command
 
+    if not program.profiled:
+        check_command(program.command[0])
+    elif program.how == "path" and not os.path.exists(program.target):
+        raise CommandError(f"script not found: {program.target!r}")
+
+
+def _checked(option: str, command: str, check: Callable[[str], Any]) -> Any:
+    """``--a``/``--b`` checked, else exit 2 and one line naming the option (a quote left
+    open, nothing given, a command or a script not found)."""
     try:
-        program = parse_program(command)
-        if not program.profiled:
-            check_command(program.command[0])
-        elif program.how == "path" and not os.path.exists(program.target):
-            raise CommandError(f"script not found: {program.target!r}")
+        return check(command)
     except (ValueError, CommandError) as e:
         raise CommandError(f"{option} {command!r}: {e}", EXIT_USAGE) from None
 
