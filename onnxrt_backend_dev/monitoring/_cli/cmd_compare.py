@@ -19,6 +19,7 @@ named; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -88,7 +89,7 @@ def _check_sources(args: argparse.Namespace) -> None:
             raise CommandError("a and b must both be Python programs, or both other commands",
                                EXIT_USAGE)  # fmt: skip
         for (option, command), program in zip(sides, programs, strict=True):
-            _checked(option, command, lambda _: _runnable(program))
+            _checked(option, command, functools.partial(_runnable, program))
 
 
 def _parsed(command: str) -> Any:
@@ -97,8 +98,9 @@ def _parsed(command: str) -> Any:
     return parse_program(command)
 
 
-def _runnable(program: Any) -> None:
+def _runnable(program: Any, command: str) -> None:
     """A command found, or a script that exists (a module is found by its run)."""
+    del command  # named by the caller's message
     import os
 
     from .._run.supervise import check_command
