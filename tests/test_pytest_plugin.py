@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -759,3 +762,41 @@ def test_the_cpu_clock_is_recorded_and_clocks_are_not_mixed(pytester: pytest.Pyt
     # AND a bad clock is refused before any test
     bad = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--monitoring-clock", "gpu")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@needs_entry_point
+@pytest.mark.parametrize("kind", ["empty", "dangling"])
+def test_a_session_output_that_cannot_be_written_is_refused_before_the_tests(
+    pytester: pytest.Pytester, kind: str
+) -> None:
+    pytester.makepyfile("def test_ran():\n    open('ran', 'w').close()\n")
+    path = ""
+    if kind == "dangling":
+        (pytester.path / "link.json").symlink_to(pytester.path / "missing" / "t.json")
+        path = "link.json"
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--monitoring-save", path)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not (pytester.path / "ran").exists()
+    assert (pytester.path / "link.json").is_symlink() or kind == "empty"
+
+
+@needs_entry_point
+def test_a_session_result_that_cannot_be_written_is_saved_elsewhere_and_said(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring import _pytest_session
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_pytest_session, "save_result", full)
+    pytester.makepyfile(
+        "def test_block(monitor_memory):\n    with monitor_memory('a'):\n        x = 1\n"
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--monitoring-save", "s.json")
+    said = re.search(r"/s\.json: cannot write \(No space left on device\); saved to (\S+) instead",
+                     result.stdout.str())  # fmt: skip
+    assert said is not None, result.stdout.str()
+    kept = json.loads(Path(said.group(1)).read_text())
+    os.remove(said.group(1))
+    assert kept["kind"] == "report"
