@@ -1188,9 +1188,11 @@ HIDDEN const struct hook HOOKS[] = {
 #define NHOOKS (sizeof(HOOKS) / sizeof(HOOKS[0]))
 HIDDEN int patched_objects;
 HIDDEN uint64_t patched_slots;
-/* One slot of malloc pointed at the hook: another tool patching the GOT after this one
- * (pytest-memray starts a tracker per test) takes the calls; a block then says so. */
+/* One slot of malloc pointed at the hook, in an object never unloaded (the executable or
+ * libpython): another tool patching the GOT after this one (pytest-memray starts a
+ * tracker per test) takes the calls; a block then says so. */
 HIDDEN void **witness;
+HIDDEN int witness_here; /* the object being patched may hold the witness */
 
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -1214,7 +1216,7 @@ HIDDEN void patch_relocations(ElfW(Addr) base, const ElfW(Rela) * rel, size_t co
         for (size_t h = 0; h < NHOOKS; h++) {
             if (strcmp(name, HOOKS[h].name) != 0) continue;
             void **slot = (void **)(base + rel[i].r_offset);
-            if (h == 0 && !witness) witness = slot;
+            if (h == 0 && !witness && witness_here) witness = slot;
             if (*slot == HOOKS[h].fn) break;
             uintptr_t at = (uintptr_t)slot;
             int relro = at >= relro_start && at < relro_end;
@@ -1259,6 +1261,7 @@ HIDDEN int patch_object(struct dl_phdr_info *info, size_t size, void *self) {
         strstr(name, "/ld-linux") || strstr(name, "ld-linux-"))
         return 0;
     if (seen_before(info->dlpi_addr, name)) return 0;
+    witness_here = !*name || strstr(name, "libpython") != NULL;
     ElfW(Addr) base = info->dlpi_addr;
     const ElfW(Dyn) *dyn = NULL;
     uintptr_t relro_start = 0, relro_end = 0;
