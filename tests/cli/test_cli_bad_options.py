@@ -125,3 +125,24 @@ def test_a_limit_no_size_can_hold_is_one_line() -> None:
 
     with pytest.raises(ValueError, match=r"size must be finite, got '1e400 MB'"):
         MemoryBlock("b", limit="1e400 MB")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run"], ["run", "--collector", "in-process"], ["spy", "--cuda", "--", "python3", "p.py"]],
+)
+def test_a_probe_that_cannot_be_read_here_is_a_usage_error_before_the_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    from onnxrt_backend_dev.monitoring._memory import registry
+
+    def no_driver(*args: object) -> None:
+        raise registry.ProbeError("cuda=True but NVML is unusable: no driver (test)")
+
+    monkeypatch.setattr(registry, "open_probe", no_driver)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.py").write_text(PROGRAM)
+    argv = [*command, "--probe", "nvml", "p.py"] if command[0] == "run" else command
+    code, _, err = run_cli(*argv)
+    assert code == 2 and "--probe nvml: cannot be read here: cuda=True but NVML" in err
+    assert not (tmp_path / "ran").exists()

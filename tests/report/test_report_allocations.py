@@ -205,3 +205,12 @@ def test_heap_and_rss_peaks_apart_are_explained_and_the_interpreters_lines_named
     # WHEN they coincide THEN nothing is said
     near = report(peak_time=0.1, peak=300 * MiB)
     assert not any("the heap peak" in n for n in near.notes)
+
+
+def test_a_name_with_a_line_break_stays_on_its_row_in_the_allocation_lines() -> None:
+    from onnxrt_backend_dev.monitoring._report.render_text import allocation_lines
+
+    hostile = [(MAIN, ("evil\nname", "/w/a.py", 3, 1))]
+    lines = allocation_lines(build_allocations(facts(stacks=hostile + STACKS[1:])))
+    row = next(line for line in lines if "evil" in line)
+    assert "evil\\nname" in row and all("\n" not in line for line in lines)

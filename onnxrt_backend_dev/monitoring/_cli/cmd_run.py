@@ -92,14 +92,17 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _check_probes(probes: list[str]) -> None:
-    """Refuses a probe name the registry does not know (exit 2, one line)."""
+    """Refuses a probe name the registry does not know, or one that cannot be read here
+    (exit 2, one line)."""
     from .._memory.registry import get_spec
+    from .common import check_probes_open
 
     for name in probes:
         try:
             get_spec(name)
         except ValueError as e:
             raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
+    check_probes_open(probes)
 
 
 def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:

@@ -39,6 +39,7 @@ from .common import (
     alloc_size,
     check_alloc_switch,
     check_outputs,
+    check_probes_open,
     save_outputs,
 )
 from .save_result import add_save_options, check_save, save_memory
@@ -232,6 +233,9 @@ class SpyCommand:
         except ValueError as e:
             message = str(e).replace("probes: unknown", "--probe: unknown")
             raise CommandError(message, EXIT_USAGE) from None
+        check_probes_open(
+            [*args.probe, *(["nvml"] if args.cuda and "nvml" not in args.probe else [])]
+        )
         inside = [name for name in args.probe if get_spec(name).inprocess]
         if inside:
             raise CommandError(

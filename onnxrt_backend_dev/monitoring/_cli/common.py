@@ -334,6 +334,25 @@ def check_alloc_switch(args: Any) -> None:
             raise CommandError(str(e), EXIT_USAGE) from None
 
 
+def check_probes_open(names: Sequence[str]) -> None:
+    """Refuses, before any work, a device probe that cannot be read here (no NVIDIA driver
+    for ``nvml``): exit 2 and one line naming it, as an unknown probe is.
+
+    :param names: the probes asked for (known to the registry)
+    :raises CommandError: the first that cannot open
+    """
+    from .._memory.registry import get_spec, open_probe
+
+    for name in names:
+        spec = get_spec(name)
+        if spec.inprocess:  # read inside the program, where it runs
+            continue
+        try:
+            open_probe(spec.to_arg(), set).close()
+        except Exception as e:  # a probe's own failure, whatever it is: said, not raised
+            raise CommandError(f"--probe {name}: cannot be read here: {e}", EXIT_USAGE) from None
+
+
 def refuse_ignored(rules: Sequence[tuple[bool, str]]) -> None:
     """Refuses, before any work, the first option that would be silently ignored: one
     line saying which and why, exit 2 (py-spy and memray refuse such pairs too).

@@ -160,7 +160,7 @@ def allocation_lines(alloc: Allocations | None) -> list[str]:
         lines.extend(_alloc_row(r, r.live_end, r.live_end_err) for r in alloc.leaks[:_TOP_LEAKS])
     else:
         lines.append("still live at the end (leak candidates): none above 1 % of the peak")
-    return lines
+    return [one_line(line) for line in lines]  # names from the program: one row each
 
 
 def _functions(report: Report) -> list[str]:

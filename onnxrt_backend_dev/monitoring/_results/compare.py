@@ -452,7 +452,7 @@ def compare_results(
             f"{b['kind']} result: give two results of the same kind"
         )
     kind = a["kind"]
-    settings = Settings(confidence, alpha, min_share, min_change, clock)
+    settings = Settings(confidence, alpha, min_share, min_change, clock, names=names)
     sections = (
         [k for k in _REPORT_PARTS if k in a["data"] and k in b["data"]]
         if kind == "report"
