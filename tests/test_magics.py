@@ -563,3 +563,9 @@ def test_an_unknown_option_points_at_the_help(ip: Any, name: str, line: str, mes
         else:
             ip.run_cell_magic(name, line, "pass\n")
     assert message in str(e.value)
+
+
+def test_profile_tree_says_each_note_once(ip: Any) -> None:
+    with capture_output() as out:
+        ip.run_cell_magic("profile_tree", "", "sum(range(100_000))\n")
+    assert out.stdout.count("note: collector:") == 1

@@ -478,9 +478,7 @@ class MonitoringMagics(Magics):
         if not _wants_cprofile(opts, tree, sort):
             result = _sample_cell(run, interval)
             print(result.to_text(fold_share=fold, show_all="show-library" in opts,
-                                 max_depth=options["max_depth"]))  # fmt: skip
-            for note in result.profile.notes:
-                print(f"note: {note}")
+                                 max_depth=options["max_depth"]), end="")  # fmt: skip
             return result if "o" in opts else None
         from .profiling import to_tree_text
 

@@ -199,8 +199,9 @@ def _emit(
     text = render(**opts)
     if emit_text(text, args.output, out) and not args.quiet:
         err.write(f"profile written to {args.output} ({fmt})\n")
-    for note in result.profile.notes:
-        err.write(f"note: {note}\n")
+    if args.output is not None or fmt != "text":  # else the text printed holds them
+        for note in result.profile.notes:
+            err.write(f"note: {note}\n")
 
 
 def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) -> Any:
