@@ -146,3 +146,13 @@ def test_a_probe_that_cannot_be_read_here_is_a_usage_error_before_the_program(
     code, _, err = run_cli(*argv)
     assert code == 2 and "--probe nvml: cannot be read here: cuda=True but NVML" in err
     assert not (tmp_path / "ran").exists()
+
+
+def test_profile_ranks_by_cpu_without_repeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.py").write_text("sum(range(100_000))\n")
+    code, out, err = run_cli("profile", "--clock", "cpu", "p.py")
+    assert code == 0, err
+    assert "(rows ranked by CPU time)" in out

@@ -254,3 +254,23 @@ def test_export_follows_the_suffix_and_refuses_an_unknown_one(tmp_path: Path) ->
     with pytest.raises(BadValue, match=r"a\.pdf"):
         result.export(tmp_path / "a.pdf")
     assert not (tmp_path / "a.pdf").exists()
+
+
+def test_rows_and_hot_lines_ranked_by_cpu_on_a_busy_machine() -> None:
+    # GIVEN an import waiting 0.8 s for a CPU (0.05 s of CPU) and a hot loop of 0.19 s CPU
+    stacks = [(user("main"), user("load", 3)), (user("main"), user("hot", 5))]
+    totals = {0: [0.8, 0.05, 1.0, 0.0, 0.0, 0.0, 0.75], 1: [0.2, 0.19, 1.0, 0.0, 0.0, 0.0, 0.0]}
+    profile = SampledProfile(
+        stacks, [ThreadProfile(1, "MainThread", True, totals)], 0.002, "prof", 1.0, 1.0, 2
+    )
+    # WHEN ranked by wall, then by CPU
+    by_wall, by_cpu = to_text(profile), to_text(profile, rank="cpu")
+    # THEN the wall puts the waiting import first and says most of it was waiting
+    assert by_wall.index("load") < by_wall.index("hot")
+    assert "75 % of the wall time was spent waiting for a CPU" in by_wall
+    assert "--clock cpu ranks the rows by CPU time" in by_wall
+    # AND the CPU puts the hot loop first, in the tree and in the hot lines
+    assert "(rows ranked by CPU time)" in by_cpu
+    tree, hot = by_cpu.split("hot lines")
+    assert tree.index("hot") < tree.index("load")
+    assert hot.index("hot") < hot.index("load") and "CPU time with the line" in hot

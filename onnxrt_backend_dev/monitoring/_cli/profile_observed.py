@@ -89,8 +89,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     """
     from .._format import format_duration
     from .._observe.build import to_profile
-    from .._observe.launch import exit_code, observe_program
-    from .._observe.report import ending_of_run
+    from .._observe.launch import exit_code, observe_program, signal_ending
     from .._progress import LiveStatus
     from .._report.aggregate import Aggregator
     from .._sampling.result import SamplingResult
@@ -123,11 +122,10 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     profile = to_profile(rec, interval, run.wall, args.program or name,
                          observer_notes(run), cpu, run.observer.samples)  # fmt: skip
     emit_profile(SamplingResult(profile), args, out, err, helpers)
-    ending = ending_of_run(run)
-    if ending.code:  # said even with -q: the program failed (its own traceback is above)
-        words = ending_words(run.status) if ending.code == exit_code(run.status) else ending.detail
+    code, words = signal_ending(run) or (exit_code(run.status), ending_words(run.status))
+    if code:  # said even with -q: the program failed (its own traceback is above)
         err.write(f"{name} {words}\n")
-    return ending.code
+    return code
 
 
 def ending_words(status: int) -> str:

@@ -58,8 +58,9 @@ def add_repeat_options(
         "--clock",
         choices=("cpu", "wall"),
         default=None,
-        help="with --repeat: cProfile's clock, the thread's CPU time (the default, as "
-        "compare --a/--b) or the wall clock",
+        help="with --repeat: the clock saved to compare, the thread's CPU time (the "
+        "default, as compare --a/--b) or the wall clock; sampled without --repeat: what "
+        "ranks the rows and the hot lines (cpu on a busy machine)",
     )
 
 

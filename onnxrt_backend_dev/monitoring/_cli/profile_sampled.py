@@ -146,6 +146,8 @@ def check_combinations(args: argparse.Namespace, cprofile: bool) -> None:
          "--timer is the in-process sampler's: the observer reads the program from outside "
          "on its own clock (drop --timer, or give --collector in-process)"),
     ])  # fmt: skip
+    if args.repeat is None and args.clock is not None and not cprofile:
+        args.rank, args.clock = args.clock, None  # one sampled run: what ranks the rows
 
 
 def observer_reason(args: argparse.Namespace) -> str:
@@ -191,8 +193,12 @@ def _emit(
     opts: dict[str, Any] = {}
     if fmt in ("text", "json", "html"):
         opts = {"fold_share": args.fold_share, "show_all": args.show_library}
+    rank = getattr(args, "rank", None) or "wall"
+    if fmt == "html" and rank == "cpu":
+        opts["order"] = by_cpu
     if fmt == "text":
         opts["max_depth"] = args.max_depth
+        opts["rank"] = rank
         if args.output is None and not helpers.can_encode(sys.stdout, "├─│└"):
             opts["guides"] = "ascii"
     render: Callable[..., str] = getattr(result, f"to_{fmt}")
@@ -202,6 +208,11 @@ def _emit(
     if args.output is not None or fmt != "text":  # else the text printed holds them
         for note in result.profile.notes:
             err.write(f"note: {note}\n")
+
+
+def by_cpu(row: Any) -> float:
+    """The order of ``--clock cpu``: the rows that used the most CPU first."""
+    return float(-row.cpu)
 
 
 def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) -> Any:

@@ -18,18 +18,8 @@ from .._report.model import Ending, Report
 from .._report.session import facts_of
 from .build import decode_stacks, split, thread_label
 from .devices import DeviceSampler
-from .launch import ObservedRun, exit_code
+from .launch import DEATHS, ObservedRun, exit_code, signal_ending
 from .observer import ProcessRecord
-
-_DEATHS = {
-    "SIGKILL": "killed by SIGKILL (the OOM killer, a memory limit or kill -9)",
-    "SIGSEGV": "crashed: SIGSEGV (segmentation fault)",
-    "SIGABRT": "aborted: SIGABRT",
-    "SIGBUS": "crashed: SIGBUS",
-    "SIGINT": "interrupted (SIGINT)",
-    "SIGTERM": "stopped by SIGTERM",
-    "SIGHUP": "stopped by SIGHUP",
-}
 
 
 def ending_of(status: int) -> Ending:
@@ -47,7 +37,7 @@ def ending_of(status: int) -> Ending:
         except ValueError:
             name = f"signal {os.WTERMSIG(status)}"
         kind = "interrupted" if name == "SIGINT" else "signal"
-        return Ending(kind, code, _DEATHS.get(name, f"killed by {name}"))
+        return Ending(kind, code, DEATHS.get(name, f"killed by {name}"))
     if code == 1:
         return Ending("exit", 1, "exited with code 1 (an uncaught exception exits so)")
     return Ending("exit", code, f"exited with code {code}")
@@ -55,27 +45,16 @@ def ending_of(status: int) -> Ending:
 
 def ending_of_run(run: ObservedRun) -> Ending:
     """How an observed program ended, said of the signal the command received when that
-    signal, not the program, decided it: the program killed by the supervisor's SIGKILL
-    (it did not end within the grace, or never started), or ended before its first line
-    (its interpreter's start interrupted: Python's own exit 1).
+    signal decided it (see :func:`.launch.signal_ending`).
 
     :param run: the run
     :return: the ending (128 + N for the signal N the command received)
     """
-    import signal
-
-    ending = ending_of(run.status)
-    if not run.received:
-        return ending
-    killed = os.WIFSIGNALED(run.status) and os.WTERMSIG(run.status) == signal.SIGKILL
-    started = run.record.python_seen
-    if not killed and (started or ending.code in (0, *(128 + s for s in run.received))):
-        return ending
-    first = run.received[0]
-    name = signal.Signals(first).name if first in signal.valid_signals() else str(first)
-    words = _DEATHS.get(name, f"stopped by {name}")
-    when = ", then killed (SIGKILL)" if killed and started else " before its first line"
-    return Ending("interrupted" if name == "SIGINT" else "signal", 128 + first, words + when)
+    decided = signal_ending(run)
+    if decided is None:
+        return ending_of(run.status)
+    code, words = decided
+    return Ending("interrupted" if code == 130 else "signal", code, words)
 
 
 def _relative(file: str, here: str) -> str:
