@@ -367,3 +367,20 @@ def test_compare_names_its_files_and_cuts_a_name_of_megabytes(tmp_path: Path) ->
     code, out, err = run_cli("compare", cprofiled, big)
     assert code in (0, 1, 3), err
     assert "g" * 1000 + "…" in out and len(out) < 100_000
+
+
+def test_a_single_sampled_run_a_side_never_decides_a_regression(tmp_path: Path) -> None:
+    from results_data import sampled_doc
+
+    # GIVEN one sampled run a side (profile --save without --repeat), a function twice
+    # as slow in B: its counts say so, the spread between two runs is not known
+    stacks = {("main", "build"): 0.5, ("main", "score"): 0.5, ("main", "load"): 0.5,
+              ("main", "parse"): 0.5, ("main", "write"): 0.5}  # fmt: skip
+    a = store.save_result(tmp_path / "a.json", sampled_doc(1, stacks, seed=1))
+    b = store.save_result(
+        tmp_path / "b.json", sampled_doc(1, stacks, slow={("main", "build"): 2.0}, seed=2)
+    )
+    # WHEN compared THEN undecided (3), naming the function and what would decide it
+    code, out, _ = run_cli("compare", a, b)
+    assert code == 3, out
+    assert out.startswith("verdict: undecided: build") and "--repeat 5" in out.splitlines()[0]
