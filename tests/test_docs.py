@@ -400,3 +400,23 @@ def test_docs_comparison_includes_the_benchmark_results(html: Path) -> None:
         elif kind == "literal_block":
             for line in block.astext().splitlines():
                 assert line.strip() in page, line
+
+
+def test_every_magic_is_in_the_magics_list_of_integrations() -> None:
+    # GIVEN the magics the extension registers (their methods, from the source)
+    source = (ROOT / "onnxrt_backend_dev" / "monitoring" / "_magics.py").read_text("utf-8")
+    names = re.findall(r"@(?:line_cell_magic|cell_magic)\n(?:    @\w+.*\n)*    def (\w+)", source)
+    intro = (ROOT / "docs" / "integrations.rst").read_text("utf-8").split(".. runpython::")[0]
+    # THEN the list at the top of the page names each one
+    assert names and all(f"``%%{name}``" in intro for name in names), names
+
+
+@pytest.mark.parametrize(("command", "option", "default"),
+                         [("spy", "--delay", "(0.01)"), ("spy", "--top", "(10)")])  # fmt: skip
+def test_options_with_a_default_say_it(command: str, option: str, default: str) -> None:
+    from onnxrt_backend_dev.monitoring._cli.dispatch import build_parser
+
+    parser, _ = build_parser(load=[command])
+    sub = next(a for a in parser._actions if isinstance(getattr(a, "choices", None), dict))
+    action = next(a for a in sub.choices[command]._actions if option in a.option_strings)
+    assert default in (action.help or "")

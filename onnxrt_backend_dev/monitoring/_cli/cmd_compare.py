@@ -214,10 +214,11 @@ class CompareCommand:
             help="with --a/--b: the sampler's seconds between samples (0.001)",
         )  # fmt: skip
         parser.add_argument(
-            "--timer", "--clock", dest="timer", choices=("cpu", "wall"), default=None,
-            help="the clock compared: the CPU time (the default with --a/--b: another "
-            "process's use of the machine is not counted) or the wall clock (waiting "
-            "counted); for two sampled files, each file's own unless given",
+            "--clock", "--timer", dest="timer", choices=("cpu", "wall"), default=None,
+            help="the clock compared, as time, profile and run say it: the CPU time (the "
+            "default with --a/--b: another process's use of the machine is not counted) or "
+            "the wall clock (waiting counted); for two sampled files, each file's own unless "
+            "given (--timer: its older name; profile's --timer is the in-process sampler's)",
         )  # fmt: skip
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")

@@ -94,7 +94,9 @@ class SpyCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Declares the options."""
-        parser.add_argument("--delay", type=float, default=0.01, help="seconds between measures")
+        parser.add_argument(
+            "--delay", type=float, default=0.01, help="seconds between measures (0.01)"
+        )
         parser.add_argument(
             "--cuda", action="store_true", help="measure the GPUs too (NVML): --probe nvml"
         )
@@ -133,7 +135,7 @@ class SpyCommand:
             metavar="MODULE ARGS",
             help="with --where: run a module as a script, the rest is its arguments",
         )
-        parser.add_argument("--top", type=int, default=10, help="functions shown with --where")
+        parser.add_argument("--top", type=int, default=10, help="functions shown with --where (10)")
         parser.add_argument(
             "--alloc-sample", type=alloc_size, default=ALLOC_DEFAULT, metavar="SIZE",
             help="with --where: track the program's allocations, one sampled per SIZE bytes "
