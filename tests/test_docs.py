@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -420,3 +421,20 @@ def test_options_with_a_default_say_it(command: str, option: str, default: str) 
     sub = next(a for a in parser._actions if isinstance(getattr(a, "choices", None), dict))
     action = next(a for a in sub.choices[command]._actions if option in a.option_strings)
     assert default in (action.help or "")
+
+
+@pytest.mark.slow
+def test_a_failing_example_says_so_on_the_page(tmp_path: Path) -> None:
+    # GIVEN a page whose example exits 3, built without -W (a warning, not an error)
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\nextensions = ['runpython']\n"
+    )
+    (tmp_path / "index.rst").write_text(
+        "Page\n====\n\n.. runpython::\n\n    import sys\n    sys.exit(3)\n"
+    )
+    cmd = [sys.executable, "-m", "sphinx", "-E", "-q", "-b", "html", str(tmp_path),
+           str(tmp_path / "html")]  # fmt: skip
+    subprocess.run(cmd, cwd=tmp_path, capture_output=True, timeout=BLOCK_TIMEOUT, check=True)
+    # THEN the page says the example failed where its output would be
+    page = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+    assert "this example failed when the page was built: exit code 3" in page
