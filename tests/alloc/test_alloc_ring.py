@@ -157,3 +157,17 @@ def test_a_blank_or_foreign_ring_is_refused(data: bytes, starting: bool, words: 
 def test_the_record_layout_matches_the_shims() -> None:
     assert RECORD.size == FRAMES_AT and FRAMES_AT + 16 * MAX_FRAMES + 8 == RECORD_SIZE
     assert HEADER.size == RECORDS_AT
+
+
+def test_a_ring_whose_start_is_half_done_is_read_later() -> None:
+    # GIVEN a shim that wrote its magic, not yet its mean and state (its start goes on)
+    ring = Ring()
+    ring.memory.write(BASE, header(0, state=0))
+    reader = RingReader(ring.memory, BASE, PID)
+    # THEN the ring is not read yet (its mean read as 0 would weigh every sample as one)
+    with pytest.raises(RingError, match="starting") as caught:
+        reader.poll()
+    assert caught.value.starting
+    # AND once its state is written, it is
+    ring.set_head(0)
+    assert reader.poll() == []

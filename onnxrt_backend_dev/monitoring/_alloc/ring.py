@@ -206,6 +206,8 @@ class RingReader:
         header = self.read_header()
         if header.pid != self.pid:
             return []
+        if not header.state and not header.why:  # its start half done: its mean not set yet
+            raise RingError("the shim is starting", starting=True)
         if self.next is None:
             self.next = header.fork_head
         cap = header.capacity

@@ -393,7 +393,6 @@ HIDDEN void start(void) {
     }
     const char *path = getenv("ONNXRT_ALLOC_SHIM");
     if (path && !getenv("ONNXRT_ALLOC_CHILDREN")) forget_preload(path);
-    touch_own();
     counting = 1;
     sampling = m > 0;
     update_active();
@@ -412,6 +411,7 @@ HIDDEN void start(void) {
     else
         stacks = 1;
     R->state = (uint32_t)(sampling | stacks << 1 | counting << 2 | (is_finalizing != NULL) << 3);
+    touch_own(); /* once the header is whole: a reader never sees a mean of 0 */
     if (sampling) warm_unwinder();
     atexit(wait_for_observer);
 }
@@ -1467,9 +1467,10 @@ EXPORT void onnxrt_alloc_sample_stop(void) {
 
 /* ---- its own pages ----------------------------------------------------------------- */
 
-/* Every page of the shim's own data (the ring, its tables) touched once at the start: a
- * constant share of the program's RSS from its first line on, which the observer takes
- * off every figure (R->own), rather than pages becoming resident as the ring fills. */
+/* Every page of the shim's own data (the ring, its tables) touched once at its start,
+ * once the ring's header is whole: resident from the program's first line on, a constant
+ * share of its RSS the observer takes off every figure (R->own), rather than pages
+ * becoming resident as the ring fills. */
 HIDDEN void touch_own(void) {
     const struct {
         const void *at;
