@@ -326,9 +326,11 @@ def test_the_allocations_figure_of_the_same_load_is_the_same_whatever_ran_before
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-s")
     result.assert_outcomes(passed=10)
     peaks = [int(m) for m in re.findall(r"ALLOC (\d+)", "\n".join(result.outlines))]
-    # THEN its allocations' peak varies by less than 1 % (the issue's floor is 5 %)
+    # THEN its allocations' peak varies by less than 1 % (the issue's floor is 5 %), and
+    # one of pymalloc's arenas (1 MiB, mapped when no garbage freed in the block leaves
+    # one to reuse: the first load of a fresh process)
     assert len(peaks) == 10 and min(peaks) >= 48 * 2**20
-    assert max(peaks) <= 1.01 * min(peaks), peaks
+    assert max(peaks) <= 1.01 * min(peaks) + 2**20, peaks
 
 
 def test_source_allocations_where_it_cannot_be_counted_names_why(
