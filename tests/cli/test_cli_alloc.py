@@ -40,6 +40,13 @@ tracked = pytest.mark.skipif(
 )
 
 
+def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", *argv],
+        capture_output=True, text=True, timeout=TIMEOUT, env=env,
+    )  # fmt: skip
+
+
 def _run(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> dict:
     script = tmp_path / "prog.py"
     script.write_text(SCRIPT)
@@ -137,11 +144,7 @@ def test_the_peak_is_the_programs_own_without_the_shims_pages(tmp_path: Path) ->
     script.write_text(SCRIPT + HWM.format(str(mark)))
     # WHEN run with the shim (its ring and tables: 3 MB resident in the program)
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", "-o", str(out),
-         str(script)],
-        capture_output=True, text=True, timeout=TIMEOUT,
-    )  # fmt: skip
+    proc = _cli("run", "-q", "-o", str(out), str(script))
     assert proc.returncode == 0, proc.stderr
     # THEN those pages are taken off and said so: the peak is the mark less them
     peak = json.loads(out.read_text())["peak"]
@@ -172,12 +175,8 @@ def test_nothing_of_the_tool_stays_in_the_programs_environment(tmp_path: Path) -
     script = tmp_path / "env.py"
     script.write_text(ENVIRONMENT)
     # WHEN run with the shim
-    proc = subprocess.run(
-        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", "-o",
-         str(tmp_path / "r.json"), str(script)],
-        capture_output=True, text=True, timeout=TIMEOUT,
-        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"},
-    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    proc = _cli("run", "-q", "-o", str(tmp_path / "r.json"), str(script), env=env)
     # THEN no setting of the shim is left to the program or its children, nor the preload
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[] None None"
