@@ -32,7 +32,7 @@ PROGRAM = "open('ran', 'w').close()\n"
         (["profile", "--sort", "time", "--timer", "real", "{p}"], "--timer is the sampler's"),
         # values no type can hold, command lines that cannot be read
         (["run", "--alloc-sample", "1e400", "{p}"], "size must be finite, got '1e400'"),
-        (["compare", "--a", "python3 'x", "--b", "python3 p.py"], "--a \"python3 'x\": No closing"),
+        (["compare", "--a", "python3 'x", "--b", "python3 p.py"], '--a "python3 \'x": No closing'),
         (["compare", "--a", "", "--b", "python3 p.py"], "--a '': the program must be"),
         (["compare", "--a", "no_such_cmd", "--b", "no_such_cmd"], "--a 'no_such_cmd': command not"),
         (["compare", "--a", "python3 nope.py", "--b", "python3 p.py"], "script not found"),
@@ -48,7 +48,7 @@ def test_a_bad_combination_or_value_is_one_line_and_exit_2(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "p.py").write_text(PROGRAM)
     argv = [a.replace("{p}", "p.py") for a in argv]
-    code, out, err = run_cli(*argv)
+    code, _, err = run_cli(*argv)
     err += capsys.readouterr().err  # argparse writes to sys.stderr
     assert code == 2, err
     assert needle in err and "Traceback" not in err
@@ -59,8 +59,9 @@ def test_a_bad_combination_or_value_is_one_line_and_exit_2(
 def test_monitor_refuses_an_interval_it_cannot_keep() -> None:
     from onnxrt_backend_dev.monitoring.report import monitor
 
-    with pytest.raises(ValueError, match=r"interval must be <= 1, got 1000000000"), monitor(
-        interval=1e9
+    with (
+        pytest.raises(ValueError, match=r"interval must be <= 1, got 1000000000"),
+        monitor(interval=1e9),
     ):
         pass
 
@@ -116,7 +117,7 @@ def test_a_renderer_given_no_report_names_it(value: object) -> None:
     from onnxrt_backend_dev.monitoring.report import to_html, to_json, to_text
 
     for render in (to_text, to_html, to_json):
-        with pytest.raises(TypeError, match="report must be a Report .*got "):
+        with pytest.raises(TypeError, match=r"report must be a Report .*got "):
             render(value)  # type: ignore[arg-type]
 
 

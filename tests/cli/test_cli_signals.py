@@ -266,9 +266,7 @@ SLEEPER = "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(
 @pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT)
 @pytest.mark.parametrize("command", ["profile", "run"])
-def test_two_sigints_2_ms_apart_to_an_attach_write_its_output(
-    tmp_path: Path, command: str
-) -> None:
+def test_two_sigints_2_ms_apart_to_an_attach_write_its_output(tmp_path: Path, command: str) -> None:
     # GIVEN profile/run --pid of a running program, attached and sampling
     target = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, text=True)
     try:

@@ -196,3 +196,43 @@ def test_a_ctrl_c_in_the_layout_check_leaves_no_thread(monkeypatch: pytest.Monke
 
 def _checks() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "onnxrt-layout-check"]
+
+
+def test_memory_a_pool_thread_grows_in_library_code_is_the_waiting_users_line() -> None:
+    # GIVEN the main thread waiting in the user's line, a pool thread parsing in pandas
+    record = _record()
+    record.threads.clear()
+    record.flags = bytes(256)
+    record.infos.extend([SimpleNamespace(ops=bytes(4), file="/home/me/load.py"),
+                         SimpleNamespace(ops=bytes(4), file=SITE_PANDAS)])  # fmt: skip
+    stop = threading.Event()
+    pool = threading.Thread(target=lambda: [_spin(0.001) for _ in iter(stop.is_set, True)])
+    pool.start()
+    try:
+        main = ThreadSample(1, 1, 0, (0, 0), True, 0, False)  # no CPU read: it waits
+        worker = ThreadSample(2, 2, pool.native_id or 0, (1, 0), True, 0, True)
+        for i in range(3):  # the pool's thread uses the CPU, the main one waits
+            time.sleep(0.01)
+            credited = sample_threads(record, [main, worker], float(i), 0.01)
+    finally:
+        stop.set()
+        pool.join()
+        record.close()
+    # THEN the memory is credited to the user's line, not to the pool's pandas frame
+    assert credited == record.intern((0, 0))
+
+
+SITE_PANDAS = "/venv/lib/python3.11/site-packages/pandas/io/parsers/c_parser_wrapper.py"
+
+
+def test_an_allocation_of_a_pool_thread_is_the_waiting_users_line() -> None:
+    from onnxrt_backend_dev.monitoring._alloc.tracker import _waited_for
+
+    record = _record()
+    record.infos.extend([SimpleNamespace(ops=bytes(4), file="/home/me/load.py"),
+                         SimpleNamespace(ops=bytes(4), file=SITE_PANDAS)])  # fmt: skip
+    user, pandas = record.intern((0, 0)), record.intern((1, 0))
+    next(iter(record.threads.values())).last_sid = user  # the main thread waits there
+    assert _waited_for(record, pandas) == user
+    assert _waited_for(record, user) == user  # a thread running the user's code keeps it
+    record.close()

@@ -126,6 +126,7 @@ class ProcessRecord:
         # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
         self.alloc: Any = None
         self.tool_rss = 0.0  # bytes of this tool's own in its RSS (the allocation shim's)
+        self.user_codes: dict[int, bool] = {}  # code id -> it is the user's (see credit)
         self.reaped = False  # it waited for a child of its own (see TaskStat.reaped)
         self.comm = ""  # its kernel name (its threads started from C inherit it)
         self.last_credited = -1  # the stack credited with the memory at the last sample
@@ -416,7 +417,7 @@ def sample_threads(
     :param skip: thread name -> True to leave that thread out (this tool's own)
     :return: the credited stack id
     """
-    best_cpu, credited, main_sid = -1.0, -1, -1
+    best_cpu, credited, main_sid, best_frames = -1.0, -1, -1, EMPTY
     pid = record.pid
     for s in samples:
         key = (s.address, s.ident)  # a thread state reused by a new thread is new
@@ -454,10 +455,34 @@ def sample_threads(
         if th.is_main:
             main_sid = chosen
         if chosen >= 0 and cpu > best_cpu:
-            best_cpu, credited = cpu, chosen
-    if best_cpu <= 0.0:
+            best_cpu, credited, best_frames = cpu, chosen, frames
+    # A pool's thread running library code only (pandas 3's read_csv parses in worker
+    # threads): the memory is the user's line waiting for it, in the main thread.
+    if best_cpu <= 0.0 or (main_sid >= 0 and not has_user_code(record, best_frames)):
         credited = main_sid
     return credited
+
+
+def has_user_code(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
+    """Whether a stack holds a frame of the user's code (not a library's), cached by
+    code id.
+
+    :param record: the process
+    :param frames: the stack's key (code id, offset, ...)
+    :return: True when one frame is the user's
+    """
+    from .._stacks.frames import is_library_path
+
+    known = record.user_codes
+    for cid in frames[::2]:
+        user = known.get(cid)
+        if user is None:
+            info = record.infos[cid] if 0 <= cid < len(record.infos) else None
+            file = getattr(info, "file", "") or "<"
+            user = known[cid] = not file.startswith("<") and not is_library_path(file)
+        if user:
+            return True
+    return False
 
 
 def _name_of(record: ProcessRecord, sample: ThreadSample) -> str:
