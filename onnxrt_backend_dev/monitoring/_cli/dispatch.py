@@ -17,7 +17,6 @@ import gc
 import importlib
 import io
 import os
-import signal
 import sys
 from collections.abc import Collection, Sequence
 from typing import Any, TextIO, cast
@@ -233,14 +232,6 @@ def _discard_rest(out: TextIO) -> None:
         os.close(null)
 
 
-def _ignore_ending_signals() -> None:
-    from .._run.signals import ending_signals
-
-    for signum in ending_signals():
-        with contextlib.suppress(ValueError, OSError):  # not the main thread
-            signal.signal(signum, signal.SIG_IGN)
-
-
 def forget_interrupt() -> None:
     """Clears CPython's mark of a KeyboardInterrupt escaping code run from a string
     (``exec(str)``: dataclasses and namedtuples made while a command imports its
@@ -285,8 +276,6 @@ def main(
         err.write(f"error: {_save_copy(guarded, e)}\n")
         return EXIT_ERROR
     finally:
-        if argv is None:  # the process ends next: a late signal cannot change its code
-            _ignore_ending_signals()
         forget_interrupt()
 
 
