@@ -121,8 +121,12 @@ def signal_ending(run: ObservedRun) -> tuple[int, str] | None:
     if not run.received:
         return None
     code = exit_code(run.status)
+    from .observer import has_user_code
+
     killed = os.WIFSIGNALED(run.status) and os.WTERMSIG(run.status) == signal.SIGKILL
-    started = run.record.python_seen
+    # Its own code ran (not only the interpreter's start: site, the imports it makes).
+    record = run.record
+    started = record.python_seen and any(has_user_code(record, k) for k in record.key_list)
     if not killed and (started or code in (0, *(128 + s for s in run.received))):
         return None
     first = run.received[0]
