@@ -418,8 +418,9 @@ def test_options_with_a_default_say_it(command: str, option: str, default: str) 
     from onnxrt_backend_dev.monitoring._cli.dispatch import build_parser
 
     parser, _ = build_parser(load=[command])
-    sub = next(a for a in parser._actions if isinstance(getattr(a, "choices", None), dict))
-    action = next(a for a in sub.choices[command]._actions if option in a.option_strings)
+    found = (getattr(a, "choices", None) for a in parser._actions)
+    subs = next(c for c in found if isinstance(c, dict))
+    action = next(a for a in subs[command]._actions if option in a.option_strings)
     assert default in (action.help or "")
 
 

@@ -374,8 +374,10 @@ def test_a_single_sampled_run_a_side_never_decides_a_regression(tmp_path: Path) 
 
     # GIVEN one sampled run a side (profile --save without --repeat), a function twice
     # as slow in B: its counts say so, the spread between two runs is not known
-    stacks = {("main", "build"): 0.5, ("main", "score"): 0.5, ("main", "load"): 0.5,
-              ("main", "parse"): 0.5, ("main", "write"): 0.5}  # fmt: skip
+    stacks: dict[tuple[str, ...], float] = {
+        ("main", "build"): 0.5, ("main", "score"): 0.5, ("main", "load"): 0.5,
+        ("main", "parse"): 0.5, ("main", "write"): 0.5,
+    }  # fmt: skip
     a = store.save_result(tmp_path / "a.json", sampled_doc(1, stacks, seed=1))
     b = store.save_result(
         tmp_path / "b.json", sampled_doc(1, stacks, slow={("main", "build"): 2.0}, seed=2)

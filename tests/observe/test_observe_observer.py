@@ -207,7 +207,12 @@ def test_memory_a_pool_thread_grows_in_library_code_is_the_waiting_users_line() 
     record.infos.extend([SimpleNamespace(ops=bytes(4), file="/home/me/load.py"),
                          SimpleNamespace(ops=bytes(4), file=SITE_PANDAS)])  # fmt: skip
     stop = threading.Event()
-    pool = threading.Thread(target=lambda: [_spin(0.001) for _ in iter(stop.is_set, True)])
+
+    def parse() -> None:
+        while not stop.is_set():
+            _spin(0.001)
+
+    pool = threading.Thread(target=parse)
     pool.start()
     try:
         main = ThreadSample(1, 1, 0, (0, 0), True, 0, False)  # no CPU read: it waits

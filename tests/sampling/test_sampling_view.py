@@ -258,7 +258,10 @@ def test_export_follows_the_suffix_and_refuses_an_unknown_one(tmp_path: Path) ->
 
 def test_rows_and_hot_lines_ranked_by_cpu_on_a_busy_machine() -> None:
     # GIVEN an import waiting 0.8 s for a CPU (0.05 s of CPU) and a hot loop of 0.19 s CPU
-    stacks = [(user("main"), user("load", 3)), (user("main"), user("hot", 5))]
+    stacks: list[tuple[SampledFrame, ...]] = [
+        (user("main"), user("load", 3)),
+        (user("main"), user("hot", 5)),
+    ]
     totals = {0: [0.8, 0.05, 1.0, 0.0, 0.0, 0.0, 0.75], 1: [0.2, 0.19, 1.0, 0.0, 0.0, 0.0, 0.0]}
     profile = SampledProfile(
         stacks, [ThreadProfile(1, "MainThread", True, totals)], 0.002, "prof", 1.0, 1.0, 2

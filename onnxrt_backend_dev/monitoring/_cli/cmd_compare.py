@@ -84,11 +84,11 @@ def _check_sources(args: argparse.Namespace) -> None:
                 raise CommandError(f"--{option.replace('_', '-')} needs --a/--b", EXIT_USAGE)
     else:
         sides = [("--a", args.a), ("--b", args.b)]
-        programs = [_checked(option, command, _parsed) for option, command in sides]
-        if programs[0].profiled != programs[1].profiled:
+        parsed = [_checked(option, command, _parsed) for option, command in sides]
+        if parsed[0].profiled != parsed[1].profiled:
             raise CommandError("a and b must both be Python programs, or both other commands",
                                EXIT_USAGE)  # fmt: skip
-        for (option, command), program in zip(sides, programs, strict=True):
+        for (option, command), program in zip(sides, parsed, strict=True):
             _checked(option, command, functools.partial(_runnable, program))
 
 
