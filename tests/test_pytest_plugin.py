@@ -784,20 +784,24 @@ def test_a_session_output_that_cannot_be_written_is_refused_before_the_tests(
 
 @needs_entry_point
 def test_a_session_result_that_cannot_be_written_is_saved_elsewhere_and_said(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
 ) -> None:
-    from onnxrt_backend_dev.monitoring import _pytest_session
-
-    def full(*args: object, **kwargs: object) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(_pytest_session, "save_result", full)
+    # GIVEN a result whose folder a test removes (as a full disk, a folder cleaned up)
+    folder = pytester.path / "out"
+    folder.mkdir()
     pytester.makepyfile(
-        "def test_block(monitor_memory):\n    with monitor_memory('a'):\n        x = 1\n"
+        "import shutil\n"
+        "def test_block(monitor_memory):\n"
+        "    with monitor_memory('a'):\n"
+        "        x = 1\n"
+        f"    shutil.rmtree({str(folder)!r})\n"
     )
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--monitoring-save", "s.json")
-    said = re.search(r"/s\.json: cannot write \(No space left on device\); saved to (\S+) instead",
-                     result.stdout.str())  # fmt: skip
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--monitoring-save", str(folder / "s.json")
+    )
+    # THEN the figures are saved elsewhere, and the summary says where
+    said = re.search(r"/s\.json: cannot write \(No such file or directory\); saved to (\S+) "
+                     r"instead", result.stdout.str())  # fmt: skip
     assert said is not None, result.stdout.str()
     kept = json.loads(Path(said.group(1)).read_text())
     os.remove(said.group(1))
