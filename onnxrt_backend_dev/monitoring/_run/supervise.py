@@ -359,7 +359,11 @@ class Child:
         """
         if self.exit is not None:
             return self.exit
-        self._close_gate()
+        if self.gated:  # never started: its shell reads end-of-file and exits 125
+            self._close_gate()
+            ended = self.wait(grace)
+            if ended is not None:
+                return ended
         self.send(signum, descendants=True)
         ended = self.wait(grace)
         if ended is not None:
