@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,3 +401,41 @@ def test_docs_comparison_includes_the_benchmark_results(html: Path) -> None:
         elif kind == "literal_block":
             for line in block.astext().splitlines():
                 assert line.strip() in page, line
+
+
+def test_every_magic_is_in_the_magics_list_of_integrations() -> None:
+    # GIVEN the magics the extension registers (their methods, from the source)
+    source = (ROOT / "onnxrt_backend_dev" / "monitoring" / "_magics.py").read_text("utf-8")
+    names = re.findall(r"@(?:line_cell_magic|cell_magic)\n(?:    @\w+.*\n)*    def (\w+)", source)
+    intro = (ROOT / "docs" / "integrations.rst").read_text("utf-8").split(".. runpython::")[0]
+    # THEN the list at the top of the page names each one
+    assert names and all(f"``%%{name}``" in intro for name in names), names
+
+
+@pytest.mark.parametrize(("command", "option", "default"),
+                         [("spy", "--delay", "(0.01)"), ("spy", "--top", "(10)")])  # fmt: skip
+def test_options_with_a_default_say_it(command: str, option: str, default: str) -> None:
+    from onnxrt_backend_dev.monitoring._cli.dispatch import build_parser
+
+    parser, _ = build_parser(load=[command])
+    found = (getattr(a, "choices", None) for a in parser._actions)
+    subs = next(c for c in found if isinstance(c, dict))
+    action = next(a for a in subs[command]._actions if option in a.option_strings)
+    assert default in (action.help or "")
+
+
+@pytest.mark.slow
+def test_a_failing_example_says_so_on_the_page(tmp_path: Path) -> None:
+    # GIVEN a page whose example exits 3, built without -W (a warning, not an error)
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\nextensions = ['runpython']\n"
+    )
+    (tmp_path / "index.rst").write_text(
+        "Page\n====\n\n.. runpython::\n\n    import sys\n    sys.exit(3)\n"
+    )
+    cmd = [sys.executable, "-m", "sphinx", "-E", "-q", "-b", "html", str(tmp_path),
+           str(tmp_path / "html")]  # fmt: skip
+    subprocess.run(cmd, cwd=tmp_path, capture_output=True, timeout=BLOCK_TIMEOUT, check=True)
+    # THEN the page says the example failed where its output would be
+    page = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+    assert "this example failed when the page was built: exit code 3" in page

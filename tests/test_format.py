@@ -73,7 +73,7 @@ def test_parse_bytes_rejects_nonsense(bad: str) -> None:
 
 
 def test_parse_bytes_rejects_negative_numbers_and_wrong_types() -> None:
-    with pytest.raises(ValueError, match="size must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="size must be >= 0 and finite, got -1"):
         parse_bytes(-1)
     with pytest.raises(TypeError, match="got list"):
         parse_bytes([1])  # type: ignore[arg-type]

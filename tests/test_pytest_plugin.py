@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -323,9 +326,11 @@ def test_the_allocations_figure_of_the_same_load_is_the_same_whatever_ran_before
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-s")
     result.assert_outcomes(passed=10)
     peaks = [int(m) for m in re.findall(r"ALLOC (\d+)", "\n".join(result.outlines))]
-    # THEN its allocations' peak varies by less than 1 % (the issue's floor is 5 %)
+    # THEN its allocations' peak varies by less than 1 % (the issue's floor is 5 %), and
+    # one of pymalloc's arenas (1 MiB, mapped when no garbage freed in the block leaves
+    # one to reuse: the first load of a fresh process)
     assert len(peaks) == 10 and min(peaks) >= 48 * 2**20
-    assert max(peaks) <= 1.01 * min(peaks), peaks
+    assert max(peaks) <= 1.01 * min(peaks) + 2**20, peaks
 
 
 def test_source_allocations_where_it_cannot_be_counted_names_why(
@@ -505,6 +510,10 @@ def test_delay_zero():
 @pytest.mark.limit_memory("10 MB", probes=("rocm",))
 def test_unknown_probe():
     pass
+
+@pytest.mark.limit_memory("1e400 MB")
+def test_infinite():
+    pass
 """
 
 
@@ -514,16 +523,18 @@ def test_a_bad_limit_memory_fails_the_test_in_one_line(pytester: pytest.Pytester
     pytester.makepyfile(test_bad=_BAD_MARKERS)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rA")
     # THEN each test fails with one line naming the argument, no traceback, no row
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines(
         [
             "*limit_memory: limit must be*nan*",
             "*limit_memory: delay must be >= 0.001 s and finite, got 0*",
             "*limit_memory: probes: unknown probe 'rocm'*",
+            "*limit_memory: size must be finite, got '1e400 MB'*",
         ]
     )
     text = result.stdout.str()
     assert "Traceback" not in text and "peak 0 B" not in text
+    assert "During handling of the above exception" not in text
 
 
 @needs_entry_point
@@ -753,3 +764,45 @@ def test_the_cpu_clock_is_recorded_and_clocks_are_not_mixed(pytester: pytest.Pyt
     # AND a bad clock is refused before any test
     bad = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--monitoring-clock", "gpu")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@needs_entry_point
+@pytest.mark.parametrize("kind", ["empty", "dangling"])
+def test_a_session_output_that_cannot_be_written_is_refused_before_the_tests(
+    pytester: pytest.Pytester, kind: str
+) -> None:
+    pytester.makepyfile("def test_ran():\n    open('ran', 'w').close()\n")
+    path = ""
+    if kind == "dangling":
+        (pytester.path / "link.json").symlink_to(pytester.path / "missing" / "t.json")
+        path = "link.json"
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--monitoring-save", path)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not (pytester.path / "ran").exists()
+    assert (pytester.path / "link.json").is_symlink() or kind == "empty"
+
+
+@needs_entry_point
+def test_a_session_result_that_cannot_be_written_is_saved_elsewhere_and_said(
+    pytester: pytest.Pytester,
+) -> None:
+    # GIVEN a result whose folder a test removes (as a full disk, a folder cleaned up)
+    folder = pytester.path / "out"
+    folder.mkdir()
+    pytester.makepyfile(
+        "import shutil\n"
+        "def test_block(monitor_memory):\n"
+        "    with monitor_memory('a'):\n"
+        "        x = 1\n"
+        f"    shutil.rmtree({str(folder)!r})\n"
+    )
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--monitoring-save", str(folder / "s.json")
+    )
+    # THEN the figures are saved elsewhere, and the summary says where
+    said = re.search(r"/s\.json: cannot write \(No such file or directory\); saved to (\S+) "
+                     r"instead", result.stdout.str())  # fmt: skip
+    assert said is not None, result.stdout.str()
+    kept = json.loads(Path(said.group(1)).read_text())
+    os.remove(said.group(1))
+    assert kept["kind"] == "report"

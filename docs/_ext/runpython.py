@@ -4,11 +4,12 @@ The code runs in a separate Python process (the interpreter building the docs) i
 temporary folder, with a timeout, so that an example can neither hang the build nor
 leak state into it. What it prints is inserted as a literal block below the code. A
 failing example (non-zero exit code or timeout) is a build warning, hence an error
-with ``sphinx -W``: the documentation cannot show an example that no longer runs.
+with ``sphinx -W``: the documentation cannot show an example that no longer runs;
+without ``-W`` the page says so where the output would be, never an empty output.
 
 Options:
 
-- ``:timeout: SECONDS`` (default 60)
+- ``:timeout: SECONDS`` (default 300: a kill path for a hang, not a speed bound)
 - ``:hide-code:`` shows only the output
 - ``:shell:`` runs the block with ``bash -e`` instead of Python; ``python`` and the
   console scripts resolve to the interpreter building the docs
@@ -42,7 +43,7 @@ from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = 300.0  # a kill path for a hang only: a busy machine (load 15) is slow
 _FIGURE_FILE = "_runpython_figure.png"
 # Appended to the user's code when a figure is wanted: saves the figure of a global ``ax``
 # (what the plot helpers return), else of a global ``fig``, else pyplot's current figure.
@@ -156,6 +157,11 @@ class RunPythonDirective(SphinxDirective):
             output, picture = run_example(code, repo_root, timeout, shell=shell, figure=figure)
         except ExampleError as e:
             logger.warning("runpython: the example failed: %s", e, location=self.get_location())
+            # On the page too: an output left empty would read as an example printing nothing.
+            said = f"this example failed when the page was built: {e}"
+            failed = nodes.literal_block(said, said, language="text")
+            failed["classes"].append("runpython-failed")
+            result.append(failed)
             return result
         text = output.rstrip().lstrip("\n")
         if text:

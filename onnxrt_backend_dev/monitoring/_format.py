@@ -139,6 +139,9 @@ def format_bytes(n: float, significant: int = 3) -> str:
     return f"{_digits(n / factor, significant)} {symbol}"
 
 
+_TOO_BIG = float(2**63)  # bytes: no size beyond (an infinite one would be OverflowError)
+
+
 def parse_bytes(text: str | int | float) -> int:
     """Parses a size such as ``"200 MB"``, ``"1.5GiB"`` or ``4096`` into bytes.
 
@@ -149,8 +152,8 @@ def parse_bytes(text: str | int | float) -> int:
     :return: the number of bytes
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if text < 0:
-            raise BadValue(f"size must be >= 0, got {text!r}")
+        if not 0 <= text < _TOO_BIG:  # NaN too
+            raise BadValue(f"size must be >= 0 and finite, got {text!r}")
         return int(text)
     if not isinstance(text, str):
         raise BadType(f"size must be a str, int or float, got {type(text).__name__}")
@@ -160,7 +163,10 @@ def parse_bytes(text: str | int | float) -> int:
         raise BadValue(
             f"size must be a number followed by B, KB, MB, GB, TB (or KiB...), got {text!r}"
         )
-    return int(float(m.group(1)) * _BYTE_SUFFIXES[suffix])
+    size = float(m.group(1)) * _BYTE_SUFFIXES[suffix]
+    if not size < _TOO_BIG:  # "1e400 MB" is infinite
+        raise BadValue(f"size must be finite, got {text!r}")
+    return int(size)
 
 
 def one_line(text: str) -> str:

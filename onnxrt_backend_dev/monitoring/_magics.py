@@ -251,6 +251,15 @@ def _option(opts: dict[str, Any], name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def _path_option(opts: dict[str, Any], name: str) -> str | None:
+    """A file option: the magic's line keeps quotes (``--html ''`` is two quote
+    characters), taken off here as a shell would."""
+    value = _option(opts, name)
+    if value is not None and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return value
+
+
 def _number_option(
     opts: dict[str, Any],
     name: str,
@@ -406,27 +415,34 @@ class MonitoringMagics(Magics):
         from ._report.render_text import to_text
         from ._report.session import run_monitored
 
-        opts, _ = self._options(_MONITOR, line, list_all=True)
+        opts, rest = self._options(_MONITOR, line, list_all=True)
         if _wants_help(opts, _MONITOR):
             return None
-        interval = _number_option(opts, "interval", 0.005, float, 0.001)
+        if rest.strip():  # a word the magic does not take: refused before the cell runs
+            raise UsageError(f"%%monitor: unexpected {rest.strip()!r}; see %%monitor --help")
+        interval = _interval(opts, 0.005, 0.001)
         probes = [str(p) for p in opts.get("probe", [])]
-        outputs = {"--html": _option(opts, "html"), "--json": _option(opts, "json")}
+        outputs = {"--html": _path_option(opts, "html"), "--json": _path_option(opts, "json")}
         _check_outputs(outputs)  # before the cell runs, as the command line does
+
+        def keep(report: Any) -> None:  # the files, also when the cell raised
+            writes = []
+            for option, render in (("--html", to_html), ("--json", to_json)):
+                path = outputs[option]
+                if path is not None:
+                    writes.append((option, path, render(report)))
+            _save_outputs(writes)
+
         code = self._shell.compile(self._shell.transform_cell(cell), "<monitor>", "exec")
         namespace = self._shell.user_ns
         try:
-            report = run_monitored(lambda: exec(code, namespace), "cell", code, interval, probes)
+            report = run_monitored(
+                lambda: exec(code, namespace), "cell", code, interval, probes, keep
+            )
         except (ImportError, RuntimeError, OSError, ValueError) as e:
             if not getattr(e, "__traceback__", None) or not _from_cell(e):
                 raise UsageError(f"%%monitor cannot run: {e}") from None
             raise
-        writes = []
-        for option, render in (("--html", to_html), ("--json", to_json)):
-            path = outputs[option]
-            if path is not None:
-                writes.append((option, path, render(report)))
-        _save_outputs(writes)
         if "q" not in opts:
             print(to_text(report))  # the summary has no line break of its own
         return report if "o" in opts else None
@@ -462,9 +478,7 @@ class MonitoringMagics(Magics):
         if not _wants_cprofile(opts, tree, sort):
             result = _sample_cell(run, interval)
             print(result.to_text(fold_share=fold, show_all="show-library" in opts,
-                                 max_depth=options["max_depth"]))  # fmt: skip
-            for note in result.profile.notes:
-                print(f"note: {note}")
+                                 max_depth=options["max_depth"]), end="")  # fmt: skip
             return result if "o" in opts else None
         from .profiling import to_tree_text
 
@@ -492,13 +506,16 @@ def _wants_cprofile(opts: dict[str, Any], tree: bool, sort: str | None) -> bool:
     )
 
 
-def _interval(opts: dict[str, Any]) -> float:
-    """``--interval``, checked as the sampler checks it."""
+def _interval(
+    opts: dict[str, Any], default: float | None = None, minimum: float | None = None
+) -> float:
+    """``--interval``, checked as the commands check it (the sampler's by default)."""
     from ._sampling.rates import DEFAULT_INTERVAL, MIN_INTERVAL, check_interval
 
-    interval = _number_option(opts, "interval", DEFAULT_INTERVAL, float, MIN_INTERVAL)
+    least = MIN_INTERVAL if minimum is None else minimum
+    interval = _number_option(opts, "interval", default or DEFAULT_INTERVAL, float, least)
     try:
-        return check_interval(interval, "--interval")
+        return check_interval(interval, "--interval", minimum=least)
     except ValueError as e:
         raise UsageError(str(e)) from None
 

@@ -325,6 +325,7 @@ class MemoryBlock:
         # still live at the end, what was allocated and in how many calls.
         self.alloc_peak = self.alloc_end = self.alloc_total = self.alloc_count = 0
         self._alloc: Any = None
+        self.not_counted = ""  # why the allocations were not counted after all
 
     @property
     def increase(self) -> int:
@@ -347,8 +348,18 @@ class MemoryBlock:
         if self.counted:  # after the spy's start: its own allocations are not the block's
             from ._alloc.block import AllocationBlock
 
-            self._alloc = AllocationBlock().__enter__()
+            try:
+                self._alloc = AllocationBlock().__enter__()
+            except OSError as e:  # another tracker took the calls: judged on the RSS
+                if self.source == "allocations":
+                    self._stop_spy()
+                    raise BadValue(f"source='allocations' cannot be measured: {e}") from None
+                self.counted, self.not_counted = False, str(e)
         return self
+
+    def _stop_spy(self) -> None:
+        MemoryBlock._active -= 1
+        self._spy.stop()
 
     def __exit__(
         self,
@@ -408,6 +419,8 @@ class MemoryBlock:
                 f"{format_bytes(self.alloc_end)}, {format_bytes(self.alloc_total)} in "
                 f"{self.alloc_count:,} calls"
             )
+        elif self.not_counted:
+            line += f"; {self.not_counted}"
         cpu = self.stats.get("cpu")
         if cpu is not None and cpu.where is not None:
             from ._memory.frames import peak_line
@@ -934,7 +947,10 @@ def _marker_blocks(item: pytest.Item) -> list[MemoryBlock | TimedBlock]:
         try:
             blocks.append(build(marker))
         except (TypeError, ValueError) as e:
-            pytest.fail(f"{name}: {e}", pytrace=False)
+            bad = f"{name}: {e}"
+        else:
+            continue
+        pytest.fail(bad, pytrace=False)  # outside the except: one line, no chained error
     return blocks
 
 

@@ -19,6 +19,10 @@ EXPORT_SCHEMA = "onnxrt-monitoring-session"
 def _check_output(option: str, path: str, force: bool, inputs: Sequence[str]) -> str:
     """Refuses an output before any test runs: not ``.json``, an input, or an existing
     file without ``--monitoring-force``; returns it absolute (a test may ``chdir``)."""
+    if not path:
+        raise BadValue(f"{option} {path!r}: the path is empty")
+    if os.path.islink(path) and not os.path.exists(path):
+        raise BadValue(f"{option} {path!r}: a symbolic link to a file that does not exist")
     if not path.endswith(".json"):
         raise BadValue(f"{option} {path!r} must end with .json")
     full = os.path.abspath(path)
@@ -76,12 +80,12 @@ class Session:
         inputs = [compare] if compare is not None else []
         self.worker = worker
         check = not worker  # the controller checked them already
-        self.save = save and (
-            _check_output("--monitoring-save", save, force, inputs) if check else save
-        )
-        self.export = export and (
-            _check_output("--monitoring-json", export, force, inputs) if check else export
-        )
+        self.save = save
+        if save is not None and check:
+            self.save = _check_output("--monitoring-save", save, force, inputs)
+        self.export = export
+        if export is not None and check:
+            self.export = _check_output("--monitoring-json", export, force, inputs)
         if self.save and self.export and self.save == self.export:
             raise BadValue("--monitoring-save and --monitoring-json name the same file")
         # Read after the outputs are checked: a wrong command line is named first.
@@ -164,10 +168,26 @@ class Session:
         try:
             save_result(self.save or "", doc, force=True)  # refused at the start if not --force
         except OSError as e:
-            self.failed_write = True
-            self.lines.append(f"--monitoring-save {self.save}: cannot write ({e.strerror or e})")
+            self._failed("--monitoring-save", self.save or "", e, json.dumps(doc))
             return
         self.lines.append(f"saved the figures of {len(self.rows)} test(s) to {self.save}")
+
+    def _failed(self, option: str, path: str, error: OSError, text: str) -> None:
+        """A write that failed after the tests: the figures go to a file of the temporary
+        folder, named (never lost without a word), and the session fails."""
+        from ._cli.common import save_fallback
+
+        def write(where: str) -> None:
+            with open(where, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+
+        self.failed_write = True
+        line = f"{option} {path}: cannot write ({error.strerror or error})"
+        try:
+            line += f"; saved to {save_fallback(write, '.json')} instead"
+        except OSError as again:
+            line += f"; nor elsewhere ({again.strerror or again}): the figures are lost"
+        self.lines.append(line)
 
     def _export_text(self) -> str:
         doc = {"schema": EXPORT_SCHEMA, "version": 1, "tests": self.rows}
@@ -178,8 +198,7 @@ class Session:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
         except OSError as e:
-            self.failed_write = True
-            self.lines.append(f"{option} {path}: cannot write ({e.strerror or e})")
+            self._failed(option, path, e, text)
             return
         self.lines.append(f"wrote the table of {len(self.rows)} test(s) to {path}")
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +103,46 @@ def test_fork_inside_a_block_while_threads_allocate_does_not_deadlock() -> None:
         stop.set()
         for t in threads:
             t.join()
+
+
+TAKEN = """\
+import ctypes, os, shutil, sys
+from onnxrt_backend_dev.monitoring._alloc.block import AllocationBlock
+from onnxrt_backend_dev.monitoring._alloc.shim import shim_path
+with AllocationBlock():
+    pass
+# another tracker patching the allocator's calls after this one (as pytest-memray does at
+# each test): a second copy of the shim
+other = shutil.copy(shim_path(), os.path.join(sys.argv[1], "other.so"))
+lib = ctypes.CDLL(other, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+out = (ctypes.c_int64 * 7)()
+lib.onnxrt_alloc_block_begin(); lib.onnxrt_alloc_block_end(out)
+try:
+    AllocationBlock().__enter__()
+except OSError as e:
+    print(e)
+"""
+
+
+def test_a_block_whose_allocator_calls_another_tool_took_says_so(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", TAKEN, str(tmp_path)], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "allocations not counted: another tool took" in proc.stdout
+
+
+def test_a_monitored_block_whose_allocations_cannot_be_counted_is_judged_on_the_rss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from onnxrt_backend_dev.monitoring._pytest_plugin import MemoryBlock
+
+    def taken(self: AllocationBlock) -> AllocationBlock:
+        raise OSError("allocations not counted: another tool took (test)")
+
+    monkeypatch.setattr(AllocationBlock, "__enter__", taken)
+    with MemoryBlock("b", delay=0.005) as block:
+        pass
+    assert not block.counted and "another tool took" in block.summary()
+    assert "alloc_peak" not in block.figure()
+    with pytest.raises(ValueError, match="source='allocations' cannot be measured: alloc"):
+        MemoryBlock("b", source="allocations").__enter__()

@@ -18,6 +18,7 @@ from onnxrt_backend_dev.monitoring._alloc.ring import (
     RECORD,
     RECORD_SIZE,
     RECORDS_AT,
+    VERSION,
     RingError,
     RingReader,
     parse_header,
@@ -30,9 +31,9 @@ PID = 4242
 
 
 def header(head: int, pid: int = PID, fork_head: int = 0, magic: bytes = MAGIC,
-           version: int = 1, state: int = 15) -> bytes:  # fmt: skip
+           version: int = VERSION, state: int = 15) -> bytes:  # fmt: skip
     return HEADER.pack(magic, version, RECORD_SIZE, CAPACITY, MAX_FRAMES, pid, state, 65536,
-                       fork_head, head, 1000, 2000, 3, 4, 5, 0, 0, 0, 3, 0, 0, b"")  # fmt: skip
+                       fork_head, head, 1000, 2000, 3, 4, 5, 0, 0, 0, 3, 0, 0, b"", 0)  # fmt: skip
 
 
 def record(order: int, kind: int = KIND_ALLOC, frames: tuple[int, ...] = (), whole: bool = True,
@@ -143,7 +144,7 @@ def test_a_forked_childs_ring_is_read_from_its_fork_and_only_once_it_is_its_own(
         (header(0, magic=bytes(8)), True, "has not started"),
         # a page the loader has not zeroed yet: read again (the tracker gives up later)
         (header(0, magic=b"XXXXXXXX"), True, "magic is wrong"),
-        (header(0, version=2), False, "another version"),
+        (header(0, version=99), False, "another version"),
         (b"short", False, "cut short"),
     ],
 )
@@ -156,3 +157,17 @@ def test_a_blank_or_foreign_ring_is_refused(data: bytes, starting: bool, words: 
 def test_the_record_layout_matches_the_shims() -> None:
     assert RECORD.size == FRAMES_AT and FRAMES_AT + 16 * MAX_FRAMES + 8 == RECORD_SIZE
     assert HEADER.size == RECORDS_AT
+
+
+def test_a_ring_whose_start_is_half_done_is_read_later() -> None:
+    # GIVEN a shim that wrote its magic, not yet its mean and state (its start goes on)
+    ring = Ring()
+    ring.memory.write(BASE, header(0, state=0))
+    reader = RingReader(ring.memory, BASE, PID)
+    # THEN the ring is not read yet (its mean read as 0 would weigh every sample as one)
+    with pytest.raises(RingError, match="starting") as caught:
+        reader.poll()
+    assert caught.value.starting
+    # AND once its state is written, it is
+    ring.set_head(0)
+    assert reader.poll() == []

@@ -347,3 +347,42 @@ def test_help_states_the_gate(capsys: pytest.CaptureFixture[str]) -> None:
     for words in ("0 no significant regression above --fail-above", "1 a significant regression",
                   "2 bad input", "3 undecided", "weaker evidence"):  # fmt: skip
         assert words in flat, words
+
+
+def test_compare_names_its_files_and_cuts_a_name_of_megabytes(tmp_path: Path) -> None:
+    from results_data import sampled_doc
+
+    # GIVEN a cProfile profile, a sampled one, and a cProfile one naming a function
+    # with 10 MB (made by hand, or by an attacker)
+    cprofiled = store.save_result(tmp_path / "cp.json", profile_doc(5, seed=1))
+    sampled = store.save_result(tmp_path / "sp.json", sampled_doc(5, {("main", "f"): 0.1}))
+    huge = profile_doc(5, slow={7: 1.5}, seed=2)
+    huge["data"]["functions"][7][2] = "g" * 10_000_000
+    big = store.save_result(tmp_path / "big.json", huge)
+    # WHEN compared THEN the message names the files, not "A" and "B"
+    code, _, err = run_cli("compare", sampled, cprofiled)
+    assert code == 2 and "sp.json was profiled with the sampler, " in err
+    assert "cp.json with cProfile" in err
+    # AND the name is cut where it is read: the output stays small
+    code, out, err = run_cli("compare", cprofiled, big)
+    assert code in (0, 1, 3), err
+    assert "g" * 1000 + "…" in out and len(out) < 100_000
+
+
+def test_a_single_sampled_run_a_side_never_decides_a_regression(tmp_path: Path) -> None:
+    from results_data import sampled_doc
+
+    # GIVEN one sampled run a side (profile --save without --repeat), a function twice
+    # as slow in B: its counts say so, the spread between two runs is not known
+    stacks: dict[tuple[str, ...], float] = {
+        ("main", "build"): 0.5, ("main", "score"): 0.5, ("main", "load"): 0.5,
+        ("main", "parse"): 0.5, ("main", "write"): 0.5,
+    }  # fmt: skip
+    a = store.save_result(tmp_path / "a.json", sampled_doc(1, stacks, seed=1))
+    b = store.save_result(
+        tmp_path / "b.json", sampled_doc(1, stacks, slow={("main", "build"): 2.0}, seed=2)
+    )
+    # WHEN compared THEN undecided (3), naming the function and what would decide it
+    code, out, _ = run_cli("compare", a, b)
+    assert code == 3, out
+    assert out.startswith("verdict: undecided: build") and "--repeat 5" in out.splitlines()[0]

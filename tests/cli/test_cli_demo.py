@@ -31,7 +31,12 @@ def test_demo_prints_the_three_examples_and_writes_its_files(tmp_path: Path) -> 
     assert "'min_exec':" in text and "cos(0.5): " in text
     assert "cpu: peak " in text and "MiB" in text
     assert "fct4" in text and "+++" in text
+    # the call tree, the first picture a newcomer sees, shows the calls, not one row
+    tree = text.split("its call tree")[1].split("==")[1]
+    assert "hidden" not in tree and all(f"fct{i}  cmd_demo.py" in tree for i in range(5))
     folder = tmp_path / "demo"
+    page = (folder / "calltree.html").read_text(encoding="utf-8")
+    assert "fct3" in page and "frames hidden" not in page
     assert {p.name for p in folder.iterdir()} == EXPECTED_FILES
     for name in EXPECTED_FILES:
         assert f"wrote {folder / name}" in text

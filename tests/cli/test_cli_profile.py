@@ -734,3 +734,15 @@ def test_tree_options_on_a_real_program(
     assert got == code, err
     names = [name for _, _, name, _ in tree_rows(out)]
     assert check(names, out), out
+
+
+@pytest.mark.parametrize("output", [None, "p.json"])
+def test_each_note_is_said_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                output: str | None) -> None:  # fmt: skip
+    # GIVEN a profile to the terminal (its text holds the notes) or to a file
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.py").write_text("import time\ntime.sleep(0.05)\n")
+    code, out, err = run_cli("profile", *(["-o", output] if output else []), "s.py")
+    # THEN each note reaches the reader once, not at the top and again at the bottom
+    assert code == 0, err
+    assert (out + err).count("note: collector:") == 1

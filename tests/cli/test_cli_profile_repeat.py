@@ -105,7 +105,7 @@ def test_a_failing_run_stops_with_its_exit_code(program: Path) -> None:
         (["--repeat", "1.5"], "argument --repeat: invalid int value: '1.5'"),
         (["--max-time", "5"], "--max-time needs --repeat N"),
         (["--timeout", "5"], "--timeout needs --repeat N"),
-        (["--clock", "wall"], "--clock needs --repeat N"),
+        (["--cprofile", "--clock", "wall"], "--clock needs --repeat N"),
         (["--repeat", "2", "--max-time", "nan"], "--max-time must be a number > 0, got nan"),
         (["--repeat", "2", "--max-time", "0"], "--max-time must be a number > 0, got 0.0"),
         (["--repeat", "2", "--timeout", "-1"], "--timeout must be a number > 0, got -1.0"),

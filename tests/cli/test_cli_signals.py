@@ -256,3 +256,71 @@ def test_two_sigints_2_ms_apart_to_an_observed_program_write_its_profile(
     written = out.read_text()
     assert "busy.py" in written
     assert _left_after(cli.pid) == []
+
+
+# --- the exit code and the output whenever the signal comes (issue 37, item 12) ----------
+
+SLEEPER = "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(0.05)\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("command", ["profile", "run"])
+def test_two_sigints_2_ms_apart_to_an_attach_write_its_output(tmp_path: Path, command: str) -> None:
+    # GIVEN profile/run --pid of a running program, attached and sampling
+    target = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout is not None and target.stdout.readline() == "ready\n"
+        out = tmp_path / "out.json"
+        cli = _start(tmp_path, command, "--pid", str(target.pid), "-o", str(out))
+        time.sleep(1.5)
+        # WHEN two SIGINTs 2 ms apart (Ctrl-C stops an attach: its output is written)
+        cli.send_signal(signal.SIGINT)
+        time.sleep(0.002)
+        _, err = _signal_then_wait(cli, signal.SIGINT)
+        # THEN the output is written, one stop, no traceback; the program goes on
+        assert cli.returncode == 0, err
+        assert "Traceback" not in err and "<module>" in out.read_text()
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT)
+def test_two_sigints_2_ms_apart_to_cprofile_write_its_profile(tmp_path: Path) -> None:
+    (tmp_path / "busy.py").write_text(SLEEPER)
+    out = tmp_path / "p.txt"
+    cli = _start(tmp_path, "profile", "--cprofile", "-o", str(out), "busy.py")
+    assert cli.stdout is not None and cli.stdout.readline() == "ready\n"
+    cli.send_signal(signal.SIGINT)
+    time.sleep(0.002)
+    _, err = _signal_then_wait(cli, signal.SIGINT)
+    assert cli.returncode == 130, err
+    assert "Call tree of busy.py" in out.read_text()
+
+
+KEYBOARD = """\
+import sys
+from onnxrt_backend_dev.monitoring._cli.dispatch import forget_interrupt
+try:
+    exec("raise KeyboardInterrupt")  # a dataclass being made when Ctrl-C came
+except KeyboardInterrupt:
+    if len(sys.argv) > 1:
+        forget_interrupt()
+sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize(("forget", "code"), [(True, 130), (False, -signal.SIGINT)])
+def test_a_keyboard_interrupt_caught_in_code_run_from_a_string_leaves_the_exit_code(
+    tmp_path: Path, forget: bool, code: int
+) -> None:
+    # GIVEN a module run with python -m, as the command line is, that caught a
+    # KeyboardInterrupt raised in code run from a string
+    (tmp_path / "caught.py").write_text(KEYBOARD)
+    argv = [sys.executable, "-m", "caught", *(["forget"] if forget else [])]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, timeout=TIMEOUT)
+    # THEN CPython kills itself with SIGINT at exit unless its mark was forgotten
+    assert proc.returncode == code, proc.stderr

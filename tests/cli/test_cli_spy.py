@@ -146,8 +146,9 @@ def test_attach_to_a_missing_pid_is_one_error_line() -> None:
 def test_cuda_without_a_driver_is_one_error_line_and_no_leftover_command() -> None:
     pytest.importorskip("pynvml")
     code, out, err = _main("--cuda", "--", sys.executable, "-c", "import time; time.sleep(30)")
-    assert code == 1 and out == ""
-    assert err.startswith("error: ProbeError: cuda=True but NVML is unusable")
+    # a probe that cannot be read here: a usage error before anything runs (exit 2)
+    assert code == 2 and out == ""
+    assert err.startswith("error: --probe nvml: cannot be read here: cuda=True but NVML")
 
 
 @pytest.mark.slow

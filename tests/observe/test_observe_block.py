@@ -126,7 +126,10 @@ def test_monitor_reports_the_block_through_the_observer() -> None:
     report = m.report
     assert report is not None
     assert any("collector: the observer" in n for n in report.notes)
-    assert report.peak.value - report.peak.start > 40 * 2**20
+    # the 60 MiB are seen rising, or falling at the end (on a busy machine the first tick
+    # of the observer, another process starting, may come once some pages are touched)
+    peak = report.peak
+    assert max(peak.value - peak.start, peak.value - report.end_rss) > 40 * 2**20
     names = {r.site.function for r in report.functions}
     assert "allocate_block" in names
     assert not any(n.startswith("_") and "monitor" in n for n in names)

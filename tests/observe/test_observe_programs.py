@@ -146,3 +146,37 @@ def test_a_command_that_does_not_exist_is_one_line_and_127(tmp_path: Path) -> No
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert "Traceback" not in proc.stderr
     assert len(lines) == 1 and "/nonexistent/cmd" in lines[0], proc.stderr
+
+
+FORKS = """\
+import multiprocessing as mp, time
+
+
+def child():
+    block = bytearray(120 * 2**20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    time.sleep(0.1)
+    p = mp.get_context("fork").Process(target=child)
+    p.start()
+    p.join()
+"""
+
+
+def test_a_child_process_peak_is_its_own_not_the_programs(tmp_path: Path) -> None:
+    # GIVEN a program whose multiprocessing child holds 120 MiB (the parent: ~15 MiB)
+    (tmp_path / "forks.py").write_text(FORKS)
+    out = tmp_path / "out.json"
+    # WHEN run (wait4's ru_maxrss is the family's highest: the child's)
+    proc = _cli(tmp_path, "run", "-o", str(out), "forks.py")
+    # THEN the program's peak is its own, the child's is on its own curve and line
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["peak"]["value"] < 80 * 2**20
+    child = [c for c in doc["curves"] if c["name"].startswith("rss process")]
+    assert child and child[0]["peak"] > 110 * 2**20
+    assert "its own peak RSS" in proc.stdout + proc.stderr

@@ -124,3 +124,15 @@ def test_a_tick_that_knows_its_own_highest_memory_dates_a_peak_between_ticks() -
     assert agg.composition() == {NO_STACK: 0.0, 0: 10 * MIB, 1: 80 * MIB}
     # AND the highest memory of each stack is its intervals' highest
     assert (agg.highest[0], agg.highest[1]) == (25 * MIB, 100 * MIB)
+
+
+def test_a_mark_reached_before_an_attach_is_its_past_not_a_peak_of_the_observation() -> None:
+    # GIVEN a process attached to after it peaked at 200 MiB, then flat at 10 MiB
+    agg = Aggregator(attached=True)
+    _feed(agg, [(0.0, 10 * MIB, 200 * MIB, 1), (0.1, 10 * MIB, 200 * MIB, 2)])
+    # THEN that mark is kept apart, and nothing is credited with it
+    assert agg.before == 200 * MIB and agg.peak == 10 * MIB
+    assert sum(agg.composition().values()) == 0
+    # AND a mark rising past it while observed is a peak of the observation
+    agg.add_tick(0.2, 20 * MIB, 230 * MIB, 2)
+    assert agg.peak == 230 * MIB and agg.peak_sid == 2

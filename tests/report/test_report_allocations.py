@@ -192,3 +192,25 @@ def test_sites_of_an_unknown_stack_or_library_are_kept() -> None:
     section = build_allocations(facts(sites=[site(99, 42, 4 * MiB)], stacks=[]))
     assert section.lines[0].site == Site("(no Python frame)", "", 0, True)
     assert section.lines[0].native == ""
+
+
+def test_heap_and_rss_peaks_apart_are_explained_and_the_interpreters_lines_named() -> None:
+    # GIVEN the heap's peak 1.4 s after the RSS's (233 MiB at 1.5 s, 300 MiB at 0.1 s)
+    apart = report()
+    # THEN a note says why two peaks differ, in the text and on the page
+    assert any("the heap peak (233 MiB at 1.50 s) is not the RSS peak" in n for n in apart.notes)
+    # AND a line whose allocations the interpreter made names it on the page
+    page = to_html(apart)
+    assert '<td class="l note">the interpreter' in page
+    # WHEN they coincide THEN nothing is said
+    near = report(peak_time=0.1, peak=300 * MiB)
+    assert not any("the heap peak" in n for n in near.notes)
+
+
+def test_a_name_with_a_line_break_stays_on_its_row_in_the_allocation_lines() -> None:
+    from onnxrt_backend_dev.monitoring._report.render_text import allocation_lines
+
+    hostile = [(MAIN, ("evil\nname", "/w/a.py", 3, 1))]
+    lines = allocation_lines(build_allocations(facts(stacks=hostile + STACKS[1:])))
+    row = next(line for line in lines if "evil" in line)
+    assert "evil\\nname" in row and all("\n" not in line for line in lines)

@@ -61,6 +61,9 @@ def test_monitor_lets_the_cell_error_through(ip: Any) -> None:
         ("--interval x", "--interval must be a float"),
         ("--probe nope", "%%monitor cannot run"),
         ("--bogus", "see %%monitor --help"),
+        ("--interval 1e9", "--interval must be <= 1"),
+        ("extra words", "%%monitor: unexpected 'extra words'"),
+        ("--html ''", "cannot write --html '': the path is empty"),
     ],
 )
 def test_monitor_rejects_bad_options_in_one_line(ip: Any, line: str, message: str) -> None:
@@ -125,3 +128,13 @@ def test_monitor_writes_both_files_when_both_are_good(ip: Any, tmp_path: Path) -
     ip.run_cell_magic("monitor", f"-q --html {page} --json {doc}", "x = [0] * 1000\n")
     assert "<svg" in page.read_text(encoding="utf-8")
     assert '"schema": "onnxrt-monitoring-report"' in doc.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("error", ["1 / 0", "raise KeyboardInterrupt"])
+def test_monitor_writes_its_page_when_the_cell_raises_or_is_interrupted(
+    ip: Any, tmp_path: Path, error: str
+) -> None:
+    page = tmp_path / "cell.html"
+    with pytest.raises((ZeroDivisionError, KeyboardInterrupt)):
+        ip.run_cell_magic("monitor", f"-q --html {page}", f"x = [0] * 1000\n{error}\n")
+    assert "the cell raised" in page.read_text(encoding="utf-8")

@@ -221,7 +221,7 @@ def test_a_peak_less_the_tool_says_the_raw_mark_beside(tmp_path: Path) -> None:
     # GIVEN a report whose figures had 2 MiB of the tool's start-up memory taken off
     report = _report(tmp_path, tool_rss=2.0 * MIB)
     # THEN text, page and JSON say it beside the peak, and the JSON round-trips it
-    raw = "high-water mark 682 MiB less 2.00 MiB of this tool's own start-up memory"
+    raw = "high-water mark 682 MiB less 2.00 MiB of this tool's own memory in it"
     assert raw in to_text(report) and html.escape(raw) in to_html(report)
     assert from_json(to_json(report)).peak.tool == 2.0 * MIB
     assert "less" not in to_text(_report(tmp_path)).split("built by")[0]
@@ -255,3 +255,26 @@ def test_a_thread_that_only_waits_is_not_the_program_s_time(tmp_path: Path) -> N
     # THEN it is neither a root of the tree nor a function of the summary
     assert "thread waiter" not in [r.site.function for r in report.tree if r.parent < 0]
     assert "_bootstrap" not in to_text(report) and "Thread" not in to_text(report)
+
+
+def test_a_peak_that_never_rose_over_its_start_names_no_builder() -> None:
+    # GIVEN flat memory (a process attached to, idle)
+    agg = Aggregator(attached=True)
+    agg.add_stack(1, (("wait_for_next", "/app/serve.py", 8, 7),))
+    for i in range(5):
+        agg.add_tick(i * 0.1, 10 * 2**20, 200 * 2**20, 1)
+    report = build_report(agg, RunFacts("serve.py", Ending("exit", 0, "observed"), 0.1))
+    # THEN no line built it, in the text and on the page, one word for both
+    text = to_text(report)
+    assert "nothing grew while observed" in text and "built by" not in text
+    assert "reached in" not in text
+    assert "nothing grew while observed" in to_html(report)
+
+
+def test_a_run_without_a_tick_has_no_negative_moment() -> None:
+    # GIVEN a program ending before the first tick (started 1596 s into the clock)
+    facts = RunFacts("-dash.py", Ending("exit", 2, "exited with code 2"), 0.005, t0=1596.0)
+    report = build_report(Aggregator(), facts)
+    # THEN its peak is at 0, and the report says why there is nothing
+    assert report.peak.time == 0.0
+    assert "no memory tick: the program ended before the first one" in report.notes

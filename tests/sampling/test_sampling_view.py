@@ -158,6 +158,22 @@ def test_hot_lines_name_the_user_lines_that_take_the_time() -> None:
     assert [(h.line, round(h.share, 2)) for h in found[0].lines] == [(12, 0.8), (13, 0.2)]
 
 
+def test_an_idle_thread_running_library_code_only_dilutes_no_line() -> None:
+    # GIVEN a cell's lines (0.4 s and 0.3 s) and a notebook's history thread, idle 0.7 s
+    stacks = [
+        ((user("cell", 2), user("busy", 4)), 0.4),
+        ((user("cell", 3),), 0.3),
+        ((std("_bootstrap", "threading.py"), std("wait", "threading.py")), 0.7),
+    ]
+    profile = _profile(stacks[:2])
+    idle = ThreadProfile(2, "IPythonHistorySavingThread", False, {2: [0.7, 0.0, 1.0]})
+    profile = SampledProfile([s for s, _ in stacks], [profile.threads[0], idle], 0.002, "prof",
+                             1.0, 1.0, 3)  # fmt: skip
+    # THEN the lines' shares are those of the tree (of the user's code), not halved
+    found = hot_lines(profile)
+    assert [round(f.share, 2) for f in found] == [0.57, 0.43]
+
+
 def test_text_shows_the_folded_row_and_what_it_hides() -> None:
     stacks = [
         (
@@ -238,3 +254,26 @@ def test_export_follows_the_suffix_and_refuses_an_unknown_one(tmp_path: Path) ->
     with pytest.raises(BadValue, match=r"a\.pdf"):
         result.export(tmp_path / "a.pdf")
     assert not (tmp_path / "a.pdf").exists()
+
+
+def test_rows_and_hot_lines_ranked_by_cpu_on_a_busy_machine() -> None:
+    # GIVEN an import waiting 0.8 s for a CPU (0.05 s of CPU) and a hot loop of 0.19 s CPU
+    stacks: list[tuple[SampledFrame, ...]] = [
+        (user("main"), user("load", 3)),
+        (user("main"), user("hot", 5)),
+    ]
+    totals = {0: [0.8, 0.05, 1.0, 0.0, 0.0, 0.0, 0.75], 1: [0.2, 0.19, 1.0, 0.0, 0.0, 0.0, 0.0]}
+    profile = SampledProfile(
+        stacks, [ThreadProfile(1, "MainThread", True, totals)], 0.002, "prof", 1.0, 1.0, 2
+    )
+    # WHEN ranked by wall, then by CPU
+    by_wall, by_cpu = to_text(profile), to_text(profile, rank="cpu")
+    # THEN the wall puts the waiting import first and says most of it was waiting
+    assert by_wall.index("load") < by_wall.index("hot")
+    assert "75 % of the wall time was spent waiting for a CPU" in by_wall
+    assert "--clock cpu ranks the rows by CPU time" in by_wall
+    # AND the CPU puts the hot loop first, in the tree and in the hot lines
+    assert "(rows ranked by CPU time)" in by_cpu
+    tree, hot = by_cpu.split("hot lines")
+    assert tree.index("hot") < tree.index("load")
+    assert hot.index("hot") < hot.index("load") and "CPU time with the line" in hot

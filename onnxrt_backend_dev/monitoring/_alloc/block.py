@@ -83,7 +83,8 @@ class AllocationBlock:
 
     Blocks nest (up to 8): an inner block's figures are its own allocations'.
 
-    :raises OSError: the shim is not built or cannot be loaded (see :func:`block_status`)
+    :raises OSError: the shim is not built or cannot be loaded (see :func:`block_status`),
+        or another tool took the allocator's calls since it patched them
     """
 
     def __init__(self) -> None:
@@ -93,6 +94,11 @@ class AllocationBlock:
 
     def __enter__(self) -> AllocationBlock:
         depth = int(self._lib.onnxrt_alloc_block_begin())
+        if depth == -2:
+            raise OSError(
+                "allocations not counted: another tool took this process's allocator "
+                "calls (pytest-memray, memray: one tracker at a time)"
+            )
         if depth < 0:
             raise OSError("allocation counting: too many nested blocks (8 at most)")
         self._depth = depth

@@ -25,8 +25,8 @@ from .._observe.memory import Memory, ReadError
 
 SYMBOL = "onnxrt_alloc_ring"
 MAGIC = b"ONNXALC\0"
-VERSION = 1
-HEADER = struct.Struct("<8sIIIIiIQQQqqQQQQQQQQQ112s")
+VERSION = 2
+HEADER = struct.Struct("<8sIIIIiIQQQqqQQQQQQQQQ104sQ")
 READ_AT = 136  # where the reader says how far it read (the program waits for it at exit)
 RECORD = struct.Struct("<QIHHQQQqQQQQ")
 FRAMES_AT = 80
@@ -65,6 +65,8 @@ class Header(NamedTuple):
     :param read: 1 + the index the reader said it read up to (0: no reader yet)
     :param capacity: records in the ring
     :param why: why stacks are off, when they are
+    :param own: bytes of the shim's own data, resident from its start (taken off the
+        program's RSS)
     """
 
     pid: int
@@ -85,6 +87,7 @@ class Header(NamedTuple):
     read: int
     capacity: int
     why: str
+    own: int = 0
 
 
 class Record(NamedTuple):
@@ -136,7 +139,7 @@ def parse_header(data: bytes) -> Header:
         raise RingError(f"a ring of another version ({f[1]}, records of {f[2]} bytes)")
     why = f[21].split(b"\0", 1)[0].decode("utf-8", "replace")
     return Header(f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14], f[15], f[16],
-                  f[17], f[18], f[19], f[20], f[3], why)  # fmt: skip
+                  f[17], f[18], f[19], f[20], f[3], why, f[22])  # fmt: skip
 
 
 def parse_record(data: bytes | memoryview, offset: int, index: int) -> Record | None:
@@ -203,6 +206,8 @@ class RingReader:
         header = self.read_header()
         if header.pid != self.pid:
             return []
+        if not header.state and not header.why:  # its start half done: its mean not set yet
+            raise RingError("the shim is starting", starting=True)
         if self.next is None:
             self.next = header.fork_head
         cap = header.capacity

@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <execinfo.h>
 #include <link.h>
 #include <malloc.h>
@@ -54,7 +55,7 @@
 
 /* ---- the ring read by the observer (its layout is read by _alloc/ring.py) ---------- */
 
-#define RING_VERSION 1
+#define RING_VERSION 2
 #define RING_CAPACITY 2048 /* 2.2 MB: the pages written are resident in the program */
 #define MAX_FRAMES 64
 #define KIND_ALLOC 1
@@ -105,7 +106,8 @@ struct ring {
     _Atomic uint64_t samples;     /* sampled allocations */
     _Atomic uint64_t generation;  /* forks since the start */
     _Atomic uint64_t read;        /* written by the observer: 1 + the index it read up to */
-    char why[112]; /* why stacks are off, when they are */
+    char why[104]; /* why stacks are off, when they are */
+    uint64_t own;  /* bytes its start made resident (its data, all touched; the unwinder) */
     struct record records[RING_CAPACITY];
 };
 
@@ -333,8 +335,33 @@ HIDDEN pthread_key_t flush_key;
 HIDDEN int flush_key_ok;
 HIDDEN void flush_at_thread_exit(void *unused);
 HIDDEN void warm_unwinder(void);
+HIDDEN void touch_own(void);
 
+HIDDEN void start(void);
+HIDDEN long resident_bytes(void);
+
+/* Its settings read, nothing of the tool stays in the program's environment (its own
+ * subprocesses would inherit them), unless they load the shim too. */
+HIDDEN void forget_settings(void) {
+    static const char *const names[] = {
+        "ONNXRT_ALLOC_MEAN", "ONNXRT_ALLOC_LAYOUT", "ONNXRT_ALLOC_SEED",
+        "ONNXRT_ALLOC_EXIT_WAIT_NS", "ONNXRT_ALLOC_SHIM",
+    };
+    if (!getenv("ONNXRT_ALLOC_SHIM") || getenv("ONNXRT_ALLOC_CHILDREN")) return;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
+}
+
+/* What the start made resident is the shim's own, taken off the program's figures. */
 __attribute__((constructor)) HIDDEN void init(void) {
+    long before = resident_bytes();
+    start();
+    long after = resident_bytes();
+    if (onnxrt_alloc_ring.own && before > 0 && after >= before)
+        onnxrt_alloc_ring.own = (uint64_t)(after - before);
+    forget_settings();
+}
+
+HIDDEN void start(void) {
     resolve();
     struct ring *R = &onnxrt_alloc_ring;
     memcpy(R->magic, "ONNXALC", 8);
@@ -384,6 +411,7 @@ __attribute__((constructor)) HIDDEN void init(void) {
     else
         stacks = 1;
     R->state = (uint32_t)(sampling | stacks << 1 | counting << 2 | (is_finalizing != NULL) << 3);
+    touch_own(); /* once the header is whole: a reader never sees a mean of 0 */
     if (sampling) warm_unwinder();
     atexit(wait_for_observer);
 }
@@ -1160,6 +1188,11 @@ HIDDEN const struct hook HOOKS[] = {
 #define NHOOKS (sizeof(HOOKS) / sizeof(HOOKS[0]))
 HIDDEN int patched_objects;
 HIDDEN uint64_t patched_slots;
+/* One slot of malloc pointed at the hook, in an object never unloaded (the executable or
+ * libpython): another tool patching the GOT after this one (pytest-memray starts a
+ * tracker per test) takes the calls; a block then says so. */
+HIDDEN void **witness;
+HIDDEN int witness_here; /* the object being patched may hold the witness */
 
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -1183,6 +1216,7 @@ HIDDEN void patch_relocations(ElfW(Addr) base, const ElfW(Rela) * rel, size_t co
         for (size_t h = 0; h < NHOOKS; h++) {
             if (strcmp(name, HOOKS[h].name) != 0) continue;
             void **slot = (void **)(base + rel[i].r_offset);
+            if (h == 0 && !witness && witness_here) witness = slot;
             if (*slot == HOOKS[h].fn) break;
             uintptr_t at = (uintptr_t)slot;
             int relro = at >= relro_start && at < relro_end;
@@ -1227,6 +1261,7 @@ HIDDEN int patch_object(struct dl_phdr_info *info, size_t size, void *self) {
         strstr(name, "/ld-linux") || strstr(name, "ld-linux-"))
         return 0;
     if (seen_before(info->dlpi_addr, name)) return 0;
+    witness_here = !*name || strstr(name, "libpython") != NULL;
     ElfW(Addr) base = info->dlpi_addr;
     const ElfW(Dyn) *dyn = NULL;
     uintptr_t relro_start = 0, relro_end = 0;
@@ -1317,7 +1352,8 @@ HIDDEN void *hook_dlsym(void *handle, const char *name) {
     return p;
 }
 
-/* Starts a block: returns its depth (1 the outermost), -1 when the shim cannot. */
+/* Starts a block: returns its depth (1 the outermost), -1 when the shim cannot, -2 when
+ * another tool took the allocator's calls from the hooks. */
 EXPORT int onnxrt_alloc_block_begin(void) {
     resolve();
     if (!resolved) return -1;
@@ -1326,6 +1362,7 @@ EXPORT int onnxrt_alloc_block_begin(void) {
         patch_all();
         T.in_hook--;
     }
+    if (witness && *(void *volatile *)witness != (void *)hook_malloc) return -2;
     T.in_hook++;
     pthread_mutex_lock(&block_lock);
     int d = depth;
@@ -1426,4 +1463,51 @@ EXPORT void onnxrt_alloc_sample_stop(void) {
     counting = 0;
     update_active();
     onnxrt_alloc_ring.state = 0;
+}
+
+/* ---- its own pages ----------------------------------------------------------------- */
+
+/* Every page of the shim's own data (the ring, its tables) touched once at its start,
+ * once the ring's header is whole: resident from the program's first line on, a constant
+ * share of its RSS the observer takes off every figure (R->own), rather than pages
+ * becoming resident as the ring fills. */
+HIDDEN void touch_own(void) {
+    const struct {
+        const void *at;
+        size_t n;
+    } own[] = {
+        {&onnxrt_alloc_ring, sizeof onnxrt_alloc_ring}, {bump, sizeof bump},
+        {(const void *)table, sizeof table}, {(const void *)filter, sizeof filter},
+        {(const void *)mtable_addr, sizeof mtable_addr}, {mtable_len, sizeof mtable_len},
+        {seen_base, sizeof seen_base}, {seen_name, sizeof seen_name},
+    };
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = UINTPTR_MAX, hi = 0;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        uintptr_t a = (uintptr_t)own[i].at;
+        if (a < lo) lo = a;
+        if (a + own[i].n > hi) hi = a + own[i].n;
+    }
+    lo &= ~(page - 1);
+    /* The static data of one object lie in one writable segment: the whole span is. */
+    for (uintptr_t a = lo; a < hi; a += page) {
+        volatile char *c = (volatile char *)a;
+        *c = *c;
+    }
+    onnxrt_alloc_ring.own = (uint64_t)((hi - lo + page - 1) & ~(page - 1));
+}
+
+/* The process's resident bytes (/proc/self/statm), -1 if unreadable. */
+HIDDEN long resident_bytes(void) {
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *at = strchr(buf, ' ');
+    if (!at) return -1;
+    int ok = 1;
+    long pages = parse_long(at + 1, &ok);
+    return ok && pages > 0 ? pages * sysconf(_SC_PAGESIZE) : -1;
 }

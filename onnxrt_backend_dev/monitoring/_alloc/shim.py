@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 DEFAULT_MEAN = 256 * 1024  # bytes between two samples, on average
-OFF_VARIABLE = "ONNXRT_MONITORING_ALLOC"  # "0" turns allocation tracking off
+OFF_VARIABLE = "ONNXRT_MONITORING_ALLOC"  # "0" (or off, false, no) turns it off
+_OFF = ("0", "off", "false", "no")
+_ON = ("", "1", "on", "true", "yes")
 NOT_BUILT = "allocation tracking off: the shim was not built (no C compiler at install)"
 # The settings the shim reads (see shim.c); all removed from what is not the program.
 SETTINGS = (
@@ -57,12 +59,32 @@ def shim_status(environ: Mapping[str, str] | None = None) -> ShimStatus:
     env = os.environ if environ is None else environ
     if not sys.platform.startswith("linux"):
         return ShimStatus(None, f"allocation tracking off: not implemented on {sys.platform}")
-    if env.get(OFF_VARIABLE, "") == "0":
-        return ShimStatus(None, f"allocation tracking off: {OFF_VARIABLE}=0")
+    try:
+        if not check_switch(env):
+            return ShimStatus(None, f"allocation tracking off: {OFF_VARIABLE}={env[OFF_VARIABLE]}")
+    except ValueError as e:
+        return ShimStatus(None, f"allocation tracking off: {e}")
     path = shim_path()
     if path is None:
         return ShimStatus(None, NOT_BUILT)
     return ShimStatus(path, "")
+
+
+def check_switch(environ: Mapping[str, str]) -> bool:
+    """Whether ``ONNXRT_MONITORING_ALLOC`` lets allocation tracking run.
+
+    :param environ: the environment
+    :return: False for ``0``, ``off``, ``false``, ``no``; True when unset, empty or ``1``,
+        ``on``, ``true``, ``yes`` (any case)
+    :raises BadValue: another value (``abc`` turned nothing off, silently)
+    """
+    from .._errors import BadValue
+
+    raw = environ.get(OFF_VARIABLE, "")
+    value = raw.strip().lower()
+    if value in _OFF or value in _ON:
+        return value not in _OFF
+    raise BadValue(f"{OFF_VARIABLE} must be 0 or 1 (off or on), got {raw!r}")
 
 
 def layout_spec(layout: object) -> str:

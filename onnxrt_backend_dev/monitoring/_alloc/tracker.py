@@ -39,6 +39,7 @@ MAX_RESOLVED = 1 << 16  # raw stacks remembered with their stack id
 MAPS_EVERY = 400  # polls between two reads of the program's mappings (2 s at 5 ms)
 OPEN_TRIES = 200  # samples the shim may take to appear in the program's mappings
 NO_LIBRARY = -1
+MAX_OWN = 64 << 20  # the most the shim's own data can be (untrusted: read from the program)
 
 
 class AllocTracker:
@@ -142,6 +143,8 @@ class AllocTracker:
             return
         self.polls += 1
         self.header = self.reader.header
+        if self.header is not None and 0 <= self.header.own <= MAX_OWN:
+            record.tool_rss = float(self.header.own)
         if self.estimator is None and self.header is not None:
             self.estimator = Estimator(float(self.header.mean), self.threshold)
         if records:
@@ -167,6 +170,8 @@ class AllocTracker:
         t = rec.time_ns / 1e9
         if rec.kind == KIND_ALLOC:
             sid = self._stack(record, rec)
+            if rec.tid != record.pid and sid >= 0:  # a pool's thread: see _waited_for
+                sid = _waited_for(record, sid)
             final = bool(rec.flags & FLAG_FINALIZING)
             key = (sid, self._caller_site(rec))
             est.alloc(rec.order, t, key, rec.size, rec.address, rec.tid, rec.nallocs, final)
@@ -297,6 +302,24 @@ class AllocTracker:
         """Records lost: lapped in the ring, or not kept while waiting for the stacks."""
         lapped = self.reader.lost if self.reader is not None else 0
         return lapped + self.dropped_pending
+
+
+def _waited_for(record: Any, sid: int) -> int:
+    """A stack of a thread other than the main one running library code only (pandas
+    3's read_csv parses in worker threads) stands for the user's line waiting for it: the
+    main thread's stack now, when it holds the user's code; else the stack itself."""
+    from .._observe.observer import has_user_code
+
+    if has_user_code(record, record.key_list[sid]):
+        return sid
+    main = next((th for th in record.threads.values() if th.is_main), None)
+    if (
+        main is None
+        or main.last_sid < 0
+        or not has_user_code(record, record.key_list[main.last_sid])
+    ):
+        return sid
+    return int(main.last_sid)
 
 
 def _mismatches(infos: Any, frames: tuple[int, ...], checks: list[int]) -> set[int]:

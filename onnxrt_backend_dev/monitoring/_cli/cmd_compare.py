@@ -19,8 +19,10 @@ named; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .._gc import gc_paused
@@ -80,6 +82,42 @@ def _check_sources(args: argparse.Namespace) -> None:
         for option in ("save_a", "save_b"):
             if getattr(args, option) is not None:
                 raise CommandError(f"--{option.replace('_', '-')} needs --a/--b", EXIT_USAGE)
+    else:
+        sides = [("--a", args.a), ("--b", args.b)]
+        parsed = [_checked(option, command, _parsed) for option, command in sides]
+        if parsed[0].profiled != parsed[1].profiled:
+            raise CommandError("a and b must both be Python programs, or both other commands",
+                               EXIT_USAGE)  # fmt: skip
+        for (option, command), program in zip(sides, parsed, strict=True):
+            _checked(option, command, functools.partial(_runnable, program))
+
+
+def _parsed(command: str) -> Any:
+    from .._results.runner import parse_program
+
+    return parse_program(command)
+
+
+def _runnable(program: Any, command: str) -> None:
+    """A command found, or a script that exists (a module is found by its run)."""
+    del command  # named by the caller's message
+    import os
+
+    from .._run.supervise import check_command
+
+    if not program.profiled:
+        check_command(program.command[0])
+    elif program.how == "path" and not os.path.exists(program.target):
+        raise CommandError(f"script not found: {program.target!r}")
+
+
+def _checked(option: str, command: str, check: Callable[[str], Any]) -> Any:
+    """``--a``/``--b`` checked, else exit 2 and one line naming the option (a quote left
+    open, nothing given, a command or a script not found)."""
+    try:
+        return check(command)
+    except (ValueError, CommandError) as e:
+        raise CommandError(f"{option} {command!r}: {e}", EXIT_USAGE) from None
 
 
 def _check_counter(args: argparse.Namespace) -> None:
@@ -203,10 +241,11 @@ class CompareCommand:
             help="with --a/--b: the sampler's seconds between samples (0.001)",
         )  # fmt: skip
         parser.add_argument(
-            "--timer", "--clock", dest="timer", choices=("cpu", "wall"), default=None,
-            help="the clock compared: the CPU time (the default with --a/--b: another "
-            "process's use of the machine is not counted) or the wall clock (waiting "
-            "counted); for two sampled files, each file's own unless given",
+            "--clock", "--timer", dest="timer", choices=("cpu", "wall"), default=None,
+            help="the clock compared, as time, profile and run say it: the CPU time (the "
+            "default with --a/--b: another process's use of the machine is not counted) or "
+            "the wall clock (waiting counted); for two sampled files, each file's own unless "
+            "given (--timer: its older name; profile's --timer is the in-process sampler's)",
         )  # fmt: skip
         parser.add_argument("--save-a", metavar="FILE.json", help="with --a/--b: save A's runs")
         parser.add_argument("--save-b", metavar="FILE.json", help="with --a/--b: save B's runs")

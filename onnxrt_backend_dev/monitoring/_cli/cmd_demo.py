@@ -166,12 +166,14 @@ class DemoCommand:
         _section(out, "profile(fct4), its call tree: to_tree_text(profile2graph(...)[0])")
         ps = profile(fct4)[0]
         root, _nodes = profile2graph(ps, clean_text=lambda x: x.split("/")[-1])
-        out.write(to_tree_text(root))
+        # The demo's functions live in this package, a library to the tree's folding: all
+        # shown (folded, the first picture would be one row, "fct4 [3 frames hidden]").
+        out.write(to_tree_text(root, show_all=True))
         _section(out, "the same profile in the reference's rows: root.to_text()")
         out.write(_REFERENCE_LEGEND)
         out.write(root.to_text() + "\n")
         for name, text in (
-            ("calltree.html", to_html(root, title="demo: fct4", view="tree")),
+            ("calltree.html", to_html(root, title="demo: fct4", view="tree", show_all=True)),
             ("profile.speedscope.json", str(to_speedscope(root, name="demo: fct4"))),
         ):
             path = folder / name

@@ -323,20 +323,23 @@ class ProfileCommand:
         ``show``."""
         import functools
 
-        from .profile_sampled import check_sampled, run_sampled, uses_cprofile
+        from .profile_sampled import check_combinations, check_sampled, run_sampled, uses_cprofile
 
-        if args.counter is not None or getattr(args, "pid", None) is not None:
-            return self._counted_or_attached(args, out, err)
+        if args.counter is not None:
+            return self._counted(args, out, err)
+        helpers = self._helpers()
+        implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
+        check_combinations(args, implied)
+        if getattr(args, "pid", None) is not None:
+            return self._attached(args, out, err)
         if args.target != "show":
             _check_before_running(args)
             check_save(args, program_inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
-        helpers = self._helpers()
         # --save and --repeat run child processes, sampled unless cProfile is asked for.
-        cprofile = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
-        if wants_repeat(args) or saves_sampled(args, cprofile):
-            return self._children(args, out, err, not cprofile)
+        if wants_repeat(args) or saves_sampled(args, implied):
+            return self._children(args, out, err, not implied)
         profile: Callable[..., int] = self._profile
         if not uses_cprofile(args, helpers):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
@@ -345,9 +348,11 @@ class ProfileCommand:
 
                 why = observer_reason(args)
                 if not why:
+                    from .._run.signals import Signals
                     from .profile_observed import run_observed
 
-                    return run_observed(args, out, err, helpers)
+                    with Signals():  # recorded to the end: the profile is written
+                        return run_observed(args, out, err, helpers)
                 args.collector_note = why
             profile = functools.partial(run_sampled, helpers=helpers)
         if args.module:
@@ -360,17 +365,21 @@ class ProfileCommand:
         code, module, argv, path0 = _script_code(args.target)
         return profile(code, module, argv + args.args, path0, args, out, err)
 
-    def _counted_or_attached(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """``--counter instructions``: one run counted by valgrind (:mod:`.profile_counted`);
-        ``--pid``: a running process read by the observer."""
+    def _attached(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        """``--pid``: a running process read by the observer."""
+        from .._run.signals import Signals
+        from .profile_observed import run_attached
+
+        _check_before_running(args)
+        args.program = None
+        with Signals():  # recorded to the end: the profile is written whatever comes
+            return run_attached(args, out, err, self._helpers())
+
+    @staticmethod
+    def _counted(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        """``--counter instructions``: one run counted by valgrind (:mod:`.profile_counted`)."""
         from .profile_counted import check_counted, run_counted
 
-        if args.counter is None:
-            from .profile_observed import run_attached
-
-            _check_before_running(args)
-            args.program = None
-            return run_attached(args, out, err, self._helpers())
         check_counted(args)
         _check_before_running(args)
         check_save(args, program_inputs(args))
@@ -462,7 +471,7 @@ class ProfileCommand:
         on_exit = _on_os_exit(pr, name, args, out, err)
         # The profile is delivered even if the program closes sys.stdout or the command
         # receives SIGTERM or SIGHUP (then exits with 128 + signum).
-        with kept_output(out) as kept, terminating_signals() as signals:
+        with kept_output(out) as kept, terminating_signals(interrupts=True) as signals:
             with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
                 pr.enable()
                 try:

@@ -11,7 +11,6 @@ report is written even when the program is killed (SIGKILL, a segfault, ``os._ex
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from typing import Any, TextIO
 
@@ -60,10 +59,23 @@ def _format(args: argparse.Namespace) -> str:
 
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
+    from .._sampling.rates import check_interval
+    from .common import check_alloc_switch, refuse_ignored
     from .program import program_inputs
 
-    if not (math.isfinite(args.interval) and args.interval >= 0.001):
-        raise CommandError(f"--interval must be >= 0.001 s and finite, got {args.interval!r}", 2)
+    try:
+        check_interval(args.interval, "--interval", minimum=0.001)
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from None
+    pid = args.pid is not None
+    refuse_ignored([
+        (args.duration is not None and not pid,
+         "--duration is for --pid PID (stop after that many seconds); a program started "
+         "here runs to its end"),
+        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
+        (pid and args.save is not None, "--save keeps the runs of a program started here"),
+    ])  # fmt: skip
+    check_alloc_switch(args)
     if args.probe:  # the registry only when a probe is named
         _check_probes(args.probe)
     _format(args)
@@ -80,14 +92,17 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _check_probes(probes: list[str]) -> None:
-    """Refuses a probe name the registry does not know (exit 2, one line)."""
+    """Refuses a probe name the registry does not know, or one that cannot be read here
+    (exit 2, one line)."""
     from .._memory.registry import get_spec
+    from .common import check_probes_open
 
     for name in probes:
         try:
             get_spec(name)
         except ValueError as e:
             raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
+    check_probes_open(probes)
 
 
 def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -248,7 +263,16 @@ class RunCommand:
         add_repeat_options(parser, clock=False, repeat_help=_REPEAT_HELP)
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """Runs the program and writes the report."""
+        """Runs the program and writes the report: SIGINT, SIGTERM and SIGHUP are
+        recorded from the start to the end (the supervisor forwards them to the program;
+        one coming while the command starts stops the program before its first line, one
+        coming while the report is written does not lose it)."""
+        from .._run.signals import Signals
+
+        with Signals():
+            return self._run(args, out, err)
+
+    def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._report.runner import run_command, run_fresh
         from .program import module_code, script_code
         from .run_child import command_line

@@ -23,9 +23,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from typing import Any, TextIO
 
@@ -35,7 +37,9 @@ from .common import (
     PLOT_SUFFIXES,
     CommandError,
     alloc_size,
+    check_alloc_switch,
     check_outputs,
+    check_probes_open,
     save_outputs,
 )
 from .save_result import add_save_options, check_save, save_memory
@@ -68,6 +72,12 @@ def _max_rss_line(result: Any) -> str:
     return f"{line})"
 
 
+def _python_script(name: str) -> bool:
+    """A Python script given as the command, that cannot run as one (not executable):
+    ``spy train.py`` measures ``python train.py``."""
+    return name.endswith((".py", ".pyw")) and os.path.isfile(name) and not os.access(name, os.X_OK)
+
+
 class SpyCommand:
     """The ``spy`` subcommand."""
 
@@ -84,7 +94,9 @@ class SpyCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Declares the options."""
-        parser.add_argument("--delay", type=float, default=0.01, help="seconds between measures")
+        parser.add_argument(
+            "--delay", type=float, default=0.01, help="seconds between measures (0.01)"
+        )
         parser.add_argument(
             "--cuda", action="store_true", help="measure the GPUs too (NVML): --probe nvml"
         )
@@ -123,7 +135,7 @@ class SpyCommand:
             metavar="MODULE ARGS",
             help="with --where: run a module as a script, the rest is its arguments",
         )
-        parser.add_argument("--top", type=int, default=10, help="functions shown with --where")
+        parser.add_argument("--top", type=int, default=10, help="functions shown with --where (10)")
         parser.add_argument(
             "--alloc-sample", type=alloc_size, default=ALLOC_DEFAULT, metavar="SIZE",
             help="with --where: track the program's allocations, one sampled per SIZE bytes "
@@ -150,6 +162,8 @@ class SpyCommand:
         cmd = list(args.cmd)
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
+        elif cmd and not args.where and _python_script(cmd[0]):  # spy train.py
+            cmd = [sys.executable, *cmd]
         from .spy_where import check_where_args
 
         check_where_args(cmd, args)
@@ -158,6 +172,8 @@ class SpyCommand:
         if args.pid is None and not cmd and not args.where:
             raise CommandError("nothing to spy on: give -- COMMAND ARGS or --pid PID", EXIT_USAGE)
         self._check_numbers(args)
+        if args.where:
+            check_alloc_switch(args)
         self._check_outputs(args, cmd)
         from .._run.signals import Signals
 
@@ -190,7 +206,9 @@ class SpyCommand:
         if args.where and "allocations" in result:
             from .._report.render_text import allocation_lines
 
-            out.write("\n".join(allocation_lines(result["allocations"])) + "\n")
+            alloc = result["allocations"]
+            out.write("\n".join(allocation_lines(alloc)) + "\n")
+            out.write("".join(f"note: {n}\n" for n in alloc.notes))
         if args.where and result.get("allocations_note"):
             out.write(f"note: {result['allocations_note']}\n")
         out.write(f"{what}\n{result}\n")
@@ -217,6 +235,9 @@ class SpyCommand:
         except ValueError as e:
             message = str(e).replace("probes: unknown", "--probe: unknown")
             raise CommandError(message, EXIT_USAGE) from None
+        check_probes_open(
+            [*args.probe, *(["nvml"] if args.cuda and "nvml" not in args.probe else [])]
+        )
         inside = [name for name in args.probe if get_spec(name).inprocess]
         if inside:
             raise CommandError(

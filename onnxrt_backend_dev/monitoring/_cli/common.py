@@ -9,7 +9,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from .._errors import CommandError
 
@@ -314,3 +314,52 @@ def alloc_size(text: str) -> int:
         return check_mean(parse_bytes(text.strip().replace(" ", "")))
     except (TypeError, ValueError) as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def check_alloc_switch(args: Any) -> None:
+    """Refuses a value of ``ONNXRT_MONITORING_ALLOC`` that means neither on nor off
+    (exit 2), where allocations would be tracked.
+
+    :param args: the parsed options (``alloc_sample``)
+    :raises CommandError: the variable's value is neither
+    """
+    import os
+
+    from .._alloc.shim import check_switch
+
+    if getattr(args, "alloc_sample", 0):
+        try:
+            check_switch(os.environ)
+        except ValueError as e:
+            raise CommandError(str(e), EXIT_USAGE) from None
+
+
+def check_probes_open(names: Sequence[str]) -> None:
+    """Refuses, before any work, a device probe that cannot be read here (no NVIDIA driver
+    for ``nvml``): exit 2 and one line naming it, as an unknown probe is.
+
+    :param names: the probes asked for (known to the registry)
+    :raises CommandError: the first that cannot open
+    """
+    from .._memory.registry import get_spec, open_probe
+
+    for name in names:
+        spec = get_spec(name)
+        if spec.inprocess:  # read inside the program, where it runs
+            continue
+        try:
+            open_probe(spec.to_arg(), set).close()
+        except Exception as e:  # a probe's own failure, whatever it is: said, not raised
+            raise CommandError(f"--probe {name}: cannot be read here: {e}", EXIT_USAGE) from None
+
+
+def refuse_ignored(rules: Sequence[tuple[bool, str]]) -> None:
+    """Refuses, before any work, the first option that would be silently ignored: one
+    line saying which and why, exit 2 (py-spy and memray refuse such pairs too).
+
+    :param rules: ``(it would be ignored, the sentence)`` pairs
+    :raises CommandError: the first rule that holds
+    """
+    for ignored, sentence in rules:
+        if ignored:
+            raise CommandError(sentence, EXIT_USAGE)

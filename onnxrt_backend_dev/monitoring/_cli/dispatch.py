@@ -263,6 +263,16 @@ def _discard_rest(out: TextIO) -> None:
         os.close(null)
 
 
+def forget_interrupt() -> None:
+    """Clears CPython's mark of a KeyboardInterrupt escaping code run from a string
+    (``exec(str)``: dataclasses and namedtuples made while a command imports its
+    modules): with ``python -m``, that mark makes the interpreter kill itself with
+    SIGINT at exit whatever the exit code returned (-2, not the 130 documented). Each
+    run of a string resets it first: one that ends well leaves it clear."""
+    with contextlib.suppress(BaseException):
+        exec("pass")
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -296,6 +306,8 @@ def main(
         _discard_rest(out)  # so that the flush at exit does not fail again
         err.write(f"error: {_save_copy(guarded, e)}\n")
         return EXIT_ERROR
+    finally:
+        forget_interrupt()
 
 
 def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
@@ -306,7 +318,9 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     chosen = chosen_command(argv)
     parser, commands = build_parser(program_name(invoked), [] if chosen is None else [chosen])
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # told by the command's own parser, with the option meant
+            _unknown(parser, args.command, unknown)
     except SystemExit as e:  # --help, --version or a usage error, already written
         if sys.stdout is not None:  # argparse writes there and ignores errors
             GuardedOutput(sys.stdout).flush()
@@ -322,6 +336,26 @@ def _run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         # commands' modules and classes took tens of milliseconds after the report.
         gc.freeze()
     return code
+
+
+def _unknown(parser: argparse.ArgumentParser, command: str | None, unknown: list[str]) -> None:
+    """Refuses unknown arguments in the usage of the command given, suggesting the
+    option meant (``--intervl``: did you mean ``--interval``?)."""
+    import difflib
+
+    sub = parser
+    for action in parser._actions:  # the sub-parsers' action: argparse's one way to them
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and command in choices:
+            sub = choices[command]
+    known = [o for a in sub._actions for o in a.option_strings]
+    text = f"unrecognized arguments: {' '.join(unknown)}"
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.7)
+        if word.startswith("-") and close:
+            text += f" (did you mean {close[0]}?)"
+            break
+    sub.error(text)
 
 
 def _run_command(command: Command, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -30,7 +30,9 @@ def program_argv(args: argparse.Namespace) -> list[str]:
     head = [sys.executable, *flags]
     if args.module:
         return [*head, "-m", *args.module]
-    return [*head, args.target, *args.args]
+    # A name starting with "-" would be one of Python's options ("-dash.py").
+    target = os.path.join(".", args.target) if args.target.startswith("-") else args.target
+    return [*head, target, *args.args]
 
 
 def observer_notes(run: object) -> list[str]:
@@ -101,16 +103,20 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     """
     from .._format import format_duration
     from .._observe.build import to_profile
-    from .._observe.launch import exit_code, observe_program
+    from .._observe.launch import exit_code, observe_program, signal_ending
     from .._progress import LiveStatus
     from .._report.aggregate import Aggregator
     from .._sampling.result import SamplingResult
     from .common import EXIT_USAGE, CommandError
+    from .program import module_code, script_code
 
     interval = check_sampled(args)
     fmt = helpers.resolve_format(args)
     if fmt not in SAMPLED_FORMATS:
         raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
+    # Missing, not compiling: one line before anything starts, as run and the in-process
+    # sampler say it (Python would print its error, and the profile its start-up).
+    _ = module_code(args.module[0]) if args.module else script_code(args.target)
     argv = program_argv(args)
     name = os.path.basename(args.module[0] if args.module else args.target)
     start = time.perf_counter()
@@ -130,10 +136,10 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     profile = to_profile(rec, interval, run.wall, args.program or name,
                          observer_notes(run), cpu, run.observer.samples)  # fmt: skip
     emit_profile(SamplingResult(profile), args, out, err, helpers)
-    rc = exit_code(run.status)
-    if rc:  # said even with -q: the program failed (its own traceback is above)
-        err.write(f"{name} {ending_words(run.status)}\n")
-    return rc
+    code, words = signal_ending(run) or (exit_code(run.status), ending_words(run.status))
+    if code:  # said even with -q: the program failed (its own traceback is above)
+        err.write(f"{name} {words}\n")
+    return code
 
 
 def ending_words(status: int) -> str:

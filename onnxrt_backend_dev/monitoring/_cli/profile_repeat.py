@@ -58,8 +58,9 @@ def add_repeat_options(
         "--clock",
         choices=("cpu", "wall"),
         default=None,
-        help="with --repeat: cProfile's clock, the thread's CPU time (the default, as "
-        "compare --a/--b) or the wall clock",
+        help="with --repeat: the clock saved to compare, the thread's CPU time (the "
+        "default, as compare --a/--b) or the wall clock; sampled without --repeat: what "
+        "ranks the rows and the hot lines (cpu on a busy machine)",
     )
 
 
@@ -114,7 +115,7 @@ def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
 
     profiler = "sampled" if sampled else "cprofile"
     interval = args.interval if sampled and args.interval is not None else RUN_INTERVAL
-    sampler = str(getattr(args, "timer", "prof"))
+    sampler = str(getattr(args, "timer", None) or "prof")
     collector = str(getattr(args, "collector", "auto"))
     if args.module:
         module, rest = args.module[0], tuple(args.module[1:])

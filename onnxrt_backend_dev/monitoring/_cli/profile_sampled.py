@@ -64,9 +64,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timer",
         choices=("prof", "real", "thread"),
-        default="prof",
-        help="sampling: what ticks, the CPU-time signal SIGPROF backed by a watchdog "
-        "thread (prof, default), the wall-time SIGALRM (real) or a thread only (thread)",
+        default=None,
+        help="the in-process sampler (given, it is chosen): what ticks, the CPU-time signal "
+        "SIGPROF backed by a watchdog thread (prof, default), the wall-time SIGALRM (real) "
+        "or a thread only (thread)",
     )
     parser.add_argument(
         "--pid",
@@ -121,6 +122,35 @@ def uses_cprofile(args: argparse.Namespace, helpers: RunHelpers) -> bool:
         return False  # reported by the caller
 
 
+def check_combinations(args: argparse.Namespace, cprofile: bool) -> None:
+    """Refuses the options ``profile`` would ignore together (exit 2, before any work).
+
+    :param args: the parsed options
+    :param cprofile: cProfile was asked for, or implied
+    """
+    from .common import refuse_ignored
+
+    traced = "--cprofile (given, or implied by --view reference, --sort, --focus, "
+    traced += "--hide-stdlib, --min-share, -o FILE.prof) traces every call"
+    pid, observer = args.pid is not None, args.collector == "observer"
+    refuse_ignored([
+        (args.duration is not None and not pid,
+         "--duration is for --pid PID (stop after that many seconds); a program started "
+         "here runs to its end"),
+        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
+        (pid and cprofile, f"--pid is sampled from outside, and {traced} of a program it starts"),
+        (cprofile and observer, f"--collector observer samples, and {traced}: drop one"),
+        (cprofile and args.interval is not None,
+         f"--interval is the sampler's, and {traced}: drop one"),
+        (cprofile and args.timer is not None, f"--timer is the sampler's, and {traced}: drop one"),
+        (args.timer is not None and (observer or pid),
+         "--timer is the in-process sampler's: the observer reads the program from outside "
+         "on its own clock (drop --timer, or give --collector in-process)"),
+    ])  # fmt: skip
+    if args.repeat is None and args.clock is not None and not cprofile:
+        args.rank, args.clock = args.clock, None  # one sampled run: what ranks the rows
+
+
 def observer_reason(args: argparse.Namespace) -> str:
     """Why the observer will not run (empty when it will).
 
@@ -130,6 +160,8 @@ def observer_reason(args: argparse.Namespace) -> str:
     choice = getattr(args, "collector", "auto")
     if choice == "in-process":
         return "--collector in-process"
+    if getattr(args, "timer", None) is not None:  # what ticks in the program: its sampler
+        return f"--timer {args.timer} (the in-process sampler's)"
     from .._observe.session import availability
 
     found = availability()
@@ -177,16 +209,26 @@ def _emit(
     opts: dict[str, Any] = {}
     if fmt in ("text", "json", "html"):
         opts = {"fold_share": args.fold_share, "show_all": args.show_library}
+    rank = getattr(args, "rank", None) or "wall"
+    if fmt == "html" and rank == "cpu":
+        opts["order"] = by_cpu
     if fmt == "text":
         opts["max_depth"] = args.max_depth
+        opts["rank"] = rank
         if args.output is None and not helpers.can_encode(sys.stdout, "├─│└"):
             opts["guides"] = "ascii"
     render: Callable[..., str] = getattr(result, f"to_{fmt}")
     text = render(**opts)
     if emit_text(text, args.output, out) and not args.quiet:
         err.write(f"profile written to {args.output} ({fmt})\n")
-    for note in result.profile.notes:
-        err.write(f"note: {note}\n")
+    if args.output is not None or fmt != "text":  # else the text printed holds them
+        for note in result.profile.notes:
+            err.write(f"note: {note}\n")
+
+
+def by_cpu(row: Any) -> float:
+    """The order of ``--clock cpu``: the rows that used the most CPU first."""
+    return float(-row.cpu)
 
 
 def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) -> Any:
@@ -194,7 +236,8 @@ def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) ->
     note says which and why."""
     from .._sampling.session import Sampling
 
-    sampler = Sampling(interval, args.timer, program=args.program or name, collector="in-process")
+    timer = args.timer or "prof"
+    sampler = Sampling(interval, timer, program=args.program or name, collector="in-process")
     why = getattr(args, "collector_note", "")
     if why:
         sampler.note = f"collector: the in-process sampler ({why})"
@@ -259,7 +302,7 @@ def run_sampled(
             err.flush()
 
     failure: BaseException | None = None
-    with kept_output(out) as kept, terminating_signals() as signals:
+    with kept_output(out) as kept, terminating_signals(interrupts=True) as signals:
         with status, helpers.as_main(module, argv, path0), helpers.before_os_exit(on_os_exit):
             # The root of the main thread's tree is the program's <module>.
             sampler.start(skip_outer=depth(sys._getframe()))

@@ -112,7 +112,7 @@ def run_attached(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
     from .._report.aggregate import Aggregator
     from .profile_observed import attach_notes, attach_observer
 
-    attached = attach_observer(args, args.interval, Aggregator())
+    attached = attach_observer(args, args.interval, Aggregator(attached=True))
     assert isinstance(attached, Attached)
     emit(attached_report(attached, attach_notes(attached), args.interval))
     return 0

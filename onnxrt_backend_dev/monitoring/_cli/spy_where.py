@@ -13,6 +13,7 @@ written as asked, then exits with 130.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -197,6 +198,14 @@ def _stop_alloc(shim: str | None) -> None:
         stop_sampling()
 
 
+# Why ``spy --where``'s heap peak can be lower than ``run``'s (as memray's is).
+NOT_SEEN = (
+    "allocations are followed once the program's libraries are loaded: what a library "
+    "allocates while it loads (OpenBLAS maps a 64 MiB buffer) is not seen, as with "
+    "memray; run, loading the shim first, sees it"
+)
+
+
 def _attach_allocations(result: Any, spy: Any, code: Any, why: str) -> None:
     """What is live at the peak of the program's allocations, by line, into the result
     (``result["allocations"]``, a :class:`.._report.model.Allocations`), the stacks cut
@@ -213,6 +222,7 @@ def _attach_allocations(result: Any, spy: Any, code: Any, why: str) -> None:
 
     facts = facts_from_doc(doc, stacks_of(observed, root_key(code)))
     if facts is not None:
+        facts = dataclasses.replace(facts, notes=(*facts.notes, NOT_SEEN))
         result["allocations"] = build_allocations(facts)
 
 

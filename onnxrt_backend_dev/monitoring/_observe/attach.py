@@ -5,13 +5,9 @@ stopped or changed in the process: it goes on when the observer leaves.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._errors import BadValue
@@ -62,26 +58,6 @@ class Attached(NamedTuple):
     why: str
 
 
-@contextlib.contextmanager
-def _stopping() -> Iterator[list[int]]:
-    """SIGINT, SIGTERM and SIGHUP end the observation (main thread only)."""
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    wanted = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s]
-    previous = {s: signal.signal(s, handler) for s in wanted}
-    try:
-        yield received
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
 def observe_pid(
     pid: int,
     interval: float,
@@ -99,11 +75,14 @@ def observe_pid(
     :return: what was seen
     :raises ObserveError: it cannot be read (gone, not Python, refused...)
     """
+    from .._run.signals import Signals
+
     observer, target = attach(pid, interval, sink)
     observer.root.collector = ""
     start = time.monotonic()
     why = ["ended"]
-    with _stopping() as received:
+    with Signals() as signals:  # recorded: they end the observation, never raised
+        received = signals.received
 
         def done() -> bool:
             if received:

@@ -14,6 +14,17 @@ from typing import Any, NamedTuple
 from .observer import Observer, ProcessRecord
 from .session import start_program
 
+# How a program ended by a signal reads in a report.
+DEATHS = {
+    "SIGKILL": "killed by SIGKILL (the OOM killer, a memory limit or kill -9)",
+    "SIGSEGV": "crashed: SIGSEGV (segmentation fault)",
+    "SIGABRT": "aborted: SIGABRT",
+    "SIGBUS": "crashed: SIGBUS",
+    "SIGINT": "interrupted (SIGINT)",
+    "SIGTERM": "stopped by SIGTERM",
+    "SIGHUP": "stopped by SIGHUP",
+}
+
 
 class ObservedRun(NamedTuple):
     """A program run under the observer.
@@ -93,3 +104,33 @@ def exit_code(status: int) -> int:
     from .._run.supervise import shell_code
 
     return shell_code(status)
+
+
+def signal_ending(run: ObservedRun) -> tuple[int, str] | None:
+    """The exit code and the words of a run the signal the command received decided:
+    the program killed by the supervisor's SIGKILL (it did not end within the grace, or
+    never started), or ended before its first line (its interpreter's start interrupted:
+    Python's own exit 1); None when the program's own ending stands.
+
+    :param run: the run
+    :return: ``(128 + N, words)``, or None
+    """
+    import os
+    import signal
+
+    if not run.received:
+        return None
+    code = exit_code(run.status)
+    from .observer import has_user_code
+
+    killed = os.WIFSIGNALED(run.status) and os.WTERMSIG(run.status) == signal.SIGKILL
+    # Its own code ran (not only the interpreter's start: site, the imports it makes).
+    record = run.record
+    started = record.python_seen and any(has_user_code(record, k) for k in record.key_list)
+    if not killed and (started or code in (0, *(128 + s for s in run.received))):
+        return None
+    first = run.received[0]
+    name = signal.Signals(first).name if first in signal.valid_signals() else str(first)
+    words = DEATHS.get(name, f"stopped by {name}")
+    when = ", then killed (SIGKILL)" if killed and started else " before its first line"
+    return 128 + first, words + when

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._sampling.recorder import ThreadLine
+from . import opcodes
 from .memory import ReadError
 from .process import (
     TICKS,
@@ -66,6 +67,7 @@ CHILDREN_PERIOD = 0.02
 STATUS_PERIOD = 0.001
 DONE_PERIOD = 0.001  # seconds between two asks whether the observation is done
 FINE = 0.001  # intervals below this sleep with 1 µs of timer slack
+NAP = 0.05  # seconds: the longest sleep between two looks at whether to stop
 EMPTY: tuple[int, ...] = ()
 
 
@@ -147,7 +149,7 @@ class ProcessRecord:
         self.order: list[tuple[int, int]] = []
         self.keys: dict[tuple[int, ...], int] = {}
         self.key_list: list[tuple[int, ...]] = []
-        self.in_call = bytearray()  # per stack id: its innermost frame is in a call
+        self.kinds = bytearray()  # per stack id: what its innermost frame runs (opcodes)
         self.stat_t = 0.0  # when the threads' ticks are read next
         self.status_t = 0.0  # when the memory's high-water mark is read next
         self.others_t = 0.0  # when threads Python does not know are listed next
@@ -166,6 +168,9 @@ class ProcessRecord:
         self.collector = ""  # how its stacks are read, for the notes
         # Allocation tracking (``_alloc.tracker.AllocTracker``), read at each sample.
         self.alloc: Any = None
+        self.tool_rss = 0.0  # bytes of this tool's own in its RSS (the allocation shim's)
+        self.user_codes: dict[int, bool] = {}  # code id -> it is the user's (see credit)
+        self.reaped = False  # it waited for a child of its own (see TaskStat.reaped)
         self.comm = ""  # its kernel name (its threads started from C inherit it)
         self.last_credited = -1  # the stack credited with the memory at the last sample
         # What the process runs (its first mapping, its command line): changes with an
@@ -191,7 +196,7 @@ class ProcessRecord:
                     return sid
             sid = self.keys[key] = len(self.key_list)
             self.key_list.append(key)
-            self.in_call.append(_in_call(self, key))
+            self.kinds.append(_kind(self, key))
         return sid
 
     def close(self) -> None:
@@ -199,7 +204,7 @@ class ProcessRecord:
         self.files.close()
         for t in self.threads.values():
             t.close()
-        native = self.reader.native if self.reader is not None else None
+        native = getattr(self.reader, "native", None)
         if native is not None:
             native.close()
 
@@ -245,9 +250,13 @@ class Observer:
                 sample_process(record, t)
         if self.devices is not None:
             self.devices.sample(t, force=self.samples == 0)
-        if self.follow is not None and t >= self.children_t:
+        if t >= self.children_t:
             self.children_t = t + CHILDREN_PERIOD
-            self._look_for_children(t)
+            for record in self.processes:  # children the program waited for (ru_maxrss)
+                stat = None if record.gone else record.files.process_stat()
+                record.reaped = record.reaped or bool(stat and stat.reaped)
+            if self.follow is not None:
+                self._look_for_children(t)
         self.samples += 1
 
     def _look_for_children(self, t: float) -> None:
@@ -292,8 +301,21 @@ class Observer:
                 missed = int((now - next_t) / interval) + 1
                 self.late += missed
                 next_t += missed * interval
-            time.sleep(max(next_t - self.clock(), 0.0))
+            if self._nap(next_t, done):
+                break
         self.cost += time.process_time() - cpu0
+
+    def _nap(self, until: float, done: Callable[[], bool]) -> bool:
+        """Sleeps until the next sample, in naps short enough that the program's end or a
+        signal ends the loop at once (a long interval does not keep it waiting); True
+        when ``done()`` said so meanwhile."""
+        while True:
+            left = until - self.clock()
+            if left <= 0:
+                return False
+            time.sleep(min(left, NAP))
+            if left > NAP and done():
+                return True
 
     def close(self) -> None:
         """Closes every ``/proc`` file and the devices."""
@@ -360,9 +382,10 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     # The memory from the program's first line on (before, the interpreter's start: not
     # the program's, as a report made inside it would start); a process never read as
     # Python (a command) from its start.
-    if record.python_seen or (record.reader is None and record.opener is None):
-        record.sink.add_tick(t, rss, hwm or 0.0, credited)
     (record.alloc or _NO_ALLOC).sample(record, t)  # the allocation shim's records
+    if record.python_seen or (record.reader is None and record.opener is None):
+        tool = record.tool_rss  # the shim's own pages: not the program's
+        record.sink.add_tick(t, rss - tool, max((hwm or 0.0) - tool, 0.0), credited)
 
 
 def _count_failure(record: ProcessRecord, failed: bool) -> None:
@@ -508,9 +531,9 @@ def sample_threads(
     :param stat: read the threads' user and system ticks (the Python reader's rows)
     :return: the credited stack id
     """
-    best_cpu, credited, main_sid = -1.0, -1, -1
+    best_cpu, credited, main_sid, best_frames = -1.0, -1, -1, EMPTY
     pid = record.pid
-    threads, key_list, in_calls = record.threads, record.key_list, record.in_call
+    threads, key_list, kinds = record.threads, record.key_list, record.kinds
     for row in rows:
         key = (row[ADDRESS], row[IDENT])  # a thread state reused by a new thread is new
         th = threads.get(key)
@@ -527,18 +550,28 @@ def sample_threads(
         sid = row[STACK]
         if not key_list[sid] and not row[COMPLETE] and th.last_sid >= 0:
             sid = th.last_sid  # unreadable now: still where it was
-        in_call = in_calls[sid]
+        kind = kinds[sid]
+        in_call = kind != opcodes.PYTHON
+        # An operator is native while it lasts (a numpy ``a @ b``), not for one sample
+        # of an int's ``%`` in a loop: the same instruction at the previous sample too.
+        native = (
+            kind == opcodes.NATIVE_CALL
+            or (kind == opcodes.OPERATOR and sid == th.last_sid)
+            or not row[GIL]
+        )
         weight = dt if th.first_seen < t else 0.0
-        python_cpu = 0.0 if in_call or not row[GIL] else cpu
+        python_cpu = 0.0 if native else cpu
         th.add(sid, weight, cpu, python_cpu, uticks, sticks, queued)
         th.line.add(t - record.started, sid, weight, MAX_POINTS)
         chosen = credit(th.last_sid, th.last_in_call, sid, in_call) if key_list[sid] else -1
-        th.last_sid, th.last_in_call = sid, bool(in_call)
+        th.last_sid, th.last_in_call = sid, in_call
         if th.is_main:
             main_sid = chosen
         if chosen >= 0 and cpu > best_cpu:
-            best_cpu, credited = cpu, chosen
-    if best_cpu <= 0.0:
+            best_cpu, credited, best_frames = cpu, chosen, key_list[sid]
+    # A pool's thread running library code only (pandas 3's read_csv parses in worker
+    # threads): the memory is the user's line waiting for it, in the main thread.
+    if best_cpu <= 0.0 or (main_sid >= 0 and not has_user_code(record, best_frames)):
         credited = main_sid
     return credited
 
@@ -553,6 +586,28 @@ def _new_thread(record: ProcessRecord, row: Any, t: float) -> ThreadRecord:
     return th
 
 
+def has_user_code(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
+    """Whether a stack holds a frame of the user's code (not a library's), cached by
+    code id.
+
+    :param record: the process
+    :param frames: the stack's key (code id, offset, ...)
+    :return: True when one frame is the user's
+    """
+    from .._stacks.frames import is_library_path
+
+    known = record.user_codes
+    for cid in frames[::2]:
+        user = known.get(cid)
+        if user is None:
+            info = record.infos[cid] if 0 <= cid < len(record.infos) else None
+            file = getattr(info, "file", "") or "<"
+            user = known[cid] = not file.startswith("<") and not is_library_path(file)
+        if user:
+            return True
+    return False
+
+
 def _name_of(record: ProcessRecord, row: Any) -> str:
     if record.reader is None:
         return ""
@@ -565,13 +620,14 @@ def _name_of(record: ProcessRecord, row: Any) -> str:
         return ""
 
 
-def _in_call(record: ProcessRecord, frames: tuple[int, ...]) -> bool:
-    """Whether the innermost frame is inside a call into C or an operator."""
+def _kind(record: ProcessRecord, frames: tuple[int, ...]) -> int:
+    """What the innermost frame runs: Python, a call into C or an operator (see
+    :func:`.opcodes.kind_of`)."""
     if not frames or record.reader is None or frames[0] >= len(record.infos):
-        return False
+        return opcodes.PYTHON
     info = record.infos[frames[0]]
     offset = frames[1]
-    return bool(record.flags[info.ops[offset]]) if 0 <= offset < len(info.ops) else False
+    return record.flags[info.ops[offset]] if 0 <= offset < len(info.ops) else opcodes.PYTHON
 
 
 def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> int:
@@ -644,7 +700,14 @@ def _delta(th: ThreadRecord, row: Any) -> tuple[float, float, float, float]:
 def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
     """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
     kernel name, read every :data:`OTHERS_PERIOD` seconds."""
-    known = {r[TID] for r in rows if r[TID]}
+    if record.reader is None:
+        return  # no Python thread read yet: every thread would look unknown
+    # Python's threads, whenever seen (a read that failed, or a thread starting without
+    # its id yet, lists none of them now): their CPU is theirs, never counted twice.
+    known = {th.native_id for th in record.threads.values() if th.native_id}
+    known.update(r[TID] for r in rows if r[TID])
+    for tid in [tid for tid in record.others if tid in known]:
+        del record.others[tid]
     if not record.comm:
         record.comm = thread_name(record.pid, record.pid)
     for tid in thread_ids(record.pid):

@@ -12,30 +12,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-# Families whose generic form calls arbitrary code: a leaf frame there runs C.
-# Iteration (GET_ITER, FOR_ITER) is not one: a leaf frame there steps a built-in
-# iterator (a range, a list: 3.11 has no specialised form to tell them) in the
-# interpreter's loop, which a user counts as Python; a generator's step is its own frame.
-NATIVE_FAMILIES = frozenset(
+# Families whose generic form calls a function: a leaf frame there runs C (a numpy
+# method, ``sorted``, ``json.loads``): native at once.
+CALL_FAMILIES = frozenset(
     {
         "CALL", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX", "CALL_METHOD",
-        "CALL_KW", "PRECALL", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR",
-        "DELETE_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "IMPORT_NAME", "IMPORT_FROM",
-        "FORMAT_VALUE", "BUILD_STRING", "LIST_EXTEND",
-        "DICT_UPDATE", "DICT_MERGE", "UNPACK_SEQUENCE", "UNPACK_EX", "LOAD_ATTR",
-        "STORE_ATTR", "SEND", "BEFORE_WITH", "WITH_EXCEPT_START", "UNARY_NEGATIVE",
-        "UNARY_INVERT", "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
+        "CALL_KW", "PRECALL", "IMPORT_NAME", "SEND", "BEFORE_WITH", "WITH_EXCEPT_START",
     }
 )  # fmt: skip
+# Operators, attributes and the like: on built-in values (``i * i % 7``, ``sorted``'s
+# comparisons) the interpreter's own work, a user's Python; on a numpy array (``a @ b``)
+# a kernel. Native only while it lasts: the same instruction at two samples in a row.
+# Iteration (GET_ITER, FOR_ITER) is not one: a leaf frame there steps a built-in
+# iterator (a range, a list: 3.11 has no specialised form to tell them) in the
+# interpreter's loop; a generator's step is its own frame.
+OPERATOR_FAMILIES = frozenset(
+    {
+        "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "COMPARE_OP",
+        "CONTAINS_OP", "IMPORT_FROM", "FORMAT_VALUE", "BUILD_STRING", "LIST_EXTEND",
+        "DICT_UPDATE", "DICT_MERGE", "UNPACK_SEQUENCE", "UNPACK_EX", "LOAD_ATTR",
+        "STORE_ATTR", "UNARY_NEGATIVE", "UNARY_INVERT", "CONVERT_VALUE", "FORMAT_SIMPLE",
+        "FORMAT_WITH_SPEC",
+    }
+)  # fmt: skip
+NATIVE_FAMILIES = CALL_FAMILIES | OPERATOR_FAMILIES
 # 3.10's operators had one instruction each.
-NATIVE_PREFIXES = ("BINARY_", "INPLACE_", "CALL")
+CALL_PREFIXES = ("CALL",)
+OPERATOR_PREFIXES = ("BINARY_", "INPLACE_")
 # Specialised forms that stay in the interpreter (a Python call, an int add, a list
-# index): the sample is Python's.
+# index): the sample is Python's. (A 3.11 ``*_ADAPTIVE`` form is the generic one
+# counting down to its specialisation: what the generic form is.)
 PYTHON_SPECIALISED = ("_PY_", "CALL_BOUND_METHOD_EXACT_ARGS", "CALL_ALLOC_AND_ENTER_INIT",
                       "_INT", "_FLOAT", "_LIST", "_TUPLE", "_RANGE", "_GEN", "_SLOT",
                       "_INSTANCE_VALUE", "_MODULE", "_WITH_HINT", "_CLASS", "_PROPERTY",
                       "_METHOD_WITH_VALUES", "_METHOD_NO_DICT", "_METHOD_LAZY_DICT",
-                      "_NONDESCRIPTOR", "_STR", "_UNICODE", "_ADAPTIVE")  # fmt: skip
+                      "_NONDESCRIPTOR", "_STR", "_UNICODE")  # fmt: skip
+# What a leaf frame on an instruction does (the flags of :func:`kinds`).
+PYTHON, NATIVE_CALL, OPERATOR = 0, 1, 2
 
 OPS_SCRIPT = r"""
 import dis, json
@@ -102,8 +115,9 @@ def parse_table(text: str) -> dict[int, tuple[str, str]]:
     return out
 
 
-def is_native(name: str, family: str) -> bool:
-    """Whether a leaf frame on this instruction runs C code.
+def kind_of(name: str, family: str) -> int:
+    """What a leaf frame on this instruction runs: ``PYTHON`` (bytecode),
+    ``NATIVE_CALL`` (a call into C) or ``OPERATOR`` (C code, native while it lasts).
 
     :param name: the instruction's name (maybe a specialised form)
     :param family: its generic form
@@ -112,22 +126,36 @@ def is_native(name: str, family: str) -> bool:
         family = family[len("INSTRUMENTED_") :]
     if name.startswith("INSTRUMENTED_"):
         name = name[len("INSTRUMENTED_") :]
-    generic = family in NATIVE_FAMILIES or family.startswith(NATIVE_PREFIXES)
-    if not generic:
-        return False
-    if name == family:
-        return True
-    return not any(marker in name for marker in PYTHON_SPECIALISED)
+    if family in CALL_FAMILIES or family.startswith(CALL_PREFIXES):
+        found = NATIVE_CALL
+    elif family in OPERATOR_FAMILIES or family.startswith(OPERATOR_PREFIXES):
+        found = OPERATOR
+    else:
+        return PYTHON
+    if name == family or name.endswith("_ADAPTIVE"):
+        return found
+    if found == NATIVE_CALL and "_BUILTIN" in name:  # a C function or type called
+        return NATIVE_CALL
+    return PYTHON if any(marker in name for marker in PYTHON_SPECIALISED) else found
+
+
+def is_native(name: str, family: str) -> bool:
+    """Whether a leaf frame on this instruction runs C code (a call or an operator).
+
+    :param name: the instruction's name (maybe a specialised form)
+    :param family: its generic form
+    """
+    return kind_of(name, family) != PYTHON
 
 
 def kinds(table: Mapping[int, tuple[str, str]]) -> bytes:
-    """256 flags, 1 where a leaf frame on that instruction runs native code.
+    """256 flags, one per instruction: what a leaf frame on it runs (:func:`kind_of`).
 
     :param table: from :func:`table_here` or :func:`parse_table`
     :return: the flags
     """
     flags = bytearray(256)
     for op, (name, family) in table.items():
-        if 0 <= op < 256 and is_native(name, family):
-            flags[op] = 1
+        if 0 <= op < 256:
+            flags[op] = kind_of(name, family)
     return bytes(flags)

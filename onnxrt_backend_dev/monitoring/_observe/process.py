@@ -72,11 +72,14 @@ class TaskStat(NamedTuple):
     :param state: ``R`` running, ``S`` sleeping, ``D`` disk wait, ``Z``...
     :param utime: user CPU seconds
     :param stime: system CPU seconds
+    :param reaped: page faults of the children it waited for (``cminflt``): above 0
+        once it reaped a child, whose ``ru_maxrss`` then counts in its own at ``wait4``
     """
 
     state: str
     utime: float
     stime: float
+    reaped: int = 0
 
 
 def parse_stat(data: bytes) -> TaskStat | None:
@@ -93,7 +96,8 @@ def parse_stat(data: bytes) -> TaskStat | None:
     if len(fields) < 13:
         return None
     try:
-        return TaskStat(fields[0].decode(), int(fields[11]) / TICKS, int(fields[12]) / TICKS)
+        utime, stime = int(fields[11]) / TICKS, int(fields[12]) / TICKS
+        return TaskStat(fields[0].decode(), utime, stime, int(fields[8]))
     except (ValueError, UnicodeDecodeError):
         return None
 

@@ -11,24 +11,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._format import format_bytes
 from .._report.aggregate import Aggregator
 from .._report.build import build_report
 from .._report.model import Ending, Report
 from .._report.session import facts_of
 from .build import decode_stacks, split, thread_label
 from .devices import DeviceSampler
-from .launch import ObservedRun, exit_code
+from .launch import DEATHS, ObservedRun, exit_code, signal_ending
 from .observer import ProcessRecord
-
-_DEATHS = {
-    "SIGKILL": "killed by SIGKILL (the OOM killer, a memory limit or kill -9)",
-    "SIGSEGV": "crashed: SIGSEGV (segmentation fault)",
-    "SIGABRT": "aborted: SIGABRT",
-    "SIGBUS": "crashed: SIGBUS",
-    "SIGINT": "interrupted (SIGINT)",
-    "SIGTERM": "stopped by SIGTERM",
-    "SIGHUP": "stopped by SIGHUP",
-}
 
 
 def ending_of(status: int) -> Ending:
@@ -46,10 +37,24 @@ def ending_of(status: int) -> Ending:
         except ValueError:
             name = f"signal {os.WTERMSIG(status)}"
         kind = "interrupted" if name == "SIGINT" else "signal"
-        return Ending(kind, code, _DEATHS.get(name, f"killed by {name}"))
+        return Ending(kind, code, DEATHS.get(name, f"killed by {name}"))
     if code == 1:
         return Ending("exit", 1, "exited with code 1 (an uncaught exception exits so)")
     return Ending("exit", code, f"exited with code {code}")
+
+
+def ending_of_run(run: ObservedRun) -> Ending:
+    """How an observed program ended, said of the signal the command received when that
+    signal decided it (see :func:`.launch.signal_ending`).
+
+    :param run: the run
+    :return: the ending (128 + N for the signal N the command received)
+    """
+    decided = signal_ending(run)
+    if decided is None:
+        return ending_of(run.status)
+    code, words = decided
+    return Ending("interrupted" if code == 130 else "signal", code, words)
 
 
 def _relative(file: str, here: str) -> str:
@@ -130,7 +135,7 @@ def observed_report(
     agg = record.sink
     assert isinstance(agg, Aggregator)
     stacks = declare_stacks(record, agg)
-    ending = ending_of(run.status)
+    ending = ending_of_run(run)
     usage = run.rusage
     facts: dict[str, Any] = {
         "t0": run.observer.t0,
@@ -139,7 +144,7 @@ def observed_report(
         "started": _iso(run.observer.t0),
         "notes": list(notes),
         "threads": sampled_threads(record, stacks),
-        "tool_rss": 0.0,
+        "tool_rss": record.tool_rss,
     }
     if record.alloc is not None:
         facts["allocations"], facts["held"], lost = _allocations(run, stacks)
@@ -148,8 +153,10 @@ def observed_report(
     if usage is not None:
         facts["cpu"] = usage.ru_utime + usage.ru_stime
         maxrss = float(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
-        if maxrss > floor:  # the program's own mark (else the command's, before exec)
-            peak = max(peak, maxrss)
+        # The program's own mark (else the command's, before exec), unless it waited for
+        # a child: wait4 then gives the highest of the family, a child's peak is not its.
+        if maxrss > floor and not _had_children(run):
+            peak = max(peak, maxrss - record.tool_rss)
     facts["exact_peak"] = peak
     if devices is not None:
         facts["curves"] = devices.curves()
@@ -163,6 +170,10 @@ def observed_report(
                 children.append((child.label, child.sink))
     report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
     return report, ending.code
+
+
+def _had_children(run: ObservedRun) -> bool:
+    return len(run.observer.processes) > 1 or run.record.reaped
 
 
 def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, list[str]]:
@@ -209,8 +220,13 @@ def attached_report(attached: Any, notes: list[str], interval: float) -> Report:
         "threads": sampled_threads(record, stacks),
         "tool_rss": 0.0,
         "cpu": cpu,
-        "exact_peak": agg.last_hwm,
     }
+    if agg.before > agg.peak:  # the high-water mark says more: a past no line is credited
+        facts["notes"].append(
+            f"the process's high-water mark was {format_bytes(agg.before)} at the attach: a "
+            "peak reached before it was observed, credited to no line; the peak here is "
+            "the observation's"
+        )
     name = command_line_of(record.pid) or f"process {record.pid}"
     name = " ".join(name.split())[:120]
     return build_report(agg, facts_of(name, interval, ending, facts))

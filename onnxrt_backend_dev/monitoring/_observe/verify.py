@@ -30,14 +30,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._errors import ObserveError, ReadError
-from . import checks, walk
+from . import checks, opcodes, walk
 from .reader import StackReader, ThreadSample
 from .target import Interpreter, locate
 
 if TYPE_CHECKING:
     import subprocess
 
-CHECK_VERSION = 1  # changed with what a check does: the checks kept before are not used
+CHECK_VERSION = 2  # changed with what a check does: the checks kept before are not used
+# (2: the instructions' table holds their kinds, Python, call or operator, not 0 or 1)
 PROBE_TIMEOUT = 20.0  # seconds for the probe child to start and print (a loaded machine)
 
 # The probe child's program: the opcode table (see :mod:`.opcodes`) goes between the
@@ -85,7 +86,7 @@ class Verified(NamedTuple):
     """A layout checked against a live interpreter.
 
     :param how: ``self`` (this process) or ``probe`` (a child of the executable)
-    :param native_flags: 256 flags, 1 where a leaf on that instruction runs native code
+    :param native_flags: 256 kinds (see :mod:`.opcodes`): what a leaf on that instruction runs
     :param pthread_tid: 3.10: the offset of the kernel id in glibc's thread descriptor
     :param seconds: what the check took
     :param names: threads' names are read right (the known thread's name was)
@@ -156,7 +157,7 @@ def _kept(fields: list[str] | None) -> Verified | None:
         raw, offset = bytes.fromhex(flags), int(tid)
     except ValueError:
         return None
-    if any(b > 1 for b in raw) or not -1 <= offset < 1 << 16:
+    if any(b > opcodes.OPERATOR for b in raw) or not -1 <= offset < 1 << 16:
         return None
     return Verified(how, raw, offset, 0.0, names == "1", native[:300], kept=True)
 
@@ -276,8 +277,8 @@ def _check_self(
     ev = threading.Event()
     thread = threading.Thread(target=_observer_check_outer, args=(ev,), daemon=True,
                               name="onnxrt-layout-check")  # fmt: skip
-    thread.start()
-    try:
+    try:  # started inside: a Ctrl-C in start() (it waits for the thread) still ends it
+        thread.start()
         expected = _wait_for_stack(thread)
         reader = _reader(own, memory_factory)
         sample = _compare(reader, thread.ident or 0, expected, "this interpreter")
@@ -287,7 +288,8 @@ def _check_self(
         return tid, _name_read(reader, sample, thread.name), native
     finally:
         ev.set()
-        thread.join(5)
+        if thread.ident is not None:
+            thread.join(5)
 
 
 def _wait_for_stack(thread: threading.Thread) -> list[tuple[str, int]]:

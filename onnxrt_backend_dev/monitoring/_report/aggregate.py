@@ -37,10 +37,15 @@ class Aggregator:
 
     :param max_points: timeline points kept at most (halved beyond, stride doubled)
     :param tolerance: see ``PEAK_TOLERANCE``
+    :param attached: the process ran before its first tick (``--pid``): the high-water
+        mark of that tick is its past (kept as ``before``), not a peak of what is observed
     """
 
     def __init__(
-        self, max_points: int = DEFAULT_MAX_POINTS, tolerance: float = PEAK_TOLERANCE
+        self,
+        max_points: int = DEFAULT_MAX_POINTS,
+        tolerance: float = PEAK_TOLERANCE,
+        attached: bool = False,
     ) -> None:
         if max_points < 2:
             raise BadValue(f"max_points must be >= 2, got {max_points!r}")
@@ -60,6 +65,8 @@ class Aggregator:
         self.first_t = self.last_t = 0.0
         self.first_rss = self.last_rss = 0.0
         self.last_hwm = 0.0
+        self.attached = attached
+        self.before = 0.0  # the high-water mark at an attach: reached before it
         self.peak = 0.0
         self.peak_t = 0.0
         self.peak_rss = 0.0  # the RSS of the tick that dated the peak
@@ -88,6 +95,8 @@ class Aggregator:
         :param high: the highest memory since the previous tick where it is known apart
             from the high-water mark (the spy resets the mark at each tick), else 0
         """
+        if self.n == 0 and self.attached:
+            self.before = self.last_hwm = hwm
         rose = hwm > self.last_hwm
         level = max(rss, hwm if rose else 0.0, high)
         if self.n == 0:
@@ -151,8 +160,8 @@ class Aggregator:
 
 
 # What :meth:`Aggregator.to_state` keeps: plain attributes, per-stack tables, series.
-_SCALARS = ("n", "dropped", "first_t", "last_t", "first_rss", "last_rss", "last_hwm", "peak",
-            "peak_t", "peak_rss", "peak_sid", "dated", "last_rise_sid", "last_rise_t",
+_SCALARS = ("n", "dropped", "first_t", "last_t", "first_rss", "last_rss", "last_hwm", "before",
+            "peak", "peak_t", "peak_rss", "peak_sid", "dated", "last_rise_sid", "last_rise_t",
             "last_sid", "stride", "max_points", "tolerance")  # fmt: skip
 _TABLES = ("count", "seconds", "net", "pending", "to_peak", "highest")
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .._format import format_bytes, format_duration
 from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     CPU,
@@ -33,7 +34,7 @@ from .._sampling.view import (
     source_line,
 )
 from .._stacks.frames import is_library_path
-from .aggregate import Aggregator, RawFrame
+from .aggregate import RISE_NOISE, Aggregator, RawFrame
 from .model import (
     Allocations,
     Curve,
@@ -466,6 +467,21 @@ def _span_key(span: Span) -> tuple[int, float]:
     return span.row, span.start
 
 
+def _two_peaks(peak: Peak, alloc: Any, wall: float) -> list[str]:
+    """Why the heap's peak and the RSS's differ, when they do (in size or in time)."""
+    if alloc is None or alloc.peak <= 0:
+        return []
+    apart = abs(alloc.peak_time - peak.time) > max(0.5, 0.1 * wall)
+    if not apart and alloc.peak <= 1.1 * peak.value:  # the heap is part of the RSS
+        return []
+    return [
+        f"the heap peak ({format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)}) "
+        f"is not the RSS peak ({format_bytes(peak.value)} at {format_duration(peak.time)}): "
+        "the heap counts the bytes asked for (a buffer mapped and never touched too), the "
+        "RSS the pages touched and not given back (memory freed but kept by the allocator)"
+    ]
+
+
 def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     """The report of one run.
 
@@ -480,9 +496,11 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     parts = agg.composition()
     site, called, stack = _place(agg, _builder(agg, parts))
     reached = _place(agg, agg.peak_sid)[0]
+    if agg.peak - agg.first_rss <= RISE_NOISE:  # nothing grew: no line built the peak
+        site, called, stack, reached = None, "", (), None
     peak = Peak(
-        agg.peak, agg.first_rss, agg.peak_t - t0, site, called, stack, "hwm", reached,
-        facts.tool_rss,
+        agg.peak, agg.first_rss, agg.peak_t - t0 if agg.n else 0.0, site, called, stack, "hwm",
+        reached, facts.tool_rss,
     )  # fmt: skip
     last_site, _, last_stack = _place(agg, agg.last_rise_sid)
     e = facts.ending
@@ -504,8 +522,11 @@ def build_report(agg: Aggregator, facts: RunFacts) -> Report:
     notes = list(facts.notes)
     if agg.dropped:
         notes.append(f"{agg.dropped} ticks were lost (a full buffer or too many stacks)")
+    if not agg.n:
+        notes.append("no memory tick: the program ended before the first one")
     if facts.held is not None:  # what holds most at the peak: the line that built it
         peak = replace(peak, site=facts.held[0], called=facts.held[1], stack=facts.held[2])
+    notes.extend(_two_peaks(peak, facts.allocations, wall))
     return Report(
         program=facts.program,
         wall=wall,

@@ -13,8 +13,19 @@ from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
 from .._sampling.view import short_file
 from .axis import byte_ticks, time_ticks
-from .model import Allocations, AllocLine, AllocNode, Curve, LineRow, Part, Report, Site, Span
-from .render_text import tool_note
+from .model import (
+    Allocations,
+    AllocLine,
+    AllocNode,
+    Curve,
+    LineRow,
+    Part,
+    Report,
+    Site,
+    Span,
+    check_report,
+)
+from .render_text import built_by, tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
 LEFT = 70
@@ -62,7 +73,6 @@ def _header(report: Report) -> str:
     cpu = "unknown"
     if report.cpu is not None:
         cpu = f"{format_duration(report.cpu)} ({report.utilisation or 0.0:.0%})"
-    built = _where(peak.site) + (f" calling {peak.called}" if peak.called else "")
     facts = [
         ("wall", format_duration(report.wall)),
         ("CPU (utilisation)", cpu),
@@ -89,7 +99,7 @@ def _header(report: Report) -> str:
         f"<h1>{_e(report.program)}</h1>",
         f"<div{cls}>{_e(report.ending.detail)}</div>",
         f'<div class="facts">{cells}</div>',
-        f"<div>peak built by <b>{_e(built)}</b></div>",
+        f"<div>peak {_e(built_by(report))}</div>",
     ]
     if peak.tool:
         note = f"RSS figures {tool_note(peak.value, peak.tool)}"
@@ -330,7 +340,7 @@ def _alloc_table(rows: tuple[AllocLine, ...], columns: tuple[str, ...]) -> str:
             for c in columns
         )
         where = f"{r.site.file}:{r.site.line}" if r.site.file else ""
-        native = r.native + (f" via {r.called}" if r.called else "")
+        native = (r.native or "the interpreter") + (f" via {r.called}" if r.called else "")
         cells.append(
             f'<tr>{figures}<td class="l">{_e(where)}</td>'
             f'<td class="l">{_e(r.site.function)}</td><td class="l"><code>{_e(r.source)}</code>'
@@ -433,6 +443,7 @@ def to_html(report: Report) -> str:
     :param report: the report
     :return: the HTML document
     """
+    check_report(report)
     wall = max(report.wall, max((c.times[-1] for c in report.curves if c.times), default=0.0))
     total = report.peak.value - report.peak.start
     growth = "RSS growth per function from the start to the peak"

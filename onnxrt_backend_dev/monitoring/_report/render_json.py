@@ -33,6 +33,7 @@ from .model import (
     Site,
     Span,
     TreeRow,
+    check_report,
 )
 
 
@@ -45,7 +46,7 @@ def _clean(value: Any) -> Any:
 
 def to_dict(report: Report) -> dict[str, Any]:
     """The report as plain values (see the module's schema)."""
-    doc = _plain(report)
+    doc = _plain(check_report(report))
     return {"schema": SCHEMA, **doc, "utilisation": _clean(report.utilisation)}
 
 

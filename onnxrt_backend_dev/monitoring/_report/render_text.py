@@ -6,7 +6,7 @@ from .._format import cut_source, format_bytes, format_duration, one_line
 from .._memory.registry import ROLES
 from .._memory.series import CONTEXT_WORDS
 from .._sampling.view import short_file
-from .model import Allocations, AllocLine, Device, LineRow, Report, Site
+from .model import Allocations, AllocLine, Device, LineRow, Report, Site, check_report
 
 MAX_LINES = 30
 _TOP_FUNCTIONS = 6
@@ -14,6 +14,7 @@ _TOP_LINES = 5
 _TOP_PARTS = 4
 _TOP_ALLOC = 4
 _TOP_LEAKS = 3
+_TOP_CHILDREN = 3
 # Characters of a hot line's source shown (cut at a token's end).
 _SOURCE_WIDTH = 60
 
@@ -30,7 +31,7 @@ def _where(site: Site | None, called: str = "") -> str:
 
 
 def tool_note(value: float, tool: float) -> str:
-    """The sentence explaining a peak taken off the tool's own start-up memory.
+    """The sentence explaining a peak taken off the tool's own memory in the program.
 
     :param value: the peak, bytes
     :param tool: what was taken off, bytes
@@ -38,8 +39,19 @@ def tool_note(value: float, tool: float) -> str:
     """
     return (
         f"(the process's high-water mark {format_bytes(value + tool)} less "
-        f"{format_bytes(tool)} of this tool's own start-up memory)"
+        f"{format_bytes(tool)} of this tool's own memory in it)"
     )
+
+
+def built_by(report: Report) -> str:
+    """What built the peak, in words (nothing, when the memory never rose over its start).
+
+    :param report: the report
+    """
+    peak = report.peak
+    if peak.site is None and not report.composition:
+        return "nothing grew while observed: the peak is the memory at the start"
+    return f"built by {_where(peak.site, peak.called)}"
 
 
 def _header(report: Report) -> list[str]:
@@ -53,15 +65,32 @@ def _header(report: Report) -> list[str]:
         f"{format_duration(report.interval)}",
         f"peak RSS {format_bytes(peak.value)} ({peak.source}) at {format_duration(peak.time)}, "
         f"start {format_bytes(peak.start)}, end {format_bytes(report.end_rss)}",
-        f"  built by {_where(peak.site, peak.called)}",
+        f"  {built_by(report)}",
     ]
     if peak.tool:
         lines.insert(3, f"  {tool_note(peak.value, peak.tool)}")
     if peak.reached is not None and peak.reached != peak.site:
         lines.append(f"  reached in {_where(peak.reached)}")
     lines.extend(device_line(d) for d in report.devices)  # every one: never cut
+    lines.extend(_children(report))
     if report.ending.kind in ("signal", "lost", "os_exit") and report.ending.last_site:
         lines.append(f"  allocating at the end: {_where(report.ending.last_site)}")
+    return lines
+
+
+def _children(report: Report) -> list[str]:
+    """The child processes' own peaks (never in the program's: ``wait4`` would merge
+    them), the highest three."""
+    curves = sorted((c for c in report.curves[1:] if c.name.startswith("rss ")),
+                    key=lambda c: -c.peak)  # fmt: skip
+    lines = []
+    for c in curves[:_TOP_CHILDREN]:
+        pid, _, command = c.name[4:].partition(": ")
+        named = f"{pid} ({cut_source(command, 50)})" if command else pid
+        lines.append(f"  child {named}: its own peak RSS {format_bytes(c.peak)} at "
+                     f"{format_duration(c.peak_time)}")  # fmt: skip
+    if len(curves) > _TOP_CHILDREN:
+        lines.append(f"  and {len(curves) - _TOP_CHILDREN} more child processes")
     return lines
 
 
@@ -131,7 +160,7 @@ def allocation_lines(alloc: Allocations | None) -> list[str]:
         lines.extend(_alloc_row(r, r.live_end, r.live_end_err) for r in alloc.leaks[:_TOP_LEAKS])
     else:
         lines.append("still live at the end (leak candidates): none above 1 % of the peak")
-    return lines
+    return [one_line(line) for line in lines]  # names from the program: one row each
 
 
 def _functions(report: Report) -> list[str]:
@@ -186,7 +215,7 @@ def to_text(report: Report) -> str:
     :return: at most 30 lines (more only when the header's device lines need them: they
         are never cut), ending with a newline
     """
-    head = _header(report)
+    head = _header(check_report(report))
     # What the peak is made of: what is live at it when allocations were tracked, the
     # RSS growth up to it otherwise.
     alloc = report.allocations

@@ -226,10 +226,11 @@ def monitor(
     :param sampler: also run the time sampler (every thread; the time columns)
     :return: a :class:`Monitored`, its ``report`` set at the end (also on an exception)
     """
-    from .._validate import check_bool, check_number, check_str
+    from .._sampling.rates import check_interval
+    from .._validate import check_bool, check_str
 
     check_str("label", label)
-    check_number("interval", interval, minimum=0.001)
+    check_interval(interval, minimum=0.001)
     check_probe_names(probes)
     check_bool("spy", spy)
     check_bool("sampler", sampler)
@@ -266,6 +267,7 @@ def run_monitored(
     root_code: CodeType,
     interval: float = 0.005,
     probes: Sequence[str] = (),
+    keep: Callable[[Report], None] | None = None,
 ) -> Report:
     """Runs ``run()`` under the ticks, the sampler and the spy, the stacks starting at
     ``root_code`` (a notebook cell's code); an exception is reported, then raised.
@@ -275,28 +277,30 @@ def run_monitored(
     :param root_code: the code object of what ``run`` executes
     :param interval: seconds between ticks
     :param probes: device probes
+    :param keep: called with the report before it is returned, or before the code's
+        exception (an interrupt too) goes on: the report of a failed cell is kept
     :return: the report
     """
     ending = Ending("exit", 0, "the cell ended")
+    agg = Aggregator()
+    block = recording = None
     if not observer_note():
         from .._observe.block import root_key
 
         block = ObservedBlock(interval, probes, root_key(root_code))
-        try:
-            run()
-        except BaseException as e:
-            ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
-            raise
-        finally:
-            report = block.report(label, ending)
-        return report
-    agg = Aggregator()
-    recording = Recording(agg, interval, probes, root_code=root_code)
+    else:
+        recording = Recording(agg, interval, probes, root_code=root_code)
     try:
         run()
     except BaseException as e:
         ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
         raise
     finally:
-        facts = recording.finish()
-    return build_report(agg, facts_of(label, interval, ending, facts))
+        if block is not None:
+            report = block.report(label, ending)
+        else:
+            assert recording is not None
+            report = build_report(agg, facts_of(label, interval, ending, recording.finish()))
+        if keep is not None:
+            keep(report)
+    return report

@@ -117,6 +117,7 @@ class Settings:
     :param judged: False when a headline figure had a single value on a side
     :param factor: how much the whole run moved (B against A), None when not estimated
     :param reference: the pieces of the run the factor was estimated over
+    :param names: what to call A and B in messages (their files)
     """
 
     confidence: float
@@ -128,3 +129,4 @@ class Settings:
     judged: bool = True
     factor: float | None = None
     reference: int = 0
+    names: tuple[str, str] = ("A", "B")

@@ -148,6 +148,9 @@ class ResultComparison:
         :return: the changes, ordered
         """
         check_number("above", above, minimum=0)
+        return [c for c in self._worse(above) if not _one_run(c)]
+
+    def _worse(self, above: float) -> list[Change]:
         return [
             c
             for c in self.ordered()
@@ -174,6 +177,16 @@ class ResultComparison:
                 f"B is worse: {len(found)} significant regression(s) above "
                 f"{_threshold(above)}: {listed}{more}",
                 tuple(found),
+            )  # fmt: skip
+        one_run = [c for c in self._worse(above) if _one_run(c)]
+        if one_run:  # a single run's counts: the spread between runs is not known
+            c = one_run[0]
+            return Verdict(
+                UNDECIDED, EXIT_UNDECIDED,
+                f"undecided: {label(c)} {_pct(c)} is above {_threshold(above)} in a single "
+                f"run a side, which cannot tell it from the spread between runs "
+                f"(profile --repeat 5 --save, or compare --a/--b)",
+                (), tuple(one_run),
             )  # fmt: skip
         undecided = []
         for c in self.headlines():
@@ -247,6 +260,13 @@ def format_change(c: Change) -> str:
 
 
 _pct = format_change
+
+
+def _one_run(c: Change) -> bool:
+    """A function's or a path's change seen on a single run a side (its samples' counts):
+    two runs of one program differ more than those counts say (two single runs of the
+    same script read +89 % on a function), so it never decides a regression."""
+    return c.weaker and c.file is not None
 
 
 def _decision_of(c: Change) -> Any:
@@ -459,7 +479,7 @@ def compare_results(
             f"{b['kind']} result: give two results of the same kind"
         )
     kind = a["kind"]
-    settings = Settings(confidence, alpha, min_share, min_change, clock)
+    settings = Settings(confidence, alpha, min_share, min_change, clock, names=names)
     sections = (
         [k for k in _REPORT_PARTS if k in a["data"] and k in b["data"]]
         if kind == "report"

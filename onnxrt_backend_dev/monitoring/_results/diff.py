@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ResultFormatError
+from .._format import one_line
 from .._stats.counts import count_ratio_test
 from .._stats.multiple import holm, median, weighted_median
 from .._stats.welch import mean_and_variance, moderated_log_test, welch_difference
@@ -520,15 +521,16 @@ def _path_changes(paths: list[_Item], kind: str, section: str, pair: _Pair) -> l
     return changes
 
 
-def _check_comparable(sa: SideTable, sb: SideTable) -> None:
+def _check_comparable(sa: SideTable, sb: SideTable, names: tuple[str, str]) -> None:
+    a, b = (one_line(n[:200]) for n in names)
     if sa.profiler != sb.profiler and "cprofile" in (sa.profiler, sb.profiler):
         raise ResultFormatError(
-            f"A was profiled with {_what(sa.profiler)}, B with {_what(sb.profiler)}: their "
-            "times are not comparable (profile both the same way)"
+            f"{a} was profiled with {_what(sa.profiler)}, {b} with {_what(sb.profiler)}: "
+            "their times are not comparable (profile both the same way)"
         )
     if sa.clock != sb.clock:
         raise ResultFormatError(
-            f"A was measured with the {sa.clock} clock, B with the {sb.clock} clock: "
+            f"{a} was measured with the {sa.clock} clock, {b} with the {sb.clock} clock: "
             "their times are not comparable"
         )
 
@@ -638,7 +640,7 @@ def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: s
     :return: the headline(s), then every function's and path's change
     :raises ResultFormatError: the sides were measured in ways not comparable
     """
-    _check_comparable(sa, sb)
+    _check_comparable(sa, sb, settings.names)
     pair = _Pair(sa, sb, settings)
     own = _items(OWN, sa.own, sb.own, pair, keep_small=False)
     inclusive = _items(INCLUSIVE, sa.inclusive, sb.inclusive, pair, keep_small=False)

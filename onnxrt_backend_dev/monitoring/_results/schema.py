@@ -251,6 +251,23 @@ def _check_functions(where: str, functions: list[Any]) -> None:
     if not ok:
         for i, f in enumerate(functions):
             _check_function(f"{where}[{i}]", f)
+    _cut_names(functions)
+
+
+# Characters of a function's file or name kept (a real one is far shorter): a longer one,
+# from a file made by hand or by an attacker, is cut where it is read, so that no output
+# prints megabytes of it.
+MAX_NAME = 1000
+
+
+def _cut_names(functions: list[Any]) -> None:
+    longest = max((max(len(f[0]), len(f[2])) for f in functions), default=0)
+    if longest <= MAX_NAME:
+        return
+    for f in functions:
+        for j in (0, 2):
+            if len(f[j]) > MAX_NAME:
+                f[j] = f[j][:MAX_NAME] + "…"
 
 
 def _profile_header(where: str, data: Any) -> tuple[dict[str, Any], int]:

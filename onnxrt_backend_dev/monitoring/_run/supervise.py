@@ -99,7 +99,11 @@ def check_command(name: str) -> str:
 
         found = shutil.which(name) if name else None
         if found is None:
-            raise CommandNotFound(f"command not found: {name}", 127)
+            here = ""
+            if name and os.path.isfile(name):  # as a shell: not looked for here, but say so
+                here = (f" (a file {name!r} is here: ./{name} runs it if executable; a "
+                        f"Python script runs with python {name})")  # fmt: skip
+            raise CommandNotFound(f"command not found: {name}{here}", 127)
         return found
     if not os.path.exists(name):
         raise CommandNotFound(f"command not found: {name}", 127)
@@ -361,7 +365,11 @@ class Child:
         """
         if self.exit is not None:
             return self.exit
-        self._close_gate()
+        if self.gated:  # never started: its shell reads end-of-file and exits 125
+            self._close_gate()
+            ended = self.wait(grace)
+            if ended is not None:
+                return ended
         self.send(signum, descendants=True)
         ended = self.wait(grace)
         if ended is not None:

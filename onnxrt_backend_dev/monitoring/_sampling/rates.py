@@ -15,13 +15,15 @@ from .._validate import check_number
 DEFAULT_INTERVAL = 0.002  # seconds: 25 samples in a 50 ms program, ~1.0x (RESULTS.md)
 OBSERVER_INTERVAL = 0.001  # the observer's, outside the program
 MIN_INTERVAL = 0.0001  # below, the handler alone would take most of the time
+MAX_INTERVAL = 1.0  # above, a sample says little (py-spy's slowest rate is 1 Hz)
 
 
-def check_interval(interval: Any, name: str = "interval") -> float:
-    """The sampling interval, in seconds, checked.
+def check_interval(interval: Any, name: str = "interval", minimum: float = MIN_INTERVAL) -> float:
+    """The sampling interval, in seconds, checked (every command's and function's).
 
     :param interval: what the caller gave
     :param name: the parameter's name, for the message
+    :param minimum: the least it may be
     :return: the interval
     """
-    return check_number(name, interval, minimum=MIN_INTERVAL, maximum=60.0)
+    return check_number(name, interval, minimum=minimum, maximum=MAX_INTERVAL)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._format import format_duration, one_line
-from .model import CPROFILE, SampledProfile
+from .model import CPROFILE, CPU, WALL, SampledProfile
 from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
 
 _GUIDES = {"unicode": ("├─ ", "└─ ", "│  ", "   "), "ascii": ("|- ", "`- ", "|  ", "   ")}
@@ -133,6 +133,7 @@ def to_text(
     hot: bool = True,
     max_indent: int | None = None,
     order: Callable[[Row], Any] | None = None,
+    rank: str = "wall",
 ) -> str:
     """The profile as text.
 
@@ -144,11 +145,17 @@ def to_text(
     :param hot: add the hot lines
     :param max_indent: see :func:`tree_lines`
     :param order: see :func:`~.view.visible_rows`
+    :param rank: ``wall`` or ``cpu``: what ranks the rows and the hot lines (on a busy
+        machine the wall time is mostly waiting for a CPU)
     :return: the text, ending with a line break
     """
-    lines = [header(profile)]
+    by_cpu = rank == "cpu" and profile.timer != CPROFILE
+    lines = [header(profile) + (" (rows ranked by CPU time)" if by_cpu else "")]
     lines.extend(f"note: {n}" for n in profile.notes)
     roots = trees(profile, show_all)
+    lines.extend(busy_note(roots, by_cpu))
+    if by_cpu and order is None:
+        order = _by_cpu
     cprofile = profile.timer == CPROFILE
     if not roots:
         lines.append("no call recorded" if cprofile else "no sample taken")
@@ -158,8 +165,29 @@ def to_text(
         lines.extend(tree_lines(root, fold_share, max_depth, guides, max_indent, order, unit))
     lines.extend(native_thread_lines(profile))
     if hot:
-        lines.extend(hot_line_lines(profile))
+        lines.extend(hot_line_lines(profile, CPU if by_cpu else WALL))
     return "\n".join(map(one_line, lines)) + "\n"  # names from the program: one row each
+
+
+def _by_cpu(row: Row) -> float:
+    return -row.cpu
+
+
+def busy_note(roots: list[Row], by_cpu: bool) -> list[str]:
+    """A line when most of the wall time was spent waiting for a CPU (a busy machine: the
+    rows ranked by wall time then rank what waited longest, not what ran).
+
+    :param roots: the threads' trees
+    :param by_cpu: the rows are already ranked by CPU time
+    :return: the line, or none
+    """
+    wall = sum(r.wall for r in roots)
+    queued = sum(r.queued for r in roots)
+    if wall <= 0 or queued < 0.5 * wall:
+        return []
+    said = "rows ranked by CPU time" if by_cpu else "--clock cpu ranks the rows by CPU time"
+    return [f"note: {100 * queued / wall:.0f} % of the wall time was spent waiting for a CPU "
+            f"(a busy machine): {said}"]  # fmt: skip
 
 
 def time_unit(total: float) -> tuple[str, float]:
@@ -192,18 +220,20 @@ def native_thread_lines(profile: SampledProfile) -> list[str]:
     return out
 
 
-def hot_line_lines(profile: SampledProfile) -> list[str]:
+def hot_line_lines(profile: SampledProfile, by: int = WALL) -> list[str]:
     """The hot lines: each of the user's hottest functions and its lines, with the split
     of their time (Python, native, system, waiting) where the collector measures it.
 
     :param profile: the profile
+    :param by: ranked by ``WALL`` or by ``CPU`` time
     :return: the lines
     """
-    found = hot_lines(profile)
+    found = hot_lines(profile, by=by)
     if not found:
         return []
     split = profile.split_known
-    head = "hot lines (time with the line running or calling"
+    what = "CPU time" if by == CPU else "time"
+    head = f"hot lines ({what} with the line running or calling"
     out = [head + ("; % of it in Python | native code | system | waiting):" if split else "):")]
     for fn in found:
         share = 100.0 * fn.share

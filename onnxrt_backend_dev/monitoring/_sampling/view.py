@@ -500,37 +500,46 @@ def innermost_user(frames: Sequence[SampledFrame]) -> int:
 
 
 def hot_lines(
-    profile: SampledProfile, functions: int = 5, lines: int = 8, min_share: float = 0.01
+    profile: SampledProfile,
+    functions: int = 5,
+    lines: int = 8,
+    min_share: float = 0.01,
+    by: int = WALL,
 ) -> list[HotFunction]:
     """For each of the user's hottest functions (all threads), the lines taking the
-    time (see :func:`line_figures`).
+    time (see :func:`line_figures`), as shares of the time the user's lines ran.
 
     :param profile: the profile
     :param functions: functions kept at most
     :param lines: lines kept per function at most
     :param min_share: lines and functions under this share of the total left out
+    :param by: the column ranked and shown: ``WALL`` (the default) or ``CPU`` (a busy
+        machine: the wall time of every line there is mostly waiting for a CPU)
     :return: the hottest first
     """
     if not profile.lines_known:  # frames at their function's first line: no line to name
         return []
     per: dict[tuple[str, str, int], dict[int, list[float]]] = {}
-    for (name, file, first, line), cols in line_figures(profile).items():
+    figures = line_figures(profile)
+    for (name, file, first, line), cols in figures.items():
         per.setdefault((name, file, first), {})[line] = cols
-    total = sum(t[WALL] for th in profile.threads for _, t in profile.thread_stacks(th))
+    # Shares of the time the user's code ran: a thread running library code only (a
+    # notebook's history thread, idle all along) is no line's and dilutes none.
+    total = sum(cols[by] for cols in figures.values())
     if total <= 0:
         return []
     out = []
-    ranked = sorted(per.items(), key=lambda kv: -sum(v[WALL] for v in kv[1].values()))
+    ranked = sorted(per.items(), key=lambda kv: -sum(v[by] for v in kv[1].values()))
     for (name, file, first), by_line in ranked[:functions]:
-        seconds = sum(v[WALL] for v in by_line.values())
+        seconds = sum(v[by] for v in by_line.values())
         if seconds < min_share * total:
             break
-        top = sorted(by_line.items(), key=lambda kv: -kv[1][WALL])[:lines]
+        top = sorted(by_line.items(), key=lambda kv: -kv[1][by])[:lines]
         hot = [
-            HotLine(n, v[WALL], v[WALL] / total, source_line(file, n),
+            HotLine(n, v[by], v[by] / total, source_line(file, n),
                     split_shares(v[WALL], v[CPU], v[PYTHON], v[NATIVE], v[SYSTEM]))
             for n, v in top
-            if v[WALL] >= min_share * total
+            if v[by] >= min_share * total
         ]  # fmt: skip
         out.append(HotFunction(name, file, first, seconds, seconds / total, hot))
     return out
