@@ -344,16 +344,9 @@ class ProfileCommand:
         if not uses_cprofile(args, helpers):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
             if args.target != "show" and (args.module or args.target):
-                from .profile_sampled import observer_reason
-
-                why = observer_reason(args)
-                if not why:
-                    from .._run.signals import Signals
-                    from .profile_observed import run_observed
-
-                    with Signals():  # recorded to the end: the profile is written
-                        return run_observed(args, out, err, helpers)
-                args.collector_note = why
+                observed = self._observed(args, out, err, helpers)
+                if observed is not None:
+                    return observed
             profile = functools.partial(run_sampled, helpers=helpers)
         if args.module:
             code, module, argv, path0 = _module_code(args.module[0])
@@ -364,6 +357,22 @@ class ProfileCommand:
             raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
         code, module, argv, path0 = _script_code(args.target)
         return profile(code, module, argv + args.args, path0, args, out, err)
+
+    @staticmethod
+    def _observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Any) -> int | None:
+        """The program read from outside by the observer where it can run (its exit
+        code); None when it cannot (the note says why, the in-process sampler runs)."""
+        from .profile_sampled import observer_reason
+
+        why = observer_reason(args)
+        if why:
+            args.collector_note = why
+            return None
+        from .._run.signals import Signals
+        from .profile_observed import run_observed
+
+        with Signals():  # recorded to the end: the profile is written
+            return run_observed(args, out, err, helpers)
 
     def _attached(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """``--pid``: a running process read by the observer."""
