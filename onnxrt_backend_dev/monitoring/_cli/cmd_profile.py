@@ -276,6 +276,18 @@ def _on_os_exit(
     return callback
 
 
+def _run_in_process(profile: Callable[..., int], args: argparse.Namespace, out: TextIO,
+                    err: TextIO) -> int:  # fmt: skip
+    """Runs the script or the module in this process under ``profile``."""
+    if args.module:
+        code, module, argv, path0 = _module_code(args.module[0])
+        return profile(code, module, argv + args.module[1:], path0, args, out, err)
+    if args.target is None:
+        raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
+    code, module, argv, path0 = _script_code(args.target)
+    return profile(code, module, argv + args.args, path0, args, out, err)
+
+
 class ProfileCommand:
     """The ``profile`` subcommand."""
 
@@ -348,15 +360,9 @@ class ProfileCommand:
                 if observed is not None:
                     return observed
             profile = functools.partial(run_sampled, helpers=helpers)
-        if args.module:
-            code, module, argv, path0 = _module_code(args.module[0])
-            return profile(code, module, argv + args.module[1:], path0, args, out, err)
-        if args.target == "show":
+        if args.target == "show" and not args.module:
             return self._show(args, out, err)
-        if args.target is None:
-            raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
-        code, module, argv, path0 = _script_code(args.target)
-        return profile(code, module, argv + args.args, path0, args, out, err)
+        return _run_in_process(profile, args, out, err)
 
     @staticmethod
     def _observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Any) -> int | None:
