@@ -126,7 +126,10 @@ def _collector_said(report: Any, args: argparse.Namespace) -> Any:
         return report
     import dataclasses
 
-    note = f"collector: the in-process recorder (ticks inside the program): {why}"
+    from .._observe.session import Choice
+    from .._report.session import FALLBACK
+
+    note = Choice(False, why).note(FALLBACK)
     return dataclasses.replace(report, notes=(note, *report.notes))
 
 
@@ -327,11 +330,9 @@ class RunCommand:
         from .profile_sampled import observer_reason
         from .program import module_code, script_code
 
-        why = observer_reason(args)
         inside = _inprocess_probes(args.probe)
-        if not why and inside:
-            why = (f"--probe {inside[0]} reads counters inside the program: the in-process "
-                   "recorder runs")  # fmt: skip
+        extra = f"--probe {inside[0]} reads counters inside the program" if inside else ""
+        why = observer_reason(args, extra)
         if why:
             args.collector_note = why
             return None

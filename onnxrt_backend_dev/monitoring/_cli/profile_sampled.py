@@ -151,25 +151,21 @@ def check_combinations(args: argparse.Namespace, cprofile: bool) -> None:
         args.rank, args.clock = args.clock, None  # one sampled run: what ranks the rows
 
 
-def observer_reason(args: argparse.Namespace) -> str:
-    """Why the observer will not run (empty when it will).
+def observer_reason(args: argparse.Namespace, extra: str = "") -> str:
+    """Why the observer will not run (empty when it will): :func:`.._observe.session.choose`.
 
     :param args: the parsed options
+    :param extra: another reason the program must be sampled inside ('' if none)
     :return: the reason in words
     """
-    choice = getattr(args, "collector", "auto")
-    if choice == "in-process":
-        return "--collector in-process"
-    if getattr(args, "timer", None) is not None:  # what ticks in the program: its sampler
-        return f"--timer {args.timer} (the in-process sampler's)"
-    from .._observe.session import availability
+    from .._observe.session import choose
 
-    found = availability()
-    if found.ok:
-        return ""
-    if choice == "observer":
-        raise CommandError(f"--collector observer: it cannot run here: {found.reason}")
-    return found.reason
+    timer = getattr(args, "timer", None)  # what ticks in the program: its sampler
+    inside = f"--timer {timer} (the in-process sampler's)" if timer is not None else extra
+    try:
+        return choose(getattr(args, "collector", "auto"), inside, name="--collector").why
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 def default_interval(args: argparse.Namespace) -> float:
@@ -240,7 +236,9 @@ def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) ->
     sampler = Sampling(interval, timer, program=args.program or name, collector="in-process")
     why = getattr(args, "collector_note", "")
     if why:
-        sampler.note = f"collector: the in-process sampler ({why})"
+        from .._observe.session import Choice
+
+        sampler.note = Choice(False, why).note()
     return sampler
 
 

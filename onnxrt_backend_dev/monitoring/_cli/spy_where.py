@@ -183,11 +183,11 @@ def _start_alloc(args: argparse.Namespace) -> tuple[str | None, str]:
     if mean <= 0:
         return None, ""
     from .._alloc.block import start_sampling
-    from .._observe.session import availability
+    from .._observe.session import choose
 
-    found = availability()
-    if not found.ok:
-        return None, f"allocation tracking off: {found.reason}"
+    found = choose()
+    if not found.observer:
+        return None, f"allocation tracking off: {found.why}"
     return start_sampling(mean)
 
 

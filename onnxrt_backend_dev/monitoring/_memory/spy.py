@@ -245,6 +245,9 @@ def _raise_error(header: dict[str, Any]) -> None:
     raise rebuild(header.get("type", ""), header.get("message", "the memory spy failed"))
 
 
+_STACKS_FALLBACK = "the in-process stack sampler"
+
+
 class MemorySpy:
     """Spies on the memory of a process from another process.
 
@@ -389,11 +392,11 @@ class MemorySpy:
     def _observed_stacks(self) -> bool:
         """Whether the spy reads this process's stacks from outside (the observer), as
         this machine allows; the in-process sampler runs otherwise."""
-        from .._observe.session import availability
+        from .._observe.session import choose
 
-        found = availability()
-        self.stacks_note = "" if found.ok else f"in-process stack sampler: {found.reason}"
-        return found.ok
+        found = choose()
+        self.stacks_note = found.note(_STACKS_FALLBACK)
+        return found.observer
 
     def _probe_arg(self, name: str) -> str:
         return registry.get_spec(name).to_arg(self.probe_libs.get(name))
@@ -455,7 +458,9 @@ class MemorySpy:
                 self._inside = InProcessProbes(args, self.delay, self.max_points).start()
             ready = self._reader.ready_frame or {}
             if ready.get("stacks_error"):
-                self.stacks_note = f"in-process stack sampler: {ready['stacks_error']}"
+                from .._observe.session import Choice
+
+                self.stacks_note = Choice(False, ready["stacks_error"]).note(_STACKS_FALLBACK)
             if self.stacks and not ready.get("stacks"):
                 from .stacks import StackSampler
 

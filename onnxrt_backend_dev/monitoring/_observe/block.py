@@ -15,12 +15,10 @@ import array
 from typing import Any
 
 from .._report.aggregate import Aggregator, to_state
+from .._sampling.frames import OWN_THREADS
 from .observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .session import describe, open_target
 
-# Threads of this tool inside a measured process: never the code measured.
-OWN_THREADS = frozenset({"memory-spy-reader", "memory-spy-stacks", "onnxrt-sampler",
-                         "onnxrt-layout-check", "live-status"})  # fmt: skip
 MAX_TICKS = 1 << 20
 
 

@@ -1,9 +1,9 @@
 """Observing a program from outside, from its start (a command this process starts) or
 from now (a process already running, by its pid).
 
-:func:`availability` says once whether this machine and this interpreter allow it (the
-platform, ``process_vm_readv``, this interpreter's layout checked against itself); the
-callers fall back to the in-process sampler otherwise and say why.
+:func:`choose` is the one choice of collector: the observer where :func:`availability`
+(checked once: the platform, ``process_vm_readv``, this interpreter's layout checked
+against itself) allows it, the in-process fallback otherwise, and why.
 """
 
 from __future__ import annotations
@@ -58,6 +58,54 @@ def availability() -> Availability:
             found = Availability(False, str(e))
     _AVAILABLE.append(found)
     return found
+
+
+COLLECTORS = ("auto", "observer", "in-process")
+
+
+class Choice(NamedTuple):
+    """Who collects: the observer, or the in-process fallback, and why.
+
+    :param observer: the observer collects
+    :param why: why the in-process fallback collects instead ('' when the observer does)
+    """
+
+    observer: bool
+    why: str = ""
+
+    def note(self, fallback: str = "the in-process sampler") -> str:
+        """The one note saying which collector ran and why ('' for the observer)."""
+        return "" if self.observer else f"collector: {fallback} ({self.why})"
+
+
+def choose(
+    collector: str = "auto", inside: str = "", python: str | None = None, name: str = ""
+) -> Choice:
+    """The one choice of collector, for every face: the observer where this machine and
+    the program's interpreter allow it, the in-process fallback otherwise.
+
+    :param collector: what was asked: ``auto``, ``observer`` or ``in-process``
+    :param inside: why the program must be sampled inside ('' when nothing asks it)
+    :param python: the program's interpreter (None: this one)
+    :param name: how the caller spells the request, for the refusal
+    :return: the choice
+    :raises BadValue: ``observer`` asked for where it cannot run
+    """
+    from .._errors import BadValue
+
+    if collector == "in-process":
+        return Choice(False, f"{name or 'collector'} in-process asked for")
+    found = availability()
+    why = inside or found.reason
+    if (
+        not why
+        and python is not None
+        and os.path.realpath(python) != os.path.realpath(sys.executable)
+    ):
+        why = f"{python!r} is not {sys.executable!r}"
+    if why and collector == "observer":
+        raise BadValue(f"{name or 'collector'} 'observer' cannot run here: {why}")
+    return Choice(not why, why)
 
 
 class Target(NamedTuple):

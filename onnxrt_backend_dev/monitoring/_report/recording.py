@@ -160,10 +160,6 @@ def spy_facts(result: Any, facts: dict[str, Any], offset: float = 0.0) -> None:
     facts.setdefault("devices", []).extend(devices)
 
 
-# The tool's own threads: not the program's, left out of the report.
-OWN_THREADS = ("memory-spy-reader", "memory-spy-stacks", "memory-spy-devices", "onnxrt-sampler")
-
-
 def _start_sampler(recorder: TickRecorder, timer: str) -> Any:
     """Starts the time sampler (its own signal, SIGPROF in CPU time, beside the ticks'
     SIGALRM); each leaves the other's handler frames out of its stacks."""
@@ -214,6 +210,8 @@ def _threads(
     """The sampler's stacks per thread as plain values (they may cross a pipe), the main
     thread's cut at the root and before a tick's handler (the tool's frames left out, as
     the ticks' are)."""
+    from .._sampling.frames import OWN_THREADS
+
     threads = []
     for thread in profile.threads:
         if thread.name in OWN_THREADS:

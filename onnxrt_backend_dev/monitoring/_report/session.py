@@ -100,15 +100,15 @@ def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
     ]
 
 
-def observer_note() -> str:
-    """Why the observer cannot report on a block here ('' when it can).
+FALLBACK = "the in-process recorder (ticks inside the program)"
 
-    :return: the reason in words
-    """
-    from .._observe.session import availability
 
-    found = availability()
-    return "" if found.ok else found.reason
+def _choose(auto: bool) -> Any:
+    """The collector of a block: :func:`.._observe.session.choose`'s, the in-process
+    recorder without the spy or the sampler (nothing then reads from outside)."""
+    from .._observe.session import Choice, choose
+
+    return choose() if auto else Choice(False)
 
 
 class ObservedBlock:
@@ -237,7 +237,8 @@ def monitor(
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
     ending = Ending("exit", 0, "the block ended")
-    if spy and sampler and not observer_note():
+    choice = _choose(spy and sampler)
+    if choice.observer:
         from .._observe.block import root_key
 
         block = ObservedBlock(interval, probes, root_key(caller.f_code))
@@ -251,6 +252,7 @@ def monitor(
         return
     agg = Aggregator()
     recording = Recording(agg, interval, probes, spy, sampler, root_frame=caller)
+    recording.notes[:0] = [choice.note(FALLBACK)] if choice.why else []
     try:
         yield handle
     except BaseException as e:
@@ -284,12 +286,14 @@ def run_monitored(
     ending = Ending("exit", 0, "the cell ended")
     agg = Aggregator()
     block = recording = None
-    if not observer_note():
+    choice = _choose(True)
+    if choice.observer:
         from .._observe.block import root_key
 
         block = ObservedBlock(interval, probes, root_key(root_code))
     else:
         recording = Recording(agg, interval, probes, root_code=root_code)
+        recording.notes.insert(0, choice.note(FALLBACK))
     try:
         run()
     except BaseException as e:

@@ -375,18 +375,9 @@ def observed(program: Program) -> bool:
     """
     if program.profiler != "sampled" or program.python is None:
         return False
-    if program.collector == "in-process":
-        return False
-    from .._observe.session import availability
+    from .._observe.session import choose
 
-    here = availability()
-    same = os.path.realpath(program.python) == os.path.realpath(sys.executable)
-    if program.collector == "observer" and not (here.ok and same):
-        from .._errors import BadValue
-
-        why = here.reason if not here.ok else f"{program.python!r} is not {sys.executable!r}"
-        raise BadValue(f"collector 'observer' cannot run here: {why}")
-    return here.ok and same
+    return choose(program.collector, python=program.python).observer
 
 
 def _observed_run(

@@ -31,6 +31,10 @@ MAX_DEPTH = 1024  # frames kept per stack, the innermost ones (a deeper recursio
 MAX_STACKS = 50_000  # distinct stacks interned at most (a few MB at worst)
 TRUNCATED_DEPTH = 16  # beyond MAX_STACKS, a new stack is kept as its outermost frames
 
+# The one list of this tool's threads inside a measured process: never the code measured.
+OWN_THREADS = frozenset({"memory-spy-reader", "memory-spy-stacks", "memory-spy-devices",
+                         "onnxrt-sampler", "onnxrt-layout-check", "live-status"})  # fmt: skip
+
 StackKey = tuple[int, ...]  # id(code), offset for each frame, innermost first
 
 _CALLS: dict[CodeType, list[int]] = {}  # code -> offsets of its calls, decoded once

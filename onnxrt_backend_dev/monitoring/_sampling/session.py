@@ -103,15 +103,15 @@ class Sampling:
 
     def _observed(self) -> bool:
         """Starts the observer when the collector asks for it and it can run here."""
-        if self.collector == "in-process":
-            return False
-        from .._observe.session import availability
+        from .._observe.session import choose
 
-        found = availability()
-        if not found.ok:
-            if self.collector == "observer":
-                raise StateError(f"collector='observer' cannot run here: {found.reason}")
-            self.note = f"collector: the in-process sampler ({found.reason})"
+        try:
+            found = choose(self.collector)
+        except ValueError as e:  # asked at start(), as every other state of the run
+            raise StateError(str(e)) from None
+        if not found.observer:
+            if self.collector != "in-process":
+                self.note = found.note()
             return False
         from .._memory.spy import MemorySpy
 
