@@ -44,8 +44,8 @@ def test_the_observer_asked_where_it_cannot_run_is_refused(
     monkeypatch: pytest.MonkeyPatch, inside: str
 ) -> None:
     # GIVEN a machine where it cannot run (or a reason to sample inside)
-    monkeypatch.setattr(session, "availability",
-                        lambda: session.Availability(not inside, "" if inside else "no way"))  # fmt: skip
+    found = session.Availability(not inside, "" if inside else "no way")
+    monkeypatch.setattr(session, "availability", lambda: found)
     # WHEN the observer is asked for THEN a refusal names the request and why
     with pytest.raises(BadValue, match="--collector 'observer' cannot run here: "):
         session.choose("observer", inside, name="--collector")
