@@ -1,19 +1,8 @@
-"""The stack sampler the memory spy runs inside the spied process (``stacks=True``).
-
-A daemon thread wakes every ``delay`` seconds, reads the Python stacks of the other
-threads (``sys._current_frames()``), picks the one that runs (see :func:`pick_thread`)
-and records ``(time.monotonic(), stack id)``. ``time.monotonic`` is the spy's clock too
-(``CLOCK_MONOTONIC`` is system-wide on Linux), so the spy's ticks and these samples share
-one timeline; :mod:`.where` joins them.
-
-Cheap at each tick: a stack is a flat tuple of integers, ``id(code), f_lasti`` per frame
-from the innermost (integers hash fast, ``f_lasti`` is read as is where ``f_lineno``
-decodes the line table); the code objects are kept in a table, which also keeps their
-ids from being reused. Nothing is formatted while sampling: offsets become lines and
-code objects ``file:line:function`` strings once, in :meth:`StackSampler.snapshot`.
-Memory stays bounded: a stack is interned once (at most ``max_stacks`` distinct ones,
-the others counted in ``dropped``), and the series of samples halves itself once it
-holds ``max_points``, as the memory series does.
+"""The stacks of the memory attribution (``stacks=True``): what the observer read of
+the spied process (:func:`from_observer`), or, where it cannot run, what the one
+in-process sampler took (:class:`StackSampler`): at each sample the stack of the thread
+that runs (see :func:`pick_thread`) at ``time.monotonic``, the spy's clock too, so that
+:mod:`.where` joins them with the memory series.
 """
 
 from __future__ import annotations
@@ -21,7 +10,6 @@ from __future__ import annotations
 import array
 import sys
 import sysconfig
-import threading
 import time
 from collections.abc import Callable
 from types import CodeType, FrameType
@@ -30,7 +18,6 @@ from typing import Any, NamedTuple
 from .._errors import BadValue
 from .._sampling.frames import line_of as line_of  # the attribution decodes with it
 from .._sampling.frames import walk
-from .._sampling.intern import KeyTable
 from .series import DEFAULT_MAX_POINTS
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
@@ -105,10 +92,11 @@ def is_idle(key: _StackKey, codes: dict[int, CodeType]) -> bool:
 
 
 def pick_thread(
-    stacks: dict[int, _StackKey],
-    previous: dict[int, _StackKey],
+    stacks: dict[int, Any],
+    previous: dict[int, Any],
     main: int,
-    codes: dict[int, CodeType],
+    codes: dict[int, CodeType] | None = None,
+    idle: Callable[[Any], bool] | None = None,
 ) -> int | None:
     """The thread that most likely runs: not idle first, then one whose stack changed
     since the previous sample, then the main thread. None when every thread waits: a
@@ -116,15 +104,17 @@ def pick_thread(
     did meanwhile (a C extension's thread, the garbage collector, another process's
     pages); that goes to "no stack sampled".
 
-    :param stacks: thread id -> stack now
+    :param stacks: thread id -> stack now (a key, or a stack id with ``idle``)
     :param previous: thread id -> stack at the previous sample
     :param main: the main thread's id
     :param codes: ``id(code) -> code``
+    :param idle: tells a waiting stack (default: :func:`is_idle` with ``codes``)
     :return: a thread id, None without any thread
     """
+    waits = idle or (lambda key: is_idle(key, codes or {}))
     best, best_score = None, (False, False, False)
     for ident, key in stacks.items():
-        score = (not is_idle(key, codes), previous.get(ident) != key, ident == main)
+        score = (not waits(key), previous.get(ident) != key, ident == main)
         if best is None or score > best_score:
             best, best_score = ident, score
     return best if best_score[0] else None
@@ -153,11 +143,13 @@ def to_frames(
 
 
 class StackSampler:
-    """Samples the stack of the running thread every ``delay`` seconds in a daemon thread.
+    """The spy's fallback where the observer cannot run: the one in-process sampler
+    (:class:`.._sampling.recorder.Recorder`, ticked by a thread every ``delay`` seconds),
+    keeping at each sample the stack of the thread that runs (:func:`pick_thread`).
 
     :param delay: seconds between two samples (at least ``MIN_DELAY``)
     :param max_points: samples kept at most (>= 2), halved beyond
-    :param max_stacks: distinct stacks kept at most
+    :param max_stacks: distinct stacks kept at most (beyond, their outer frames)
     :param clock: the clock, ``time.monotonic`` as the spy's
     :param current_frames: ``sys._current_frames`` (tests pass a fake)
     """
@@ -170,72 +162,56 @@ class StackSampler:
         clock: Callable[[], float] = time.monotonic,
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
     ) -> None:
+        from .._sampling.frames import StackTable
+        from .._sampling.recorder import Recorder
+
         if max_points < 2:
             raise BadValue(f"max_points must be >= 2, got {max_points!r}")
         self.delay = max(float(delay), MIN_DELAY)
         self.max_points = max_points
-        self.max_stacks = max_stacks
-        self.clock = clock
-        self.current_frames = current_frames
+        table = StackTable(max_stacks, MAX_DEPTH)
+        self.recorder = Recorder(self.delay, clock, current_frames, lambda ident: None,
+                                 lambda ident: "", max_points, table)  # fmt: skip
+        self.recorder.listener = self._keep
         self.times = array.array("d")
         self.ids = array.array("q")
         self.stride = 1
-        self.dropped = 0
         self._skip = 0  # samples to skip before the next kept one (stride)
-        # No object per stack (see _sampling.intern): the spy's own tables must not keep
-        # the program's freed memory resident.
-        self._keys = KeyTable()
-        self._codes: dict[int, CodeType] = {}  # every code seen: their ids stay unique
-        self._previous: dict[int, _StackKey] = {}
-        self._own: int | None = None
-        self._main = threading.main_thread().ident or 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._previous: dict[int, int] = {}
+        self._idle: dict[int, bool] = {}  # stack id -> waits in the standard library
+        self._ticker: Any = None
+
+    @property
+    def dropped(self) -> int:
+        """Samples whose stack was kept as its outer frames only (the table full)."""
+        return int(self.recorder.table.merged)
 
     def sample(self) -> None:
         """Takes one sample now (the sampling thread calls it; tests call it directly)."""
-        t = self.clock()
-        frames = self.current_frames()
-        own, codes = self._own, self._codes
-        stacks = {ident: stack_key(f, codes) for ident, f in frames.items() if ident != own}
-        del frames  # frames keep their locals alive: release them at once
-        ident = pick_thread(stacks, self._previous, self._main, codes)
-        self._previous = stacks
+        self.recorder.sample()
+
+    def _keep(self, t: float, sids: dict[int, int]) -> None:
+        """The running thread's stack at ``t``, of ``sids`` (thread id -> stack id)."""
+        ident = pick_thread(sids, self._previous, self.recorder.main_ident, idle=self._waits)
+        self._previous = sids
         if self._skip:
             self._skip -= 1
             return
         self._skip = self.stride - 1
         self.times.append(t)
-        self.ids.append(NO_STACK if ident is None else self._intern(stacks[ident]))
+        self.ids.append(NO_STACK if ident is None else sids[ident])
         if len(self.times) >= self.max_points:
-            self._halve()
+            self.times, self.ids = self.times[::2], self.ids[::2]
+            self.stride *= 2
+            self._skip = self.stride - 1
 
-    def _intern(self, key: _StackKey) -> int:
-        index = self._keys.find(key)
-        if index < 0:
-            if len(self._keys) >= self.max_stacks:
-                self.dropped += 1
-                return NO_STACK
-            index = self._keys.add(key)
-        return index
-
-    def _halve(self) -> None:
-        """Keeps every other sample and doubles the stride."""
-        self.times = self.times[::2]
-        self.ids = self.ids[::2]
-        self.stride *= 2
-        self._skip = self.stride - 1
-
-    def _run(self) -> None:
-        self._own = threading.get_ident()
-        # time.sleep, not Event.wait: a third less CPU per wake-up.
-        while True:
-            time.sleep(self.delay)
-            with self._lock:  # stop() waits for a sample in progress, never for a sleep
-                if self._stop.is_set():
-                    return
-                self.sample()
+    def _waits(self, sid: int) -> bool:
+        found = self._idle.get(sid)
+        if found is None:
+            table = self.recorder.table
+            key = table.key(sid)
+            found = self._idle[sid] = is_idle(key, {key[0]: table.codes[key[0]]} if key else {})
+        return found
 
     def start(self) -> StackSampler:
         """Starts the sampling thread (its first sample comes after ``delay``: one taken
@@ -243,32 +219,25 @@ class StackSampler:
 
         :return: self
         """
-        self._thread = threading.Thread(target=self._run, name="memory-spy-stacks", daemon=True)
-        self._thread.start()
+        from .._sampling.timer import Ticker
+
+        self._ticker = Ticker(self.recorder, "thread")
+        self._ticker.start()
         return self
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stops the sampling thread (idempotent) and takes a last sample. Once it
-        returns, the thread takes no more samples; it ends when its sleep does.
+        """Stops the sampling thread (idempotent) and takes a last sample.
 
-        :param timeout: seconds to wait for the thread to end (at most two delays)
+        :param timeout: seconds to wait for the thread to end
         """
-        thread = self._thread
-        if thread is None:
-            return
-        self._thread = None
-        if thread is threading.current_thread():  # __del__ may run anywhere
-            self._stop.set()
-            return
-        with self._lock:
-            self._stop.set()
-        thread.join(min(timeout, 2 * self.delay))
-        self.sample()
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.stop(timeout)
 
     def snapshot(self) -> StackSamples:
         """What was sampled, stacks as :class:`Frame` tuples (outermost first)."""
-        lines: dict[tuple[int, int], int] = {}  # one line table scan per code and offset
-        stacks = [to_frames(key, self._codes, lines) for key in self._keys]
+        stacks = [tuple(Frame(f.file, f.line, f.name, f.first_line) for f in st)
+                  for st in self.recorder.table.decode()]  # fmt: skip
         return StackSamples(
             array.array("d", self.times), array.array("q", self.ids), stacks, self.dropped
         )

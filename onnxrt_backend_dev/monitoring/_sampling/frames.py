@@ -267,6 +267,10 @@ class StackTable:
                 return index
         return keys.add(key)
 
+    def key(self, sid: int) -> StackKey:
+        """The key of a stack id."""
+        return self._keys.key(sid)
+
     def keys(self) -> Iterator[StackKey]:
         """Every stack key, in id order."""
         return iter(self._keys)

@@ -165,6 +165,8 @@ class Recorder:
         #           last cpu, last stack id]
         self.threads: dict[int, list] = {}
         self.order: list[int] = []  # idents in the order first seen
+        # Told each sample's time and stacks (thread id -> stack id), when set.
+        self.listener: Callable[[float, dict[int, int]], None] | None = None
 
     def sample(self, main_frame: FrameType | None = None, final: bool = False) -> None:
         """Takes one sample of every thread now.
@@ -190,6 +192,7 @@ class Recorder:
             if main is not None:
                 frames[self.main_ident] = main
         table, skip = self.table, self.skip_ident
+        seen: dict[int, int] = {}
         for ident, frame in frames.items():
             if ident == skip:
                 continue
@@ -203,10 +206,12 @@ class Recorder:
                 sid = state[5]
             else:
                 sid = table.intern_frame(frame, held)
-            state[5] = sid
+            state[5] = seen[ident] = sid
             state[1].add(sid, gap, cpu)
             state[2].add(now - self.start, sid, gap, self.max_points)
         del frames  # frames keep their locals alive: release them at once
+        if self.listener is not None:
+            self.listener(now, seen)
 
     @staticmethod
     def _cpu_delta(state: list) -> float:
