@@ -90,7 +90,7 @@ def sample_cost(pid: int, native: bool, seconds: float, interval: float = 0.001)
     """µs of this process's CPU per sample of the observer attached to ``pid``."""
     from onnxrt_backend_dev.monitoring._observe.session import attach
     from onnxrt_backend_dev.monitoring._observe.walk import drop_native
-    from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
+    from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
     observer, target = attach(pid, interval, Aggregator())
     if not native:

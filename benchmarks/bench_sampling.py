@@ -183,7 +183,7 @@ def _run(cmd: Sequence[str], cwd: str, env: dict[str, str] | None = None) -> tup
 # command line's start (argument parsing, the commands' imports).
 LIBRARY_RUNNER = """
 import runpy, sys
-from onnxrt_backend_dev.monitoring._sampling.session import Sampling
+from onnxrt_backend_dev.monitoring._report.sampling import Sampling
 out, script = sys.argv[1], sys.argv[2]
 sys.argv = sys.argv[2:]
 s = Sampling(program=script)
@@ -617,7 +617,7 @@ def in_process(runs: int) -> None:
     SIGPROF handler runs; less sensitive than wall time to a loaded machine) of
     json.dumps(indent=2) of the 40,000 records and of the ast workload, plain and
     sampled at 1, 2 (default) and 5 ms, interleaved, ratio of minimums."""
-    from onnxrt_backend_dev.monitoring._sampling.session import Sampling
+    from onnxrt_backend_dev.monitoring._report.sampling import Sampling
 
     env: dict[str, Any] = {}
     exec(compile(JSON_SCRIPT.replace("workload_json(make())", ""), "json", "exec"), env)

@@ -201,6 +201,66 @@ def test_the_checks_see_the_package() -> None:
     assert names == {"b", "c"}
 
 
+# --- layers: imports only point down ------------------------------------------------------
+
+# The layers, lowest first (docs/architecture.rst draws them): a module imports from its
+# own layer or one below, never above, lazily or not. ``""`` is the package's __init__.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("core", frozenset({"_errors", "_validate", "_format", "_optional", "_progress", "_gc",
+                        "_html", "_untrusted", "_export"})),
+    ("primitives", frozenset({"_stats", "_stacks", "_run"})),
+    ("spine", frozenset({"_sampling"})),
+    ("cprofile, timing, counting", frozenset({"_profiling", "_timing", "_count"})),
+    ("observer", frozenset({"_observe"})),
+    ("allocations", frozenset({"_alloc"})),
+    ("memory", frozenset({"_memory"})),
+    ("report", frozenset({"_report"})),
+    ("results", frozenset({"_results"})),
+    ("faces", frozenset({"benchmark", "memory_peak", "profiling", "report"})),
+    ("commands", frozenset({"_cli", "_magics", "_pytest_plugin", "_pytest_session",
+                            "__main__", ""})),
+)  # fmt: skip
+
+
+def _layer(owner: str) -> int:
+    found = [i for i, (_, members) in enumerate(LAYERS) if owner in members]
+    assert len(found) == 1, f"{owner!r} is on {len(found)} layers of LAYERS"
+    return found[0]
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for each import from a lower layer to a higher one."""
+    return sorted(
+        f"{a[len(PREFIX) + 1 :]} -> {b[len(PREFIX) + 1 :]}"
+        for a, deps in graph.items()
+        for b in deps
+        if _layer(_owner(a)) < _layer(_owner(b))
+    )
+
+
+def _both_ways(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The pairs of subpackages (or top modules) that import each other."""
+    edges = {(_owner(a), _owner(b)) for a, deps in graph.items() for b in deps}
+    return sorted((a, b) for a, b in edges if a < b and (b, a) in edges)
+
+
+def test_every_import_points_down_the_layers_lazy_imports_included() -> None:
+    # GIVEN the import graph (imports inside functions included) THEN no module imports
+    # one of a higher layer, and every part of the package is on exactly one layer
+    graph = _graph()
+    assert {_owner(m) for m in graph} == set().union(*(m for _, m in LAYERS))
+    assert _upward(graph) == []
+    # AND the check is not vacuous: the spine importing a command would be caught
+    spine = f"{PREFIX}._sampling.model"
+    assert _upward({spine: {f"{PREFIX}._cli.dispatch"}}) == ["_sampling.model -> _cli.dispatch"]
+
+
+def test_no_subpackage_imports_one_that_imports_it_back() -> None:
+    assert _both_ways(_graph()) == []
+    assert _both_ways({f"{PREFIX}._a.x": {f"{PREFIX}._b.y"}, f"{PREFIX}._b.z": {f"{PREFIX}._a.w"}
+                       }) == [("_a", "_b")]  # fmt: skip
+
+
 # The one module that walks frames into stacks (the sampler, the memory attribution and
 # the report's ticks all call it), and the sampler's recorder, which skips its own frames.
 FRAME_WALKERS = {"_sampling/frames.py", "_sampling/recorder.py"}
@@ -215,73 +275,102 @@ def test_one_place_walks_frames() -> None:
     assert walkers <= FRAME_WALKERS, walkers - FRAME_WALKERS
 
 
-# --- the map (docs/architecture.rst) names every module ----------------------------------
+# --- the map (docs/architecture.rst): one described entry per module ---------------------
 
 DOC = ROOT / "docs" / "architecture.rst"
-_SECTION = re.compile(r"^ {6}(_\w+)/")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.(?:py|c))?")
+_HEADING = re.compile(r"^``(?:onnxrt_backend_dev/monitoring/|(_\w+)/)``: \S")
+_ENTRY = re.compile(r"^\* ``([\w./]+)``: (\S.*)$")
 
 
-def _layout(text: str) -> list[str]:
-    """The lines of the code block under the ``The layout`` heading."""
+def _entries(text: str) -> list[tuple[str, str]]:
+    """``(path under monitoring/, description)`` of each entry of the layout: a line
+    ``* ``file``: what it holds`` under a subpackage's heading line."""
     lines = text.splitlines()
     start = lines.index("The layout")
-    block = lines.index(".. code-block:: text", start) + 1
-    out: list[str] = []
-    for line in lines[block:]:
-        if line and not line.startswith(" "):
-            break
-        out.append(line)
+    end = next(i for i in range(start + 2, len(lines)) if set(lines[i]) == {"-"}) - 1
+    found: list[tuple[str, str]] = []
+    folder: str | None = None
+    for line in lines[start:end]:
+        heading = _HEADING.match(line)
+        if heading:
+            folder = heading.group(1) or ""
+            continue
+        entry = _ENTRY.match(line)
+        if entry and folder is not None:
+            path = f"{folder}/{entry.group(1)}" if folder else entry.group(1)
+            found.append((path, entry.group(2)))
+    return found
+
+
+def _files() -> set[str]:
+    """Every module of the package (and C source, stub), as a path under monitoring/,
+    less the subpackages' ``__init__.py``."""
+    out = set()
+    for path in PACKAGE.rglob("*"):
+        rel = path.relative_to(PACKAGE)
+        if path.suffix not in (".py", ".c", ".pyi") or "__pycache__" in rel.parts:
+            continue
+        if len(rel.parts) > 1 and path.name == "__init__.py":
+            continue
+        out.add(str(rel))
     return out
 
 
-def _sections(layout: list[str]) -> tuple[set[str], dict[str, set[str]]]:
-    """The words of the top-level lines, and per subpackage the words of its entry."""
-    top: set[str] = set()
-    sections: dict[str, set[str]] = {}
-    current: str | None = None
-    for line in layout:
-        match = _SECTION.match(line)
-        if match:
-            current = match.group(1)
-            sections[current] = set(_WORD.findall(line[match.end() :]))
-        elif line.startswith(" " * 7) and current is not None and line[6] == " ":
-            sections[current] |= set(_WORD.findall(line))
-        else:
-            current = None
-            top |= set(_WORD.findall(line))
-    return top, sections
+def _map_errors(text: str) -> list[str]:
+    entries = _entries(text)
+    paths = [p for p, _ in entries]
+    files = _files()
+    errors = [f"no entry: {p}" for p in sorted(files - set(paths))]
+    errors += [f"no such module: {p}" for p in sorted(set(paths) - files)]
+    errors += [f"twice: {p}" for p in sorted({p for p in paths if paths.count(p) > 1})]
+    errors += [f"no description: {p}" for p, what in entries if len(what.split()) < 2]
+    return errors
 
 
-def _unnamed(text: str) -> list[str]:
-    top, sections = _sections(_layout(text))
-    missing = [p.name for p in sorted(PACKAGE.glob("*.py")) if p.name not in top]
-    for sub in sorted({p.parent for p in PACKAGE.glob("*/*.py")}):
-        words = sections.get(sub.name)
-        if words is None:
-            missing.append(f"{sub.name}/")
-            continue
-        for path in sorted(sub.rglob("*")):
-            if path.suffix == ".c":
-                name = path.name
-            elif path.suffix != ".py" or (path.parent == sub and path.name == "__init__.py"):
-                continue
-            else:  # a module, or a nested package by its folder's name
-                name = path.parent.name if path.name == "__init__.py" else path.stem
-            if name not in words:
-                missing.append(str(path.relative_to(PACKAGE)))
-    return missing
-
-
-def test_the_architecture_page_names_every_module_under_its_subpackage() -> None:
+def test_the_architecture_page_has_one_described_entry_per_module() -> None:
     # GIVEN the layout of docs/architecture.rst and the package's files
     text = DOC.read_text(encoding="utf-8")
-    # THEN every top-level module, every subpackage and every module of a subpackage
-    # (nested packages too, and the C sources) is named on the map
-    assert _unnamed(text) == []
-    # AND each is a regular package (a folder without __init__.py is left out of a wheel)
+    # THEN each module has one entry, naming its file, with what it holds, under its
+    # subpackage, and no entry names a module that is not there
+    assert _map_errors(text) == []
+    # AND each subpackage is a regular package (a folder without __init__.py is left out
+    # of a wheel)
     assert [p.name for p in PACKAGE.glob("*/") if p.name != "__pycache__"
             and not (p / "__init__.py").exists()] == []  # fmt: skip
-    # AND the check is not vacuous: a page without the _observe entry misses it
-    cut = "\n".join(line for line in text.splitlines() if "_observe/" not in line)
-    assert "_observe/" in _unnamed(cut)
+    # AND the check is not vacuous: an entry removed is missed even where prose names it
+    cut = "\n".join(line for line in text.splitlines() if line != _line_of(text, "launch.py"))
+    assert "_observe.launch" in cut and _map_errors(cut) == ["no entry: _observe/launch.py"]
+    moved = text.replace("* ``welch.py``:", "* ``welsh.py``:")
+    assert "no such module: _stats/welsh.py" in _map_errors(moved)
+
+
+def _line_of(text: str, name: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"* ``{name}``:"))
+
+
+_CITED = re.compile(r"``(_[a-z]\w*(?:\.\w+)+)``")
+
+
+def test_every_name_the_architecture_page_cites_exists() -> None:
+    # GIVEN every dotted name the page cites (``_observe.session.choose``)
+    import importlib
+
+    missing = []
+    for name in sorted(set(_CITED.findall(DOC.read_text(encoding="utf-8")))):
+        parts = name.split(".")
+        if parts[-1] in ("py", "c", "pyi"):  # a file, checked by the layout's test
+            continue
+        # THEN the longest importable prefix is a module and the rest its attributes
+        for cut in range(len(parts), 0, -1):
+            try:
+                obj: object = importlib.import_module(".".join([PREFIX, *parts[:cut]]))
+            except ImportError:
+                continue
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr, None)
+            break
+        else:
+            obj = None
+        if obj is None:
+            missing.append(name)
+    assert missing == []

@@ -20,9 +20,9 @@ from onnxrt_backend_dev.monitoring._errors import BadType, BadValue
 
 
 def _report() -> Any:
-    from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
     from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report
     from onnxrt_backend_dev.monitoring._report.model import Ending
+    from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
     agg = Aggregator()
     agg.add_stack(0, (("<module>", "prog.py", 1, 1), ("work", "prog.py", 2, 2)))
@@ -41,7 +41,7 @@ def _spy() -> Any:
 
 
 def _sampling() -> Any:
-    from onnxrt_backend_dev.monitoring._sampling.session import sample
+    from onnxrt_backend_dev.monitoring._report.sampling import sample
 
     return sample(sorted, range(10_000), key=str)
 

@@ -46,10 +46,10 @@ def _profile_page(view: str) -> Callable[[str], str]:
 
 
 def _report_page(name: str) -> str:
-    from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
     from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report
     from onnxrt_backend_dev.monitoring._report.model import Ending
     from onnxrt_backend_dev.monitoring._report.render_html import to_html
+    from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
     agg = Aggregator()
     agg.add_stack(0, (("<module>", name, 1, 1), (name, name, 2, 2)))

@@ -525,8 +525,8 @@ def _sample_cell(run: Callable[[], None], interval: float) -> Any:
     tree (this function and ``run`` are left out)."""
     import sys
 
+    from ._report.sampling import Sampling
     from ._sampling.frames import depth
-    from ._sampling.session import Sampling
 
     sampler = Sampling(interval, program="the cell")
     sampler.start(skip_outer=depth(sys._getframe()) + 1)

@@ -35,8 +35,8 @@ from ._profiling.run import (
 from ._profiling.view_paths import PathLimits
 from ._profiling.view_tree import CallTree, build_tree
 from ._profiling.view_tree import hot_paths as _hot_paths
+from ._report.sampling import Sampling, sample, sampling
 from ._sampling.result import SamplingResult
-from ._sampling.session import Sampling, sample, sampling
 
 __all__ = [
     "FORMATS", "VIEWS", "CallTree", "Format", "PathLimits", "ProfileFormatError",

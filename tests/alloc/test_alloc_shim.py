@@ -21,8 +21,8 @@ from onnxrt_backend_dev.monitoring._alloc.tracker import AllocTracker
 from onnxrt_backend_dev.monitoring._observe.build import decode_stacks
 from onnxrt_backend_dev.monitoring._observe.launch import observe_program
 from onnxrt_backend_dev.monitoring._observe.session import availability
-from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
 from onnxrt_backend_dev.monitoring._report.allocations import AllocFacts, build_allocations
+from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
 MiB = 2**20
 pytestmark = [

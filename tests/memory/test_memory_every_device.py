@@ -18,13 +18,13 @@ import pytest
 from helpers import run_cli
 
 from onnxrt_backend_dev.monitoring._memory.series import CONTEXT_WORDS
-from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
 from onnxrt_backend_dev.monitoring._report.build import build_report
 from onnxrt_backend_dev.monitoring._report.model import Ending
 from onnxrt_backend_dev.monitoring._report.render_html import to_html
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_json
 from onnxrt_backend_dev.monitoring._report.render_text import to_text
 from onnxrt_backend_dev.monitoring._report.session import facts_of, monitor
+from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 from onnxrt_backend_dev.monitoring.memory_peak import start_spying_on
 
 MIB = 2**20

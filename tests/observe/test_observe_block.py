@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from onnxrt_backend_dev.monitoring._observe import session
+from onnxrt_backend_dev.monitoring._report.sampling import Sampling, sample, sampling
 from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile
-from onnxrt_backend_dev.monitoring._sampling.session import Sampling, sample, sampling
 
 pytestmark = pytest.mark.skipif(
     not session.availability().ok,

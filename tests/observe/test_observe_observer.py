@@ -151,7 +151,7 @@ def test_a_long_interval_does_not_keep_the_loop_waiting_once_it_is_done() -> Non
 
 
 def _ended(status: int, received: list[int], started: bool) -> tuple[int, str]:
-    from onnxrt_backend_dev.monitoring._observe.report import ending_of_run
+    from onnxrt_backend_dev.monitoring._report.observed import ending_of_run
 
     ran = SimpleNamespace(file="/home/me/p.py" if started else SITE_PANDAS)
     record = SimpleNamespace(python_seen=started, key_list=[(0, 0)], user_codes={}, infos=[ran])

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._report.aggregate import NO_STACK, Aggregator
+from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK, Aggregator
 
 MIB = 2**20
 

@@ -9,7 +9,6 @@ import dataclasses
 import pytest
 
 from onnxrt_backend_dev.monitoring._alloc.estimate import NO_STACK, SiteEstimate
-from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
 from onnxrt_backend_dev.monitoring._report.allocations import (
     AllocFacts,
     build_allocations,
@@ -21,6 +20,7 @@ from onnxrt_backend_dev.monitoring._report.model import Ending, Site
 from onnxrt_backend_dev.monitoring._report.render_html import to_html
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_json
 from onnxrt_backend_dev.monitoring._report.render_text import to_text
+from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
 MiB = 2**20
 NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/_multiarray_umath.cpython-311.so"

@@ -86,8 +86,8 @@ def test_the_boot_runs_the_sitecustomize_it_hides_and_leaves_no_trace(tmp_path: 
 
 
 def test_a_python_given_a_real_pipe_streams_its_ticks_with_its_command(tmp_path: Path) -> None:
-    from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
     from onnxrt_backend_dev.monitoring._report.stream import StreamReader
+    from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
     # GIVEN a pipe whose write end this process holds, named by its /proc path
     rfd, wfd = os.pipe()

@@ -9,12 +9,12 @@ from types import FrameType
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._report.aggregate import NO_STACK, RawFrame
 from onnxrt_backend_dev.monitoring._report.recorder import (
     ProcMemory,
     TickRecorder,
     reset_high_water_mark,
 )
+from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK, RawFrame
 
 
 class ListSink:

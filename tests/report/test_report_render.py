@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from onnxrt_backend_dev.monitoring._errors import ResultFormatError
-from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
 from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report, package_of
 from onnxrt_backend_dev.monitoring._report.model import SCHEMA_VERSION, Device, Ending, Report
 from onnxrt_backend_dev.monitoring._report.render_html import to_html
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_dict, to_json
 from onnxrt_backend_dev.monitoring._report.render_text import MAX_LINES, to_text
+from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
 MIB = 2**20
 GIB = 1024.0 * MIB

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._report.aggregate import Aggregator
 from onnxrt_backend_dev.monitoring._report.stream import PIPE_BUF, StreamReader, StreamSink
+from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
 
 
 def _chunk(body: bytes, pid: int = 7, more: int = 0) -> bytes:

@@ -15,6 +15,7 @@ import pytest
 from fakes import FakeClock
 
 from onnxrt_backend_dev.monitoring._errors import BadType, BadValue, StateError
+from onnxrt_backend_dev.monitoring._report.sampling import Sampling, check_interval, sample
 from onnxrt_backend_dev.monitoring._sampling.frames import (
     StackTable,
     call_offset,
@@ -22,7 +23,6 @@ from onnxrt_backend_dev.monitoring._sampling.frames import (
     walk,
 )
 from onnxrt_backend_dev.monitoring._sampling.recorder import Recorder, ThreadLine, _thread_name
-from onnxrt_backend_dev.monitoring._sampling.session import Sampling, check_interval, sample
 
 
 @dataclass

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._sampling.session import Sampling, sample, sampling
+from onnxrt_backend_dev.monitoring._report.sampling import Sampling, sample, sampling
 from onnxrt_backend_dev.monitoring._sampling.view import trees
 
 

@@ -1,5 +1,5 @@
 """The allocation tracker's figures at the end of an observed run, as the report takes
-them (:class:`.._report.allocations.AllocFacts`), with the notes saying what could not
+them (:class:`AllocFacts`), with the notes saying what could not
 be tracked.
 """
 
@@ -7,13 +7,43 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from .._report.allocations import AllocFacts, build_allocations, peak_place
-from .._report.model import Allocations, Site
+from .._sampling.aggregate import RawFrame
 from .estimate import SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker
+
+
+@dataclass(frozen=True)
+class AllocFacts:
+    """What the allocation tracking knows at the end of a run.
+
+    :param sites: the estimates per ``(stack id, library id)``
+    :param stacks: the frames of each stack id, outermost first
+    :param libraries: each library id's file
+    :param mean: bytes between two samples on average
+    :param samples: allocations sampled
+    :param peak: the exact peak of live allocated bytes
+    :param peak_time: when (on the report's clock, seconds)
+    :param allocated: bytes allocated (exact)
+    :param count: allocation calls (exact)
+    :param lost: records lost
+    :param notes: what could not be tracked
+    """
+
+    sites: Sequence[SiteEstimate]
+    stacks: Sequence[Sequence[RawFrame]]
+    libraries: Sequence[str]
+    mean: float
+    samples: int
+    peak: float
+    peak_time: float
+    allocated: float
+    count: int
+    lost: int = 0
+    notes: Sequence[str] = field(default=())
 
 
 def tracking_notes(tracker: AllocTracker, children: int = 0, preloaded: str = "") -> list[str]:
@@ -100,23 +130,6 @@ def alloc_facts(
         lost=tracker.lost(),
         notes=list(notes),
     )
-
-
-def allocation_section(
-    tracker: AllocTracker, stacks: Sequence[Sequence[Any]], t0: float, notes: Sequence[str] = ()
-) -> tuple[Allocations | None, tuple[Site, str, tuple[Site, ...]] | None]:
-    """The report's allocations section and the line holding the most at the peak.
-
-    :param tracker: the tracker, after the run
-    :param stacks: the process's decoded stacks, by id
-    :param t0: the start on the records' clock (seconds)
-    :param notes: what could not be tracked
-    :return: the section (None when nothing was read) and the line
-    """
-    facts = alloc_facts(tracker, stacks, t0, notes)
-    if facts is None:
-        return None, None
-    return build_allocations(facts), peak_place(facts)
 
 
 def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:

@@ -105,7 +105,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     from .._observe.build import to_profile
     from .._observe.launch import exit_code, observe_program, signal_ending
     from .._progress import LiveStatus
-    from .._report.aggregate import Aggregator
+    from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
     from .common import EXIT_USAGE, CommandError
     from .program import module_code, script_code
@@ -228,7 +228,7 @@ def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     """
     from .._observe.attach import Attached
     from .._observe.build import to_profile
-    from .._report.aggregate import Aggregator
+    from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
     from .common import EXIT_USAGE, CommandError
 

@@ -230,7 +230,7 @@ def by_cpu(row: Any) -> float:
 def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) -> Any:
     """The in-process sampler, chosen or taken where the observer cannot run: its first
     note says which and why."""
-    from .._sampling.session import Sampling
+    from .._report.sampling import Sampling
 
     timer = args.timer or "prof"
     sampler = Sampling(interval, timer, program=args.program or name, collector="in-process")

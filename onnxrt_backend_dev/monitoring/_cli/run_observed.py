@@ -41,12 +41,12 @@ def run_observed(
     :return: the program's exit code (128 + N on signal N)
     """
     from .._format import format_duration
-    from .._observe.devices import DeviceSampler
+    from .._memory.devices import DeviceSampler
     from .._observe.launch import observe_program
-    from .._observe.report import observed_report
     from .._observe.session import follower
     from .._progress import LiveStatus
-    from .._report.aggregate import Aggregator
+    from .._report.observed import observed_report
+    from .._sampling.aggregate import Aggregator
     from .profile_observed import observer_notes
 
     devices = None
@@ -108,8 +108,8 @@ def run_attached(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
     :return: 0
     """
     from .._observe.attach import Attached
-    from .._observe.report import attached_report
-    from .._report.aggregate import Aggregator
+    from .._report.observed import attached_report
+    from .._sampling.aggregate import Aggregator
     from .profile_observed import attach_notes, attach_observer
 
     attached = attach_observer(args, args.interval, Aggregator(attached=True))

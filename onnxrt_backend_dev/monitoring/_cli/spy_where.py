@@ -217,7 +217,7 @@ def _attach_allocations(result: Any, spy: Any, code: Any, why: str) -> None:
             result["allocations_note"] = why
         return
     from .._alloc.report import facts_from_doc
-    from .._observe.block import root_key, stacks_of
+    from .._memory.observed import root_key, stacks_of
     from .._report.allocations import build_allocations
 
     facts = facts_from_doc(doc, stacks_of(observed, root_key(code)))

@@ -167,7 +167,7 @@ def attribute(
         it); None: the stack of the interval the model dates the peak in
     :return: the attribution
     """
-    from .._report.aggregate import Aggregator  # its NO_STACK is this one's (-1)
+    from .._sampling.aggregate import Aggregator  # its NO_STACK is this one's (-1)
 
     stacks, view_of = _user_views(samples.stacks)
     agg = Aggregator(max_points=2)  # the per-stack tables are what is read here

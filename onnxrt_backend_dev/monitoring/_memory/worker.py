@@ -331,7 +331,7 @@ def _open_observer(loop: SpyLoop, pid: int, max_points: int, alloc: str = "") ->
     """The observer of the parent's stacks (imported only then: the spy starts lean),
     and of its allocations when it samples them (``alloc``: the shim's file)."""
     try:
-        from .._observe.block import BlockObserver
+        from .observed import BlockObserver
 
         # Read from the tick after 'ready': before, the parent is in the spy's start.
         loop.pending_observer = BlockObserver(pid, max_points, alloc)

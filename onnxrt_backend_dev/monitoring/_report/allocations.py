@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .._alloc.report import AllocFacts
+from .._sampling.aggregate import RawFrame
 from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
-from .aggregate import RawFrame
 from .build import _called, _innermost_user, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 
@@ -29,36 +29,6 @@ NODE_SHARE = 0.005  # icicle boxes under this share of the peak fold into "N mor
 LEAK_SHARE = 0.01  # a leak candidate holds at least this share of the peak at the end
 NO_FRAME = Site("(no Python frame)", "", 0, True)
 _IMPORTS = ("<frozen importlib._bootstrap", "importlib/_bootstrap")
-
-
-@dataclass(frozen=True)
-class AllocFacts:
-    """What the allocation tracking knows at the end of a run.
-
-    :param sites: the estimates per ``(stack id, library id)``
-    :param stacks: the frames of each stack id, outermost first
-    :param libraries: each library id's file
-    :param mean: bytes between two samples on average
-    :param samples: allocations sampled
-    :param peak: the exact peak of live allocated bytes
-    :param peak_time: when (on the report's clock, seconds)
-    :param allocated: bytes allocated (exact)
-    :param count: allocation calls (exact)
-    :param lost: records lost
-    :param notes: what could not be tracked
-    """
-
-    sites: Sequence[SiteEstimate]
-    stacks: Sequence[Sequence[RawFrame]]
-    libraries: Sequence[str]
-    mean: float
-    samples: int
-    peak: float
-    peak_time: float
-    allocated: float
-    count: int
-    lost: int = 0
-    notes: Sequence[str] = field(default=())
 
 
 def library_label(path: str) -> str:
@@ -321,3 +291,22 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
     frames = _stack(facts, heaviest.key[0])
     stack = tuple(Site(f[0], f[1], f[2], is_library_path(f[1])) for f in frames)
     return row.site, row.called, stack
+
+
+def allocation_section(
+    tracker: Any, stacks: Sequence[Sequence[Any]], t0: float, notes: Sequence[str] = ()
+) -> tuple[Allocations | None, tuple[Site, str, tuple[Site, ...]] | None]:
+    """The report's allocations section and the line holding the most at the peak.
+
+    :param tracker: the tracker, after the run
+    :param stacks: the process's decoded stacks, by id
+    :param t0: the start on the records' clock (seconds)
+    :param notes: what could not be tracked
+    :return: the section (None when nothing was read) and the line
+    """
+    from .._alloc.report import alloc_facts
+
+    facts = alloc_facts(tracker, stacks, t0, notes)
+    if facts is None:
+        return None, None
+    return build_allocations(facts), peak_place(facts)

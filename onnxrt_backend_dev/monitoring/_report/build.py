@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._format import format_bytes, format_duration
+from .._sampling.aggregate import RISE_NOISE, Aggregator, RawFrame
 from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     CPU,
@@ -34,7 +35,6 @@ from .._sampling.view import (
     source_line,
 )
 from .._stacks.frames import is_library_path
-from .aggregate import RISE_NOISE, Aggregator, RawFrame
 from .model import (
     Allocations,
     Curve,

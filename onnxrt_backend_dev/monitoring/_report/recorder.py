@@ -25,9 +25,9 @@ from types import CodeType, FrameType
 from typing import Any, Protocol
 
 from .._errors import StateError
+from .._sampling.aggregate import NO_STACK, RawFrame
 from .._sampling.frames import WALKING_CODES, line_of, walk_within
 from .._sampling.intern import MIN_CAPACITY, CodeTable, KeyTable, filled, grow
-from .aggregate import NO_STACK, RawFrame
 
 
 class _Either:

@@ -67,10 +67,12 @@ class Recording:
         self.t0 = time.monotonic()
         self.spy: Any = None
         if spy or probes:
-            from ..memory_peak import start_spying_on
+            from .._memory.spy import MemorySpy
 
             # No reset by the spy: the ticks read the same mark and must see it rise.
-            self.spy = start_spying_on(delay=SPY_DELAY, reset_peak=False, probes=tuple(probes))
+            self.spy = MemorySpy(
+                os.getpid(), delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)
+            )
         self.recorder = TickRecorder(sink, interval, offset=offset, **roots)
         self.root = _root_key(roots)
         self.sampling: Any = None
@@ -164,7 +166,7 @@ def _start_sampler(recorder: TickRecorder, timer: str) -> Any:
     """Starts the time sampler (its own signal, SIGPROF in CPU time, beside the ticks'
     SIGALRM); each leaves the other's handler frames out of its stacks."""
     from .._sampling.recorder import OWN_CODES
-    from .._sampling.session import Sampling
+    from .sampling import Sampling
 
     OWN_CODES.update(recorder.own_codes())
     recorder.skip_codes(OWN_CODES)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
-from .aggregate import Aggregator
+from .._sampling.aggregate import Aggregator
 from .stream import StreamReader
 
 if TYPE_CHECKING:
@@ -196,11 +196,11 @@ def _import_report_machinery() -> None:
 def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
     """The memory spy of the child: its curve during long C calls, the devices; it
     follows the high-water mark the child resets (two resetting would erase peaks)."""
-    from ..memory_peak import start_spying_on
+    from .._memory.spy import MemorySpy
     from .recording import SPY_DELAY
 
     try:
-        return start_spying_on(pid, delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)), []
+        return MemorySpy(pid, delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)), []
     except Exception as e:  # the ticks still report
         return None, [f"the memory spy could not start: {e}"]
 
@@ -288,8 +288,8 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     :param probes: device probes, by registry name
     :return: the report and the command's exit code (128 + N on signal N)
     """
+    from .._memory.spy import MemorySpy
     from .._run.supervise import Supervisor
-    from ..memory_peak import start_spying_on
     from .build import build_report
     from .model import Ending
     from .session import facts_of
@@ -302,7 +302,7 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
         # 127 or 126 and one line, as a shell, before anything runs.
         child = supervisor.start(list(argv))
         try:
-            spy = start_spying_on(child.pid, delay=0.01, include_children=True,
+            spy = MemorySpy(child.pid, delay=0.01, include_children=True,
                                   probes=tuple(probes))  # fmt: skip
         except ProcessLookupError:  # it ended before the spy could read it
             notes.append("the command ended before the spy could start")

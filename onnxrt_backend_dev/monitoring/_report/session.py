@@ -13,7 +13,7 @@ from types import CodeType
 from typing import Any
 
 from .._memory.series import context_of
-from .aggregate import Aggregator
+from .._sampling.aggregate import Aggregator
 from .build import RunFacts, build_report
 from .model import Device, Ending, Report, Site
 from .recording import SPY_DELAY, Recording, spy_facts
@@ -140,8 +140,8 @@ class ObservedBlock:
         :param ending: how the block ended
         :return: the report
         """
-        from .._observe.block import report_inputs
-        from .aggregate import Aggregator
+        from .._memory.observed import report_inputs
+        from .._sampling.aggregate import Aggregator
 
         result = self.spy.stop()
         facts: dict[str, Any] = {
@@ -239,7 +239,7 @@ def monitor(
     ending = Ending("exit", 0, "the block ended")
     choice = _choose(spy and sampler)
     if choice.observer:
-        from .._observe.block import root_key
+        from .._memory.observed import root_key
 
         block = ObservedBlock(interval, probes, root_key(caller.f_code))
         try:
@@ -288,7 +288,7 @@ def run_monitored(
     block = recording = None
     choice = _choose(True)
     if choice.observer:
-        from .._observe.block import root_key
+        from .._memory.observed import root_key
 
         block = ObservedBlock(interval, probes, root_key(root_code))
     else:

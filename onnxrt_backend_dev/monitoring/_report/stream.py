@@ -28,8 +28,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .._errors import BadData
+from .._sampling.aggregate import Aggregator, RawFrame
 from .._sampling.intern import KeyTable
-from .aggregate import Aggregator, RawFrame
 
 MAX_PENDING = 4 * 2**20
 MAX_FRAME = 64 * 2**20  # a message announcing more is not one of ours

@@ -397,7 +397,7 @@ def _observed_run(
     """
     from .._observe.build import to_profile
     from .._observe.session import start_program
-    from .._report.aggregate import Aggregator
+    from .._sampling.aggregate import Aggregator
     from .payloads import sampled_data
 
     head = [program.python or sys.executable]

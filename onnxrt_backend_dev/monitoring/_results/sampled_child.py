@@ -76,8 +76,8 @@ def main(
     :param collector: the sampler's collector (``auto``, ``observer``, ``in-process``)
     :return: the program's exit code
     """
+    from .._report.sampling import Sampling
     from .._sampling.frames import depth
-    from .._sampling.session import Sampling
     from .payloads import sampled_data
 
     begin = _maxrss()

@@ -114,12 +114,12 @@ def check_command(name: str) -> str:
 
 def _prctl() -> Callable[..., int] | None:
     """libc's ``prctl``, looked up in this process (never in a forked child): the C
-    walk's module's where built, else through ctypes."""
+    walk's where the observer loaded it (the harness imports nothing of the layers above
+    it), else through ctypes."""
     if not sys.platform.startswith("linux"):
         return None
-    from .._observe.walk import prctl
-
-    found = prctl()
+    walker = sys.modules.get(__package__.rsplit(".", 1)[0] + "._observe._walker")
+    found = getattr(walker, "prctl", None)
     if found is not None:
         return found
     try:

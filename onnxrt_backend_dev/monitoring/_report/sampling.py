@@ -11,13 +11,13 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from .._errors import StateError
+from .._sampling.frames import SampledFrame, depth
+from .._sampling.model import SampledProfile, ThreadProfile
+from .._sampling.rates import DEFAULT_INTERVAL, check_interval
+from .._sampling.recorder import MAX_POINTS, Recorder
+from .._sampling.result import SamplingResult
+from .._sampling.timer import TIMERS, Ticker
 from .._validate import check_callable, check_choice, check_int, check_str
-from .frames import SampledFrame, depth
-from .model import SampledProfile, ThreadProfile
-from .rates import DEFAULT_INTERVAL, check_interval
-from .recorder import MAX_POINTS, Recorder
-from .result import SamplingResult
-from .timer import TIMERS, Ticker
 
 COLLECTORS = ("auto", "observer", "in-process")
 
@@ -121,7 +121,7 @@ class Sampling:
         return True
 
     def _stop_observed(self) -> SamplingResult:
-        from .._observe.block import profile_from
+        from .._memory.observed import profile_from
 
         spy, self._spy = self._spy, None
         spy.stop()

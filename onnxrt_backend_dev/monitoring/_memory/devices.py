@@ -58,7 +58,7 @@ class DeviceSampler:
     """
 
     def __init__(self, names: Sequence[str], every: int = 2) -> None:
-        from .._memory.registry import get_spec, open_probe
+        from .registry import get_spec, open_probe
 
         # The pids whose own usage is wanted (the program and its descendants): set by
         # the observer once the program started; none before.

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._format import format_bytes
-from .._report.aggregate import Aggregator
-from .._report.build import build_report
-from .._report.model import Ending, Report
-from .._report.session import facts_of
-from .build import decode_stacks, split, thread_label
-from .devices import DeviceSampler
-from .launch import DEATHS, ObservedRun, exit_code, signal_ending
-from .observer import ProcessRecord
+from .._memory.devices import DeviceSampler
+from .._observe.build import decode_stacks, split, thread_label
+from .._observe.launch import DEATHS, ObservedRun, exit_code, signal_ending
+from .._observe.observer import ProcessRecord
+from .._sampling.aggregate import Aggregator
+from .build import build_report
+from .model import Ending, Report
+from .session import facts_of
 
 
 def ending_of(status: int) -> Ending:
@@ -179,7 +179,8 @@ def _had_children(run: ObservedRun) -> bool:
 def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, list[str]]:
     """The allocations section of the report (the shim's records read by the tracker),
     the line holding the most at the peak, and the notes when there is no section."""
-    from .._alloc.report import allocation_section, tracking_notes
+    from .._alloc.report import tracking_notes
+    from .allocations import allocation_section
 
     tracker = run.record.alloc
     notes = tracking_notes(tracker, len(run.observer.processes) - 1, tracker.preloaded)
@@ -202,7 +203,7 @@ def attached_report(attached: Any, notes: list[str], interval: float) -> Report:
     :param interval: seconds between samples
     :return: the report
     """
-    from .session import command_line_of
+    from .._observe.session import command_line_of
 
     record = attached.observer.root
     agg = record.sink

@@ -12,12 +12,13 @@ frames, and each thread's columns per stack.
 from __future__ import annotations
 
 import array
+import os
 from typing import Any
 
-from .._report.aggregate import Aggregator, to_state
+from .._observe.observer import EMPTY, ProcessRecord, read_rows, sample_threads
+from .._observe.session import describe, open_target
+from .._sampling.aggregate import Aggregator, to_state
 from .._sampling.frames import OWN_THREADS
-from .observer import EMPTY, ProcessRecord, read_rows, sample_threads
-from .session import describe, open_target
 
 MAX_TICKS = 1 << 20
 
@@ -99,7 +100,7 @@ class BlockObserver:
         (frames ``(name, file, first line, line)``, outermost first), ``threads`` (name,
         main, ``{stack id: columns}``), ``collector``, ``failed``, ``allocations`` (see
         :func:`.._alloc.report.tracker_doc`, None when not sampled)."""
-        from .build import decode_stacks, native_threads
+        from .._observe.build import decode_stacks, native_threads
 
         record = self.record
         stacks = [
@@ -137,7 +138,7 @@ class BlockObserver:
 
 # -- the parent's side: what the spy's observer read, as the models -------------------
 
-_PACKAGE = __file__.rsplit("/_observe/", 1)[0].replace("\\", "/") + "/"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))).replace("\\", "/") + "/"
 
 RootKey = tuple[str, str, int]  # a code's (qualified name, file, first line)
 
@@ -231,8 +232,8 @@ def profile_from(
     :param notes: sentences for the reader
     :return: a :class:`.._sampling.model.SampledProfile`
     """
+    from .._observe.build import split
     from .._sampling.model import SampledProfile, ThreadProfile
-    from .build import split
 
     raw = [_frames_of(r) or () for r in doc.get("stacks", ())]
     stacks: list[tuple[Any, ...]] = []
@@ -286,8 +287,8 @@ def report_inputs(
     :param root: the block's root code
     :return: the aggregator and the threads
     """
-    from .._report.aggregate import from_state
-    from .build import split
+    from .._observe.build import split
+    from .._sampling.aggregate import from_state
 
     stacks = stacks_of(doc, root)
     agg = from_state(doc["aggregate"])
