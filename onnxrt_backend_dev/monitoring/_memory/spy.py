@@ -340,7 +340,7 @@ class MemorySpy:
         self.alloc = alloc
         self.stacks_note = ""  # why the stacks were sampled in process, if they were
         # What the spy's observer read of this process (plain values, see
-        # _observe.block), once stopped; None when the stacks were sampled in process.
+        # _memory.observed), once stopped; None when the stacks were sampled in process.
         self.observed: dict[str, Any] | None = None
         self._inside: Any = None  # the InProcessProbes reading in-process probes
         self._sampler: Any = None  # the in-process StackSampler (no observer)

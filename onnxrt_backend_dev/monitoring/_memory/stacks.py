@@ -244,7 +244,7 @@ class StackSampler:
 
 
 def from_observer(doc: dict[str, Any]) -> StackSamples:
-    """What the spy's observer read of this process (see ``_observe.block``), as the
+    """What the spy's observer read of this process (see ``_memory.observed``), as the
     in-process sampler's records: one attribution for both collectors.
 
     :param doc: the ``stacks`` entry of the spy's result (plain values, checked)

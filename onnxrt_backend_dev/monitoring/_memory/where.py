@@ -18,7 +18,7 @@ library, an installed package or this tool):
   whose figure is ``v[p] - e[p-1]``; it sums to ``peak - begin``: what the peak is made of;
 
 and ``highest``, the highest memory seen while it was anywhere on the stack. The figures
-per stack come from the one model of memory per stack, ``_report.aggregate.Aggregator``
+per stack come from the one model of memory per stack, ``_sampling.aggregate.Aggregator``
 (each interval is a tick of its stack), which ``run``'s report reads too: one rule for
 the peak's date and its composition everywhere; this module is its per-function view. No figure adds
 the rises without the falls (a loop allocating and freeing 100 MiB a thousand times does
@@ -156,7 +156,7 @@ def attribute(
     peak_after: float | None = None,
 ) -> StackAttribution:
     """Joins the memory series and the stack samples, through the one model of memory
-    per stack (:class:`Aggregator <.._report.aggregate.Aggregator>`, what ``run``'s
+    per stack (:class:`Aggregator <.._sampling.aggregate.Aggregator>`, what ``run``'s
     report reads): each interval is a tick of the stack given to it.
 
     :param points: the spy's ``(time, peak, end)`` points: the peak of each interval

@@ -83,7 +83,7 @@ class SpyLoop:
         self.first: float | None = None
         self.last = 0.0
         # The parent's stacks read from here at each tick (stacks=True), see
-        # .._observe.block; why not, when it could not start (the parent samples itself).
+        # .._memory.observed; why not, when it could not start (the parent samples itself).
         self.observer: Any = None
         self.pending_observer: Any = None
         self.stacks_error = ""

@@ -5,7 +5,7 @@ memory high-water mark, into one JSON file, even when the program raises or exit
 
 Started as ``python -c BOOT OUT INTERVAL TIMER COLLECTOR HOW TARGET ARGS...``
 (:data:`.runner.SAMPLED_BOOT`) by :mod:`.runner`, which gives it a timeout and kills its
-process group past it. The sampler is the package's (``_sampling.session.Sampling``);
+process group past it. The sampler is the package's (``_report.sampling.Sampling``);
 only its model's public shape is read (:func:`.payloads.sampled_data`), so the
 collection may change beneath.
 """
