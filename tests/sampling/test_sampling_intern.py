@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from fakes import FakeClock
 
-from onnxrt_backend_dev.monitoring._report.recorder import TickRecorder
+from onnxrt_backend_dev.monitoring._report.recording import Ticks
 from onnxrt_backend_dev.monitoring._sampling.frames import StackTable
 from onnxrt_backend_dev.monitoring._sampling.intern import (
     MIN_CAPACITY,
@@ -185,8 +185,8 @@ def test_the_sampler_keeps_no_small_object_per_new_stack(fake_clock: FakeClock) 
 
 
 @pytest.mark.usefixtures("no_gc")
-def test_the_ticks_keep_no_small_object_per_new_stack() -> None:
-    # GIVEN a tick recorder with a sink that keeps nothing, warm (one stack seen)
+def test_the_ticks_keep_no_small_object_per_new_stack(fake_clock: FakeClock) -> None:
+    # GIVEN the sampler's memory ticks with a sink that keeps nothing, warm (one stack seen)
     class Sink:
         def add_stack(self, sid: int, frames: tuple[object, ...]) -> None:
             pass
@@ -195,16 +195,23 @@ def test_the_ticks_keep_no_small_object_per_new_stack() -> None:
             pass
 
     frames = _frames(33)
-    ticks = TickRecorder(Sink(), clock=lambda: 1.0, memory=lambda: (1.0, 1.0))
-    ticks.tick(frames[0])  # type: ignore[arg-type]
+    feed = iter(frames)
+    main = threading.main_thread().ident or 0
+    rec = Recorder(0.002, fake_clock, lambda: {main: next(feed)}, cpu_clock=lambda i: None,
+                   thread_name=str)  # fmt: skip
+    ticks = Ticks(Sink(), lambda: (1.0, 1.0), None)
+    rec.listener = ticks.bind(rec)
+    fake_clock.advance(0.002)
+    rec.sample()
 
     def tick_all() -> None:
-        for frame in frames[1:]:
-            ticks.tick(frame)  # type: ignore[arg-type]
+        for _ in frames[1:]:
+            fake_clock.advance(0.002)
+            rec.sample()
 
     # THEN 32 new stacks, each of two new (code, offset) pairs, keep no block each
     assert _blocks(tick_all) <= SLACK
-    assert len(ticks._interned) == 33
+    assert len(ticks._keys) == 33
 
 
 def test_a_stack_table_decodes_what_it_interned_from_real_frames() -> None:

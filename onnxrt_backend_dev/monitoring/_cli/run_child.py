@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from .._report.child import Outcome, record
 from .._report.follow import follow_descendants
-from .._report.recorder import resident
+from .._report.recording import resident
 from .guard import Terminated, terminating_signals
 from .program import as_main, exit_code, module_code, report_raised, script_code
 

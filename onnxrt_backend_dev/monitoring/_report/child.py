@@ -94,7 +94,7 @@ def record(
     start["tool_rss"] = float(tool_rss)
     start["cpu0"] = recording.cpu0  # the interpreter's start: not the program's CPU time
     # ru_maxrss below this says nothing of this process (the mark before an exec).
-    start["maxrss_floor"] = float(getattr(recording.recorder.memory, "floor", 0.0))
+    start["maxrss_floor"] = float(recording.memory.floor)
     sink.send("M", start)
     inside = _inprocess_probes()
     try:

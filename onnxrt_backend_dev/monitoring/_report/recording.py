@@ -1,8 +1,17 @@
-"""One recording inside the current process: the high-water mark reset, the ticks, the
-time sampler, the memory spy (curves, devices), the CPU time.
+"""One recording inside the current process: the high-water mark reset, the one
+in-process sampler (:class:`.sampling.Sampling`: every thread's stack and CPU time) with,
+at each of its samples, a memory tick (the RSS, the high-water mark and the main thread's
+stack, to a sink), the memory spy (curves, devices), the CPU time.
+
+Why the samples' handler and not a thread reads the memory: Python runs a signal handler
+in the main thread at the next point the interpreter checks for signals, which, after a
+C call that held the GIL (a ``numpy.concatenate``), is right after that call returns, in
+the frame that called it: the stack kept with a rise of the high-water mark is the one
+that allocated. Where the handler does not run (a sleep, a wait) the sampler's watchdog
+thread samples, and ticks, instead.
 
 Lean on purpose: the child ``run`` starts (a fresh interpreter) imports this and the
-recorder, not the report's model, so that the tool's own share of the program's memory
+sampler, not the report's model, so that the tool's own share of the program's memory
 stays small (see :mod:`.child`).
 """
 
@@ -10,14 +19,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
+import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from types import CodeType, FrameType
+from typing import Any, Protocol
 
-from .recorder import Sink, TickRecorder, reset_high_water_mark
+from .._sampling.aggregate import NO_STACK, RawFrame
+from .._sampling.frames import line_of, qualified_name
+from .._sampling.intern import MIN_CAPACITY, KeyTable, filled, grow
+from .._sampling.rates import DEFAULT_INTERVAL
 from .stream import StreamSink
 
 SPY_DELAY = 0.01
+MIN_INTERVAL = 0.001
+MAX_STACKS = 50_000  # distinct stacks of the ticks at most; more count as NO_STACK
+_UNSEEN = -2
 # The recordings streaming now: a forked child of the program goes on streaming its own
 # ticks (as its own process) into the same pipe.
 _STREAMING: list[Recording] = []
@@ -25,27 +43,241 @@ _STREAMING: list[Recording] = []
 
 def _after_fork_in_child() -> None:
     for recording in _STREAMING:
-        sink = recording.recorder.sink
+        sink = recording.ticks.sink
         if isinstance(sink, StreamSink):
-            recording.recorder.restart_in_child(StreamSink(sink.fd))
+            recording.restart_in_child(StreamSink(sink.fd))
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Recording:
-    """Starts the ticks and the spy; :meth:`finish` stops them and says what they saw.
+class Sink(Protocol):
+    """Where ticks go: an :class:`.._sampling.aggregate.Aggregator` or a stream."""
+
+    def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
+        """Declares a stack."""
+
+    def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
+        """Adds a tick."""
+
+
+class ProcMemory:
+    """Reads the RSS (``/proc/self/statm``) and the high-water mark of the current
+    process, less ``offset`` bytes.
+
+    The mark is ``ru_maxrss`` (one cheap call), which Linux keeps equal to ``VmHWM``
+    except after an ``exec``: it then keeps at least the mark of the process that called
+    ``exec`` (the command that started this one), which the reset of ``clear_refs`` does
+    not lower. That inherited floor is read at the start; while ``ru_maxrss`` has not
+    passed it, the mark is read from ``VmHWM`` in ``/proc/self/status`` instead (slower,
+    exact).
+
+    :param offset: bytes taken off both figures (the tool's own start-up memory, see
+        :mod:`.child`)
+    """
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self.scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes or KiB
+        self.offset = float(offset)
+        self.fd = _open("/proc/self/statm")
+        self.status = _open("/proc/self/status")
+        self.floor = 0.0  # ru_maxrss below which it says nothing of this process
+        hwm = self._status_hwm()
+        maxrss = self._maxrss()
+        if hwm is not None and maxrss > hwm:
+            self.floor = maxrss
+        if self.floor == 0.0 and self.status is not None:
+            os.close(self.status)  # ru_maxrss is the mark: no need of the slow file
+            self.status = None
+
+    def _maxrss(self) -> float:
+        return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * self.scale)
+
+    def _status_hwm(self) -> float | None:
+        if self.status is None:
+            return None
+        try:
+            data = os.pread(self.status, 8192, 0)
+            start = data.index(b"VmHWM:") + 6
+            return float(int(data[start : data.index(b"kB", start)]) * 1024)
+        except (OSError, ValueError):
+            return None
+
+    def high_water_mark(self) -> float:
+        """The process's own high-water mark now, bytes (no offset taken)."""
+        maxrss = self._maxrss()
+        if maxrss > self.floor:
+            return maxrss
+        hwm = self._status_hwm()
+        return maxrss if hwm is None else hwm
+
+    def __call__(self) -> tuple[float, float]:
+        """The RSS and the high-water mark now, in bytes, less the offset."""
+        hwm = self.high_water_mark() - self.offset
+        if self.fd is None:
+            return hwm, hwm
+        try:
+            rss = float(int(os.pread(self.fd, 128, 0).split()[1]) * self.page)
+        except (OSError, IndexError, ValueError):
+            return hwm, hwm
+        return rss - self.offset, hwm
+
+    def close(self) -> None:
+        """Closes the files."""
+        for name in ("fd", "status"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
+
+
+def _open(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def resident() -> float | None:
+    """The RSS of this process now, bytes (``/proc/self/statm``), None without it."""
+    fd = _open("/proc/self/statm")
+    if fd is None:
+        return None
+    try:
+        return float(int(os.pread(fd, 128, 0).split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, IndexError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def reset_high_water_mark() -> bool:
+    """Resets the kernel's high-water mark of this process to its current RSS (Linux):
+    the peak measured then is this run's, not what ran before.
+
+    :return: True if it was reset
+    """
+    try:
+        with open("/proc/self/clear_refs", "wb", buffering=0) as f:
+            f.write(b"5")
+    except OSError:
+        return False
+    return True
+
+
+class Ticks:
+    """The memory ticks of the one in-process sampler: told each sample (its time and
+    every thread's stack id), it reads the memory and sends a tick with the main thread's
+    stack, cut at the root (the frames above it, the tool's, left out; a stack outside the
+    root has none); each stack is declared to the sink once, with its lines.
 
     :param sink: where ticks go
-    :param interval: seconds between ticks
+    :param memory: returns ``(rss, hwm)`` in bytes
+    :param root_code: the code measured (a module's, a cell's), None: every frame kept
+    :param max_stacks: distinct stacks at most (more count as ``NO_STACK``, dropped)
+    :param every: seconds between two ticks at least (the sampler may sample more often)
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        memory: Any,
+        root_code: CodeType | None,
+        max_stacks: int = MAX_STACKS,
+        every: float = 0.0,
+    ) -> None:
+        self.sink = sink
+        self.every = every
+        self.next_t = float("-inf")
+        self.memory = memory
+        self.root = None if root_code is None else id(root_code)
+        self._root_code = root_code  # kept: its id stays its own
+        self.max_stacks = max_stacks
+        self.dropped = 0
+        self.last = NO_STACK
+        self.recorder: Any = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets the stacks sent (a forked child's ids are its own)."""
+        # Arrays, no object per stack (see _sampling.intern): a tick taken while the
+        # program fills memory with small objects must not keep it resident.
+        self._ids = filled("q", _UNSEEN, MIN_CAPACITY)  # sampler's stack id -> tick's
+        self._keys = KeyTable()
+        self.last = NO_STACK
+
+    def bind(self, recorder: Any) -> Ticks:
+        """Listens to ``recorder`` (:class:`.._sampling.recorder.Recorder`).
+
+        :return: self, the recorder's listener
+        """
+        self.recorder = recorder
+        return self
+
+    def __call__(self, t: float, sids: dict[int, int]) -> None:
+        if t < self.next_t:
+            return
+        self.next_t = t + 0.999 * self.every
+        sid = sids.get(self.recorder.main_ident)
+        self.tick(t, NO_STACK if sid is None else self._tick_id(sid))
+
+    def tick(self, t: float, tid: int) -> None:
+        """Sends a tick: the memory now, credited to the tick stack ``tid``."""
+        rss, hwm = self.memory()
+        self.last = tid
+        self.sink.add_tick(t, rss, hwm, tid)
+
+    def _tick_id(self, sid: int) -> int:
+        ids = self._ids
+        if sid >= len(ids):
+            n = len(ids)
+            grow(ids, sid + 1)
+            ids[n:] = filled("q", _UNSEEN, len(ids) - n)
+        tid = ids[sid]
+        if tid == _UNSEEN:
+            tid = ids[sid] = self._intern(self.recorder.table.key(sid))
+        return int(tid)
+
+    def _intern(self, key: tuple[int, ...]) -> int:
+        """The tick stack of a sampler's stack key (innermost first): cut at the root's
+        outermost frame."""
+        if self.root is not None:
+            at = [i for i in range(0, len(key), 2) if key[i] == self.root]
+            if not at:
+                return NO_STACK
+            key = key[: at[-1] + 2]
+        tid = self._keys.find(key)
+        if tid >= 0:
+            return tid
+        if len(self._keys) >= self.max_stacks:
+            self.dropped += 1
+            return NO_STACK
+        tid = self._keys.add(key)
+        codes = self.recorder.table.codes
+        frames = []
+        for i in range(len(key) - 2, -1, -2):  # outermost first
+            code = codes[key[i]]
+            frames.append((qualified_name(code), code.co_filename, line_of(code, key[i + 1]),
+                           code.co_firstlineno))  # fmt: skip
+        self.sink.add_stack(tid, tuple(frames))
+        return tid
+
+
+class Recording:
+    """Starts the sampler (with its ticks) and the spy; :meth:`finish` stops them and
+    says what they saw.
+
+    :param sink: where ticks go
+    :param interval: seconds between samples (at least ``MIN_INTERVAL``)
     :param probes: device probes for the spy, by registry name
     :param spy: start the memory spy (curves during long C calls, devices)
-    :param sampler: also run the time sampler (every thread, CPU-time signal): the time
-        columns then come from it
+    :param sampler: keep the sampler's time columns (every thread)
     :param offset: bytes taken off every memory reading of the ticks (the tool's own
         start-up memory, see :mod:`.child`)
-    :param roots: ``root_code`` and ``root_frame`` of :class:`.recorder.TickRecorder`
+    :param root_code: the code measured: the frames above it (the tool's) left out
+    :param root_frame: the frame of the code measured (its code is the root)
     """
 
     def __init__(
@@ -56,8 +288,11 @@ class Recording:
         spy: bool = True,
         sampler: bool = True,
         offset: float = 0.0,
-        **roots: Any,
+        root_code: CodeType | None = None,
+        root_frame: FrameType | None = None,
     ) -> None:
+        from .sampling import Sampling
+
         self.notes: list[str] = []
         if not reset_high_water_mark():
             self.notes.append("the high-water mark could not be reset: the peak may be older")
@@ -65,60 +300,78 @@ class Recording:
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         self.cpu0 = _cpu()
         self.t0 = time.monotonic()
+        self.keep_threads = sampler
         self.spy: Any = None
         if spy or probes:
             from .._memory.spy import MemorySpy
 
             # No reset by the spy: the ticks read the same mark and must see it rise.
-            self.spy = MemorySpy(
-                os.getpid(), delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)
-            )
-        self.recorder = TickRecorder(sink, interval, offset=offset, **roots)
-        self.root = _root_key(roots)
-        self.sampling: Any = None
+            self.spy = MemorySpy(os.getpid(), delay=SPY_DELAY, reset_peak=False,
+                                 probes=tuple(probes))  # fmt: skip
+        if root_code is None and root_frame is not None:
+            root_code = root_frame.f_code
+        self.root = _root_key(root_code)
+        self.memory = ProcMemory(offset)
+        interval = max(float(interval), MIN_INTERVAL)
+        self.ticks = Ticks(sink, self.memory, root_code, every=interval)
+        # The time columns at the sampler's own rate (a short block gets samples too),
+        # the memory ticks every ``interval``.
+        every = min(interval, DEFAULT_INTERVAL)
+        self.sampling: Any = Sampling(every, _timer(), clock=time.monotonic, skip_outer=0,
+                                      collector="in-process")  # fmt: skip
+        self.sampling.listen = self.ticks.bind
         try:
-            self.recorder.start()
+            self.ticks.tick(time.monotonic(), NO_STACK)  # the memory at the start
+            self.sampling.start()
             if isinstance(sink, StreamSink):
                 _STREAMING.append(self)
-            if sampler:
-                # SIGALRM is the program's (pytest-timeout's, an alarm): the ticks took
-                # SIGPROF, the sampler's signal; the sampler then samples from a thread.
-                timer = "thread" if self.recorder.signal_name == "SIGPROF" else "prof"
-                self.sampling = _start_sampler(self.recorder, timer)
         except BaseException:
             self.close()
             raise
 
+    def restart_in_child(self, sink: Sink) -> None:
+        """Goes on in a forked child (the timer is not inherited, the handler is): a
+        new sink, stacks sent anew (the child's ids are its own), the timer armed.
+
+        :param sink: the child's sink
+        """
+        self.ticks.sink = sink
+        self.ticks.reset()
+        self.sampling.rearm()
+
     def close(self) -> None:
         """Stops everything without reading the spy (after a failure)."""
-        recorder = getattr(self, "recorder", None)
-        if recorder is not None:
-            recorder.stop()
         if self in _STREAMING:
             _STREAMING.remove(self)
-        _stop_sampler(getattr(self, "sampling", None), recorder)
-        self.sampling = None
-        if self.spy is not None:
+        sampling, self.sampling = getattr(self, "sampling", None), None
+        if sampling is not None:
             with contextlib.suppress(Exception):  # the failure being reported matters more
+                sampling.stop()
+        if self.spy is not None:
+            with contextlib.suppress(Exception):
                 self.spy.stop()
             self.spy = None
+        self.memory.close()
 
     def finish(self) -> dict[str, Any]:
-        """Stops the ticks and the spy.
+        """Stops the sampler, its ticks and the spy.
 
         :return: plain facts (they may cross a pipe): ``wall``, ``cpu``, ``curves``,
             ``devices``, ``exact_peak``, ``notes``, ``t0``, ``started``, ``pid``
         """
-        self.recorder.stop()
         if self in _STREAMING:
             _STREAMING.remove(self)
         sampling, self.sampling = self.sampling, None
-        profile = _stop_sampler(sampling, self.recorder)
-        own = _code_keys(self.recorder.own_codes())
-        threads = _threads(profile, self.root, own) if profile is not None else []
-        wall = time.monotonic() - self.t0
+        profile = None
+        try:
+            profile = sampling.stop().profile
+        except Exception:  # the report stands on the ticks alone
+            profile = None
+        self.ticks.tick(time.monotonic(), self.ticks.last)  # the memory at the end
+        self.memory.close()
+        threads = _threads(profile, self.root) if profile and self.keep_threads else []
         facts: dict[str, Any] = {
-            "wall": wall,
+            "wall": time.monotonic() - self.t0,
             "cpu": _cpu() - self.cpu0,
             "t0": self.t0,
             "started": self.started,
@@ -127,7 +380,7 @@ class Recording:
             "devices": [],
             "exact_peak": None,
             "notes": list(self.notes),
-            "dropped": self.recorder.dropped,
+            "dropped": self.ticks.dropped,
             "threads": threads,
         }
         spy, self.spy = self.spy, None
@@ -162,56 +415,37 @@ def spy_facts(result: Any, facts: dict[str, Any], offset: float = 0.0) -> None:
     facts.setdefault("devices", []).extend(devices)
 
 
-def _start_sampler(recorder: TickRecorder, timer: str) -> Any:
-    """Starts the time sampler (its own signal, SIGPROF in CPU time, beside the ticks'
-    SIGALRM); each leaves the other's handler frames out of its stacks."""
-    from .._sampling.recorder import OWN_CODES
-    from .sampling import Sampling
+def _timer() -> str:
+    """The sampler's timer: wall time (SIGALRM), so that a block that waits or allocates,
+    using little CPU, is ticked as often as one that computes; CPU time (SIGPROF) where
+    the program took SIGALRM (pytest-timeout, an alarm); a thread where it took both."""
+    import signal
 
-    OWN_CODES.update(recorder.own_codes())
-    recorder.skip_codes(OWN_CODES)
-    return Sampling(timer=timer, skip_outer=0).start()
-
-
-def _stop_sampler(sampling: Any, recorder: TickRecorder | None) -> Any:
-    """Stops the time sampler and takes the ticks' code back out of its own set.
-
-    :return: its profile, None if it did not run or failed
-    """
-    if sampling is None:
-        return None
-    from .._sampling.recorder import OWN_CODES
-
-    try:
-        return sampling.stop().profile
-    except Exception:  # the report stands on the ticks alone
-        return None
-    finally:
-        if recorder is not None:
-            OWN_CODES.difference_update(recorder.own_codes())
+    for name, timer, which in (
+        ("SIGALRM", "real", "ITIMER_REAL"),
+        ("SIGPROF", "prof", "ITIMER_PROF"),
+    ):
+        signum, itimer = getattr(signal, name, None), getattr(signal, which, None)
+        if (
+            signum is not None
+            and itimer is not None
+            and signal.getsignal(signum) in (signal.SIG_DFL, None)
+            and signal.getitimer(itimer) == (0.0, 0.0)
+        ):
+            return timer
+    return "thread"
 
 
-def _root_key(roots: dict[str, Any]) -> tuple[str, str, int] | None:
+def _root_key(code: CodeType | None) -> tuple[str, str, int] | None:
     """``(function, file, first line)`` of the root the stacks start at, if any."""
-    code = roots.get("root_code")
-    frame = roots.get("root_frame")
-    if code is None and frame is not None:
-        code = frame.f_code
     if code is None:
         return None
-    return getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno
+    return qualified_name(code), code.co_filename, code.co_firstlineno
 
 
-def _code_keys(codes: set[Any]) -> set[tuple[str, str, int]]:
-    return {(getattr(c, "co_qualname", c.co_name), c.co_filename, c.co_firstlineno) for c in codes}
-
-
-def _threads(
-    profile: Any, root: tuple[str, str, int] | None, own: set[tuple[str, str, int]]
-) -> list[Any]:
+def _threads(profile: Any, root: tuple[str, str, int] | None) -> list[Any]:
     """The sampler's stacks per thread as plain values (they may cross a pipe), the main
-    thread's cut at the root and before a tick's handler (the tool's frames left out, as
-    the ticks' are)."""
+    thread's cut at the root (the tool's frames left out, as the ticks' are)."""
     from .._sampling.frames import OWN_THREADS
 
     threads = []
@@ -222,9 +456,6 @@ def _threads(
         for sid, totals in thread.totals.items():
             frames = tuple((f.name, f.file, f.line, f.first_line) for f in profile.stacks[sid])
             keys = [(f[0], f[1], f[3]) for f in frames]
-            handler = next((i for i, k in enumerate(keys) if k in own), None)
-            if handler is not None:  # the sample caught a tick: the program was under it
-                frames, keys = frames[:handler], keys[:handler]
             if thread.is_main and root is not None:
                 frames = frames[keys.index(root) :] if root in keys else ()
             stacks.append((frames, float(totals[0]), float(totals[1])))

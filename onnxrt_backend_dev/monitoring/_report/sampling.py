@@ -64,6 +64,9 @@ class Sampling:
         self.timer = check_choice("timer", timer, TIMERS)
         self.collector = check_choice("collector", collector, COLLECTORS)
         self.note = ""  # why the in-process sampler ran, when auto could not observe
+        # Given the recorder at start, returns what it tells each sample (the ticks of a
+        # recording); None: nothing listens.
+        self.listen: Callable[[Recorder], Callable[[float, dict[int, int]], None]] | None = None
         self.program = check_str("program", program)
         self.max_points = check_int("max_points", max_points, minimum=2)
         if skip_outer is not None:
@@ -95,11 +98,19 @@ class Sampling:
             return self
         recorder = Recorder(self.interval, self._clock, self._current_frames,
                             max_points=self.max_points)  # fmt: skip
+        if self.listen is not None:
+            recorder.listener = self.listen(recorder)
+        recorder.prime()
         self._ticker = Ticker(recorder, self.timer)
         self._started_in = threading.current_thread()
         self._cpu0 = time.process_time()
         self._ticker.start()
         return self
+
+    def rearm(self) -> None:
+        """In a forked child: the signal timer armed again (a fork does not inherit it)."""
+        if self._ticker is not None:
+            self._ticker.rearm()
 
     def _observed(self) -> bool:
         """Starts the observer when the collector asks for it and it can run here."""

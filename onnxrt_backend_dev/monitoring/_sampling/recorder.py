@@ -226,6 +226,12 @@ class Recorder:
         cpu, state[4] = max(0.0, now_cpu - state[4]), now_cpu
         return float(cpu)
 
+    def prime(self) -> None:
+        """Reads the main thread's CPU clock now, so that its first sample counts the CPU
+        it used since the start (a short block may get one sample only)."""
+        if self.main_ident not in self.threads:
+            self._new_thread(self.main_ident)
+
     def _new_thread(self, ident: int) -> list:
         reader = self.cpu_clock(ident)
         first = 0.0

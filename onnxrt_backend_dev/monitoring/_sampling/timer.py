@@ -137,6 +137,11 @@ class Ticker:
             return False
         return True
 
+    def rearm(self) -> None:
+        """Arms the signal timer again (in a forked child, which does not inherit it)."""
+        if self._signal_on and self._which is not None:
+            signal.setitimer(self._which, self.recorder.interval, self.recorder.interval)
+
     def _stop_signal(self) -> None:
         self._signal_on = False
         if self._which is not None:
