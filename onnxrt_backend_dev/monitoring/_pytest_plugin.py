@@ -83,7 +83,6 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Generator, Sequence
-from types import TracebackType
 from typing import Any, Protocol
 
 import pytest
@@ -183,16 +182,11 @@ class TimedBlock:
         self._start = self.clock()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.elapsed = self.clock() - self._start
         if self.reference:
             self.speed.append(machine_speed(self.clock))
-        if exc_type is None and self.limit is not None and self.elapsed > self.limit:
+        if exc[0] is None and self.limit is not None and self.elapsed > self.limit:
             pytest.fail(self.failure(), pytrace=False)
 
     def failure(self) -> str:
@@ -361,12 +355,7 @@ class MemoryBlock:
         MemoryBlock._active -= 1
         self._spy.stop()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         MemoryBlock._active -= 1
         if self._alloc is not None:  # before the spy's stop, which allocates
             self._alloc.__exit__(None, None, None)
@@ -378,7 +367,7 @@ class MemoryBlock:
         cpu = self.stats["cpu"]
         self.peak, self.begin, self.end = int(cpu.max_peak), int(cpu.begin), int(cpu.end)
         self.mean = float(cpu.mean)
-        if exc_type is None and self.exceeded():
+        if exc[0] is None and self.exceeded():
             pytest.fail(self.failure(), pytrace=False)
 
     def exceeded(self) -> bool:

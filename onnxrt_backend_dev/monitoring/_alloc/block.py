@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from types import TracebackType
 from typing import NamedTuple
 
 from .shim import shim_status
@@ -104,12 +103,7 @@ class AllocationBlock:
         self._depth = depth
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         out = (ctypes.c_int64 * 7)()
         if self._lib.onnxrt_alloc_block_end(out) < 0:
             return

@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 from .._errors import BadType, BadValue, MissingDependencyError, SpyError, rebuild
@@ -668,13 +668,8 @@ class MemorySpy:
     def __enter__(self) -> MemorySpy:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
             self.stop()
         elif self.result is None:
             self._kill()  # the block failed: do not hide its exception behind ours

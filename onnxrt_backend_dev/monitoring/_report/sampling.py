@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 from .._errors import StateError
@@ -217,12 +217,7 @@ class Sampling:
     def __enter__(self) -> Sampling:
         return self.start(depth(sys._getframe(1)) - 1 if self.skip_outer is None else None)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
