@@ -369,20 +369,9 @@ class Recording:
             profile = None
         self.ticks.tick(time.monotonic(), self.ticks.last)  # the memory at the end
         self.memory.close()
-        threads = _threads(profile, self.root) if profile and self.keep_threads else []
-        facts: dict[str, Any] = {
-            "wall": time.monotonic() - self.t0,
-            "cpu": _cpu() - self.cpu0,
-            "t0": self.t0,
-            "started": self.started,
-            "pid": os.getpid(),
-            "curves": [],
-            "devices": [],
-            "exact_peak": None,
-            "notes": list(self.notes),
-            "dropped": self.ticks.dropped,
-            "threads": threads,
-        }
+        facts = block_facts(self.t0, self.cpu0, self.started, self.notes)
+        facts["threads"] = _threads(profile, self.root) if profile and self.keep_threads else []
+        facts["dropped"] = self.ticks.dropped
         spy, self.spy = self.spy, None
         if spy is None:
             return facts
@@ -413,6 +402,21 @@ def spy_facts(result: Any, facts: dict[str, Any], offset: float = 0.0) -> None:
     curves, devices = device_facts(list(result.get("devices", {}).values()))
     facts["curves"].extend(curves)
     facts.setdefault("devices", []).extend(devices)
+
+
+def block_facts(t0: float, cpu0: float, started: str, notes: Sequence[str]) -> dict[str, Any]:
+    """The plain facts of a block recorded in this process, from its start to now.
+
+    :param t0: its start (``time.monotonic``)
+    :param cpu0: the process's CPU time then
+    :param started: its start as an ISO date
+    :param notes: its notes so far
+    :return: ``wall``, ``cpu``, ``t0``, ``started``, ``pid``, ``notes``, and empty
+        ``curves``, ``devices``, ``threads``, ``exact_peak``
+    """
+    return {"wall": time.monotonic() - t0, "cpu": _cpu() - cpu0, "t0": t0, "started": started,
+            "pid": os.getpid(), "curves": [], "devices": [], "exact_peak": None,
+            "notes": list(notes), "threads": []}  # fmt: skip
 
 
 def _timer() -> str:

@@ -16,7 +16,7 @@ from .._memory.series import context_of
 from .._sampling.aggregate import Aggregator
 from .build import RunFacts, build_report
 from .model import Device, Ending, Report, Site
-from .recording import SPY_DELAY, Recording, spy_facts
+from .recording import SPY_DELAY, Recording, block_facts, spy_facts
 
 __all__ = ["SPY_DELAY", "Recording", "facts_of", "monitor", "run_monitored", "spy_facts"]
 
@@ -103,12 +103,39 @@ def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
 FALLBACK = "the in-process recorder (ticks inside the program)"
 
 
-def _choose(auto: bool) -> Any:
-    """The collector of a block: :func:`.._observe.session.choose`'s, the in-process
-    recorder without the spy or the sampler (nothing then reads from outside)."""
+def _block(
+    interval: float,
+    probes: Sequence[str],
+    root: CodeType,
+    auto: bool = True,
+    spy: bool = True,
+    sampler: bool = True,
+) -> Any:
+    """The recording of a block, started: the observer where :func:`.._observe.session.
+    choose` takes it (``auto``), the in-process recorder otherwise (its first note says
+    why) or without the spy or the sampler (``auto`` False: nothing reads from outside).
+
+    :param spy: the in-process recorder's spy (see :class:`.recording.Recording`)
+    :param sampler: its time columns
+    :return: an object whose ``report(label, ending)`` stops it and makes the report
+    """
     from .._observe.session import Choice, choose
 
-    return choose() if auto else Choice(False)
+    choice = choose() if auto else Choice(False)
+    if choice.observer:
+        from .._memory.observed import root_key
+
+        return ObservedBlock(interval, probes, root_key(root))
+    agg = Aggregator()
+    recording = Recording(agg, interval, probes, spy, sampler, root_code=root)
+    recording.notes[:0] = [choice.note(FALLBACK)] if choice.why else []
+
+    class Recorded:
+        @staticmethod
+        def report(label: str, ending: Ending) -> Report:
+            return build_report(agg, facts_of(label, interval, ending, recording.finish()))
+
+    return Recorded()
 
 
 class ObservedBlock:
@@ -131,7 +158,7 @@ class ObservedBlock:
         self.spy = MemorySpy(os.getpid(), delay=max(interval, SPY_DELAY / 10), stacks=True,
                              probes=tuple(probes))  # fmt: skip
         self.t0 = time.monotonic()
-        self.cpu0 = _cpu()
+        self.cpu0 = os.times().user + os.times().system
 
     def report(self, label: str, ending: Ending) -> Report:
         """Stops the observer; the block's report.
@@ -144,18 +171,7 @@ class ObservedBlock:
         from .._sampling.aggregate import Aggregator
 
         result = self.spy.stop()
-        facts: dict[str, Any] = {
-            "wall": time.monotonic() - self.t0,
-            "cpu": _cpu() - self.cpu0,
-            "t0": self.t0,
-            "started": self.started,
-            "pid": os.getpid(),
-            "curves": [],
-            "devices": [],
-            "exact_peak": None,
-            "notes": [],
-            "threads": [],
-        }
+        facts = block_facts(self.t0, self.cpu0, self.started, ())
         doc = self.spy.observed
         agg = Aggregator()
         if doc is not None:
@@ -166,11 +182,6 @@ class ObservedBlock:
             facts["notes"].append(self.spy.stacks_note or "the observer read no stack")
         spy_facts(result, facts)
         return build_report(agg, facts_of(label, self.interval, ending, facts))
-
-
-def _cpu() -> float:
-    times = os.times()
-    return times.user + times.system
 
 
 class Monitored:
@@ -237,30 +248,14 @@ def monitor(
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
     ending = Ending("exit", 0, "the block ended")
-    choice = _choose(spy and sampler)
-    if choice.observer:
-        from .._memory.observed import root_key
-
-        block = ObservedBlock(interval, probes, root_key(caller.f_code))
-        try:
-            yield handle
-        except BaseException as e:
-            ending = Ending("exception", 1, f"the block raised {type(e).__name__}: {e}")
-            raise
-        finally:
-            handle.report = block.report(label, ending)
-        return
-    agg = Aggregator()
-    recording = Recording(agg, interval, probes, spy, sampler, root_frame=caller)
-    recording.notes[:0] = [choice.note(FALLBACK)] if choice.why else []
+    block = _block(interval, probes, caller.f_code, spy and sampler, spy, sampler)
     try:
         yield handle
     except BaseException as e:
         ending = Ending("exception", 1, f"the block raised {type(e).__name__}: {e}")
         raise
     finally:
-        facts = recording.finish()
-        handle.report = build_report(agg, facts_of(label, interval, ending, facts))
+        handle.report = block.report(label, ending)
 
 
 def run_monitored(
@@ -284,27 +279,14 @@ def run_monitored(
     :return: the report
     """
     ending = Ending("exit", 0, "the cell ended")
-    agg = Aggregator()
-    block = recording = None
-    choice = _choose(True)
-    if choice.observer:
-        from .._memory.observed import root_key
-
-        block = ObservedBlock(interval, probes, root_key(root_code))
-    else:
-        recording = Recording(agg, interval, probes, root_code=root_code)
-        recording.notes.insert(0, choice.note(FALLBACK))
+    block = _block(interval, probes, root_code)
     try:
         run()
     except BaseException as e:
         ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
         raise
     finally:
-        if block is not None:
-            report = block.report(label, ending)
-        else:
-            assert recording is not None
-            report = build_report(agg, facts_of(label, interval, ending, recording.finish()))
+        report = block.report(label, ending)
         if keep is not None:
             keep(report)
     return report
