@@ -100,11 +100,13 @@ class CommandRun:
     :param result: the spy's result, with the command's end merged in
     :param exit_code: the command's, in the shell's convention (128 + N when killed by N)
     :param forwarded: the signal forwarded to the command (SIGTERM, SIGHUP), None if none
+    :param end: how it ended (its wait status, its resource usage)
     """
 
     result: SpyResult
     exit_code: int
     forwarded: int | None = None
+    end: Any = None
 
 
 def spy_command(
@@ -148,7 +150,7 @@ def spy_command(
             result["max_rss"] = result["cpu"].max_peak
             result["ru_maxrss"] = last_peak
     assert child.exit is not None  # reaped above
-    return CommandRun(result, child.exit.code, supervisor.stopped)
+    return CommandRun(result, child.exit.code, supervisor.stopped, child.exit)
 
 
 def spy_process(spy: MemorySpy, during: During | None = None) -> SpyResult:

@@ -280,45 +280,36 @@ def _number(value: Any) -> float:
 
 def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> tuple[Report, int]:
     """Runs a command that is not Python code under the memory spy alone (its process
-    tree): the report has the curves, the exact peak, the CPU time and the ending, no
-    stacks.
+    tree, through :func:`.._memory.command.spy_command`): the report has the curves, the
+    exact peak, the CPU time and the ending, no stacks.
 
     :param argv: the command line
     :param name: its name in the report
     :param probes: device probes, by registry name
     :return: the report and the command's exit code (128 + N on signal N)
     """
+    from .._memory.command import spy_command
     from .._memory.spy import MemorySpy
-    from .._run.supervise import Supervisor
     from .build import build_report
     from .model import Ending
     from .session import facts_of
 
-    agg = Aggregator()
     started = time.monotonic()
-    notes = ["a command, not Python code: memory of its process tree, no stacks"]
-    spy: Any = None
-    with Supervisor(janitor=False) as supervisor:
-        # 127 or 126 and one line, as a shell, before anything runs.
-        child = supervisor.start(list(argv))
-        try:
-            spy = MemorySpy(child.pid, delay=0.01, include_children=True,
-                                  probes=tuple(probes))  # fmt: skip
-        except ProcessLookupError:  # it ended before the spy could read it
-            notes.append("the command ended before the spy could start")
-        ended = supervisor.wait(child)
+    def make_spy(pid: int) -> MemorySpy:
+        return MemorySpy(pid, delay=0.01, include_children=True, probes=tuple(probes))
+
+    ran = spy_command(list(argv), make_spy, children=True)
     facts: dict[str, Any] = {"t0": started, "wall": time.monotonic() - started}
-    if spy is not None:
-        _spy_facts(spy.stop(), agg, facts)
-    if ended.rusage is not None:
-        facts["cpu"] = ended.rusage.ru_utime + ended.rusage.ru_stime
-    status = ended.status
-    if os.WIFSIGNALED(status):
-        ending = ending_of_status(status)
+    agg = Aggregator()
+    _spy_facts(ran.result, agg, facts)
+    end = ran.end
+    if end.rusage is not None:
+        facts["cpu"] = end.rusage.ru_utime + end.rusage.ru_stime
+    if os.WIFSIGNALED(end.status):
+        ending = ending_of_status(end.status)
     else:
-        code = os.WEXITSTATUS(status)
-        ending = Ending("exit", code, f"exited with code {code}")
-    facts["notes"] = notes
+        ending = Ending("exit", end.code, f"exited with code {end.code}")
+    facts["notes"] = ["a command, not Python code: memory of its process tree, no stacks"]
     return build_report(agg, facts_of(name, 0.01, ending, facts)), ending.code
 
 
