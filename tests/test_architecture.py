@@ -275,6 +275,27 @@ def test_one_place_walks_frames() -> None:
     assert walkers <= FRAME_WALKERS, walkers - FRAME_WALKERS
 
 
+# The modules that start a process, and those that set a signal handler: the lists
+# docs/architecture.rst gives (a new one is a decision to write down there).
+STARTERS = {"_run/supervise.py", "_run/janitor.py", "_memory/spy.py", "_observe/verify.py",
+            "_results/environment.py", "_results/runner.py", "_count/valgrind.py"}  # fmt: skip
+HANDLERS = {"_run/signals.py", "_sampling/timer.py", "_memory/spy.py", "_report/runner.py",
+            "_report/child.py", "__main__.py"}  # fmt: skip
+_STARTS = re.compile(r"subprocess\.(?:Popen|run|call|check_output|check_call)\(|os\.fork\(|"
+                     r"os\.posix_spawn|os\.exec[lv]")  # fmt: skip
+
+
+def _calling(pattern: re.Pattern[str]) -> set[str]:
+    return {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+            if pattern.search(p.read_text(encoding="utf-8"))}  # fmt: skip
+
+
+def test_processes_start_and_signals_are_handled_in_the_places_the_map_names() -> None:
+    assert _calling(_STARTS) == STARTERS
+    assert _calling(re.compile(r"signal\.signal\(")) == HANDLERS
+    assert _STARTS.search("x = subprocess.Popen(argv)") and not _STARTS.search("Popen[bytes]")
+
+
 # --- the map (docs/architecture.rst): one described entry per module ---------------------
 
 DOC = ROOT / "docs" / "architecture.rst"
