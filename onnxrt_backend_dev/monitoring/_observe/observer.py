@@ -17,7 +17,6 @@ program's memory, signals or threads. It reads, it never writes.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -723,8 +722,3 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
             record.others[tid] = [thread_name(record.pid, tid) or f"thread {tid}", ns, ns]
         else:
             entry[2] = ns
-
-
-def own_pid() -> int:
-    """This process's id (tests replace it)."""
-    return os.getpid()

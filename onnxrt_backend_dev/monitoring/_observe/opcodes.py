@@ -139,15 +139,6 @@ def kind_of(name: str, family: str) -> int:
     return PYTHON if any(marker in name for marker in PYTHON_SPECIALISED) else found
 
 
-def is_native(name: str, family: str) -> bool:
-    """Whether a leaf frame on this instruction runs C code (a call or an operator).
-
-    :param name: the instruction's name (maybe a specialised form)
-    :param family: its generic form
-    """
-    return kind_of(name, family) != PYTHON
-
-
 def kinds(table: Mapping[int, tuple[str, str]]) -> bytes:
     """256 flags, one per instruction: what a leaf frame on it runs (:func:`kind_of`).
 

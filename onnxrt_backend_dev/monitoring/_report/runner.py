@@ -295,6 +295,7 @@ def run_command(argv: Sequence[str], name: str, probes: Sequence[str] = ()) -> t
     from .session import facts_of
 
     started = time.monotonic()
+
     def make_spy(pid: int) -> MemorySpy:
         return MemorySpy(pid, delay=0.01, include_children=True, probes=tuple(probes))
 

@@ -116,12 +116,3 @@ class Columns:
         :return: its ``runs`` figures
         """
         return values[i * self.runs : (i + 1) * self.runs]
-
-
-def run_count(data: Mapping[str, Any]) -> int:
-    """The number of runs of a checked profile payload, of either version.
-
-    :param data: the payload
-    :return: its runs
-    """
-    return len(data["runs"]) if "runs" in data else len(data["wall"])

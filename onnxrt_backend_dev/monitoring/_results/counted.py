@@ -236,20 +236,3 @@ def _median(xs: Sequence[float]) -> float:
     if not n:
         return 0.0
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-def refuse_mixed(kind: str, da: Mapping[str, Any], db: Mapping[str, Any]) -> None:
-    """Refuses a section where one side is counted and the other timed.
-
-    :param kind: the section (``timing``, ``profile``)
-    :param da: A's payload of that section
-    :param db: B's
-    :raises ResultFormatError: they differ
-    """
-    if kind == "timing":
-        a = {counter_of(s) for s in da.get("series", [])}
-        b = {counter_of(s) for s in db.get("series", [])}
-        if a != b:
-            check_same("the timings", next(iter(a), None), next(iter(b), None))
-    elif kind == "profile":
-        check_same("the profiles", counter_of(da), counter_of(db))

@@ -55,23 +55,6 @@ def timing_series(
     return series
 
 
-def timing_from_samples(
-    name: str, per_execution: Sequence[float], number: int, summary: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """A series from seconds per execution of batches of ``number`` executions (what
-    ``measure_interleaved`` returns).
-
-    :param name: the statement
-    :param per_execution: seconds per execution, one per batch
-    :param number: executions per batch
-    :param summary: the summary kept beside
-    :return: the series
-    """
-    return timing_series(
-        name, [x * number for x in per_execution], [number] * len(per_execution), summary
-    )
-
-
 def timing_data(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The payload of a timing result.
 

@@ -19,8 +19,7 @@ call: :func:`walk` (or :meth:`StackTable.intern_frame`) at each sample,
 from __future__ import annotations
 
 import bisect
-import sys
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Container, Iterator
 from types import CodeType, FrameType
 from typing import NamedTuple
 
@@ -301,17 +300,6 @@ class StackTable:
                 frames.append(frame)
             out.append(tuple(frames))
         return out
-
-
-def thread_frames(
-    current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
-) -> dict[int, FrameType]:
-    """The innermost frame of every Python thread now (``sys._current_frames``).
-
-    :param current_frames: the source (tests pass a fake)
-    :return: thread id -> frame
-    """
-    return current_frames()
 
 
 # What a tick spends walking and decoding: another sampler interrupting it leaves it out.
