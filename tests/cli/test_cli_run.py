@@ -417,7 +417,7 @@ import json, sys
 from onnxrt_backend_dev.monitoring._cli import dispatch
 parser, _ = dispatch.build_parser(load=["run"])
 from onnxrt_backend_dev.monitoring._report import runner
-from onnxrt_backend_dev.monitoring._cli import program
+from onnxrt_backend_dev.monitoring._run import program
 heavy = ["dataclasses", "statistics", "tempfile", "onnxrt_backend_dev.monitoring._results",
          "onnxrt_backend_dev.monitoring._report.build",
          "onnxrt_backend_dev.monitoring._report.model",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._report.child import Outcome
 from onnxrt_backend_dev.monitoring._report.runner import ending_of_status, run_recorded
 from onnxrt_backend_dev.monitoring._report.session import monitor
+from onnxrt_backend_dev.monitoring._run.program import Outcome
 from onnxrt_backend_dev.monitoring.memory_peak import register_probe
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -18,15 +18,23 @@ import types
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .common import EXIT_ERROR, EXIT_USAGE, CommandError, check_outputs, emit_text, save_output
+from .._run.program import as_main as _as_main
+from .._run.program import before_os_exit as _before_os_exit
+from .._run.program import exit_code as _exit_code
+from .._run.program import module_code as _module_code
+from .._run.program import report_raised
+from .._run.program import script_code as _script_code
+from .common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    CommandError,
+    check_outputs,
+    emit_text,
+    program_inputs,
+    save_output,
+)
 from .guard import Terminated, kept_output, terminating_signals
 from .profile_repeat import add_repeat_options, run_repeated, saves_sampled, wants_repeat
-from .program import as_main as _as_main
-from .program import before_os_exit as _before_os_exit
-from .program import exit_code as _exit_code
-from .program import module_code as _module_code
-from .program import program_inputs, report_raised
-from .program import script_code as _script_code
 from .save_result import add_save_options, check_save, save_profile
 
 _EPILOG = (

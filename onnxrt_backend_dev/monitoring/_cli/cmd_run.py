@@ -60,8 +60,7 @@ def _format(args: argparse.Namespace) -> str:
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
     from .._sampling.rates import check_interval
-    from .common import check_alloc_switch, refuse_ignored
-    from .program import program_inputs
+    from .common import check_alloc_switch, program_inputs, refuse_ignored
 
     try:
         check_interval(args.interval, "--interval", minimum=0.001)
@@ -277,7 +276,7 @@ class RunCommand:
 
     def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._report.runner import run_command, run_fresh
-        from .program import module_code, script_code
+        from .._run.program import module_code, script_code
         from .run_child import command_line
 
         _check(args)
@@ -326,9 +325,9 @@ class RunCommand:
     def _observed(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int | None:
         """Runs the program under the observer when it can run here (None otherwise:
         the in-process recorder runs, saying why)."""
+        from .._run.program import module_code, script_code
         from .profile_observed import program_argv
         from .profile_sampled import observer_reason
-        from .program import module_code, script_code
 
         inside = _inprocess_probes(args.probe)
         extra = f"--probe {inside[0]} reads counters inside the program" if inside else ""

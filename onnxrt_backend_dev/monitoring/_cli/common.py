@@ -363,3 +363,24 @@ def refuse_ignored(rules: Sequence[tuple[bool, str]]) -> None:
     for ignored, sentence in rules:
         if ignored:
             raise CommandError(sentence, EXIT_USAGE)
+
+
+def program_inputs(args: argparse.Namespace) -> list[str]:
+    """The files a command reads (the profiles shown, the program and its arguments), which
+    its outputs must not overwrite.
+
+    :param args: the parsed arguments of ``profile`` or ``run``
+    :return: the paths
+    """
+    if getattr(args, "files", None) is not None:
+        return list(args.files)
+    if args.module:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(args.module[0])
+        except (ImportError, ValueError):
+            spec = None  # reported when the module is run
+        return [*args.module[1:], *([spec.origin] if spec and spec.origin else [])]
+    target = args.target or ""
+    return [target, os.path.join(target, "__main__.py"), *args.args]

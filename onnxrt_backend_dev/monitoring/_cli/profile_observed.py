@@ -105,10 +105,10 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     from .._observe.build import to_profile
     from .._observe.launch import exit_code, observe_program, signal_ending
     from .._progress import LiveStatus
+    from .._run.program import module_code, script_code
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
     from .common import EXIT_USAGE, CommandError
-    from .program import module_code, script_code
 
     interval = check_sampled(args)
     fmt = helpers.resolve_format(args)

@@ -20,11 +20,11 @@ import sys
 import types
 from collections.abc import Sequence
 
-from .._report.child import Outcome, record
+from .._report.child import record
 from .._report.follow import follow_descendants
 from .._report.recording import resident
-from .guard import Terminated, terminating_signals
-from .program import as_main, exit_code, module_code, report_raised, script_code
+from .._run.program import Outcome, as_main, module_code, run_main, script_code
+from .guard import terminating_signals
 
 # sys.argv of ``python -c BOOT ROOT ...`` is ['-c', ROOT, ...]: ROOT (where this package
 # is) replaces the '' that -c puts first in sys.path, and the program's folder replaces
@@ -88,7 +88,7 @@ def program_of(
     """
     with terminating_signals() as signals, as_main(module, argv, path0):
         try:
-            outcome = _ended(code, module, name)
+            outcome = run_main(code, module, name, sys.stderr)
             # This process ends with os._exit, which skips them: the program's atexit
             # callbacks run here, as at the end of a plain run (files flushed, logging
             # shut down, multiprocessing's pools and semaphores finalized), timed.
@@ -96,24 +96,6 @@ def program_of(
             return outcome
         finally:
             signals.program_over()
-
-
-def _ended(code: types.CodeType, module: types.ModuleType, name: str) -> Outcome:
-    """Runs the program's code; how it ended (everything it raises caught)."""
-    try:
-        exec(code, module.__dict__)
-    except SystemExit as e:
-        rc = exit_code(e, sys.stderr)
-        return Outcome("exit", rc, f"exited with code {rc}")
-    except KeyboardInterrupt:
-        return Outcome("interrupted", 130, "interrupted (SIGINT)")
-    except Terminated as e:
-        return Outcome("signal", 128 + e.signum, f"stopped: {e}")
-    except BaseException as e:
-        report_raised(name, e, sys.stderr)
-        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        return Outcome("exception", 1, f"raised {what}")
-    return Outcome("exit", 0, "exited with code 0")
 
 
 def main(rss0: float) -> None:

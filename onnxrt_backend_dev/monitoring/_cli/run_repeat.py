@@ -28,7 +28,7 @@ _PACKAGE = __name__.rsplit(".", 2)[0]
 def main_of(args: argparse.Namespace) -> str | None:
     """The program's script as its code names it (``main`` of the saved result), None
     for a module or a command; refuses a missing script (exit 2) before any run."""
-    from .program import module_code, script_code
+    from .._run.program import module_code, script_code
 
     if args.module:
         module_code(args.module[0])  # a missing module is refused before the runs

@@ -64,7 +64,7 @@ def check_where_args(cmd: list[str], args: argparse.Namespace) -> None:
 
 
 def _program(cmd: list[str], args: argparse.Namespace) -> tuple[Any, Any, list[str], str, str]:
-    from .program import module_code, script_code
+    from .._run.program import module_code, script_code
 
     if args.module:
         code, module, argv, path0 = module_code(args.module[0])
@@ -91,8 +91,8 @@ def run_where(
     :return: the spy's result, the exit code, what was spied on
     """
     from .._memory.spy import MemorySpy
+    from .._run.program import as_main, before_os_exit
     from .guard import terminating_signals
-    from .program import as_main, before_os_exit
 
     code, module, argv, path0, what = _program(cmd, args)
     name = os.path.basename(argv[0])
@@ -160,7 +160,7 @@ def _ending(name: str, received: list[int], failure: BaseException | None, err: 
     import signal
 
     from .._errors import Terminated
-    from .program import exit_code, report_raised
+    from .._run.program import exit_code, report_raised
 
     ending = [s for s in received if s != signal.SIGINT]
     if ending:

@@ -17,25 +17,13 @@ import os
 import signal
 from collections.abc import Callable
 from types import CodeType
-from typing import Any, NamedTuple
+from typing import Any
 
+from .._run.program import Outcome
 from .recording import Recording
 from .stream import StreamSink
 
 END_TIMEOUT = 5.0  # seconds to hand the end message over
-
-
-class Outcome(NamedTuple):
-    """What the program's function returns in the child: how it ended.
-
-    :param kind: see :class:`.model.Ending`
-    :param code: the exit code
-    :param detail: one sentence
-    """
-
-    kind: str
-    code: int
-    detail: str
 
 
 INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"

@@ -26,8 +26,8 @@ from .._sampling.aggregate import Aggregator
 from .stream import StreamReader
 
 if TYPE_CHECKING:
+    from .._run.program import Outcome
     from .._run.supervise import Child, Exit, Supervisor
-    from .child import Outcome
     from .model import Ending, Report
 
 # What the child runs (.child, .recording: the recorder and the sampler) and the report's

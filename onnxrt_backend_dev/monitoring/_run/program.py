@@ -1,8 +1,8 @@
 """Running a Python program in this process, as ``python script.py`` or ``python -m
-module`` would: its code, its ``__main__`` module, ``sys.argv`` and ``sys.path[0]``, its
-exit code; used by ``profile``, ``spy --where`` and the child of ``run`` (a fresh
-interpreter whose every import counts in the program's memory: the command's machinery,
-``common`` and its ``argparse``, is imported only to report a usage error)."""
+module`` would: its code, its ``__main__`` module, ``sys.argv`` and ``sys.path[0]``, how it
+ended; the one program's side of ``profile`` and ``spy --where`` (the program runs in the
+command), of ``run``'s child and of the sampled runs' child (fresh interpreters whose
+every import counts in the program's memory: only the standard library here)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,14 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import NamedTuple, NoReturn, TextIO
 
-if TYPE_CHECKING:
-    import argparse
-
-    from .common import CommandError
+from .._errors import CommandError, Terminated
 
 
 def _usage(message: str) -> CommandError:
     """A usage error (exit 2)."""
-    from .common import EXIT_USAGE, CommandError
-
-    return CommandError(message, EXIT_USAGE)
+    return CommandError(message, 2)
 
 
 @contextmanager
@@ -146,22 +141,40 @@ def report_raised(name: str, failure: BaseException, err: TextIO) -> int:
     return 1
 
 
-def program_inputs(args: argparse.Namespace) -> list[str]:
-    """The files a command reads (the profiles shown, the program and its arguments), which
-    its outputs must not overwrite.
+class Outcome(NamedTuple):
+    """How a program run as ``__main__`` ended.
 
-    :param args: the parsed arguments of ``profile`` or ``run``
-    :return: the paths
+    :param kind: ``exit``, ``interrupted``, ``signal`` or ``exception``
+    :param code: the exit code
+    :param detail: one sentence
     """
-    if getattr(args, "files", None) is not None:
-        return list(args.files)
-    if args.module:
-        import importlib.util
 
-        try:
-            spec = importlib.util.find_spec(args.module[0])
-        except (ImportError, ValueError):
-            spec = None  # reported when the module is run
-        return [*args.module[1:], *([spec.origin] if spec and spec.origin else [])]
-    target = args.target or ""
-    return [target, os.path.join(target, "__main__.py"), *args.args]
+    kind: str
+    code: int
+    detail: str
+
+
+def run_main(code: types.CodeType, module: types.ModuleType, name: str, err: TextIO) -> Outcome:
+    """Runs a program's code in its ``__main__`` module (installed by :func:`as_main`),
+    every way it can end caught: its exception's traceback is written to ``err``.
+
+    :param code: its code
+    :param module: its ``__main__`` module
+    :param name: its name in error messages
+    :param err: where its traceback goes
+    :return: how it ended
+    """
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as e:
+        rc = exit_code(e, err)
+        return Outcome("exit", rc, f"exited with code {rc}")
+    except KeyboardInterrupt:
+        return Outcome("interrupted", 130, "interrupted (SIGINT)")
+    except Terminated as e:
+        return Outcome("signal", 128 + e.signum, f"stopped: {e}")
+    except BaseException as e:
+        report_raised(name, e, err)
+        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        return Outcome("exception", 1, f"raised {what}")
+    return Outcome("exit", 0, "exited with code 0")
