@@ -12,17 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
-import time
 import types
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .._run.program import as_main as _as_main
-from .._run.program import before_os_exit as _before_os_exit
-from .._run.program import exit_code as _exit_code
 from .._run.program import module_code as _module_code
-from .._run.program import report_raised
 from .._run.program import script_code as _script_code
 from .common import (
     EXIT_ERROR,
@@ -33,7 +27,6 @@ from .common import (
     program_inputs,
     save_output,
 )
-from .guard import Terminated, kept_output, terminating_signals
 from .profile_repeat import add_repeat_options, run_repeated, saves_sampled, wants_repeat
 from .save_result import add_save_options, check_save, save_profile
 
@@ -246,44 +239,6 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> boo
     return True
 
 
-def _on_os_exit(
-    pr: Any, name: str, args: argparse.Namespace, out: TextIO, err: TextIO
-) -> Callable[[int], None]:
-    """What to do when the profiled program calls ``os._exit``: write the profile if
-    called from the profiled thread, say clearly that it was not otherwise.
-
-    :param pr: the running ``cProfile.Profile``
-    :param name: the program's name, for the messages
-    :param args: the parsed options
-    :param out: the output stream
-    :param err: the error stream
-    :return: the callback for :func:`_before_os_exit`
-    """
-    from pstats import Stats
-
-    ident = threading.get_ident()
-
-    def callback(code: int) -> None:
-        try:
-            if threading.get_ident() != ident:
-                err.write(
-                    f"error: {name} called os._exit({code}) from a thread: "
-                    "the profile was not written\n"
-                )
-                return
-            pr.disable()
-            try:
-                _emit(Stats(pr), args, out, err)
-            except CommandError as e:  # os._exit would swallow it: say where it went
-                err.write(f"error: {e}\n")
-            err.write(f"{name} exited with os._exit({code})\n")
-        finally:
-            out.flush()  # os._exit flushes nothing
-            err.flush()
-
-    return callback
-
-
 def _run_in_process(profile: Callable[..., int], args: argparse.Namespace, out: TextIO,
                     err: TextIO) -> int:  # fmt: skip
     """Runs the script or the module in this process under ``profile``."""
@@ -426,9 +381,7 @@ class ProfileCommand:
     def _helpers() -> Any:
         from .profile_sampled import RunHelpers
 
-        return RunHelpers(
-            _as_main, _before_os_exit, _exit_code, report_raised, _resolve_format, _can_encode
-        )
+        return RunHelpers(_resolve_format, _can_encode)
 
     def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._profiling.load import ProfileFormatError, load_stats_object
@@ -463,8 +416,8 @@ class ProfileCommand:
             raise CommandError(f"cannot read profile {e.filename!r}: {e.strerror}") from e
         return 0 if _emit(stats, sargs, out, err) else EXIT_ERROR
 
+    @staticmethod
     def _profile(
-        self,
         code: types.CodeType,
         module: types.ModuleType,
         argv: list[str],
@@ -473,53 +426,33 @@ class ProfileCommand:
         out: TextIO,
         err: TextIO,
     ) -> int:
+        """Runs the program under cProfile (see :func:`.profile_sampled.run_profiled`)."""
         import cProfile
         from pstats import Stats
 
-        from .._format import format_duration
-        from .._progress import LiveStatus
         from ..profiling import check_no_profiler_active
+        from .profile_sampled import run_profiled
 
         _resolve_format(args)  # a usage error is reported before the program runs
         check_no_profiler_active()
-        name = os.path.basename(argv[0])
-        start = time.perf_counter()
-        status = LiveStatus(
-            err,
-            lambda: f"profiling {name}: {format_duration(time.perf_counter() - start)}",
-            enabled=False if args.quiet else None,
-        )
         pr = cProfile.Profile()
-        failure: BaseException | None = None
-        on_exit = _on_os_exit(pr, name, args, out, err)
-        # The profile is delivered even if the program closes sys.stdout or the command
-        # receives SIGTERM or SIGHUP (then exits with 128 + signum).
-        with kept_output(out) as kept, terminating_signals(interrupts=True) as signals:
-            with status, _as_main(module, argv, path0), _before_os_exit(on_exit):
+
+        class Profiler:
+            @staticmethod
+            def start(skip_outer: int) -> None:
                 pr.enable()
-                try:
-                    exec(code, module.__dict__)
-                except BaseException as e:  # handled below, with the profiler off
-                    failure = e
-                finally:
-                    pr.disable()
-                    signals.program_over()
-            rc = _exit_code(failure, err) if isinstance(failure, SystemExit) else 0
-            failure = None if isinstance(failure, SystemExit) else failure
-            with kept.stream(err) as stream:
-                shown = _emit(Stats(pr), args, stream, err)
-            save_profile(args, Stats(pr))
-        if isinstance(failure, KeyboardInterrupt):
-            raise failure
-        if signals.exit_code is not None:
-            why = failure if isinstance(failure, Terminated) else Terminated(signals.received[0])
-            err.write(f"{name} {why}\n")
-            return signals.exit_code
-        if failure is not None:
-            return report_raised(name, failure, err)
-        if rc and not args.quiet:
-            err.write(f"{name} exited with code {rc}\n")
-        return rc if rc or shown else EXIT_ERROR
+
+            @staticmethod
+            def stop() -> Stats:
+                pr.disable()
+                return Stats(pr)
+
+        def emit(stats: Stats, stream: TextIO) -> bool:
+            shown = _emit(stats, args, stream, err)
+            save_profile(args, stats)
+            return shown
+
+        return run_profiled(code, module, argv, path0, args, out, err, Profiler, emit)
 
 
 COMMAND = ProfileCommand()

@@ -15,28 +15,20 @@ import types
 from collections.abc import Callable
 from typing import Any, NamedTuple, TextIO
 
-from .common import EXIT_USAGE, CommandError, emit_text
+from .common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_text
 from .guard import Terminated, kept_output, terminating_signals
 
 SAMPLED_FORMATS = ("text", "json", "html", "speedscope", "collapsed")
 
 
 class RunHelpers(NamedTuple):
-    """What ``profile`` already has to run a program and report it, given by
-    :mod:`.cmd_profile` (passed, not imported: the command imports this module).
+    """What ``profile`` has to report a program, given by :mod:`.cmd_profile` (passed,
+    not imported: the command imports this module).
 
-    :param as_main: installs the program as ``__main__`` (context manager)
-    :param before_os_exit: calls a callback when the program calls ``os._exit``
-    :param exit_code: the exit code of a ``SystemExit``
-    :param report_raised: reports the program's exception, returns 1
     :param resolve_format: the output format from ``--format`` and ``-o``
     :param can_encode: whether a stream can write some text
     """
 
-    as_main: Callable[..., Any]
-    before_os_exit: Callable[..., Any]
-    exit_code: Callable[..., int]
-    report_raised: Callable[..., int]
     resolve_format: Callable[[argparse.Namespace], str]
     can_encode: Callable[[Any, str], bool]
 
@@ -252,30 +244,61 @@ def run_sampled(
     err: TextIO,
     helpers: RunHelpers,
 ) -> int:
-    """Runs the program under the sampler and writes its profile.
+    """Runs the program under the sampler and writes its profile (see :func:`run_profiled`).
+
+    :param helpers: the command's helpers
+    :return: the exit code
+    """
+    interval = check_sampled(args)
+    fmt = helpers.resolve_format(args)
+    if fmt not in SAMPLED_FORMATS:
+        raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
+    import os
+
+    sampler = _in_process_sampler(interval, args, os.path.basename(argv[0]))
+
+    def emit(result: Any, stream: TextIO) -> bool:
+        _emit(result, args, stream, err, helpers)
+        return True
+
+    return run_profiled(code, module, argv, path0, args, out, err, sampler, emit)
+
+
+def run_profiled(
+    code: types.CodeType,
+    module: types.ModuleType,
+    argv: list[str],
+    path0: str,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    profiler: Any,
+    emit: Callable[[Any, TextIO], bool],
+) -> int:
+    """Runs the program in this process under a profiler (the sampler, cProfile) and
+    delivers its profile whatever happens: an exception (reported), ``os._exit`` (from
+    the program's thread), a closed stdout, SIGTERM or SIGHUP (128 + N).
 
     :param code: the program's code
     :param module: its ``__main__`` module
     :param argv: its ``sys.argv``
     :param path0: its ``sys.path[0]``
-    :param args: the parsed options
+    :param args: the parsed options (``quiet``)
     :param out: the output stream
     :param err: the error stream
-    :param helpers: the command's helpers
+    :param profiler: ``start(skip_outer)`` (the frames above the program's to leave out)
+        and ``stop()`` (the profile; again: the same)
+    :param emit: writes a profile to a stream, False when it could not be written
     :return: the exit code
     """
     import os
 
     from .._format import format_duration
     from .._progress import LiveStatus
+    from .._run.program import as_main, before_os_exit, exit_code, report_raised
     from .._sampling.frames import depth
 
-    interval = check_sampled(args)
-    fmt = helpers.resolve_format(args)
-    if fmt not in SAMPLED_FORMATS:
-        raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
     name = os.path.basename(argv[0])
-    sampler = _in_process_sampler(interval, args, name)
     start = time.perf_counter()
     status = LiveStatus(
         err,
@@ -284,37 +307,37 @@ def run_sampled(
     )
     ident = threading.get_ident()
 
-    def on_os_exit(exit_code: int) -> None:
+    def on_os_exit(code: int) -> None:
         try:
             if threading.get_ident() != ident:
-                err.write(f"error: {name} called os._exit({exit_code}) from a thread: "
+                err.write(f"error: {name} called os._exit({code}) from a thread: "
                           "the profile was not written\n")  # fmt: skip
                 return
             try:
-                _emit(sampler.stop(), args, out, err, helpers)
+                emit(profiler.stop(), out)
             except CommandError as e:  # os._exit would swallow it: say where it went
                 err.write(f"error: {e}\n")
-            err.write(f"{name} exited with os._exit({exit_code})\n")
+            err.write(f"{name} exited with os._exit({code})\n")
         finally:
-            out.flush()
+            out.flush()  # os._exit flushes nothing
             err.flush()
 
     failure: BaseException | None = None
     with kept_output(out) as kept, terminating_signals(interrupts=True) as signals:
-        with status, helpers.as_main(module, argv, path0), helpers.before_os_exit(on_os_exit):
+        with status, as_main(module, argv, path0), before_os_exit(on_os_exit):
             # The root of the main thread's tree is the program's <module>.
-            sampler.start(skip_outer=depth(sys._getframe()))
+            profiler.start(depth(sys._getframe()))
             try:
                 exec(code, module.__dict__)
-            except BaseException as e:  # handled below, with the sampler stopped
+            except BaseException as e:  # handled below, with the profiler stopped
                 failure = e
             finally:
-                result = sampler.stop()
+                result = profiler.stop()
                 signals.program_over()
-        rc = helpers.exit_code(failure, err) if isinstance(failure, SystemExit) else 0
+        rc = exit_code(failure, err) if isinstance(failure, SystemExit) else 0
         failure = None if isinstance(failure, SystemExit) else failure
         with kept.stream(err) as stream:
-            _emit(result, args, stream, err, helpers)
+            shown = emit(result, stream)
     if isinstance(failure, KeyboardInterrupt):
         raise failure
     if signals.exit_code is not None:
@@ -322,7 +345,7 @@ def run_sampled(
         err.write(f"{name} {why}\n")
         return signals.exit_code
     if failure is not None:
-        return helpers.report_raised(name, failure, err)
+        return report_raised(name, failure, err)
     if rc and not args.quiet:
         err.write(f"{name} exited with code {rc}\n")
-    return rc
+    return rc if rc or shown else EXIT_ERROR
