@@ -83,3 +83,20 @@ class LiveStatus:
             if self._width:
                 self.stream.write("\r" + " " * self._width + "\r")
                 self.stream.flush()
+
+
+def elapsed_status(stream: TextIO, what: str, quiet: bool) -> LiveStatus:
+    """``WHAT: 1.23 s``, the time since now, redrawn on a terminal (never with ``quiet``).
+
+    :param stream: where to draw
+    :param what: what runs (``profiling script.py``)
+    :param quiet: draw nothing
+    :return: the status, to enter
+    """
+    import time
+
+    from ._format import format_duration
+
+    start = time.perf_counter()
+    return LiveStatus(stream, lambda: f"{what}: {format_duration(time.perf_counter() - start)}",
+                      enabled=False if quiet else None)  # fmt: skip

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from typing import TextIO
 
 from .profile_sampled import SAMPLED_FORMATS, RunHelpers, check_sampled
@@ -101,10 +100,9 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     :param helpers: the command's helpers
     :return: the program's exit code (128 + N on signal N)
     """
-    from .._format import format_duration
     from .._observe.build import to_profile
     from .._observe.launch import exit_code, observe_program, signal_ending
-    from .._progress import LiveStatus
+    from .._progress import elapsed_status
     from .._run.program import module_code, script_code
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
@@ -119,12 +117,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     _ = module_code(args.module[0]) if args.module else script_code(args.target)
     argv = program_argv(args)
     name = os.path.basename(args.module[0] if args.module else args.target)
-    start = time.perf_counter()
-    status = LiveStatus(
-        err,
-        lambda: f"profiling {name}: {format_duration(time.perf_counter() - start)}",
-        enabled=False if args.quiet else None,
-    )
+    status = elapsed_status(err, f"profiling {name}", args.quiet)
     with status:
         try:
             run = observe_program(argv, interval, Aggregator())

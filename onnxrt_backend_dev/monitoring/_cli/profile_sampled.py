@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-import time
 import types
 from collections.abc import Callable
 from typing import Any, NamedTuple, TextIO
@@ -293,18 +292,12 @@ def run_profiled(
     """
     import os
 
-    from .._format import format_duration
-    from .._progress import LiveStatus
+    from .._progress import elapsed_status
     from .._run.program import as_main, before_os_exit, exit_code, report_raised
     from .._sampling.frames import depth
 
     name = os.path.basename(argv[0])
-    start = time.perf_counter()
-    status = LiveStatus(
-        err,
-        lambda: f"profiling {name}: {format_duration(time.perf_counter() - start)}",
-        enabled=False if args.quiet else None,
-    )
+    status = elapsed_status(err, f"profiling {name}", args.quiet)
     ident = threading.get_ident()
 
     def on_os_exit(code: int) -> None:

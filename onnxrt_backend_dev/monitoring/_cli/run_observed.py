@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -40,11 +39,10 @@ def run_observed(
     :param emit: writes the report
     :return: the program's exit code (128 + N on signal N)
     """
-    from .._format import format_duration
     from .._memory.devices import DeviceSampler
     from .._observe.launch import observe_program
     from .._observe.session import follower
-    from .._progress import LiveStatus
+    from .._progress import elapsed_status
     from .._report.observed import observed_report
     from .._sampling.aggregate import Aggregator
     from .profile_observed import observer_notes
@@ -55,12 +53,7 @@ def run_observed(
             devices = DeviceSampler(args.probe)
         except Exception as e:
             raise CommandError(f"--probe: {e}") from e
-    start = time.perf_counter()
-    status = LiveStatus(
-        err,
-        lambda: f"running {name}: {format_duration(time.perf_counter() - start)}",
-        enabled=False if args.quiet else None,
-    )
+    status = elapsed_status(err, f"running {name}", args.quiet)
     floor = _own_rss()
     alloc = alloc_plan(args, argv)
     with status:
