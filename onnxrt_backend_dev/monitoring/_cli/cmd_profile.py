@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import types
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -244,11 +243,11 @@ def _run_in_process(profile: Callable[..., int], args: argparse.Namespace, out: 
     """Runs the script or the module in this process under ``profile``."""
     if args.module:
         code, module, argv, path0 = _module_code(args.module[0])
-        return profile(code, module, argv + args.module[1:], path0, args, out, err)
+        return profile((code, module, argv + args.module[1:], path0), args, out, err)
     if args.target is None:
         raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
     code, module, argv, path0 = _script_code(args.target)
-    return profile(code, module, argv + args.args, path0, args, out, err)
+    return profile((code, module, argv + args.args, path0), args, out, err)
 
 
 class ProfileCommand:
@@ -417,16 +416,9 @@ class ProfileCommand:
         return 0 if _emit(stats, sargs, out, err) else EXIT_ERROR
 
     @staticmethod
-    def _profile(
-        code: types.CodeType,
-        module: types.ModuleType,
-        argv: list[str],
-        path0: str,
-        args: argparse.Namespace,
-        out: TextIO,
-        err: TextIO,
-    ) -> int:
-        """Runs the program under cProfile (see :func:`.profile_sampled.run_profiled`)."""
+    def _profile(program: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        """Runs the program (a :data:`.profile_sampled.Program`) under cProfile (see
+        :func:`.profile_sampled.run_profiled`)."""
         import cProfile
         from pstats import Stats
 
@@ -452,7 +444,7 @@ class ProfileCommand:
             save_profile(args, stats)
             return shown
 
-        return run_profiled(code, module, argv, path0, args, out, err, Profiler, emit)
+        return run_profiled(program, args, out, err, Profiler, emit)
 
 
 COMMAND = ProfileCommand()

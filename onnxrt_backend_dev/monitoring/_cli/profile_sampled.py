@@ -20,6 +20,10 @@ from .guard import Terminated, kept_output, terminating_signals
 SAMPLED_FORMATS = ("text", "json", "html", "speedscope", "collapsed")
 
 
+# A program to run: its code, its ``__main__`` module, its ``sys.argv``, its ``sys.path[0]``.
+Program = tuple[types.CodeType, types.ModuleType, list[str], str]
+
+
 class RunHelpers(NamedTuple):
     """What ``profile`` has to report a program, given by :mod:`.cmd_profile` (passed,
     not imported: the command imports this module).
@@ -234,14 +238,7 @@ def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) ->
 
 
 def run_sampled(
-    code: types.CodeType,
-    module: types.ModuleType,
-    argv: list[str],
-    path0: str,
-    args: argparse.Namespace,
-    out: TextIO,
-    err: TextIO,
-    helpers: RunHelpers,
+    program: Program, args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers
 ) -> int:
     """Runs the program under the sampler and writes its profile (see :func:`run_profiled`).
 
@@ -254,20 +251,17 @@ def run_sampled(
         raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
     import os
 
-    sampler = _in_process_sampler(interval, args, os.path.basename(argv[0]))
+    sampler = _in_process_sampler(interval, args, os.path.basename(program[2][0]))
 
     def emit(result: Any, stream: TextIO) -> bool:
         _emit(result, args, stream, err, helpers)
         return True
 
-    return run_profiled(code, module, argv, path0, args, out, err, sampler, emit)
+    return run_profiled(program, args, out, err, sampler, emit)
 
 
 def run_profiled(
-    code: types.CodeType,
-    module: types.ModuleType,
-    argv: list[str],
-    path0: str,
+    program: Program,
     args: argparse.Namespace,
     out: TextIO,
     err: TextIO,
@@ -278,10 +272,7 @@ def run_profiled(
     delivers its profile whatever happens: an exception (reported), ``os._exit`` (from
     the program's thread), a closed stdout, SIGTERM or SIGHUP (128 + N).
 
-    :param code: the program's code
-    :param module: its ``__main__`` module
-    :param argv: its ``sys.argv``
-    :param path0: its ``sys.path[0]``
+    :param program: its code, its ``__main__`` module, ``sys.argv`` and ``sys.path[0]``
     :param args: the parsed options (``quiet``)
     :param out: the output stream
     :param err: the error stream
@@ -296,6 +287,7 @@ def run_profiled(
     from .._run.program import as_main, before_os_exit, exit_code, report_raised
     from .._sampling.frames import depth
 
+    code, module, argv, path0 = program
     name = os.path.basename(argv[0])
     status = elapsed_status(err, f"profiling {name}", args.quiet)
     ident = threading.get_ident()
