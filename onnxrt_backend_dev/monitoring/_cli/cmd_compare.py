@@ -330,8 +330,8 @@ class CompareCommand:
     @staticmethod
     def _check(args: argparse.Namespace) -> dict[str, float]:
         """Every option checked before any work (exit 2, one line)."""
+        _check_counter(args)  # the options first: nothing looked at before they are right
         _check_sources(args)
-        _check_counter(args)
         _check_numbers(args)
         settings = {
             "fail_above": parse_percent("--fail-above", args.fail_above),
