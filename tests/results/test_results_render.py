@@ -39,12 +39,13 @@ def test_text_opens_with_the_verdict_and_lists_the_changes_first() -> None:
     assert "f_007 (prog.py:71)" in lines[0]
     start = next(i for i, line in enumerate(lines) if line.startswith("functions"))
     rows = [line for line in lines[start:] if "prog.py" in line]
-    # AND the two listed functions come first, starred, in the '+x % ± y' form
+    # AND the two listed functions come first, starred, their intervals as bounds (the
+    # intervals of ratios are not symmetric)
     assert {"f_007", "f_009"} == {rows[0].split()[-3], rows[1].split()[-3]}
     worse = next(r for r in rows if "f_007" in r)
-    assert re.search(r"\+\d+\.\d % ± \d+\.\d  \*", worse) and "[worse]" in worse
+    assert re.search(r"\+\d+\.\d % \[\+\d+\.\d, \+\d+\.\d\]  \*", worse) and "[worse]" in worse
     better = next(r for r in rows if "f_009" in r)
-    assert re.search(r"-\d+\.\d % ± \d+\.\d  \*", better) and "[better]" in better
+    assert re.search(r"-\d+\.\d % \[-\d+\.\d, -\d+\.\d\]  \*", better) and "[better]" in better
     # AND --top holds: 5 function rows, the rest folded into one line saying why
     assert len(rows) == 5
     assert re.search(r"\.\.\. 45 more functions: 45 not significant; none significant", text)
@@ -54,7 +55,9 @@ def test_text_names_where_the_change_starts() -> None:
     text = render.to_text(_shared(), top=4)
     lines = text.splitlines()
     assert "f07 → spin" in lines[0]
-    start = lines.index("where the changes start (inclusive time of each call path):")
+    start = lines.index(
+        "where the changes start (inclusive time of each call path, B at A's run speed):"
+    )
     assert "f07 → spin" in lines[start + 2] and "*" in lines[start + 2]
     assert "(prog.py:" in lines[start + 2]
 

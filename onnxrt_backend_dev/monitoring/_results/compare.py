@@ -29,7 +29,7 @@ from .._errors import ResultFormatError
 from .._gc import gc_paused
 from .._stats.multiple import holm
 from .._validate import check_number
-from .change import WORSE, Change, Settings
+from .change import EXPLAINED, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
 from .decide import REGRESSED, UNDECIDED, gate
 from .diff import MIN_CHANGE, MIN_SHARE, headline_change, profile_changes
 from .tables import side_table
@@ -159,43 +159,62 @@ class ResultComparison:
         """
         found = self.regressions(above)
         if found:
+            findings = _one_per_function(found)
             # Where a change starts first (it names the code), then the whole run's figures.
-            named = sorted(found, key=lambda c: (c.file is None, -c.impact))
+            named = sorted(findings, key=lambda c: (c.file is None, -c.impact))
             listed = "; ".join(
                 f"{label(c)} {_pct(c)}" + (" (weaker evidence)" if c.weaker else "")
                 for c in named[:3]
             )
-            more = f"; {len(found) - 3} more" if len(found) > 3 else ""
+            more = f"; {len(findings) - 3} more" if len(findings) > 3 else ""
             return Verdict(
                 REGRESSED, EXIT_REGRESSED,
-                f"B is worse: {len(found)} significant regression(s) above "
+                f"B is worse: {len(findings)} significant regression(s) above "
                 f"{_threshold(above)}: {listed}{more}",
                 tuple(found),
             )  # fmt: skip
-        undecided = []
-        for c in self.headlines():
-            state, runs = gate(_decision_of(c), above, self.alpha)
-            if state == UNDECIDED:
-                undecided.append((c, runs))
+        undecided = self._undecided(above)
         if undecided:
-            c, runs = undecided[0]
+            c, runs, why = undecided[0]
             more = f"; about {runs} runs a side would decide it" if runs else ""
             return Verdict(
                 UNDECIDED, EXIT_UNDECIDED,
-                f"undecided: {label(c)} {_pct(c)} is above {_threshold(above)} but the "
-                f"evidence cannot decide it ({c.note or 'not significant'}){more}",
+                f"undecided: {label(c)} {_pct(c)} may be above {_threshold(above)}: the "
+                f"evidence cannot decide it ({why}){more}",
                 (), tuple(u[0] for u in undecided), runs,
             )  # fmt: skip
         return Verdict("unchanged", EXIT_PASS, self._pass_text(above))
 
+    def _undecided(self, above: float) -> list[tuple[Change, int | None, str]]:
+        """The figures the evidence cannot decide at the threshold: a headline figure
+        whose interval reaches above it (or, untested, whose estimate is above it); a
+        function or path above it, significant on its own but not once corrected for
+        the family (see :func:`suggestive`)."""
+        out = []
+        for c in self.headlines():
+            state, runs = gate(_decision_of(c), above, self.alpha)
+            if state == UNDECIDED:
+                why = c.note or (
+                    "its interval reaches above the threshold"
+                    if c.change is not None and c.change <= above
+                    else "not significant"
+                )
+                out.append((c, runs, why))
+        # A path first: it names the caller (f07 → spin).
+        for c in sorted(self.ordered(), key=lambda c: c.figure != PATH):
+            if c.file is not None and suggestive(c, above, self.alpha):
+                out.append((c, None, f"p = {c.p_value:.2g} alone, {c.p_adjusted:.2g} once "
+                           "corrected for the figures compared"))  # fmt: skip
+        return out
+
     def _pass_text(self, above: float) -> str:
-        better = [c for c in self.ordered() if c.verdict == "better"]
-        worse = [c for c in self.ordered() if c.verdict == WORSE]
+        better = _one_per_function([c for c in self.ordered() if c.verdict == "better"])
+        worse = _one_per_function([c for c in self.ordered() if c.verdict == WORSE])
         heads = "; ".join(f"{label(c)} {_pct(c)}" for c in self.headlines()[:2])
         text = f"no significant regression above {_threshold(above)}"
         text += f" ({heads})" if heads else ""
         if worse:
-            text += f"; {len(worse)} worse below it"
+            text += f"; {len(worse)} significantly worse below it"
         if better:
             text += f"; {len(better)} better"
         return text
@@ -228,9 +247,46 @@ def _threshold(above: float) -> str:
     return f"{above * 100:g} %"
 
 
+def suggestive(c: Change, above: float, alpha: float) -> bool:
+    """Whether a function's or path's figure is above the threshold with evidence that
+    does not decide it: tested, significant on its own (p < ``alpha``) but not once
+    corrected for the family (a change where a change only runs through is not one).
+
+    :param c: the change
+    :param above: the threshold, a fraction
+    :param alpha: the level
+    :return: True when the gate must say undecided for it
+    """
+    return (
+        c.tested
+        and not c.note  # not a figure shown with the test of another it is the same as
+        and not c.significant
+        and c.role != EXPLAINED
+        and c.figure in (OWN, INCLUSIVE, PATH)
+        and c.change is not None
+        and c.change > above
+        and c.p_value is not None
+        and c.p_value < alpha
+        and c.p_adjusted is not None
+    )
+
+
+def _one_per_function(changes: Sequence[Change]) -> list[Change]:
+    """One finding per function: its own time, its inclusive time and the paths ending
+    at it are one regression (``b`` and ``main → b``), shown by the first (a path where
+    a change starts before the function's own time: it names the caller)."""
+    seen: dict[Any, Change] = {}
+    for c in sorted(changes, key=lambda c: (c.figure != PATH, c.figure != OWN)):
+        key = (c.file, c.line, c.function) if c.file is not None else (c.function, c.figure)
+        seen.setdefault(key, c)
+    kept = {id(c) for c in seen.values()}
+    return [c for c in changes if id(c) in kept]
+
+
 def format_change(c: Change) -> str:
-    """``+12.3 % ± 2.1`` (the interval's half width in points), ``+12.3 %`` untested,
-    ``new`` for a figure only in B.
+    """``+12.3 % ± 2.1`` (the interval's half width in points) when the interval is
+    symmetric about the change, ``+12.3 % [+4.0, +21.9]`` (its bounds in %) otherwise,
+    ``+12.3 %`` untested, ``new`` for a figure only in B.
 
     :param c: the change
     :return: the text
@@ -239,7 +295,11 @@ def format_change(c: Change) -> str:
         return "new" if c.note == "only in B" else "n/a"
     text = f"{c.change * 100:+.1f} %"
     if c.tested and c.ci_low is not None and c.ci_high is not None:
-        text += f" ± {(c.ci_high - c.ci_low) * 50:.1f}"
+        below, above = f"{(c.change - c.ci_low) * 100:.1f}", f"{(c.ci_high - c.change) * 100:.1f}"
+        if below == above:
+            text += f" ± {below}"
+        else:
+            text += f" [{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]"
     return text
 
 
