@@ -334,3 +334,30 @@ def test_timings_of_different_clocks_are_refused() -> None:
     b["data"]["series"][0]["summary"]["clock"] = "cpu"
     with pytest.raises(ResultFormatError, match="wall clock in A and the cpu clock in B"):
         compare_results(a, b)
+
+
+def _session(scale: float, reference: float, slow: float = 1.0) -> dict[str, Any]:
+    """A pytest session of six tests, one measured figure each (10 batches), the
+    reference work beside it; test t5 ``slow`` times slower."""
+    from onnxrt_backend_dev.monitoring._results.gate import session_data
+
+    rows = []
+    for i in range(6):
+        k = scale * (slow if i == 5 else 1.0)
+        times = [k * (1 + 0.01 * j) for j in range(10)]
+        figure = {"kind": "time", "label": "m", "times": times, "sizes": [1] * 10}
+        rows.append((f"t.py::t{i}", [{**figure, "reference": reference}]))
+    data = session_data(rows)
+    assert data is not None
+    return store.make_result("report", data, ["pytest"], ENV)
+
+
+def test_two_saved_sessions_compare_after_the_machines_shift() -> None:
+    # GIVEN two pytest sessions, the machine 60 % slower in B's (its references too)
+    cmp = compare_results(_session(1.0, 1e-3), _session(1.6, 1.6e-3))
+    # THEN the shift is said and taken out: nothing regressed
+    assert any("the machine was +60.0% slower in B's session" in n for n in cmp.notes)
+    assert not [c for c in cmp.changes if c.significant]
+    # AND a test 4 times slower than the machine is still found
+    worse = compare_results(_session(1.0, 1e-3), _session(1.6, 1.6e-3, slow=4.0))
+    assert [c.function for c in worse.regressions(0.05)] == ["t.py::t5::m"]

@@ -21,6 +21,7 @@ evidence cannot decide, with the runs a side that would), 0 otherwise.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from .._gc import gc_paused
 from .._stats.multiple import holm
 from .._validate import check_number
 from .change import EXPLAINED, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
-from .decide import REGRESSED, UNDECIDED, gate
+from .decide import REGRESSED, UNDECIDED, Shift, gate, machine_shift, reference_ratio
 from .diff import MIN_CHANGE, MIN_SHARE, headline_change, profile_changes
 from .tables import side_table
 
@@ -359,13 +360,17 @@ def series_clock(series: Mapping[str, Any]) -> str:
     return "cpu" if clock == "cpu" else "wall"
 
 
-def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings) -> Change:
+def timing_change(
+    sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings, shift: Shift | None = None
+) -> Change:
     """One statement's change: over its processes, or its batches (weaker evidence) with
     a single process a side.
 
     :param sa: A's series
     :param sb: B's series
     :param settings: the settings
+    :param shift: the machine's shift between the two sessions (their reference works),
+        taken out of B's times
     :return: the change
     """
     clocks = (series_clock(sa), series_clock(sb))
@@ -379,7 +384,9 @@ def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settin
     weaker = len(xs) < 2 or len(ys) < 2
     if weaker:
         xs, ys = samples_a, samples_b
-    c = headline_change("timing", sb["name"], "time", xs, ys, settings, weaker, clocks[0])
+    c = headline_change(
+        "timing", sb["name"], "time", xs, ys, settings, weaker, clocks[0], shift=shift
+    )
     for figures, series, batches in ((c.a, sa, samples_a), (c.b, sb, samples_b)):
         figures["median"] = figures.pop("time")
         figures["processes"] = float(len(process_medians(series, batches)))
@@ -403,7 +410,18 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
     pairs = _pair_series(da["series"], db["series"])
     if not pairs:
         raise ResultFormatError("the two timings share no statement name")
-    return _family([timing_change(sa, sb, settings) for sa, sb in pairs], settings.alpha)
+    shifts = {}
+    for clock in {series_clock(sa) for sa, _ in pairs}:
+        ratios = [reference_ratio(sa, sb) for sa, sb in pairs if series_clock(sa) == clock]
+        shifts[clock] = machine_shift([r for r in ratios if r is not None])
+        if shifts[clock].references:
+            settings.notes.append(
+                f"the machine was {math.expm1(shifts[clock].value):+.1%} slower in B's session "
+                f"than in A's on the {clock} clock (the reference work beside "
+                f"{shifts[clock].references} statement(s)): taken out of B's times"
+            )
+    changes = [timing_change(sa, sb, settings, shifts[series_clock(sa)]) for sa, sb in pairs]
+    return _family(changes, settings.alpha)
 
 
 def _memory(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) -> list[Change]:

@@ -34,8 +34,9 @@ The gate's answers (:func:`gate`), for a threshold ``above`` (0.05 for 5 %):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .._stats.distributions import NORMAL
 from .._stats.power import runs_needed
@@ -93,6 +94,23 @@ def machine_shift(ratios: Sequence[float]) -> Shift:
     floors = [REFERENCE_FLOOR**2] * n
     fit = biweight_location(ratios, [1 / f for f in floors])
     return Shift(fit.value, fit.variance(floors), n)
+
+
+def reference_ratio(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
+    """``log(now's reference / base's)``: how much slower the machine was for this
+    figure than for the baseline's (the reference work timed beside both), None when a
+    side lacks it.
+
+    :param base: the baseline's figure (a timing series)
+    :param now: this session's
+    :return: the log ratio or None
+    """
+    a, b = base.get("reference"), now.get("reference")
+    ok = all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+        for x in (a, b)
+    )
+    return math.log(float(b) / float(a)) if ok else None  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ from .._stats.welch import (
     welch_difference,
 )
 from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
-from .decide import judge
+from .decide import Shift, judge
 from .keys import Key, short_name
 from .tables import EDGES, NO_PATHS, STACKS, SideTable, medians, union
 
@@ -250,8 +250,9 @@ class _SideFactors:
         """Each piece's level (its trimmed mean log once each run's factor is out) and
         its variance from run to run (never below its floor)."""
         out = []
+        factors = self.factors()
         for centre, dev, floor in zip(self.centres, self.devs, self.floor, strict=True):
-            res = [d - f.value for d, f in zip(dev, self.fits, strict=True)]
+            res = [d - f for d, f in zip(dev, factors, strict=True)]
             level, var, _ = trimmed_mean_and_variance(res, TRIM)
             out.append((centre + level, max(var, floor)))
         return out
@@ -264,7 +265,8 @@ class _SideFactors:
         """Each run's log factor, over the pieces not ``left_out``.
 
         :param left_out: the pieces a figure holds
-        :return: one log factor per run
+        :return: one log factor per run, their mean 0 (the side's level is its pieces',
+            whatever pieces the factors are estimated over)
         """
         out = []
         for r, fit in enumerate(self.fits):
@@ -275,7 +277,8 @@ class _SideFactors:
                 continue
             removed = math.fsum(fit.weights[j] * self.devs[j][r] for j in left_out)
             out.append((fit.value * total - removed) / (total - gone))
-        return out
+        mean = math.fsum(out) / len(out) if out else 0.0
+        return [f - mean for f in out]
 
 
 class _Shift:
@@ -689,6 +692,7 @@ def headline_change(
     settings: Settings,
     weaker: bool = False,
     clock: str = "wall",
+    shift: Shift | None = None,
 ) -> Change:
     """A headline figure (a run's time, a peak, a statement) tested on its own
     (:func:`.decide.judge`).
@@ -701,9 +705,10 @@ def headline_change(
     :param settings: the settings
     :param weaker: the values are the batches of one process a side
     :param clock: the clock of the values (``wall`` or ``cpu``)
+    :param shift: the machine's shift between the sessions, taken out of ``ys``
     :return: the change
     """
-    d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock)
+    d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock, shift=shift)
     a = {figure: _median(xs), "n": float(len(xs))}
     b = {figure: _median(ys), "n": float(len(ys))}
     if d.log_variance is not None:

@@ -44,7 +44,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._format import format_bytes, format_duration
-from .decide import REGRESSED, UNDECIDED, Decision, Shift, gate, judge, machine_shift
+from .decide import (
+    REGRESSED,
+    UNDECIDED,
+    Decision,
+    Shift,
+    gate,
+    judge,
+    machine_shift,
+    reference_ratio,
+)
 from .payloads import memory_data, report_data, timing_data, timing_series
 
 # Below this growth of a block's memory increase, its figure is the allocator's noise.
@@ -185,23 +194,6 @@ class Baseline:
 
 def _per_execution(times: Sequence[float], sizes: Sequence[int]) -> list[float]:
     return [t / n for t, n in zip(times, sizes, strict=True)]
-
-
-def reference_ratio(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
-    """``log(now's reference / base's)``: how much slower the machine was for this
-    figure than for the baseline's (the reference work timed beside both), None when a
-    side lacks it.
-
-    :param base: the baseline's figure (a timing series)
-    :param now: this session's
-    :return: the log ratio or None
-    """
-    a, b = base.get("reference"), now.get("reference")
-    ok = all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-        for x in (a, b)
-    )
-    return math.log(float(b) / float(a)) if ok else None  # type: ignore[arg-type]
 
 
 def _time_message(
