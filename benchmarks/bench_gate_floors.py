@@ -201,16 +201,18 @@ def _run(cmd: Sequence[str], cwd: str | None = None, **env: str) -> subprocess.C
     )  # fmt: skip
 
 
-def ours(a: str, b: str) -> tuple[int, list[str]]:
-    """``compare --a/--b`` at its defaults: the exit code and the listed changes."""
+def ours(a: str, b: str) -> tuple[int, list[str], str]:
+    """``compare --a/--b`` at its defaults: the exit code, the listed changes, the
+    verdict."""
     done = _run([*CLI, "compare", "--a", f"{sys.executable} {a}", "--b", f"{sys.executable} {b}",
                  "--format", "json", "-q"])  # fmt: skip
     if done.returncode == 2:
         raise SystemExit(f"compare failed: {done.stderr.strip()}")
-    return done.returncode, _listed(json.loads(done.stdout))
+    doc = json.loads(done.stdout)
+    return done.returncode, _listed(doc), doc["verdict"]["text"]
 
 
-def recipe(folder: str, a: str, b: str) -> tuple[int, list[str]]:
+def recipe(folder: str, a: str, b: str) -> tuple[int, list[str], str]:
     """The issue's recipe: ``profile --repeat 5 --save`` a side, then ``compare``."""
     saved = []
     for name, script in (("ra.json", a), ("rb.json", b)):
@@ -222,7 +224,8 @@ def recipe(folder: str, a: str, b: str) -> tuple[int, list[str]]:
     done = _run([*CLI, "compare", *saved, "--format", "json", "-q"])
     if done.returncode == 2:
         raise SystemExit(f"compare failed: {done.stderr.strip()}")
-    return done.returncode, _listed(json.loads(done.stdout))
+    doc = json.loads(done.stdout)
+    return done.returncode, _listed(doc), doc["verdict"]["text"]
 
 
 def _listed(doc: dict[str, Any]) -> list[str]:
@@ -290,10 +293,10 @@ def case_six(folder: str, trials: int, anchors: bool, out: dict[str, Any]) -> No
     }
     for name, other in variants.items():
         start = load()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for _ in range(trials):
-            code, listed = ours(base, other)
-            row: dict[str, Any] = {"exit": code, "listed": listed}
+            code, listed, text = ours(base, other)
+            row: dict[str, Any] = {"exit": code, "listed": listed, "verdict": text}
             if anchors:
                 row["pyperf"] = pyperf(folder, base, other)
                 row["pytest-benchmark"] = pytest_benchmark(folder, base, other)
@@ -334,10 +337,12 @@ def case_shared(folder: str, trials: int, anchors: bool, out: dict[str, Any]) ->
     b = _write(folder, "shared_b.py", shared_program(1.4))
     for name, run in (("defaults", lambda: ours(a, b)), ("recipe", lambda: recipe(folder, a, b))):
         start = load()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for _ in range(trials):
-            code, listed = run()
-            rows.append({"exit": code, "listed": listed, "f07": _names_f07(listed)})
+            code, listed, text = run()
+            rows.append(
+                {"exit": code, "listed": listed, "f07": _names_f07(listed), "verdict": text}
+            )
             print(f"    shared {name}: {rows[-1]}", flush=True)
         out[f"shared {name}"] = {"load": [start, load()], "trials": rows}
         ok = sum(1 for r in rows if r["f07"] or r["exit"] == 3)
@@ -359,7 +364,7 @@ def case_pytest(folder: str, trials: int, anchors: bool, out: dict[str, Any]) ->
         with busy(loaded):
             for clock in ("cpu", "wall"):
                 start = load()
-                rows = []
+                rows: list[dict[str, Any]] = []
                 for _ in range(trials):
                     args = [*pytest, "test_suite.py", "--monitoring-clock", clock]
                     _run([*args, "--monitoring-save", "base.json", "--monitoring-force"],

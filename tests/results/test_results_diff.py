@@ -25,13 +25,14 @@ def test_a_function_holding_40_percent_of_the_run_does_not_drag_the_others(
     # GIVEN six functions, c 40 % of the run changed by slow in B; Poisson samples (the
     # observer's 1 ms, the CPU timer's 4 ms), each run's machine factor uniform in 1 ± 40 %,
     # 20 runs a side
-    changes, listed, found = [], 0, 0
+    changes: list[float] = []
+    listed = found = 0
     for seed in range(12):
         a = sampled_doc(20, six_stacks(), rate=rate, uniform=0.4, seed=2 * seed)
         b = sampled_doc(20, six_stacks(), {C: slow}, rate=rate, uniform=0.4, seed=2 * seed + 1)
         cmp = compare_results(a, b)
         own = {c.function: c for c in cmp.changes if c.figure == "own" and c.tested}
-        changes += [own[name].change for name in "abdef"]
+        changes += [own[name].change or 0.0 for name in "abdef"]
         listed += any(c.verdict and c.function != "c" for c in cmp.changes if c.file)
         found += own["c"].verdict == ("worse" if slow > 1 else "better")
     # THEN the unchanged functions' median change is within 2 %, none listed
