@@ -64,10 +64,12 @@ Options: ``--monitoring-save FILE.json`` saves every test's figures (each batch 
 kind, see :mod:`onnxrt_backend_dev.monitoring._results.gate`);
 ``--monitoring-compare FILE.json`` fails a test whose figures regressed beyond
 ``--monitoring-threshold`` (10 %), with the statistics of the ``compare`` command: a time
-significantly and beyond it over the batches (weaker evidence: one session a side), a
-memory increase beyond it (and 1 MiB) in its one run; a time beyond it that the
-evidence cannot decide (a block timed once, a spread too wide) is *undecided*, said in
-the test's report and the session's summary, not failed; ``--monitoring-clock cpu``
+significantly and beyond it over the batches, once the machine's shift between the two
+sessions is taken out (estimated over the reference work timed beside every figure;
+weaker evidence: one session a side), a memory increase beyond it (and 1 MiB) in its
+one run; a time beyond it that the evidence cannot decide (a block timed once, a spread
+too wide) is *undecided*, said in the test's report and the session's summary, not
+failed; ``--monitoring-clock cpu``
 times the blocks and ``measure`` with the process's CPU time (steadier beside other
 load); ``--monitoring-json FILE.json`` writes the session's table;
 ``--monitoring-force`` lets the first and the last replace a file.
@@ -123,10 +125,10 @@ def _reference_work() -> int:
 
 def machine_speed(clock: Callable[[], float], runs: int = 7) -> float:
     """The median seconds of :func:`_reference_work` on ``clock``: measured beside each
-    timed figure when the session saves or compares, so that the gate compares the
-    figure *relative to the machine's speed* (a run-wide factor for a session: beside
-    two busy loops on this project's 2-core VM the CPU time of one statement moved by
-    +54 % from one session to the next, with the machine, not the code).
+    timed figure when the session saves or compares, so that the gate can estimate the
+    machine's shift between two sessions over the session's references (beside two busy
+    loops on this project's 2-core VM the CPU time of one statement moved by +54 % from
+    one session to the next, with the machine, not the code).
 
     :param clock: the clock of the figures
     :param runs: executions timed

@@ -14,8 +14,11 @@
 
 A positive ``change`` is always "B is worse" (more time, a higher peak). The verdict
 (:meth:`ResultComparison.verdict`) reads the changes against a threshold: 1 a
-significant regression beyond it, 3 undecided (a headline figure beyond it that the
-evidence cannot decide, with the runs a side that would), 0 otherwise.
+significant regression beyond it (a function and its paths one finding); 3 undecided: a
+headline figure whose interval reaches beyond it (with the runs a side that would
+decide it), or a function or path beyond it significant alone but not once corrected
+for the family (:func:`suggestive`); 0 otherwise. Two saved sessions of the pytest
+plugin are compared after the machine's shift between them, from their reference works.
 """
 
 from __future__ import annotations

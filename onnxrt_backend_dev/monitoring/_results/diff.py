@@ -8,35 +8,48 @@ run: when one function grows, every other share shrinks, and unchanged functions
 called "significantly better" (33 of 44 on a three-stage pipeline).
 
 **The run-wide factor.** A run may be faster or slower as a whole (the machine's load,
-its clock speed): every figure of that run moves together. Each run's factor is the
-weighted median, over the disjoint pieces of the run (a sampled profile's stacks, else
-the functions' own times) that are tested, of the log of their time less its median over
-all the runs of both sides, each piece weighted by the precision of its runs (within
-each side, and its samples) and no piece above a quarter of the weight, so that one
-function taking most of the run and made slower
-(``sess.run`` from 1.04 s to 2.59 s) does not move the others. Every figure of a run is
-divided by its run's factor over the pieces it does not hold (a function's own change
-never moves the factor it is compared against; a figure holding most of the run takes
-the whole run's); the factor of B against A (the median over B's runs less the median
-over A's) is reported: how much the whole run moved.
+its clock speed): every figure of that run moves together. Over the disjoint pieces of
+the run (a sampled profile's stacks, else the functions' own times) that are tested, in
+two steps that a changed function cannot drag:
 
-**The test.** Welch's test of the logs (half a sample added to a sampled figure, whose
-counts may be zero), each side's variance *moderated* by a prior (:mod:`.._stats.welch`):
-the variance a figure of that share of the run has, fitted over all the tested figures
-(the log of the variance against the log of the share, which also holds the Poisson
-noise of the samples: ``1 / samples``), worth 4 degrees of freedom. With 5 runs a side
-the plain test has 8 degrees and needs t > 5 for p < 1e-3; the moderated one has 16. The
-hypothesis tested is "the change is within ``min_change``" (2 %): a consistent 0.5 %
-(code moved in memory) is not a change. A single run a side is tested on its counts
-(sampled figures only: Poisson, plus a 3 % run-to-run spread it cannot show) and marked
-as weaker evidence; cProfile's exact figures of one run are shown, not tested.
+* *each run's factor within its side*: each piece centred on its median over the runs of
+  its own side (nothing changes within a side), the run's factor Tukey's biweight mean
+  (:mod:`.._stats.robust`) of its pieces' deviations, each standardised by its precision
+  (its Poisson part, then its spread once the factor is out); the factors of a side
+  average to zero;
+* *the shift between the sides*: each piece's own shift (its trimmed mean level in B
+  less in A), weighted by its precision, no piece above a quarter of the weight,
+  combined by the biweight from their weighted median: a piece that changed stands apart
+  and weighs nothing (one function holding 40 % of the run and made 25 % faster moved
+  the others by -9.9 % with a weighted median over both sides pooled, as before).
+
+Every figure is compared with the factors of the pieces it does not hold (its own change
+never moves them) and the shift's variance is added to its test; a figure holding more
+than :data:`MOST_OF_RUN` of the run is judged by the run's time (what is left cannot tell
+its change from the machine's). The shift is reported: how much B's run moved as a
+whole.
+
+**The test.** Yuen's test of the logs (the 20 % smallest and largest runs of each side
+trimmed: a run the sampler got wrong moves neither the mean nor the variance; half a
+sample added to a sampled figure, whose counts may be zero), each side's variance
+*moderated* by a prior (:mod:`.._stats.welch`): the variance a figure of that share of
+the run has, fitted over all the tested figures (the log of the variance against the log
+of the share, which also holds the Poisson noise of the samples: ``1 / samples``), worth
+4 degrees of freedom. With 5 runs a side the plain test has 8 degrees and needs t > 5 for
+p < 1e-3; the moderated one has 16. The hypothesis tested is "the change is within
+``min_change``" (2 %): a consistent 0.5 % (code moved in memory) is not a change. A
+single run a side is tested on its counts (sampled figures only: Poisson, plus a 3 %
+run-to-run spread it cannot show) and marked as weaker evidence; cProfile's exact
+figures of one run are shown, not tested. The change shown is the one of the figures
+shown beside it (``typical``: A's geometric mean, B's at A's run speed).
 
 **The correction.** Holm's step-down over all the tests as one family (own times,
 inclusive times, call paths, memory growths), each figure weighted by the square root of
 its share of the run (the mean of A's and B's, blind to which side is which). The
 chance of any false alarm stays under ``alpha``. Each quantity is tested once: an
 inclusive time that is the function's own time or its only path's, or a path whose only
-callee path holds all its time, is shown and not tested again.
+callee path holds all its time, shows the test of the figure it is the same as, counted
+once in the family.
 
 **Where the change starts.** A significant path whose change its callees' significant
 paths carry (half of it or more, the same way) is *explained*: the change runs through

@@ -19,12 +19,19 @@ implementation):
 
 * a time figure is judged as ``compare`` judges a timing of one process a side: on its
   batches, Mann-Whitney's test from 8 a side and Welch's test of the logs below, as
-  *weaker evidence* (a session's batches share the load of its moment). It *regresses*
-  (the test fails) when the change is significant and above the threshold; it is
-  *undecided* when its estimate is above the threshold and the evidence cannot decide it
-  (not significant, a block timed once): never a pass in silence, said in the test's
-  report and the session's summary, not a failure. A block timed once (one run a side)
-  regresses only when it more than doubled (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
+  *weaker evidence* (a session's batches share the load of its moment, and cannot show
+  how much a figure moves from one session to the next: :data:`.decide.BETWEEN_PROCESSES`
+  is added), after the machine's shift between the two sessions
+  (:func:`.decide.machine_shift`: the robust mean of the ratios of the reference work
+  timed beside each figure judged so far in this session to the baseline's, never of
+  the figures, whose common change may be the code's; its variance added). It
+  *regresses* (the test fails) when the change is significant and above the threshold;
+  it is *undecided* when its estimate is above the threshold and the evidence cannot
+  decide it (not significant, a block timed once): never a pass in silence, said in the
+  test's report and the session's summary, not a failure. The message says what was
+  measured (the medians per run), then the shift and the change judged. A block timed
+  once (one run a side) regresses only when it more than doubled
+  (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
   Beside other load, the CPU clock (``--monitoring-clock cpu``) is the steadier one for
   CPU-bound code; figures of different clocks are not compared (undecided);
 * a memory figure (one run a side) regresses on the *plain threshold*, when it grew by
