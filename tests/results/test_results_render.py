@@ -188,3 +188,4 @@ def test_a_function_and_its_path_are_one_regression() -> None:
     text = cmp.verdict(0.05).text
     assert text.startswith("B is worse: 2 significant regression(s) above 5 %: main → c +")
     assert "; CPU time +" in text and "c (prog.py" not in text
+    assert json.loads(render.to_json(cmp))["regressions"] == ["main → c", "CPU time"]

@@ -54,7 +54,8 @@ class Verdict:
     :param state: ``regressed``, ``undecided``, ``improved`` or ``unchanged``
     :param exit_code: 1, 3 or 0
     :param text: one line
-    :param regressions: the significant changes for the worse beyond the threshold
+    :param regressions: the significant changes for the worse beyond the threshold, one
+        per function (its path where the change starts, else its own time) and headline
     :param undecided: the headline figures beyond it that the evidence cannot decide
     :param runs_needed: runs a side that would decide the first undecided figure, None
         when unknown
@@ -175,7 +176,7 @@ class ResultComparison:
                 REGRESSED, EXIT_REGRESSED,
                 f"B is worse: {len(findings)} significant regression(s) above "
                 f"{_threshold(above)}: {listed}{more}",
-                tuple(found),
+                tuple(named),
             )  # fmt: skip
         undecided = self._undecided(above)
         if undecided:
