@@ -66,10 +66,10 @@ def biweight_location(
     """Tukey's biweight location of ``values``.
 
     Each value's residual is standardised by its precision (``(x - m) sqrt(p)``) and
-    the scale (the median absolute deviation of the standardised residuals, at least
-    1); its biweight is ``(1 - (z / c)^2)^2`` inside ``c``, 0 beyond; the estimate is
-    the mean weighted by ``weights`` times the biweights, iterated from the weighted
-    median.
+    the scale (the median absolute deviation of the standardised residuals about the
+    weighted median, at least 1); its biweight is ``(1 - (z / c)^2)^2`` inside ``c``, 0
+    beyond; the estimate is the mean weighted by ``weights`` times the biweights,
+    iterated from the weighted median.
 
     :param values: the values
     :param precisions: one over each value's variance, > 0
@@ -86,16 +86,17 @@ def biweight_location(
     w = list(precisions if weights is None else weights)
     roots = [math.sqrt(max(p, 0.0)) for p in precisions]
     m = weighted_median(values, w)
-    fixed = scale
-    final = list(w)
-    for _ in range(_ITERATIONS):
+    if scale is None:  # once, about the median (the scale is not iterated)
         z = sorted(abs(x - m) * r for x, r in zip(values, roots, strict=True))
         mid = z[n // 2] if n % 2 else (z[n // 2 - 1] + z[n // 2]) / 2
-        scale = fixed if fixed is not None else max(1.0, MAD_TO_SD * mid)
+        scale = max(1.0, MAD_TO_SD * mid)
+    final = list(w)
+    for _ in range(_ITERATIONS):
+        width = c * scale
         final = []
         for x, r, wi in zip(values, roots, w, strict=True):
-            u = (x - m) * r / (c * scale)
-            final.append(wi * (1 - u * u) ** 2 if abs(u) < 1 else 0.0)
+            u = (x - m) * r / width
+            final.append(wi * (1 - u * u) ** 2 if -1 < u < 1 else 0.0)
         total = math.fsum(final)
         if total <= 0:
             break
@@ -104,4 +105,4 @@ def biweight_location(
         m = new
         if done:
             break
-    return Location(m, tuple(final), scale or 1.0)
+    return Location(m, tuple(final), scale)
