@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -369,10 +371,11 @@ def case_pytest(folder: str, trials: int, anchors: bool, out: dict[str, Any]) ->
                     args = [*pytest, "test_suite.py", "--monitoring-clock", clock]
                     _run([*args, "--monitoring-save", "base.json", "--monitoring-force"],
                          cwd=folder)  # fmt: skip
-                    done = _run([*args, "--monitoring-compare", "base.json"], cwd=folder)
+                    done = _run([*args, "--monitoring-compare", "base.json", "--monitoring-save",
+                                 "now.json", "--monitoring-force"], cwd=folder)  # fmt: skip
                     why = [ln.strip() for ln in done.stdout.splitlines()
                            if ln.strip().startswith(("time ", "undecided: "))]  # fmt: skip
-                    rows.append({"exit": done.returncode, "lines": why})
+                    rows.append({"exit": done.returncode, "lines": why, **_moved(folder)})
                 out[f"pytest {clock} busy={loaded}"] = {"load": [start, load()], "trials": rows}
                 failed = sum(1 for r in rows if r["exit"] != 0)
                 undecided = sum(1 for r in rows if any("undecided" in x for x in r["lines"]))
@@ -386,6 +389,7 @@ def case_pytest(folder: str, trials: int, anchors: bool, out: dict[str, Any]) ->
                 for r in rows:
                     if r["exit"] != 0:
                         print(f"    failed: {' | '.join(r['lines'])[:400]}", flush=True)
+                print(f"    {_spread(rows)}", flush=True)
             if anchors:
                 start = load()
                 storage = os.path.join(folder, "pbstore_unchanged")
@@ -405,6 +409,41 @@ def case_pytest(folder: str, trials: int, anchors: bool, out: dict[str, Any]) ->
                     flush=True,
                 )
                 out[f"pytest-benchmark busy={loaded}"] = {"load": [start, load()], "failed": fails}
+
+
+def _spread(rows: list[dict[str, Any]]) -> str:
+    """The spread of the figures' log ratios between two sessions, before and after the
+    machine's shift the references showed."""
+    raw, after = [], []
+    for r in rows:
+        found = re.search(r"was ([-+]\d+\.\d)% slower", r.get("shift") or "")
+        shift = math.log1p(float(found.group(1)) / 100) if found else 0.0
+        for x in (r.get("moved") or {}).values():
+            raw.append(x)
+            after.append(x - shift)
+    if len(raw) < 2:
+        return "figures moved: n/a"
+    return (
+        f"figures' log ratio between sessions: sd {statistics.stdev(raw):.3f}, "
+        f"{statistics.stdev(after):.3f} once the references' shift is out "
+        f"({len(raw)} figures)"
+    )
+
+
+def _moved(folder: str) -> dict[str, Any]:
+    """How each figure of two saved sessions moved (the medians' log ratio, before the
+    machine's shift is taken out) and the shift ``compare`` took out."""
+    done = _run([*CLI, "compare", "base.json", "now.json", "--format", "json", "-q"], cwd=folder)
+    if done.returncode == 2:
+        return {"moved": None}
+    doc = json.loads(done.stdout)
+    moved = {
+        e["function"].rsplit("::", 1)[0]: round(math.log(e["b"]["median"] / e["a"]["median"]), 4)
+        for e in doc["entries"]
+        if e["figure"] == "time" and e["a"].get("median") and e["b"].get("median")
+    }
+    notes = [n for n in doc["notes"] if n.startswith("the machine was")]
+    return {"moved": moved, "shift": notes[0] if notes else ""}
 
 
 CASES = {"six": case_six, "shared": case_shared, "pytest": case_pytest}

@@ -163,3 +163,20 @@ def test_a_shift_the_references_do_not_show_is_never_taken_out_nor_failed() -> N
     # AND without references (an older baseline) the same: undecided, not failed
     plain, _ = _session(*[_measured(1.0, None) for _ in range(3)])
     assert plain.check("t.py::t0", [_measured(1.4, None)], 0.1)[0].state == "undecided"
+
+
+def test_on_the_wall_clock_other_programs_time_slices_are_taken_out() -> None:
+    # GIVEN a baseline where other programs took 20 % of the figure's wall time, a
+    # session where they took 80 % and the figure four times longer with it
+    base, _ = _session(*[{**_measured(1.0), "stolen": 0.2} for _ in range(3)])
+    now = {**_measured(4.0), "stolen": 0.8}
+    # THEN it passes: the same work ran for the same time
+    assert base.check("t.py::t0", [now], 0.1) == []
+    # AND a figure slower than that is found, the message saying what was taken out
+    (slow,) = base.check("t.py::t1", [{**_measured(16.0), "stolen": 0.8}], 0.1)
+    assert slow.state == "regressed" and "other programs' share of its wall time +300.0%" in (
+        slow.message
+    )
+    # AND without the share on a side, the four times longer figure is not passed
+    (found,) = base.check("t.py::t2", [{**_measured(4.0), "stolen": None}], 0.1)
+    assert found.state in ("regressed", "undecided")

@@ -403,6 +403,8 @@ def timing_change(
         figures["median"] = figures.pop("time")
         figures["processes"] = float(len(process_medians(series, batches)))
         figures["batches"] = float(len(batches))
+        if isinstance(series.get("stolen"), (int, float)):
+            figures["stolen"] = float(series["stolen"])
     if weaker and c.tested:
         c = c.replace(note=ONE_PROCESS)
     return c
@@ -432,7 +434,15 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
                 f"than in A's on the {clock} clock (the reference work beside "
                 f"{shifts[clock].references} statement(s)): taken out of B's times"
             )
-    changes = [timing_change(sa, sb, settings, shifts[series_clock(sa)]) for sa, sb in pairs]
+    changes = [
+        timing_change(sa, sb, settings, shifts[series_clock(sa)].with_stolen(sa, sb))
+        for sa, sb in pairs
+    ]
+    if any(c.a.get("stolen") is not None for c in changes):
+        settings.notes.append(
+            "on the wall clock, the share of each statement's time other programs took (its "
+            "thread waiting for a CPU) in each session: taken out of B's times"
+        )
     return _family(changes, settings.alpha)
 
 

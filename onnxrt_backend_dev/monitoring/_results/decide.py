@@ -65,16 +65,58 @@ class Shift:
     """How much slower the machine was in B's session than in A's: the robust mean of
     the log ratios of the reference work timed beside each figure (the same code in both
     sessions: only the machine moved it), never the figures' own (a change slowing every
-    figure would be taken for the machine).
+    figure would be taken for the machine); on the wall clock, plus how much more of the
+    figure's wall time other programs took (:func:`stolen_shift`).
 
-    :param value: the log ratio (0 when unknown)
+    :param value: the log ratio taken out of B's values (0 when unknown)
     :param variance: its variance, carried into each figure's test
     :param references: how many references it is estimated over
+    :param stolen: the part of ``value`` from other programs' time slices
     """
 
     value: float = 0.0
     variance: float = 0.0
     references: int = 0
+    stolen: float = 0.0
+
+    def with_stolen(self, base: Mapping[str, Any], now: Mapping[str, Any]) -> Shift:
+        """This shift, plus the figure's stolen time's when both sides measured it.
+
+        :param base: the baseline's figure
+        :param now: this session's
+        :return: the shift
+        """
+        extra = stolen_shift(base, now)
+        if extra is None:
+            return self
+        return Shift(self.value + extra, self.variance, self.references, extra)
+
+    def describe(self) -> str:
+        """What was taken out, in words."""
+        parts = []
+        if self.references:
+            machine = math.expm1(self.value - self.stolen)
+            parts.append(
+                f"the machine {machine:+.1%} against the baseline's (the reference work "
+                f"beside {self.references} figure(s))"
+            )
+        if self.stolen:
+            parts.append(f"other programs' share of its wall time {math.expm1(self.stolen):+.1%}")
+        return "; ".join(parts)
+
+
+def stolen_shift(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
+    """``log((1 - base's stolen share) / (1 - now's))``: how much longer the same work
+    took on the wall clock for the time slices other programs took (waiting for a CPU,
+    not sleeping), None when a side lacks the share.
+
+    :param base: the baseline's figure (a timing series)
+    :param now: this session's
+    :return: the log ratio or None
+    """
+    a, b = base.get("stolen"), now.get("stolen")
+    ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1 for x in (a, b))
+    return math.log((1 - float(a)) / (1 - float(b))) if ok else None  # type: ignore[arg-type]
 
 
 def machine_shift(ratios: Sequence[float]) -> Shift:
@@ -190,7 +232,7 @@ def judge(
         change is then B's at A's machine speed), its variance added to the test's
     :return: the decision
     """
-    if shift is not None and shift.references:
+    if shift is not None and shift.value:
         ys = [y * math.exp(-shift.value) for y in ys]
     a = _median(xs) if xs else 0.0
     b = _median(ys) if ys else 0.0

@@ -107,6 +107,8 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
                     one["clock"] = f["clock"]
                 if f.get("reference"):
                     one["reference"] = float(f["reference"])
+                if f.get("stolen") is not None:
+                    one["stolen"] = float(f["stolen"])
                 series.append(one)
             else:
                 runs[name] = {k: float(f[k]) for k in MEMORY_KEYS if k in f}
@@ -187,7 +189,7 @@ class Baseline:
         ratio = reference_ratio(base, now)
         if ratio is not None:
             ratios.append(ratio)
-        shift = machine_shift(ratios)
+        shift = machine_shift(ratios).with_stolen(base, now)
         d = judge(xs, ys, weaker=True, clock=clocks[0], shift=shift)
         # Undecided when the estimate is above the threshold: a test's figure whose
         # interval merely reaches above it (most, one session a side) is not listed.
@@ -219,11 +221,8 @@ def _time_message(
     text = (
         f"time {label}: {format_duration(b)} per run, was {format_duration(a)} ({b / a - 1:+.1%})"
     )
-    if shift.references:
-        text += (
-            f"; the machine {math.expm1(shift.value):+.1%} against the baseline's (the "
-            f"reference work beside {shift.references} figure(s)), taken out: {d.change:+.1%}"
-        )
+    if shift.references or shift.stolen:
+        text += f"; {shift.describe()}, taken out: {d.change:+.1%}"
     if d.tested:
         text += (
             f" [{d.low:+.1%}, {d.high:+.1%}], p = {d.p_value:.2g} over {len(xs)} and "
