@@ -180,3 +180,13 @@ def test_on_the_wall_clock_other_programs_time_slices_are_taken_out() -> None:
     # AND without the share on a side, the four times longer figure is not passed
     (found,) = base.check("t.py::t2", [{**_measured(4.0), "stolen": None}], 0.1)
     assert found.state in ("regressed", "undecided")
+
+
+def test_a_block_timed_once_is_judged_after_the_share_other_programs_took() -> None:
+    # GIVEN a block timed once, 38 ms with 20 % of its wall time taken by other programs,
+    # then 102 ms with 75 % taken: the same work
+    base = _baseline({**_time("once", 0.038), "stolen": 0.2})
+    assert base.check("t.py::test_a", [{**_time("once", 0.102), "stolen": 0.75}], 0.1) == []
+    # AND without the shares, more than doubled: it fails, as before
+    plain = _baseline(_time("once", 0.038))
+    assert plain.check("t.py::test_a", [_time("once", 0.102)], 0.1)[0].state == "regressed"

@@ -194,7 +194,8 @@ class Baseline:
         # Undecided when the estimate is above the threshold: a test's figure whose
         # interval merely reaches above it (most, one session a side) is not listed.
         state, runs = gate(d, threshold, strict=False)
-        if not d.tested and state == UNDECIDED and _clearly_worse(xs, ys, threshold):
+        shifted = [y * math.exp(-shift.value) for y in ys]
+        if not d.tested and state == UNDECIDED and _clearly_worse(xs, shifted, threshold):
             state = REGRESSED
         if state not in (REGRESSED, UNDECIDED) or d.change is None:
             return None
