@@ -255,9 +255,13 @@ def judge(
     else:
         test = log_welch_test(xs, ys, confidence)
         change, low, high, p, method = test.change, test.low, test.high, test.p_value, "welch"
-    if extra_var is None and weaker:
+    if weaker:
         spread = BETWEEN_PROCESSES.get(clock, BETWEEN_PROCESSES["wall"])
-        extra_var = 2 * spread**2
+        extra_var = 2 * spread**2 if extra_var is None else extra_var
+        # The runs that would decide it are processes: each one's figure spreads by the
+        # spread between processes, plus its batches' own.
+        if variance is not None:
+            variance = spread**2 + variance / min(len(xs), len(ys))
     if shift is not None:
         extra_var = (extra_var or 0.0) + shift.variance
     if extra_var:
