@@ -297,8 +297,10 @@ def case_six(folder: str, trials: int, anchors: bool, out: dict[str, Any]) -> No
         start = load()
         rows: list[dict[str, Any]] = []
         for _ in range(trials):
-            code, listed, text = ours(base, other)
-            row: dict[str, Any] = {"exit": code, "listed": listed, "verdict": text}
+            row: dict[str, Any] = {"exit": None, "listed": [], "verdict": ""}
+            if not ANCHORS_ONLY:
+                code, listed, text = ours(base, other)
+                row = {"exit": code, "listed": listed, "verdict": text}
             if anchors:
                 row["pyperf"] = pyperf(folder, base, other)
                 row["pytest-benchmark"] = pytest_benchmark(folder, base, other)
@@ -307,10 +309,12 @@ def case_six(folder: str, trials: int, anchors: bool, out: dict[str, Any]) -> No
         out[f"six {name}"] = {"load": [start, load()], "trials": rows}
         exits = [r["exit"] for r in rows]
         wrong = sum(1 for r in rows if any(_function(x) in UNCHANGED for x in r["listed"]))
-        line = (
-            f"- six/{name} (load {start} -> {load()}): exit 1 in {exits.count(1)}/{trials}, "
-            f"3 in {exits.count(3)}/{trials}, 0 in {exits.count(0)}/{trials}; an unchanged "
-            f"function listed better or worse in {wrong}/{trials}"
+        line = f"- six/{name} (load {start} -> {load()})" + (
+            ""
+            if ANCHORS_ONLY
+            else f": exit 1 in {exits.count(1)}/{trials}, 3 in {exits.count(3)}/{trials}, 0 in "
+            f"{exits.count(0)}/{trials}; an unchanged function listed better or worse in "
+            f"{wrong}/{trials}"
         )
         if anchors:
             perf = [r["pyperf"] for r in rows]
@@ -447,6 +451,8 @@ def _moved(folder: str) -> dict[str, Any]:
 
 
 CASES = {"six": case_six, "shared": case_shared, "pytest": case_pytest}
+# --anchors-only: the six cases' pyperf and pytest-benchmark alone.
+ANCHORS_ONLY = False
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -455,7 +461,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--no-anchors", action="store_true", help="ours only")
     parser.add_argument("--json", default=None, help="write every trial's figures here")
+    parser.add_argument("--anchors-only", action="store_true", help="six: the anchors alone")
     args = parser.parse_args(argv)
+    global ANCHORS_ONLY
+    ANCHORS_ONLY = args.anchors_only
     print(
         f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load {load()}",
