@@ -27,7 +27,7 @@ def test_a_function_holding_40_percent_of_the_run_does_not_drag_the_others(
     # 20 runs a side
     changes: list[float] = []
     listed = found = 0
-    for seed in range(12):
+    for seed in range(20):
         a = sampled_doc(20, six_stacks(), rate=rate, uniform=0.4, seed=2 * seed)
         b = sampled_doc(20, six_stacks(), {C: slow}, rate=rate, uniform=0.4, seed=2 * seed + 1)
         cmp = compare_results(a, b)
@@ -39,7 +39,7 @@ def test_a_function_holding_40_percent_of_the_run_does_not_drag_the_others(
     assert abs(statistics.median(changes)) < 0.02, statistics.median(changes)
     assert listed == 0
     # AND c is found (at 1 ms; at 4 ms, 50 samples a run, a 25 % change only often)
-    assert found == 12 if rate == 1000 or slow == 2.0 else found >= 4
+    assert found >= 18 if rate == 1000 or slow == 2.0 else found >= 6
 
 
 def test_a_figure_holding_the_whole_run_is_judged_by_the_run_time() -> None:

@@ -15,8 +15,8 @@ two steps that a changed function cannot drag:
 * *each run's factor within its side*: each piece centred on its median over the runs of
   its own side (nothing changes within a side), the run's factor Tukey's biweight mean
   (:mod:`.._stats.robust`) of its pieces' deviations, each standardised by its precision
-  (its Poisson part, then its spread once the factor is out); the factors of a side
-  average to zero;
+  (its Poisson part, then its spread once the factor is out); the factors of a side are
+  centred on their median;
 * *the shift between the sides*: each piece's own shift (its trimmed mean level in B
   less in A), weighted by its precision, no piece above a quarter of the weight,
   combined by the biweight from their weighted median: a piece that changed stands apart
@@ -283,8 +283,8 @@ class _SideFactors:
         """Each run's log factor, over the pieces not ``left_out``.
 
         :param left_out: the pieces a figure holds
-        :return: one log factor per run, their mean 0 (the side's level is its pieces',
-            whatever pieces the factors are estimated over)
+        :return: one log factor per run, their median 0 (the side's level is its
+            pieces', whatever pieces the factors are estimated over)
         """
         out = []
         for r, (fit, total) in enumerate(zip(self.fits, self.totals, strict=True)):
@@ -294,8 +294,10 @@ class _SideFactors:
                 continue
             removed = math.fsum(fit.weights[j] * self.devs[j][r] for j in left_out)
             out.append((fit.value * total - removed) / (total - gone))
-        mean = math.fsum(out) / len(out) if out else 0.0
-        return [f - mean for f in out]
+        # Centred on their median: a run the sampler missed (no sample at all) has a
+        # factor of -5 and must not move the others'.
+        mid = median(out)
+        return [f - mid for f in out]
 
 
 class _Shift:
