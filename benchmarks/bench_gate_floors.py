@@ -211,7 +211,18 @@ def ours(a: str, b: str) -> tuple[int, list[str], str]:
     if done.returncode == 2:
         raise SystemExit(f"compare failed: {done.stderr.strip()}")
     doc = json.loads(done.stdout)
-    return done.returncode, _listed(doc), doc["verdict"]["text"]
+    return done.returncode, _listed(doc), doc["verdict"]["text"] + _f07(doc)
+
+
+def _f07(doc: dict[str, Any]) -> str:
+    """The test of the path ``f07 → spin``, when the comparison has it."""
+    for e in doc["entries"]:
+        if e["figure"] == "path" and e["path"][-2:] == ["f07", "spin"] and e["tested"]:
+            return (
+                f" [f07 → spin {e['change']:+.1%}, p = {e['p_value']:.2g}, "
+                f"{e['p_adjusted']:.2g} corrected]"
+            )
+    return ""
 
 
 def recipe(folder: str, a: str, b: str) -> tuple[int, list[str], str]:
@@ -227,7 +238,7 @@ def recipe(folder: str, a: str, b: str) -> tuple[int, list[str], str]:
     if done.returncode == 2:
         raise SystemExit(f"compare failed: {done.stderr.strip()}")
     doc = json.loads(done.stdout)
-    return done.returncode, _listed(doc), doc["verdict"]["text"]
+    return done.returncode, _listed(doc), doc["verdict"]["text"] + _f07(doc)
 
 
 def _listed(doc: dict[str, Any]) -> list[str]:
@@ -339,8 +350,8 @@ def _names_f07(listed: list[str]) -> bool:
 
 
 def case_shared(folder: str, trials: int, anchors: bool, out: dict[str, Any]) -> None:
-    a = _write(folder, "shared_a.py", shared_program(1.0))
-    b = _write(folder, "shared_b.py", shared_program(1.4))
+    a = _write(folder, "shared_a.py", shared_program(1.0, loops=SHARED_LOOPS))
+    b = _write(folder, "shared_b.py", shared_program(1.4, loops=SHARED_LOOPS))
     for name, run in (("defaults", lambda: ours(a, b)), ("recipe", lambda: recipe(folder, a, b))):
         start = load()
         rows: list[dict[str, Any]] = []
@@ -453,6 +464,8 @@ def _moved(folder: str) -> dict[str, Any]:
 CASES = {"six": case_six, "shared": case_shared, "pytest": case_pytest}
 # --anchors-only: the six cases' pyperf and pytest-benchmark alone.
 ANCHORS_ONLY = False
+# The shared case's rounds (240: about 0.5 s of CPU, 25 ms a caller).
+SHARED_LOOPS = 240
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -462,9 +475,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-anchors", action="store_true", help="ours only")
     parser.add_argument("--json", default=None, help="write every trial's figures here")
     parser.add_argument("--anchors-only", action="store_true", help="six: the anchors alone")
+    parser.add_argument("--shared-loops", type=int, default=240, help="shared: its rounds")
     args = parser.parse_args(argv)
-    global ANCHORS_ONLY
-    ANCHORS_ONLY = args.anchors_only
+    global ANCHORS_ONLY, SHARED_LOOPS
+    ANCHORS_ONLY, SHARED_LOOPS = args.anchors_only, args.shared_loops
     print(
         f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load {load()}",
