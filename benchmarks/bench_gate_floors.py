@@ -207,7 +207,7 @@ def ours(a: str, b: str) -> tuple[int, list[str], str]:
     """``compare --a/--b`` at its defaults: the exit code, the listed changes, the
     verdict."""
     done = _run([*CLI, "compare", "--a", f"{sys.executable} {a}", "--b", f"{sys.executable} {b}",
-                 "--format", "json", "-q"])  # fmt: skip
+                 "--format", "json", "-q", *EXTRA])  # fmt: skip
     if done.returncode == 2:
         raise SystemExit(f"compare failed: {done.stderr.strip()}")
     doc = json.loads(done.stdout)
@@ -353,6 +353,8 @@ def case_shared(folder: str, trials: int, anchors: bool, out: dict[str, Any]) ->
     a = _write(folder, "shared_a.py", shared_program(1.0, loops=SHARED_LOOPS))
     b = _write(folder, "shared_b.py", shared_program(1.4, loops=SHARED_LOOPS))
     for name, run in (("defaults", lambda: ours(a, b)), ("recipe", lambda: recipe(folder, a, b))):
+        if name in SKIP:
+            continue
         start = load()
         rows: list[dict[str, Any]] = []
         for _ in range(trials):
@@ -466,6 +468,9 @@ CASES = {"six": case_six, "shared": case_shared, "pytest": case_pytest}
 ANCHORS_ONLY = False
 # The shared case's rounds (240: about 0.5 s of CPU, 25 ms a caller).
 SHARED_LOOPS = 240
+# More options for compare --a/--b (--compare-args "--clock wall").
+EXTRA: list[str] = []
+SKIP: list[str] = []
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -476,7 +481,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", default=None, help="write every trial's figures here")
     parser.add_argument("--anchors-only", action="store_true", help="six: the anchors alone")
     parser.add_argument("--shared-loops", type=int, default=240, help="shared: its rounds")
+    parser.add_argument("--compare-args", default="", help="more options of compare --a/--b")
+    parser.add_argument("--skip", default="", help="shared: defaults or recipe, to skip")
     args = parser.parse_args(argv)
+    EXTRA[:] = args.compare_args.split()
+    SKIP[:] = args.skip.split(",")
     global ANCHORS_ONLY, SHARED_LOOPS
     ANCHORS_ONLY, SHARED_LOOPS = args.anchors_only, args.shared_loops
     print(
