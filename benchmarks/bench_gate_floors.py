@@ -379,9 +379,9 @@ def case_pytest(folder: str, trials: int, anchors: bool, out: dict[str, Any]) ->
     _write(folder, "test_suite.py", SUITE)
     _write(folder, "test_unchanged_bench.py", BENCH_UNCHANGED)
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    for loaded in (False, True):
+    for loaded in (x == "busy" for x in LOADS):
         with busy(loaded):
-            for clock in ("cpu", "wall"):
+            for clock in CLOCKS:
                 start = load()
                 rows: list[dict[str, Any]] = []
                 for _ in range(trials):
@@ -471,6 +471,9 @@ SHARED_LOOPS = 240
 # More options for compare --a/--b (--compare-args "--clock wall").
 EXTRA: list[str] = []
 SKIP: list[str] = []
+# The pytest case's clocks and loads.
+CLOCKS = ["cpu", "wall"]
+LOADS = ["quiet", "busy"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -483,8 +486,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--shared-loops", type=int, default=240, help="shared: its rounds")
     parser.add_argument("--compare-args", default="", help="more options of compare --a/--b")
     parser.add_argument("--skip", default="", help="shared: defaults or recipe, to skip")
+    parser.add_argument("--clocks", default="cpu,wall", help="pytest: the clocks")
+    parser.add_argument("--loads", default="quiet,busy", help="pytest: quiet, busy or both")
     args = parser.parse_args(argv)
     EXTRA[:] = args.compare_args.split()
+    CLOCKS[:] = args.clocks.split(",")
+    LOADS[:] = args.loads.split(",")
     SKIP[:] = args.skip.split(",")
     global ANCHORS_ONLY, SHARED_LOOPS
     ANCHORS_ONLY, SHARED_LOOPS = args.anchors_only, args.shared_loops
