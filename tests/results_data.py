@@ -86,11 +86,13 @@ def sampled_doc(
     rate: float = 250.0,
     seed: int = 0,
     file: str = "prog.py",
+    uniform: float = 0.0,
 ) -> dict[str, Any]:
     """A sampled profile of ``runs`` runs: each stack (function names, outermost first)
     takes ``stacks[s]`` CPU seconds a run (times ``slow[s]``), the whole run multiplied
-    by a machine factor (lognormal of spread ``machine``), its samples Poisson at ``rate``
-    a second (the kernel's CPU timer ticks every 4 ms)."""
+    by a machine factor (lognormal of spread ``machine``, or uniform in ``1 ± uniform``
+    when given), its samples Poisson at ``rate`` a second (the kernel's CPU timer ticks
+    every 4 ms)."""
     rng = random.Random(seed)
     slow = slow or {}
     names = sorted({name for stack in stacks for name in stack})
@@ -99,7 +101,9 @@ def sampled_doc(
     columns: list[list[int]] = [[0] * (len(order) * runs) for _ in range(3)]
     walls = []
     for r in range(runs):
-        factor = rng.lognormvariate(0, machine)
+        factor = (
+            rng.uniform(1 - uniform, 1 + uniform) if uniform else rng.lognormvariate(0, machine)
+        )
         total = 0.0
         for j, stack in enumerate(order):
             mean = stacks[stack] * slow.get(stack, 1.0) * factor * rate
@@ -132,6 +136,15 @@ def shared_callee_stacks(callers: int = 20, each: float = 0.1) -> dict[tuple[str
     for k in range(callers):
         stacks[("<module>", "main", f"f{k:02d}", "spin")] = each
         stacks[("<module>", "main", f"f{k:02d}")] = each * 0.02
+    return stacks
+
+
+def six_stacks() -> dict[tuple[str, ...], float]:
+    """``main`` calls six functions in a loop, ``c`` about 40 % of the run (0.5 s)."""
+    stacks: dict[tuple[str, ...], float] = {("<module>", "main"): 0.01}
+    for name in "abdef":
+        stacks[("<module>", "main", name)] = 0.06
+    stacks[("<module>", "main", "c")] = 0.2
     return stacks
 
 

@@ -327,10 +327,11 @@ def test_the_allocations_figure_of_the_same_load_is_the_same_whatever_ran_before
     result.assert_outcomes(passed=10)
     peaks = [int(m) for m in re.findall(r"ALLOC (\d+)", "\n".join(result.outlines))]
     # THEN its allocations' peak varies by less than 1 % (the issue's floor is 5 %), and
-    # one of pymalloc's arenas (1 MiB, mapped when no garbage freed in the block leaves
-    # one to reuse: the first load of a fresh process)
+    # pymalloc's arenas (1 MiB each, mapped when no garbage freed in the block leaves one
+    # to reuse: the first load of a fresh process maps one, or two in an xdist worker)
     assert len(peaks) == 10 and min(peaks) >= 48 * 2**20
-    assert max(peaks) <= 1.01 * min(peaks) + 2**20, peaks
+    assert max(peaks) <= 1.01 * min(peaks) + 2 * 2**20, peaks
+    assert sorted(peaks)[-2] <= 1.01 * min(peaks), peaks  # the others: the load alone
 
 
 def test_source_allocations_where_it_cannot_be_counted_names_why(
@@ -615,6 +616,9 @@ def test_a_saved_session_is_the_baseline_of_the_next(
     assert (
         len(doc["data"]["timing"]["series"][names.index("test_t.py::test_steps::m")]["times"]) == 6
     )
+    if os.path.exists("/proc/thread-self/schedstat"):  # the share other programs took
+        series = doc["data"]["timing"]["series"][names.index("test_t.py::test_steps::m")]
+        assert 0 <= series["stolen"] < 1
     table = json.loads((pytester.path / "t.json").read_text())
     assert [t["test"] for t in table["tests"]] == [
         "test_t.py::test_steps",

@@ -64,10 +64,12 @@ Options: ``--monitoring-save FILE.json`` saves every test's figures (each batch 
 kind, see :mod:`onnxrt_backend_dev.monitoring._results.gate`);
 ``--monitoring-compare FILE.json`` fails a test whose figures regressed beyond
 ``--monitoring-threshold`` (10 %), with the statistics of the ``compare`` command: a time
-significantly and beyond it over the batches (weaker evidence: one session a side), a
-memory increase beyond it (and 1 MiB) in its one run; a time beyond it that the
-evidence cannot decide (a block timed once, a spread too wide) is *undecided*, said in
-the test's report and the session's summary, not failed; ``--monitoring-clock cpu``
+significantly and beyond it over the batches, once the machine's shift between the two
+sessions is taken out (estimated over the reference work timed beside every figure;
+weaker evidence: one session a side), a memory increase beyond it (and 1 MiB) in its
+one run; a time beyond it that the evidence cannot decide (a block timed once, a spread
+too wide) is *undecided*, said in the test's report and the session's summary, not
+failed; ``--monitoring-clock cpu``
 times the blocks and ``measure`` with the process's CPU time (steadier beside other
 load); ``--monitoring-json FILE.json`` writes the session's table;
 ``--monitoring-force`` lets the first and the last replace a file.
@@ -122,10 +124,10 @@ def _reference_work() -> int:
 
 def machine_speed(clock: Callable[[], float], runs: int = 7) -> float:
     """The median seconds of :func:`_reference_work` on ``clock``: measured beside each
-    timed figure when the session saves or compares, so that the gate compares the
-    figure *relative to the machine's speed* (a run-wide factor for a session: beside
-    two busy loops on this project's 2-core VM the CPU time of one statement moved by
-    +54 % from one session to the next, with the machine, not the code).
+    timed figure when the session saves or compares, so that the gate can estimate the
+    machine's shift between two sessions over the session's references (beside two busy
+    loops on this project's 2-core VM the CPU time of one statement moved by +54 % from
+    one session to the next, with the machine, not the code).
 
     :param clock: the clock of the figures
     :param runs: executions timed
@@ -138,6 +140,41 @@ def machine_speed(clock: Callable[[], float], runs: int = 7) -> float:
         times.append(clock() - start)
     times.sort()
     return max(times[len(times) // 2], 1e-9)
+
+
+# Where Linux says how long this thread waited for a CPU while it could run: the time
+# slices other programs took from it.
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def _runqueue_wait() -> float | None:
+    """Seconds this thread waited on a run queue so far (Linux), None where unknown."""
+    try:
+        with open(_SCHEDSTAT, encoding="ascii") as f:
+            fields = f.read().split()
+        return int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class StolenTime:
+    """The share of a span of wall time that other programs took from this thread
+    (waiting for a CPU while runnable; not a sleep, not I/O): measured over a timed
+    figure on the wall clock when the session saves or compares, so that the gate can
+    take out how much more of it other programs took in one session than in the other
+    (beside two busy loops at load 8, 74 % to 90 % of a figure's wall time, its median
+    batch 11 to 39 ms; 3.0 to 3.8 ms once taken out)."""
+
+    def __init__(self) -> None:
+        self._wait = _runqueue_wait()
+        self._start = time.perf_counter()
+
+    def share(self) -> float | None:
+        """The share since the start, in [0, 0.99], None where unknown."""
+        wait, wall = _runqueue_wait(), time.perf_counter() - self._start
+        if wait is None or self._wait is None or wall <= 0:
+            return None
+        return min(max((wait - self._wait) / wall, 0.0), 0.99)
 
 
 def _records(item: pytest.Item) -> list[_Record]:
@@ -174,16 +211,21 @@ class TimedBlock:
         self.reference = reference
         self.speed: list[float] = []
         self.elapsed: float = float("nan")
+        self.stolen: float | None = None
+        self._stolen: StolenTime | None = None
         self._start = 0.0
 
     def __enter__(self) -> TimedBlock:
         if self.reference:
             self.speed.append(machine_speed(self.clock))
+            self._stolen = StolenTime() if self.clock_name == "wall" else None
         self._start = self.clock()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.elapsed = self.clock() - self._start
+        if self._stolen is not None:
+            self.stolen = self._stolen.share()
         if self.reference:
             self.speed.append(machine_speed(self.clock))
         if exc[0] is None and self.limit is not None and self.elapsed > self.limit:
@@ -213,6 +255,8 @@ class TimedBlock:
         }  # fmt: skip
         if self.speed:
             figure["reference"] = sorted(self.speed)[len(self.speed) // 2]
+        if self.stolen is not None:
+            figure["stolen"] = self.stolen
         return figure
 
 
@@ -471,6 +515,7 @@ class _Measured:
         sizes: Sequence[int] = (),
         clock_name: str = "wall",
         speed: float | None = None,
+        stolen: float | None = None,
     ) -> None:
         self.label = label
         self.res = res
@@ -478,6 +523,7 @@ class _Measured:
         self.sizes = [int(n) for n in sizes]
         self.clock_name = clock_name
         self.speed = speed
+        self.stolen = stolen
 
     def summary(self) -> str:
         """One line for the report."""
@@ -507,6 +553,8 @@ class _Measured:
             del figure["clock"]
         if self.speed is not None:
             figure["reference"] = self.speed
+        if self.stolen is not None:
+            figure["stolen"] = self.stolen
         return figure
 
 
@@ -579,13 +627,15 @@ class TimeMonitor:
             kwargs["clock"] = time.process_time
             name = "cpu"
         speed = [machine_speed(kwargs.get("clock") or self.clock)] if self.reference else []
+        stolen = StolenTime() if self.reference and name == "wall" else None
         res = measure_time(stmt, context, **kwargs)
+        share = stolen.share() if stolen is not None else None
         if self.reference:
             speed.append(machine_speed(kwargs.get("clock") or self.clock))
         kept = getattr(progress, "kept", None)
         times, sizes = (kept.times, kept.sizes) if kept is not None else ((), ())
         ref = sum(speed) / len(speed) if speed else None
-        self.records.append(_Measured(label, res, times, sizes, name, ref))
+        self.records.append(_Measured(label, res, times, sizes, name, ref, share))
         return res
 
 

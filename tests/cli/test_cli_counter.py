@@ -5,6 +5,7 @@ real counts where valgrind is installed."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -108,4 +109,7 @@ def test_pytest_counts_each_block(tmp_path: Path) -> None:
     assert session("--monitoring-compare", str(saved)).returncode == 0  # unchanged: passes
     test.write_text(body.replace("N", "30000"))  # 1.5 times the work
     done = session("--monitoring-compare", str(saved))
-    assert done.returncode == 1 and "instructions a:" in done.stdout and "+50" in done.stdout
+    # 1.5 times the loop: +50 %, give or take the heap's layout (the folder's name moves
+    # this block's count by 1.3 %)
+    said = re.search(r"instructions a: .*\+(4[6-9]|5[0-4])\.", done.stdout)
+    assert done.returncode == 1 and said, done.stdout

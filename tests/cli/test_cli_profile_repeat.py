@@ -44,9 +44,10 @@ def test_repeat_runs_the_program_n_times_and_saves_every_run(program: Path, tmp_
     data = doc["data"]
     assert data["profiler"] == "sampled" and len(data["wall"]) == 3 and data["stacks"]
     assert "work" in [f[2] for f in data["functions"]]
-    # AND two such results compare, judged (2 runs a side at least)
+    # AND two such results compare, judged (2 runs a side at least): passed, or undecided
+    # when 3 runs a side cannot rule out 5 %
     code, out, _ = run_cli("compare", str(saved), str(saved), "--format", "json")
-    assert code == 0 and '"judged": true' in out
+    assert code in (0, 3) and '"judged": true' in out
 
 
 def test_repeat_under_cprofile_counts_the_calls(program: Path, tmp_path: Path) -> None:

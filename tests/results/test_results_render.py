@@ -7,9 +7,17 @@ import html
 import json
 import re
 
-from results_data import graph_doc, profile_doc, sampled_doc, shared_callee_stacks, timing_doc
+from results_data import (
+    graph_doc,
+    profile_doc,
+    sampled_doc,
+    shared_callee_stacks,
+    six_stacks,
+    timing_doc,
+)
 
 from onnxrt_backend_dev.monitoring._results import render
+from onnxrt_backend_dev.monitoring._results.change import Change
 from onnxrt_backend_dev.monitoring._results.compare import compare_results
 
 SPIN = ("<module>", "main", "f07", "spin")
@@ -39,12 +47,13 @@ def test_text_opens_with_the_verdict_and_lists_the_changes_first() -> None:
     assert "f_007 (prog.py:71)" in lines[0]
     start = next(i for i, line in enumerate(lines) if line.startswith("functions"))
     rows = [line for line in lines[start:] if "prog.py" in line]
-    # AND the two listed functions come first, starred, in the '+x % ± y' form
+    # AND the two listed functions come first, starred, their intervals as bounds (the
+    # intervals of ratios are not symmetric)
     assert {"f_007", "f_009"} == {rows[0].split()[-3], rows[1].split()[-3]}
     worse = next(r for r in rows if "f_007" in r)
-    assert re.search(r"\+\d+\.\d % ± \d+\.\d  \*", worse) and "[worse]" in worse
+    assert re.search(r"\+\d+\.\d % \[\+\d+\.\d, \+\d+\.\d\]  \*", worse) and "[worse]" in worse
     better = next(r for r in rows if "f_009" in r)
-    assert re.search(r"-\d+\.\d % ± \d+\.\d  \*", better) and "[better]" in better
+    assert re.search(r"-\d+\.\d % \[-\d+\.\d, -\d+\.\d\]  \*", better) and "[better]" in better
     # AND --top holds: 5 function rows, the rest folded into one line saying why
     assert len(rows) == 5
     assert re.search(r"\.\.\. 45 more functions: 45 not significant; none significant", text)
@@ -54,7 +63,9 @@ def test_text_names_where_the_change_starts() -> None:
     text = render.to_text(_shared(), top=4)
     lines = text.splitlines()
     assert "f07 → spin" in lines[0]
-    start = lines.index("where the changes start (inclusive time of each call path):")
+    start = lines.index(
+        "where the changes start (inclusive time of each call path, B at A's run speed):"
+    )
     assert "f07 → spin" in lines[start + 2] and "*" in lines[start + 2]
     assert "(prog.py:" in lines[start + 2]
 
@@ -117,3 +128,64 @@ def test_untested_change_has_no_interval() -> None:
     text = render.to_text(cmp)
     assert "+100.0 %" in text and "±" not in text
     assert text.startswith("verdict: undecided") and "significance not judged" in text
+
+
+def _change(change: float, low: float | None, high: float | None) -> Change:
+    return Change("timing", "x", None, None, "time", {}, {}, change, low, high, 0.01, 0.01,
+                  True, low is not None)  # fmt: skip
+
+
+def test_plus_minus_only_for_a_symmetric_interval() -> None:
+    assert render.format_change(_change(0.12, 0.10, 0.14)) == "+12.0 % ± 2.0"
+    assert render.format_change(_change(0.543, 0.067, 1.233)) == "+54.3 % [+6.7, +123.3]"
+    assert render.format_change(_change(0.027, None, None)) == "+2.7 %"
+
+
+def test_each_row_change_is_the_one_of_the_times_beside_it() -> None:
+    # GIVEN profiles whose whole run moved, with f_007 10 % slower WHEN rendered
+    cmp = _slow_profile()
+    assert cmp.factor is not None
+    text = render.to_text(cmp, top=50)
+    rows = [line for line in text.splitlines() if "(prog.py:" in line]
+    # THEN each row's change is B's time over A's, less one (B at A's run speed, as the
+    # header says), to the rounding of the times shown
+    assert "functions (own time; inclusive beside), B at A's run speed:" in text
+    seen = 0
+    for row in rows:
+        found = re.match(r"\s+([-+]\d+\.\d) %.*?(\d+(?:\.\d+)?) ms\s+(\d+(?:\.\d+)?) ms", row)
+        if found:
+            change, a, b = (float(x) for x in found.groups())
+            assert abs((b / a - 1) * 100 - change) < 1.5, row
+            seen += 1
+    assert seen >= 20
+    # AND every figure's change has the sign of its B against its A (never B > A shown as
+    # "faster"), in the page too
+    for c in cmp.changes:
+        if c.tested and "typical" in c.b and c.change is not None:
+            assert (c.change > 0) == (c.b["typical"] > c.a["typical"])
+
+
+def test_no_run_wide_factor_no_word_of_one() -> None:
+    # GIVEN four functions: too few to estimate a run-wide factor
+    cmp = compare_results(
+        profile_doc(10, functions=4, seed=1), profile_doc(10, functions=4, seed=2)
+    )
+    text = render.to_text(cmp)
+    assert cmp.factor is None and "functions (own time; inclusive beside):" in text
+    assert "run speed" not in text and "run-wide factor" in " ".join(cmp.notes)
+
+
+def test_a_function_and_its_path_are_one_regression() -> None:
+    # GIVEN c twice slower: its own time and the path main → c both significant
+    c_path = ("<module>", "main", "c")
+    cmp = compare_results(
+        sampled_doc(20, six_stacks(), rate=1000, seed=1),
+        sampled_doc(20, six_stacks(), {c_path: 2.0}, rate=1000, seed=2),
+    )
+    listed = [c for c in cmp.regressions(0.05) if c.file is not None]
+    assert {c.figure for c in listed} == {"own", "path"}
+    # THEN the verdict counts one regression for c (and the run's time beside it)
+    text = cmp.verdict(0.05).text
+    assert text.startswith("B is worse: 2 significant regression(s) above 5 %: main → c +")
+    assert "; CPU time +" in text and "c (prog.py" not in text
+    assert json.loads(render.to_json(cmp))["regressions"] == ["main → c", "CPU time"]

@@ -197,8 +197,11 @@ def test_the_ticks_keep_no_small_object_per_new_stack(fake_clock: FakeClock) -> 
     frames = _frames(33)
     feed = iter(frames)
     main = threading.main_thread().ident or 0
-    rec = Recorder(0.002, fake_clock, lambda: {main: next(feed)}, cpu_clock=lambda i: None,
-                   thread_name=str)  # fmt: skip
+
+    def current() -> dict[int, Any]:
+        return {main: next(feed)}
+
+    rec = Recorder(0.002, fake_clock, current, cpu_clock=lambda i: None, thread_name=str)
     ticks = Ticks(Sink(), lambda: (1.0, 1.0), None)
     rec.listener = ticks.bind(rec)
     fake_clock.advance(0.002)

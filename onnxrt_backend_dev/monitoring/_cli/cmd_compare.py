@@ -10,10 +10,11 @@ json`` or ``html`` (``-o`` guesses it from the suffix).
 
 Exit codes, for CI: 0 no significant regression above ``--fail-above``; 1 a significant
 regression above it; 2 bad input (a file that is not a result, of another kind or
-clock, a bad option) or a run of ``--a/--b`` that failed; 3 undecided: a headline figure
-(the run's time, a statement, a peak) above ``--fail-above`` that the evidence cannot
-decide (one process a side, too few runs, too noisy), the runs that would decide it
-named; 130 interrupted.
+clock, a bad option) or a run of ``--a/--b`` that failed; 3 undecided: the interval of a
+headline figure (the run's time, a statement, a peak) reaches above ``--fail-above`` (one
+process a side, too few runs, too noisy), the runs that would decide it named, or a
+function or path above it is significant alone but not once corrected for the family;
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ _EXIT_CODES = (
     "run's time or peak, a statement, a call path where a change starts, a function's own "
     "time, a memory growth); 2 bad input (a file that is not a result of a version this "
     "package reads, two results of different kinds, clocks or profilers, a bad option) or "
-    "a run of --a/--b that failed, one line on stderr; 3 undecided: the run's time (a "
-    "statement, a peak) is above --fail-above but the evidence cannot decide it (a single "
-    "process or run a side, too few runs, too noisy), with the runs a side that would "
-    "decide it; 130 interrupted (the running program is killed). A single process a side "
+    "a run of --a/--b that failed, one line on stderr; 3 undecided: the interval of the "
+    "run's time (a statement, a peak) reaches above --fail-above (a single process or run "
+    "a side, too few runs, too noisy), with the runs a side that would decide it, or a "
+    "function or path above it is significant alone but not once corrected for all the "
+    "figures; 130 interrupted (the running program is killed). A single process a side "
     "is judged on its batches, as weaker evidence, and never passed in silence. Results "
     "from different Python versions or machines are compared with a warning."
 )
@@ -260,7 +262,7 @@ class CompareCommand:
         parser.add_argument(
             "--fail-above", default="5%", metavar="PERCENT",
             help="the gate's threshold: exit 1 on a significant regression above it, 3 when "
-            "the run's time is above it and undecided (5%%)",
+            "the evidence cannot rule one out (5%%)",
         )  # fmt: skip
         parser.add_argument(
             "--alpha", type=float, default=0.05,
@@ -330,8 +332,8 @@ class CompareCommand:
     @staticmethod
     def _check(args: argparse.Namespace) -> dict[str, float]:
         """Every option checked before any work (exit 2, one line)."""
+        _check_counter(args)  # the options first: nothing looked at before they are right
         _check_sources(args)
-        _check_counter(args)
         _check_numbers(args)
         settings = {
             "fail_above": parse_percent("--fail-above", args.fail_above),

@@ -8,35 +8,48 @@ run: when one function grows, every other share shrinks, and unchanged functions
 called "significantly better" (33 of 44 on a three-stage pipeline).
 
 **The run-wide factor.** A run may be faster or slower as a whole (the machine's load,
-its clock speed): every figure of that run moves together. Each run's factor is the
-weighted median, over the disjoint pieces of the run (a sampled profile's stacks, else
-the functions' own times) that are tested, of the log of their time less its median over
-all the runs of both sides, each piece weighted by the precision of its runs (within
-each side, and its samples) and no piece above a quarter of the weight, so that one
-function taking most of the run and made slower
-(``sess.run`` from 1.04 s to 2.59 s) does not move the others. Every figure of a run is
-divided by its run's factor over the pieces it does not hold (a function's own change
-never moves the factor it is compared against; a figure holding most of the run takes
-the whole run's); the factor of B against A (the median over B's runs less the median
-over A's) is reported: how much the whole run moved.
+its clock speed): every figure of that run moves together. Over the disjoint pieces of
+the run (a sampled profile's stacks, else the functions' own times) that are tested, in
+two steps that a changed function cannot drag:
 
-**The test.** Welch's test of the logs (half a sample added to a sampled figure, whose
-counts may be zero), each side's variance *moderated* by a prior (:mod:`.._stats.welch`):
-the variance a figure of that share of the run has, fitted over all the tested figures
-(the log of the variance against the log of the share, which also holds the Poisson
-noise of the samples: ``1 / samples``), worth 4 degrees of freedom. With 5 runs a side
-the plain test has 8 degrees and needs t > 5 for p < 1e-3; the moderated one has 16. The
-hypothesis tested is "the change is within ``min_change``" (2 %): a consistent 0.5 %
-(code moved in memory) is not a change. A single run a side is tested on its counts
-(sampled figures only: Poisson, plus a 3 % run-to-run spread it cannot show) and marked
-as weaker evidence; cProfile's exact figures of one run are shown, not tested.
+* *each run's factor within its side*: each piece centred on its median over the runs of
+  its own side (nothing changes within a side), the run's factor Tukey's biweight mean
+  (:mod:`.._stats.robust`) of its pieces' deviations, each standardised by its precision
+  (its Poisson part, then its spread once the factor is out); the factors of a side are
+  centred on their median;
+* *the shift between the sides*: each piece's own shift (its trimmed mean level in B
+  less in A), weighted by its precision, no piece above a quarter of the weight,
+  combined by the biweight from their weighted median: a piece that changed stands apart
+  and weighs nothing (one function holding 40 % of the run and made 25 % faster moved
+  the others by -9.9 % with a weighted median over both sides pooled, as before).
+
+Every figure is compared with the factors of the pieces it does not hold (its own change
+never moves them) and the shift's variance is added to its test; a figure holding more
+than :data:`MOST_OF_RUN` of the run is judged by the run's time (what is left cannot tell
+its change from the machine's). The shift is reported: how much B's run moved as a
+whole.
+
+**The test.** Yuen's test of the logs (the 20 % smallest and largest runs of each side
+trimmed: a run the sampler got wrong moves neither the mean nor the variance; half a
+sample added to a sampled figure, whose counts may be zero), each side's variance
+*moderated* by a prior (:mod:`.._stats.welch`): the variance a figure of that share of
+the run has, fitted over all the tested figures (the log of the variance against the log
+of the share, which also holds the Poisson noise of the samples: ``1 / samples``), worth
+4 degrees of freedom. With 5 runs a side the plain test has 8 degrees and needs t > 5 for
+p < 1e-3; the moderated one has 16. The hypothesis tested is "the change is within
+``min_change``" (2 %): a consistent 0.5 % (code moved in memory) is not a change. A
+single run a side is tested on its counts (sampled figures only: Poisson, plus a 3 %
+run-to-run spread it cannot show) and marked as weaker evidence; cProfile's exact
+figures of one run are shown, not tested. The change shown is the one of the figures
+shown beside it (``typical``: A's geometric mean, B's at A's run speed).
 
 **The correction.** Holm's step-down over all the tests as one family (own times,
 inclusive times, call paths, memory growths), each figure weighted by the square root of
 its share of the run (the mean of A's and B's, blind to which side is which). The
 chance of any false alarm stays under ``alpha``. Each quantity is tested once: an
 inclusive time that is the function's own time or its only path's, or a path whose only
-callee path holds all its time, is shown and not tested again.
+callee path holds all its time, shows the test of the figure it is the same as, counted
+once in the family.
 
 **Where the change starts.** A significant path whose change its callees' significant
 paths carry (half of it or more, the same way) is *explained*: the change runs through
@@ -56,10 +69,15 @@ from typing import Any
 from .._errors import ResultFormatError
 from .._format import one_line
 from .._stats.counts import count_ratio_test
-from .._stats.multiple import holm, median, weighted_median
-from .._stats.welch import mean_and_variance, moderated_log_test, welch_difference
+from .._stats.multiple import holm, median
+from .._stats.robust import biweight_location
+from .._stats.welch import (
+    moderated_log_test,
+    trimmed_mean_and_variance,
+    welch_difference,
+)
 from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
-from .decide import judge
+from .decide import Shift, judge
 from .keys import Key, short_name
 from .tables import EDGES, NO_PATHS, STACKS, SideTable, medians, union
 
@@ -70,7 +88,18 @@ MIN_SAMPLES = 4.0
 PRIOR_DF = 4.0
 # Fewer functions than this and the run-wide factor is not estimated (taken as 1).
 MIN_REFERENCE = 5
+# The factor is estimated over at most this many pieces, the largest.
+MAX_PIECES = 500
 MAX_REFERENCE_WEIGHT = 0.25
+# A figure holding more of the run than this is judged by the run's time.
+MOST_OF_RUN = 0.9
+MOST = "most of the run: judged by the run's time"
+# The biweight's tuning constant for the shift between the sides: tighter than Tukey's
+# 4.685, so that a piece changed by 25 % is left out even when each piece's noise is
+# large (a 4 ms tick: unchanged functions moved by 1.7 % at 4.685, 0.9 % at 3.5).
+SHIFT_C = 3.5
+# Yuen's trimming: the runs a side left out at each end of a figure's mean.
+TRIM = 0.2
 MIN_LOG_VARIANCE = 1e-5
 # The run-to-run spread (3 %) a single run a side cannot show, added to its counts.
 SINGLE_RUN_VARIANCE = 0.03**2
@@ -79,6 +108,8 @@ SINGLE_RUN_VARIANCE = 0.03**2
 CARRIED = 0.5
 CHAIN = 0.5
 MAX_CHAIN = 8
+# The longest chain of figures that are the same as the next followed to a tested one.
+MAX_SAME = 64
 # Below this memory growth a function's figure is the allocator's (pymalloc takes arenas
 # of 1 MiB from the system), not what the function allocated.
 MIN_GROWTH = float(2**20)
@@ -100,6 +131,9 @@ class _Item:
     raw_b: list[float] = field(default_factory=list)
     la: list[float] = field(default_factory=list)
     lb: list[float] = field(default_factory=list)
+    shift_variance: float = 0.0
+    # The figure this one is the same as (tested in its place), None when none.
+    same: _Item | None = None
     test: tuple[float, float, float, float] | None = None
     p_adjusted: float | None = None
     significant: bool = False
@@ -199,111 +233,229 @@ def _items(
     return items
 
 
-def _capped(weights: list[float]) -> list[float]:
+def _capped(weights: Sequence[float]) -> list[float]:
     """No weight above :data:`MAX_REFERENCE_WEIGHT` of the total (one pass, then the
     total of the others: enough for a median)."""
-    total = math.fsum(weights)
-    cap = MAX_REFERENCE_WEIGHT * total
+    cap = MAX_REFERENCE_WEIGHT * math.fsum(weights)
     return [min(w, cap) for w in weights]
 
 
-def run_factors(
-    rows: Sequence[Sequence[float]], runs_a: int, runs_b: int, weights: Sequence[float]
-) -> tuple[list[float], list[float]]:
-    """Each run's log factor, A's runs then B's (see the module's description).
+class _SideFactors:
+    """The factor of each run of one side: how much faster or slower that run was as a
+    whole than the side's typical run, a robust mean over the pieces of the run (see
+    the module's description). Nothing changes within a side, so no piece can drag it.
 
-    :param rows: per reference piece of the run, the logs of its figure in A's runs then
-        B's
-    :param runs_a: how many of each row are A's
-    :param runs_b: how many are B's
-    :param weights: each row's weight (its precision), capped here at
-        :data:`MAX_REFERENCE_WEIGHT` of the total
-    :return: ``(A's factors, B's factors)``, zeros with fewer than
-        :data:`MIN_REFERENCE` rows
+    :param rows: per piece, the logs of its figure in each run of the side
+    :param floor: per piece, the least variance of its log (its Poisson part)
     """
-    n = runs_a + runs_b
-    if len(rows) < MIN_REFERENCE:
-        return [0.0] * runs_a, [0.0] * runs_b
-    devs = []
-    for row in rows:
-        ref = median(row)
-        devs.append([x - ref for x in row])
-    capped = _capped(list(weights))
-    factors = [weighted_median([d[r] for d in devs], capped) for r in range(n)]
-    return factors[:runs_a], factors[runs_a:]
+
+    def __init__(self, rows: Sequence[Sequence[float]], floor: Sequence[float]) -> None:
+        self.runs = len(rows[0]) if rows else 0
+        self.centres = [median(row) for row in rows]
+        self.devs = [[x - c for x in row] for row, c in zip(rows, self.centres, strict=True)]
+        self.floor = [max(f, MIN_LOG_VARIANCE) for f in floor]
+        # Twice: the pieces' residual spread, once the run's factor is out of it, weighs
+        # them the second time.
+        self._fit([1.0 / f for f in self.floor])
+        self._fit([1.0 / v for v in self.variances()])
+
+    def _fit(self, precisions: list[float]) -> None:
+        self.fits = [
+            biweight_location([d[r] for d in self.devs], precisions) for r in range(self.runs)
+        ]
+        self.totals = [math.fsum(fit.weights) for fit in self.fits]
+
+    def levels(self) -> list[tuple[float, float]]:
+        """Each piece's level (its trimmed mean log once each run's factor is out) and
+        its variance from run to run (never below its floor)."""
+        out = []
+        factors = self.factors()
+        for centre, dev, floor in zip(self.centres, self.devs, self.floor, strict=True):
+            res = [d - f for d, f in zip(dev, factors, strict=True)]
+            level, var, _ = trimmed_mean_and_variance(res, TRIM)
+            out.append((centre + level, max(var, floor)))
+        return out
+
+    def variances(self) -> list[float]:
+        """Each piece's variance from run to run once each run's factor is out."""
+        return [v for _, v in self.levels()]
+
+    def factors(self, left_out: Sequence[int] = ()) -> list[float]:
+        """Each run's log factor, over the pieces not ``left_out``.
+
+        :param left_out: the pieces a figure holds
+        :return: one log factor per run, their median 0 (the side's level is its
+            pieces', whatever pieces the factors are estimated over)
+        """
+        out = []
+        for r, (fit, total) in enumerate(zip(self.fits, self.totals, strict=True)):
+            gone = math.fsum(fit.weights[j] for j in left_out)
+            if total - gone <= 0:
+                out.append(fit.value)
+                continue
+            removed = math.fsum(fit.weights[j] * self.devs[j][r] for j in left_out)
+            out.append((fit.value * total - removed) / (total - gone))
+        # Centred on their median: a run the sampler missed (no sample at all) has a
+        # factor of -5 and must not move the others'.
+        mid = median(out)
+        return [f - mid for f in out]
 
 
-def _precision(it: _Item, pair: _Pair) -> float:
-    """A reference piece's weight: one over the variance of its log figure within each
-    side (never across: a piece that changed would weigh less), plus its Poisson part;
-    with a single run a side, its samples alone."""
-    poisson = 0.0
-    if pair.counted and pair.rate > 0:
-        count = (_median(it.xs or [0.0]) + _median(it.ys or [0.0])) / 2 * pair.rate
-        poisson = 1.0 / max(count, 0.5)
-    if pair.single:
-        return 1.0 / max(poisson, MIN_LOG_VARIANCE) if pair.counted else 1.0
-    _, va = mean_and_variance(it.raw_a)
-    _, vb = mean_and_variance(it.raw_b)
-    within = ((len(it.raw_a) - 1) * va + (len(it.raw_b) - 1) * vb) / (
-        len(it.raw_a) + len(it.raw_b) - 2
+class _Shift:
+    """The shift between the sides (B's typical run against A's, in log), a robust
+    mean over the pieces' own shifts once each run's factor is out, each weighed by its
+    precision (none above a quarter of the weight): a piece that changed stands apart
+    and gets no weight. Its variance is carried into each figure's test.
+
+    :param sides: A's and B's factors
+    :param extra: a variance added to each piece's (the spread between runs that a
+        single run a side cannot show)
+    """
+
+    def __init__(self, sides: tuple[_SideFactors, _SideFactors], extra: float) -> None:
+        na, nb = sides[0].runs, sides[1].runs
+        self.shifts, self.variances = [], []
+        for (la, va), (lb, vb) in zip(sides[0].levels(), sides[1].levels(), strict=True):
+            self.shifts.append(lb - la)
+            self.variances.append(va / na + vb / nb + extra)
+        precisions = [1.0 / v for v in self.variances]
+        self.fit = biweight_location(self.shifts, precisions, _capped(precisions), SHIFT_C)
+        w = self.fit.weights
+        self.total = math.fsum(w)
+        self.spread = math.fsum(x * x * v for x, v in zip(w, self.variances, strict=True))
+
+    def value(self, left_out: Sequence[int] = ()) -> tuple[float, float]:
+        """The log shift over the pieces not ``left_out``, and its variance (the
+        pieces' variances through the weights, times the biweight's scale squared).
+
+        :param left_out: the pieces a figure holds
+        :return: ``(shift, variance)``
+        """
+        w, scale = self.fit.weights, self.fit.scale
+        gone = math.fsum(w[j] for j in left_out)
+        total = self.total - gone
+        if total <= 0:
+            return self.fit.value, self.fit.variance(self.variances)
+        removed = math.fsum(w[j] * self.shifts[j] for j in left_out)
+        spread = self.spread - math.fsum(w[j] * w[j] * self.variances[j] for j in left_out)
+        shift = (self.fit.value * self.total - removed) / total
+        return shift, scale * scale * max(spread, 0.0) / (total * total)
+
+
+def _floor(pair: _Pair, side: list[float] | None) -> float:
+    """A piece's least variance of its log figure: its Poisson part (counted figures)."""
+    if not (pair.counted and pair.rate > 0 and side):
+        return MIN_LOG_VARIANCE
+    return 1.0 / max(_median(side) * pair.rate, 0.5)
+
+
+@dataclass
+class _Factors:
+    """The run-wide factors of both sides: each run's within its side, and the shift
+    between the sides."""
+
+    sides: tuple[_SideFactors, _SideFactors]
+    shift: _Shift
+
+    def of(self, left_out: Sequence[int]) -> tuple[list[float], list[float], float, float]:
+        """A figure's factors: A's runs', B's runs' (the shift between the sides in
+        them) and the shift's variance, over the pieces it does not hold.
+
+        :param left_out: the pieces the figure holds
+        :return: ``(A's log factors, B's log factors, shift, its variance)``
+        """
+        shift, var = self.shift.value(left_out)
+        fa = self.sides[0].factors(left_out)
+        fb = [f + shift for f in self.sides[1].factors(left_out)]
+        return fa, fb, shift, var
+
+
+def _fit_factors(reference: list[_Item], pair: _Pair) -> _Factors:
+    sides = (
+        _SideFactors([it.raw_a for it in reference], [_floor(pair, it.xs) for it in reference]),
+        _SideFactors([it.raw_b for it in reference], [_floor(pair, it.ys) for it in reference]),
     )
-    return 1.0 / max(within, poisson, MIN_LOG_VARIANCE)
+    shift = _Shift(sides, SINGLE_RUN_VARIANCE if pair.single else 0.0)
+    return _Factors(sides, shift)
 
 
 def _apply_factors(
     items: list[_Item], pieces: list[_Item], pair: _Pair, settings: Settings
 ) -> None:
-    """Divides every figure of a run by the run's factor, estimated over the disjoint
-    pieces of the runs (a sampled profile's stacks, the functions' own times)."""
+    """Takes each run's factor and the shift between the sides out of every figure,
+    estimated over the disjoint pieces of the runs (a sampled profile's stacks, the
+    functions' own times) it does not hold."""
     reference = [it for it in pieces if it.tested]
-    fa, fb = run_factors(
-        [it.raw_a + it.raw_b for it in reference],
-        pair.sa.runs,
-        pair.sb.runs,
-        [_precision(it, pair) for it in reference],
-    )
-    if len(reference) >= MIN_REFERENCE:
-        settings.factor = math.exp(_median(fb) - _median(fa)) - 1
-    else:
+    if len(reference) > MAX_PIECES:  # the largest carry the run's factor; the cost stays
+        reference.sort(key=lambda it: -(it.a["time"] + it.b["time"]))
+        reference = reference[:MAX_PIECES]
+    settings.reference = len(reference)
+    if len(reference) < MIN_REFERENCE:
         settings.notes.append(
             f"fewer than {MIN_REFERENCE} parts of the run to estimate the run-wide factor "
             "from: figures compared as they are"
         )
-    settings.reference = len(reference)
-    rows = [it.raw_a + it.raw_b for it in reference]
-    weights = [_precision(it, pair) for it in reference]
-    cache: dict[frozenset[int], tuple[list[float], list[float]]] = {}
+        for it in items:
+            it.la, it.lb = list(it.raw_a), list(it.raw_b)
+        return
+    factors = _fit_factors(reference, pair)
+    settings.factor = math.expm1(factors.shift.fit.value)
+    held = _Held([it.key for it in reference])
+    cache: dict[frozenset[int], tuple[list[float], list[float], float, float]] = {}
     for it in items:
         if not it.tested:
             continue
-        # The factor of the other pieces: a figure's own change never moves its factor
-        # (unless it holds most of the run: then the run's factor, its change mostly
-        # other pieces').
-        own = frozenset(j for j, piece in enumerate(reference) if _holds(it, piece.key))
-        if math.fsum(weights[j] for j in own) > 0.5 * math.fsum(weights):
-            own = frozenset()
-        if own and own not in cache:
-            kept = [j for j in range(len(reference)) if j not in own]
-            cache[own] = run_factors(
-                [rows[j] for j in kept], pair.sa.runs, pair.sb.runs, [weights[j] for j in kept]
-            )
-        ia, ib = cache[own] if own else (fa, fb)
-        it.la = [x - f for x, f in zip(it.raw_a, ia, strict=True)]
-        it.lb = [x - f for x, f in zip(it.raw_b, ib, strict=True)]
+        if it.share > MOST_OF_RUN:
+            # What is left of the run cannot tell its change from the machine's: the
+            # run's time (the headline) judges it.
+            it.note = MOST
+            continue
+        # The factors of the other pieces: a figure's own change never moves them.
+        own = held.by(it)
+        found = cache.get(own)
+        if found is None:
+            found = cache[own] = factors.of(sorted(own))
+        fa, fb, _, it.shift_variance = found
+        it.la = [x - f for x, f in zip(it.raw_a, fa, strict=True)]
+        it.lb = [x - f for x, f in zip(it.raw_b, fb, strict=True)]
 
 
-def _holds(it: _Item, piece: Any) -> bool:
-    """Whether a piece of the run (a stack: a tuple of function keys; or a function's own
-    time: its key) is part of the figure of ``it``."""
-    stack = bool(piece) and isinstance(piece[0], tuple)
-    if it.family == OWN:
-        return (piece[-1] == it.key) if stack else piece == it.key
-    if it.family == INCLUSIVE:
-        return (it.key in piece) if stack else piece == it.key
-    if it.family == PATH:
-        return piece[: len(it.key)] == it.key if stack else piece == it.key[-1]
-    return False
+class _Held:
+    """Which pieces of the run (a stack: a tuple of function keys; or a function's own
+    time: its key) each figure holds, indexed in one pass over the pieces: a comparison
+    of 20,000 functions asks it 60,000 times."""
+
+    def __init__(self, pieces: Sequence[Any]) -> None:
+        self.ending: dict[Any, list[int]] = {}
+        self.holding: dict[Any, list[int]] = {}
+        self.starting: dict[Any, list[int]] = {}
+        self.stacks = False
+        for j, piece in enumerate(pieces):
+            if not (piece and isinstance(piece[0], tuple)):
+                self.ending.setdefault(piece, []).append(j)
+                continue
+            self.stacks = True
+            self.ending.setdefault(piece[-1], []).append(j)
+            for key in dict.fromkeys(piece):  # once each, in a recursion
+                self.holding.setdefault(key, []).append(j)
+            for depth in range(1, len(piece) + 1):
+                self.starting.setdefault(piece[:depth], []).append(j)
+
+    def by(self, it: _Item) -> frozenset[int]:
+        """The pieces the figure of ``it`` holds.
+
+        :param it: a figure
+        :return: the pieces' indices
+        """
+        if not self.stacks:
+            found = self.ending.get(it.key[-1] if it.family == PATH else it.key, ())
+        elif it.family == OWN:
+            found = self.ending.get(it.key, ())
+        elif it.family == INCLUSIVE:
+            found = self.holding.get(it.key, ())
+        else:
+            found = self.starting.get(it.key, ())
+        return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -346,16 +498,17 @@ def fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) ->
 
 
 def _pooled(it: _Item) -> float:
-    _, va = mean_and_variance(it.la)
-    _, vb = mean_and_variance(it.lb)
-    return ((len(it.la) - 1) * va + (len(it.lb) - 1) * vb) / max(len(it.la) + len(it.lb) - 2, 1)
+    _, va, dfa = trimmed_mean_and_variance(it.la, TRIM)
+    _, vb, dfb = trimmed_mean_and_variance(it.lb, TRIM)
+    return (dfa * va + dfb * vb) / max(dfa + dfb, 1)
 
 
 def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
     tested = [it for it in items if it.tested]
     prior = None
+    runs = (pair.sa.runs, pair.sb.runs)
     if not pair.single:
-        df = pair.sa.runs + pair.sb.runs - 2
+        df = sum(trimmed_mean_and_variance([0.0] * n, TRIM)[2] for n in runs)
         prior = fit_prior([it.share for it in tested], [_pooled(it) for it in tested], df)
     margin = settings.min_change
     for it in tested:
@@ -365,14 +518,35 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
             count_b = sum(it.ys or ()) * pair.rate
             factor = _mean_diff(it.raw_b, it.lb) - _mean_diff(it.raw_a, it.la)
             it.test = count_ratio_test(
-                count_a, count_b, factor, SINGLE_RUN_VARIANCE, settings.confidence, margin,
+                count_a, count_b, factor, SINGLE_RUN_VARIANCE + it.shift_variance,
+                settings.confidence, margin,
                 (len(it.la), len(it.lb)),
             )  # fmt: skip
             it.weaker = True
+            # A's mean run; the half sample is spread over its runs.
+            _shown(it, math.fsum(it.xs or ()) / len(it.la), pair.offset / len(it.la))
             continue
         var, df0 = (prior.at(it.share), PRIOR_DF) if prior is not None else (0.0, 0.0)
-        t = moderated_log_test(it.la, it.lb, settings.confidence, var, df0, margin)
+        t = moderated_log_test(
+            it.la, it.lb, settings.confidence, var, df0, margin, it.shift_variance, TRIM
+        )
         it.test = (t.change, t.low, t.high, t.p_value)
+        level = trimmed_mean_and_variance(it.la, TRIM)[0]
+        _shown(it, math.exp(level) - pair.offset, pair.offset)
+
+
+def _shown(it: _Item, a: float, offset: float) -> None:
+    """The figures a test compared, as the rows show them: A's typical time (the
+    geometric mean of its runs once each run's factor is out) and B's at A's run
+    speed, the change and its interval those of the two (the test's log ratio is of
+    the times plus half a sample: ``B / A - 1`` is that ratio less one, times
+    ``1 + offset / A``)."""
+    if it.test is None or a <= 0:
+        return
+    scale = 1 + offset / a
+    change, low, high, p = it.test
+    it.test = (change * scale, low * scale, high * scale, p)
+    it.a["typical"], it.b["typical"] = a, a * (1 + change * scale)
 
 
 def _mean_diff(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -478,23 +652,34 @@ def _name(key: Key, pair: _Pair) -> tuple[str, str, int]:
 
 
 def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
+    """A figure's change; one the same as a tested figure (its only path...) shows that
+    figure's test, once in the family."""
     key = it.key[-1] if it.family == PATH else it.key
     name, file, line = _name(key, pair)
     path: tuple[str, ...] = ()
     if it.family == PATH:
         path = tuple(short_name(*_reorder(_name(k, pair))) for k in it.key)
-    ratio = None
-    if it.test is None and it.a["time"] > 0:  # shown after the run-wide factor too
-        ratio = it.b["time"] / it.a["time"] / (1 + (pair.settings.factor or 0.0)) - 1
+    src = _tested_as(it)
+    t: tuple[float | None, ...] = src.test or (None, None, None, None)
+    a, b = it.a, it.b
+    if src.test is None and it.a["time"] > 0:  # shown after the run-wide factor too
+        t = (_untested(it.a, it.b, pair.settings.factor), None, None, None)
+    elif src is not it and "typical" in src.a:
+        a, b = {**it.a, "typical": src.a["typical"]}, {**it.b, "typical": src.b["typical"]}
     return Change(
-        section, name, file, line, it.family, it.a, it.b,
-        it.test[0] if it.test else ratio,
-        it.test[1] if it.test else None,
-        it.test[2] if it.test else None,
-        it.test[3] if it.test else None,
-        it.p_adjusted, it.significant, it.test is not None, it.note,
-        path=path, chain=min(len(path), 3), verdict=verdict, weaker=it.weaker,
+        section, name, file, line, it.family, a, b, t[0], t[1], t[2], t[3],
+        src.p_adjusted, src.significant, src.test is not None, it.note,
+        path=path, chain=min(len(path), 3), verdict=verdict, weaker=src.weaker,
     )  # fmt: skip
+
+
+def _untested(a: dict[str, float], b: dict[str, float], factor: float | None) -> float:
+    """An untested figure's change, after the run-wide factor when one was taken out
+    (B's time at A's run speed is then shown beside A's)."""
+    if factor is not None:
+        a["typical"], b["typical"] = a["time"], b["time"] / (1 + factor)
+        return b["typical"] / a["typical"] - 1
+    return b["time"] / a["time"] - 1
 
 
 def _reorder(t: tuple[str, str, int]) -> tuple[str, int, str]:
@@ -560,6 +745,7 @@ def headline_change(
     settings: Settings,
     weaker: bool = False,
     clock: str = "wall",
+    shift: Shift | None = None,
 ) -> Change:
     """A headline figure (a run's time, a peak, a statement) tested on its own
     (:func:`.decide.judge`).
@@ -572,9 +758,10 @@ def headline_change(
     :param settings: the settings
     :param weaker: the values are the batches of one process a side
     :param clock: the clock of the values (``wall`` or ``cpu``)
+    :param shift: the machine's shift between the sessions, taken out of ``ys``
     :return: the change
     """
-    d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock)
+    d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock, shift=shift)
     a = {figure: _median(xs), "n": float(len(xs))}
     b = {figure: _median(ys), "n": float(len(ys))}
     if d.log_variance is not None:
@@ -682,7 +869,6 @@ def _small_changes(
     """The functions under the share tested (or on one side only), shown and not tested:
     built in one pass, they are most of a large profile (19,000 of 20,000 functions)."""
     med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
-    factor = 1 + (pair.settings.factor or 0.0)
     total_a, total_b = pair.total_a or 1.0, pair.total_b or 1.0
     small = f"below the {pair.settings.min_share:.1%} share tested"
     out = []
@@ -693,7 +879,7 @@ def _small_changes(
         note = "only in B" if a_time is None else "only in A" if b_time is None else small
         a = {"time": a_time or 0.0, "share": (a_time or 0.0) / total_a}
         b = {"time": b_time or 0.0, "share": (b_time or 0.0) / total_b}
-        ratio = b["time"] / a["time"] / factor - 1 if a["time"] > 0 else None
+        ratio = _untested(a, b, pair.settings.factor) if a["time"] > 0 else None
         name, file, line = _name(key, pair)
         out.append(Change(section, name, file, line, family, a, b, ratio, note=note))
     return out
@@ -729,13 +915,25 @@ def _deduplicate(own: list[_Item], inclusive: list[_Item], paths: list[_Item], k
         mine = own_of.get(it.key)
         ends = ending.get(it.key, [])
         if mine is not None and mine.tested and _same(mine, it):
-            it.note = "the same as its own time (it calls nothing that takes time)"
+            it.note, it.same = "the same as its own time (it calls nothing that takes time)", mine
         elif kind != NO_PATHS and len(ends) == 1 and ends[0].tested:
-            it.note = "the same as its only call path"
+            it.note, it.same = "the same as its only call path", ends[0]
     for it in paths:
         kids = children.get(it.key, [])
         if it.tested and len(kids) == 1 and kids[0].tested and _same(kids[0], it):
-            it.note = SAME_AS_CALLEE
+            it.note, it.same = SAME_AS_CALLEE, kids[0]
+
+
+def _tested_as(it: _Item) -> _Item:
+    """The figure whose test stands for this one: itself, or down the chain of the
+    figures it is the same as (a caller's inclusive time, its only path, that path's
+    only callee's path...), to a tested one."""
+    found = it
+    for _ in range(MAX_SAME):
+        if found.test is not None or found.same is None:
+            break
+        found = found.same
+    return found if found.test is not None else it
 
 
 def _notes(
@@ -752,8 +950,9 @@ def _notes(
         )
     if settings.factor is not None:
         settings.notes.append(
-            f"the run as a whole moved {settings.factor:+.1%} (the median over "
-            f"{settings.reference} parts of the run): every figure is compared after it"
+            f"B's run as a whole moved {settings.factor:+.1%} against A's (a robust mean "
+            f"over {settings.reference} parts of the run, those that changed left out): "
+            "B's figures are compared at A's run speed"
         )
     for side, table in (("A", pair.sa), ("B", pair.sb)):
         if table.failed:

@@ -106,7 +106,8 @@ def _title(node: _Node, path: tuple[str, ...]) -> str:
     if c is None:
         return text
     sig = "significant" if c.significant else ("not significant" if c.tested else c.note)
-    a, b = c.a.get("time", 0.0), c.b.get("time", 0.0)
+    # The figures compared (B's at A's run speed), from which the change is computed.
+    a, b = c.a.get("typical", c.a.get("time", 0.0)), c.b.get("typical", c.b.get("time", 0.0))
     return f"{text}\n{format_change(c)} ({sig}); A {a * 1e3:.2f} ms, B {b * 1e3:.2f} ms"
 
 

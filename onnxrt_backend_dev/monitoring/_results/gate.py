@@ -19,12 +19,19 @@ implementation):
 
 * a time figure is judged as ``compare`` judges a timing of one process a side: on its
   batches, Mann-Whitney's test from 8 a side and Welch's test of the logs below, as
-  *weaker evidence* (a session's batches share the load of its moment). It *regresses*
-  (the test fails) when the change is significant and above the threshold; it is
-  *undecided* when its estimate is above the threshold and the evidence cannot decide it
-  (not significant, a block timed once): never a pass in silence, said in the test's
-  report and the session's summary, not a failure. A block timed once (one run a side)
-  regresses only when it more than doubled (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
+  *weaker evidence* (a session's batches share the load of its moment, and cannot show
+  how much a figure moves from one session to the next: :data:`.decide.BETWEEN_PROCESSES`
+  is added), after the machine's shift between the two sessions
+  (:func:`.decide.machine_shift`: the robust mean of the ratios of the reference work
+  timed beside each figure judged so far in this session to the baseline's, never of
+  the figures, whose common change may be the code's; its variance added). It
+  *regresses* (the test fails) when the change is significant and above the threshold;
+  it is *undecided* when its estimate is above the threshold and the evidence cannot
+  decide it (not significant, a block timed once): never a pass in silence, said in the
+  test's report and the session's summary, not a failure. The message says what was
+  measured (the medians per run), then the shift and the change judged. A block timed
+  once (one run a side) regresses only when it more than doubled
+  (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
   Beside other load, the CPU clock (``--monitoring-clock cpu``) is the steadier one for
   CPU-bound code; figures of different clocks are not compared (undecided);
 * a memory figure (one run a side) regresses on the *plain threshold*, when it grew by
@@ -44,7 +51,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._format import format_bytes, format_duration
-from .decide import REGRESSED, UNDECIDED, gate, judge
+from .decide import (
+    REGRESSED,
+    UNDECIDED,
+    Decision,
+    Shift,
+    gate,
+    judge,
+    machine_shift,
+    reference_ratio,
+)
 from .payloads import memory_data, report_data, timing_data, timing_series
 
 # Below this growth of a block's memory increase, its figure is the allocator's noise.
@@ -93,6 +109,8 @@ def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dic
                     one["clock"] = f["clock"]
                 if f.get("reference"):
                     one["reference"] = float(f["reference"])
+                if f.get("stolen") is not None:
+                    one["stolen"] = float(f["stolen"])
                 series.append(one)
             else:
                 runs[name] = {k: float(f[k]) for k in MEMORY_KEYS if k in f}
@@ -128,6 +146,9 @@ class Baseline:
         self.series = {s["name"]: s for s in data.get("timing", {}).get("series", [])}
         channels = data.get("memory", {}).get("channels", {})
         self.memory = {name: runs[-1] for name, runs in channels.items()}
+        # The log ratios of the reference work beside each time figure judged so far in
+        # this session, by clock: the machine's shift from the baseline's session.
+        self.references: dict[str, list[float]] = {}
 
     def check(
         self, nodeid: str, figures: Sequence[Mapping[str, Any]], threshold: float
@@ -143,7 +164,7 @@ class Baseline:
         for name, f in zip(figure_names(nodeid, figures), figures, strict=True):
             label = name[len(nodeid) + len(SEPARATOR) :]
             if f["kind"] == "time" and name in self.series:
-                r = _time_finding(label, self.series[name], f, threshold)
+                r = self._time_finding(label, self.series[name], f, threshold)
             elif f["kind"] == "memory" and name in self.memory:
                 r = _memory_regression(label, self.memory[name], f, threshold)
             else:
@@ -152,62 +173,88 @@ class Baseline:
                 found.append(Regression(name, r[1], r[0]))
         return found
 
+    def _time_finding(
+        self, label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
+    ) -> tuple[str, str] | None:
+        """``(state, message)`` of a time figure, None when it passes."""
+        if base.get("counter") or now.get("counter"):
+            return _counted_finding(label, base, now, threshold)
+        clocks = (base.get("clock", "wall"), now.get("clock", "wall"))
+        if clocks[0] != clocks[1]:
+            return UNDECIDED, (
+                f"time {label}: timed with the {clocks[1]} clock, the baseline with the "
+                f"{clocks[0]} clock: not compared (save the baseline with the same clock)"
+            )
+        xs = _per_execution(base["times"], base["sizes"])
+        ys = _per_execution(now["times"], now["sizes"])
+        if not xs or not ys:
+            return None
+        ratios = self.references.setdefault(clocks[0], [])
+        ratio = reference_ratio(base, now)
+        if ratio is not None:
+            ratios.append(ratio)
+        shift = machine_shift(ratios).with_stolen(base, now)
+        d = judge(xs, ys, weaker=True, clock=clocks[0], shift=shift)
+        # Undecided when the estimate is above the threshold: a test's figure whose
+        # interval merely reaches above it (most, one session a side) is not listed.
+        state, runs = gate(d, threshold, strict=False)
+        shifted = [y * math.exp(-shift.value) for y in ys]
+        if not d.tested and state == UNDECIDED and _clearly_worse(xs, shifted, threshold):
+            state = REGRESSED
+        if state not in (REGRESSED, UNDECIDED) or d.change is None:
+            return None
+        return state, _time_message(label, xs, ys, d, shift, state, threshold, runs)
+
 
 def _per_execution(times: Sequence[float], sizes: Sequence[int]) -> list[float]:
     return [t / n for t, n in zip(times, sizes, strict=True)]
 
 
-def _time_finding(
-    label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
-) -> tuple[str, str] | None:
-    """``(state, message)`` of a time figure, None when it passes."""
-    if base.get("counter") or now.get("counter"):
-        return _counted_finding(label, base, now, threshold)
-    clocks = (base.get("clock", "wall"), now.get("clock", "wall"))
-    if clocks[0] != clocks[1]:
-        return UNDECIDED, (
-            f"time {label}: timed with the {clocks[1]} clock, the baseline with the "
-            f"{clocks[0]} clock: not compared (save the baseline with the same clock)"
-        )
-    xs = _per_execution(base["times"], base["sizes"])
-    ys = _per_execution(now["times"], now["sizes"])
-    if not xs or not ys:
-        return None
-    speed = _speed(base, now)
-    if speed is not None:  # the machine's speed of each session taken out
-        ys = [y / speed for y in ys]
-    d = judge(xs, ys, weaker=True, clock=clocks[0])
-    state, runs = gate(d, threshold, strict=False)
-    if not d.tested and state == UNDECIDED and _clearly_worse(xs, ys, threshold):
-        state = REGRESSED
-    if state not in (REGRESSED, UNDECIDED) or d.change is None:
-        return None
+def _time_message(
+    label: str,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    d: Decision,
+    shift: Shift,
+    state: str,
+    threshold: float,
+    runs: int | None,
+) -> str:
+    """What was measured (the medians per run and their change), then what was judged:
+    the change once the machine's shift is out, its interval and test."""
     a, b = statistics.median(xs), statistics.median(ys)
-    head = f"time {label}: {format_duration(b)} per run, was {format_duration(a)}: {d.change:+.1%}"
+    text = (
+        f"time {label}: {format_duration(b)} per run, was {format_duration(a)} ({b / a - 1:+.1%})"
+    )
+    if shift.references or shift.stolen:
+        text += f"; {shift.describe()}, taken out: {d.change:+.1%}"
     if d.tested:
-        head += (
+        text += (
             f" [{d.low:+.1%}, {d.high:+.1%}], p = {d.p_value:.2g} over {len(xs)} and "
             f"{len(ys)} batches"
         )
     if state == REGRESSED and not d.tested:
-        return state, (
-            f"{head}: more than doubled (and by {TIME_FLOOR * 1e3:g} ms), above the "
+        return (
+            f"{text}: more than doubled (and by {TIME_FLOOR * 1e3:g} ms), above the "
             f"{threshold:.0%} threshold (one run on a side: significance not judged, weaker "
             "evidence)"
         )
     if state == REGRESSED:
         return (
-            state,
-            f"{head} (significant, above the {threshold:.0%} threshold; weaker evidence: one "
-            "session a side)",
+            f"{text} (significant, above the {threshold:.0%} threshold; weaker evidence: one "
+            "session a side)"
         )
-    why = "not significant" if d.tested else "a single run on a side: significance not judged"
+    why = (
+        "a single run on a side: significance not judged"
+        if not d.tested
+        else ("not significant" if not d.significant else "its interval reaches above it")
+    )
     more = (
         f"; about {runs} batches a side would decide it"
         if runs
         else ("; measure it with monitor_time.measure to judge it" if not d.tested else "")
     )
-    return state, f"{head}: undecided, above the {threshold:.0%} threshold but {why}{more}"
+    return f"{text}: undecided, it may be above the {threshold:.0%} threshold ({why}){more}"
 
 
 def _counted_finding(
@@ -235,14 +282,6 @@ def _counted_finding(
         f"{c.change:+.1%}, above the {threshold:.0%} threshold (counted by valgrind, "
         f"{c.note})"
     )
-
-
-def _speed(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
-    """How much slower the machine was now than for the baseline (the ratio of the
-    reference work's times beside the two figures), None when a side lacks it."""
-    a, b = base.get("reference"), now.get("reference")
-    ok = all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in (a, b))
-    return float(b) / float(a) if ok else None  # type: ignore[arg-type]
 
 
 def _clearly_worse(xs: Sequence[float], ys: Sequence[float], threshold: float) -> bool:

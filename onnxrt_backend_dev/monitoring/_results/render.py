@@ -39,6 +39,8 @@ def _amount(c: Change, side: dict[str, float]) -> str:
         )
     if c.figure in (OWN, INCLUSIVE, PATH) and not side.get("time"):
         return "—"
+    if "typical" in side:  # the figure compared: B's at A's run speed
+        return format_duration(side["typical"])
     if c.figure == GROWTH:
         return format_bytes(side.get("growth", 0.0))
     if c.figure == "peak":
@@ -149,11 +151,11 @@ def _header(cmp: ResultComparison) -> list[str]:
 
 
 def _whole_rows(rows: list[Change]) -> list[str]:
-    lines = [f"  {'change':>16} sig {'A':>11} {'B':>11}  what"]
+    lines = [f"  {'change':>22} sig {'A':>11} {'B':>11}  what"]
     for c in rows:
         note = f"  [{c.note}]" if c.note else ""
         lines.append(
-            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>11} "
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>11} "
             f"{_amount(c, c.b):>11}  {label(c)}{note}"
         )
     return lines
@@ -169,15 +171,21 @@ def _section(
     return [*lines, f"  {fold}"] if fold else lines
 
 
+def _speed(cmp: ResultComparison) -> str:
+    """What the rows of a profile compare: B at A's run speed when a run-wide factor
+    was taken out."""
+    return ", B at A's run speed" if cmp.factor is not None else ""
+
+
 def _origin_rows(rows: list[Change], top: int) -> list[str]:
     def row(c: Change) -> str:
         where = f"  ({_place(c)})" if c.file else ""
         return (
-            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>11} "
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>11} "
             f"{_amount(c, c.b):>11}  {label(c)}{where}"
         )
 
-    head = f"  {'change':>16} sig {'A':>11} {'B':>11}  call path"
+    head = f"  {'change':>22} sig {'A':>11} {'B':>11}  call path"
     return _section(rows, top, head, row, "paths where a change starts")
 
 
@@ -195,11 +203,11 @@ def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -
         inc_mark = _mark(inc) if inc is not None else ""
         verdict = f"  [{c.verdict}]" if c.verdict else _only(c)
         return (
-            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>10} {_amount(c, c.b):>10} "
-            f"{inc_text:>16} {inc_mark:^3}  {label(c)}{verdict}"
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>10} {_amount(c, c.b):>10} "
+            f"{inc_text:>22} {inc_mark:^3}  {label(c)}{verdict}"
         )
 
-    head = f"  {'own change':>16} sig {'A own':>10} {'B own':>10} {'inclusive':>16} sig  function"
+    head = f"  {'own change':>22} sig {'A own':>10} {'B own':>10} {'inclusive':>22} sig  function"
     return _section(rows, top, head, row, "functions")
 
 
@@ -210,11 +218,11 @@ def _only(c: Change) -> str:
 def _growth_rows(rows: list[Change], top: int, change: str = "change (of rise)") -> list[str]:
     def row(c: Change) -> str:
         return (
-            f"  {format_change(c):>16} {_mark(c):^3} {_amount(c, c.a):>10} "
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>10} "
             f"{_amount(c, c.b):>10}  {label(c)}{_only(c)}"
         )
 
-    head = f"  {change:>16} sig {'A':>10} {'B':>10}  function"
+    head = f"  {change:>22} sig {'A':>10} {'B':>10}  function"
     return _section(rows, top, head, row, "functions")
 
 
@@ -242,7 +250,7 @@ def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE)
     lines = [f"verdict: {verdict.text}", *_header(cmp), ""]
     lines += _whole_rows(sections["whole"])
     if sections["origins"] or sections["through"]:
-        lines += ["", "where the changes start (inclusive time of each call path):"]
+        lines += ["", f"where the changes start (inclusive time of each call path{_speed(cmp)}):"]
         lines += _origin_rows(sections["origins"], top) if sections["origins"] else ["  none"]
         through = _through_line(sections["through"])
         lines += [through] if through else []
@@ -267,11 +275,9 @@ def _functions_title(cmp: ResultComparison, page: bool = False) -> str:
             if page
             else ("functions (own instructions; inclusive beside):")
         )
-    return (
-        "Functions (own time, after the run-wide factor; inclusive beside)"
-        if page
-        else ("functions (own time; inclusive beside), after the run-wide factor:")
-    )
+    if page:
+        return f"Functions (own time, inclusive beside{_speed(cmp)})"
+    return f"functions (own time; inclusive beside){_speed(cmp)}:"
 
 
 def to_json(
@@ -423,7 +429,8 @@ def to_html(cmp: ResultComparison, top: int = 100, above: float = DEFAULT_ABOVE)
     notes += "".join(f"<p class='note'>note: {esc(n)}</p>" for n in cmp.notes)
     tables = (
         _table("The run as a whole", sections["whole"], top, "figures")
-        + _table("Where the changes start (call paths)", sections["origins"], top, "paths")
+        + _table(f"Where the changes start (call paths{_speed(cmp)})", sections["origins"], top,
+                 "paths")
         + _table(
             _functions_title(cmp, page=True),
             sections["functions"], top, "functions", _inclusive(cmp),

@@ -17,7 +17,9 @@ spread of every side:
   batches in order, process by process; absent, one process timed them all);
   ``"clock": "wall" | "cpu"`` (optional, version 3: the clock that timed it, ``wall``
   when absent) and ``"reference"`` (optional, the pytest plugin's: seconds of a fixed
-  piece of work timed beside it, the machine's speed of the moment); ``"counter":
+  piece of work timed beside it, the machine's speed of the moment), ``"stolen"``
+  (optional, the pytest plugin's on the wall clock: the share of the figure's wall time
+  other programs took, waiting for a CPU); ``"counter":
   "instructions"`` (optional: counted by valgrind, ``times`` then instructions per batch
   and possibly 0) with its ``"noise"`` (instructions per execution);
 * ``memory``: ``{"channels": {"cpu": [{"peak", "begin", "end", "mean"} per run]}}``, bytes;
@@ -181,6 +183,8 @@ def check_timing(where: str, data: Any) -> None:
             raise _fail(f"{at}.clock", f"one of {', '.join(TIMERS)}", s.get("clock"))
         if "reference" in s:
             _number(f"{at}.reference", s["reference"], positive=True)
+        if "stolen" in s and _number(f"{at}.stolen", s["stolen"]) >= 1:
+            raise _fail(f"{at}.stolen", "a share in [0, 1)", s["stolen"])
 
 
 def _counter(where: str, data: dict[str, Any]) -> bool:
