@@ -17,6 +17,8 @@ from helpers import run_cli
 from onnxrt_backend_dev.monitoring._count import valgrind
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="no valgrind")
+# valgrind runs a program 20 to 100 times slower: minutes at load 8
+pytestmark = pytest.mark.timeout(600)
 C = ("--counter", "instructions")
 
 

@@ -17,6 +17,8 @@ from onnxrt_backend_dev.monitoring._errors import BadType, BadValue
 from onnxrt_backend_dev.monitoring.benchmark import measure_time
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="no valgrind")
+# valgrind runs a program 20 to 100 times slower: minutes at load 8
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_one_step_of_the_allocator_does_not_move_the_figure() -> None:

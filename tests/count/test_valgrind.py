@@ -26,6 +26,8 @@ from onnxrt_backend_dev.monitoring._errors import BadValue, CounterError, RunFai
 from onnxrt_backend_dev.monitoring._run.supervise import Supervisor
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="no valgrind")
+# valgrind runs a program 20 to 100 times slower: minutes at load 8
+pytestmark = pytest.mark.timeout(600)
 
 
 def per_function_python() -> str | None:

@@ -19,6 +19,7 @@ from results_data import (
 from onnxrt_backend_dev.monitoring._results import render
 from onnxrt_backend_dev.monitoring._results.change import Change
 from onnxrt_backend_dev.monitoring._results.compare import compare_results
+from onnxrt_backend_dev.monitoring._results.flame import flame_html
 
 SPIN = ("<module>", "main", "f07", "spin")
 
@@ -189,3 +190,41 @@ def test_a_function_and_its_path_are_one_regression() -> None:
     assert text.startswith("B is worse: 2 significant regression(s) above 5 %: main → c +")
     assert "; CPU time +" in text and "c (prog.py" not in text
     assert json.loads(render.to_json(cmp))["regressions"] == ["main → c", "CPU time"]
+
+
+def _edge(caller: tuple[str, str], callee: tuple[str, str], time: float) -> Change:
+    """An edge ``caller → callee`` of counted figures; each end ``(file, name)``."""
+    figures = {"time": time, "counted": 1.0, "share": 0.1}
+    return Change(
+        "profile", callee[1], callee[0], 1, "path", figures, dict(figures), 0.0, tested=True,
+        path=(caller[1], callee[1]), places=tuple(f"{f}:1:{n}" for f, n in (caller, callee)),
+    )  # fmt: skip
+
+
+def _inclusive(where: tuple[str, str], time: float) -> Change:
+    figures = {"time": time, "counted": 1.0, "share": 0.1}
+    return Change("profile", where[1], where[0], 1, "inclusive", figures, dict(figures), 0.0)
+
+
+def test_the_flame_of_edges_tells_apart_functions_of_one_name() -> None:
+    # GIVEN callgrind's edges where two modules' <module> share a name: the program's
+    # calls main (90 % of the run), json's runs under the import machinery (2 %)
+    prog, lib = ("prog.py", "<module>"), ("json/__init__.py", "<module>")
+    root, main, load = ("~", "<interpreter>"), ("prog.py", "main"), ("<frozen>", "_find_and_load")
+    changes = [
+        _edge(root, prog, 100.0), _edge(prog, main, 90.0), _edge(prog, load, 2.5),
+        _edge(load, lib, 2.0), _inclusive(root, 100.0), _inclusive(prog, 100.0),
+        _inclusive(main, 90.0), _inclusive(load, 2.5), _inclusive(lib, 2.0),
+    ]  # fmt: skip
+
+    class Comparison:
+        pass
+
+    cmp = Comparison()
+    cmp.changes = tuple(changes)  # type: ignore[attr-defined]
+    page = flame_html(cmp)
+    # THEN main's box is 90 % wide under the program's <module>, the import 2.5 %
+    widths = {name: float(w) for w, name in re.findall(r"width:([\d.]+)%[^>]*>([^<]+)<", page)}
+    assert widths["main"] == 90.0 and widths["_find_and_load"] == 2.5
+    # AND the widths of counted figures are instructions, not time
+    assert "width: instructions in B" in page and "A 90 instr, B 90 instr" in page

@@ -50,6 +50,8 @@ class Change:
     :param verdict: ``worse`` or ``better`` when listed as a change, else ``""``
     :param weaker: judged on weaker evidence (the batches of one process, the counts of
         one run a side)
+    :param places: a call path's functions as ``file:line:name``, one per name of
+        ``path`` (two functions may share a name: every module's ``<module>``)
     """
 
     section: str
@@ -73,6 +75,7 @@ class Change:
     shown: tuple[str, ...] = ()
     verdict: str = ""
     weaker: bool = False
+    places: tuple[str, ...] = ()
 
     @property
     def impact(self) -> float:
@@ -99,6 +102,7 @@ class Change:
         d = dict(self.__dict__)
         d["a"], d["b"] = dict(self.a), dict(self.b)
         d["path"], d["shown"] = list(self.path), list(self.shown)
+        d["places"] = list(self.places)
         return d
 
 

@@ -27,7 +27,7 @@ from .._count import FUNCTION_NOISE, RELATIVE_NOISE
 from .._count.callgraph import INTERPRETER
 from .._errors import ResultFormatError
 from .change import ALLOCS, BETTER, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
-from .keys import short_name
+from .keys import place, short_name
 from .tables import side_table, union
 
 # The instructions of one count: a counted profile stores them where nanoseconds go.
@@ -180,9 +180,10 @@ def profile_changes(
     for key, a, b, big in figures(sa.paths, sb.paths):
         name, file, line = _where(key[-1], sa, sb)
         c = counted_change(section, name, PATH, a, b, 0.0, (file, line), listed=False)
-        path = tuple(short_name(*_place(k, sa, sb)) for k in key)
+        where = [_place(k, sa, sb) for k in key]
+        path = tuple(short_name(*w) for w in where)
         changes.append((_shared(c, a, b, totals) if big else _small(c, settings)).replace(
-            path=path, chain=len(path)))  # fmt: skip
+            path=path, chain=len(path), places=tuple(place(*w) for w in where)))  # fmt: skip
     return changes
 
 

@@ -78,7 +78,7 @@ from .._stats.welch import (
 )
 from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
 from .decide import Shift, judge
-from .keys import Key, short_name
+from .keys import Key, place, short_name
 from .tables import EDGES, NO_PATHS, STACKS, SideTable, medians, union
 
 MIN_SHARE = 0.001
@@ -657,8 +657,11 @@ def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
     key = it.key[-1] if it.family == PATH else it.key
     name, file, line = _name(key, pair)
     path: tuple[str, ...] = ()
+    places: tuple[str, ...] = ()
     if it.family == PATH:
-        path = tuple(short_name(*_reorder(_name(k, pair))) for k in it.key)
+        named = [_name(k, pair) for k in it.key]
+        path = tuple(short_name(*_reorder(n)) for n in named)
+        places = tuple(place(*_reorder(n)) for n in named)
     src = _tested_as(it)
     t: tuple[float | None, ...] = src.test or (None, None, None, None)
     a, b = it.a, it.b
@@ -670,6 +673,7 @@ def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
         section, name, file, line, it.family, a, b, t[0], t[1], t[2], t[3],
         src.p_adjusted, src.significant, src.test is not None, it.note,
         path=path, chain=min(len(path), 3), verdict=verdict, weaker=src.weaker,
+        places=places,
     )  # fmt: skip
 
 

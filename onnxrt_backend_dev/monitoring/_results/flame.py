@@ -17,9 +17,10 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .._format import format_count
 from .change import INCLUSIVE, ORIGIN, PATH, Change
 from .compare import format_change
-from .keys import clean
+from .keys import clean, place
 
 MIN_WIDTH = 0.002
 MAX_DEPTH = 60
@@ -49,32 +50,41 @@ def _stack_tree(paths: Sequence[Change]) -> _Node:
 
 
 def _edge_tree(paths: Sequence[Change], inclusive: dict[str, float]) -> _Node:
-    """cProfile's edges expanded into a tree from the functions no edge calls."""
-    out: dict[str, list[Change]] = {}
+    """cProfile's (or callgrind's) edges expanded into a tree from the functions no edge
+    calls; a function is its place (``file:line:name``) where the edges have them, as
+    two functions may share a name (every module's ``<module>``)."""
+    out: dict[str, list[tuple[str, str, Change]]] = {}
     called = set()
     for c in paths:
-        out.setdefault(c.path[0], []).append(c)
-        called.add(c.path[1])
+        ids = _ids(c)
+        out.setdefault(ids[0], []).append((ids[1], c.path[1], c))
+        called.add(ids[1])
+    names = {_ids(c)[0]: c.path[0] for c in paths}
     root = _Node("")
     todo: list[tuple[_Node, tuple[str, ...], float]] = []
-    for name in out:
-        if name not in called:
-            node = root.children.setdefault(name, _Node(name, inclusive.get(name, 0.0)))
-            todo.append((node, (name,), node.time))
+    for caller in out:
+        if caller not in called:
+            node = root.children.setdefault(
+                caller, _Node(names.get(caller, caller), inclusive.get(caller, 0.0))
+            )
+            todo.append((node, (caller,), node.time))
     boxes = 0
     while todo and boxes < MAX_BOXES:
         node, path, time = todo.pop()
         total = inclusive.get(path[-1], 0.0)
-        for c in out.get(path[-1], ()):
-            callee = c.path[1]
+        for callee, name, c in out.get(path[-1], ()):
             if callee in path or total <= 0 or len(path) >= MAX_DEPTH:
                 continue
             share = min(c.b.get("time", 0.0) / total, 1.0)
-            child = node.children.setdefault(callee, _Node(callee, change=c))
+            child = node.children.setdefault(callee, _Node(name, change=c))
             child.time += time * share
             boxes += 1
             todo.append((child, (*path, callee), time * share))
     return root
+
+
+def _ids(c: Change) -> tuple[str, ...]:
+    return c.places if len(c.places) == len(c.path) else c.path
 
 
 def _coloured_by(node: _Node) -> Change | None:
@@ -108,6 +118,8 @@ def _title(node: _Node, path: tuple[str, ...]) -> str:
     sig = "significant" if c.significant else ("not significant" if c.tested else c.note)
     # The figures compared (B's at A's run speed), from which the change is computed.
     a, b = c.a.get("typical", c.a.get("time", 0.0)), c.b.get("typical", c.b.get("time", 0.0))
+    if c.b.get("counted"):  # instructions, not seconds
+        return f"{text}\n{format_change(c)} ({sig}); A {format_count(a)}, B {format_count(b)}"
     return f"{text}\n{format_change(c)} ({sig}); A {a * 1e3:.2f} ms, B {b * 1e3:.2f} ms"
 
 
@@ -171,10 +183,16 @@ def flame_html(cmp: object) -> str:
     if any(len(c.path) == 1 for c in paths):
         root = _stack_tree(paths)
     else:
+        keyed = any(c.places for c in paths)
         inclusive = {
-            clean(c.function): c.b.get("time", 0.0) for c in changes if c.figure == INCLUSIVE
+            (place(c.file or "", c.line or 0, c.function) if keyed else clean(c.function)): c.b.get(
+                "time", 0.0
+            )
+            for c in changes
+            if c.figure == INCLUSIVE
         }
         root = _edge_tree(paths, inclusive)
+    what = "instructions" if any(c.b.get("counted") for c in paths) else "time"
     boxes = _boxes(root)
     if not boxes:
         return ""
@@ -187,8 +205,8 @@ def flame_html(cmp: object) -> str:
         "<span style='outline:2px solid #111'>where a change starts</span></p>"
     )
     return (
-        f"<style>{_STYLE}</style><h2>Call paths of B (width: time in B; colour: significant "
-        f"change)</h2>{key}<div class='flame' style='height:{depth * ROW + 2}px'>"
+        f"<style>{_STYLE}</style><h2>Call paths of B (width: {what} in B; colour: "
+        f"significant change)</h2>{key}<div class='flame' style='height:{depth * ROW + 2}px'>"
         + "".join(boxes)
         + "</div>"
     )

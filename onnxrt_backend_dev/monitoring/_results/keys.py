@@ -101,3 +101,15 @@ def short_name(file: str, line: int, name: str) -> str:
     :return: one line of text
     """
     return clean(name)
+
+
+def place(file: str, line: int, name: str) -> str:
+    """A function's identity in one string (``prog.py:12:c``): names repeat (every
+    module's ``<module>``), places do not.
+
+    :param file: the function's file
+    :param line: its first line
+    :param name: its name
+    :return: ``file:line:name``
+    """
+    return f"{file}:{line}:{name}"

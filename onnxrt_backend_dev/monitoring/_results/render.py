@@ -29,6 +29,8 @@ COMPARISON_SCHEMA = "onnxrt-monitoring-comparison"
 COMPARISON_VERSION = 2
 # Rows of each section unless asked otherwise.
 TOP = 25
+# The width of an amount column: "2.96 M allocs", "37.4 M instr", "35.0 ms"
+W = 13
 DEFAULT_ABOVE = 0.05
 
 
@@ -151,12 +153,12 @@ def _header(cmp: ResultComparison) -> list[str]:
 
 
 def _whole_rows(rows: list[Change]) -> list[str]:
-    lines = [f"  {'change':>22} sig {'A':>11} {'B':>11}  what"]
+    lines = [f"  {'change':>22} sig {'A':>{W}} {'B':>{W}}  what"]
     for c in rows:
         note = f"  [{c.note}]" if c.note else ""
         lines.append(
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>11} "
-            f"{_amount(c, c.b):>11}  {label(c)}{note}"
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
+            f"{_amount(c, c.b):>{W}}  {label(c)}{note}"
         )
     return lines
 
@@ -181,11 +183,11 @@ def _origin_rows(rows: list[Change], top: int) -> list[str]:
     def row(c: Change) -> str:
         where = f"  ({_place(c)})" if c.file else ""
         return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>11} "
-            f"{_amount(c, c.b):>11}  {label(c)}{where}"
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
+            f"{_amount(c, c.b):>{W}}  {label(c)}{where}"
         )
 
-    head = f"  {'change':>22} sig {'A':>11} {'B':>11}  call path"
+    head = f"  {'change':>22} sig {'A':>{W}} {'B':>{W}}  call path"
     return _section(rows, top, head, row, "paths where a change starts")
 
 
@@ -203,11 +205,11 @@ def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -
         inc_mark = _mark(inc) if inc is not None else ""
         verdict = f"  [{c.verdict}]" if c.verdict else _only(c)
         return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>10} {_amount(c, c.b):>10} "
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} {_amount(c, c.b):>{W}} "
             f"{inc_text:>22} {inc_mark:^3}  {label(c)}{verdict}"
         )
 
-    head = f"  {'own change':>22} sig {'A own':>10} {'B own':>10} {'inclusive':>22} sig  function"
+    head = f"  {'own change':>22} sig {'A own':>{W}} {'B own':>{W}} {'inclusive':>22} sig  function"
     return _section(rows, top, head, row, "functions")
 
 
@@ -218,11 +220,11 @@ def _only(c: Change) -> str:
 def _growth_rows(rows: list[Change], top: int, change: str = "change (of rise)") -> list[str]:
     def row(c: Change) -> str:
         return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>10} "
-            f"{_amount(c, c.b):>10}  {label(c)}{_only(c)}"
+            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
+            f"{_amount(c, c.b):>{W}}  {label(c)}{_only(c)}"
         )
 
-    head = f"  {change:>22} sig {'A':>10} {'B':>10}  function"
+    head = f"  {change:>22} sig {'A':>{W}} {'B':>{W}}  function"
     return _section(rows, top, head, row, "functions")
 
 
