@@ -571,17 +571,10 @@ def _save_outputs(writes: list[tuple[str, str, str]]) -> None:
     :param writes: ``(option, file, text)``
     :raises UsageError: one line naming what failed and where it went
     """
-    from ._cli.common import CommandError, save_outputs
-
-    def writer(text: str) -> Callable[[str], None]:
-        def write(path: str) -> None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-
-        return write
+    from ._cli.common import CommandError, save_outputs, text_writer
 
     try:
-        save_outputs((option, path, writer(text)) for option, path, text in writes)
+        save_outputs((option, path, text_writer(text)) for option, path, text in writes)
     except CommandError as e:
         raise UsageError(f"%%monitor: {e}") from None
 
