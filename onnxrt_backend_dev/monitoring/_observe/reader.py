@@ -24,7 +24,7 @@ calls often.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
@@ -874,30 +874,29 @@ class StackReader:
 
         :param address: the object's address
         """
-        if not address:
-            return None
-        try:
-            head = self.memory.read(address, self.layout["unicode.compact_size"])
-            span = self._string_span(address, head)
-            if span is None:
-                return None
-            data = self.memory.read(span[0], span[1]) if span[1] else b""
-        except ReadError:
-            return None
-        return data.decode(span[2], "replace")
+        got = self._read_object(address, self.layout["unicode.compact_size"], self._string_span)
+        return None if got is None else got[0].decode(got[1], "replace")
 
     def bytes_object(self, address: int) -> bytes | None:
         """A ``bytes`` object's content, None if it is not one (or too big).
 
         :param address: the object's address
         """
+        got = self._read_object(address, self.layout["bytes.data"], self._bytes_span)
+        return None if got is None else got[0]
+
+    def _read_object(
+        self, address: int, head: int, span_of: Callable[[int, bytes], tuple[int, int, str] | None]
+    ) -> tuple[bytes, str] | None:
+        """An object's content and encoding, where ``span_of`` finds them from the object's
+        first ``head`` bytes; None if it is not such an object or cannot be read."""
         if not address:
             return None
         try:
-            span = self._bytes_span(address, self.memory.read(address, self.layout["bytes.data"]))
+            span = span_of(address, self.memory.read(address, head))
             if span is None:
                 return None
-            return self.memory.read(span[0], span[1]) if span[1] else b""
+            return (self.memory.read(span[0], span[1]) if span[1] else b""), span[2]
         except ReadError:
             return None
 
