@@ -205,11 +205,8 @@ class TimedBlock:
             limit = check_number("limit", limit)
             if limit <= 0:
                 raise BadValue(f"limit must be > 0 seconds, got {limit!r}")
-        self.label = label
-        self.limit = limit
-        self.clock = clock
-        self.clock_name = clock_name
-        self.reference = reference
+        self.label, self.limit, self.clock = label, limit, clock
+        self.clock_name, self.reference = clock_name, reference
         self.speed: list[float] = []
         self.elapsed: float = float("nan")
         self.stolen: float | None = None
