@@ -91,10 +91,12 @@ class DemoCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Declares the options."""
         parser.add_argument(
-            "--out", default="monitoring-demo", metavar="DIR",
+            "--out",
+            default="monitoring-demo",
+            metavar="DIR",
             help="folder for the pictures, the HTML call tree and the JSON files "
             "(default: ./monitoring-demo)",
-        )  # fmt: skip
+        )
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the three examples and writes their files."""

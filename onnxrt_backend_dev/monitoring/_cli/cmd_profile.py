@@ -66,28 +66,40 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
     from .._profiling.sorting import SORT_NAMES
 
     parser.add_argument(
-        "--sort", default="cumulative", choices=SORT_NAMES,
+        "--sort",
+        default="cumulative",
+        choices=SORT_NAMES,
         help="order of callees (and roots of the reference view) in text, json and html "
         "(cumulative)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--view", default="tree", choices=VIEWS,
+        "--view",
+        default="tree",
+        choices=VIEWS,
         help="text and html: the call tree rooted at the program (tree, the default) or "
         "the reference's forest of functions (reference)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--fold-share", type=float, default=FOLD_SHARE, metavar="SHARE",
+        "--fold-share",
+        type=float,
+        default=FOLD_SHARE,
+        metavar="SHARE",
         help=f"tree view: fold the rows under this share of the total (0-1) into one "
         f"'N more' row per parent ({FOLD_SHARE}); 0 shows them all",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--all", dest="fold_share", action="store_const", const=0.0,
+        "--all",
+        dest="fold_share",
+        action="store_const",
+        const=0.0,
         help="tree view: show every row (--fold-share 0)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--format", choices=format_names(), default=None,
+        "--format",
+        choices=format_names(),
+        default=None,
         help="output format (text, or guessed from -o's suffix)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "-o", "--output", metavar="FILE", default=None, help="write to FILE, not stdout"
     )
@@ -95,20 +107,25 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
         "-q", "--quiet", action="store_true", help="no live status, no 'written to' line"
     )
     parser.add_argument(
-        "--hide-stdlib", action="store_true",
+        "--hide-stdlib",
+        action="store_true",
         help="hide standard library, site-packages and built-in frames (their callees "
         "take their place)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--min-share", type=float, default=0.0,
+        "--min-share",
+        type=float,
+        default=0.0,
         help="hide rows below this share of the total time (0-1)",
-    )  # fmt: skip
+    )
     parser.add_argument("--max-depth", type=int, default=None, help="hide deeper rows")
     parser.add_argument(
-        "--focus", metavar="TEXT", default=None,
+        "--focus",
+        metavar="TEXT",
+        default=None,
         help="only the calls made from functions whose name contains TEXT (exit 1, "
         "nothing shown, when no function's name does)",
-    )  # fmt: skip
+    )
 
 
 def _resolve_format(args: argparse.Namespace) -> str:
@@ -255,17 +272,21 @@ class ProfileCommand:
             help="run a module as a script, the rest is its arguments",
         )  # fmt: skip
         parser.add_argument(
-            "target", nargs="?", default=None,
+            "target",
+            nargs="?",
+            default=None,
             help="the script to run, or 'show' to render profile files",
-        )  # fmt: skip
+        )
         add_save_options(parser)
         add_repeat_options(parser)
         parser.add_argument(
-            "--counter", choices=("instructions",), default=None,
+            "--counter",
+            choices=("instructions",),
+            default=None,
             help="count the instructions of one run under valgrind instead of sampling it: "
             "each Python function's own and inclusive count (Python >= 3.12), the whole run "
             "otherwise; --save keeps it for compare",
-        )  # fmt: skip
+        )
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -370,10 +391,11 @@ class ProfileCommand:
         )
         _add_view_options(parser)
         parser.add_argument(
-            "--show-library", action="store_true",
+            "--show-library",
+            action="store_true",
             help="tree view: show every library frame (no folding of the standard library "
             "and installed packages)",
-        )  # fmt: skip
+        )
         parser.add_argument("files", nargs="+", help="profile files (merged)")
         parser.set_defaults(**{k: getattr(args, k) for k in (*_VIEW_DESTS, "show_library")})
         try:

@@ -101,27 +101,32 @@ class SpyCommand:
             "--cuda", action="store_true", help="measure the GPUs too (NVML): --probe nvml"
         )
         parser.add_argument(
-            "--probe", action="append", default=[], metavar="NAME",
+            "--probe",
+            action="append",
+            default=[],
+            metavar="NAME",
             help="measure the devices of this registered probe too (repeatable; nvml: NVIDIA; "
             "torch, read inside a program, is refused here)",
-        )  # fmt: skip
+        )
         parser.add_argument("--children", action="store_true", help="count the whole process tree")
         parser.add_argument(
-            "--no-reset-peak", action="store_true",
+            "--no-reset-peak",
+            action="store_true",
             help="sample only: leave the spied process's high-water mark and ru_maxrss alone "
             "(by default, exact peaks reset them at every tick, so /usr/bin/time and "
             "getrusage read lower; spikes shorter than --delay may then be missed)",
-        )  # fmt: skip
+        )
         parser.add_argument("--pid", type=int, default=None, help="attach to a running process")
         parser.add_argument("--json", metavar="FILE", help="write the result and series as JSON")
         parser.add_argument("--csv", metavar="FILE", help="write the series as CSV")
         parser.add_argument("--plot", metavar="FILE.png", help="draw the series (plot extra)")
         parser.add_argument("-q", "--quiet", action="store_true", help="no live status")
         parser.add_argument(
-            "--where", action="store_true",
+            "--where",
+            action="store_true",
             help="run a Python program (script.py or -m module) here and sample its stacks: "
             "where the peak happened, memory growth per function",
-        )  # fmt: skip
+        )
         parser.add_argument(
             "-m", dest="module", nargs=argparse.REMAINDER, default=None, metavar="MODULE ARGS",
             help="with --where: run a module as a script, the rest is its arguments",
@@ -133,9 +138,10 @@ class SpyCommand:
             "on average (256KiB): what is live at the peak, by line; 0 turns it off",
         )  # fmt: skip
         parser.add_argument(
-            "--flame", metavar="FILE",
+            "--flame",
+            metavar="FILE",
             help="with --where: memory flame graph, speedscope (*.json) or collapsed stacks",
-        )  # fmt: skip
+        )
         add_save_options(parser)
         parser.add_argument(
             "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS", help="the command to run"

@@ -235,53 +235,82 @@ class TimeCommand:
         """Declares the options."""
         parser.add_argument("stmt", help="the statement to time, e.g. 'cos(0.5)'")
         parser.add_argument(
-            "-s", "--setup", action="append", default=[],
+            "-s",
+            "--setup",
+            action="append",
+            default=[],
             help="setup code run before each batch, not timed (repeatable), as timeit's -s",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--setup-once", action="append", default=[], metavar="CODE",
+            "--setup-once",
+            action="append",
+            default=[],
+            metavar="CODE",
             help="setup code run once per process before timing (repeatable): its names "
             "are the statement's globals, e.g. load a model once and time its inference",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "-r", "--repeat", type=int, default=None,
+            "-r",
+            "--repeat",
+            type=int,
+            default=None,
             help=f"batches ({_CALIBRATED_REPEAT}, {_COMPARE_REPEAT} with --compare)",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "-n", "--number", type=int, default=None,
+            "-n",
+            "--number",
+            type=int,
+            default=None,
             help="executions per batch (default: as timeit, enough for a batch to last 0.2 s)",
-        )  # fmt: skip
+        )
         parser.add_argument(
             "-w", "--warmup", type=int, default=1, help="executions before timing (1)"
         )
         parser.add_argument(
-            "-t", "--max-time", type=float, default=None, metavar="SECONDS",
+            "-t",
+            "--max-time",
+            type=float,
+            default=None,
+            metavar="SECONDS",
             help="time batches until this many seconds are measured (-r and -n are ignored)",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--clock", choices=sorted(CLOCKS), default=None,
+            "--clock",
+            choices=sorted(CLOCKS),
+            default=None,
             help="wall: elapsed time (time.perf_counter, the default); cpu: the process's "
             "CPU time, every thread counted (time.process_time)",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--counter", choices=("instructions",), default=None,
+            "--counter",
+            choices=("instructions",),
+            default=None,
             help="count the instructions of one execution under valgrind instead of timing "
             "it (fresh interpreters, about 10 s a statement): the same count whatever the "
             "machine's load, one count a side decides a comparison; it cannot see waiting",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--compare", metavar="STMT2", default=None,
+            "--compare",
+            metavar="STMT2",
+            default=None,
             help="also time STMT2 interleaved with STMT and tell which is faster",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "-p", "--processes", type=int, default=1, metavar="N",
+            "-p",
+            "--processes",
+            type=int,
+            default=1,
+            metavar="N",
             help="time the statement in N fresh processes, one after the other (1); compare "
             "judges saved timings over their processes, so give it at least 2 a side",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--timeout", type=float, default=None, metavar="SECONDS",
+            "--timeout",
+            type=float,
+            default=None,
+            metavar="SECONDS",
             help="with --processes: seconds a process may take before it is killed (600)",
-        )  # fmt: skip
+        )
         parser.add_argument(
             "--json", action="store_true", help="print the result and the numbers used as JSON"
         )

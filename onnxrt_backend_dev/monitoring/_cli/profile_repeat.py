@@ -39,21 +39,29 @@ def add_repeat_options(
     """
     parser.add_argument("--repeat", type=int, default=None, metavar="N", help=repeat_help)
     parser.add_argument(
-        "--max-time", type=float, default=None, metavar="SECONDS",
+        "--max-time",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="with --repeat: start no new run after this many seconds (2 runs at least)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--timeout", type=float, default=None, metavar="SECONDS",
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help=f"with --repeat: kill a run after this many seconds ({DEFAULT_TIMEOUT:g})",
-    )  # fmt: skip
+    )
     if not clock:
         return
     parser.add_argument(
-        "--clock", choices=("cpu", "wall"), default=None,
+        "--clock",
+        choices=("cpu", "wall"),
+        default=None,
         help="with --repeat: the clock saved to compare, the thread's CPU time (the "
         "default, as compare --a/--b) or the wall clock; sampled without --repeat: what "
         "ranks the rows and the hot lines (cpu on a busy machine)",
-    )  # fmt: skip
+    )
 
 
 def wants_repeat(args: argparse.Namespace) -> bool:

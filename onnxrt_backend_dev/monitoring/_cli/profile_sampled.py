@@ -42,44 +42,58 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     :param parser: the ``profile`` parser
     """
     parser.add_argument(
-        "--cprofile", action="store_true",
+        "--cprofile",
+        action="store_true",
         help="profile with cProfile (exact call counts, the call graph) instead of sampling; "
         "implied by --view reference, --sort, --focus, --hide-stdlib, --min-share, "
         "--save and -o FILE.prof",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--interval", type=float, default=None, metavar="SECONDS",
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="sampling: seconds between samples (0.001 read by the observer, 0.002 in the "
         "program; at least 0.0001)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--timer", choices=("prof", "real", "thread"), default=None,
+        "--timer",
+        choices=("prof", "real", "thread"),
+        default=None,
         help="the in-process sampler (given, it is chosen): what ticks, the CPU-time signal "
         "SIGPROF backed by a watchdog thread (prof, default), the wall-time SIGALRM (real) "
         "or a thread only (thread)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--pid", type=int, default=None,
+        "--pid",
+        type=int,
+        default=None,
         help="profile a process already running instead of starting one (read from "
         "outside: it is not stopped or changed), until it ends, --duration passes or "
         "Ctrl-C",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--duration", type=float, default=None, metavar="SECONDS",
+        "--duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="with --pid: stop after this many seconds",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--collector", choices=("auto", "observer", "in-process"), default="auto",
+        "--collector",
+        choices=("auto", "observer", "in-process"),
+        default="auto",
         help="sampling: who reads the stacks: the observer, another process reading the "
         "program from outside (nothing of this tool in the program; the right line inside "
         "C calls), or the in-process sampler (signal handlers and a thread in the "
         "program); auto (default) takes the observer where this machine allows it",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--show-library", action="store_true",
+        "--show-library",
+        action="store_true",
         help="the call tree (sampled or --cprofile): show every library frame (no folding "
         "of the standard library and installed packages)",
-    )  # fmt: skip
+    )
 
 
 def uses_cprofile(args: argparse.Namespace, helpers: RunHelpers) -> bool:

@@ -25,10 +25,12 @@ def add_save_options(parser: argparse.ArgumentParser) -> None:
     :param parser: the command's parser
     """
     parser.add_argument(
-        "--save", metavar="FILE.json", default=None,
+        "--save",
+        metavar="FILE.json",
+        default=None,
         help="save the raw figures, the environment and the command as a versioned result "
         "(read by the compare command)",
-    )  # fmt: skip
+    )
     parser.add_argument("--force", action="store_true", help="let --save replace an existing file")
 
 
