@@ -311,17 +311,17 @@ class MonitoringMagics(Magics):
             raise UsageError(f"{spec.name}: {reason}; see {spec.name} --help") from None
         return opts, rest
 
-    def _code(self, source: str, name: str) -> Callable[[], None]:
+    def _code(self, source: str, name: str) -> tuple[Callable[[], None], Any]:
         """Compiles a cell (IPython syntax allowed) into a function running it in the
-        notebook's namespace; syntax errors surface here, before any measure starts."""
-        transformed = self._shell.transform_cell(source)
-        code = self._shell.compile(transformed, f"<{name}>", "exec")
+        notebook's namespace, and its code object; syntax errors surface here, before
+        any measure starts."""
+        code = self._shell.compile(self._shell.transform_cell(source), f"<{name}>", "exec")
         namespace = self._shell.user_ns
 
         def run() -> None:
             exec(code, namespace)
 
-        return run
+        return run, code
 
     def _checked(self, source: str | None) -> str | None:
         """Turns IPython syntax into Python and compiles it, so that a syntax error
@@ -388,7 +388,7 @@ class MonitoringMagics(Magics):
             raise UsageError(str(e).replace("probes: unknown", "--probe: unknown")) from None
         if plot_file is not None and not plot_file.lower().endswith(".png"):
             raise UsageError(f"--plot must name a .png file, got {plot_file!r}")
-        run = self._code(cell, "spy")
+        run, _ = self._code(cell, "spy")
         try:
             spy = start_spying_on(
                 delay=delay, cuda="cuda" in opts, stacks="stacks" in opts, probes=probes
@@ -433,12 +433,9 @@ class MonitoringMagics(Magics):
                     writes.append((option, path, render(report)))
             _save_outputs(writes)
 
-        code = self._shell.compile(self._shell.transform_cell(cell), "<monitor>", "exec")
-        namespace = self._shell.user_ns
+        run, code = self._code(cell, "monitor")
         try:
-            report = run_monitored(
-                lambda: exec(code, namespace), "cell", code, interval, probes, keep
-            )
+            report = run_monitored(run, "cell", code, interval, probes, keep)
         except (ImportError, RuntimeError, OSError, ValueError) as e:
             if not getattr(e, "__traceback__", None) or not _from_cell(e):
                 raise UsageError(f"%%monitor cannot run: {e}") from None
@@ -474,7 +471,7 @@ class MonitoringMagics(Magics):
         fold = 0.0 if "all" in opts else fold
         width = _number_option(opts, "w", 60, int, 10)
         interval = _interval(opts)
-        run = self._code(cell, _CELL_NAME)
+        run, _ = self._code(cell, _CELL_NAME)
         if not _wants_cprofile(opts, tree, sort):
             result = _sample_cell(run, interval)
             print(result.to_text(fold_share=fold, show_all="show-library" in opts,
@@ -571,17 +568,10 @@ def _save_outputs(writes: list[tuple[str, str, str]]) -> None:
     :param writes: ``(option, file, text)``
     :raises UsageError: one line naming what failed and where it went
     """
-    from ._cli.common import CommandError, save_outputs
-
-    def writer(text: str) -> Callable[[str], None]:
-        def write(path: str) -> None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-
-        return write
+    from ._cli.common import CommandError, save_outputs, text_writer
 
     try:
-        save_outputs((option, path, writer(text)) for option, path, text in writes)
+        save_outputs((option, path, text_writer(text)) for option, path, text in writes)
     except CommandError as e:
         raise UsageError(f"%%monitor: {e}") from None
 

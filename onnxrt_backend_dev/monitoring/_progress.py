@@ -37,10 +37,7 @@ class LiveStatus:
     ) -> None:
         if interval <= 0:
             raise BadValue(f"interval must be > 0, got {interval!r}")
-        self.stream = stream
-        self.render = render
-        self.interval = interval
-        self.delay = delay
+        self.stream, self.render, self.interval, self.delay = stream, render, interval, delay
         if enabled is None:
             isatty = getattr(stream, "isatty", None)
             enabled = bool(isatty and isatty())

@@ -85,6 +85,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pytest
@@ -204,11 +205,8 @@ class TimedBlock:
             limit = check_number("limit", limit)
             if limit <= 0:
                 raise BadValue(f"limit must be > 0 seconds, got {limit!r}")
-        self.label = label
-        self.limit = limit
-        self.clock = clock
-        self.clock_name = clock_name
-        self.reference = reference
+        self.label, self.limit, self.clock = label, limit, clock
+        self.clock_name, self.reference = clock_name, reference
         self.speed: list[float] = []
         self.elapsed: float = float("nan")
         self.stolen: float | None = None
@@ -558,6 +556,7 @@ class _Measured:
         return figure
 
 
+@dataclass(eq=False, repr=False)
 class TimeMonitor:
     """What the ``monitor_time`` fixture returns.
 
@@ -571,19 +570,11 @@ class TimeMonitor:
         timing them
     """
 
-    def __init__(
-        self,
-        records: list[_Record],
-        clock: Callable[[], float] = time.perf_counter,
-        clock_name: str = "wall",
-        reference: bool = False,
-        counted: bool = False,
-    ) -> None:
-        self.records = records
-        self.clock = clock
-        self.clock_name = clock_name
-        self.reference = reference
-        self.counted = counted
+    records: list[_Record]
+    clock: Callable[[], float] = time.perf_counter
+    clock_name: str = "wall"
+    reference: bool = False
+    counted: bool = False
 
     def __call__(
         self, label: str = "block", limit: float | None = None

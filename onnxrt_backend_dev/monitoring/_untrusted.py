@@ -46,11 +46,7 @@ def read_untrusted(
     name = os.fspath(path)
     where = f"cannot read {what} {name!r}"
     try:
-        st = os.stat(name)
-        kind = _kind(st.st_mode)
-        if kind is not None:
-            raise error(f"{where}: it is {kind}, not a file")
-        _check_size(st.st_size, max_size, where, error)
+        check_stat(name, what, max_size, error)
         # Non-blocking: a file swapped for a FIFO after the stat must not hang the open.
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
         fd = os.open(name, flags | getattr(os, "O_CLOEXEC", 0))
@@ -73,6 +69,20 @@ def read_untrusted(
     if len(data) > max_size:  # it grew since the stat
         raise error(f"{where}: more than {max_size} bytes")
     return data
+
+
+def check_stat(name: str, what: str, max_size: int, error: type[MonitoringError]) -> None:
+    """Refuses, from ``stat`` alone (the file is not opened), what is not a regular file
+    of 1 to ``max_size`` bytes, with the parameters and messages of :func:`read_untrusted`.
+
+    :raises OSError: the file cannot be looked at
+    """
+    st = os.stat(name)
+    where = f"cannot read {what} {name!r}"
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        raise error(f"{where}: it is {kind}, not a file")
+    _check_size(st.st_size, max_size, where, error)
 
 
 def _check_size(size: int, max_size: int, where: str, error: type[MonitoringError]) -> None:

@@ -98,28 +98,20 @@ def check_callable(name: str, value: Any, *, optional: bool = False) -> Any:
     :param optional: None is allowed
     :return: the value
     """
-    if value is None and optional:
-        return value
-    if not callable(value):
-        allowed = "a callable or None" if optional else "a callable"
-        raise BadType(f"{name} must be {allowed}, got {type(value).__name__}")
-    return value
+    return _check_kind(name, value, callable(value), "a callable", optional)
 
 
 def check_str(name: str, value: Any, *, optional: bool = False) -> Any:
-    """``value`` must be a str (or None when ``optional``).
+    """``value`` must be a str (or None when ``optional``), with the parameters of
+    :func:`check_callable`."""
+    return _check_kind(name, value, isinstance(value, str), "a str", optional)
 
-    :param name: the parameter's name, for the message
-    :param value: what the caller passed
-    :param optional: None is allowed
-    :return: the value
-    """
-    if value is None and optional:
+
+def _check_kind(name: str, value: Any, ok: bool, kind: str, optional: bool) -> Any:
+    if ok or (value is None and optional):
         return value
-    if not isinstance(value, str):
-        allowed = "a str or None" if optional else "a str"
-        raise BadType(f"{name} must be {allowed}, got {type(value).__name__}")
-    return value
+    allowed = f"{kind} or None" if optional else kind
+    raise BadType(f"{name} must be {allowed}, got {type(value).__name__}")
 
 
 def check_choice(name: str, value: Any, choices: Any) -> Any:

@@ -157,21 +157,10 @@ def measure_time(
 
         return count_measure(stmt, context, counter, warmup, div_by_number, max_time, keep_gc,
                              setup, clock, calibrate, progress, repeat * number)  # fmt: skip
-    result = measure(
-        stmt,
-        context,
-        repeat=repeat,
-        number=number,
-        warmup=warmup,
-        div_by_number=div_by_number,
-        max_time=max_time,
-        setup=setup,
-        keep_gc=keep_gc,
-        clock=clock,
-        calibrate=calibrate,
-        progress=progress,
-    )
-    return result.to_dict()
+    return measure(
+        stmt, context, repeat, number, warmup, div_by_number, max_time, setup=setup,
+        keep_gc=keep_gc, clock=clock, calibrate=calibrate, progress=progress,
+    ).to_dict()  # fmt: skip
 
 
 def compare(

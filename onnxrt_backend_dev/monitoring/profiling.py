@@ -10,7 +10,7 @@ only checks and delegates: the pipeline lives in ``_profiling``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pstats import SortKey
 from typing import Any
 
@@ -27,10 +27,10 @@ from ._profiling.render_tree_text import render_tree_text
 from ._profiling.run import (
     as_root,
     check_no_profiler_active,
-    graph_of,
     path_cleaner,
-    run_profile,
-    table_of,
+    profile,
+    profile2df,
+    profile2graph,
 )
 from ._profiling.view_paths import PathLimits
 from ._profiling.view_tree import CallTree, build_tree
@@ -45,72 +45,6 @@ __all__ = [
     "profile", "profile2df", "profile2graph", "sample", "sampling", "to_collapsed",
     "to_html", "to_speedscope", "to_tree_text",
 ]  # fmt: skip
-
-
-def profile(
-    fct: Callable[[], Any],
-    sort: str = "cumulative",
-    rootrem: str | Sequence[Any] | None = None,
-    as_df: bool = False,
-    return_results: bool = False,
-    **kwargs: Any,
-) -> tuple[Any, ...]:
-    """Profiles the execution of a function.
-
-    :param fct: function to profile
-    :param sort: see :meth:`pstats.Stats.sort_stats`
-    :param rootrem: root to remove in filenames: a str, or a list of str or
-        ``(old, new)`` pairs; site-packages paths are shortened as well
-    :param as_df: return the results as a dataframe and not text
-    :param return_results: if True, return results as well (in the first position)
-    :param kwargs: additional parameters used to create the profiler, see
-        :class:`cProfile.Profile`
-    :return: raw results, statistics text dump (or dataframe is as_df is True)
-    :raises RuntimeError: if another profiler is already active
-
-    An exception raised by ``fct`` propagates unchanged; the profiler is disabled first.
-    """
-    return run_profile(fct, sort, rootrem, as_df, return_results, **kwargs)
-
-
-def profile2graph(
-    ps: Any, clean_text: Callable[[str], str] | None = None, verbose: bool = False
-) -> tuple[ProfileNode, dict[str, ProfileNode]]:
-    """Converts profiling statistics into a graphs.
-
-    Any ``pstats`` data loads (cProfile, ``profile``, pyinstrument, yappi); functions
-    whose keys collide after ``clean_text`` are merged, as are several profiles.
-
-    :param ps: an instance of :class:`pstats.Stats`, a path to a profile file, or a
-        list of them
-    :param clean_text: function to clean function names
-    :param verbose: prints the size of the graph on stdout
-    :return: the root (the only entry point, or a virtual node ``<all>`` calling the
-        entry points, not rendered) and the nodes by ``node.key``
-    :raises ProfileFormatError: a file is empty, truncated, not a profile, or holds
-        values of the wrong type or non-finite times (the message names the file)
-    """
-    return graph_of(ps, clean_text, verbose)
-
-
-def profile2df(
-    ps: Any,
-    as_df: bool = True,
-    clean_text: Callable[[str], str] | None = None,
-    verbose: bool = False,
-) -> Any:
-    """Converts profiling statistics into a DataFrame.
-
-    :param ps: an instance of :class:`pstats.Stats`, a path or a list of them
-    :param as_df: returns the results as a dataframe (True) or a list of dictionaries
-    :param clean_text: function to clean file names
-    :param verbose: prints the number of rows on stdout
-    :return: the reference's table (pandas extra): columns ``fct, file, ncalls1,
-        ncalls2, tin, cum_tin, tall, cum_tall``, one row per ``(fct, file)``, sorted by
-        decreasing ``cum_tall``; with ``as_df=False``, one dictionary per function
-    :raises ProfileFormatError: see :func:`profile2graph`
-    """
-    return table_of(ps, as_df, clean_text, verbose)
 
 
 def to_speedscope(

@@ -89,7 +89,6 @@ class AllocationBlock:
     def __init__(self) -> None:
         self._lib = _library()
         self.figures: BlockFigures | None = None
-        self._depth = 0
 
     def __enter__(self) -> AllocationBlock:
         depth = int(self._lib.onnxrt_alloc_block_begin())
@@ -100,7 +99,6 @@ class AllocationBlock:
             )
         if depth < 0:
             raise OSError("allocation counting: too many nested blocks (8 at most)")
-        self._depth = depth
         return self
 
     def __exit__(self, *exc: object) -> None:

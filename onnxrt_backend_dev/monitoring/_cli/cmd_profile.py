@@ -268,12 +268,9 @@ class ProfileCommand:
 
         add_options(parser)
         parser.add_argument(
-            "-m",
-            dest="module",
-            nargs=argparse.REMAINDER,
-            default=None,
+            "-m", dest="module", nargs=argparse.REMAINDER, default=None,
             help="run a module as a script, the rest is its arguments",
-        )
+        )  # fmt: skip
         parser.add_argument(
             "target",
             nargs="?",

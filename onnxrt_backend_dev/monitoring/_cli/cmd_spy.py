@@ -128,13 +128,9 @@ class SpyCommand:
             "where the peak happened, memory growth per function",
         )
         parser.add_argument(
-            "-m",
-            dest="module",
-            nargs=argparse.REMAINDER,
-            default=None,
-            metavar="MODULE ARGS",
+            "-m", dest="module", nargs=argparse.REMAINDER, default=None, metavar="MODULE ARGS",
             help="with --where: run a module as a script, the rest is its arguments",
-        )
+        )  # fmt: skip
         parser.add_argument("--top", type=int, default=10, help="functions shown with --where (10)")
         parser.add_argument(
             "--alloc-sample", type=alloc_size, default=ALLOC_DEFAULT, metavar="SIZE",

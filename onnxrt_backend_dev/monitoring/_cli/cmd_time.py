@@ -191,6 +191,21 @@ def _current_folder_on_path() -> Iterator[None]:
             sys.path.remove(folder)
 
 
+def _timing(args: argparse.Namespace, setup: Any, progress: Any, repeat: int) -> dict[str, Any]:
+    """The keywords of ``measure_time`` and ``compare`` the options give.
+
+    :param args: the parsed options
+    :param setup: the code run before each batch
+    :param progress: what the batches fill, for the live status and a stop midway
+    :param repeat: the batches without ``--repeat``
+    """
+    return {
+        "clock": CLOCKS[args.clock], "repeat": args.repeat or repeat, "number": args.number or 1,
+        "warmup": args.warmup, "max_time": args.max_time, "setup": setup, "progress": progress,
+        "calibrate": args.max_time is None and args.number is None,
+    }  # fmt: skip
+
+
 def _run_setup_once(args: argparse.Namespace) -> dict[str, Any] | None:
     """Runs ``--setup-once`` once, in a fresh namespace: the globals of what is timed
     (run under :func:`_measuring`, which turns what it raises into one line).
@@ -377,18 +392,7 @@ class TimeCommand:
         if stop.signum is not None:
             return self._stopped_in_setup(stop.signum, err)
         with status, _measuring(what) as stop:
-            measure_time(
-                args.stmt,
-                context,
-                clock=CLOCKS[args.clock],
-                repeat=args.repeat or _CALIBRATED_REPEAT,
-                number=args.number or 1,
-                warmup=args.warmup,
-                max_time=args.max_time,
-                setup=setup,
-                calibrate=args.max_time is None and args.number is None,
-                progress=progress,
-            )
+            measure_time(args.stmt, context, **_timing(args, setup, progress, _CALIBRATED_REPEAT))
         stopped = stop.signum
         if stopped is not None and not progress.batches:
             err.write(f"interrupted by {signal.Signals(stopped).name} before a batch was timed\n")
@@ -473,17 +477,7 @@ class TimeCommand:
             return self._stopped_in_setup(stop.signum, err)
         with _measuring(what) as stop:
             compare(
-                args.stmt,
-                args.compare,
-                context,
-                clock=CLOCKS[args.clock],
-                repeat=args.repeat or _COMPARE_REPEAT,
-                number=args.number or 1,
-                warmup=args.warmup,
-                setup=setup,
-                max_time=args.max_time,
-                calibrate=args.max_time is None and args.number is None,
-                progress=progress,
+                args.stmt, args.compare, context, **_timing(args, setup, progress, _COMPARE_REPEAT)
             )
         stopped = stop.signum
         if stopped is not None and len(progress.paired()[0]) < 2:

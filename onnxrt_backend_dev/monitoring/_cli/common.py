@@ -253,13 +253,18 @@ def emit_text(text: str, output: str | None, out: TextIO, option: str = "-o") ->
     if output is None:
         out.write(text if text.endswith("\n") or not text else text + "\n")
         return False
+    save_output(option, output, text_writer(text))
+    return True
+
+
+def text_writer(text: str) -> Callable[[str], None]:
+    """What writes ``text`` (UTF-8) to a file named later, as :func:`save_output` takes."""
 
     def write(path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
 
-    save_output(option, output, write)
-    return True
+    return write
 
 
 def save_outputs(writes: Iterable[tuple[str, str | None, Callable[[str], None]]]) -> None:

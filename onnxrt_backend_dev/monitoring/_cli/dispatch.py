@@ -32,6 +32,7 @@ from .common import (
     Command,
     CommandError,
     save_fallback,
+    text_writer,
 )
 
 # Subcommand name -> the module holding its COMMAND and its one-line help; the order is
@@ -234,13 +235,8 @@ def _save_copy(guarded: GuardedOutput, error: OutputFailed) -> str:
     text = "".join(guarded.copy)
     if not text:
         return str(error)
-
-    def write(path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-
     try:
-        return f"{error}; the output was saved to {save_fallback(write, '.txt')!r}"
+        return f"{error}; the output was saved to {save_fallback(text_writer(text), '.txt')!r}"
     except OSError as e:
         return f"{error}; the output could not be saved elsewhere either ({e.strerror or e})"
 

@@ -17,9 +17,6 @@ from .._run.signals import Signals
 
 __all__ = ["KeptOutput", "Signals", "Terminated", "kept_output", "terminating_signals"]
 
-# The state the handlers fill: the one handler of the package (``_run.signals``).
-SignalState = Signals
-
 
 @contextmanager
 def terminating_signals(interrupts: bool = False) -> Iterator[Signals]:

@@ -59,11 +59,7 @@ class Channel:
     def __init__(
         self, name: str, group: str, device: int, role: str = "", uuid: str | None = None
     ) -> None:
-        self.name = name
-        self.group = group
-        self.device = device
-        self.role = role
-        self.uuid = uuid
+        self.name, self.group, self.device, self.role, self.uuid = name, group, device, role, uuid
 
     def __repr__(self) -> str:
         return f"Channel({self.name!r}, {self.group!r}, {self.device}, {self.role!r})"

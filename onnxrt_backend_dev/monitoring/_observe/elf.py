@@ -41,7 +41,6 @@ class ElfSymbols:
         self.symbols: dict[str, int] = {}
         self.sections: dict[str, int] = {}
         self.base_vaddr = 0
-        self.has_symtab = False
         wanted = set(names)
         import mmap  # here: a start with the symbols kept parses no file
 
@@ -84,7 +83,6 @@ class ElfSymbols:
             for sh in sections:
                 if sh[1] != kind or not 0 <= sh[6] < len(sections):
                     continue
-                self.has_symtab |= kind == SHT_SYMTAB
                 strtab = sections[sh[6]]
                 self._symbols(data, size, sh, strtab, wanted - set(self.symbols))
 

@@ -134,41 +134,21 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "keys.indices": 32,
         "values.values": 0,
     },
-    (3, 13): {
-        "runtime.interpreters_head": 632,
-        "interp.gil": 16,
-        "gil.locked": 16,
-        "gil.holder": 8,
-        "interp.next": 7264,
-        "interp.threads_head": 7344,
-        "tstate.next": 8,
-        "tstate.interp": 16,
-        "tstate.thread_id": 152,
-        "tstate.native_thread_id": 160,
-        "tstate.datastack_chunk": 232,
-        "tstate.current_frame": 72,
-        "frame.back": 8,
-        "frame.code": 0,
-        "frame.instr": 56,
-        "frame.owner": 70,
-        "frame.size": 80,
-        "code.qualname": 128,
-        "code.adaptive": 200,
-        "code.filename": 112,
-        "code.name": 120,
-        "code.linetable": 136,
-        "code.firstlineno": 68,
-        "unicode.ascii_size": 40,
-        "unicode.compact_size": 56,
-        "frame.localsplus": 72,
-        "heaptype.cached_keys": 880,
-        "keys.log2_index_bytes": 9,
-        "keys.kind": 10,
-        "keys.nentries": 24,
-        "keys.indices": 32,
-        "values.valid": 3,
-        "values.values": 8,
-    },
+}
+# 3.13 moved the interpreter's fields and has no C-level frame: otherwise 3.12's offsets.
+TABLE[(3, 13)] = {
+    k: v for k, v in TABLE[(3, 12)].items() if k not in ("tstate.cframe", "cframe.current_frame")
+} | {
+    "runtime.interpreters_head": 632,
+    "interp.gil": 16,
+    "interp.next": 7264,
+    "interp.threads_head": 7344,
+    "tstate.thread_id": 152,
+    "tstate.native_thread_id": 160,
+    "tstate.current_frame": 72,
+    "code.adaptive": 200,
+    "values.valid": 3,
+    "values.values": 8,
 }
 SUPPORTED = tuple(sorted(TABLE))
 FRAME_OWNED_BY_CSTACK = 3  # 3.12+: a shim frame of the C stack, not Python code
@@ -197,8 +177,6 @@ class Layout:
         self.frame_size = get("frame.size", 0)
         self.code_adaptive = get("code.adaptive", -1)
         self.tstate_span = 8 + max(v for k, v in self.offsets.items() if k.startswith("tstate."))
-        code_fields = [v for k, v in self.offsets.items() if k.startswith("code.")]
-        self.code_span = 8 + max(code_fields)
 
     @property
     def name(self) -> str:

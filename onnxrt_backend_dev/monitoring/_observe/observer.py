@@ -175,7 +175,6 @@ class ProcessRecord:
         # What the process runs (its first mapping, its command line): changes with an
         # exec, after which it is read anew (see :func:`check_exec`).
         self.image = image_of(pid)
-        self.execs = 0
         # Called after an exec (set by the session): gives the record a new opener (and
         # a new label); None: the process is not read after an exec.
         self.on_exec: Callable[[ProcessRecord], None] | None = None
@@ -488,7 +487,6 @@ def check_exec(record: ProcessRecord) -> bool:
     if not image[0] or image == record.image:
         return False
     record.image = image
-    record.execs += 1
     record.reader = None
     if record.on_exec is not None:
         record.on_exec(record)  # opened again at the next samples (see _try_open)

@@ -35,7 +35,6 @@ OPERATOR_FAMILIES = frozenset(
         "FORMAT_WITH_SPEC",
     }
 )  # fmt: skip
-NATIVE_FAMILIES = CALL_FAMILIES | OPERATOR_FAMILIES
 # 3.10's operators had one instruction each.
 CALL_PREFIXES = ("CALL",)
 OPERATOR_PREFIXES = ("BINARY_", "INPLACE_")

@@ -24,7 +24,7 @@ calls often.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
@@ -79,13 +79,8 @@ class CodeInfo:
         size: int = 0,
         ops: bytes = b"",
     ) -> None:
-        self.name = name
-        self.file = file
-        self.first_line = first_line
-        self.raw_table = raw_table
-        self.version = version
-        self.size = size
-        self.ops = ops
+        self.name, self.file, self.first_line, self.raw_table = name, file, first_line, raw_table
+        self.version, self.size, self.ops = version, size, ops
         self._table: LineTable | None = None
         self._lines: dict[int, int] = {}
 
@@ -181,7 +176,6 @@ class StackReader:
         self._interps: list[int] = []
         self._states: dict[int, list[int]] = {}  # interpreter -> its thread states last seen
         self.reads = 0  # samples taken
-        self.last_outer = 0  # the outermost frame of the last walk
         self.names = True  # read threads' names (off when the check could not)
         self._key_index: dict[tuple[int, str], int] = {}
         self.torn = 0  # thread reads that moved and were read again
@@ -193,7 +187,6 @@ class StackReader:
         lay = layout
         self._cframe = "tstate.cframe" in lay
         self._owner_check = lay.version >= (3, 12)
-        self._has_chunk = "tstate.datastack_chunk" in lay
         if self._cframe:
             self._leaf_at = lay["tstate.cframe"]
         elif "tstate.current_frame" in lay:
@@ -437,14 +430,27 @@ class StackReader:
         got = self.memory.read_many(self._leaf_requests(fresh_states))
         return [u64(raw, 0) if raw is not None else -1 for raw in got]
 
-    def _read_again(self, tstate: int, first: tuple[int, ...]) -> tuple[tuple[int, ...], bool, int]:
-        """A stack that moved under the read, read once more alone."""
-        self.torn += 1
+    def _read_alone(self, tstate: int, data: bytes) -> tuple[tuple[int, ...], bool]:
+        """One thread's frames from its state's bytes, and whether they are all valid and
+        its innermost frame has not moved meanwhile (a :class:`ReadError` passes)."""
+        (leaf,), (chunk,) = self._leaves_and_chunks([(tstate, data)])
+        frames, valid = self._frames(leaf, chunk)
+        return frames, valid and self._leaf_pointers([(tstate, data)])[0] == leaf
+
+    def _read_again(
+        self, tstate: int, first: tuple[int, ...] | None, data: bytes = b""
+    ) -> tuple[tuple[int, ...], bool, int]:
+        """A stack read from ``data`` if given, then, if it moved under the read (or
+        ``first`` is the one that moved), once more alone: where the two reads disagree,
+        only their common outer frames are kept."""
         try:
-            data = self.memory.read(tstate, self._span)
-            (leaf,), (chunk,) = self._leaves_and_chunks([(tstate, data)])
-            frames, valid = self._frames(leaf, chunk)
-            if valid and self._leaf_pointers([(tstate, data)])[0] == leaf:
+            if first is None:
+                first, whole = self._read_alone(tstate, data)
+                if whole:
+                    return first, True, 0
+            self.torn += 1
+            frames, whole = self._read_alone(tstate, self.memory.read(tstate, self._span))
+            if whole:
                 return frames, True, 0
         except ReadError:
             self.failed += 1
@@ -473,23 +479,14 @@ class StackReader:
         :param tstate: the thread state's address
         :param data: its bytes, read just before
         """
-        try:
-            (leaf,), (chunk,) = self._leaves_and_chunks([(tstate, data)])
-            frames, valid = self._frames(leaf, chunk)
-            if valid and self._leaf_pointers([(tstate, data)])[0] == leaf:
-                return frames, True, 0
-        except ReadError:
-            self.failed += 1
-            return (), False, 0
-        return self._read_again(tstate, frames)
+        return self._read_again(tstate, None, data)
 
     # -- frames ---------------------------------------------------------------------------
 
     def _frames(self, leaf: int, chunk: _Chunk | None) -> tuple[tuple[int, ...], bool]:
         """The frames from ``leaf`` out, resolved: ``code id, offset`` pairs, innermost
-        first, and whether every one was valid. The outermost frame's address is kept in
-        :attr:`last_outer`."""
-        raw, complete, self.last_outer = self._walk(leaf, chunk)
+        first, and whether every one was valid."""
+        raw, complete, _ = self._walk(leaf, chunk)
         return self._resolve(raw, complete, self.codes([c for c, _ in raw]))
 
     def _walk(self, leaf: int, chunk: _Chunk | None) -> tuple[list[tuple[int, int]], bool, int]:
@@ -877,30 +874,29 @@ class StackReader:
 
         :param address: the object's address
         """
-        if not address:
-            return None
-        try:
-            head = self.memory.read(address, self.layout["unicode.compact_size"])
-            span = self._string_span(address, head)
-            if span is None:
-                return None
-            data = self.memory.read(span[0], span[1]) if span[1] else b""
-        except ReadError:
-            return None
-        return data.decode(span[2], "replace")
+        got = self._read_object(address, self.layout["unicode.compact_size"], self._string_span)
+        return None if got is None else got[0].decode(got[1], "replace")
 
     def bytes_object(self, address: int) -> bytes | None:
         """A ``bytes`` object's content, None if it is not one (or too big).
 
         :param address: the object's address
         """
+        got = self._read_object(address, self.layout["bytes.data"], self._bytes_span)
+        return None if got is None else got[0]
+
+    def _read_object(
+        self, address: int, head: int, span_of: Callable[[int, bytes], tuple[int, int, str] | None]
+    ) -> tuple[bytes, str] | None:
+        """An object's content and encoding, where ``span_of`` finds them from the object's
+        first ``head`` bytes; None if it is not such an object or cannot be read."""
         if not address:
             return None
         try:
-            span = self._bytes_span(address, self.memory.read(address, self.layout["bytes.data"]))
+            span = span_of(address, self.memory.read(address, head))
             if span is None:
                 return None
-            return self.memory.read(span[0], span[1]) if span[1] else b""
+            return (self.memory.read(span[0], span[1]) if span[1] else b""), span[2]
         except ReadError:
             return None
 

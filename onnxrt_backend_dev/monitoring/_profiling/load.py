@@ -19,7 +19,6 @@ from __future__ import annotations
 import marshal
 import math
 import os
-import stat
 import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from typing import Any
 
 from .._errors import BadType, ProfileFormatError
 from .._gc import gc_paused
+from .._untrusted import check_stat
 
 # A profile file larger than this is refused before it is read (the largest real
 # profiles are a few hundred MB).
@@ -239,7 +239,9 @@ def read_profile_file(path: str | os.PathLike[str]) -> ValidatedStats:
     :raises OSError: the file cannot be opened
     """
     name = os.fspath(path)
-    _check_file(name)
+    # A device or a FIFO is never opened: reading /dev/zero never ends, opening a FIFO
+    # waits for a writer.
+    check_stat(name, "profile", MAX_FILE_SIZE, ProfileFormatError)
     with open(name, "rb") as f:
         _check_ends(f, name)
         data = f.read(MAX_FILE_SIZE + 1)
@@ -310,35 +312,10 @@ def _address_space_capped(extra: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-# What ``os.stat`` calls the files that are not regular files, for the message.
-_FILE_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISSOCK, "a socket"),
-)
 # marshal's type codes (with or without FLAG_REF, 0x80) a pstats dump starts with (a
 # dict) and ends with (the NULL closing it).
 _DICT_CODES = frozenset({ord("{"), ord("{") | 0x80})
 _NULL_CODE = b"0"
-
-
-def _check_file(name: str) -> None:
-    """Refuses what is not a regular file of a plausible size, from its ``stat`` only:
-    a device or a FIFO is never opened (reading ``/dev/zero`` never ends, opening a FIFO
-    waits for a writer)."""
-    mode = os.stat(name).st_mode
-    kind = next((label for test, label in _FILE_KINDS if test(mode)), None)
-    if kind is not None:
-        raise ProfileFormatError(f"cannot read profile {name!r}: it is {kind}, not a file")
-    size = os.path.getsize(name)
-    if size == 0:
-        raise ProfileFormatError(f"cannot read profile {name!r}: the file is empty")
-    if size > MAX_FILE_SIZE:
-        raise ProfileFormatError(
-            f"cannot read profile {name!r}: {size} bytes, more than {MAX_FILE_SIZE}"
-        )
 
 
 def _check_ends(f: Any, name: str) -> None:

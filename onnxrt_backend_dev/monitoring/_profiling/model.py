@@ -69,20 +69,8 @@ class ProfileNode:
         package (used by ``hide_stdlib``), guessed from ``filename`` if None
     """
 
-    __slots__ = (
-        "called_by",
-        "calls_to",
-        "calls_to_elements",
-        "filename",
-        "func_name",
-        "library",
-        "line",
-        "nc1",
-        "nc2",
-        "tall",
-        "tin",
-        "virtual",
-    )
+    __slots__ = ("called_by", "calls_to", "calls_to_elements", "filename", "func_name",
+                 "library", "line", "nc1", "nc2", "tall", "tin", "virtual")  # fmt: skip
 
     def __init__(
         self,
@@ -95,13 +83,8 @@ class ProfileNode:
         tall: float,
         library: bool | None = None,
     ) -> None:
-        self.filename = filename
-        self.line = line
-        self.func_name = func_name
-        self.nc1 = nc1
-        self.nc2 = nc2
-        self.tin = tin
-        self.tall = tall
+        self.filename, self.line, self.func_name = filename, line, func_name
+        self.nc1, self.nc2, self.tin, self.tall = nc1, nc2, tin, tall
         self.called_by: list[ProfileNode] = []
         self.calls_to: list[ProfileNode] = []
         self.calls_to_elements: list[TimeElements] = []

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._stacks.export import to_collapsed
-from .._stacks.frames import StackFrame
 from .._validate import check_number
 from .model import ProfileNode
-from .view_paths import expand_paths, path_stacks, split_options
+from .view_paths import path_samples
 
 
 def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> str:
@@ -23,11 +22,4 @@ def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> s
     :return: text
     """
     check_number("unit", unit, above=0)  # also refuses NaN and infinity (counts of 0)
-    view, limits = split_options(dict(options))
-    items = expand_paths(root, view, limits)
-    frames = [StackFrame(i.node.func_name, i.node.filename, i.node.line) for i in items]
-    stacks = (
-        ([frames[i] for i in stack], item.self_time)
-        for item, stack in zip(items, path_stacks(items), strict=True)
-    )
-    return to_collapsed(stacks, unit)
+    return to_collapsed(path_samples(root, options), unit)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._stacks.export import to_speedscope
-from .._stacks.frames import StackFrame
 from .model import ProfileNode
-from .view_paths import expand_paths, path_stacks, split_options
+from .view_paths import path_samples
 
 
 def render_speedscope(
@@ -27,11 +26,4 @@ def render_speedscope(
         ``limits`` (:class:`PathLimits <.view_paths.PathLimits>`)
     :return: JSON text or dictionary
     """
-    view, limits = split_options(dict(options))
-    items = expand_paths(root, view, limits)
-    frames = [StackFrame(i.node.func_name, i.node.filename, i.node.line) for i in items]
-    stacks = (
-        ([frames[i] for i in stack], item.self_time)
-        for item, stack in zip(items, path_stacks(items), strict=True)
-    )
-    return to_speedscope(stacks, name, "seconds", as_str)
+    return to_speedscope(path_samples(root, options), name, "seconds", as_str)

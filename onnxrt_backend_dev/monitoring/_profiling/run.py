@@ -90,7 +90,7 @@ def path_cleaner(rootrem: Any = None) -> Callable[[str], str]:
     return clean_text
 
 
-def run_profile(
+def profile(
     fct: Callable[[], Any],
     sort: str = "cumulative",
     rootrem: str | Sequence[Any] | None = None,
@@ -98,7 +98,21 @@ def run_profile(
     return_results: bool = False,
     **kwargs: Any,
 ) -> tuple[Any, ...]:
-    """See :func:`profile <..profiling.profile>`."""
+    """Profiles the execution of a function.
+
+    :param fct: function to profile
+    :param sort: see :meth:`pstats.Stats.sort_stats`
+    :param rootrem: root to remove in filenames: a str, or a list of str or
+        ``(old, new)`` pairs; site-packages paths are shortened as well
+    :param as_df: return the results as a dataframe and not text
+    :param return_results: if True, return results as well (in the first position)
+    :param kwargs: additional parameters used to create the profiler, see
+        :class:`cProfile.Profile`
+    :return: raw results, statistics text dump (or dataframe is as_df is True)
+    :raises RuntimeError: if another profiler is already active
+
+    An exception raised by ``fct`` propagates unchanged; the profiler is disabled first.
+    """
     import cProfile
 
     check_callable("fct", fct)
@@ -131,10 +145,23 @@ def run_profile(
     return ps, res
 
 
-def graph_of(
-    ps: Any, clean_text: Callable[[str], str] | None, verbose: bool
+def profile2graph(
+    ps: Any, clean_text: Callable[[str], str] | None = None, verbose: bool = False
 ) -> tuple[ProfileNode, dict[str, ProfileNode]]:
-    """See :func:`profile2graph <..profiling.profile2graph>`."""
+    """Converts profiling statistics into a graphs.
+
+    Any ``pstats`` data loads (cProfile, ``profile``, pyinstrument, yappi); functions
+    whose keys collide after ``clean_text`` are merged, as are several profiles.
+
+    :param ps: an instance of :class:`pstats.Stats`, a path to a profile file, or a
+        list of them
+    :param clean_text: function to clean function names
+    :param verbose: prints the size of the graph on stdout
+    :return: the root (the only entry point, or a virtual node ``<all>`` calling the
+        entry points, not rendered) and the nodes by ``node.key``
+    :raises ProfileFormatError: a file is empty, truncated, not a profile, or holds
+        values of the wrong type or non-finite times (the message names the file)
+    """
     check_callable("clean_text", clean_text, optional=True)
     check_bool("verbose", verbose)
     root, nodes = build_graph(load_profiles(ps), clean_text=clean_text)
@@ -144,8 +171,23 @@ def graph_of(
     return root, nodes
 
 
-def table_of(ps: Any, as_df: bool, clean_text: Callable[[str], str] | None, verbose: bool) -> Any:
-    """See :func:`profile2df <..profiling.profile2df>`."""
+def profile2df(
+    ps: Any,
+    as_df: bool = True,
+    clean_text: Callable[[str], str] | None = None,
+    verbose: bool = False,
+) -> Any:
+    """Converts profiling statistics into a DataFrame.
+
+    :param ps: an instance of :class:`pstats.Stats`, a path or a list of them
+    :param as_df: returns the results as a dataframe (True) or a list of dictionaries
+    :param clean_text: function to clean file names
+    :param verbose: prints the number of rows on stdout
+    :return: the reference's table (pandas extra): columns ``fct, file, ncalls1,
+        ncalls2, tin, cum_tin, tall, cum_tall``, one row per ``(fct, file)``, sorted by
+        decreasing ``cum_tall``; with ``as_df=False``, one dictionary per function
+    :raises ProfileFormatError: see :func:`profile2graph`
+    """
     from .render_json import reference_dataframe, stats_rows
 
     check_callable("clean_text", clean_text, optional=True)

@@ -42,17 +42,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from .._errors import BadType, BadValue
 from .._sampling.frames import SampledFrame
 from .._sampling.model import CPROFILE, SampledProfile, ThreadProfile
 from .._sampling.view import Row, module_name, package_of
 from .._stacks.frames import is_library_path
-from .._validate import check_callable
 from .choices import FOLD_SHARE
-from .filters import ViewOptions
 from .model import FilterNode, ProfileNode
 from .sorting import sort_name
-from .view_tree import build_tree
+from .view_tree import build_tree, tree_options
 
 #: Paths under this share of the total are left in their caller's own time: a tenth of
 #: the share rows are folded under, at most FLOOR_SHARE, at least FLOOR_ALL (with every
@@ -372,18 +369,8 @@ def folded_view(
     :raises BadType: an unknown option or a ``filter_node`` that is not callable
     :raises BadValue: a value out of its range
     """
-    unknown = sorted(set(filters) - set(ViewOptions.FIELDS))
-    if unknown:
-        raise BadType(
-            f"unexpected option(s) {unknown} for the call tree, which takes "
-            f"{list(_OWN)}, max_indent, guides and the filters {list(ViewOptions.FIELDS)}"
-        )
-    view = ViewOptions(**filters)
-    check_callable("filter_node", filter_node, optional=True)
-    if not 0.0 <= fold_share <= 1.0:
-        raise BadValue(f"fold_share must be in [0, 1], got {fold_share!r}")
-    if max_rows < 1:
-        raise BadValue(f"max_rows must be >= 1, got {max_rows!r}")
+    takes = f"{list(_OWN)}, max_indent, guides"
+    view = tree_options(filters, fold_share, filter_node, max_rows, takes)
     order_name = sort_name(sort_key)
     fold = max(fold_share, view.min_share)
     floor = max(FLOOR_ALL, min(FLOOR_SHARE, fold / 10))

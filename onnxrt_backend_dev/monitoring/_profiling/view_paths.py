@@ -3,9 +3,11 @@ speedscope and collapsed-stacks renderers. The filters come from :mod:`.filters`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .._stacks.frames import StackFrame
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import ProfileNode, reachable_nodes
 
@@ -161,21 +163,21 @@ class _PathExpander:
         self.items = kept
 
 
-def path_stacks(items: list[PathItem]) -> list[list[int]]:
-    """The stack (list of item indices from the top) of every item, iteratively.
+def path_samples(
+    root: ProfileNode, options: dict[str, Any]
+) -> Iterator[tuple[list[StackFrame], float]]:
+    """The call paths with own time as the stack exporters take them.
 
-    :param items: items from :func:`expand_paths <expand_paths>`, parents
-        before children
-    :return: one list per item
+    :param root: the node to start from
+    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and ``limits``
+        (:class:`PathLimits`)
+    :return: per path, its frames from the top and its own time in seconds
     """
-    stacks: list[list[int]] = []
-    for i, item in enumerate(items):
-        base = stacks[item.parent] if item.parent >= 0 else []
-        stacks.append([*base, i])
-    return stacks
-
-
-def split_options(options: dict[str, Any]) -> tuple[ViewOptions, PathLimits | None]:
-    """Splits renderer keywords into the filters and ``limits``."""
-    limits = options.pop("limits", None)
-    return ViewOptions(**options), limits
+    view = dict(options)
+    limits = view.pop("limits", None)
+    items = expand_paths(root, ViewOptions(**view), limits)
+    stacks: list[list[StackFrame]] = []
+    for item in items:  # parents before children
+        frame = StackFrame(item.node.func_name, item.node.filename, item.node.line)
+        stacks.append([*(stacks[item.parent] if item.parent >= 0 else []), frame])
+    return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))

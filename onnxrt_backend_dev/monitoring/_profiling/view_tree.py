@@ -335,6 +335,34 @@ class _Expander:
         return keep, folded, folded_time, recursive
 
 
+def tree_options(
+    options: dict[str, Any], fold_share: float, filter_node: Any, max_rows: int, takes: str
+) -> ViewOptions:
+    """The filters of a call tree, its own options checked.
+
+    :param options: the keywords left once the tree's own options are taken
+    :param fold_share: must be in [0, 1]
+    :param filter_node: must be callable or None
+    :param max_rows: must be at least 1
+    :param takes: the tree's own options, named when a keyword is unknown
+    :return: the filters
+    :raises BadType: an unknown keyword or a ``filter_node`` that is not callable
+    :raises BadValue: a value out of its range
+    """
+    unknown = sorted(set(options) - set(ViewOptions.FIELDS))
+    if unknown:
+        raise BadType(
+            f"unexpected option(s) {unknown} for the call tree, which takes {takes} and the "
+            f"filters {list(ViewOptions.FIELDS)}"
+        )
+    check_callable("filter_node", filter_node, optional=True)
+    if not 0.0 <= fold_share <= 1.0:
+        raise BadValue(f"fold_share must be in [0, 1], got {fold_share!r}")
+    if max_rows < 1:
+        raise BadValue(f"max_rows must be >= 1, got {max_rows!r}")
+    return ViewOptions(**options)
+
+
 def build_tree(
     root: ProfileNode,
     fold_share: float = FOLD_SHARE,
@@ -358,18 +386,8 @@ def build_tree(
         library frames in their place
     :return: the tree
     """
-    check_callable("filter_node", filter_node, optional=True)
-    if not 0.0 <= fold_share <= 1.0:
-        raise BadValue(f"fold_share must be in [0, 1], got {fold_share!r}")
-    if max_rows < 1:
-        raise BadValue(f"max_rows must be >= 1, got {max_rows!r}")
-    unknown = sorted(set(options) - set(ViewOptions.FIELDS))
-    if unknown:
-        raise BadType(
-            f"unexpected option(s) {unknown} for the call tree, which takes fold_share, "
-            f"filter_node, sort_key, max_rows and the filters {list(ViewOptions.FIELDS)}"
-        )
-    view = ViewOptions(**options)
+    takes = "fold_share, filter_node, sort_key, max_rows"
+    view = tree_options(options, fold_share, filter_node, max_rows, takes)
     order = sort_name(sort_key)
     reachable = reachable_nodes(root)
     top = _start(root, reachable, view)

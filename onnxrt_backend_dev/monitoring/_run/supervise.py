@@ -633,11 +633,7 @@ class _ChildSetup:
         gate: int | None = None,
         slot: int | None = None,
     ) -> None:
-        self.parent = parent
-        self.group = group
-        self.prctl = prctl
-        self.gate = gate
-        self.slot = slot
+        self.parent, self.group, self.prctl, self.gate, self.slot = parent, group, prctl, gate, slot
 
     def __call__(self) -> None:
         if self.group:

@@ -19,7 +19,7 @@ call: :func:`walk` (or :meth:`StackTable.intern_frame`) at each sample,
 from __future__ import annotations
 
 import bisect
-from collections.abc import Container, Iterator
+from collections.abc import Iterator
 from types import CodeType, FrameType
 from typing import NamedTuple
 
@@ -109,46 +109,6 @@ def walk(
     if delayed and items:
         items[1] = -1 - items[1]
     return tuple(items)
-
-
-def walk_within(
-    frame: FrameType | None,
-    codes: dict[int, CodeType] | None,
-    skip: Container[CodeType],
-    root_frame: FrameType | None = None,
-    root_code: CodeType | None = None,
-    max_depth: int = MAX_DEPTH,
-) -> StackKey:
-    """As :func:`walk`, for the code measured only: a frame whose code is in ``skip`` (a
-    signal handler's, another sampler's) drops itself and what it called, and the walk
-    stops at ``root_frame`` or ``root_code`` (the code measured); with a root given and
-    never met, the stack is outside the code measured and empty.
-
-    :param frame: the innermost frame
-    :param codes: ``id(code) -> code``, completed here (None: not kept)
-    :param skip: code objects whose frames (and their callees) are left out
-    :param root_frame: the outermost frame kept
-    :param root_code: the code of the outermost frame kept
-    :param max_depth: frames kept at most, the innermost ones
-    :return: ``id(code), f_lasti`` for each frame, innermost first
-    """
-    items: list[int] = []
-    bounded = root_code is not None or root_frame is not None
-    while frame is not None:
-        code = frame.f_code
-        if code in skip:
-            items.clear()
-            frame = frame.f_back
-            continue
-        if len(items) < 2 * max_depth:  # a deep stack keeps its innermost frames
-            if codes is not None:
-                codes[id(code)] = code
-            items.append(id(code))
-            items.append(frame.f_lasti)
-        if frame is root_frame or code is root_code:
-            return tuple(items)
-        frame = frame.f_back
-    return () if bounded else tuple(items)
 
 
 def depth(frame: FrameType | None) -> int:
@@ -300,9 +260,3 @@ class StackTable:
                 frames.append(frame)
             out.append(tuple(frames))
         return out
-
-
-# What a tick spends walking and decoding: another sampler interrupting it leaves it out.
-WALKING_CODES = frozenset(
-    f.__code__ for f in (walk, walk_within, line_of, _line_at, call_offset, _call_ops)
-)

@@ -49,7 +49,6 @@ class Ticker:
         self.timer = timer
         self.notes: list[str] = []
         self.signal_samples = 0
-        self.thread_samples = 0
         self.last_signal = recorder.start  # when the handler last sampled
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -186,7 +185,6 @@ class Ticker:
             if stalled and clock() - self.recorder.last >= interval and self._lock.acquire(False):
                 try:
                     self.recorder.sample()
-                    self.thread_samples += 1
                 finally:
                     self._lock.release()
 

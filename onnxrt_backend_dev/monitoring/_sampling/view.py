@@ -161,14 +161,9 @@ class Row:
     def __init__(
         self, label: str, file: str, line: int, kind: str, wall: float = 0.0, cpu: float = 0.0
     ) -> None:
-        self.label = label
-        self.file = file
-        self.line = line
-        self.kind = kind
-        self.wall = wall
-        self.cpu = cpu
-        self.self_wall = 0.0
-        self.self_cpu = 0.0
+        self.label, self.file, self.line, self.kind = label, file, line, kind
+        self.wall, self.cpu = wall, cpu
+        self.self_wall = self.self_cpu = 0.0
         self.python = self.native = self.system = 0.0  # CPU seconds, where split
         self.queued = 0.0  # seconds runnable but waiting for a CPU (a busy machine)
         # Memory (a run): growth while it ran, growth up to the peak, highest RSS seen.

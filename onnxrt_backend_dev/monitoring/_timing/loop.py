@@ -461,18 +461,9 @@ def measure(
     :raises ClockError: the clock went backwards, returned NaN or did not advance
     """
     repeat, number, warmup, budget = validate(
-        stmt,
-        repeat,
-        number,
-        warmup,
-        div_by_number,
-        max_time,
-        context=context,
-        setup=setup,
-        clock=clock,
-        keep_gc=keep_gc,
-        calibrate=calibrate,
-    )
+        stmt, repeat, number, warmup, div_by_number, max_time, context=context, setup=setup,
+        clock=clock, keep_gc=keep_gc, calibrate=calibrate,
+    )  # fmt: skip
     if progress is not None and not isinstance(progress, Progress):
         raise BadType(f"progress must be a Progress or None, got {type(progress).__name__}")
     inner = build_timer(stmt, context, setup)
@@ -680,18 +671,9 @@ def measure_interleaved(
     """
     for stmt in stmts:
         repeat, number, warmup, max_time = validate(
-            stmt,
-            repeat,
-            number,
-            warmup,
-            True,
-            max_time,
-            context=context,
-            setup=setup,
-            clock=clock,
-            keep_gc=keep_gc,
-            calibrate=calibrate,
-        )
+            stmt, repeat, number, warmup, True, max_time, context=context, setup=setup,
+            clock=clock, keep_gc=keep_gc, calibrate=calibrate,
+        )  # fmt: skip
     if into is not None and not isinstance(into, CompareProgress):
         raise BadType(f"progress must be a CompareProgress or None, got {type(into).__name__}")
     clock = perf_counter if clock is None else clock
