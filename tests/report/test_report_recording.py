@@ -17,7 +17,8 @@ from onnxrt_backend_dev.monitoring._report.recording import (
     Ticks,
     reset_high_water_mark,
 )
-from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK, RawFrame
+from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 from onnxrt_backend_dev.monitoring._sampling.recorder import Recorder
 
 
@@ -25,10 +26,10 @@ class ListSink:
     """Keeps what the ticks send."""
 
     def __init__(self) -> None:
-        self.stacks: dict[int, tuple[RawFrame, ...]] = {}
+        self.stacks: dict[int, tuple[SampledFrame, ...]] = {}
         self.ticks: list[tuple[float, float, float, int]] = []
 
-    def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
+    def add_stack(self, sid: int, frames: tuple[SampledFrame, ...]) -> None:
         self.stacks[sid] = frames
 
     def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
@@ -62,10 +63,10 @@ def test_a_tick_keeps_the_stack_from_the_root_with_running_lines() -> None:
         outer(rec)
     # THEN one stack, outermost first, starting at this frame, declared once
     assert len(sink.stacks) == 1 and [t[3] for t in sink.ticks] == [0, 0]
-    names = [f[0] for f in sink.stacks[0]]
+    names = [f.name for f in sink.stacks[0]]
     assert names[0].endswith("test_a_tick_keeps_the_stack_from_the_root_with_running_lines")
     assert names[1:] == ["outer", "inner"]
-    assert sink.stacks[0][-1][2] == inner.__code__.co_firstlineno + 1  # the line running
+    assert sink.stacks[0][-1].line == inner.__code__.co_firstlineno + 1  # the line running
     assert sink.ticks[0][1:3] == (1.0, 2.0)
 
 
@@ -78,7 +79,7 @@ def test_a_tick_outside_the_root_code_has_no_stack() -> None:
     rec.sample(sys._getframe())
     outer(rec)
     assert sink.ticks[0][3] == NO_STACK
-    assert [f[0] for f in sink.stacks[0]] == ["outer", "inner"]
+    assert [f.name for f in sink.stacks[0]] == ["outer", "inner"]
 
 
 def test_too_many_distinct_stacks_count_as_dropped() -> None:

@@ -293,7 +293,7 @@ def report_inputs(
     stacks = stacks_of(doc, root)
     agg = from_state(doc["aggregate"])
     for sid, frames in enumerate(stacks):
-        agg.add_stack(sid, tuple((f.name, f.file, f.line, f.first_line) for f in frames))
+        agg.add_stack(sid, frames)
     threads = []
     for name, is_main, rows, _ident, _timeline_raw in doc.get("threads", ()):
         kept = []
@@ -301,8 +301,7 @@ def report_inputs(
             frames = stacks[int(sid)] if 0 <= int(sid) < len(stacks) else ()
             if frames:
                 cols = split(list(map(float, row)))
-                raw = tuple((f.name, f.file, f.line, f.first_line) for f in frames)
-                kept.append((raw, cols[0], cols[1], *cols[3:7]))
+                kept.append((frames, cols[0], cols[1], *cols[3:7]))
         if kept:
             threads.append((str(name), bool(is_main), kept))
     return agg, threads

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._format import format_bytes, format_duration
-from .._sampling.aggregate import RISE_NOISE, Aggregator, RawFrame
+from .._sampling.aggregate import RISE_NOISE, Aggregator
 from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     CPU,
@@ -60,7 +60,7 @@ WAITING_CPU = 0.02
 
 
 # A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
-_Entry = tuple[Sequence[RawFrame], tuple[float, float, float, float]]
+_Entry = tuple[Sequence[SampledFrame], tuple[float, float, float, float]]
 # A sampled thread: name, is it the main one, and per stack (frames, wall seconds, CPU
 # seconds) and, where the collector splits it, Python, native, system and queued seconds.
 SampledThread = tuple[str, bool, Sequence[tuple[Any, ...]]]
@@ -123,28 +123,23 @@ def package_of(filename: str) -> str:
     return "stdlib" if name and not name.startswith("<") else "built-in"
 
 
-def _site(frame: RawFrame, first_line: bool = False) -> Site:
-    function, file, line, first = frame
-    return Site(function, file, first if first_line else line, is_library_path(file))
+def _site(frame: SampledFrame, first_line: bool = False) -> Site:
+    line = frame.first_line if first_line else frame.line
+    return Site(frame.name, frame.file, line, is_library_path(frame.file))
 
 
-def _innermost_user(frames: Sequence[RawFrame]) -> int:
+def _innermost_user(frames: Sequence[SampledFrame]) -> int:
     """Index of the innermost frame of user code (see :func:`.._sampling.view.
     innermost_user`), the innermost frame if all are the library's."""
-    found = innermost_user([_frame(f) for f in frames])
+    found = innermost_user(frames)
     return found if found >= 0 else len(frames) - 1
 
 
-def _frame(raw: RawFrame) -> SampledFrame:
-    function, file, line, first = raw
-    return SampledFrame(function, file, first, line)
-
-
-def _called(frames: Sequence[RawFrame], user: int) -> str:
+def _called(frames: Sequence[SampledFrame], user: int) -> str:
     """The library function the user line called (``numpy.ones``), empty if none."""
     if user + 1 >= len(frames):
         return ""
-    function, file = frames[user + 1][0], frames[user + 1][1]
+    function, file = frames[user + 1].name, frames[user + 1].file
     if not is_library_path(file) or function == "<module>":
         return ""
     return f"{package_of(file)}.{function}"
@@ -162,8 +157,8 @@ def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
     frames = agg.stacks.get(sid, ())
     if not frames:
         return None
-    function, file, line, _ = frames[_innermost_user(frames)]
-    return function, file, line
+    frame = frames[_innermost_user(frames)]
+    return frame.name, frame.file, frame.line
 
 
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
@@ -245,8 +240,9 @@ def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
     stacks: list[tuple[SampledFrame, ...]] = []
     index: dict[tuple[SampledFrame, ...], int] = {}
 
-    def sid_of(raw: Sequence[RawFrame]) -> int:
-        frames = tuple(_frame(f) for f in raw)
+    def sid_of(raw: Sequence[Any]) -> int:
+        # A thread's frames may come as plain tuples (marshalled by the child of ``run``).
+        frames = tuple(SampledFrame(*f) for f in raw)
         sid = index.get(frames)
         if sid is None:
             sid = index[frames] = len(stacks)
@@ -417,8 +413,8 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
     for sid, value in parts.items():
         frames = agg.stacks.get(sid, ())
         if frames:
-            function, file, _, first = frames[_innermost_user(frames)]
-            label = f"{function} ({short_file(file)}:{first})"  # as every view shows paths
+            f = frames[_innermost_user(frames)]
+            label = f"{f.name} ({short_file(f.file)}:{f.first_line})"  # as every view shows paths
         else:
             label = "(no Python frame)"
         by_function[label] = by_function.get(label, 0.0) + value
@@ -431,15 +427,15 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
     return shown
 
 
-def _label(frames: Sequence[RawFrame], row: int) -> str:
+def _label(frames: Sequence[SampledFrame], row: int) -> str:
     if not frames:
         return "(idle)"
     if row == 1:
-        return frames[_innermost_user(frames)][0]
-    for function, file, _, _ in frames:
-        if function != "<module>" and not is_library_path(file):
-            return function
-    return frames[0][0]
+        return frames[_innermost_user(frames)].name
+    for f in frames:
+        if f.name != "<module>" and not is_library_path(f.file):
+            return f.name
+    return frames[0].name
 
 
 def _timeline(agg: Aggregator, t0: float, end: float) -> list[Span]:

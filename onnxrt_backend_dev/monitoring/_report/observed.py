@@ -65,8 +65,8 @@ def _relative(file: str, here: str) -> str:
     return file
 
 
-def _raw(frames: Sequence[Any], here: str) -> tuple[Any, ...]:
-    return tuple((f.name, _relative(f.file, here), f.line, f.first_line) for f in frames)
+def _relative_stack(frames: Sequence[Any], here: str) -> tuple[Any, ...]:
+    return tuple(f._replace(file=_relative(f.file, here)) for f in frames)
 
 
 def _cwd() -> str:
@@ -86,7 +86,7 @@ def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
     stacks = decode_stacks(record)
     here = _cwd()
     for sid, frames in enumerate(stacks):
-        agg.add_stack(sid, _raw(frames, here))
+        agg.add_stack(sid, _relative_stack(frames, here))
     return stacks
 
 
@@ -105,7 +105,7 @@ def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
             frames = stacks[sid]
             if frames:
                 cols = split(row)  # wall, cpu, samples, python, native, system, queued
-                rows.append((_raw(frames, here), cols[0], cols[1], *cols[3:7]))
+                rows.append((_relative_stack(frames, here), cols[0], cols[1], *cols[3:7]))
         if rows:
             out.append((thread_label(record, key, index), th.is_main, rows))
     out.sort(key=lambda t: not t[1])

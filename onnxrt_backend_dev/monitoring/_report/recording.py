@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from types import CodeType, FrameType
 from typing import Any, Protocol
 
-from .._sampling.aggregate import NO_STACK, RawFrame
-from .._sampling.frames import line_of, qualified_name
+from .._sampling.aggregate import NO_STACK
+from .._sampling.frames import SampledFrame, line_of, qualified_name
 from .._sampling.intern import MIN_CAPACITY, KeyTable, filled, grow
 from .._sampling.rates import DEFAULT_INTERVAL
 from .stream import StreamSink
@@ -55,7 +55,7 @@ if hasattr(os, "register_at_fork"):
 class Sink(Protocol):
     """Where ticks go: an :class:`.._sampling.aggregate.Aggregator` or a stream."""
 
-    def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
+    def add_stack(self, sid: int, frames: tuple[SampledFrame, ...]) -> None:
         """Declares a stack."""
 
     def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
@@ -259,8 +259,8 @@ class Ticks:
         frames = []
         for i in range(len(key) - 2, -1, -2):  # outermost first
             code = codes[key[i]]
-            frames.append((qualified_name(code), code.co_filename, line_of(code, key[i + 1]),
-                           code.co_firstlineno))  # fmt: skip
+            frames.append(SampledFrame(qualified_name(code), code.co_filename,
+                                       code.co_firstlineno, line_of(code, key[i + 1])))  # fmt: skip
         self.sink.add_stack(tid, tuple(frames))
         return tid
 
@@ -458,8 +458,8 @@ def _threads(profile: Any, root: tuple[str, str, int] | None) -> list[Any]:
             continue
         stacks = []
         for sid, totals in thread.totals.items():
-            frames = tuple((f.name, f.file, f.line, f.first_line) for f in profile.stacks[sid])
-            keys = [(f[0], f[1], f[3]) for f in frames]
+            frames = tuple(tuple(f) for f in profile.stacks[sid])  # plain: marshalled
+            keys = [f[:3] for f in frames]
             if thread.is_main and root is not None:
                 frames = frames[keys.index(root) :] if root in keys else ()
             stacks.append((frames, float(totals[0]), float(totals[1])))
