@@ -24,8 +24,15 @@ NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/numeric.py"
 NUMPY_INNER = "/venv/lib/python3.11/site-packages/numpy/_core/multiarray.py"
 
 
-def _report(tmp_path: Path, hostile: str = "", devices: int = 1, **facts: object) -> Report:
-    """A run of ``main`` calling ``build`` (Python) and ``make_peak`` (numpy.ones)."""
+def _report(
+    tmp_path: Path,
+    hostile: str = "",
+    devices: int = 1,
+    stacks: tuple[tuple[SampledFrame, ...], ...] = (),
+    **facts: object,
+) -> Report:
+    """A run of ``main`` calling ``build`` (Python) and ``make_peak`` (numpy.ones); the
+    ``stacks`` given are declared after its three (ids 3, 4...)."""
     script = tmp_path / "script.py"
     script.write_text("def main():\n    build()\n    a = ones(10)\n    b = ones(10)\n")
     s = str(script)
@@ -37,6 +44,8 @@ def _report(tmp_path: Path, hostile: str = "", devices: int = 1, **facts: object
     copyto = SampledFrame("copyto", NUMPY_INNER, 1, 5)
     agg.add_stack(1, (module, SampledFrame("make_peak", s, 3, 4), ones, copyto))
     agg.add_stack(2, (module,))
+    for sid, frames in enumerate(stacks, 3):
+        agg.add_stack(sid, frames)
     ticks = [(0.0, 10, 0), (0.1, 60, 0), (0.2, 80, 0), (0.3, 380, 1), (0.4, 680, 1), (0.5, 20, 2)]
     for t, mib, sid in ticks:
         agg.add_tick(t, mib * MIB, max(mib, 680 if t >= 0.4 else mib) * MIB, sid)
@@ -232,13 +241,14 @@ def test_a_peak_less_the_tool_says_the_raw_mark_beside(tmp_path: Path) -> None:
 def test_the_main_threads_rows_come_before_a_heavier_thread(tmp_path: Path) -> None:
     # GIVEN a run whose main thread worked 0.3 s while another thread worked 2 s
     s = str(tmp_path / "script.py")
-    busy = ((
+    busy = (
         SampledFrame("_bootstrap", "/usr/lib/python3.11/threading.py", 980, 990),
         SampledFrame("crunch", s, 19, 20),
-    ), 2.0, 1.5)  # fmt: skip
-    main = ((SampledFrame("<module>", s, 1, 1), SampledFrame("work", s, 2, 3)), 0.3, 0.3)
-    threads = [("worker", False, [busy]), ("MainThread", True, [main])]
-    report = _report(tmp_path, threads=threads)
+    )
+    main = (SampledFrame("<module>", s, 1, 1), SampledFrame("work", s, 2, 3))
+    # The threads' time is given on the aggregator's stack ids.
+    threads = [("worker", False, {3: (2.0, 1.5)}), ("MainThread", True, {4: (0.3, 0.3)})]
+    report = _report(tmp_path, stacks=(busy, main), threads=threads)
     # THEN the first root row is the program's, the thread's comes after it
     roots = [r.site.function for r in report.tree if r.parent < 0]
     assert roots == ["<module>", "thread worker"], roots
@@ -248,12 +258,13 @@ def test_a_thread_that_only_waits_is_not_the_program_s_time(tmp_path: Path) -> N
     # GIVEN a run whose main thread worked 0.3 s while another thread (IPython's history
     # thread, a pool's idle worker) waited 2 s on an Event, using no CPU
     s = str(tmp_path / "script.py")
-    waiting = ((
+    waiting = (
         SampledFrame("_bootstrap", "/usr/lib/python3.11/threading.py", 980, 990),
         SampledFrame("wait", "/usr/lib/python3.11/threading.py", 300, 320),
-    ), 2.0, 0.0)  # fmt: skip
-    main = ((SampledFrame("<module>", s, 1, 1), SampledFrame("work", s, 2, 3)), 0.3, 0.3)
-    report = _report(tmp_path, threads=[("waiter", False, [waiting]), ("MainThread", True, [main])])
+    )
+    main = (SampledFrame("<module>", s, 1, 1), SampledFrame("work", s, 2, 3))
+    threads = [("waiter", False, {3: (2.0, 0.0)}), ("MainThread", True, {4: (0.3, 0.3)})]
+    report = _report(tmp_path, stacks=(waiting, main), threads=threads)
     # THEN it is neither a root of the tree nor a function of the summary
     assert "thread waiter" not in [r.site.function for r in report.tree if r.parent < 0]
     assert "_bootstrap" not in to_text(report) and "Thread" not in to_text(report)

@@ -279,7 +279,7 @@ def profile_from(
 
 def report_inputs(
     doc: dict[str, Any], root: RootKey | None
-) -> tuple[Aggregator, list[tuple[str, bool, list[tuple[Any, ...]]]]]:
+) -> tuple[Aggregator, list[tuple[str, bool, dict[int, tuple[float, ...]]]]]:
     """The memory ticks (an aggregator, its stacks declared) and the sampled threads of
     a block, as the report's builder takes them.
 
@@ -296,12 +296,11 @@ def report_inputs(
         agg.add_stack(sid, frames)
     threads = []
     for name, is_main, rows, _ident, _timeline_raw in doc.get("threads", ()):
-        kept = []
+        kept = {}
         for sid, row in rows.items():
-            frames = stacks[int(sid)] if 0 <= int(sid) < len(stacks) else ()
-            if frames:
+            if 0 <= int(sid) < len(stacks) and stacks[int(sid)]:
                 cols = split(list(map(float, row)))
-                kept.append((frames, cols[0], cols[1], *cols[3:7]))
+                kept[int(sid)] = (cols[0], cols[1], *cols[3:7])
         if kept:
             threads.append((str(name), bool(is_main), kept))
     return agg, threads

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._format import format_bytes, format_duration
-from .._sampling.aggregate import RISE_NOISE, Aggregator
+from .._sampling.aggregate import NO_STACK, RISE_NOISE, Aggregator
 from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     CPU,
@@ -59,11 +59,10 @@ FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into
 WAITING_CPU = 0.02
 
 
-# A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
-_Entry = tuple[Sequence[SampledFrame], tuple[float, float, float, float]]
-# A sampled thread: name, is it the main one, and per stack (frames, wall seconds, CPU
-# seconds) and, where the collector splits it, Python, native, system and queued seconds.
-SampledThread = tuple[str, bool, Sequence[tuple[Any, ...]]]
+# A sampled thread: name, is it the main one, and per stack id of the aggregator's
+# (``NO_STACK``: no frame) its wall and CPU seconds and, where the collector splits it,
+# Python, native, system and queued seconds.
+SampledThread = tuple[str, bool, dict[int, tuple[float, ...]]]
 
 
 @dataclass(frozen=True)
@@ -228,72 +227,78 @@ def _rss_curve(agg: Aggregator, facts: RunFacts, t0: float) -> Curve:
 
 
 def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
-    """The run's stack model: every stack once, each thread's (and each child process's)
-    columns per stack: time and CPU from the time sampler (or the ticks' time where no
-    sampler ran), memory from the ticks (growth, growth up to the peak, highest RSS),
-    given to the thread that ran that stack (the main thread first).
+    """The run's stack model on the aggregator's stack ids: each thread's (and each child
+    process's) columns per stack: time and CPU from the time sampler (or the ticks' time
+    where no sampler ran), memory from the ticks (growth, growth up to the peak, highest
+    RSS), given to the thread that ran that stack (the main thread first).
 
-    :param agg: the main process's ticks, folded
+    :param agg: the main process's ticks, folded, its stacks declared
     :param facts: the rest of the run (its sampled threads, its child processes)
     :return: the model
     """
-    stacks: list[tuple[SampledFrame, ...]] = []
-    index: dict[tuple[SampledFrame, ...], int] = {}
-
-    def sid_of(raw: Sequence[Any]) -> int:
-        # A thread's frames may come as plain tuples (marshalled by the child of ``run``).
-        frames = tuple(SampledFrame(*f) for f in raw)
-        sid = index.get(frames)
-        if sid is None:
-            sid = index[frames] = len(stacks)
-            stacks.append(frames)
-        return sid
-
+    stacks = _stack_list(agg)
+    no_frame = -1  # the id of the empty stack (time outside the code measured), if used
     threads: list[ThreadProfile] = []
     # A stack of another thread that got (almost) no CPU is a wait (IPython's history
     # thread, a pool's idle worker): not the program's time. Only when CPU was measured.
-    cpu_known = any(float(e[2]) > 0 for _, _, rows in facts.threads for e in rows)
+    cpu_known = any(float(e[1]) > 0 for _, _, rows in facts.threads for e in rows.values())
     for name, is_main, rows in facts.threads:
         totals: dict[int, list[float]] = {}
-        for entry in rows:
-            if not is_main and cpu_known and float(entry[2]) <= WAITING_CPU * float(entry[1]):
+        for sid, entry in rows.items():
+            if not is_main and cpu_known and float(entry[1]) <= WAITING_CPU * float(entry[0]):
                 continue
-            row = totals.setdefault(sid_of(entry[0]), [0.0] * NCOLUMNS)
-            row[WALL] += float(entry[1])
-            row[CPU] += float(entry[2])
-            row[SAMPLES] += 1
-            for i, value in enumerate(entry[3:7]):  # the CPU split, where measured
-                row[3 + i] += float(value)
+            if sid == NO_STACK:
+                if no_frame < 0:
+                    no_frame = len(stacks)
+                    stacks.append(())
+                sid = no_frame
+            elif not 0 <= sid < len(stacks):
+                continue
+            row = totals[sid] = [0.0] * NCOLUMNS
+            row[WALL], row[CPU], row[SAMPLES] = float(entry[0]), float(entry[1]), 1.0
+            for i, value in enumerate(entry[2:6]):  # the CPU split, where measured
+                row[3 + i] = float(value)
         threads.append(ThreadProfile(0, name, bool(is_main), totals))
     if not any(t.is_main for t in threads):
         threads.insert(0, ThreadProfile(0, "MainThread", True, {}))
     threads.sort(key=lambda t: not t.is_main)
-    _memory_columns(agg, threads, sid_of, timed=bool(facts.threads))
+    _memory_columns(agg, threads, 0, timed=bool(facts.threads))
     for label, child in facts.children:
+        # A child process's ids are its own: its stacks follow the program's.
         name = label[len("process ") :] if label.startswith("process ") else label
         process = ThreadProfile(0, name, False, {}, kind="process")
-        _memory_columns(child, [process], sid_of, timed=False)
+        _memory_columns(child, [process], len(stacks), timed=False)
+        stacks.extend(_stack_list(child))
         threads.append(process)
     return SampledProfile(stacks, threads, facts.interval, "ticks", facts.wall or 0.0,
                           facts.cpu or 0.0, agg.n, memory_known=True,
-                          split_known=any(len(r) > 3 for _, _, rs in facts.threads
-                                          for r in rs))  # fmt: skip
+                          split_known=any(len(r) > 2 for _, _, rs in facts.threads
+                                          for r in rs.values()))  # fmt: skip
+
+
+def _stack_list(agg: Aggregator) -> list[tuple[SampledFrame, ...]]:
+    """The aggregator's stacks by id (an id never declared: no frame)."""
+    return [agg.stacks.get(sid, ()) for sid in range(max(agg.stacks, default=-1) + 1)]
 
 
 def _memory_columns(
-    agg: Aggregator, threads: list[ThreadProfile], sid_of: Any, timed: bool
+    agg: Aggregator, threads: list[ThreadProfile], offset: int, timed: bool
 ) -> None:
     """Adds the ticks' memory (and, where no sampler ran, their time) to the thread that
-    has the stack, the first one (the main thread) otherwise."""
+    has the stack, the first one (the main thread) otherwise.
+
+    :param agg: the ticks, folded
+    :param threads: the threads the stacks may belong to
+    :param offset: the model's id of the aggregator's stack 0
+    :param timed: the threads' time came from a sampler (the ticks' is not added)
+    """
     parts = agg.composition()
-    for tick_sid, raw in agg.stacks.items():
-        if not raw:
+    for tick_sid, frames in agg.stacks.items():
+        if not frames:
             continue
-        sid = sid_of(raw)
+        sid = offset + tick_sid
         owner = next((t for t in threads if sid in t.totals), threads[0])
         row = owner.totals.setdefault(sid, [0.0] * NCOLUMNS)
-        if len(row) < NCOLUMNS:
-            row.extend([0.0] * (NCOLUMNS - len(row)))
         row[NET] += agg.net.get(tick_sid, 0.0)
         row[TO_PEAK] += parts.get(tick_sid, 0.0)
         row[HIGHEST] = max(row[HIGHEST], agg.highest.get(tick_sid, 0.0))

@@ -91,21 +91,19 @@ def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
 
 
 def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
-    """Each thread's stacks with their wall and CPU seconds, as the report takes them.
+    """Each thread's wall and CPU seconds per stack id, as the report takes them.
 
     :param record: the process
     :param stacks: its decoded stacks
     """
     out = []
-    here = _cwd()
     for index, key in enumerate(record.order):
         th = record.threads[key]
-        rows = []
+        rows = {}
         for sid, row in th.rows.items():
-            frames = stacks[sid]
-            if frames:
+            if stacks[sid]:
                 cols = split(row)  # wall, cpu, samples, python, native, system, queued
-                rows.append((_relative_stack(frames, here), cols[0], cols[1], *cols[3:7]))
+                rows[sid] = (cols[0], cols[1], *cols[3:7])
         if rows:
             out.append((thread_label(record, key, index), th.is_main, rows))
     out.sort(key=lambda t: not t[1])

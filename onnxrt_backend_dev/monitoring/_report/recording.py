@@ -240,10 +240,22 @@ class Ticks:
             tid = ids[sid] = self._intern(self.recorder.table.key(sid))
         return int(tid)
 
-    def _intern(self, key: tuple[int, ...]) -> int:
+    def stack_id(self, sid: int, cut: bool) -> int:
+        """The tick stack of a sampler's stack, declared to the sink if new: the threads'
+        time is given on the ticks' ids (one table for time and memory).
+
+        :param sid: the sampler's stack id
+        :param cut: cut at the root (the main thread's stacks), else whole
+        :return: the id, ``NO_STACK`` outside the root or past ``max_stacks``
+        """
+        if cut:
+            return self._tick_id(sid)
+        return self._intern(self.recorder.table.key(sid), cut=False)
+
+    def _intern(self, key: tuple[int, ...], cut: bool = True) -> int:
         """The tick stack of a sampler's stack key (innermost first): cut at the root's
         outermost frame."""
-        if self.root is not None:
+        if self.root is not None and cut:
             at = [i for i in range(0, len(key), 2) if key[i] == self.root]
             if not at:
                 return NO_STACK
@@ -310,7 +322,6 @@ class Recording:
                                  probes=tuple(probes))  # fmt: skip
         if root_code is None and root_frame is not None:
             root_code = root_frame.f_code
-        self.root = _root_key(root_code)
         self.memory = ProcMemory(offset)
         interval = max(float(interval), MIN_INTERVAL)
         self.ticks = Ticks(sink, self.memory, root_code, every=interval)
@@ -370,7 +381,7 @@ class Recording:
         self.ticks.tick(time.monotonic(), self.ticks.last)  # the memory at the end
         self.memory.close()
         facts = block_facts(self.t0, self.cpu0, self.started, self.notes)
-        facts["threads"] = _threads(profile, self.root) if profile and self.keep_threads else []
+        facts["threads"] = _threads(profile, self.ticks) if profile and self.keep_threads else []
         facts["dropped"] = self.ticks.dropped
         spy, self.spy = self.spy, None
         if spy is None:
@@ -440,30 +451,22 @@ def _timer() -> str:
     return "thread"
 
 
-def _root_key(code: CodeType | None) -> tuple[str, str, int] | None:
-    """``(function, file, first line)`` of the root the stacks start at, if any."""
-    if code is None:
-        return None
-    return qualified_name(code), code.co_filename, code.co_firstlineno
-
-
-def _threads(profile: Any, root: tuple[str, str, int] | None) -> list[Any]:
-    """The sampler's stacks per thread as plain values (they may cross a pipe), the main
-    thread's cut at the root (the tool's frames left out, as the ticks' are)."""
+def _threads(profile: Any, ticks: Ticks) -> list[Any]:
+    """The sampler's time per thread on the ticks' stack ids, as plain values (they may
+    cross a pipe), the main thread's stacks cut at the root (the tool's frames left out,
+    as the ticks' are; outside it: ``NO_STACK``)."""
     from .._sampling.frames import OWN_THREADS
 
     threads = []
     for thread in profile.threads:
         if thread.name in OWN_THREADS:
             continue
-        stacks = []
+        rows: dict[int, tuple[float, float]] = {}
         for sid, totals in thread.totals.items():
-            frames = tuple(tuple(f) for f in profile.stacks[sid])  # plain: marshalled
-            keys = [f[:3] for f in frames]
-            if thread.is_main and root is not None:
-                frames = frames[keys.index(root) :] if root in keys else ()
-            stacks.append((frames, float(totals[0]), float(totals[1])))
-        threads.append((thread.name, thread.is_main, stacks))
+            tid = ticks.stack_id(sid, cut=thread.is_main)
+            wall, cpu = rows.get(tid, (0.0, 0.0))
+            rows[tid] = (wall + float(totals[0]), cpu + float(totals[1]))
+        threads.append((thread.name, thread.is_main, rows))
     return threads
 
 
