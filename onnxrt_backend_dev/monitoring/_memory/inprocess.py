@@ -290,6 +290,6 @@ def device_facts(monitors: Sequence[Monitor]) -> tuple[list[Any], list[Any]]:
         extras: dict[str, Any] = {"role": mon.role, "uuid": mon.uuid, "context": mon.context}
         if mon.peak_frames:
             frame = mon.peak_frames[innermost_user(mon.peak_frames)]
-            extras["site"] = (frame.function, frame.filename, frame.line)
+            extras["site"] = (frame.name, frame.file, frame.line)
         devices.append((mon.qualname, mon.max_peak, mon.begin, mon.end, extras))
     return curves, devices

@@ -16,8 +16,8 @@ from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
 from .._errors import BadValue
+from .._sampling.frames import SampledFrame, qualified_name, walk
 from .._sampling.frames import line_of as line_of  # the attribution decodes with it
-from .._sampling.frames import walk
 from .series import DEFAULT_MAX_POINTS
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
@@ -45,25 +45,12 @@ _STDLIB = sysconfig.get_paths().get("stdlib", "").replace("\\", "/").rstrip("/")
 _IDLE_FILES = tuple(_STDLIB + name for name in _IDLE_MODULES)
 
 
-class Frame(NamedTuple):
-    """One frame of a sampled stack, as plain values."""
-
-    filename: str
-    line: int  # the line running
-    function: str  # qualified name where the interpreter gives one
-    first_line: int  # the function's first line: with filename and function, its key
-
-    def label(self) -> str:
-        """``file:line:function``."""
-        return f"{self.filename}:{self.line}:{self.function}"
-
-
 class StackSamples(NamedTuple):
     """What the sampler recorded: sample times, their stack ids, the stacks."""
 
     times: array.array[float]
     ids: array.array[int]
-    stacks: list[tuple[Frame, ...]]  # outermost frame first
+    stacks: list[tuple[SampledFrame, ...]]  # outermost frame first
     dropped: int  # samples whose stack could not be interned
 
 
@@ -122,8 +109,8 @@ def pick_thread(
 
 def to_frames(
     key: _StackKey, codes: dict[int, CodeType], lines: dict[tuple[int, int], int] | None = None
-) -> tuple[Frame, ...]:
-    """A stack key as :class:`Frame` values, outermost first.
+) -> tuple[SampledFrame, ...]:
+    """A stack key as frames, outermost first.
 
     :param key: from :func:`stack_key`
     :param codes: ``id(code) -> code``
@@ -137,8 +124,9 @@ def to_frames(
         line = lines.get((key[i], key[i + 1]))
         if line is None:
             line = lines[key[i], key[i + 1]] = line_of(code, key[i + 1])
-        name = getattr(code, "co_qualname", code.co_name)  # 3.11+
-        frames.append(Frame(code.co_filename, line, name, code.co_firstlineno))
+        frames.append(
+            SampledFrame(qualified_name(code), code.co_filename, code.co_firstlineno, line)
+        )
     return tuple(frames)
 
 
@@ -235,12 +223,9 @@ class StackSampler:
             ticker.stop(timeout)
 
     def snapshot(self) -> StackSamples:
-        """What was sampled, stacks as :class:`Frame` tuples (outermost first)."""
-        stacks = [tuple(Frame(f.file, f.line, f.name, f.first_line) for f in st)
-                  for st in self.recorder.table.decode()]  # fmt: skip
-        return StackSamples(
-            array.array("d", self.times), array.array("q", self.ids), stacks, self.dropped
-        )
+        """What was sampled, stacks outermost first."""
+        return StackSamples(array.array("d", self.times), array.array("q", self.ids),
+                            self.recorder.table.decode(), self.dropped)  # fmt: skip
 
 
 def from_observer(doc: dict[str, Any]) -> StackSamples:
@@ -257,10 +242,10 @@ def from_observer(doc: dict[str, Any]) -> StackSamples:
         times.frombytes(raw_times[: len(raw_times) // 8 * 8])
         ids.frombytes(raw_ids[: len(raw_ids) // 8 * 8])
     n = min(len(times), len(ids))
-    stacks: list[tuple[Frame, ...]] = []
+    stacks: list[tuple[SampledFrame, ...]] = []
     for frames in doc.get("stacks", ()):
         try:
-            stacks.append(tuple(Frame(str(f), int(line), str(name), int(first))
+            stacks.append(tuple(SampledFrame(str(name), str(f), int(first), int(line))
                                 for name, f, first, line in frames))  # fmt: skip
         except (TypeError, ValueError):
             stacks.append(())
