@@ -30,10 +30,8 @@ from onnxrt_backend_dev.monitoring._memory.stacks import (
     StackSampler,
     StackSamples,
     is_idle,
-    line_of,
     pick_thread,
     stack_key,
-    to_frames,
 )
 from onnxrt_backend_dev.monitoring._memory.views import AttributionReport, attach
 from onnxrt_backend_dev.monitoring._memory.where_render import (
@@ -41,7 +39,7 @@ from onnxrt_backend_dev.monitoring._memory.where_render import (
     where_speedscope,
     where_text,
 )
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame, decode_key, line_of
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
 
 pytest_plugins = ["pytester"]
@@ -339,7 +337,7 @@ def test_stack_key_walks_from_the_innermost_frame_and_cuts_deep_stacks() -> None
     key = stack_key(inner, codes)
     assert key == (id(_other.__code__), 2, id(_user.__code__), 4)
     assert codes == {id(_other.__code__): _other.__code__, id(_user.__code__): _user.__code__}
-    frames = to_frames(key, codes)  # outermost first
+    frames = decode_key(key, codes)  # outermost first
     assert [f.name for f in frames] == ["_user", "_other"]
     deep = None
     for _ in range(50):

@@ -189,8 +189,9 @@ class InProcessProbes:
 
     def _stack(self) -> tuple[Any, ...] | None:
         """The measured thread's stack now, as the user reads it (None if it is gone)."""
+        from .._sampling.frames import decode_key
         from .frames import user_view
-        from .stacks import stack_key, to_frames
+        from .stacks import stack_key
 
         frame = self.current_frames().get(self.thread)
         if frame is None:
@@ -199,7 +200,7 @@ class InProcessProbes:
             key = stack_key(frame, self._codes)
         finally:
             del frame  # frames keep their locals alive
-        return user_view(to_frames(key, self._codes)) or None
+        return user_view(decode_key(key, self._codes)) or None
 
     def _run(self) -> None:
         # Event.wait, not time.sleep: stop() ends the thread at once, none left sleeping.

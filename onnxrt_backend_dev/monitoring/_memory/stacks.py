@@ -16,8 +16,7 @@ from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
 from .._errors import BadValue
-from .._sampling.frames import SampledFrame, qualified_name, walk
-from .._sampling.frames import line_of as line_of  # the attribution decodes with it
+from .._sampling.frames import SampledFrame, walk
 from .series import DEFAULT_MAX_POINTS
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
@@ -105,29 +104,6 @@ def pick_thread(
         if best is None or score > best_score:
             best, best_score = ident, score
     return best if best_score[0] else None
-
-
-def to_frames(
-    key: _StackKey, codes: dict[int, CodeType], lines: dict[tuple[int, int], int] | None = None
-) -> tuple[SampledFrame, ...]:
-    """A stack key as frames, outermost first.
-
-    :param key: from :func:`stack_key`
-    :param codes: ``id(code) -> code``
-    :param lines: ``(id(code), offset) -> line`` already found, completed here
-    :return: the frames
-    """
-    lines = {} if lines is None else lines
-    frames = []
-    for i in range(len(key) - 2, -1, -2):
-        code = codes[key[i]]
-        line = lines.get((key[i], key[i + 1]))
-        if line is None:
-            line = lines[key[i], key[i + 1]] = line_of(code, key[i + 1])
-        frames.append(
-            SampledFrame(qualified_name(code), code.co_filename, code.co_firstlineno, line)
-        )
-    return tuple(frames)
 
 
 class StackSampler:
@@ -228,6 +204,20 @@ class StackSampler:
                             self.recorder.table.decode(), self.dropped)  # fmt: skip
 
 
+def frames_of(raw: Any) -> tuple[SampledFrame, ...] | None:
+    """A stack as the spy's observer sends it (``(name, file, first line, line)`` each,
+    untrusted), None when it is not one.
+
+    :param raw: the plain values
+    :return: the frames, outermost first
+    """
+    try:
+        return tuple(SampledFrame(str(n), str(f), int(first), int(line))
+                     for n, f, first, line in raw)  # fmt: skip
+    except (TypeError, ValueError):
+        return None
+
+
 def from_observer(doc: dict[str, Any]) -> StackSamples:
     """What the spy's observer read of this process (see ``_memory.observed``), as the
     in-process sampler's records: one attribution for both collectors.
@@ -242,13 +232,7 @@ def from_observer(doc: dict[str, Any]) -> StackSamples:
         times.frombytes(raw_times[: len(raw_times) // 8 * 8])
         ids.frombytes(raw_ids[: len(raw_ids) // 8 * 8])
     n = min(len(times), len(ids))
-    stacks: list[tuple[SampledFrame, ...]] = []
-    for frames in doc.get("stacks", ()):
-        try:
-            stacks.append(tuple(SampledFrame(str(name), str(f), int(first), int(line))
-                                for name, f, first, line in frames))  # fmt: skip
-        except (TypeError, ValueError):
-            stacks.append(())
+    stacks = [frames_of(raw) or () for raw in doc.get("stacks", ())]
     empty = doc.get("empty", -1)
     cleaned = array.array("q", (i if 0 <= i < len(stacks) and i != empty else NO_STACK
                                 for i in ids[:n]))  # fmt: skip

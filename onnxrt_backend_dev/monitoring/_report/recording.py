@@ -27,7 +27,7 @@ from types import CodeType, FrameType
 from typing import Any, Protocol
 
 from .._sampling.aggregate import NO_STACK
-from .._sampling.frames import SampledFrame, line_of, qualified_name
+from .._sampling.frames import SampledFrame, decode_key
 from .._sampling.intern import MIN_CAPACITY, KeyTable, filled, grow
 from .._sampling.rates import DEFAULT_INTERVAL
 from .stream import StreamSink
@@ -267,13 +267,7 @@ class Ticks:
             self.dropped += 1
             return NO_STACK
         tid = self._keys.add(key)
-        codes = self.recorder.table.codes
-        frames = []
-        for i in range(len(key) - 2, -1, -2):  # outermost first
-            code = codes[key[i]]
-            frames.append(SampledFrame(qualified_name(code), code.co_filename,
-                                       code.co_firstlineno, line_of(code, key[i + 1])))  # fmt: skip
-        self.sink.add_stack(tid, tuple(frames))
+        self.sink.add_stack(tid, decode_key(key, self.recorder.table.codes))
         return tid
 
 
