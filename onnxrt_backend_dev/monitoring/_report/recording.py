@@ -375,8 +375,8 @@ class Recording:
         self.ticks.tick(time.monotonic(), self.ticks.last)  # the memory at the end
         self.memory.close()
         facts = block_facts(self.t0, self.cpu0, self.started, self.notes)
+        facts["dropped"] = self.ticks.dropped  # ticks lost: not the stacks declared below
         facts["threads"] = _threads(profile, self.ticks) if profile and self.keep_threads else []
-        facts["dropped"] = self.ticks.dropped
         spy, self.spy = self.spy, None
         if spy is None:
             return facts
