@@ -28,13 +28,12 @@ from typing import Any, Protocol
 
 from .._sampling.aggregate import NO_STACK
 from .._sampling.frames import SampledFrame, decode_key
-from .._sampling.intern import MIN_CAPACITY, KeyTable, filled, grow
+from .._sampling.intern import MIN_CAPACITY, filled, grow
 from .._sampling.rates import DEFAULT_INTERVAL
 from .stream import StreamSink
 
 SPY_DELAY = 0.01
 MIN_INTERVAL = 0.001
-MAX_STACKS = 50_000  # distinct stacks of the ticks at most; more count as NO_STACK
 _UNSEEN = -2
 # The recordings streaming now: a forked child of the program goes on streaming its own
 # ticks (as its own process) into the same pipe.
@@ -169,24 +168,19 @@ def reset_high_water_mark() -> bool:
 
 class Ticks:
     """The memory ticks of the one in-process sampler: told each sample (its time and
-    every thread's stack id), it reads the memory and sends a tick with the main thread's
-    stack, cut at the root (the frames above it, the tool's, left out; a stack outside the
-    root has none); each stack is declared to the sink once, with its lines.
+    every thread's stack id), it reads the memory and sends a tick credited to the main
+    thread's stack, on the sampler's own stack id (one table, no second interning); each
+    stack is declared to the sink once, with its lines, cut at the root (the frames above
+    it, the tool's, left out; a stack outside the root is ``NO_STACK``).
 
     :param sink: where ticks go
     :param memory: returns ``(rss, hwm)`` in bytes
     :param root_code: the code measured (a module's, a cell's), None: every frame kept
-    :param max_stacks: distinct stacks at most (more count as ``NO_STACK``, dropped)
     :param every: seconds between two ticks at least (the sampler may sample more often)
     """
 
     def __init__(
-        self,
-        sink: Sink,
-        memory: Any,
-        root_code: CodeType | None,
-        max_stacks: int = MAX_STACKS,
-        every: float = 0.0,
+        self, sink: Sink, memory: Any, root_code: CodeType | None, every: float = 0.0
     ) -> None:
         self.sink = sink
         self.every = every
@@ -194,18 +188,15 @@ class Ticks:
         self.memory = memory
         self.root = None if root_code is None else id(root_code)
         self._root_code = root_code  # kept: its id stays its own
-        self.max_stacks = max_stacks
-        self.dropped = 0
         self.last = NO_STACK
         self.recorder: Any = None
         self.reset()
 
     def reset(self) -> None:
-        """Forgets the stacks sent (a forked child's ids are its own)."""
-        # Arrays, no object per stack (see _sampling.intern): a tick taken while the
+        """Forgets the stacks declared (a forked child declares them to its own sink)."""
+        # An array, no object per stack (see _sampling.intern): a tick taken while the
         # program fills memory with small objects must not keep it resident.
-        self._ids = filled("q", _UNSEEN, MIN_CAPACITY)  # sampler's stack id -> tick's
-        self._keys = KeyTable()
+        self._declared = filled("q", _UNSEEN, MIN_CAPACITY)  # stack id -> id or NO_STACK
         self.last = NO_STACK
 
     def bind(self, recorder: Any) -> Ticks:
@@ -221,54 +212,37 @@ class Ticks:
             return
         self.next_t = t + 0.999 * self.every
         sid = sids.get(self.recorder.main_ident)
-        self.tick(t, NO_STACK if sid is None else self._tick_id(sid))
+        self.tick(t, NO_STACK if sid is None else self.stack_id(sid))
 
     def tick(self, t: float, tid: int) -> None:
-        """Sends a tick: the memory now, credited to the tick stack ``tid``."""
+        """Sends a tick: the memory now, credited to the stack ``tid``."""
         rss, hwm = self.memory()
         self.last = tid
         self.sink.add_tick(t, rss, hwm, tid)
 
-    def _tick_id(self, sid: int) -> int:
-        ids = self._ids
-        if sid >= len(ids):
-            n = len(ids)
-            grow(ids, sid + 1)
-            ids[n:] = filled("q", _UNSEEN, len(ids) - n)
-        tid = ids[sid]
-        if tid == _UNSEEN:
-            tid = ids[sid] = self._intern(self.recorder.table.key(sid))
-        return int(tid)
-
-    def stack_id(self, sid: int, cut: bool) -> int:
-        """The tick stack of a sampler's stack, declared to the sink if new: the threads'
-        time is given on the ticks' ids (one table for time and memory).
+    def stack_id(self, sid: int, cut: bool = True) -> int:
+        """A sampler's stack as the ticks and the threads' time give it: its own id,
+        declared to the sink the first time.
 
         :param sid: the sampler's stack id
         :param cut: cut at the root (the main thread's stacks), else whole
-        :return: the id, ``NO_STACK`` outside the root or past ``max_stacks``
+        :return: ``sid``, ``NO_STACK`` for a cut stack outside the root
         """
-        if cut:
-            return self._tick_id(sid)
-        return self._intern(self.recorder.table.key(sid), cut=False)
-
-    def _intern(self, key: tuple[int, ...], cut: bool = True) -> int:
-        """The tick stack of a sampler's stack key (innermost first): cut at the root's
-        outermost frame."""
-        if self.root is not None and cut:
-            at = [i for i in range(0, len(key), 2) if key[i] == self.root]
-            if not at:
-                return NO_STACK
-            key = key[: at[-1] + 2]
-        tid = self._keys.find(key)
-        if tid >= 0:
-            return tid
-        if len(self._keys) >= self.max_stacks:
-            self.dropped += 1
-            return NO_STACK
-        tid = self._keys.add(key)
-        self.sink.add_stack(tid, decode_key(key, self.recorder.table.codes))
-        return tid
+        declared = self._declared
+        if sid >= len(declared):
+            n = len(declared)
+            grow(declared, sid + 1)
+            declared[n:] = filled("q", _UNSEEN, len(declared) - n)
+        if declared[sid] == _UNSEEN:
+            table = self.recorder.table
+            key = table.key(sid)  # innermost first: cut at the root's outermost frame
+            if cut and self.root is not None:
+                at = [i for i in range(0, len(key), 2) if key[i] == self.root]
+                key = key[: at[-1] + 2] if at else ()
+            declared[sid] = sid if key else NO_STACK
+            if key:
+                self.sink.add_stack(sid, decode_key(key, table.codes))
+        return int(declared[sid])
 
 
 class Recording:
@@ -375,7 +349,6 @@ class Recording:
         self.ticks.tick(time.monotonic(), self.ticks.last)  # the memory at the end
         self.memory.close()
         facts = block_facts(self.t0, self.cpu0, self.started, self.notes)
-        facts["dropped"] = self.ticks.dropped  # ticks lost: not the stacks declared below
         facts["threads"] = _threads(profile, self.ticks) if profile and self.keep_threads else []
         spy, self.spy = self.spy, None
         if spy is None:
