@@ -31,7 +31,6 @@ from onnxrt_backend_dev.monitoring._memory.stacks import (
     StackSamples,
     is_idle,
     pick_thread,
-    stack_key,
 )
 from onnxrt_backend_dev.monitoring._memory.views import AttributionReport, attach
 from onnxrt_backend_dev.monitoring._memory.where_render import (
@@ -39,7 +38,7 @@ from onnxrt_backend_dev.monitoring._memory.where_render import (
     where_speedscope,
     where_text,
 )
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame, decode_key, line_of
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame, decode_key, line_of, walk
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
 
 pytest_plugins = ["pytester"]
@@ -331,10 +330,10 @@ def _other() -> None:
 IDLE_CODE = threading.Event.wait.__code__  # a thread waiting in threading.py
 
 
-def test_stack_key_walks_from_the_innermost_frame_and_cuts_deep_stacks() -> None:
+def test_the_walk_goes_from_the_innermost_frame_and_cuts_deep_stacks() -> None:
     codes: dict[int, Any] = {}
     inner = _frame(_other.__code__, _frame(_user.__code__, lasti=4), lasti=2)
-    key = stack_key(inner, codes)
+    key = walk(inner, codes)
     assert key == (id(_other.__code__), 2, id(_user.__code__), 4)
     assert codes == {id(_other.__code__): _other.__code__, id(_user.__code__): _user.__code__}
     frames = decode_key(key, codes)  # outermost first
@@ -342,7 +341,7 @@ def test_stack_key_walks_from_the_innermost_frame_and_cuts_deep_stacks() -> None
     deep = None
     for _ in range(50):
         deep = _frame(_user.__code__, deep)
-    assert len(stack_key(deep, codes, max_depth=10)) == 20
+    assert len(walk(deep, codes, max_depth=10)) == 20
 
 
 def test_offsets_become_the_lines_the_interpreter_reports() -> None:

@@ -189,15 +189,15 @@ class InProcessProbes:
 
     def _stack(self) -> tuple[Any, ...] | None:
         """The measured thread's stack now, as the user reads it (None if it is gone)."""
-        from .._sampling.frames import decode_key
+        from .._sampling.frames import decode_key, walk
         from .frames import user_view
-        from .stacks import stack_key
+        from .stacks import MAX_DEPTH
 
         frame = self.current_frames().get(self.thread)
         if frame is None:
             return None
         try:
-            key = stack_key(frame, self._codes)
+            key = walk(frame, self._codes, MAX_DEPTH)
         finally:
             del frame  # frames keep their locals alive
         return user_view(decode_key(key, self._codes)) or None

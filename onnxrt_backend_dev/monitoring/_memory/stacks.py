@@ -16,7 +16,7 @@ from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
 from .._errors import BadValue
-from .._sampling.frames import SampledFrame, walk
+from .._sampling.frames import SampledFrame, StackKey
 from .series import DEFAULT_MAX_POINTS
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
@@ -24,7 +24,6 @@ MAX_STACKS = 20_000  # distinct stacks interned at most (a few MB at worst)
 MIN_DELAY = 0.001  # the sampler never wakes more often: it takes the GIL each time
 NO_STACK = -1  # the sample's stack was not interned (table full) or no thread ran
 
-_StackKey = tuple[int, ...]  # id(code), f_lasti for each frame, innermost first
 
 # A thread whose innermost frame is one of these standard modules waits (join, a queue,
 # a lock, select): it does not allocate, another thread is the one running.
@@ -53,21 +52,7 @@ class StackSamples(NamedTuple):
     dropped: int  # samples whose stack could not be interned
 
 
-def stack_key(
-    frame: FrameType | None, codes: dict[int, CodeType], max_depth: int = MAX_DEPTH
-) -> _StackKey:
-    """The stack ending at ``frame``: the sampler's one frame walk
-    (:func:`.._sampling.frames.walk`).
-
-    :param frame: the innermost frame
-    :param codes: ``id(code) -> code``, completed here
-    :param max_depth: frames kept at most, the innermost ones
-    :return: ``id(code), f_lasti`` for each frame, innermost first
-    """
-    return walk(frame, codes, max_depth)
-
-
-def is_idle(key: _StackKey, codes: dict[int, CodeType]) -> bool:
+def is_idle(key: StackKey, codes: dict[int, CodeType]) -> bool:
     """Tells if a thread waits in the standard library (see ``_IDLE_MODULES``).
 
     :param key: its stack
