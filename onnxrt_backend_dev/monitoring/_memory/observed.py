@@ -270,7 +270,7 @@ def profile_from(
 
 def report_inputs(
     doc: dict[str, Any], root: RootKey | None
-) -> tuple[Aggregator, list[tuple[str, bool, dict[int, tuple[float, ...]]]]]:
+) -> tuple[Aggregator, list[tuple[str, bool, dict[int, list[float]]]]]:
     """The memory ticks (an aggregator, its stacks declared) and the sampled threads of
     a block, as the report's builder takes them.
 
@@ -278,7 +278,7 @@ def report_inputs(
     :param root: the block's root code
     :return: the aggregator and the threads
     """
-    from .._observe.build import split
+    from .._observe.build import totals_of
     from .._sampling.aggregate import from_state
 
     stacks = stacks_of(doc, root)
@@ -287,11 +287,7 @@ def report_inputs(
         agg.add_stack(sid, frames)
     threads = []
     for name, is_main, rows, _ident, _timeline_raw in doc.get("threads", ()):
-        kept = {}
-        for sid, row in rows.items():
-            if 0 <= int(sid) < len(stacks) and stacks[int(sid)]:
-                cols = split(list(map(float, row)))
-                kept[int(sid)] = (cols[0], cols[1], *cols[3:7])
+        kept = totals_of(rows, stacks)
         if kept:
             threads.append((str(name), bool(is_main), kept))
     return agg, threads

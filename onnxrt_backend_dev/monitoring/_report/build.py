@@ -19,6 +19,7 @@ from .._sampling.model import (
     HIGHEST,
     NCOLUMNS,
     NET,
+    PYTHON,
     SAMPLES,
     TO_PEAK,
     WALL,
@@ -60,9 +61,9 @@ WAITING_CPU = 0.02
 
 
 # A sampled thread: name, is it the main one, and per stack id of the aggregator's
-# (``NO_STACK``: no frame) its wall and CPU seconds and, where the collector splits it,
-# Python, native, system and queued seconds.
-SampledThread = tuple[str, bool, dict[int, tuple[float, ...]]]
+# (``NO_STACK``: no frame) the model's first columns (wall, CPU, samples and, where the
+# collector splits it, Python, native, system and queued seconds).
+SampledThread = tuple[str, bool, dict[int, Sequence[float]]]
 
 
 @dataclass(frozen=True)
@@ -254,10 +255,7 @@ def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
                 sid = no_frame
             elif not 0 <= sid < len(stacks):
                 continue
-            row = totals[sid] = [0.0] * NCOLUMNS
-            row[WALL], row[CPU], row[SAMPLES] = float(entry[0]), float(entry[1]), 1.0
-            for i, value in enumerate(entry[2:6]):  # the CPU split, where measured
-                row[3 + i] = float(value)
+            totals[sid] = [float(v) for v in entry] + [0.0] * (NCOLUMNS - len(entry))
         threads.append(ThreadProfile(0, name, bool(is_main), totals))
     if not any(t.is_main for t in threads):
         threads.insert(0, ThreadProfile(0, "MainThread", True, {}))
@@ -272,7 +270,7 @@ def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
         threads.append(process)
     return SampledProfile(stacks, threads, facts.interval, "ticks", facts.wall or 0.0,
                           facts.cpu or 0.0, agg.n, memory_known=True,
-                          split_known=any(len(r) > 2 for _, _, rs in facts.threads
+                          split_known=any(len(r) > PYTHON for _, _, rs in facts.threads
                                           for r in rs.values()))  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._format import format_bytes
 from .._memory.devices import DeviceSampler
-from .._observe.build import decode_stacks, split, thread_label
+from .._observe.build import decode_stacks, thread_label, totals_of
 from .._observe.launch import DEATHS, ObservedRun, exit_code, signal_ending
 from .._observe.observer import ProcessRecord
 from .._sampling.aggregate import Aggregator
@@ -99,11 +99,7 @@ def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
     out = []
     for index, key in enumerate(record.order):
         th = record.threads[key]
-        rows = {}
-        for sid, row in th.rows.items():
-            if stacks[sid]:
-                cols = split(row)  # wall, cpu, samples, python, native, system, queued
-                rows[sid] = (cols[0], cols[1], *cols[3:7])
+        rows = totals_of(th.rows, stacks)
         if rows:
             out.append((thread_label(record, key, index), th.is_main, rows))
     out.sort(key=lambda t: not t[1])

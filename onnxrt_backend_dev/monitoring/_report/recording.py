@@ -428,11 +428,11 @@ def _threads(profile: Any, ticks: Ticks) -> list[Any]:
     for thread in profile.threads:
         if thread.name in OWN_THREADS:
             continue
-        rows: dict[int, tuple[float, float]] = {}
+        rows: dict[int, list[float]] = {}  # wall, cpu, samples: the model's first columns
         for sid, totals in thread.totals.items():
-            tid = ticks.stack_id(sid, cut=thread.is_main)
-            wall, cpu = rows.get(tid, (0.0, 0.0))
-            rows[tid] = (wall + float(totals[0]), cpu + float(totals[1]))
+            row = rows.setdefault(ticks.stack_id(sid, cut=thread.is_main), [0.0, 0.0, 0.0])
+            for i in range(3):
+                row[i] += float(totals[i])
         threads.append((thread.name, thread.is_main, rows))
     return threads
 
