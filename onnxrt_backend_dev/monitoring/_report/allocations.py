@@ -16,7 +16,7 @@ from .._alloc.report import AllocFacts
 from .._sampling.frames import SampledFrame
 from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
-from .build import _called, _innermost_user, package_of
+from .build import _line_of, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 
 if TYPE_CHECKING:
@@ -78,14 +78,6 @@ class _Line:
 
 
 _LineKey = tuple[str, str, int]
-
-
-def _line_of(frames: Sequence[SampledFrame]) -> tuple[_LineKey | None, str]:
-    if not frames:
-        return None, ""
-    user = _innermost_user(frames)
-    frame = frames[user]
-    return (frame.name, frame.file, frame.line), _called(frames, user)
 
 
 def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | None, _Line]:

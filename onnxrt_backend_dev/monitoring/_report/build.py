@@ -123,9 +123,8 @@ def package_of(filename: str) -> str:
     return "stdlib" if name and not name.startswith("<") else "built-in"
 
 
-def _site(frame: SampledFrame, first_line: bool = False) -> Site:
-    line = frame.first_line if first_line else frame.line
-    return Site(frame.name, frame.file, line, is_library_path(frame.file))
+def _site(frame: SampledFrame) -> Site:
+    return Site(frame.name, frame.file, frame.line, is_library_path(frame.file))
 
 
 def _innermost_user(frames: Sequence[SampledFrame]) -> int:
@@ -153,12 +152,18 @@ def _place(agg: Aggregator, sid: int) -> tuple[Site | None, str, tuple[Site, ...
     return _site(frames[user]), _called(frames, user), tuple(_site(f) for f in frames)
 
 
-def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
-    frames = agg.stacks.get(sid, ())
+def _line_of(frames: Sequence[SampledFrame]) -> tuple[tuple[str, str, int] | None, str]:
+    """The innermost user line of a stack (function, file, line) and the library
+    function it called; None and "" for no frame."""
     if not frames:
-        return None
-    frame = frames[_innermost_user(frames)]
-    return frame.name, frame.file, frame.line
+        return None, ""
+    user = _innermost_user(frames)
+    frame = frames[user]
+    return (frame.name, frame.file, frame.line), _called(frames, user)
+
+
+def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
+    return _line_of(agg.stacks.get(sid, ()))[0]
 
 
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
