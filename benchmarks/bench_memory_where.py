@@ -303,7 +303,7 @@ def _ours(where: Any) -> str | None:
     the full file name; the ``peak_stack`` labels only its base name)."""
     if where is None or not where.peak_stack:
         return None
-    return function_of([(f.function, f.filename) for f in reversed(where.peak_stack)])
+    return function_of([(f.name, f.file) for f in reversed(where.peak_stack)])
 
 
 def _pairs(work: Callable[[], None], n: int) -> dict[str, list[list[float]]]:

@@ -23,9 +23,12 @@ def _report() -> Any:
     from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report
     from onnxrt_backend_dev.monitoring._report.model import Ending
     from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
+    from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 
     agg = Aggregator()
-    agg.add_stack(0, (("<module>", "prog.py", 1, 1), ("work", "prog.py", 2, 2)))
+    agg.add_stack(
+        0, (SampledFrame("<module>", "prog.py", 1, 1), SampledFrame("work", "prog.py", 2, 2))
+    )
     for t, mib in ((0.0, 10), (0.1, 60), (0.2, 20)):
         agg.add_tick(t, mib * 2**20, 60 * 2**20, 0)
     return build_report(agg, RunFacts("prog.py", Ending("exit", 0, "exited"), 0.1))

@@ -50,9 +50,10 @@ def _report_page(name: str) -> str:
     from onnxrt_backend_dev.monitoring._report.model import Ending
     from onnxrt_backend_dev.monitoring._report.render_html import to_html
     from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
+    from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 
     agg = Aggregator()
-    agg.add_stack(0, (("<module>", name, 1, 1), (name, name, 2, 2)))
+    agg.add_stack(0, (SampledFrame("<module>", name, 1, 1), SampledFrame(name, name, 2, 2)))
     for t, mib in ((0.0, 10), (0.1, 60), (0.2, 20)):
         agg.add_tick(t, mib * 2**20, 60 * 2**20, 0)
     facts = RunFacts(

@@ -193,7 +193,7 @@ def test_the_line_running_when_the_peak_rose_is_kept(fake_torch: Any) -> None:
 
     frames = monitors[0].peak_frames
     assert frames is not None
-    assert frames[innermost_user(frames)].function.endswith(
+    assert frames[innermost_user(frames)].name.endswith(
         "test_the_line_running_when_the_peak_rose_is_kept"
     )
     assert monitors[0].peak_stack is not None

@@ -27,14 +27,10 @@ from onnxrt_backend_dev.monitoring._memory.plot import plot_memory
 from onnxrt_backend_dev.monitoring._memory.series import Monitor, SpyResult
 from onnxrt_backend_dev.monitoring._memory.stacks import (
     NO_STACK,
-    Frame,
     StackSampler,
     StackSamples,
     is_idle,
-    line_of,
     pick_thread,
-    stack_key,
-    to_frames,
 )
 from onnxrt_backend_dev.monitoring._memory.views import AttributionReport, attach
 from onnxrt_backend_dev.monitoring._memory.where_render import (
@@ -42,6 +38,7 @@ from onnxrt_backend_dev.monitoring._memory.where_render import (
     where_speedscope,
     where_text,
 )
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame, decode_key, line_of, walk
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
 
 pytest_plugins = ["pytester"]
@@ -50,14 +47,16 @@ MIB = 2**20
 OWN = os.path.dirname(_where.__file__)  # a file of this tool
 LIB = "/usr/lib/python3.11/site-packages/numpy/core/numeric.py"
 
-MAIN = Frame("script.py", 30, "main", 28)
-GROUP = Frame("script.py", 12, "groupby_sum", 10)
-ONES = Frame(LIB, 200, "ones", 180)
-LOAD = Frame("script.py", 5, "load", 3)
-STOP = Frame(os.path.join(OWN, "x.py"), 1, "MemorySpy.stop", 1)
+MAIN = SampledFrame("main", "script.py", 28, 30)
+GROUP = SampledFrame("groupby_sum", "script.py", 10, 12)
+ONES = SampledFrame("ones", LIB, 180, 200)
+LOAD = SampledFrame("load", "script.py", 3, 5)
+STOP = SampledFrame("MemorySpy.stop", os.path.join(OWN, "x.py"), 1, 1)
 
 
-def _samples(times: list[float], ids: list[int], stacks: list[tuple[Frame, ...]]) -> StackSamples:
+def _samples(
+    times: list[float], ids: list[int], stacks: list[tuple[SampledFrame, ...]]
+) -> StackSamples:
     return StackSamples(array.array("d", times), array.array("q", ids), stacks, 0)
 
 
@@ -130,15 +129,15 @@ def test_recursion_counts_once_and_unknown_stacks_are_skipped() -> None:
 
 
 def test_the_user_view_drops_the_runner_above_and_the_tool_below() -> None:
-    runner = Frame("<frozen runpy>", 1, "_run_code", 1)
-    cli = Frame(os.path.join(OWN, "cmd.py"), 3, "run", 1)
+    runner = SampledFrame("_run_code", "<frozen runpy>", 1, 1)
+    cli = SampledFrame("run", os.path.join(OWN, "cmd.py"), 1, 3)
     assert _where.user_view((runner, cli, MAIN, GROUP, ONES, STOP)) == (MAIN, GROUP, ONES)
     assert _where.user_view((runner, cli, STOP)) == ()  # the tool's own work
-    test = Frame("tests/test_x.py", 9, "test_cli", 8)  # a test running the CLI
+    test = SampledFrame("test_cli", "tests/test_x.py", 8, 9)  # a test running the CLI
     assert _where.user_view((test, cli, runner, MAIN, GROUP)) == (MAIN, GROUP)
     assert _where.user_view((runner, ONES)) == (runner, ONES)  # library only: kept
     # spy --where -m json.tool: the tool runs library code only, which is what is shown
-    lib = Frame("/usr/lib/python3.11/json/tool.py", 40, "main", 19)
+    lib = SampledFrame("main", "/usr/lib/python3.11/json/tool.py", 19, 40)
     assert _where.user_view((test, cli, runner, lib, ONES, STOP)) == (lib, ONES)
     assert _where.innermost_user((MAIN, GROUP, ONES)) == 1
     assert _where.innermost_user((runner, ONES)) == 1
@@ -148,7 +147,7 @@ def test_the_peak_line_names_the_innermost_user_frames() -> None:
     line = _where.peak_line(427 * MIB, 1.25, (MAIN, GROUP, ONES))
     assert line == "peak 427 MiB at 1.25 s in groupby_sum (script.py:12) <- main (script.py:30)"
     assert _where.peak_line(MIB, 0.0, None) == "peak 1.00 MiB at 0.00 s (no stack sampled)"
-    comp = Frame("script.py", 11, "groupby_sum.<locals>.<listcomp>", 11)
+    comp = SampledFrame("groupby_sum.<locals>.<listcomp>", "script.py", 11, 11)
     assert _where.peak_line(MIB, 0.5, (MAIN, GROUP, comp), depth=5) == (
         "peak 1.00 MiB at 0.50 s in groupby_sum (script.py:11) <- main (script.py:30)"
     )
@@ -198,7 +197,7 @@ def test_text_shows_the_top_functions_with_units() -> None:
 
 def test_a_function_name_with_a_line_break_stays_on_its_row() -> None:
     # GIVEN a function whose name holds a newline (an exec'd code object can have one)
-    odd = Frame("s.py", 1, "f\nx", 1)
+    odd = SampledFrame("f\nx", "s.py", 1, 1)
     att = _where.attribute(POINTS[:2], _samples([0.5], [0], [(odd,)]))
     # THEN the table keeps one row for it, escaped, and the flame file keeps it too
     rows = where_text(att).splitlines()
@@ -215,7 +214,7 @@ def test_the_sums_of_the_columns_are_the_series_own_differences() -> None:
         (3.0, 60.0, 60.0),  # no stack: +20
         (4.0, 65.0, 30.0),  # a: -30
     ]
-    a, b = Frame("s.py", 2, "a", 1), Frame("s.py", 6, "b", 5)
+    a, b = SampledFrame("a", "s.py", 1, 2), SampledFrame("b", "s.py", 5, 6)
     samples = _samples([0.1, 1.1, 2.1, 3.1], [0, 1, NO_STACK, 0], [(a,), (b,)])
     att = _where.attribute(points, samples)
     rows = {r.function: r for r in att.functions}
@@ -240,7 +239,7 @@ def test_collapsed_stacks_weigh_bytes_and_escape_separators() -> None:
         f"main (script.py:28);load (script.py:3) {30 * MIB}",
         f"main (script.py:28);groupby_sum (script.py:10);ones ({LIB}:180) {60 * MIB}",
     ]
-    odd = Frame("a;b.py", 1, "f\nx", 1)
+    odd = SampledFrame("f\nx", "a;b.py", 1, 1)
     att = _where.attribute(POINTS[:2], _samples([0.5], [0], [(odd,)]))
     assert where_collapsed(att) == f"f x (a:b.py:1) {20 * MIB}\n"
 
@@ -331,18 +330,18 @@ def _other() -> None:
 IDLE_CODE = threading.Event.wait.__code__  # a thread waiting in threading.py
 
 
-def test_stack_key_walks_from_the_innermost_frame_and_cuts_deep_stacks() -> None:
+def test_the_walk_goes_from_the_innermost_frame_and_cuts_deep_stacks() -> None:
     codes: dict[int, Any] = {}
     inner = _frame(_other.__code__, _frame(_user.__code__, lasti=4), lasti=2)
-    key = stack_key(inner, codes)
+    key = walk(inner, codes)
     assert key == (id(_other.__code__), 2, id(_user.__code__), 4)
     assert codes == {id(_other.__code__): _other.__code__, id(_user.__code__): _user.__code__}
-    frames = to_frames(key, codes)  # outermost first
-    assert [f.function for f in frames] == ["_user", "_other"]
+    frames = decode_key(key, codes)  # outermost first
+    assert [f.name for f in frames] == ["_user", "_other"]
     deep = None
     for _ in range(50):
         deep = _frame(_user.__code__, deep)
-    assert len(stack_key(deep, codes, max_depth=10)) == 20
+    assert len(walk(deep, codes, max_depth=10)) == 20
 
 
 def test_offsets_become_the_lines_the_interpreter_reports() -> None:
@@ -385,7 +384,7 @@ def test_the_sampler_interns_stacks_and_stays_bounded() -> None:
     # the third stack came with the table full: kept as its outer frames, counted
     assert len(snap.stacks) == 3 and sampler.dropped == 1
     line = line_of(_user.__code__, 0)
-    assert snap.stacks[0] == (Frame(__file__, line, "_user", _user.__code__.co_firstlineno),)
+    assert snap.stacks[0] == (SampledFrame("_user", __file__, _user.__code__.co_firstlineno, line),)
     assert list(snap.times) == sorted(snap.times)
     with pytest.raises(ValueError, match="max_points must be >= 2, got 1"):
         StackSampler(0.01, max_points=1)
@@ -399,7 +398,7 @@ def test_the_sampler_thread_starts_stops_and_skips_itself() -> None:
     snap = sampler.snapshot()
     assert len(snap.times) >= 2
     assert _sampler_threads_end()
-    names = {f.function for stack in snap.stacks for f in stack}
+    names = {f.name for stack in snap.stacks for f in stack}
     assert "StackSampler._run" not in names  # its own thread is never sampled
 
 
@@ -642,10 +641,10 @@ def test_the_console_script_launching_the_tool_is_not_the_users_code() -> None:
     import sysconfig
 
     # GIVEN the stack of a sample taken while the CLI itself ran (bin/onnxrt-monitoring)
-    launcher = Frame(
-        os.path.join(sysconfig.get_paths()["scripts"], "onnxrt-monitoring"), 8, "<module>", 1
+    launcher = SampledFrame(
+        "<module>", os.path.join(sysconfig.get_paths()["scripts"], "onnxrt-monitoring"), 1, 8
     )
-    cli = Frame(os.path.join(OWN, "cmd.py"), 3, "run", 1)
+    cli = SampledFrame("run", os.path.join(OWN, "cmd.py"), 1, 3)
     # THEN it is the tool's own work, not a row of the growth table
     assert _where.user_view((launcher, cli, STOP)) == ()
     assert not _where.is_user_frame(launcher)

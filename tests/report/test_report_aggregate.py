@@ -7,13 +7,14 @@ from collections.abc import Sequence
 import pytest
 
 from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK, Aggregator
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 
 MIB = 2**20
 
 
 def _feed(agg: Aggregator, ticks: Sequence[tuple[float, float, float, int]]) -> None:
     for sid in {t[3] for t in ticks}:
-        agg.add_stack(sid, ((f"f{sid}", "user.py", sid + 1, 1),))
+        agg.add_stack(sid, (SampledFrame(f"f{sid}", "user.py", 1, sid + 1),))
     for t in ticks:
         agg.add_tick(*t)
 

@@ -21,19 +21,29 @@ from onnxrt_backend_dev.monitoring._report.render_html import to_html
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_json
 from onnxrt_backend_dev.monitoring._report.render_text import to_text
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 
 MiB = 2**20
 NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/_multiarray_umath.cpython-311.so"
 ORT = "/venv/lib/python3.11/site-packages/onnxruntime/capi/libonnxruntime.so.1.20"
 LIBPYTHON = "/usr/lib/libpython3.11.so.1.0"
 PANDAS = "/venv/lib/python3.11/site-packages/pandas/io.py"
-MAIN = ("<module>", "/w/train.py", 30, 1)
+MAIN = SampledFrame("<module>", "/w/train.py", 1, 30)
 STACKS = [
-    (MAIN, ("evaluate", "/w/train.py", 12, 10), ("forward", "/w/model.py", 40, 38)),
-    (MAIN, ("evaluate", "/w/train.py", 14, 10)),
-    (MAIN, ("load", "/w/train.py", 21, 20), ("read_csv", PANDAS, 5, 1), ("_read", PANDAS, 9, 8)),
-    (MAIN, ("_find_and_load", "<frozen importlib._bootstrap>", 1, 1)),
-    (MAIN, ("leak", "/w/train.py", 50, 49)),
+    (
+        MAIN,
+        SampledFrame("evaluate", "/w/train.py", 10, 12),
+        SampledFrame("forward", "/w/model.py", 38, 40),
+    ),
+    (MAIN, SampledFrame("evaluate", "/w/train.py", 10, 14)),
+    (
+        MAIN,
+        SampledFrame("load", "/w/train.py", 20, 21),
+        SampledFrame("read_csv", PANDAS, 1, 5),
+        SampledFrame("_read", PANDAS, 8, 9),
+    ),
+    (MAIN, SampledFrame("_find_and_load", "<frozen importlib._bootstrap>", 1, 1)),
+    (MAIN, SampledFrame("leak", "/w/train.py", 49, 50)),
 ]
 
 
@@ -153,7 +163,7 @@ def test_text_says_what_is_live_at_the_peak_instead_of_the_growth() -> None:
 
 
 def test_html_shows_the_icicle_and_the_tables_escaped() -> None:
-    hostile = [(MAIN, ("<script>x</script>", "/w/a&b.py", 3, 1))]
+    hostile = [(MAIN, SampledFrame("<script>x</script>", "/w/a&b.py", 1, 3))]
     page = to_html(report(stacks=hostile + STACKS[1:]))
     assert "What is live at the peak (allocations)" in page
     assert "<svg" in page and 'aria-label="what is live at the peak"' in page
@@ -210,7 +220,7 @@ def test_heap_and_rss_peaks_apart_are_explained_and_the_interpreters_lines_named
 def test_a_name_with_a_line_break_stays_on_its_row_in_the_allocation_lines() -> None:
     from onnxrt_backend_dev.monitoring._report.render_text import allocation_lines
 
-    hostile = [(MAIN, ("evil\nname", "/w/a.py", 3, 1))]
+    hostile = [(MAIN, SampledFrame("evil\nname", "/w/a.py", 1, 3))]
     lines = allocation_lines(build_allocations(facts(stacks=hostile + STACKS[1:])))
     row = next(line for line in lines if "evil" in line)
     assert "evil\\nname" in row and all("\n" not in line for line in lines)

@@ -12,6 +12,7 @@ from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report
 from onnxrt_backend_dev.monitoring._report.model import Ending, FunctionRow, Report
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_dict, to_json
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 
 MIB = float(2**20)
 NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/numeric.py"
@@ -20,9 +21,11 @@ NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/numeric.py"
 def _report() -> Report:
     """``main`` calls ``rec`` (recursing once) for one tick, then ``numpy.ones`` for two."""
     agg = Aggregator()
-    module, main = ("<module>", "s.py", 9, 1), ("main", "s.py", 3, 2)
-    agg.add_stack(0, (module, main, ("rec", "s.py", 6, 5), ("rec", "s.py", 7, 5)))
-    agg.add_stack(1, (module, main, ("ones", NUMPY, 170, 160)))
+    module, main = SampledFrame("<module>", "s.py", 1, 9), SampledFrame("main", "s.py", 2, 3)
+    agg.add_stack(
+        0, (module, main, SampledFrame("rec", "s.py", 5, 6), SampledFrame("rec", "s.py", 5, 7))
+    )
+    agg.add_stack(1, (module, main, SampledFrame("ones", NUMPY, 160, 170)))
     for t, mib, sid in [(0.0, 10, 0), (0.1, 30, 0), (0.2, 50, 1), (0.3, 50, 1)]:
         agg.add_tick(t, mib * MIB, mib * MIB, sid)
     facts = RunFacts(program="s.py", ending=Ending("exit", 0, "exited"), interval=0.1, wall=0.3)

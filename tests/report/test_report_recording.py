@@ -17,7 +17,12 @@ from onnxrt_backend_dev.monitoring._report.recording import (
     Ticks,
     reset_high_water_mark,
 )
-from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK, RawFrame
+from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK
+from onnxrt_backend_dev.monitoring._sampling.frames import (
+    TRUNCATED_DEPTH,
+    SampledFrame,
+    StackTable,
+)
 from onnxrt_backend_dev.monitoring._sampling.recorder import Recorder
 
 
@@ -25,10 +30,10 @@ class ListSink:
     """Keeps what the ticks send."""
 
     def __init__(self) -> None:
-        self.stacks: dict[int, tuple[RawFrame, ...]] = {}
+        self.stacks: dict[int, tuple[SampledFrame, ...]] = {}
         self.ticks: list[tuple[float, float, float, int]] = []
 
-    def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
+    def add_stack(self, sid: int, frames: tuple[SampledFrame, ...]) -> None:
         self.stacks[sid] = frames
 
     def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
@@ -36,11 +41,12 @@ class ListSink:
 
 
 def _sampler(sink: ListSink, root: object = None, max_stacks: int = 100) -> Recorder:
-    """A sampler of the main thread only, on a clock of whole seconds, ticking into
-    ``sink`` (memory: always 1 and 2 bytes)."""
+    """A sampler of the main thread only, on a clock of whole seconds, its table holding
+    ``max_stacks``, ticking into ``sink`` (memory: always 1 and 2 bytes)."""
     clock: Iterator[float] = iter(float(i) for i in range(1000))
-    rec = Recorder(0.005, lambda: next(clock), dict, cpu_clock=lambda i: None)
-    ticks = Ticks(sink, lambda: (1.0, 2.0), root, max_stacks)  # type: ignore[arg-type]
+    rec = Recorder(0.005, lambda: next(clock), dict, cpu_clock=lambda i: None,
+                   table=StackTable(max_stacks))  # fmt: skip
+    ticks = Ticks(sink, lambda: (1.0, 2.0), root)  # type: ignore[arg-type]
     rec.listener = ticks.bind(rec)
     return rec
 
@@ -62,10 +68,10 @@ def test_a_tick_keeps_the_stack_from_the_root_with_running_lines() -> None:
         outer(rec)
     # THEN one stack, outermost first, starting at this frame, declared once
     assert len(sink.stacks) == 1 and [t[3] for t in sink.ticks] == [0, 0]
-    names = [f[0] for f in sink.stacks[0]]
+    names = [f.name for f in sink.stacks[0]]
     assert names[0].endswith("test_a_tick_keeps_the_stack_from_the_root_with_running_lines")
     assert names[1:] == ["outer", "inner"]
-    assert sink.stacks[0][-1][2] == inner.__code__.co_firstlineno + 1  # the line running
+    assert sink.stacks[0][-1].line == inner.__code__.co_firstlineno + 1  # the line running
     assert sink.ticks[0][1:3] == (1.0, 2.0)
 
 
@@ -78,15 +84,20 @@ def test_a_tick_outside_the_root_code_has_no_stack() -> None:
     rec.sample(sys._getframe())
     outer(rec)
     assert sink.ticks[0][3] == NO_STACK
-    assert [f[0] for f in sink.stacks[0]] == ["outer", "inner"]
+    assert [f.name for f in sink.stacks[sink.ticks[1][3]]] == ["outer", "inner"]
 
 
-def test_too_many_distinct_stacks_count_as_dropped() -> None:
+def test_a_tick_is_on_the_sampler_s_stack_id_its_outer_frames_when_the_table_is_full() -> None:
+    # GIVEN a sampler whose table holds one stack
     sink = ListSink()
     rec = _sampler(sink, max_stacks=1)
+    # WHEN two distinct stacks are sampled
     outer(rec)
     rec.sample(sys._getframe())
-    assert sink.ticks[-1][3] == NO_STACK and rec.listener.dropped == 1  # type: ignore[union-attr]
+    # THEN each tick is on the sampler's own id (no second table), the second stack kept
+    # as its outer frames and declared so
+    assert [t[3] for t in sink.ticks] == [0, 1] and rec.table.merged == 1
+    assert len(sink.stacks[1]) == TRUNCATED_DEPTH < len(sink.stacks[0]) + TRUNCATED_DEPTH
 
 
 def _mine(signum: int, frame: FrameType | None) -> None:

@@ -16,6 +16,7 @@ from onnxrt_backend_dev.monitoring._report.render_html import to_html
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_dict, to_json
 from onnxrt_backend_dev.monitoring._report.render_text import MAX_LINES, to_text
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 
 MIB = 2**20
 GIB = 1024.0 * MIB
@@ -23,18 +24,28 @@ NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/numeric.py"
 NUMPY_INNER = "/venv/lib/python3.11/site-packages/numpy/_core/multiarray.py"
 
 
-def _report(tmp_path: Path, hostile: str = "", devices: int = 1, **facts: object) -> Report:
-    """A run of ``main`` calling ``build`` (Python) and ``make_peak`` (numpy.ones)."""
+def _report(
+    tmp_path: Path,
+    hostile: str = "",
+    devices: int = 1,
+    stacks: tuple[tuple[SampledFrame, ...], ...] = (),
+    **facts: object,
+) -> Report:
+    """A run of ``main`` calling ``build`` (Python) and ``make_peak`` (numpy.ones); the
+    ``stacks`` given are declared after its three (ids 3, 4...)."""
     script = tmp_path / "script.py"
     script.write_text("def main():\n    build()\n    a = ones(10)\n    b = ones(10)\n")
     s = str(script)
     agg = Aggregator()
-    module = ("<module>", s, 5, 1)
-    main = ("main", s, 2, 1)
-    agg.add_stack(0, (module, main, (f"build{hostile}", s, 2, 2)))
-    agg.add_stack(1, (module, ("make_peak", s, 4, 3), ("ones", NUMPY, 170, 160),
-                      ("copyto", NUMPY_INNER, 5, 1)))  # fmt: skip
+    module = SampledFrame("<module>", s, 1, 5)
+    main = SampledFrame("main", s, 1, 2)
+    agg.add_stack(0, (module, main, SampledFrame(f"build{hostile}", s, 2, 2)))
+    ones = SampledFrame("ones", NUMPY, 160, 170)
+    copyto = SampledFrame("copyto", NUMPY_INNER, 1, 5)
+    agg.add_stack(1, (module, SampledFrame("make_peak", s, 3, 4), ones, copyto))
     agg.add_stack(2, (module,))
+    for sid, frames in enumerate(stacks, 3):
+        agg.add_stack(sid, frames)
     ticks = [(0.0, 10, 0), (0.1, 60, 0), (0.2, 80, 0), (0.3, 380, 1), (0.4, 680, 1), (0.5, 20, 2)]
     for t, mib, sid in ticks:
         agg.add_tick(t, mib * MIB, max(mib, 680 if t >= 0.4 else mib) * MIB, sid)
@@ -173,7 +184,7 @@ def test_an_empty_run_still_renders(tmp_path: Path) -> None:
 def test_a_deep_stack_is_built_without_recursion(tmp_path: Path) -> None:
     # GIVEN a stack 5000 frames deep (deeper than the recursion limit's default)
     agg = Aggregator()
-    agg.add_stack(0, tuple((f"f{i}", "deep.py", i, i) for i in range(5000)))
+    agg.add_stack(0, tuple(SampledFrame(f"f{i}", "deep.py", i, i) for i in range(5000)))
     agg.add_tick(0.0, 1.0, 1.0, 0)
     agg.add_tick(1.0, 2.0, 2.0, 0)
     report = build_report(agg, RunFacts("deep", Ending("exit", 0, "ok"), 0.005))
@@ -230,13 +241,14 @@ def test_a_peak_less_the_tool_says_the_raw_mark_beside(tmp_path: Path) -> None:
 def test_the_main_threads_rows_come_before_a_heavier_thread(tmp_path: Path) -> None:
     # GIVEN a run whose main thread worked 0.3 s while another thread worked 2 s
     s = str(tmp_path / "script.py")
-    busy = ((
-        ("_bootstrap", "/usr/lib/python3.11/threading.py", 990, 980),
-        ("crunch", s, 20, 19),
-    ), 2.0, 1.5)  # fmt: skip
-    main = ((("<module>", s, 1, 1), ("work", s, 3, 2)), 0.3, 0.3)
-    threads = [("worker", False, [busy]), ("MainThread", True, [main])]
-    report = _report(tmp_path, threads=threads)
+    busy = (
+        SampledFrame("_bootstrap", "/usr/lib/python3.11/threading.py", 980, 990),
+        SampledFrame("crunch", s, 19, 20),
+    )
+    main = (SampledFrame("<module>", s, 1, 1), SampledFrame("work", s, 2, 3))
+    # The threads' time is given on the aggregator's stack ids.
+    threads = [("worker", False, {3: (2.0, 1.5)}), ("MainThread", True, {4: (0.3, 0.3)})]
+    report = _report(tmp_path, stacks=(busy, main), threads=threads)
     # THEN the first root row is the program's, the thread's comes after it
     roots = [r.site.function for r in report.tree if r.parent < 0]
     assert roots == ["<module>", "thread worker"], roots
@@ -246,12 +258,13 @@ def test_a_thread_that_only_waits_is_not_the_program_s_time(tmp_path: Path) -> N
     # GIVEN a run whose main thread worked 0.3 s while another thread (IPython's history
     # thread, a pool's idle worker) waited 2 s on an Event, using no CPU
     s = str(tmp_path / "script.py")
-    waiting = ((
-        ("_bootstrap", "/usr/lib/python3.11/threading.py", 990, 980),
-        ("wait", "/usr/lib/python3.11/threading.py", 320, 300),
-    ), 2.0, 0.0)  # fmt: skip
-    main = ((("<module>", s, 1, 1), ("work", s, 3, 2)), 0.3, 0.3)
-    report = _report(tmp_path, threads=[("waiter", False, [waiting]), ("MainThread", True, [main])])
+    waiting = (
+        SampledFrame("_bootstrap", "/usr/lib/python3.11/threading.py", 980, 990),
+        SampledFrame("wait", "/usr/lib/python3.11/threading.py", 300, 320),
+    )
+    main = (SampledFrame("<module>", s, 1, 1), SampledFrame("work", s, 2, 3))
+    threads = [("waiter", False, {3: (2.0, 0.0)}), ("MainThread", True, {4: (0.3, 0.3)})]
+    report = _report(tmp_path, stacks=(waiting, main), threads=threads)
     # THEN it is neither a root of the tree nor a function of the summary
     assert "thread waiter" not in [r.site.function for r in report.tree if r.parent < 0]
     assert "_bootstrap" not in to_text(report) and "Thread" not in to_text(report)
@@ -260,7 +273,7 @@ def test_a_thread_that_only_waits_is_not_the_program_s_time(tmp_path: Path) -> N
 def test_a_peak_that_never_rose_over_its_start_names_no_builder() -> None:
     # GIVEN flat memory (a process attached to, idle)
     agg = Aggregator(attached=True)
-    agg.add_stack(1, (("wait_for_next", "/app/serve.py", 8, 7),))
+    agg.add_stack(1, (SampledFrame("wait_for_next", "/app/serve.py", 7, 8),))
     for i in range(5):
         agg.add_tick(i * 0.1, 10 * 2**20, 200 * 2**20, 1)
     report = build_report(agg, RunFacts("serve.py", Ending("exit", 0, "observed"), 0.1))

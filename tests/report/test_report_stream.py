@@ -9,6 +9,7 @@ import pytest
 
 from onnxrt_backend_dev.monitoring._report.stream import PIPE_BUF, StreamReader, StreamSink
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
+from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 
 
 def _chunk(body: bytes, pid: int = 7, more: int = 0) -> bytes:
@@ -35,7 +36,7 @@ def _pipe_round_trip(write: object) -> StreamReader:
 
 def test_stacks_ticks_and_facts_arrive_in_order() -> None:
     # GIVEN a stack (deep: several chunks), two ticks, the start and end facts
-    deep = tuple((f"f{i}", "/some/long/path/to/a/module.py", i, 1) for i in range(300))
+    deep = tuple(SampledFrame(f"f{i}", "/some/long/path/to/a/module.py", 1, i) for i in range(300))
 
     def write(sink: StreamSink) -> None:
         sink.send("M", {"t0": 1.0})
@@ -65,7 +66,7 @@ def test_chunks_of_two_writers_interleaved_are_read_apart() -> None:
     reader.feed(_chunk(marshal.dumps(("S", 0, (0,))), 7))
     # THEN the program's frame is whole, the child's tick is the child's
     assert not reader.bad
-    assert reader.agg.stacks[0][0][0] == "a" * 20_000 and reader.agg.n == 0
+    assert reader.agg.stacks[0][0].name == "a" * 20_000 and reader.agg.n == 0
     assert reader.children[8].n == 1
 
 
@@ -75,7 +76,7 @@ def test_chunks_of_two_writers_interleaved_are_read_apart() -> None:
         ((PIPE_BUF + 1).to_bytes(4, "little") + bytes(5), "a chunk of"),
         (_chunk(b"xyz"), "an unreadable message"),
         (_chunk(marshal.dumps(("T", "a", 1, 1, 0))), "non-numbers"),
-        (_chunk(marshal.dumps(("F", 0, ("f", "a.py", "3", 1)))), "a non-frame"),
+        (_chunk(marshal.dumps(("F", 0, ("f", "a.py", 1, "3")))), "a non-frame"),
         (_chunk(marshal.dumps(("S", 0, (5,)))), "unknown frames"),
         (_chunk(marshal.dumps(("Z", 1))), "unknown message"),
         (_chunk(marshal.dumps([1, 2])), "not a tuple"),
@@ -97,11 +98,11 @@ def test_a_full_pipe_drops_ticks_never_stacks_and_never_blocks() -> None:
     rfd, wfd = os.pipe()
     try:
         sink = StreamSink(wfd)
-        sink.add_stack(0, (("f", "a.py", 3, 1),))
+        sink.add_stack(0, (SampledFrame("f", "a.py", 1, 3),))
         # WHEN far more ticks than the pipe and the pending bound hold are sent
         for i in range(200_000):
             sink.add_tick(float(i), 1.0, 1.0, 0)
-        sink.add_stack(1, (("g", "a.py", 9, 8),))
+        sink.add_stack(1, (SampledFrame("g", "a.py", 8, 9),))
         # THEN some ticks were dropped, the last stack waits, nothing blocked
         assert sink.dropped > 0
         assert b"g" in b"".join(sink.pending)

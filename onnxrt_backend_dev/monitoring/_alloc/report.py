@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._sampling.aggregate import RawFrame
+from .._sampling.frames import SampledFrame
 from .estimate import SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker
@@ -34,7 +34,7 @@ class AllocFacts:
     """
 
     sites: Sequence[SiteEstimate]
-    stacks: Sequence[Sequence[RawFrame]]
+    stacks: Sequence[Sequence[SampledFrame]]
     libraries: Sequence[str]
     mean: float
     samples: int
@@ -98,12 +98,11 @@ def by_library(sites: Sequence[SiteEstimate], libraries: Sequence[int]) -> list[
     return [SiteEstimate((sid, lid), int(v[0]), *v[1:]) for (sid, lid), v in merged.items()]
 
 
-def _raw(frames: Sequence[Any]) -> tuple[tuple[str, str, int, int], ...]:
-    return tuple((f.name, f.file, f.line, f.first_line) for f in frames)
-
-
 def alloc_facts(
-    tracker: AllocTracker, stacks: Sequence[Sequence[Any]], t0: float, notes: Sequence[str] = ()
+    tracker: AllocTracker,
+    stacks: Sequence[Sequence[SampledFrame]],
+    t0: float,
+    notes: Sequence[str] = (),
 ) -> AllocFacts | None:
     """The figures of a run's allocations, None when the shim was never read.
 
@@ -119,7 +118,7 @@ def alloc_facts(
     peak_time = estimates.peak_time if estimates.peak_time >= 0 else header.peak_time / 1e9
     return AllocFacts(
         sites=by_library(estimates.sites, tracker.site_libraries()),
-        stacks=[_raw(s) for s in stacks],
+        stacks=list(stacks),
         libraries=list(tracker.libraries),
         mean=float(header.mean),
         samples=estimates.samples,
@@ -159,7 +158,7 @@ def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
     }
 
 
-def facts_from_doc(doc: Any, stacks: Sequence[Sequence[Any]]) -> AllocFacts | None:
+def facts_from_doc(doc: Any, stacks: Sequence[Sequence[SampledFrame]]) -> AllocFacts | None:
     """The figures of :func:`tracker_doc` again, with the stacks decoded (and cut at the
     block's root) by the receiver; the sites whose stack was cut away (outside the
     block: the tool's own) left out.
@@ -178,7 +177,7 @@ def facts_from_doc(doc: Any, stacks: Sequence[Sequence[Any]]) -> AllocFacts | No
         notes = [str(x) for x in doc["notes"]]
     except (KeyError, TypeError, ValueError, IndexError):
         return None
-    raw = [_raw(s) for s in stacks]
+    raw = list(stacks)
     kept = [s for s in sites
             if s.key[0] == NO_STACK or (0 <= s.key[0] < len(raw) and raw[s.key[0]])]  # fmt: skip
     return AllocFacts(kept, raw, libraries, float(mean), int(samples), float(peak),

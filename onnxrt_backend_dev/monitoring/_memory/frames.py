@@ -15,7 +15,7 @@ from .._stacks.frames import is_library_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .stacks import Frame
+    from .._sampling.frames import SampledFrame
 
 # Frames of this tool (the spy's own calls, stop()) are never the user's code.
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -25,36 +25,36 @@ _SCRIPTS = sysconfig.get_paths().get("scripts", "")
 _SCRIPTS_DIR = os.path.abspath(_SCRIPTS) + os.sep if _SCRIPTS else "\0"  # "\0": none
 
 
-def frame_label(frame: Frame) -> str:
+def frame_label(frame: SampledFrame) -> str:
     """``function (file.py:line)``: how a frame is named in every view (the summary, the
     table, ``peak_stack``).
 
     :param frame: the frame
     :return: the label
     """
-    return f"{frame.function} ({os.path.basename(frame.filename)}:{frame.line})"
+    return f"{frame.name} ({os.path.basename(frame.file)}:{frame.line})"
 
 
-def is_user_frame(frame: Frame) -> bool:
+def is_user_frame(frame: SampledFrame) -> bool:
     """Tells if a frame is the user's code (not a library, not this tool).
 
     :param frame: the frame
     :return: True for the user's code
     """
-    name = frame.filename
+    name = frame.file
     return not (is_library_path(name) or name.startswith(_OWN_DIR) or name.startswith(_SCRIPTS_DIR))
 
 
-def is_own_frame(frame: Frame) -> bool:
+def is_own_frame(frame: SampledFrame) -> bool:
     """Tells if a frame is this tool's (the spy's start and stop, the CLI running a script).
 
     :param frame: the frame
     :return: True for this tool's frames
     """
-    return frame.filename.startswith(_OWN_DIR)
+    return frame.file.startswith(_OWN_DIR)
 
 
-def user_view(stack: Sequence[Frame]) -> tuple[Frame, ...]:
+def user_view(stack: Sequence[SampledFrame]) -> tuple[SampledFrame, ...]:
     """The stack as the user sees it: without the outer frames that lead to the user's
     code (a runner, runpy, and everything down to this tool when it runs the user's
     script) when there is user code, and without this tool's frames at the inner end
@@ -79,13 +79,13 @@ def user_view(stack: Sequence[Frame]) -> tuple[Frame, ...]:
     return () if any(is_own_frame(f) for f in stack) else tuple(stack)
 
 
-def _is_runner(frame: Frame) -> bool:
+def _is_runner(frame: SampledFrame) -> bool:
     """Tells if a frame is runpy's, which runs a module or a script for this tool."""
-    name = frame.filename.replace("\\", "/")
+    name = frame.file.replace("\\", "/")
     return name.endswith("/runpy.py") or name == "<frozen runpy>"
 
 
-def innermost_user(stack: Sequence[Frame]) -> int:
+def innermost_user(stack: Sequence[SampledFrame]) -> int:
     """Index of the innermost user frame of a stack, the innermost frame if none is.
 
     :param stack: outermost first, not empty
@@ -97,7 +97,9 @@ def innermost_user(stack: Sequence[Frame]) -> int:
     return len(stack) - 1
 
 
-def peak_line(peak: float, peak_time: float, stack: Sequence[Frame] | None, depth: int = 3) -> str:
+def peak_line(
+    peak: float, peak_time: float, stack: Sequence[SampledFrame] | None, depth: int = 3
+) -> str:
     """``peak 427 MiB at 1.25 s in groupby_sum (script.py:12) <- main (script.py:30)``:
     the innermost user frames at the peak, innermost first.
 
@@ -120,21 +122,17 @@ def peak_line(peak: float, peak_time: float, stack: Sequence[Frame] | None, dept
 _COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
-def _fold_comprehensions(stack: list[Frame]) -> list[Frame]:
+def _fold_comprehensions(stack: list[SampledFrame]) -> list[SampledFrame]:
     """A comprehension shown as the function around it, at the comprehension's line (as
     Python 3.12 inlines them).
 
     :param stack: outermost first
     :return: the frames, outermost first
     """
-    folded: list[Frame] = []
+    folded: list[SampledFrame] = []
     for f in stack:
         outer = folded[-1] if folded else None
-        if (
-            outer is not None
-            and f.function.endswith(_COMPREHENSIONS)
-            and f.filename == outer.filename
-        ):
+        if outer is not None and f.name.endswith(_COMPREHENSIONS) and f.file == outer.file:
             folded[-1] = outer._replace(line=f.line)
             continue
         folded.append(f)

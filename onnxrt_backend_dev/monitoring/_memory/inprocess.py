@@ -189,17 +189,18 @@ class InProcessProbes:
 
     def _stack(self) -> tuple[Any, ...] | None:
         """The measured thread's stack now, as the user reads it (None if it is gone)."""
+        from .._sampling.frames import decode_key, walk
         from .frames import user_view
-        from .stacks import stack_key, to_frames
+        from .stacks import MAX_DEPTH
 
         frame = self.current_frames().get(self.thread)
         if frame is None:
             return None
         try:
-            key = stack_key(frame, self._codes)
+            key = walk(frame, self._codes, MAX_DEPTH)
         finally:
             del frame  # frames keep their locals alive
-        return user_view(to_frames(key, self._codes)) or None
+        return user_view(decode_key(key, self._codes)) or None
 
     def _run(self) -> None:
         # Event.wait, not time.sleep: stop() ends the thread at once, none left sleeping.
@@ -290,6 +291,6 @@ def device_facts(monitors: Sequence[Monitor]) -> tuple[list[Any], list[Any]]:
         extras: dict[str, Any] = {"role": mon.role, "uuid": mon.uuid, "context": mon.context}
         if mon.peak_frames:
             frame = mon.peak_frames[innermost_user(mon.peak_frames)]
-            extras["site"] = (frame.function, frame.filename, frame.line)
+            extras["site"] = (frame.name, frame.file, frame.line)
         devices.append((mon.qualname, mon.max_peak, mon.begin, mon.end, extras))
     return curves, devices

@@ -19,6 +19,7 @@ from .._observe.observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .._observe.session import describe, open_target
 from .._sampling.aggregate import Aggregator, to_state
 from .._sampling.frames import OWN_THREADS
+from .stacks import frames_of
 
 MAX_TICKS = 1 << 20
 
@@ -153,16 +154,6 @@ def root_key(code: Any) -> RootKey:
     return getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno
 
 
-def _frames_of(raw: Any) -> tuple[Any, ...] | None:
-    from .._sampling.frames import SampledFrame
-
-    try:
-        return tuple(SampledFrame(str(n), str(f), int(first), int(line))
-                     for n, f, first, line in raw)  # fmt: skip
-    except (TypeError, ValueError):
-        return None
-
-
 def cut(frames: tuple[Any, ...], root: RootKey | None) -> tuple[Any, ...]:
     """A stack from the block's root down, the tool's own frames (its start and stop
     running in the block's thread) and what they called left out; empty when the root
@@ -195,7 +186,7 @@ def stacks_of(doc: dict[str, Any], root: RootKey | None) -> list[tuple[Any, ...]
     """
     out = []
     for raw in doc.get("stacks", ()):
-        frames = _frames_of(raw)
+        frames = frames_of(raw)
         out.append(cut(frames, root) if frames else ())
     return out
 
@@ -235,7 +226,7 @@ def profile_from(
     from .._observe.build import split
     from .._sampling.model import SampledProfile, ThreadProfile
 
-    raw = [_frames_of(r) or () for r in doc.get("stacks", ())]
+    raw = [frames_of(r) or () for r in doc.get("stacks", ())]
     stacks: list[tuple[Any, ...]] = []
     index: dict[tuple[Any, ...], int] = {}
 
@@ -279,7 +270,7 @@ def profile_from(
 
 def report_inputs(
     doc: dict[str, Any], root: RootKey | None
-) -> tuple[Aggregator, list[tuple[str, bool, list[tuple[Any, ...]]]]]:
+) -> tuple[Aggregator, list[tuple[str, bool, dict[int, list[float]]]]]:
     """The memory ticks (an aggregator, its stacks declared) and the sampled threads of
     a block, as the report's builder takes them.
 
@@ -287,22 +278,16 @@ def report_inputs(
     :param root: the block's root code
     :return: the aggregator and the threads
     """
-    from .._observe.build import split
+    from .._observe.build import totals_of
     from .._sampling.aggregate import from_state
 
     stacks = stacks_of(doc, root)
     agg = from_state(doc["aggregate"])
     for sid, frames in enumerate(stacks):
-        agg.add_stack(sid, tuple((f.name, f.file, f.line, f.first_line) for f in frames))
+        agg.add_stack(sid, frames)
     threads = []
     for name, is_main, rows, _ident, _timeline_raw in doc.get("threads", ()):
-        kept = []
-        for sid, row in rows.items():
-            frames = stacks[int(sid)] if 0 <= int(sid) < len(stacks) else ()
-            if frames:
-                cols = split(list(map(float, row)))
-                raw = tuple((f.name, f.file, f.line, f.first_line) for f in frames)
-                kept.append((raw, cols[0], cols[1], *cols[3:7]))
+        kept = totals_of(rows, stacks)
         if kept:
             threads.append((str(name), bool(is_main), kept))
     return agg, threads

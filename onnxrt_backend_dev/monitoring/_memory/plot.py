@@ -69,7 +69,7 @@ def _peak_words(cpu: Monitor) -> str:
         return words
     stack = where.peak_stack
     inner = innermost_user(stack)
-    names = [stack[i].function for i in range(inner, max(-1, inner - 3), -1)]
+    names = [stack[i].name for i in range(inner, max(-1, inner - 3), -1)]
     return f"{words} in {' <- '.join(names)}"
 
 

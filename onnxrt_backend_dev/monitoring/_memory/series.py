@@ -225,7 +225,7 @@ class Monitor:
         #: With ``stacks=True``: the per-function table and the memory flame graph
         #: (a :class:`StackAttribution <.where.StackAttribution>`), None otherwise.
         self.where: Any = None
-        #: For a probe read inside the measured process: the stack (``stacks.Frame``
+        #: For a probe read inside the measured process: the stack (``SampledFrame``
         #: values, outermost first) of the measured thread at the tick that saw the peak
         #: rise; None otherwise. Never sent across processes.
         self.peak_frames: tuple[Any, ...] | None = None

@@ -16,8 +16,7 @@ from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
 from .._errors import BadValue
-from .._sampling.frames import line_of as line_of  # the attribution decodes with it
-from .._sampling.frames import walk
+from .._sampling.frames import SampledFrame, StackKey
 from .series import DEFAULT_MAX_POINTS
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
@@ -25,7 +24,6 @@ MAX_STACKS = 20_000  # distinct stacks interned at most (a few MB at worst)
 MIN_DELAY = 0.001  # the sampler never wakes more often: it takes the GIL each time
 NO_STACK = -1  # the sample's stack was not interned (table full) or no thread ran
 
-_StackKey = tuple[int, ...]  # id(code), f_lasti for each frame, innermost first
 
 # A thread whose innermost frame is one of these standard modules waits (join, a queue,
 # a lock, select): it does not allocate, another thread is the one running.
@@ -45,43 +43,16 @@ _STDLIB = sysconfig.get_paths().get("stdlib", "").replace("\\", "/").rstrip("/")
 _IDLE_FILES = tuple(_STDLIB + name for name in _IDLE_MODULES)
 
 
-class Frame(NamedTuple):
-    """One frame of a sampled stack, as plain values."""
-
-    filename: str
-    line: int  # the line running
-    function: str  # qualified name where the interpreter gives one
-    first_line: int  # the function's first line: with filename and function, its key
-
-    def label(self) -> str:
-        """``file:line:function``."""
-        return f"{self.filename}:{self.line}:{self.function}"
-
-
 class StackSamples(NamedTuple):
     """What the sampler recorded: sample times, their stack ids, the stacks."""
 
     times: array.array[float]
     ids: array.array[int]
-    stacks: list[tuple[Frame, ...]]  # outermost frame first
+    stacks: list[tuple[SampledFrame, ...]]  # outermost frame first
     dropped: int  # samples whose stack could not be interned
 
 
-def stack_key(
-    frame: FrameType | None, codes: dict[int, CodeType], max_depth: int = MAX_DEPTH
-) -> _StackKey:
-    """The stack ending at ``frame``: the sampler's one frame walk
-    (:func:`.._sampling.frames.walk`).
-
-    :param frame: the innermost frame
-    :param codes: ``id(code) -> code``, completed here
-    :param max_depth: frames kept at most, the innermost ones
-    :return: ``id(code), f_lasti`` for each frame, innermost first
-    """
-    return walk(frame, codes, max_depth)
-
-
-def is_idle(key: _StackKey, codes: dict[int, CodeType]) -> bool:
+def is_idle(key: StackKey, codes: dict[int, CodeType]) -> bool:
     """Tells if a thread waits in the standard library (see ``_IDLE_MODULES``).
 
     :param key: its stack
@@ -118,28 +89,6 @@ def pick_thread(
         if best is None or score > best_score:
             best, best_score = ident, score
     return best if best_score[0] else None
-
-
-def to_frames(
-    key: _StackKey, codes: dict[int, CodeType], lines: dict[tuple[int, int], int] | None = None
-) -> tuple[Frame, ...]:
-    """A stack key as :class:`Frame` values, outermost first.
-
-    :param key: from :func:`stack_key`
-    :param codes: ``id(code) -> code``
-    :param lines: ``(id(code), offset) -> line`` already found, completed here
-    :return: the frames
-    """
-    lines = {} if lines is None else lines
-    frames = []
-    for i in range(len(key) - 2, -1, -2):
-        code = codes[key[i]]
-        line = lines.get((key[i], key[i + 1]))
-        if line is None:
-            line = lines[key[i], key[i + 1]] = line_of(code, key[i + 1])
-        name = getattr(code, "co_qualname", code.co_name)  # 3.11+
-        frames.append(Frame(code.co_filename, line, name, code.co_firstlineno))
-    return tuple(frames)
 
 
 class StackSampler:
@@ -235,12 +184,23 @@ class StackSampler:
             ticker.stop(timeout)
 
     def snapshot(self) -> StackSamples:
-        """What was sampled, stacks as :class:`Frame` tuples (outermost first)."""
-        stacks = [tuple(Frame(f.file, f.line, f.name, f.first_line) for f in st)
-                  for st in self.recorder.table.decode()]  # fmt: skip
-        return StackSamples(
-            array.array("d", self.times), array.array("q", self.ids), stacks, self.dropped
-        )
+        """What was sampled, stacks outermost first."""
+        return StackSamples(array.array("d", self.times), array.array("q", self.ids),
+                            self.recorder.table.decode(), self.dropped)  # fmt: skip
+
+
+def frames_of(raw: Any) -> tuple[SampledFrame, ...] | None:
+    """A stack as the spy's observer sends it (``(name, file, first line, line)`` each,
+    untrusted), None when it is not one.
+
+    :param raw: the plain values
+    :return: the frames, outermost first
+    """
+    try:
+        return tuple(SampledFrame(str(n), str(f), int(first), int(line))
+                     for n, f, first, line in raw)  # fmt: skip
+    except (TypeError, ValueError):
+        return None
 
 
 def from_observer(doc: dict[str, Any]) -> StackSamples:
@@ -257,13 +217,7 @@ def from_observer(doc: dict[str, Any]) -> StackSamples:
         times.frombytes(raw_times[: len(raw_times) // 8 * 8])
         ids.frombytes(raw_ids[: len(raw_ids) // 8 * 8])
     n = min(len(times), len(ids))
-    stacks: list[tuple[Frame, ...]] = []
-    for frames in doc.get("stacks", ()):
-        try:
-            stacks.append(tuple(Frame(str(f), int(line), str(name), int(first))
-                                for name, f, first, line in frames))  # fmt: skip
-        except (TypeError, ValueError):
-            stacks.append(())
+    stacks = [frames_of(raw) or () for raw in doc.get("stacks", ())]
     empty = doc.get("empty", -1)
     cleaned = array.array("q", (i if 0 <= i < len(stacks) and i != empty else NO_STACK
                                 for i in ids[:n]))  # fmt: skip

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._sampling.frames import SampledFrame
 from .._stacks.frames import StackFrame
 from .frames import (
     frame_label,
@@ -43,7 +44,7 @@ from .frames import (
     peak_line,
     user_view,
 )
-from .stacks import NO_STACK, Frame, StackSamples
+from .stacks import NO_STACK, StackSamples
 
 __all__ = [
     "FunctionRow",
@@ -89,9 +90,9 @@ class StackAttribution:
     at the peak. Built by :func:`attribute`; drawn by :mod:`.where_render`."""
 
     functions: list[FunctionRow]  # by decreasing growth up to the peak
-    stacks: list[tuple[Frame, ...]]  # every sampled stack, outermost first
+    stacks: list[tuple[SampledFrame, ...]]  # every sampled stack, outermost first
     weights: dict[int, float]  # stack index -> growth up to the peak attributed to it
-    peak_stack: tuple[Frame, ...] | None
+    peak_stack: tuple[SampledFrame, ...] | None
     samples: int = 0
     dropped: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -131,7 +132,7 @@ class StackAttribution:
         """The stacks with a positive growth up to the peak, in bytes (rounded), for the
         stack exporters."""
         return [
-            ([StackFrame(f.function, f.filename, f.first_line) for f in self.stacks[index]], size)
+            ([f.function() for f in self.stacks[index]], size)
             for index, weight in sorted(self.weights.items())
             if (size := round(weight)) > 0
         ]
@@ -190,7 +191,7 @@ def _peak_view(
 
 
 def _from_model(
-    agg: Any, stacks: list[tuple[Frame, ...]], samples: StackSamples, peak: int
+    agg: Any, stacks: list[tuple[SampledFrame, ...]], samples: StackSamples, peak: int
 ) -> StackAttribution:
     """The per-function view of the model's per-stack figures: net growth and growth up
     to the peak to each stack's innermost user frame, the highest memory and the ticks
@@ -203,17 +204,17 @@ def _from_model(
         stack = stacks[sid]
         seen = set()
         for f in stack:
-            key = (f.filename, f.function, f.first_line)
+            key = (f.file, f.name, f.first_line)
             if key in seen:
                 continue
             seen.add(key)
             row = rows.get(key)
             if row is None:
-                row = rows[key] = FunctionRow(f.function, f.filename, f.first_line)
+                row = rows[key] = FunctionRow(f.name, f.file, f.first_line)
             row.highest = max(row.highest, agg.highest.get(sid, 0.0))
             row.ticks += agg.count[sid]
         inner = stack[innermost_user(stack)]
-        row = rows[(inner.filename, inner.function, inner.first_line)]
+        row = rows[(inner.file, inner.name, inner.first_line)]
         row.net += agg.net.get(sid, 0.0)
         row.to_peak += composition.get(sid, 0.0)
     weights = {sid: w for sid, w in composition.items() if sid != NO_STACK and sid in agg.count}
@@ -230,11 +231,13 @@ def _from_model(
     )
 
 
-def _user_views(raw: Sequence[tuple[Frame, ...]]) -> tuple[list[tuple[Frame, ...]], list[int]]:
+def _user_views(
+    raw: Sequence[tuple[SampledFrame, ...]],
+) -> tuple[list[tuple[SampledFrame, ...]], list[int]]:
     """The distinct :func:`user_view` of the stacks and, per stack, the index of its view
     (``NO_STACK`` for a stack of this tool only)."""
-    stacks: list[tuple[Frame, ...]] = []
-    index: dict[tuple[Frame, ...], int] = {}
+    stacks: list[tuple[SampledFrame, ...]] = []
+    index: dict[tuple[SampledFrame, ...], int] = {}
     view_of: list[int] = []
     for stack in raw:
         view = user_view(stack)

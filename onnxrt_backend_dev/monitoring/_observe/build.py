@@ -9,6 +9,9 @@ kernel's share, from the kernel's user and system ticks); waiting is wall minus 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from .._sampling.frames import SampledFrame
 from .._sampling.model import SampledProfile, Stack, ThreadProfile
 from .observer import CPU, NATIVE, PYTHON, QUEUED, SAMPLES, STICKS, UTICKS, WALL, ProcessRecord
@@ -55,6 +58,20 @@ def split(row: list[float]) -> list[float]:
             cpu * system_share, min(row[QUEUED], max(row[WALL] - cpu, 0.0))]  # fmt: skip
 
 
+def totals_of(
+    rows: Mapping[Any, Sequence[float]], stacks: Sequence[Sequence[Any]]
+) -> dict[int, list[float]]:
+    """A thread's rows as the model's columns (:func:`split`) per stack id, the stacks
+    without a frame (or unknown) left out.
+
+    :param rows: stack id -> the observer's columns
+    :param stacks: the frames of each stack id
+    :return: stack id -> the model's columns
+    """
+    return {int(sid): split(list(map(float, row))) for sid, row in rows.items()
+            if 0 <= int(sid) < len(stacks) and stacks[int(sid)]}  # fmt: skip
+
+
 def thread_label(record: ProcessRecord, key: tuple[int, int], index: int) -> str:
     """A thread's name: ``MainThread``, its :mod:`threading` name, or its kernel id
     (``thread 4242``: started from C, or its name unreadable)."""
@@ -92,7 +109,7 @@ def to_profile(
     threads: list[ThreadProfile] = []
     for index, key in enumerate(record.order):
         th = record.threads[key]
-        totals = {sid: split(row) for sid, row in th.rows.items() if stacks[sid]}
+        totals = totals_of(th.rows, stacks)
         if not totals:
             continue
         timeline = [

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._alloc.report import AllocFacts
-from .._sampling.aggregate import RawFrame
+from .._sampling.frames import SampledFrame
 from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
-from .build import _called, _innermost_user, package_of
+from .build import _line_of, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 
 if TYPE_CHECKING:
@@ -48,21 +48,21 @@ def library_label(path: str) -> str:
     return name if package == base else f"{package} ({name})"
 
 
-def _stack(facts: AllocFacts, sid: int) -> Sequence[RawFrame]:
+def _stack(facts: AllocFacts, sid: int) -> Sequence[SampledFrame]:
     return facts.stacks[sid] if 0 <= sid < len(facts.stacks) else ()
 
 
-def _importing(frames: Sequence[RawFrame]) -> bool:
-    return any(f[1].startswith(_IMPORTS) or _IMPORTS[1] in f[1] for f in frames)
+def _importing(frames: Sequence[SampledFrame]) -> bool:
+    return any(f.file.startswith(_IMPORTS) or _IMPORTS[1] in f.file for f in frames)
 
 
-def _leak_site(frames: Sequence[RawFrame], site: SiteEstimate) -> bool:
+def _leak_site(frames: Sequence[SampledFrame], site: SiteEstimate) -> bool:
     """Whether a site's bytes still live at the end can make a leak: a line of the
     program's allocated them (not the interpreter's start, nor a library's own thread,
     nor an import)."""
     if not site.live_end or _importing(frames):
         return False
-    return any(not is_library_path(f[1]) and not f[1].startswith("<") for f in frames)
+    return any(not is_library_path(f.file) and not f.file.startswith("<") for f in frames)
 
 
 class _Line:
@@ -78,14 +78,6 @@ class _Line:
 
 
 _LineKey = tuple[str, str, int]
-
-
-def _line_of(frames: Sequence[RawFrame]) -> tuple[_LineKey | None, str]:
-    if not frames:
-        return None, ""
-    user = _innermost_user(frames)
-    function, file, line, _ = frames[user]
-    return (function, file, line), _called(frames, user)
 
 
 def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | None, _Line]:
@@ -172,9 +164,9 @@ def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:
     out: list[tuple[Site, bool]] = []
     if not frames:
         out.append((NO_FRAME, False))
-    for function, file, line, _ in frames:
-        library = is_library_path(file)
-        out.append((Site(function, file, line, library), library))
+    for f in frames:
+        library = is_library_path(f.file)
+        out.append((Site(f.name, f.file, f.line, library), library))
     if 0 <= lid < len(facts.libraries):
         label = library_label(facts.libraries[lid])
         if label:
@@ -289,7 +281,7 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
     sites = [s for s in facts.sites if _line_of(_stack(facts, s.key[0]))[0] == best]
     heaviest = max(sites, key=lambda s: s.live_peak)
     frames = _stack(facts, heaviest.key[0])
-    stack = tuple(Site(f[0], f[1], f[2], is_library_path(f[1])) for f in frames)
+    stack = tuple(Site(f.name, f.file, f.line, is_library_path(f.file)) for f in frames)
     return row.site, row.called, stack
 
 

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._format import format_bytes, format_duration
-from .._sampling.aggregate import RISE_NOISE, Aggregator, RawFrame
+from .._sampling.aggregate import NO_STACK, RISE_NOISE, Aggregator
 from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     CPU,
     HIGHEST,
     NCOLUMNS,
     NET,
+    PYTHON,
     SAMPLES,
     TO_PEAK,
     WALL,
@@ -59,11 +60,10 @@ FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into
 WAITING_CPU = 0.02
 
 
-# A stack with its figures: frames, (seconds, net growth, growth to peak, highest RSS).
-_Entry = tuple[Sequence[RawFrame], tuple[float, float, float, float]]
-# A sampled thread: name, is it the main one, and per stack (frames, wall seconds, CPU
-# seconds) and, where the collector splits it, Python, native, system and queued seconds.
-SampledThread = tuple[str, bool, Sequence[tuple[Any, ...]]]
+# A sampled thread: name, is it the main one, and per stack id of the aggregator's
+# (``NO_STACK``: no frame) the model's first columns (wall, CPU, samples and, where the
+# collector splits it, Python, native, system and queued seconds).
+SampledThread = tuple[str, bool, dict[int, Sequence[float]]]
 
 
 @dataclass(frozen=True)
@@ -123,28 +123,22 @@ def package_of(filename: str) -> str:
     return "stdlib" if name and not name.startswith("<") else "built-in"
 
 
-def _site(frame: RawFrame, first_line: bool = False) -> Site:
-    function, file, line, first = frame
-    return Site(function, file, first if first_line else line, is_library_path(file))
+def _site(frame: SampledFrame) -> Site:
+    return Site(frame.name, frame.file, frame.line, is_library_path(frame.file))
 
 
-def _innermost_user(frames: Sequence[RawFrame]) -> int:
+def _innermost_user(frames: Sequence[SampledFrame]) -> int:
     """Index of the innermost frame of user code (see :func:`.._sampling.view.
     innermost_user`), the innermost frame if all are the library's."""
-    found = innermost_user([_frame(f) for f in frames])
+    found = innermost_user(frames)
     return found if found >= 0 else len(frames) - 1
 
 
-def _frame(raw: RawFrame) -> SampledFrame:
-    function, file, line, first = raw
-    return SampledFrame(function, file, first, line)
-
-
-def _called(frames: Sequence[RawFrame], user: int) -> str:
+def _called(frames: Sequence[SampledFrame], user: int) -> str:
     """The library function the user line called (``numpy.ones``), empty if none."""
     if user + 1 >= len(frames):
         return ""
-    function, file = frames[user + 1][0], frames[user + 1][1]
+    function, file = frames[user + 1].name, frames[user + 1].file
     if not is_library_path(file) or function == "<module>":
         return ""
     return f"{package_of(file)}.{function}"
@@ -158,12 +152,18 @@ def _place(agg: Aggregator, sid: int) -> tuple[Site | None, str, tuple[Site, ...
     return _site(frames[user]), _called(frames, user), tuple(_site(f) for f in frames)
 
 
-def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
-    frames = agg.stacks.get(sid, ())
+def _line_of(frames: Sequence[SampledFrame]) -> tuple[tuple[str, str, int] | None, str]:
+    """The innermost user line of a stack (function, file, line) and the library
+    function it called; None and "" for no frame."""
     if not frames:
-        return None
-    function, file, line, _ = frames[_innermost_user(frames)]
-    return function, file, line
+        return None, ""
+    user = _innermost_user(frames)
+    frame = frames[user]
+    return (frame.name, frame.file, frame.line), _called(frames, user)
+
+
+def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
+    return _line_of(agg.stacks.get(sid, ()))[0]
 
 
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
@@ -233,71 +233,75 @@ def _rss_curve(agg: Aggregator, facts: RunFacts, t0: float) -> Curve:
 
 
 def model_of(agg: Aggregator, facts: RunFacts) -> SampledProfile:
-    """The run's stack model: every stack once, each thread's (and each child process's)
-    columns per stack: time and CPU from the time sampler (or the ticks' time where no
-    sampler ran), memory from the ticks (growth, growth up to the peak, highest RSS),
-    given to the thread that ran that stack (the main thread first).
+    """The run's stack model on the aggregator's stack ids: each thread's (and each child
+    process's) columns per stack: time and CPU from the time sampler (or the ticks' time
+    where no sampler ran), memory from the ticks (growth, growth up to the peak, highest
+    RSS), given to the thread that ran that stack (the main thread first).
 
-    :param agg: the main process's ticks, folded
+    :param agg: the main process's ticks, folded, its stacks declared
     :param facts: the rest of the run (its sampled threads, its child processes)
     :return: the model
     """
-    stacks: list[tuple[SampledFrame, ...]] = []
-    index: dict[tuple[SampledFrame, ...], int] = {}
-
-    def sid_of(raw: Sequence[RawFrame]) -> int:
-        frames = tuple(_frame(f) for f in raw)
-        sid = index.get(frames)
-        if sid is None:
-            sid = index[frames] = len(stacks)
-            stacks.append(frames)
-        return sid
-
+    stacks = _stack_list(agg)
+    no_frame = -1  # the id of the empty stack (time outside the code measured), if used
     threads: list[ThreadProfile] = []
     # A stack of another thread that got (almost) no CPU is a wait (IPython's history
     # thread, a pool's idle worker): not the program's time. Only when CPU was measured.
-    cpu_known = any(float(e[2]) > 0 for _, _, rows in facts.threads for e in rows)
+    cpu_known = any(float(e[1]) > 0 for _, _, rows in facts.threads for e in rows.values())
     for name, is_main, rows in facts.threads:
         totals: dict[int, list[float]] = {}
-        for entry in rows:
-            if not is_main and cpu_known and float(entry[2]) <= WAITING_CPU * float(entry[1]):
+        for sid, entry in rows.items():
+            if not is_main and cpu_known and float(entry[1]) <= WAITING_CPU * float(entry[0]):
                 continue
-            row = totals.setdefault(sid_of(entry[0]), [0.0] * NCOLUMNS)
-            row[WALL] += float(entry[1])
-            row[CPU] += float(entry[2])
-            row[SAMPLES] += 1
-            for i, value in enumerate(entry[3:7]):  # the CPU split, where measured
-                row[3 + i] += float(value)
+            if sid == NO_STACK:
+                if no_frame < 0:
+                    no_frame = len(stacks)
+                    stacks.append(())
+                sid = no_frame
+            elif not 0 <= sid < len(stacks):
+                continue
+            totals[sid] = [float(v) for v in entry] + [0.0] * (NCOLUMNS - len(entry))
         threads.append(ThreadProfile(0, name, bool(is_main), totals))
     if not any(t.is_main for t in threads):
         threads.insert(0, ThreadProfile(0, "MainThread", True, {}))
     threads.sort(key=lambda t: not t.is_main)
-    _memory_columns(agg, threads, sid_of, timed=bool(facts.threads))
+    _memory_columns(agg, threads, 0, timed=bool(facts.threads))
     for label, child in facts.children:
+        # A child process's ids are its own: its stacks follow the program's.
         name = label[len("process ") :] if label.startswith("process ") else label
         process = ThreadProfile(0, name, False, {}, kind="process")
-        _memory_columns(child, [process], sid_of, timed=False)
+        _memory_columns(child, [process], len(stacks), timed=False)
+        stacks.extend(_stack_list(child))
         threads.append(process)
     return SampledProfile(stacks, threads, facts.interval, "ticks", facts.wall or 0.0,
                           facts.cpu or 0.0, agg.n, memory_known=True,
-                          split_known=any(len(r) > 3 for _, _, rs in facts.threads
-                                          for r in rs))  # fmt: skip
+                          split_known=any(len(r) > PYTHON for _, _, rs in facts.threads
+                                          for r in rs.values()))  # fmt: skip
+
+
+def _stack_list(agg: Aggregator) -> list[tuple[SampledFrame, ...]]:
+    """The aggregator's stacks by id (an id never declared: no frame)."""
+    return [agg.stacks.get(sid, ()) for sid in range(max(agg.stacks, default=-1) + 1)]
 
 
 def _memory_columns(
-    agg: Aggregator, threads: list[ThreadProfile], sid_of: Any, timed: bool
+    agg: Aggregator, threads: list[ThreadProfile], offset: int, timed: bool
 ) -> None:
     """Adds the ticks' memory (and, where no sampler ran, their time) to the thread that
-    has the stack, the first one (the main thread) otherwise."""
+    has the stack, the first one (the main thread) otherwise.
+
+    :param agg: the ticks, folded
+    :param threads: the threads the stacks may belong to
+    :param offset: the model's id of the aggregator's stack 0
+    :param timed: the threads' time came from a sampler (the ticks' is not added)
+    """
     parts = agg.composition()
-    for tick_sid, raw in agg.stacks.items():
-        if not raw:
+    for tick_sid, frames in agg.stacks.items():
+        if not frames:
             continue
-        sid = sid_of(raw)
+        sid = offset + tick_sid
         owner = next((t for t in threads if sid in t.totals), threads[0])
         row = owner.totals.setdefault(sid, [0.0] * NCOLUMNS)
-        if len(row) < NCOLUMNS:
-            row.extend([0.0] * (NCOLUMNS - len(row)))
         row[NET] += agg.net.get(tick_sid, 0.0)
         row[TO_PEAK] += parts.get(tick_sid, 0.0)
         row[HIGHEST] = max(row[HIGHEST], agg.highest.get(tick_sid, 0.0))
@@ -417,8 +421,8 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
     for sid, value in parts.items():
         frames = agg.stacks.get(sid, ())
         if frames:
-            function, file, _, first = frames[_innermost_user(frames)]
-            label = f"{function} ({short_file(file)}:{first})"  # as every view shows paths
+            f = frames[_innermost_user(frames)]
+            label = f"{f.name} ({short_file(f.file)}:{f.first_line})"  # as every view shows paths
         else:
             label = "(no Python frame)"
         by_function[label] = by_function.get(label, 0.0) + value
@@ -431,15 +435,15 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
     return shown
 
 
-def _label(frames: Sequence[RawFrame], row: int) -> str:
+def _label(frames: Sequence[SampledFrame], row: int) -> str:
     if not frames:
         return "(idle)"
     if row == 1:
-        return frames[_innermost_user(frames)][0]
-    for function, file, _, _ in frames:
-        if function != "<module>" and not is_library_path(file):
-            return function
-    return frames[0][0]
+        return frames[_innermost_user(frames)].name
+    for f in frames:
+        if f.name != "<module>" and not is_library_path(f.file):
+            return f.name
+    return frames[0].name
 
 
 def _timeline(agg: Aggregator, t0: float, end: float) -> list[Span]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._format import format_bytes
 from .._memory.devices import DeviceSampler
-from .._observe.build import decode_stacks, split, thread_label
+from .._observe.build import decode_stacks, thread_label, totals_of
 from .._observe.launch import DEATHS, ObservedRun, exit_code, signal_ending
 from .._observe.observer import ProcessRecord
 from .._sampling.aggregate import Aggregator
@@ -65,8 +65,8 @@ def _relative(file: str, here: str) -> str:
     return file
 
 
-def _raw(frames: Sequence[Any], here: str) -> tuple[Any, ...]:
-    return tuple((f.name, _relative(f.file, here), f.line, f.first_line) for f in frames)
+def _relative_stack(frames: Sequence[Any], here: str) -> tuple[Any, ...]:
+    return tuple(f._replace(file=_relative(f.file, here)) for f in frames)
 
 
 def _cwd() -> str:
@@ -86,26 +86,20 @@ def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
     stacks = decode_stacks(record)
     here = _cwd()
     for sid, frames in enumerate(stacks):
-        agg.add_stack(sid, _raw(frames, here))
+        agg.add_stack(sid, _relative_stack(frames, here))
     return stacks
 
 
 def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
-    """Each thread's stacks with their wall and CPU seconds, as the report takes them.
+    """Each thread's wall and CPU seconds per stack id, as the report takes them.
 
     :param record: the process
     :param stacks: its decoded stacks
     """
     out = []
-    here = _cwd()
     for index, key in enumerate(record.order):
         th = record.threads[key]
-        rows = []
-        for sid, row in th.rows.items():
-            frames = stacks[sid]
-            if frames:
-                cols = split(row)  # wall, cpu, samples, python, native, system, queued
-                rows.append((_raw(frames, here), cols[0], cols[1], *cols[3:7]))
+        rows = totals_of(th.rows, stacks)
         if rows:
             out.append((thread_label(record, key, index), th.is_main, rows))
     out.sort(key=lambda t: not t[1])

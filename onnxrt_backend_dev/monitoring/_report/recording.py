@@ -26,15 +26,14 @@ from collections.abc import Sequence
 from types import CodeType, FrameType
 from typing import Any, Protocol
 
-from .._sampling.aggregate import NO_STACK, RawFrame
-from .._sampling.frames import line_of, qualified_name
-from .._sampling.intern import MIN_CAPACITY, KeyTable, filled, grow
+from .._sampling.aggregate import NO_STACK
+from .._sampling.frames import SampledFrame, decode_key
+from .._sampling.intern import MIN_CAPACITY, filled, grow
 from .._sampling.rates import DEFAULT_INTERVAL
 from .stream import StreamSink
 
 SPY_DELAY = 0.01
 MIN_INTERVAL = 0.001
-MAX_STACKS = 50_000  # distinct stacks of the ticks at most; more count as NO_STACK
 _UNSEEN = -2
 # The recordings streaming now: a forked child of the program goes on streaming its own
 # ticks (as its own process) into the same pipe.
@@ -55,7 +54,7 @@ if hasattr(os, "register_at_fork"):
 class Sink(Protocol):
     """Where ticks go: an :class:`.._sampling.aggregate.Aggregator` or a stream."""
 
-    def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
+    def add_stack(self, sid: int, frames: tuple[SampledFrame, ...]) -> None:
         """Declares a stack."""
 
     def add_tick(self, t: float, rss: float, hwm: float, sid: int) -> None:
@@ -169,24 +168,19 @@ def reset_high_water_mark() -> bool:
 
 class Ticks:
     """The memory ticks of the one in-process sampler: told each sample (its time and
-    every thread's stack id), it reads the memory and sends a tick with the main thread's
-    stack, cut at the root (the frames above it, the tool's, left out; a stack outside the
-    root has none); each stack is declared to the sink once, with its lines.
+    every thread's stack id), it reads the memory and sends a tick credited to the main
+    thread's stack, on the sampler's own stack id (one table, no second interning); each
+    stack is declared to the sink once, with its lines, cut at the root (the frames above
+    it, the tool's, left out; a stack outside the root is ``NO_STACK``).
 
     :param sink: where ticks go
     :param memory: returns ``(rss, hwm)`` in bytes
     :param root_code: the code measured (a module's, a cell's), None: every frame kept
-    :param max_stacks: distinct stacks at most (more count as ``NO_STACK``, dropped)
     :param every: seconds between two ticks at least (the sampler may sample more often)
     """
 
     def __init__(
-        self,
-        sink: Sink,
-        memory: Any,
-        root_code: CodeType | None,
-        max_stacks: int = MAX_STACKS,
-        every: float = 0.0,
+        self, sink: Sink, memory: Any, root_code: CodeType | None, every: float = 0.0
     ) -> None:
         self.sink = sink
         self.every = every
@@ -194,18 +188,15 @@ class Ticks:
         self.memory = memory
         self.root = None if root_code is None else id(root_code)
         self._root_code = root_code  # kept: its id stays its own
-        self.max_stacks = max_stacks
-        self.dropped = 0
         self.last = NO_STACK
         self.recorder: Any = None
         self.reset()
 
     def reset(self) -> None:
-        """Forgets the stacks sent (a forked child's ids are its own)."""
-        # Arrays, no object per stack (see _sampling.intern): a tick taken while the
+        """Forgets the stacks declared (a forked child declares them to its own sink)."""
+        # An array, no object per stack (see _sampling.intern): a tick taken while the
         # program fills memory with small objects must not keep it resident.
-        self._ids = filled("q", _UNSEEN, MIN_CAPACITY)  # sampler's stack id -> tick's
-        self._keys = KeyTable()
+        self._declared = filled("q", _UNSEEN, MIN_CAPACITY)  # stack id -> id or NO_STACK
         self.last = NO_STACK
 
     def bind(self, recorder: Any) -> Ticks:
@@ -221,48 +212,37 @@ class Ticks:
             return
         self.next_t = t + 0.999 * self.every
         sid = sids.get(self.recorder.main_ident)
-        self.tick(t, NO_STACK if sid is None else self._tick_id(sid))
+        self.tick(t, NO_STACK if sid is None else self.stack_id(sid))
 
     def tick(self, t: float, tid: int) -> None:
-        """Sends a tick: the memory now, credited to the tick stack ``tid``."""
+        """Sends a tick: the memory now, credited to the stack ``tid``."""
         rss, hwm = self.memory()
         self.last = tid
         self.sink.add_tick(t, rss, hwm, tid)
 
-    def _tick_id(self, sid: int) -> int:
-        ids = self._ids
-        if sid >= len(ids):
-            n = len(ids)
-            grow(ids, sid + 1)
-            ids[n:] = filled("q", _UNSEEN, len(ids) - n)
-        tid = ids[sid]
-        if tid == _UNSEEN:
-            tid = ids[sid] = self._intern(self.recorder.table.key(sid))
-        return int(tid)
+    def stack_id(self, sid: int, cut: bool = True) -> int:
+        """A sampler's stack as the ticks and the threads' time give it: its own id,
+        declared to the sink the first time.
 
-    def _intern(self, key: tuple[int, ...]) -> int:
-        """The tick stack of a sampler's stack key (innermost first): cut at the root's
-        outermost frame."""
-        if self.root is not None:
-            at = [i for i in range(0, len(key), 2) if key[i] == self.root]
-            if not at:
-                return NO_STACK
-            key = key[: at[-1] + 2]
-        tid = self._keys.find(key)
-        if tid >= 0:
-            return tid
-        if len(self._keys) >= self.max_stacks:
-            self.dropped += 1
-            return NO_STACK
-        tid = self._keys.add(key)
-        codes = self.recorder.table.codes
-        frames = []
-        for i in range(len(key) - 2, -1, -2):  # outermost first
-            code = codes[key[i]]
-            frames.append((qualified_name(code), code.co_filename, line_of(code, key[i + 1]),
-                           code.co_firstlineno))  # fmt: skip
-        self.sink.add_stack(tid, tuple(frames))
-        return tid
+        :param sid: the sampler's stack id
+        :param cut: cut at the root (the main thread's stacks), else whole
+        :return: ``sid``, ``NO_STACK`` for a cut stack outside the root
+        """
+        declared = self._declared
+        if sid >= len(declared):
+            n = len(declared)
+            grow(declared, sid + 1)
+            declared[n:] = filled("q", _UNSEEN, len(declared) - n)
+        if declared[sid] == _UNSEEN:
+            table = self.recorder.table
+            key = table.key(sid)  # innermost first: cut at the root's outermost frame
+            if cut and self.root is not None:
+                at = [i for i in range(0, len(key), 2) if key[i] == self.root]
+                key = key[: at[-1] + 2] if at else ()
+            declared[sid] = sid if key else NO_STACK
+            if key:
+                self.sink.add_stack(sid, decode_key(key, table.codes))
+        return int(declared[sid])
 
 
 class Recording:
@@ -310,7 +290,6 @@ class Recording:
                                  probes=tuple(probes))  # fmt: skip
         if root_code is None and root_frame is not None:
             root_code = root_frame.f_code
-        self.root = _root_key(root_code)
         self.memory = ProcMemory(offset)
         interval = max(float(interval), MIN_INTERVAL)
         self.ticks = Ticks(sink, self.memory, root_code, every=interval)
@@ -370,8 +349,7 @@ class Recording:
         self.ticks.tick(time.monotonic(), self.ticks.last)  # the memory at the end
         self.memory.close()
         facts = block_facts(self.t0, self.cpu0, self.started, self.notes)
-        facts["threads"] = _threads(profile, self.root) if profile and self.keep_threads else []
-        facts["dropped"] = self.ticks.dropped
+        facts["threads"] = _threads(profile, self.ticks) if profile and self.keep_threads else []
         spy, self.spy = self.spy, None
         if spy is None:
             return facts
@@ -440,30 +418,22 @@ def _timer() -> str:
     return "thread"
 
 
-def _root_key(code: CodeType | None) -> tuple[str, str, int] | None:
-    """``(function, file, first line)`` of the root the stacks start at, if any."""
-    if code is None:
-        return None
-    return qualified_name(code), code.co_filename, code.co_firstlineno
-
-
-def _threads(profile: Any, root: tuple[str, str, int] | None) -> list[Any]:
-    """The sampler's stacks per thread as plain values (they may cross a pipe), the main
-    thread's cut at the root (the tool's frames left out, as the ticks' are)."""
+def _threads(profile: Any, ticks: Ticks) -> list[Any]:
+    """The sampler's time per thread on the ticks' stack ids, as plain values (they may
+    cross a pipe), the main thread's stacks cut at the root (the tool's frames left out,
+    as the ticks' are; outside it: ``NO_STACK``)."""
     from .._sampling.frames import OWN_THREADS
 
     threads = []
     for thread in profile.threads:
         if thread.name in OWN_THREADS:
             continue
-        stacks = []
+        rows: dict[int, list[float]] = {}  # wall, cpu, samples: the model's first columns
         for sid, totals in thread.totals.items():
-            frames = tuple((f.name, f.file, f.line, f.first_line) for f in profile.stacks[sid])
-            keys = [(f[0], f[1], f[3]) for f in frames]
-            if thread.is_main and root is not None:
-                frames = frames[keys.index(root) :] if root in keys else ()
-            stacks.append((frames, float(totals[0]), float(totals[1])))
-        threads.append((thread.name, thread.is_main, stacks))
+            row = rows.setdefault(ticks.stack_id(sid, cut=thread.is_main), [0.0, 0.0, 0.0])
+            for i in range(3):
+                row[i] += float(totals[i])
+        threads.append((thread.name, thread.is_main, rows))
     return threads
 
 

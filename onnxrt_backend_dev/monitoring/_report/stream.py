@@ -6,7 +6,7 @@ each written by one ``write``: Linux writes such a chunk whole or not at all, so
 program's forked children (a ``multiprocessing`` pool) write into the same pipe without
 their chunks mixing. A chunk is its payload's size (4 bytes), the writer's pid (4), a
 flag (1: more chunks follow) and the payload. Messages:
-``("F", fid, frame)`` a frame (function, file, line, first line), ``("S", sid, fids)`` a
+``("F", fid, frame)`` a frame (function, file, first line, line), ``("S", sid, fids)`` a
 stack as frame ids (outermost first: a deep recursion costs a few bytes per frame),
 ``("T", t, rss, hwm, sid)`` a tick, ``("M", {...})``
 facts known at the start, ``("E", {...})`` the end, sent once the program is over. What
@@ -28,7 +28,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .._errors import BadData
-from .._sampling.aggregate import Aggregator, RawFrame
+from .._sampling.aggregate import Aggregator
+from .._sampling.frames import SampledFrame
 from .._sampling.intern import KeyTable
 
 MAX_PENDING = 4 * 2**20
@@ -53,7 +54,7 @@ class StreamSink:
         self.dropped = 0
         self.broken = False
         self._flushing = False
-        # Frames sent, by (name's hash, file's hash, line, first line): arrays, not an
+        # Frames sent, by (name's hash, file's hash, first line, line): arrays, not an
         # object per frame (see _sampling.intern).
         self._fids = KeyTable()
 
@@ -95,7 +96,7 @@ class StreamSink:
         finally:
             self._flushing = False
 
-    def add_stack(self, sid: int, frames: tuple[RawFrame, ...]) -> None:
+    def add_stack(self, sid: int, frames: tuple[SampledFrame, ...]) -> None:
         """Sends a stack, and its frames not sent yet (never dropped: ticks refer to them)."""
         fids = self._fids
         ids = []
@@ -104,7 +105,8 @@ class StreamSink:
             fid = fids.find(key)
             if fid < 0:
                 fid = fids.add(key)
-                self._send(("F", fid, frame), droppable=False)
+                # A plain tuple: marshal takes no tuple subclass.
+                self._send(("F", fid, tuple(frame)), droppable=False)
             ids.append(fid)
         self._send(("S", sid, tuple(ids)), droppable=False)
 
@@ -169,7 +171,7 @@ class StreamReader:
         self.children: dict[int, Aggregator] = {}
         self.buffer = bytearray()
         self.partial: dict[int, bytearray] = {}
-        self.frames: dict[int, dict[int, RawFrame]] = {}  # per writer
+        self.frames: dict[int, dict[int, SampledFrame]] = {}  # per writer
         self.start: dict[str, Any] = {}
         self.end: dict[str, Any] | None = None
         self.commands: dict[int, str] = {}  # a followed child's command line, by pid
@@ -231,7 +233,7 @@ class StreamReader:
     def _frame(self, pid: int, message: tuple[Any, ...]) -> None:
         if not isinstance(message[1], int) or not _is_frame(message[2]):
             raise BadData("a non-frame")
-        self.frames.setdefault(pid, {})[message[1]] = message[2]
+        self.frames.setdefault(pid, {})[message[1]] = SampledFrame(*message[2])
 
     def _stack(self, pid: int, message: tuple[Any, ...]) -> None:
         table = self.frames.get(pid, {})

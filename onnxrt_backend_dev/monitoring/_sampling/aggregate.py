@@ -21,9 +21,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .frames import SampledFrame
+
 NO_STACK = -1
-# A frame as recorded: function, file, line running, the function's first line.
-RawFrame = tuple[str, str, int, int]
 # A new peak moves the peak's moment only when it passes the dated one by this much (or
 # 1 % of the growth): a plateau gaining a few pages later is still dated from its start.
 PEAK_TOLERANCE = 2**20
@@ -51,7 +51,7 @@ class Aggregator:
             raise BadValue(f"max_points must be >= 2, got {max_points!r}")
         self.max_points = max_points
         self.tolerance = tolerance
-        self.stacks: dict[int, tuple[RawFrame, ...]] = {}
+        self.stacks: dict[int, tuple[SampledFrame, ...]] = {}
         self.count: dict[int, int] = {}
         # Seconds per stack: each tick stands for the time since the previous one (a
         # long C call delays the tick, it does not lose its time).
@@ -81,7 +81,7 @@ class Aggregator:
         self.stride = 1
         self._skip = 0
 
-    def add_stack(self, sid: int, frames: Sequence[RawFrame]) -> None:
+    def add_stack(self, sid: int, frames: Sequence[SampledFrame]) -> None:
         """Declares a stack (outermost frame first) before ticks refer to it."""
         self.stacks[sid] = tuple(frames)
 

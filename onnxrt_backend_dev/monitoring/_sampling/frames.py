@@ -19,7 +19,7 @@ call: :func:`walk` (or :meth:`StackTable.intern_frame`) at each sample,
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from types import CodeType, FrameType
 from typing import NamedTuple
 
@@ -172,6 +172,33 @@ def qualified_name(code: CodeType) -> str:
     return name if isinstance(name, str) else code.co_name
 
 
+def decode_key(
+    key: StackKey,
+    codes: Mapping[int, CodeType] | CodeTable,
+    cache: dict[tuple[int, int], SampledFrame] | None = None,
+) -> tuple[SampledFrame, ...]:
+    """A stack key as frames, outermost first: the one decoding of every collector in
+    this process (the sampler's table, the memory ticks, a device probe's peak).
+
+    :param key: from :func:`walk`
+    :param codes: ``id(code) -> code`` of the key's codes
+    :param cache: ``(id(code), offset) -> frame`` already decoded, completed here
+    :return: the frames
+    """
+    cache = {} if cache is None else cache
+    frames = []
+    for i in range(len(key) - 2, -1, -2):
+        frame = cache.get((key[i], key[i + 1]))
+        if frame is None:
+            code = codes[key[i]]
+            frame = cache[key[i], key[i + 1]] = SampledFrame(
+                qualified_name(code), code.co_filename, code.co_firstlineno,
+                line_of(code, key[i + 1]),
+            )  # fmt: skip
+        frames.append(frame)
+    return tuple(frames)
+
+
 class StackTable:
     """Interned stacks: each distinct stack gets an id, decoded once at the end.
 
@@ -239,24 +266,5 @@ class StackTable:
 
         :return: one tuple per stack id
         """
-        lines: dict[tuple[int, int], SampledFrame] = {}
-        names: dict[int, tuple[str, str, int]] = {}
-        out = []
-        for key in self._keys:
-            frames = []
-            for i in range(len(key) - 2, -1, -2):
-                cid, offset = key[i], key[i + 1]
-                frame = lines.get((cid, offset))
-                if frame is None:
-                    code = self.codes[cid]
-                    ident = names.get(cid)
-                    if ident is None:
-                        ident = names[cid] = (
-                            qualified_name(code),
-                            code.co_filename,
-                            code.co_firstlineno,
-                        )
-                    frame = lines[cid, offset] = SampledFrame(*ident, line_of(code, offset))
-                frames.append(frame)
-            out.append(tuple(frames))
-        return out
+        cache: dict[tuple[int, int], SampledFrame] = {}
+        return [decode_key(key, self.codes, cache) for key in self._keys]
