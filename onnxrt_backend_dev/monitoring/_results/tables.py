@@ -176,19 +176,20 @@ def smooth_cpu(
     for j, leaf in enumerate(leaves):
         groups.setdefault(leaf, []).append(j)
     out = list(cpu)
+    groups.pop(None, None)  # an empty stack ends nowhere
     for members in groups.values():
         if len(members) < 2:
             continue
-        rows = [list(cpu[j]) for j in members]
-        for r in range(len(rows[0])):
-            counts = [samples[j][r] for j in members]
-            total = math.fsum(counts)
-            if total > 0:
-                each = math.fsum(cpu[j][r] for j in members) / total
-                for row, k in zip(rows, counts, strict=True):
-                    row[r] = k * each
-        for j, row in zip(members, rows, strict=True):
-            out[j] = row
+        # Per run, in bulk (a large profile has 20,000 stacks): the function's CPU time
+        # and its samples, then the CPU a sample carried.
+        spent = list(map(math.fsum, zip(*(cpu[j] for j in members), strict=True)))
+        seen = list(map(math.fsum, zip(*(samples[j] for j in members), strict=True)))
+        each = [c / n if n > 0 else 0.0 for c, n in zip(spent, seen, strict=True)]
+        empty = [r for r, n in enumerate(seen) if n <= 0]
+        for j in members:
+            row = out[j] = list(map(operator.mul, samples[j], each))
+            for r in empty:  # a run without samples there keeps its figure
+                row[r] = cpu[j][r]
     return out
 
 
