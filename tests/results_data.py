@@ -87,12 +87,15 @@ def sampled_doc(
     seed: int = 0,
     file: str = "prog.py",
     uniform: float = 0.0,
+    lumpy: float = 0.0,
 ) -> dict[str, Any]:
     """A sampled profile of ``runs`` runs: each stack (function names, outermost first)
     takes ``stacks[s]`` CPU seconds a run (times ``slow[s]``), the whole run multiplied
     by a machine factor (lognormal of spread ``machine``, or uniform in ``1 ± uniform``
     when given), its samples Poisson at ``rate`` a second (the kernel's CPU timer ticks
-    every 4 ms)."""
+    every 4 ms). ``lumpy``: the CPU time each sample is charged with spreads (gamma, mean
+    one interval, ``lumpy`` its relative spread), as a sampler late on a busy machine
+    charges the CPU time since its last sample to the stack it finds."""
     rng = random.Random(seed)
     slow = slow or {}
     names = sorted({name for stack in stacks for name in stack})
@@ -105,14 +108,23 @@ def sampled_doc(
             rng.uniform(1 - uniform, 1 + uniform) if uniform else rng.lognormvariate(0, machine)
         )
         total = 0.0
+        charged: list[float] = []
         for j, stack in enumerate(order):
             mean = stacks[stack] * slow.get(stack, 1.0) * factor * rate
             k = _poisson(rng, mean)
             seconds = k / rate
+            cpu = seconds
+            if lumpy and k:
+                shape = k / lumpy**2
+                cpu = rng.gammavariate(shape, 1 / shape) * seconds
             total += seconds
+            charged.append(cpu)
             columns[0][j * runs + r] = round(seconds * 1.05e9)
-            columns[1][j * runs + r] = round(seconds * 1e9)
             columns[2][j * runs + r] = k
+        # The run's CPU time is right, only its split among the stacks is lumpy.
+        scale = total / sum(charged) if sum(charged) > 0 else 1.0
+        for j, cpu in enumerate(charged):
+            columns[1][j * runs + r] = round(cpu * scale * 1e9)
         walls.append(max(total * 1.05, 1e-3))
     data = {
         "profiler": "sampled",

@@ -11,6 +11,7 @@ import pytest
 from results_data import sampled_doc, shared_callee_stacks, six_stacks
 
 from onnxrt_backend_dev.monitoring._results.compare import compare_results, label
+from onnxrt_backend_dev.monitoring._results.tables import smooth_cpu
 from onnxrt_backend_dev.monitoring._stats.robust import biweight_location
 
 C = ("<module>", "main", "c")
@@ -81,6 +82,41 @@ def test_a_slower_path_the_family_cannot_confirm_is_undecided_never_passed() -> 
             assert "main → f07 → spin" in verdict.text and "once corrected" in verdict.text
     # THEN f07 → spin named, or undecided: never exit 0
     assert 0 not in codes and 3 in codes, codes
+
+
+def test_a_shared_callee_charged_in_lumps_is_split_among_its_callers_by_samples() -> None:
+    # GIVEN twenty callers of one spin, 25 ms each a run at 1 ms samples, f07's 40 % more
+    # work in B, each sample charged a lumpy CPU time (a late sampler on a busy machine:
+    # a caller's path spread by 0.35 from run to run, its samples by 0.2), 20 runs a side
+    stacks = shared_callee_stacks(each=0.025)
+    codes, named, others, same = [], 0, 0, 0
+    for seed in range(8):
+        a = sampled_doc(20, stacks, machine=0.02, rate=1000, seed=2 * seed, lumpy=1.5)
+        b = sampled_doc(
+            20, stacks, {SPIN: 1.4}, machine=0.02, rate=1000, seed=2 * seed + 1, lumpy=1.5
+        )
+        cmp = compare_results(a, b)
+        codes.append(cmp.verdict(0.05).exit_code)
+        listed = [label(c) for c in cmp.changes if c.verdict and c.file]
+        named += "f07 → spin" in listed
+        others += any(x.startswith("f") and not x.startswith("f07") for x in listed)
+        # (an identical copy beside it)
+        again = sampled_doc(20, stacks, machine=0.02, rate=1000, seed=100 + seed, lumpy=1.5)
+        same += any(c.verdict and c.file for c in compare_results(a, again).changes)
+    # THEN f07 → spin named or undecided, never passed (its CPU time as charged: named in
+    # 8 of 40 seeds, exit 0 in 10), no other caller listed, nothing in an identical copy
+    assert 0 not in codes and named >= 6 and others == 0 and same == 0, (codes, named)
+
+
+def test_a_lone_stack_keeps_its_cpu_time_as_charged() -> None:
+    # GIVEN two runs of a stack alone in ending where it ends, charged 3 and 9 ms on 4 and
+    # 5 samples, beside two stacks ending in spin (2 and 6 samples, 5 ms charged to one)
+    cpu = [[3.0, 9.0], [0.0, 5.0], [4.0, 0.0]]
+    samples = [[4, 5], [2, 1], [6, 4]]
+    out = smooth_cpu(cpu, samples, ["f", "spin", "spin"])
+    # THEN the lone stack is as charged; spin's 4 and 5 ms split by the samples of each run
+    assert out[0] == [3.0, 9.0]
+    assert out[1] == pytest.approx([1.0, 1.0]) and out[2] == pytest.approx([3.0, 4.0])
 
 
 def test_the_biweight_leaves_a_piece_that_changed_out() -> None:

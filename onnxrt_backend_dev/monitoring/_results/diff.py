@@ -527,9 +527,11 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
             _shown(it, math.fsum(it.xs or ()) / len(it.la), pair.offset / len(it.la))
             continue
         var, df0 = (prior.at(it.share), PRIOR_DF) if prior is not None else (0.0, 0.0)
+        floors = (_floor(pair, it.xs), _floor(pair, it.ys))
         t = moderated_log_test(
-            it.la, it.lb, settings.confidence, var, df0, margin, it.shift_variance, TRIM
-        )
+            it.la, it.lb, settings.confidence, var, df0, margin, it.shift_variance, TRIM,
+            floors if pair.counted else (0.0, 0.0),
+        )  # fmt: skip
         it.test = (t.change, t.low, t.high, t.p_value)
         level = trimmed_mean_and_variance(it.la, TRIM)[0]
         _shown(it, math.exp(level) - pair.offset, pair.offset)

@@ -106,6 +106,7 @@ def moderated_log_test(
     margin: float = 0.0,
     extra_var: float = 0.0,
     trim: float = 0.0,
+    floors: tuple[float, float] = (0.0, 0.0),
 ) -> LogTest:
     """Welch's test of two series of logs, each side's variance moderated by a prior.
 
@@ -128,15 +129,18 @@ def moderated_log_test(
         taken out of ``lb``, estimated elsewhere)
     :param trim: Yuen's test: the fraction of each side's values trimmed at each end
         (:func:`trimmed_mean_and_variance`)
+    :param floors: each side's least variance of one log figure (a count's Poisson part:
+        runs that happen to agree more than their samples can do not make the test
+        surer)
     :return: the test
     """
     ma, va, dfa = trimmed_mean_and_variance(la, trim)
     mb, vb, dfb = trimmed_mean_and_variance(lb, trim)
     parts = []
-    for n, v, own_df in ((len(la), va, dfa), (len(lb), vb, dfb)):
+    for n, v, own_df, floor in ((len(la), va, dfa, floors[0]), (len(lb), vb, dfb, floors[1])):
         df = prior_df + own_df
         var = (prior_df * prior_var + own_df * v) / df if df > 0 else math.inf
-        parts.append((var / n, df))
+        parts.append((max(var, floor) / n, df))
     se2 = parts[0][0] + parts[1][0] + extra_var
     d = mb - ma
     shift = math.log1p(margin)
