@@ -36,6 +36,11 @@ C = ("--counter", "instructions")
         (("profile", *C, "--repeat", "2", "x.py"), "--repeat does not apply to --counter"),
         (("profile", *C, "--format", "html", "x.py"), "--format html does not apply"),
         (("profile", *C, "--pid", "1"), "--pid does not apply to --counter"),
+        (("profile", "--count-bytes", "x.py"), "--count-bytes needs --counter instructions"),
+        (
+            ("compare", "--count-bytes", "--a", "x.py", "--b", "y.py"),
+            "--count-bytes needs --counter",
+        ),
     ],
 )
 def test_bad_options(

@@ -139,15 +139,17 @@ def test_each_python_function_is_counted(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     with Supervisor() as sup, sup.folder("count-test-") as folder:
-        counted = count(
-            Run([interpreter(python).binary, str(prog)], True, str(tmp_path)), folder, sup
-        )
+        run = Run([interpreter(python).binary, str(prog)], True, str(tmp_path), count_bytes=True)
+        counted = count(run, folder, sup)
     assert counted is not None and counted.functions is not None, counted and counted.notes
     rows = {k[2]: v for k, v in counted.functions.items() if k[0] == str(prog)}
     assert rows["a"][3] * 2.5 < rows["b"][3] < rows["a"][3] * 3.5  # 3 times the work
     assert rows["spin"][1] == 2 and rows["spin"][0:1] == [2]
     assert rows["a"][0:2] == [1, 1] and ("spin" in {k[2] for k in rows["spin"][4]}) is False
     assert sum(v[2] for v in counted.functions.values()) == counted.total
+    # AND the bytes each function allocated (DHAT): the generator's ints, 80,000 of them
+    sizes = {k[2]: v for k, v in (counted.alloc_bytes or {}).items() if k[0] == str(prog)}
+    assert 80_000 * 28 <= sizes["spin.<locals>.<genexpr>"] <= 80_000 * 64, sizes
     assert not list(Path("/tmp").glob("perf-*.map")) or all(
         int(p.stem.split("-")[1]) != os.getpid() for p in Path("/tmp").glob("perf-*.map")
     )

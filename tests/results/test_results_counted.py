@@ -3,6 +3,7 @@ statistics: a change beyond the noise of the counts is a change."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from onnxrt_backend_dev.monitoring._results.payloads import (
     timing_data,
     timing_series,
 )
+from onnxrt_backend_dev.monitoring._results.render import to_text
 from onnxrt_backend_dev.monitoring._results.store import make_result
 
 ENV = {"python": "3.12.1"}
@@ -69,7 +71,10 @@ def _profile(c_own: int, d_own: int = 50_000_000) -> dict[str, Any]:
     }  # fmt: skip
     total = sum(int(v[2]) for v in functions.values())  # type: ignore[call-overload]
     allocs = {("/a/prog.py", 4, "c"): c_own // 100, ("/a/prog.py", 7, "d"): 20_000}
-    data = counted_profile_data([(functions, total, 3.0)], main="/a/prog.py", allocations=[allocs])
+    sizes = {key: 10 * n for key, n in allocs.items()}  # bytes (--count-bytes)
+    data = counted_profile_data(
+        [(functions, total, 3.0)], main="/a/prog.py", allocations=[allocs], alloc_bytes=[sizes]
+    )
     return make_result("profile", data, env=ENV)
 
 
@@ -78,10 +83,12 @@ def test_only_the_function_that_changed_is_listed() -> None:
     cmp = compare_results(_profile(100_000_000), _profile(103_000_000, 50_050_000))
     listed = [(c.function, c.figure, c.verdict) for c in cmp.changes if c.verdict and c.file]
     # THEN c alone of the functions is listed as worse (beside the run's total), its
-    # instructions and its allocation calls, and the gate names it
-    assert listed == [("c", "own", "worse"), ("c", "allocs", "worse")]
+    # instructions, its allocation calls and bytes, and the gate names it
+    assert listed == [("c", "own", "worse"), ("c", "allocs", "worse"), ("c", "bytes", "worse")]
     verdict = cmp.verdict(0.01)
     assert verdict.exit_code == 1 and "c (" in verdict.text
+    # AND the bytes are shown as bytes, beside the calls
+    assert re.search(r"\+3\.0 % .* 9\.54 MiB +9\.82 MiB  bytes: c", to_text(cmp)), to_text(cmp)
     # AND identical counts pass
     assert (
         compare_results(_profile(100_000_000), _profile(100_000_000)).verdict(0.01).exit_code == 0

@@ -125,6 +125,8 @@ def _checked(option: str, command: str, check: Callable[[str], Any]) -> Any:
 def _check_counter(args: argparse.Namespace) -> None:
     """``--counter``: with --a/--b, and none of the options of timed runs."""
     if args.counter is None:
+        if args.count_bytes:
+            raise CommandError("--count-bytes needs --counter instructions", EXIT_USAGE)
         args.repeat = _DEFAULT_REPEAT if args.repeat is None else args.repeat
         return
     if args.a is None:
@@ -224,6 +226,12 @@ class CompareCommand:
             help="with --a/--b: count the instructions of one run of each under valgrind "
             "instead of timing them (per Python function on Python >= 3.12, the whole run "
             "otherwise): the same count whatever the machine's load, one run a side decides",
+        )  # fmt: skip
+        parser.add_argument(
+            "--count-bytes", action="store_true",
+            help="with --counter on Python >= 3.12: each function's allocated bytes too, "
+            "counted under valgrind's DHAT (a second run of each, 2 to 3 times the CPU of "
+            "the first)",
         )  # fmt: skip
         parser.add_argument(
             "--max-time", type=float, default=None, metavar="SECONDS",
@@ -378,7 +386,7 @@ class CompareCommand:
             on_run=progress, min_share=args.min_share_value, timer=args.timer or "cpu",
             profiler="cprofile" if args.cprofile else "sampled",
             interval=args.interval or RUN_INTERVAL, min_change=args.min_change_value,
-            supervisor=supervisor, counter=args.counter,
+            supervisor=supervisor, counter=args.counter, count_bytes=args.count_bytes,
         )  # fmt: skip
         if live:
             err.write("\n")

@@ -287,6 +287,12 @@ class ProfileCommand:
             "each Python function's own and inclusive count (Python >= 3.12), the whole run "
             "otherwise; --save keeps it for compare",
         )
+        parser.add_argument(
+            "--count-bytes",
+            action="store_true",
+            help="with --counter on Python >= 3.12: each function's allocated bytes too, "
+            "counted under valgrind's DHAT (a second run, 2 to 3 times the CPU of the first)",
+        )
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -298,6 +304,8 @@ class ProfileCommand:
 
         if args.counter is not None:
             return self._counted(args, out, err)
+        if args.count_bytes:
+            raise CommandError("--count-bytes needs --counter instructions", EXIT_USAGE)
         helpers = self._helpers()
         implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
         check_combinations(args, implied)

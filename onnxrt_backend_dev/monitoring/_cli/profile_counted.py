@@ -64,7 +64,8 @@ def run_counted(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     sampled: dict[Any, float] = {}
     with Supervisor() as sup, sup.folder(_FOLDER) as folder:
         try:
-            counted = count_program(program, folder, sup, timeout, show_output=True)
+            counted = count_program(program, folder, sup, timeout, show_output=True,
+                                    count_bytes=args.count_bytes)  # fmt: skip
             if counted is not None and counted.functions is None and program.python:
                 sampled = _sampled_shares(program, folder, sup, timeout)
         except RunFailed as e:
@@ -126,20 +127,23 @@ def counted_text(
         functions could not be counted
     :return: the text
     """
-    from .._format import format_count, one_line
+    from .._format import format_bytes, format_count, one_line
     from .._results.keys import display_name
 
     how = "per Python function" if counted.functions is not None else "the whole run"
     lines = [f"{one_line(program)}: {format_count(counted.total)}, counted by valgrind ({how})"]
     lines.extend(f"note: {n}" for n in counted.notes)
     rows = _rows(counted)
+    sizes = counted.alloc_bytes  # --count-bytes: each function's allocated bytes
     if rows:
         total = max(counted.total, 1)
-        lines.append(f"  {'own':>14} {'own %':>7} {'inclusive':>14} {'calls':>10}  function")
-        for (file, line, name), (_, calls, own, inclusive, _) in rows[:top]:
+        head = f"  {'own':>14} {'own %':>7} {'inclusive':>14} {'calls':>10}"
+        lines.append(head + (f" {'allocated':>10}" if sizes is not None else "") + "  function")
+        for key, (_, calls, own, inclusive, _) in rows[:top]:
+            allocated = f" {format_bytes(sizes.get(key, 0)):>10}" if sizes is not None else ""
             lines.append(
                 f"  {format_count(own):>14} {own / total:>7.1%} {format_count(inclusive):>14} "
-                f"{calls:>10,}  {display_name(file, line, name)}"
+                f"{calls:>10,}{allocated}  {display_name(*key)}"
             )
         if len(rows) > top:
             lines.append(f"  ... {len(rows) - top} more functions")
@@ -164,11 +168,13 @@ def counted_json(counted: Any, sampled: dict[Any, float] | None = None) -> dict[
     :param counted: a ``_count.valgrind.Counted``
     :param sampled: each function's share of a sampled run's CPU samples
     :return: ``counter``, ``total``, ``notes``, ``functions`` (each ``file``, ``line``,
-        ``name``, ``own``, ``inclusive``, ``calls``), hottest first, and ``sampled``
+        ``name``, ``own``, ``inclusive``, ``calls``, and ``allocated`` bytes with
+        ``--count-bytes``), hottest first, and ``sampled``
         (each ``file``, ``line``, ``name``, ``share``) where the functions were not
         counted
     """
     shares = sorted((sampled or {}).items(), key=lambda kv: -kv[1])
+    sizes = counted.alloc_bytes
     return {
         "sampled": [{"file": f, "line": ln, "name": n, "share": s} for (f, ln, n), s in shares],
         "counter": "instructions",
@@ -176,6 +182,7 @@ def counted_json(counted: Any, sampled: dict[Any, float] | None = None) -> dict[
         "notes": list(counted.notes),
         "functions": [
             {"file": f, "line": ln, "name": n, "own": v[2], "inclusive": v[3], "calls": v[1]}
+            | ({} if sizes is None else {"allocated": sizes.get((f, ln, n), 0)})
             for (f, ln, n), v in _rows(counted)
         ],
     }

@@ -183,7 +183,7 @@ def first_lines(file: str, cwd: str | None = None) -> dict[str, int]:
     return found
 
 
-class _Lines:
+class SourceLines:
     """First lines by file, each file parsed once."""
 
     def __init__(self, cwd: str | None) -> None:
@@ -207,7 +207,7 @@ def python_nodes(graph: _Graph, perf: PerfMap, cwd: str | None = None) -> dict[s
     :param cwd: the folder the program ran in
     :return: node -> key or None
     """
-    lines = _Lines(cwd)
+    lines = SourceLines(cwd)
     nodes = set(graph.self_cost) | {n for edge in graph.calls for n in edge}
     py: dict[str, Any] = {}
     for node in nodes:

@@ -34,6 +34,7 @@ from typing import Any
 from .._errors import BadValue, CounterError, RunFailed
 from . import COUNTERS
 from .callgraph import ALLOCATORS, read_callgrind, read_total
+from .dhat import ARGS, read_dhat
 
 INSTALL = (
     "--counter instructions needs valgrind, which is not installed: apt-get install "
@@ -167,6 +168,7 @@ class Counted:
     :param wall: seconds the counted run took (valgrind's, not the program's)
     :param notes: what the reader must know (why functions are not counted...)
     :param allocations: each Python function's calls to the allocators
+    :param alloc_bytes: each Python function's allocated bytes (``--count-bytes``)
     """
 
     total: int
@@ -174,6 +176,7 @@ class Counted:
     wall: float = 0.0
     notes: list[str] = field(default_factory=list)
     allocations: dict[Any, int] = field(default_factory=dict)
+    alloc_bytes: dict[Any, int] | None = None
 
 
 def environment(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -212,6 +215,8 @@ class Run:
         its standard error kept for the message of a failed run)
     :param timeout: seconds before it is killed
     :param what: how messages name it
+    :param count_bytes: with ``per_function``, a second run under DHAT counts each
+        function's allocated bytes (:mod:`.dhat`)
     """
 
     argv: Sequence[str]
@@ -221,10 +226,11 @@ class Run:
     show_output: bool = False
     timeout: float = 600.0
     what: str = "the counted program"
+    count_bytes: bool = False
 
 
 def count(run: Run, folder: str, supervisor: Any) -> Counted | None:
-    """Counts one run of a command.
+    """Counts one run of a command (two with ``run.count_bytes``).
 
     :param run: what to run and how
     :param folder: a folder of the caller's for the run's files (emptied afterwards)
@@ -238,29 +244,56 @@ def count(run: Run, folder: str, supervisor: Any) -> Counted | None:
     argv = list(run.argv)
     if run.per_function:
         argv[1:1] = ["-X", "perf"]
-    errors = os.path.join(folder, "stderr")
-    start = time.perf_counter()
+    env = run.env if run.env is not None else environment()
     try:
-        with open(errors, "wb") as err:
-            quiet = not run.show_output
-            child = supervisor.start(
-                [*_argv(valgrind, out, log, run.per_function), *argv], cwd=run.cwd,
-                env=run.env if run.env is not None else environment(),
-                stdin=subprocess.DEVNULL if quiet else None,
-                stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
-                group=True,
-            )  # fmt: skip
-            ended = supervisor.wait(child, run.timeout)
-        wall = time.perf_counter() - start
-        if supervisor.stopped is not None:
+        start = time.perf_counter()
+        tool = _argv(valgrind, out, log, run.per_function)
+        if not _under(run, [*tool, *argv], env, folder, supervisor, log):
             return None
-        _check_ended(run, ended, errors, log)
-        return _read(out, run, wall)
+        counted = _read(out, run, time.perf_counter() - start)
+        if run.per_function and run.count_bytes:
+            bytes_out = os.path.join(folder, "bytes")
+            tool = [valgrind, f"--log-file={log}.%p", *ARGS, f"--dhat-out-file={bytes_out}.%p"]
+            # Every object one malloc, which DHAT sees (Python's arenas it does not).
+            if not _under(run, [*tool, *argv], {**env, "PYTHONMALLOC": "malloc"}, folder,
+                          supervisor, log):  # fmt: skip
+                return None
+            counted.alloc_bytes = _read_bytes(bytes_out, run)
+        return counted
     finally:
-        _remove_perf_maps(out)
+        for prefix in (out, os.path.join(folder, "bytes")):
+            _remove_perf_maps(prefix)
         for path in glob.glob(os.path.join(folder, "*")):
             if os.path.isfile(path):
                 os.remove(path)
+
+
+def _under(
+    run: Run, argv: list[str], env: dict[str, str], folder: str, supervisor: Any, log: str
+) -> bool:
+    """Runs ``argv`` (valgrind and the command) to its end; False when a signal stopped
+    it."""
+    errors = os.path.join(folder, "stderr")
+    with open(errors, "wb") as err:
+        quiet = not run.show_output
+        child = supervisor.start(
+            argv, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL if quiet else None,
+            stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
+            group=True,
+        )  # fmt: skip
+        ended = supervisor.wait(child, run.timeout)
+    if supervisor.stopped is not None:
+        return False
+    _check_ended(run, ended, errors, log)
+    return True
+
+
+def _read_bytes(out: str, run: Run) -> dict[Any, int]:
+    files = _outputs(out)
+    if len(files) != 1:
+        raise CounterError(f"DHAT left {len(files)} outputs of {run.what}", usage=False)
+    pid = files[0].rsplit(".", 1)[-1]
+    return read_dhat(files[0], f"/tmp/perf-{pid}.map", cwd=run.cwd)
 
 
 def _check_ended(run: Run, ended: Any, errors: str, log: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 OWN, INCLUSIVE, PATH, GROWTH = "own", "inclusive", "path", "growth"
 # A function's calls to the allocators, counted by valgrind.
 ALLOCS = "allocs"
+BYTES = "bytes"  # allocated bytes, counted (``--count-bytes``)
 # The roles of a call path whose change is significant: where the change starts, or a
 # caller the change only runs through (its callee carries it).
 ORIGIN, EXPLAINED = "origin", "explained"

@@ -95,7 +95,7 @@ def label(c: Change) -> str:
         shown = c.path[-c.chain :] if c.chain else c.path
         return ("… → " if len(shown) < len(c.path) else "") + " → ".join(shown)
     name = display_name(c.file, c.line or 0, c.function)
-    prefix = {"growth": "memory: ", "allocs": "allocations: "}.get(c.figure, "")
+    prefix = {"growth": "memory: ", "allocs": "allocations: ", "bytes": "bytes: "}.get(c.figure, "")
     return prefix + name
 
 

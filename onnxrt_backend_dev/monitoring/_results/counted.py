@@ -26,14 +26,16 @@ from typing import Any
 from .._count import FUNCTION_NOISE, RELATIVE_NOISE
 from .._count.callgraph import INTERPRETER
 from .._errors import ResultFormatError
-from .change import ALLOCS, BETTER, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
+from .change import ALLOCS, BETTER, BYTES, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
 from .keys import place, short_name
 from .tables import side_table, union
 
 # The instructions of one count: a counted profile stores them where nanoseconds go.
 PER_UNIT = 1e9
-# A function making fewer allocation calls than this is not compared on them.
+# A function making fewer allocation calls than this is not compared on them; nor one
+# allocating fewer bytes than this.
 MIN_ALLOCS = 1000
+MIN_BYTES = 64 * 1024
 NOTE = (
     "counted by valgrind (instructions, one run a side): a change within the noise of "
     "the counts ({relative:.1%} of a total, {function:.1%} of a function's) is no change; "
@@ -94,7 +96,7 @@ def counted_change(
     :param listed: a significant change is listed as worse or better
     :return: the change
     """
-    relative = FUNCTION_NOISE if figure in (OWN, INCLUSIVE, PATH, ALLOCS) else RELATIVE_NOISE
+    relative = FUNCTION_NOISE if figure in (OWN, INCLUSIVE, PATH, ALLOCS, BYTES) else RELATIVE_NOISE
     tolerance = noise + relative * max(abs(a), abs(b))
     sides = [{"count": float(a), "counted": 1.0}, {"count": float(b), "counted": 1.0}]
     if figure in (OWN, INCLUSIVE, PATH):
@@ -106,7 +108,7 @@ def counted_change(
     d = b - a
     significant = abs(d) > tolerance
     verdict = (WORSE if d > 0 else BETTER) if significant and listed else ""
-    note = f"noise ± {_count_text(tolerance, 'allocs' if figure == ALLOCS else 'instr')}"
+    note = f"noise ± {amount(figure, tolerance)}"
     return Change(
         section, name, where[0], where[1], figure, sides[0], sides[1], d / a,
         (d - tolerance) / a, (d + tolerance) / a, None, None, significant, True, note,
@@ -114,10 +116,17 @@ def counted_change(
     )  # fmt: skip
 
 
-def _count_text(value: float, unit: str = "instr") -> str:
-    from .._format import format_count
+def amount(figure: str, value: float) -> str:
+    """A counted figure's value with its unit: instructions, allocation calls or bytes.
 
-    return format_count(value, unit=unit)
+    :param figure: the change's figure
+    :param value: its value
+    """
+    from .._format import format_bytes, format_count
+
+    if figure == BYTES:
+        return format_bytes(value)
+    return format_count(value, unit="allocs" if figure == ALLOCS else "instr")
 
 
 def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings) -> Change:
@@ -188,20 +197,24 @@ def profile_changes(
 
 
 def _allocation_changes(sa: Any, sb: Any, section: str) -> list[Change]:
-    """The run's calls to the allocators, and each function's where it made at least
-    :data:`MIN_ALLOCS` of them: listed as worse or better beyond their noise, a second
-    deterministic figure for memory."""
-    if not sa.allocs or not sb.allocs:
-        return []
-    sums = [sum(_median(row) for row in side.allocs.values()) for side in (sa, sb)]
-    out = [counted_change(section, "allocations", ALLOCS, sums[0], sums[1])]
-    for key in union(sa.allocs, sb.allocs):
-        a = _median(sa.allocs.get(key, [0.0]))
-        b = _median(sb.allocs.get(key, [0.0]))
-        if max(a, b) < MIN_ALLOCS:
+    """The run's calls to the allocators (and bytes allocated, ``--count-bytes``), and
+    each function's where it made at least :data:`MIN_ALLOCS` of them (allocated
+    :data:`MIN_BYTES`): listed as worse or better beyond their noise, deterministic
+    figures for memory."""
+    out = []
+    for figure, name, least, rows in (
+        (ALLOCS, "allocations", MIN_ALLOCS, "allocs"), (BYTES, "allocated", MIN_BYTES, "bytes")
+    ):  # fmt: skip
+        ra, rb = getattr(sa, rows), getattr(sb, rows)
+        if not ra or not rb:
             continue
-        name, file, line = _where(key, sa, sb)
-        out.append(counted_change(section, name, ALLOCS, a, b, 0.0, (file, line)))
+        sums = [sum(_median(row) for row in side.values()) for side in (ra, rb)]
+        out.append(counted_change(section, name, figure, sums[0], sums[1]))
+        for key in union(ra, rb):
+            a, b = _median(ra.get(key, [0.0])), _median(rb.get(key, [0.0]))
+            if max(a, b) >= least:
+                name_, file, line = _where(key, sa, sb)
+                out.append(counted_change(section, name_, figure, a, b, 0.0, (file, line)))
     return out
 
 

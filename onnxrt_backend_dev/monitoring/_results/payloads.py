@@ -547,6 +547,7 @@ def counted_profile_data(
     runs: Sequence[tuple[Mapping[Any, Any], int, float]],
     main: str | None = None,
     allocations: Sequence[Mapping[Any, int]] | None = None,
+    alloc_bytes: Sequence[Mapping[Any, int]] | None = None,
 ) -> dict[str, Any]:
     """The payload of a profile counted by valgrind, per Python function.
 
@@ -555,6 +556,7 @@ def counted_profile_data(
         wall seconds
     :param main: the program's script (see :func:`profile_data`)
     :param allocations: per run, each function's calls to the allocators
+    :param alloc_bytes: per run, each function's allocated bytes
     :return: the payload, checked
     """
     scaled = []
@@ -570,14 +572,16 @@ def counted_profile_data(
     data = profile_data(scaled, main=main)
     data["counter"] = "instructions"
     data["total"] = [float(total) for _, total, _ in runs]
-    if allocations is not None:
-        index = {tuple(f): i for i, f in enumerate(data["functions"])}
-        calls = [0] * (len(index) * len(runs))
-        for r, found in enumerate(allocations):
+    index = {tuple(f): i for i, f in enumerate(data["functions"])}
+    for column, per_run in (("alloc_calls", allocations), ("alloc_bytes", alloc_bytes)):
+        if per_run is None:
+            continue
+        values = [0] * (len(index) * len(runs))
+        for r, found in enumerate(per_run):
             for func, n in found.items():
                 j = index.get(_key(func))
                 if j is not None:
-                    calls[j * len(runs) + r] += int(n)
-        data["alloc_calls"] = calls
+                    values[j * len(runs) + r] += int(n)
+        data[column] = values
     check_profile("data", data)
     return data

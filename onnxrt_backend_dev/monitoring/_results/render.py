@@ -17,10 +17,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._format import format_bytes, format_count, format_duration, one_line
+from .._format import format_bytes, format_duration, one_line
 from .._html import text as escape_text
-from .change import ALLOCS, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
+from .change import ALLOCS, BYTES, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
 from .compare import ResultComparison, Verdict, format_change, label
+from .counted import amount
 from .keys import clean
 
 __all__ = ["format_change", "label", "to_html", "to_json", "to_text"]
@@ -36,9 +37,7 @@ DEFAULT_ABOVE = 0.05
 
 def _amount(c: Change, side: dict[str, float]) -> str:
     if side.get("counted"):
-        return format_count(
-            side.get("count", 0.0), unit="allocs" if c.figure == ALLOCS else "instr"
-        )
+        return amount(c.figure, side.get("count", 0.0))
     if c.figure in (OWN, INCLUSIVE, PATH) and not side.get("time"):
         return "—"
     if "typical" in side:  # the figure compared: B's at A's run speed
@@ -75,7 +74,7 @@ def _sections(cmp: ResultComparison) -> dict[str, list[Change]]:
                 out["through"].append(c)
         elif c.figure == GROWTH:
             out["growth"].append(c)
-        elif c.figure == ALLOCS:
+        elif c.figure in (ALLOCS, BYTES):
             out["allocs"].append(c)
         elif c.figure == OWN:
             out["functions"].append(c)
@@ -263,7 +262,7 @@ def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE)
         lines += ["", "memory growth while each function ran (change in % of A's rise):"]
         lines += _growth_rows(sections["growth"], top)
     if sections["allocs"]:
-        lines += ["", "calls to the allocators, per function (counted):"]
+        lines += ["", "allocations per function (counted: calls, and bytes with --count-bytes):"]
         lines += _growth_rows(sections["allocs"], top, "change")
     lines += ["", "('*' significant, '-' not tested)"]
     return "\n".join(map(one_line, lines)) + "\n"  # names from the result files
@@ -439,8 +438,8 @@ def to_html(cmp: ResultComparison, top: int = 100, above: float = DEFAULT_ABOVE)
         )
         + _table("Memory growth while each function ran (% of A's rise)", sections["growth"],
                  top, "functions")
-        + _table("Calls to the allocators, per function (counted)", sections["allocs"], top,
-                 "functions")
+        + _table("Allocations per function (counted: calls, and bytes with --count-bytes)",
+                 sections["allocs"], top, "functions")
     )  # fmt: skip
     flame = flame_html(cmp)
     body = f"<div class='cols'><div>{flame}</div><div>{tables}</div></div>" if flame else tables

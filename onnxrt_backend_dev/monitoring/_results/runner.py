@@ -670,6 +670,7 @@ def compare_programs(
     min_change: float | None = None,
     supervisor: Supervisor | None = None,
     counter: str | None = None,
+    count_bytes: bool = False,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Runs two programs interleaved (A B A B ...) and compares them: their time, and for
     Python programs each function's and call path's time and the memory peak; or, with
@@ -697,6 +698,8 @@ def compare_programs(
         the time of the runs
     :param counter: ``instructions``: one run of each counted by valgrind, ``repeat``,
         ``max_time``, ``timer``, ``profiler`` and ``interval`` unused
+    :param count_bytes: with ``counter``, each function's allocated bytes too (a second
+        counted run of each, under DHAT)
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
     :raises Stopped: a signal stopped the runs; its ``done`` holds the results of A and
@@ -707,7 +710,7 @@ def compare_programs(
 
     programs = [parse_program(a, profiler, interval), parse_program(b, profiler, interval)]
     if counter is not None:
-        counted = _count_both(programs, timeout, cwd, on_run, supervisor)
+        counted = _count_both(programs, timeout, cwd, on_run, supervisor, count_bytes)
         names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
         cmp = compare_results(counted[0], counted[1], names, alpha=alpha,
                               min_share=MIN_SHARE if min_share is None else min_share)  # fmt: skip
@@ -746,6 +749,7 @@ def count_program(
     timeout: float = 600.0,
     cwd: str | None = None,
     show_output: bool = False,
+    count_bytes: bool = False,
 ) -> Any:
     """Counts one run of a program's instructions under valgrind: per Python function
     where its interpreter has perf trampolines (Python >= 3.12), the whole run otherwise
@@ -757,6 +761,8 @@ def count_program(
     :param timeout: seconds before the run is killed
     :param cwd: the folder it runs in
     :param show_output: the program's output goes to this process's
+    :param count_bytes: per function, also each function's allocated bytes (a second
+        run, under DHAT)
     :return: the ``_count.valgrind.Counted``, None when a signal stopped it
     :raises CounterError: valgrind is missing or killed, the program forked
     :raises RunFailed: it exited with an error or ran past ``timeout``
@@ -770,12 +776,17 @@ def count_program(
     found = interpreter(program.python)
     target = ["-m", program.target] if program.how == "module" else [program.target]
     run = Run([found.binary, *target, *program.args], found.per_function, cwd, None,
-              show_output, timeout, what)  # fmt: skip
+              show_output, timeout, what, count_bytes)  # fmt: skip
     counted = count(run, folder, supervisor)
     if counted is not None and not found.per_function:
         counted.notes.append(
             f"Python {found.version[0]}.{found.version[1]} has no perf trampolines (Python "
             ">= 3.12 built with them): the whole run counted, not each function"
+            + (
+                "; --count-bytes needs each function counted: no bytes counted"
+                if count_bytes
+                else ""
+            )
         )
     return counted
 
@@ -799,8 +810,11 @@ def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tu
     if program.how == "path" and program.python is not None:
         # The script's code is named by its absolute path: named back as given.
         main = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
-    data = counted_profile_data([(counted.functions, counted.total, counted.wall)], main=main,
-                                allocations=[counted.allocations])  # fmt: skip
+    data = counted_profile_data(
+        [(counted.functions, counted.total, counted.wall)], main=main,
+        allocations=[counted.allocations],
+        alloc_bytes=None if counted.alloc_bytes is None else [counted.alloc_bytes],
+    )  # fmt: skip
     return "profile", data
 
 
@@ -810,6 +824,7 @@ def _count_both(
     cwd: str | None,
     on_run: Callable[[int, int], None] | None,
     supervisor: Supervisor | None,
+    count_bytes: bool = False,
 ) -> list[Any]:
     """One counted run of each program, as results ready to save and compare.
 
@@ -820,7 +835,7 @@ def _count_both(
     docs: list[Any] = [None, None]
     with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for i, program in enumerate(programs):
-            counted = count_program(program, folder, sup, timeout, cwd)
+            counted = count_program(program, folder, sup, timeout, cwd, count_bytes=count_bytes)
             if counted is None:
                 raise Stopped(sup.stopped or 15, (docs[0], docs[1]))
             kind, data = counted_result(program, counted, cwd)

@@ -37,7 +37,8 @@ spread of every side:
   (``--counter instructions``) has ``"counter": "instructions"``, instructions in
   place of nanoseconds in ``own_ns``, ``cumulative_ns`` and ``edge_ns``, and
   ``"total"``: the instructions of each whole run, and optionally ``"alloc_calls"``: each
-  function's calls to the allocators (``malloc``, ``PyObject_Malloc``...), a column;
+  function's calls to the allocators (``malloc``, ``PyObject_Malloc``...), and
+  ``"alloc_bytes"`` (``--count-bytes``): the bytes it allocated, columns;
 * ``profile`` of a sampling profiler (version 3, ``"profiler": "sampled"``):
   ``{"timer": "cpu" | "wall" (the figure compared), "sampler": how samples were
   taken, "interval": seconds, "functions": [[file, first line, name], ...], "stacks":
@@ -96,6 +97,7 @@ COLUMNS = (
     ("calls", True, False),
     ("memory_bytes", False, True),
     ("alloc_calls", False, False),
+    ("alloc_bytes", False, False),
 )
 # An integer figure above this is no measurement (292 years in nanoseconds).
 _MAX_INT = 2**63 - 1

@@ -69,8 +69,10 @@ class SideTable:
         self.paths: Rows = {}
         self.path_kind = NO_PATHS
         self.growth: Rows = {}
-        # Calls to the allocators per function (a profile counted by valgrind).
+        # Calls to the allocators and bytes allocated per function (a profile counted by
+        # valgrind).
         self.allocs: Rows = {}
+        self.bytes: Rows = {}
         self.rise = 0.0
         self.peaks: list[float] = []
         self.failed = 0
@@ -108,9 +110,10 @@ def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
             _add(side.own, key, own_row)
             _add(side.inclusive, key, cum_row)
     side.pieces = side.own
-    if "alloc_calls" in data:
-        for key, row in zip(keys, split(data["alloc_calls"], n), strict=True):
-            _add(side.allocs, key, [float(x) for x in row])
+    for column, rows in (("alloc_calls", side.allocs), ("alloc_bytes", side.bytes)):
+        if column in data:
+            for key, row in zip(keys, split(data[column], n), strict=True):
+                _add(rows, key, [float(x) for x in row])
     if "edges" in data:
         side.path_kind = EDGES
         for (i, j), row in zip(data["edges"], split(data["edge_ns"], n), strict=True):
