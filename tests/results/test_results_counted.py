@@ -84,9 +84,13 @@ def test_only_the_function_that_changed_is_listed() -> None:
     listed = [(c.function, c.figure, c.verdict) for c in cmp.changes if c.verdict and c.file]
     # THEN c alone of the functions is listed as worse (beside the run's total), its
     # instructions, its allocation calls and bytes, and the gate names it
-    assert listed == [("c", "own", "worse"), ("c", "allocs", "worse"), ("c", "bytes", "worse")]
+    # (and its one call path, main → c, where the change starts)
+    assert listed == [
+        ("c", "own", "worse"), ("c", "allocs", "worse"), ("c", "bytes", "worse"),
+        ("c", "path", "worse"),
+    ]  # fmt: skip
     verdict = cmp.verdict(0.01)
-    assert verdict.exit_code == 1 and "c (" in verdict.text
+    assert verdict.exit_code == 1 and "main → c" in verdict.text
     # AND the bytes are shown as bytes, beside the calls
     assert re.search(r"\+3\.0 % .* 9\.54 MiB +9\.82 MiB  bytes: c", to_text(cmp)), to_text(cmp)
     # AND identical counts pass
@@ -100,3 +104,31 @@ def test_a_counted_profile_is_never_compared_with_a_sampled_one() -> None:
 
     with pytest.raises(ResultFormatError, match="counted"):
         compare_results(_profile(1), sampled_doc(3, {("main", "f"): 0.5}))
+
+
+def _shared(f07: float, others: float = 1.0) -> dict[str, Any]:
+    """Twenty callers of one spin, each passing it 1 M instructions of work (f07 ``f07``
+    times that, the others ``others`` times)."""
+    spin = ("/a/prog.py", 1, "spin")
+    functions: dict[Any, Any] = {spin: [20, 20, 0, 0, {}]}
+    for i in range(20):
+        caller = ("/a/prog.py", 10 + i, f"f{i:02d}")
+        work = int(1_000_000 * (f07 if i == 7 else others))
+        functions[caller] = [1, 1, 1_000, 1_000 + work, {}]
+        functions[spin][2] += work
+        functions[spin][3] += work
+        functions[spin][4][caller] = [1, 1, work, work]
+    total = sum(int(v[2]) for v in functions.values())
+    return make_result("profile", counted_profile_data([(functions, total, 1.0)]), env=ENV)
+
+
+def test_a_shared_callee_s_change_is_named_by_the_caller_that_carries_it() -> None:
+    # GIVEN f07 passing spin 40 % more work, the other nineteen callers unchanged
+    verdict = compare_results(_shared(1.0), _shared(1.4)).verdict(0.01)
+    # THEN the verdict names f07 → spin, where the change starts, and no other caller
+    assert verdict.exit_code == 1 and "f07 → spin +40.0 %" in verdict.text, verdict.text
+    assert not re.search(r"f(0[0-689]|1\d) → spin", verdict.text)
+    # AND a change every caller shares (spin itself slower) names spin alone
+    verdict = compare_results(_shared(1.0), _shared(1.1, 1.1)).verdict(0.01)
+    assert verdict.exit_code == 1 and "spin (/a/prog.py:1)" in verdict.text, verdict.text
+    assert "→ spin" not in verdict.text

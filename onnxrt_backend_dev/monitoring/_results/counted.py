@@ -26,7 +26,18 @@ from typing import Any
 from .._count import FUNCTION_NOISE, RELATIVE_NOISE
 from .._count.callgraph import INTERPRETER
 from .._errors import ResultFormatError
-from .change import ALLOCS, BETTER, BYTES, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
+from .change import (
+    ALLOCS,
+    BETTER,
+    BYTES,
+    INCLUSIVE,
+    ORIGIN,
+    OWN,
+    PATH,
+    WORSE,
+    Change,
+    Settings,
+)
 from .keys import place, short_name
 from .tables import side_table, union
 
@@ -186,14 +197,30 @@ def profile_changes(
             c = counted_change(section, name, figure, a, b, 0.0, (file, line), listed)
             changes.append(_shared(c, a, b, totals) if big else _small(c, settings))
     changes += _allocation_changes(sa, sb, section)
+    own = {(c.file, c.line, c.function): c for c in changes if c.figure == OWN and c.verdict}
     for key, a, b, big in figures(sa.paths, sb.paths):
         name, file, line = _where(key[-1], sa, sb)
         c = counted_change(section, name, PATH, a, b, 0.0, (file, line), listed=False)
         where = [_place(k, sa, sb) for k in key]
         path = tuple(short_name(*w) for w in where)
-        changes.append((_shared(c, a, b, totals) if big else _small(c, settings)).replace(
-            path=path, chain=len(path), places=tuple(place(*w) for w in where)))  # fmt: skip
+        c = (_shared(c, a, b, totals) if big else _small(c, settings)).replace(
+            path=path, chain=len(path), places=tuple(place(*w) for w in where))  # fmt: skip
+        changes.append(_origin(c, own.get((file, line, name))))
     return changes
+
+
+def _origin(edge: Change, callee: Change | None) -> Change:
+    """An edge ``caller → callee`` listed where the callee's own change starts: when it
+    carries at least half of it, in the same direction (one caller of a shared ``spin``
+    passing more work: ``f07 → spin``, not ``spin``); a change every caller shares
+    names the function alone."""
+    if callee is None or not edge.significant or edge.change is None or callee.change is None:
+        return edge
+    moved = edge.b["count"] - edge.a["count"]
+    own = callee.b["count"] - callee.a["count"]
+    if moved * own <= 0 or abs(moved) < 0.5 * abs(own):
+        return edge
+    return edge.replace(verdict=callee.verdict, role=ORIGIN)
 
 
 def _allocation_changes(sa: Any, sb: Any, section: str) -> list[Change]:

@@ -251,7 +251,8 @@ def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE)
     lines = [f"verdict: {verdict.text}", *_header(cmp), ""]
     lines += _whole_rows(sections["whole"])
     if sections["origins"] or sections["through"]:
-        lines += ["", f"where the changes start (inclusive time of each call path{_speed(cmp)}):"]
+        what = "instructions" if _counted(cmp) else "time"
+        lines += ["", f"where the changes start (inclusive {what} of each call path{_speed(cmp)}):"]
         lines += _origin_rows(sections["origins"], top) if sections["origins"] else ["  none"]
         through = _through_line(sections["through"])
         lines += [through] if through else []
