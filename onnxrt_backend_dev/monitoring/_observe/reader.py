@@ -826,13 +826,11 @@ class StackReader:
             data = next(got) if n else b""
             if data is None:
                 return None
-            if encoding == "bytes":
-                parts.append(data)
-                continue
-            text = data.decode(encoding, "replace")
-            if "\x00" in text:  # freed and reused under the read: no name, no path
-                return None
-            parts.append(text)
+            if encoding != "bytes":
+                data = data.decode(encoding, "replace")
+                if "\x00" in data:  # freed and reused under the read: no name, no path
+                    return None
+            parts.append(data)
         ops = b""
         if code_ptr:
             span = self._bytes_span(code_ptr, next(got))
