@@ -94,21 +94,6 @@ def test_a_code_address_holding_something_else_ends_the_walk_as_torn(make: Make)
     assert t
 
 
-def test_a_name_holding_a_nul_is_torn_not_a_file(make: Make) -> None:
-    # GIVEN a code object whose file name was overwritten under the read (a process
-    # exiting): a NUL inside, which no path holds (open() refuses it: ValueError)
-    img, main, _work, _inner = _image()
-    torn = img.code("work", "/a/b\x00c.py", 10, [10, 11])
-    img.thread(1, 100, [(main, 0), (torn, 0)])
-    reader = make(img)
-    # WHEN read
-    (sample,) = reader.threads()
-    # THEN the frame is torn, never a file named with a NUL
-    assert not sample.complete
-    assert all("\x00" not in (reader.code(c).file if reader.code(c) else "") for c in [torn])
-    assert reader.string(img.string("a\x00b")) is None and reader.string(img.string("ab")) == "ab"
-
-
 def test_a_stack_that_moves_once_is_read_again_whole(make: Make) -> None:
     # GIVEN a leaf that changes (a call returns) right after the first walk
     img, main, work, inner = _image()

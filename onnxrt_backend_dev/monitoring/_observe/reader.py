@@ -826,11 +826,7 @@ class StackReader:
             data = next(got) if n else b""
             if data is None:
                 return None
-            if encoding != "bytes":
-                data = data.decode(encoding, "replace")
-                if "\x00" in data:  # freed and reused under the read: no name, no path
-                    return None
-            parts.append(data)
+            parts.append(data if encoding == "bytes" else data.decode(encoding, "replace"))
         ops = b""
         if code_ptr:
             span = self._bytes_span(code_ptr, next(got))
@@ -879,8 +875,7 @@ class StackReader:
         :param address: the object's address
         """
         got = self._read_object(address, self.layout["unicode.compact_size"], self._string_span)
-        text = None if got is None else got[0].decode(got[1], "replace")
-        return None if text is None or "\x00" in text else text  # NUL: torn, not a name
+        return None if got is None else got[0].decode(got[1], "replace")
 
     def bytes_object(self, address: int) -> bytes | None:
         """A ``bytes`` object's content, None if it is not one (or too big).
