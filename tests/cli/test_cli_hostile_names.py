@@ -47,3 +47,19 @@ def test_a_crafted_function_name_stays_on_its_row(tmp_path: Path, argv: list[str
     for line in out.splitlines():
         assert line.isprintable(), repr(line)
     assert "evil\\nrow\\x00\\x1b[31m" in out, out
+
+
+@pytest.mark.slow
+def test_a_file_name_holding_a_nul_is_no_source_line(tmp_path: Path) -> None:
+    # GIVEN a function whose code names a file with a NUL (no path holds one: stat and
+    # linecache raise ValueError on it)
+    script = tmp_path / "evil.py"
+    script.write_text(
+        SCRIPT.split("code = ")[0]
+        + "work.__code__ = work.__code__.replace(co_filename='/a\\x00b.py')\nwork()\n",
+        encoding="utf-8",
+    )
+    # WHEN profiled, THEN the profile is made (the function is there), no error
+    code, out, err = run_cli("profile", str(script))
+    assert code == 0 and "null byte" not in err, err
+    assert "work" in out, out

@@ -19,6 +19,7 @@ from onnxrt_backend_dev.monitoring._sampling.view import (
     fold_stack,
     hot_lines,
     mark_waiting,
+    source_line,
     visible_rows,
 )
 
@@ -277,3 +278,13 @@ def test_rows_and_hot_lines_ranked_by_cpu_on_a_busy_machine() -> None:
     tree, hot = by_cpu.split("hot lines")
     assert tree.index("hot") < tree.index("load")
     assert hot.index("hot") < hot.index("load") and "CPU time with the line" in hot
+
+
+def test_a_source_line_of_a_file_named_with_a_nul_is_empty(tmp_path: Path) -> None:
+    # GIVEN a program's file, and a code object's file name holding a NUL (a crafted
+    # co_filename, or a name read while the program's memory was reused)
+    real = tmp_path / "prog.py"
+    real.write_text("x = 1\n", encoding="utf-8")
+    # THEN the real file's line is read; the other is no line, never an error
+    assert source_line(str(real), 1) == "x = 1"
+    assert source_line(str(real) + "\x00.py", 1) == ""

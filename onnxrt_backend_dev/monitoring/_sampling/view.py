@@ -551,6 +551,8 @@ def source_line(file: str, line: int, width: int = 200) -> str:
     """
     import linecache  # here: a JSON or HTML output reads no source line
 
+    if "\x00" in file:  # no path holds one (a crafted co_filename, a torn read): stat refuses it
+        return ""
     return cut_source(linecache.getline(file, line), width)  # the one cut, at a token's end
 
 
