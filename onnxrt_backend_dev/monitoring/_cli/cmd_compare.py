@@ -248,7 +248,8 @@ class CompareCommand:
         )  # fmt: skip
         parser.add_argument(
             "--interval", type=float, default=None, metavar="SECONDS",
-            help="with --a/--b: the sampler's seconds between samples (0.001)",
+            help="with --a/--b: the sampler's seconds between samples (0.00025 read from "
+            "outside by the observer, 0.001 by the in-process sampler)",
         )  # fmt: skip
         parser.add_argument(
             "--clock", "--timer", dest="timer", choices=("cpu", "wall"), default=None,
@@ -372,7 +373,7 @@ class CompareCommand:
 
     @staticmethod
     def _programs(args: argparse.Namespace, err: TextIO, supervisor: Any = None) -> Any:
-        from .._results.runner import RUN_INTERVAL, compare_programs
+        from .._results.runner import compare_programs
 
         live = not args.quiet and err.isatty()
 
@@ -385,7 +386,7 @@ class CompareCommand:
             args.a, args.b, args.repeat, args.timeout, args.max_time, alpha=args.alpha,
             on_run=progress, min_share=args.min_share_value, timer=args.timer or "cpu",
             profiler="cprofile" if args.cprofile else "sampled",
-            interval=args.interval or RUN_INTERVAL, min_change=args.min_change_value,
+            interval=args.interval, min_change=args.min_change_value,
             supervisor=supervisor, counter=args.counter, count_bytes=args.count_bytes,
         )  # fmt: skip
         if live:

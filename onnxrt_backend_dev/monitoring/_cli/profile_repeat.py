@@ -111,10 +111,10 @@ def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     :return: a ``_results.runner.Program``
     :raises CommandError: no program, or a script that does not exist
     """
-    from .._results.runner import RUN_INTERVAL, Program
+    from .._results.runner import Program
 
     profiler = "sampled" if sampled else "cprofile"
-    interval = args.interval if sampled and args.interval is not None else RUN_INTERVAL
+    interval = args.interval if sampled else None  # None: the collector's default
     sampler = str(getattr(args, "timer", None) or "prof")
     collector = str(getattr(args, "collector", "auto"))
     if args.module:
