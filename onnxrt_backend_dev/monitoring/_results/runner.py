@@ -208,7 +208,8 @@ def parse_program(
 
     :param command: ``"python old.py -x"``, ``"python -m pkg"``, ``"old.py"`` or any command
     :param profiler: how a Python program's runs are profiled, ``sampled`` or ``cprofile``
-    :param interval: the sampler's seconds between samples
+    :param interval: the sampler's seconds between samples, None for the collector's
+        default
     :return: the program
     :raises BadValue: an empty command, or ``python`` with nothing to run
     """
@@ -700,7 +701,8 @@ def compare_programs(
     :param profiler: ``sampled`` (the default: the observer, or the sampler in each run
         where it cannot run, about 1.1x the program's time) or ``cprofile`` (exact
         counts, about 2x)
-    :param interval: the sampler's seconds between samples
+    :param interval: the sampler's seconds between samples, None for the collector's
+        default (see :class:`Program`)
     :param min_change: changes deemed negligible (the comparison's default when None)
     :param supervisor: the command's supervisor (``_run.supervise``), None for one for
         the time of the runs
