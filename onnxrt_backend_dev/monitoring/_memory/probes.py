@@ -103,14 +103,7 @@ def get_memory_rss(pid: int) -> int:
     """
     if os.path.isdir(f"{PROC_ROOT}/self"):
         return read_status(pid)[0]
-    import psutil
-
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except psutil.NoSuchProcess:
-        raise _no_process(pid) from None
-    except psutil.AccessDenied as e:
-        raise PermissionError(f"cannot read the memory of pid {pid}: {PERMISSION_ADVICE}") from e
+    return PsutilProbe(pid).rss
 
 
 class ProcessProbe(Probe):
@@ -208,7 +201,8 @@ class PsutilProbe(Probe):
         self._psutil = psutil
         try:
             self._proc = psutil.Process(pid)
-            self._proc.memory_info()
+            #: the resident memory when opened, in bytes
+            self.rss = int(self._proc.memory_info().rss)
         except psutil.NoSuchProcess:
             raise _no_process(pid) from None
         except psutil.AccessDenied as e:

@@ -36,27 +36,8 @@ from typing import Any
 
 from .._sampling.frames import SampledFrame
 from .._stacks.frames import StackFrame
-from .frames import (
-    frame_label,
-    innermost_user,
-    is_own_frame,
-    is_user_frame,
-    peak_line,
-    user_view,
-)
+from .frames import frame_label, innermost_user, user_view
 from .stacks import NO_STACK, StackSamples
-
-__all__ = [
-    "FunctionRow",
-    "StackAttribution",
-    "attribute",
-    "innermost_user",
-    "is_own_frame",
-    "is_user_frame",
-    "peak_line",
-    "stack_at",
-    "user_view",
-]
 
 
 @dataclass
