@@ -78,7 +78,6 @@ class TorchProbe(DeviceProbe):
         driver's start).
 
         :param cuda: the ``torch.cuda`` module
-        :return: True once initialized
         """
         try:
             return bool(cuda.is_initialized())

@@ -30,11 +30,7 @@ class AttributionReport(StackAttribution):
 
     @classmethod
     def of(cls, where: StackAttribution) -> AttributionReport:
-        """The same attribution, with the views.
-
-        :param where: the model
-        :return: the report
-        """
+        """The same attribution, with the views."""
         return cls(**{f.name: getattr(where, f.name) for f in dataclasses.fields(where)})
 
     def to_text(self, top: int = 10) -> str:
@@ -74,7 +70,6 @@ def to_dataframe(result: SpyResult) -> Any:
     """The rows of :func:`to_rows <.series.to_rows>` as a pandas DataFrame (pandas extra).
 
     :param result: what ``MemorySpy.stop()`` returned
-    :return: a DataFrame with columns time, channel, bytes, label
     """
     from .._optional import require
 

@@ -96,7 +96,6 @@ class StackAttribution:
 
         :param unit: divisor of byte figures
         :param top: rows kept, all if None
-        :return: the dictionary
         """
         rows = self.functions if top is None else self.functions[:top]
         return {
@@ -120,12 +119,8 @@ class StackAttribution:
 
 
 def stack_at(samples: StackSamples, after: float) -> int:
-    """The stack index of the first sample taken after ``after`` (the last sample if none).
-
-    :param samples: the sampler's records
-    :param after: a time on the spy's clock
-    :return: a stack index, or ``NO_STACK``
-    """
+    """The stack index (or ``NO_STACK``) of the first sample taken after ``after`` on the
+    spy's clock (the last sample if none)."""
     if not samples.times:
         return NO_STACK
     j = bisect.bisect_right(samples.times, after)
@@ -147,7 +142,6 @@ def attribute(
         observer, see :func:`.stacks.from_observer`)
     :param peak_after: time of the tick before the one that saw the peak (the spy knows
         it); None: the stack of the interval the model dates the peak in
-    :return: the attribution
     """
     from .._sampling.aggregate import Aggregator  # its NO_STACK is this one's (-1)
 

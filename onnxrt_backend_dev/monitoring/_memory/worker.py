@@ -37,18 +37,6 @@ if TYPE_CHECKING:
     from .probes import Probe
     from .registry import DeviceProbe
 
-__all__ = [
-    "SpyLoop",
-    "build_loop",
-    "decode_frame",
-    "device_monitors",
-    "encode_frame",
-    "main",
-    "parse_args",
-    "serve",
-    "update_devices",
-]
-
 WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
 
 
