@@ -225,20 +225,13 @@ def profile_from(
     from .._sampling.model import SampledProfile, ThreadProfile
 
     raw = [frames_of(r) or () for r in doc.get("stacks", ())]
-    stacks: list[tuple[Any, ...]] = []
-    index: dict[tuple[Any, ...], int] = {}
+    index: dict[tuple[Any, ...], int] = {}  # the stacks kept, in order
 
     def kept(sid: int, is_main: bool) -> int:
         if not 0 <= sid < len(raw):
             return -1
         frames = cut(raw[sid][skip_outer:] if is_main else raw[sid], None)
-        if not frames:
-            return -1
-        new = index.get(frames)
-        if new is None:
-            new = index[frames] = len(stacks)
-            stacks.append(frames)
-        return new
+        return index.setdefault(frames, len(index)) if frames else -1
 
     threads = []
     for name, is_main, rows, ident, timeline in doc.get("threads", ()):
@@ -259,7 +252,7 @@ def profile_from(
     threads.sort(key=lambda t: not t.is_main)
     samples = sum(int(r[0]) for e in doc.get("threads", ()) for r in e[2].values())
     return SampledProfile(
-        stacks=stacks, threads=threads, interval=interval, timer="observer",
+        stacks=list(index), threads=threads, interval=interval, timer="observer",
         duration=duration, cpu_time=cpu_time, samples=samples, notes=notes,
         program=program, skip_outer=0, cpu_known=True, split_known=True,
         native_threads=[tuple(t) for t in doc.get("native_threads", ())],

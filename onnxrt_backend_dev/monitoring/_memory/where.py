@@ -177,15 +177,8 @@ def _from_model(
         if sid == NO_STACK or not 0 <= sid < len(stacks):
             continue
         stack = stacks[sid]
-        seen = set()
-        for f in stack:
-            key = (f.file, f.name, f.first_line)
-            if key in seen:
-                continue
-            seen.add(key)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = FunctionRow(f.name, f.file, f.first_line)
+        for key in dict.fromkeys((f.file, f.name, f.first_line) for f in stack):
+            row = rows.setdefault(key, FunctionRow(key[1], key[0], key[2]))
             row.highest = max(row.highest, agg.highest.get(sid, 0.0))
             row.ticks += agg.count[sid]
         inner = stack[innermost_user(stack)]
@@ -211,16 +204,9 @@ def _user_views(
 ) -> tuple[list[tuple[SampledFrame, ...]], list[int]]:
     """The distinct :func:`user_view` of the stacks and, per stack, the index of its view
     (``NO_STACK`` for a stack of this tool only)."""
-    stacks: list[tuple[SampledFrame, ...]] = []
     index: dict[tuple[SampledFrame, ...], int] = {}
     view_of: list[int] = []
     for stack in raw:
         view = user_view(stack)
-        if not view:
-            view_of.append(NO_STACK)
-            continue
-        if view not in index:
-            index[view] = len(stacks)
-            stacks.append(view)
-        view_of.append(index[view])
-    return stacks, view_of
+        view_of.append(index.setdefault(view, len(index)) if view else NO_STACK)
+    return list(index), view_of
