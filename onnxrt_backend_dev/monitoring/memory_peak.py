@@ -103,7 +103,6 @@ def get_memory_rss(pid: int) -> int:
     """Returns the resident memory (RSS) of a process in bytes.
 
     :param pid: the process id
-    :return: bytes
     """
     return _get_memory_rss(check_pid_value(pid))
 
@@ -117,9 +116,9 @@ def start_spying_on(
     stacks: bool = False,
     **kwargs: Any,
 ) -> MemorySpy:
-    """Starts the memory spy. The function starts another process spying on the one sent
-    as an argument. Use :meth:`MemorySpy.stop` to get the measures, or a ``with`` block
-    (the result is then in ``spy.result``).
+    """Starts the memory spy, another process spying on ``pid``. Use
+    :meth:`MemorySpy.stop` to get the measures, or a ``with`` block (the result is then in
+    ``spy.result``).
 
     :param pid: process id to spy or the current one
     :param delay: delay between two measures, in seconds, at least ``MIN_DELAY`` (1 ms)

@@ -22,6 +22,7 @@ import pytest
 from helpers import run_cli
 
 from onnxrt_backend_dev.monitoring._cli.spy_where import flame_format
+from onnxrt_backend_dev.monitoring._memory import frames as _frames
 from onnxrt_backend_dev.monitoring._memory import where as _where
 from onnxrt_backend_dev.monitoring._memory.plot import plot_memory
 from onnxrt_backend_dev.monitoring._memory.series import Monitor, SpyResult
@@ -131,24 +132,24 @@ def test_recursion_counts_once_and_unknown_stacks_are_skipped() -> None:
 def test_the_user_view_drops_the_runner_above_and_the_tool_below() -> None:
     runner = SampledFrame("_run_code", "<frozen runpy>", 1, 1)
     cli = SampledFrame("run", os.path.join(OWN, "cmd.py"), 1, 3)
-    assert _where.user_view((runner, cli, MAIN, GROUP, ONES, STOP)) == (MAIN, GROUP, ONES)
-    assert _where.user_view((runner, cli, STOP)) == ()  # the tool's own work
+    assert _frames.user_view((runner, cli, MAIN, GROUP, ONES, STOP)) == (MAIN, GROUP, ONES)
+    assert _frames.user_view((runner, cli, STOP)) == ()  # the tool's own work
     test = SampledFrame("test_cli", "tests/test_x.py", 8, 9)  # a test running the CLI
-    assert _where.user_view((test, cli, runner, MAIN, GROUP)) == (MAIN, GROUP)
-    assert _where.user_view((runner, ONES)) == (runner, ONES)  # library only: kept
+    assert _frames.user_view((test, cli, runner, MAIN, GROUP)) == (MAIN, GROUP)
+    assert _frames.user_view((runner, ONES)) == (runner, ONES)  # library only: kept
     # spy --where -m json.tool: the tool runs library code only, which is what is shown
     lib = SampledFrame("main", "/usr/lib/python3.11/json/tool.py", 19, 40)
-    assert _where.user_view((test, cli, runner, lib, ONES, STOP)) == (lib, ONES)
-    assert _where.innermost_user((MAIN, GROUP, ONES)) == 1
-    assert _where.innermost_user((runner, ONES)) == 1
+    assert _frames.user_view((test, cli, runner, lib, ONES, STOP)) == (lib, ONES)
+    assert _frames.innermost_user((MAIN, GROUP, ONES)) == 1
+    assert _frames.innermost_user((runner, ONES)) == 1
 
 
 def test_the_peak_line_names_the_innermost_user_frames() -> None:
-    line = _where.peak_line(427 * MIB, 1.25, (MAIN, GROUP, ONES))
+    line = _frames.peak_line(427 * MIB, 1.25, (MAIN, GROUP, ONES))
     assert line == "peak 427 MiB at 1.25 s in groupby_sum (script.py:12) <- main (script.py:30)"
-    assert _where.peak_line(MIB, 0.0, None) == "peak 1.00 MiB at 0.00 s (no stack sampled)"
+    assert _frames.peak_line(MIB, 0.0, None) == "peak 1.00 MiB at 0.00 s (no stack sampled)"
     comp = SampledFrame("groupby_sum.<locals>.<listcomp>", "script.py", 11, 11)
-    assert _where.peak_line(MIB, 0.5, (MAIN, GROUP, comp), depth=5) == (
+    assert _frames.peak_line(MIB, 0.5, (MAIN, GROUP, comp), depth=5) == (
         "peak 1.00 MiB at 0.50 s in groupby_sum (script.py:11) <- main (script.py:30)"
     )
 
@@ -646,7 +647,7 @@ def test_the_console_script_launching_the_tool_is_not_the_users_code() -> None:
     )
     cli = SampledFrame("run", os.path.join(OWN, "cmd.py"), 1, 3)
     # THEN it is the tool's own work, not a row of the growth table
-    assert _where.user_view((launcher, cli, STOP)) == ()
-    assert not _where.is_user_frame(launcher)
+    assert _frames.user_view((launcher, cli, STOP)) == ()
+    assert not _frames.is_user_frame(launcher)
     # AND once the script runs, the view starts at the script
-    assert _where.user_view((launcher, cli, MAIN, GROUP)) == (MAIN, GROUP)
+    assert _frames.user_view((launcher, cli, MAIN, GROUP)) == (MAIN, GROUP)

@@ -28,6 +28,7 @@ Pure: records in, figures out; the unit tests feed it synthetic streams.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
 from .._errors import BadValue
@@ -167,7 +168,7 @@ class Estimator:
         self.mean = float(mean)
         self.threshold = threshold
         self.live: dict[int, _Sample] = {}  # address -> sample
-        self.sums: dict[tuple[int, int], _Sums] = {}
+        self.sums: defaultdict[tuple[int, int], _Sums] = defaultdict(_Sums)
         self.best_live = -1.0
         self.best_seq = -1
         self.best_t = -1.0
@@ -196,9 +197,7 @@ class Estimator:
         if old is not None:  # its free was not seen (lost): it ends here
             self._ended(old, seq)
         self.live[address] = sample
-        sums = self.sums.get(key)
-        if sums is None:
-            sums = self.sums[key] = _Sums()
+        sums = self.sums[key]
         sums.samples += 1
         sums.allocated += sample.weight
         sums.allocated_var += sample.var
@@ -250,10 +249,7 @@ class Estimator:
         self.at_peak_freed = []
 
     def estimates(self) -> Estimates:
-        """The figures now (the estimator can go on after).
-
-        :return: the estimates
-        """
+        """The figures now (the estimator can go on after)."""
         peak: dict[tuple[int, int], list[float]] = {}
         end: dict[tuple[int, int], list[float]] = {}
         at_peak = [*self.at_peak_freed, *(s for s in self.live.values() if s.seq < self.best_seq)]
@@ -283,9 +279,6 @@ class Estimator:
 
 
 def _add(into: dict[tuple[int, int], list[float]], sample: _Sample) -> None:
-    row = into.get(sample.key)
-    if row is None:
-        into[sample.key] = [sample.weight, sample.var]
-    else:
-        row[0] += sample.weight
-        row[1] += sample.var
+    row = into.setdefault(sample.key, [0.0, 0.0])
+    row[0] += sample.weight
+    row[1] += sample.var

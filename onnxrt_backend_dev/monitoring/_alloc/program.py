@@ -34,11 +34,9 @@ class AllocPlan(NamedTuple):
 
 
 def check_mean(mean: int) -> int:
-    """Refuses a sampling mean out of range.
+    """Refuses a sampling mean out of range (negative or absurd).
 
     :param mean: bytes between two samples (0: tracking off)
-    :return: it
-    :raises BadValue: negative or absurd
     """
     if not 0 <= mean <= MAX_MEAN:
         raise BadValue(f"the sampling mean must be between 0 and 1 TiB, got {mean}")
@@ -57,7 +55,6 @@ def plan(
     :param environ: the program's environment (this process's by default)
     :param layout: this interpreter's layout (found when not given)
     :param seed: makes the sampling repeatable (tests)
-    :return: the plan
     """
     env = dict(os.environ if environ is None else environ)
     if mean <= 0:

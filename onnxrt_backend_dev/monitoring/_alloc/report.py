@@ -15,6 +15,9 @@ from .estimate import SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker
 
+# The exact counters of AllocFacts that cross the spy's pipe as one tuple, in this order.
+_COUNTS = ("mean", "samples", "peak", "peak_time", "allocated", "count", "lost")
+
 
 @dataclass(frozen=True)
 class AllocFacts:
@@ -137,7 +140,6 @@ def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
 
     :param tracker: the tracker
     :param t0: the start on the records' clock (seconds)
-    :return: the values, None when the shim was never read
     """
     facts = alloc_facts(tracker, (), t0, tracking_notes(tracker))
     if facts is None:
@@ -145,27 +147,18 @@ def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
     return {
         "sites": [dataclasses.astuple(s) for s in facts.sites],
         "libraries": list(facts.libraries),
-        "counts": (
-            facts.mean,
-            facts.samples,
-            facts.peak,
-            facts.peak_time,
-            facts.allocated,
-            facts.count,
-            facts.lost,
-        ),
+        "counts": tuple(getattr(facts, name) for name in _COUNTS),
         "notes": list(facts.notes),
     }
 
 
 def facts_from_doc(doc: Any, stacks: Sequence[Sequence[SampledFrame]]) -> AllocFacts | None:
-    """The figures of :func:`tracker_doc` again, with the stacks decoded (and cut at the
-    block's root) by the receiver; the sites whose stack was cut away (outside the
-    block: the tool's own) left out.
+    """The figures of :func:`tracker_doc` again (None when ``doc`` is not one), with the
+    stacks decoded (and cut at the block's root) by the receiver; the sites whose stack
+    was cut away (outside the block: the tool's own) left out.
 
     :param doc: what :func:`tracker_doc` gave (untrusted: checked)
     :param stacks: the frames of each stack id, outermost first (``SampledFrame``)
-    :return: the facts, None when the document is not one
     """
     from .estimate import NO_STACK, SiteEstimate
 

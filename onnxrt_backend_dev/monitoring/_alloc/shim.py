@@ -54,7 +54,6 @@ def shim_status(environ: Mapping[str, str] | None = None) -> ShimStatus:
     """Whether a program run by this tool can have its allocations tracked.
 
     :param environ: the environment (this process's by default)
-    :return: the shim's path, or None and the reason
     """
     env = os.environ if environ is None else environ
     if not sys.platform.startswith("linux"):
@@ -94,7 +93,6 @@ def layout_spec(layout: object) -> str:
     holds its bytecode itself).
 
     :param layout: an :class:`.._observe.layouts.Layout`
-    :return: the value
     """
     offsets: Mapping[str, int] = layout.offsets  # type: ignore[attr-defined]
     minor = int(layout.version[1])  # type: ignore[attr-defined]
@@ -141,7 +139,6 @@ def program_env(
         to be read (only while they are not)
     :param seed: makes the sampling repeatable (tests)
     :param children: the program's subprocesses load the shim too
-    :return: the environment
     """
     env = {k: v for k, v in base.items() if k not in SETTINGS}
     preload = [p for p in env.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]

@@ -26,7 +26,6 @@ from .ring import (
     KIND_FREE,
     KIND_PEAK,
     STATE_EXITING,
-    STATE_SAMPLING,
     SYMBOL,
     Header,
     Record,
@@ -74,7 +73,6 @@ class AllocTracker:
         self._maps_read_at = -1  # the poll the mappings were last read at
         self.polls = 0
         self.preloaded = ""  # an allocator the user preloads, for the notes
-        self.mismatched = 0  # frames whose code object was gone when read
         self._resolved: dict[tuple[int, ...], int] = {}  # a record's raw frames -> stack id
         self._codes: dict[tuple[int, int], int] = {}  # (code object, check) -> code id
         self.sites: list[tuple[int, int]] = []  # call site id -> (caller, caller's caller)
@@ -213,7 +211,6 @@ class AllocTracker:
         # A code object freed since the record, and another made at its address: the
         # check (its first line and size, as the shim read them) tells; that frame goes.
         wrong = _mismatches(reader.infos, found, checks)
-        self.mismatched += len(wrong)
         kept: list[int] = []
         for i in range(0, len(found), 2):
             if i // 2 not in wrong:
@@ -293,10 +290,6 @@ class AllocTracker:
         self._starts = [s[0] for s in spans]
 
     # -- at the end ------------------------------------------------------------------
-
-    def sampling(self) -> bool:
-        """Whether the shim sampled (it was loaded and read, with a mean above 0)."""
-        return self.header is not None and bool(self.header.state & STATE_SAMPLING)
 
     def lost(self) -> int:
         """Records lost: lapped in the ring, or not kept while waiting for the stacks."""

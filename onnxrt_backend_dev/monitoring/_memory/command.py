@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._run.signals import Signals
-from .._run.supervise import Child, Supervisor
+from .._run.supervise import Supervisor
 from .series import SpyResult
 from .spy import MemorySpy
 
@@ -32,23 +32,13 @@ _POLL = 0.2
 _INTERRUPT_GRACE = 5.0
 
 
-def _ru_maxrss(child: Child) -> float | None:
-    """The kernel's peak of the reaped command since the spy's last reset, in bytes
-    (``ru_maxrss``, KiB on Linux), None when unknown."""
-    usage = child.exit.rusage if child.exit is not None else None
-    return None if usage is None else float(usage.ru_maxrss) * 1024
-
-
 def _own_peak() -> float:
     """This process's memory high-water mark (``VmHWM``) in bytes.
 
-    Forking (or vforking) then exec'ing records the forked memory's high-water mark in
-    the child's ``ru_maxrss``, which ``exec`` never lowers: the command's ``ru_maxrss``
-    starts at up to this figure, read once Popen returned (the mark only grows). Not this
-    process's own ``ru_maxrss``: that one holds what its parent (a test runner, a
-    notebook) had at the fork, often far more.
-
-    :return: bytes
+    Forking then exec'ing records the forked memory's high-water mark in the child's
+    ``ru_maxrss``, which ``exec`` never lowers: the command's ``ru_maxrss`` starts at up
+    to this figure, read once Popen returned. Not this process's own ``ru_maxrss``: that
+    one holds what its parent (a test runner, a notebook) had at the fork, often more.
     """
     from .probes import read_status
 
@@ -61,20 +51,16 @@ def _own_peak() -> float:
 
 
 def _add_end(result: SpyResult, peak: float, floor: float, ended: float) -> None:
-    """Adds the end of the command: its exit time, and the peak of the last interval.
+    """Adds the end of the command: the duration up to its reaping, and the peak of the
+    last interval (from the spy's last tick to the exit).
 
-    The duration runs until the command was reaped, not until the spy's last tick.
-
-    The last interval runs from the spy's last tick to the exit. An allocation in it (a
-    command that allocates then exits within ``delay``) never reaches the spy: the exited
-    process has no ``/proc/PID/status`` memory left. The kernel keeps it for the parent:
-    the child's ``ru_maxrss`` is the high-water mark it had when it ended (the spy's
-    resets lowered it), or more: the marks recorded at each ``exec``, the shell's (tiny)
-    and the CLI's at the fork (see :func:`_own_peak`). Only a figure above the CLI's is
-    used: then it is the command's, and a spike in the last interval smaller than the
-    CLI's own peak (tens of MiB) is not recovered.
-    With ``--children`` it is one process's peak, a lower bound of the tree's: still a
-    true figure, merged the same way.
+    An allocation in that interval never reaches the spy (the exited process has no
+    ``/proc/PID/status`` memory left), but the child's ``ru_maxrss`` keeps it: the
+    high-water mark it had when it ended (the spy's resets lowered it), or more: the
+    marks recorded at each ``exec``, the shell's (tiny) and the CLI's at the fork (see
+    :func:`_own_peak`). Only a figure above the CLI's is the command's, so a spike there
+    smaller than the CLI's own peak (tens of MiB) is not recovered. With ``--children``
+    it is one process's peak, a lower bound of the tree's, merged the same way.
 
     :param result: the spy's result, updated
     :param peak: the command's ``ru_maxrss`` in bytes
@@ -115,10 +101,8 @@ def spy_command(
     during: During | None = None,
     children: bool = False,
 ) -> CommandRun:
-    """Runs a command under the spy, from its first instruction to its exit.
-
-    The command starts at a closed gate (``_run.supervise``), the spy attaches to its
-    pid, then the gate opens. SIGINT, SIGTERM and SIGHUP are forwarded to it (killed
+    """Runs a command under the spy, from its first instruction to its exit (see the
+    module). SIGINT, SIGTERM and SIGHUP are forwarded to it (killed
     ``_INTERRUPT_GRACE`` seconds later if still there); the measure is kept either way.
 
     :param cmd: the command and its arguments (checked to be runnable by the caller)
@@ -143,25 +127,25 @@ def spy_command(
             if supervisor.stopped is not None:
                 spy.note_signal(supervisor.stopped)
         result = spy.stop()
-    last_peak = _ru_maxrss(child)
-    if last_peak is not None:
+    assert child.exit is not None  # reaped above
+    # The kernel's peak of the command since the spy's last reset (KiB on Linux).
+    usage = child.exit.rusage
+    if usage is not None:
+        last_peak = float(usage.ru_maxrss) * 1024
         _add_end(result, last_peak, floor, ended)
         if not children:  # one process: its maximum beside its ru_maxrss
             result["max_rss"] = result["cpu"].max_peak
             result["ru_maxrss"] = last_peak
-    assert child.exit is not None  # reaped above
     return CommandRun(result, child.exit.code, supervisor.stopped, child.exit)
 
 
 def spy_process(spy: MemorySpy, during: During | None = None) -> SpyResult:
-    """Measures a running process (not ours) until it ends, Ctrl-C, SIGTERM or SIGHUP.
-
-    The signals end the measure, not the spied process; SIGTERM or SIGHUP received is in
-    the result's ``'signal'`` (Ctrl-C is the way to end a measure of a process: not).
+    """Measures a running process (not ours) until it ends, Ctrl-C, SIGTERM or SIGHUP:
+    the signals end the measure, not the process; SIGTERM or SIGHUP is the result's
+    ``'signal'`` (Ctrl-C, the usual way to end it, is not).
 
     :param spy: the spy attached to it
     :param during: a context manager wrapped around the measure, or None
-    :return: the spy's result
     """
     with Signals(interrupts=True) as signals, spy, (during or _nothing)(spy):
         while signals.first is None and not spy.wait(_POLL):

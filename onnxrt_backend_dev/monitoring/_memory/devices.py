@@ -89,11 +89,8 @@ class DeviceSampler:
             raise
 
     def sample(self, t: float, force: bool = False) -> None:
-        """Reads every probe (every ``every`` calls, or now with ``force``).
-
-        :param t: the time of the reading
-        :param force: read now (the first and the last sample)
-        """
+        """Reads every probe at time ``t``, every ``every`` calls (now with ``force``: the
+        first and the last sample)."""
         self._n += 1
         if not force and self._n % self.every:
             return

@@ -27,30 +27,18 @@ _SCRIPTS_DIR = os.path.abspath(_SCRIPTS) + os.sep if _SCRIPTS else "\0"  # "\0":
 
 def frame_label(frame: SampledFrame) -> str:
     """``function (file.py:line)``: how a frame is named in every view (the summary, the
-    table, ``peak_stack``).
-
-    :param frame: the frame
-    :return: the label
-    """
+    table, ``peak_stack``)."""
     return f"{frame.name} ({os.path.basename(frame.file)}:{frame.line})"
 
 
 def is_user_frame(frame: SampledFrame) -> bool:
-    """Tells if a frame is the user's code (not a library, not this tool).
-
-    :param frame: the frame
-    :return: True for the user's code
-    """
+    """Tells if a frame is the user's code (not a library, not this tool)."""
     name = frame.file
     return not (is_library_path(name) or name.startswith(_OWN_DIR) or name.startswith(_SCRIPTS_DIR))
 
 
 def is_own_frame(frame: SampledFrame) -> bool:
-    """Tells if a frame is this tool's (the spy's start and stop, the CLI running a script).
-
-    :param frame: the frame
-    :return: True for this tool's frames
-    """
+    """Tells if a frame is this tool's (the spy's start and stop, the CLI running a script)."""
     return frame.file.startswith(_OWN_DIR)
 
 
@@ -86,11 +74,8 @@ def _is_runner(frame: SampledFrame) -> bool:
 
 
 def innermost_user(stack: Sequence[SampledFrame]) -> int:
-    """Index of the innermost user frame of a stack, the innermost frame if none is.
-
-    :param stack: outermost first, not empty
-    :return: an index
-    """
+    """Index of the innermost user frame of a stack (outermost first, not empty), the
+    innermost frame if none is."""
     for i in range(len(stack) - 1, -1, -1):
         if is_user_frame(stack[i]):
             return i
@@ -107,7 +92,6 @@ def peak_line(
     :param peak_time: seconds since the start
     :param stack: the stack at the peak, outermost first
     :param depth: user frames shown at most
-    :return: one line
     """
     from .._format import format_bytes
 
@@ -124,11 +108,7 @@ _COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 def _fold_comprehensions(stack: list[SampledFrame]) -> list[SampledFrame]:
     """A comprehension shown as the function around it, at the comprehension's line (as
-    Python 3.12 inlines them).
-
-    :param stack: outermost first
-    :return: the frames, outermost first
-    """
+    Python 3.12 inlines them); frames outermost first."""
     folded: list[SampledFrame] = []
     for f in stack:
         outer = folded[-1] if folded else None

@@ -59,8 +59,7 @@ class _Pending:
         self.target = target
 
     def importable_now(self) -> bool:
-        """True once the library is imported by the program and the probe says it is
-        ready (torch: CUDA initialized)."""
+        """True once the program imported the library and the probe's ``ready`` says so."""
         module = sys.modules.get(self.lib) if self.lib else None
         if self.lib and module is None:
             return False
@@ -112,8 +111,6 @@ class InProcessProbes:
         self._thread: threading.Thread | None = None
         self._codes: dict[int, Any] = {}
 
-    # --- opening ---------------------------------------------------------------------
-
     def _open(self, pending: _Pending) -> None:
         probe = open_probe(pending.arg, _this_process)
         self.probes.append(probe)
@@ -136,7 +133,6 @@ class InProcessProbes:
         """Opens the probes (unless waiting for an import), resets their marks, takes
         the first reading and starts the thread.
 
-        :return: self
         :raises RuntimeError: a probe cannot be opened (the cause in words)
         """
         if not self.wait_import:
@@ -159,11 +155,8 @@ class InProcessProbes:
         self._thread.start()
         return self
 
-    # --- reading ---------------------------------------------------------------------
-
     def tick(self, from_thread: bool = False) -> None:
-        """Takes one reading of every open probe (the thread calls it; so do ``start``,
-        ``stop`` and another measure about to reset the marks).
+        """Takes one reading of every open probe.
 
         :param from_thread: the reading thread's call: none once stopping (the monitors
             are the result then)
@@ -182,10 +175,12 @@ class InProcessProbes:
                     continue
                 rose.extend(update_devices(mons, readings, t))
             if rose:
+                from .frames import frame_label
+
                 frames = self._stack()
                 for mon in rose:
                     mon.peak_frames = frames
-                    mon.peak_stack = _labels(frames)
+                    mon.peak_stack = tuple(map(frame_label, frames)) if frames else None
 
     def _stack(self) -> tuple[Any, ...] | None:
         """The measured thread's stack now, as the user reads it (None if it is gone)."""
@@ -207,8 +202,6 @@ class InProcessProbes:
         while not self._stop.wait(self.delay):
             self.tick(from_thread=True)
 
-    # --- stopping --------------------------------------------------------------------
-
     def _halt(self) -> None:
         with self._lock:  # once set, the thread reads no more (a reading in progress ends)
             self._stop.set()
@@ -221,10 +214,7 @@ class InProcessProbes:
 
     def stop(self) -> list[Monitor]:
         """Stops the thread, takes a last reading (a spike just before the end counts),
-        closes the probes.
-
-        :return: every monitor, probe after probe
-        """
+        closes the probes; every monitor, probe after probe."""
         self._halt()
         self.tick()
         self.close()
@@ -247,27 +237,15 @@ def _this_process() -> set[int]:
     return {os.getpid()}
 
 
-def _labels(frames: tuple[Any, ...] | None) -> tuple[str, ...] | None:
-    if not frames:
-        return None
-    from .frames import frame_label
-
-    return tuple(frame_label(f) for f in frames)
-
-
 def program_probes(
     args: Sequence[str], delay: float = 0.01, thread: int | None = None
 ) -> InProcessProbes:
-    """The hook of ``run``'s program side: reads the in-process probes of a program from
-    its own process, each opened once the program imported its library (torch: once it
-    initialized CUDA), nothing reset (the program is fresh: the allocator's peak is the
-    program's). Call :meth:`InProcessProbes.stop` when the program ends, then
-    :func:`device_facts`.
+    """The hook of ``run``'s program side (see the module): the started reader, to stop
+    when the program ends before :func:`device_facts`.
 
     :param args: the probes, as ``ProbeSpec.to_arg()`` writes them
     :param delay: seconds between two readings
     :param thread: the thread whose stack says where a peak rose (the main thread if None)
-    :return: the started reader
     """
     main = threading.main_thread().ident if thread is None else thread
     return InProcessProbes(args, delay, thread=main, reset=False, wait_import=True).start()
@@ -276,11 +254,10 @@ def program_probes(
 def device_facts(monitors: Sequence[Monitor]) -> tuple[list[Any], list[Any]]:
     """The report's plain facts of device monitors (they may cross a pipe): curves
     ``(qualname, times, values, source)`` and devices ``(qualname, peak, begin, end,
-    extras)`` where ``extras`` holds ``role``, ``uuid``, ``context`` and ``site`` (the
+    extras)``, ``extras`` holding ``role``, ``uuid``, ``context`` and ``site`` (the
     innermost user frame when the peak rose: ``(function, file, line)``) when known.
 
     :param monitors: the monitors (the spy's devices, in-process ones)
-    :return: ``(curves, devices)``
     """
     from .frames import innermost_user
 

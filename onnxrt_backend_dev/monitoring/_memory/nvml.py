@@ -27,11 +27,7 @@ _NVML_CAUSES: dict[str, str] = {
 
 
 def nvml_cause(exc: BaseException) -> str:
-    """Names the cause of an NVML failure in words.
-
-    :param exc: the exception raised by NVML
-    :return: a short sentence
-    """
+    """The cause of an NVML failure (the exception it raised) in words."""
     name = type(exc).__name__
     for key, cause in _NVML_CAUSES.items():
         if key in name:
@@ -42,8 +38,6 @@ def nvml_cause(exc: BaseException) -> str:
 class NvmlProbe(DeviceProbe):
     """GPU memory through NVML: device-wide used memory per GPU and, where the driver
     reports it, the memory used by the spied processes on each GPU.
-
-    ``read()`` returns one figure per channel (see ``channels``), None where unknown.
 
     :param nvml: the NVML module (``pynvml`` from nvidia-ml-py) or a fake
     :param pids: returns the pids whose own usage is wanted

@@ -145,11 +145,10 @@ RootKey = tuple[str, str, int]  # a code's (qualified name, file, first line)
 
 
 def root_key(code: Any) -> RootKey:
-    """The identity of a code object as the observer reads it: the root of a block's
-    stacks (the frames above it are the caller's, not the block's).
+    """``(qualified name, file, first line)`` of a code object as the observer reads it:
+    the root of a block's stacks (the frames above it are the caller's, not the block's).
 
     :param code: a code object
-    :return: ``(qualified name, file, first line)``
     """
     return getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno
 
@@ -161,7 +160,6 @@ def cut(frames: tuple[Any, ...], root: RootKey | None) -> tuple[Any, ...]:
 
     :param frames: outermost first
     :param root: the block's root, None to keep every frame
-    :return: the frames kept
     """
     start = 0
     if root is not None:
@@ -178,11 +176,11 @@ def cut(frames: tuple[Any, ...], root: RootKey | None) -> tuple[Any, ...]:
 
 
 def stacks_of(doc: dict[str, Any], root: RootKey | None) -> list[tuple[Any, ...]]:
-    """The observer's stacks, decoded and cut at the block's root (see :func:`cut`).
+    """The observer's stacks, one per id, decoded and cut at the block's root (see
+    :func:`cut`: empty where outside the block).
 
     :param doc: the ``stacks`` entry of the spy's result
     :param root: the block's root
-    :return: one stack per id (empty where outside the block)
     """
     out = []
     for raw in doc.get("stacks", ()):
@@ -211,7 +209,8 @@ def profile_from(
     program: str,
     notes: list[str],
 ) -> Any:
-    """The sampled profile of a block, from what the spy's observer read.
+    """The sampled profile (a :class:`.._sampling.model.SampledProfile`) of a block,
+    from what the spy's observer read.
 
     :param doc: the ``stacks`` entry of the spy's result
     :param skip_outer: frames of the main thread's stacks left out at the root (the
@@ -221,26 +220,18 @@ def profile_from(
     :param cpu_time: CPU seconds of the process over the block
     :param program: a name for the headers
     :param notes: sentences for the reader
-    :return: a :class:`.._sampling.model.SampledProfile`
     """
     from .._observe.build import split
     from .._sampling.model import SampledProfile, ThreadProfile
 
     raw = [frames_of(r) or () for r in doc.get("stacks", ())]
-    stacks: list[tuple[Any, ...]] = []
-    index: dict[tuple[Any, ...], int] = {}
+    index: dict[tuple[Any, ...], int] = {}  # the stacks kept, in order
 
     def kept(sid: int, is_main: bool) -> int:
         if not 0 <= sid < len(raw):
             return -1
         frames = cut(raw[sid][skip_outer:] if is_main else raw[sid], None)
-        if not frames:
-            return -1
-        new = index.get(frames)
-        if new is None:
-            new = index[frames] = len(stacks)
-            stacks.append(frames)
-        return new
+        return index.setdefault(frames, len(index)) if frames else -1
 
     threads = []
     for name, is_main, rows, ident, timeline in doc.get("threads", ()):
@@ -261,7 +252,7 @@ def profile_from(
     threads.sort(key=lambda t: not t.is_main)
     samples = sum(int(r[0]) for e in doc.get("threads", ()) for r in e[2].values())
     return SampledProfile(
-        stacks=stacks, threads=threads, interval=interval, timer="observer",
+        stacks=list(index), threads=threads, interval=interval, timer="observer",
         duration=duration, cpu_time=cpu_time, samples=samples, notes=notes,
         program=program, skip_outer=0, cpu_known=True, split_known=True,
         native_threads=[tuple(t) for t in doc.get("native_threads", ())],
@@ -276,7 +267,6 @@ def report_inputs(
 
     :param doc: the ``stacks`` entry of the spy's result
     :param root: the block's root code
-    :return: the aggregator and the threads
     """
     from .._observe.build import totals_of
     from .._sampling.aggregate import from_state

@@ -20,10 +20,7 @@ _UNIT_LABELS: dict[int, str] = {1: "B", 2**10: "KiB", 2**20: "MiB", 2**30: "GiB"
 def plot_memory(result: SpyResult, ax: Any = None, unit: int = 2**20) -> Any:
     """Draws every channel of a spy result against time, marks as vertical lines, and
     the CPU peak as a labelled marker (its value, and the function running then when the
-    stacks were sampled).
-
-    Never calls ``show()``; with ``ax=None`` a new figure is created (the caller saves or
-    shows it).
+    stacks were sampled). Never calls ``show()``: the caller saves or shows it.
 
     :param result: what ``MemorySpy.stop()`` returned
     :param ax: matplotlib Axes to draw on, None for a new figure

@@ -76,11 +76,11 @@ def _denied(pid: int, e: OSError) -> PermissionError:
 
 
 def read_status(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int | None]:
-    """Reads ``(VmRSS, VmHWM)`` of a process in bytes from ``/proc/PID/status``.
+    """Reads ``(VmRSS, VmHWM)`` of a process in bytes from ``/proc/PID/status`` (the
+    high-water mark None if not shown).
 
     :param pid: the process
     :param proc_root: where procfs is mounted
-    :return: current resident memory and high-water mark (None if not shown)
     """
     try:
         with open(f"{proc_root}/{pid}/status", "rb") as f:
@@ -99,18 +99,10 @@ def get_memory_rss(pid: int) -> int:
     """Returns the resident memory (RSS) of a process in bytes.
 
     :param pid: the process
-    :return: bytes
     """
     if os.path.isdir(f"{PROC_ROOT}/self"):
         return read_status(pid)[0]
-    import psutil
-
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except psutil.NoSuchProcess:
-        raise _no_process(pid) from None
-    except psutil.AccessDenied as e:
-        raise PermissionError(f"cannot read the memory of pid {pid}: {PERMISSION_ADVICE}") from e
+    return PsutilProbe(pid).rss
 
 
 class ProcessProbe(Probe):
@@ -166,7 +158,6 @@ class ProcessProbe(Probe):
         return rss, _parse_kb(data, b"VmHWM:")
 
     def read(self) -> tuple[float, float]:
-        """Returns ``(current, peak since the previous read)`` in bytes."""
         rss, hwm = self._read_raw()
         if self._clear_fd is not None:
             try:
@@ -182,7 +173,6 @@ class ProcessProbe(Probe):
         return rss, max(rss, hwm)
 
     def close(self) -> None:
-        """Closes the file descriptors."""
         for fd in (self._fd, self._clear_fd):
             if fd is not None:
                 # No contextlib here: importing it costs the spy milliseconds at start.
@@ -208,7 +198,8 @@ class PsutilProbe(Probe):
         self._psutil = psutil
         try:
             self._proc = psutil.Process(pid)
-            self._proc.memory_info()
+            #: the resident memory when opened, in bytes
+            self.rss = int(self._proc.memory_info().rss)
         except psutil.NoSuchProcess:
             raise _no_process(pid) from None
         except psutil.AccessDenied as e:
@@ -217,7 +208,6 @@ class PsutilProbe(Probe):
             ) from e
 
     def read(self) -> tuple[float, float]:
-        """Returns ``(current, current)`` in bytes."""
         try:
             rss = float(self._proc.memory_info().rss)
         except (self._psutil.NoSuchProcess, self._psutil.AccessDenied):
@@ -229,24 +219,14 @@ class PsutilProbe(Probe):
 
 
 def make_process_probe(pid: int, reset_peak: bool = True, proc_root: str = PROC_ROOT) -> Probe:
-    """Returns the best probe for one process on this system.
-
-    :param pid: the process
-    :param reset_peak: see :class:`ProcessProbe`
-    :param proc_root: where procfs is mounted
-    :return: the probe
-    """
+    """The best probe for one process on this system (parameters: see :class:`ProcessProbe`)."""
     if os.path.isdir(f"{proc_root}/self"):
         return ProcessProbe(pid, reset_peak, proc_root)
     return PsutilProbe(pid)
 
 
 def children_map(proc_root: str = PROC_ROOT) -> dict[int, list[int]]:
-    """Scans procfs: parent pid -> child pids.
-
-    :param proc_root: where procfs is mounted
-    :return: the map
-    """
+    """Scans procfs (mounted at ``proc_root``): parent pid -> child pids."""
     children: dict[int, list[int]] = {}
     for name in os.listdir(proc_root):
         if not name.isdigit():
@@ -269,7 +249,6 @@ def descendants(pid: int, children: dict[int, list[int]], exclude: Iterable[int]
     :param pid: the root
     :param children: parent -> children, see :func:`children_map`
     :param exclude: pids left out with everything below them
-    :return: the pids
     """
     skip = set(exclude)
     found: list[int] = []
@@ -332,7 +311,6 @@ class TreeProbe(Probe):
                 continue  # ended meanwhile, or not ours to read
 
     def read(self) -> tuple[float, float]:
-        """Returns the summed ``(current, peak)`` of the tree in bytes."""
         current, peak = self.root.read()
         now = self.clock()
         if now >= self._next_scan:
@@ -349,7 +327,6 @@ class TreeProbe(Probe):
         return current, peak
 
     def close(self) -> None:
-        """Closes every probe."""
         self.root.close()
         for probe in self.probes.values():
             probe.close()

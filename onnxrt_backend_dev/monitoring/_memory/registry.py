@@ -94,14 +94,10 @@ class DeviceProbe(abc.ABC):
         """Returns the bytes of every channel (None where unknown at this tick)."""
 
     def read_peaks(self) -> list[tuple[float | None, float | None]]:
-        """Returns ``(bytes now, highest bytes since the previous read)`` per channel.
-
-        A probe whose library keeps a high-water mark (torch's ``max_memory_allocated``)
-        overrides it: its monitors then keep exact peaks, a spike between two ticks
-        included. By default the peak is unknown (None): the monitors sample.
-
-        :return: one pair per channel, in the order of ``channels``
-        """
+        """Returns ``(bytes now, highest since the previous read)`` per channel, in the
+        order of ``channels``. A probe whose library keeps a high-water mark (torch's
+        ``max_memory_allocated``) overrides it for exact peaks; by default the peak is
+        unknown (None): the monitors sample."""
         return [(value, None) for value in self.read()]
 
     def reset_peaks(self) -> None:
@@ -153,7 +149,6 @@ class ProbeSpec:
         """The value of the spy's ``--probe`` option: ``name=module:Class,lib``.
 
         :param lib: another library module than the spec's (tests pass a fake)
-        :return: the value
         """
         chosen = self.lib if lib is None else lib
         return f"{self.name}={self.target},{chosen or ''}"
@@ -168,17 +163,13 @@ def register(spec: ProbeSpec) -> ProbeSpec:
     """Adds (or replaces) a device probe.
 
     :param spec: how to open it
-    :return: the spec
     """
     PROBES[spec.name] = spec
     return spec
 
 
 def unregister(name: str) -> None:
-    """Removes a device probe (tests register fakes).
-
-    :param name: its registry name
-    """
+    """Removes a device probe by name (tests register fakes)."""
     PROBES.pop(name, None)
 
 
@@ -186,7 +177,6 @@ def get_spec(name: str) -> ProbeSpec:
     """The spec of a registered probe.
 
     :param name: its registry name
-    :return: the spec
     :raises ValueError: unknown name, the message lists the known ones
     """
     spec = PROBES.get(name) if isinstance(name, str) else None
@@ -200,7 +190,6 @@ def asked_as(name: str, cuda: bool) -> str:
 
     :param name: the probe's registry name
     :param cuda: whether ``cuda=True`` was given
-    :return: the words
     """
     return "cuda=True" if cuda and name == CUDA_PROBE else f"probe {name!r}"
 
@@ -229,10 +218,10 @@ register(
 
 
 def split_probes(names: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The probes the spy process reads, and those read inside the measured process.
+    """The probes the spy process reads, and those read inside the measured process,
+    each in the given order.
 
     :param names: registered probe names
-    :return: ``(spy side, in process)``, each in the given order
     """
     inside = tuple(n for n in names if get_spec(n).inprocess)
     return tuple(n for n in names if n not in inside), inside
@@ -243,7 +232,6 @@ def open_probe(arg: str, pids: Callable[[], set[int]]) -> DeviceProbe:
 
     :param arg: ``name=module:Class,lib``
     :param pids: returns the spied pids
-    :return: the open probe
     """
     import importlib
 
@@ -285,7 +273,6 @@ def to_argv(opts: dict[str, Any]) -> list[str]:
     """The spy's argv for ``opts`` (keys of :data:`WORKER_OPTIONS`; others refused).
 
     :param opts: the options
-    :return: the arguments
     """
     known = {key for _, key, _, _ in WORKER_OPTIONS}
     unknown = set(opts) - known
@@ -305,10 +292,10 @@ def to_argv(opts: dict[str, Any]) -> list[str]:
 
 
 def parse_args(argv: Sequence[str]) -> dict[str, Any]:
-    """Parses what :func:`to_argv` wrote (argparse is left out: the spy starts faster).
+    """Parses what :func:`to_argv` wrote into every key of :data:`WORKER_OPTIONS`
+    (argparse is left out: the spy starts faster).
 
     :param argv: the arguments
-    :return: the options, every key of :data:`WORKER_OPTIONS`
     """
     table = {option: (key, kind) for option, key, kind, _ in WORKER_OPTIONS}
     opts: dict[str, Any] = {

@@ -47,6 +47,15 @@ def _finite(name: str, value: Any) -> float:
     return number
 
 
+def check_max_points(max_points: Any) -> int:
+    """Refuses a bound of a series that is not an int >= 2."""
+    if isinstance(max_points, bool) or not isinstance(max_points, int):
+        raise BadType(f"max_points must be an int, got {type(max_points).__name__}")
+    if max_points < 2:
+        raise BadValue(f"max_points must be >= 2, got {max_points!r}")
+    return max_points
+
+
 class MemorySeries:
     """A bounded ``(timestamp, bytes)`` series that always keeps its maximum.
 
@@ -55,11 +64,7 @@ class MemorySeries:
     """
 
     def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
-        if isinstance(max_points, bool) or not isinstance(max_points, int):
-            raise BadType(f"max_points must be an int, got {type(max_points).__name__}")
-        if max_points < 2:
-            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
-        self.max_points = max_points
+        self.max_points = check_max_points(max_points)
         self.times = array.array("d")
         self.values = array.array("d")
         # The memory at the end of each point's ticks (the peak may be higher): what a
@@ -76,9 +81,8 @@ class MemorySeries:
         """Adds one tick.
 
         :param timestamp: seconds (``time.monotonic`` in the spy)
-        :param value: bytes
-        :param end: the memory at the tick when ``value`` is a peak since the previous
-            one, ``value`` if None
+        :param value: bytes, the peak since the previous tick
+        :param end: the memory at the tick, ``value`` if None
         """
         if self._bucket_n == 0 or value > self._bucket_v:
             self._bucket_t, self._bucket_v = timestamp, value
@@ -99,17 +103,12 @@ class MemorySeries:
 
     def _halve(self) -> None:
         """Merges consecutive pairs into their larger point and doubles the stride."""
-        times, values = self.times, self.values
-        new_t, new_v = array.array("d"), array.array("d")
-        for i in range(0, len(values) - 1, 2):
-            j = i if values[i] >= values[i + 1] else i + 1
-            new_t.append(times[j])
-            new_v.append(values[j])
-        if len(values) % 2:
-            new_t.append(times[-1])
-            new_v.append(values[-1])
-        self.ends = self.ends[1::2] + self.ends[len(self.ends) - len(self.ends) % 2 :]
-        self.times, self.values = new_t, new_v
+        values, n = self.values, len(self.values)
+        kept = [i if values[i] >= values[i + 1] else i + 1 for i in range(0, n - 1, 2)]
+        kept += [n - 1] * (n % 2)
+        self.times = array.array("d", (self.times[i] for i in kept))
+        self.values = array.array("d", (values[i] for i in kept))
+        self.ends = self.ends[1::2] + self.ends[n - n % 2 :]
         self.stride *= 2
 
     def finish(self) -> None:
@@ -142,13 +141,7 @@ class MemorySeries:
 
     @classmethod
     def from_bytes(cls, data: bytes, max_points: int, stride: int) -> MemorySeries:
-        """Rebuilds a series from :meth:`to_bytes`.
-
-        :param data: the bytes
-        :param max_points: see the constructor
-        :param stride: the stride the series had reached
-        :return: the series
-        """
+        """Rebuilds a series from :meth:`to_bytes`, its ``max_points`` and ``stride``."""
         series = cls(max_points)
         third = len(data) // 3
         series.times.frombytes(data[:third])
@@ -169,16 +162,14 @@ class Monitor:
     maximum was reached (seconds since the first tick); with ``stacks=True``,
     ``peak_stack`` and ``where`` say in which code.
 
-    A device's monitor also says where it comes from: ``probe`` (the registry name,
-    ``"nvml"``), ``device`` (its index for that probe) and ``group`` (the result key
-    listing it, ``"gpus"``...); ``qualname`` joins probe and name (``"nvml:gpu0"``).
-    They are None for the process (``"cpu"``).
+    ``qualname`` joins probe and name (``"nvml:gpu0"``); ``probe``, ``device`` and
+    ``group`` are None for the process (``"cpu"``).
 
     :param name: the channel, ``"cpu"``, ``"gpu0"``...
     :param max_points: bound of the retained series, see :class:`MemorySeries`
-    :param probe: the device probe's registry name
-    :param device: the device's index
-    :param group: the result key whose list holds this monitor
+    :param probe: the device probe's registry name (``"nvml"``)
+    :param device: the device's index for that probe
+    :param group: the result key whose list holds this monitor (``"gpus"``)
     """
 
     def __init__(
@@ -266,11 +257,8 @@ class Monitor:
         self._dated_peak = value
 
     def add_final_peak(self, value: float, timestamp: float) -> None:
-        """Adds a peak known after the last tick (the command's ``ru_maxrss`` at exit).
-
-        :param value: bytes
-        :param timestamp: when it was known, on the spy's clock
-        """
+        """Adds a peak in bytes known after the last tick (the command's ``ru_maxrss`` at
+        exit), at ``timestamp`` on the spy's clock."""
         value, timestamp = _finite("value", value), _finite("timestamp", timestamp)
         if value > self.max_peak:
             self.max_peak = value
@@ -347,7 +335,7 @@ class Monitor:
         return f"Monitor({self.name}: {self.summary()})"
 
     def to_state(self) -> tuple[dict[str, Any], bytes]:
-        """Serializes the monitor: a JSON-able header and the series bytes."""
+        """A JSON-able header and the series bytes."""
         data = self.series.to_bytes()
         header = {
             "name": self.name,
@@ -398,13 +386,8 @@ class Monitor:
 
 
 def same_device(a: str | None, b: str | None) -> bool:
-    """Tells if two device identities (UUIDs, as NVML or torch spell them: ``GPU-0b42...``,
-    ``0b42...``) name the same device; an unknown one never matches.
-
-    :param a: one identity
-    :param b: the other
-    :return: True for the same device
-    """
+    """Tells if two device UUIDs, as NVML or torch spell them (``GPU-0b42...``,
+    ``0b42...``), name the same device; an unknown one never matches."""
 
     def key(uuid: str | None) -> str:
         text = (uuid or "").strip().lower()
@@ -542,19 +525,13 @@ class SpyResult(dict):
 
 
 def summary_text(result: SpyResult) -> str:
-    """The summary ``str(result)`` gives, as the text format of :meth:`SpyResult.export`.
-
-    :param result: the spy's result
-    :return: the text
-    """
+    """``str(result)``: the text format of :meth:`SpyResult.export`."""
     return str(result)
 
 
 def to_rows(result: SpyResult) -> list[dict[str, Any]]:
-    """The retained series as rows ``{'time', 'channel', 'bytes', 'label'}``.
-
-    ``time`` is in seconds since the spy started. Marks come as rows of channel
-    ``'mark'`` with their ``label`` and ``bytes`` None; ``label`` is None elsewhere.
+    """The retained series as rows ``{'time', 'channel', 'bytes', 'label'}``, ``time`` in
+    seconds since the spy started; marks are rows of channel ``'mark'`` (``bytes`` None).
 
     :param result: what ``MemorySpy.stop()`` returned
     :return: the rows, ordered by channel then time, marks last

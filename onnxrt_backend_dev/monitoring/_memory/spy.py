@@ -27,7 +27,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .._errors import BadType, BadValue, MissingDependencyError, SpyError, rebuild
 from .._validate import check_bool, check_int
 from . import registry
-from .series import DEFAULT_MAX_POINTS, Monitor, join_context
+from .series import DEFAULT_MAX_POINTS, Monitor, check_max_points, join_context
 
 if TYPE_CHECKING:
     from .views import SpyReport
@@ -57,7 +57,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _pid_max() -> int:
-    """The largest pid this system gives (Linux: ``/proc/sys/kernel/pid_max``)."""
+    """The largest pid this system gives."""
     try:
         with open("/proc/sys/kernel/pid_max", "rb") as f:
             return int(f.read())
@@ -83,11 +83,7 @@ def check_pid_value(pid: Any, name: str = "pid") -> int:
 
 
 def check_pid(pid: Any) -> int:
-    """Refuses what cannot be a pid, and a pid no process has.
-
-    :param pid: what was given
-    :return: the pid
-    """
+    """:func:`check_pid_value`, and refuses a pid no process has."""
     pid = check_pid_value(pid)
     try:
         os.kill(pid, 0)
@@ -115,11 +111,10 @@ def check_seconds(name: str, value: Any, floor: float = 0.0) -> float:
 
 
 def check_delay(value: Any, name: str = "delay") -> float:
-    """Refuses a delay that is not a finite number of seconds >= ``MIN_DELAY``.
+    """:func:`check_seconds` with ``MIN_DELAY`` as the floor.
 
     :param value: what was given
     :param name: the parameter (or option) named in the message
-    :return: the delay
     """
     return check_seconds(name, value, MIN_DELAY)
 
@@ -168,10 +163,7 @@ def probe_names(probes: Sequence[str], cuda: bool = False) -> tuple[str, ...]:
 
 
 class _Reader:
-    """Reads the spy's frames in a daemon thread, then reaps the spy.
-
-    :param proc: the spy process
-    """
+    """Reads the spy's frames in a daemon thread, then reaps the spy."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
@@ -251,12 +243,8 @@ _STACKS_FALLBACK = "the in-process stack sampler"
 class MemorySpy:
     """Spies on the memory of a process from another process.
 
-    The spy starts on construction. :meth:`stop` returns a :class:`SpyReport`, a dict
-    ``{'cpu': Monitor}``, plus ``'gpus'`` (one Monitor per GPU, device-wide used memory)
-    and ``'gpus_process'`` (the process's own usage per GPU, where the driver reports it)
-    with ``cuda=True``, and ``'duration'``, ``'target_exited'``, ``'marks'``; with any
-    device probe, ``'devices'`` holds every device monitor by ``qualname``
-    (``"nvml:gpu0"``).
+    The spy starts on construction; :meth:`stop` returns a :class:`SpyReport` (its keys:
+    see :class:`SpyResult <.series.SpyResult>`).
 
     :param pid: process id of the process to spy on
     :param delay: spy on every delay seconds, at least ``MIN_DELAY`` (1 ms)
@@ -282,13 +270,8 @@ class MemorySpy:
         its allocations into the shim's ring (:func:`.._alloc.block.start_sampling`);
         the spy's observer then reads them too (:attr:`observed`'s ``allocations``)
 
-    A probe registered ``inprocess`` (``"torch"``: the allocator's counters live in the
-    measured process) is read by a thread of this process, on the spy's clock, so
-    ``pid`` must then be the current process; its monitors join the result as the
-    others (``'torch'``, ``'torch_reserved'``; ``'devices'``). Where NVML's usage of this
-    process and torch's reserved memory of one GPU are both measured, NVML's process
-    monitor says how much of it is the CUDA context and other memory outside torch's
-    allocator (``context``).
+    A probe registered ``inprocess`` (``"torch"``) is read by a thread of this process
+    (see :mod:`.inprocess`), so ``pid`` must then be the current process.
     """
 
     def __init__(
@@ -318,11 +301,7 @@ class MemorySpy:
         self.delay = check_delay(delay)
         self.start_timeout = check_seconds("start_timeout", start_timeout)
         self.stop_timeout = check_seconds("stop_timeout", stop_timeout)
-        if isinstance(max_points, bool) or not isinstance(max_points, int):
-            raise BadType(f"max_points must be an int, got {type(max_points).__name__}")
-        if max_points < 2:
-            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
-        self.max_points = max_points
+        self.max_points = check_max_points(max_points)
         self.cuda = cuda
         self.include_children = include_children
         self.reset_peak = reset_peak
@@ -356,13 +335,12 @@ class MemorySpy:
 
     @property
     def resets(self) -> bool:
-        """True when this spy resets the high-water mark (exact peaks; lowers the spied
-        process's ``ru_maxrss``), False when it samples or follows another spy's resets."""
+        """True when this spy resets the high-water mark, False when it samples or
+        follows another spy's resets."""
         return self._resets
 
     def note_signal(self, signum: int) -> None:
-        """Records the signal that ended the measure (SIGTERM...); the result carries it
-        under ``'signal'``.
+        """Records the signal that ended the measure (SIGTERM...) as ``result['signal']``.
 
         :param signum: the signal's number
         """
@@ -413,10 +391,8 @@ class MemorySpy:
                 )
 
     def start(self) -> MemorySpy:
-        """Starts another process and tells it to spy (nothing if it already spies).
-
-        A Ctrl-C at any moment leaves no spy process behind: it is held back while the
-        process is created (until this object holds it), then the spy is killed.
+        """Starts the spy process (nothing if it already spies). A Ctrl-C is held back
+        while the process is created, so none is left behind.
 
         :return: self
         """
@@ -473,7 +449,7 @@ class MemorySpy:
         return self
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], reader: _Reader) -> None:
-        """Waits for the spy's ``ready`` frame; raises what the spy reported otherwise."""
+        """Waits for the spy's ``ready`` frame, or raises what it reported."""
         if not reader.ready.wait(self.start_timeout):
             raise SpyError(f"the memory spy did not start within {self.start_timeout} s")
         if reader.ready_frame is None:
@@ -496,12 +472,8 @@ class MemorySpy:
         return self._reader is not None and self._reader.done.wait(timeout)
 
     def peak_so_far(self) -> float | None:
-        """The CPU peak measured so far, in bytes, as of the previous call (None at first).
-
-        Each call asks the spy for a fresh figure, received in the background.
-
-        :return: bytes or None
-        """
+        """The CPU peak in bytes as of the previous call (None at first): each call asks
+        the spy for a fresh figure, received in the background."""
         if self.running and self._proc is not None and self._proc.stdin is not None:
             with contextlib.suppress(OSError, ValueError):  # stopped meanwhile
                 self._proc.stdin.write(b"peek\n")
@@ -519,11 +491,9 @@ class MemorySpy:
         return t - (self._reader.ready_frame or {}).get("t0", t) if self._reader else 0.0
 
     def stop(self) -> SpyReport:
-        """Stops spying on and returns the measures.
-
-        Thread-safe and idempotent: every call, concurrent or later, returns the same
-        result, or raises the same error once the spy failed (it died, or did not answer
-        within ``stop_timeout`` seconds and was killed).
+        """Stops spying and returns the measures. Thread-safe and idempotent: every call
+        returns the same result, or raises the same error once the spy failed (it died,
+        or did not answer within ``stop_timeout`` seconds and was killed).
 
         :return: ``{'cpu': Monitor, ...}``, see the class
         """
@@ -642,8 +612,7 @@ class MemorySpy:
             proc.stdout.close()
 
     def abort(self) -> None:
-        """Kills the spy without its measures (the measured code failed); ``stop()`` then
-        raises. Nothing is left running."""
+        """Kills the spy without its measures (the measured code failed)."""
         self._kill()
 
     def _kill(self) -> None:

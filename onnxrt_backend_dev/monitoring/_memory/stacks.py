@@ -57,7 +57,6 @@ def is_idle(key: StackKey, codes: dict[int, CodeType]) -> bool:
 
     :param key: its stack
     :param codes: ``id(code) -> code``
-    :return: True if idle
     """
     return not key or codes[key[0]].co_filename.replace("\\", "/").startswith(_IDLE_FILES)
 
@@ -80,7 +79,6 @@ def pick_thread(
     :param main: the main thread's id
     :param codes: ``id(code) -> code``
     :param idle: tells a waiting stack (default: :func:`is_idle` with ``codes``)
-    :return: a thread id, None without any thread
     """
     waits = idle or (lambda key: is_idle(key, codes or {}))
     best, best_score = None, (False, False, False)
@@ -136,7 +134,7 @@ class StackSampler:
         return int(self.recorder.table.merged)
 
     def sample(self) -> None:
-        """Takes one sample now (the sampling thread calls it; tests call it directly)."""
+        """Takes one sample now."""
         self.recorder.sample()
 
     def _keep(self, t: float, sids: dict[int, int]) -> None:
@@ -163,11 +161,8 @@ class StackSampler:
         return found
 
     def start(self) -> StackSampler:
-        """Starts the sampling thread (its first sample comes after ``delay``: one taken
-        here would show the spy starting, not the code measured).
-
-        :return: self
-        """
+        """Starts the sampling thread; self (its first sample comes after ``delay``: one
+        taken here would show the spy starting, not the code measured)."""
         from .._sampling.timer import Ticker
 
         self._ticker = Ticker(self.recorder, "thread")
@@ -175,10 +170,7 @@ class StackSampler:
         return self
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stops the sampling thread (idempotent) and takes a last sample.
-
-        :param timeout: seconds to wait for the thread to end
-        """
+        """Stops the sampling thread (idempotent), waiting ``timeout`` seconds at most."""
         ticker, self._ticker = self._ticker, None
         if ticker is not None:
             ticker.stop(timeout)
@@ -190,12 +182,8 @@ class StackSampler:
 
 
 def frames_of(raw: Any) -> tuple[SampledFrame, ...] | None:
-    """A stack as the spy's observer sends it (``(name, file, first line, line)`` each,
-    untrusted), None when it is not one.
-
-    :param raw: the plain values
-    :return: the frames, outermost first
-    """
+    """The frames, outermost first, of a stack as the spy's observer sends it (``(name,
+    file, first line, line)`` each, untrusted), None when it is not one."""
     try:
         return tuple(SampledFrame(str(n), str(f), int(first), int(line))
                      for n, f, first, line in raw)  # fmt: skip
@@ -208,7 +196,6 @@ def from_observer(doc: dict[str, Any]) -> StackSamples:
     in-process sampler's records: one attribution for both collectors.
 
     :param doc: the ``stacks`` entry of the spy's result (plain values, checked)
-    :return: the records
     """
     times = array.array("d")
     ids = array.array("q")

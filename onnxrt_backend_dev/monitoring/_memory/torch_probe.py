@@ -78,15 +78,11 @@ class TorchProbe(DeviceProbe):
         driver's start).
 
         :param cuda: the ``torch.cuda`` module
-        :return: True once initialized
         """
         try:
             return bool(cuda.is_initialized())
         except Exception:
             return False
-
-    def _initialized(self) -> bool:
-        return self.ready(self.cuda)
 
     def _stats(self, device: int) -> Mapping[str, Any]:
         stats = self.cuda.memory_stats(device)
@@ -95,7 +91,7 @@ class TorchProbe(DeviceProbe):
     def read_peaks(self) -> list[tuple[float | None, float | None]]:
         """Allocated ``(now, peak)`` per device, then reserved ``(now, peak)`` per device;
         zeros before CUDA is initialized, None for a device whose counters cannot be read."""
-        if not self._initialized():
+        if not self.ready(self.cuda):
             return [(0.0, None)] * (2 * self.count)
         allocated: list[tuple[float | None, float | None]] = []
         reserved: list[tuple[float | None, float | None]] = []
@@ -140,7 +136,7 @@ class TorchProbe(DeviceProbe):
     def reset_peaks(self) -> None:
         """Resets the allocator's high-water marks of every device (once CUDA is
         initialized; before, they are 0 anyway)."""
-        if not self._initialized():
+        if not self.ready(self.cuda):
             return
         for device in range(self.count):
             try:

@@ -30,11 +30,7 @@ class AttributionReport(StackAttribution):
 
     @classmethod
     def of(cls, where: StackAttribution) -> AttributionReport:
-        """The same attribution, with the views.
-
-        :param where: the model
-        :return: the report
-        """
+        """The same attribution, with the views."""
         return cls(**{f.name: getattr(where, f.name) for f in dataclasses.fields(where)})
 
     def to_text(self, top: int = 10) -> str:
@@ -60,26 +56,18 @@ class SpyReport(SpyResult):
     """A :class:`SpyResult <.series.SpyResult>` with its views as methods."""
 
     def to_dataframe(self) -> Any:
-        """See :func:`to_dataframe`."""
-        return to_dataframe(self)
+        """The rows of :func:`to_rows <.series.to_rows>` as a pandas DataFrame (pandas
+        extra), columns time, channel, bytes, label."""
+        from .._optional import require
+
+        pd = require("pandas", "pandas", "the memory series as a DataFrame")
+        return pd.DataFrame(to_rows(self), columns=["time", "channel", "bytes", "label"])
 
     def plot(self, ax: Any = None, unit: int = 2**20) -> Any:
         """See :func:`onnxrt_backend_dev.monitoring._memory.plot.plot_memory`."""
         from .plot import plot_memory  # matplotlib only when drawing
 
         return plot_memory(self, ax=ax, unit=unit)
-
-
-def to_dataframe(result: SpyResult) -> Any:
-    """The rows of :func:`to_rows <.series.to_rows>` as a pandas DataFrame (pandas extra).
-
-    :param result: what ``MemorySpy.stop()`` returned
-    :return: a DataFrame with columns time, channel, bytes, label
-    """
-    from .._optional import require
-
-    pd = require("pandas", "pandas", "the memory series as a DataFrame")
-    return pd.DataFrame(to_rows(result), columns=["time", "channel", "bytes", "label"])
 
 
 def attach(monitor: Any, samples: StackSamples) -> None:

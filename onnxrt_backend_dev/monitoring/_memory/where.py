@@ -36,27 +36,8 @@ from typing import Any
 
 from .._sampling.frames import SampledFrame
 from .._stacks.frames import StackFrame
-from .frames import (
-    frame_label,
-    innermost_user,
-    is_own_frame,
-    is_user_frame,
-    peak_line,
-    user_view,
-)
+from .frames import frame_label, innermost_user, user_view
 from .stacks import NO_STACK, StackSamples
-
-__all__ = [
-    "FunctionRow",
-    "StackAttribution",
-    "attribute",
-    "innermost_user",
-    "is_own_frame",
-    "is_user_frame",
-    "peak_line",
-    "stack_at",
-    "user_view",
-]
 
 
 @dataclass
@@ -115,7 +96,6 @@ class StackAttribution:
 
         :param unit: divisor of byte figures
         :param top: rows kept, all if None
-        :return: the dictionary
         """
         rows = self.functions if top is None else self.functions[:top]
         return {
@@ -139,12 +119,8 @@ class StackAttribution:
 
 
 def stack_at(samples: StackSamples, after: float) -> int:
-    """The stack index of the first sample taken after ``after`` (the last sample if none).
-
-    :param samples: the sampler's records
-    :param after: a time on the spy's clock
-    :return: a stack index, or ``NO_STACK``
-    """
+    """The stack index (or ``NO_STACK``) of the first sample taken after ``after`` on the
+    spy's clock (the last sample if none)."""
     if not samples.times:
         return NO_STACK
     j = bisect.bisect_right(samples.times, after)
@@ -166,7 +142,6 @@ def attribute(
         observer, see :func:`.stacks.from_observer`)
     :param peak_after: time of the tick before the one that saw the peak (the spy knows
         it); None: the stack of the interval the model dates the peak in
-    :return: the attribution
     """
     from .._sampling.aggregate import Aggregator  # its NO_STACK is this one's (-1)
 
@@ -202,15 +177,8 @@ def _from_model(
         if sid == NO_STACK or not 0 <= sid < len(stacks):
             continue
         stack = stacks[sid]
-        seen = set()
-        for f in stack:
-            key = (f.file, f.name, f.first_line)
-            if key in seen:
-                continue
-            seen.add(key)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = FunctionRow(f.name, f.file, f.first_line)
+        for key in dict.fromkeys((f.file, f.name, f.first_line) for f in stack):
+            row = rows.setdefault(key, FunctionRow(key[1], key[0], key[2]))
             row.highest = max(row.highest, agg.highest.get(sid, 0.0))
             row.ticks += agg.count[sid]
         inner = stack[innermost_user(stack)]
@@ -236,16 +204,9 @@ def _user_views(
 ) -> tuple[list[tuple[SampledFrame, ...]], list[int]]:
     """The distinct :func:`user_view` of the stacks and, per stack, the index of its view
     (``NO_STACK`` for a stack of this tool only)."""
-    stacks: list[tuple[SampledFrame, ...]] = []
     index: dict[tuple[SampledFrame, ...], int] = {}
     view_of: list[int] = []
     for stack in raw:
         view = user_view(stack)
-        if not view:
-            view_of.append(NO_STACK)
-            continue
-        if view not in index:
-            index[view] = len(stacks)
-            stacks.append(view)
-        view_of.append(index[view])
-    return stacks, view_of
+        view_of.append(index.setdefault(view, len(index)) if view else NO_STACK)
+    return list(index), view_of

@@ -11,8 +11,6 @@ from .._stacks.export import to_collapsed, to_speedscope
 from .._validate import check_int, check_str
 from .where import StackAttribution
 
-# Characters that would break a row of the table (a function or file name is untrusted).
-
 
 def where_text(where: StackAttribution, top: int = 10) -> str:
     """The ``top`` functions by growth up to the peak as a table with units: growth up to
@@ -21,7 +19,6 @@ def where_text(where: StackAttribution, top: int = 10) -> str:
 
     :param where: the attribution
     :param top: rows shown
-    :return: text
     """
     top = check_int("top", top, minimum=1)
     head = f"{'to peak':>10} {'net':>10} {'highest':>10}  function"
@@ -55,7 +52,6 @@ def where_collapsed(where: StackAttribution) -> str:
     memory flame graph for flamegraph.pl, speedscope, inferno.
 
     :param where: the attribution
-    :return: text
     """
     return to_collapsed(where.weighted_stacks())
 
@@ -66,6 +62,5 @@ def where_speedscope(where: StackAttribution, name: str = "memory growth") -> st
 
     :param where: the attribution
     :param name: the profile's name
-    :return: JSON text
     """
     return str(to_speedscope(where.weighted_stacks(), check_str("name", name), "bytes"))

@@ -37,18 +37,6 @@ if TYPE_CHECKING:
     from .probes import Probe
     from .registry import DeviceProbe
 
-__all__ = [
-    "SpyLoop",
-    "build_loop",
-    "decode_frame",
-    "device_monitors",
-    "encode_frame",
-    "main",
-    "parse_args",
-    "serve",
-    "update_devices",
-]
-
 WRITE_TIMEOUT = 5.0  # seconds to hand the result over before giving up
 
 
@@ -109,7 +97,7 @@ class SpyLoop:
         return True
 
     def result(self, target_exited: bool) -> tuple[dict[str, Any], bytes]:
-        """Serializes every monitor: a header and the concatenated series bytes."""
+        """Every monitor: a header and the concatenated series bytes."""
         headers, chunks = [], []
         for mon in self.monitors:
             header, data = mon.to_state()
@@ -141,7 +129,6 @@ def device_monitors(probe: DeviceProbe, max_points: int) -> list[Monitor]:
 
     :param probe: the open probe
     :param max_points: bound of each retained series
-    :return: the monitors
     """
     mons = []
     for ch in probe.channels:
@@ -181,24 +168,18 @@ def update_devices(
 
 
 def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
-    """A frame: header and payload sizes (8 bytes each), the marshalled header, the payload.
-
-    marshal, not json: both ends run the same interpreter and json would import ``re``.
+    """A frame: header and payload sizes (8 bytes each), the marshalled header, the payload
+    (marshal, not json: both ends run the same interpreter and json would import ``re``).
 
     :param header: plain values only (str, int, float, bool, None, lists, dicts)
     :param payload: raw bytes
-    :return: the frame
     """
     head = marshal.dumps(header)
     return len(head).to_bytes(8, "little") + len(payload).to_bytes(8, "little") + head + payload
 
 
 def decode_frame(data: bytes) -> tuple[dict[str, Any], bytes, bytes]:
-    """Reads the first frame of ``data``.
-
-    :param data: bytes starting with a frame from :func:`encode_frame`
-    :return: the header, the payload and what follows the frame
-    """
+    """The header, the payload and what follows of the frame ``data`` starts with."""
     n_head = int.from_bytes(data[:8], "little")
     n_payload = int.from_bytes(data[8:16], "little")
     end = 16 + n_head + n_payload
@@ -210,10 +191,6 @@ def write_frame(
 ) -> bool:
     """Writes one frame, giving up after ``timeout`` seconds (nobody reading).
 
-    :param fd: where to write (non-blocking or not)
-    :param header: the header
-    :param payload: the bytes following the header
-    :param timeout: seconds
     :return: True if everything was written
     """
     data = memoryview(encode_frame(header, payload))
@@ -291,11 +268,7 @@ def serve(
 
 
 def build_loop(opts: dict[str, Any]) -> SpyLoop:
-    """Opens the probes described by ``opts`` (see :func:`parse_args`).
-
-    :param opts: the options (see :func:`.registry.parse_args`)
-    :return: the loop
-    """
+    """Opens the probes described by ``opts`` (see :func:`.registry.parse_args`)."""
     pid = opts["pid"]
     reset = not opts["no_reset"]
     cpu: Probe
@@ -342,11 +315,7 @@ def _open_observer(loop: SpyLoop, pid: int, max_points: int, alloc: str = "") ->
 def wire_name(error: BaseException) -> str:
     """The class name an error travels under: its own, or that of its nearest ancestor of
     the family (a probe's subclass of ``SpyError`` arrives as a ``SpyError``), so that the
-    parent rebuilds it as a class it knows (see ``_errors.rebuild``).
-
-    :param error: the error
-    :return: a class name
-    """
+    parent rebuilds it as a class it knows (see ``_errors.rebuild``)."""
     for cls in type(error).__mro__:
         if BY_NAME.get(cls.__name__) is cls:
             return cls.__name__
@@ -354,9 +323,8 @@ def wire_name(error: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
-    """Runs the spy: opens the probes, says ready, ticks, sends the result.
-
-    Errors are sent to the parent as an ``error`` frame, never printed.
+    """Runs the spy: opens the probes, says ready, ticks, sends the result; errors are
+    sent to the parent as an ``error`` frame, never printed.
 
     :param argv: the arguments, ``sys.argv[1:]`` if None
     :param rfd: file descriptor of the parent's messages
