@@ -16,18 +16,8 @@ from typing import Any
 
 from .._sampling.frames import SampledFrame
 from .._sampling.model import SampledProfile, Stack, ThreadProfile
-from .observer import (
-    CPU,
-    NATIVE,
-    POOL,
-    PYTHON,
-    QUEUED,
-    SAMPLES,
-    STICKS,
-    UTICKS,
-    WALL,
-    ProcessRecord,
-)
+from .observer import CPU, NATIVE, PYTHON, QUEUED, SAMPLES, STICKS, UTICKS, WALL, ProcessRecord
+from .observer import POOL as OBSERVED_POOL  # the model's POOL is another index
 from .process import thread_name
 
 
@@ -70,8 +60,8 @@ def split(row: list[float]) -> list[float]:
     user = 1.0 - system_share
     out = [row[WALL], cpu, row[SAMPLES], row[PYTHON] * user, row[NATIVE] * user,
            cpu * system_share, min(row[QUEUED], max(row[WALL] - cpu, 0.0))]  # fmt: skip
-    if len(row) > POOL and row[POOL]:
-        out += [0.0, 0.0, 0.0, row[POOL]]
+    if len(row) > OBSERVED_POOL and row[OBSERVED_POOL]:
+        out += [0.0, 0.0, 0.0, row[OBSERVED_POOL]]
     return out
 
 
