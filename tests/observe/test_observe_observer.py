@@ -12,14 +12,17 @@ from types import SimpleNamespace
 import pytest
 
 from onnxrt_backend_dev.monitoring._observe import opcodes
+from onnxrt_backend_dev.monitoring._observe.build import native_threads, split
 from onnxrt_backend_dev.monitoring._observe.observer import (
     NATIVE,
+    POOL,
     PYTHON,
     Observer,
     ProcessRecord,
     ThreadRecord,
     _other_threads,
     _python_rows,
+    credit_pool,
     sample_threads,
 )
 from onnxrt_backend_dev.monitoring._observe.reader import ThreadSample
@@ -57,6 +60,75 @@ def test_a_python_thread_missing_from_one_read_is_not_counted_as_a_native_one() 
         stop.set()
         worker.join()
         record.close()
+
+
+def test_the_pools_cpu_lands_on_the_stack_the_main_thread_runs_at_each_read() -> None:
+    # GIVEN a main thread sampled on line A, then on line B, and a thread Python does not
+    # know (a pool started from C, as the observer sees it) using CPU while it waits
+    record = _record()
+    main = next(iter(record.threads.values()))
+    record.infos.extend([SimpleNamespace(ops=bytes(4))] * 2)
+    line_a, line_b = record.intern((0, 0)), record.intern((1, 0))
+    go, used = threading.Event(), threading.Event()
+
+    def pool() -> None:
+        go.wait()
+        _spin(0.02)  # 20 ms of its own CPU, not of the wall clock
+        used.set()
+        go.clear()
+        go.wait()
+
+    worker = threading.Thread(target=pool)
+    worker.start()
+    try:
+        main.add(line_a, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0)  # one sample: 8 columns, no pool
+        main.last_sid = line_a
+        _other_threads(record, [])  # its first reading: nothing to credit yet
+        go.set()
+        used.wait(5)
+        # WHEN the pool's CPU is read
+        _other_threads(record, [])
+        # THEN what it used since the last read is on line A, in the pool's column
+        pooled = main.rows[line_a][POOL]
+        assert pooled >= 0.02 and len(main.rows[line_a]) == POOL + 1
+        # AND it is the pool's total, listed apart as before (counted once each way)
+        assert sum(s for _, _, s in native_threads(record)) == pytest.approx(pooled)
+        # WHEN the main thread moved on to line B and the pool used 1.5 s more
+        main.add(line_b, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0)
+        main.last_sid = line_b
+        credit_pool(record, 1.5)
+        # THEN line B has it, line A keeps its own
+        assert main.rows[line_b][POOL] == 1.5 and main.rows[line_a][POOL] == pooled
+        # AND the model's row carries it at its own index, a row without it reads 0
+        from onnxrt_backend_dev.monitoring._sampling import model
+
+        assert split(main.rows[line_b])[model.POOL] == 1.5
+        assert model.column(split(main.rows[line_b][:POOL]), model.POOL) == 0.0
+    finally:
+        go.set()
+        worker.join()
+        record.close()
+
+
+def test_no_main_thread_read_yet_credits_no_stack() -> None:
+    record = _record()
+    credit_pool(record, 1.0)  # its stack not read yet (last_sid -1): the total keeps it
+    assert not next(iter(record.threads.values())).rows
+    record.close()
+
+
+def test_pools_are_named_by_kernel_name_without_digits() -> None:
+    # GIVEN threads named by their pool and number, one keeping the process's name, one
+    # whose name could not be read
+    record = _record()
+    record.comm = "python3.11"
+    for tid, name in enumerate(["onnxruntime-1", "onnxruntime-2", "OpenBLAS", "python3.11", ""]):
+        record.others[tid] = [name, 0, (tid + 1) * 10**9]
+    # THEN one row per pool, the unnamed threads together
+    assert sorted(native_threads(record)) == [
+        ("OpenBLAS", 1, 3.0), ("onnxruntime", 2, 3.0), ("unnamed", 2, 9.0)
+    ]  # fmt: skip
+    record.close()
 
 
 def test_nothing_is_listed_before_the_program_is_read_as_python() -> None:

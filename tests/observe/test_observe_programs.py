@@ -4,6 +4,7 @@ handlers and threads, the CPU split in the outputs, commands that do not exist."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,37 @@ def test_a_child_process_peak_is_its_own_not_the_programs(tmp_path: Path) -> Non
     child = [c for c in doc["curves"] if c["name"].startswith("rss process")]
     assert child and child[0]["peak"] > 110 * 2**20
     assert "its own peak RSS" in proc.stdout + proc.stderr
+
+
+POOL = """\
+import os
+import time
+
+import numpy as np
+
+a = np.random.rand(500, 500)
+end = time.perf_counter() + 0.8
+while time.perf_counter() < end:
+    b = a @ a
+print("threads", len(os.listdir("/proc/self/task")))
+"""
+
+
+def test_a_native_pools_cpu_is_on_the_line_that_runs_it(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    # GIVEN a program multiplying matrices with OpenBLAS's threads (a pool started from C)
+    (tmp_path / "pool.py").write_text(POOL)
+    out = tmp_path / "r.json"
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}
+    # WHEN run
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxrt_backend_dev.monitoring", "run", "-q", "-o", str(out),
+         "pool.py"], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    if "threads 1" in proc.stdout:
+        pytest.skip("this numpy multiplies in the calling thread only: no pool")
+    # THEN the pool's CPU (the 5th figure of a line's split) is on the matmul line most
+    pools = {r["site"]["line"]: r["split"][4] for r in json.loads(out.read_text())["lines"]
+             if len(r["split"]) > 4}  # fmt: skip
+    assert pools.get(9, 0.0) > 0 and max(pools, key=lambda k: pools[k]) == 9, pools

@@ -291,3 +291,21 @@ def test_a_run_without_a_tick_has_no_negative_moment() -> None:
     # THEN its peak is at 0, and the report says why there is nothing
     assert report.peak.time == 0.0
     assert "no memory tick: the program ended before the first one" in report.notes
+
+
+def test_a_pools_cpu_is_a_hot_line_column_only_when_a_line_has_it(tmp_path: Path) -> None:
+    # GIVEN the main thread's line 3 run 0.3 s while a pool used 0.6 s of CPU
+    s = str(tmp_path / "script.py")
+    main = (SampledFrame("<module>", s, 1, 1), SampledFrame("work", s, 2, 3))
+    row = (0.3, 0.3, 1.0, 0.0, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.6)
+    report = _report(tmp_path, stacks=(main,), threads=[("MainThread", True, {3: row})])
+    # THEN the hot lines have a pool column, 200 % of the line's time on line 3
+    text = to_text(report)
+    assert "wait pool (% of the line's time)" in text
+    assert "  100    0    0  200  " in next(x for x in text.splitlines() if "script.py:3 " in x)
+    assert "<th>pool CPU</th>" in to_html(report) and "<td>200 %</td>" in to_html(report)
+    assert from_json(to_json(report)).lines == report.lines  # kept by the JSON
+    # AND without it (a row saved before the column existed), no pool column
+    report = _report(tmp_path, stacks=(main,), threads=[("MainThread", True, {3: row[:7]})])
+    assert "wait pool" not in to_text(report) and "pool CPU" not in to_html(report)
+    assert "wait (% of the line's time)" in to_text(report)

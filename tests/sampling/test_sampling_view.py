@@ -288,3 +288,33 @@ def test_a_source_line_of_a_file_named_with_a_nul_is_empty(tmp_path: Path) -> No
     # THEN the real file's line is read; the other is no line, never an error
     assert source_line(str(real), 1) == "x = 1"
     assert source_line(str(real) + "\x00.py", 1) == ""
+
+
+def test_the_pools_cpu_is_shown_where_a_row_has_it_and_nowhere_else() -> None:
+    from onnxrt_backend_dev.monitoring._sampling.model import NCOLUMNS, POOL
+    from onnxrt_backend_dev.monitoring._sampling.render_json import to_dict
+
+    # GIVEN a line run while a pool used 0.8 s of CPU (the observer's full row) and a
+    # line saved before the column existed (the split only)
+    stacks: list[tuple[SampledFrame, ...]] = [
+        (user("main"), user("infer", 3)),
+        (user("main"), user("prepare", 5)),
+    ]
+    infer = [0.4, 0.1, 1.0, 0.0, 0.1, 0.0, 0.0] + [0.0] * (NCOLUMNS - 7)
+    infer[POOL] = 0.8
+    totals = {0: infer, 1: [0.6, 0.6, 1.0, 0.6, 0.0, 0.0, 0.0]}
+    thread = ThreadProfile(1, "MainThread", True, totals)
+    profile = SampledProfile(stacks, [thread], 0.002, "observer", 1.0, 1.0, 2, split_known=True)
+    # WHEN rendered
+    text, doc = to_text(profile), to_dict(profile)
+    # THEN the thread, the row and the line say the pool's CPU (200 % of the line's time)
+    assert "pool CPU 800 ms" in text.splitlines()[1]
+    assert "infer  /home/me/script.py:1  [pool CPU 800 ms]" in text
+    assert "| pool CPU):" in text and "wait  75 | pool 200" in text
+    rows = {r["name"]: r for r in doc["threads"][0]["rows"]}
+    assert rows["infer"]["pool"] == 0.8 and "pool" not in rows["prepare"]
+    lines = {h["line"]: h["split"] for f in doc["hot_lines"] for h in f["lines"]}
+    assert lines[3]["pool"] == 2.0 and "pool" not in lines[5]
+    # AND without the pool's CPU, nothing says pool (the outputs as before)
+    infer[POOL] = 0.0
+    assert "pool" not in to_text(profile) and "pool" not in json.dumps(to_dict(profile))

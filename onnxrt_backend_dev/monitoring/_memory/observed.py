@@ -12,6 +12,7 @@ frames, and each thread's columns per stack.
 from __future__ import annotations
 
 import array
+import itertools
 import os
 from typing import Any
 
@@ -241,8 +242,11 @@ def profile_from(
             if new >= 0:
                 cols = split(list(map(float, row)))
                 old = totals.get(new)
+                # Two stacks cut to one: a row with the pool's column and one without.
                 totals[new] = (
-                    cols if old is None else [a + b for a, b in zip(old, cols, strict=True)]
+                    cols
+                    if old is None
+                    else [a + b for a, b in itertools.zip_longest(old, cols, fillvalue=0.0)]
                 )
         if not totals:
             continue

@@ -4,7 +4,9 @@ stack, sampled threads).
 
 Each row's columns become: samples, wall seconds, CPU seconds, and the CPU split into
 Python (bytecode), native (C code, the GIL released or a call into C) and system (the
-kernel's share, from the kernel's user and system ticks); waiting is wall minus CPU.
+kernel's share, from the kernel's user and system ticks); waiting is wall minus CPU. A
+main thread's row also holds the CPU of the threads Python does not know (the pool's)
+while it ran that stack.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from .._sampling.frames import SampledFrame
 from .._sampling.model import SampledProfile, Stack, ThreadProfile
 from .observer import CPU, NATIVE, PYTHON, QUEUED, SAMPLES, STICKS, UTICKS, WALL, ProcessRecord
+from .observer import POOL as OBSERVED_POOL  # the model's POOL is another index
 from .process import thread_name
 
 
@@ -45,17 +48,21 @@ def decode_stacks(record: ProcessRecord) -> list[Stack]:
 def split(row: list[float]) -> list[float]:
     """A row's columns as the model keeps them: ``[wall, cpu, samples, python, native,
     system, queued]`` (seconds; system from the kernel's ticks, taken off Python and
-    native in proportion; queued: runnable, waiting for a CPU).
+    native in proportion; queued: runnable, waiting for a CPU), then, where the pool's
+    CPU was credited to the row, no memory and that CPU (:data:`.model.POOL`).
 
-    :param row: the observer's columns
+    :param row: the observer's columns (a row saved without the pool's: none)
     :return: the model's
     """
     cpu = row[CPU]
     ticks = row[UTICKS] + row[STICKS]
     system_share = row[STICKS] / ticks if ticks > 0 else 0.0
     user = 1.0 - system_share
-    return [row[WALL], cpu, row[SAMPLES], row[PYTHON] * user, row[NATIVE] * user,
-            cpu * system_share, min(row[QUEUED], max(row[WALL] - cpu, 0.0))]  # fmt: skip
+    out = [row[WALL], cpu, row[SAMPLES], row[PYTHON] * user, row[NATIVE] * user,
+           cpu * system_share, min(row[QUEUED], max(row[WALL] - cpu, 0.0))]  # fmt: skip
+    if len(row) > OBSERVED_POOL and row[OBSERVED_POOL]:
+        out += [0.0, 0.0, 0.0, row[OBSERVED_POOL]]
+    return out
 
 
 def totals_of(
@@ -138,15 +145,18 @@ def to_profile(
 
 
 def native_threads(record: ProcessRecord) -> list[tuple[str, int, float]]:
-    """The threads Python does not know, grouped by kernel name (``OpenBLAS``...):
-    ``(name, count, CPU seconds)``.
+    """The threads Python does not know, grouped into pools by kernel name, digits left
+    out (``onnxruntime-3`` and ``onnxruntime-7`` are the pool ``onnxruntime``):
+    ``(name, count, CPU seconds)``; a thread keeping the process's name (unnamed) or
+    whose name was not read is ``unnamed``.
 
     :param record: the process
     """
     groups: dict[str, list[float]] = {}
     own = record.comm or thread_name(record.pid, record.pid)
     for name, first_ns, last_ns in record.others.values():
-        label = "unnamed" if str(name) == own else str(name)  # the process's own name
+        pool = "".join(c for c in str(name) if not c.isdigit()).strip(" -_.:#/")
+        label = "unnamed" if str(name) == own or not pool else pool
         entry = groups.setdefault(label, [0, 0.0])
         entry[0] += 1
         entry[1] += max(last_ns - first_ns, 0) / 1e9

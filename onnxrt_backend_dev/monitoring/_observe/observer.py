@@ -51,9 +51,10 @@ from .walk import (
 MAX_POINTS = 20_000
 MAX_STACKS = 100_000
 # Columns of a row: samples, wall, cpu, python cpu, native cpu, user ticks, system ticks,
-# seconds runnable but waiting for a CPU (a busy machine).
-SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED = range(8)
-NCOLUMNS = 8
+# seconds runnable but waiting for a CPU (a busy machine); then, on the rows the threads
+# Python does not know were credited to only (see :func:`credit_pool`), their CPU.
+SAMPLES, WALL, CPU, PYTHON, NATIVE, UTICKS, STICKS, QUEUED, POOL = range(9)
+NCOLUMNS = 8  # the columns every row has (a row grows to POOL when credited)
 # Seconds between two listings of threads Python does not know, two readings of the
 # threads' user and system ticks (the kernel moves them by 10 ms), two looks for new
 # child processes: on the clock, not every so many samples, so that 10,000 samples a
@@ -696,7 +697,8 @@ def _delta(th: ThreadRecord, row: Any) -> tuple[float, float, float, float]:
 
 def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
     """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
-    kernel name, read every :data:`OTHERS_PERIOD` seconds."""
+    kernel name, read every :data:`OTHERS_PERIOD` seconds; what they used since the
+    previous read is credited to the main thread's stack now (see :func:`credit_pool`)."""
     if record.reader is None:
         return  # no Python thread read yet: every thread would look unknown
     # Python's threads, whenever seen (a read that failed, or a thread starting without
@@ -707,6 +709,7 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
         del record.others[tid]
     if not record.comm:
         record.comm = thread_name(record.pid, record.pid)
+    spent = 0
     for tid in thread_ids(record.pid):
         if tid in known:
             continue
@@ -717,6 +720,28 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
         except (OSError, ValueError, IndexError):
             continue
         if entry is None:
-            record.others[tid] = [thread_name(record.pid, tid) or f"thread {tid}", ns, ns]
+            record.others[tid] = [thread_name(record.pid, tid), ns, ns]
         else:
+            spent += max(ns - entry[2], 0)
             entry[2] = ns
+    if spent:
+        credit_pool(record, spent / 1e9)
+
+
+def credit_pool(record: ProcessRecord, seconds: float) -> None:
+    """Adds CPU seconds of the threads Python does not know to the :data:`POOL` column
+    of the stack the main thread runs now (the last sample's): a pool spinning while the
+    program runs Python, or working for the line that called it, is seen on that line.
+    The main thread, not the thread that started the pool: the kernel does not say which
+    one did, and the main thread is where a program's phases are.
+
+    :param record: the process
+    :param seconds: the pool's CPU since the previous credit
+    """
+    th = next((t for t in record.threads.values() if t.is_main and t.last_sid >= 0), None)
+    row = th.rows.get(th.last_sid) if th is not None else None
+    if row is None:
+        return  # no main thread read yet: the pool's total keeps it
+    if len(row) <= POOL:
+        row.extend([0.0] * (POOL + 1 - len(row)))
+    row[POOL] += seconds

@@ -19,6 +19,7 @@ from .._sampling.model import (
     HIGHEST,
     NCOLUMNS,
     NET,
+    POOL,
     PYTHON,
     SAMPLES,
     TO_PEAK,
@@ -380,7 +381,7 @@ def _lines(model: SampledProfile) -> list[LineRow]:
             v[NET],
             v[TO_PEAK],
             source_line(file, line) if os.path.isfile(file) else "",
-            split=tuple(v[3:7]),
+            split=tuple(v[3:7]) + ((v[POOL],) if v[POOL] else ()),
         )
         for (f, file, _first, line), v in chosen.items()
         if v[WALL] or v[NET] or v[TO_PEAK]

@@ -118,7 +118,8 @@ class LineRow:
     :param to_peak: growth up to the peak credited to it
     :param source: the line's text (stripped), empty when unreadable
     :param split: CPU seconds in Python, native code and the kernel, and seconds
-        runnable waiting for a CPU, where the collector measures them (zeros otherwise)
+        runnable waiting for a CPU, where the collector measures them (zeros otherwise),
+        then the CPU seconds of the threads Python does not know while it ran, if any
     """
 
     site: Site

@@ -409,19 +409,22 @@ def _tree(report: Report) -> str:
     )
 
 
-def _split_cells(row: LineRow) -> str:
-    """The line's time split: Python, native, system, waiting (% of its time)."""
+def _split_cells(row: LineRow, pool: bool = False) -> str:
+    """The line's time split: Python, native, system, waiting (% of its time); with
+    ``pool``, the pool's CPU while it ran (% of its time: 280 % is 2.8 cores)."""
     from .._sampling.view import split_shares
 
     shares = split_shares(row.time, sum(row.split[:3]), *row.split[:3])
-    return "".join(f"<td>{round(100 * x)} %</td>" for x in shares)
+    pooled = row.split[4] / row.time if len(row.split) > 4 and row.time > 0 else 0.0
+    return "".join(f"<td>{round(100 * x)} %</td>" for x in shares + ((pooled,) if pool else ()))
 
 
 def _lines(report: Report) -> str:
     total = report.total_time or 1.0
     split = any(any(r.split) for r in report.lines)
+    pool = any(len(r.split) > 4 for r in report.lines)  # a pool's CPU while the line ran
     rows = "".join(
-        f"<tr><td>{r.time / total:.1%}</td>{_split_cells(r) if split else ''}"
+        f"<tr><td>{r.time / total:.1%}</td>{_split_cells(r, pool) if split else ''}"
         f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
         f'<td class="l">{_e(short_file(r.site.file))}:{r.site.line}</td>'
         f'<td class="l">{_e(r.site.function)}</td>'
@@ -429,6 +432,7 @@ def _lines(report: Report) -> str:
         for r in report.lines
     )
     heads = "<th>Python</th><th>native</th><th>system</th><th>waiting</th>" if split else ""
+    heads += "<th>pool CPU</th>" if pool else ""
     return (
         f"<table><tr><th>time</th>{heads}<th>RSS net growth</th><th>RSS growth to peak</th>"
         '<th class="l">line</th><th class="l">function</th><th class="l">source</th></tr>'

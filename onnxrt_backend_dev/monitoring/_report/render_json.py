@@ -149,7 +149,7 @@ def _tree_row(r: Any) -> TreeRow:
 def _line_row(r: Any) -> LineRow:
     site = _site(r["site"]) or Site("", "", 0)
     time, net, to_peak = (_float(r[k]) for k in ("time", "net", "to_peak"))
-    split = tuple(_float(x) for x in r.get("split", (0.0, 0.0, 0.0, 0.0)))[:4]
+    split = tuple(_float(x) for x in r.get("split", (0.0, 0.0, 0.0, 0.0)))[:5]
     return LineRow(site, time, net, to_peak, str(r["source"]), split)
 
 

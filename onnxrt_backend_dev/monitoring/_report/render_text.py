@@ -188,10 +188,12 @@ def _hot_lines(report: Report) -> list[str]:
     if not rows:
         return []
     split = any(any(r.split) for r in rows)
-    head = "hot lines: time   RSS to peak"
-    lines = [head + ("   py  nat  sys wait (% of the line's time)" if split else "")]
+    pool = any(len(r.split) > 4 for r in rows)  # a pool's CPU while the line ran: 280 %
+    head = "hot lines: time   RSS to peak" + ("   py  nat  sys wait" if split else "")
+    lines = [head + (" pool" if pool else "") + (" (% of the line's time)" if split else "")]
     lines.extend(
-        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}{_split(r) if split else ''}  "
+        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}{_split(r) if split else ''}"
+        f"{_pool(r) if pool else ''}  "
         f"{short_file(r.site.file)}:{r.site.line} {cut_source(r.source, _SOURCE_WIDTH)}"
         for r in rows
     )
@@ -205,6 +207,12 @@ def _split(row: LineRow) -> str:
     cpu = sum(row.split[:3])
     shares = split_shares(row.time, cpu, *row.split[:3])
     return "".join(f" {round(100 * x):4d}" for x in shares)
+
+
+def _pool(row: LineRow) -> str:
+    """`` pool``: the pool's CPU over the line's time, percent."""
+    seconds = row.split[4] if len(row.split) > 4 else 0.0
+    return f" {round(100 * seconds / row.time) if row.time > 0 else 0:4d}"
 
 
 def to_text(report: Report) -> str:

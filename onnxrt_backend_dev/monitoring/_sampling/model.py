@@ -16,9 +16,11 @@ Stack = tuple[SampledFrame, ...]  # outermost first
 # The columns of a thread's row for one stack (``ThreadProfile.totals``): the first three
 # always, the CPU split where the collector measures it (the observer), the memory where
 # the run measured it (``run``: growth while the stack ran, growth up to the peak, the
-# highest resident memory seen while it ran). A shorter row means zeros (highest: 0).
-WALL, CPU, SAMPLES, PYTHON, NATIVE, SYSTEM, QUEUED, NET, TO_PEAK, HIGHEST = range(10)
-NCOLUMNS = 10
+# highest resident memory seen while it ran), then the CPU of the threads Python does not
+# know (a BLAS or ONNX Runtime pool) while the main thread ran the stack (the observer).
+# A shorter row means zeros (highest: 0): a file saved before a column was added loads.
+WALL, CPU, SAMPLES, PYTHON, NATIVE, SYSTEM, QUEUED, NET, TO_PEAK, HIGHEST, POOL = range(11)
+NCOLUMNS = 11
 
 # The ``timer`` of a profile that was not sampled: cProfile's call paths, each stack
 # weighted by its own time (see ``_profiling.view_folded``): no samples, no lines.
@@ -42,7 +44,7 @@ class ThreadProfile:
     :param name: its name
     :param is_main: True for the main thread
     :param totals: stack id -> its row of columns (:data:`WALL`, :data:`CPU`,
-        :data:`SAMPLES`, then where known :data:`PYTHON`... :data:`HIGHEST`)
+        :data:`SAMPLES`, then where known :data:`PYTHON`... :data:`POOL`)
     :param timeline: ``(start, duration, stack id)`` in time order, seconds from the start
     :param kind: ``thread``, or ``process`` for a child process of the program (its
         ``name`` then says which)

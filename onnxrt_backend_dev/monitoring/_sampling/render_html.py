@@ -100,6 +100,7 @@ function buildTree(host) {
       : [0, 0, 0, 0];
     host.appendChild(el('div', 'thread', 'thread ' + th.name + ' \u2014 ' + fmt(th.wall) +
       (th.cpu > 0 ? ', CPU ' + fmt(th.cpu) : '') +
+      (root && root.pool ? ', pool CPU ' + fmt(root.pool) : '') +
       (DATA.split_known ? ' (' + splitText(rootShares) + ')' : '')));
     const total = th.wall || 1;
     const kids = th.rows.map(function () { return []; });
@@ -136,6 +137,8 @@ function buildTree(host) {
       if (r.kind === 'task') row.appendChild(el('span', 'w', 'task'));
       if (r.waiting && r.kind !== 'idle') row.appendChild(el('span', 'w', 'waiting'));
       if (r.hidden) row.appendChild(el('span', 'h', r.hidden));
+      // The CPU of the threads Python does not know (a pool) while the row ran.
+      if (r.pool >= 0.01 * total) row.appendChild(el('span', 'w', 'pool CPU ' + fmt(r.pool)));
       row.title = (r.path || r.name) + (r.line ? ':' + r.line : '') +
         (DATA.split_known ? ' \u2014 ' + splitText(sh) : '');
       host.appendChild(row);
@@ -201,7 +204,9 @@ function buildHot(host) {
       (100 * f.share).toFixed(1) + ' %'));
     const t = el('table');
     const h = el('tr');
-    const cols = ['line', 'time', 'share'].concat(DATA.split_known ? SPLIT : [], ['source']);
+    const pool = f.lines.some(function (l) { return l.split.pool; });
+    const cols = ['line', 'time', 'share'].concat(DATA.split_known ? SPLIT : [],
+      pool ? ['pool CPU'] : [], ['source']);
     cols.forEach(function (c) { h.appendChild(el('th', '', c)); });
     t.appendChild(h);
     f.lines.forEach(function (l) {
@@ -214,6 +219,7 @@ function buildHot(host) {
           tr.appendChild(el('td', 'c' + i, Math.round(100 * l.split[k]) + ' %'));
         });
       }
+      if (pool) tr.appendChild(el('td', '', Math.round(100 * (l.split.pool || 0)) + ' %'));
       tr.appendChild(el('td', '', l.source));
       t.appendChild(tr);
     });

@@ -16,7 +16,10 @@ recursion stays a flat list, read without recursion)::
 
 CPU seconds in Python, native code and the kernel are 0 where the collector does not
 split them (``split_known`` false: the in-process sampler); a line's ``split`` gives the
-shares of its time, adding up to 1.
+shares of its time, adding up to 1. Where the threads Python does not know used CPU
+while a row or line ran (the observer), the row has ``pool`` (CPU seconds) and the
+line's ``split`` a ``pool`` (that CPU over the line's time: 2.8 is 2.8 cores); absent
+otherwise.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def tree_rows(
     parents: list[int] = []  # index of the open row at each depth
     for depth, row, _last in visible_rows(root, fold_share, max_depth, order):
         del parents[depth:]
+        pool = {"pool": round(row.pool, 6)} if row.pool else {}
         rows.append(
             {
                 "parent": parents[-1] if parents else -1,
@@ -68,6 +72,7 @@ def tree_rows(
                 "waiting": row.waiting,
                 "hidden": row.hidden_text(),
             }
+            | pool
         )
         parents.append(len(rows) - 1)
     return rows
@@ -120,7 +125,8 @@ def to_dict(
                     "seconds": round(h.seconds, 6),
                     "share": round(h.share, 6),
                     "source": h.source,
-                    "split": dict(zip(SPLIT, (round(x, 4) for x in h.split), strict=True)),
+                    "split": dict(zip(SPLIT, (round(x, 4) for x in h.split), strict=True))
+                    | ({"pool": round(h.pool, 4)} if h.pool else {}),
                 }
                 for h in f.lines
             ],

@@ -54,6 +54,8 @@ def row_text(row: Row, total: float, unit: tuple[str, float] = ("s", 1.0)) -> st
     hidden = row.hidden_text()
     if hidden:
         tags.append(hidden)
+    if row.pool >= 0.01 * total > 0:  # the pool's CPU while it ran (see native_thread_lines)
+        tags.append(f"pool CPU {format_duration(row.pool)}")
     tail = "".join(f"  [{t}]" for t in tags)
     return f"{head}{row.label}{where}{tail}"
 
@@ -107,6 +109,8 @@ def tree_lines(
     for depth, row, last in visible_rows(root, fold_share, deepest, order):
         if depth == 0:
             cpu = f", CPU {format_duration(root.cpu)}" if root.cpu > 0 else ""
+            if root.pool > 0:
+                cpu += f", pool CPU {format_duration(root.pool)}"
             lines.append(f"{root.label}: {format_duration(root.wall)}{cpu}{split_text(root)}")
             continue
         del prefix[depth - 1 :]
@@ -204,7 +208,8 @@ def time_unit(total: float) -> tuple[str, float]:
 
 
 def native_thread_lines(profile: SampledProfile) -> list[str]:
-    """The threads Python does not know, by kernel name, with their CPU time.
+    """The threads Python does not know, by pool (kernel name), with their CPU time; the
+    thread headers, rows (``pool CPU``) and hot lines say where the program was meanwhile.
 
     :param profile: the profile
     :return: the lines (none when there are none)
@@ -222,7 +227,9 @@ def native_thread_lines(profile: SampledProfile) -> list[str]:
 
 def hot_line_lines(profile: SampledProfile, by: int = WALL) -> list[str]:
     """The hot lines: each of the user's hottest functions and its lines, with the split
-    of their time (Python, native, system, waiting) where the collector measures it.
+    of their time (Python, native, system, waiting) where the collector measures it, and
+    the CPU of the threads Python does not know meanwhile (``pool``, % of the line's
+    time: 280 is 2.8 cores busy) where there was any.
 
     :param profile: the profile
     :param by: ranked by ``WALL`` or by ``CPU`` time
@@ -234,7 +241,9 @@ def hot_line_lines(profile: SampledProfile, by: int = WALL) -> list[str]:
     split = profile.split_known
     what = "CPU time" if by == CPU else "time"
     head = f"hot lines ({what} with the line running or calling"
-    out = [head + ("; % of it in Python | native code | system | waiting):" if split else "):")]
+    pool = any(h.pool for fn in found for h in fn.lines)
+    cols_head = "; % of it in Python | native code | system | waiting" if split else ""
+    out = [f"{head}{cols_head}{' | pool CPU' if pool else ''}):"]
     for fn in found:
         share = 100.0 * fn.share
         out.append(f"  {fn.name}  {short_file(fn.file)}:{fn.first_line}  {share:.1f} %")
@@ -243,5 +252,7 @@ def hot_line_lines(profile: SampledProfile, by: int = WALL) -> list[str]:
             if split:
                 py, nat, sy, wait = (round(100 * x) for x in h.split)
                 cols = f"py {py:3d} | nat {nat:3d} | sys {sy:3d} | wait {wait:3d}  "
+            if pool:
+                cols = f"{cols[:-2]} | pool {round(100 * h.pool):3d}  "
             out.append(f"    {h.line:>5}  {100.0 * h.share:5.1f} %  {cols}{h.source}")
     return out

@@ -27,7 +27,9 @@ from .model import (
     CPU,
     HIGHEST,
     NATIVE,
+    NCOLUMNS,
     NET,
+    POOL,
     PYTHON,
     QUEUED,
     SAMPLES,
@@ -154,8 +156,8 @@ class Row:
 
     __slots__ = (
         "children", "cpu", "file", "hidden", "highest", "kind", "label", "line", "lines",
-        "more", "native", "net", "packages", "python", "queued", "samples", "self_cpu",
-        "self_wall", "system", "to_peak", "waiting", "wall",
+        "more", "native", "net", "packages", "pool", "python", "queued", "samples",
+        "self_cpu", "self_wall", "system", "to_peak", "waiting", "wall",
     )  # fmt: skip
 
     def __init__(
@@ -166,6 +168,7 @@ class Row:
         self.self_wall = self.self_cpu = 0.0
         self.python = self.native = self.system = 0.0  # CPU seconds, where split
         self.queued = 0.0  # seconds runnable but waiting for a CPU (a busy machine)
+        self.pool = 0.0  # CPU seconds of the threads Python does not know meanwhile
         # Memory (a run): growth while it ran, growth up to the peak, highest RSS seen.
         self.net = self.to_peak = self.highest = 0.0
         self.samples = 0
@@ -347,6 +350,8 @@ def _add_columns(row: Row, totals: list[float]) -> None:
         row.net += column(totals, NET)
         row.to_peak += column(totals, TO_PEAK)
         row.highest = max(row.highest, column(totals, HIGHEST))
+    if len(totals) > POOL:
+        row.pool += totals[POOL]
 
 
 def mark_waiting(root: Row, cpu_known: bool = True) -> None:
@@ -435,6 +440,9 @@ class HotLine(NamedTuple):
     share: float
     source: str
     split: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    # The CPU of the threads Python does not know while the line ran, over its time (2.8:
+    # 2.8 cores busy on average).
+    pool: float = 0.0
 
 
 class HotFunction(NamedTuple):
@@ -463,10 +471,12 @@ def line_figures(profile: SampledProfile) -> dict[tuple[str, str, int, int], lis
             if j < 0:
                 continue
             f = frames[j]
-            cols = per.setdefault((f.name, f.file, f.first_line, f.line), [0.0] * 10)
-            for i, value in enumerate(totals[:HIGHEST]):
-                cols[i] += value
-            cols[HIGHEST] = max(cols[HIGHEST], column(totals, HIGHEST))
+            cols = per.setdefault((f.name, f.file, f.first_line, f.line), [0.0] * NCOLUMNS)
+            for i, value in enumerate(totals):
+                if i == HIGHEST:
+                    cols[i] = max(cols[i], value)
+                else:
+                    cols[i] += value
     return per
 
 
@@ -532,7 +542,8 @@ def hot_lines(
         top = sorted(by_line.items(), key=lambda kv: -kv[1][by])[:lines]
         hot = [
             HotLine(n, v[by], v[by] / total, source_line(file, n),
-                    split_shares(v[WALL], v[CPU], v[PYTHON], v[NATIVE], v[SYSTEM]))
+                    split_shares(v[WALL], v[CPU], v[PYTHON], v[NATIVE], v[SYSTEM]),
+                    v[POOL] / v[WALL] if v[WALL] > 0 else 0.0)
             for n, v in top
             if v[by] >= min_share * total
         ]  # fmt: skip
