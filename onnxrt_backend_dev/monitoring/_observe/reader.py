@@ -24,7 +24,7 @@ calls often.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
@@ -248,65 +248,23 @@ class StackReader:
         low = min(lay["gil.locked"], lay["gil.holder"])
         return base + low, lay["gil.locked"] - low, lay["gil.holder"] - low
 
-    def _head_and_gil(self, interp: int) -> tuple[int, int]:
-        """The first thread state and the GIL's holder (0 if none or unknown), one read."""
-        lay = self.layout
-        gil = self._gil_request(interp)
-        requests = [(interp + lay["interp.threads_head"], 8)]
-        if gil is not None:
-            requests.append((gil[0], max(gil[1], gil[2]) + 8))
-        got = self.memory.read_many(requests)
-        if got[0] is None:
-            raise ReadError(interp, 8, "the interpreter's thread list is unreadable")
-        holder = 0
-        data = got[1] if len(got) > 1 else None
-        if gil is not None and data is not None and _I(data, gil[1])[0]:
-            holder = u64(data, gil[2])
-        return u64(got[0], 0), holder
-
-    def thread_states(self, interp: int, head: int | None = None) -> list[tuple[int, bytes]]:
-        """The thread states of an interpreter and their bytes, oldest (main) first. The
-        states seen last time are read in one system call and kept if they still chain.
-
-        :param interp: the interpreter's address
-        :param head: its first thread state (read when not given)
-        """
-        lay = self.layout
-        if head is None:
-            head = self._head_and_gil(interp)[0]
-        span, next_at = self._span, lay["tstate.next"]
-        known = self._states.get(interp)
-        if known and known[0] == head:
-            got = self.memory.read_many([(a, span) for a in known])
-            if all(d is not None for d in got):
-                chain = [u64(d, next_at) for d in got if d is not None]
-                if chain[:-1] == known[1:] and chain[-1] == 0:
-                    states = [(a, d) for a, d in zip(known, got, strict=True) if d is not None]
-                    return states[::-1]
+    def thread_states(self, interp: int, head: int) -> list[tuple[int, bytes]]:
+        """The thread states of an interpreter chained from ``head`` and their bytes,
+        oldest (main) first."""
         out: list[tuple[int, bytes]] = []
         seen: set[int] = set()
         tstate = head
         while tstate and tstate not in seen and len(out) < MAX_THREADS:
             seen.add(tstate)
             try:
-                data = self.memory.read(tstate, span)
+                data = self.memory.read(tstate, self._span)
             except ReadError:
                 break
             out.append((tstate, data))
-            tstate = u64(data, next_at)
+            tstate = u64(data, self.layout["tstate.next"])
         self._states[interp] = [a for a, _ in out]
         out.reverse()
         return out
-
-    def gil_holder(self, interp: int) -> int:
-        """The thread state holding the GIL now, 0 if none or unknown.
-
-        :param interp: the interpreter's address
-        """
-        try:
-            return self._head_and_gil(interp)[1]
-        except ReadError:
-            return 0
 
     def threads(self) -> list[ThreadSample]:
         """Every thread of every interpreter, read now.
@@ -319,12 +277,12 @@ class StackReader:
         self.reads += 1
         out: list[ThreadSample] = []
         for interp in self.interpreters():
-            _, holder, states = self._head_gil_states(interp)
+            holder, states = self._gil_and_states(interp)
             out.extend(self._samples(states, holder))
         return out
 
-    def _head_gil_states(self, interp: int) -> tuple[int, int, list[tuple[int, bytes]]]:
-        """The first thread state, the GIL's holder and the thread states, in one read
+    def _gil_and_states(self, interp: int) -> tuple[int, list[tuple[int, bytes]]]:
+        """The GIL's holder (0 if none or unknown) and the thread states, in one read
         when the threads are those seen last time (the list walked anew otherwise)."""
         lay = self.layout
         gil = self._gil_request(interp)
@@ -346,8 +304,8 @@ class StackReader:
             next_at = lay["tstate.next"]
             chain = [u64(d, next_at) for d in states if d is not None]
             if chain[:-1] == known[1:] and chain[-1] == 0:
-                return head, holder, [(a, d) for a, d in zip(known, states, strict=True) if d][::-1]
-        return head, holder, self.thread_states(interp, head)
+                return holder, [(a, d) for a, d in zip(known, states, strict=True) if d][::-1]
+        return holder, self.thread_states(interp, head)
 
     def _samples(self, states: list[tuple[int, bytes]], holder: int) -> list[ThreadSample]:
         lay = self.layout
@@ -437,24 +395,17 @@ class StackReader:
         frames, valid = self._frames(leaf, chunk)
         return frames, valid and self._leaf_pointers([(tstate, data)])[0] == leaf
 
-    def _read_again(
-        self, tstate: int, first: tuple[int, ...] | None, data: bytes = b""
-    ) -> tuple[tuple[int, ...], bool, int]:
-        """A stack read from ``data`` if given, then, if it moved under the read (or
-        ``first`` is the one that moved), once more alone: where the two reads disagree,
-        only their common outer frames are kept."""
+    def _read_again(self, tstate: int, first: tuple[int, ...]) -> tuple[tuple[int, ...], bool, int]:
+        """A stack that moved under its read (``first``), read once more alone: where the
+        two reads disagree, only their common outer frames are kept."""
+        self.torn += 1
         try:
-            if first is None:
-                first, whole = self._read_alone(tstate, data)
-                if whole:
-                    return first, True, 0
-            self.torn += 1
             frames, whole = self._read_alone(tstate, self.memory.read(tstate, self._span))
-            if whole:
-                return frames, True, 0
         except ReadError:
             self.failed += 1
             return (), False, 0
+        if whole:
+            return frames, True, 0
         agreed = _agreed_outer(first, frames)
         self.partial += 1
         return agreed, False, max(len(frames) - len(agreed), 0) // 2
@@ -472,14 +423,6 @@ class StackReader:
                 native = 0
             self._native[ident] = native
         return native
-
-    def stack(self, tstate: int, data: bytes) -> tuple[tuple[int, ...], bool, int]:
-        """The stack of one thread: ``(frames, complete, dropped)``.
-
-        :param tstate: the thread state's address
-        :param data: its bytes, read just before
-        """
-        return self._read_again(tstate, None, data)
 
     # -- frames ---------------------------------------------------------------------------
 
@@ -686,14 +629,6 @@ class StackReader:
 
     # -- code objects ---------------------------------------------------------------------
 
-    def code(self, address: int) -> CodeInfo | None:
-        """A code object read, None if what is at ``address`` is not one.
-
-        :param address: the object's address
-        """
-        cid = self.codes([address]).get(address, -1)
-        return self.infos[cid] if cid >= 0 else None
-
     def codes(self, addresses: Sequence[int]) -> dict[int, int]:
         """The ids of code objects (read when new), checked at every call: the fields
         that make a code's identity (type, size, first line, name, file, line table) are
@@ -874,31 +809,18 @@ class StackReader:
 
         :param address: the object's address
         """
-        got = self._read_object(address, self.layout["unicode.compact_size"], self._string_span)
-        return None if got is None else got[0].decode(got[1], "replace")
-
-    def bytes_object(self, address: int) -> bytes | None:
-        """A ``bytes`` object's content, None if it is not one (or too big).
-
-        :param address: the object's address
-        """
-        got = self._read_object(address, self.layout["bytes.data"], self._bytes_span)
-        return None if got is None else got[0]
-
-    def _read_object(
-        self, address: int, head: int, span_of: Callable[[int, bytes], tuple[int, int, str] | None]
-    ) -> tuple[bytes, str] | None:
-        """An object's content and encoding, where ``span_of`` finds them from the object's
-        first ``head`` bytes; None if it is not such an object or cannot be read."""
         if not address:
             return None
         try:
-            span = span_of(address, self.memory.read(address, head))
+            span = self._string_span(
+                address, self.memory.read(address, self.layout["unicode.compact_size"])
+            )
             if span is None:
                 return None
-            return (self.memory.read(span[0], span[1]) if span[1] else b""), span[2]
+            data = self.memory.read(span[0], span[1]) if span[1] else b""
         except ReadError:
             return None
+        return data.decode(span[2], "replace")
 
 
 def _agreed_outer(first: Sequence[int], second: Sequence[int]) -> tuple[int, ...]:
