@@ -240,14 +240,6 @@ class FakeMemory:
         self.calls = 0
         self.hook: object = None  # tests: a callable run before each read (moves memory)
 
-    def map(self, address: int, data: bytes) -> None:
-        """Adds (or replaces) a region.
-
-        :param address: where
-        :param data: its bytes
-        """
-        self.regions[address] = bytearray(data)
-
     def write(self, address: int, data: bytes) -> None:
         """Overwrites bytes inside a region.
 
