@@ -80,14 +80,8 @@ def check_process(pid: int) -> None:
 def _candidates(maps: list[Mapping], exe: str | None) -> list[str]:
     """The files that may hold ``_PyRuntime``: a mapped ``libpython``, then the
     executable."""
-    seen: list[str] = []
-    for m in maps:
-        name = os.path.basename(m.path)
-        if m.path and _LIBPYTHON.search(name) and m.path not in seen:
-            seen.append(m.path)
-    if exe and exe not in seen:
-        seen.append(exe)
-    return seen
+    found = [m.path for m in maps if m.path and _LIBPYTHON.search(os.path.basename(m.path))]
+    return list(dict.fromkeys(found + ([exe] if exe else [])))
 
 
 def _version_from_name(path: str) -> tuple[int, int] | None:
