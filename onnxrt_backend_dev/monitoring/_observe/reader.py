@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
@@ -51,6 +52,7 @@ def u64(data: bytes, offset: int) -> int:
     return int(_Q(data, offset)[0])
 
 
+@dataclass(slots=True, eq=False)
 class CodeInfo:
     """A code object as read: its name, file, first line, its bytecode's size and the
     bytecode itself (to tell what the innermost frame runs), and its line table, whose
@@ -66,23 +68,15 @@ class CodeInfo:
     :param ops: the bytecode as read once (specialised instructions stay in their family)
     """
 
-    __slots__ = ("_lines", "_table", "file", "first_line", "name", "ops", "raw_table", "size",
-                 "version")  # fmt: skip
-
-    def __init__(
-        self,
-        name: str,
-        file: str,
-        first_line: int,
-        raw_table: bytes,
-        version: tuple[int, int],
-        size: int = 0,
-        ops: bytes = b"",
-    ) -> None:
-        self.name, self.file, self.first_line, self.raw_table = name, file, first_line, raw_table
-        self.version, self.size, self.ops = version, size, ops
-        self._table: LineTable | None = None
-        self._lines: dict[int, int] = {}
+    name: str
+    file: str
+    first_line: int
+    raw_table: bytes
+    version: tuple[int, int]
+    size: int = 0
+    ops: bytes = b""
+    _table: LineTable | None = field(default=None, init=False)
+    _lines: dict[int, int] = field(default_factory=dict, init=False)
 
     @property
     def table(self) -> LineTable:
@@ -231,22 +225,26 @@ class StackReader:
         """``(address, locked offset, holder offset)`` of the GIL's state."""
         lay = self.layout
         if "runtime.gil_locked" in lay:
-            low = min(lay["runtime.gil_locked"], lay["runtime.gil_holder"])
-            return (self.runtime + low, lay["runtime.gil_locked"] - low,
-                    lay["runtime.gil_holder"] - low)  # fmt: skip
-        if "interp.gil" not in lay:
+            base, locked, holder = (
+                self.runtime,
+                lay["runtime.gil_locked"],
+                lay["runtime.gil_holder"],
+            )
+        elif "interp.gil" in lay:
+            locked, holder = lay["gil.locked"], lay["gil.holder"]
+            base = self._gil_address.get(interp, 0)
+            if not base:
+                try:
+                    base = u64(self.memory.read(interp + lay["interp.gil"], 8), 0)
+                except ReadError:
+                    return None
+                self._gil_address[interp] = base
+        else:
             return None
-        base = self._gil_address.get(interp, 0)
-        if not base:
-            try:
-                base = u64(self.memory.read(interp + lay["interp.gil"], 8), 0)
-            except ReadError:
-                return None
-            self._gil_address[interp] = base
         if not base:
             return None
-        low = min(lay["gil.locked"], lay["gil.holder"])
-        return base + low, lay["gil.locked"] - low, lay["gil.holder"] - low
+        low = min(locked, holder)
+        return base + low, locked - low, holder - low
 
     def thread_states(self, interp: int, head: int) -> list[tuple[int, bytes]]:
         """The thread states of an interpreter chained from ``head`` and their bytes,
@@ -392,7 +390,8 @@ class StackReader:
         """One thread's frames from its state's bytes, and whether they are all valid and
         its innermost frame has not moved meanwhile (a :class:`ReadError` passes)."""
         (leaf,), (chunk,) = self._leaves_and_chunks([(tstate, data)])
-        frames, valid = self._frames(leaf, chunk)
+        raw, complete, _ = self._walk(leaf, chunk)
+        frames, valid = self._resolve(raw, complete, self.codes([c for c, _ in raw]))
         return frames, valid and self._leaf_pointers([(tstate, data)])[0] == leaf
 
     def _read_again(self, tstate: int, first: tuple[int, ...]) -> tuple[tuple[int, ...], bool, int]:
@@ -425,12 +424,6 @@ class StackReader:
         return native
 
     # -- frames ---------------------------------------------------------------------------
-
-    def _frames(self, leaf: int, chunk: _Chunk | None) -> tuple[tuple[int, ...], bool]:
-        """The frames from ``leaf`` out, resolved: ``code id, offset`` pairs, innermost
-        first, and whether every one was valid."""
-        raw, complete, _ = self._walk(leaf, chunk)
-        return self._resolve(raw, complete, self.codes([c for c, _ in raw]))
 
     def _walk(self, leaf: int, chunk: _Chunk | None) -> tuple[list[tuple[int, int]], bool, int]:
         """The frames from ``leaf`` out as read: ``(code address, instruction pointer or
