@@ -170,7 +170,6 @@ def symbols_of(path: str, names: Iterable[str]) -> ElfSymbols:
 
     :param path: the file
     :param names: the symbols wanted
-    :return: the symbols found
     """
     st = os.stat(path)
     wanted = tuple(sorted(set(names)))

@@ -67,7 +67,6 @@ class LineTable:
         none (a ``CACHE`` or an artificial instruction), the first line before the code.
 
         :param offset: a byte offset
-        :return: a line number
         """
         if offset < 0:
             return self.first_line
@@ -159,7 +158,6 @@ def decode(table: bytes, first_line: int, version: tuple[int, int]) -> LineTable
     :param table: ``co_linetable``
     :param first_line: ``co_firstlineno``
     :param version: ``(major, minor)``
-    :return: the ranges
     """
     ranges = _ranges_311 if version >= (3, 11) else _ranges_310
     return LineTable(ranges(table, first_line), first_line)

@@ -144,7 +144,6 @@ class ProcessMemory:
 
         :param address: where
         :param size: how many (at most :data:`MAX_READ`)
-        :return: the bytes
         :raises ReadError: unmapped, short, or the process is gone
         """
         if size <= 0:

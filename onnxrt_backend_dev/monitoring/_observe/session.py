@@ -85,7 +85,6 @@ def choose(
     :param inside: why the program must be sampled inside ('' when nothing asks it)
     :param python: the program's interpreter (None: this one)
     :param name: how the caller spells the request, for the refusal
-    :return: the choice
     :raises BadValue: ``observer`` asked for where it cannot run
     """
     from .._errors import BadValue
@@ -124,7 +123,6 @@ def open_target(pid: int) -> Target:
     """Locates, checks and opens a Python process for reading.
 
     :param pid: the process
-    :return: it, ready
     :raises ObserveError: see :func:`.target.locate` and :func:`.verify.verify`
     """
     from .memory import open_memory
@@ -339,7 +337,6 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
 
     :param make_sink: a new memory sink for the descendant
     :param patience: seconds a process may take to become readable
-    :return: the function
     """
     first_seen: dict[int, float] = {}
 

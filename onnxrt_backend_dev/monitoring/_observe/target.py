@@ -110,7 +110,6 @@ def locate(pid: int, memory: Memory | None = None) -> Interpreter:
 
     :param pid: the process
     :param memory: its memory (:func:`.memory.open_memory` by default)
-    :return: where it is
     :raises ObserveError: gone, refused, not Python, or a version without a layout
     """
     check_process(pid)
