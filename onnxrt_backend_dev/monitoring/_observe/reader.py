@@ -78,13 +78,6 @@ class CodeInfo:
     _table: LineTable | None = field(default=None, init=False)
     _lines: dict[int, int] = field(default_factory=dict, init=False)
 
-    @property
-    def table(self) -> LineTable:
-        """The line table (decoded once)."""
-        if self._table is None:
-            self._table = decode(self.raw_table, self.first_line, self.version)
-        return self._table
-
     def line(self, offset: int) -> int:
         """The line of a byte offset (the first line before the code), found once."""
         found = self._lines.get(offset)
@@ -92,7 +85,9 @@ class CodeInfo:
             if line_of is not None:
                 found = line_of(self.raw_table, self.first_line, offset, self.version[1])
             else:
-                found = self.table.line(offset)
+                if self._table is None:  # decoded once, as far as the offsets asked need
+                    self._table = decode(self.raw_table, self.first_line, self.version)
+                found = self._table.line(offset)
             self._lines[offset] = found
         return found
 

@@ -239,10 +239,8 @@ def start_program(
     devices: Any = None,
     **popen: Any,
 ) -> Started:
-    """Starts ``argv`` as a child (its own interpreter, nothing of this tool in it) under
-    ``supervisor`` (its own process group unless it reads the terminal, dying with this
-    process, signals forwarded) and its observer; the first sample is taken before this
-    returns.
+    """Starts ``argv`` as a child of ``supervisor`` (its own interpreter, nothing of this
+    tool in it) and its observer; the first sample is taken before this returns.
 
     :param argv: the command line (a Python interpreter and its arguments)
     :param interval: seconds between samples

@@ -189,9 +189,7 @@ def _interpreter(
     try:
         head = mem.read(runtime, DEBUG_OFFSETS_SIZE)
     except ReadError as e:
-        if e.why.startswith(os.strerror(errno.EPERM)) or e.why.startswith(
-            os.strerror(errno.EACCES)
-        ):
+        if e.why.startswith((os.strerror(errno.EPERM), os.strerror(errno.EACCES))):
             raise ObserveError(
                 f"the system refused to read process {pid}: {REFUSED_HELP}", "refused"
             ) from e
