@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
@@ -52,7 +51,6 @@ def u64(data: bytes, offset: int) -> int:
     return int(_Q(data, offset)[0])
 
 
-@dataclass(slots=True, eq=False)
 class CodeInfo:
     """A code object as read: its name, file, first line, its bytecode's size and the
     bytecode itself (to tell what the innermost frame runs), and its line table, whose
@@ -68,15 +66,23 @@ class CodeInfo:
     :param ops: the bytecode as read once (specialised instructions stay in their family)
     """
 
-    name: str
-    file: str
-    first_line: int
-    raw_table: bytes
-    version: tuple[int, int]
-    size: int = 0
-    ops: bytes = b""
-    _table: LineTable | None = field(default=None, init=False)
-    _lines: dict[int, int] = field(default_factory=dict, init=False)
+    __slots__ = ("_lines", "_table", "file", "first_line", "name", "ops", "raw_table", "size",
+                 "version")  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        file: str,
+        first_line: int,
+        raw_table: bytes,
+        version: tuple[int, int],
+        size: int = 0,
+        ops: bytes = b"",
+    ) -> None:
+        self.name, self.file, self.first_line, self.raw_table = name, file, first_line, raw_table
+        self.version, self.size, self.ops = version, size, ops
+        self._table: LineTable | None = None
+        self._lines: dict[int, int] = {}
 
     def line(self, offset: int) -> int:
         """The line of a byte offset (the first line before the code), found once."""
