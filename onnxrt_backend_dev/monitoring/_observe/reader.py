@@ -378,22 +378,17 @@ class StackReader:
             chunks.append(_Chunk(requests[chunk_i][0], raw) if raw is not None else None)
         return leaves, chunks
 
-    def _leaf_pointers(self, states: list[tuple[int, bytes]]) -> list[int]:
-        """Every thread's innermost frame pointer now, read afresh (the thread states
-        first, then, on 3.11-3.12, their C-level frames)."""
-        fresh = self.memory.read_many([(a, self._span) for a, _ in states])
-        fresh_states = [(a, d if d is not None else b"\0" * self._span)
-                        for (a, _), d in zip(states, fresh, strict=True)]  # fmt: skip
-        got = self.memory.read_many(self._leaf_requests(fresh_states))
-        return [u64(raw, 0) if raw is not None else -1 for raw in got]
-
     def _read_alone(self, tstate: int, data: bytes) -> tuple[tuple[int, ...], bool]:
         """One thread's frames from its state's bytes, and whether they are all valid and
         its innermost frame has not moved meanwhile (a :class:`ReadError` passes)."""
         (leaf,), (chunk,) = self._leaves_and_chunks([(tstate, data)])
         raw, complete, _ = self._walk(leaf, chunk)
         frames, valid = self._resolve(raw, complete, self.codes([c for c, _ in raw]))
-        return frames, valid and self._leaf_pointers([(tstate, data)])[0] == leaf
+        # Its innermost frame pointer now, read afresh (the thread state first, then, on
+        # 3.11-3.12, its C-level frame).
+        (fresh,) = self.memory.read_many([(tstate, self._span)])
+        (now,) = self.memory.read_many(self._leaf_requests([(tstate, fresh or b"\0" * self._span)]))
+        return frames, valid and now is not None and u64(now, 0) == leaf
 
     def _read_again(self, tstate: int, first: tuple[int, ...]) -> tuple[tuple[int, ...], bool, int]:
         """A stack that moved under its read (``first``), read once more alone: where the
