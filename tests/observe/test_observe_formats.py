@@ -70,14 +70,14 @@ def test_the_c_lookup_agrees_with_the_decoder_on_garbage(minor: int) -> None:
 )
 def test_a_malformed_line_table_stops_where_it_goes_wrong(data: bytes) -> None:
     # WHEN decoded, THEN no exception, and every line given is a line (never garbage)
-    table = linetable.decode_311(data, 10)
+    table = linetable.decode(data, 10, (3, 11))
     assert all(0 <= table.line(o) < 10_000 for o in range(-2, 40, 2))
     assert table.line(-2) == 10  # before the code: the first line
 
 
 def test_the_310_format_decodes_pairs_of_deltas() -> None:
     # 3 bytes on line 5 (first + 0), 4 bytes on line 7, 2 bytes without a line
-    table = linetable.decode_310(bytes([3, 0, 4, 2, 2, 0x80]), 5)
+    table = linetable.decode(bytes([3, 0, 4, 2, 2, 0x80]), 5, (3, 10))
     assert [table.line(o) for o in (0, 2, 3, 6, 7, 8)] == [5, 5, 7, 7, 7, 7]
 
 

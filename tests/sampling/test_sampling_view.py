@@ -238,14 +238,15 @@ def test_waiting_is_told_from_the_cpu_time_relative_to_the_busiest_rows() -> Non
 
 def test_export_follows_the_suffix_and_refuses_an_unknown_one(tmp_path: Path) -> None:
     from onnxrt_backend_dev.monitoring._errors import BadValue
-    from onnxrt_backend_dev.monitoring._sampling.result import SamplingResult, format_of
+    from onnxrt_backend_dev.monitoring._export import FORMATS, guess_format
+    from onnxrt_backend_dev.monitoring._sampling.result import SamplingResult
 
     # GIVEN a result
     result = SamplingResult(_profile([((user("main"), user("hot")), 1.0)]))
     # THEN each suffix gives its format, the file written
     for name, fmt in [("a.json", "json"), ("a.speedscope.json", "speedscope"), ("a.html", "html"),
                       ("a.txt", "text"), ("a.collapsed", "collapsed")]:  # fmt: skip
-        assert format_of(name) == fmt
+        assert guess_format(name, FORMATS["sampling"]) == fmt
         assert result.export(tmp_path / name) == fmt
         assert (tmp_path / name).stat().st_size > 0
     doc = json.loads((tmp_path / "a.json").read_text("utf-8"))

@@ -20,7 +20,6 @@ def check_duration(value: Any, name: str = "--duration") -> float | None:
 
     :param value: what the user gave
     :param name: the option, for the message
-    :return: the seconds
     """
     if value is None:
         return None
@@ -36,7 +35,6 @@ def check_pid(value: Any, name: str = "--pid") -> int:
 
     :param value: what the user gave
     :param name: the option, for the message
-    :return: the pid
     """
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise BadValue(f"{name} must be a positive process id, got {value!r}")
@@ -72,7 +70,6 @@ def observe_pid(
     :param sink: its memory ticks' sink
     :param duration: seconds at most (None: until it ends or a signal comes)
     :param on_sample: called after each sample
-    :return: what was seen
     :raises ObserveError: it cannot be read (gone, not Python, refused...)
     """
     from .._run.signals import Signals

@@ -39,7 +39,6 @@ class ElfSymbols:
     def __init__(self, path: str, names: Iterable[str]) -> None:
         self.path = path
         self.symbols: dict[str, int] = {}
-        self.sections: dict[str, int] = {}
         self.base_vaddr = 0
         wanted = set(names)
         import mmap  # here: a start with the symbols kept parses no file
@@ -52,20 +51,9 @@ class ElfSymbols:
                 self._parse(data, size, wanted)
 
     def _parse(self, data: mmap.mmap, size: int, wanted: set[str]) -> None:
-        head = _EHDR.unpack_from(data, 0)
-        ident = head[0]
-        if ident[:4] != b"\x7fELF":
-            raise ElfError(f"{self.path}: not an ELF file")
-        if ident[4] != 2 or ident[5] != 1:
-            raise ElfError(f"{self.path}: not a 64-bit little-endian ELF file")
+        head = _header(self.path, data[: _EHDR.size])
         phoff, shoff = head[5], head[6]
-        phentsize, phnum, shentsize, shnum, shstrndx = (
-            head[9],
-            head[10],
-            head[11],
-            head[12],
-            head[13],
-        )
+        phentsize, phnum, shentsize, shnum = head[9:13]
         loads = [
             p[3] for p in _table(data, size, phoff, phentsize, phnum, _PHDR) if p[0] == PT_LOAD
         ]
@@ -73,12 +61,6 @@ class ElfSymbols:
         if shnum > MAX_SECTIONS:
             raise ElfError(f"{self.path}: {shnum} sections")
         sections = list(_table(data, size, shoff, shentsize, shnum, _SHDR))
-        names = sections[shstrndx] if 0 <= shstrndx < len(sections) else None
-        for sh in sections:
-            if names is not None:
-                name = _cstring(data, size, names[4] + sh[0])
-                if name:
-                    self.sections[name] = sh[3]
         for kind in (SHT_SYMTAB, SHT_DYNSYM):
             for sh in sections:
                 if sh[1] != kind or not 0 <= sh[6] < len(sections):
@@ -126,13 +108,13 @@ def _table(
     return [shape.unpack_from(data, offset + i * entsize) for i in range(count)]
 
 
-def _cstring(data: mmap.mmap, size: int, offset: int, limit: int = 256) -> str:
-    if not 0 <= offset < size:
-        return ""
-    end = data.find(b"\0", offset, min(size, offset + limit))
-    if end < 0:
-        return ""
-    return data[offset:end].decode("ascii", "replace")
+def _header(path: str, head: bytes) -> tuple[int, ...]:
+    """The fields of an ELF header, checked: a 64-bit little-endian ELF file."""
+    if len(head) < _EHDR.size or head[:4] != b"\x7fELF":
+        raise ElfError(f"{path}: not an ELF file")
+    if head[4] != 2 or head[5] != 1:
+        raise ElfError(f"{path}: not a 64-bit little-endian ELF file")
+    return _EHDR.unpack(head)
 
 
 PT_NOTE = 4
@@ -149,12 +131,7 @@ def build_id(path: str) -> str:
     :raises OSError: unreadable
     """
     with open(path, "rb") as f:
-        head = f.read(_EHDR.size)
-        if len(head) < _EHDR.size or head[:4] != b"\x7fELF":
-            raise ElfError(f"{path}: not an ELF file")
-        if head[4] != 2 or head[5] != 1:
-            raise ElfError(f"{path}: not a 64-bit little-endian ELF file")
-        fields = _EHDR.unpack(head)
+        fields = _header(path, f.read(_EHDR.size))
         phoff, phentsize, phnum = fields[5], fields[9], fields[10]
         if phentsize < _PHDR.size or phnum > 4096:
             raise ElfError(f"{path}: malformed program headers")
@@ -193,7 +170,6 @@ def symbols_of(path: str, names: Iterable[str]) -> ElfSymbols:
 
     :param path: the file
     :param names: the symbols wanted
-    :return: the symbols found
     """
     st = os.stat(path)
     wanted = tuple(sorted(set(names)))

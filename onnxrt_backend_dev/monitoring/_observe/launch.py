@@ -71,7 +71,6 @@ def observe_program(
     :param env: the program's environment (this process's by default)
     :param alloc: reads the program's allocations at each sample (an
         ``_alloc.tracker.AllocTracker``, made with the pid), None: not tracked
-    :return: what was seen
     :raises CommandNotFound: the command cannot start (127, 126)
     """
     from .._run.supervise import Supervisor

@@ -197,7 +197,6 @@ def from_table(version: tuple[int, int]) -> Layout:
     """The table's layout of a version.
 
     :param version: ``(major, minor)``
-    :return: the layout
     :raises LayoutError: a version the table does not know
     """
     offsets = TABLE.get(version)
@@ -310,7 +309,6 @@ def from_debug_offsets(data: bytes) -> Layout:
     """A layout from the interpreter's own ``_Py_DebugOffsets`` (3.13).
 
     :param data: the first bytes of ``_PyRuntime``
-    :return: the layout
     :raises LayoutError: not readable, or a version whose struct this tool does not know
     """
     hexversion, offsets = parse_debug_offsets(data)

@@ -62,18 +62,11 @@ class LineTable:
                 ends.append(end)
                 lines.append(line)
 
-    @property
-    def size(self) -> int:
-        """Bytes of code covered (the end of the last range: the whole table decoded)."""
-        self._decode_past(1 << 62)
-        return self.ends[-1] if self.ends else 0
-
     def line(self, offset: int) -> int:
         """The line of a byte offset; the last line known before it when the range has
         none (a ``CACHE`` or an artificial instruction), the first line before the code.
 
         :param offset: a byte offset
-        :return: a line number
         """
         if offset < 0:
             return self.first_line
@@ -101,16 +94,6 @@ def _ranges_310(table: bytes, first_line: int) -> Iterator[tuple[int, int, int]]
             line += line_delta
             yield addr, end, line
         addr = end
-
-
-def decode_310(table: bytes, first_line: int) -> LineTable:
-    """3.10's table: ``(bytes advanced, line delta)`` pairs, -128 for no line.
-
-    :param table: ``co_linetable``
-    :param first_line: ``co_firstlineno``
-    :return: the ranges
-    """
-    return LineTable(_ranges_310(table, first_line), first_line)
 
 
 def _varint(table: bytes, i: int) -> tuple[int, int]:
@@ -167,24 +150,14 @@ def _ranges_311(table: bytes, first_line: int) -> Iterator[tuple[int, int, int]]
         return  # cut short: keep what was decoded
 
 
-def decode_311(table: bytes, first_line: int) -> LineTable:
-    """The location table of 3.11+.
-
-    :param table: ``co_linetable``
-    :param first_line: ``co_firstlineno``
-    :return: the ranges (byte offsets: a code unit is 2 bytes)
-    """
-    return LineTable(_ranges_311(table, first_line), first_line)
-
-
 def decode(table: bytes, first_line: int, version: tuple[int, int]) -> LineTable:
-    """The line table of a code object of a given Python version.
+    """The line table of a code object of a given Python version: 3.10's
+    ``(bytes advanced, line delta)`` pairs (-128 for no line), or the location table of
+    3.11+ (offsets in bytes: a code unit is 2 bytes).
 
     :param table: ``co_linetable``
     :param first_line: ``co_firstlineno``
     :param version: ``(major, minor)``
-    :return: the ranges
     """
-    if version >= (3, 11):
-        return decode_311(table, first_line)
-    return decode_310(table, first_line)
+    ranges = _ranges_311 if version >= (3, 11) else _ranges_310
+    return LineTable(ranges(table, first_line), first_line)

@@ -93,14 +93,6 @@ def _ctypes() -> Any:
     return ctypes
 
 
-def _libc() -> Any:
-    ctypes = _ctypes()
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
 class ProcessMemory:
     """The memory of process ``pid`` read with ``process_vm_readv``.
 
@@ -110,10 +102,10 @@ class ProcessMemory:
 
     def __init__(self, pid: int) -> None:
         self._ctypes = _ctypes()
-        libc = _libc()
-        call = getattr(libc, "process_vm_readv", None) if libc is not None else None
-        if call is None:
-            raise OSError(errno.ENOSYS, "process_vm_readv is not available on this platform")
+        try:
+            call = self._ctypes.CDLL(None, use_errno=True).process_vm_readv
+        except (OSError, AttributeError) as e:
+            raise OSError(errno.ENOSYS, "process_vm_readv is not available on this platform") from e
         call.restype = self._ctypes.c_ssize_t
         # No argtypes: checking them costs a third of the call. The arguments are a pid
         # and small counts (C ints) and iovec pointers (byref or arrays), nothing else.
@@ -144,7 +136,6 @@ class ProcessMemory:
 
         :param address: where
         :param size: how many (at most :data:`MAX_READ`)
-        :return: the bytes
         :raises ReadError: unmapped, short, or the process is gone
         """
         if size <= 0:
@@ -239,14 +230,6 @@ class FakeMemory:
         self.regions: dict[int, bytearray] = {a: bytearray(b) for a, b in (regions or {}).items()}
         self.calls = 0
         self.hook: object = None  # tests: a callable run before each read (moves memory)
-
-    def map(self, address: int, data: bytes) -> None:
-        """Adds (or replaces) a region.
-
-        :param address: where
-        :param data: its bytes
-        """
-        self.regions[address] = bytearray(data)
 
     def write(self, address: int, data: bytes) -> None:
         """Overwrites bytes inside a region.

@@ -142,7 +142,6 @@ def kinds(table: Mapping[int, tuple[str, str]]) -> bytes:
     """256 flags, one per instruction: what a leaf frame on it runs (:func:`kind_of`).
 
     :param table: from :func:`table_here` or :func:`parse_table`
-    :return: the flags
     """
     flags = bytearray(256)
     for op, (name, family) in table.items():

@@ -140,21 +140,8 @@ class ProcessFiles:
     """
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.statm = ProcFile(f"/proc/{pid}/statm")
         self.status = ProcFile(f"/proc/{pid}/status")
         self.stat = ProcFile(f"/proc/{pid}/stat")
-        self.tasks: dict[int, ProcFile] = {}
-
-    def rss(self) -> float | None:
-        """Resident bytes now."""
-        data = self.statm.read(128)
-        if not data:
-            return None
-        try:
-            return float(int(data.split()[1]) * PAGE)
-        except (IndexError, ValueError):
-            return None
 
     def memory(self) -> tuple[float | None, float | None]:
         """Resident bytes and the high-water mark now, from one reading of ``status``
@@ -168,50 +155,15 @@ class ProcessFiles:
             return None, None
         return _kb(data, b"VmRSS:"), _kb(data, b"VmHWM:")
 
-    def high_water_mark(self) -> float | None:
-        """The kernel's high-water mark of the resident memory (``VmHWM``), bytes."""
-        data = self.status.read(8192)
-        if not data:
-            return None
-        at = data.find(b"VmHWM:")
-        if at < 0:
-            return None
-        try:
-            return float(int(data[at + 6 : data.index(b"kB", at)]) * 1024)
-        except ValueError:
-            return None
-
     def process_stat(self) -> TaskStat | None:
         """The whole process's state and CPU times."""
         data = self.stat.read(1024)
         return parse_stat(data) if data else None
 
-    def task(self, tid: int) -> TaskStat | None:
-        """One thread's state and CPU times, None once it ended.
-
-        :param tid: the thread's kernel id
-        """
-        f = self.tasks.get(tid)
-        if f is None:
-            f = self.tasks[tid] = ProcFile(f"/proc/{self.pid}/task/{tid}/stat")
-        data = f.read(1024)
-        if not data:
-            return None
-        return parse_stat(data)
-
-    def forget(self, keep: set[int]) -> None:
-        """Closes the files of threads no longer listed.
-
-        :param keep: the thread ids to keep
-        """
-        for tid in [t for t in self.tasks if t not in keep]:
-            self.tasks.pop(tid).close()
-
     def close(self) -> None:
         """Closes every file."""
-        for f in (self.statm, self.status, self.stat, *self.tasks.values()):
+        for f in (self.status, self.stat):
             f.close()
-        self.tasks.clear()
 
 
 def _kb(data: bytes, key: bytes) -> float | None:

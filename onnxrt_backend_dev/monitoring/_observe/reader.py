@@ -24,7 +24,7 @@ calls often.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
@@ -84,13 +84,6 @@ class CodeInfo:
         self._table: LineTable | None = None
         self._lines: dict[int, int] = {}
 
-    @property
-    def table(self) -> LineTable:
-        """The line table (decoded once)."""
-        if self._table is None:
-            self._table = decode(self.raw_table, self.first_line, self.version)
-        return self._table
-
     def line(self, offset: int) -> int:
         """The line of a byte offset (the first line before the code), found once."""
         found = self._lines.get(offset)
@@ -98,7 +91,9 @@ class CodeInfo:
             if line_of is not None:
                 found = line_of(self.raw_table, self.first_line, offset, self.version[1])
             else:
-                found = self.table.line(offset)
+                if self._table is None:  # decoded once, as far as the offsets asked need
+                    self._table = decode(self.raw_table, self.first_line, self.version)
+                found = self._table.line(offset)
             self._lines[offset] = found
         return found
 
@@ -231,82 +226,44 @@ class StackReader:
         """``(address, locked offset, holder offset)`` of the GIL's state."""
         lay = self.layout
         if "runtime.gil_locked" in lay:
-            low = min(lay["runtime.gil_locked"], lay["runtime.gil_holder"])
-            return (self.runtime + low, lay["runtime.gil_locked"] - low,
-                    lay["runtime.gil_holder"] - low)  # fmt: skip
-        if "interp.gil" not in lay:
+            base, locked, holder = (
+                self.runtime,
+                lay["runtime.gil_locked"],
+                lay["runtime.gil_holder"],
+            )
+        elif "interp.gil" in lay:
+            locked, holder = lay["gil.locked"], lay["gil.holder"]
+            base = self._gil_address.get(interp, 0)
+            if not base:
+                try:
+                    base = u64(self.memory.read(interp + lay["interp.gil"], 8), 0)
+                except ReadError:
+                    return None
+                self._gil_address[interp] = base
+        else:
             return None
-        base = self._gil_address.get(interp, 0)
-        if not base:
-            try:
-                base = u64(self.memory.read(interp + lay["interp.gil"], 8), 0)
-            except ReadError:
-                return None
-            self._gil_address[interp] = base
         if not base:
             return None
-        low = min(lay["gil.locked"], lay["gil.holder"])
-        return base + low, lay["gil.locked"] - low, lay["gil.holder"] - low
+        low = min(locked, holder)
+        return base + low, locked - low, holder - low
 
-    def _head_and_gil(self, interp: int) -> tuple[int, int]:
-        """The first thread state and the GIL's holder (0 if none or unknown), one read."""
-        lay = self.layout
-        gil = self._gil_request(interp)
-        requests = [(interp + lay["interp.threads_head"], 8)]
-        if gil is not None:
-            requests.append((gil[0], max(gil[1], gil[2]) + 8))
-        got = self.memory.read_many(requests)
-        if got[0] is None:
-            raise ReadError(interp, 8, "the interpreter's thread list is unreadable")
-        holder = 0
-        data = got[1] if len(got) > 1 else None
-        if gil is not None and data is not None and _I(data, gil[1])[0]:
-            holder = u64(data, gil[2])
-        return u64(got[0], 0), holder
-
-    def thread_states(self, interp: int, head: int | None = None) -> list[tuple[int, bytes]]:
-        """The thread states of an interpreter and their bytes, oldest (main) first. The
-        states seen last time are read in one system call and kept if they still chain.
-
-        :param interp: the interpreter's address
-        :param head: its first thread state (read when not given)
-        """
-        lay = self.layout
-        if head is None:
-            head = self._head_and_gil(interp)[0]
-        span, next_at = self._span, lay["tstate.next"]
-        known = self._states.get(interp)
-        if known and known[0] == head:
-            got = self.memory.read_many([(a, span) for a in known])
-            if all(d is not None for d in got):
-                chain = [u64(d, next_at) for d in got if d is not None]
-                if chain[:-1] == known[1:] and chain[-1] == 0:
-                    states = [(a, d) for a, d in zip(known, got, strict=True) if d is not None]
-                    return states[::-1]
+    def thread_states(self, interp: int, head: int) -> list[tuple[int, bytes]]:
+        """The thread states of an interpreter chained from ``head`` and their bytes,
+        oldest (main) first."""
         out: list[tuple[int, bytes]] = []
         seen: set[int] = set()
         tstate = head
         while tstate and tstate not in seen and len(out) < MAX_THREADS:
             seen.add(tstate)
             try:
-                data = self.memory.read(tstate, span)
+                data = self.memory.read(tstate, self._span)
             except ReadError:
                 break
             out.append((tstate, data))
-            tstate = u64(data, next_at)
+            tstate = u64(data, self.layout["tstate.next"])
         self._states[interp] = [a for a, _ in out]
         out.reverse()
         return out
-
-    def gil_holder(self, interp: int) -> int:
-        """The thread state holding the GIL now, 0 if none or unknown.
-
-        :param interp: the interpreter's address
-        """
-        try:
-            return self._head_and_gil(interp)[1]
-        except ReadError:
-            return 0
 
     def threads(self) -> list[ThreadSample]:
         """Every thread of every interpreter, read now.
@@ -319,12 +276,12 @@ class StackReader:
         self.reads += 1
         out: list[ThreadSample] = []
         for interp in self.interpreters():
-            _, holder, states = self._head_gil_states(interp)
+            holder, states = self._gil_and_states(interp)
             out.extend(self._samples(states, holder))
         return out
 
-    def _head_gil_states(self, interp: int) -> tuple[int, int, list[tuple[int, bytes]]]:
-        """The first thread state, the GIL's holder and the thread states, in one read
+    def _gil_and_states(self, interp: int) -> tuple[int, list[tuple[int, bytes]]]:
+        """The GIL's holder (0 if none or unknown) and the thread states, in one read
         when the threads are those seen last time (the list walked anew otherwise)."""
         lay = self.layout
         gil = self._gil_request(interp)
@@ -346,8 +303,8 @@ class StackReader:
             next_at = lay["tstate.next"]
             chain = [u64(d, next_at) for d in states if d is not None]
             if chain[:-1] == known[1:] and chain[-1] == 0:
-                return head, holder, [(a, d) for a, d in zip(known, states, strict=True) if d][::-1]
-        return head, holder, self.thread_states(interp, head)
+                return holder, [(a, d) for a, d in zip(known, states, strict=True) if d][::-1]
+        return holder, self.thread_states(interp, head)
 
     def _samples(self, states: list[tuple[int, bytes]], holder: int) -> list[ThreadSample]:
         lay = self.layout
@@ -421,40 +378,29 @@ class StackReader:
             chunks.append(_Chunk(requests[chunk_i][0], raw) if raw is not None else None)
         return leaves, chunks
 
-    def _leaf_pointers(self, states: list[tuple[int, bytes]]) -> list[int]:
-        """Every thread's innermost frame pointer now, read afresh (the thread states
-        first, then, on 3.11-3.12, their C-level frames)."""
-        fresh = self.memory.read_many([(a, self._span) for a, _ in states])
-        fresh_states = [(a, d if d is not None else b"\0" * self._span)
-                        for (a, _), d in zip(states, fresh, strict=True)]  # fmt: skip
-        got = self.memory.read_many(self._leaf_requests(fresh_states))
-        return [u64(raw, 0) if raw is not None else -1 for raw in got]
-
     def _read_alone(self, tstate: int, data: bytes) -> tuple[tuple[int, ...], bool]:
         """One thread's frames from its state's bytes, and whether they are all valid and
         its innermost frame has not moved meanwhile (a :class:`ReadError` passes)."""
         (leaf,), (chunk,) = self._leaves_and_chunks([(tstate, data)])
-        frames, valid = self._frames(leaf, chunk)
-        return frames, valid and self._leaf_pointers([(tstate, data)])[0] == leaf
+        raw, complete, _ = self._walk(leaf, chunk)
+        frames, valid = self._resolve(raw, complete, self.codes([c for c, _ in raw]))
+        # Its innermost frame pointer now, read afresh (the thread state first, then, on
+        # 3.11-3.12, its C-level frame).
+        (fresh,) = self.memory.read_many([(tstate, self._span)])
+        (now,) = self.memory.read_many(self._leaf_requests([(tstate, fresh or b"\0" * self._span)]))
+        return frames, valid and now is not None and u64(now, 0) == leaf
 
-    def _read_again(
-        self, tstate: int, first: tuple[int, ...] | None, data: bytes = b""
-    ) -> tuple[tuple[int, ...], bool, int]:
-        """A stack read from ``data`` if given, then, if it moved under the read (or
-        ``first`` is the one that moved), once more alone: where the two reads disagree,
-        only their common outer frames are kept."""
+    def _read_again(self, tstate: int, first: tuple[int, ...]) -> tuple[tuple[int, ...], bool, int]:
+        """A stack that moved under its read (``first``), read once more alone: where the
+        two reads disagree, only their common outer frames are kept."""
+        self.torn += 1
         try:
-            if first is None:
-                first, whole = self._read_alone(tstate, data)
-                if whole:
-                    return first, True, 0
-            self.torn += 1
             frames, whole = self._read_alone(tstate, self.memory.read(tstate, self._span))
-            if whole:
-                return frames, True, 0
         except ReadError:
             self.failed += 1
             return (), False, 0
+        if whole:
+            return frames, True, 0
         agreed = _agreed_outer(first, frames)
         self.partial += 1
         return agreed, False, max(len(frames) - len(agreed), 0) // 2
@@ -473,21 +419,7 @@ class StackReader:
             self._native[ident] = native
         return native
 
-    def stack(self, tstate: int, data: bytes) -> tuple[tuple[int, ...], bool, int]:
-        """The stack of one thread: ``(frames, complete, dropped)``.
-
-        :param tstate: the thread state's address
-        :param data: its bytes, read just before
-        """
-        return self._read_again(tstate, None, data)
-
     # -- frames ---------------------------------------------------------------------------
-
-    def _frames(self, leaf: int, chunk: _Chunk | None) -> tuple[tuple[int, ...], bool]:
-        """The frames from ``leaf`` out, resolved: ``code id, offset`` pairs, innermost
-        first, and whether every one was valid."""
-        raw, complete, _ = self._walk(leaf, chunk)
-        return self._resolve(raw, complete, self.codes([c for c, _ in raw]))
 
     def _walk(self, leaf: int, chunk: _Chunk | None) -> tuple[list[tuple[int, int]], bool, int]:
         """The frames from ``leaf`` out as read: ``(code address, instruction pointer or
@@ -686,14 +618,6 @@ class StackReader:
 
     # -- code objects ---------------------------------------------------------------------
 
-    def code(self, address: int) -> CodeInfo | None:
-        """A code object read, None if what is at ``address`` is not one.
-
-        :param address: the object's address
-        """
-        cid = self.codes([address]).get(address, -1)
-        return self.infos[cid] if cid >= 0 else None
-
     def codes(self, addresses: Sequence[int]) -> dict[int, int]:
         """The ids of code objects (read when new), checked at every call: the fields
         that make a code's identity (type, size, first line, name, file, line table) are
@@ -874,31 +798,18 @@ class StackReader:
 
         :param address: the object's address
         """
-        got = self._read_object(address, self.layout["unicode.compact_size"], self._string_span)
-        return None if got is None else got[0].decode(got[1], "replace")
-
-    def bytes_object(self, address: int) -> bytes | None:
-        """A ``bytes`` object's content, None if it is not one (or too big).
-
-        :param address: the object's address
-        """
-        got = self._read_object(address, self.layout["bytes.data"], self._bytes_span)
-        return None if got is None else got[0]
-
-    def _read_object(
-        self, address: int, head: int, span_of: Callable[[int, bytes], tuple[int, int, str] | None]
-    ) -> tuple[bytes, str] | None:
-        """An object's content and encoding, where ``span_of`` finds them from the object's
-        first ``head`` bytes; None if it is not such an object or cannot be read."""
         if not address:
             return None
         try:
-            span = span_of(address, self.memory.read(address, head))
+            span = self._string_span(
+                address, self.memory.read(address, self.layout["unicode.compact_size"])
+            )
             if span is None:
                 return None
-            return (self.memory.read(span[0], span[1]) if span[1] else b""), span[2]
+            data = self.memory.read(span[0], span[1]) if span[1] else b""
         except ReadError:
             return None
+        return data.decode(span[2], "replace")
 
 
 def _agreed_outer(first: Sequence[int], second: Sequence[int]) -> tuple[int, ...]:

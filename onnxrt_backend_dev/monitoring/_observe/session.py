@@ -60,9 +60,6 @@ def availability() -> Availability:
     return found
 
 
-COLLECTORS = ("auto", "observer", "in-process")
-
-
 class Choice(NamedTuple):
     """Who collects: the observer, or the in-process fallback, and why.
 
@@ -88,7 +85,6 @@ def choose(
     :param inside: why the program must be sampled inside ('' when nothing asks it)
     :param python: the program's interpreter (None: this one)
     :param name: how the caller spells the request, for the refusal
-    :return: the choice
     :raises BadValue: ``observer`` asked for where it cannot run
     """
     from .._errors import BadValue
@@ -127,7 +123,6 @@ def open_target(pid: int) -> Target:
     """Locates, checks and opens a Python process for reading.
 
     :param pid: the process
-    :return: it, ready
     :raises ObserveError: see :func:`.target.locate` and :func:`.verify.verify`
     """
     from .memory import open_memory
@@ -157,16 +152,12 @@ def opener(pid: int, patience: float, why: list[str]) -> Callable[[], Any]:
         try:
             target = open_target(pid)
         except ObserveError as e:
-            if e.reason == "gone" or not alive(pid):
+            retry = _retry(pid, e, start, patience)
+            if retry is None:
                 why.append("the program ended before its interpreter could be read")
-                return False
-            retry = e.reason == "starting" or (
-                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
-            )
-            if retry and time.monotonic() - start < patience:
-                return None
-            why.append(str(e))
-            return False
+            elif not retry:
+                why.append(str(e))
+            return None if retry else False
         return target.reader, target.verified.native_flags, describe(target)
 
     return attempt
@@ -187,6 +178,17 @@ def describe(target: Target) -> str:
     return (
         f"Python {lay.name}, layout from the {lay.source}, checked against {against}{kept}; {walk}"
     )
+
+
+def _retry(pid: int, e: ObserveError, since: float, patience: float) -> bool | None:
+    """After a failed open: None when the process is gone, True to try again (it may
+    still become readable, and ``patience`` seconds since ``since`` have not passed)."""
+    if e.reason == "gone" or not alive(pid):
+        return None
+    waiting = e.reason == "starting" or (
+        e.reason in ("not-python", "unsupported") and _may_become_python(pid)
+    )
+    return waiting and time.monotonic() - since < patience
 
 
 def _may_become_python(pid: int) -> bool:
@@ -237,10 +239,8 @@ def start_program(
     devices: Any = None,
     **popen: Any,
 ) -> Started:
-    """Starts ``argv`` as a child (its own interpreter, nothing of this tool in it) under
-    ``supervisor`` (its own process group unless it reads the terminal, dying with this
-    process, signals forwarded) and its observer; the first sample is taken before this
-    returns.
+    """Starts ``argv`` as a child of ``supervisor`` (its own interpreter, nothing of this
+    tool in it) and its observer; the first sample is taken before this returns.
 
     :param argv: the command line (a Python interpreter and its arguments)
     :param interval: seconds between samples
@@ -335,7 +335,6 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
 
     :param make_sink: a new memory sink for the descendant
     :param patience: seconds a process may take to become readable
-    :return: the function
     """
     first_seen: dict[int, float] = {}
 
@@ -344,12 +343,10 @@ def follower(make_sink: Callable[[], Any], patience: float = 2.0) -> Callable[[i
         try:
             target: Target | None = open_target(pid)
         except ObserveError as e:
-            if e.reason == "gone" or not alive(pid):
+            retry = _retry(pid, e, seen, patience)
+            if retry is None:
                 return False
-            waiting = e.reason == "starting" or (
-                e.reason in ("not-python", "unsupported") and _may_become_python(pid)
-            )
-            if waiting and time.monotonic() - seen < patience:
+            if retry:
                 return None
             target = None
         reader = target.reader if target is not None else None

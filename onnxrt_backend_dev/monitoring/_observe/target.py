@@ -80,14 +80,8 @@ def check_process(pid: int) -> None:
 def _candidates(maps: list[Mapping], exe: str | None) -> list[str]:
     """The files that may hold ``_PyRuntime``: a mapped ``libpython``, then the
     executable."""
-    seen: list[str] = []
-    for m in maps:
-        name = os.path.basename(m.path)
-        if m.path and _LIBPYTHON.search(name) and m.path not in seen:
-            seen.append(m.path)
-    if exe and exe not in seen:
-        seen.append(exe)
-    return seen
+    found = [m.path for m in maps if m.path and _LIBPYTHON.search(os.path.basename(m.path))]
+    return list(dict.fromkeys(found + ([exe] if exe else [])))
 
 
 def _version_from_name(path: str) -> tuple[int, int] | None:
@@ -116,7 +110,6 @@ def locate(pid: int, memory: Memory | None = None) -> Interpreter:
 
     :param pid: the process
     :param memory: its memory (:func:`.memory.open_memory` by default)
-    :return: where it is
     :raises ObserveError: gone, refused, not Python, or a version without a layout
     """
     check_process(pid)
@@ -196,9 +189,7 @@ def _interpreter(
     try:
         head = mem.read(runtime, DEBUG_OFFSETS_SIZE)
     except ReadError as e:
-        if e.why.startswith(os.strerror(errno.EPERM)) or e.why.startswith(
-            os.strerror(errno.EACCES)
-        ):
+        if e.why.startswith((os.strerror(errno.EPERM), os.strerror(errno.EACCES))):
             raise ObserveError(
                 f"the system refused to read process {pid}: {REFUSED_HELP}", "refused"
             ) from e

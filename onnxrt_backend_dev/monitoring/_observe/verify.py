@@ -260,9 +260,7 @@ def _check_native(
         return f"the C walker cannot read this interpreter: {reason}"
     try:
         _compare(reader, ident, expected, where)
-    except (ObserveError, walk.Fault) as e:
-        return f"the C walker failed the check: {e}"
-    except ReadError as e:
+    except (ObserveError, walk.Fault, ReadError) as e:
         return f"the C walker failed the check: {e}"
     finally:
         walk.drop_native(reader)

@@ -13,7 +13,6 @@ goes on with the Python reader, saying so.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from .._errors import WalkerFault
@@ -154,13 +153,6 @@ def drop_native(reader: StackReader) -> None:
         reader.torn + torn, reader.partial + partial, reader.failed + failed)  # fmt: skip
     reader.native = None
     walk.close()
-
-
-def prctl() -> Callable[[int, int], int] | None:
-    """``prctl(option, arg)`` from the C module (None where not built): the supervisor
-    of children calls it in a forked child, without ctypes (whose import costs a
-    command's start about 1.5 ms)."""
-    return None if _walker is None else _walker.prctl
 
 
 def set_timer_slack(ns: int) -> bool:

@@ -171,7 +171,6 @@ def to_state(agg: Aggregator) -> dict[str, object]:
     another process); the stacks are not included (the receiver declares them).
 
     :param agg: the aggregator
-    :return: the state
     """
     state: dict[str, object] = {name: getattr(agg, name) for name in _SCALARS}
     for name in _TABLES:

@@ -115,7 +115,6 @@ def depth(frame: FrameType | None) -> int:
     """The number of frames from ``frame`` to the outermost one (0 for None).
 
     :param frame: a frame
-    :return: its depth
     """
     n = 0
     while frame is not None:
@@ -137,7 +136,6 @@ def call_offset(code: CodeType, offset: int) -> int:
 
     :param code: the code object
     :param offset: an instruction offset (``f_lasti``)
-    :return: an offset
     """
     offsets = _CALLS.get(code)
     if offsets is None:
@@ -166,7 +164,6 @@ def qualified_name(code: CodeType) -> str:
     """``co_qualname`` where the interpreter has it (3.11+), ``co_name`` otherwise.
 
     :param code: the code object
-    :return: the name
     """
     name = getattr(code, "co_qualname", None)
     return name if isinstance(name, str) else code.co_name
@@ -183,7 +180,6 @@ def decode_key(
     :param key: from :func:`walk`
     :param codes: ``id(code) -> code`` of the key's codes
     :param cache: ``(id(code), offset) -> frame`` already decoded, completed here
-    :return: the frames
     """
     cache = {} if cache is None else cache
     frames = []
@@ -224,7 +220,6 @@ class StackTable:
 
         :param frame: the innermost frame
         :param delayed: see :func:`walk`
-        :return: the stack's id
         """
         key = walk(frame, None, self.max_depth, delayed)
         index = self._keys.find(key)
@@ -239,7 +234,6 @@ class StackTable:
         """The id of a stack key, a new one if unseen.
 
         :param key: from :func:`walk`, its codes in this table's ``codes``
-        :return: the id
         """
         keys = self._keys
         index = keys.find(key)
@@ -262,9 +256,6 @@ class StackTable:
         return iter(self._keys)
 
     def decode(self) -> list[tuple[SampledFrame, ...]]:
-        """Every stack as frames, outermost first, in id order.
-
-        :return: one tuple per stack id
-        """
+        """Every stack as frames, outermost first, in id order (one tuple per id)."""
         cache: dict[tuple[int, int], SampledFrame] = {}
         return [decode_key(key, self.codes, cache) for key in self._keys]

@@ -27,7 +27,6 @@ def filled(typecode: str, value: float, n: int) -> array.array[Any]:
     :param typecode: the array's type (``"q"``, ``"d"``)
     :param value: the value of every item
     :param n: the length
-    :return: the array
     """
     return array.array(typecode, [value]) * n
 
@@ -46,15 +45,10 @@ def grow(buffer: array.array[Any], length: int) -> None:
 class KeyTable:
     """Interns tuples of integers into dense ids 0, 1, 2...; a hash table with linear
     probing over ``array`` buffers, the keys one after another in one buffer. Every
-    buffer is allocated past the small-object size and grows by doubling.
+    buffer is allocated past the small-object size and grows by doubling."""
 
-    :param slots: initial number of hash slots (rounded up to a power of two)
-    """
-
-    def __init__(self, slots: int = MIN_CAPACITY) -> None:
+    def __init__(self) -> None:
         size = MIN_CAPACITY
-        while size < slots:
-            size *= 2
         self._slots = filled("q", _EMPTY, size)
         self._mask = size - 1
         self._n = 0  # keys
@@ -70,7 +64,6 @@ class KeyTable:
         """The id of ``key``, -1 if it was never added.
 
         :param key: a tuple of integers (signed, 64 bits)
-        :return: its id or -1
         """
         h = hash(key)
         slots, hashes, starts, mask = self._slots, self._hashes, self._starts, self._mask
@@ -91,7 +84,6 @@ class KeyTable:
         """Adds ``key`` (not in the table: see :meth:`find`) and returns its new id.
 
         :param key: a tuple of integers
-        :return: its id
         """
         sid, begin = self._n, self._used
         end = begin + len(key)
@@ -116,7 +108,6 @@ class KeyTable:
         """The id of ``key``, added if new.
 
         :param key: a tuple of integers
-        :return: its id
         """
         sid = self.find(key)
         return sid if sid >= 0 else self.add(key)
@@ -125,7 +116,6 @@ class KeyTable:
         """The key of an id.
 
         :param sid: an id from :meth:`add`
-        :return: the tuple added
         """
         if not 0 <= sid < self._n:
             raise IndexError(f"no key of id {sid}")

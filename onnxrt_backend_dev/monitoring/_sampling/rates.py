@@ -24,6 +24,5 @@ def check_interval(interval: Any, name: str = "interval", minimum: float = MIN_I
     :param interval: what the caller gave
     :param name: the parameter's name, for the message
     :param minimum: the least it may be
-    :return: the interval
     """
     return check_number(name, interval, minimum=minimum, maximum=MAX_INTERVAL)

@@ -8,18 +8,6 @@ from typing import Any
 from .model import SampledProfile
 
 
-def format_of(path: str) -> str:
-    """The export format a file's suffix names (``x.speedscope.json`` is speedscope), from
-    the package's one table of suffixes (``_export.SUFFIXES``).
-
-    :param path: the file
-    :return: ``text``, ``json``, ``html``, ``speedscope`` or ``collapsed``
-    """
-    from .._export import FORMATS, guess_format
-
-    return guess_format(os.fspath(path), FORMATS["sampling"])
-
-
 class SamplingResult:
     """A sampled run: :attr:`profile` (the data) and its renderings.
 

@@ -113,28 +113,22 @@ class Ticker:
         if not self._signal_on or self._signum is None or self._which is None:
             return False
         name = signal.Signals(self._signum).name
+        off = abs(signal.getitimer(self._which)[1] - self.recorder.interval)
         if signal.getsignal(self._signum) != self._handler:
-            self.notes.append(
-                f"the program installed its own {name} handler during the run: "
-                "kept, sampled by a thread from then on"
-            )
-            self._signal_on = False
+            what = f"installed its own {name} handler"
             self._signum = None  # not ours any more: nothing to restore
-            if self._which is not None:
-                if abs(signal.getitimer(self._which)[1] - self.recorder.interval) < 1e-6:
-                    signal.setitimer(self._which, 0.0, 0.0)  # our ticks are not theirs
-                self._which = None
-            return False
-        interval = signal.getitimer(self._which)[1]
-        if abs(interval - self.recorder.interval) > 1e-6:
-            self.notes.append(
-                f"the program changed the {name} timer during the run: "
-                "kept, sampled by a thread from then on"
-            )
-            self._signal_on = False
-            self._which = None  # the timer is the program's now; the handler goes at stop
-            return False
-        return True
+            if off < 1e-6:
+                signal.setitimer(self._which, 0.0, 0.0)  # our ticks are not theirs
+        elif off > 1e-6:
+            what = f"changed the {name} timer"  # the program's now; the handler goes at stop
+        else:
+            return True
+        self.notes.append(
+            f"the program {what} during the run: kept, sampled by a thread from then on"
+        )
+        self._signal_on = False
+        self._which = None
+        return False
 
     def rearm(self) -> None:
         """Arms the signal timer again (in a forked child, which does not inherit it)."""
