@@ -108,24 +108,16 @@ def measure(
     :param executions: executions counted
     :return: ``measure_time``'s keys, in instructions per execution
     """
-    import gc
     import sys
     import time
 
-    from .._timing.template import build_timer
+    from .._timing.template import GcOff, build_timer
 
     inner = build_timer(stmt, context, setup)
     if warmup:
         inner(itertools.repeat(None, warmup), time.perf_counter)
-    was = gc.isenabled()
-    if not keep_gc:
-        gc.disable()
-    try:
-        with counting("measure") as count:
-            inner(itertools.repeat(None, executions), time.perf_counter)
-    finally:
-        if was:
-            gc.enable()
+    with GcOff(keep_gc), counting("measure") as count:
+        inner(itertools.repeat(None, executions), time.perf_counter)
     per = count.instructions / executions
     return {
         "average": per, "deviation": 0.0, "min_exec": per, "max_exec": per, "repeat": 1,

@@ -38,25 +38,11 @@ def count_measure(
     progress: Any = None,
     executions: int = 500,
 ) -> dict[str, Any]:
-    """Counts a statement's instructions per execution (see ``measure_time``).
+    """Counts a statement's instructions per execution: ``measure_time``'s parameters
+    (``max_time``, ``clock``, ``calibrate``, ``progress`` refused, ``div_by_number``
+    True) and keys, in instructions per execution.
 
-    :param stmt: a str, or a function importable from a module
-    :param context: the globals of a str statement (pickled for the child)
-    :param counter: ``instructions``
-    :param warmup: executions before the counted loops
-    :param div_by_number: must be True: a count is per execution
-    :param max_time: refused
-    :param keep_gc: keep the garbage collector on in the loops
-    :param setup: run before each loop
-    :param clock: refused
-    :param calibrate: refused
-    :param progress: refused
     :param executions: executions counted in a counted session (``repeat * number``)
-    :return: ``measure_time``'s keys, in instructions per execution
-    :raises BadValue: an option that times, or an unknown counter
-    :raises BadType: a statement or context that cannot be sent to the child
-    :raises CounterError: valgrind is missing or killed
-    :raises RunFailed: the statement raised
     """
     check_counter(counter)
     check_int("warmup", warmup, 0)

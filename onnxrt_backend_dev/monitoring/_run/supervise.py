@@ -1,19 +1,15 @@
-"""Supervision of the processes a command starts: one place for every command that runs
-children (``run``, ``run --repeat``, ``profile --repeat``, ``compare --a/--b``, ``time
--p N``, ``spy -- CMD``).
+"""Supervision of the processes a command starts (``run``, ``profile --repeat``,
+``compare --a/--b``, ``time -p N``, ``spy -- CMD``...).
 
 A child starts in a process group of its own, from an argv (:meth:`Supervisor.start`)
-or as a function run in a fork (:meth:`Supervisor.fork`), optionally held at a start
-gate until :meth:`Child.release` (so that a probe attached to its pid sees its first
-instruction). It dies with this process (``PR_SET_PDEATHSIG``, Linux), and the janitor
-(:mod:`.janitor`) kills its whole group and removes the command's temporary folders if
-this process is killed outright. While the :class:`Supervisor` is entered, SIGINT,
-SIGTERM and SIGHUP are caught by the one handler of :mod:`.signals`: each is forwarded
-at once to every running child's group, which is killed (SIGKILL) ``grace`` seconds
-later if still there, and the command goes on to write what was measured, then exits
-with ``128 + N`` (:attr:`Supervisor.exit_code`). When a child's leader ends, what is
-left of its group is killed before the leader is reaped (so its id cannot have been
-reused), and a timeout ends the group the same way.
+or a forked function (:meth:`Supervisor.fork`), optionally held at a start gate until
+:meth:`Child.release` (so that a probe attached to its pid sees its first instruction).
+It dies with this process (``PR_SET_PDEATHSIG``), and the janitor (:mod:`.janitor`)
+cleans up if this process is killed outright. While the :class:`Supervisor` is entered,
+SIGINT, SIGTERM and SIGHUP (:mod:`.signals`) are forwarded at once to every running
+child's group, killed ``grace`` seconds later if still there; the command then writes
+what was measured and exits with ``128 + N``. What is left of a group is killed before
+its leader is reaped (so its id cannot have been reused).
 
 On a terminal, a child that reads this process's standard input stays in the
 terminal's foreground job (a group of its own could not read the terminal): Ctrl-C then
@@ -47,7 +43,6 @@ __all__ = [
     "Exit",
     "Supervisor",
     "check_command",
-    "child_setup",
     "die_with_parent",
     "shell_code",
 ]
@@ -144,16 +139,6 @@ def die_with_parent(parent: int, prctl: Callable[..., int] | None = None) -> Non
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def child_setup(group: bool = False) -> Callable[[], None]:
-    """The ``preexec_fn`` of a ``subprocess.Popen`` whose child must die with this
-    process (for a caller that starts it itself; :meth:`Supervisor.start` does this).
-
-    :param group: the child also leads a process group of its own
-    :return: the function to run in the forked child
-    """
-    return _ChildSetup(os.getpid(), group, _prctl())
-
-
 def _in_terminal_job(stdin: Any) -> bool:
     """Whether a child given ``stdin`` must stay in this process's group: it reads this
     process's standard input, a terminal whose foreground job is this process's."""
@@ -220,8 +205,6 @@ class Child:
         self._pidfd: int | None = None
         self._descendants: list[Any] = []
 
-    # --- the gate ------------------------------------------------------------------------
-
     @property
     def gated(self) -> bool:
         """Whether it still waits at its start gate."""
@@ -242,8 +225,6 @@ class Child:
         gate, self._gate = self._gate, None
         if gate is not None:
             os.close(gate)  # the gated shell reads end-of-file and exits 125
-
-    # --- signals -------------------------------------------------------------------------
 
     def send(self, signum: int, descendants: bool = False) -> None:
         """Sends a signal to the child's group (to the child alone when it shares this
@@ -276,8 +257,6 @@ class Child:
             return
         known = {p.pid for p in self._descendants}
         self._descendants.extend(p for p in found if p.pid not in known)
-
-    # --- waiting -------------------------------------------------------------------------
 
     def _exited(self) -> bool:
         """Whether the leader ended (not reaped: its pid stays reserved)."""
@@ -315,10 +294,7 @@ class Child:
             return self.exit
 
     def poll(self) -> Exit | None:
-        """How it ended, None while it runs (never blocks).
-
-        :return: the exit, once reaped
-        """
+        """How it ended, None while it runs (never blocks)."""
         if self.exit is not None:
             return self.exit
         return self._reap() if self._exited() else None
@@ -422,8 +398,6 @@ class Supervisor:
         self._escalation = _Escalation()
         self._prctl = _prctl()
 
-    # --- what was received -------------------------------------------------------------
-
     @property
     def stopped(self) -> int | None:
         """The first signal received (the command must stop), None without one."""
@@ -433,8 +407,6 @@ class Supervisor:
     def exit_code(self) -> int | None:
         """``128 + N`` for the first signal N received, None without one."""
         return self.signals.exit_code
-
-    # --- the context ---------------------------------------------------------------------
 
     def __enter__(self) -> Supervisor:
         if self._own_signals:
@@ -480,8 +452,6 @@ class Supervisor:
     def _kill_running(self) -> None:
         for child in self._running():
             child.send(signal.SIGKILL, descendants=True)
-
-    # --- starting children -------------------------------------------------------------
 
     def _adopt(self, child: Child) -> Child:
         self.children.append(child)
@@ -578,8 +548,6 @@ class Supervisor:
                 os.setpgid(pid, pid)
         return self._adopt(Child(pid, own, gate_write, None, self.janitor))
 
-    # --- waiting ---------------------------------------------------------------------------
-
     def wait(self, child: Child, timeout: float | None = None) -> Exit:
         """Waits for a child; past ``timeout`` its group is ended (SIGTERM, then SIGKILL
         after the grace).
@@ -596,8 +564,6 @@ class Supervisor:
         timed = Exit(child.exit.status, child.exit.rusage, timed_out=True)
         child.exit = timed
         return timed
-
-    # --- temporary folders -------------------------------------------------------------
 
     @contextlib.contextmanager
     def folder(self, prefix: str) -> Iterator[str]:

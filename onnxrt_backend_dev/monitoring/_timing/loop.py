@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import sys
@@ -18,7 +17,7 @@ from .._errors import BadType, BadValue, ClockError
 from .._validate import check_bool, check_callable, check_int, check_str
 from .stats import Comparison, compare_samples, summarize
 from .template import _TEMPLATE as _TEMPLATE  # re-exported: the tests compare it with timeit's
-from .template import Clock, Inner, build_timer
+from .template import Clock, GcOff, Inner, build_timer
 
 # With max_time, a batch aims at max_time / _BATCHES_PER_BUDGET seconds (at most
 # _MAX_BATCH_SECONDS): enough samples for a median and a spread, and the last batch is
@@ -298,23 +297,6 @@ def plan_next_batch(last_size: int, last_time: float, total: float, max_time: fl
     return max(1, math.ceil(share / per_exec))
 
 
-class _GcOff:
-    """Disables the garbage collector unless told to keep it, then restores it."""
-
-    def __init__(self, keep_gc: bool) -> None:
-        self.keep_gc = keep_gc
-        self.was_enabled = True
-
-    def __enter__(self) -> None:
-        self.was_enabled = gc.isenabled()
-        if not self.keep_gc:
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was_enabled:
-            gc.enable()
-
-
 def _timed(inner: Inner, clock: Clock, size: int) -> float:
     """The seconds a batch of ``size`` executions measured, refused when the clock cannot
     have measured them: NaN, infinite or negative (a clock that went backwards)."""
@@ -420,7 +402,7 @@ def measure(
     progress.div_by_number = div_by_number
     progress.context_size = sys.getsizeof({} if context is None else context)
     progress.max_time = budget
-    with _GcOff(keep_gc):
+    with GcOff(keep_gc):
         if warmup:
             progress.warmup_time = _timed(inner, clock, warmup)
         if calibrate:
@@ -574,7 +556,7 @@ def measure_interleaved(
     _check_clock(timer)
     order = list(range(len(inners)))
     rounds = repeat
-    with _GcOff(keep_gc):
+    with GcOff(keep_gc):
         if warmup:
             _each(state, inners, lambda inner: _timed(inner, timer, warmup))
         if calibrate:
