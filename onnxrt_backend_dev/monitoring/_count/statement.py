@@ -9,6 +9,10 @@ distance to the closer of the other two its *noise*. ``k`` is found in a plain r
 (about :data:`TARGET_SECONDS` of CPU time), which also tells whether the statement waits
 (sleeps, I/O), which the counter cannot see.
 
+:func:`count_measure` is ``measure_time(..., counter="instructions")``: counted so in
+fresh interpreters, or in this process when it already runs under callgrind (the pytest
+plugin's counted session, :mod:`.inprocess`).
+
 The child gets a str statement with its setup and a pickled copy of its context, or a
 function importable by the child; a lambda or a function of ``__main__`` cannot be sent.
 """
@@ -18,13 +22,15 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import BadType, CounterError, RunFailed
-from .valgrind import Run, count, environment, interpreter, last_line
+from .._errors import BadType, BadValue, CounterError, RunFailed, Terminated
+from .._validate import check_bool, check_int
+from .valgrind import Run, check_counter, count, environment, interpreter, last_line
 
 # A plain loop of the statement takes about this much CPU time (20 to 40 million
 # instructions): under cachegrind about 20 times longer, beside 1.5 s of valgrind's own
@@ -278,3 +284,57 @@ def _unseen(switches: float, kernel: float) -> str:
         "the counter counts the statement's own instructions, not its waiting nor the "
         "kernel's work: " + "; ".join(parts)
     )
+
+
+_FOLDER = "onnxrt-monitoring-count-"
+
+
+def _refuse(**given: Any) -> None:
+    for name, value in given.items():
+        if value not in (None, False):
+            raise BadValue(f"{name} does not apply with counter='instructions', got {value!r}")
+
+
+def count_measure(
+    stmt: str | Callable[[], Any],
+    context: dict[str, Any] | None,
+    counter: str,
+    warmup: int = 1,
+    div_by_number: bool = True,
+    max_time: float | None = None,
+    keep_gc: bool = False,
+    setup: str | None = None,
+    clock: Any = None,
+    calibrate: bool = False,
+    progress: Any = None,
+    executions: int = 500,
+) -> dict[str, Any]:
+    """Counts a statement's instructions per execution: ``measure_time``'s parameters
+    (``max_time``, ``clock``, ``calibrate``, ``progress`` refused, ``div_by_number``
+    True) and keys, in instructions per execution.
+
+    :param executions: executions counted in a counted session (``repeat * number``)
+    """
+    check_counter(counter)
+    check_int("warmup", warmup, 0)
+    check_bool("keep_gc", keep_gc)
+    if not div_by_number:
+        raise BadValue(
+            "div_by_number must be True with counter='instructions' (a count is per execution)"
+        )
+    _refuse(max_time=max_time, clock=clock, calibrate=calibrate, progress=progress)
+    from . import inprocess
+
+    if inprocess.active():
+        return inprocess.measure(stmt, context, setup, warmup, keep_gc, executions)
+    from .._run.supervise import Supervisor
+
+    statement = Statement(stmt, setup, None, context, warmup, keep_gc)
+    with Supervisor() as sup, sup.folder(_FOLDER) as folder:
+        counted = count_statement(statement, folder, sup)
+        stopped = sup.stopped
+    if stopped is not None or counted is None:
+        if stopped == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(stopped or signal.SIGTERM)
+    return counted.to_dict(context_size=sys.getsizeof(context or {}), warmup=warmup)
