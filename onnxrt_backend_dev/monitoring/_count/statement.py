@@ -309,10 +309,16 @@ def count_measure(
     progress: Any = None,
     executions: int = 500,
 ) -> dict[str, Any]:
-    """Counts a statement's instructions per execution: ``measure_time``'s parameters
-    (``max_time``, ``clock``, ``calibrate``, ``progress`` refused, ``div_by_number``
-    True) and keys, in instructions per execution.
+    """Counts a statement's instructions per execution (``measure_time``'s keys).
 
+    :param stmt: a str, or a function importable from a module
+    :param context: the globals of a str statement (pickled for the child)
+    :param counter: ``instructions``
+    :param warmup: executions before the counted loops
+    :param div_by_number: must be True: a count is per execution
+    :param max_time: refused, as are ``clock``, ``calibrate`` and ``progress``
+    :param keep_gc: keep the garbage collector on in the loops
+    :param setup: run before each loop
     :param executions: executions counted in a counted session (``repeat * number``)
     """
     check_counter(counter)

@@ -174,8 +174,7 @@ class Exit(NamedTuple):
 
 
 class Child:
-    """A child process as its supervisor sees it: released from its gate, signalled with
-    its group, polled, waited for with a timeout, ended and reaped exactly once.
+    """A child process as its supervisor sees it (reaped exactly once).
 
     :param pid: its pid
     :param group: it leads a process group of its own
@@ -300,8 +299,7 @@ class Child:
         return self._reap() if self._exited() else None
 
     def wait(self, timeout: float | None = None) -> Exit | None:
-        """Waits for it to end (signals received meanwhile are handled, then the wait
-        goes on).
+        """Waits for it to end (signals received meanwhile are handled).
 
         :param timeout: seconds, None for no limit
         :return: the exit, None if it still runs after ``timeout``
@@ -611,18 +609,10 @@ class _ChildSetup:
 
 def _gate_slot(gate: int, pass_fds: Sequence[int]) -> int | None:
     """The single-digit descriptor the gate gets in the child (dash names no other in a
-    redirection, and the gate must be closed before the command runs).
-
-    The pipe's own number when it is one. Otherwise 3 to 9 are all open here (the pipe
-    took the lowest free number): the child's copy of one that it does not inherit is
-    replaced by the gate (``subprocess`` checks that a kept descriptor is open, then
-    closes the others after ``preexec_fn``).
-
-    :param gate: the gate's read end here
-    :param pass_fds: what the child inherits
-    :return: the number, None when all of 3 to 9 are inherited (the shell then opens
-        the gate by path, and the command inherits it)
-    """
+    redirection): the pipe's own number when it is one, else one of 3 to 9 (all open
+    here: the pipe took the lowest free number) that the child does not inherit,
+    replaced by the gate after the fork; None when all are inherited (the shell then
+    opens the gate by path)."""
     if gate <= 9:
         return gate
     return next((n for n in range(9, 2, -1) if n not in pass_fds), None)
