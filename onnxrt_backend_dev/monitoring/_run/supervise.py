@@ -36,7 +36,6 @@ from .janitor import Janitor
 from .signals import Signals
 
 __all__ = [
-    "EXEC_FAILED",
     "GRACE",
     "OWN_EXIT",
     "Child",
@@ -52,8 +51,6 @@ GRACE = 1.0
 # Seconds a child sharing the terminal's job has to end on its own after SIGINT (Ctrl-C
 # reached it too) before SIGINT is forwarded to it.
 OWN_EXIT = 0.5
-# The exit code of a child that could not run its command (as a shell says).
-EXEC_FAILED = 127
 # The start gate of an argv: a POSIX shell blocked on reading a pipe (descriptor fd) until
 # released, then ``exec``ing the command in that same pid. A shell rather than Python in
 # the forked child. ``read`` fails at end-of-file: this process died or gave up before
