@@ -193,11 +193,9 @@ class TimedBlock:
         )
 
     def summary(self) -> str:
-        """One line for the report."""
         return f"time {one_line(self.label)}: {format_duration(self.elapsed)}"
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         return [(f"time.{self.label}.elapsed", self.elapsed)]
 
     def figure(self) -> dict[str, Any]:
@@ -247,11 +245,9 @@ class CountedBlock:
         self.instructions = self._count.instructions
 
     def summary(self) -> str:
-        """One line for the report."""
         return f"instructions {one_line(self.label)}: {format_count(self.instructions)}"
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         return [(f"instructions.{self.label}", self.instructions)]
 
     def figure(self) -> dict[str, Any]:
@@ -422,7 +418,6 @@ class MemoryBlock:
         return list(devices.values()) if isinstance(devices, dict) else []
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         props: list[tuple[str, object]] = [
             (f"memory.{self.label}.peak", self.peak),
             (f"memory.{self.label}.increase", self.increase),
@@ -480,7 +475,6 @@ class _Measured:
         self.stolen = stolen
 
     def summary(self) -> str:
-        """One line for the report."""
         if self.res.get("counter"):
             return (
                 f"instructions {one_line(self.label)}: {format_count(self.res['average'])} "
@@ -493,7 +487,6 @@ class _Measured:
         )
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         return [(f"time.{self.label}.average", self.res["average"])]
 
     def figure(self) -> dict[str, Any]:

@@ -350,25 +350,6 @@ class Child:
         return ended if ended is not None else self._reap()
 
 
-class _Escalation:
-    """After a signal was forwarded, the SIGKILL of the children still running
-    ``grace`` seconds later (and, for a child sharing the terminal's job, the SIGINT
-    forwarded after ``OWN_EXIT``), from a timer thread: the main thread may be busy."""
-
-    def __init__(self) -> None:
-        self._timers: list[threading.Timer] = []
-
-    def later(self, delay: float, action: Callable[[], None]) -> None:
-        timer = threading.Timer(delay, action)
-        timer.daemon = True
-        timer.start()
-        self._timers.append(timer)
-
-    def cancel(self) -> None:
-        while self._timers:
-            self._timers.pop().cancel()
-
-
 class Supervisor:
     """The children of a command, supervised: a context manager that catches SIGINT,
     SIGTERM and SIGHUP for its time (see the module's docstring) and ends every child
@@ -390,7 +371,7 @@ class Supervisor:
         self._own_signals = signals is None
         self.janitor = Janitor(janitor)
         self.children: list[Child] = []
-        self._escalation = _Escalation()
+        self._timers: list[threading.Timer] = []
         self._prctl = _prctl()
 
     @property
@@ -416,7 +397,8 @@ class Supervisor:
             self.signals.forget(self._forward)
             if self._own_signals:
                 self.signals.uninstall()
-            self._escalation.cancel()
+            while self._timers:
+                self._timers.pop().cancel()
             self.janitor.stop()
 
     def end_all(self) -> None:
@@ -438,11 +420,18 @@ class Supervisor:
             if child.gated:  # never started: it ends at its closed gate
                 child._close_gate()
             if shared and not child.group:
-                self._escalation.later(OWN_EXIT, functools.partial(child.send, signal.SIGINT))
+                self._later(OWN_EXIT, functools.partial(child.send, signal.SIGINT))
             else:
                 child.send(signum, descendants=True)
         delay = self.grace + (OWN_EXIT if shared else 0.0)
-        self._escalation.later(delay, self._kill_running)
+        self._later(delay, self._kill_running)
+
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        """Runs ``action`` from a timer thread (the main thread may be busy)."""
+        timer = threading.Timer(delay, action)
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
 
     def _kill_running(self) -> None:
         for child in self._running():
