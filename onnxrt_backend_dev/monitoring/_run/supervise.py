@@ -392,7 +392,9 @@ class Supervisor:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            self.end_all()
+            for child in list(self.children):
+                child.end(signal.SIGTERM, self.grace)
+            self.children.clear()
         finally:
             self.signals.forget(self._forward)
             if self._own_signals:
@@ -400,12 +402,6 @@ class Supervisor:
             while self._timers:
                 self._timers.pop().cancel()
             self.janitor.stop()
-
-    def end_all(self) -> None:
-        """Ends every child still running (and reaps it)."""
-        for child in list(self.children):
-            child.end(signal.SIGTERM, self.grace)
-        self.children.clear()
 
     def _running(self) -> list[Child]:
         self.children = [c for c in self.children if c.exit is None]
