@@ -299,14 +299,13 @@ class MemoryBlock:
         self.limit = None if limit is None else parse_bytes(limit)
         self.delay = check_delay(delay)
         self.probes = probe_names(probes, check_bool("cuda", cuda))
-        check_bool("stacks", stacks)
+        self.stacks = check_bool("stacks", stacks)
         self.cuda = cuda
         self.absolute = check_bool("absolute", absolute)
         self.stats: dict[str, Any] = {}
         self.peak = self.begin = self.end = 0
         self.mean = 0.0
         self._spy: Any = None
-        self.stacks = stacks
         self.source = check_choice("source", source, SOURCES)
         self.counted = _counting(self.source)
         # The block's own allocations (bytes, exact), when counted: their peak, what is
@@ -563,15 +562,15 @@ class TimeMonitor:
         # The batches themselves are kept (for --monitoring-save and -compare).
         progress = kwargs.setdefault("progress", Progress())
         name = self.clock_name if kwargs.get("clock") is None else "custom"
-        if self.clock_name == "cpu" and kwargs.get("clock") is None:
+        if name == "cpu":
             kwargs["clock"] = time.process_time
-            name = "cpu"
-        speed = [machine_speed(kwargs.get("clock") or self.clock)] if self.reference else []
+        clock = kwargs.get("clock") or self.clock
+        speed = [machine_speed(clock)] if self.reference else []
         stolen = StolenTime() if self.reference and name == "wall" else None
         res = measure_time(stmt, context, **kwargs)
         share = stolen.share() if stolen is not None else None
         if self.reference:
-            speed.append(machine_speed(kwargs.get("clock") or self.clock))
+            speed.append(machine_speed(clock))
         kept = getattr(progress, "kept", None)
         times, sizes = (kept.times, kept.sizes) if kept is not None else ((), ())
         ref = sum(speed) / len(speed) if speed else None
