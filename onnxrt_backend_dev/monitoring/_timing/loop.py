@@ -456,21 +456,18 @@ class CompareProgress:
     def sides(self) -> list[dict[str, int | float]]:
         """One summary per statement, keyed as ``measure_time``'s dictionary, over the
         complete rounds kept."""
-        sides: list[dict[str, int | float]] = []
-        for xs in self.paired():
-            n = len(xs)
-            sides.append(
-                {
-                    **summarize(xs),
-                    "repeat": n,
-                    "number": self.number,
-                    "ttime": math.fsum(xs),
-                    "batches": n,
-                    "runs": n * self.number,
-                    "total_time": math.fsum(xs) * self.number,
-                }
-            )
-        return sides
+        return [
+            {
+                **summarize(xs),
+                "repeat": len(xs),
+                "number": self.number,
+                "ttime": math.fsum(xs),
+                "batches": len(xs),
+                "runs": len(xs) * self.number,
+                "total_time": math.fsum(xs) * self.number,
+            }
+            for xs in self.paired()
+        ]
 
     def comparison(self, confidence: float = 0.95, alpha: float = 0.05) -> Comparison:
         """The comparison of the first two statements' complete rounds."""
