@@ -1,12 +1,9 @@
-"""pytest plugin: time and memory of a block inside a test, and memory limits.
+"""pytest plugin: time and memory of a block inside a test, and time and memory limits.
 
-Installing ``onnxrt-backend-dev`` registers this plugin (entry point
-``onnxrt_monitoring``); it is opt-in in the sense that nothing happens to a test that
-does not ask for it: importing the plugin imports nothing heavy, the fixtures do work
-only when requested and the marker only acts on the tests that carry it. Disable it
-entirely with ``-p no:onnxrt_monitoring``.
-
-Fixtures::
+Installing ``onnxrt-backend-dev`` registers it (entry point ``onnxrt_monitoring``; ``-p
+no:onnxrt_monitoring`` disables it). Nothing happens to a test that does not ask for it:
+importing the plugin imports nothing heavy, and the fixtures and markers act only where
+used. Fixtures::
 
     def test_load(monitor_time, monitor_memory):
         with monitor_time("load") as t:                # one run, monotonic clock
@@ -16,67 +13,29 @@ Fixtures::
         assert t.elapsed < 10 and m.increase < 300 * 2**20
         res = monitor_time.measure(lambda: model(data), repeat=5, number=3)
 
-``monitor_time(label, limit=None)`` measures a block once (``elapsed`` in seconds);
-``monitor_time.measure(stmt, context=None, **kwargs)`` calls
-:func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and returns its dict.
-``monitor_memory(label, limit=None, delay=0.01, cuda=False, stacks=False, probes=())`` runs
-a block (devices read by the probes named, ``cuda=True`` for ``nvml``) under
-:func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and gives ``peak``,
-``begin``, ``end``, ``mean`` and ``increase`` (peak - begin) in bytes, plus ``stats``,
-the spy's result; the report's section lists every device channel measured
-(``probes=("nvml", "torch")``: each GPU, this process's usage of each, torch's allocated
-memory with its exact peak). With a ``limit`` the test fails when the block exceeds it. Peaks
-are exact (the kernel's high-water mark, reset at each tick of the spy) for the
-outermost block; a block nested in another one, or in a test marked ``limit_memory``,
-may miss spikes shorter than its ``delay``. With ``stacks=True`` the report also says
-where the peak happened (``stats['cpu'].peak_stack``, ``stats['cpu'].where``).
+``monitor_time.measure`` calls
+:func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time`; ``monitor_memory`` runs
+the block under :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` (see
+:class:`MemoryBlock`). Peaks are exact (the kernel's high-water mark, reset at each tick
+of the spy) for the outermost block; a nested block may miss spikes shorter than its
+``delay``.
 
-Marker::
+Markers: ``@pytest.mark.limit_memory("200 MB")`` fails the test when its call phase
+(fixtures excluded) allocates more: the peak of the bytes live of the allocations made
+during the call, counted exactly (``malloc`` and its kin, anonymous ``mmap``), as
+pytest-memray does; the same code gives the same bytes whatever ran before. Without the
+allocation shim, or with ``source="rss"``, the limit applies to how far the resident
+memory rose (``absolute=True``: the peak itself). Sizes are read by
+:func:`~onnxrt_backend_dev.monitoring._format.parse_bytes` (``kB``, ``MB``, ``GB`` are
+powers of 1024). ``@pytest.mark.limit_time(2.5)``
+fails the test when its call phase takes more than 2.5 seconds.
 
-    @pytest.mark.limit_memory("200 MB")
-    def test_build(): ...
-
-fails the test when its call phase (fixtures excluded) allocates more than 200 MB: the
-peak of the bytes live of the allocations made during the call, counted exactly
-(``malloc`` and its kin, anonymous ``mmap``: Python's objects, numpy's arrays, the
-native libraries' buffers), as pytest-memray does. This figure does not move with what
-ran before (memory reused or freed from earlier tests, the allocator's caches, pages
-touched or not): the same code gives the same bytes. It needs the allocation shim (built
-by ``pip install`` where a C compiler is found); without it, and with ``source="rss"``,
-the limit applies to the resident memory (RSS) of the process instead: how far its peak
-rose above its value when the call started (``absolute=True``: the peak itself),
-measured from outside by the spy, counting only pages actually touched
-(``bytearray(n)`` or ``numpy.zeros`` cost nothing until written). Sizes follow
-:func:`~onnxrt_backend_dev.monitoring._format.parse_bytes` (``kB``/``MB``/``GB`` are
-powers of 1024). Every measured block is listed in a "monitoring" section of the test's
-report (shown for failed tests, or with ``-rA``) and in ``user_properties`` (JUnit XML).
-
-Marker::
-
-    @pytest.mark.limit_time(2.5)
-    def test_fast(): ...
-
-fails the test when its call phase (fixtures excluded) takes more than 2.5 seconds,
-saying how long it took.
-
-Options: ``--monitoring-save FILE.json`` saves every test's figures (each batch of
-``measure``, each block timed once, each memory peak) as a saved result (``report``
-kind, see :mod:`onnxrt_backend_dev.monitoring._results.gate`);
-``--monitoring-compare FILE.json`` fails a test whose figures regressed beyond
-``--monitoring-threshold`` (10 %), with the statistics of the ``compare`` command: a time
-significantly and beyond it over the batches, once the machine's shift between the two
-sessions is taken out (estimated over the reference work timed beside every figure;
-weaker evidence: one session a side), a memory increase beyond it (and 1 MiB) in its
-one run; a time beyond it that the evidence cannot decide (a block timed once, a spread
-too wide) is *undecided*, said in the test's report and the session's summary, not
-failed; ``--monitoring-clock cpu``
-times the blocks and ``measure`` with the process's CPU time (steadier beside other
-load); ``--monitoring-json FILE.json`` writes the session's table;
-``--monitoring-force`` lets the first and the last replace a file.
-
-At the end of the session, a short table lists what each test measured (time and
-memory, one line per block). Turn it off with ``--no-monitoring-summary`` or the ini
-option ``monitoring_summary = false``.
+Every measured block is listed in a "monitoring" section of the test's report and in
+``user_properties`` (JUnit XML), and a table at the end of the session
+(``--no-monitoring-summary`` or ``monitoring_summary = false`` turns it off). The
+options ``--monitoring-save``, ``--monitoring-compare``, ``--monitoring-threshold``,
+``--monitoring-clock``, ``--monitoring-counter``, ``--monitoring-json`` and
+``--monitoring-force`` are described in the docs (integrations, "pytest plugin").
 """
 
 from __future__ import annotations
@@ -124,11 +83,10 @@ def _reference_work() -> int:
 
 
 def machine_speed(clock: Callable[[], float], runs: int = 7) -> float:
-    """The median seconds of :func:`_reference_work` on ``clock``: measured beside each
-    timed figure when the session saves or compares, so that the gate can estimate the
-    machine's shift between two sessions over the session's references (beside two busy
-    loops on this project's 2-core VM the CPU time of one statement moved by +54 % from
-    one session to the next, with the machine, not the code).
+    """The median seconds of :func:`_reference_work` on ``clock``, measured beside each
+    timed figure when the session saves or compares: the gate estimates the machine's
+    shift between two sessions from them (one statement's CPU time moved by +54 % from
+    one session to the next beside two busy loops, with the machine, not the code).
 
     :param clock: the clock of the figures
     :param runs: executions timed
@@ -160,11 +118,9 @@ def _runqueue_wait() -> float | None:
 
 class StolenTime:
     """The share of a span of wall time that other programs took from this thread
-    (waiting for a CPU while runnable; not a sleep, not I/O): measured over a timed
-    figure on the wall clock when the session saves or compares, so that the gate can
-    take out how much more of it other programs took in one session than in the other
-    (beside two busy loops at load 8, 74 % to 90 % of a figure's wall time, its median
-    batch 11 to 39 ms; 3.0 to 3.8 ms once taken out)."""
+    (waiting for a CPU while runnable), measured over a timed figure on the wall clock
+    when the session saves or compares: the gate takes out how much more of it other
+    programs took in one session than in the other."""
 
     def __init__(self) -> None:
         self._wait = _runqueue_wait()
@@ -237,11 +193,9 @@ class TimedBlock:
         )
 
     def summary(self) -> str:
-        """One line for the report."""
         return f"time {one_line(self.label)}: {format_duration(self.elapsed)}"
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         return [(f"time.{self.label}.elapsed", self.elapsed)]
 
     def figure(self) -> dict[str, Any]:
@@ -291,11 +245,9 @@ class CountedBlock:
         self.instructions = self._count.instructions
 
     def summary(self) -> str:
-        """One line for the report."""
         return f"instructions {one_line(self.label)}: {format_count(self.instructions)}"
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         return [(f"instructions.{self.label}", self.instructions)]
 
     def figure(self) -> dict[str, Any]:
@@ -347,14 +299,13 @@ class MemoryBlock:
         self.limit = None if limit is None else parse_bytes(limit)
         self.delay = check_delay(delay)
         self.probes = probe_names(probes, check_bool("cuda", cuda))
-        check_bool("stacks", stacks)
+        self.stacks = check_bool("stacks", stacks)
         self.cuda = cuda
         self.absolute = check_bool("absolute", absolute)
         self.stats: dict[str, Any] = {}
         self.peak = self.begin = self.end = 0
         self.mean = 0.0
         self._spy: Any = None
-        self.stacks = stacks
         self.source = check_choice("source", source, SOURCES)
         self.counted = _counting(self.source)
         # The block's own allocations (bytes, exact), when counted: their peak, what is
@@ -466,7 +417,6 @@ class MemoryBlock:
         return list(devices.values()) if isinstance(devices, dict) else []
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         props: list[tuple[str, object]] = [
             (f"memory.{self.label}.peak", self.peak),
             (f"memory.{self.label}.increase", self.increase),
@@ -524,7 +474,6 @@ class _Measured:
         self.stolen = stolen
 
     def summary(self) -> str:
-        """One line for the report."""
         if self.res.get("counter"):
             return (
                 f"instructions {one_line(self.label)}: {format_count(self.res['average'])} "
@@ -537,7 +486,6 @@ class _Measured:
         )
 
     def properties(self) -> list[tuple[str, object]]:
-        """``(name, value)`` pairs for ``user_properties``."""
         return [(f"time.{self.label}.average", self.res["average"])]
 
     def figure(self) -> dict[str, Any]:
@@ -614,15 +562,15 @@ class TimeMonitor:
         # The batches themselves are kept (for --monitoring-save and -compare).
         progress = kwargs.setdefault("progress", Progress())
         name = self.clock_name if kwargs.get("clock") is None else "custom"
-        if self.clock_name == "cpu" and kwargs.get("clock") is None:
+        if name == "cpu":
             kwargs["clock"] = time.process_time
-            name = "cpu"
-        speed = [machine_speed(kwargs.get("clock") or self.clock)] if self.reference else []
+        clock = kwargs.get("clock") or self.clock
+        speed = [machine_speed(clock)] if self.reference else []
         stolen = StolenTime() if self.reference and name == "wall" else None
         res = measure_time(stmt, context, **kwargs)
         share = stolen.share() if stolen is not None else None
         if self.reference:
-            speed.append(machine_speed(kwargs.get("clock") or self.clock))
+            speed.append(machine_speed(clock))
         kept = getattr(progress, "kept", None)
         times, sizes = (kept.times, kept.sizes) if kept is not None else ((), ())
         ref = sum(speed) / len(speed) if speed else None
@@ -630,14 +578,14 @@ class TimeMonitor:
         return res
 
 
+@dataclass(eq=False, repr=False)
 class MemoryMonitor:
     """What the ``monitor_memory`` fixture returns.
 
     :param records: where measured blocks are kept for the report
     """
 
-    def __init__(self, records: list[_Record]) -> None:
-        self.records = records
+    records: list[_Record]
 
     def __call__(
         self,

@@ -68,22 +68,20 @@ def measure_time(
     :param div_by_number: divide by the number of executions: the statistics describe
         one execution (True) or one batch of ``number`` executions (False)
     :param max_time: execute the statement until the measured total goes beyond this
-        time in seconds; ``repeat`` and ``number`` are then ignored: batch sizes are
-        calibrated (about ``max_time / 50`` seconds each, at most 0.2 s) and the last
-        batches shrink so that the total ends just past ``max_time``;
-        ``div_by_number`` must be True; the warmup is not part of the budget, and a
-        statement slower than ``max_time`` still runs ``warmup`` executions and one
-        timed execution (a 2 s statement with ``max_time=1`` takes 4 s, 2 s with
-        ``warmup=0``): the budget bounds the timed batches, never one execution
+        time in seconds, ``repeat`` and ``number`` ignored: batches of about ``max_time
+        / 50`` seconds (at most 0.2 s), the last ones shrinking so that the total ends
+        just past it; ``div_by_number`` must be True; the budget bounds the timed
+        batches, never the warmup nor one execution (a 2 s statement with
+        ``max_time=1`` takes 4 s, 2 s with ``warmup=0``)
     :param keep_gc: keep the garbage collector enabled while timing (it is disabled by
         default, as :mod:`timeit` does, and restored afterwards)
     :param setup: code run before each batch, outside the timed region, whose names are
         local to the timing loop (as ``timeit -s``); a str only
     :param clock: returns seconds, :func:`time.perf_counter` (wall time) by default;
         :func:`time.process_time` for the process's CPU time (``time --clock cpu``)
-    :param calibrate: ``number`` is ignored and picked as :meth:`timeit.Timer.autorange`
-        does (1, 2, 5, 10, 20... executions until one batch lasts at least 0.2 s), after
-        the warmup; those trial batches are not counted; not with ``max_time``
+    :param calibrate: ``number`` is ignored and picked after the warmup as
+        :meth:`timeit.Timer.autorange` does (1, 2, 5, 10... executions until a batch
+        lasts at least 0.2 s; those trials not counted); not with ``max_time``
     :param progress: a :class:`Progress` filled batch by batch: a live status reads its
         ``runs``, and when the run is stopped midway (Ctrl-C, a signal) its
         ``result()`` is this dictionary for the batches timed so far
@@ -99,38 +97,29 @@ def measure_time(
 
         * ``average``, ``deviation`` (population standard deviation, never NaN),
           ``min_exec``, ``max_exec``: over the batches, per execution if
-          ``div_by_number`` else per batch; ``min_exec <= average <= max_exec``
-        * ``repeat``: number of batches the statistics describe
-        * ``number``: executions per batch (with ``max_time``, the rounded mean size of
-          those batches)
-        * ``ttime``: ``average * repeat``, the sum of the per-batch figures, as in the
-          reference (9.12e-07 for an average of 9.12e-08 over ``repeat=10``)
-        * ``total_time``: total seconds measured over all timed batches, warmup
-          excluded: ``repeat * number * average`` when ``div_by_number`` is True and
-          ``repeat * average`` when it is False; with ``max_time`` it also counts the
-          calibration batches and it is at least ``max_time``
+          ``div_by_number`` else per batch
+        * ``repeat``: number of batches the statistics describe; ``number``:
+          executions per batch (with ``max_time``, their rounded mean size)
+        * ``ttime``: ``average * repeat``, as in the reference
+        * ``total_time``: seconds measured over all timed batches, warmup excluded
+          (with ``max_time``, calibration batches included: at least ``max_time``)
         * ``context_size``: ``sys.getsizeof(context)`` (of ``{}`` when None)
         * ``warmup_time``: seconds taken by the ``warmup`` executions together
         * extras: ``median``, ``iqr`` (third minus first quartile), ``mad`` (median
-          absolute deviation from the median, unscaled), all in the unit of
-          ``average``; ``batches`` and ``runs``: the batches and executions really
-          timed (with ``max_time``, batches shorter than a quarter of the target
-          batch time count here and in ``total_time`` but not in the statistics;
-          past 65,536 batches the statistics describe an evenly spaced sample of
-          them, so memory stays bounded)
-    :raises TypeError: ``stmt`` is neither a str nor a callable (the message names the
-        type), a count is not an int, a flag not a bool (``'no'`` is refused),
-        ``context`` is not a dict, ``setup`` not a str, ``clock`` not callable or not
-        returning a number
+          absolute deviation, unscaled); ``batches`` and ``runs`` really timed (with
+          ``max_time``, batches shorter than a quarter of the target count there and
+          in ``total_time``, not in the statistics; past 65,536 batches the statistics
+          describe an evenly spaced sample, so memory stays bounded)
+    :raises TypeError: a parameter of the wrong type (the message names it; a flag must
+        be a bool: ``'no'`` is refused), or a clock not returning a number
     :raises ValueError: ``repeat < 1``, ``number < 1``, ``warmup < 0``, ``max_time``
         not > 0 and finite, or ``max_time`` with ``div_by_number=False`` or
         ``calibrate=True``
     :raises SyntaxError: a str ``stmt`` or ``setup`` is not valid Python (at call time)
-    :raises ClockError: (a RuntimeError) the clock cannot time the statement: a batch
-        measured a negative time (the clock went backwards), NaN or infinity, or the
-        clock did not advance at all (over the ``repeat`` batches; with ``max_time``,
-        over 8 batches in a row while their size grows tenfold): no statistic is ever
-        negative or NaN, and a frozen clock never makes ``max_time`` loop forever
+    :raises ClockError: (a RuntimeError) a batch measured a negative time, NaN or
+        infinity, or the clock did not advance (over the ``repeat`` batches; with
+        ``max_time``, over 8 growing batches in a row): no statistic is ever negative or
+        NaN, and a frozen clock never makes ``max_time`` loop forever
 
     Any exception raised by the statement propagates unchanged.
 
@@ -153,7 +142,7 @@ def measure_time(
         res = measure_time(step, max_time=3.0)  # about 3 s measured
     """
     if counter is not None:  # counted by valgrind, not timed
-        from ._count.measure import count_measure
+        from ._count.statement import count_measure
 
         return count_measure(stmt, context, counter, warmup, div_by_number, max_time, keep_gc,
                              setup, clock, calibrate, progress, repeat * number)  # fmt: skip
@@ -183,17 +172,13 @@ def compare(
     significant, in process (what ``pyperf compare_to`` does across files).
 
     * Two statements (str or callable) are timed interleaved, batch by batch with the
-      order alternating, so that a drift of the machine weighs on both alike. The speedup
-      is the Hodges-Lehmann ratio of the per-execution times with its distribution-free
-      interval, the test is Mann-Whitney U.
-    * With ``max_time`` (seconds), ``repeat`` and ``number`` are ignored: the batch
-      size is calibrated so that a batch of the slower statement lasts about
-      ``max_time / 1000`` (at most 0.2 s), then batches of each statement alternate
-      until ``max_time`` seconds are measured, calibration included (at least 5 of
-      each, even past the budget).
-    * Two results of :func:`measure_time` (or dictionaries loaded back from JSON) are
-      compared on their ``average``, ``deviation`` and ``repeat`` with Welch's t-test;
-      the interval of the ratio of means comes from the delta method.
+      order alternating, so that a drift of the machine weighs on both alike: the
+      Hodges-Lehmann ratio of the per-execution times and Mann-Whitney U. With
+      ``max_time``, ``repeat`` and ``number`` are ignored: a batch of the slower
+      statement lasts about ``max_time / 1000`` (at most 0.2 s), and batches alternate
+      until ``max_time`` seconds are measured, calibration included (at least 5 each).
+    * Two results of :func:`measure_time` (or loaded back from JSON) are compared on
+      their ``average``, ``deviation`` and ``repeat`` with Welch's t-test.
 
     :param baseline: the reference: a statement or a result of :func:`measure_time`
     :param candidate: the other one, of the same kind
@@ -212,15 +197,12 @@ def compare(
     :param progress: for two statements, a :class:`CompareProgress` filled round by
         round: ``running`` tells which statement was at work when one raised,
         ``sides()`` and ``comparison()`` read what was timed when stopped midway
-    :return: a :class:`Comparison`: ``speedup = baseline time / candidate time`` (above
-        1, the candidate is faster), ``ci_low``, ``ci_high``, ``p_value``,
-        ``significant``; ``format_comparison(cmp)`` reads as one line
+    :return: a :class:`Comparison` (``speedup`` above 1: the candidate is faster);
+        ``format_comparison(cmp)`` reads it as one line
     :raises TypeError: the two sides are not both statements or both results, or as
         :func:`measure_time`
-    :raises ValueError: as :func:`measure_time`, or ``repeat < 2`` for statements; for
-        results, a missing key, an ``average`` that is not a finite number > 0, a
-        ``deviation`` that is not a finite number >= 0, a ``repeat`` that is not an int
-        >= 2 (the message names the key)
+    :raises ValueError: as :func:`measure_time`, ``repeat < 2`` for statements, or a
+        result's key missing or out of range (the message names the key)
     :raises ClockError: as :func:`measure_time`; also when a batch measured 0 s
     """
     check_arguments(baseline, candidate, confidence, alpha, repeat, max_time)  # before timing

@@ -11,8 +11,13 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
-from onnxrt_backend_dev.monitoring._count.measure import count_measure
-from onnxrt_backend_dev.monitoring._count.statement import Statement, _figure, _spec, _unseen
+from onnxrt_backend_dev.monitoring._count.statement import (
+    Statement,
+    _figure,
+    _spec,
+    _unseen,
+    count_measure,
+)
 from onnxrt_backend_dev.monitoring._errors import BadType, BadValue
 from onnxrt_backend_dev.monitoring.benchmark import measure_time
 

@@ -45,13 +45,14 @@ def test_in_a_program_the_first_signal_raises_and_one_within_the_debounce_is_rec
 def test_a_program_run_through_the_handler_is_raised_in_then_no_more(
     fake_clock: FakeClock,
 ) -> None:
-    signals = Signals(clock=fake_clock)
+    signals = Signals(clock=fake_clock, running=True)
 
     def program() -> None:
         signals.handler(signal.SIGHUP, None)
 
     with pytest.raises(Terminated, match="terminated by SIGHUP"):
-        signals.program(program)
+        program()
+    signals.program_over()
     fake_clock.advance(10 * DEBOUNCE)
     signals.handler(signal.SIGHUP, None)  # the program is over: recorded
     assert signals.exit_code == 129 and not signals.running

@@ -413,7 +413,8 @@ def test_a_statement_slower_than_the_budget_runs_warmup_and_one_execution() -> N
 )
 def test_autorange_finds_the_batch_timeit_would(cost: float, expected: int) -> None:
     clock = FakeClock()
-    assert _timing.autorange(clock.costing(cost), clock=clock) == expected
+    res = _timing.measure(clock.costing(cost), repeat=1, warmup=0, clock=clock, calibrate=True)
+    assert res.number == expected
 
 
 def test_autorange_with_a_frozen_clock_stops() -> None:
@@ -421,7 +422,7 @@ def test_autorange_with_a_frozen_clock_stops() -> None:
         ClockError,
         match=r"did not advance over 22 batches in a row \(the last one of 10,000,000 executions\)",
     ):
-        _timing.autorange("pass", clock=lambda: 1.0)
+        _timing.measure("pass", warmup=0, clock=lambda: 1.0, calibrate=True)
 
 
 def test_progress_result_is_what_was_timed_so_far() -> None:

@@ -2,19 +2,13 @@
 perf map.
 
 With ``-X perf`` (Python >= 3.12) every Python call enters the interpreter through a
-small trampoline of its own, which the interpreter lists in ``/tmp/perf-PID.map``
-(``address size py::qualname:file``). callgrind runs with every *named* function skipped
+trampoline of its own, listed in ``/tmp/perf-PID.map`` (``address size
+py::qualname:file``). callgrind runs with every *named* function skipped
 (:func:`.valgrind.skip_patterns`): their instructions count for the nearest function
-kept, which is the trampoline of the innermost Python function (or valgrind's unnamed
-stubs, whose cost is given back to their caller here). What is left is the Python call
-graph: each function's own instructions (its bytecode and the C code it called), its
-inclusive instructions (the calls into it, recursion counted once) and its callers.
-What no Python function ran (the interpreter's start and end, the import system's C
-parts before the first frame) is the pseudo-function ``<interpreter>``: the functions
-add up to the whole run.
-
-Both files are read as untrusted: a line that does not parse is skipped, a number that
-is not one is refused, a name is kept as text.
+kept, the trampoline of the innermost Python function (or valgrind's unnamed stubs,
+whose cost is given back to their caller here). What is left is the Python call graph.
+What no Python function ran is the pseudo-function ``<interpreter>``: the functions add
+up to the whole run. Both files are read as untrusted.
 """
 
 from __future__ import annotations

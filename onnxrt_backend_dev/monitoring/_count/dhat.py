@@ -1,14 +1,9 @@
 """Each Python function's allocated bytes, counted by valgrind's DHAT (``--count-bytes``).
 
-DHAT records every heap block a program allocates with the stack that allocated it.
-Python's small objects come from its own arenas, which DHAT does not see: the counted
-run sets ``PYTHONMALLOC=malloc``, so that every object is one ``malloc`` (the figure is
-the bytes the program asked for, whichever allocator serves them). With the perf
-trampolines (``-X perf``, Python >= 3.12) the innermost trampoline on an allocating
-stack names the Python function whose code allocated: its *own* bytes; bytes no
-function allocated (the interpreter's start and end) go to ``<interpreter>``. Like the
-instructions, the figure is the same to the byte when the same program runs again with
-the same hash seed.
+DHAT records every heap block with the stack that allocated it; the counted run sets
+``PYTHONMALLOC=malloc`` so that every object is one ``malloc`` (DHAT does not see
+Python's arenas). The innermost perf trampoline on an allocating stack names the Python
+function whose code allocated (its *own* bytes; the rest goes to ``<interpreter>``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Blocks counted inside a process that callgrind runs: the pytest plugin's
-``--monitoring-counter instructions`` runs the whole session under callgrind
-(:func:`session_argv`), its instrumentation off, and each measured block turns it on,
-zeroes the counters, runs, and dumps them (valgrind's client requests, the compiled
-``_client`` module): the block's instructions, read back from the dump at once.
-
-Outside valgrind (or without the compiled module) nothing here is active, and the
-blocks are timed as usual.
+``--monitoring-counter instructions`` runs the whole session under callgrind, its
+instrumentation off, and each measured block turns it on, runs, and dumps the counters
+(valgrind's client requests, the compiled ``_client`` module). Outside valgrind nothing
+here is active.
 """
 
 from __future__ import annotations
@@ -98,7 +95,7 @@ def measure(
     keep_gc: bool,
     executions: int = 100,
 ) -> dict[str, Any]:
-    """A statement's instructions per execution, counted here (see ``measure_time``).
+    """A statement's instructions per execution, counted here.
 
     :param stmt: a str or a callable
     :param context: the globals of a str statement
@@ -108,24 +105,16 @@ def measure(
     :param executions: executions counted
     :return: ``measure_time``'s keys, in instructions per execution
     """
-    import gc
     import sys
     import time
 
-    from .._timing.template import build_timer
+    from .._timing.template import GcOff, build_timer
 
     inner = build_timer(stmt, context, setup)
     if warmup:
         inner(itertools.repeat(None, warmup), time.perf_counter)
-    was = gc.isenabled()
-    if not keep_gc:
-        gc.disable()
-    try:
-        with counting("measure") as count:
-            inner(itertools.repeat(None, executions), time.perf_counter)
-    finally:
-        if was:
-            gc.enable()
+    with GcOff(keep_gc), counting("measure") as count:
+        inner(itertools.repeat(None, executions), time.perf_counter)
     per = count.instructions / executions
     return {
         "average": per, "deviation": 0.0, "min_exec": per, "max_exec": per, "repeat": 1,
@@ -160,14 +149,12 @@ def session_argv(args: Sequence[str], folder: str) -> tuple[list[str], dict[str,
 
 
 def run_session(args: Sequence[str], cwd: str) -> int:
-    """Runs a pytest session under callgrind (see :func:`session_argv`), its output this
-    process's, and returns its exit code; SIGINT, SIGTERM and SIGHUP are forwarded to
-    it and end it (``128 + N``).
+    """Runs a pytest session under callgrind, its output this process's (signals
+    forwarded).
 
     :param args: pytest's arguments as given
     :param cwd: the folder pytest was started in
-    :return: the exit code
-    :raises CounterError: valgrind or the compiled client requests are missing
+    :return: its exit code (``128 + N`` when signal N stopped it)
     """
     from .._run.supervise import Supervisor
 

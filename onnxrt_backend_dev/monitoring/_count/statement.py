@@ -1,22 +1,20 @@
 """A statement's instructions per execution: counted in fresh interpreters under
 valgrind, from loops of ``k``, ``2 k``, ``3 k`` and ``4 k`` executions.
 
-Each count holds the interpreter's start, the setup, the warmup and the loop; the
-differences of consecutive counts hold ``k`` executions each and nothing else (the
-start-up cancels). The same program is not the same count at every execution: once, at
-some execution, the allocator gives an arena back or a cache fills, and that
-execution's count moves by millions (a loop of 1,000 additions counted 406,968
-instructions an execution between 100 and 200 executions, 388,592 between 200 and 400,
-397,803 beyond). That happens in one of the three differences at most: their *median*
-over ``k`` executions is the figure, and the distance from it to the closer of the other
-two is its *noise*: a change within it, or within ``RELATIVE_NOISE`` (:mod:`.`), is no
-change. ``k`` is found in a plain run first (executions for about
-:data:`TARGET_SECONDS` of CPU time, whatever the load), which also tells whether the
-statement waits (sleeps, I/O): the counter cannot see waiting, and says so.
+The differences of consecutive counts hold ``k`` executions each and nothing else (the
+interpreter's start cancels). Once, at some execution, the allocator gives an arena
+back or a cache fills and that execution's count moves by millions: that happens in one
+of the three differences at most, so their *median* over ``k`` is the figure and the
+distance to the closer of the other two its *noise*. ``k`` is found in a plain run first
+(about :data:`TARGET_SECONDS` of CPU time), which also tells whether the statement waits
+(sleeps, I/O), which the counter cannot see.
 
-The statement runs in a child interpreter: a str statement with its setup and a copy of
-its context (pickled), or a function importable by the child (a module's function,
-pickled by name); a lambda or a function of ``__main__`` cannot be sent.
+:func:`count_measure` is ``measure_time(..., counter="instructions")``: counted so in
+fresh interpreters, or in this process when it already runs under callgrind (the pytest
+plugin's counted session, :mod:`.inprocess`).
+
+The child gets a str statement with its setup and a pickled copy of its context, or a
+function importable by the child; a lambda or a function of ``__main__`` cannot be sent.
 """
 
 from __future__ import annotations
@@ -24,13 +22,15 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import BadType, CounterError, RunFailed
-from .valgrind import Run, count, environment, interpreter
+from .._errors import BadType, BadValue, CounterError, RunFailed, Terminated
+from .._validate import check_bool, check_int
+from .valgrind import Run, check_counter, count, environment, interpreter, last_line
 
 # A plain loop of the statement takes about this much CPU time (20 to 40 million
 # instructions): under cachegrind about 20 times longer, beside 1.5 s of valgrind's own
@@ -84,13 +84,10 @@ class StatementCount:
     """A statement's instructions per execution.
 
     :param per_execution: instructions per execution
-    :param noise: instructions per execution from the median difference to the closer
-        of the other two (0 when they agree)
+    :param noise: from the median difference to the closer of the other two
     :param executions: executions of each difference (``k``)
-    :param counts: the four whole-run counts, for ``k``, ``2 k``, ``3 k``, ``4 k``
-        executions
-    :param unseen: what the counter cannot see of it (waiting, the kernel's work), ``""``
-        when nothing much
+    :param counts: the four whole-run counts
+    :param unseen: what the counter cannot see of it, ``""`` when nothing much
     """
 
     per_execution: float
@@ -100,15 +97,11 @@ class StatementCount:
     unseen: str = ""
 
     def to_dict(self, context_size: int = 0, warmup: int = 1) -> dict[str, Any]:
-        """The shape of ``measure_time``'s result, in instructions per execution.
+        """The shape of ``measure_time``'s result, in instructions per execution
+        (``deviation`` is the noise, ``repeat`` the 3 differences, ``number`` is ``k``).
 
         :param context_size: ``sys.getsizeof`` of the context
         :param warmup: executions before the counted loops
-        :return: ``average`` (the median difference per execution), ``deviation`` (the
-            noise), ``min_exec``, ``max_exec`` (the differences' extremes), ``repeat``
-            (3, the differences), ``number`` (``k``), ``ttime``, ``context_size``,
-            ``warmup_time`` (0: not counted), and ``counter``, ``unit``, ``noise``,
-            ``median``, ``runs``, ``counts``
         """
         k = self.executions
         steps = [(b - a) / k for a, b in zip(self.counts, self.counts[1:], strict=False)]
@@ -203,7 +196,7 @@ def count_statement(
     python: str | None = None,
     timeout: float = _TIMEOUT,
 ) -> StatementCount | None:
-    """Counts a statement's instructions per execution (see the module's description).
+    """Counts a statement's instructions per execution.
 
     :param statement: what to count
     :param folder: a folder of the caller's for the files of the runs
@@ -212,7 +205,6 @@ def count_statement(
     :param timeout: seconds each run may take
     :return: the count, None when a signal stopped it
     :raises BadType: the statement or its context cannot be sent to the child
-    :raises CounterError: valgrind is missing or killed
     :raises RunFailed: the statement raised (the message holds the end of its error)
     """
     binary = interpreter(python or sys.executable).binary
@@ -263,9 +255,7 @@ def _calibrate(binary: str, spec: str, supervisor: Any, timeout: float) -> tuple
     if supervisor.stopped is not None:
         return None
     if ended.timed_out or ended.code != 0:
-        with open(errors, "rb") as f:
-            error = f.read()[-4096:].decode("utf-8", "replace").strip()
-        last = error.splitlines()[-1][-300:] if error else ""
+        last = last_line(errors)
         why = "ran past its timeout" if ended.timed_out else f"exited with {ended.code}"
         raise RunFailed(f"the statement {why}" + (f": {last}" if last else ""))
     try:
@@ -294,3 +284,63 @@ def _unseen(switches: float, kernel: float) -> str:
         "the counter counts the statement's own instructions, not its waiting nor the "
         "kernel's work: " + "; ".join(parts)
     )
+
+
+_FOLDER = "onnxrt-monitoring-count-"
+
+
+def _refuse(**given: Any) -> None:
+    for name, value in given.items():
+        if value not in (None, False):
+            raise BadValue(f"{name} does not apply with counter='instructions', got {value!r}")
+
+
+def count_measure(
+    stmt: str | Callable[[], Any],
+    context: dict[str, Any] | None,
+    counter: str,
+    warmup: int = 1,
+    div_by_number: bool = True,
+    max_time: float | None = None,
+    keep_gc: bool = False,
+    setup: str | None = None,
+    clock: Any = None,
+    calibrate: bool = False,
+    progress: Any = None,
+    executions: int = 500,
+) -> dict[str, Any]:
+    """Counts a statement's instructions per execution (``measure_time``'s keys).
+
+    :param stmt: a str, or a function importable from a module
+    :param context: the globals of a str statement (pickled for the child)
+    :param counter: ``instructions``
+    :param warmup: executions before the counted loops
+    :param div_by_number: must be True: a count is per execution
+    :param max_time: refused, as are ``clock``, ``calibrate`` and ``progress``
+    :param keep_gc: keep the garbage collector on in the loops
+    :param setup: run before each loop
+    :param executions: executions counted in a counted session (``repeat * number``)
+    """
+    check_counter(counter)
+    check_int("warmup", warmup, 0)
+    check_bool("keep_gc", keep_gc)
+    if not div_by_number:
+        raise BadValue(
+            "div_by_number must be True with counter='instructions' (a count is per execution)"
+        )
+    _refuse(max_time=max_time, clock=clock, calibrate=calibrate, progress=progress)
+    from . import inprocess
+
+    if inprocess.active():
+        return inprocess.measure(stmt, context, setup, warmup, keep_gc, executions)
+    from .._run.supervise import Supervisor
+
+    statement = Statement(stmt, setup, None, context, warmup, keep_gc)
+    with Supervisor() as sup, sup.folder(_FOLDER) as folder:
+        counted = count_statement(statement, folder, sup)
+        stopped = sup.stopped
+    if stopped is not None or counted is None:
+        if stopped == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(stopped or signal.SIGTERM)
+    return counted.to_dict(context_size=sys.getsizeof(context or {}), warmup=warmup)

@@ -1,18 +1,11 @@
 """A command counted by valgrind: the whole run (cachegrind, about 20 times the CPU of a
 plain run) or each Python function (callgrind with the interpreter's perf trampolines,
-Python >= 3.12, about 65 times).
+Python >= 3.12, about 65 times), under the caller's supervisor.
 
-The command runs in a group of its own under the caller's supervisor (signals
-forwarded, killed past its timeout, never left running), valgrind's own messages in a
-log file of the run's folder, the program's output passed through or discarded. The
-hash seed is fixed (``PYTHONHASHSEED=0`` unless the caller's environment sets one): with
-it, two runs of the same program count the same instructions to the last one; without
-it they differ by about 0.02 % (the layout of sets and dicts of strings).
-
-Valgrind runs one process: a program that forks (``multiprocessing``) leaves one count
-per process, and the count is refused rather than cut to the parent's. A child started
-with ``exec`` (``subprocess``) runs outside valgrind and is not counted (it is no work
-of the program's own interpreter).
+The hash seed is fixed (``PYTHONHASHSEED=0`` unless set): two runs of the same program
+then count the same instructions to the last one (without, about 0.02 % apart). A
+program that forks leaves one count per process: refused rather than cut to the
+parent's. A child started with ``exec`` runs outside valgrind and is not counted.
 """
 
 from __future__ import annotations
@@ -60,11 +53,9 @@ _TAIL = 300
 
 
 def check_counter(counter: str | None) -> str | None:
-    """Refuses an unknown counter.
+    """Refuses an unknown counter (BadValue); None (timing) passes.
 
-    :param counter: the name given, None for none (timing)
-    :return: the name
-    :raises BadValue: not one of :data:`COUNTERS`
+    :param counter: the name given
     """
     if counter is not None and counter not in COUNTERS:
         raise BadValue(f"counter must be one of {', '.join(COUNTERS)}, got {counter!r}")
@@ -72,11 +63,7 @@ def check_counter(counter: str | None) -> str | None:
 
 
 def find_valgrind() -> str:
-    """The valgrind command.
-
-    :return: its path
-    :raises CounterError: it is not installed (the message says how to get it)
-    """
+    """The valgrind command's path (CounterError saying how to get it if missing)."""
     found = shutil.which("valgrind")
     if found is None:
         raise CounterError(INSTALL)
@@ -104,12 +91,10 @@ class Interpreter:
 
 @functools.lru_cache(maxsize=16)
 def interpreter(python: str) -> Interpreter:
-    """Probes an interpreter once (per process).
+    """Probes an interpreter once (per process); CounterError when it cannot be run or
+    is no native program valgrind can count.
 
     :param python: its command, a path or a name in ``PATH``
-    :return: what valgrind must run
-    :raises CounterError: it cannot be run, or its executable is not a program valgrind
-        can count
     """
     try:
         done = subprocess.run(
@@ -183,7 +168,6 @@ def environment(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a counted run: the hash seed fixed unless one is set.
 
     :param base: the environment to start from, this process's when None
-    :return: a new dictionary
     """
     env = dict(os.environ if base is None else base)
     env.setdefault("PYTHONHASHSEED", "0")
@@ -235,9 +219,9 @@ def count(run: Run, folder: str, supervisor: Any) -> Counted | None:
     :param run: what to run and how
     :param folder: a folder of the caller's for the run's files (emptied afterwards)
     :param supervisor: the command's ``_run.supervise.Supervisor``
-    :return: the count, None when a signal stopped it (``supervisor.stopped``)
+    :return: the count, None when a signal stopped it
     :raises CounterError: valgrind is missing, was killed, or the program forked
-    :raises RunFailed: the program exited with an error or ran past its timeout
+    :raises RunFailed: the program failed or ran past its timeout
     """
     valgrind = find_valgrind()
     out, log = os.path.join(folder, "count"), os.path.join(folder, "valgrind")
@@ -306,11 +290,12 @@ def _check_ended(run: Run, ended: Any, errors: str, log: str) -> None:
             usage=False,
         )
     if ended.code != 0:
-        tail = _tail(errors) or _last(log + ".*").lstrip(": ")
+        tail = last_line(errors) or _last(log + ".*").lstrip(": ")
         raise RunFailed(f"{run.what} exited with {ended.code}" + (f": {tail}" if tail else ""))
 
 
-def _tail(path: str) -> str:
+def last_line(path: str) -> str:
+    """The end of the last line of a program's standard error, for a message."""
     try:
         with open(path, "rb") as f:
             f.seek(max(os.path.getsize(path) - 4096, 0))

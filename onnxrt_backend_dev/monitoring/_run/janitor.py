@@ -1,15 +1,12 @@
 """The janitor: a tiny shell that ends the children's process groups and removes the
 temporary folders of a command that died without cleaning up (``kill -9``, the OOM
-killer).
+killer: nothing in a process runs after SIGKILL).
 
-Nothing in a process can run once it received SIGKILL: its children keep running
-(reparented to pid 1) and its temporary folders stay. The janitor is a POSIX shell in a
-session of its own (no terminal signal reaches it) that reads, from a pipe only this
-process writes, which groups and folders are live (``+g PGID``, ``-g PGID``, ``+d PATH``,
-``-d PATH``). When the pipe ends (this process closed it, or died: the kernel closes it
-then) it kills the groups still registered and removes the folders still registered,
-then exits. A normal end unregisters everything first, so the janitor then does nothing.
-A group is unregistered before its leader is reaped: its id cannot have been reused.
+It runs in a session of its own and reads, from a pipe only this process writes, which
+groups and folders are live (``+g PGID``, ``-g PGID``, ``+d PATH``, ``-d PATH``). When
+the pipe ends (closed, or this process died) it kills the groups and removes the
+folders still registered. A group is unregistered before its leader is reaped: its id
+cannot have been reused.
 """
 
 from __future__ import annotations

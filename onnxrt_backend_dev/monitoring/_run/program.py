@@ -1,8 +1,6 @@
 """Running a Python program in this process, as ``python script.py`` or ``python -m
-module`` would: its code, its ``__main__`` module, ``sys.argv`` and ``sys.path[0]``, how it
-ended; the one program's side of ``profile`` and ``spy --where`` (the program runs in the
-command), of ``run``'s child and of the sampled runs' child (fresh interpreters whose
-every import counts in the program's memory: only the standard library here)."""
+module`` would (``profile``, ``spy --where``, ``run``'s child, the sampled runs' child):
+only the standard library here, as every import counts in the program's memory."""
 
 from __future__ import annotations
 
@@ -44,9 +42,8 @@ def as_main(module: types.ModuleType, argv: list[str], path0: str) -> Iterator[N
 
 @contextmanager
 def before_os_exit(callback: Callable[[int], None]) -> Iterator[None]:
-    """Calls ``callback(code)`` when the program calls ``os._exit``, which ends the process
-    at once, without unwinding: the profile can still be written. ``os._exit`` in a forked
-    child (multiprocessing's workers) exits as usual.
+    """Calls ``callback(code)`` when the program calls ``os._exit`` (no unwinding: the
+    profile can still be written); in a forked child it exits as usual.
 
     :param callback: what to do first, given the exit code
     """
@@ -124,8 +121,8 @@ def exit_code(e: SystemExit, err: TextIO) -> int:
 
 
 def report_raised(name: str, failure: BaseException, err: TextIO) -> int:
-    """Reports an exception the program raised: its traceback (without this tool's frame
-    that ran it), then one line naming it.
+    """Reports an exception the program raised: its traceback (without this tool's
+    frame), then one line naming it.
 
     :param name: the program's name
     :param failure: the exception
@@ -155,8 +152,8 @@ class Outcome(NamedTuple):
 
 
 def run_main(code: types.CodeType, module: types.ModuleType, name: str, err: TextIO) -> Outcome:
-    """Runs a program's code in its ``__main__`` module (installed by :func:`as_main`),
-    every way it can end caught: its exception's traceback is written to ``err``.
+    """Runs a program's code in its ``__main__`` module (see :func:`as_main`), every way
+    it can end caught.
 
     :param code: its code
     :param module: its ``__main__`` module

@@ -1,25 +1,15 @@
 """The one handler of the signals that end a command: SIGINT, SIGTERM and SIGHUP.
 
-A command that runs something (a program in this process, children in their own process
-groups) installs :class:`Signals` for that time. Each signal received is recorded (the
-first decides the command's exit code, ``128 + N``), passed to every listener (the
-supervisor forwards it to its children's groups) and, while a program runs in this
-process, raised in it once: :class:`Terminated <.._errors.Terminated>` for SIGTERM and
-SIGHUP, ``KeyboardInterrupt`` for SIGINT. Anything else is only recorded, so that the
-command still writes what was measured: a second signal a few milliseconds after the
-first (``timeout``, a CI runner) lands while the program unwinds or the report is
-written, and must not break either.
+A command that runs something installs :class:`Signals` for that time. Each signal is
+recorded (the first decides the exit code, ``128 + N``), passed to every listener (the
+supervisor forwards it to its children) and, while a program runs in this process,
+raised in it once (:class:`Terminated <.._errors.Terminated>`, ``KeyboardInterrupt`` for
+SIGINT). Anything else is only recorded: a second signal a few milliseconds after the
+first (``timeout``, a CI runner) must not break the unwinding or the report.
 
-Handlers are Python's, so they run in the main thread only: elsewhere nothing is
-installed (the caller still gets the object, which then records nothing). A signal the
-command inherited ignored (``nohup`` ignores SIGHUP) stays ignored.
-
-They nest without a gap: a command installs one around all its work (what comes once
-the measure is over is recorded, not raised into the writing of the result), and the
-parts inside install their own (a program run here, a supervisor of children). An
-inner one starts with what the outer one already received (a signal during the start
-stops what is about to run) and hands what it received back to the outer one when it
-is removed.
+Handlers run in the main thread only: elsewhere nothing is installed. A signal inherited
+ignored (``nohup``'s SIGHUP) stays ignored. They nest without a gap: an inner one starts
+with what the outer one received and hands what it received back when removed.
 """
 
 from __future__ import annotations
@@ -84,8 +74,6 @@ class Signals:
         self._previous: dict[int, Any] = {}
         self._inherited = 0
 
-    # --- what was received -------------------------------------------------------------
-
     @property
     def first(self) -> int | None:
         """The first signal received, None without one."""
@@ -96,8 +84,6 @@ class Signals:
         """``128 + signum`` of the first signal received (130 for SIGINT), None without
         one."""
         return 128 + self.received[0] if self.received else None
-
-    # --- the handler -------------------------------------------------------------------
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
         """Records the signal, tells the listeners, and raises it in a running program
@@ -132,26 +118,9 @@ class Signals:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    # --- the program run in this process -----------------------------------------------
-
-    def program(self, run: Callable[[], Any]) -> Any:
-        """Runs a program in this process: the signals raise in it, and once it returned
-        or raised, they are only recorded.
-
-        :param run: the program
-        :return: what it returns
-        """
-        self.running = True
-        try:
-            return run()
-        finally:
-            self.running = False
-
     def program_over(self) -> None:
         """From now on, a signal is recorded, not raised."""
         self.running = False
-
-    # --- installation --------------------------------------------------------------------
 
     def install(self) -> Signals:
         """Installs the handlers (main thread only; an ignored signal stays ignored).

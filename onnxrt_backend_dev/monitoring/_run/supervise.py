@@ -1,19 +1,15 @@
-"""Supervision of the processes a command starts: one place for every command that runs
-children (``run``, ``run --repeat``, ``profile --repeat``, ``compare --a/--b``, ``time
--p N``, ``spy -- CMD``).
+"""Supervision of the processes a command starts (``run``, ``profile --repeat``,
+``compare --a/--b``, ``time -p N``, ``spy -- CMD``...).
 
 A child starts in a process group of its own, from an argv (:meth:`Supervisor.start`)
-or as a function run in a fork (:meth:`Supervisor.fork`), optionally held at a start
-gate until :meth:`Child.release` (so that a probe attached to its pid sees its first
-instruction). It dies with this process (``PR_SET_PDEATHSIG``, Linux), and the janitor
-(:mod:`.janitor`) kills its whole group and removes the command's temporary folders if
-this process is killed outright. While the :class:`Supervisor` is entered, SIGINT,
-SIGTERM and SIGHUP are caught by the one handler of :mod:`.signals`: each is forwarded
-at once to every running child's group, which is killed (SIGKILL) ``grace`` seconds
-later if still there, and the command goes on to write what was measured, then exits
-with ``128 + N`` (:attr:`Supervisor.exit_code`). When a child's leader ends, what is
-left of its group is killed before the leader is reaped (so its id cannot have been
-reused), and a timeout ends the group the same way.
+or a forked function (:meth:`Supervisor.fork`), optionally held at a start gate until
+:meth:`Child.release` (so that a probe attached to its pid sees its first instruction).
+It dies with this process (``PR_SET_PDEATHSIG``), and the janitor (:mod:`.janitor`)
+cleans up if this process is killed outright. While the :class:`Supervisor` is entered,
+SIGINT, SIGTERM and SIGHUP (:mod:`.signals`) are forwarded at once to every running
+child's group, killed ``grace`` seconds later if still there; the command then writes
+what was measured and exits with ``128 + N``. What is left of a group is killed before
+its leader is reaped (so its id cannot have been reused).
 
 On a terminal, a child that reads this process's standard input stays in the
 terminal's foreground job (a group of its own could not read the terminal): Ctrl-C then
@@ -40,14 +36,12 @@ from .janitor import Janitor
 from .signals import Signals
 
 __all__ = [
-    "EXEC_FAILED",
     "GRACE",
     "OWN_EXIT",
     "Child",
     "Exit",
     "Supervisor",
     "check_command",
-    "child_setup",
     "die_with_parent",
     "shell_code",
 ]
@@ -57,8 +51,6 @@ GRACE = 1.0
 # Seconds a child sharing the terminal's job has to end on its own after SIGINT (Ctrl-C
 # reached it too) before SIGINT is forwarded to it.
 OWN_EXIT = 0.5
-# The exit code of a child that could not run its command (as a shell says).
-EXEC_FAILED = 127
 # The start gate of an argv: a POSIX shell blocked on reading a pipe (descriptor fd) until
 # released, then ``exec``ing the command in that same pid. A shell rather than Python in
 # the forked child. ``read`` fails at end-of-file: this process died or gave up before
@@ -144,16 +136,6 @@ def die_with_parent(parent: int, prctl: Callable[..., int] | None = None) -> Non
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def child_setup(group: bool = False) -> Callable[[], None]:
-    """The ``preexec_fn`` of a ``subprocess.Popen`` whose child must die with this
-    process (for a caller that starts it itself; :meth:`Supervisor.start` does this).
-
-    :param group: the child also leads a process group of its own
-    :return: the function to run in the forked child
-    """
-    return _ChildSetup(os.getpid(), group, _prctl())
-
-
 def _in_terminal_job(stdin: Any) -> bool:
     """Whether a child given ``stdin`` must stay in this process's group: it reads this
     process's standard input, a terminal whose foreground job is this process's."""
@@ -189,8 +171,7 @@ class Exit(NamedTuple):
 
 
 class Child:
-    """A child process as its supervisor sees it: released from its gate, signalled with
-    its group, polled, waited for with a timeout, ended and reaped exactly once.
+    """A child process as its supervisor sees it (reaped exactly once).
 
     :param pid: its pid
     :param group: it leads a process group of its own
@@ -220,8 +201,6 @@ class Child:
         self._pidfd: int | None = None
         self._descendants: list[Any] = []
 
-    # --- the gate ------------------------------------------------------------------------
-
     @property
     def gated(self) -> bool:
         """Whether it still waits at its start gate."""
@@ -242,8 +221,6 @@ class Child:
         gate, self._gate = self._gate, None
         if gate is not None:
             os.close(gate)  # the gated shell reads end-of-file and exits 125
-
-    # --- signals -------------------------------------------------------------------------
 
     def send(self, signum: int, descendants: bool = False) -> None:
         """Sends a signal to the child's group (to the child alone when it shares this
@@ -276,8 +253,6 @@ class Child:
             return
         known = {p.pid for p in self._descendants}
         self._descendants.extend(p for p in found if p.pid not in known)
-
-    # --- waiting -------------------------------------------------------------------------
 
     def _exited(self) -> bool:
         """Whether the leader ended (not reaped: its pid stays reserved)."""
@@ -315,17 +290,13 @@ class Child:
             return self.exit
 
     def poll(self) -> Exit | None:
-        """How it ended, None while it runs (never blocks).
-
-        :return: the exit, once reaped
-        """
+        """How it ended, None while it runs (never blocks)."""
         if self.exit is not None:
             return self.exit
         return self._reap() if self._exited() else None
 
     def wait(self, timeout: float | None = None) -> Exit | None:
-        """Waits for it to end (signals received meanwhile are handled, then the wait
-        goes on).
+        """Waits for it to end (signals received meanwhile are handled).
 
         :param timeout: seconds, None for no limit
         :return: the exit, None if it still runs after ``timeout``
@@ -379,25 +350,6 @@ class Child:
         return ended if ended is not None else self._reap()
 
 
-class _Escalation:
-    """After a signal was forwarded, the SIGKILL of the children still running
-    ``grace`` seconds later (and, for a child sharing the terminal's job, the SIGINT
-    forwarded after ``OWN_EXIT``), from a timer thread: the main thread may be busy."""
-
-    def __init__(self) -> None:
-        self._timers: list[threading.Timer] = []
-
-    def later(self, delay: float, action: Callable[[], None]) -> None:
-        timer = threading.Timer(delay, action)
-        timer.daemon = True
-        timer.start()
-        self._timers.append(timer)
-
-    def cancel(self) -> None:
-        while self._timers:
-            self._timers.pop().cancel()
-
-
 class Supervisor:
     """The children of a command, supervised: a context manager that catches SIGINT,
     SIGTERM and SIGHUP for its time (see the module's docstring) and ends every child
@@ -419,10 +371,8 @@ class Supervisor:
         self._own_signals = signals is None
         self.janitor = Janitor(janitor)
         self.children: list[Child] = []
-        self._escalation = _Escalation()
+        self._timers: list[threading.Timer] = []
         self._prctl = _prctl()
-
-    # --- what was received -------------------------------------------------------------
 
     @property
     def stopped(self) -> int | None:
@@ -434,8 +384,6 @@ class Supervisor:
         """``128 + N`` for the first signal N received, None without one."""
         return self.signals.exit_code
 
-    # --- the context ---------------------------------------------------------------------
-
     def __enter__(self) -> Supervisor:
         if self._own_signals:
             self.signals.install()
@@ -444,19 +392,16 @@ class Supervisor:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            self.end_all()
+            for child in list(self.children):
+                child.end(signal.SIGTERM, self.grace)
+            self.children.clear()
         finally:
             self.signals.forget(self._forward)
             if self._own_signals:
                 self.signals.uninstall()
-            self._escalation.cancel()
+            while self._timers:
+                self._timers.pop().cancel()
             self.janitor.stop()
-
-    def end_all(self) -> None:
-        """Ends every child still running (and reaps it)."""
-        for child in list(self.children):
-            child.end(signal.SIGTERM, self.grace)
-        self.children.clear()
 
     def _running(self) -> list[Child]:
         self.children = [c for c in self.children if c.exit is None]
@@ -471,17 +416,22 @@ class Supervisor:
             if child.gated:  # never started: it ends at its closed gate
                 child._close_gate()
             if shared and not child.group:
-                self._escalation.later(OWN_EXIT, functools.partial(child.send, signal.SIGINT))
+                self._later(OWN_EXIT, functools.partial(child.send, signal.SIGINT))
             else:
                 child.send(signum, descendants=True)
         delay = self.grace + (OWN_EXIT if shared else 0.0)
-        self._escalation.later(delay, self._kill_running)
+        self._later(delay, self._kill_running)
+
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        """Runs ``action`` from a timer thread (the main thread may be busy)."""
+        timer = threading.Timer(delay, action)
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
 
     def _kill_running(self) -> None:
         for child in self._running():
             child.send(signal.SIGKILL, descendants=True)
-
-    # --- starting children -------------------------------------------------------------
 
     def _adopt(self, child: Child) -> Child:
         self.children.append(child)
@@ -578,8 +528,6 @@ class Supervisor:
                 os.setpgid(pid, pid)
         return self._adopt(Child(pid, own, gate_write, None, self.janitor))
 
-    # --- waiting ---------------------------------------------------------------------------
-
     def wait(self, child: Child, timeout: float | None = None) -> Exit:
         """Waits for a child; past ``timeout`` its group is ended (SIGTERM, then SIGKILL
         after the grace).
@@ -596,8 +544,6 @@ class Supervisor:
         timed = Exit(child.exit.status, child.exit.rusage, timed_out=True)
         child.exit = timed
         return timed
-
-    # --- temporary folders -------------------------------------------------------------
 
     @contextlib.contextmanager
     def folder(self, prefix: str) -> Iterator[str]:
@@ -645,18 +591,10 @@ class _ChildSetup:
 
 def _gate_slot(gate: int, pass_fds: Sequence[int]) -> int | None:
     """The single-digit descriptor the gate gets in the child (dash names no other in a
-    redirection, and the gate must be closed before the command runs).
-
-    The pipe's own number when it is one. Otherwise 3 to 9 are all open here (the pipe
-    took the lowest free number): the child's copy of one that it does not inherit is
-    replaced by the gate (``subprocess`` checks that a kept descriptor is open, then
-    closes the others after ``preexec_fn``).
-
-    :param gate: the gate's read end here
-    :param pass_fds: what the child inherits
-    :return: the number, None when all of 3 to 9 are inherited (the shell then opens
-        the gate by path, and the command inherits it)
-    """
+    redirection): the pipe's own number when it is one, else one of 3 to 9 (all open
+    here: the pipe took the lowest free number) that the child does not inherit,
+    replaced by the gate after the fork; None when all are inherited (the shell then
+    opens the gate by path)."""
     if gate <= 9:
         return gate
     return next((n for n in range(9, 2, -1) if n not in pass_fds), None)

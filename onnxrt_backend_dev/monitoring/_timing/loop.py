@@ -1,22 +1,10 @@
-"""The timing machinery behind :func:`onnxrt_backend_dev.monitoring.benchmark.measure_time`.
-
-* :func:`build_timer` compiles the statement into a timing loop, as :mod:`timeit` does:
-  a str statement is pasted into the loop body (no call per execution), a callable is
-  called from the loop through a local name.
-* :func:`measure` runs the warmup and the batches (a fixed ``repeat x number`` or, with
-  ``max_time``, batches planned by :func:`plan_next_batch` to end right after the budget)
-  and returns a :class:`TimingResult`, the one value of this capability.
-* :func:`measure_interleaved` times several statements batch by batch in turn, for
-  :func:`.stats.compare_samples`.
-
-The statistics of the results (summaries, comparisons) live in :mod:`.stats`.
-
-Standard library only: nothing heavy is imported.
+"""The timing loop behind ``benchmark.measure_time`` (:func:`measure`, a fixed
+``repeat x number`` or batches planned to end right after ``max_time``) and ``compare``
+(:func:`measure_interleaved`). Standard library only.
 """
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import sys
@@ -26,10 +14,10 @@ from time import perf_counter
 from typing import Any
 
 from .._errors import BadType, BadValue, ClockError
-from .._validate import check_bool, check_callable, check_int, check_number, check_str
+from .._validate import check_bool, check_callable, check_int, check_str
 from .stats import Comparison, compare_samples, summarize
 from .template import _TEMPLATE as _TEMPLATE  # re-exported: the tests compare it with timeit's
-from .template import Clock, Inner, build_timer
+from .template import Clock, GcOff, Inner, build_timer
 
 # With max_time, a batch aims at max_time / _BATCHES_PER_BUDGET seconds (at most
 # _MAX_BATCH_SECONDS): enough samples for a median and a spread, and the last batch is
@@ -66,11 +54,10 @@ MAX_KEPT_BATCHES = 2**16
 class BatchSample:
     """The seconds and sizes of the batches kept for the statistics, in bounded memory.
 
-    Up to ``capacity`` batches are all kept. Past it, every other kept batch is dropped
-    and only every 2nd (then 4th, 8th...) new one is kept: an evenly spaced sample of
-    the run, so that ``time pass -n 1 -r 1000000000`` neither grows without limit nor
-    takes seconds to summarize when a signal stops it. Each change is one store, so a
-    signal raising in the middle of :meth:`add` leaves a consistent sample.
+    Past ``capacity``, every other kept batch is dropped and only every 2nd (then 4th...)
+    new one kept: an evenly spaced sample, so that ``time pass -n 1 -r 1000000000``
+    neither grows without limit nor takes seconds to summarize when a signal stops it.
+    Each change is one store: a signal raising in :meth:`add` leaves a consistent sample.
 
     :param capacity: the most batches kept (at least 2), :data:`MAX_KEPT_BATCHES` if None
     """
@@ -106,20 +93,13 @@ class BatchSample:
 
 
 class Progress:
-    """What a measure timed so far, filled batch by batch: read by a live status from
-    another thread, and by a caller whose run was stopped midway (a signal) to report
-    what was measured (:meth:`result`).
+    """What a measure timed so far, filled batch by batch: read by a live status, and
+    by a caller whose run a signal stopped midway (:meth:`result`).
 
-    The counters ``batches``, ``runs`` and ``measured`` (seconds of all timed batches,
-    the future ``total_time``) change together in one store: a signal stopping the run
-    never leaves a batch counted in one and not the others.
-
-    :ivar warmup_time: seconds taken by the warmup, once done
-    :ivar kept: the batches kept for the statistics (bounded, see :class:`BatchSample`)
-    :ivar div_by_number: statistics per execution (True) or per batch (False), set when
-        the measure starts, as are ``context_size`` (``sys.getsizeof(context)``) and
-        ``max_time`` (the budget, None for a fixed ``repeat x number``)
-    :ivar calibrated: the batch size was calibrated (``calibrate=True``)
+    ``batches``, ``runs`` and ``measured`` change together in one store: a signal never
+    leaves a batch counted in one and not the others. ``div_by_number``,
+    ``context_size`` and ``max_time`` are set when the measure starts; ``calibrated``
+    says that the batch size was calibrated.
     """
 
     def __init__(self) -> None:
@@ -153,11 +133,7 @@ class Progress:
         self.kept.add(seconds, size)
 
     def timing(self) -> TimingResult:
-        """The result of the batches timed so far.
-
-        :return: the result
-        :raises BadValue: no batch was timed yet
-        """
+        """The result of the batches timed so far (BadValue when none was)."""
         if not self.kept:
             raise BadValue("no batch was timed")
         times: Sequence[float] = self.kept.times
@@ -177,11 +153,7 @@ class Progress:
         )
 
     def result(self) -> dict[str, int | float]:
-        """The dictionary ``measure_time`` returns, of the batches timed so far (at the
-        end of a run, or after a run stopped midway).
-
-        :raises BadValue: no batch was timed yet
-        """
+        """``measure_time``'s dictionary of the batches timed so far."""
         return self.timing().to_dict()
 
 
@@ -245,9 +217,6 @@ class TimingResult:
         }
 
 
-# --- validation ---------------------------------------------------------------------
-
-
 def validate(
     stmt: Any,
     repeat: Any,
@@ -262,15 +231,9 @@ def validate(
     keep_gc: Any = False,
     calibrate: Any = False,
 ) -> tuple[int, int, int, float | None]:
-    """Checks the arguments of ``measure_time``; messages name the parameter, its value
-    and the rule (the shared checks of ``_validate``).
+    """Checks the arguments of ``measure_time`` (messages name the parameter).
 
     :return: ``repeat``, ``number``, ``warmup`` as ints and ``max_time`` as a float
-    :raises BadType: a value of the wrong type (``stmt`` neither str nor callable,
-        ``context`` not a dict, ``setup`` not a str, ``clock`` not callable, a flag not
-        a bool: ``'no'`` reads as True...)
-    :raises BadValue: a value out of range (NaN and infinity never pass), ``max_time``
-        without ``div_by_number`` or with ``calibrate``
     """
     if not isinstance(stmt, str) and not callable(stmt):
         raise BadType(f"stmt must be a str or a callable, got {type(stmt).__name__}")
@@ -302,21 +265,15 @@ def validate(
     return (*counts, budget)
 
 
-# --- the timing loop ----------------------------------------------------------------
-
-
 def batch_target(max_time: float) -> float:
     """Seconds a batch aims at when the budget is ``max_time``."""
     return min(max_time / _BATCHES_PER_BUDGET, _MAX_BATCH_SECONDS)
 
 
 def plan_next_batch(last_size: int, last_time: float, total: float, max_time: float) -> int:
-    """Sizes the next batch so that the run ends right after ``max_time``.
-
-    While batches are shorter than the target (:func:`batch_target`), the size grows
-    (at most tenfold) towards it. Then the remaining budget is split into even batches of
-    about the target; the last one aims a little over the remainder to end the run.
-    Predictions use the time per execution of the last batch.
+    """Sizes the next batch so that the run ends right after ``max_time``: growing (at
+    most tenfold) towards :func:`batch_target`, then splitting the remaining budget into
+    even batches, from the time per execution of the last batch.
 
     :param last_size: executions in the last batch
     :param last_time: seconds measured for the last batch
@@ -340,27 +297,10 @@ def plan_next_batch(last_size: int, last_time: float, total: float, max_time: fl
     return max(1, math.ceil(share / per_exec))
 
 
-class _GcOff:
-    """Disables the garbage collector unless told to keep it, then restores it."""
-
-    def __init__(self, keep_gc: bool) -> None:
-        self.keep_gc = keep_gc
-        self.was_enabled = True
-
-    def __enter__(self) -> None:
-        self.was_enabled = gc.isenabled()
-        if not self.keep_gc:
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was_enabled:
-            gc.enable()
-
-
-def _checked(seconds: Any, size: int) -> float:
+def _timed(inner: Inner, clock: Clock, size: int) -> float:
     """The seconds a batch of ``size`` executions measured, refused when the clock cannot
     have measured them: NaN, infinite or negative (a clock that went backwards)."""
-    t = float(seconds)
+    t = float(inner(itertools.repeat(None, size), clock))
     if math.isnan(t) or math.isinf(t):
         raise ClockError(f"the clock returned {t!r}: a batch of {size} executions measured {t!r} s")
     if t < 0:
@@ -385,7 +325,7 @@ def _still_error(still: int, size: int) -> ClockError:
 
 
 def _run_batch(inner: Inner, clock: Clock, size: int, progress: Progress) -> float:
-    t = _checked(inner(itertools.repeat(None, size), clock), size)
+    t = _timed(inner, clock, size)
     progress.record(t, size)
     return t
 
@@ -423,7 +363,7 @@ def _autorange(inner: Inner, clock: Clock, seconds: float) -> int:
     executions until one batch lasts at least ``seconds``."""
     still = 0
     for size in (f * 10**e for e in itertools.count() for f in (1, 2, 5)):
-        t = _checked(inner(itertools.repeat(None, size), clock), size)
+        t = _timed(inner, clock, size)
         if t >= seconds:
             return size
         still = still + 1 if t == 0 else 0
@@ -448,18 +388,7 @@ def measure(
     calibrate: bool = False,
     progress: Progress | None = None,
 ) -> TimingResult:
-    """Times ``stmt``; see ``measure_time`` for the parameters.
-
-    :param setup: code run before each batch, outside the timed region
-    :param keep_gc: leave the garbage collector enabled while timing
-    :param clock: returns seconds, ``time.perf_counter`` by default
-    :param calibrate: ``number`` is found as timeit's autorange does (batches of at
-        least :data:`AUTORANGE_SECONDS`), after the warmup; those batches are not counted
-    :param progress: counters updated after each batch (for a live status, or to
-        report what was measured when the run is stopped midway)
-    :return: the result
-    :raises ClockError: the clock went backwards, returned NaN or did not advance
-    """
+    """Times ``stmt``; the parameters are ``measure_time``'s."""
     repeat, number, warmup, budget = validate(
         stmt, repeat, number, warmup, div_by_number, max_time, context=context, setup=setup,
         clock=clock, keep_gc=keep_gc, calibrate=calibrate,
@@ -473,9 +402,9 @@ def measure(
     progress.div_by_number = div_by_number
     progress.context_size = sys.getsizeof({} if context is None else context)
     progress.max_time = budget
-    with _GcOff(keep_gc):
+    with GcOff(keep_gc):
         if warmup:
-            progress.warmup_time = _checked(inner(itertools.repeat(None, warmup), clock), warmup)
+            progress.warmup_time = _timed(inner, clock, warmup)
         if calibrate:
             number = _autorange(inner, clock, AUTORANGE_SECONDS)
             progress.calibrated = True
@@ -486,39 +415,10 @@ def measure(
     return progress.timing()
 
 
-def autorange(
-    stmt: str | Callable[[], Any],
-    context: Mapping[str, Any] | None = None,
-    *,
-    setup: str | None = None,
-    keep_gc: bool = False,
-    clock: Clock | None = None,
-    seconds: float = AUTORANGE_SECONDS,
-) -> int:
-    """The executions per batch that make a batch last at least ``seconds``, found as
-    :meth:`timeit.Timer.autorange` does: 1, 2, 5, 10, 20, 50... executions until one
-    batch is long enough.
-
-    :param seconds: the least duration of a batch
-    :return: the batch size
-    :raises ClockError: the clock went backwards, returned NaN or did not advance
-    """
-    validate(stmt, 1, 1, 0, True, None, context=context, setup=setup, clock=clock, keep_gc=keep_gc)
-    seconds = check_number("seconds", seconds, above=0)
-    inner = build_timer(stmt, context, setup)
-    clock = perf_counter if clock is None else clock
-    _check_clock(clock)
-    with _GcOff(keep_gc):
-        return _autorange(inner, clock, seconds)
-
-
 @dataclass
 class CompareProgress:
-    """What :func:`measure_interleaved` timed so far, filled round by round: kept by a
-    caller that reports what was measured when the run is stopped midway (a signal).
-
-    Past :data:`MAX_KEPT_BATCHES` rounds, an evenly spaced sample of the rounds is kept
-    (as :class:`BatchSample` does), both statements' batches of a round together.
+    """What :func:`measure_interleaved` timed so far, filled round by round (past
+    :data:`MAX_KEPT_BATCHES` rounds, an evenly spaced sample, as :class:`BatchSample`).
 
     :param samples: seconds per execution, one list per statement
     :param number: executions per batch (calibrated with ``max_time`` or ``calibrate``)
@@ -554,25 +454,20 @@ class CompareProgress:
         return [xs[:n] for xs in self.samples]
 
     def sides(self) -> list[dict[str, int | float]]:
-        """One summary per statement, keyed as ``measure_time``'s dictionary: ``repeat``
-        and ``batches`` (the complete rounds kept), ``number``, ``runs``, ``ttime`` (the
-        sum of the per-batch figures, per execution) and ``total_time`` (the seconds its
-        batches measured)."""
-        sides: list[dict[str, int | float]] = []
-        for xs in self.paired():
-            n = len(xs)
-            sides.append(
-                {
-                    **summarize(xs),
-                    "repeat": n,
-                    "number": self.number,
-                    "ttime": math.fsum(xs),
-                    "batches": n,
-                    "runs": n * self.number,
-                    "total_time": math.fsum(xs) * self.number,
-                }
-            )
-        return sides
+        """One summary per statement, keyed as ``measure_time``'s dictionary, over the
+        complete rounds kept."""
+        return [
+            {
+                **summarize(xs),
+                "repeat": len(xs),
+                "number": self.number,
+                "ttime": math.fsum(xs),
+                "batches": len(xs),
+                "runs": len(xs) * self.number,
+                "total_time": math.fsum(xs) * self.number,
+            }
+            for xs in self.paired()
+        ]
 
     def comparison(self, confidence: float = 0.95, alpha: float = 0.05) -> Comparison:
         """The comparison of the first two statements' complete rounds."""
@@ -587,7 +482,7 @@ def _interleaved_round(
     times = [0.0] * len(inners)
     for i in order:
         state.running = i
-        times[i] = _checked(inners[i](itertools.repeat(None, number), clock), number)
+        times[i] = _timed(inners[i], clock, number)
     state.running = None
     order.reverse()  # the next round runs them the other way round
     return times
@@ -612,31 +507,15 @@ def _calibrate_interleaved(
         number = max(number + 1, math.ceil(number * growth))
 
 
-def _compiled(
-    stmts: Sequence[str | Callable[[], Any]],
-    context: Mapping[str, Any] | None,
-    setup: str | None,
-    state: CompareProgress,
-) -> list[Inner]:
-    """Compiles each statement, ``state.running`` naming the one at work (whose syntax
-    error it is)."""
-    inners = []
-    for i, stmt in enumerate(stmts):
+def _each(state: CompareProgress, items: Sequence[Any], action: Callable[[Any], Any]) -> list[Any]:
+    """``action`` on each statement's item, ``state.running`` naming the one at work
+    (whose error it is)."""
+    done = []
+    for i, item in enumerate(items):
         state.running = i
-        inners.append(build_timer(stmt, context, setup))
+        done.append(action(item))
     state.running = None
-    return inners
-
-
-def _calibrated_number(inners: list[Inner], clock: Clock, state: CompareProgress) -> int:
-    """The smaller of the statements' autorange sizes: the slower one's batch lasts at
-    least :data:`COMPARE_AUTORANGE_SECONDS`."""
-    sizes = []
-    for i, inner in enumerate(inners):
-        state.running = i
-        sizes.append(_autorange(inner, clock, COMPARE_AUTORANGE_SECONDS))
-    state.running = None
-    return min(sizes)
+    return done
 
 
 def measure_interleaved(
@@ -653,21 +532,12 @@ def measure_interleaved(
     calibrate: bool = False,
     into: CompareProgress | None = None,
 ) -> list[list[float]]:
-    """Times several statements batch by batch in turn, so that a drift of the machine
-    (frequency, another process) weighs on all of them alike; the order alternates.
-
-    With ``max_time``, ``repeat`` and ``number`` are ignored: the batch size grows until
-    the slowest statement's batch lasts about ``max_time / (2 * 500)`` seconds (at most
-    0.2 s), then rounds of one batch of each statement run until the seconds measured,
-    calibration included, reach ``max_time``, and at least 5 rounds. With ``calibrate``,
-    ``number`` is the smallest of the statements' autorange sizes for batches of
-    :data:`COMPARE_AUTORANGE_SECONDS` (those batches are not counted).
+    """Times several statements batch by batch in turn, the order alternating, so that
+    a drift of the machine weighs on all alike (see ``benchmark.compare``).
 
     :param into: filled round by round, for a caller that reports what was measured
         when the run is stopped midway, or whose statement failed (``running``)
     :return: seconds per execution, one list of samples per statement
-    :raises ClockError: the clock went backwards, returned NaN or did not advance
-        during a batch (a sample of 0 s cannot be compared)
     """
     for stmt in stmts:
         repeat, number, warmup, max_time = validate(
@@ -676,30 +546,28 @@ def measure_interleaved(
         )  # fmt: skip
     if into is not None and not isinstance(into, CompareProgress):
         raise BadType(f"progress must be a CompareProgress or None, got {type(into).__name__}")
-    clock = perf_counter if clock is None else clock
+    timer = perf_counter if clock is None else clock
     state = CompareProgress() if into is None else into
     state.samples = [[] for _ in stmts]
-    inners = _compiled(stmts, context, setup, state)
-    _check_clock(clock)
+    inners = _each(state, stmts, lambda stmt: build_timer(stmt, context, setup))
+    _check_clock(timer)
     order = list(range(len(inners)))
     rounds = repeat
-    with _GcOff(keep_gc):
-        for i, inner in enumerate(inners):
-            state.running = i
-            if warmup:
-                _checked(inner(itertools.repeat(None, warmup), clock), warmup)
-        state.running = None
+    with GcOff(keep_gc):
+        if warmup:
+            _each(state, inners, lambda inner: _timed(inner, timer, warmup))
         if calibrate:
-            number, state.calibrated = _calibrated_number(inners, clock, state), True
+            sizes = _each(state, inners, lambda i: _autorange(i, timer, COMPARE_AUTORANGE_SECONDS))
+            number, state.calibrated = min(sizes), True
         if max_time is not None:
             target = min(max_time / (len(inners) * _COMPARE_BATCHES), _MAX_BATCH_SECONDS)
-            number, state.measured = _calibrate_interleaved(inners, clock, target, order, state)
+            number, state.measured = _calibrate_interleaved(inners, timer, target, order, state)
             state.calibrated = True
             rounds = _COMPARE_MIN_BATCHES
         state.number = number
         done = 0
         while done < rounds or (max_time is not None and state.measured < max_time):
-            times = _interleaved_round(inners, clock, number, order, state)
+            times = _interleaved_round(inners, timer, number, order, state)
             if min(times) == 0:
                 raise _still_error(1, number)
             state.add_round(times)

@@ -1,15 +1,6 @@
-"""The statistics of timings, apart from the loop that measures them (as pyperf keeps
-its comparison apart from its runner).
-
-* :func:`summarize`: average, deviation, median, quartiles of one series;
-* :func:`compare_samples` (two series of per-execution times: Mann-Whitney U and the
-  Hodges-Lehmann ratio) and :func:`compare_results` (two ``measure_time`` dictionaries:
-  Welch's t-test) turn two timings into a :class:`Comparison`;
-* :func:`format_comparison` reads a comparison as one line.
-
-The tests themselves (Mann-Whitney, Hodges-Lehmann, Welch, Student's t) live in
-:mod:`.._stats`, shared with ``compare`` and the pytest gate. Standard library only:
-nothing heavy is imported.
+"""The statistics of timings, apart from the loop that measures them: summaries, and
+two timings turned into a :class:`Comparison` (the tests themselves live in
+:mod:`.._stats`, shared with ``compare`` and the pytest gate). Standard library only.
 """
 
 from __future__ import annotations
@@ -17,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._errors import BadType, BadValue
@@ -89,19 +80,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, int | float | str | bool]:
         """The fields as a dictionary of plain values (JSON-ready)."""
-        return {
-            "baseline": self.baseline,
-            "candidate": self.candidate,
-            "speedup": self.speedup,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "confidence": self.confidence,
-            "p_value": self.p_value,
-            "significant": self.significant,
-            "method": self.method,
-            "n_baseline": self.n_baseline,
-            "n_candidate": self.n_candidate,
-        }
+        return asdict(self)
 
 
 def check_arguments(
@@ -109,12 +88,8 @@ def check_arguments(
 ) -> None:
     """The checks of ``compare``, before anything is timed: two statements (str or
     callable) or two results (mappings), levels in (0, 1), and ``repeat >= 2`` for
-    statements without a budget (the type of ``repeat`` is checked by the loop).
-
-    :raises BadType: a side of another kind, or one statement and one result
-    :raises BadValue: a level out of (0, 1), or ``repeat < 2``
-    """
-    check_levels(confidence, alpha)
+    statements without a budget (the type of ``repeat`` is checked by the loop)."""
+    _check_levels(confidence, alpha)
     for name, side in (("baseline", baseline), ("candidate", candidate)):
         if not (isinstance(side, (str, Mapping)) or callable(side)):
             raise BadType(
@@ -131,22 +106,13 @@ def check_arguments(
         raise BadValue(f"repeat must be >= 2 to compare (two batches a side), got {repeat}")
 
 
-def check_levels(confidence: Any, alpha: Any) -> None:
-    """Refuses a ``confidence`` or ``alpha`` that is not a number in (0, 1), before any
-    statement is timed (the message names the parameter).
-
-    :raises BadType: not a number (a str, a bool)
-    :raises BadValue: NaN, or not strictly between 0 and 1
-    """
-    _check_level("confidence", confidence)
-    _check_level("alpha", alpha)
-
-
-def _check_level(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BadType(f"{name} must be a number in (0, 1), got {type(value).__name__}")
-    if not 0 < value < 1:  # NaN fails it too
-        raise BadValue(f"{name} must be in (0, 1), got {value!r}")
+def _check_levels(confidence: Any, alpha: Any) -> None:
+    """Refuses a ``confidence`` or ``alpha`` that is not a number in (0, 1)."""
+    for name, value in (("confidence", confidence), ("alpha", alpha)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BadType(f"{name} must be a number in (0, 1), got {type(value).__name__}")
+        if not 0 < value < 1:  # NaN fails it too
+            raise BadValue(f"{name} must be in (0, 1), got {value!r}")
 
 
 def compare_samples(
@@ -160,8 +126,7 @@ def compare_samples(
     :param alpha: significance threshold of the test
     :return: the comparison
     """
-    _check_level("confidence", confidence)
-    _check_level("alpha", alpha)
+    _check_levels(confidence, alpha)
     for name, xs in (("baseline", baseline), ("candidate", candidate)):
         if len(xs) < 2:
             raise BadValue(f"{name} needs at least 2 samples, got {len(xs)}")
@@ -217,9 +182,8 @@ def compare_results(
     confidence: float,
     alpha: float,
 ) -> Comparison:
-    """Compares two ``measure_time`` dictionaries with Welch's t-test on their averages.
-
-    The interval of the ratio of means comes from the delta method on the log ratio.
+    """Compares two ``measure_time`` dictionaries with Welch's t-test on their averages
+    (the interval of the ratio of means from the delta method on the log ratio).
 
     :param baseline: result of the baseline
     :param candidate: result of the candidate
@@ -227,8 +191,7 @@ def compare_results(
     :param alpha: significance threshold of the test
     :return: the comparison
     """
-    _check_level("confidence", confidence)
-    _check_level("alpha", alpha)
+    _check_levels(confidence, alpha)
     m_a, v_a, n_a = _summary("baseline", baseline)
     m_b, v_b, n_b = _summary("candidate", candidate)
     _, df, p = welch_test(m_a, v_a, n_a, m_b, v_b, n_b)
