@@ -18,14 +18,13 @@ from .model import (
     AllocLine,
     AllocNode,
     Curve,
-    LineRow,
     Part,
     Report,
     Site,
     Span,
     check_report,
 )
-from .render_text import built_by, tool_note
+from .render_text import built_by, place_text, signed, split_text, tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
 LEFT = 70
@@ -56,16 +55,6 @@ svg text{font:11px system-ui,sans-serif} .lib{color:#777}
 
 def _colour(label: str) -> str:
     return _PALETTE[zlib.crc32(label.encode("utf-8", "replace")) % len(_PALETTE)]
-
-
-def _signed(n: float) -> str:
-    return ("+" if n >= 0 else "-") + format_bytes(abs(n))
-
-
-def _where(site: Site | None) -> str:
-    if site is None:
-        return "no Python frame"
-    return f"{site.function} ({short_file(site.file)}:{site.line})"
 
 
 def _header(report: Report) -> str:
@@ -105,10 +94,10 @@ def _header(report: Report) -> str:
         note = f"RSS figures {tool_note(peak.value, peak.tool)}"
         parts.append(f'<div class="note">{_e(note)}</div>')
     if peak.reached is not None and peak.reached != peak.site:
-        parts.append(f"<div>peak reached in {_e(_where(peak.reached))}</div>")
+        parts.append(f"<div>peak reached in {_e(place_text(peak.reached))}</div>")
     if kind in ("signal", "lost", "os_exit") and report.ending.last_site is not None:
         parts.append(
-            f"<div class=bad>allocating at the end: {_e(_where(report.ending.last_site))}</div>"
+            f"<div class=bad>allocating at the end: {_e(place_text(report.ending.last_site))}</div>"
         )
     parts.extend(f'<div class="note">note: {_e(n)}</div>' for n in report.notes)
     parts.append(
@@ -129,7 +118,7 @@ def _devices(report: Report) -> str:
         if d.context is not None:
             notes.append(f"of which {format_bytes(d.context)} {CONTEXT_WORDS}")
         if d.site is not None:
-            notes.append(f"the peak rose in {_where(d.site)}")
+            notes.append(f"the peak rose in {place_text(d.site)}")
         rows.append(
             f'<tr><td class="l">{_e(d.name)}</td><td class="l">{_e(ROLES.get(d.role, ""))}</td>'
             f"<td><b>{_e(format_bytes(d.peak))}</b></td><td>{_e(format_bytes(d.begin))}</td>"
@@ -171,7 +160,7 @@ def _memory_svg(report: Report, wall: float) -> str:
         out.append(_polyline(curve, wall, y, _CURVE_COLOURS[i % len(_CURVE_COLOURS)], i))
     peak = report.peak
     px, py = _x(peak.time, wall), y(peak.value)
-    label = f"peak {format_bytes(peak.value)}: {_where(peak.site)}"
+    label = f"peak {format_bytes(peak.value)}: {place_text(peak.site)}"
     anchor = "end" if px > LEFT + WIDTH * 0.6 else "start"
     dx = -8 if anchor == "end" else 8
     out.append(
@@ -244,21 +233,21 @@ def _composition(parts: Sequence[Part], total: float) -> str:
         w = WIDTH * part.bytes / scale
         out.append(
             f'<rect x="{x:.1f}" y="4" width="{w:.1f}" height="28" fill="{_colour(part.label)}">'
-            f"<title>{_e(part.label)}: {_e(_signed(part.bytes))}</title></rect>"
+            f"<title>{_e(part.label)}: {_e(signed(part.bytes))}</title></rect>"
         )
         if w > 6 * min(len(part.label), 40):
             out.append(f'<text x="{x + 4:.1f}" y="22" fill="#fff">{_e(part.label[:40])}</text>')
         x += w
     out.append("</svg>")
     rows = "".join(
-        f'<tr><td><span style="color:{_colour(p.label)}">&#9632;</span> {_e(_signed(p.bytes))}'
+        f'<tr><td><span style="color:{_colour(p.label)}">&#9632;</span> {_e(signed(p.bytes))}'
         f"</td><td>{p.bytes / total if total else 0.0:.1%}</td>"
         f'<td class="l">{_e(p.label)}</td></tr>'
         for p in parts
     )
     out.append(
         f"<table><tr><th>growth to peak</th><th>share</th><th class=l>function</th></tr>"
-        f"{rows}<tr><td><b>{_e(_signed(total))}</b></td><td></td>"
+        f"{rows}<tr><td><b>{_e(signed(total))}</b></td><td></td>"
         f"<td class=l>peak − start</td></tr></table>"
     )
     return "\n".join(out)
@@ -396,7 +385,7 @@ def _tree(report: Report) -> str:
         hidden = f' <span class="note">{_e(r.hidden)}</span>' if r.hidden else ""
         rows.append(
             f"<tr><td>{r.time / total:.1%}</td><td>{r.self_time / total:.1%}</td>"
-            f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
+            f"<td>{_e(signed(r.net))}</td><td>{_e(signed(r.to_peak))}</td>"
             f"<td>{_e(format_bytes(r.highest))}</td>"
             f'<td{cls} style="padding-left:{8 + 14 * r.depth}px">{_e(r.site.function)}{hidden}'
             f'</td><td class="l note">{_e(where)}</td></tr>'
@@ -409,20 +398,13 @@ def _tree(report: Report) -> str:
     )
 
 
-def _split_cells(row: LineRow) -> str:
-    """The line's time split: Python, native, system, waiting (% of its time)."""
-    from .._sampling.view import split_shares
-
-    shares = split_shares(row.time, sum(row.split[:3]), *row.split[:3])
-    return "".join(f"<td>{round(100 * x)} %</td>" for x in shares)
-
-
 def _lines(report: Report) -> str:
     total = report.total_time or 1.0
     split = any(any(r.split) for r in report.lines)
+    cell = "<td>{} %</td>" if split else ""
     rows = "".join(
-        f"<tr><td>{r.time / total:.1%}</td>{_split_cells(r) if split else ''}"
-        f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
+        f"<tr><td>{r.time / total:.1%}</td>{split_text(r, cell)}"
+        f"<td>{_e(signed(r.net))}</td><td>{_e(signed(r.to_peak))}</td>"
         f'<td class="l">{_e(short_file(r.site.file))}:{r.site.line}</td>'
         f'<td class="l">{_e(r.site.function)}</td>'
         f'<td class="l"><code>{_e(r.source)}</code></td></tr>'
