@@ -64,12 +64,13 @@ IPython's option parser accepts and the help.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import io
 import math
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -410,6 +411,7 @@ class MonitoringMagics(Magics):
     @cell_magic
     @_documented(_MONITOR)
     def monitor(self, line: str, cell: str) -> Any:
+        from ._cli.common import check_outputs, save_outputs, text_writer
         from ._report.render_html import to_html
         from ._report.render_json import to_json
         from ._report.render_text import to_text
@@ -423,15 +425,19 @@ class MonitoringMagics(Magics):
         interval = _interval(opts, 0.005, 0.001)
         probes = [str(p) for p in opts.get("probe", [])]
         outputs = {"--html": _path_option(opts, "html"), "--json": _path_option(opts, "json")}
-        _check_outputs(outputs)  # before the cell runs, as the command line does
+        with _monitor_errors():  # before the cell runs, as the command line does
+            check_outputs(outputs)
 
         def keep(report: Any) -> None:  # the files, also when the cell raised
-            writes = []
-            for option, render in (("--html", to_html), ("--json", to_json)):
-                path = outputs[option]
-                if path is not None:
-                    writes.append((option, path, render(report)))
-            _save_outputs(writes)
+            renders = {"--html": to_html, "--json": to_json}
+            with _monitor_errors():  # one that fails goes to a fallback file named there
+                save_outputs(
+                    [
+                        (option, path, text_writer(renders[option](report)))
+                        for option, path in outputs.items()
+                        if path is not None
+                    ]
+                )
 
         run, code = self._code(cell, "monitor")
         try:
@@ -539,39 +545,22 @@ def _cprofile_cell(run: Callable[[], None]) -> Any:
     from .profiling import profile, profile2graph
 
     stats = profile(run)[0]
-    return profile2graph(stats, clean_text=_short_name)[0]
+    # The file name only in the call tree's labels.
+    return profile2graph(stats, clean_text=lambda text: text.split("/")[-1])[0]
 
 
 # The file name of the cell in the call tree.
 _CELL_NAME = "cell"
 
 
-def _check_outputs(outputs: dict[str, str | None]) -> None:
-    """Refuses, before the cell runs, the output files the command line refuses (a
-    folder, a folder that does not exist, no permission, two options naming one file).
-
-    :param outputs: option -> file, None when not given
-    :raises UsageError: one line naming the option and the file
-    """
-    from ._cli.common import CommandError, check_outputs
+@contextlib.contextmanager
+def _monitor_errors() -> Iterator[None]:
+    """The command line's refusal of an output file (checked before the cell runs, or
+    failing once written) as the magic's one-line error."""
+    from ._cli.common import CommandError
 
     try:
-        check_outputs(outputs)
-    except CommandError as e:
-        raise UsageError(f"%%monitor: {e}") from None
-
-
-def _save_outputs(writes: list[tuple[str, str, str]]) -> None:
-    """Writes the files after the cell ran; one that fails is saved into a fallback file
-    named in the error, the others are still written.
-
-    :param writes: ``(option, file, text)``
-    :raises UsageError: one line naming what failed and where it went
-    """
-    from ._cli.common import CommandError, save_outputs, text_writer
-
-    try:
-        save_outputs((option, path, text_writer(text)) for option, path, text in writes)
+        yield
     except CommandError as e:
         raise UsageError(f"%%monitor: {e}") from None
 
@@ -584,11 +573,6 @@ def _from_cell(error: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
-
-
-def _short_name(text: str) -> str:
-    """Keeps the file name only in the call tree's labels."""
-    return text.split("/")[-1]
 
 
 def _sort_key(name: str) -> str:
