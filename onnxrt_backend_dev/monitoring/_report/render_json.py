@@ -170,7 +170,7 @@ def from_dict(doc: Any) -> Report:
     if doc.get("version") != SCHEMA_VERSION:
         raise ResultFormatError(f"report version {doc.get('version')!r} is not {SCHEMA_VERSION}")
     try:
-        return _object(Report, doc)  # type: ignore[no-any-return]
+        return _object(Report, doc)
     except (KeyError, TypeError, ValueError) as e:
         raise ResultFormatError(f"malformed report: {type(e).__name__}: {e}") from None
 

@@ -33,13 +33,14 @@ if TYPE_CHECKING:
 # What the child runs (.child, .recording: the recorder and the sampler) and the report's
 # model are imported where used: ``run`` forks its child sooner, and imports the model
 # while the program runs (see _import_report_machinery).
-__all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded"]
+__all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded", "signal_name"]
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
 
 
-def _signal_name(signum: int) -> str:
+def signal_name(signum: int) -> str:
+    """``SIGKILL``, ``signal 70`` for a number without a name."""
     try:
         return signal.Signals(signum).name
     except ValueError:
@@ -64,7 +65,7 @@ def ending_of_status(status: int) -> Ending:
 
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
-        name = _signal_name(signum)
+        name = signal_name(signum)
         return Ending("signal", 128 + signum, _DEATHS.get(name, f"killed by {name}"))
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
     return Ending("os_exit", code, f"ended without unwinding (os._exit({code}) or a fatal error)")
