@@ -7,6 +7,7 @@ Every walk over stacks and the tree uses loops and explicit stacks, never recurs
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -162,21 +163,20 @@ def _line_of(frames: Sequence[SampledFrame]) -> tuple[tuple[str, str, int] | Non
     return (frame.name, frame.file, frame.line), _called(frames, user)
 
 
-def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
-    return _line_of(agg.stacks.get(sid, ()))[0]
-
-
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
     """The stack standing for the line that built the peak: the line running when the
     peak was reached, unless another user line grew the memory more than twice as much
     up to the peak (then that one)."""
-    by_line: dict[tuple[str, str, int] | None, float] = {}
+
+    def line_key(sid: int) -> tuple[str, str, int] | None:
+        return _line_of(agg.stacks.get(sid, ()))[0]
+
+    by_line: defaultdict[tuple[str, str, int] | None, float] = defaultdict(float)
     for sid, value in parts.items():
-        key = _line_key(agg, sid)
-        by_line[key] = by_line.get(key, 0.0) + value
+        by_line[line_key(sid)] += value
     if not by_line:
         return agg.peak_sid
-    dated = _line_key(agg, agg.peak_sid)
+    dated = line_key(agg.peak_sid)
     best = max(by_line, key=lambda k: by_line[k])
     # The line that completed the peak built it when it holds at least half as much as
     # the line holding the most (two arrays of one size: sampled from outside, the
@@ -185,7 +185,7 @@ def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
     # top did not: the load did.
     if dated in by_line and by_line[dated] >= 0.5 * by_line[best]:
         return agg.peak_sid
-    on_line = [sid for sid in parts if _line_key(agg, sid) == best]
+    on_line = [sid for sid in parts if line_key(sid) == best]
     return max(on_line, key=lambda sid: parts[sid])
 
 
@@ -310,10 +310,6 @@ def _memory_columns(
             row[SAMPLES] += agg.count.get(tick_sid, 0)
 
 
-def _row_site(row: Row) -> Site:
-    return Site(row.label, row.file, row.line, is_library_path(row.file))
-
-
 def _keep(row: Row, total: float, span: float) -> bool:
     return (
         row.wall >= FOLD_SHARE * total
@@ -340,7 +336,8 @@ def _tree_rows(model: SampledProfile, total: float, span: float) -> list[TreeRow
     while todo:
         node, parent, depth = todo.pop()
         index = len(rows)
-        rows.append(TreeRow(parent, depth, _row_site(node), node.wall, node.self_wall, node.net,
+        site = Site(node.label, node.file, node.line, is_library_path(node.file))
+        rows.append(TreeRow(parent, depth, site, node.wall, node.self_wall, node.net,
                             node.to_peak, node.highest, hidden=node.hidden_text()))  # fmt: skip
         todo.extend((c, index, depth + 1) for c in reversed(_ordered(node, total, span)))
     return rows
@@ -417,7 +414,7 @@ def _functions(model: SampledProfile) -> list[FunctionRow]:
 
 
 def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
-    by_function: dict[str, float] = {}
+    by_function: defaultdict[str, float] = defaultdict(float)
     for sid, value in parts.items():
         frames = agg.stacks.get(sid, ())
         if frames:
@@ -425,7 +422,7 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
             label = f"{f.name} ({short_file(f.file)}:{f.first_line})"  # as every view shows paths
         else:
             label = "(no Python frame)"
-        by_function[label] = by_function.get(label, 0.0) + value
+        by_function[label] += value
     ordered = sorted(by_function.items(), key=lambda kv: -kv[1])
     floor = FOLD_SHARE * abs(sum(by_function.values()))  # slivers join "other"
     shown = [Part(k, v) for k, v in ordered[:MAX_PARTS] if abs(v) >= floor and v]
@@ -463,12 +460,9 @@ def _timeline(agg: Aggregator, t0: float, end: float) -> list[Span]:
         if current is not None:
             spans.append(Span(start, end, row, current))
     if len(spans) > MAX_SPANS:  # keep the longest: the page shows what lasted
-        spans = sorted(sorted(spans, key=lambda s: s.start - s.end)[:MAX_SPANS], key=_span_key)
+        longest = sorted(spans, key=lambda s: s.start - s.end)[:MAX_SPANS]
+        spans = sorted(longest, key=lambda s: (s.row, s.start))
     return spans
-
-
-def _span_key(span: Span) -> tuple[int, float]:
-    return span.row, span.start
 
 
 def _two_peaks(peak: Peak, alloc: Any, wall: float) -> list[str]:
