@@ -3,62 +3,29 @@
 ``%measure_time`` / ``%%measure_time`` time a statement or a cell with
 :func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and print one line, like
 ``%timeit`` but with the median, the minimum and the deviation
-(``x * 2: 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 10 x 50 runs)``)::
-
-    %measure_time [-r REPEAT] [-n NUMBER] [-w WARMUP] [--max-time SECONDS] [-q] [-o] stmt
-
-    %%measure_time [options] [setup code, run before each batch, not timed]
-    code to time
-
-``-r``/``-n``/``-w``/``--max-time`` are the parameters of ``measure_time``. As with
+(``x * 2: 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 10 x 50 runs)``). As with
 ``%timeit``, without ``-n`` the batch size is calibrated (1, 2, 5, 10... executions until
-a batch lasts at least 0.2 s) and ``-r`` batches are timed (7 by default), so a slow
-statement takes seconds, not minutes; ``-n`` gives the batch size exactly (``-r``
-defaulting to 7 as well), ``--max-time`` a budget in seconds instead, ``-w`` the
-executions before timing (1). ``-q`` prints nothing, ``-o`` returns the dictionary of
-``measure_time``. The code is compiled into the timing loop with a copy of the
-notebook's namespace as globals: it sees every variable and defines none there.
+a batch lasts at least 0.2 s), so a slow statement takes seconds, not minutes. The code
+is compiled into the timing loop with a copy of the notebook's namespace as globals.
 
 ``%%spy`` runs the cell under
 :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and prints the peak,
-mean, first and last resident memory of the kernel (``cpu``, and every GPU with
-``--cuda``) and how much the cell added at its peak; when the front end shows images
-(a notebook, not a terminal) and matplotlib is installed, it draws the memory curve::
-
-    %%spy [-d DELAY] [--cuda] [--stacks] [--no-plot] [-o]
-
-``--stacks`` also samples the cell's Python stacks: it prints the memory growth per
-function and the line saying in which function the peak happened.
+mean, first and last resident memory of the kernel (and of the GPUs) and how much the
+cell added at its peak; when the front end shows images (a notebook, not a terminal) and
+matplotlib is installed, it draws the memory curve. ``%%monitor`` prints the cell's
+one-page report (:mod:`onnxrt_backend_dev.monitoring.report`).
 
 ``%%profile_tree`` samples the cell's stacks (the sampler of ``profile script.py``:
 true stacks, library frames folded into the first one called from the cell) and prints
 its call tree, starting at the cell; ``--cprofile`` profiles it with
 :func:`~onnxrt_backend_dev.monitoring.profiling.profile` instead (every call timed) and
-prints the call tree of ``profile2graph``'s graph, folded by the same code::
+prints the call tree of ``profile2graph``'s graph, folded by the same code. The options
+only cProfile has imply ``--cprofile``, as they do for ``profile``.
 
-    %%profile_tree [--cprofile] [--interval SECONDS] [--show-library]
-                   [--view tree|reference] [-s SORT] [-w FCT_WIDTH] [--max-depth N]
-                   [--hide-stdlib] [--fold-share SHARE] [--all] [-o]
-
-Sampled (the default), rows under ``--fold-share`` (0.005) are folded into ``N more``
-rows unless ``--all`` is given, ``--show-library`` shows every library frame and
-``--interval`` sets the time between two samples (0.002 s). The options only cProfile
-has imply ``--cprofile``, as they do for ``profile``: ``--view reference``, ``-s`` other
-than ``cumulative``, ``--hide-stdlib``. With cProfile, ``--view tree`` (the default)
-prints the call tree rooted at the cell, one row per call path with its time and share
-of the total, children hottest first, library frames folded (``--show-library`` shows
-them); ``--view reference`` prints the reference's rows (``ProfileNode.to_text``, with
-the exact call counts). ``-s`` sorts the children of a node (``cumulative``, the
-tree's default, ``line``, the reference's default, or ``time``), ``-w`` is the width of
-the reference's function column, ``--max-depth`` hides deeper rows, ``--hide-stdlib``
-hides the frames of the standard library and installed packages (their callees take
-their place). With ``-o`` the cell magics return their result (the spy's dictionary of
-monitors; the sampling result of ``%%profile_tree``, or with cProfile the root of its
-call tree) instead of ``None``. Errors in the options are reported in one line, errors
-in the cell as usual.
+Errors in the options are reported in one line, errors in the cell as usual.
 ``-h``/``--help`` prints a magic's options (the cell is not run), as ``%measure_time?``
-does: each magic's options are declared once, in a table that gives both what
-IPython's option parser accepts and the help.
+does: each magic's options are declared once, in a table that gives both what IPython's
+option parser accepts and the help, listed below.
 """
 
 from __future__ import annotations
@@ -241,6 +208,13 @@ _PROFILE_TREE = _MagicSpec(
         _Option("--all", None, "tree: show every row"),
         _Option("-o", None, "return the sampling result (--cprofile: the root of the tree)"),
     ),
+)
+
+
+# This page lists every magic's help, from the same tables.
+__doc__ = (__doc__ or "") + "".join(
+    f"\n``{spec.name}``::\n\n{textwrap.indent(spec.help(), '    ')}"
+    for spec in (_MEASURE_TIME, _SPY, _MONITOR, _PROFILE_TREE)
 )
 
 

@@ -133,17 +133,6 @@ class StreamSink:
         return not self.pending
 
 
-def _is_frame(f: Any) -> bool:
-    return (
-        isinstance(f, tuple)
-        and len(f) == 4
-        and isinstance(f[0], str)
-        and isinstance(f[1], str)
-        and isinstance(f[2], int)
-        and isinstance(f[3], int)
-    )
-
-
 def command_label(argv: list[str], limit: int = 160) -> str:
     """The command line a followed process shows in the report (it says it in its start
     facts, see :mod:`.follow`): one line, printable, bounded.
@@ -231,7 +220,11 @@ class StreamReader:
         self._aggregator(pid).add_tick(float(t), float(rss), float(hwm), int(sid))
 
     def _frame(self, pid: int, message: tuple[Any, ...]) -> None:
-        if not isinstance(message[1], int) or not _is_frame(message[2]):
+        frame = message[2]
+        kinds = (str, str, int, int)  # function, file, first line, line
+        if not isinstance(message[1], int) or not isinstance(frame, tuple) or len(frame) != 4:
+            raise BadData("a non-frame")
+        if not all(isinstance(x, kind) for x, kind in zip(frame, kinds, strict=True)):
             raise BadData("a non-frame")
         self.frames.setdefault(pid, {})[message[1]] = SampledFrame(*message[2])
 
