@@ -57,6 +57,10 @@ def _colour(label: str) -> str:
     return _PALETTE[zlib.crc32(label.encode("utf-8", "replace")) % len(_PALETTE)]
 
 
+def _at(value: float, t: float) -> str:
+    return f"{format_bytes(value)} at {format_duration(t)}"
+
+
 def _header(report: Report) -> str:
     peak = report.peak
     cpu = "unknown"
@@ -65,22 +69,14 @@ def _header(report: Report) -> str:
     facts = [
         ("wall", format_duration(report.wall)),
         ("CPU (utilisation)", cpu),
-        (
-            f"peak RSS ({peak.source})",
-            f"{format_bytes(peak.value)} at {format_duration(peak.time)}",
-        ),
+        (f"peak RSS ({peak.source})", _at(peak.value, peak.time)),
         ("start → end RSS", f"{format_bytes(peak.start)} → {format_bytes(report.end_rss)}"),
     ]
     if peak.tool:
         facts.append(("process high-water mark", format_bytes(peak.value + peak.tool)))
     alloc = report.allocations
     if alloc is not None:
-        facts.append(
-            (
-                "heap peak (allocations)",
-                f"{format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)}",
-            )
-        )
+        facts.append(("heap peak (allocations)", _at(alloc.peak, alloc.peak_time)))
     cells = "".join(f"<div>{_e(k)}<b>{_e(v)}</b></div>" for k, v in facts)
     kind = report.ending.kind
     cls = "" if kind == "exit" and report.ending.code == 0 else ' class="bad"'
@@ -349,10 +345,10 @@ def _allocations(alloc: Allocations) -> list[str]:
     estimate = f"{format_bytes(alloc.live_peak)}{_err(alloc.live_peak, alloc.live_peak_err)}"
     intro = (
         f"Bytes the program allocated (malloc and its kin, anonymous mmap) and still held "
-        f"at the heap's exact peak, {format_bytes(alloc.peak)} at "
-        f"{format_duration(alloc.peak_time)}: estimated from {alloc.samples:,} sampled "
-        f"allocations ({rate}; the samples add up to {estimate}), each line with its 95 % "
-        f"error bar. {format_bytes(alloc.allocated)} allocated in {alloc.count:,} calls."
+        f"at the heap's exact peak, {_at(alloc.peak, alloc.peak_time)}: estimated from "
+        f"{alloc.samples:,} sampled allocations ({rate}; the samples add up to {estimate}), "
+        f"each line with its 95 % error bar. {format_bytes(alloc.allocated)} allocated in "
+        f"{alloc.count:,} calls."
     )
     total = sum(n.bytes for n in alloc.flame if n.parent < 0) or alloc.peak
     parts = [
