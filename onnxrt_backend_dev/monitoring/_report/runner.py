@@ -1,15 +1,8 @@
-"""The flight recorder: the program runs in a child process, this process reads its
-ticks as they come and writes the report whatever happens to the child.
-
-The child is a fresh interpreter (:func:`run_fresh`, what ``run`` uses: the figures are
-then the program's, not this process's modules') or a fork of this process
-(:func:`run_recorded`, a function run in the child). The child resets its high-water
-mark, starts the ticks (streamed to the pipe), runs the program, then sends the end and
-exits with the program's code; the memory spy runs from here. This process folds the
-ticks as they arrive, so when the child dies without a word (SIGKILL from the OOM
-killer, a segfault, ``os._exit``) the report still has everything up to the last tick;
-``wait4`` then says how it ended and gives its CPU time and its exact peak
-(``ru_maxrss``).
+"""The flight recorder: the program runs in a child process (:mod:`.child`) streaming
+its ticks, the memory spy runs from here. This process folds the ticks as they arrive,
+so when the child dies without a word (SIGKILL from the OOM killer, a segfault,
+``os._exit``) the report still has everything up to the last tick; ``wait4`` then says
+how it ended and gives its CPU time and its exact peak (``ru_maxrss``).
 """
 
 from __future__ import annotations
@@ -156,9 +149,8 @@ def _follow(
     probes: Sequence[str],
     spy: bool,
 ) -> tuple[Report, int]:
-    """The parent's side: reads the child's stream until it ends (the supervisor
-    forwards the signals received meanwhile) and makes the report; no child left running
-    whatever happens here."""
+    """Reads the child's stream until it ends (the supervisor forwards the signals
+    received meanwhile) and makes the report; no child left running whatever happens."""
     agg = Aggregator()
     reader = StreamReader(agg, child.pid)
     spying: Any = None
@@ -187,16 +179,15 @@ def _follow(
 
 
 def _import_report_machinery() -> None:
-    """Imports what turns the ticks into a report (its model's dataclasses: tens of
-    milliseconds) and what the spy's ``stop()`` builds its result with, while the program
-    runs, not once it ended: its report comes sooner."""
+    """Imports what builds the report and the spy's result (tens of milliseconds) while
+    the program runs, not once it ended: its report comes sooner."""
     from .._memory import views  # noqa: F401  (imported early: used by the spy's stop)
     from . import build, session  # noqa: F401  (imported early: used by _report)
 
 
 def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
-    """The memory spy of the child: its curve during long C calls, the devices; it
-    follows the high-water mark the child resets (two resetting would erase peaks)."""
+    """The memory spy of the child; it follows the high-water mark the child resets (two
+    resetting would erase peaks)."""
     from .._memory.spy import MemorySpy
     from .recording import SPY_DELAY
 

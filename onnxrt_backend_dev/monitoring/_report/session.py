@@ -110,14 +110,14 @@ def _block(
     auto: bool = True,
     spy: bool = True,
     sampler: bool = True,
-) -> Any:
+) -> Callable[[str, Ending], Report]:
     """The recording of a block, started: the observer where :func:`.._observe.session.
     choose` takes it (``auto``), the in-process recorder otherwise (its first note says
     why) or without the spy or the sampler (``auto`` False: nothing reads from outside).
 
     :param spy: the in-process recorder's spy (see :class:`.recording.Recording`)
     :param sampler: its time columns
-    :return: an object whose ``report(label, ending)`` stops it and makes the report
+    :return: ``report(label, ending)``, which stops it and makes the report
     """
     from .._observe.session import Choice, choose
 
@@ -125,17 +125,13 @@ def _block(
     if choice.observer:
         from .._memory.observed import root_key
 
-        return ObservedBlock(interval, probes, root_key(root))
+        return ObservedBlock(interval, probes, root_key(root)).report
     agg = Aggregator()
     recording = Recording(agg, interval, probes, spy, sampler, root_code=root)
     recording.notes[:0] = [choice.note(FALLBACK)] if choice.why else []
-
-    class Recorded:
-        @staticmethod
-        def report(label: str, ending: Ending) -> Report:
-            return build_report(agg, facts_of(label, interval, ending, recording.finish()))
-
-    return Recorded()
+    return lambda label, ending: build_report(
+        agg, facts_of(label, interval, ending, recording.finish())
+    )
 
 
 class ObservedBlock:
@@ -161,12 +157,7 @@ class ObservedBlock:
         self.cpu0 = os.times().user + os.times().system
 
     def report(self, label: str, ending: Ending) -> Report:
-        """Stops the observer; the block's report.
-
-        :param label: the report's title
-        :param ending: how the block ended
-        :return: the report
-        """
+        """Stops the observer; the block's report, titled ``label``."""
         from .._memory.observed import report_inputs
         from .._sampling.aggregate import Aggregator
 
@@ -248,14 +239,14 @@ def monitor(
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
     ending = Ending("exit", 0, "the block ended")
-    block = _block(interval, probes, caller.f_code, spy and sampler, spy, sampler)
+    stop = _block(interval, probes, caller.f_code, spy and sampler, spy, sampler)
     try:
         yield handle
     except BaseException as e:
         ending = Ending("exception", 1, f"the block raised {type(e).__name__}: {e}")
         raise
     finally:
-        handle.report = block.report(label, ending)
+        handle.report = stop(label, ending)
 
 
 def run_monitored(
@@ -279,14 +270,14 @@ def run_monitored(
     :return: the report
     """
     ending = Ending("exit", 0, "the cell ended")
-    block = _block(interval, probes, root_code)
+    stop = _block(interval, probes, root_code)
     try:
         run()
     except BaseException as e:
         ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
         raise
     finally:
-        report = block.report(label, ending)
+        report = stop(label, ending)
         if keep is not None:
             keep(report)
     return report
