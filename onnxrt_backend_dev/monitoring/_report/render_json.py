@@ -46,12 +46,17 @@ def _clean(value: Any) -> Any:
 
 def to_dict(report: Report) -> dict[str, Any]:
     """The report as plain values (see the module's schema)."""
-    doc = _plain(check_report(report))
+    doc = allocations_dict(check_report(report))
     return {"schema": SCHEMA, **doc, "utilisation": _clean(report.utilisation)}
 
 
-def _plain(section: Any) -> dict[str, Any]:
-    """A dataclass as plain values, every leaf through :func:`_clean`."""
+def allocations_dict(section: Any) -> dict[str, Any]:
+    """A section of the report (its allocations: ``spy --where --json`` writes them too),
+    or the whole report, as plain values, every leaf through :func:`_clean`.
+
+    :param section: the dataclass
+    :return: the values
+    """
     doc = dataclasses.asdict(section)
     todo: list[Any] = [doc]
     while todo:  # explicit stack: the tree can be deep
@@ -63,16 +68,6 @@ def _plain(section: Any) -> dict[str, Any]:
             else:
                 item[key] = _clean(value)
     return doc
-
-
-def allocations_dict(alloc: Allocations) -> dict[str, Any]:
-    """An allocations section as plain values (the report's ``allocations`` key; ``spy
-    --where --json`` writes it too).
-
-    :param alloc: the section
-    :return: the values
-    """
-    return _plain(alloc)
 
 
 def to_json(report: Report, indent: int | None = None) -> str:

@@ -250,17 +250,14 @@ def _report(
     code = ending.code
     if end is not None and os.WIFSIGNALED(child.status):  # died after sending its end
         code = 128 + os.WTERMSIG(child.status)
+    # ``process PID``, and its command line when it said it (a followed process).
+    commands = reader.commands
     children = [
-        (_process_label(pid, reader), agg_) for pid, agg_ in sorted(reader.children.items())
+        (f"process {pid}: {commands[pid]}" if commands.get(pid) else f"process {pid}", ticks)
+        for pid, ticks in sorted(reader.children.items())
     ]
     report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
     return report, code
-
-
-def _process_label(pid: int, reader: StreamReader) -> str:
-    """``process PID``, and its command line when it said it (a followed process)."""
-    command = reader.commands.get(pid)
-    return f"process {pid}" if not command else f"process {pid}: {command}"
 
 
 def _number(value: Any) -> float:
