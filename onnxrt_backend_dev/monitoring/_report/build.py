@@ -189,26 +189,16 @@ def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
     return max(on_line, key=lambda sid: parts[sid])
 
 
-def _decimate(times: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
+def _curve(name: str, times: Sequence[float], values: Sequence[float], source: str) -> Curve:
     """At most ``MAX_CURVE_POINTS`` points, the highest of each bucket kept."""
     n = len(values)
-    if n <= MAX_CURVE_POINTS:
-        return list(times), list(values)
-    step = -(-n // MAX_CURVE_POINTS)
-    out_t, out_v = [], []
-    for i in range(0, n, step):
-        j = max(range(i, min(i + step, n)), key=values.__getitem__)
-        out_t.append(times[j])
-        out_v.append(values[j])
-    return out_t, out_v
-
-
-def _curve(name: str, times: Sequence[float], values: Sequence[float], source: str) -> Curve:
-    t, v = _decimate(times, values)
+    step = max(-(-n // MAX_CURVE_POINTS), 1)
+    kept = [max(range(i, min(i + step, n)), key=values.__getitem__) for i in range(0, n, step)]
+    t, v = tuple(times[j] for j in kept), tuple(values[j] for j in kept)
     if not v:
         return Curve(name, (), (), 0.0, 0.0, source)
     j = max(range(len(v)), key=v.__getitem__)
-    return Curve(name, tuple(t), tuple(v), v[j], t[j], source)
+    return Curve(name, t, v, v[j], t[j], source)
 
 
 def _rss_curve(agg: Aggregator, facts: RunFacts, t0: float) -> Curve:
