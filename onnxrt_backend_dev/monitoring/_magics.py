@@ -270,13 +270,8 @@ class MonitoringMagics(Magics):
         return self.shell
 
     def _options(self, spec: _MagicSpec, line: str, **kwargs: Any) -> tuple[Any, str]:
-        """Parses the options of a magic; an unknown option points at its help.
-
-        :param spec: the magic's options
-        :param line: the magic's line
-        :param kwargs: other parameters of ``parse_options``
-        :return: the options (a dict-like ``Struct``) and the rest of the line
-        """
+        """Parses the options of a magic (``kwargs``: ``parse_options``'s); an unknown
+        option points at its help. Returns a dict-like ``Struct`` and the rest of the line."""
         short, long = spec.getopt()
         try:
             opts, rest = self.parse_options(line, short, *long, posix=False, **kwargs)

@@ -277,14 +277,9 @@ def _stack_list(agg: Aggregator) -> list[tuple[SampledFrame, ...]]:
 def _memory_columns(
     agg: Aggregator, threads: list[ThreadProfile], offset: int, timed: bool
 ) -> None:
-    """Adds the ticks' memory (and, where no sampler ran, their time) to the thread that
-    has the stack, the first one (the main thread) otherwise.
-
-    :param agg: the ticks, folded
-    :param threads: the threads the stacks may belong to
-    :param offset: the model's id of the aggregator's stack 0
-    :param timed: the threads' time came from a sampler (the ticks' is not added)
-    """
+    """Adds the ticks' memory (and, unless ``timed`` by a sampler, their time) to the
+    thread that has the stack, the first one (the main thread) otherwise; ``offset`` is
+    the model's id of the aggregator's stack 0."""
     parts = agg.composition()
     for tick_sid, frames in agg.stacks.items():
         if not frames:
