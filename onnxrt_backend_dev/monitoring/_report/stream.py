@@ -157,7 +157,8 @@ class StreamReader:
     def __init__(self, agg: Aggregator, pid: int | None = None) -> None:
         self.agg = agg
         self.pid = pid
-        self.children: dict[int, Aggregator] = {}
+        # One per other writer (a forked or followed child), made at its first message.
+        self.children: dict[int, Aggregator] = collections.defaultdict(Aggregator)
         self.buffer = bytearray()
         self.partial: dict[int, bytearray] = {}
         self.frames: dict[int, dict[int, SampledFrame]] = {}  # per writer
@@ -198,12 +199,7 @@ class StreamReader:
     def _aggregator(self, pid: int) -> Aggregator:
         if self.pid is None:
             self.pid = pid
-        if pid == self.pid:
-            return self.agg
-        agg = self.children.get(pid)
-        if agg is None:
-            agg = self.children[pid] = Aggregator()
-        return agg
+        return self.agg if pid == self.pid else self.children[pid]
 
     def _take(self, pid: int, message: Any) -> None:
         if not isinstance(message, tuple) or not message:
