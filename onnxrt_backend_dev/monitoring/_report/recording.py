@@ -23,7 +23,7 @@ import resource
 import sys
 import time
 from collections.abc import Sequence
-from types import CodeType, FrameType
+from types import CodeType
 from typing import Any, Protocol
 
 from .._sampling.aggregate import NO_STACK
@@ -257,7 +257,6 @@ class Recording:
     :param offset: bytes taken off every memory reading of the ticks (the tool's own
         start-up memory, see :mod:`.child`)
     :param root_code: the code measured: the frames above it (the tool's) left out
-    :param root_frame: the frame of the code measured (its code is the root)
     """
 
     def __init__(
@@ -269,7 +268,6 @@ class Recording:
         sampler: bool = True,
         offset: float = 0.0,
         root_code: CodeType | None = None,
-        root_frame: FrameType | None = None,
     ) -> None:
         from .sampling import Sampling
 
@@ -288,8 +286,6 @@ class Recording:
             # No reset by the spy: the ticks read the same mark and must see it rise.
             self.spy = MemorySpy(os.getpid(), delay=SPY_DELAY, reset_peak=False,
                                  probes=tuple(probes))  # fmt: skip
-        if root_code is None and root_frame is not None:
-            root_code = root_frame.f_code
         self.memory = ProcMemory(offset)
         interval = max(float(interval), MIN_INTERVAL)
         self.ticks = Ticks(sink, self.memory, root_code, every=interval)

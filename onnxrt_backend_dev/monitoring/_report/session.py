@@ -26,7 +26,6 @@ def facts_of(
     interval: float,
     ending: Ending,
     facts: dict[str, Any],
-    dropped: int = 0,
     children: Sequence[tuple[str, Aggregator]] = (),
 ) -> RunFacts:
     """:class:`RunFacts` from :meth:`Recording.finish`'s plain facts.
@@ -35,13 +34,12 @@ def facts_of(
     :param interval: seconds between ticks
     :param ending: how it ended
     :param facts: the plain facts
-    :param dropped: ticks lost on the way
     :param children: the program's forked children, labelled, and their ticks
     :return: the facts
     """
     devices = devices_of(facts.get("devices", ()))
     notes = list(facts.get("notes", ()))
-    lost = dropped + int(facts.get("dropped", 0))
+    lost = int(facts.get("dropped", 0))
     if lost:
         notes.append(f"{lost} ticks were lost (a full pipe or too many distinct stacks)")
     return RunFacts(

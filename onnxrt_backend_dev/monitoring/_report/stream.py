@@ -133,16 +133,15 @@ class StreamSink:
         return not self.pending
 
 
-def command_label(argv: list[str], limit: int = 160) -> str:
+def command_label(argv: list[str]) -> str:
     """The command line a followed process shows in the report (it says it in its start
-    facts, see :mod:`.follow`): one line, printable, bounded.
+    facts, see :mod:`.follow`): one line, printable, 160 characters at most.
 
     :param argv: its ``sys.argv`` (``sys.orig_argv`` where there is one)
-    :param limit: characters kept at most
     """
     text = " ".join(str(a) for a in argv)
     text = "".join(c if c.isprintable() else "?" for c in text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 class StreamReader:
@@ -262,19 +261,17 @@ class StreamReader:
         self,
         fd: int,
         done: Callable[[], bool],
-        poll: float = 0.05,
         after_read: Callable[[], None] | None = None,
     ) -> None:
         """Reads ``fd`` until end-of-file, or until ``done()`` and nothing more is there
         (a child of the program may hold the pipe open after the program ended).
 
         :param fd: the pipe's read end
-        :param done: tells whether the writer has ended
-        :param poll: seconds between two checks of ``done``
+        :param done: tells whether the writer has ended (checked every 50 ms)
         :param after_read: called after each read (the caller's own work between reads)
         """
         while True:
-            readable, _, _ = select.select([fd], [], [], poll)
+            readable, _, _ = select.select([fd], [], [], 0.05)
             if readable:
                 try:
                     data = os.read(fd, 1 << 16)
