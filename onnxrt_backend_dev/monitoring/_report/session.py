@@ -101,6 +101,38 @@ def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
 FALLBACK = "the in-process recorder (ticks inside the program)"
 
 
+def _observed(
+    interval: float, probes: Sequence[str], root: CodeType
+) -> Callable[[str, Ending], Report]:
+    """Starts the observer of this process, the frames above ``root`` (the block's
+    callers) left out; returns what stops it and makes the report."""
+    from .._memory.observed import report_inputs, root_key
+    from .._memory.spy import MemorySpy
+
+    key = root_key(root)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    spy = MemorySpy(os.getpid(), delay=max(interval, SPY_DELAY / 10), stacks=True,
+                    probes=tuple(probes))  # fmt: skip
+    t0 = time.monotonic()
+    cpu0 = os.times().user + os.times().system
+
+    def report(label: str, ending: Ending) -> Report:
+        result = spy.stop()
+        facts = block_facts(t0, cpu0, started, ())
+        doc = spy.observed
+        agg = Aggregator()
+        if doc is not None:
+            agg, facts["threads"] = report_inputs(doc, key)
+            facts["notes"].append(f"collector: the observer, the memory spy reading this "
+                                  f"process ({doc.get('collector', '')})")  # fmt: skip
+        else:
+            facts["notes"].append(spy.stacks_note or "the observer read no stack")
+        spy_facts(result, facts)
+        return build_report(agg, facts_of(label, interval, ending, facts))
+
+    return report
+
+
 def _block(
     interval: float,
     probes: Sequence[str],
@@ -121,56 +153,13 @@ def _block(
 
     choice = choose() if auto else Choice(False)
     if choice.observer:
-        from .._memory.observed import root_key
-
-        return ObservedBlock(interval, probes, root_key(root)).report
+        return _observed(interval, probes, root)
     agg = Aggregator()
     recording = Recording(agg, interval, probes, spy, sampler, root_code=root)
     recording.notes[:0] = [choice.note(FALLBACK)] if choice.why else []
     return lambda label, ending: build_report(
         agg, facts_of(label, interval, ending, recording.finish())
     )
-
-
-class ObservedBlock:
-    """Starts the observer of this process; :meth:`report` stops it and builds the report.
-
-    :param interval: seconds between ticks
-    :param probes: device probes, by registry name
-    :param root: ``(qualified name, file, first line)`` of the block's code: the frames
-        above it (its callers) are left out
-    """
-
-    def __init__(
-        self, interval: float, probes: Sequence[str], root: tuple[str, str, int] | None
-    ) -> None:
-        from .._memory.spy import MemorySpy
-
-        self.interval = interval
-        self.root = root
-        self.started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-        self.spy = MemorySpy(os.getpid(), delay=max(interval, SPY_DELAY / 10), stacks=True,
-                             probes=tuple(probes))  # fmt: skip
-        self.t0 = time.monotonic()
-        self.cpu0 = os.times().user + os.times().system
-
-    def report(self, label: str, ending: Ending) -> Report:
-        """Stops the observer; the block's report, titled ``label``."""
-        from .._memory.observed import report_inputs
-        from .._sampling.aggregate import Aggregator
-
-        result = self.spy.stop()
-        facts = block_facts(self.t0, self.cpu0, self.started, ())
-        doc = self.spy.observed
-        agg = Aggregator()
-        if doc is not None:
-            agg, facts["threads"] = report_inputs(doc, self.root)
-            facts["notes"].append(f"collector: the observer, the memory spy reading this "
-                                  f"process ({doc.get('collector', '')})")  # fmt: skip
-        else:
-            facts["notes"].append(self.spy.stacks_note or "the observer read no stack")
-        spy_facts(result, facts)
-        return build_report(agg, facts_of(label, self.interval, ending, facts))
 
 
 class Monitored:
