@@ -607,22 +607,17 @@ def _in_terminal(shell: Any) -> bool:
     return any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
 
 
-def _shows_images(shell: Any) -> bool:
-    """True where the front end draws images (a notebook, qtconsole), not a terminal."""
-    active = getattr(getattr(shell, "display_formatter", None), "active_types", ())
-    return "image/png" in active and not _in_terminal(shell)
-
-
 def _plot_memory(shell: Any, stats: Any) -> None:
     """Shows the memory curve as a PNG, when the front end displays images (a notebook,
     not a terminal: there the text summary is all, and ``--plot FILE.png`` writes the
     curve) and matplotlib is installed."""
     if importlib.util.find_spec("matplotlib") is None:
         return
-    if not _shows_images(shell):
-        if _in_terminal(shell):
-            print("(the memory curve is drawn in notebooks; --plot FILE.png writes it here)")
+    if _in_terminal(shell):
+        print("(the memory curve is drawn in notebooks; --plot FILE.png writes it here)")
         return
+    if "image/png" not in getattr(getattr(shell, "display_formatter", None), "active_types", ()):
+        return  # a front end that draws no image
     from IPython.display import Image, display
 
     buffer = io.BytesIO()
