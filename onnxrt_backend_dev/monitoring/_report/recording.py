@@ -337,7 +337,6 @@ class Recording:
         if self in _STREAMING:
             _STREAMING.remove(self)
         sampling, self.sampling = self.sampling, None
-        profile = None
         try:
             profile = sampling.stop().profile
         except Exception:  # the report stands on the ticks alone
