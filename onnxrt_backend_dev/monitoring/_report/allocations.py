@@ -17,7 +17,7 @@ from .._alloc.report import AllocFacts
 from .._sampling.frames import SampledFrame
 from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
-from .build import _line_of, package_of
+from .build import _line_of, _site, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 
 if TYPE_CHECKING:
@@ -162,9 +162,7 @@ def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:
     out: list[tuple[Site, bool]] = []
     if not frames:
         out.append((NO_FRAME, False))
-    for f in frames:
-        library = is_library_path(f.file)
-        out.append((Site(f.name, f.file, f.line, library), library))
+    out.extend((s, s.library) for s in map(_site, frames))
     if 0 <= lid < len(facts.libraries):
         label = library_label(facts.libraries[lid])
         if label:
@@ -278,9 +276,7 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
     row = _row(best, lines[best])
     sites = [s for s in facts.sites if _line_of(_stack(facts, s.key[0]))[0] == best]
     heaviest = max(sites, key=lambda s: s.live_peak)
-    frames = _stack(facts, heaviest.key[0])
-    stack = tuple(Site(f.name, f.file, f.line, is_library_path(f.file)) for f in frames)
-    return row.site, row.called, stack
+    return row.site, row.called, tuple(_site(f) for f in _stack(facts, heaviest.key[0]))
 
 
 def allocation_section(

@@ -386,8 +386,7 @@ def _functions(model: SampledProfile) -> list[FunctionRow]:
                 row[0] += wall
                 row[2] += net
                 row[3] += to_peak
-            j = innermost_user(frames)
-            f = frames[j if j >= 0 else len(frames) - 1]
+            f = frames[_innermost_user(frames)]
             row = figures[f.name, f.file, f.first_line]
             row[1] += wall
             row[4] += totals[CPU]

@@ -188,7 +188,6 @@ class Ticks:
         self.memory = memory
         self.root = None if root_code is None else id(root_code)
         self._root_code = root_code  # kept: its id stays its own
-        self.last = NO_STACK
         self.recorder: Any = None
         self.reset()
 
