@@ -428,21 +428,16 @@ def _label(frames: Sequence[SampledFrame], row: int) -> str:
 
 
 def _timeline(agg: Aggregator, t0: float, end: float) -> list[Span]:
-    spans: list[Span] = []
     times = list(agg.times)
+    # A tick stands for the interval that ends with it.
+    begins = [(times[i - 1] if i else t) - t0 for i, t in enumerate(times)]
+    spans: list[Span] = []
     for row in (0, 1):
-        current: str | None = None
-        start = 0.0
-        for i, t in enumerate(times):
-            # A tick stands for the interval that ends with it.
-            begin = (times[i - 1] if i else t) - t0
-            label = _label(agg.stacks.get(agg.sids[i], ()), row)
-            if label != current:
-                if current is not None:
-                    spans.append(Span(start, begin, row, current))
-                current, start = label, begin
-        if current is not None:
-            spans.append(Span(start, end, row, current))
+        labels = [_label(agg.stacks.get(agg.sids[i], ()), row) for i in range(len(times))]
+        # A span from the first tick of a label to the first tick of the next one.
+        firsts = [i for i, label in enumerate(labels) if not i or label != labels[i - 1]]
+        ends = [*(begins[i] for i in firsts[1:]), end]
+        spans.extend(Span(begins[i], e, row, labels[i]) for i, e in zip(firsts, ends, strict=False))
     if len(spans) > MAX_SPANS:  # keep the longest: the page shows what lasted
         longest = sorted(spans, key=lambda s: s.start - s.end)[:MAX_SPANS]
         spans = sorted(longest, key=lambda s: (s.row, s.start))
