@@ -383,8 +383,7 @@ def block_facts(t0: float, cpu0: float, started: str, notes: Sequence[str]) -> d
     :param cpu0: the process's CPU time then
     :param started: its start as an ISO date
     :param notes: its notes so far
-    :return: ``wall``, ``cpu``, ``t0``, ``started``, ``pid``, ``notes``, and empty
-        ``curves``, ``devices``, ``threads``, ``exact_peak``
+    :return: the facts, ``curves``, ``devices``, ``threads`` still empty
     """
     return {"wall": time.monotonic() - t0, "cpu": _cpu() - cpu0, "t0": t0, "started": started,
             "pid": os.getpid(), "curves": [], "devices": [], "exact_peak": None,

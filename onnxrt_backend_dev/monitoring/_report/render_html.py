@@ -316,12 +316,11 @@ def _alloc_table(rows: tuple[AllocLine, ...], columns: tuple[str, ...]) -> str:
         "live_peak": "live at the peak", "allocated": "allocated", "temporary": "temporary",
         "live_end": "live at the end",
     }  # fmt: skip
-    errs = {"live_peak": "live_peak_err", "allocated": "allocated_err", "live_end": "live_end_err"}
     cells = []
     for r in rows:
         figures = "".join(
             f"<td>{_e(format_bytes(getattr(r, c)))}"
-            f"{_e(_err(getattr(r, c), getattr(r, errs[c]) if c in errs else 0.0))}</td>"
+            f"{_e(_err(getattr(r, c), getattr(r, f'{c}_err', 0.0)))}</td>"
             for c in columns
         )
         where = f"{r.site.file}:{r.site.line}" if r.site.file else ""
