@@ -40,10 +40,6 @@ class Site:
     line: int
     library: bool = False
 
-    def label(self) -> str:
-        """``function (file:line)``."""
-        return f"{self.function} ({self.file}:{self.line})"
-
 
 @dataclass(frozen=True)
 class Curve:
