@@ -3,73 +3,41 @@
 ``%measure_time`` / ``%%measure_time`` time a statement or a cell with
 :func:`~onnxrt_backend_dev.monitoring.benchmark.measure_time` and print one line, like
 ``%timeit`` but with the median, the minimum and the deviation
-(``x * 2: 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 10 x 50 runs)``)::
-
-    %measure_time [-r REPEAT] [-n NUMBER] [-w WARMUP] [--max-time SECONDS] [-q] [-o] stmt
-
-    %%measure_time [options] [setup code, run before each batch, not timed]
-    code to time
-
-``-r``/``-n``/``-w``/``--max-time`` are the parameters of ``measure_time``. As with
+(``x * 2: 24.1 ns ± 0.6 ns (median 24.0 ns, min 23.7 ns; 10 x 50 runs)``). As with
 ``%timeit``, without ``-n`` the batch size is calibrated (1, 2, 5, 10... executions until
-a batch lasts at least 0.2 s) and ``-r`` batches are timed (7 by default), so a slow
-statement takes seconds, not minutes; ``-n`` gives the batch size exactly (``-r``
-defaulting to 7 as well), ``--max-time`` a budget in seconds instead, ``-w`` the
-executions before timing (1). ``-q`` prints nothing, ``-o`` returns the dictionary of
-``measure_time``. The code is compiled into the timing loop with a copy of the
-notebook's namespace as globals: it sees every variable and defines none there.
+a batch lasts at least 0.2 s), so a slow statement takes seconds, not minutes. The code
+is compiled into the timing loop with a copy of the notebook's namespace as globals.
 
 ``%%spy`` runs the cell under
 :func:`~onnxrt_backend_dev.monitoring.memory_peak.start_spying_on` and prints the peak,
-mean, first and last resident memory of the kernel (``cpu``, and every GPU with
-``--cuda``) and how much the cell added at its peak; when the front end shows images
-(a notebook, not a terminal) and matplotlib is installed, it draws the memory curve::
-
-    %%spy [-d DELAY] [--cuda] [--stacks] [--no-plot] [-o]
-
-``--stacks`` also samples the cell's Python stacks: it prints the memory growth per
-function and the line saying in which function the peak happened.
+mean, first and last resident memory of the kernel (and of the GPUs) and how much the
+cell added at its peak; when the front end shows images (a notebook, not a terminal) and
+matplotlib is installed, it draws the memory curve. ``%%monitor`` prints the cell's
+one-page report (:mod:`onnxrt_backend_dev.monitoring.report`).
 
 ``%%profile_tree`` samples the cell's stacks (the sampler of ``profile script.py``:
 true stacks, library frames folded into the first one called from the cell) and prints
 its call tree, starting at the cell; ``--cprofile`` profiles it with
 :func:`~onnxrt_backend_dev.monitoring.profiling.profile` instead (every call timed) and
-prints the call tree of ``profile2graph``'s graph, folded by the same code::
+prints the call tree of ``profile2graph``'s graph, folded by the same code. The options
+only cProfile has imply ``--cprofile``, as they do for ``profile``.
 
-    %%profile_tree [--cprofile] [--interval SECONDS] [--show-library]
-                   [--view tree|reference] [-s SORT] [-w FCT_WIDTH] [--max-depth N]
-                   [--hide-stdlib] [--fold-share SHARE] [--all] [-o]
-
-Sampled (the default), rows under ``--fold-share`` (0.005) are folded into ``N more``
-rows unless ``--all`` is given, ``--show-library`` shows every library frame and
-``--interval`` sets the time between two samples (0.002 s). The options only cProfile
-has imply ``--cprofile``, as they do for ``profile``: ``--view reference``, ``-s`` other
-than ``cumulative``, ``--hide-stdlib``. With cProfile, ``--view tree`` (the default)
-prints the call tree rooted at the cell, one row per call path with its time and share
-of the total, children hottest first, library frames folded (``--show-library`` shows
-them); ``--view reference`` prints the reference's rows (``ProfileNode.to_text``, with
-the exact call counts). ``-s`` sorts the children of a node (``cumulative``, the
-tree's default, ``line``, the reference's default, or ``time``), ``-w`` is the width of
-the reference's function column, ``--max-depth`` hides deeper rows, ``--hide-stdlib``
-hides the frames of the standard library and installed packages (their callees take
-their place). With ``-o`` the cell magics return their result (the spy's dictionary of
-monitors; the sampling result of ``%%profile_tree``, or with cProfile the root of its
-call tree) instead of ``None``. Errors in the options are reported in one line, errors
-in the cell as usual.
+Errors in the options are reported in one line, errors in the cell as usual.
 ``-h``/``--help`` prints a magic's options (the cell is not run), as ``%measure_time?``
-does: each magic's options are declared once, in a table that gives both what
-IPython's option parser accepts and the help.
+does: each magic's options are declared once, in a table that gives both what IPython's
+option parser accepts and the help, listed below.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import io
 import math
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -243,6 +211,13 @@ _PROFILE_TREE = _MagicSpec(
 )
 
 
+# This page lists every magic's help, from the same tables.
+__doc__ = (__doc__ or "") + "".join(
+    f"\n``{spec.name}``::\n\n{textwrap.indent(spec.help(), '    ')}"
+    for spec in (_MEASURE_TIME, _SPY, _MONITOR, _PROFILE_TREE)
+)
+
+
 def _option(opts: dict[str, Any], name: str) -> str | None:
     """Returns the last value given to option ``name`` or None."""
     value = opts.get(name)
@@ -295,13 +270,8 @@ class MonitoringMagics(Magics):
         return self.shell
 
     def _options(self, spec: _MagicSpec, line: str, **kwargs: Any) -> tuple[Any, str]:
-        """Parses the options of a magic; an unknown option points at its help.
-
-        :param spec: the magic's options
-        :param line: the magic's line
-        :param kwargs: other parameters of ``parse_options``
-        :return: the options (a dict-like ``Struct``) and the rest of the line
-        """
+        """Parses the options of a magic (``kwargs``: ``parse_options``'s); an unknown
+        option points at its help. Returns a dict-like ``Struct`` and the rest of the line."""
         short, long = spec.getopt()
         try:
             opts, rest = self.parse_options(line, short, *long, posix=False, **kwargs)
@@ -410,6 +380,7 @@ class MonitoringMagics(Magics):
     @cell_magic
     @_documented(_MONITOR)
     def monitor(self, line: str, cell: str) -> Any:
+        from ._cli.common import check_outputs, save_outputs, text_writer
         from ._report.render_html import to_html
         from ._report.render_json import to_json
         from ._report.render_text import to_text
@@ -423,15 +394,19 @@ class MonitoringMagics(Magics):
         interval = _interval(opts, 0.005, 0.001)
         probes = [str(p) for p in opts.get("probe", [])]
         outputs = {"--html": _path_option(opts, "html"), "--json": _path_option(opts, "json")}
-        _check_outputs(outputs)  # before the cell runs, as the command line does
+        with _monitor_errors():  # before the cell runs, as the command line does
+            check_outputs(outputs)
 
         def keep(report: Any) -> None:  # the files, also when the cell raised
-            writes = []
-            for option, render in (("--html", to_html), ("--json", to_json)):
-                path = outputs[option]
-                if path is not None:
-                    writes.append((option, path, render(report)))
-            _save_outputs(writes)
+            renders = {"--html": to_html, "--json": to_json}
+            with _monitor_errors():  # one that fails goes to a fallback file named there
+                save_outputs(
+                    [
+                        (option, path, text_writer(renders[option](report)))
+                        for option, path in outputs.items()
+                        if path is not None
+                    ]
+                )
 
         run, code = self._code(cell, "monitor")
         try:
@@ -539,39 +514,22 @@ def _cprofile_cell(run: Callable[[], None]) -> Any:
     from .profiling import profile, profile2graph
 
     stats = profile(run)[0]
-    return profile2graph(stats, clean_text=_short_name)[0]
+    # The file name only in the call tree's labels.
+    return profile2graph(stats, clean_text=lambda text: text.split("/")[-1])[0]
 
 
 # The file name of the cell in the call tree.
 _CELL_NAME = "cell"
 
 
-def _check_outputs(outputs: dict[str, str | None]) -> None:
-    """Refuses, before the cell runs, the output files the command line refuses (a
-    folder, a folder that does not exist, no permission, two options naming one file).
-
-    :param outputs: option -> file, None when not given
-    :raises UsageError: one line naming the option and the file
-    """
-    from ._cli.common import CommandError, check_outputs
+@contextlib.contextmanager
+def _monitor_errors() -> Iterator[None]:
+    """The command line's refusal of an output file (checked before the cell runs, or
+    failing once written) as the magic's one-line error."""
+    from ._cli.common import CommandError
 
     try:
-        check_outputs(outputs)
-    except CommandError as e:
-        raise UsageError(f"%%monitor: {e}") from None
-
-
-def _save_outputs(writes: list[tuple[str, str, str]]) -> None:
-    """Writes the files after the cell ran; one that fails is saved into a fallback file
-    named in the error, the others are still written.
-
-    :param writes: ``(option, file, text)``
-    :raises UsageError: one line naming what failed and where it went
-    """
-    from ._cli.common import CommandError, save_outputs, text_writer
-
-    try:
-        save_outputs((option, path, text_writer(text)) for option, path, text in writes)
+        yield
     except CommandError as e:
         raise UsageError(f"%%monitor: {e}") from None
 
@@ -584,11 +542,6 @@ def _from_cell(error: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
-
-
-def _short_name(text: str) -> str:
-    """Keeps the file name only in the call tree's labels."""
-    return text.split("/")[-1]
 
 
 def _sort_key(name: str) -> str:
@@ -654,22 +607,17 @@ def _in_terminal(shell: Any) -> bool:
     return any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
 
 
-def _shows_images(shell: Any) -> bool:
-    """True where the front end draws images (a notebook, qtconsole), not a terminal."""
-    active = getattr(getattr(shell, "display_formatter", None), "active_types", ())
-    return "image/png" in active and not _in_terminal(shell)
-
-
 def _plot_memory(shell: Any, stats: Any) -> None:
     """Shows the memory curve as a PNG, when the front end displays images (a notebook,
     not a terminal: there the text summary is all, and ``--plot FILE.png`` writes the
     curve) and matplotlib is installed."""
     if importlib.util.find_spec("matplotlib") is None:
         return
-    if not _shows_images(shell):
-        if _in_terminal(shell):
-            print("(the memory curve is drawn in notebooks; --plot FILE.png writes it here)")
+    if _in_terminal(shell):
+        print("(the memory curve is drawn in notebooks; --plot FILE.png writes it here)")
         return
+    if "image/png" not in getattr(getattr(shell, "display_formatter", None), "active_types", ()):
+        return  # a front end that draws no image
     from IPython.display import Image, display
 
     buffer = io.BytesIO()

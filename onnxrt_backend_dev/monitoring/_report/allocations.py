@@ -9,6 +9,7 @@ Every walk over stacks and the icicle uses loops and explicit stacks, never recu
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from .._alloc.report import AllocFacts
 from .._sampling.frames import SampledFrame
 from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
-from .build import _line_of, package_of
+from .build import _line_of, _site, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class _Line:
         # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
         self.figures = [0.0] * 9
         self.samples = 0
-        self.libs: dict[str, float] = {}
+        self.libs: defaultdict[str, float] = defaultdict(float)
         self.called = ""
         self.called_bytes = -1.0
 
@@ -88,9 +89,7 @@ def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | Non
         if leaks_only and not _leak_site(frames, site):
             continue
         key, called = _line_of(frames)
-        row = lines.get(key)
-        if row is None:
-            row = lines[key] = _Line()
+        row = lines.setdefault(key, _Line())
         values = (site.live_peak, site.live_peak_var, site.allocated, site.allocated_var,
                   site.count, site.temporary, site.temporary_count, site.live_end,
                   site.live_end_var)  # fmt: skip
@@ -103,7 +102,7 @@ def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | Non
         if 0 <= lid < len(facts.libraries):
             label = library_label(facts.libraries[lid])
             if label:
-                row.libs[label] = row.libs.get(label, 0.0) + weight
+                row.libs[label] += weight
     return lines
 
 
@@ -140,10 +139,9 @@ def _leaks(facts: AllocFacts) -> tuple[AllocLine, ...]:
     out (a module's state, kept on purpose), and so is what no line of the program
     allocated (the interpreter's start, native threads): a candidate is a line."""
     rows = [_row(k, v) for k, v in _by_line(facts, leaks_only=True).items()]
-    floor = LEAK_SHARE * facts.peak
-    kept = [r for r in rows if r.live_end > floor and r.live_end > r.live_end_err]
-    kept.sort(key=lambda r: -r.live_end)
-    return tuple(kept[:MAX_ROWS])
+    return _top(
+        [r for r in rows if r.live_end > r.live_end_err], "live_end", LEAK_SHARE * facts.peak
+    )
 
 
 class _Node:
@@ -164,9 +162,7 @@ def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:
     out: list[tuple[Site, bool]] = []
     if not frames:
         out.append((NO_FRAME, False))
-    for f in frames:
-        library = is_library_path(f.file)
-        out.append((Site(f.name, f.file, f.line, library), library))
+    out.extend((s, s.library) for s in map(_site, frames))
     if 0 <= lid < len(facts.libraries):
         label = library_label(facts.libraries[lid])
         if label:
@@ -280,9 +276,7 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
     row = _row(best, lines[best])
     sites = [s for s in facts.sites if _line_of(_stack(facts, s.key[0]))[0] == best]
     heaviest = max(sites, key=lambda s: s.live_peak)
-    frames = _stack(facts, heaviest.key[0])
-    stack = tuple(Site(f.name, f.file, f.line, is_library_path(f.file)) for f in frames)
-    return row.site, row.called, stack
+    return row.site, row.called, tuple(_site(f) for f in _stack(facts, heaviest.key[0]))
 
 
 def allocation_section(

@@ -49,17 +49,16 @@ def _ticks(top: float, target: int, units: _Units, least: float) -> list[tuple[f
     return [(i * step * factor, f"{i * step:.{decimals}f} {symbol}") for i in range(count + 1)]
 
 
-def time_ticks(span: float, target: int = 8) -> list[tuple[float, str]]:
+def time_ticks(span: float) -> list[tuple[float, str]]:
     """Ticks from 0 to at most ``span`` seconds, one unit for all (``0 ms``, ``5 ms``;
     ``0.0 s``, ``0.5 s``).
 
     :param span: seconds (0 or less, or not finite: a single ``0 s``)
-    :param target: intervals wanted, at most
     :return: ``(seconds, label)`` pairs
     """
     if not (math.isfinite(span) and span > 0):
         return [(0.0, "0 s")]
-    return _ticks(span, target, _TIME_UNITS, 1e-6)
+    return _ticks(span, 8, _TIME_UNITS, 1e-6)
 
 
 def byte_ticks(top: float, target: int = 4) -> list[tuple[float, str]]:

@@ -7,6 +7,7 @@ Every walk over stacks and the tree uses loops and explicit stacks, never recurs
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -163,21 +164,20 @@ def _line_of(frames: Sequence[SampledFrame]) -> tuple[tuple[str, str, int] | Non
     return (frame.name, frame.file, frame.line), _called(frames, user)
 
 
-def _line_key(agg: Aggregator, sid: int) -> tuple[str, str, int] | None:
-    return _line_of(agg.stacks.get(sid, ()))[0]
-
-
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
     """The stack standing for the line that built the peak: the line running when the
     peak was reached, unless another user line grew the memory more than twice as much
     up to the peak (then that one)."""
-    by_line: dict[tuple[str, str, int] | None, float] = {}
+
+    def line_key(sid: int) -> tuple[str, str, int] | None:
+        return _line_of(agg.stacks.get(sid, ()))[0]
+
+    by_line: defaultdict[tuple[str, str, int] | None, float] = defaultdict(float)
     for sid, value in parts.items():
-        key = _line_key(agg, sid)
-        by_line[key] = by_line.get(key, 0.0) + value
+        by_line[line_key(sid)] += value
     if not by_line:
         return agg.peak_sid
-    dated = _line_key(agg, agg.peak_sid)
+    dated = line_key(agg.peak_sid)
     best = max(by_line, key=lambda k: by_line[k])
     # The line that completed the peak built it when it holds at least half as much as
     # the line holding the most (two arrays of one size: sampled from outside, the
@@ -186,30 +186,20 @@ def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
     # top did not: the load did.
     if dated in by_line and by_line[dated] >= 0.5 * by_line[best]:
         return agg.peak_sid
-    on_line = [sid for sid in parts if _line_key(agg, sid) == best]
+    on_line = [sid for sid in parts if line_key(sid) == best]
     return max(on_line, key=lambda sid: parts[sid])
 
 
-def _decimate(times: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
+def _curve(name: str, times: Sequence[float], values: Sequence[float], source: str) -> Curve:
     """At most ``MAX_CURVE_POINTS`` points, the highest of each bucket kept."""
     n = len(values)
-    if n <= MAX_CURVE_POINTS:
-        return list(times), list(values)
-    step = -(-n // MAX_CURVE_POINTS)
-    out_t, out_v = [], []
-    for i in range(0, n, step):
-        j = max(range(i, min(i + step, n)), key=values.__getitem__)
-        out_t.append(times[j])
-        out_v.append(values[j])
-    return out_t, out_v
-
-
-def _curve(name: str, times: Sequence[float], values: Sequence[float], source: str) -> Curve:
-    t, v = _decimate(times, values)
+    step = max(-(-n // MAX_CURVE_POINTS), 1)
+    kept = [max(range(i, min(i + step, n)), key=values.__getitem__) for i in range(0, n, step)]
+    t, v = tuple(times[j] for j in kept), tuple(values[j] for j in kept)
     if not v:
         return Curve(name, (), (), 0.0, 0.0, source)
     j = max(range(len(v)), key=v.__getitem__)
-    return Curve(name, tuple(t), tuple(v), v[j], t[j], source)
+    return Curve(name, t, v, v[j], t[j], source)
 
 
 def _rss_curve(agg: Aggregator, facts: RunFacts, t0: float) -> Curve:
@@ -288,14 +278,9 @@ def _stack_list(agg: Aggregator) -> list[tuple[SampledFrame, ...]]:
 def _memory_columns(
     agg: Aggregator, threads: list[ThreadProfile], offset: int, timed: bool
 ) -> None:
-    """Adds the ticks' memory (and, where no sampler ran, their time) to the thread that
-    has the stack, the first one (the main thread) otherwise.
-
-    :param agg: the ticks, folded
-    :param threads: the threads the stacks may belong to
-    :param offset: the model's id of the aggregator's stack 0
-    :param timed: the threads' time came from a sampler (the ticks' is not added)
-    """
+    """Adds the ticks' memory (and, unless ``timed`` by a sampler, their time) to the
+    thread that has the stack, the first one (the main thread) otherwise; ``offset`` is
+    the model's id of the aggregator's stack 0."""
     parts = agg.composition()
     for tick_sid, frames in agg.stacks.items():
         if not frames:
@@ -309,10 +294,6 @@ def _memory_columns(
         if not timed:
             row[WALL] += agg.seconds.get(tick_sid, 0.0)
             row[SAMPLES] += agg.count.get(tick_sid, 0)
-
-
-def _row_site(row: Row) -> Site:
-    return Site(row.label, row.file, row.line, is_library_path(row.file))
 
 
 def _keep(row: Row, total: float, span: float) -> bool:
@@ -341,7 +322,8 @@ def _tree_rows(model: SampledProfile, total: float, span: float) -> list[TreeRow
     while todo:
         node, parent, depth = todo.pop()
         index = len(rows)
-        rows.append(TreeRow(parent, depth, _row_site(node), node.wall, node.self_wall, node.net,
+        site = Site(node.label, node.file, node.line, is_library_path(node.file))
+        rows.append(TreeRow(parent, depth, site, node.wall, node.self_wall, node.net,
                             node.to_peak, node.highest, hidden=node.hidden_text()))  # fmt: skip
         todo.extend((c, index, depth + 1) for c in reversed(_ordered(node, total, span)))
     return rows
@@ -405,8 +387,7 @@ def _functions(model: SampledProfile) -> list[FunctionRow]:
                 row[0] += wall
                 row[2] += net
                 row[3] += to_peak
-            j = innermost_user(frames)
-            f = frames[j if j >= 0 else len(frames) - 1]
+            f = frames[_innermost_user(frames)]
             row = figures[f.name, f.file, f.first_line]
             row[1] += wall
             row[4] += totals[CPU]
@@ -418,7 +399,7 @@ def _functions(model: SampledProfile) -> list[FunctionRow]:
 
 
 def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
-    by_function: dict[str, float] = {}
+    by_function: defaultdict[str, float] = defaultdict(float)
     for sid, value in parts.items():
         frames = agg.stacks.get(sid, ())
         if frames:
@@ -426,7 +407,7 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
             label = f"{f.name} ({short_file(f.file)}:{f.first_line})"  # as every view shows paths
         else:
             label = "(no Python frame)"
-        by_function[label] = by_function.get(label, 0.0) + value
+        by_function[label] += value
     ordered = sorted(by_function.items(), key=lambda kv: -kv[1])
     floor = FOLD_SHARE * abs(sum(by_function.values()))  # slivers join "other"
     shown = [Part(k, v) for k, v in ordered[:MAX_PARTS] if abs(v) >= floor and v]
@@ -448,28 +429,20 @@ def _label(frames: Sequence[SampledFrame], row: int) -> str:
 
 
 def _timeline(agg: Aggregator, t0: float, end: float) -> list[Span]:
-    spans: list[Span] = []
     times = list(agg.times)
+    # A tick stands for the interval that ends with it.
+    begins = [(times[i - 1] if i else t) - t0 for i, t in enumerate(times)]
+    spans: list[Span] = []
     for row in (0, 1):
-        current: str | None = None
-        start = 0.0
-        for i, t in enumerate(times):
-            # A tick stands for the interval that ends with it.
-            begin = (times[i - 1] if i else t) - t0
-            label = _label(agg.stacks.get(agg.sids[i], ()), row)
-            if label != current:
-                if current is not None:
-                    spans.append(Span(start, begin, row, current))
-                current, start = label, begin
-        if current is not None:
-            spans.append(Span(start, end, row, current))
+        labels = [_label(agg.stacks.get(agg.sids[i], ()), row) for i in range(len(times))]
+        # A span from the first tick of a label to the first tick of the next one.
+        firsts = [i for i, label in enumerate(labels) if not i or label != labels[i - 1]]
+        ends = [*(begins[i] for i in firsts[1:]), end]
+        spans.extend(Span(begins[i], e, row, labels[i]) for i, e in zip(firsts, ends, strict=False))
     if len(spans) > MAX_SPANS:  # keep the longest: the page shows what lasted
-        spans = sorted(sorted(spans, key=lambda s: s.start - s.end)[:MAX_SPANS], key=_span_key)
+        longest = sorted(spans, key=lambda s: s.start - s.end)[:MAX_SPANS]
+        spans = sorted(longest, key=lambda s: (s.row, s.start))
     return spans
-
-
-def _span_key(span: Span) -> tuple[int, float]:
-    return span.row, span.start
 
 
 def _two_peaks(peak: Peak, alloc: Any, wall: float) -> list[str]:

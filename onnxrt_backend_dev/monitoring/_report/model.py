@@ -40,10 +40,6 @@ class Site:
     line: int
     library: bool = False
 
-    def label(self) -> str:
-        """``function (file:line)``."""
-        return f"{self.function} ({self.file}:{self.line})"
-
 
 @dataclass(frozen=True)
 class Curve:
@@ -431,17 +427,16 @@ class Report:
         return sum(r.time for r in self.tree if r.parent < 0)
 
 
-def check_report(report: Any, name: str = "report") -> Report:
-    """Refuses what is not a report (a renderer's argument), naming it and its type.
+def check_report(report: Any) -> Report:
+    """Refuses what is not a report (a renderer's argument), naming its type.
 
     :param report: what was given
-    :param name: the parameter
     :return: the report
     :raises BadType: not a :class:`Report`
     """
     if not isinstance(report, Report):
         from .._errors import BadType
 
-        raise BadType(f"{name} must be a Report (from monitor() or from_json), got "
+        raise BadType("report must be a Report (from monitor() or from_json), got "
                       f"{type(report).__name__}")  # fmt: skip
     return report

@@ -19,6 +19,7 @@ from .._observe.observer import ProcessRecord
 from .._sampling.aggregate import Aggregator
 from .build import build_report
 from .model import Ending, Report
+from .runner import signal_name
 from .session import facts_of
 
 
@@ -28,14 +29,9 @@ def ending_of(status: int) -> Ending:
     :param status: from ``wait4``
     :return: the ending (code 128 + N on signal N)
     """
-    import signal
-
     code = exit_code(status)
     if os.WIFSIGNALED(status):
-        try:
-            name = signal.Signals(os.WTERMSIG(status)).name
-        except ValueError:
-            name = f"signal {os.WTERMSIG(status)}"
+        name = signal_name(os.WTERMSIG(status))
         kind = "interrupted" if name == "SIGINT" else "signal"
         return Ending(kind, code, DEATHS.get(name, f"killed by {name}"))
     if code == 1:
@@ -57,37 +53,29 @@ def ending_of_run(run: ObservedRun) -> Ending:
     return Ending("interrupted" if code == 130 else "signal", code, words)
 
 
-def _relative(file: str, here: str) -> str:
-    """A user's file under the current folder, relative to it (``python prog.py`` makes
-    its path absolute): a saved run compares with one made in another checkout."""
-    if here and file.startswith(here + os.sep):
-        return file[len(here) + 1 :]
-    return file
-
-
-def _relative_stack(frames: Sequence[Any], here: str) -> tuple[Any, ...]:
-    return tuple(f._replace(file=_relative(f.file, here)) for f in frames)
-
-
-def _cwd() -> str:
-    try:
-        return os.getcwd()
-    except OSError:
-        return ""
-
-
 def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
-    """Gives the aggregator every stack of the process as the report's frames; returns
-    the decoded stacks.
+    """Gives the aggregator every stack of the process as the report's frames, a user's
+    file under the current folder relative to it (``python prog.py`` makes its path
+    absolute: a saved run compares with one made in another checkout); returns the
+    decoded stacks.
 
     :param record: the process
     :param agg: its memory ticks
     """
     stacks = decode_stacks(record)
-    here = _cwd()
+    try:
+        under = os.getcwd() + os.sep
+    except OSError:
+        under = ""
     for sid, frames in enumerate(stacks):
-        agg.add_stack(sid, _relative_stack(frames, here))
+        agg.add_stack(sid, tuple(_relative(f, under) for f in frames))
     return stacks
+
+
+def _relative(frame: Any, under: str) -> Any:
+    if under and frame.file.startswith(under):
+        return frame._replace(file=frame.file[len(under) :])
+    return frame
 
 
 def sampled_threads(record: ProcessRecord, stacks: Sequence[Any]) -> list[Any]:
@@ -126,20 +114,9 @@ def observed_report(
     :return: the report and the exit code to return
     """
     record = run.record
-    agg = record.sink
-    assert isinstance(agg, Aggregator)
-    stacks = declare_stacks(record, agg)
+    agg, stacks, facts = _facts(run.observer.t0, record, run.wall, notes)
     ending = ending_of_run(run)
     usage = run.rusage
-    facts: dict[str, Any] = {
-        "t0": run.observer.t0,
-        "wall": run.wall,
-        "pid": record.pid,
-        "started": _iso(run.observer.t0),
-        "notes": list(notes),
-        "threads": sampled_threads(record, stacks),
-        "tool_rss": record.tool_rss,
-    }
     if record.alloc is not None:
         facts["allocations"], facts["held"], lost = _allocations(run, stacks)
         facts["notes"].extend(lost)
@@ -149,7 +126,7 @@ def observed_report(
         maxrss = float(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
         # The program's own mark (else the command's, before exec), unless it waited for
         # a child: wait4 then gives the highest of the family, a child's peak is not its.
-        if maxrss > floor and not _had_children(run):
+        if maxrss > floor and not (len(run.observer.processes) > 1 or record.reaped):
             peak = max(peak, maxrss - record.tool_rss)
     facts["exact_peak"] = peak
     if devices is not None:
@@ -166,8 +143,23 @@ def observed_report(
     return report, ending.code
 
 
-def _had_children(run: ObservedRun) -> bool:
-    return len(run.observer.processes) > 1 or run.record.reaped
+def _facts(
+    t0: float, record: ProcessRecord, wall: float, notes: list[str]
+) -> tuple[Aggregator, list[Any], dict[str, Any]]:
+    """The process's ticks, its decoded stacks and the facts every observed run has."""
+    agg = record.sink
+    assert isinstance(agg, Aggregator)
+    stacks = declare_stacks(record, agg)
+    facts = {
+        "t0": t0,
+        "wall": wall,
+        "pid": record.pid,
+        "started": _iso(t0),
+        "notes": list(notes),
+        "threads": sampled_threads(record, stacks),
+        "tool_rss": record.tool_rss,
+    }
+    return agg, stacks, facts
 
 
 def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, list[str]]:
@@ -200,22 +192,11 @@ def attached_report(attached: Any, notes: list[str], interval: float) -> Report:
     from .._observe.session import command_line_of
 
     record = attached.observer.root
-    agg = record.sink
-    assert isinstance(agg, Aggregator)
-    stacks = declare_stacks(record, agg)
-    cpu = sum(sum(r[2] for r in t.rows.values()) for t in record.threads.values())
+    agg, _, facts = _facts(attached.observer.t0, record, attached.wall, notes)
+    facts["tool_rss"] = 0.0  # no tool started in the process
+    facts["cpu"] = sum(sum(r[2] for r in t.rows.values()) for t in record.threads.values())
     still = "still running" if attached.why != "ended" else "ended"
     ending = Ending("exit", 0, f"observed for {attached.wall:.1f} s ({still})")
-    facts: dict[str, Any] = {
-        "t0": attached.observer.t0,
-        "wall": attached.wall,
-        "pid": record.pid,
-        "started": _iso(attached.observer.t0),
-        "notes": list(notes),
-        "threads": sampled_threads(record, stacks),
-        "tool_rss": 0.0,
-        "cpu": cpu,
-    }
     if agg.before > agg.peak:  # the high-water mark says more: a past no line is credited
         facts["notes"].append(
             f"the process's high-water mark was {format_bytes(agg.before)} at the attach: a "

@@ -23,7 +23,7 @@ import resource
 import sys
 import time
 from collections.abc import Sequence
-from types import CodeType, FrameType
+from types import CodeType
 from typing import Any, Protocol
 
 from .._sampling.aggregate import NO_STACK
@@ -188,7 +188,6 @@ class Ticks:
         self.memory = memory
         self.root = None if root_code is None else id(root_code)
         self._root_code = root_code  # kept: its id stays its own
-        self.last = NO_STACK
         self.recorder: Any = None
         self.reset()
 
@@ -257,7 +256,6 @@ class Recording:
     :param offset: bytes taken off every memory reading of the ticks (the tool's own
         start-up memory, see :mod:`.child`)
     :param root_code: the code measured: the frames above it (the tool's) left out
-    :param root_frame: the frame of the code measured (its code is the root)
     """
 
     def __init__(
@@ -269,7 +267,6 @@ class Recording:
         sampler: bool = True,
         offset: float = 0.0,
         root_code: CodeType | None = None,
-        root_frame: FrameType | None = None,
     ) -> None:
         from .sampling import Sampling
 
@@ -288,8 +285,6 @@ class Recording:
             # No reset by the spy: the ticks read the same mark and must see it rise.
             self.spy = MemorySpy(os.getpid(), delay=SPY_DELAY, reset_peak=False,
                                  probes=tuple(probes))  # fmt: skip
-        if root_code is None and root_frame is not None:
-            root_code = root_frame.f_code
         self.memory = ProcMemory(offset)
         interval = max(float(interval), MIN_INTERVAL)
         self.ticks = Ticks(sink, self.memory, root_code, every=interval)
@@ -341,7 +336,6 @@ class Recording:
         if self in _STREAMING:
             _STREAMING.remove(self)
         sampling, self.sampling = self.sampling, None
-        profile = None
         try:
             profile = sampling.stop().profile
         except Exception:  # the report stands on the ticks alone
@@ -389,8 +383,7 @@ def block_facts(t0: float, cpu0: float, started: str, notes: Sequence[str]) -> d
     :param cpu0: the process's CPU time then
     :param started: its start as an ISO date
     :param notes: its notes so far
-    :return: ``wall``, ``cpu``, ``t0``, ``started``, ``pid``, ``notes``, and empty
-        ``curves``, ``devices``, ``threads``, ``exact_peak``
+    :return: the facts, ``curves``, ``devices``, ``threads`` still empty
     """
     return {"wall": time.monotonic() - t0, "cpu": _cpu() - cpu0, "t0": t0, "started": started,
             "pid": os.getpid(), "curves": [], "devices": [], "exact_peak": None,

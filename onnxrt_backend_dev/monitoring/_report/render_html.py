@@ -18,14 +18,13 @@ from .model import (
     AllocLine,
     AllocNode,
     Curve,
-    LineRow,
     Part,
     Report,
     Site,
     Span,
     check_report,
 )
-from .render_text import built_by, tool_note
+from .render_text import built_by, place_text, pool_share, signed, split_text, tool_note
 
 WIDTH = 1200  # the plot area, in SVG units (the SVG scales to the page)
 LEFT = 70
@@ -58,14 +57,8 @@ def _colour(label: str) -> str:
     return _PALETTE[zlib.crc32(label.encode("utf-8", "replace")) % len(_PALETTE)]
 
 
-def _signed(n: float) -> str:
-    return ("+" if n >= 0 else "-") + format_bytes(abs(n))
-
-
-def _where(site: Site | None) -> str:
-    if site is None:
-        return "no Python frame"
-    return f"{site.function} ({short_file(site.file)}:{site.line})"
+def _at(value: float, t: float) -> str:
+    return f"{format_bytes(value)} at {format_duration(t)}"
 
 
 def _header(report: Report) -> str:
@@ -76,22 +69,14 @@ def _header(report: Report) -> str:
     facts = [
         ("wall", format_duration(report.wall)),
         ("CPU (utilisation)", cpu),
-        (
-            f"peak RSS ({peak.source})",
-            f"{format_bytes(peak.value)} at {format_duration(peak.time)}",
-        ),
+        (f"peak RSS ({peak.source})", _at(peak.value, peak.time)),
         ("start → end RSS", f"{format_bytes(peak.start)} → {format_bytes(report.end_rss)}"),
     ]
     if peak.tool:
         facts.append(("process high-water mark", format_bytes(peak.value + peak.tool)))
     alloc = report.allocations
     if alloc is not None:
-        facts.append(
-            (
-                "heap peak (allocations)",
-                f"{format_bytes(alloc.peak)} at {format_duration(alloc.peak_time)}",
-            )
-        )
+        facts.append(("heap peak (allocations)", _at(alloc.peak, alloc.peak_time)))
     cells = "".join(f"<div>{_e(k)}<b>{_e(v)}</b></div>" for k, v in facts)
     kind = report.ending.kind
     cls = "" if kind == "exit" and report.ending.code == 0 else ' class="bad"'
@@ -105,10 +90,10 @@ def _header(report: Report) -> str:
         note = f"RSS figures {tool_note(peak.value, peak.tool)}"
         parts.append(f'<div class="note">{_e(note)}</div>')
     if peak.reached is not None and peak.reached != peak.site:
-        parts.append(f"<div>peak reached in {_e(_where(peak.reached))}</div>")
+        parts.append(f"<div>peak reached in {_e(place_text(peak.reached))}</div>")
     if kind in ("signal", "lost", "os_exit") and report.ending.last_site is not None:
         parts.append(
-            f"<div class=bad>allocating at the end: {_e(_where(report.ending.last_site))}</div>"
+            f"<div class=bad>allocating at the end: {_e(place_text(report.ending.last_site))}</div>"
         )
     parts.extend(f'<div class="note">note: {_e(n)}</div>' for n in report.notes)
     parts.append(
@@ -129,7 +114,7 @@ def _devices(report: Report) -> str:
         if d.context is not None:
             notes.append(f"of which {format_bytes(d.context)} {CONTEXT_WORDS}")
         if d.site is not None:
-            notes.append(f"the peak rose in {_where(d.site)}")
+            notes.append(f"the peak rose in {place_text(d.site)}")
         rows.append(
             f'<tr><td class="l">{_e(d.name)}</td><td class="l">{_e(ROLES.get(d.role, ""))}</td>'
             f"<td><b>{_e(format_bytes(d.peak))}</b></td><td>{_e(format_bytes(d.begin))}</td>"
@@ -171,7 +156,7 @@ def _memory_svg(report: Report, wall: float) -> str:
         out.append(_polyline(curve, wall, y, _CURVE_COLOURS[i % len(_CURVE_COLOURS)], i))
     peak = report.peak
     px, py = _x(peak.time, wall), y(peak.value)
-    label = f"peak {format_bytes(peak.value)}: {_where(peak.site)}"
+    label = f"peak {format_bytes(peak.value)}: {place_text(peak.site)}"
     anchor = "end" if px > LEFT + WIDTH * 0.6 else "start"
     dx = -8 if anchor == "end" else 8
     out.append(
@@ -244,21 +229,21 @@ def _composition(parts: Sequence[Part], total: float) -> str:
         w = WIDTH * part.bytes / scale
         out.append(
             f'<rect x="{x:.1f}" y="4" width="{w:.1f}" height="28" fill="{_colour(part.label)}">'
-            f"<title>{_e(part.label)}: {_e(_signed(part.bytes))}</title></rect>"
+            f"<title>{_e(part.label)}: {_e(signed(part.bytes))}</title></rect>"
         )
         if w > 6 * min(len(part.label), 40):
             out.append(f'<text x="{x + 4:.1f}" y="22" fill="#fff">{_e(part.label[:40])}</text>')
         x += w
     out.append("</svg>")
     rows = "".join(
-        f'<tr><td><span style="color:{_colour(p.label)}">&#9632;</span> {_e(_signed(p.bytes))}'
+        f'<tr><td><span style="color:{_colour(p.label)}">&#9632;</span> {_e(signed(p.bytes))}'
         f"</td><td>{p.bytes / total if total else 0.0:.1%}</td>"
         f'<td class="l">{_e(p.label)}</td></tr>'
         for p in parts
     )
     out.append(
         f"<table><tr><th>growth to peak</th><th>share</th><th class=l>function</th></tr>"
-        f"{rows}<tr><td><b>{_e(_signed(total))}</b></td><td></td>"
+        f"{rows}<tr><td><b>{_e(signed(total))}</b></td><td></td>"
         f"<td class=l>peak − start</td></tr></table>"
     )
     return "\n".join(out)
@@ -331,12 +316,11 @@ def _alloc_table(rows: tuple[AllocLine, ...], columns: tuple[str, ...]) -> str:
         "live_peak": "live at the peak", "allocated": "allocated", "temporary": "temporary",
         "live_end": "live at the end",
     }  # fmt: skip
-    errs = {"live_peak": "live_peak_err", "allocated": "allocated_err", "live_end": "live_end_err"}
     cells = []
     for r in rows:
         figures = "".join(
             f"<td>{_e(format_bytes(getattr(r, c)))}"
-            f"{_e(_err(getattr(r, c), getattr(r, errs[c]) if c in errs else 0.0))}</td>"
+            f"{_e(_err(getattr(r, c), getattr(r, f'{c}_err', 0.0)))}</td>"
             for c in columns
         )
         where = f"{r.site.file}:{r.site.line}" if r.site.file else ""
@@ -360,10 +344,10 @@ def _allocations(alloc: Allocations) -> list[str]:
     estimate = f"{format_bytes(alloc.live_peak)}{_err(alloc.live_peak, alloc.live_peak_err)}"
     intro = (
         f"Bytes the program allocated (malloc and its kin, anonymous mmap) and still held "
-        f"at the heap's exact peak, {format_bytes(alloc.peak)} at "
-        f"{format_duration(alloc.peak_time)}: estimated from {alloc.samples:,} sampled "
-        f"allocations ({rate}; the samples add up to {estimate}), each line with its 95 % "
-        f"error bar. {format_bytes(alloc.allocated)} allocated in {alloc.count:,} calls."
+        f"at the heap's exact peak, {_at(alloc.peak, alloc.peak_time)}: estimated from "
+        f"{alloc.samples:,} sampled allocations ({rate}; the samples add up to {estimate}), "
+        f"each line with its 95 % error bar. {format_bytes(alloc.allocated)} allocated in "
+        f"{alloc.count:,} calls."
     )
     total = sum(n.bytes for n in alloc.flame if n.parent < 0) or alloc.peak
     parts = [
@@ -396,7 +380,7 @@ def _tree(report: Report) -> str:
         hidden = f' <span class="note">{_e(r.hidden)}</span>' if r.hidden else ""
         rows.append(
             f"<tr><td>{r.time / total:.1%}</td><td>{r.self_time / total:.1%}</td>"
-            f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
+            f"<td>{_e(signed(r.net))}</td><td>{_e(signed(r.to_peak))}</td>"
             f"<td>{_e(format_bytes(r.highest))}</td>"
             f'<td{cls} style="padding-left:{8 + 14 * r.depth}px">{_e(r.site.function)}{hidden}'
             f'</td><td class="l note">{_e(where)}</td></tr>'
@@ -409,23 +393,15 @@ def _tree(report: Report) -> str:
     )
 
 
-def _split_cells(row: LineRow, pool: bool = False) -> str:
-    """The line's time split: Python, native, system, waiting (% of its time); with
-    ``pool``, the pool's CPU while it ran (% of its time: 280 % is 2.8 cores)."""
-    from .._sampling.view import split_shares
-
-    shares = split_shares(row.time, sum(row.split[:3]), *row.split[:3])
-    pooled = row.split[4] / row.time if len(row.split) > 4 and row.time > 0 else 0.0
-    return "".join(f"<td>{round(100 * x)} %</td>" for x in shares + ((pooled,) if pool else ()))
-
-
 def _lines(report: Report) -> str:
     total = report.total_time or 1.0
     split = any(any(r.split) for r in report.lines)
     pool = any(len(r.split) > 4 for r in report.lines)  # a pool's CPU while the line ran
+    cell = "<td>{} %</td>" if split else ""
     rows = "".join(
-        f"<tr><td>{r.time / total:.1%}</td>{_split_cells(r, pool) if split else ''}"
-        f"<td>{_e(_signed(r.net))}</td><td>{_e(_signed(r.to_peak))}</td>"
+        f"<tr><td>{r.time / total:.1%}</td>{split_text(r, cell)}"
+        f"{f'<td>{pool_share(r)} %</td>' if pool else ''}"
+        f"<td>{_e(signed(r.net))}</td><td>{_e(signed(r.to_peak))}</td>"
         f'<td class="l">{_e(short_file(r.site.file))}:{r.site.line}</td>'
         f'<td class="l">{_e(r.site.function)}</td>'
         f'<td class="l"><code>{_e(r.source)}</code></td></tr>'

@@ -19,11 +19,13 @@ _TOP_CHILDREN = 3
 _SOURCE_WIDTH = 60
 
 
-def _signed(n: float) -> str:
+def signed(n: float) -> str:
+    """Bytes with their sign (``+1.0 MiB``)."""
     return ("+" if n >= 0 else "-") + format_bytes(abs(n))
 
 
-def _where(site: Site | None, called: str = "") -> str:
+def place_text(site: Site | None, called: str = "") -> str:
+    """``function (file:line)``, ``calling`` the library function when given."""
     if site is None:
         return "no Python frame"
     text = f"{site.function} ({short_file(site.file)}:{site.line})"
@@ -51,7 +53,7 @@ def built_by(report: Report) -> str:
     peak = report.peak
     if peak.site is None and not report.composition:
         return "nothing grew while observed: the peak is the memory at the start"
-    return f"built by {_where(peak.site, peak.called)}"
+    return f"built by {place_text(peak.site, peak.called)}"
 
 
 def _header(report: Report) -> list[str]:
@@ -70,11 +72,11 @@ def _header(report: Report) -> list[str]:
     if peak.tool:
         lines.insert(3, f"  {tool_note(peak.value, peak.tool)}")
     if peak.reached is not None and peak.reached != peak.site:
-        lines.append(f"  reached in {_where(peak.reached)}")
+        lines.append(f"  reached in {place_text(peak.reached)}")
     lines.extend(device_line(d) for d in report.devices)  # every one: never cut
     lines.extend(_children(report))
     if report.ending.kind in ("signal", "lost", "os_exit") and report.ending.last_site:
-        lines.append(f"  allocating at the end: {_where(report.ending.last_site)}")
+        lines.append(f"  allocating at the end: {place_text(report.ending.last_site)}")
     return lines
 
 
@@ -109,7 +111,7 @@ def device_line(device: Device) -> str:
     if device.context is not None:
         text += f", of which {format_bytes(device.context)} {CONTEXT_WORDS}"
     if device.site is not None:
-        text += f"; the peak rose in {_where(device.site)}"
+        text += f"; the peak rose in {place_text(device.site)}"
     return text
 
 
@@ -117,8 +119,8 @@ def _parts(report: Report) -> list[str]:
     if not report.composition:
         return []
     total = report.peak.value - report.peak.start
-    lines = [f"the peak is made of ({_signed(total)} over the start):"]
-    lines.extend(f"  {_signed(p.bytes):>10}  {p.label}" for p in report.composition[:_TOP_PARTS])
+    lines = [f"the peak is made of ({signed(total)} over the start):"]
+    lines.extend(f"  {signed(p.bytes):>10}  {p.label}" for p in report.composition[:_TOP_PARTS])
     return lines
 
 
@@ -175,7 +177,7 @@ def _functions(report: Report) -> list[str]:
         return []
     lines = ["functions: time   RSS: net   to peak   highest"]
     lines.extend(
-        f"  {r.time / total:6.1%} {_signed(r.net):>10} {_signed(r.to_peak):>10} "
+        f"  {r.time / total:6.1%} {signed(r.net):>10} {signed(r.to_peak):>10} "
         f"{format_bytes(r.highest):>9}  {r.site.function} ({short_file(r.site.file)}:{r.site.line})"
         for r in rows
     )
@@ -191,28 +193,29 @@ def _hot_lines(report: Report) -> list[str]:
     pool = any(len(r.split) > 4 for r in rows)  # a pool's CPU while the line ran: 280 %
     head = "hot lines: time   RSS to peak" + ("   py  nat  sys wait" if split else "")
     lines = [head + (" pool" if pool else "") + (" (% of the line's time)" if split else "")]
+    cell = " {:4d}" if split else ""
     lines.extend(
-        f"  {r.time / total:6.1%} {_signed(r.to_peak):>10}{_split(r) if split else ''}"
-        f"{_pool(r) if pool else ''}  "
+        f"  {r.time / total:6.1%} {signed(r.to_peak):>10}{split_text(r, cell)}"
+        f"{f' {pool_share(r):4d}' if pool else ''}  "
         f"{short_file(r.site.file)}:{r.site.line} {cut_source(r.source, _SOURCE_WIDTH)}"
         for r in rows
     )
     return lines
 
 
-def _split(row: LineRow) -> str:
-    """`` py nat sys wait`` percentages of a line's time."""
+def split_text(row: LineRow, cell: str) -> str:
+    """The shares of a line's time in Python, native code, the kernel and waiting, each
+    percentage through ``cell`` (``" {:4d}"``; empty: no text)."""
     from .._sampling.view import split_shares
 
-    cpu = sum(row.split[:3])
-    shares = split_shares(row.time, cpu, *row.split[:3])
-    return "".join(f" {round(100 * x):4d}" for x in shares)
+    shares = split_shares(row.time, sum(row.split[:3]), *row.split[:3])
+    return "".join(cell.format(round(100 * x)) for x in shares)
 
 
-def _pool(row: LineRow) -> str:
-    """`` pool``: the pool's CPU over the line's time, percent."""
+def pool_share(row: LineRow) -> int:
+    """The pool's CPU over the line's time, percent (280: 2.8 cores)."""
     seconds = row.split[4] if len(row.split) > 4 else 0.0
-    return f" {round(100 * seconds / row.time) if row.time > 0 else 0:4d}"
+    return round(100 * seconds / row.time) if row.time > 0 else 0
 
 
 def to_text(report: Report) -> str:

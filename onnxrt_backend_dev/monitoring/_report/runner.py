@@ -1,15 +1,8 @@
-"""The flight recorder: the program runs in a child process, this process reads its
-ticks as they come and writes the report whatever happens to the child.
-
-The child is a fresh interpreter (:func:`run_fresh`, what ``run`` uses: the figures are
-then the program's, not this process's modules') or a fork of this process
-(:func:`run_recorded`, a function run in the child). The child resets its high-water
-mark, starts the ticks (streamed to the pipe), runs the program, then sends the end and
-exits with the program's code; the memory spy runs from here. This process folds the
-ticks as they arrive, so when the child dies without a word (SIGKILL from the OOM
-killer, a segfault, ``os._exit``) the report still has everything up to the last tick;
-``wait4`` then says how it ended and gives its CPU time and its exact peak
-(``ru_maxrss``).
+"""The flight recorder: the program runs in a child process (:mod:`.child`) streaming
+its ticks, the memory spy runs from here. This process folds the ticks as they arrive,
+so when the child dies without a word (SIGKILL from the OOM killer, a segfault,
+``os._exit``) the report still has everything up to the last tick; ``wait4`` then says
+how it ended and gives its CPU time and its exact peak (``ru_maxrss``).
 """
 
 from __future__ import annotations
@@ -33,13 +26,14 @@ if TYPE_CHECKING:
 # What the child runs (.child, .recording: the recorder and the sampler) and the report's
 # model are imported where used: ``run`` forks its child sooner, and imports the model
 # while the program runs (see _import_report_machinery).
-__all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded"]
+__all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded", "signal_name"]
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
 
 
-def _signal_name(signum: int) -> str:
+def signal_name(signum: int) -> str:
+    """``SIGKILL``, ``signal 70`` for a number without a name."""
     try:
         return signal.Signals(signum).name
     except ValueError:
@@ -64,7 +58,7 @@ def ending_of_status(status: int) -> Ending:
 
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
-        name = _signal_name(signum)
+        name = signal_name(signum)
         return Ending("signal", 128 + signum, _DEATHS.get(name, f"killed by {name}"))
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
     return Ending("os_exit", code, f"ended without unwinding (os._exit({code}) or a fatal error)")
@@ -155,9 +149,8 @@ def _follow(
     probes: Sequence[str],
     spy: bool,
 ) -> tuple[Report, int]:
-    """The parent's side: reads the child's stream until it ends (the supervisor
-    forwards the signals received meanwhile) and makes the report; no child left running
-    whatever happens here."""
+    """Reads the child's stream until it ends (the supervisor forwards the signals
+    received meanwhile) and makes the report; no child left running whatever happens."""
     agg = Aggregator()
     reader = StreamReader(agg, child.pid)
     spying: Any = None
@@ -186,16 +179,15 @@ def _follow(
 
 
 def _import_report_machinery() -> None:
-    """Imports what turns the ticks into a report (its model's dataclasses: tens of
-    milliseconds) and what the spy's ``stop()`` builds its result with, while the program
-    runs, not once it ended: its report comes sooner."""
+    """Imports what builds the report and the spy's result (tens of milliseconds) while
+    the program runs, not once it ended: its report comes sooner."""
     from .._memory import views  # noqa: F401  (imported early: used by the spy's stop)
     from . import build, session  # noqa: F401  (imported early: used by _report)
 
 
 def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
-    """The memory spy of the child: its curve during long C calls, the devices; it
-    follows the high-water mark the child resets (two resetting would erase peaks)."""
+    """The memory spy of the child; it follows the high-water mark the child resets (two
+    resetting would erase peaks)."""
     from .._memory.spy import MemorySpy
     from .recording import SPY_DELAY
 
@@ -258,17 +250,14 @@ def _report(
     code = ending.code
     if end is not None and os.WIFSIGNALED(child.status):  # died after sending its end
         code = 128 + os.WTERMSIG(child.status)
+    # ``process PID``, and its command line when it said it (a followed process).
+    commands = reader.commands
     children = [
-        (_process_label(pid, reader), agg_) for pid, agg_ in sorted(reader.children.items())
+        (f"process {pid}: {commands[pid]}" if commands.get(pid) else f"process {pid}", ticks)
+        for pid, ticks in sorted(reader.children.items())
     ]
     report = build_report(agg, facts_of(name, interval, ending, facts, children=children))
     return report, code
-
-
-def _process_label(pid: int, reader: StreamReader) -> str:
-    """``process PID``, and its command line when it said it (a followed process)."""
-    command = reader.commands.get(pid)
-    return f"process {pid}" if not command else f"process {pid}: {command}"
 
 
 def _number(value: Any) -> float:

@@ -26,7 +26,6 @@ def facts_of(
     interval: float,
     ending: Ending,
     facts: dict[str, Any],
-    dropped: int = 0,
     children: Sequence[tuple[str, Aggregator]] = (),
 ) -> RunFacts:
     """:class:`RunFacts` from :meth:`Recording.finish`'s plain facts.
@@ -35,13 +34,12 @@ def facts_of(
     :param interval: seconds between ticks
     :param ending: how it ended
     :param facts: the plain facts
-    :param dropped: ticks lost on the way
     :param children: the program's forked children, labelled, and their ticks
     :return: the facts
     """
     devices = devices_of(facts.get("devices", ()))
     notes = list(facts.get("notes", ()))
-    lost = dropped + int(facts.get("dropped", 0))
+    lost = int(facts.get("dropped", 0))
     if lost:
         notes.append(f"{lost} ticks were lost (a full pipe or too many distinct stacks)")
     return RunFacts(
@@ -103,6 +101,38 @@ def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
 FALLBACK = "the in-process recorder (ticks inside the program)"
 
 
+def _observed(
+    interval: float, probes: Sequence[str], root: CodeType
+) -> Callable[[str, Ending], Report]:
+    """Starts the observer of this process, the frames above ``root`` (the block's
+    callers) left out; returns what stops it and makes the report."""
+    from .._memory.observed import report_inputs, root_key
+    from .._memory.spy import MemorySpy
+
+    key = root_key(root)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    spy = MemorySpy(os.getpid(), delay=max(interval, SPY_DELAY / 10), stacks=True,
+                    probes=tuple(probes))  # fmt: skip
+    t0 = time.monotonic()
+    cpu0 = os.times().user + os.times().system
+
+    def report(label: str, ending: Ending) -> Report:
+        result = spy.stop()
+        facts = block_facts(t0, cpu0, started, ())
+        doc = spy.observed
+        agg = Aggregator()
+        if doc is not None:
+            agg, facts["threads"] = report_inputs(doc, key)
+            facts["notes"].append(f"collector: the observer, the memory spy reading this "
+                                  f"process ({doc.get('collector', '')})")  # fmt: skip
+        else:
+            facts["notes"].append(spy.stacks_note or "the observer read no stack")
+        spy_facts(result, facts)
+        return build_report(agg, facts_of(label, interval, ending, facts))
+
+    return report
+
+
 def _block(
     interval: float,
     probes: Sequence[str],
@@ -110,78 +140,26 @@ def _block(
     auto: bool = True,
     spy: bool = True,
     sampler: bool = True,
-) -> Any:
+) -> Callable[[str, Ending], Report]:
     """The recording of a block, started: the observer where :func:`.._observe.session.
     choose` takes it (``auto``), the in-process recorder otherwise (its first note says
     why) or without the spy or the sampler (``auto`` False: nothing reads from outside).
 
     :param spy: the in-process recorder's spy (see :class:`.recording.Recording`)
     :param sampler: its time columns
-    :return: an object whose ``report(label, ending)`` stops it and makes the report
+    :return: ``report(label, ending)``, which stops it and makes the report
     """
     from .._observe.session import Choice, choose
 
     choice = choose() if auto else Choice(False)
     if choice.observer:
-        from .._memory.observed import root_key
-
-        return ObservedBlock(interval, probes, root_key(root))
+        return _observed(interval, probes, root)
     agg = Aggregator()
     recording = Recording(agg, interval, probes, spy, sampler, root_code=root)
     recording.notes[:0] = [choice.note(FALLBACK)] if choice.why else []
-
-    class Recorded:
-        @staticmethod
-        def report(label: str, ending: Ending) -> Report:
-            return build_report(agg, facts_of(label, interval, ending, recording.finish()))
-
-    return Recorded()
-
-
-class ObservedBlock:
-    """Starts the observer of this process; :meth:`report` stops it and builds the report.
-
-    :param interval: seconds between ticks
-    :param probes: device probes, by registry name
-    :param root: ``(qualified name, file, first line)`` of the block's code: the frames
-        above it (its callers) are left out
-    """
-
-    def __init__(
-        self, interval: float, probes: Sequence[str], root: tuple[str, str, int] | None
-    ) -> None:
-        from .._memory.spy import MemorySpy
-
-        self.interval = interval
-        self.root = root
-        self.started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-        self.spy = MemorySpy(os.getpid(), delay=max(interval, SPY_DELAY / 10), stacks=True,
-                             probes=tuple(probes))  # fmt: skip
-        self.t0 = time.monotonic()
-        self.cpu0 = os.times().user + os.times().system
-
-    def report(self, label: str, ending: Ending) -> Report:
-        """Stops the observer; the block's report.
-
-        :param label: the report's title
-        :param ending: how the block ended
-        :return: the report
-        """
-        from .._memory.observed import report_inputs
-        from .._sampling.aggregate import Aggregator
-
-        result = self.spy.stop()
-        facts = block_facts(self.t0, self.cpu0, self.started, ())
-        doc = self.spy.observed
-        agg = Aggregator()
-        if doc is not None:
-            agg, facts["threads"] = report_inputs(doc, self.root)
-            facts["notes"].append(f"collector: the observer, the memory spy reading this "
-                                  f"process ({doc.get('collector', '')})")  # fmt: skip
-        else:
-            facts["notes"].append(self.spy.stacks_note or "the observer read no stack")
-        spy_facts(result, facts)
-        return build_report(agg, facts_of(label, self.interval, ending, facts))
+    return lambda label, ending: build_report(
+        agg, facts_of(label, interval, ending, recording.finish())
+    )
 
 
 class Monitored:
@@ -248,14 +226,14 @@ def monitor(
     handle = Monitored()
     caller = sys._getframe(2)  # the block's frame (above: contextlib's __enter__)
     ending = Ending("exit", 0, "the block ended")
-    block = _block(interval, probes, caller.f_code, spy and sampler, spy, sampler)
+    stop = _block(interval, probes, caller.f_code, spy and sampler, spy, sampler)
     try:
         yield handle
     except BaseException as e:
         ending = Ending("exception", 1, f"the block raised {type(e).__name__}: {e}")
         raise
     finally:
-        handle.report = block.report(label, ending)
+        handle.report = stop(label, ending)
 
 
 def run_monitored(
@@ -279,14 +257,14 @@ def run_monitored(
     :return: the report
     """
     ending = Ending("exit", 0, "the cell ended")
-    block = _block(interval, probes, root_code)
+    stop = _block(interval, probes, root_code)
     try:
         run()
     except BaseException as e:
         ending = Ending("exception", 1, f"the cell raised {type(e).__name__}: {e}")
         raise
     finally:
-        report = block.report(label, ending)
+        report = stop(label, ending)
         if keep is not None:
             keep(report)
     return report

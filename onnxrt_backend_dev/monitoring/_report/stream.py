@@ -133,27 +133,15 @@ class StreamSink:
         return not self.pending
 
 
-def _is_frame(f: Any) -> bool:
-    return (
-        isinstance(f, tuple)
-        and len(f) == 4
-        and isinstance(f[0], str)
-        and isinstance(f[1], str)
-        and isinstance(f[2], int)
-        and isinstance(f[3], int)
-    )
-
-
-def command_label(argv: list[str], limit: int = 160) -> str:
+def command_label(argv: list[str]) -> str:
     """The command line a followed process shows in the report (it says it in its start
-    facts, see :mod:`.follow`): one line, printable, bounded.
+    facts, see :mod:`.follow`): one line, printable, 160 characters at most.
 
     :param argv: its ``sys.argv`` (``sys.orig_argv`` where there is one)
-    :param limit: characters kept at most
     """
     text = " ".join(str(a) for a in argv)
     text = "".join(c if c.isprintable() else "?" for c in text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 class StreamReader:
@@ -168,7 +156,8 @@ class StreamReader:
     def __init__(self, agg: Aggregator, pid: int | None = None) -> None:
         self.agg = agg
         self.pid = pid
-        self.children: dict[int, Aggregator] = {}
+        # One per other writer (a forked or followed child), made at its first message.
+        self.children: dict[int, Aggregator] = collections.defaultdict(Aggregator)
         self.buffer = bytearray()
         self.partial: dict[int, bytearray] = {}
         self.frames: dict[int, dict[int, SampledFrame]] = {}  # per writer
@@ -209,12 +198,7 @@ class StreamReader:
     def _aggregator(self, pid: int) -> Aggregator:
         if self.pid is None:
             self.pid = pid
-        if pid == self.pid:
-            return self.agg
-        agg = self.children.get(pid)
-        if agg is None:
-            agg = self.children[pid] = Aggregator()
-        return agg
+        return self.agg if pid == self.pid else self.children[pid]
 
     def _take(self, pid: int, message: Any) -> None:
         if not isinstance(message, tuple) or not message:
@@ -231,7 +215,11 @@ class StreamReader:
         self._aggregator(pid).add_tick(float(t), float(rss), float(hwm), int(sid))
 
     def _frame(self, pid: int, message: tuple[Any, ...]) -> None:
-        if not isinstance(message[1], int) or not _is_frame(message[2]):
+        frame = message[2]
+        kinds = (str, str, int, int)  # function, file, first line, line
+        if not isinstance(message[1], int) or not isinstance(frame, tuple) or len(frame) != 4:
+            raise BadData("a non-frame")
+        if not all(isinstance(x, kind) for x, kind in zip(frame, kinds, strict=True)):
             raise BadData("a non-frame")
         self.frames.setdefault(pid, {})[message[1]] = SampledFrame(*message[2])
 
@@ -273,19 +261,17 @@ class StreamReader:
         self,
         fd: int,
         done: Callable[[], bool],
-        poll: float = 0.05,
         after_read: Callable[[], None] | None = None,
     ) -> None:
         """Reads ``fd`` until end-of-file, or until ``done()`` and nothing more is there
         (a child of the program may hold the pipe open after the program ended).
 
         :param fd: the pipe's read end
-        :param done: tells whether the writer has ended
-        :param poll: seconds between two checks of ``done``
+        :param done: tells whether the writer has ended (checked every 50 ms)
         :param after_read: called after each read (the caller's own work between reads)
         """
         while True:
-            readable, _, _ = select.select([fd], [], [], poll)
+            readable, _, _ = select.select([fd], [], [], 0.05)
             if readable:
                 try:
                     data = os.read(fd, 1 << 16)
