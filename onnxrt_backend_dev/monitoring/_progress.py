@@ -90,8 +90,6 @@ def elapsed_status(stream: TextIO, what: str, quiet: bool) -> LiveStatus:
     :param quiet: draw nothing
     :return: the status, to enter
     """
-    import time
-
     from ._format import format_duration
 
     start = time.perf_counter()

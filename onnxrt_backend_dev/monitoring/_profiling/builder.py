@@ -1,38 +1,19 @@
-"""From :class:`pstats.Stats` (or profile files, or several of them) to the call graph
-of :class:`ProfileNode <.model.ProfileNode>`, iteratively: profiles can be thousands
-of frames deep or cyclic."""
+"""From validated profiles (:mod:`.load`) to the call graph of :class:`ProfileNode
+<.model.ProfileNode>`, iteratively: profiles can be thousands of frames deep or cyclic."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
-from pstats import Stats
 from typing import Any
 
-from .._errors import BadType, BadValue
+from .._errors import BadValue
 from .._gc import gc_paused
+from .load import ValidatedStats
 from .model import ProfileNode, TimeElements, is_library_path
 
 # Entries written by the profilers themselves, not by the profiled code.
 _PROFILER_ARTIFACTS = ("method 'disable' of '_lsprof.Profiler'",)
 _PROFILER_KEYS = {("profile", 0, "profiler")}
-
-
-def stats_dicts(ps: Any, name: str = "ps") -> list[dict[Any, Any]]:
-    """Returns the raw ``stats`` dictionaries of one or several profiles."""
-    if isinstance(ps, (str, os.PathLike)):
-        return [Stats(os.fspath(ps)).stats]  # type: ignore[attr-defined]
-    if hasattr(ps, "stats") and isinstance(ps.stats, dict):
-        return [ps.stats]
-    if isinstance(ps, Sequence) and not isinstance(ps, (str, bytes)) and ps:
-        out: list[dict[Any, Any]] = []
-        for p in ps:
-            out.extend(stats_dicts(p, name))
-        return out
-    raise BadType(
-        f"{name} must be a pstats.Stats, a path to a profile file or a non-empty list of "
-        f"them, got {type(ps).__name__}"
-    )
 
 
 def is_artifact(func: tuple[Any, ...]) -> bool:
@@ -86,11 +67,7 @@ class _GraphBuilder:
             self.nodes[key] = node
         else:
             # Two functions (or one in two profiles) share a key after clean_text: merge.
-            self.merged = True
-            node.nc1 += nc1
-            node.nc2 += nc2
-            node.tin += tin
-            node.tall += tall
+            self._merge(node, (nc1, nc2, tin, tall))
         self.by_func[func] = node
         return node
 
@@ -100,14 +77,16 @@ class _GraphBuilder:
                 self.artifacts.add(func)
             elif func not in self.by_func:
                 self.node_for(func, value)
-            else:
-                # The same function in another profile: add its figures.
-                node = self.by_func[func]
-                self.merged = True
-                node.nc1 += value[0]
-                node.nc2 += value[1]
-                node.tin += value[2]
-                node.tall += value[3]
+            else:  # the same function in another profile
+                self._merge(self.by_func[func], value)
+
+    def _merge(self, node: ProfileNode, figures: Sequence[Any]) -> None:
+        """Adds the figures of another function of the same key to ``node``."""
+        self.merged = True
+        node.nc1 += figures[0]
+        node.nc2 += figures[1]
+        node.tin += figures[2]
+        node.tall += figures[3]
 
     def add_edges(self, stats: dict[Any, Any]) -> None:
         by_func, artifacts = self.by_func, self.artifacts
@@ -168,17 +147,16 @@ class _GraphBuilder:
 
 
 def build_graph(
-    ps: Any, clean_text: Callable[[str], str] | None = None
+    profiles: Sequence[ValidatedStats], clean_text: Callable[[str], str] | None = None
 ) -> tuple[ProfileNode, dict[str, ProfileNode]]:
     """Converts one or several profiles into a graph.
 
-    :param ps: a :class:`pstats.Stats`, a path to a profile file, or a list of them
-        (merged into one graph)
+    :param profiles: the profiles (:func:`.load.load_profiles`), merged into one graph
     :param clean_text: function to clean file names
     :return: the root and the nodes by key; when several entry points exist, the root is
         a virtual node (not in the dictionary) calling each of them
     """
-    dicts = stats_dicts(ps)
+    dicts = [p.stats for p in profiles]
     from .._validate import checked_text_function
 
     builder = _GraphBuilder(checked_text_function("clean_text", clean_text))

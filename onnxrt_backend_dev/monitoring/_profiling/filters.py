@@ -95,10 +95,6 @@ class FilterStage:
             filter_node is ProfileNode.filter_node_ and not self.small
         )
 
-    def focus_starts(self, reachable: list[ProfileNode]) -> list[ProfileNode] | None:
-        """The functions the view starts from with ``focus``, None without it."""
-        return focus_starts(self.options, reachable)
-
     def depth_ok(self, depth: int) -> bool:
         """Tells if a row at ``depth`` is within ``max_depth``."""
         return self.max_depth is None or depth <= self.max_depth

@@ -2,11 +2,10 @@
 its callers and callees and the figures cProfile recorded for each call edge.
 
 First stage of the pipeline (``builder`` -> ``filters`` -> ``view_*`` -> ``render_*``,
-listed in ``formats``); it imports none of the others, lazily or not. The rendering
-methods of :class:`ProfileNode` (the reference's API) call through a hook,
-:class:`ReferenceRendering`, that the package's ``__init__`` provides on first use
-(:func:`reference_rendering <onnxrt_backend_dev.monitoring._profiling.reference_rendering>`
-imports :mod:`.reference`): the dependency points from the renderers to the model only.
+listed in ``formats``); it imports none of the others. The rendering methods of
+:class:`ProfileNode` (the reference's API) reach :mod:`.reference` through the package's
+``reference_rendering`` on first use: the dependency points from the renderers to the
+model only.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pstats import SortKey
-from typing import Any, Protocol
+from typing import Any
 
 from .._stacks.frames import is_library_path
 
@@ -143,14 +142,7 @@ class ProfileNode:
 
     def __iter__(self) -> Iterator[ProfileNode]:
         """Returns all nodes reachable from this one (breadth first), this one first."""
-        done = {self}  # nodes hash by identity
-        queue = [self]
-        for node in queue:  # the list grows while it is read
-            yield node
-            for child in node.calls_to:
-                if child not in done:
-                    done.add(child)
-                    queue.append(child)
+        return iter(reachable_nodes(self))
 
     @staticmethod
     def filter_node_(node: ProfileNode, info: dict[str, Any] | None = None) -> bool:
@@ -240,54 +232,12 @@ class ProfileNode:
         return _reference().to_json(self, filter_node, sort_key, as_str, **kwargs)
 
 
-class ReferenceRendering(Protocol):
-    """The reference's renderings of a node, installed by the package (see
-    :mod:`.reference`)."""
+def _reference() -> Any:
+    """The reference's renderings (:mod:`.reference`), from the package on first use:
+    importing the model imports no renderer."""
+    from . import reference_rendering
 
-    def as_dict(
-        self, node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, **options: Any
-    ) -> list[dict[str, Any]]: ...
-
-    def to_text(
-        self,
-        node: ProfileNode,
-        filter_node: FilterNode | None,
-        sort_key: Any,
-        fct_width: int,
-        show_share: bool,
-        max_indent: int,
-        **options: Any,
-    ) -> str: ...
-
-    def to_json(
-        self,
-        node: ProfileNode,
-        filter_node: FilterNode | None,
-        sort_key: Any,
-        as_str: bool,
-        **kwargs: Any,
-    ) -> str | dict[str, Any]: ...
-
-
-_REFERENCE: list[ReferenceRendering] = []
-
-
-def install_reference(rendering: ReferenceRendering) -> None:
-    """Installs the reference's renderings the methods of :class:`ProfileNode` call.
-
-    :param rendering: an object (the module :mod:`.reference`) with ``as_dict``,
-        ``to_text`` and ``to_json`` taking the node first
-    """
-    _REFERENCE[:] = [rendering]
-
-
-def _reference() -> ReferenceRendering:
-    if not _REFERENCE:
-        # From the package, on first use: importing the model imports no renderer.
-        from . import reference_rendering
-
-        install_reference(reference_rendering())
-    return _REFERENCE[0]
+    return reference_rendering()
 
 
 def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:

@@ -171,33 +171,21 @@ def stats_rows(
     return rows
 
 
-def rows_to_dataframe(rows: list[dict[str, Any]]) -> Any:
-    """The per-function table as a DataFrame grouped by ``namefct, file`` and sorted by
-    decreasing ``cum_tall``.
+def rows_to_dataframe(rows: list[dict[str, Any]], reference: bool = False) -> Any:
+    """The per-function table as a DataFrame grouped by function and file (``namefct``,
+    or ``fct`` for the reference's ``profile2df``), sorted by decreasing ``cum_tall``,
+    index ``0..n-1``.
 
     :param rows: rows from :func:`stats_rows`
-    :return: a :class:`pandas.DataFrame` with columns :data:`DF_COLUMNS`
+    :param reference: the reference's columns (:data:`REFERENCE_COLUMNS`), else
+        :data:`DF_COLUMNS`
+    :return: a :class:`pandas.DataFrame`
     """
     from .._optional import require
 
     pandas = require("pandas", "pandas", "profiling tables")
-    df = pandas.DataFrame(rows, columns=["fct", *DF_COLUMNS])[DF_COLUMNS]
-    df = df.groupby(["namefct", "file"], as_index=False).sum()
+    columns = REFERENCE_COLUMNS if reference else DF_COLUMNS
+    df = pandas.DataFrame(rows, columns=columns)
+    df = df.groupby([columns[0], "file"], as_index=False).sum()
     df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
-    return df[DF_COLUMNS].copy()
-
-
-def reference_dataframe(rows: list[dict[str, Any]]) -> Any:
-    """The reference's ``profile2df`` table: one row per ``(fct, file)`` with the
-    figures summed, sorted by decreasing ``cum_tall``, index ``0..n-1``.
-
-    :param rows: rows from :func:`stats_rows`
-    :return: a :class:`pandas.DataFrame` with columns :data:`REFERENCE_COLUMNS`
-    """
-    from .._optional import require
-
-    pandas = require("pandas", "pandas", "profiling tables")
-    df = pandas.DataFrame(rows, columns=REFERENCE_COLUMNS)
-    df = df.groupby(["fct", "file"], as_index=False).sum()
-    df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
-    return df[REFERENCE_COLUMNS].copy()
+    return df[columns].copy()

@@ -188,7 +188,7 @@ def profile2df(
         decreasing ``cum_tall``; with ``as_df=False``, one dictionary per function
     :raises ProfileFormatError: see :func:`profile2graph`
     """
-    from .render_json import reference_dataframe, stats_rows
+    from .render_json import rows_to_dataframe, stats_rows
 
     check_callable("clean_text", clean_text, optional=True)
     check_bool("as_df", as_df)
@@ -196,7 +196,7 @@ def profile2df(
     rows = stats_rows(ps, clean_text, skip_artifacts=False)
     if verbose:
         print(f"[profile2df] {len(rows)} rows")
-    return reference_dataframe(rows) if as_df else rows
+    return rows_to_dataframe(rows, reference=True) if as_df else rows
 
 
 def as_root(graph: Any) -> ProfileNode:

@@ -10,7 +10,7 @@ from operator import itemgetter
 from pstats import SortKey
 from typing import Any, NamedTuple
 
-from .filters import FilterStage, ViewOptions, default_filter
+from .filters import FilterStage, ViewOptions, default_filter, focus_starts
 from .model import FilterNode, ProfileNode, TimeElements, reachable_nodes
 from .sorting import _line_keys, _line_rank_keys, sort_function
 
@@ -259,7 +259,7 @@ class TreeRows:
         self.filter_node = filter_node
         reachable = reachable_nodes(start)
         walker = _Walker(filter_node, sort_key, options, reachable)
-        top = walker.stage.focus_starts(reachable)
+        top = focus_starts(options, reachable)
         if top is None:
             top = _tree_roots(start, reachable)
             walker.refs = set(top)

@@ -450,8 +450,6 @@ def hot_paths(
     :param builtins: keep the built-ins (``~`` frames)
     :return: the paths, each a list of function names from the root
     """
-    if count < 1:
-        raise BadValue(f"count must be >= 1, got {count!r}")
     if isinstance(tree, ProfileNode):
         tree = build_tree(tree)
     return [names for names, _ in hot_path_leaves(tree, count, builtins)]
