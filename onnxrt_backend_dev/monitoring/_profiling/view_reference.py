@@ -1,7 +1,5 @@
-"""The reference view: the call graph as the reference's forest of rows (every function
-called from several places printed once at the top level and referenced, ``+++``,
-under each caller). ``to_text``, ``as_dict``, ``to_json`` and the reference HTML page
-render these rows. The filters come from :mod:`.filters`, the one filter stage."""
+"""The reference view: the call graph as the reference's forest of rows, which
+``to_text``, ``as_dict``, ``to_json`` and the reference HTML page render."""
 
 from __future__ import annotations
 
@@ -38,16 +36,11 @@ class Row(NamedTuple):
 def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> list[ProfileNode]:
     """Nodes printed at the top level, in ``reachable`` order: the start, every
     function called from zero or several places and, below a virtual start (never
-    printed), each of its entry points.
+    printed), each of its entry points (the one chosen to enter a cycle has a single
+    caller, inside the cycle, and would vanish otherwise).
 
-    A function with a single caller is expanded under it, never printed at the top
-    level, and it is always met that way: every node of ``reachable`` was found through
-    the callees of a node found before it, so going down from the top-level nodes
-    through single-caller callees reaches them all, cycles of single callers included
-    (one is reachable only through the start, or through the entry points of a virtual
-    start: the function chosen to enter a cycle without callers from outside has a
-    single caller, inside the cycle, and would vanish with the virtual start if it were
-    not printed at the top level). Hence one test per node, no pass over the edges.
+    A function with a single caller is expanded under it: going down from these nodes
+    through single-caller callees reaches every node, so one test per node suffices.
 
     :param start: the node the rows start from (``reachable[0]``)
     :param reachable: the nodes reachable from ``start``, see :func:`reachable_nodes`
@@ -60,14 +53,12 @@ def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> list[Profil
 def _total_time(reachable: list[ProfileNode]) -> float:
     """The total time shares are relative to: the sum of the own times, or the largest
     time with callees if larger (yappi's own times leave some time out)."""
-    # Lists, not generators: summed in the same order, without a frame switch per node.
     own = sum([n.tin for n in reachable if n.tin > 0 and not n.virtual])
     return max(own, max([n.tall for n in reachable if not n.virtual], default=0.0))
 
 
 class _Walker:
-    """Depth-first expansion of the graph into rows, with an explicit stack of
-    iterators over sorted callees; references (leaves) never go on the stack."""
+    """Depth-first expansion of the graph into rows, with an explicit stack."""
 
     def __init__(
         self,
@@ -96,12 +87,7 @@ class _Walker:
 
     def sorted_top(self, top: list[ProfileNode]) -> list[ProfileNode]:
         """Sorts top-level nodes as callees are sorted, their own figures standing for
-        those of a call.
-
-        :param top: the nodes
-        :return: the sorted nodes (a stable sort)
-        """
-        # Sorted by line, no figure is read: no tuple built per node for nothing.
+        those of a call (a stable sort)."""
         figures = [] if self.by_line else [(n.nc1, n.nc2, n.tin, n.tall) for n in top]
         keys = self.sortf(top, figures)
         return [top[i] for i in sorted(range(len(top)), key=keys.__getitem__)]
@@ -113,14 +99,8 @@ class _Walker:
         return child in self.refs
 
     def children(self, node: ProfileNode, depth: int) -> _Frame:
-        """The sorted callees of ``node`` that the filters keep, with the figures of
-        their call and whether each is printed at the top level (a reference), as a
-        frame of the walk's stack.
-
-        :param node: the node expanded
-        :param depth: the depth of its callees' rows
-        :return: ``[nodes, figures, in_refs, 0, depth]``
-        """
+        """The sorted callees of ``node`` the filters keep (their rows at ``depth``), as
+        a frame of the walk's stack: ``[nodes, figures, in_refs, 0, depth]``."""
         nodes: Sequence[ProfileNode] = node.calls_to
         els: Sequence[TimeElements] = node.calls_to_elements
         if len(nodes) != len(els):
@@ -167,16 +147,12 @@ class _Walker:
         return (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False), 1
 
     def segments(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[Segment]:
-        """Yields the rows as segments ``(depth, nodes, figures, ref)``: consecutive rows
-        of one depth and one kind, for each top-level node and everything expanded below
-        it, depth first. A run of callees printed at the top level (references, leaves)
-        is one segment, so renderers format it with C loops; references never go on the
-        stack.
+        """Yields the rows, depth first, as segments ``(depth, nodes, figures, ref)``:
+        consecutive rows of one depth and kind (a run of references is one segment, which
+        renderers format with C loops).
 
-        A node is expanded once: a hand-made graph may list a callee whose called_by
-        disagrees (a -> b -> a below another caller of a); with ``focus`` (``refs``
-        empty) it is expanded the first time it is met. A node ``hide_stdlib`` hides
-        gives its place to its callees.
+        A node is expanded once (a hand-made graph's called_by may disagree with its
+        calls_to); a node ``hide_stdlib`` hides gives its place to its callees.
         """
         seen, children = self.seen, self.children
         hide = self.stage.hide_stdlib
@@ -215,8 +191,7 @@ class _Walker:
                     stack.pop()
 
     def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
-        """Yields ``(node, depth, figures, ref)``, one row at a time, from
-        :meth:`segments`."""
+        """Yields :meth:`segments` one row ``(node, depth, figures, ref)`` at a time."""
         for depth, nodes, els, ref in self.segments(starts, filter_node):
             for node, el in zip(nodes, els, strict=True):
                 yield (node, depth, el, ref)
@@ -231,18 +206,15 @@ def _next_false(flags: list[bool], start: int, end: int) -> int:
 
 
 class TreeRows:
-    """The rows of the tree view of a graph, produced lazily (a renderer that streams
-    them keeps no more than one row alive).
+    """The rows of the tree view of a graph, produced lazily.
 
     Every function called from zero or several places is printed once at the top level
     and referenced (``ref``) under each caller; a function with a single caller is
     expanded under it. With ``focus``, the expansion starts from the matching functions
     and each function is expanded the first time it is met, referenced afterwards.
-    Either way the number of rows is at most nodes + edges, and nothing recurses.
 
     :param start: the node to start from
-    :param filter_node: keeps a node if it returns True; None uses
-        :meth:`ProfileNode.filter_node_`
+    :param filter_node: keeps a node if it returns True (None: the default filter)
     :param sort_key: order of the top-level rows and of the callees
     :param options: filters
     """
@@ -265,20 +237,17 @@ class TreeRows:
             walker.refs = set(top)
         self.top = walker.sorted_top(top)
         self.walker = walker
-        #: total time: the sum of the own times of the functions
         self.total = walker.total
-        #: the largest call count of the graph, which bounds those of the rows
+        # The largest call count of the graph bounds those of the rows.
         counts = [n.nc1 for n in reachable] + [n.nc2 for n in reachable]
         self.max_count = max(map(abs, map(int, counts)), default=0)
 
     def raw(self) -> Iterator[RawRow]:
-        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, one row at a time (the
-        renderers that can take :meth:`segments` are faster with them)."""
+        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, one row at a time."""
         return self.walker.walk(self.top, self.filter_node)
 
     def segments(self) -> Iterator[Segment]:
-        """Yields the rows as ``(depth, nodes, figures, ref)`` segments (see
-        :meth:`_Walker.segments`), the form renderers format fastest."""
+        """Yields the rows as segments, see :meth:`_Walker.segments`."""
         return self.walker.segments(self.top, self.filter_node)
 
     def segments_again(self) -> Iterator[Segment]:
@@ -287,11 +256,7 @@ class TreeRows:
         return self.segments()
 
     def raw_again(self) -> Iterator[RawRow]:
-        """The raw rows once more, from the same view (no second pass over the graph):
-        a walk marks what it expanded, so the marks are cleared first.
-
-        :return: the rows, as :meth:`raw`
-        """
+        """The raw rows once more, from the same view: the marks of the walk cleared."""
         self.walker.seen = set()
         return self.raw()
 
@@ -308,12 +273,10 @@ def tree_rows(
     sort_key: Any = SortKey.LINE,
     options: ViewOptions | None = None,
 ) -> list[Row]:
-    """Expands the graph reachable from ``start`` into rows, iteratively
-    (see :class:`TreeRows`).
+    """The rows of :class:`TreeRows`, as a list.
 
     :param start: the node to start from
-    :param filter_node: keeps a node if it returns True; None uses
-        :meth:`ProfileNode.filter_node_`
+    :param filter_node: keeps a node if it returns True (None: the default filter)
     :param sort_key: order of the top-level rows and of the callees
     :param options: filters
     :return: the rows

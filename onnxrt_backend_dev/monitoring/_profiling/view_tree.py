@@ -1,30 +1,19 @@
 """The call tree view: one tree rooted at the program's entry point, as pyinstrument and
-snakeviz show it.
+snakeviz show it, each caller -> callee edge a child with that edge's figures.
 
-Each caller -> callee edge is a child carrying the figures cProfile recorded for that
-edge (calls, time with callees). cProfile keeps one level of callers only, so below a
-function reached by several paths the edge's time is scaled by the share of the
-function's time this path holds (exact wherever a function has a single caller), and
-children are scaled down together if they add up to more than their parent: children
-never exceed the parent. A function already on the path (recursion, cycles) is not
-expanded again: its calls are counted on the row of its caller, marked. When the path
-comes back into such a function through other ones (``A > B > C > A``: mutual
-recursion, a method calling itself through a helper), cProfile, which records edges
-only, cannot say which of its callees run under the inner call; the re-entry is then a
-row of its own, marked (``reentry``), its time a part of its caller's, whose children
-are the function's callees not already on the path, so that the hot path goes on as
-pyinstrument's does. A re-entry row never opens another re-entry, and it is shown only
-for a function some of whose calls were recursive (cProfile's primitive calls fewer than
-its calls) and where it leads to a Python function above the fold holding at least
-:data:`REENTRY_SHARE` of its time; otherwise its calls are counted on its caller's row,
-as before. Every row below a re-entry row is a function new to the path, so a path
-holds at most twice as many rows as there are functions. Children are sorted hottest
-first; those below a share of the root's total are folded into one ``N more`` row per
-parent. The filters are those of :mod:`.filters`, as for every view (with
-``hide_stdlib``, consecutive library frames collapse into the first one called from the
-user's code, a row whose children are the code it calls through the others, each given
-its share of the time that flows down from every path). Nothing recurses: an explicit
-stack drives the expansion.
+cProfile keeps one level of callers, so below a function reached by several paths an
+edge's time is scaled by the share of the function's time the path holds, and children
+never exceed their parent. A function already on the path (recursion) is not expanded
+again: its calls count on its caller's row. When the path comes back into it through
+other functions (``A > B > C > A``), cProfile cannot say which callees run under the
+inner call: the re-entry is a row of its own (``reentry``) whose children are the
+callees new to the path, so that the hot path goes on as pyinstrument's does. It is
+shown only for a function some of whose calls were recursive and that leads to a Python
+callee above the fold holding :data:`REENTRY_SHARE` of its time, and it never opens
+another one. Children are sorted hottest first; those below a share of the total fold
+into one ``N more`` row per parent. The filters are :mod:`.filters`'s (with
+``hide_stdlib``, library frames give their place to the code they call). Nothing
+recurses: an explicit stack drives the expansion.
 """
 
 from __future__ import annotations
@@ -53,10 +42,7 @@ REENTRY_SHARE = 0.01
 
 
 class TreeItem(NamedTuple):
-    """One row of the call tree.
-
-    ``node`` is None for a folded row, which stands for ``folded`` siblings.
-    """
+    """One row of the call tree (``node`` None: a folded row, ``folded`` siblings)."""
 
     node: ProfileNode | None
     parent: int  # index of the parent row, -1 for the root
@@ -67,9 +53,7 @@ class TreeItem(NamedTuple):
     recursive: Any  # calls to functions already on the path, folded into this row
     folded: int  # number of rows a folded row stands for
     last: bool  # last child of its parent
-    #: True for a function already on the path, entered again through other functions
-    #: (its time is part of its caller's; its children are its callees new to the path)
-    reentry: bool = False
+    reentry: bool = False  # a function on the path entered again (see the module)
 
 
 @dataclass
@@ -80,14 +64,13 @@ class CallTree:
     :param total: the root's time, which shares are relative to
     :param fold_share: the share under which rows were folded
     :param capped: the ``max_rows`` the tree reached, 0 if it did not
+    :param order: the order of the children: ``cumulative``, ``time`` or ``line``
     """
 
     items: list[TreeItem]
     total: float
     fold_share: float
-    #: rows left folded because the tree reached ``max_rows`` (0 if it did not)
     capped: int = 0
-    #: the order of the children: ``cumulative``, ``time`` or ``line``
     order: str = "cumulative"
 
     @property
@@ -101,10 +84,9 @@ _Kid = tuple[ProfileNode, Any, float, float, bool]
 
 
 def entry_point(root: ProfileNode) -> ProfileNode:
-    """The program's entry point below ``root``: going down from the virtual root of
-    several entries, or from a built-in (``exec`` running a script's ``<module>``, as
-    ``profile script.py`` and ``python -m cProfile`` record it), to the callee holding
-    nearly all of its time (at least :data:`ENTRY_SHARE`).
+    """The program's entry point below ``root``: down from a virtual root or a built-in
+    (``exec`` running a script's ``<module>``) to the callee holding at least
+    :data:`ENTRY_SHARE` of its time.
 
     :param root: the root given by the builder
     :return: the node the tree starts from
@@ -154,8 +136,7 @@ def _add_kid(
     own: float,
     reentry: bool,
 ) -> None:
-    """Adds a child's figures, summed with those of the same child met on another way
-    (directly and through hidden frames, or through several hidden frames)."""
+    """Adds a child's figures, summed with those of the same child met another way."""
     kid = kids.get(child)
     if kid is None:
         kids[child] = [calls, time, own, reentry]
@@ -192,9 +173,8 @@ class _Expander:
         self.capped = 0
 
     def _leads_on(self, node: ProfileNode, time: float, on_path: set[ProfileNode]) -> bool:
-        """Whether a re-entry of ``node`` taking ``time`` has a callee new to the path,
-        not a built-in, above the fold and :data:`REENTRY_SHARE` of ``time`` (a re-entry
-        row is shown only then)."""
+        """Whether a re-entry of ``node`` taking ``time`` would be shown (see the
+        module's docstring)."""
         if not node.nc2 > node.nc1:
             # All its calls were primitive: it never ran twice at once, so the path
             # cannot come back into it (cProfile's cumulative edges say otherwise).
@@ -212,12 +192,9 @@ class _Expander:
     def _edges(
         self, node: ProfileNode, time: float, on_path: set[ProfileNode], reentry: bool
     ) -> tuple[list[_Kid], Any]:
-        """The callees of ``node`` on a path where it takes ``time`` and the calls to
-        functions already on the path (those re-entered through other functions become
-        re-entry rows unless ``node`` is one, see the module's docstring). With
-        ``hide_stdlib``, the first library frame called from the user's code is a row;
-        below it, the code it calls through other library frames (see
-        :meth:`_through_hidden`); below a virtual root, that code directly."""
+        """The callees of ``node`` on a path where it takes ``time``, and the calls to
+        functions already on the path. Below a hidden frame (``hide_stdlib``) or a
+        virtual root, the code it calls through hidden frames (:meth:`_through_hidden`)."""
         kids: dict[ProfileNode, list[Any]] = {}
         # Library frames above any user code (below a virtual root of several entries,
         # or the interpreter's exec and runpy) are not called from the user's code: the
@@ -246,27 +223,22 @@ class _Expander:
         on_path: set[ProfileNode],
         kids: dict[ProfileNode, list[Any]],
     ) -> bool:
-        """Adds to ``kids`` the code (not hidden) a hidden frame ``start``, taking
-        ``time`` on this path, calls directly or through other hidden frames, and tells
-        if there was any.
+        """Adds to ``kids`` the code a hidden frame ``start`` (taking ``time``) calls,
+        directly or through other hidden frames, and tells if there was any.
 
-        The time flows down the hidden frames along cProfile's edges, each frame passing
-        its callees their share of what it received from *every* path (not only the first
-        met: an event loop's ``Context.run`` is reached by many), a frame never receiving
-        more than its own time, so cycles end. An edge from a hidden frame back to a
-        function on the path is left out: cProfile merges every call of a built-in such
-        as ``exec`` into one frame, whose edges to the program's ``<module>`` say nothing
-        of this path (they made rows 'recursive' that were not).
+        The time flows down the hidden frames, each passing its callees their share of
+        what it received from *every* path (an event loop's ``Context.run`` is reached by
+        many), never more than its own time, so cycles end. Edges back to the path are
+        left out: cProfile merges every call of ``exec`` into one frame, whose edges to
+        the program's ``<module>`` say nothing of this path.
         """
         floor = time * _FLOW_FLOOR
         counted: set[tuple[ProfileNode, ProfileNode]] = set()  # an edge's calls, once
         received = {start: time}
         pending = {start: time}
         # The largest pending flow first: the bulk of the time reaches the code below
-        # before the step bound cuts the thin trickles circling through import cycles
-        # (in the order met, they could eat every step and lose the path: asyncio's
-        # coroutines went missing under load). A node queued twice is taken once, with
-        # all that is pending for it.
+        # before the step bound cuts the trickles circling through import cycles (asyncio's
+        # coroutines went missing otherwise). A node queued twice is taken once.
         queue = [(-time, 0, start)]
         order = 1
         found = False
@@ -346,8 +318,6 @@ def tree_options(
     :param max_rows: must be at least 1
     :param takes: the tree's own options, named when a keyword is unknown
     :return: the filters
-    :raises BadType: an unknown keyword or a ``filter_node`` that is not callable
-    :raises BadValue: a value out of its range
     """
     unknown = sorted(set(options) - set(ViewOptions.FIELDS))
     if unknown:
@@ -439,11 +409,9 @@ def hot_paths(
     tree: CallTree | ProfileNode, count: int = 5, builtins: bool = False
 ) -> list[list[str]]:
     """The top root-to-leaf paths of the call tree, by time: the first follows the
-    hottest child at each step (the greedy hottest path), the next ones branch off the
-    previous ones as deep as possible (the leaves in depth-first order, children
-    hottest first). Names are function names; built-ins are left out unless asked for
-    and consecutive repeats of a function (recursion seen through a built-in) are
-    written once; paths that read the same are given once.
+    hottest child at each step, the next ones branch off the previous ones as deep as
+    possible. Built-ins are left out unless asked for, a function repeated in a row is
+    written once, and paths that read the same are given once.
 
     :param tree: a call tree, or the root of a graph (built with the defaults)
     :param count: paths returned at most
