@@ -187,8 +187,8 @@ def _pick_root(nodes: dict[str, ProfileNode]) -> ProfileNode:
 
 
 def entry_points(nodes: list[ProfileNode]) -> list[ProfileNode]:
-    """Functions without callers, then, for each part of the graph reachable from none
-    of them (a cycle), its most consuming function.
+    """Functions without callers, then the most consuming function of each part of the
+    graph reachable from none of them (a cycle).
 
     :param nodes: all the nodes of a graph
     :return: starting points from which every node is reachable
@@ -205,8 +205,7 @@ def entry_points(nodes: list[ProfileNode]) -> list[ProfileNode]:
 
 
 def _mark_reachable(starts: Iterable[ProfileNode], reached: set[ProfileNode]) -> None:
-    """Adds to ``reached`` the nodes reachable from ``starts`` (nodes hash by identity,
-    no ``id()`` call per edge)."""
+    """Adds to ``reached`` the nodes reachable from ``starts``."""
     stack = [s for s in starts if s not in reached]
     reached.update(stack)
     add, push = reached.add, stack.append

@@ -31,8 +31,7 @@ __all__ = ["FORMATS", "VIEWS", "Format", "RenderOptions", "Renderer", "check_vie
 
 class RenderOptions(TypedDict, total=False):
     """The keywords a renderer of :data:`FORMATS` accepts: the filters of
-    :class:`ViewOptions <.filters.ViewOptions>` first, then those of some formats
-    (:attr:`Format.takes` says which the ``profile`` command gives)."""
+    :class:`ViewOptions <.filters.ViewOptions>`, then those of some formats."""
 
     hide_stdlib: bool
     min_share: float
@@ -63,16 +62,13 @@ class Renderer(Protocol):
 
 class Format(NamedTuple):
     """One export format (a tuple: ``FORMATS[name][0]`` is the renderer, ``[1]`` the
-    usual suffix, as before the registry was typed).
+    usual suffix).
 
-    :param render: the renderer; None for ``prof``, which writes the raw statistics,
-        not a view
+    :param render: the renderer; None for ``prof`` (the raw statistics)
     :param suffix: the usual file suffix
     :param name: the name given to ``--format`` and :func:`export`
-    :param suffixes: every suffix that selects the format when ``-o FILE`` is given
-        without ``--format``
-    :param takes: the keywords the renderer takes beyond the filters (``sort_key``,
-        ``view``)
+    :param suffixes: every suffix selecting the format for ``-o FILE``
+    :param takes: the keywords the renderer takes beyond the filters
     :param binary: written from the statistics as bytes (``prof``)
     """
 
@@ -160,9 +156,7 @@ def get_format(name: str) -> Format:
 
 def guess_format(path: str, default: str = "text") -> str:
     """The format selected by a file's suffix, the longest suffix winning
-    (``x.speedscope.json`` is speedscope, ``x.json`` json). The suffixes of the built-in
-    formats are those of the package's one table (``_export.SUFFIXES``); a new entry of
-    :data:`FORMATS` brings its own.
+    (``x.speedscope.json`` is speedscope, ``x.json`` json).
 
     :param path: the file name
     :param default: the format when no suffix matches

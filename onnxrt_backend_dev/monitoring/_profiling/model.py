@@ -107,10 +107,6 @@ class ProfileNode:
         self.calls_to.append(pnode)
         self.calls_to_elements.append(time_elements)
 
-    @staticmethod
-    def _key(filename: str, line: int, fct: str) -> str:
-        return f"{filename}:{line}:{fct}"
-
     @property
     def key(self) -> str:
         """Returns ``file:line:func``."""
@@ -188,12 +184,9 @@ class ProfileNode:
     ) -> str:
         """Prints the profiling to text.
 
-        One line per row: the function name padded to ``fct_width`` minus the indent,
-        ``-- nc1 nc2 -- tin tall -- file:line:func (func)``, ``+++`` when the function
-        is referenced there but printed as a root elsewhere, as the reference; with
-        ``show_share``, then ``-- share%`` of the total time. Rows deeper than
-        ``max_indent`` levels are drawn at that level with their depth in brackets, and
-        a last line says so.
+        One line per row, as the reference: the name padded to ``fct_width`` minus the
+        indent, ``-- nc1 nc2 -- tin tall -- file:line:func (func)``, ``+++`` for a
+        function printed as a root elsewhere, then ``-- share%`` with ``show_share``.
 
         :param filter_node: display only the nodes for which this function returns True,
             if None, the default function removes built-in function with small impact
@@ -217,9 +210,8 @@ class ProfileNode:
     ) -> str | dict[str, Any]:
         """Renders the results of a profiling interpreted with function
         :func:`profile2graph <onnxrt_backend_dev.monitoring.profiling.profile2graph>`
-        as JSON: ``{"profile": {name: {"details": {...}, "calls": {...}}}}``. Nesting
-        deeper than ``max_indent`` (keyword, default 30) levels is folded so that any
-        JSON parser reads it back.
+        as JSON: ``{"profile": {name: {"details": {...}, "calls": {...}}}}``, nesting
+        deeper than ``max_indent`` (keyword, default 30) levels folded.
 
         :param filter_node: display only the nodes for which this function returns True,
             if None, the default function removes built-in function with small impact
@@ -241,10 +233,8 @@ def _reference() -> Any:
 
 
 def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
-    """All nodes reachable from ``start`` (breadth first), ``start`` first.
-
-    Nodes hash by identity (ProfileNode defines no ``__eq__``), so sets hold them
-    directly: one hash of the address per edge, no ``id()`` call.
+    """All nodes reachable from ``start`` (breadth first), ``start`` first (nodes hash by
+    identity: a set holds them directly, no ``id()`` call per edge).
 
     :param start: the node to start from
     :return: the nodes
@@ -261,11 +251,8 @@ def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
 
 
 def _may_hide(node: ProfileNode, in_small_module: bool) -> bool:
-    """Whether the default filter may hide ``node`` (if its figures are small too).
-
-    A built-in that calls back into Python (exec, map, sorted with a key) is the way to
-    its callees: hiding it would hide the whole subtree.
-    """
+    """Whether the default filter may hide ``node`` if its figures are small: not a
+    built-in calling back into Python (``exec``, ``map``), which would hide its subtree."""
     return in_small_module and not node.calls_to
 
 

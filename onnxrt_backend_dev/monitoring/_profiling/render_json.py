@@ -37,8 +37,7 @@ def row_as_dict(r: Row) -> dict[str, Any]:
 
 
 def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """Rows as dictionaries with keys ``fct, where, nc1, nc2, tin, tall, indent, ncalls,
-    share`` and ``more='+'`` for references.
+    """Rows as dictionaries, see :func:`row_as_dict`.
 
     :param rows: rows from :func:`tree_rows <.view_reference.tree_rows>`
     :return: list of dictionaries
@@ -52,10 +51,9 @@ def _item_name(r: Row, width: int, top: bool) -> str:
 
 
 def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
-    """Nests rows as ``{name: {"details": {...}, "calls": {...}}}`` with an explicit
-    stack. Rows deeper than ``max_indent`` are attached at that level (their real
-    depth stays in ``details["indent"]``) so that the nesting stays readable by any
-    JSON parser.
+    """Nests rows as ``{name: {"details": {...}, "calls": {...}}}``, rows deeper than
+    ``max_indent`` attached at that level (``details["indent"]`` keeps their depth) so
+    that any JSON parser reads the nesting.
 
     :param rows: rows in depth-first order
     :param max_indent: deepest nesting level
@@ -136,13 +134,12 @@ def stats_rows(
     ps: Any, clean_text: Callable[[str], str] | None = None, skip_artifacts: bool = True
 ) -> list[dict[str, Any]]:
     """One row per function of one or several profiles: ``namefct, fct, file, ncalls1,
-    ncalls2, tin, cum_tin, tall, cum_tall`` (cProfile's callers keep no figures of their
-    own, so the cumulated columns equal ``tin`` and ``tall``, as in the reference).
+    ncalls2, tin, cum_tin, tall, cum_tall`` (the cumulated columns equal ``tin`` and
+    ``tall``, as in the reference).
 
     :param ps: :class:`pstats.Stats`, a path, or a list of them (validated here)
     :param clean_text: function to clean file names
-    :param skip_artifacts: leave out the profiler's own entries (the reference keeps
-        them)
+    :param skip_artifacts: leave out the profiler's own entries
     :return: rows
     """
     from .._validate import checked_text_function

@@ -1,9 +1,5 @@
-"""Call paths as a speedscope document (https://www.speedscope.app/file-format-schema.json).
-
-One ``sampled`` profile: each call path with own time is a sample whose stack indexes
-the shared frames and whose weight is that own time in seconds, so the weights sum to
-the total time of the top-level functions.
-"""
+"""Call paths as a speedscope document: each path with own time a sample weighing that
+time in seconds (see :func:`.._stacks.export.to_speedscope`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Running a function under :mod:`cProfile`: the checks before it starts (no other
-profiler active, valid arguments), the path cleaner of the reference and the result
-(statistics, text or a DataFrame). :func:`profile <..profiling.profile>` is the face."""
+"""Running a function under :mod:`cProfile` (:func:`profile <..profiling.profile>`'s
+machinery), the reference's path cleaner, and the graph and table of a profile."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ from .model import ProfileNode
 
 def check_no_profiler_active() -> None:
     """Raises :class:`RuntimeError` if a profiler is already active in this thread
-    (``sys.setprofile`` hook, or the profiler slot of :mod:`sys.monitoring` on 3.12+):
-    a second one would either fail or silently replace it.
-    """
+    (``sys.setprofile``, or :mod:`sys.monitoring`'s profiler slot): a second one would
+    fail or silently replace it."""
     hook = sys.getprofile()
     if hook is not None:
         raise StateError(

@@ -1,5 +1,5 @@
 """The call paths view: the graph expanded into the paths of a flame graph, read by the
-speedscope and collapsed-stacks renderers. The filters come from :mod:`.filters`."""
+speedscope and collapsed-stacks renderers."""
 
 from __future__ import annotations
 
@@ -42,18 +42,16 @@ def expand_paths(
     options: ViewOptions | None = None,
     limits: PathLimits | None = None,
 ) -> list[PathItem]:
-    """Expands the graph into call paths, depth first and iteratively, for flame graphs.
+    """Expands the graph into call paths, depth first and iteratively.
 
-    cProfile keeps one level of callers only, so a callee's time under a path is its
-    edge time scaled by the share of its caller's time that the path holds; callees
-    never exceed their caller. A function already on the path (recursion, cycles) is
-    not entered again: its time stays in the caller's own time, as does anything cut
-    by the limits or the filters. The own times of all items therefore sum to the
-    total of the top-level items.
+    A callee's time under a path is its edge time scaled by the share of its caller's
+    time the path holds (cProfile keeps one level of callers), never more than its
+    caller's. A function already on the path is not entered again: its time stays in
+    the caller's own time, as does anything the limits or filters cut, so the own times
+    sum to the total of the top-level items.
 
     :param start: the node to start from (a virtual root expands its entries)
-    :param options: filters (``hide_stdlib`` folds library frames into their caller,
-        ``min_share``, ``max_depth``, ``focus``)
+    :param options: filters (``hide_stdlib`` folds library frames into their caller)
     :param limits: bounds
     :return: items in depth-first order, parents before children
     """
