@@ -19,8 +19,7 @@ from ._profiling.formats import FORMATS, VIEWS, Format, renderer
 from ._profiling.load import ProfileFormatError
 from ._profiling.model import ProfileNode
 from ._profiling.plot import plot_top_functions
-from ._profiling.render_collapsed import render_collapsed
-from ._profiling.render_speedscope import render_speedscope
+from ._profiling.render_paths import render_collapsed, render_speedscope
 from ._profiling.render_tree_text import render_tree_text
 from ._profiling.run import (
     as_root,

@@ -75,7 +75,7 @@ def export_html(
 
 def export_speedscope(root: ProfileNode, **options: Any) -> str:
     """The call paths as a speedscope document, see :func:`render_speedscope
-    <.render_speedscope.render_speedscope>`."""
-    from .render_speedscope import render_speedscope
+    <.render_paths.render_speedscope>`."""
+    from .render_paths import render_speedscope
 
     return str(render_speedscope(root, as_str=True, **options))

@@ -24,8 +24,7 @@ class StackFrame(NamedTuple):
 
 def _library_prefixes() -> tuple[str, ...]:
     """The standard library's folders, computed on first use (``sysconfig.get_paths``
-    costs milliseconds, which the lean child of ``run`` and the start of a sampled
-    ``profile`` need not pay before the program runs)."""
+    costs milliseconds the start of ``run`` and of a sampled ``profile`` need not pay)."""
     if not _LIBRARY_PREFIXES:
         import sysconfig
 
