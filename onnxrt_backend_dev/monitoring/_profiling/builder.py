@@ -9,7 +9,7 @@ from typing import Any
 from .._errors import BadValue
 from .._gc import gc_paused
 from .load import ValidatedStats
-from .model import ProfileNode, TimeElements, is_library_path
+from .model import ProfileNode, TimeElements, is_library_path, virtual_node
 
 # Entries written by the profilers themselves, not by the profiled code.
 _PROFILER_ARTIFACTS = ("method 'disable' of '_lsprof.Profiler'",)
@@ -176,14 +176,7 @@ def build_graph(
 def _pick_root(nodes: dict[str, ProfileNode]) -> ProfileNode:
     """The node every other is reachable from, or a virtual one calling the entries."""
     entries = entry_points(list(nodes.values()))
-    if len(entries) == 1:
-        return entries[0]
-    root = ProfileNode("", 0, "<all>", 1, 1, 0.0, sum(e.tall for e in entries), library=False)
-    root.virtual = True
-    for e in entries:
-        root.calls_to.append(e)
-        root.calls_to_elements.append((e.nc1, e.nc2, e.tin, e.tall))
-    return root
+    return entries[0] if len(entries) == 1 else virtual_node("<all>", entries)
 
 
 def entry_points(nodes: list[ProfileNode]) -> list[ProfileNode]:

@@ -232,6 +232,20 @@ def _reference() -> Any:
     return reference_rendering()
 
 
+def virtual_node(name: str, starts: list[ProfileNode]) -> ProfileNode:
+    """A node calling ``starts`` (never rendered), the graph left as it is.
+
+    :param name: its function name (``<all>``)
+    :param starts: the nodes it calls, with their own figures
+    :return: the node
+    """
+    node = ProfileNode("", 0, name, 1, 1, 0.0, sum(n.tall for n in starts), library=False)
+    node.virtual = True
+    node.calls_to = list(starts)
+    node.calls_to_elements = [(n.nc1, n.nc2, n.tin, n.tall) for n in starts]
+    return node
+
+
 def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
     """All nodes reachable from ``start`` (breadth first), ``start`` first (nodes hash by
     identity: a set holds them directly, no ``id()`` call per edge).

@@ -28,7 +28,7 @@ from .._errors import BadType, BadValue
 from .._validate import check_callable
 from .choices import FOLD_SHARE
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
-from .model import FilterNode, ProfileNode, reachable_nodes
+from .model import FilterNode, ProfileNode, reachable_nodes, virtual_node
 from .sorting import sort_name
 
 #: The share of its parent's time an entry point holds at least (see entry_point).
@@ -111,15 +111,7 @@ def _start(root: ProfileNode, reachable: list[ProfileNode], options: ViewOptions
     if focused is None:
         return entry_point(root)
     focused = outermost(focused)  # a match called by another is in its subtree already
-    if len(focused) == 1:
-        return focused[0]
-    top = ProfileNode("", 0, f"<{options.focus}>", 1, 1, 0.0, 0.0, library=False)
-    top.virtual = True
-    # A new node calling the starts: the graph itself is left as it is.
-    top.calls_to = list(focused)
-    top.calls_to_elements = [(n.nc1, n.nc2, n.tin, n.tall) for n in focused]
-    top.tall = sum(n.tall for n in focused)
-    return top
+    return focused[0] if len(focused) == 1 else virtual_node(f"<{options.focus}>", focused)
 
 
 # The time flowing down hidden frames stops under this share of the path's time, and
@@ -146,13 +138,11 @@ def _add_kid(
         kid[2] += own
 
 
-def _sort_key(name: str) -> Callable[[_Kid], Any] | None:
-    """The order of the kept children; None keeps them hottest first."""
-    if name == "line":
-        return lambda k: (k[0].filename, k[0].line)
-    if name == "time":
-        return lambda k: -k[3]
-    return None
+# The order of the kept children by sort name; none keeps them hottest first.
+_SORT_KEYS: dict[str, Callable[[_Kid], Any]] = {
+    "line": lambda k: (k[0].filename, k[0].line),
+    "time": lambda k: -k[3],
+}
 
 
 class _Expander:
@@ -364,7 +354,7 @@ def build_tree(
     total = top.tall
     stage = FilterStage(view, reachable, total, filter_node)
     fold_time = max(fold_share * total, stage.min_time)
-    expander = _Expander(stage, fold_time, max_rows, _sort_key(order))
+    expander = _Expander(stage, fold_time, max_rows, _SORT_KEYS.get(order))
     expander.base = 1 if top.virtual else 0
     inv = 1.0 / total if total > 0 else 0.0
     items: list[TreeItem] = []
