@@ -20,20 +20,17 @@ __all__ = ["FORMATS", "SUFFIXES", "export", "guess_format", "kind_of", "render"]
 #: File suffix -> format, for every command and every result (the longest suffix wins:
 #: ``x.speedscope.json`` is speedscope, ``x.json`` json).
 SUFFIXES: dict[str, str] = {
-    ".txt": "text",
-    ".text": "text",
-    ".log": "text",
-    ".out": "text",
-    ".json": "json",
-    ".html": "html",
-    ".htm": "html",
-    ".speedscope.json": "speedscope",
-    ".speedscope": "speedscope",
-    ".collapsed": "collapsed",
-    ".folded": "collapsed",
-    ".csv": "csv",
-    ".prof": "prof",
-    ".pstats": "prof",
+    suffix: fmt
+    for fmt, suffixes in (
+        ("text", ".txt .text .log .out"),
+        ("json", ".json"),
+        ("html", ".html .htm"),
+        ("speedscope", ".speedscope.json .speedscope"),
+        ("collapsed", ".collapsed .folded"),
+        ("csv", ".csv"),
+        ("prof", ".prof .pstats"),
+    )
+    for suffix in suffixes.split()
 }
 
 #: Result kind -> format -> its renderer, ``module:function`` (relative to this package)

@@ -114,12 +114,18 @@ class FilterStage:
             return True
         if self.filter_node is ProfileNode.filter_node_ and child not in self.small:
             return True
-        info = _info(child, depth, el) if ref else None
+        info = {**call_dict(child, depth, el), "more": "+"} if ref else None
         return bool(self.filter_node(child, info=info))
 
 
-def _info(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
-    """The figures of a call as the reference's ``filter_node`` receives them."""
+def call_dict(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
+    """The figures of a call as the reference's rows and ``filter_node`` read them.
+
+    :param node: the callee
+    :param indent: the depth of its row
+    :param el: the call's figures ``(nc1, nc2, tin, tall)``
+    :return: ``fct, where, nc1, nc2, tin, tall, indent, ncalls``
+    """
     return {
         "fct": node.func_name,
         "where": node.key,
@@ -129,7 +135,6 @@ def _info(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
         "tall": el[3],
         "indent": indent,
         "ncalls": len(node.calls_to),
-        "more": "+",
     }
 
 

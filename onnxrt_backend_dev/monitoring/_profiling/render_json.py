@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import BadValue
 from .builder import is_artifact
+from .filters import call_dict
 from .load import load_profiles
 from .view_reference import Row
 
@@ -19,18 +20,10 @@ REFERENCE_COLUMNS = ["fct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tal
 
 
 def row_as_dict(r: Row) -> dict[str, Any]:
-    """One row as the reference's dictionary (plus ``share``)."""
-    d = {
-        "fct": r.node.func_name,
-        "where": r.node.key,
-        "nc1": r.nc1,
-        "nc2": r.nc2,
-        "tin": r.tin,
-        "tall": r.tall,
-        "indent": r.indent,
-        "ncalls": len(r.node.calls_to),
-        "share": r.share,
-    }
+    """One row as the reference's dictionary, plus ``share`` (and ``more='+'`` for a
+    reference)."""
+    d = call_dict(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall))
+    d["share"] = r.share
     if r.ref:
         d["more"] = "+"
     return d
