@@ -82,7 +82,7 @@ class Format(NamedTuple):
 
 def _lazy(name: str) -> Renderer:
     """The renderer of format ``name`` in the package's one table (``_export.FORMATS``),
-    its module imported on first call (see the module's docstring)."""
+    its module imported on first call."""
 
     def render(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
         from .._export import render

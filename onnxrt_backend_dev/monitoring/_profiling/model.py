@@ -64,8 +64,8 @@ class ProfileNode:
     :param nc2: number of calls 2 (all calls)
     :param tin: time spent in the function
     :param tall: time spent in the function and in the sub functions
-    :param library: True if the frame belongs to the standard library or an installed
-        package (used by ``hide_stdlib``), guessed from ``filename`` if None
+    :param library: a frame of the standard library or an installed package (for
+        ``hide_stdlib``), guessed from ``filename`` if None
     """
 
     __slots__ = ("called_by", "calls_to", "calls_to_elements", "filename", "func_name",

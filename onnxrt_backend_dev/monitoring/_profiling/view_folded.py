@@ -257,8 +257,7 @@ def folded_profile(
     :param hide_stdlib: library frames left out of the paths, their callees in place
     :param show_all: the tree will be drawn without folding
     :param focus: paths start at the functions whose name contains this text
-    :param filter_node: leaves out the nodes for which it returns False (their time
-        stays their caller's)
+    :param filter_node: leaves out the nodes for which it returns False
     :param max_rows: rows of the expanded tree kept at most
     :param floor_share: paths under this share of the total stay in their caller's time
     :return: the profile and its counts

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from pstats import SortKey
 from typing import Any, NamedTuple
@@ -12,7 +12,7 @@ from .filters import FilterStage, ViewOptions, default_filter, focus_starts
 from .model import FilterNode, ProfileNode, TimeElements, reachable_nodes
 from .sorting import _line_keys, _line_rank_keys, sort_function
 
-# What the walker yields: (node, depth, (nc1, nc2, tin, tall), ref).
+# A row of the walk: (node, depth, (nc1, nc2, tin, tall), ref).
 RawRow = tuple["ProfileNode", int, TimeElements, bool]
 # Consecutive rows of one depth and one kind: (depth, nodes, figures, ref).
 Segment = tuple[int, Sequence["ProfileNode"], Sequence[TimeElements], bool]
@@ -57,33 +57,63 @@ def _total_time(reachable: list[ProfileNode]) -> float:
     return max(own, max([n.tall for n in reachable if not n.virtual], default=0.0))
 
 
-class _Walker:
-    """Depth-first expansion of the graph into rows, with an explicit stack."""
+def _next_false(flags: list[bool], start: int, end: int) -> int:
+    """The index of the first False of ``flags`` from ``start``, ``end`` if none."""
+    try:
+        return flags.index(False, start, end)
+    except ValueError:
+        return end
+
+
+class TreeRows:
+    """The rows of the tree view of a graph, produced lazily by a depth-first walk with an
+    explicit stack.
+
+    Every function called from zero or several places is printed once at the top level
+    and referenced (``ref``) under each caller; a function with a single caller is
+    expanded under it. With ``focus``, the expansion starts from the matching functions
+    and each function is expanded the first time it is met, referenced afterwards.
+
+    :param start: the node to start from
+    :param filter_node: keeps a node if it returns True (None: the default filter)
+    :param sort_key: order of the top-level rows and of the callees
+    :param options: filters
+    """
 
     def __init__(
         self,
-        filter_node: FilterNode | None,
-        sort_key: Any,
-        options: ViewOptions,
-        reachable: list[ProfileNode],
+        start: ProfileNode,
+        filter_node: FilterNode | None = None,
+        sort_key: Any = SortKey.LINE,
+        options: ViewOptions | None = None,
     ) -> None:
+        options = options or ViewOptions()
+        self.filter_node = filter_node = default_filter(filter_node)
+        reachable = reachable_nodes(start)
         self.sortf = sort_function(sort_key)
         # The line keys read the nodes only, never the figures of the calls.
         self.by_line = self.sortf is _line_keys
         if self.by_line:
             self.sortf = _line_rank_keys(reachable) or _line_keys
-        self.options = options
         self.total = _total_time(reachable)
         self.stage = FilterStage(options, reachable, self.total, filter_node)
         self.limited = self.stage.limited
         # Default mode: a callee is a reference if it is printed at the top level
-        # (``refs``, set by TreeRows). Focus mode: if it was met before (``seen``).
+        # (``refs``). Focus mode: if it was met before (``seen``).
         self.focus_mode = self.stage.focus_mode
         self.refs: set[ProfileNode] = set()
         self.seen: set[ProfileNode] = set()
         self.no_filter = self.stage.no_filter
         self.keep = self.stage.keep
         self.accept = self.stage.accept
+        top = focus_starts(options, reachable)
+        if top is None:
+            top = _tree_roots(start, reachable)
+            self.refs = set(top)
+        self.top = self.sorted_top(top)
+        # The largest call count of the graph bounds those of the rows.
+        counts = [n.nc1 for n in reachable] + [n.nc2 for n in reachable]
+        self.max_count = max(map(abs, map(int, counts)), default=0)
 
     def sorted_top(self, top: list[ProfileNode]) -> list[ProfileNode]:
         """Sorts top-level nodes as callees are sorted, their own figures standing for
@@ -125,9 +155,7 @@ class _Walker:
             nodes, els = [nodes[i] for i in kept], [els[i] for i in kept]
         return [nodes, els, list(map(refs.__contains__, nodes)), 0, depth]
 
-    def _head(
-        self, start: ProfileNode, filter_node: FilterNode
-    ) -> tuple[RawRow | None, int] | None:
+    def _head(self, start: ProfileNode) -> tuple[RawRow | None, int] | None:
         """The row of a top-level node and the depth of its callees, None to skip it."""
         if start in self.seen:
             return None  # focus: already expanded under another focused function
@@ -135,6 +163,7 @@ class _Walker:
             return None  # its callees are entry points, top-level rows themselves
         # A function the user focused on is shown even if the default filter would hide
         # it (a small leaf): the view would be empty.
+        filter_node = self.filter_node
         if not (self.focus_mode and filter_node is ProfileNode.filter_node_) and not filter_node(
             start
         ):
@@ -146,7 +175,7 @@ class _Walker:
             return None, 0
         return (start, 0, (start.nc1, start.nc2, start.tin, start.tall), False), 1
 
-    def segments(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[Segment]:
+    def segments(self) -> Iterator[Segment]:
         """Yields the rows, depth first, as segments ``(depth, nodes, figures, ref)``:
         consecutive rows of one depth and kind (a run of references is one segment, which
         renderers format with C loops).
@@ -156,8 +185,8 @@ class _Walker:
         """
         seen, children = self.seen, self.children
         hide = self.stage.hide_stdlib
-        for start in starts:
-            head = self._head(start, filter_node)
+        for start in self.top:
+            head = self._head(start)
             if head is None:
                 continue
             if head[0] is not None:
@@ -190,74 +219,20 @@ class _Walker:
                 else:
                     stack.pop()
 
-    def walk(self, starts: Iterable[ProfileNode], filter_node: FilterNode) -> Iterator[RawRow]:
+    def raw(self) -> Iterator[RawRow]:
         """Yields :meth:`segments` one row ``(node, depth, figures, ref)`` at a time."""
-        for depth, nodes, els, ref in self.segments(starts, filter_node):
+        for depth, nodes, els, ref in self.segments():
             for node, el in zip(nodes, els, strict=True):
                 yield (node, depth, el, ref)
 
-
-def _next_false(flags: list[bool], start: int, end: int) -> int:
-    """The index of the first False of ``flags`` from ``start``, ``end`` if none."""
-    try:
-        return flags.index(False, start, end)
-    except ValueError:
-        return end
-
-
-class TreeRows:
-    """The rows of the tree view of a graph, produced lazily.
-
-    Every function called from zero or several places is printed once at the top level
-    and referenced (``ref``) under each caller; a function with a single caller is
-    expanded under it. With ``focus``, the expansion starts from the matching functions
-    and each function is expanded the first time it is met, referenced afterwards.
-
-    :param start: the node to start from
-    :param filter_node: keeps a node if it returns True (None: the default filter)
-    :param sort_key: order of the top-level rows and of the callees
-    :param options: filters
-    """
-
-    def __init__(
-        self,
-        start: ProfileNode,
-        filter_node: FilterNode | None = None,
-        sort_key: Any = SortKey.LINE,
-        options: ViewOptions | None = None,
-    ) -> None:
-        options = options or ViewOptions()
-        filter_node = default_filter(filter_node)
-        self.filter_node = filter_node
-        reachable = reachable_nodes(start)
-        walker = _Walker(filter_node, sort_key, options, reachable)
-        top = focus_starts(options, reachable)
-        if top is None:
-            top = _tree_roots(start, reachable)
-            walker.refs = set(top)
-        self.top = walker.sorted_top(top)
-        self.walker = walker
-        self.total = walker.total
-        # The largest call count of the graph bounds those of the rows.
-        counts = [n.nc1 for n in reachable] + [n.nc2 for n in reachable]
-        self.max_count = max(map(abs, map(int, counts)), default=0)
-
-    def raw(self) -> Iterator[RawRow]:
-        """Yields ``(node, depth, (nc1, nc2, tin, tall), ref)``, one row at a time."""
-        return self.walker.walk(self.top, self.filter_node)
-
-    def segments(self) -> Iterator[Segment]:
-        """Yields the rows as segments, see :meth:`_Walker.segments`."""
-        return self.walker.segments(self.top, self.filter_node)
-
     def segments_again(self) -> Iterator[Segment]:
-        """The segments once more, from the same view (see :meth:`raw_again`)."""
-        self.walker.seen = set()
+        """The segments once more, from the same view: the marks of the walk cleared."""
+        self.seen = set()
         return self.segments()
 
     def raw_again(self) -> Iterator[RawRow]:
-        """The raw rows once more, from the same view: the marks of the walk cleared."""
-        self.walker.seen = set()
+        """The raw rows once more, as :meth:`segments_again`."""
+        self.seen = set()
         return self.raw()
 
     def __iter__(self) -> Iterator[Row]:

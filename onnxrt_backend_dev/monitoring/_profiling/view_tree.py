@@ -35,9 +35,8 @@ from .sorting import sort_name
 ENTRY_SHARE = 0.95
 #: Rows kept at most (the rest of the tree is folded into ``N more`` rows).
 MAX_ROWS = 100_000
-#: The share of a re-entry's time a Python callee new to the path must hold at least
-#: for the re-entry to be shown (so that a finalizer run by the garbage collector under
-#: a recursive call does not open one, even with nothing folded).
+#: The share of a re-entry's time a Python callee new to the path must hold for the
+#: re-entry to be shown (a finalizer the collector runs under a recursive call: not).
 REENTRY_SHARE = 0.01
 
 
@@ -337,13 +336,11 @@ def build_tree(
     :param fold_share: children below this share of the root's time are folded into
         one ``N more`` row per parent (0 shows them all)
     :param filter_node: leaves out the nodes for which it returns False (None keeps all)
-    :param sort_key: order of children: ``cumulative`` (time with callees, hottest
-        first, the default), ``time`` (own time) or ``line``
+    :param sort_key: order of children: ``cumulative`` (hottest first), ``time`` (own
+        time) or ``line``
     :param max_rows: rows kept at most, the rest folded
-    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`;
-        ``min_share`` folds as ``fold_share`` does, ``max_depth`` cuts, ``focus``
-        roots the tree at the matching functions, ``hide_stdlib`` puts the callees of
-        library frames in their place
+    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`
+        (``min_share`` folds as ``fold_share`` does)
     :return: the tree
     """
     takes = "fold_share, filter_node, sort_key, max_rows"
@@ -359,8 +356,7 @@ def build_tree(
     inv = 1.0 / total if total > 0 else 0.0
     items: list[TreeItem] = []
     # A node to expand: (node, parent, depth, calls, time, last, re-entry); a TreeItem:
-    # a folded row, emitted after its siblings' subtrees; None: closes the path of a
-    # node (a re-entry is on the path already, it opens and closes nothing).
+    # a folded row, emitted after its siblings' subtrees; None: closes a node's path.
     stack: list[tuple[ProfileNode, int, int, Any, float, bool, bool] | TreeItem | None] = [
         (top, -1, 0, top.nc2, total, True, False)
     ]
