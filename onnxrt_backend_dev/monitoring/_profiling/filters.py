@@ -74,7 +74,6 @@ class FilterStage:
         filter_node: FilterNode | None = None,
         min_fraction: float = 0.0,
     ) -> None:
-        self.options = options
         self.filter_node = filter_node
         self.min_time = max(options.min_share, min_fraction) * total
         self.max_depth = options.max_depth

@@ -97,15 +97,10 @@ class TreeRows:
             self.sortf = _line_rank_keys(reachable) or _line_keys
         self.total = _total_time(reachable)
         self.stage = FilterStage(options, reachable, self.total, filter_node)
-        self.limited = self.stage.limited
         # Default mode: a callee is a reference if it is printed at the top level
         # (``refs``). Focus mode: if it was met before (``seen``).
-        self.focus_mode = self.stage.focus_mode
         self.refs: set[ProfileNode] = set()
         self.seen: set[ProfileNode] = set()
-        self.no_filter = self.stage.no_filter
-        self.keep = self.stage.keep
-        self.accept = self.stage.accept
         top = focus_starts(options, reachable)
         if top is None:
             top = _tree_roots(start, reachable)
@@ -124,7 +119,7 @@ class TreeRows:
 
     def is_ref(self, child: ProfileNode) -> bool:
         """Tells if ``child`` is only referenced where it is met now."""
-        if self.focus_mode:
+        if self.stage.focus_mode:
             return child in self.seen
         return child in self.refs
 
@@ -140,16 +135,17 @@ class TreeRows:
             # One stable sort of indices, then both lists reordered in C.
             pick = itemgetter(*sorted(range(len(keys)), key=keys.__getitem__))
             nodes, els = pick(nodes), pick(els)
-        if not self.no_filter:
-            accept, is_ref = self.accept, self.is_ref
+        stage = self.stage
+        if not stage.no_filter:
+            accept, is_ref = stage.accept, self.is_ref
             kept = [i for i, c in enumerate(nodes) if accept(c, depth, els[i], is_ref(c))]
             nodes, els = [nodes[i] for i in kept], [els[i] for i in kept]
-        if self.limited:
-            keep = self.keep
+        if stage.limited:
+            keep = stage.keep
             kept = [i for i, el in enumerate(els) if keep(depth, el[3])]
             nodes, els = [nodes[i] for i in kept], [els[i] for i in kept]
         refs = self.refs
-        if self.stage.hide_stdlib:
+        if stage.hide_stdlib:
             # A hidden function printed at the top level is skipped where it is called.
             kept = [i for i, c in enumerate(nodes) if not (c.library and c in refs)]
             nodes, els = [nodes[i] for i in kept], [els[i] for i in kept]
@@ -164,11 +160,11 @@ class TreeRows:
         # A function the user focused on is shown even if the default filter would hide
         # it (a small leaf): the view would be empty.
         filter_node = self.filter_node
-        if not (self.focus_mode and filter_node is ProfileNode.filter_node_) and not filter_node(
-            start
-        ):
+        if not (
+            self.stage.focus_mode and filter_node is ProfileNode.filter_node_
+        ) and not filter_node(start):
             return None
-        if self.limited and not self.keep(0, start.tall):
+        if self.stage.limited and not self.stage.keep(0, start.tall):
             return None  # min_share hides a top-level row as any other (with its subtree)
         self.seen.add(start)
         if self.stage.hidden(start):
