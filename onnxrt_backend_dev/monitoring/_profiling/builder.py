@@ -170,13 +170,9 @@ def build_graph(
     nodes = builder.nodes
     if not nodes:
         raise BadValue("ps must hold at least one profiled function, got an empty profile")
-    return _pick_root(nodes), nodes
-
-
-def _pick_root(nodes: dict[str, ProfileNode]) -> ProfileNode:
-    """The node every other is reachable from, or a virtual one calling the entries."""
     entries = entry_points(list(nodes.values()))
-    return entries[0] if len(entries) == 1 else virtual_node("<all>", entries)
+    root = entries[0] if len(entries) == 1 else virtual_node("<all>", entries)
+    return root, nodes
 
 
 def entry_points(nodes: list[ProfileNode]) -> list[ProfileNode]:

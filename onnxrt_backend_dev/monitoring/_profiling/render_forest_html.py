@@ -20,10 +20,6 @@ from .model import FilterNode, ProfileNode
 from .view_reference import TreeRows
 
 
-def _template() -> str:
-    return resources.files(__package__).joinpath("forest.html").read_text("utf-8")
-
-
 def render_forest_html(
     root: ProfileNode,
     title: str = "Call tree",
@@ -42,7 +38,8 @@ def render_forest_html(
     """
     view = TreeRows(root, filter_node, sort_key, ViewOptions(**options))
     payload = _payload(view)
-    page = _template().replace("__TITLE__", escape_text(title))
+    page = resources.files(__package__).joinpath("forest.html").read_text("utf-8")
+    page = page.replace("__TITLE__", escape_text(title))
     return page.replace("__DATA__", payload)
 
 

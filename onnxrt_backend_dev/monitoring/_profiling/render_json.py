@@ -38,11 +38,6 @@ def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return [row_as_dict(r) for r in rows]
 
 
-def _item_name(r: Row, width: int, top: bool) -> str:
-    sep = ":::" if top else ":"
-    return f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
-
-
 def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
     """Nests rows as ``{name: {"details": {...}, "calls": {...}}}``, rows deeper than
     ``max_indent`` attached at that level (``details["indent"]`` keeps their depth) so
@@ -67,7 +62,8 @@ def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any]
         level = min(level, len(containers) - 1)
         del containers[level + 1 :]
         target = containers[level]
-        name = _item_name(r, width, level == 0)
+        sep = ":::" if level == 0 else ":"
+        name = f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
         if name in target:
             # Numbered by the container's size, then past any function named so.
             base, n = name, len(target)
