@@ -10,6 +10,7 @@ from ._errors import BadType, BadValue
 
 # (factor in the base unit, symbol), smallest first.
 _TIME_UNITS: tuple[tuple[float, str], ...] = ((1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1.0, "s"))
+_TIME_FACTORS = {symbol: factor for factor, symbol in _TIME_UNITS}
 # Binary multiples, as memory is allocated in pages; names are IEC.
 _BYTE_UNITS = tuple((1024.0**i, s) for i, s in enumerate(("B", "KiB", "MiB", "GiB", "TiB")))
 # Counts (instructions): decimal multiples.
@@ -51,11 +52,10 @@ def format_duration(seconds: float, significant: int = 3, unit: str | None = Non
     :return: the formatted string
     """
     if unit is not None:
-        wanted = "µs" if unit == "us" else unit
-        table = {s: f for f, s in _TIME_UNITS}
-        if wanted not in table:
-            raise BadValue(f"unit must be one of {sorted(table)}, got {unit!r}")
-        factor, symbol = table[wanted], wanted
+        symbol = "µs" if unit == "us" else unit
+        if symbol not in _TIME_FACTORS:
+            raise BadValue(f"unit must be one of {sorted(_TIME_FACTORS)}, got {unit!r}")
+        factor = _TIME_FACTORS[symbol]
     else:
         factor, symbol = _pick(seconds, _TIME_UNITS)
     return f"{_digits(seconds / factor, significant)} {symbol}"
@@ -72,11 +72,10 @@ def format_duration_like(seconds: float, like: str) -> str:
     :raises ValueError: ``like`` is not a number followed by ``ns``, ``µs``, ``ms`` or ``s``
     """
     number, _, unit = like.partition(" ")
-    factors = {s: f for f, s in _TIME_UNITS}
-    if unit not in factors:
+    if unit not in _TIME_FACTORS:
         raise BadValue(f"like must be a duration such as '24.1 ns', got {like!r}")
     decimals = len(number.split(".")[1]) if "." in number else 0
-    return f"{seconds / factors[unit]:.{decimals}f} {unit}"
+    return f"{seconds / _TIME_FACTORS[unit]:.{decimals}f} {unit}"
 
 
 def format_count(n: float, significant: int = 3, unit: str = "instr") -> str:

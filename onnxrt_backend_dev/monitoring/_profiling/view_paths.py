@@ -91,10 +91,11 @@ class _PathExpander:
         self.reserved_cells += depth
         return True
 
-    def _children(
-        self, node: ProfileNode, total: float, on_path: set[int]
+    def _kept_children(
+        self, node: ProfileNode, depth: int, total: float, on_path: set[int]
     ) -> list[tuple[ProfileNode, float]]:
-        if node.tall <= 0 or total <= 0:
+        """The callees kept below ``node`` on a path taking ``total``, hottest first."""
+        if not self.stage.depth_ok(depth + 1) or node.tall <= 0 or total <= 0:
             return []
         scale = total / node.tall
         kids = [
@@ -106,16 +107,9 @@ class _PathExpander:
         if s > total:  # recursion counts time twice in cProfile's edges
             kids = [(c, t * total / s) for c, t in kids]
         kids.sort(key=lambda p: -p[1])
-        return kids
-
-    def _kept_children(
-        self, node: ProfileNode, depth: int, total: float, on_path: set[int]
-    ) -> list[tuple[ProfileNode, float]]:
-        if not self.stage.depth_ok(depth + 1):
-            return []
         kept = []
         below = self.stage.below
-        for child, t in self._children(node, total, on_path):
+        for child, t in kids:
             if below(t) or not self._reserve(depth + 2):
                 break  # sorted by time: the rest is smaller
             kept.append((child, t))
