@@ -185,24 +185,23 @@ class _Expander:
         functions already on the path. Below a hidden frame (``hide_stdlib``) or a
         virtual root, the code it calls through hidden frames (:meth:`_through_hidden`)."""
         kids: dict[ProfileNode, list[Any]] = {}
+        recursive: Any = 0
         # Library frames above any user code (below a virtual root of several entries,
         # or the interpreter's exec and runpy) are not called from the user's code: the
         # code below them takes their place, as everywhere below a library row.
         if self.stage.hidden(node) or (node.virtual and self.stage.hide_stdlib):
             self._through_hidden(node, time, on_path, kids)
-            return [(c, k[0], k[1], k[2], k[3]) for c, k in kids.items()], 0
-        recursive: Any = 0
-        scale = time / node.tall if node.tall > 0 else 0.0
-        for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
-            t = min(el[3] * scale, time)
-            if child in on_path:
+        else:
+            scale = time / node.tall if node.tall > 0 else 0.0
+            for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
+                t = min(el[3] * scale, time)
                 # Direct recursion, or a re-entry that shows nothing new: folded.
-                if reentry or child is node or not self._leads_on(child, t, on_path):
+                if child in on_path and (
+                    reentry or child is node or not self._leads_on(child, t, on_path)
+                ):
                     recursive += el[0]
                 else:
-                    _add_kid(kids, child, el[0], t, min(el[2] * scale, t), True)
-                continue
-            _add_kid(kids, child, el[0], t, min(el[2] * scale, t), False)
+                    _add_kid(kids, child, el[0], t, min(el[2] * scale, t), child in on_path)
         return [(c, k[0], k[1], k[2], k[3]) for c, k in kids.items()], recursive
 
     def _through_hidden(
@@ -211,9 +210,9 @@ class _Expander:
         time: float,
         on_path: set[ProfileNode],
         kids: dict[ProfileNode, list[Any]],
-    ) -> bool:
+    ) -> None:
         """Adds to ``kids`` the code a hidden frame ``start`` (taking ``time``) calls,
-        directly or through other hidden frames, and tells if there was any.
+        directly or through other hidden frames.
 
         The time flows down the hidden frames, each passing its callees their share of
         what it received from *every* path (an event loop's ``Context.run`` is reached by
@@ -230,7 +229,6 @@ class _Expander:
         # coroutines went missing otherwise). A node queued twice is taken once.
         queue = [(-time, 0, start)]
         order = 1
-        found = False
         steps = 0
         while queue and steps < _FLOW_STEPS:
             parent = heapq.heappop(queue)[2]
@@ -244,7 +242,6 @@ class _Expander:
                     continue
                 t = min(el[3] * scale, flow)
                 if not self.stage.hidden(child):
-                    found = True
                     calls = 0 if (parent, child) in counted else el[0]
                     counted.add((parent, child))
                     _add_kid(kids, child, calls, t, min(el[2] * scale, t), False)
@@ -255,7 +252,6 @@ class _Expander:
                     pending[child] = pending.get(child, 0.0) + t
                     heapq.heappush(queue, (-pending[child], order, child))
                     order += 1
-        return found
 
     def children(
         self,
