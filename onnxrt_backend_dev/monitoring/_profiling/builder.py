@@ -132,18 +132,17 @@ class _GraphBuilder:
     def dedupe_edges(self) -> None:
         """Merges the edges that collisions duplicated (same caller and callee)."""
         for node in self.nodes.values():
-            merged: dict[int, tuple[ProfileNode, list[Any]]] = {}
+            merged: dict[ProfileNode, list[Any]] = {}  # nodes hash by identity
             for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
-                if id(child) in merged:
-                    acc = merged[id(child)][1]
+                acc = merged.get(child)
+                if acc is None:
+                    merged[child] = list(el)
+                else:
                     for i in range(min(len(acc), len(el))):
                         acc[i] += el[i]
-                else:
-                    merged[id(child)] = (child, list(el))
-            node.calls_to = [c for c, _ in merged.values()]
-            node.calls_to_elements = [tuple(el) for _, el in merged.values()]
-            callers: dict[int, ProfileNode] = {id(c): c for c in node.called_by}
-            node.called_by = list(callers.values())
+            node.calls_to = list(merged)
+            node.calls_to_elements = [tuple(el) for el in merged.values()]
+            node.called_by = list(dict.fromkeys(node.called_by))
 
 
 def build_graph(
