@@ -1,18 +1,12 @@
-"""One family of errors for the whole package.
+"""One family of errors for the whole package, every exception class of which is defined
+here (``tests/test_errors.py`` checks the source).
 
-Every error this package raises on purpose derives from :class:`MonitoringError`, so a
-caller can catch all of them at once. A mistake of the caller's is *also* a
-:class:`ValueError` or a :class:`TypeError` (:class:`BadValue`, :class:`BadType`), so code
-written ``except ValueError`` keeps working. The spy process sends its errors back by
-name (:data:`BY_NAME`): an error of this family arrives as its own class, a built-in as
-itself, anything else as :class:`SpyError` with the original class named in the message.
-
-:class:`Terminated` (a signal asked the program to stop) stays a :class:`BaseException`,
-as :class:`KeyboardInterrupt`: ``except Exception`` in the user's code must not swallow it.
-
-Every exception class of the package is defined here (``tests/test_errors.py`` checks
-the source): a module raises one of these, never a bare ``ValueError``, ``TypeError`` or
-``RuntimeError``.
+Every error raised on purpose derives from :class:`MonitoringError`; a mistake of the
+caller's is *also* a :class:`ValueError` or a :class:`TypeError` (:class:`BadValue`,
+:class:`BadType`), so ``except ValueError`` keeps working. The spy process sends its
+errors back by name (:func:`rebuild`). :class:`Terminated` stays a
+:class:`BaseException`, as :class:`KeyboardInterrupt`, so that ``except Exception`` in
+the user's code does not swallow it.
 """
 
 from __future__ import annotations
@@ -71,9 +65,8 @@ class MissingDependencyError(MonitoringError, ImportError):
 
 
 class StateError(MonitoringError, RuntimeError):
-    """An object used out of its order or place: ``stop()`` before ``start()``, a second
-    ``start()``, ``stop()`` from another thread than ``start()``, a timer that another
-    tool holds, a profiler already running."""
+    """An object used out of its order or place: ``stop()`` before ``start()``, a timer
+    that another tool holds, a profiler already running."""
 
 
 class ProbeError(MonitoringError, RuntimeError):
@@ -145,10 +138,8 @@ class WalkerFault(MonitoringError, RuntimeError):
 
 
 class ReadError(MonitoringError):
-    """A read of the other process failed (unmapped, freed, or the process is gone).
-
-    Internal to the observer: its reader turns it into a dropped or partial sample, or
-    into an error of the family at the boundary.
+    """A read of the other process failed (unmapped, freed, or the process is gone);
+    the observer's reader turns it into a dropped or partial sample.
 
     :param address: where the read started
     :param size: bytes asked for
@@ -190,8 +181,7 @@ class Stopped(MonitoringError):
 
 class Terminated(BaseException):
     """Raised in a program run in this process when the command receives SIGTERM or
-    SIGHUP (a BaseException, as KeyboardInterrupt: ``except Exception`` does not catch
-    it).
+    SIGHUP (see the module's docstring).
 
     :param signum: the signal received
     """

@@ -1,18 +1,9 @@
-"""How every result writes itself: one table of file suffixes, one table of the formats
-of each kind of result, one ``export(path)``.
-
-Every result kind has the same method, ``result.export(path, fmt=None, **options)``:
-:class:`Report <._report.model.Report>`, the spy's :class:`SpyResult
-<._memory.series.SpyResult>` and the sampler's :class:`SamplingResult
-<._sampling.result.SamplingResult>`; :func:`export` writes those and the comparison of
-two results (``compare``) and a call graph (:class:`ProfileNode
-<._profiling.model.ProfileNode>`) the same way. The format is ``fmt``, or the one the
-file's suffix names in :data:`SUFFIXES` (the commands' ``-o`` guess from the same
-table), among the formats of the result's kind (:data:`FORMATS`).
+"""How every result writes itself: one table of file suffixes (:data:`SUFFIXES`, the
+commands' ``-o`` guess too), one table of the formats of each kind of result
+(:data:`FORMATS`), one :func:`export` (each result's ``export(path, fmt=None)``).
 
 Nothing here imports a renderer, nor a model: a renderer is named by
-``module:function`` (or ``.method`` of the result) and imported when first used, so
-that a model's ``export`` method reaches its renderers without importing them.
+``module:function`` (or ``.method`` of the result) and imported when first used.
 """
 
 from __future__ import annotations
@@ -29,24 +20,21 @@ __all__ = ["FORMATS", "SUFFIXES", "export", "guess_format", "kind_of", "render"]
 #: File suffix -> format, for every command and every result (the longest suffix wins:
 #: ``x.speedscope.json`` is speedscope, ``x.json`` json).
 SUFFIXES: dict[str, str] = {
-    ".txt": "text",
-    ".text": "text",
-    ".log": "text",
-    ".out": "text",
-    ".json": "json",
-    ".html": "html",
-    ".htm": "html",
-    ".speedscope.json": "speedscope",
-    ".speedscope": "speedscope",
-    ".collapsed": "collapsed",
-    ".folded": "collapsed",
-    ".csv": "csv",
-    ".prof": "prof",
-    ".pstats": "prof",
+    suffix: fmt
+    for fmt, suffixes in (
+        ("text", ".txt .text .log .out"),
+        ("json", ".json"),
+        ("html", ".html .htm"),
+        ("speedscope", ".speedscope.json .speedscope"),
+        ("collapsed", ".collapsed .folded"),
+        ("csv", ".csv"),
+        ("prof", ".prof .pstats"),
+    )
+    for suffix in suffixes.split()
 }
 
-#: Result kind -> format -> its renderer, ``package.module:function`` (relative to this
-#: package, given the result and the options) or ``.method`` (of the result).
+#: Result kind -> format -> its renderer, ``module:function`` (relative to this package)
+#: or ``.method`` (of the result).
 FORMATS: dict[str, dict[str, str]] = {
     "report": {
         "text": "_report.render_text:to_text",
@@ -71,7 +59,7 @@ FORMATS: dict[str, dict[str, str]] = {
         "json": "_profiling.by_view:export_json",
         "html": "_profiling.by_view:export_html",
         "speedscope": "_profiling.by_view:export_speedscope",
-        "collapsed": "_profiling.render_collapsed:render_collapsed",
+        "collapsed": "_profiling.render_paths:render_collapsed",
     },
 }
 
@@ -92,8 +80,6 @@ def guess_format(path: str, formats: Collection[str], default: str | None = None
     :param formats: the formats the caller writes
     :param default: the format of a name without any suffix (None: refused too)
     :return: a format of ``formats``
-    :raises BadValue: the suffix names no format of ``formats``, naming the path and the
-        suffixes that would
     """
     lower = os.fspath(path).lower()
     for suffix in sorted(SUFFIXES, key=len, reverse=True):
@@ -110,7 +96,6 @@ def kind_of(result: Any) -> str:
 
     :param result: a report, a spy's result, a sampling result, a comparison, a graph
     :return: the kind
-    :raises BadType: not a result of this package
     """
     for cls in type(result).__mro__:
         kind = _KINDS.get(cls.__name__)

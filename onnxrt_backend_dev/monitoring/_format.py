@@ -1,6 +1,5 @@
-"""Durations and byte sizes for humans (one table of units each, no branches), and the
-text of untrusted names made fit for one row of a terminal (:func:`one_line`,
-:func:`cut_source`)."""
+"""Durations, counts and byte sizes for humans (one table of units each), and untrusted
+text made fit for one row of a terminal (:func:`one_line`, :func:`cut_source`)."""
 
 from __future__ import annotations
 
@@ -10,44 +9,15 @@ import re
 from ._errors import BadType, BadValue
 
 # (factor in the base unit, symbol), smallest first.
-_TIME_UNITS: tuple[tuple[float, str], ...] = (
-    (1e-9, "ns"),
-    (1e-6, "µs"),
-    (1e-3, "ms"),
-    (1.0, "s"),
-)
+_TIME_UNITS: tuple[tuple[float, str], ...] = ((1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1.0, "s"))
+_TIME_FACTORS = {symbol: factor for factor, symbol in _TIME_UNITS}
 # Binary multiples, as memory is allocated in pages; names are IEC.
-_BYTE_UNITS: tuple[tuple[float, str], ...] = (
-    (1.0, "B"),
-    (1024.0, "KiB"),
-    (1024.0**2, "MiB"),
-    (1024.0**3, "GiB"),
-    (1024.0**4, "TiB"),
-)
+_BYTE_UNITS = tuple((1024.0**i, s) for i, s in enumerate(("B", "KiB", "MiB", "GiB", "TiB")))
 # Counts (instructions): decimal multiples.
-_COUNT_UNITS: tuple[tuple[float, str], ...] = (
-    (1.0, ""),
-    (1e3, "k"),
-    (1e6, "M"),
-    (1e9, "G"),
-    (1e12, "T"),
-)
+_COUNT_UNITS = tuple((1000.0**i, s) for i, s in enumerate(("", "k", "M", "G", "T")))
 # Accepted by parse_bytes; like pytest-memray, kB/MB/GB count in powers of 1024.
-_BYTE_SUFFIXES: dict[str, float] = {
-    "": 1.0,
-    "b": 1.0,
-    "k": 1024.0,
-    "kb": 1024.0,
-    "kib": 1024.0,
-    "m": 1024.0**2,
-    "mb": 1024.0**2,
-    "mib": 1024.0**2,
-    "g": 1024.0**3,
-    "gb": 1024.0**3,
-    "gib": 1024.0**3,
-    "t": 1024.0**4,
-    "tb": 1024.0**4,
-    "tib": 1024.0**4,
+_BYTE_SUFFIXES: dict[str, float] = {"": 1.0, "b": 1.0} | {
+    prefix + end: 1024.0**i for i, prefix in enumerate("kmgt", 1) for end in ("", "b", "ib")
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -82,11 +52,10 @@ def format_duration(seconds: float, significant: int = 3, unit: str | None = Non
     :return: the formatted string
     """
     if unit is not None:
-        wanted = "µs" if unit == "us" else unit
-        table = {s: f for f, s in _TIME_UNITS}
-        if wanted not in table:
-            raise BadValue(f"unit must be one of {sorted(table)}, got {unit!r}")
-        factor, symbol = table[wanted], wanted
+        symbol = "µs" if unit == "us" else unit
+        if symbol not in _TIME_FACTORS:
+            raise BadValue(f"unit must be one of {sorted(_TIME_FACTORS)}, got {unit!r}")
+        factor = _TIME_FACTORS[symbol]
     else:
         factor, symbol = _pick(seconds, _TIME_UNITS)
     return f"{_digits(seconds / factor, significant)} {symbol}"
@@ -103,11 +72,10 @@ def format_duration_like(seconds: float, like: str) -> str:
     :raises ValueError: ``like`` is not a number followed by ``ns``, ``µs``, ``ms`` or ``s``
     """
     number, _, unit = like.partition(" ")
-    factors = {s: f for f, s in _TIME_UNITS}
-    if unit not in factors:
+    if unit not in _TIME_FACTORS:
         raise BadValue(f"like must be a duration such as '24.1 ns', got {like!r}")
     decimals = len(number.split(".")[1]) if "." in number else 0
-    return f"{seconds / factors[unit]:.{decimals}f} {unit}"
+    return f"{seconds / _TIME_FACTORS[unit]:.{decimals}f} {unit}"
 
 
 def format_count(n: float, significant: int = 3, unit: str = "instr") -> str:
@@ -170,10 +138,9 @@ def parse_bytes(text: str | int | float) -> int:
 
 
 def one_line(text: str) -> str:
-    """``text`` with its unprintable characters (line breaks, tabs, NUL, escape
-    sequences, U+2028...) written as backslash escapes, so that a name read from a file,
-    a frame or another process stays on its row and sends nothing to the terminal. The
-    one such helper of every text renderer.
+    """``text`` with its unprintable characters (line breaks, NUL, escape sequences,
+    U+2028...) written as backslash escapes, so that an untrusted name stays on its row
+    and sends nothing to the terminal.
 
     :param text: a name, a path, a line of a table
     :return: printable text

@@ -1,8 +1,6 @@
-"""One pause of the cyclic garbage collector, shared by the stages that build or read
-hundreds of thousands of objects that all survive (a call graph, the rows of a view, a
-saved result and its comparison): the collector would only scan them again and again
-(a comparison of two 20,000-function profiles of 20 runs spent a quarter of its time
-in it)."""
+"""One pause of the cyclic garbage collector, for the stages that build hundreds of
+thousands of objects that all survive (a call graph, a view's rows, a comparison): the
+collector would only scan them again and again."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The one escaping layer of every HTML page the package writes.
-
-Names, files and source lines come from programs, profiles and result files that
-anybody may have crafted: nothing of them reaches a page unescaped. Text and attribute
-values go through :func:`text`; data for a page's script goes through
-:func:`script_json`, JSON that cannot end its ``<script>`` element (``</script>``),
-open a comment (``<!--``) nor end a line of the script (U+2028, U+2029). A page's script
-writes names with ``textContent``, or through its own ``esc`` before ``innerHTML``.
-``tests/test_html.py`` feeds a hostile name to every HTML renderer.
+"""The one escaping layer of every HTML page the package writes: names, files and source
+lines may have been crafted, so text and attribute values go through :func:`text`, data
+for a page's script through :func:`script_json`. A page's script writes names with
+``textContent``, or through its own ``esc`` before ``innerHTML``.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from typing import Any
 __all__ = ["script_json", "text"]
 
 # Characters that could end a <script> element, open a comment or an entity, or end a
-# line of JavaScript (U+2028 and U+2029 are line terminators in older engines).
+# line of JavaScript (U+2028 and U+2029 in older engines).
 _SCRIPT_ESCAPES = {
     "<": "\\u003c",
     ">": "\\u003e",

@@ -11,11 +11,8 @@ from ._errors import BadValue
 
 
 class LiveStatus:
-    """Redraws ``render()`` on one line of ``stream`` every ``interval`` seconds.
-
-    Nothing is written unless ``enabled`` is true; by default it is true only when
-    ``stream`` is a terminal. The line is erased on exit so that results printed
-    afterwards start on a clean line. Used as a context manager::
+    """Redraws ``render()`` on one line of ``stream`` every ``interval`` seconds, erased
+    on exit. Used as a context manager::
 
         with LiveStatus(sys.stderr, lambda: f"{n} runs"):
             ...
@@ -90,8 +87,6 @@ def elapsed_status(stream: TextIO, what: str, quiet: bool) -> LiveStatus:
     :param quiet: draw nothing
     :return: the status, to enter
     """
-    import time
-
     from ._format import format_duration
 
     start = time.perf_counter()

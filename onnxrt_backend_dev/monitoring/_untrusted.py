@@ -1,8 +1,8 @@
 """The one reader of untrusted files (saved results, a baseline given to the pytest
 gate): the file's type and size are checked from ``stat`` before it is opened, and again
-on the open descriptor, so that a device (``/dev/zero`` never ends, ``/dev/urandom``
-neither), a named pipe (opening one waits for a writer), a socket or a directory is
-refused in one line naming the file, and no more than the cap is ever read.
+on the open descriptor, so that a device (``/dev/zero`` never ends), a named pipe
+(opening one waits for a writer) or a directory is refused in one line naming the file,
+and no more than the cap is ever read.
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ def read_untrusted(
     :param max_size: the largest size read, in bytes
     :param error: the error raised (a class of the package's family)
     :return: the bytes
-    :raises MonitoringError: of class ``error``, ``cannot read result 'x.json': it is a
-        named pipe (FIFO), not a file`` (another type), ``...: 3221225472 bytes, more than
-        1073741824`` (too large), ``...: the file is empty``, or the system's reason
+    :raises MonitoringError: of class ``error``, e.g. ``cannot read result 'x.json': it
+        is a named pipe (FIFO), not a file``
     """
     name = os.fspath(path)
     where = f"cannot read {what} {name!r}"
@@ -54,9 +53,8 @@ def read_untrusted(
         raise error(f"{where}: {e.strerror or e}") from None
     try:
         st = os.fstat(fd)
-        kind = _kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else None
-        if kind is not None or not stat.S_ISREG(st.st_mode):
-            raise error(f"{where}: it is {kind or 'not a regular file'}, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{where}: it is {_kind(st.st_mode) or 'not a regular file'}, not a file")
         _check_size(st.st_size, max_size, where, error)
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1

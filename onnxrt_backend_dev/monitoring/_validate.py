@@ -1,8 +1,6 @@
-"""Checks of arguments at the boundary, shared by every entry point.
-
-Each check names the parameter, its value and the rule, and raises :class:`BadType` (a
-TypeError) or :class:`BadValue` (a ValueError) of the one error family. A bool is never
-taken for a number, NaN never passes a bound, and a string never passes for a bool.
+"""Checks of arguments at the boundary, shared by every entry point: each names the
+parameter, its value and the rule in a :class:`BadType` or :class:`BadValue`. A bool is
+never taken for a number, NaN never passes a bound, a string never passes for a bool.
 """
 
 from __future__ import annotations
@@ -134,8 +132,7 @@ def check_choice(name: str, value: Any, choices: Any) -> Any:
 
 def checked_text_function(name: str, function: Any) -> Any:
     """``function`` (a callable of one str, None for the identity) wrapped so that what it
-    returns is checked: a str, else :class:`BadType` naming the parameter, what it
-    returned and for which text.
+    returns is checked to be a str.
 
     :param name: the parameter's name, for the message (``clean_text``)
     :param function: what the caller passed

@@ -2,10 +2,8 @@
 
 :func:`profile` runs a function under :mod:`cProfile`; :func:`profile2graph` turns any
 ``pstats`` profile into a graph of :class:`ProfileNode` (``to_text``, ``as_dict``,
-``to_json``: the reference's forest); :func:`to_tree_text`, :func:`call_tree` the call
-tree; :func:`to_speedscope`, :func:`to_collapsed`, :func:`to_html` and :func:`export`
-(:data:`FORMATS`) the other views; :func:`plot_profile` the top functions. The face
-only checks and delegates: the pipeline lives in ``_profiling``.
+``to_json``: the reference's forest); the functions below render its other views. The
+pipeline lives in ``_profiling``.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ from ._profiling.formats import FORMATS, VIEWS, Format, renderer
 from ._profiling.load import ProfileFormatError
 from ._profiling.model import ProfileNode
 from ._profiling.plot import plot_top_functions
-from ._profiling.render_collapsed import render_collapsed
-from ._profiling.render_speedscope import render_speedscope
+from ._profiling.render_paths import render_collapsed, render_speedscope
 from ._profiling.render_tree_text import render_tree_text
 from ._profiling.run import (
     as_root,
@@ -50,8 +47,7 @@ __all__ = [
 def to_speedscope(
     graph: Any, name: str = "profile", as_str: bool = True, **options: Any
 ) -> str | dict[str, Any]:
-    """Exports a profile as a speedscope document (one sampled profile, weights in
-    seconds, summing to the total time of the top-level functions).
+    """Exports a profile as a speedscope document (weights in seconds).
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
     :param name: name of the profile
@@ -64,8 +60,7 @@ def to_speedscope(
 
 
 def to_collapsed(graph: Any, unit: float = 1e-6, **options: Any) -> str:
-    """Exports a profile as collapsed stacks (``a;b;c N``, N in ``unit`` seconds),
-    read by flamegraph.pl, speedscope and most flame graph tools.
+    """Exports a profile as collapsed stacks (``a;b;c N``, N in ``unit`` seconds).
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
     :param unit: seconds per count (microseconds by default)
@@ -83,17 +78,14 @@ def to_html(
     view: str = "reference",
     **options: Any,
 ) -> str:
-    """Exports the call tree as one self-contained HTML page (no network): expand and
-    collapse, search, share of the total time.
+    """Exports the call tree as one self-contained HTML page.
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
     :param title: page title
     :param filter_node: see :meth:`ProfileNode.as_dict`
     :param sort_key: order of callees
     :param view: ``reference`` (the rows of :meth:`ProfileNode.as_dict`) or ``tree``
-        (:func:`to_tree_text`'s folded tree, opened along its hottest path and the
-        hottest path through the user's code; its options: ``program``, ``fold_share``,
-        ``show_all``, ``max_rows``; the title, left to its default, is the header line)
+        (:func:`to_tree_text`'s folded tree, with its options)
     :param options: filters, see :class:`ViewOptions`
     :return: the HTML page
     """
@@ -121,11 +113,9 @@ def to_tree_text(
     **options: Any,
 ) -> str:
     """The call tree rooted at the program's entry point as text, folded as the sampled
-    profile's (one fold): library frames folded into the first one the user's code
-    called, importlib's left out, an import one row ``import pandas``. Each row is a call
-    path's time (cProfile keeps one level of callers: below a function called from
-    several places, the times are shared out in proportion); the exact call counts are
-    :meth:`ProfileNode.to_text`'s.
+    profile's (library frames folded, an import one row ``import pandas``). Below a
+    function called from several places, the times are shared out in proportion; the
+    exact call counts are :meth:`ProfileNode.to_text`'s.
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
     :param program: the program's name for the header
@@ -142,9 +132,8 @@ def to_tree_text(
 
 
 def call_tree(graph: Any, fold_share: float = FOLD_SHARE, **options: Any) -> CallTree:
-    """The call tree rooted at the program's entry point, as rows, before any folding:
-    one row per caller -> callee edge on each path with cProfile's figures (calls,
-    time), recursion folded into the caller's row (the paths :func:`to_tree_text` folds).
+    """The call tree rooted at the program's entry point, as rows before the fold of
+    :func:`to_tree_text`: one row per caller -> callee edge on each path.
 
     :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
     :param fold_share: share of the total under which rows are folded (0 shows all)

@@ -25,7 +25,7 @@ from onnxrt_backend_dev.monitoring._profiling.load import (
     _all_valid,
     validate_stats,
 )
-from onnxrt_backend_dev.monitoring._profiling.safe import safe_count, safe_time
+from onnxrt_backend_dev.monitoring._profiling.render_forest_html import safe_count, safe_time
 from onnxrt_backend_dev.monitoring.profiling import (
     ProfileNode,
     profile2df,

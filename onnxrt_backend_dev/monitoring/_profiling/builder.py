@@ -1,38 +1,19 @@
-"""From :class:`pstats.Stats` (or profile files, or several of them) to the call graph
-of :class:`ProfileNode <.model.ProfileNode>`, iteratively: profiles can be thousands
-of frames deep or cyclic."""
+"""From validated profiles (:mod:`.load`) to the call graph of :class:`ProfileNode
+<.model.ProfileNode>`, iteratively: profiles can be thousands of frames deep or cyclic."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
-from pstats import Stats
 from typing import Any
 
-from .._errors import BadType, BadValue
+from .._errors import BadValue
 from .._gc import gc_paused
-from .model import ProfileNode, TimeElements, is_library_path
+from .load import ValidatedStats
+from .model import ProfileNode, TimeElements, is_library_path, virtual_node
 
 # Entries written by the profilers themselves, not by the profiled code.
 _PROFILER_ARTIFACTS = ("method 'disable' of '_lsprof.Profiler'",)
 _PROFILER_KEYS = {("profile", 0, "profiler")}
-
-
-def stats_dicts(ps: Any, name: str = "ps") -> list[dict[Any, Any]]:
-    """Returns the raw ``stats`` dictionaries of one or several profiles."""
-    if isinstance(ps, (str, os.PathLike)):
-        return [Stats(os.fspath(ps)).stats]  # type: ignore[attr-defined]
-    if hasattr(ps, "stats") and isinstance(ps.stats, dict):
-        return [ps.stats]
-    if isinstance(ps, Sequence) and not isinstance(ps, (str, bytes)) and ps:
-        out: list[dict[Any, Any]] = []
-        for p in ps:
-            out.extend(stats_dicts(p, name))
-        return out
-    raise BadType(
-        f"{name} must be a pstats.Stats, a path to a profile file or a non-empty list of "
-        f"them, got {type(ps).__name__}"
-    )
 
 
 def is_artifact(func: tuple[Any, ...]) -> bool:
@@ -86,11 +67,7 @@ class _GraphBuilder:
             self.nodes[key] = node
         else:
             # Two functions (or one in two profiles) share a key after clean_text: merge.
-            self.merged = True
-            node.nc1 += nc1
-            node.nc2 += nc2
-            node.tin += tin
-            node.tall += tall
+            self._merge(node, (nc1, nc2, tin, tall))
         self.by_func[func] = node
         return node
 
@@ -100,14 +77,16 @@ class _GraphBuilder:
                 self.artifacts.add(func)
             elif func not in self.by_func:
                 self.node_for(func, value)
-            else:
-                # The same function in another profile: add its figures.
-                node = self.by_func[func]
-                self.merged = True
-                node.nc1 += value[0]
-                node.nc2 += value[1]
-                node.tin += value[2]
-                node.tall += value[3]
+            else:  # the same function in another profile
+                self._merge(self.by_func[func], value)
+
+    def _merge(self, node: ProfileNode, figures: Sequence[Any]) -> None:
+        """Adds the figures of another function of the same key to ``node``."""
+        self.merged = True
+        node.nc1 += figures[0]
+        node.nc2 += figures[1]
+        node.tin += figures[2]
+        node.tall += figures[3]
 
     def add_edges(self, stats: dict[Any, Any]) -> None:
         by_func, artifacts = self.by_func, self.artifacts
@@ -153,32 +132,30 @@ class _GraphBuilder:
     def dedupe_edges(self) -> None:
         """Merges the edges that collisions duplicated (same caller and callee)."""
         for node in self.nodes.values():
-            merged: dict[int, tuple[ProfileNode, list[Any]]] = {}
+            merged: dict[ProfileNode, list[Any]] = {}  # nodes hash by identity
             for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
-                if id(child) in merged:
-                    acc = merged[id(child)][1]
+                acc = merged.get(child)
+                if acc is None:
+                    merged[child] = list(el)
+                else:
                     for i in range(min(len(acc), len(el))):
                         acc[i] += el[i]
-                else:
-                    merged[id(child)] = (child, list(el))
-            node.calls_to = [c for c, _ in merged.values()]
-            node.calls_to_elements = [tuple(el) for _, el in merged.values()]
-            callers: dict[int, ProfileNode] = {id(c): c for c in node.called_by}
-            node.called_by = list(callers.values())
+            node.calls_to = list(merged)
+            node.calls_to_elements = [tuple(el) for el in merged.values()]
+            node.called_by = list(dict.fromkeys(node.called_by))
 
 
 def build_graph(
-    ps: Any, clean_text: Callable[[str], str] | None = None
+    profiles: Sequence[ValidatedStats], clean_text: Callable[[str], str] | None = None
 ) -> tuple[ProfileNode, dict[str, ProfileNode]]:
     """Converts one or several profiles into a graph.
 
-    :param ps: a :class:`pstats.Stats`, a path to a profile file, or a list of them
-        (merged into one graph)
+    :param profiles: the profiles (:func:`.load.load_profiles`), merged into one graph
     :param clean_text: function to clean file names
     :return: the root and the nodes by key; when several entry points exist, the root is
         a virtual node (not in the dictionary) calling each of them
     """
-    dicts = stats_dicts(ps)
+    dicts = [p.stats for p in profiles]
     from .._validate import checked_text_function
 
     builder = _GraphBuilder(checked_text_function("clean_text", clean_text))
@@ -192,25 +169,14 @@ def build_graph(
     nodes = builder.nodes
     if not nodes:
         raise BadValue("ps must hold at least one profiled function, got an empty profile")
-    return _pick_root(nodes), nodes
-
-
-def _pick_root(nodes: dict[str, ProfileNode]) -> ProfileNode:
-    """The node every other is reachable from, or a virtual one calling the entries."""
     entries = entry_points(list(nodes.values()))
-    if len(entries) == 1:
-        return entries[0]
-    root = ProfileNode("", 0, "<all>", 1, 1, 0.0, sum(e.tall for e in entries), library=False)
-    root.virtual = True
-    for e in entries:
-        root.calls_to.append(e)
-        root.calls_to_elements.append((e.nc1, e.nc2, e.tin, e.tall))
-    return root
+    root = entries[0] if len(entries) == 1 else virtual_node("<all>", entries)
+    return root, nodes
 
 
 def entry_points(nodes: list[ProfileNode]) -> list[ProfileNode]:
-    """Functions without callers, then, for each part of the graph reachable from none
-    of them (a cycle), its most consuming function.
+    """Functions without callers, then the most consuming function of each part of the
+    graph reachable from none of them (a cycle).
 
     :param nodes: all the nodes of a graph
     :return: starting points from which every node is reachable
@@ -227,8 +193,7 @@ def entry_points(nodes: list[ProfileNode]) -> list[ProfileNode]:
 
 
 def _mark_reachable(starts: Iterable[ProfileNode], reached: set[ProfileNode]) -> None:
-    """Adds to ``reached`` the nodes reachable from ``starts`` (nodes hash by identity,
-    no ``id()`` call per edge)."""
+    """Adds to ``reached`` the nodes reachable from ``starts``."""
     stack = [s for s in starts if s not in reached]
     reached.update(stack)
     add, push = reached.add, stack.append

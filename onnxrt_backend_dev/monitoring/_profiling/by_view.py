@@ -1,7 +1,6 @@
-"""The renderers of the formats that show a view of the graph chosen by ``view``
-(``text`` and ``html``: the call tree or the reference's forest), and the thin
-wrappers of those with one view (``json``, ``speedscope``); listed in
-:mod:`.formats`. Each goes from the root to its view, then to its renderer, once."""
+"""The renderers of the formats listed in :mod:`.formats`: ``text`` and ``html`` (the
+view chosen by ``view``: the call tree or the reference's forest), ``json`` and
+``speedscope``."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> s
     """The graph as text.
 
     :param root: the graph
-    :param view: ``reference`` (:func:`.reference.to_text`, the forest) or ``tree``
-        (:func:`render_tree_text <.render_tree_text.render_tree_text>`, the folded
-        call tree)
+    :param view: ``reference`` (:func:`.reference.to_text`) or ``tree``
+        (:func:`render_tree_text <.render_tree_text.render_tree_text>`)
     :param options: given to the view's renderer
     :return: text
     """
@@ -56,9 +54,7 @@ def export_html(
     :param title: the page's title
     :param filter_node: see :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`
     :param sort_key: order of callees
-    :param view: ``reference`` (the forest of rows) or ``tree`` (the folded call tree
-        rooted at the program, opened along its hottest path and the hottest path
-        through the user's code)
+    :param view: ``reference`` (the forest of rows) or ``tree`` (the folded call tree)
     :param options: filters and the view's own options
     :return: the page
     """
@@ -72,15 +68,14 @@ def export_html(
         from .render_forest_html import render_forest_html
 
         render = render_forest_html
-    # Hundreds of thousands of rows that all survive: the collector would only scan them
-    # (and the graph) again and again.
+    # Hundreds of thousands of rows that all survive: no collection while they are built.
     with gc_paused():
         return render(root, title=title, filter_node=filter_node, sort_key=sort_key, **options)
 
 
 def export_speedscope(root: ProfileNode, **options: Any) -> str:
     """The call paths as a speedscope document, see :func:`render_speedscope
-    <.render_speedscope.render_speedscope>`."""
-    from .render_speedscope import render_speedscope
+    <.render_paths.render_speedscope>`."""
+    from .render_paths import render_speedscope
 
     return str(render_speedscope(root, as_str=True, **options))

@@ -1,9 +1,6 @@
 """The choices the ``profile`` command and the magics offer before anything is profiled:
-the views, the tree's fold share, the checks of the filters' values.
-
-Light on purpose (no pstats, no model, no renderer): building the ``profile`` parser and
-checking its options imports this, and a sampled run needs nothing more of the cProfile
-pipeline. The renderers and :class:`.filters.ViewOptions` read the same names and checks.
+the views, the tree's fold share, the checks of the filters' values. Light on purpose
+(no pstats, no model, no renderer): building the ``profile`` parser imports this.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ def check_filters(min_share: float, max_depth: int | None, focus: str | None) ->
     :param min_share: hide rows below this share of the total time (0 to 1)
     :param max_depth: hide rows deeper than this, None for no limit
     :param focus: start only from the functions whose name contains this text, or None
-    :raises ValueError: a value out of its range, named with the rule
     """
     if not 0.0 <= min_share <= 1.0:
         raise BadValue(f"min_share must be in [0, 1], got {min_share!r}")

@@ -1,7 +1,5 @@
-"""The one filter stage of every view: the default filter (small built-ins and
-standard-library leaves), ``hide_stdlib``, ``min_share``, ``max_depth`` and ``focus``.
-The reference rows, the call paths (speedscope, collapsed stacks) and the call tree all
-ask it the same questions, so their outputs cannot drift apart."""
+"""The one filter stage of every view (the default filter, ``hide_stdlib``,
+``min_share``, ``max_depth``, ``focus``), so that the views cannot drift apart."""
 
 from __future__ import annotations
 
@@ -23,7 +21,8 @@ class ViewOptions:
     :param min_share: hide rows below this share of the total time (0 to 1)
     :param max_depth: hide rows deeper than this (0 is the top level)
     :param focus: start only from the functions whose name contains this text (or whose
-        ``file:line:name`` key it is)
+        ``file:line:name`` key it is; never a file alone, which would start from every
+        ``<module>`` of the file)
     """
 
     hide_stdlib: bool = False
@@ -37,9 +36,7 @@ class ViewOptions:
         check_filters(self.min_share, self.max_depth, self.focus)
 
     def matches_focus(self, node: ProfileNode) -> bool:
-        """Tells if ``node`` is a starting point of the focus: its function name contains
-        the text, or the text is its whole ``file:line:name`` key (never a file name
-        alone, which would start from every ``<module>`` and import of the file)."""
+        """Tells if ``node`` is a starting point of the focus."""
         focus = self.focus
         return focus is not None and (focus in node.func_name or focus == node.key)
 
@@ -65,8 +62,7 @@ class FilterStage:
         for the few nodes it may hide once)
     :param total: the time ``min_share`` is a share of
     :param filter_node: keeps a node if it returns True (with the call's figures in
-        ``info`` for a reference), None keeps every node; the views that apply no node
-        filter (call paths) give None
+        ``info`` for a reference), None keeps every node
     :param min_fraction: a floor under ``min_share`` (call paths drop negligible paths)
     """
 
@@ -78,7 +74,6 @@ class FilterStage:
         filter_node: FilterNode | None = None,
         min_fraction: float = 0.0,
     ) -> None:
-        self.options = options
         self.filter_node = filter_node
         self.min_time = max(options.min_share, min_fraction) * total
         self.max_depth = options.max_depth
@@ -95,10 +90,6 @@ class FilterStage:
             filter_node is ProfileNode.filter_node_ and not self.small
         )
 
-    def focus_starts(self, reachable: list[ProfileNode]) -> list[ProfileNode] | None:
-        """The functions the view starts from with ``focus``, None without it."""
-        return focus_starts(self.options, reachable)
-
     def depth_ok(self, depth: int) -> bool:
         """Tells if a row at ``depth`` is within ``max_depth``."""
         return self.max_depth is None or depth <= self.max_depth
@@ -110,9 +101,7 @@ class FilterStage:
     def keep(self, depth: int, tall: float) -> bool:
         """Tells if a row at ``depth`` taking ``tall`` passes ``max_depth`` and
         ``min_share``."""
-        if self.max_depth is not None and depth > self.max_depth:
-            return False
-        return not (self.min_time > 0 and tall < self.min_time)
+        return self.depth_ok(depth) and not self.below(tall)
 
     def hidden(self, node: ProfileNode) -> bool:
         """Tells if ``hide_stdlib`` hides ``node`` (its callees take its place)."""
@@ -124,12 +113,18 @@ class FilterStage:
             return True
         if self.filter_node is ProfileNode.filter_node_ and child not in self.small:
             return True
-        info = _info(child, depth, el) if ref else None
+        info = {**call_dict(child, depth, el), "more": "+"} if ref else None
         return bool(self.filter_node(child, info=info))
 
 
-def _info(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
-    """The figures of a call as the reference's ``filter_node`` receives them."""
+def call_dict(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
+    """The figures of a call as the reference's rows and ``filter_node`` read them.
+
+    :param node: the callee
+    :param indent: the depth of its row
+    :param el: the call's figures ``(nc1, nc2, tin, tall)``
+    :return: ``fct, where, nc1, nc2, tin, tall, indent, ncalls``
+    """
     return {
         "fct": node.func_name,
         "where": node.key,
@@ -139,17 +134,15 @@ def _info(node: ProfileNode, indent: int, el: TimeElements) -> dict[str, Any]:
         "tall": el[3],
         "indent": indent,
         "ncalls": len(node.calls_to),
-        "more": "+",
     }
 
 
 def focus_starts(options: ViewOptions, reachable: list[ProfileNode]) -> list[ProfileNode] | None:
-    """The functions a view starts from with ``focus`` (in ``reachable`` order), None
-    without ``focus``.
+    """The functions a view starts from with ``focus``, in ``reachable`` order.
 
     :param options: the filters
     :param reachable: the nodes of the graph
-    :return: the nodes or None
+    :return: the nodes, None without ``focus``
     """
     if options.focus is None:
         return None
@@ -157,11 +150,9 @@ def focus_starts(options: ViewOptions, reachable: list[ProfileNode]) -> list[Pro
 
 
 def outermost(matches: list[ProfileNode]) -> list[ProfileNode]:
-    """The matches of ``focus`` that no other match calls, directly or not: a view
-    rooted at each match would count the time of ``loads`` twice when ``load`` calls it.
-    One pass over the graph from every match at once (no recursion); a match reached from
-    another one is left out, and if every match is (a cycle), the one with the most time
-    stays.
+    """The matches of ``focus`` that no other match calls, directly or not (else the time
+    of ``loads`` counts twice when ``load`` calls it); if every match is called by
+    another (a cycle), the one with the most time.
 
     :param matches: the functions ``focus`` matched
     :return: those to start from, in the same order

@@ -3,19 +3,19 @@ takes beyond the filters. Read by :mod:`onnxrt_backend_dev.monitoring.profiling`
 (``FORMATS``, ``export``), the ``profile`` command (``--format``, the guess from
 ``-o``'s suffix, ``--sort``, ``--view``), the magics and the docs.
 
-A new format is one new ``render_*.py`` module and one entry in :data:`FORMATS`. Every
-renderer is a :class:`Renderer`: the graph's root and the typed :class:`RenderOptions`
-(the filters, then each format's own keywords), returning the text.
+A new format is one new ``render_*.py`` module, one entry in :data:`FORMATS` and its
+renderer's name in the package's table (``_export.FORMATS["profile"]``). Every renderer
+is a :class:`Renderer`: the graph's root and the typed :class:`RenderOptions` (the
+filters, then each format's own keywords), returning the text.
 
-The registry imports no renderer (nor pstats, nor the model): each entry's renderer
-imports its module when first called, so that the names, suffixes and guesses cost
-nothing to a command that only reads them (``profile --help``, the sampled
-``profile``), as the command line's registry imports only the command it runs.
+The registry imports no renderer (nor pstats, nor the model): each one is imported when
+first called, so that the names, suffixes and guesses cost nothing to a command that
+only reads them (``profile --help``, the sampled ``profile``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TextIO, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict
 
 from .._errors import BadValue
 from .choices import VIEWS, check_view
@@ -31,8 +31,7 @@ __all__ = ["FORMATS", "VIEWS", "Format", "RenderOptions", "Renderer", "check_vie
 
 class RenderOptions(TypedDict, total=False):
     """The keywords a renderer of :data:`FORMATS` accepts: the filters of
-    :class:`ViewOptions <.filters.ViewOptions>` first, then those of some formats
-    (:attr:`Format.takes` says which the ``profile`` command gives)."""
+    :class:`ViewOptions <.filters.ViewOptions>`, then those of some formats."""
 
     hide_stdlib: bool
     min_share: float
@@ -63,16 +62,13 @@ class Renderer(Protocol):
 
 class Format(NamedTuple):
     """One export format (a tuple: ``FORMATS[name][0]`` is the renderer, ``[1]`` the
-    usual suffix, as before the registry was typed).
+    usual suffix).
 
-    :param render: the renderer; None for ``prof``, which writes the raw statistics,
-        not a view
+    :param render: the renderer; None for ``prof`` (the raw statistics)
     :param suffix: the usual file suffix
     :param name: the name given to ``--format`` and :func:`export`
-    :param suffixes: every suffix that selects the format when ``-o FILE`` is given
-        without ``--format``
-    :param takes: the keywords the renderer takes beyond the filters (``sort_key``,
-        ``view``)
+    :param suffixes: every suffix selecting the format for ``-o FILE``
+    :param takes: the keywords the renderer takes beyond the filters
     :param binary: written from the statistics as bytes (``prof``)
     """
 
@@ -83,52 +79,17 @@ class Format(NamedTuple):
     takes: frozenset[str] = frozenset()
     binary: bool = False
 
-    def write(self, root: ProfileNode, stream: TextIO, **options: Unpack[RenderOptions]) -> None:
-        """Renders ``root`` into ``stream``.
 
-        :param root: the graph
-        :param stream: a text stream
-        :param options: filters and the keywords of :attr:`takes`
-        """
-        if self.render is None:
-            raise BadValue(
-                f"format {self.name!r} writes the raw statistics (pstats dump_stats), "
-                "not a rendering of the graph"
-            )
-        stream.write(self.render(root, **options))
+def _lazy(name: str) -> Renderer:
+    """The renderer of format ``name`` in the package's one table (``_export.FORMATS``),
+    its module imported on first call."""
 
+    def render(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
+        from .._export import render
 
-# The renderers, each importing its module on first use (see the module's docstring).
+        return render(root, name, **options)
 
-
-def _text(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
-    from .by_view import export_text
-
-    return export_text(root, **options)
-
-
-def _json(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
-    from .by_view import export_json
-
-    return export_json(root, **options)
-
-
-def _html(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
-    from .by_view import export_html
-
-    return export_html(root, **options)
-
-
-def _speedscope(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
-    from .by_view import export_speedscope
-
-    return export_speedscope(root, **options)
-
-
-def _collapsed(root: ProfileNode, /, **options: Unpack[RenderOptions]) -> str:
-    from .render_collapsed import render_collapsed
-
-    return render_collapsed(root, **options)
+    return render
 
 
 def _suffixes(name: str) -> tuple[str, ...]:
@@ -145,11 +106,11 @@ _VIEWED = frozenset({"sort_key", "view"})
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format(_text, ".txt", "text", _suffixes("text"), _VIEWED),
-        Format(_json, ".json", "json", _suffixes("json"), _SORTED),
-        Format(_html, ".html", "html", _suffixes("html"), _VIEWED),
-        Format(_speedscope, ".speedscope.json", "speedscope", _suffixes("speedscope")),
-        Format(_collapsed, ".collapsed", "collapsed", _suffixes("collapsed")),
+        Format(_lazy("text"), ".txt", "text", _suffixes("text"), _VIEWED),
+        Format(_lazy("json"), ".json", "json", _suffixes("json"), _SORTED),
+        Format(_lazy("html"), ".html", "html", _suffixes("html"), _VIEWED),
+        Format(_lazy("speedscope"), ".speedscope.json", "speedscope", _suffixes("speedscope")),
+        Format(_lazy("collapsed"), ".collapsed", "collapsed", _suffixes("collapsed")),
         Format(None, ".prof", "prof", _suffixes("prof"), binary=True),
     )
 }
@@ -195,9 +156,7 @@ def get_format(name: str) -> Format:
 
 def guess_format(path: str, default: str = "text") -> str:
     """The format selected by a file's suffix, the longest suffix winning
-    (``x.speedscope.json`` is speedscope, ``x.json`` json). The suffixes of the built-in
-    formats are those of the package's one table (``_export.SUFFIXES``); a new entry of
-    :data:`FORMATS` brings its own.
+    (``x.speedscope.json`` is speedscope, ``x.json`` json).
 
     :param path: the file name
     :param default: the format when no suffix matches

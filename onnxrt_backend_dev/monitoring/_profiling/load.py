@@ -1,17 +1,12 @@
-"""Loading and validating profiles: the one door through which ``.prof`` files and
-:class:`pstats.Stats` objects enter the profiling pipeline.
+"""Loading and validating profiles: the one door of ``.prof`` files and
+:class:`pstats.Stats` objects into the profiling pipeline.
 
-A profile file is untrusted: it may be empty, truncated, random bytes, a pickle, or a
-well-formed marshal dump whose figures are strings or NaN. Everything that is read is
-checked against the shape written by :mod:`cProfile` and :mod:`profile`::
-
-    {(file, line, name): (cc, nc, tt, ct, {caller: (nc, cc, tt, ct) or count})}
-
-with ``file`` and ``name`` strings (or code objects, which the profile module writes),
-``line`` and counts integers, times finite numbers. Anything else raises
-:class:`ProfileFormatError` naming the file and the first problem, so that no renderer
-ever sees a value of an unexpected type. pstats itself prints on some bad files: it is
-never asked to read a file, only to hold a validated dictionary.
+A profile file is untrusted (empty, truncated, a pickle, or a marshal dump whose figures
+are strings or NaN): everything read is checked against the shape cProfile and
+:mod:`profile` write, ``{(file, line, name): (cc, nc, tt, ct, {caller: (nc, cc, tt, ct)
+or count})}`` (file and name may be code objects, which :mod:`profile` writes), else
+:class:`ProfileFormatError` names the file and the first problem. pstats never reads a
+file itself (it prints on some bad ones), it only holds a validated dictionary.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ MAX_FILE_SIZE = 2**31
 
 
 class ValidatedStats:
-    """A validated stats dictionary, with what :class:`pstats.Stats` needs to take it
-    (``create_stats``) and what the graph builder reads (``stats``).
+    """A validated stats dictionary, which :class:`pstats.Stats` takes as a profiler.
 
     :param stats: the validated dictionary
     :param source: where it comes from (a file name or ``ps``), for messages
@@ -86,8 +80,7 @@ def _check_time(value: Any, what: str) -> None:
         raise ProfileFormatError(f"{what} must be >= 0, got {value!r}")
 
 
-# A name or a file is a string; the profile module also stores code objects (its
-# entry for the code it was given), which the graph builder turns into text.
+# The profile module also stores code objects as names and files.
 _NAME_TYPES = (str, types.CodeType)
 
 
@@ -105,7 +98,6 @@ def _check_func(func: Any, what: str) -> None:
 
 
 def _check_figures(figures: Sequence[Any], what: str) -> None:
-    """``(c1, c2, tt, ct)``: two counts then two times."""
     _check_int(figures[0], f"the first call count of {what}")
     _check_int(figures[1], f"the second call count of {what}")
     _check_time(figures[2], f"the own time of {what}")
@@ -138,7 +130,7 @@ def _types(values: Any) -> set[type]:
 
 
 def _valid_keys(keys: Sequence[Any]) -> bool:
-    """Whether every key is a ``(file, line, name)`` tuple (C loops over columns)."""
+    """Whether every key is a ``(file, line, name)`` tuple."""
     if _types(keys) != {tuple} or set(map(len, keys)) != {3}:
         return False
     files, lines, names = (list(map(itemgetter(i), keys)) for i in range(3))
@@ -183,8 +175,8 @@ def _valid_edges(callers: Sequence[Any], known: Any) -> bool:
 
 
 def _all_valid(stats: dict[Any, Any]) -> bool:
-    """The fast check of :func:`validate_stats`: the same rules, checked column by
-    column in C loops; False sends the data to the check that names the problem."""
+    """The fast check of :func:`validate_stats`, column by column in C loops; False
+    sends the data to the check that names the problem."""
     try:
         values = list(stats.values())
         if _types(values) != {tuple} or set(map(len, values)) != {5}:
@@ -234,8 +226,7 @@ def read_profile_file(path: str | os.PathLike[str]) -> ValidatedStats:
 
     :param path: the file
     :return: the validated data
-    :raises ProfileFormatError: the file is not a readable profile; the message names
-        the file and what is wrong
+    :raises ProfileFormatError: the file is not a readable profile
     :raises OSError: the file cannot be opened
     """
     name = os.fspath(path)
@@ -245,8 +236,7 @@ def read_profile_file(path: str | os.PathLike[str]) -> ValidatedStats:
     with open(name, "rb") as f:
         _check_ends(f, name)
         data = f.read(MAX_FILE_SIZE + 1)
-    # Hundreds of thousands of tuples that all survive: the collector would only scan
-    # them again and again while they are unmarshalled and checked.
+    # Hundreds of thousands of tuples that all survive: no collection while they load.
     with gc_paused():
         try:
             with _address_space_capped(_CAP_BASE + _CAP_PER_BYTE * len(data)):
@@ -282,12 +272,10 @@ def _virtual_size() -> int | None:
 
 @contextmanager
 def _address_space_capped(extra: int) -> Iterator[None]:
-    """Caps the address space at its size plus ``extra`` while marshal reads untrusted
-    bytes (where the system allows: Linux; else no cap). marshal allocates a tuple or a
-    list of the size the data announces, and clears it, before it reads an item: 12
-    bytes announcing 2**31 items nested in a dict (which passes the checks of the file's
-    ends) took 52 s and 16 GiB here before failing on the first item. Under the cap that
-    allocation fails at once with MemoryError. A limit already tighter is kept."""
+    """Caps the address space at its size plus ``extra`` where the system allows (a
+    tighter limit is kept). marshal allocates the container the data announces before
+    reading an item: 12 bytes announcing 2**31 items took 52 s and 16 GiB before failing;
+    under the cap the allocation fails at once with MemoryError."""
     try:
         import resource
     except ImportError:  # Windows
@@ -319,10 +307,8 @@ _NULL_CODE = b"0"
 
 
 def _check_ends(f: Any, name: str) -> None:
-    """Refuses a file whose first and last bytes cannot be those of a pstats dump (a
-    marshalled dict), before it is read whole or given to :mod:`marshal`: a few bytes
-    announcing a tuple of 2**31 items keep ``marshal.loads`` allocating and freeing
-    for half a minute, and a sparse file of zeros would be read to its end."""
+    """Refuses a file whose first and last bytes cannot be those of a marshalled dict,
+    before it is read whole (a sparse file of zeros) or given to :mod:`marshal`."""
     first = f.read(1)
     if first == b"\x80":  # pickle protocol 2+ header, marshal has no such type code
         raise ProfileFormatError(
@@ -354,8 +340,6 @@ def load_profiles(ps: Any, name: str = "ps") -> list[ValidatedStats]:
         of them
     :param name: the parameter's name, for messages
     :return: one validated dictionary per profile
-    :raises TypeError: ``ps`` is none of these
-    :raises ProfileFormatError: a profile has not the shape of pstats data
     """
     if isinstance(ps, ValidatedStats):
         return [ps]
@@ -383,7 +367,6 @@ def load_stats_object(files: Sequence[str]) -> Any:
 
     :param files: paths
     :return: the :class:`pstats.Stats`
-    :raises ProfileFormatError: a file is not a readable profile
     """
     import io
     from pstats import Stats

@@ -2,11 +2,10 @@
 its callers and callees and the figures cProfile recorded for each call edge.
 
 First stage of the pipeline (``builder`` -> ``filters`` -> ``view_*`` -> ``render_*``,
-listed in ``formats``); it imports none of the others, lazily or not. The rendering
-methods of :class:`ProfileNode` (the reference's API) call through a hook,
-:class:`ReferenceRendering`, that the package's ``__init__`` provides on first use
-(:func:`reference_rendering <onnxrt_backend_dev.monitoring._profiling.reference_rendering>`
-imports :mod:`.reference`): the dependency points from the renderers to the model only.
+listed in ``formats``); it imports none of the others. The rendering methods of
+:class:`ProfileNode` (the reference's API) reach :mod:`.reference` through the package's
+``reference_rendering`` on first use: the dependency points from the renderers to the
+model only.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pstats import SortKey
-from typing import Any, Protocol
+from typing import Any
 
 from .._stacks.frames import is_library_path
 
@@ -65,8 +64,8 @@ class ProfileNode:
     :param nc2: number of calls 2 (all calls)
     :param tin: time spent in the function
     :param tall: time spent in the function and in the sub functions
-    :param library: True if the frame belongs to the standard library or an installed
-        package (used by ``hide_stdlib``), guessed from ``filename`` if None
+    :param library: a frame of the standard library or an installed package (for
+        ``hide_stdlib``), guessed from ``filename`` if None
     """
 
     __slots__ = ("called_by", "calls_to", "calls_to_elements", "filename", "func_name",
@@ -108,10 +107,6 @@ class ProfileNode:
         self.calls_to.append(pnode)
         self.calls_to_elements.append(time_elements)
 
-    @staticmethod
-    def _key(filename: str, line: int, fct: str) -> str:
-        return f"{filename}:{line}:{fct}"
-
     @property
     def key(self) -> str:
         """Returns ``file:line:func``."""
@@ -143,14 +138,7 @@ class ProfileNode:
 
     def __iter__(self) -> Iterator[ProfileNode]:
         """Returns all nodes reachable from this one (breadth first), this one first."""
-        done = {self}  # nodes hash by identity
-        queue = [self]
-        for node in queue:  # the list grows while it is read
-            yield node
-            for child in node.calls_to:
-                if child not in done:
-                    done.add(child)
-                    queue.append(child)
+        return iter(reachable_nodes(self))
 
     @staticmethod
     def filter_node_(node: ProfileNode, info: dict[str, Any] | None = None) -> bool:
@@ -196,12 +184,9 @@ class ProfileNode:
     ) -> str:
         """Prints the profiling to text.
 
-        One line per row: the function name padded to ``fct_width`` minus the indent,
-        ``-- nc1 nc2 -- tin tall -- file:line:func (func)``, ``+++`` when the function
-        is referenced there but printed as a root elsewhere, as the reference; with
-        ``show_share``, then ``-- share%`` of the total time. Rows deeper than
-        ``max_indent`` levels are drawn at that level with their depth in brackets, and
-        a last line says so.
+        One line per row, as the reference: the name padded to ``fct_width`` minus the
+        indent, ``-- nc1 nc2 -- tin tall -- file:line:func (func)``, ``+++`` for a
+        function printed as a root elsewhere, then ``-- share%`` with ``show_share``.
 
         :param filter_node: display only the nodes for which this function returns True,
             if None, the default function removes built-in function with small impact
@@ -225,9 +210,8 @@ class ProfileNode:
     ) -> str | dict[str, Any]:
         """Renders the results of a profiling interpreted with function
         :func:`profile2graph <onnxrt_backend_dev.monitoring.profiling.profile2graph>`
-        as JSON: ``{"profile": {name: {"details": {...}, "calls": {...}}}}``. Nesting
-        deeper than ``max_indent`` (keyword, default 30) levels is folded so that any
-        JSON parser reads it back.
+        as JSON: ``{"profile": {name: {"details": {...}, "calls": {...}}}}``, nesting
+        deeper than ``max_indent`` (keyword, default 30) levels folded.
 
         :param filter_node: display only the nodes for which this function returns True,
             if None, the default function removes built-in function with small impact
@@ -240,61 +224,31 @@ class ProfileNode:
         return _reference().to_json(self, filter_node, sort_key, as_str, **kwargs)
 
 
-class ReferenceRendering(Protocol):
-    """The reference's renderings of a node, installed by the package (see
-    :mod:`.reference`)."""
+def _reference() -> Any:
+    """The reference's renderings (:mod:`.reference`), from the package on first use:
+    importing the model imports no renderer."""
+    from . import reference_rendering
 
-    def as_dict(
-        self, node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, **options: Any
-    ) -> list[dict[str, Any]]: ...
-
-    def to_text(
-        self,
-        node: ProfileNode,
-        filter_node: FilterNode | None,
-        sort_key: Any,
-        fct_width: int,
-        show_share: bool,
-        max_indent: int,
-        **options: Any,
-    ) -> str: ...
-
-    def to_json(
-        self,
-        node: ProfileNode,
-        filter_node: FilterNode | None,
-        sort_key: Any,
-        as_str: bool,
-        **kwargs: Any,
-    ) -> str | dict[str, Any]: ...
+    return reference_rendering()
 
 
-_REFERENCE: list[ReferenceRendering] = []
+def virtual_node(name: str, starts: list[ProfileNode]) -> ProfileNode:
+    """A node calling ``starts`` (never rendered), the graph left as it is.
 
-
-def install_reference(rendering: ReferenceRendering) -> None:
-    """Installs the reference's renderings the methods of :class:`ProfileNode` call.
-
-    :param rendering: an object (the module :mod:`.reference`) with ``as_dict``,
-        ``to_text`` and ``to_json`` taking the node first
+    :param name: its function name (``<all>``)
+    :param starts: the nodes it calls, with their own figures
+    :return: the node
     """
-    _REFERENCE[:] = [rendering]
-
-
-def _reference() -> ReferenceRendering:
-    if not _REFERENCE:
-        # From the package, on first use: importing the model imports no renderer.
-        from . import reference_rendering
-
-        install_reference(reference_rendering())
-    return _REFERENCE[0]
+    node = ProfileNode("", 0, name, 1, 1, 0.0, sum(n.tall for n in starts), library=False)
+    node.virtual = True
+    node.calls_to = list(starts)
+    node.calls_to_elements = [(n.nc1, n.nc2, n.tin, n.tall) for n in starts]
+    return node
 
 
 def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
-    """All nodes reachable from ``start`` (breadth first), ``start`` first.
-
-    Nodes hash by identity (ProfileNode defines no ``__eq__``), so sets hold them
-    directly: one hash of the address per edge, no ``id()`` call.
+    """All nodes reachable from ``start`` (breadth first), ``start`` first (nodes hash by
+    identity: a set holds them directly, no ``id()`` call per edge).
 
     :param start: the node to start from
     :return: the nodes
@@ -311,11 +265,8 @@ def reachable_nodes(start: ProfileNode) -> list[ProfileNode]:
 
 
 def _may_hide(node: ProfileNode, in_small_module: bool) -> bool:
-    """Whether the default filter may hide ``node`` (if its figures are small too).
-
-    A built-in that calls back into Python (exec, map, sorted with a key) is the way to
-    its callees: hiding it would hide the whole subtree.
-    """
+    """Whether the default filter may hide ``node`` if its figures are small: not a
+    built-in calling back into Python (``exec``, ``map``), which would hide its subtree."""
     return in_small_module and not node.calls_to
 
 

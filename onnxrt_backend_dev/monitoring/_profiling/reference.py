@@ -1,11 +1,8 @@
 """The reference's renderings of a graph: :meth:`ProfileNode.as_dict
 <.model.ProfileNode.as_dict>`, ``to_text`` and ``to_json``, as functions of the node.
 
-The model imports no renderer: :mod:`onnxrt_backend_dev.monitoring._profiling` (the
-package's ``__init__``) hands this module to the model when a method first needs it, as
-the model's reference hook (:func:`.model.install_reference`), so the methods keep their
-signatures and output while the dependency points from the renderers to the model only
-(and importing the package or the model imports no renderer).
+The model reaches this module through the package's ``reference_rendering`` on first
+use, so importing the model imports no renderer.
 """
 
 from __future__ import annotations

@@ -1,29 +1,23 @@
-"""The call tree as one self-contained HTML page: no network, no external file.
-
-The page embeds the rows of :func:`tree_rows <.view_reference.tree_rows>` as JSON and a
-small script that shows them as a tree: expand and collapse, search, share of the
-total time, ``+++`` references jumping to the function's own entry. The template is
-``forest.html`` beside this module.
+"""The reference forest as one self-contained HTML page (the template ``forest.html``
+beside this module): the rows as JSON and a script showing them as a tree (expand and
+collapse, search, shares, ``+++`` references jumping to the function's entry).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from importlib import resources
 from itertools import chain, count, repeat
 from operator import itemgetter
 from typing import Any
 
+from .._errors import BadData
 from .._html import script_json
 from .._html import text as escape_text
 from .filters import ViewOptions
 from .model import FilterNode, ProfileNode
-from .safe import safe_count, safe_time
 from .view_reference import TreeRows
-
-
-def _template() -> str:
-    return resources.files(__package__).joinpath("forest.html").read_text("utf-8")
 
 
 def render_forest_html(
@@ -44,20 +38,19 @@ def render_forest_html(
     """
     view = TreeRows(root, filter_node, sort_key, ViewOptions(**options))
     payload = _payload(view)
-    page = _template().replace("__TITLE__", escape_text(title))
+    page = resources.files(__package__).joinpath("forest.html").read_text("utf-8")
+    page = page.replace("__TITLE__", escape_text(title))
     return page.replace("__DATA__", payload)
 
 
 def _payload(view: TreeRows) -> str:
     """The page's data: ``{"total", "names": [[fct, where]...], "figures": [indent,
-    name's index, nc1, nc2, tin, tall, ref, ...]}``, seven numbers per row (names written
-    once per function; the page computes each share as tall / total).
+    name's index, nc1, nc2, tin, tall, ref, ...]}``, seven numbers per row.
 
-    The page writes the figures as HTML, so each must be a number: checked column by
-    column in C loops (a profile read from a file always passes), row by row with a
-    message naming the function otherwise (a hand-made graph may hold anything). The
-    numbers are written with ``%d`` and ``%r`` (for a finite float, the text JSON
-    writes), a chunk of rows per formatting; the names go through :func:`script_json`.
+    The page writes the figures as HTML, so each must be a number: checked in C loops
+    (a profile read from a file always passes), else row by row with a message naming
+    the function (a hand-made graph may hold anything). ``%r`` of a finite float is the
+    text JSON writes.
     """
     total = safe_time(view.total, "the total time")
     nodes: list[ProfileNode] = []
@@ -111,7 +104,7 @@ def _checked_columns(
     index: dict[ProfileNode, int],
     total: float,
 ) -> tuple[list[int], list[int], list[float], list[float]]:
-    """The four figure columns, each value checked with a message naming the function."""
+    """The four figure columns, each value checked."""
     inv_total = 1.0 / total if total > 0 else 0.0
     columns: tuple[list[int], list[int], list[float], list[float]] = ([], [], [], [])
     for node, el in zip(nodes, figures, strict=True):
@@ -122,3 +115,38 @@ def _checked_columns(
         columns[3].append(safe_time(el[3], f"tall of {key!r}"))
         safe_time(el[3] * inv_total, f"the share of {key!r}")
     return columns
+
+
+def safe_count(value: Any, what: str = "a call count") -> int:
+    """A call count as an int, whatever a hand-made graph holds.
+
+    :param value: the count
+    :param what: what it is, for the message
+    :return: the count
+    :raises ValueError: not an integer (a string, a float with a fraction, NaN...)
+    """
+    if type(value) is int:
+        return value
+    if not isinstance(value, bool):
+        if isinstance(value, float) and value.is_integer():  # False for NaN, inf
+            return int(value)
+        try:
+            return operator.index(value)  # numpy integers
+        except TypeError:
+            pass
+    raise BadData(f"{what} must be an integer, got {type(value).__name__} {value!r:.60}")
+
+
+def safe_time(value: Any, what: str = "a time") -> float:
+    """A time as a finite float.
+
+    :param value: the time
+    :param what: what it is, for the message
+    :return: the time
+    :raises ValueError: not a finite number
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        f = float(value)  # numpy floats are floats
+        if math.isfinite(f):
+            return f
+    raise BadData(f"{what} must be a finite number, got {type(value).__name__} {value!r:.60}")

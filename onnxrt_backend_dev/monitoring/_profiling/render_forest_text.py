@@ -36,9 +36,9 @@ _CHUNK = 2048
 
 
 def count_width(max_count: int) -> int:
-    """Width of the count columns, the reference's rule: ``int(log10(max) + 1.5)``
-    (written with the sign space of ``{: Nd}``, so a count may overflow it by one
-    character, as in the reference); 1 when no count is positive.
+    """Width of the count columns, the reference's rule: ``int(log10(max) + 1.5)`` (with
+    the sign space of ``{: Nd}`` a count may overflow it by one character, as there); 1
+    when no count is positive.
 
     :param max_count: the largest call count of the rows
     :return: the width
@@ -49,10 +49,8 @@ def count_width(max_count: int) -> int:
 
 
 def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple[str, str]]:
-    """The %-templates of a line and of a reference line, with the share as an argument
-    and with a share below 0.05 % already written as ``0.0``; the count columns are the
-    reference's ``{: Nd}`` ("% Nd"), a reference line ends with `` +++`` unless the share
-    follows it."""
+    """The %-templates of a line and of a reference line: with the share as an argument,
+    and with a share below 0.05 % written as ``0.0``."""
     dg = count_width(max_count)
     base = f"%s -- % {dg}d % {dg}d -- %1.5f %1.5f%s"
     share = " -- %.1f%%" if show_share else ""
@@ -64,16 +62,11 @@ def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple
 MAX_FCT_WIDTH = 1000
 
 
-def check_fct_width(fct_width: Any) -> int:
-    """Validates ``fct_width``.
-
-    :param fct_width: width of the function name column
-    :return: the width
-    :raises ValueError: not an int in ``[0, MAX_FCT_WIDTH]``
-    """
+def _check_widths(fct_width: Any, max_indent: int) -> None:
     if type(fct_width) is not int or not 0 <= fct_width <= MAX_FCT_WIDTH:
         raise BadValue(f"fct_width must be an int in [0, {MAX_FCT_WIDTH}], got {fct_width!r}")
-    return fct_width
+    if max_indent < 1:
+        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
 
 
 def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
@@ -97,26 +90,20 @@ def render_forest_text(
     """Renders rows as the reference's text tree.
 
     :param rows: :class:`Row <.view_reference.Row>` from :func:`tree_rows
-        <.view_reference.tree_rows>`, or, with ``total``, the raw rows
-        ``(node, depth, (nc1, nc2, tin, tall), ref)`` of :meth:`TreeRows.raw
-        <.view_reference.TreeRows.raw>`, streamed
-    :param fct_width: width of the function name column
-    :param show_share: append each row's share of the total time (after `` +++``; the
-        reference has no such column)
-    :param max_indent: indentation levels drawn before folding deeper rows at that
-        level, their depth in brackets
-    :param max_count: a bound of the call counts of the rows (the graph's largest),
-        from which the count columns are sized first; None: from the rows
+        <.view_reference.tree_rows>`, or, with ``total``, the raw rows of
+        :meth:`TreeRows.raw <.view_reference.TreeRows.raw>`, streamed
+    :param fct_width: width of the function name column (0 to 1000)
+    :param show_share: append each row's share of the total time
+    :param max_indent: indentation levels drawn; deeper rows are drawn at that level,
+        their depth in brackets
+    :param max_count: a bound of the rows' call counts, sizing the count columns first;
+        None: from the rows
     :param total: the total time the shares are relative to
-    :param rows_again: gives the raw rows once more, for the rare case where the rows'
-        largest count needs narrower columns than ``max_count`` (the reference sizes
-        them from the rows it prints); without it, the columns of ``max_count`` stay
+    :param rows_again: the raw rows once more, when the rows' largest count needs
+        narrower columns than ``max_count`` (the reference sizes them from its rows)
     :return: text
-    :raises ValueError: ``fct_width`` is not an int in ``[0, 1000]``
     """
-    check_fct_width(fct_width)
-    if max_indent < 1:
-        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
+    _check_widths(fct_width, max_indent)
     raw: Iterable[RawRow] = rows  # type: ignore[assignment]
     if total is None:
         full = [r for r in rows if isinstance(r, Row)]
@@ -144,14 +131,12 @@ def _render(
     """The text of the rows and their largest call count."""
     scale = 100.0 / total if total > 0 else 0.0
     full, tiny = templates
-    # Most rows of a large tree hold less than 0.05 % of the time, written "0.0"
-    # without a float conversion ("%.1f" rounds any 0 < p < 0.05 to 0.0; zero itself
-    # may be -0.0, so it is formatted). Without the share column, always the short form.
+    # Most rows of a large tree hold less than 0.05 %, written "0.0" without a float
+    # conversion (as "%.1f" would; zero may be -0.0, so it is formatted).
     low, high = (0.0, 0.05) if full != tiny else (-math.inf, math.inf)
     # By depth, then node: the line's start and end (a node shows at few depths).
     parts: dict[int, dict[ProfileNode, tuple[str, str]]] = {}
-    # A chunk of lines is one %-formatting: the lines' templates joined, all arguments
-    # in one tuple (one call and one string instead of one per line).
+    # A chunk of lines is one %-formatting: their templates joined, one argument tuple.
     chunks: list[str] = []
     line_templates: list[str] = []
     args: list[Any] = []
@@ -202,27 +187,19 @@ def render_segments_text(
     segments_again: Callable[[], Iterable[Segment]] | None = None,
 ) -> str:
     """Renders the segments of :meth:`TreeRows.segments
-    <.view_reference.TreeRows.segments>` as the reference's text tree, the text of
-    :func:`render_forest_text` without the share column, byte for byte.
-
-    Each line is one %-formatting of a template made once per function, depth and kind
-    (the indented name and the key written in, ``%`` escaped) with the call's four
-    figures; a segment's lines are formatted by C loops (``map``), no bytecode per row.
+    <.view_reference.TreeRows.segments>`: the text of :func:`render_forest_text` without
+    the share column, byte for byte, each line one %-formatting of a template made once
+    per function, depth and kind, in C loops (``map``).
 
     :param segments: the segments, streamed
-    :param fct_width: width of the function name column
-    :param max_indent: indentation levels drawn before folding deeper rows at that
-        level, their depth in brackets
-    :param max_count: a bound of the call counts of the rows (the graph's largest),
-        from which the count columns are sized first
-    :param segments_again: gives the segments once more, for the rare case where the
-        rows' largest count needs narrower columns than ``max_count``
+    :param fct_width: width of the function name column (0 to 1000)
+    :param max_indent: indentation levels drawn, as :func:`render_forest_text`'s
+    :param max_count: a bound of the rows' call counts, sizing the count columns first
+    :param segments_again: the segments once more, as ``rows_again`` of
+        :func:`render_forest_text`
     :return: text
-    :raises ValueError: ``fct_width`` is not an int in ``[0, 1000]``
     """
-    check_fct_width(fct_width)
-    if max_indent < 1:
-        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
+    _check_widths(fct_width, max_indent)
     hint = int(max_count)
     text, top = _render_segments(segments, count_width(hint), fct_width, max_indent)
     if count_width(top) != count_width(hint) and segments_again is not None:
@@ -234,9 +211,7 @@ _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 class _Templates(dict[ProfileNode, str]):
-    """The %-templates of the lines of one depth and kind, by node, each made the first
-    time it is asked for: the literal text escaped, the four conversions of the figures
-    in the middle."""
+    """The %-templates of the lines of one depth and kind, by node, made on first use."""
 
     def __init__(self, depth: int, ref: bool, figures: str, fct_width: int, max_indent: int):
         super().__init__()
@@ -253,9 +228,8 @@ class _Templates(dict[ProfileNode, str]):
 
 
 def _format_lines(templates: list[str], els: list[Any]) -> list[str]:
-    """Each template formatted with its figures, in one C loop. One %-formatting takes a
-    4-tuple only: a hand-made graph may hold lists, or longer tuples of which the
-    reference prints the first four; they are made 4-tuples when the loop fails."""
+    """Each template formatted with its figures, in one C loop (a hand-made graph's
+    lists or longer tuples made 4-tuples when it fails)."""
     try:
         return list(map(mod, templates, els))
     except TypeError:

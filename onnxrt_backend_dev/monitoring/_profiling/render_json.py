@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import BadValue
 from .builder import is_artifact
+from .filters import call_dict
 from .load import load_profiles
 from .view_reference import Row
 
@@ -19,26 +20,17 @@ REFERENCE_COLUMNS = ["fct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tal
 
 
 def row_as_dict(r: Row) -> dict[str, Any]:
-    """One row as the reference's dictionary (plus ``share``)."""
-    d = {
-        "fct": r.node.func_name,
-        "where": r.node.key,
-        "nc1": r.nc1,
-        "nc2": r.nc2,
-        "tin": r.tin,
-        "tall": r.tall,
-        "indent": r.indent,
-        "ncalls": len(r.node.calls_to),
-        "share": r.share,
-    }
+    """One row as the reference's dictionary, plus ``share`` (and ``more='+'`` for a
+    reference)."""
+    d = call_dict(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall))
+    d["share"] = r.share
     if r.ref:
         d["more"] = "+"
     return d
 
 
 def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """Rows as dictionaries with keys ``fct, where, nc1, nc2, tin, tall, indent, ncalls,
-    share`` and ``more='+'`` for references.
+    """Rows as dictionaries, see :func:`row_as_dict`.
 
     :param rows: rows from :func:`tree_rows <.view_reference.tree_rows>`
     :return: list of dictionaries
@@ -46,16 +38,10 @@ def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return [row_as_dict(r) for r in rows]
 
 
-def _item_name(r: Row, width: int, top: bool) -> str:
-    sep = ":::" if top else ":"
-    return f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
-
-
 def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
-    """Nests rows as ``{name: {"details": {...}, "calls": {...}}}`` with an explicit
-    stack. Rows deeper than ``max_indent`` are attached at that level (their real
-    depth stays in ``details["indent"]``) so that the nesting stays readable by any
-    JSON parser.
+    """Nests rows as ``{name: {"details": {...}, "calls": {...}}}``, rows deeper than
+    ``max_indent`` attached at that level (``details["indent"]`` keeps their depth) so
+    that any JSON parser reads the nesting.
 
     :param rows: rows in depth-first order
     :param max_indent: deepest nesting level
@@ -76,7 +62,8 @@ def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any]
         level = min(level, len(containers) - 1)
         del containers[level + 1 :]
         target = containers[level]
-        name = _item_name(r, width, level == 0)
+        sep = ":::" if level == 0 else ":"
+        name = f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
         if name in target:
             # Numbered by the container's size, then past any function named so.
             base, n = name, len(target)
@@ -136,13 +123,12 @@ def stats_rows(
     ps: Any, clean_text: Callable[[str], str] | None = None, skip_artifacts: bool = True
 ) -> list[dict[str, Any]]:
     """One row per function of one or several profiles: ``namefct, fct, file, ncalls1,
-    ncalls2, tin, cum_tin, tall, cum_tall`` (cProfile's callers keep no figures of their
-    own, so the cumulated columns equal ``tin`` and ``tall``, as in the reference).
+    ncalls2, tin, cum_tin, tall, cum_tall`` (the cumulated columns equal ``tin`` and
+    ``tall``, as in the reference).
 
     :param ps: :class:`pstats.Stats`, a path, or a list of them (validated here)
     :param clean_text: function to clean file names
-    :param skip_artifacts: leave out the profiler's own entries (the reference keeps
-        them)
+    :param skip_artifacts: leave out the profiler's own entries
     :return: rows
     """
     from .._validate import checked_text_function
@@ -171,33 +157,21 @@ def stats_rows(
     return rows
 
 
-def rows_to_dataframe(rows: list[dict[str, Any]]) -> Any:
-    """The per-function table as a DataFrame grouped by ``namefct, file`` and sorted by
-    decreasing ``cum_tall``.
+def rows_to_dataframe(rows: list[dict[str, Any]], reference: bool = False) -> Any:
+    """The per-function table as a DataFrame grouped by function and file (``namefct``,
+    or ``fct`` for the reference's ``profile2df``), sorted by decreasing ``cum_tall``,
+    index ``0..n-1``.
 
     :param rows: rows from :func:`stats_rows`
-    :return: a :class:`pandas.DataFrame` with columns :data:`DF_COLUMNS`
+    :param reference: the reference's columns (:data:`REFERENCE_COLUMNS`), else
+        :data:`DF_COLUMNS`
+    :return: a :class:`pandas.DataFrame`
     """
     from .._optional import require
 
     pandas = require("pandas", "pandas", "profiling tables")
-    df = pandas.DataFrame(rows, columns=["fct", *DF_COLUMNS])[DF_COLUMNS]
-    df = df.groupby(["namefct", "file"], as_index=False).sum()
+    columns = REFERENCE_COLUMNS if reference else DF_COLUMNS
+    df = pandas.DataFrame(rows, columns=columns)
+    df = df.groupby([columns[0], "file"], as_index=False).sum()
     df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
-    return df[DF_COLUMNS].copy()
-
-
-def reference_dataframe(rows: list[dict[str, Any]]) -> Any:
-    """The reference's ``profile2df`` table: one row per ``(fct, file)`` with the
-    figures summed, sorted by decreasing ``cum_tall``, index ``0..n-1``.
-
-    :param rows: rows from :func:`stats_rows`
-    :return: a :class:`pandas.DataFrame` with columns :data:`REFERENCE_COLUMNS`
-    """
-    from .._optional import require
-
-    pandas = require("pandas", "pandas", "profiling tables")
-    df = pandas.DataFrame(rows, columns=REFERENCE_COLUMNS)
-    df = df.groupby(["fct", "file"], as_index=False).sum()
-    df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
-    return df[REFERENCE_COLUMNS].copy()
+    return df[columns].copy()

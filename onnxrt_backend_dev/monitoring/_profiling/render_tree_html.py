@@ -1,8 +1,4 @@
-"""The call tree as one self-contained HTML page: the folded view (:mod:`.view_folded`)
-drawn by the sampled profile's page (:mod:`.._sampling.render_html`: no network, names
-escaped, search), which for cProfile shows the call tree only, opened along the hottest
-path and along the hottest path through the user's code.
-"""
+"""The folded call tree (:mod:`.view_folded`) as the sampled profile's HTML page."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The call tree as text: the folded view (:mod:`.view_folded`, the fold of the sampled
-profile) drawn by the sampled profile's text renderer, so that ``profile --cprofile``
-and the sampled ``profile`` print one tree: a header naming cProfile, notes, the tree.
-"""
+"""The folded call tree (:mod:`.view_folded`) as the sampled profile's text, so that
+``profile --cprofile`` and the sampled ``profile`` print one tree."""
 
 from __future__ import annotations
 
@@ -28,10 +26,8 @@ def render_tree_text(
     :param program: the program's name for the header
     :param max_indent: levels drawn; deeper rows are drawn at that level with their
         level in brackets
-    :param guides: ``unicode`` (box-drawing characters) or ``ascii``, for a terminal
-        that cannot show the former
-    :param options: see :func:`folded_view <.view_folded.folded_view>` (``fold_share``,
-        ``sort_key``, ``filter_node``, ``max_rows``, ``show_all`` and the filters)
+    :param guides: ``unicode`` (box-drawing characters) or ``ascii``
+    :param options: see :func:`folded_view <.view_folded.folded_view>`
     :return: text
     """
     if max_indent < 1:

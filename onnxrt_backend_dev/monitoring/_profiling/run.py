@@ -1,6 +1,5 @@
-"""Running a function under :mod:`cProfile`: the checks before it starts (no other
-profiler active, valid arguments), the path cleaner of the reference and the result
-(statistics, text or a DataFrame). :func:`profile <..profiling.profile>` is the face."""
+"""Running a function under :mod:`cProfile` (:func:`profile <..profiling.profile>`'s
+machinery), the reference's path cleaner, and the graph and table of a profile."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ from .model import ProfileNode
 
 def check_no_profiler_active() -> None:
     """Raises :class:`RuntimeError` if a profiler is already active in this thread
-    (``sys.setprofile`` hook, or the profiler slot of :mod:`sys.monitoring` on 3.12+):
-    a second one would either fail or silently replace it.
-    """
+    (``sys.setprofile``, or :mod:`sys.monitoring`'s profiler slot): a second one would
+    fail or silently replace it."""
     hook = sys.getprofile()
     if hook is not None:
         raise StateError(
@@ -188,7 +186,7 @@ def profile2df(
         decreasing ``cum_tall``; with ``as_df=False``, one dictionary per function
     :raises ProfileFormatError: see :func:`profile2graph`
     """
-    from .render_json import reference_dataframe, stats_rows
+    from .render_json import rows_to_dataframe, stats_rows
 
     check_callable("clean_text", clean_text, optional=True)
     check_bool("as_df", as_df)
@@ -196,7 +194,7 @@ def profile2df(
     rows = stats_rows(ps, clean_text, skip_artifacts=False)
     if verbose:
         print(f"[profile2df] {len(rows)} rows")
-    return reference_dataframe(rows) if as_df else rows
+    return rows_to_dataframe(rows, reference=True) if as_df else rows
 
 
 def as_root(graph: Any) -> ProfileNode:

@@ -1,9 +1,6 @@
 """The sort keys of the reference view: the one table, read by the views, the CLI and
-the magics.
-
-Light: the command line reads :data:`SORT_NAMES` to build its parser, so this module
-imports neither pstats nor the model at import time (the table is keyed by the values of
-:class:`pstats.SortKey`, which is imported when a key is looked up).
+the magics. Light: the command line reads :data:`SORT_NAMES` to build its parser, so
+pstats is imported only when a key is looked up.
 """
 
 from __future__ import annotations
@@ -25,15 +22,13 @@ def _line_keys(nodes: Sequence[ProfileNode], els: Sequence[TimeElements]) -> lis
 
 
 def _line_rank_keys(nodes: Sequence[ProfileNode]) -> _SortFunction | None:
-    """The keys of :func:`_line_keys` as one integer per node, in the same order with the
-    same ties (file rank, then line): integers compare much faster than tuples of a
-    string and an integer, and they are computed once per node, not once per edge.
+    """The keys of :func:`_line_keys` as one integer per node (file rank, then line),
+    same order and ties: integers compare much faster than tuples, once per node.
 
     :param nodes: every node the keys will be asked for
     :return: the sort function, None if a line is not a non-negative int or the file
-        names do not sort (the tuples are used then)
+        names do not sort
     """
-    # Each attribute read once per node, the rest runs in C over the two lists.
     lines = [n.line for n in nodes]
     if not set(map(type, lines)) <= {int} or min(lines, default=0) < 0:
         return None
@@ -67,7 +62,6 @@ def sort_name(sort_key: Any) -> str:
 
     :param sort_key: see :func:`sort_function`
     :return: the name
-    :raises NotImplementedError: for any other sort key
     """
     sort_function(sort_key)
     name = _key_name(sort_key)

@@ -1,40 +1,23 @@
 """The folded call tree of a cProfile graph: the graph expanded into call paths and
 handed to the sampled profile's model, so that the one fold of :mod:`.._sampling.view`
-(library frames folded as pyinstrument does, importlib's frames left out, a module the
-user's code imports a row ``import pandas``) builds the tree every view shows.
+(library frames folded as pyinstrument does, a module the user's code imports a row
+``import pandas``) builds the tree every view shows.
 
-The paths are the call tree's (:func:`build_tree <.view_tree.build_tree>`: cProfile keeps
-one level of callers, so below a function reached by several paths its callees' times
-are shared out in proportion of that path's share of its time; recursion folded into
-the caller, mutual recursion re-entered once); each path's own time (its time less its
-callees kept) is the weight of one stack, column ``WALL`` of one thread ``MainThread``.
-The sum of the stacks is the tree's total, exactly.
+The paths are the call tree's (:func:`build_tree <.view_tree.build_tree>`); each path's
+own time is the weight of one stack, column ``WALL`` of one thread ``MainThread``, so
+the stacks sum to the tree's total. What cProfile records and a sampler never sees is
+reshaped first:
 
-What cProfile records and a sampler never sees is reshaped here, before the fold:
-
-- a built-in (cProfile's ``~`` frames: ``<built-in method builtins.exec>``,
-  ``builtins.__import__``, ``_imp.exec_dynamic``, ``marshal.loads``) called by importlib's
-  frames is left out of the path (its time stays on importlib's frame above it), so the
-  module it runs reads ``import X``; elsewhere a built-in is a library frame without a
-  file (``<built-in method numpy.arange>``), folded as any library frame;
-- cProfile cannot tell which module imported which (every import goes through the same
-  importlib functions and ``exec``), so the expansion flattens nested imports: under a
-  function of the user's code, the modules of libraries its imports loaded (and the
-  importlib work between) are gathered into one ``import X`` row, ``X`` the package that
-  took most of that time, the others counted as hidden frames. A user's module stays
+- a built-in called by importlib's frames (``exec``, ``builtins.__import__``,
+  ``marshal.loads``) is left out, its time on importlib's frame, so the module it runs
+  reads ``import X``; elsewhere a built-in is a library frame without a file;
+- cProfile cannot tell which module imported which, so under a function of the user's
+  code the modules of the libraries its imports loaded are gathered into one
+  ``import X`` row, ``X`` the package that took most of that time. A user's module stays
   its own row.
 
-The options of the former call tree map onto it (:func:`folded_view`): ``fold_share``
-(and ``min_share``, the larger wins) folds rows into ``N more``, ``max_depth`` cuts the
-folded rows (0: the top level), ``focus`` roots the tree at the matching functions,
-``hide_stdlib`` leaves library frames out (their callees in their place), ``show_all``
-draws every library frame (no folding), ``sort_key`` orders the children
-(``cumulative``: hottest first; ``time``: by own time; ``line``: by file and line),
-``filter_node`` and ``max_rows`` bound the expansion. Exact call counts are the
-reference view's and the JSON's: a note under the header says so.
-
-Nothing recurses: the tree's rows come in depth-first order and one list holds the
-path of the row at hand.
+:func:`folded_view` maps the tree's options onto it; exact call counts are the
+reference view's, as a note under the header says. Nothing recurses.
 """
 
 from __future__ import annotations
@@ -51,10 +34,9 @@ from .model import FilterNode, ProfileNode
 from .sorting import sort_name
 from .view_tree import build_tree, tree_options
 
-#: Paths under this share of the total are left in their caller's own time: a tenth of
-#: the share rows are folded under, at most FLOOR_SHARE, at least FLOOR_ALL (with every
-#: row shown). A dense graph's paths multiply: 1e-5 costs 4-5 s on 5,000 functions of
-#: 11 callers each where 1e-4 costs 0.5 s, for the same rows above 0.5 %.
+#: Paths under this share of the total stay in their caller's own time: a tenth of the
+#: fold share, between FLOOR_ALL and FLOOR_SHARE (a dense graph's paths multiply: 1e-5
+#: costs 4-5 s on 5,000 functions of 11 callers each, 1e-4 0.5 s, for the same rows).
 FLOOR_SHARE = 1e-4
 FLOOR_ALL = 1e-5
 #: Rows of the expanded tree kept at most (the rest stays in their callers' own time).
@@ -74,10 +56,8 @@ def _is_importlib(node: ProfileNode) -> bool:
 
 
 def _file(node: ProfileNode) -> str:
-    """A node's file as the fold reads it. The graph knows library code from the file
-    before ``clean_text`` (``profile2graph``'s); where the cleaned name no longer says
-    so (``json/encoder.py`` cut to ``encoder.py``), it is put under ``site-packages/``,
-    which the fold reads as a library's and shows from its root (``encoder.py``)."""
+    """A node's file as the fold reads it: a library's file whose cleaned name no longer
+    says so (``json/encoder.py`` cut to ``encoder.py``) put under ``site-packages/``."""
     if node.library and not is_library_path(node.filename):
         return "site-packages/" + node.filename.replace("\\", "/").lstrip("/")
     return node.filename
@@ -99,8 +79,7 @@ class _Path(NamedTuple):
 
 
 class _Walk:
-    """The state of the depth-first walk: the frames of the current path and, per level,
-    the import region it opened."""
+    """The depth-first walk: the frames of the current path, per level its region."""
 
     def __init__(self, hide_stdlib: bool) -> None:
         self.hide_stdlib = hide_stdlib
@@ -126,8 +105,7 @@ class _Walk:
         return found
 
     def _library(self, node: ProfileNode) -> bool:
-        """A library's frame, or code a library compiled from a string (a namedtuple's,
-        a dataclass's), which is the library's as the fold counts it."""
+        """A library's frame, or code a library compiled from a string (a namedtuple's)."""
         if node.library:
             return True
         parent = self.chain[-1][1] if self.chain else None
@@ -142,8 +120,7 @@ class _Walk:
 
     def push(self, node: ProfileNode, depth: int, index: int) -> None:
         """Enters ``node`` at ``depth``, tree row ``index``: an importlib frame called by
-        the user's code opens an import region (numbered by the row), which the frames
-        below it are in until another one opens."""
+        the user's code opens an import region (numbered by the row)."""
         del self.chain[depth:]
         caller = self.caller()
         frame = self.frame(node, caller)
@@ -154,8 +131,7 @@ class _Walk:
         self.chain.append((frame, node, region))
 
     def path(self, seconds: float) -> _Path:
-        """The current path as a stack, bounded (see :data:`MAX_CELLS`), with its region
-        and where the importlib frames opening it end."""
+        """The current path as a bounded stack (:data:`MAX_CELLS`)."""
         frames: list[SampledFrame] = []
         region = self.chain[-1][2] if self.chain else -1
         at, leading = 0, True
@@ -208,9 +184,9 @@ def _library_module(frames: tuple[SampledFrame, ...], start: int) -> SampledFram
 
 
 def _import_frames(paths: list[_Path]) -> tuple[dict[int, SampledFrame], dict[int, int]]:
-    """For each import region, the frame of its row: a module of the package taking most
-    of its time (the package's own, ``pandas/__init__.py``, when the region ran it, else
-    its busiest), and how many packages the region's modules were in."""
+    """For each import region, the frame of its row (the package taking most of its time:
+    its ``__init__`` if the region ran it, else its busiest module), and how many
+    packages the region's modules were in."""
     by_package: dict[int, dict[str, float]] = {}
     by_module: dict[int, dict[SampledFrame, float]] = {}
     for p in paths:
@@ -236,9 +212,8 @@ def _import_frames(paths: list[_Path]) -> tuple[dict[int, SampledFrame], dict[in
 
 def _with_import(p: _Path, frame: SampledFrame | None, show_all: bool) -> tuple[SampledFrame, ...]:
     """A path of an import region with the region's frame where the import starts
-    (unless the path goes on into the user's module, or that module, there). Drawn
-    without folding, the importlib frame before it is repeated after it, so that the
-    modules below read ``import X`` too."""
+    (unless a user's module or that frame is there); with ``show_all``, the importlib
+    frame before it is repeated after it, so the modules below read ``import X`` too."""
     if frame is None:
         return p.frames
     nxt = p.frames[p.at] if p.at < len(p.frames) else None
@@ -274,19 +249,15 @@ def folded_profile(
     max_rows: int = MAX_ROWS,
     floor_share: float = FLOOR_SHARE,
 ) -> FoldedView:
-    """The graph as a sampled profile whose fold (:func:`.._sampling.view.build_tree`)
-    gives the folded call tree (see the module's docstring).
+    """The graph as a sampled profile whose fold gives the folded call tree.
 
-    :param root: the root of the graph (its entry point is found as the call tree's)
+    :param root: the root of the graph
     :param program: the program's name, for the header
     :param notes: what the reader must know, shown under the header
-    :param hide_stdlib: library frames (the standard library, installed packages,
-        built-ins) left out of the paths, their callees in their place
-    :param show_all: the tree will be drawn without folding (the modules gathered under
-        an ``import`` row are rows too)
+    :param hide_stdlib: library frames left out of the paths, their callees in place
+    :param show_all: the tree will be drawn without folding
     :param focus: paths start at the functions whose name contains this text
-    :param filter_node: leaves out the nodes for which it returns False (their time
-        stays their caller's)
+    :param filter_node: leaves out the nodes for which it returns False
     :param max_rows: rows of the expanded tree kept at most
     :param floor_share: paths under this share of the total stay in their caller's time
     :return: the profile and its counts
@@ -316,18 +287,11 @@ def folded_profile(
 
 
 def folded_stacks(view: FoldedView) -> Iterator[tuple[tuple[SampledFrame, ...], float]]:
-    """The stacks of a folded view and their seconds (for tests and exporters).
-
-    :param view: the view
-    :return: ``(frames, seconds)`` pairs
-    """
+    """The ``(frames, seconds)`` stacks of a folded view."""
     thread = view.profile.threads[0]
     for frames, totals in view.profile.thread_stacks(thread):
         yield frames, totals[0]
 
-
-# The options of the tree's readers (``to_tree_text``, the page, the command) mapped
-# onto the view and the sampled renderers.
 
 #: The note under the header: where the exact counts are.
 COUNTS_NOTE = "exact call counts: the reference view (ProfileNode.to_text, --view reference), JSON"
@@ -360,14 +324,12 @@ def folded_view(
     :param root: the root of the graph
     :param program: the program's name for the header
     :param fold_share: rows under this share of the total go into ``N more`` (0: none)
-    :param sort_key: ``cumulative``, ``time`` or ``line`` (see the module's docstring)
+    :param sort_key: ``cumulative`` (hottest first), ``time`` (own time) or ``line``
     :param filter_node: leaves out the nodes for which it returns False
     :param max_rows: rows of the expanded tree kept at most
     :param show_all: no folding of library frames
     :param filters: ``hide_stdlib``, ``min_share``, ``max_depth``, ``focus``
     :return: the view and ``fold_share``, ``show_all``, ``max_depth``, ``order``
-    :raises BadType: an unknown option or a ``filter_node`` that is not callable
-    :raises BadValue: a value out of its range
     """
     takes = f"{list(_OWN)}, max_indent, guides"
     view = tree_options(filters, fold_share, filter_node, max_rows, takes)

@@ -1,5 +1,5 @@
 """The call paths view: the graph expanded into the paths of a flame graph, read by the
-speedscope and collapsed-stacks renderers. The filters come from :mod:`.filters`."""
+speedscope and collapsed-stacks renderers."""
 
 from __future__ import annotations
 
@@ -42,18 +42,16 @@ def expand_paths(
     options: ViewOptions | None = None,
     limits: PathLimits | None = None,
 ) -> list[PathItem]:
-    """Expands the graph into call paths, depth first and iteratively, for flame graphs.
+    """Expands the graph into call paths, depth first and iteratively.
 
-    cProfile keeps one level of callers only, so a callee's time under a path is its
-    edge time scaled by the share of its caller's time that the path holds; callees
-    never exceed their caller. A function already on the path (recursion, cycles) is
-    not entered again: its time stays in the caller's own time, as does anything cut
-    by the limits or the filters. The own times of all items therefore sum to the
-    total of the top-level items.
+    A callee's time under a path is its edge time scaled by the share of its caller's
+    time the path holds (cProfile keeps one level of callers), never more than its
+    caller's. A function already on the path is not entered again: its time stays in
+    the caller's own time, as does anything the limits or filters cut, so the own times
+    sum to the total of the top-level items.
 
     :param start: the node to start from (a virtual root expands its entries)
-    :param options: filters (``hide_stdlib`` folds library frames into their caller,
-        ``min_share``, ``max_depth``, ``focus``)
+    :param options: filters (``hide_stdlib`` folds library frames into their caller)
     :param limits: bounds
     :return: items in depth-first order, parents before children
     """
@@ -93,10 +91,11 @@ class _PathExpander:
         self.reserved_cells += depth
         return True
 
-    def _children(
-        self, node: ProfileNode, total: float, on_path: set[int]
+    def _kept_children(
+        self, node: ProfileNode, depth: int, total: float, on_path: set[int]
     ) -> list[tuple[ProfileNode, float]]:
-        if node.tall <= 0 or total <= 0:
+        """The callees kept below ``node`` on a path taking ``total``, hottest first."""
+        if not self.stage.depth_ok(depth + 1) or node.tall <= 0 or total <= 0:
             return []
         scale = total / node.tall
         kids = [
@@ -108,16 +107,9 @@ class _PathExpander:
         if s > total:  # recursion counts time twice in cProfile's edges
             kids = [(c, t * total / s) for c, t in kids]
         kids.sort(key=lambda p: -p[1])
-        return kids
-
-    def _kept_children(
-        self, node: ProfileNode, depth: int, total: float, on_path: set[int]
-    ) -> list[tuple[ProfileNode, float]]:
-        if not self.stage.depth_ok(depth + 1):
-            return []
         kept = []
         below = self.stage.below
-        for child, t in self._children(node, total, on_path):
+        for child, t in kids:
             if below(t) or not self._reserve(depth + 2):
                 break  # sorted by time: the rest is smaller
             kept.append((child, t))

@@ -1,30 +1,19 @@
 """The call tree view: one tree rooted at the program's entry point, as pyinstrument and
-snakeviz show it.
+snakeviz show it, each caller -> callee edge a child with that edge's figures.
 
-Each caller -> callee edge is a child carrying the figures cProfile recorded for that
-edge (calls, time with callees). cProfile keeps one level of callers only, so below a
-function reached by several paths the edge's time is scaled by the share of the
-function's time this path holds (exact wherever a function has a single caller), and
-children are scaled down together if they add up to more than their parent: children
-never exceed the parent. A function already on the path (recursion, cycles) is not
-expanded again: its calls are counted on the row of its caller, marked. When the path
-comes back into such a function through other ones (``A > B > C > A``: mutual
-recursion, a method calling itself through a helper), cProfile, which records edges
-only, cannot say which of its callees run under the inner call; the re-entry is then a
-row of its own, marked (``reentry``), its time a part of its caller's, whose children
-are the function's callees not already on the path, so that the hot path goes on as
-pyinstrument's does. A re-entry row never opens another re-entry, and it is shown only
-for a function some of whose calls were recursive (cProfile's primitive calls fewer than
-its calls) and where it leads to a Python function above the fold holding at least
-:data:`REENTRY_SHARE` of its time; otherwise its calls are counted on its caller's row,
-as before. Every row below a re-entry row is a function new to the path, so a path
-holds at most twice as many rows as there are functions. Children are sorted hottest
-first; those below a share of the root's total are folded into one ``N more`` row per
-parent. The filters are those of :mod:`.filters`, as for every view (with
-``hide_stdlib``, consecutive library frames collapse into the first one called from the
-user's code, a row whose children are the code it calls through the others, each given
-its share of the time that flows down from every path). Nothing recurses: an explicit
-stack drives the expansion.
+cProfile keeps one level of callers, so below a function reached by several paths an
+edge's time is scaled by the share of the function's time the path holds, and children
+never exceed their parent. A function already on the path (recursion) is not expanded
+again: its calls count on its caller's row. When the path comes back into it through
+other functions (``A > B > C > A``), cProfile cannot say which callees run under the
+inner call: the re-entry is a row of its own (``reentry``) whose children are the
+callees new to the path, so that the hot path goes on as pyinstrument's does. It is
+shown only for a function some of whose calls were recursive and that leads to a Python
+callee above the fold holding :data:`REENTRY_SHARE` of its time, and it never opens
+another one. Children are sorted hottest first; those below a share of the total fold
+into one ``N more`` row per parent. The filters are :mod:`.filters`'s (with
+``hide_stdlib``, library frames give their place to the code they call). Nothing
+recurses: an explicit stack drives the expansion.
 """
 
 from __future__ import annotations
@@ -39,24 +28,20 @@ from .._errors import BadType, BadValue
 from .._validate import check_callable
 from .choices import FOLD_SHARE
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
-from .model import FilterNode, ProfileNode, reachable_nodes
+from .model import FilterNode, ProfileNode, reachable_nodes, virtual_node
 from .sorting import sort_name
 
 #: The share of its parent's time an entry point holds at least (see entry_point).
 ENTRY_SHARE = 0.95
 #: Rows kept at most (the rest of the tree is folded into ``N more`` rows).
 MAX_ROWS = 100_000
-#: The share of a re-entry's time a Python callee new to the path must hold at least
-#: for the re-entry to be shown (so that a finalizer run by the garbage collector under
-#: a recursive call does not open one, even with nothing folded).
+#: The share of a re-entry's time a Python callee new to the path must hold for the
+#: re-entry to be shown (a finalizer the collector runs under a recursive call: not).
 REENTRY_SHARE = 0.01
 
 
 class TreeItem(NamedTuple):
-    """One row of the call tree.
-
-    ``node`` is None for a folded row, which stands for ``folded`` siblings.
-    """
+    """One row of the call tree (``node`` None: a folded row, ``folded`` siblings)."""
 
     node: ProfileNode | None
     parent: int  # index of the parent row, -1 for the root
@@ -67,9 +52,7 @@ class TreeItem(NamedTuple):
     recursive: Any  # calls to functions already on the path, folded into this row
     folded: int  # number of rows a folded row stands for
     last: bool  # last child of its parent
-    #: True for a function already on the path, entered again through other functions
-    #: (its time is part of its caller's; its children are its callees new to the path)
-    reentry: bool = False
+    reentry: bool = False  # a function on the path entered again (see the module)
 
 
 @dataclass
@@ -80,14 +63,13 @@ class CallTree:
     :param total: the root's time, which shares are relative to
     :param fold_share: the share under which rows were folded
     :param capped: the ``max_rows`` the tree reached, 0 if it did not
+    :param order: the order of the children: ``cumulative``, ``time`` or ``line``
     """
 
     items: list[TreeItem]
     total: float
     fold_share: float
-    #: rows left folded because the tree reached ``max_rows`` (0 if it did not)
     capped: int = 0
-    #: the order of the children: ``cumulative``, ``time`` or ``line``
     order: str = "cumulative"
 
     @property
@@ -101,10 +83,9 @@ _Kid = tuple[ProfileNode, Any, float, float, bool]
 
 
 def entry_point(root: ProfileNode) -> ProfileNode:
-    """The program's entry point below ``root``: going down from the virtual root of
-    several entries, or from a built-in (``exec`` running a script's ``<module>``, as
-    ``profile script.py`` and ``python -m cProfile`` record it), to the callee holding
-    nearly all of its time (at least :data:`ENTRY_SHARE`).
+    """The program's entry point below ``root``: down from a virtual root or a built-in
+    (``exec`` running a script's ``<module>``) to the callee holding at least
+    :data:`ENTRY_SHARE` of its time.
 
     :param root: the root given by the builder
     :return: the node the tree starts from
@@ -129,15 +110,7 @@ def _start(root: ProfileNode, reachable: list[ProfileNode], options: ViewOptions
     if focused is None:
         return entry_point(root)
     focused = outermost(focused)  # a match called by another is in its subtree already
-    if len(focused) == 1:
-        return focused[0]
-    top = ProfileNode("", 0, f"<{options.focus}>", 1, 1, 0.0, 0.0, library=False)
-    top.virtual = True
-    # A new node calling the starts: the graph itself is left as it is.
-    top.calls_to = list(focused)
-    top.calls_to_elements = [(n.nc1, n.nc2, n.tin, n.tall) for n in focused]
-    top.tall = sum(n.tall for n in focused)
-    return top
+    return focused[0] if len(focused) == 1 else virtual_node(f"<{options.focus}>", focused)
 
 
 # The time flowing down hidden frames stops under this share of the path's time, and
@@ -154,8 +127,7 @@ def _add_kid(
     own: float,
     reentry: bool,
 ) -> None:
-    """Adds a child's figures, summed with those of the same child met on another way
-    (directly and through hidden frames, or through several hidden frames)."""
+    """Adds a child's figures, summed with those of the same child met another way."""
     kid = kids.get(child)
     if kid is None:
         kids[child] = [calls, time, own, reentry]
@@ -165,13 +137,11 @@ def _add_kid(
         kid[2] += own
 
 
-def _sort_key(name: str) -> Callable[[_Kid], Any] | None:
-    """The order of the kept children; None keeps them hottest first."""
-    if name == "line":
-        return lambda k: (k[0].filename, k[0].line)
-    if name == "time":
-        return lambda k: -k[3]
-    return None
+# The order of the kept children by sort name; none keeps them hottest first.
+_SORT_KEYS: dict[str, Callable[[_Kid], Any]] = {
+    "line": lambda k: (k[0].filename, k[0].line),
+    "time": lambda k: -k[3],
+}
 
 
 class _Expander:
@@ -192,9 +162,8 @@ class _Expander:
         self.capped = 0
 
     def _leads_on(self, node: ProfileNode, time: float, on_path: set[ProfileNode]) -> bool:
-        """Whether a re-entry of ``node`` taking ``time`` has a callee new to the path,
-        not a built-in, above the fold and :data:`REENTRY_SHARE` of ``time`` (a re-entry
-        row is shown only then)."""
+        """Whether a re-entry of ``node`` taking ``time`` would be shown (see the
+        module's docstring)."""
         if not node.nc2 > node.nc1:
             # All its calls were primitive: it never ran twice at once, so the path
             # cannot come back into it (cProfile's cumulative edges say otherwise).
@@ -212,31 +181,27 @@ class _Expander:
     def _edges(
         self, node: ProfileNode, time: float, on_path: set[ProfileNode], reentry: bool
     ) -> tuple[list[_Kid], Any]:
-        """The callees of ``node`` on a path where it takes ``time`` and the calls to
-        functions already on the path (those re-entered through other functions become
-        re-entry rows unless ``node`` is one, see the module's docstring). With
-        ``hide_stdlib``, the first library frame called from the user's code is a row;
-        below it, the code it calls through other library frames (see
-        :meth:`_through_hidden`); below a virtual root, that code directly."""
+        """The callees of ``node`` on a path where it takes ``time``, and the calls to
+        functions already on the path. Below a hidden frame (``hide_stdlib``) or a
+        virtual root, the code it calls through hidden frames (:meth:`_through_hidden`)."""
         kids: dict[ProfileNode, list[Any]] = {}
+        recursive: Any = 0
         # Library frames above any user code (below a virtual root of several entries,
         # or the interpreter's exec and runpy) are not called from the user's code: the
         # code below them takes their place, as everywhere below a library row.
         if self.stage.hidden(node) or (node.virtual and self.stage.hide_stdlib):
             self._through_hidden(node, time, on_path, kids)
-            return [(c, k[0], k[1], k[2], k[3]) for c, k in kids.items()], 0
-        recursive: Any = 0
-        scale = time / node.tall if node.tall > 0 else 0.0
-        for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
-            t = min(el[3] * scale, time)
-            if child in on_path:
+        else:
+            scale = time / node.tall if node.tall > 0 else 0.0
+            for child, el in zip(node.calls_to, node.calls_to_elements, strict=True):
+                t = min(el[3] * scale, time)
                 # Direct recursion, or a re-entry that shows nothing new: folded.
-                if reentry or child is node or not self._leads_on(child, t, on_path):
+                if child in on_path and (
+                    reentry or child is node or not self._leads_on(child, t, on_path)
+                ):
                     recursive += el[0]
                 else:
-                    _add_kid(kids, child, el[0], t, min(el[2] * scale, t), True)
-                continue
-            _add_kid(kids, child, el[0], t, min(el[2] * scale, t), False)
+                    _add_kid(kids, child, el[0], t, min(el[2] * scale, t), child in on_path)
         return [(c, k[0], k[1], k[2], k[3]) for c, k in kids.items()], recursive
 
     def _through_hidden(
@@ -245,31 +210,25 @@ class _Expander:
         time: float,
         on_path: set[ProfileNode],
         kids: dict[ProfileNode, list[Any]],
-    ) -> bool:
-        """Adds to ``kids`` the code (not hidden) a hidden frame ``start``, taking
-        ``time`` on this path, calls directly or through other hidden frames, and tells
-        if there was any.
+    ) -> None:
+        """Adds to ``kids`` the code a hidden frame ``start`` (taking ``time``) calls,
+        directly or through other hidden frames.
 
-        The time flows down the hidden frames along cProfile's edges, each frame passing
-        its callees their share of what it received from *every* path (not only the first
-        met: an event loop's ``Context.run`` is reached by many), a frame never receiving
-        more than its own time, so cycles end. An edge from a hidden frame back to a
-        function on the path is left out: cProfile merges every call of a built-in such
-        as ``exec`` into one frame, whose edges to the program's ``<module>`` say nothing
-        of this path (they made rows 'recursive' that were not).
+        The time flows down the hidden frames, each passing its callees their share of
+        what it received from *every* path (an event loop's ``Context.run`` is reached by
+        many), never more than its own time, so cycles end. Edges back to the path are
+        left out: cProfile merges every call of ``exec`` into one frame, whose edges to
+        the program's ``<module>`` say nothing of this path.
         """
         floor = time * _FLOW_FLOOR
         counted: set[tuple[ProfileNode, ProfileNode]] = set()  # an edge's calls, once
         received = {start: time}
         pending = {start: time}
         # The largest pending flow first: the bulk of the time reaches the code below
-        # before the step bound cuts the thin trickles circling through import cycles
-        # (in the order met, they could eat every step and lose the path: asyncio's
-        # coroutines went missing under load). A node queued twice is taken once, with
-        # all that is pending for it.
+        # before the step bound cuts the trickles circling through import cycles (asyncio's
+        # coroutines went missing otherwise). A node queued twice is taken once.
         queue = [(-time, 0, start)]
         order = 1
-        found = False
         steps = 0
         while queue and steps < _FLOW_STEPS:
             parent = heapq.heappop(queue)[2]
@@ -283,7 +242,6 @@ class _Expander:
                     continue
                 t = min(el[3] * scale, flow)
                 if not self.stage.hidden(child):
-                    found = True
                     calls = 0 if (parent, child) in counted else el[0]
                     counted.add((parent, child))
                     _add_kid(kids, child, calls, t, min(el[2] * scale, t), False)
@@ -294,7 +252,6 @@ class _Expander:
                     pending[child] = pending.get(child, 0.0) + t
                     heapq.heappush(queue, (-pending[child], order, child))
                     order += 1
-        return found
 
     def children(
         self,
@@ -346,8 +303,6 @@ def tree_options(
     :param max_rows: must be at least 1
     :param takes: the tree's own options, named when a keyword is unknown
     :return: the filters
-    :raises BadType: an unknown keyword or a ``filter_node`` that is not callable
-    :raises BadValue: a value out of its range
     """
     unknown = sorted(set(options) - set(ViewOptions.FIELDS))
     if unknown:
@@ -377,13 +332,11 @@ def build_tree(
     :param fold_share: children below this share of the root's time are folded into
         one ``N more`` row per parent (0 shows them all)
     :param filter_node: leaves out the nodes for which it returns False (None keeps all)
-    :param sort_key: order of children: ``cumulative`` (time with callees, hottest
-        first, the default), ``time`` (own time) or ``line``
+    :param sort_key: order of children: ``cumulative`` (hottest first), ``time`` (own
+        time) or ``line``
     :param max_rows: rows kept at most, the rest folded
-    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`;
-        ``min_share`` folds as ``fold_share`` does, ``max_depth`` cuts, ``focus``
-        roots the tree at the matching functions, ``hide_stdlib`` puts the callees of
-        library frames in their place
+    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`
+        (``min_share`` folds as ``fold_share`` does)
     :return: the tree
     """
     takes = "fold_share, filter_node, sort_key, max_rows"
@@ -394,13 +347,12 @@ def build_tree(
     total = top.tall
     stage = FilterStage(view, reachable, total, filter_node)
     fold_time = max(fold_share * total, stage.min_time)
-    expander = _Expander(stage, fold_time, max_rows, _sort_key(order))
+    expander = _Expander(stage, fold_time, max_rows, _SORT_KEYS.get(order))
     expander.base = 1 if top.virtual else 0
     inv = 1.0 / total if total > 0 else 0.0
     items: list[TreeItem] = []
     # A node to expand: (node, parent, depth, calls, time, last, re-entry); a TreeItem:
-    # a folded row, emitted after its siblings' subtrees; None: closes the path of a
-    # node (a re-entry is on the path already, it opens and closes nothing).
+    # a folded row, emitted after its siblings' subtrees; None: closes a node's path.
     stack: list[tuple[ProfileNode, int, int, Any, float, bool, bool] | TreeItem | None] = [
         (top, -1, 0, top.nc2, total, True, False)
     ]
@@ -439,19 +391,15 @@ def hot_paths(
     tree: CallTree | ProfileNode, count: int = 5, builtins: bool = False
 ) -> list[list[str]]:
     """The top root-to-leaf paths of the call tree, by time: the first follows the
-    hottest child at each step (the greedy hottest path), the next ones branch off the
-    previous ones as deep as possible (the leaves in depth-first order, children
-    hottest first). Names are function names; built-ins are left out unless asked for
-    and consecutive repeats of a function (recursion seen through a built-in) are
-    written once; paths that read the same are given once.
+    hottest child at each step, the next ones branch off the previous ones as deep as
+    possible. Built-ins are left out unless asked for, a function repeated in a row is
+    written once, and paths that read the same are given once.
 
     :param tree: a call tree, or the root of a graph (built with the defaults)
     :param count: paths returned at most
     :param builtins: keep the built-ins (``~`` frames)
     :return: the paths, each a list of function names from the root
     """
-    if count < 1:
-        raise BadValue(f"count must be >= 1, got {count!r}")
     if isinstance(tree, ProfileNode):
         tree = build_tree(tree)
     return [names for names, _ in hot_path_leaves(tree, count, builtins)]

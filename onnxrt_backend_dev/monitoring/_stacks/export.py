@@ -1,8 +1,6 @@
-"""Exporters of weighted stacks, for any source (cProfile paths, memory growth, samples).
-
-A *weighted stack* is ``(frames, weight)``: the frames from the outermost call to the
-innermost, and what that stack stands for in the unit of the export (seconds of own time,
-bytes of growth). Stacks of weight <= 0 are left out of every export.
+"""Exporters of weighted stacks ``(frames, weight)``, frames outermost first, the weight
+in the export's unit (seconds of own time, bytes of growth), for any source. Stacks of
+weight <= 0 are left out of every export.
 """
 
 from __future__ import annotations
@@ -33,9 +31,8 @@ def collapsed_label(frame: StackFrame) -> str:
 
 def to_collapsed(stacks: Iterable[WeightedStack], scale: float = 1.0) -> str:
     """Collapsed stacks, ``a;b;c N``: the input of flamegraph.pl, speedscope, inferno.
-
-    Each stack counts ``round(weight / scale)``; stacks with the same labels add up, in
-    the order they first appear; counts rounding to 0 are left out.
+    Stacks with the same labels add up, in the order they first appear; counts rounding
+    to 0 are left out.
 
     :param stacks: weighted stacks
     :param scale: the weight of one count (``1e-6`` for microseconds of a time in seconds)
@@ -62,8 +59,7 @@ def to_collapsed(stacks: Iterable[WeightedStack], scale: float = 1.0) -> str:
 def to_speedscope(
     stacks: Iterable[WeightedStack], name: str, unit: str, as_str: bool = True
 ) -> str | dict[str, Any]:
-    """A speedscope document (https://www.speedscope.app/file-format-schema.json): one
-    ``sampled`` profile whose samples are the stacks, weighted by their weight, over
+    """A speedscope document: one ``sampled`` profile whose samples are the stacks, over
     frames shared by (name, file, line).
 
     :param stacks: weighted stacks

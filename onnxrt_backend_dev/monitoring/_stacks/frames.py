@@ -6,6 +6,7 @@ Standard library only, and nothing heavy: the spy process and the sampler import
 from __future__ import annotations
 
 import os
+from functools import cache
 from typing import NamedTuple
 
 
@@ -22,21 +23,17 @@ class StackFrame(NamedTuple):
     line: int
 
 
+@cache
 def _library_prefixes() -> tuple[str, ...]:
     """The standard library's folders, computed on first use (``sysconfig.get_paths``
-    costs milliseconds, which the lean child of ``run`` and the start of a sampled
-    ``profile`` need not pay before the program runs)."""
-    if not _LIBRARY_PREFIXES:
-        import sysconfig
+    costs milliseconds the start of ``run`` and of a sampled ``profile`` need not pay)."""
+    import sysconfig
 
-        paths = sysconfig.get_paths()
-        prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
-        found = tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
-        _LIBRARY_PREFIXES.append(found)
-    return _LIBRARY_PREFIXES[0]
+    paths = sysconfig.get_paths()
+    prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
+    return tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
 
 
-_LIBRARY_PREFIXES: list[tuple[str, ...]] = []
 _LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ", "lib/python3")
 
 
@@ -56,6 +53,6 @@ def is_library_path(filename: str) -> bool:
     name = filename.replace("\\", "/")
     if name in ("~", "", "<built-in>") or name.startswith(("<frozen", _OWN_FOLDER)):
         return True
-    if name.startswith(_LIBRARY_PREFIXES[0] if _LIBRARY_PREFIXES else _library_prefixes()):
+    if name.startswith(_library_prefixes()):
         return True
     return any(m in name for m in _LIBRARY_MARKERS)

@@ -1,11 +1,12 @@
-"""Call paths as collapsed stacks, ``a;b;c N``: the input of flamegraph.pl, speedscope
-and most flame graph tools."""
+"""Call paths (:mod:`.view_paths`) as collapsed stacks (``a;b;c N``: the input of
+flamegraph.pl and most flame graph tools) or a speedscope document (each path with own
+time a sample weighing that time in seconds)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._stacks.export import to_collapsed
+from .._stacks.export import to_collapsed, to_speedscope
 from .._validate import check_number
 from .model import ProfileNode
 from .view_paths import path_samples
@@ -23,3 +24,17 @@ def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> s
     """
     check_number("unit", unit, above=0)  # also refuses NaN and infinity (counts of 0)
     return to_collapsed(path_samples(root, options), unit)
+
+
+def render_speedscope(
+    root: ProfileNode, name: str = "profile", as_str: bool = True, **options: Any
+) -> str | dict[str, Any]:
+    """Renders the call paths of a graph as a speedscope document.
+
+    :param root: the node to start from
+    :param name: the profile's name
+    :param as_str: return JSON text or the dictionary
+    :param options: filters and ``limits``, as :func:`render_collapsed`'s
+    :return: JSON text or dictionary
+    """
+    return to_speedscope(path_samples(root, options), name, "seconds", as_str)
