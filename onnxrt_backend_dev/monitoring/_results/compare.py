@@ -44,7 +44,6 @@ CORRECTION = "holm"
 # Below this many runs a side, the tests are weak (and a rank test cannot reach small
 # p-values).
 FEW_RUNS = 5
-HEADLINES = ("time", "wall", "cpu", "peak")
 EXIT_PASS, EXIT_REGRESSED, EXIT_UNDECIDED = 0, 1, 3
 # A function or path above the threshold, significant alone, whose corrected p-value is
 # under this keeps the gate undecided: measured on seeded profiles, identical programs

@@ -25,7 +25,6 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .columns import Columns, split
 from .keys import Key, match_keys
 
 Path = tuple[Key, ...]
@@ -93,14 +92,41 @@ class SideTable:
         return keys
 
 
+def _function_major(rows: Sequence[Sequence[float]]) -> list[float]:
+    """Rows of runs (``rows[r][i]``) into one function-major list."""
+    return list(itertools.chain.from_iterable(zip(*rows, strict=True)))
+
+
+def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
+    """The function-major list cut into one row of ``runs`` figures per function.
+
+    :param values: ``functions x runs`` figures
+    :param runs: figures per function
+    :return: one slice per function
+    """
+    size = len(values)
+    return list(
+        map(values.__getitem__, map(slice, range(0, size, runs), range(runs, size + 1, runs)))
+    )
+
+
 def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
-    table = Columns(data)
-    side = SideTable("cprofile", clock or data.get("timer", "wall"), table.walls)
-    keys = side._keys(table.functions, data.get("main"))
-    n, unit = table.runs, table.per_second
-    # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs.
-    own = list(map(operator.truediv, table.own, itertools.repeat(unit)))
-    cum = list(map(operator.truediv, table.cumulative, itertools.repeat(unit)))
+    """Either layout of :mod:`.schema`: version 1's rows per run (seconds), version 2's
+    function-major integer columns (nanoseconds)."""
+    if "runs" in data:
+        runs = data["runs"]
+        walls = [r["wall"] for r in runs]
+        own, cum = (_function_major([r[k] for r in runs]) for k in ("own", "cumulative"))
+        unit = 1.0
+    else:
+        walls, own, cum, unit = data["wall"], data["own_ns"], data["cumulative_ns"], 1e9
+    side = SideTable("cprofile", clock or data.get("timer", "wall"), walls)
+    keys = side._keys(data["functions"], data.get("main"))
+    n = side.runs
+    # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs read through
+    # Python loops took seconds.
+    own = list(map(operator.truediv, own, itertools.repeat(unit)))
+    cum = list(map(operator.truediv, cum, itertools.repeat(unit)))
     own_rows, cum_rows = split(own, n), split(cum, n)
     if len(set(keys)) == len(keys):  # nothing folds: the rows as they are
         side.own = dict(zip(keys, map(list, own_rows), strict=True))

@@ -5,7 +5,7 @@ imported): one implementation for ``time --compare``, ``compare`` and the pytest
   function) and the normal distribution;
 * :mod:`.ranks`: Mann-Whitney's U test, the exact Hodges-Lehmann estimate and interval
   (selected without building the ``n m`` differences), the one-sort small-sample
-  version, Wilcoxon's signed-rank test;
+  version;
 * :mod:`.welch`: Welch's t-test from summaries and on log figures, and the *moderated*
   test of log figures (a variance borrowed from a prior, as limma does) with a margin of
   negligible change;

@@ -1,7 +1,6 @@
 """Rank statistics: Mann-Whitney's U test, the Hodges-Lehmann estimate of a ratio with its
 distribution-free interval (the order statistics selected exactly, without building the
-``n m`` pairwise differences), the same from one sort for small samples, and Wilcoxon's
-signed-rank test of paired log ratios."""
+``n m`` pairwise differences), and the same from one sort for small samples."""
 
 from __future__ import annotations
 
@@ -215,32 +214,3 @@ def small_sample_test(
     median = diffs[nm // 2] if nm % 2 else (diffs[nm // 2 - 1] + diffs[nm // 2]) / 2
     # diffs are log(A / B): B / A - 1 is exp(-d) - 1, and the bounds swap.
     return math.exp(-median) - 1, math.exp(-diffs[nm - 1 - k]) - 1, math.exp(-diffs[k]) - 1, p
-
-
-def signed_rank_test(d: Sequence[float], confidence: float) -> tuple[float, float, float, float]:
-    """Wilcoxon's signed-rank test of paired log ratios ``d`` (``log(B / A)`` per pair),
-    with the Hodges-Lehmann estimate (the median of the Walsh averages) and its interval:
-    the paired counterpart of :func:`small_sample_test`.
-
-    :param d: one log ratio per pair of runs
-    :param confidence: level of the interval
-    :return: ``(B / A - 1, low, high, p-value)``
-    """
-    n = len(d)
-    walsh = sorted([(d[i] + d[j]) / 2 for i in range(n) for j in range(i, n)])
-    nw = len(walsh)
-    # The signed-rank statistic is the number of positive Walsh averages (ties half).
-    below, upto = bisect.bisect_left(walsh, 0.0), bisect.bisect_right(walsh, 0.0)
-    t_plus = nw - upto + 0.5 * (upto - below)
-    ties = sum(c**3 - c for c in Counter(abs(x) for x in d if x != 0).values())
-    var = n * (n + 1) * (2 * n + 1) / 24.0 - ties / 48.0
-    if var <= 0:
-        p = 1.0
-    else:
-        z = (abs(t_plus - nw / 2.0) - 0.5) / math.sqrt(var)
-        p = min(1.0, 2.0 * NORMAL.cdf(-max(z, 0.0)))
-    q = NORMAL.inv_cdf(0.5 + confidence / 2.0)
-    k = math.floor(nw / 2.0 - q * math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0))
-    k = min(max(k, 0), (nw - 1) // 2)
-    median = walsh[nw // 2] if nw % 2 else (walsh[nw // 2 - 1] + walsh[nw // 2]) / 2
-    return math.exp(median) - 1, math.exp(walsh[k]) - 1, math.exp(walsh[nw - 1 - k]) - 1, p
