@@ -31,7 +31,7 @@ from typing import Any
 
 from .._errors import ResultFormatError
 from .._gc import gc_paused
-from .._stats.multiple import holm
+from .._stats.multiple import holm, median
 from .._validate import check_number
 from . import counted
 from .change import EXPLAINED, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
@@ -362,12 +362,6 @@ def _pair_series(sa: list[dict[str, Any]], sb: list[dict[str, Any]]) -> list[tup
     return [(s, by_name[s["name"]]) for s in sa if s["name"] in by_name]
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return 0.0 if not n else (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
-
-
 def process_medians(series: Mapping[str, Any], samples: Sequence[float]) -> list[float]:
     """The median seconds per execution of each process of a series, in order.
 
@@ -377,7 +371,7 @@ def process_medians(series: Mapping[str, Any], samples: Sequence[float]) -> list
     """
     out, start = [], 0
     for count in series.get("processes", [len(samples)]):
-        out.append(_median(samples[start : start + count]))
+        out.append(median(samples[start : start + count]))
         start += count
     return out
 

@@ -26,6 +26,7 @@ from typing import Any
 from .._count import FUNCTION_NOISE, RELATIVE_NOISE
 from .._count.callgraph import INTERPRETER
 from .._errors import ResultFormatError
+from .._stats.multiple import median
 from .change import (
     ALLOCS,
     BETTER,
@@ -39,7 +40,7 @@ from .change import (
     Settings,
 )
 from .keys import place, short_name
-from .tables import side_table, union
+from .tables import located, side_table, union
 
 # The instructions of one count: a counted profile stores them where nanoseconds go.
 PER_UNIT = 1e9
@@ -180,28 +181,28 @@ def profile_changes(
     check_same("the profiles", counter_of(da), counter_of(db))
     sa, sb = side_table("profile", da), side_table("profile", db)
     _note(settings)
-    totals = [_median(d.get("total") or [1.0]) for d in (da, db)]
+    totals = [median(d.get("total") or [1.0]) for d in (da, db)]
     changes = [counted_change(section, "instructions", "count", totals[0], totals[1])]
     least = settings.min_share * max(totals)
 
     def figures(rows_a: Any, rows_b: Any) -> Any:
         for key in union(rows_a, rows_b):
-            a = _median(rows_a.get(key, [0.0])) * PER_UNIT
-            b = _median(rows_b.get(key, [0.0])) * PER_UNIT
+            a = median(rows_a.get(key, [0.0])) * PER_UNIT
+            b = median(rows_b.get(key, [0.0])) * PER_UNIT
             yield key, a, b, max(a, b) >= least
 
     for figure, rows_a, rows_b in ((OWN, sa.own, sb.own), (INCLUSIVE, sa.inclusive, sb.inclusive)):
         for key, a, b, big in figures(rows_a, rows_b):
-            name, file, line = _where(key, sa, sb)
+            file, line, name = located(key, sa, sb)
             listed = figure == OWN and name != INTERPRETER[2]  # its changes are the total's
             c = counted_change(section, name, figure, a, b, 0.0, (file, line), listed)
             changes.append(_shared(c, a, b, totals) if big else _small(c, settings))
     changes += _allocation_changes(sa, sb, section)
     own = {(c.file, c.line, c.function): c for c in changes if c.figure == OWN and c.verdict}
     for key, a, b, big in figures(sa.paths, sb.paths):
-        name, file, line = _where(key[-1], sa, sb)
+        file, line, name = located(key[-1], sa, sb)
         c = counted_change(section, name, PATH, a, b, 0.0, (file, line), listed=False)
-        where = [_place(k, sa, sb) for k in key]
+        where = [located(k, sa, sb) for k in key]
         path = tuple(short_name(*w) for w in where)
         c = (_shared(c, a, b, totals) if big else _small(c, settings)).replace(
             path=path, chain=len(path), places=tuple(place(*w) for w in where))  # fmt: skip
@@ -235,12 +236,12 @@ def _allocation_changes(sa: Any, sb: Any, section: str) -> list[Change]:
         ra, rb = getattr(sa, rows), getattr(sb, rows)
         if not ra or not rb:
             continue
-        sums = [sum(_median(row) for row in side.values()) for side in (ra, rb)]
+        sums = [sum(median(row) for row in side.values()) for side in (ra, rb)]
         out.append(counted_change(section, name, figure, sums[0], sums[1]))
         for key in union(ra, rb):
-            a, b = _median(ra.get(key, [0.0])), _median(rb.get(key, [0.0]))
+            a, b = median(ra.get(key, [0.0])), median(rb.get(key, [0.0]))
             if max(a, b) >= least:
-                name_, file, line = _where(key, sa, sb)
+                file, line, name_ = located(key, sa, sb)
                 out.append(counted_change(section, name_, figure, a, b, 0.0, (file, line)))
     return out
 
@@ -256,24 +257,3 @@ def _small(c: Change, settings: Settings) -> Change:
         significant=False, verdict="", tested=False,
         note=f"below the {settings.min_share:.1%} share tested",
     )  # fmt: skip
-
-
-def _where(key: Any, sa: Any, sb: Any) -> tuple[str, str, int]:
-    found = sb.where.get(key) or sa.where.get(key)
-    if found is None:
-        return str(key[1]), str(key[0]), 0
-    file, line, name = found
-    return name, file, line
-
-
-def _place(key: Any, sa: Any, sb: Any) -> tuple[str, int, str]:
-    name, file, line = _where(key, sa, sb)
-    return file, line, name
-
-
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    if not n:
-        return 0.0
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2

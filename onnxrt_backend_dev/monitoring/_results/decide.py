@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._stats.distributions import NORMAL
+from .._stats.multiple import median
 from .._stats.power import runs_needed
 from .._stats.ranks import hodges_lehmann_ratio, mann_whitney_u, small_sample_test
 from .._stats.robust import biweight_location
@@ -190,12 +191,6 @@ class Decision:
     log_variance: float | None = None
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
 def pooled_log_variance(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """The variance of the log of one value, pooled over both sides (each about its own
     mean), None with fewer than two values a side or a value <= 0.
@@ -240,8 +235,7 @@ def judge(
     """
     if shift is not None and shift.value:
         ys = [y * math.exp(-shift.value) for y in ys]
-    a = _median(xs) if xs else 0.0
-    b = _median(ys) if ys else 0.0
+    a, b = median(xs), median(ys)
     # The change shown is the one of the medians shown beside it; the interval and the
     # p-value are the test's.
     shown = change = b / a - 1 if a > 0 else None

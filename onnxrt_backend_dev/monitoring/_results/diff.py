@@ -79,7 +79,7 @@ from .._stats.welch import (
 from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
 from .decide import Shift, judge
 from .keys import Key, place, short_name
-from .tables import EDGES, NO_PATHS, STACKS, SideTable, medians, union
+from .tables import EDGES, NO_PATHS, STACKS, SideTable, located, medians, union
 
 MIN_SHARE = 0.001
 MIN_CHANGE = 0.02
@@ -157,10 +157,6 @@ class _Item:
         return 0 if not self.test else (1 if self.test[0] > 0 else -1)
 
 
-def _median(xs: Sequence[float]) -> float:
-    return median(xs) if xs else 0.0
-
-
 class _Pair:
     """Both sides and what their figures share: the interval, whether counted."""
 
@@ -170,7 +166,7 @@ class _Pair:
         self.rate = min(sa.rate, sb.rate) if self.counted else 0.0
         # Half a sample, in seconds: the log of a count that may be zero.
         self.offset = 0.5 / self.rate if self.counted and self.rate > 0 else 0.0
-        self.total_a, self.total_b = _median(sa.totals()), _median(sb.totals())
+        self.total_a, self.total_b = median(sa.totals()), median(sb.totals())
         self.single = sa.runs < 2 or sb.runs < 2
         self._medians: dict[int, dict[Any, float]] = {}
 
@@ -192,7 +188,7 @@ class _Pair:
         if small:
             return f"below the {self.settings.min_share:.1%} share tested"
         if self.counted:
-            samples = max(_median(xs), _median(ys)) * self.rate
+            samples = max(median(xs), median(ys)) * self.rate
             if samples < MIN_SAMPLES:
                 return f"under {MIN_SAMPLES:g} samples a run"
         elif min(xs) <= 0 or min(ys) <= 0:
@@ -346,7 +342,7 @@ def _floor(pair: _Pair, side: list[float] | None) -> float:
     """A piece's least variance of its log figure: its Poisson part (counted figures)."""
     if not (pair.counted and pair.rate > 0 and side):
         return MIN_LOG_VARIANCE
-    return 1.0 / max(_median(side) * pair.rate, 0.5)
+    return 1.0 / max(median(side) * pair.rate, 0.5)
 
 
 @dataclass
@@ -645,25 +641,17 @@ def _attribute(paths: list[_Item], kind: str) -> dict[Any, tuple[str, tuple[Key,
     return roles
 
 
-def _name(key: Key, pair: _Pair) -> tuple[str, str, int]:
-    """``(name, file, line)`` of a function, B's place first."""
-    where = pair.sb.where.get(key) or pair.sa.where.get(key)
-    if where is None:
-        return key[1], key[0], 0
-    return where[2], where[0], where[1]
-
-
 def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
     """A figure's change; one the same as a tested figure (its only path...) shows that
     figure's test, once in the family."""
     key = it.key[-1] if it.family == PATH else it.key
-    name, file, line = _name(key, pair)
+    file, line, name = located(key, pair.sa, pair.sb)
     path: tuple[str, ...] = ()
     places: tuple[str, ...] = ()
     if it.family == PATH:
-        named = [_name(k, pair) for k in it.key]
-        path = tuple(short_name(*_reorder(n)) for n in named)
-        places = tuple(place(*_reorder(n)) for n in named)
+        named = [located(k, pair.sa, pair.sb) for k in it.key]
+        path = tuple(short_name(*n) for n in named)
+        places = tuple(place(*n) for n in named)
     src = _tested_as(it)
     t: tuple[float | None, ...] = src.test or (None, None, None, None)
     a, b = it.a, it.b
@@ -688,11 +676,6 @@ def _untested(a: dict[str, float], b: dict[str, float], factor: float | None) ->
     return b["time"] / a["time"] - 1
 
 
-def _reorder(t: tuple[str, str, int]) -> tuple[str, int, str]:
-    name, file, line = t
-    return file, line, name
-
-
 def _verdict(it: _Item) -> str:
     return (WORSE if it.sign > 0 else BETTER) if it.significant and it.sign else ""
 
@@ -704,7 +687,7 @@ def _path_changes(paths: list[_Item], kind: str, section: str, pair: _Pair) -> l
         c = _change(it, section, pair)
         role, shown = roles.get(it.key, ("", ()))
         if role == ORIGIN:
-            names = tuple(short_name(*_reorder(_name(k, pair))) for k in shown)
+            names = tuple(short_name(*located(k, pair.sa, pair.sb)) for k in shown)
             c = c.replace(role=role, shown=names, verdict=_verdict(it))
         elif role == EXPLAINED:
             c = c.replace(role=role)
@@ -768,8 +751,8 @@ def headline_change(
     :return: the change
     """
     d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock, shift=shift)
-    a = {figure: _median(xs), "n": float(len(xs))}
-    b = {figure: _median(ys), "n": float(len(ys))}
+    a = {figure: median(xs), "n": float(len(xs))}
+    b = {figure: median(ys), "n": float(len(ys))}
     if d.log_variance is not None:
         a["log_variance"] = b["log_variance"] = d.log_variance
     if not d.tested and (len(xs) < 2 or len(ys) < 2):
@@ -789,8 +772,8 @@ def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Ite
     items = []
     for key in union(sa.growth, sb.growth):
         xs, ys = sa.growth.get(key), sb.growth.get(key)
-        a = {"growth": _median(xs or [0.0]), "rise": sa.rise}
-        b = {"growth": _median(ys or [0.0]), "rise": sb.rise}
+        a = {"growth": median(xs or [0.0]), "rise": sa.rise}
+        b = {"growth": median(ys or [0.0]), "rise": sb.rise}
         a["share"], b["share"] = abs(a["growth"]) / sa.rise, abs(b["growth"]) / sb.rise
         a["time"], b["time"] = a["growth"], b["growth"]
         item = _Item(GROWTH, key, xs, ys, a, b)
@@ -811,7 +794,7 @@ def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Ite
 
 
 def _growth_change(it: _Item, pair: _Pair) -> Change:
-    name, file, line = _name(it.key, pair)
+    file, line, name = located(it.key, pair.sa, pair.sb)
     ratio = None
     if it.test is None:
         ratio = (it.b["growth"] - it.a["growth"]) / max(it.a["rise"], 1.0)
@@ -886,7 +869,7 @@ def _small_changes(
         a = {"time": a_time or 0.0, "share": (a_time or 0.0) / total_a}
         b = {"time": b_time or 0.0, "share": (b_time or 0.0) / total_b}
         ratio = _untested(a, b, pair.settings.factor) if a["time"] > 0 else None
-        name, file, line = _name(key, pair)
+        file, line, name = located(key, pair.sa, pair.sb)
         out.append(Change(section, name, file, line, family, a, b, ratio, note=note))
     return out
 

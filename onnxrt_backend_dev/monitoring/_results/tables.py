@@ -301,6 +301,17 @@ def medians(rows: Rows) -> dict[Any, float]:
     return out
 
 
+def located(key: Key, sa: SideTable, sb: SideTable) -> tuple[str, int, str]:
+    """``(file, line, name)`` of a function, B's place first.
+
+    :param key: the function's key
+    :param sa: A's table
+    :param sb: B's table
+    :return: its place (its key's file and name, line 0, when neither side has one)
+    """
+    return sb.where.get(key) or sa.where.get(key) or (key[0], 0, key[1])
+
+
 def union(*keys: Any) -> list[Any]:
     """The keys of several tables, in first-seen order.
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .multiple import weighted_median
+from .multiple import median, weighted_median
 
 # Tukey's tuning constant: 95 % efficiency at the normal distribution.
 BIWEIGHT_C = 4.685
@@ -87,9 +87,8 @@ def biweight_location(
     roots = [math.sqrt(max(p, 0.0)) for p in precisions]
     m = weighted_median(values, w)
     if scale is None:  # once, about the median (the scale is not iterated)
-        z = sorted(abs(x - m) * r for x, r in zip(values, roots, strict=True))
-        mid = z[n // 2] if n % 2 else (z[n // 2 - 1] + z[n // 2]) / 2
-        scale = max(1.0, MAD_TO_SD * mid)
+        z = [abs(x - m) * r for x, r in zip(values, roots, strict=True)]
+        scale = max(1.0, MAD_TO_SD * median(z))
     final = list(w)
     for _ in range(_ITERATIONS):
         width = c * scale
