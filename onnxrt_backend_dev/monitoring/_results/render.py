@@ -61,9 +61,9 @@ def _mark(c: Change) -> str:
 
 def _sections(cmp: ResultComparison) -> dict[str, list[Change]]:
     """The changes by section, each ordered (listed changes first, by impact)."""
-    out: dict[str, list[Change]] = {"whole": [], "origins": [], "functions": [], "growth": []}
-    out["allocs"] = []
-    out["through"] = []
+    out: dict[str, list[Change]] = {
+        k: [] for k in ("whole", "origins", "functions", "growth", "allocs", "through")
+    }
     for c in cmp.ordered():
         if c.file is None:
             out["whole"].append(c)
@@ -151,15 +151,17 @@ def _header(cmp: ResultComparison) -> list[str]:
     return lines
 
 
+def _line(c: Change, suffix: str, middle: str = "") -> str:
+    """One row of the text: the change, its mark, A's and B's amounts, then the label."""
+    return (
+        f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
+        f"{_amount(c, c.b):>{W}}{middle}  {label(c)}{suffix}"
+    )
+
+
 def _whole_rows(rows: list[Change]) -> list[str]:
     lines = [f"  {'change':>22} sig {'A':>{W}} {'B':>{W}}  what"]
-    for c in rows:
-        note = f"  [{c.note}]" if c.note else ""
-        lines.append(
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
-            f"{_amount(c, c.b):>{W}}  {label(c)}{note}"
-        )
-    return lines
+    return lines + [_line(c, f"  [{c.note}]" if c.note else "") for c in rows]
 
 
 def _section(
@@ -180,11 +182,7 @@ def _speed(cmp: ResultComparison) -> str:
 
 def _origin_rows(rows: list[Change], top: int) -> list[str]:
     def row(c: Change) -> str:
-        where = f"  ({_place(c)})" if c.file else ""
-        return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
-            f"{_amount(c, c.b):>{W}}  {label(c)}{where}"
-        )
+        return _line(c, f"  ({_place(c)})" if c.file else "")
 
     head = f"  {'change':>22} sig {'A':>{W}} {'B':>{W}}  call path"
     return _section(rows, top, head, row, "paths where a change starts")
@@ -203,10 +201,7 @@ def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -
         inc_text = format_change(inc) if inc is not None else ""
         inc_mark = _mark(inc) if inc is not None else ""
         verdict = f"  [{c.verdict}]" if c.verdict else _only(c)
-        return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} {_amount(c, c.b):>{W}} "
-            f"{inc_text:>22} {inc_mark:^3}  {label(c)}{verdict}"
-        )
+        return _line(c, verdict, f" {inc_text:>22} {inc_mark:^3}")
 
     head = f"  {'own change':>22} sig {'A own':>{W}} {'B own':>{W}} {'inclusive':>22} sig  function"
     return _section(rows, top, head, row, "functions")
@@ -217,14 +212,8 @@ def _only(c: Change) -> str:
 
 
 def _growth_rows(rows: list[Change], top: int, change: str = "change (of rise)") -> list[str]:
-    def row(c: Change) -> str:
-        return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
-            f"{_amount(c, c.b):>{W}}  {label(c)}{_only(c)}"
-        )
-
     head = f"  {change:>22} sig {'A':>{W}} {'B':>{W}}  function"
-    return _section(rows, top, head, row, "functions")
+    return _section(rows, top, head, lambda c: _line(c, _only(c)), "functions")
 
 
 def _through_line(rows: list[Change]) -> str:
@@ -272,11 +261,8 @@ def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE)
 def _functions_title(cmp: ResultComparison, page: bool = False) -> str:
     """The functions' section's title, of the text or of the page."""
     if _counted(cmp):
-        return (
-            "Functions (own instructions; inclusive beside)"
-            if page
-            else ("functions (own instructions; inclusive beside):")
-        )
+        text = "functions (own instructions; inclusive beside)"
+        return text.capitalize() if page else f"{text}:"
     if page:
         return f"Functions (own time, inclusive beside{_speed(cmp)})"
     return f"functions (own time; inclusive beside){_speed(cmp)}:"
