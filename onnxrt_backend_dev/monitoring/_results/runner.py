@@ -220,22 +220,18 @@ def parse_program(
     if not words:
         raise BadValue(f"the program must be a command line, got {command!r}")
     if words[0].endswith(".py"):
-        return Program(
-            tuple(words), sys.executable, "path", words[0], tuple(words[1:]), profiler, interval
-        )
-    if _is_python(words[0]):
-        python = shutil.which(words[0]) or words[0]
-        if len(words) >= 3 and words[1] == "-m":
-            return Program(
-                tuple(words), python, "module", words[2], tuple(words[3:]), profiler, interval
-            )
-        if len(words) >= 2 and not words[1].startswith("-"):
-            return Program(
-                tuple(words), python, "path", words[1], tuple(words[2:]), profiler, interval
-            )
-        if len(words) < 2:
-            raise BadValue(f"the program {command!r} names python but nothing to run")
-    return Program(tuple(words))
+        python, how, rest = sys.executable, "path", words
+    elif not _is_python(words[0]):
+        return Program(tuple(words))
+    elif len(words) < 2:
+        raise BadValue(f"the program {command!r} names python but nothing to run")
+    elif len(words) >= 3 and words[1] == "-m":
+        python, how, rest = shutil.which(words[0]) or words[0], "module", words[2:]
+    elif words[1].startswith("-"):  # python -c ...: a command, not profiled
+        return Program(tuple(words))
+    else:
+        python, how, rest = shutil.which(words[0]) or words[0], "path", words[1:]
+    return Program(tuple(words), python, how, rest[0], tuple(rest[1:]), profiler, interval)
 
 
 @dataclass
@@ -357,19 +353,13 @@ def run_once(
             f"{shlex.join(program.command)} left no readable profile ({e}): did it call "
             "os._exit, or is this package missing from its interpreter?"
         ) from None
-    if program.profiler == "sampled":
-        return Run(
-            _figure(sidecar.get("wall")) or wall,
-            None,
-            _figure(sidecar.get("begin")),
-            _figure(sidecar.get("peak")),
-            _checked_profile(sidecar.get("profile"), program),
-        )
+    sampled = program.profiler == "sampled"
     return Run(
         _figure(sidecar.get("wall")) or wall,
-        read_profile_file(out + ".prof").stats,
+        None if sampled else read_profile_file(out + ".prof").stats,
         _figure(sidecar.get("begin")),
         _figure(sidecar.get("peak")),
+        _checked_profile(sidecar.get("profile"), program) if sampled else None,
     )
 
 
@@ -719,28 +709,33 @@ def compare_programs(
     from .store import make_result
 
     programs = [parse_program(a, profiler, interval), parse_program(b, profiler, interval)]
-    if counter is not None:
-        counted = _count_both(programs, timeout, cwd, on_run, supervisor, count_bytes)
-        names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
-        cmp = compare_results(counted[0], counted[1], names, alpha=alpha,
-                              min_share=MIN_SHARE if min_share is None else min_share)  # fmt: skip
-        return cmp, counted[0], counted[1]
-    if programs[0].profiled != programs[1].profiled:
-        from .._errors import BadValue
-
-        raise BadValue("a and b must both be Python programs, or both other commands")
-    for program in programs:
-        check_sampler(program)
-    runs = run_interleaved(
-        programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer, supervisor=supervisor
-    )
-    docs: list[Any] = []
-    for program, side in zip(programs, runs.runs, strict=True):
-        kind, data = side_result(side, program, timer) if side else ("", {})
-        docs.append(make_result(kind, data, ["compare", *program.command]) if side else None)
-    if runs.stopped is not None:
-        raise Stopped(runs.stopped, (docs[0], docs[1]))
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
+    if counter is not None:
+        docs = _count_both(programs, timeout, cwd, on_run, supervisor, count_bytes)
+        min_change = None  # a count changes beyond its noise, never by a share
+    else:
+        if programs[0].profiled != programs[1].profiled:
+            from .._errors import BadValue
+
+            raise BadValue("a and b must both be Python programs, or both other commands")
+        for program in programs:
+            check_sampler(program)
+        runs = run_interleaved(
+            programs,
+            repeat,
+            timeout,
+            max_time,
+            cwd,
+            on_run=on_run,
+            timer=timer,
+            supervisor=supervisor,
+        )
+        docs = []
+        for program, side in zip(programs, runs.runs, strict=True):
+            kind, data = side_result(side, program, timer) if side else ("", {})
+            docs.append(make_result(kind, data, ["compare", *program.command]) if side else None)
+        if runs.stopped is not None:
+            raise Stopped(runs.stopped, (docs[0], docs[1]))
     cmp = compare_results(
         docs[0],
         docs[1],
