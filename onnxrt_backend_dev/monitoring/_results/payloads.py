@@ -390,23 +390,41 @@ def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, 
             for k in range(3):
                 acc[k] += max(float(totals[k]), 0.0)
         per_run.append(sums)
-    runs = len(profiles)
-    columns = [[0.0] * (len(stacks) * runs) for _ in range(3)]
-    for r, sums in enumerate(per_run):
-        for sid, acc in sums.items():
-            for k in range(3):
-                columns[k][sid * runs + r] = acc[k]
     cpu = all(bool(getattr(p, "cpu_known", False)) for p in profiles)
-    data: dict[str, Any] = {
-        "profiler": "sampled",
+    head = {
         "timer": "cpu" if cpu else "wall",
         "sampler": str(profiles[0].timer) if profiles else "",
         "interval": float(profiles[0].interval) if profiles else 0.002,
+    }
+    walls = [max(float(p.duration), 1e-9) for p in profiles]
+    return _sampled_payload(head, functions, stacks, per_run, walls, main, 1e9)
+
+
+def _sampled_payload(
+    head: Mapping[str, Any],
+    functions: Mapping[tuple[str, int, str], int],
+    stacks: Mapping[tuple[int, ...], int],
+    runs: Sequence[Mapping[int, Sequence[float]]],
+    walls: list[float],
+    main: str | None,
+    scale: float,
+) -> dict[str, Any]:
+    """A sampled payload, checked: ``head`` (its timer, sampler and interval), then each
+    run's ``[wall, cpu, samples]`` per stack (wall and CPU in ``1 / scale`` ns)."""
+    count = len(runs)
+    columns = [[0.0] * (len(stacks) * count) for _ in range(3)]
+    for r, sums in enumerate(runs):
+        for sid, acc in sums.items():
+            for k in range(3):
+                columns[k][sid * count + r] = acc[k]
+    data: dict[str, Any] = {
+        "profiler": "sampled",
+        **head,
         "functions": [list(f) for f in functions],
         "stacks": [list(s) for s in stacks],
-        "wall": [max(float(p.duration), 1e-9) for p in profiles],
-        "stack_wall_ns": _integers("wall", columns[0], 1e9),
-        "stack_cpu_ns": _integers("cpu", columns[1], 1e9),
+        "wall": walls,
+        "stack_wall_ns": _integers("wall", columns[0], scale),
+        "stack_cpu_ns": _integers("cpu", columns[1], scale),
         "stack_samples": _integers("samples", columns[2], 1.0),
     }
     if main is not None:
@@ -443,29 +461,13 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                     acc[c] += figures[c]
         runs.extend(local)
         walls.extend(float(w) for w in part["wall"])
-    count = len(runs)
-    columns = [[0] * (len(stacks) * count) for _ in range(3)]
-    for r, sums in enumerate(runs):
-        for sid, acc in sums.items():
-            for c in range(3):
-                columns[c][sid * count + r] = acc[c]
     first = parts[0]
-    data: dict[str, Any] = {
-        "profiler": "sampled",
+    head = {
         "timer": "cpu" if all(p.get("timer") == "cpu" for p in parts) else "wall",
         "sampler": first.get("sampler", ""),
         "interval": first["interval"],
-        "functions": [list(f) for f in functions],
-        "stacks": [list(s) for s in stacks],
-        "wall": walls,
-        "stack_wall_ns": columns[0],
-        "stack_cpu_ns": columns[1],
-        "stack_samples": columns[2],
     }
-    if "main" in first:
-        data["main"] = first["main"]
-    check_profile("data", data)
-    return data
+    return _sampled_payload(head, functions, stacks, runs, walls, first.get("main"), 1.0)
 
 
 def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
