@@ -178,7 +178,7 @@ class ResultComparison:
             # Where a change starts first (it names the code), then the whole run's figures.
             named = sorted(findings, key=lambda c: (c.file is None, -c.impact))
             listed = "; ".join(
-                f"{label(c)} {_pct(c)}" + (" (weaker evidence)" if c.weaker else "")
+                f"{label(c)} {format_change(c)}" + (" (weaker evidence)" if c.weaker else "")
                 for c in named[:3]
             )
             more = f"; {len(findings) - 3} more" if len(findings) > 3 else ""
@@ -193,8 +193,8 @@ class ResultComparison:
             c = one_run[0]
             return Verdict(
                 UNDECIDED, EXIT_UNDECIDED,
-                f"undecided: {label(c)} {_pct(c)} is above {_threshold(above)} in a single "
-                f"run a side, which cannot tell it from the spread between runs "
+                f"undecided: {label(c)} {format_change(c)} is above {_threshold(above)} in a "
+                f"single run a side, which cannot tell it from the spread between runs "
                 f"(profile --repeat 5 --save, or compare --a/--b)",
                 (), tuple(one_run),
             )  # fmt: skip
@@ -204,7 +204,7 @@ class ResultComparison:
             more = f"; about {runs} runs a side would decide it" if runs else ""
             return Verdict(
                 UNDECIDED, EXIT_UNDECIDED,
-                f"undecided: {label(c)} {_pct(c)} may be above {_threshold(above)}: the "
+                f"undecided: {label(c)} {format_change(c)} may be above {_threshold(above)}: the "
                 f"evidence cannot decide it ({why}){more}",
                 (), tuple(u[0] for u in undecided), runs,
             )  # fmt: skip
@@ -235,7 +235,7 @@ class ResultComparison:
     def _pass_text(self, above: float) -> str:
         better = _one_per_function([c for c in self.ordered() if c.verdict == "better"])
         worse = _one_per_function([c for c in self.ordered() if c.verdict == WORSE])
-        heads = "; ".join(f"{label(c)} {_pct(c)}" for c in self.headlines()[:2])
+        heads = "; ".join(f"{label(c)} {format_change(c)}" for c in self.headlines()[:2])
         text = f"no significant regression above {_threshold(above)}"
         text += f" ({heads})" if heads else ""
         if worse:
@@ -329,9 +329,6 @@ def format_change(c: Change) -> str:
         else:
             text += f" [{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]"
     return text
-
-
-_pct = format_change
 
 
 def _one_run(c: Change) -> bool:

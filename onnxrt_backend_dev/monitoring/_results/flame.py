@@ -17,10 +17,10 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .._format import format_count
+from .._format import format_count, one_line
 from .change import INCLUSIVE, ORIGIN, PATH, Change
 from .compare import format_change
-from .keys import clean, place
+from .keys import place
 
 MIN_WIDTH = 0.002
 MAX_DEPTH = 60
@@ -145,10 +145,10 @@ def _boxes(root: _Node) -> list[str]:
             f"background:{_colour(_coloured_by(node))}"
         )
         origin = " origin" if node.change is not None and node.change.role == ORIGIN else ""
-        title = html.escape(clean(_title(node, path)), quote=True)
+        title = html.escape(one_line(_title(node, path)), quote=True)
         boxes.append(
             f'<div class="fb{origin}" style="{style}" title="{title}">'
-            f"{html.escape(clean(node.name))}</div>"
+            f"{html.escape(one_line(node.name))}</div>"
         )
         kids = sorted(node.children.values(), key=lambda n: -n.time)
         offset = x
@@ -185,9 +185,9 @@ def flame_html(cmp: object) -> str:
     else:
         keyed = any(c.places for c in paths)
         inclusive = {
-            (place(c.file or "", c.line or 0, c.function) if keyed else clean(c.function)): c.b.get(
-                "time", 0.0
-            )
+            (
+                place(c.file or "", c.line or 0, c.function) if keyed else one_line(c.function)
+            ): c.b.get("time", 0.0)
             for c in changes
             if c.figure == INCLUSIVE
         }

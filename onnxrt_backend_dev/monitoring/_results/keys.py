@@ -60,22 +60,6 @@ def match_keys(functions: Sequence[Sequence[Any]], main: str | None) -> list[Key
     return keys
 
 
-def _short_file(file: str) -> str:
-    from .._sampling.view import short_file
-
-    return short_file(file)
-
-
-def clean(text: str) -> str:
-    """``text`` on one line: control characters (a newline or a NUL in a crafted name)
-    shown as ``\\n``, ``\\x00``.
-
-    :param text: a name or a path
-    :return: the text
-    """
-    return one_line(text)  # the one escaper of every text renderer
-
-
 def display_name(file: str, line: int, name: str) -> str:
     """The function as ``profile`` names it: ``name (short/path.py:line)``; a built-in
     (cProfile's ``~``), a thread's root or a function without a file by its name alone.
@@ -85,10 +69,12 @@ def display_name(file: str, line: int, name: str) -> str:
     :param name: its name
     :return: one line of text
     """
-    name = clean(name)
+    from .._sampling.view import short_file
+
+    name = one_line(name)
     if file in ("", "~") or (line == 0 and not file.endswith(".py")):
         return name
-    return f"{name} ({clean(_short_file(file))}:{line})"
+    return f"{name} ({one_line(short_file(file))}:{line})"
 
 
 def short_name(file: str, line: int, name: str) -> str:
@@ -100,7 +86,7 @@ def short_name(file: str, line: int, name: str) -> str:
     :param name: its name
     :return: one line of text
     """
-    return clean(name)
+    return one_line(name)
 
 
 def place(file: str, line: int, name: str) -> str:

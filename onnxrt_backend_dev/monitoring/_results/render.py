@@ -22,7 +22,6 @@ from .._html import text as escape_text
 from .change import ALLOCS, BYTES, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
 from .compare import ResultComparison, Verdict, format_change, label
 from .counted import amount
-from .keys import clean
 
 __all__ = ["format_change", "label", "to_html", "to_json", "to_text"]
 
@@ -145,7 +144,7 @@ def _header(cmp: ResultComparison) -> list[str]:
         else f"{what} {cmp.runs[0]} and {cmp.runs[1]}; {cmp.confidence:.0%} intervals, "
         f"{cmp.correction}-corrected at alpha {cmp.alpha:g}"
     )
-    lines = [f"A {clean(cmp.names[0])} -> B {clean(cmp.names[1])} ({cmp.kind}; {how})"]
+    lines = [f"A {one_line(cmp.names[0])} -> B {one_line(cmp.names[1])} ({cmp.kind}; {how})"]
     lines.extend(f"warning: {w}" for w in cmp.warnings)
     lines.extend(f"note: {n}" for n in cmp.notes)
     return lines
@@ -192,7 +191,7 @@ def _place(c: Change) -> str:
     from .keys import display_name
 
     name = display_name(c.file or "", c.line or 0, c.function)
-    return name[len(clean(c.function)) + 2 : -1] if name.endswith(")") else name
+    return name[len(one_line(c.function)) + 2 : -1] if name.endswith(")") else name
 
 
 def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -> list[str]:
@@ -310,7 +309,7 @@ def esc(text: object) -> str:
     :param text: anything
     :return: the escaped text
     """
-    return escape_text(clean(str(text)))
+    return escape_text(one_line(str(text)))
 
 
 _STYLE = """
