@@ -1,24 +1,18 @@
 """The comparison of two saved results (A the baseline, B the new one), and its verdict.
 
-* timings: each statement's seconds per execution, **over the processes that timed
-  it** (one figure per process, its median batch) when each side has two or more
-  (``time --processes N``); with a single process a side, over its batches, as *weaker
-  evidence* (its batches share its memory layout, hash seed and the load of its moment),
-  never passed in silence (see :mod:`.decide`);
+* timings: each statement's seconds per execution over the processes that timed it
+  (their median batches) with two or more a side, else over its batches as *weaker
+  evidence*, never passed in silence (:mod:`.decide`);
 * memory: each channel's peak over the runs;
-* profiles and ``run`` results: absolute times, inclusive and own, per function and per
-  call path, against one run-wide factor, and where each change starts (see
-  :mod:`.diff`), beside the run's time (and for a ``run``, its peak and each function's
-  memory growth);
+* profiles and ``run`` results: times per function and call path against a run-wide
+  factor, and where each change starts (:mod:`.diff`);
 * reports: each part they share.
 
-A positive ``change`` is always "B is worse" (more time, a higher peak). The verdict
-(:meth:`ResultComparison.verdict`) reads the changes against a threshold: 1 a
-significant regression beyond it (a function and its paths one finding); 3 undecided: a
-headline figure whose interval reaches beyond it (with the runs a side that would
-decide it), or a function or path beyond it significant alone but not once corrected
-for the family (:func:`suggestive`); 0 otherwise. Two saved sessions of the pytest
-plugin are compared after the machine's shift between them, from their reference works.
+A positive ``change`` is always "B is worse". The verdict
+(:meth:`ResultComparison.verdict`) at a threshold: 1 for a significant regression beyond
+it (a function and its paths one finding); 3 undecided (a headline figure whose interval
+reaches beyond it, or a function or path significant alone but not once corrected,
+:func:`suggestive`); 0 otherwise. Two pytest sessions are compared after the machine's shift between them.
 """
 
 from __future__ import annotations

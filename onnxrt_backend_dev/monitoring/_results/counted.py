@@ -1,21 +1,17 @@
 """The comparison of figures counted by valgrind (``--counter instructions``): no
 statistics, one run a side.
 
-A count is the same to the last instruction when the same program runs again with the
-same hash seed; what moves it without the code changing is small and bounded (another
-folder, another environment: a few thousand instructions of a program's start). A
-figure changed when ``|B - A|`` is beyond its *noise*: the noise saved beside each side
-(the two halves of a statement's count, :mod:`.._count.statement`) and a share of the
-larger side, ``RELATIVE_NOISE`` for a whole run or a statement and ``FUNCTION_NOISE``
-for a function's figure (the garbage collector runs in whichever function crosses its
-threshold: other functions' counts move a little when one changes). The interval shown
-is the change plus or minus that noise. A counted figure is never compared with a
-timed one: they measure different things.
+A count is the same to the instruction when the program runs again with the same hash
+seed; what else moves it is small and bounded (another folder or environment: a few
+thousand instructions at start). A figure changed when ``|B - A|`` is beyond its noise:
+the noise saved with each side plus a share of the larger, ``RELATIVE_NOISE`` for a run
+or statement, ``FUNCTION_NOISE`` for a function (the garbage collector runs in whichever
+function crosses its threshold). The interval shown is the change plus or minus it. A
+count is never compared with a time.
 
-For a profile counted per Python function (Python >= 3.12), each function's own and
-inclusive instructions and each caller → callee edge are compared; a function is listed
-as worse or better where its *own* count changed (its callers' inclusive counts carry
-the same change and are shown, not listed again).
+Per Python function (Python >= 3.12): own and inclusive counts and caller → callee
+edges; a function is listed where its *own* count changed (its callers' inclusive
+counts carry the same change).
 """
 
 from __future__ import annotations

@@ -1,35 +1,23 @@
-"""The one judgement of a headline figure (a timed statement, a run's wall time, a
-memory peak), shared by ``compare`` and the pytest gate, and the gate's four answers.
+"""The one judgement of a headline figure (a timed statement, a run's time, a memory
+peak), shared by ``compare`` and the pytest gate, and the gate's four answers.
 
-A figure is a series of positive values a side: one per process (a timing saved with
-``time --processes N``), one per run (``--repeat``), or, with a single process a side,
-the batches of that process, which is *weaker evidence*: its batches share the process's
-memory layout, hash seed and the load of its moment, and say little of another process
-(two ``time --save`` of one statement, one after the other on a busy machine, differed
-by -31 % to +56 %). The test is Mann-Whitney's with the Hodges-Lehmann interval of the
-ratio from 8 values a side (a run the machine slowed is one rank, not a weight), and
-Welch's test of the logs below (a rank test of 4 against 4 cannot go under p = 0.03).
+A figure is a series of positive values a side: one per process (``time --processes
+N``) or run (``--repeat``), or the batches of a single process, *weaker evidence*:
+they share its memory layout, hash seed and moment (two ``time --save`` of one
+statement on a busy machine differed by -31 % to +56 %). The test is Mann-Whitney's with
+the Hodges-Lehmann interval of the ratio from 8 values a side, Welch's test of the logs
+below (4 against 4 cannot rank below p = 0.03).
 
-With a single process a side, the batches cannot show how much two processes differ:
-a spread of :data:`BETWEEN_PROCESSES` is added to the batches' own, in the test and its
-interval (or the spread a caller measured, ``extra_var``): 20 % a process on the wall
-clock (two ``time --save`` of one statement, one after the other on this project's busy
-machine, differed by -31 % to +56 %; the figures of an unchanged pytest file moved
-between two sessions by a log spread of 0.20 to 0.42 at load 5 to 9), 8 % on the CPU
-clock (the same figures: 0.03 to 0.04, none beyond 0.15 in 200). One process a side is
-thus decisive only for large changes, and never in the wrong direction on a machine
-that moved.
+With a single process a side, a spread :data:`BETWEEN_PROCESSES` is added to the
+batches' own (or the caller's ``extra_var``): 20 % on the wall clock (an unchanged
+pytest file moved between sessions by a log spread of 0.20 to 0.42 at load 5 to 9), 8 %
+on the CPU clock (0.03 to 0.04, none beyond 0.15 in 200). One process a side thus
+decides only large changes, never in the wrong direction on a machine that moved.
 
-The gate's answers (:func:`gate`), for a threshold ``above`` (0.05 for 5 %):
-
-* ``regressed``: the change is significant, for the worse, and its estimate exceeds
-  the threshold;
-* ``improved``: significant, for the better, and its interval below the threshold;
-* ``undecided``: neither, and the evidence cannot rule out a change above the threshold:
-  the interval reaches above it, or, untested (a single value a side), the estimate is
-  above it. A gate that cannot decide never says pass. The runs a side that would decide
-  it come with it, when the spread is known;
-* ``unchanged``: the interval lies below the threshold.
+The gate's answers (:func:`gate`) for a threshold: ``regressed`` (significant, worse,
+its estimate beyond it), ``improved`` (significant, better, its interval below it),
+``undecided`` (the interval, or untested the estimate, reaches beyond it: a gate that
+cannot decide never passes; with the runs a side that would decide it), ``unchanged``.
 """
 
 from __future__ import annotations

@@ -1,62 +1,38 @@
 """The comparison of two profiles (cProfile or sampled) or two ``run`` results: absolute
 times, inclusive and own, per function and per call path, against one run-wide factor.
 
-**The figures.** Each function's own time and inclusive time, and each call path's
-inclusive time (the stack up to the function: a whole stack prefix for a sampled profile
-or a run's tree, caller → callee for cProfile), in seconds per run. Never a share of the
-run: when one function grows, every other share shrinks, and unchanged functions were
-called "significantly better" (33 of 44 on a three-stage pipeline).
+**The figures**, in seconds per run: each function's own and inclusive time, each call
+path's inclusive time (a stack prefix for a sampled profile or a run's tree, caller →
+callee for cProfile). Never a share of the run: when one function grows every other
+share shrinks, and unchanged functions were called "significantly better" (33 of 44).
 
-**The run-wide factor.** A run may be faster or slower as a whole (the machine's load,
-its clock speed): every figure of that run moves together. Over the disjoint pieces of
-the run (a sampled profile's stacks, else the functions' own times) that are tested, in
-two steps that a changed function cannot drag:
+**The run-wide factor.** The machine's load or clock moves every figure of a run
+together. It is estimated over the run's disjoint pieces (a sampled profile's stacks,
+else the functions' own times), in two steps a changed function cannot drag: each run's
+factor within its side (each piece centred on its side's median, the run's factor the
+biweight mean of its pieces' deviations, :mod:`.._stats.robust`), then the shift between
+the sides (the pieces' own shifts weighted by precision, none above a quarter of the
+weight, combined by the biweight: one function of 40 % of the run made 25 % faster moved
+the others by -9.9 % with a pooled weighted median). Every figure is compared with the
+factors of the pieces it does not hold, the shift's variance added to its test; one
+holding more than :data:`MOST_OF_RUN` is judged by the run's time.
 
-* *each run's factor within its side*: each piece centred on its median over the runs of
-  its own side (nothing changes within a side), the run's factor Tukey's biweight mean
-  (:mod:`.._stats.robust`) of its pieces' deviations, each standardised by its precision
-  (its Poisson part, then its spread once the factor is out); the factors of a side are
-  centred on their median;
-* *the shift between the sides*: each piece's own shift (its trimmed mean level in B
-  less in A), weighted by its precision, no piece above a quarter of the weight,
-  combined by the biweight from their weighted median: a piece that changed stands apart
-  and weighs nothing (one function holding 40 % of the run and made 25 % faster moved
-  the others by -9.9 % with a weighted median over both sides pooled, as before).
+**The test.** Yuen's test of the logs (20 % trimmed at each end: a run the sampler got
+wrong moves nothing; half a sample added to counted figures), each side's variance
+moderated by a prior fitted over all the figures against their share (worth 4 degrees:
+with 5 runs a side the plain test needs t > 5 for p < 1e-3), testing "the change is
+within ``min_change``" (a steady 0.5 % from code moved in memory is no change). A single
+run a side is tested on its counts (sampled figures only, plus a 3 % spread it cannot
+show) as weaker evidence; cProfile's figures of one run are shown, not tested.
 
-Every figure is compared with the factors of the pieces it does not hold (its own change
-never moves them) and the shift's variance is added to its test; a figure holding more
-than :data:`MOST_OF_RUN` of the run is judged by the run's time (what is left cannot tell
-its change from the machine's). The shift is reported: how much B's run moved as a
-whole.
+**The correction.** Holm over every test as one family, each weighted by the square
+root of its share. Each quantity is tested once: an inclusive time equal to the own
+time or to its only path's, or a path whose only callee path holds all its time, shows
+the test of the figure it is the same as.
 
-**The test.** Yuen's test of the logs (the 20 % smallest and largest runs of each side
-trimmed: a run the sampler got wrong moves neither the mean nor the variance; half a
-sample added to a sampled figure, whose counts may be zero), each side's variance
-*moderated* by a prior (:mod:`.._stats.welch`): the variance a figure of that share of
-the run has, fitted over all the tested figures (the log of the variance against the log
-of the share, which also holds the Poisson noise of the samples: ``1 / samples``), worth
-4 degrees of freedom. With 5 runs a side the plain test has 8 degrees and needs t > 5 for
-p < 1e-3; the moderated one has 16. The hypothesis tested is "the change is within
-``min_change``" (2 %): a consistent 0.5 % (code moved in memory) is not a change. A
-single run a side is tested on its counts (sampled figures only: Poisson, plus a 3 %
-run-to-run spread it cannot show) and marked as weaker evidence; cProfile's exact
-figures of one run are shown, not tested. The change shown is the one of the figures
-shown beside it (``typical``: A's geometric mean, B's at A's run speed).
-
-**The correction.** Holm's step-down over all the tests as one family (own times,
-inclusive times, call paths, memory growths), each figure weighted by the square root of
-its share of the run (the mean of A's and B's, blind to which side is which). The
-chance of any false alarm stays under ``alpha``. Each quantity is tested once: an
-inclusive time that is the function's own time or its only path's, or a path whose only
-callee path holds all its time, shows the test of the figure it is the same as, counted
-once in the family.
-
-**Where the change starts.** A significant path whose change its callees' significant
-paths carry (half of it or more, the same way) is *explained*: the change runs through
-it. The others are *origins*, and each is shown with the callers whose own relative
-change is at least half of it (``f07 → spin +40 %``, where ``main``, +2 %, is not). A
-function is listed as worse or better where its own time changed significantly, or where
-a change starts.
+**Where the change starts.** A significant path whose callees' significant paths carry
+half its change or more, the same way, is *explained*; the others are *origins*, shown
+with the callers whose own change is at least half of theirs (``f07 → spin +40 %``).
 """
 
 from __future__ import annotations

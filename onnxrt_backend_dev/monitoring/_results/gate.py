@@ -2,43 +2,26 @@
 test's figures with a baseline's (``--monitoring-save`` / ``--monitoring-compare``).
 
 Each measured block of a test is one *figure*, a JSON-ready dictionary:
+``{"kind": "time", "label", "times", "sizes", "clock"}`` (a block timed once or by
+``measure``) or ``{"kind": "memory", "label", "peak", "begin", "end", "mean"}`` in bytes
+(and ``alloc_peak``, the peak of the block's own live allocations, when counted). A
+session saves as a ``report``: a timing series per time figure, a memory channel per
+memory figure, named ``test id::label`` (``#2``... when a label repeats).
 
-* ``{"kind": "time", "label", "times": [seconds per batch], "sizes": [executions per
-  batch], "clock": "wall" | "cpu"}``: a block timed once (one batch of one execution)
-  or ``measure`` (its batches);
-* ``{"kind": "memory", "label", "peak", "begin", "end", "mean"}``: bytes of the resident
-  memory of the process, and ``alloc_peak`` when the block counted its allocations (the
-  peak of the bytes live of its own allocations).
+The gate, per test, with the statistics of ``compare`` (:mod:`.decide`):
 
-A session saves as a ``report`` result: a timing series per timed figure, a memory
-channel (one run) per memory figure, named ``test id::label`` (``#2``, ``#3``... when a
-label repeats in a test).
-
-The gate, per test, with the statistics of ``compare`` (:mod:`.decide`, one
-implementation):
-
-* a time figure is judged as ``compare`` judges a timing of one process a side: on its
-  batches, Mann-Whitney's test from 8 a side and Welch's test of the logs below, as
-  *weaker evidence* (a session's batches share the load of its moment, and cannot show
-  how much a figure moves from one session to the next: :data:`.decide.BETWEEN_PROCESSES`
-  is added), after the machine's shift between the two sessions
-  (:func:`.decide.machine_shift`: the robust mean of the ratios of the reference work
-  timed beside each figure judged so far in this session to the baseline's, never of
-  the figures, whose common change may be the code's; its variance added). It
-  *regresses* (the test fails) when the change is significant and above the threshold;
-  it is *undecided* when its estimate is above the threshold and the evidence cannot
-  decide it (not significant, a block timed once): never a pass in silence, said in the
-  test's report and the session's summary, not a failure. The message says what was
-  measured (the medians per run), then the shift and the change judged. A block timed
-  once (one run a side) regresses only when it more than doubled
-  (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
-  Beside other load, the CPU clock (``--monitoring-clock cpu``) is the steadier one for
-  CPU-bound code; figures of different clocks are not compared (undecided);
-* a memory figure (one run a side) regresses on the *plain threshold*, when it grew by
-  more than the threshold and by more than :data:`MEMORY_FLOOR`, below which it is the
-  allocator's noise; it is weaker evidence, and says so. It is the block's allocations'
-  peak when both sides counted it (the same code allocates the same bytes, whatever ran
-  before), the RSS increase (peak - begin) otherwise, never the RSS peak, which holds
+* a time figure is judged as one process a side (weaker evidence: a session's batches
+  cannot show how much a figure moves between sessions, :data:`.decide.BETWEEN_PROCESSES`
+  is added), after the machine's shift between the sessions (the reference work timed
+  beside each figure, never the figures, whose common change may be the code's). It
+  *regresses* when significant and above the threshold; it is *undecided* when its
+  estimate is above and the evidence cannot decide (never a silent pass, never a
+  failure). A block timed once regresses only when it more than doubled
+  (:data:`SINGLE_RUN_CHANGE`), and by 10 ms. Figures of different clocks are not
+  compared (undecided);
+* a memory figure regresses on the plain threshold, beyond :data:`MEMORY_FLOOR` (below,
+  the allocator's noise): its allocations' peak when both sides counted it (the same
+  code allocates the same bytes), else its RSS increase, never the RSS peak, which holds
   the whole interpreter.
 """
 

@@ -1,20 +1,17 @@
 """One side of a comparison of profiles, whatever measured it: each function's own and
-inclusive seconds in every run, each call path's inclusive seconds in every run, keyed
-by the matching keys of :mod:`.keys`.
+inclusive seconds and each call path's inclusive seconds, in every run, keyed by
+:mod:`.keys`.
 
-* a cProfile profile (``profile --cprofile``; versions 1 to 3): exact own and
-  cumulative times; its call paths are its edges (caller → callee: the callee's
-  inclusive time when called from there), saved from version 3;
-* a sampled profile (``profile``, ``compare --a/--b``): each stack's seconds, wall and
-  CPU, per run; a function's own time is the time of the stacks it ends, its inclusive
-  time the time of the stacks holding it (once, in a recursion), a path's the time of
-  the stacks starting with it;
-* a ``run`` result: the report's functions (own and inclusive, sampled by its ticks) and
-  its call tree's paths (version 3), and each function's memory growth while it ran.
+* cProfile (versions 1 to 3): exact own and cumulative times; its paths are its edges
+  (the callee's inclusive time when called from there), saved from version 3;
+* a sampled profile: each stack's wall and CPU seconds per run; a function's own time is
+  that of the stacks it ends, its inclusive time that of the stacks holding it (once, in
+  a recursion), a path's that of the stacks starting with it;
+* a ``run`` result: the report's functions and call tree's paths, and each function's
+  memory growth.
 
-Sampled figures are counts of samples times an interval: a path seen in few samples may
-be absent from a run. They are *counted* (``counted``): the comparison adds half a
-sample before taking logs and tests the paths with enough samples.
+Sampled figures are *counted* (samples times an interval, possibly absent from a run):
+the comparison adds half a sample before taking logs.
 """
 
 from __future__ import annotations
