@@ -12,7 +12,8 @@ A positive ``change`` is always "B is worse". The verdict
 (:meth:`ResultComparison.verdict`) at a threshold: 1 for a significant regression beyond
 it (a function and its paths one finding); 3 undecided (a headline figure whose interval
 reaches beyond it, or a function or path significant alone but not once corrected,
-:func:`suggestive`); 0 otherwise. Two pytest sessions are compared after the machine's shift between them.
+:func:`suggestive`); 0 otherwise. Two pytest sessions are compared after the machine's
+shift between them.
 """
 
 from __future__ import annotations

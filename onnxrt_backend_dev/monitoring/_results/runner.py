@@ -149,21 +149,19 @@ __all__ = ["ChildRun", "Program", "Run", "RunFailed", "Runs", "run_interleaved",
 
 @dataclass(frozen=True)
 class Program:
-    """How to run a program: the command as given, and, for a Python program, the
-    interpreter and what it runs (``how`` is ``path`` or ``module``).
+    """How to run a program.
 
     :param command: the command line, split
     :param python: the interpreter, None for a command that is not Python
     :param how: ``path`` (a script) or ``module`` (``-m``)
     :param target: the script or the module
     :param args: the program's arguments
-    :param profiler: ``sampled`` (the sampler in the child) or ``cprofile``
+    :param profiler: ``sampled`` or ``cprofile``
     :param interval: the sampler's seconds between samples, None for the collector's
         default (:data:`RUN_INTERVAL` in the program, :data:`OBSERVED_INTERVAL` outside)
     :param sampler: the sampler's timer (``prof``, ``real``, ``thread``)
-    :param collector: who samples a sampled run: ``auto`` (the observer, reading the
-        program from outside, where this machine allows it and the program runs this
-        interpreter; the in-process sampler otherwise), ``observer`` or ``in-process``
+    :param collector: ``auto`` (the observer where this machine allows it and the
+        program runs this interpreter, else in-process), ``observer`` or ``in-process``
     """
 
     command: tuple[str, ...]
@@ -316,9 +314,9 @@ def run_once(
     :param cwd: the folder it runs in
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (signals, janitor), None for one of its own
-    :param show_output: the program's output goes to this process's (else it is
-        discarded, the end of its stderr kept for the message of a failed run)
-    :return: the run, None when a signal stopped it (see ``Supervisor.stopped``)
+    :param show_output: show the program's output (else discarded, the end of its
+        stderr kept for a failed run's message)
+    :return: the run, None when a signal stopped it
     :raises RunFailed: it exited with an error or ran past ``timeout``
     """
     out = os.path.join(folder, "run")  # the folder is emptied after each run
@@ -386,13 +384,9 @@ def _observed_run(
     sup: Supervisor,
     show_output: bool,
 ) -> Run | None:
-    """One run sampled by the observer from outside (nothing of this tool in the
-    program: the line inside a C call is the right one, at the interval asked, where the
-    in-process sampler's CPU timer ticks once per kernel tick, 4 ms here).
-
-    :return: the run, None when a signal stopped it
-    :raises RunFailed: it exited with an error or ran past ``timeout``
-    """
+    """:func:`run_once` sampled by the observer from outside: nothing of this tool in the
+    program, the line inside a C call right, at the interval asked (the in-process
+    sampler's CPU timer ticks once per kernel tick, 4 ms here)."""
     from .._observe.build import to_profile
     from .._observe.session import start_program
     from .._sampling.aggregate import Aggregator
@@ -453,18 +447,11 @@ def _observed_run(
 
 
 def _program_only(profile: Any, main: str | None) -> None:
-    """Leaves out of the main thread the interpreter's start and end (``site``, the
-    encodings, the import system before the program's first line, ``atexit`` after its
-    last), as the in-process sampler does: the stacks without the program's module. They
-    are the same on both sides of a comparison, and every figure tested widens the
-    family that the significance is corrected over (Holm): 150 functions of start-up
-    beside the program's 40 made a 15 % slower stage of a 0.6 s program go unnoticed.
-    The run's whole CPU time and wall time still count them.
-
-    :param profile: the observed run's ``SampledProfile``, changed in place
-    :param main: the script as named in the stacks; None for ``-m``, whose stacks are
-        those under runpy's ``_run_module_as_main``
-    """
+    """Leaves the interpreter's start and end (the main thread's stacks without the
+    program's module: ``main``'s ``<module>``, or runpy's ``_run_module_as_main`` for
+    ``-m``) out of ``profile``, as the in-process sampler does. The same on both sides,
+    they only widen the family Holm corrects over: 150 functions of start-up beside the
+    program's 40 hid a 15 % slower stage. The run's whole times still count them."""
     for thread in profile.threads:
         if not thread.is_main:
             continue
@@ -483,14 +470,8 @@ def _program_only(profile: Any, main: str | None) -> None:
 
 
 def _check_ended(program: Program, ended: Any, errors: str, timeout: float) -> None:
-    """Refuses a run that ran past its timeout or exited with an error.
-
-    :param program: what ran
-    :param ended: its ``_run.supervise.Exit``
-    :param errors: the file holding its standard error (its end goes in the message)
-    :param timeout: the run's timeout, seconds
-    :raises RunFailed: it did
-    """
+    """Refuses (:class:`RunFailed`) a run past its timeout or exiting with an error, the
+    end of its standard error (the file ``errors``) in the message."""
     if ended.timed_out:
         raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
     if ended.code != 0:
@@ -567,15 +548,13 @@ def run_interleaved(
     :param programs: what to run
     :param repeat: runs of each program
     :param timeout: seconds each run may take before it is killed
-    :param max_time: stop starting rounds once this many seconds have passed (after two
-        rounds at least); None for no budget
+    :param max_time: stop starting rounds after this many seconds (two rounds at least)
     :param cwd: the folder they run in
     :param into: filled run by run, for a caller that reports what was done when stopped
     :param on_run: called with (round, program index) after each run
     :param timer: cProfile's clock (see :data:`TIMERS`)
-    :param supervisor: the command's supervisor (its signals then stop the runs and are
-        the command's to report); None for one for the time of the runs
-    :param show_output: the programs' output goes to this process's (see :func:`run_once`)
+    :param supervisor: the command's (its signals stop the runs), None for one of its own
+    :param show_output: show the programs' output
     :return: the runs; ``stopped`` names the signal that stopped them early
     :raises RunFailed: a run failed
     """
@@ -683,27 +662,22 @@ def compare_programs(
     :param cwd: the folder they run in
     :param alpha: significance level (Holm-corrected across functions and paths)
     :param on_run: called with (round, program index) after each run
-    :param min_share: figures under this share on both sides are not tested (the
-        comparison's default when None)
-    :param timer: the clock compared: ``cpu``, the CPU time (the default: the time
-        another process takes from the program on a busy machine is not counted), or
-        ``wall``; cProfile's clock with ``profiler="cprofile"``
-    :param profiler: ``sampled`` (the default: the observer, or the sampler in each run
-        where it cannot run, about 1.1x the program's time) or ``cprofile`` (exact
-        counts, about 2x)
-    :param interval: the sampler's seconds between samples, None for the collector's
-        default (see :class:`Program`)
-    :param min_change: changes deemed negligible (the comparison's default when None)
-    :param supervisor: the command's supervisor (``_run.supervise``), None for one for
-        the time of the runs
-    :param counter: ``instructions``: one run of each counted by valgrind, ``repeat``,
-        ``max_time``, ``timer``, ``profiler`` and ``interval`` unused
+    :param min_share: figures under this share on both sides are not tested
+    :param timer: ``cpu`` (the default: not what other processes take on a busy
+        machine) or ``wall``; cProfile's clock with ``profiler="cprofile"``
+    :param profiler: ``sampled`` (the default, about 1.1x the program's time) or
+        ``cprofile`` (exact counts, about 2x)
+    :param interval: the sampler's seconds between samples (see :class:`Program`)
+    :param min_change: changes deemed negligible
+    :param supervisor: the command's supervisor, None for one of its own
+    :param counter: ``instructions``: one run of each counted by valgrind (``repeat``,
+        ``max_time``, ``timer``, ``profiler`` and ``interval`` unused)
     :param count_bytes: with ``counter``, each function's allocated bytes too (a second
-        counted run of each, under DHAT)
+        run under DHAT)
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
-    :raises Stopped: a signal stopped the runs; its ``done`` holds the results of A and
-        of B (None for a side without a run), ready to save
+    :raises Stopped: a signal stopped the runs; ``done`` holds the results of A and B
+        (None for a side without a run)
     """
     from .compare import MIN_CHANGE, MIN_SHARE, compare_results
     from .store import make_result
@@ -757,17 +731,15 @@ def count_program(
     count_bytes: bool = False,
 ) -> Any:
     """Counts one run of a program's instructions under valgrind: per Python function
-    where its interpreter has perf trampolines (Python >= 3.12), the whole run otherwise
-    (and for a command that is not Python).
+    where its interpreter has perf trampolines (Python >= 3.12), else the whole run.
 
     :param program: what to run
     :param folder: a folder for the run's files
     :param supervisor: the command's supervisor
     :param timeout: seconds before the run is killed
     :param cwd: the folder it runs in
-    :param show_output: the program's output goes to this process's
-    :param count_bytes: per function, also each function's allocated bytes (a second
-        run, under DHAT)
+    :param show_output: show the program's output
+    :param count_bytes: each function's allocated bytes too (a second run, under DHAT)
     :return: the ``_count.valgrind.Counted``, None when a signal stopped it
     :raises CounterError: valgrind is missing or killed, the program forked
     :raises RunFailed: it exited with an error or ran past ``timeout``
