@@ -12,7 +12,7 @@ A positive ``change`` is always "B is worse". The verdict
 (:meth:`ResultComparison.verdict`) at a threshold: 1 for a significant regression beyond
 it (a function and its paths one finding); 3 undecided (a headline figure whose interval
 reaches beyond it, or a function or path significant alone but not once corrected,
-:func:`suggestive`); 0 otherwise. Two pytest sessions are compared after the machine's
+:func:`_suggestive`); 0 otherwise. Two pytest sessions are compared after the machine's
 shift between them.
 """
 
@@ -209,7 +209,7 @@ class ResultComparison:
         """The figures the evidence cannot decide at the threshold: a headline figure
         whose interval reaches above it (or, untested, whose estimate is above it); a
         function or path above it, significant on its own but not once corrected for
-        the family (see :func:`suggestive`)."""
+        the family (see :func:`_suggestive`)."""
         out = []
         for c in self.headlines():
             state, runs = gate(_decision_of(c), above, self.alpha)
@@ -222,7 +222,7 @@ class ResultComparison:
                 out.append((c, runs, why))
         # A path first: it names the caller (f07 → spin).
         for c in sorted(self.ordered(), key=lambda c: c.figure != PATH):
-            if c.file is not None and suggestive(c, above, self.alpha):
+            if c.file is not None and _suggestive(c, above, self.alpha):
                 out.append((c, None, f"p = {c.p_value:.2g} alone, {c.p_adjusted:.2g} once "
                            "corrected for the figures compared"))  # fmt: skip
         return out
@@ -267,18 +267,12 @@ def _threshold(above: float) -> str:
     return f"{above * 100:g} %"
 
 
-def suggestive(c: Change, above: float, alpha: float) -> bool:
+def _suggestive(c: Change, above: float, alpha: float) -> bool:
     """Whether a function's or path's figure is above the threshold with evidence that
     does not decide it: tested, significant on its own (p < ``alpha``) but not once
     corrected for the family, its corrected p-value under :data:`SUGGESTIVE` (a change
     where a change only runs through is not one). Among 1,900 figures of a large profile
-    some are significant on their own by chance; their corrected p-value is 1.
-
-    :param c: the change
-    :param above: the threshold, a fraction
-    :param alpha: the level
-    :return: True when the gate must say undecided for it
-    """
+    some are significant on their own by chance; their corrected p-value is 1."""
     return (
         c.tested
         and not c.note  # not a figure shown with the test of another it is the same as
@@ -368,13 +362,9 @@ def process_medians(series: Mapping[str, Any], samples: Sequence[float]) -> list
     return out
 
 
-def series_clock(series: Mapping[str, Any]) -> str:
-    """The clock that timed a series: its ``clock`` (the pytest plugin's), or its
-    summary's (``time --clock``), ``wall`` when neither says.
-
-    :param series: a timing series
-    :return: ``wall`` or ``cpu``
-    """
+def _series_clock(series: Mapping[str, Any]) -> str:
+    """A series' ``clock`` (the pytest plugin's), or its summary's (``time --clock``),
+    ``wall`` when neither says."""
     summary = series.get("summary")
     clock = series.get("clock") or (summary.get("clock") if isinstance(summary, Mapping) else None)
     return "cpu" if clock == "cpu" else "wall"
@@ -395,7 +385,7 @@ def timing_change(
     """
     if counter_of(sa) or counter_of(sb):
         return counted.timing_change(sa, sb, settings)
-    clocks = (series_clock(sa), series_clock(sb))
+    clocks = (_series_clock(sa), _series_clock(sb))
     if clocks[0] != clocks[1]:
         raise ResultFormatError(
             f"{sb['name']!r} was timed with the {clocks[0]} clock in A and the {clocks[1]} "
@@ -435,8 +425,8 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
     if not pairs:
         raise ResultFormatError("the two timings share no statement name")
     shifts = {}
-    for clock in {series_clock(sa) for sa, _ in pairs}:
-        ratios = [reference_ratio(sa, sb) for sa, sb in pairs if series_clock(sa) == clock]
+    for clock in {_series_clock(sa) for sa, _ in pairs}:
+        ratios = [reference_ratio(sa, sb) for sa, sb in pairs if _series_clock(sa) == clock]
         shifts[clock] = machine_shift([r for r in ratios if r is not None])
         if shifts[clock].references:
             settings.notes.append(
@@ -445,7 +435,7 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
                 f"{shifts[clock].references} statement(s)): taken out of B's times"
             )
     changes = [
-        timing_change(sa, sb, settings, shifts[series_clock(sa)].with_stolen(sa, sb))
+        timing_change(sa, sb, settings, shifts[_series_clock(sa)].with_stolen(sa, sb))
         for sa, sb in pairs
     ]
     if any(c.a.get("stolen") is not None for c in changes):

@@ -61,15 +61,8 @@ def counter_of(data: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def check_same(what: str, a: str | None, b: str | None, names: Sequence[str] = ("A", "B")) -> None:
-    """Refuses a counted figure beside a timed one.
-
-    :param what: the figure, for the message
-    :param a: A's counter (None: timed)
-    :param b: B's counter
-    :param names: how A and B are named
-    :raises ResultFormatError: they differ
-    """
+def _check_same(what: str, a: str | None, b: str | None, names: Sequence[str] = ("A", "B")) -> None:
+    """Refuses a counted figure (its counter) beside a timed one (None)."""
     if a == b:
         return
 
@@ -145,7 +138,7 @@ def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settin
     :param settings: the settings (its notes filled)
     :return: the change, in instructions per execution
     """
-    check_same(repr(sb["name"]), counter_of(sa), counter_of(sb))
+    _check_same(repr(sb["name"]), counter_of(sa), counter_of(sb))
     per = [sum(s["times"]) / sum(s["sizes"]) for s in (sa, sb)]
     noise = float(sa.get("noise", 0.0)) + float(sb.get("noise", 0.0))
     _note(settings)
@@ -174,7 +167,7 @@ def profile_changes(
     :param section: ``profile``
     :return: the changes
     """
-    check_same("the profiles", counter_of(da), counter_of(db))
+    _check_same("the profiles", counter_of(da), counter_of(db))
     sa, sb = side_table("profile", da), side_table("profile", db)
     _note(settings)
     totals = [median(d.get("total") or [1.0]) for d in (da, db)]

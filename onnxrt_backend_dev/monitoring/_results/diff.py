@@ -443,16 +443,11 @@ class _Prior:
         )
 
 
-def fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -> _Prior | None:
+def _fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -> _Prior | None:
     """The prior variance of a log figure against its share, fitted over the tested
     figures (least squares of the logs), corrected for the bias of the log of a variance
-    estimated over ``df`` degrees (``E log(chi2_k / k) = -1/k - 1/(3 k^2)``).
-
-    :param shares: each figure's share of the run
-    :param variances: its pooled variance over the runs
-    :param df: the degrees of freedom of each variance
-    :return: the prior, None with fewer than 8 figures
-    """
+    estimated over ``df`` degrees (``E log(chi2_k / k) = -1/k - 1/(3 k^2)``); None with
+    fewer than 8 figures."""
     pts = [
         (math.log(max(s, 1e-9)), math.log(v))
         for s, v in zip(shares, variances, strict=True)
@@ -481,7 +476,7 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
     runs = (pair.sa.runs, pair.sb.runs)
     if not pair.single:
         df = sum(trimmed_mean_and_variance([0.0] * n, TRIM)[2] for n in runs)
-        prior = fit_prior([it.share for it in tested], [_pooled(it) for it in tested], df)
+        prior = _fit_prior([it.share for it in tested], [_pooled(it) for it in tested], df)
     margin = settings.min_change
     for it in tested:
         if pair.single:

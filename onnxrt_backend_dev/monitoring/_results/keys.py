@@ -28,12 +28,8 @@ Key = tuple[str, str, int]  # file (or <main>), name, rank of the line
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
 
 
-def without_address(text: str) -> str:
-    """``text`` with every hexadecimal address (``0x7f3a…``) replaced by ``0x…``.
-
-    :param text: a function's name or file
-    :return: the text
-    """
+def _without_address(text: str) -> str:
+    """``text`` with every hexadecimal address (``0x7f3a…``) replaced by ``0x…``."""
     return _ADDRESS.sub("0x…", text) if "0x" in text else text
 
 
@@ -44,8 +40,8 @@ def match_keys(functions: Sequence[Sequence[Any]], main: str | None) -> list[Key
     :param main: the program's script, None when unknown
     :return: one key per function, in order; equal keys fold
     """
-    files = [without_address(str(f[0])) for f in functions]
-    names = [without_address(str(f[2])) for f in functions]
+    files = [_without_address(str(f[0])) for f in functions]
+    names = [_without_address(str(f[2])) for f in functions]
     lines = list(map(operator.itemgetter(1), functions))
     order = sorted(zip(files, names, lines, range(len(functions)), strict=True))
     keys: list[Key] = [("", "", 0)] * len(functions)

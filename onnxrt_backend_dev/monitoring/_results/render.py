@@ -99,14 +99,10 @@ def _inclusive(cmp: ResultComparison) -> dict[tuple[str | None, int | None, str]
     return {(c.file, c.line, c.function): c for c in cmp.changes if c.figure == INCLUSIVE}
 
 
-def fold_line(rows: Sequence[Change], what: str) -> str:
-    """One line for the rows not shown: how many, and why (``12 more functions: 9 below
-    the 0.1 % share tested, 3 only in A or B; none significant``).
-
-    :param rows: the rows left out
-    :param what: what they are (``functions``)
-    :return: the line, empty when there is none
-    """
+def _fold_line(rows: Sequence[Change], what: str) -> str:
+    """One line for the rows not shown, empty when none: how many ``what``, and why
+    (``12 more functions: 9 below the 0.1 % share tested, 3 only in A or B; none
+    significant``)."""
     if not rows:
         return ""
     reasons: dict[str, int] = {}
@@ -169,7 +165,7 @@ def _section(
     """A section of the text: its head, ``top`` rows, the rest folded into one line."""
     shown, rest = _shown(rows, top)
     lines = [head, *(row(c) for c in shown)]
-    fold = fold_line(rest, what)
+    fold = _fold_line(rest, what)
     return [*lines, f"  {fold}"] if fold else lines
 
 
@@ -382,7 +378,7 @@ def _table(title: str, rows: list[Change], top: int, what: str, inclusive: Any =
             inc = inclusive.get(_fkey(c))
             extra = f"<td>{esc(format_change(inc)) if inc is not None else ''}</td>"
         body.append(_row(c, extra))
-    fold = fold_line(rest, what)
+    fold = _fold_line(rest, what)
     tail = f'<p class="fold">{esc(fold)}</p>' if fold else ""
     return (
         f"<h2>{esc(title)}</h2><table>{_HEAD}{extra_head}</tr>" + "".join(body) + f"</table>{tail}"

@@ -501,14 +501,9 @@ def _figure(value: Any) -> float | None:
     return float(value) if ok and 0 <= value < float("inf") else None
 
 
-def check_sampler(program: Program, timeout: float = 60.0) -> None:
-    """Refuses, before any run, a program whose interpreter cannot import this package:
-    the sampler runs inside the program's process.
-
-    :param program: the program
-    :param timeout: seconds the check may take
-    :raises BadValue: the interpreter cannot import the package
-    """
+def _check_sampler(program: Program, timeout: float = 60.0) -> None:
+    """Refuses (:class:`BadValue`), before any run, a program whose interpreter cannot
+    import this package: the sampler runs inside the program's process."""
     from .._errors import BadValue
 
     if program.profiler != "sampled" or program.python in (None, sys.executable):
@@ -608,17 +603,11 @@ def profile_result_data(
     return profile_data([(run.stats or {}, run.wall) for run in runs], main=main, timer=timer)
 
 
-def side_result(
+def _side_result(
     runs: Sequence[Run], program: Program, timer: str = "cpu"
 ) -> tuple[str, dict[str, Any]]:
-    """The kind and payload of one program's runs: a report of its profile (wall time
-    included) and its memory peaks when profiled, a timing of its wall time otherwise.
-
-    :param runs: the program's runs
-    :param program: the program
-    :param timer: the clock the runs were profiled with
-    :return: ``(kind, data)``
-    """
+    """``(kind, data)`` of one program's runs: a report of its profile and memory peaks
+    when profiled, else a timing of its wall time."""
     if not program.profiled:
         name = shlex.join(program.command)
         walls = [r.wall for r in runs]
@@ -693,7 +682,7 @@ def compare_programs(
 
             raise BadValue("a and b must both be Python programs, or both other commands")
         for program in programs:
-            check_sampler(program)
+            _check_sampler(program)
         runs = run_interleaved(
             programs,
             repeat,
@@ -706,7 +695,7 @@ def compare_programs(
         )
         docs = []
         for program, side in zip(programs, runs.runs, strict=True):
-            kind, data = side_result(side, program, timer) if side else ("", {})
+            kind, data = _side_result(side, program, timer) if side else ("", {})
             docs.append(make_result(kind, data, ["compare", *program.command]) if side else None)
         if runs.stopped is not None:
             raise Stopped(runs.stopped, (docs[0], docs[1]))

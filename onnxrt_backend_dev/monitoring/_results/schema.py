@@ -359,7 +359,7 @@ def check_report(where: str, data: Any, version: int = VERSION) -> None:
     if not parts:
         raise ResultFormatError(f"{where} must hold timing, memory or profile, got none")
     for part in parts:
-        check_data(part, f"{where}.{part}", data[part], version)
+        _check_data(part, f"{where}.{part}", data[part], version)
 
 
 def _signed(where: str, values: Any, length: int) -> None:
@@ -411,15 +411,8 @@ def check_run(where: str, data: Any) -> None:
         _check_run_entry(f"{where}.runs[{i}]", run, len(functions), paths)
 
 
-def check_data(kind: str, where: str, data: Any, version: int = VERSION) -> None:
-    """Checks the payload of a result of ``kind`` in the layout of ``version``.
-
-    :param kind: one of :data:`KINDS`
-    :param where: what to call it in messages (``data``)
-    :param data: the payload
-    :param version: the document's version (only profiles differ)
-    :raises ResultFormatError: the first problem, with where it is
-    """
+def _check_data(kind: str, where: str, data: Any, version: int = VERSION) -> None:
+    """Checks the payload of a result of ``kind`` in the layout of ``version``."""
     if kind == "timing":
         check_timing(where, data)
     elif kind == "memory":
@@ -458,5 +451,5 @@ def check_result(doc: Any) -> dict[str, Any]:
     if not isinstance(doc["command"], list) or not all(isinstance(c, str) for c in doc["command"]):
         raise _fail("command", "a list of str", doc["command"])
     _dict("environment", doc["environment"])
-    check_data(doc["kind"], "data", doc["data"], version)
+    _check_data(doc["kind"], "data", doc["data"], version)
     return dict(doc)
