@@ -213,13 +213,9 @@ def _capped(weights: Sequence[float]) -> list[float]:
 
 
 class _SideFactors:
-    """The factor of each run of one side: how much faster or slower that run was as a
-    whole than the side's typical run, a robust mean over the pieces of the run (see
-    the module's description). Nothing changes within a side, so no piece can drag it.
-
-    :param rows: per piece, the logs of its figure in each run of the side
-    :param floor: per piece, the least variance of its log (its Poisson part)
-    """
+    """How much faster or slower each run of one side was than its typical run, a robust
+    mean over the pieces (``rows``: each one's logs per run, ``floor``: its least
+    variance). Nothing changes within a side: no piece can drag it."""
 
     def __init__(self, rows: Sequence[Sequence[float]], floor: Sequence[float]) -> None:
         self.runs = len(rows[0]) if rows else 0
@@ -253,12 +249,8 @@ class _SideFactors:
         return [v for _, v in self.levels()]
 
     def factors(self, left_out: Sequence[int] = ()) -> list[float]:
-        """Each run's log factor, over the pieces not ``left_out``.
-
-        :param left_out: the pieces a figure holds
-        :return: one log factor per run, their median 0 (the side's level is its
-            pieces', whatever pieces the factors are estimated over)
-        """
+        """Each run's log factor over the pieces not ``left_out`` (those a figure holds),
+        their median 0: the side's level is its pieces', whichever they are."""
         out = []
         for r, (fit, total) in enumerate(zip(self.fits, self.totals, strict=True)):
             gone = math.fsum(fit.weights[j] for j in left_out)
@@ -274,15 +266,10 @@ class _SideFactors:
 
 
 class _Shift:
-    """The shift between the sides (B's typical run against A's, in log), a robust
-    mean over the pieces' own shifts once each run's factor is out, each weighed by its
-    precision (none above a quarter of the weight): a piece that changed stands apart
-    and gets no weight. Its variance is carried into each figure's test.
-
-    :param sides: A's and B's factors
-    :param extra: a variance added to each piece's (the spread between runs that a
-        single run a side cannot show)
-    """
+    """The log shift of B's typical run against A's: a robust mean of the pieces' own
+    shifts (each run's factor out), weighed by precision, none above a quarter of the
+    weight, ``extra`` added to each piece's variance (what one run a side cannot show).
+    A piece that changed weighs nothing; the shift's variance goes into every test."""
 
     def __init__(self, sides: tuple[_SideFactors, _SideFactors], extra: float) -> None:
         na, nb = sides[0].runs, sides[1].runs
@@ -297,12 +284,7 @@ class _Shift:
         self.spread = math.fsum(x * x * v for x, v in zip(w, self.variances, strict=True))
 
     def value(self, left_out: Sequence[int] = ()) -> tuple[float, float]:
-        """The log shift over the pieces not ``left_out``, and its variance (the
-        pieces' variances through the weights, times the biweight's scale squared).
-
-        :param left_out: the pieces a figure holds
-        :return: ``(shift, variance)``
-        """
+        """``(shift, variance)`` over the pieces not ``left_out``."""
         w, scale = self.fit.weights, self.fit.scale
         gone = math.fsum(w[j] for j in left_out)
         total = self.total - gone
@@ -330,12 +312,8 @@ class _Factors:
     shift: _Shift
 
     def of(self, left_out: Sequence[int]) -> tuple[list[float], list[float], float, float]:
-        """A figure's factors: A's runs', B's runs' (the shift between the sides in
-        them) and the shift's variance, over the pieces it does not hold.
-
-        :param left_out: the pieces the figure holds
-        :return: ``(A's log factors, B's log factors, shift, its variance)``
-        """
+        """``(A's log factors, B's with the shift, shift, its variance)`` of a figure,
+        over the pieces it does not hold (not ``left_out``)."""
         shift, var = self.shift.value(left_out)
         fa = self.sides[0].factors(left_out)
         fb = [f + shift for f in self.sides[1].factors(left_out)]
@@ -414,11 +392,7 @@ class _Held:
                 self.starting.setdefault(piece[:depth], []).append(j)
 
     def by(self, it: _Item) -> frozenset[int]:
-        """The pieces the figure of ``it`` holds.
-
-        :param it: a figure
-        :return: the pieces' indices
-        """
+        """The indices of the pieces the figure of ``it`` holds."""
         if not self.stacks:
             found = self.ending.get(it.key[-1] if it.family == PATH else it.key, ())
         elif it.family == OWN:

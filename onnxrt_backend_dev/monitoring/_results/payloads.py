@@ -1,16 +1,9 @@
 """The payload of each command's saved result (the ``data`` of :mod:`.schema`), built from
-what the command measured: the raw figures, never only the summary.
-
-* :func:`timing_data`: batches of ``time`` (one series, or two with ``--compare``);
-* :func:`memory_data`: the peaks of ``spy`` (one run, or several merged);
-* :func:`profile_data`: cProfile stats dictionaries of one or several runs, the functions
-  aligned across runs;
-* :func:`sampled_data` / :func:`merge_sampled`: the stacks of a sampled profile
-  (``_sampling.model.SampledProfile``: its stacks and per-thread totals) of one or
-  several runs, and :func:`sampled_profile` the model back from them, to render;
-* :func:`report_data`: the parts of a report;
-* :func:`run_data`: the per-function figures and call paths of the ``run`` command's
-  reports.
+what the command measured: the raw figures, never only the summary. :func:`timing_data`
+(``time``'s batches), :func:`memory_data` (``spy``'s peaks), :func:`profile_data`
+(cProfile's stats, functions aligned across runs), :func:`sampled_data` and
+:func:`merge_sampled` (a sampled profile's stacks; :func:`sampled_profile` the model back,
+to render), :func:`report_data`, :func:`run_data` (the ``run`` command's reports).
 """
 
 from __future__ import annotations
@@ -39,8 +32,7 @@ def timing_series(
     :param times: seconds of each batch
     :param sizes: executions of each batch (as many as ``times``)
     :param summary: the ``measure_time`` dictionary, kept beside the raw figures
-    :param processes: batches timed by each process, in order (``time --processes``),
-        None for one process
+    :param processes: batches timed by each process, in order, None for one process
     :return: the series
     """
     series: dict[str, Any] = {
@@ -74,10 +66,10 @@ def _plain(value: Any) -> bool:
 
 
 def memory_run(result: Any) -> dict[str, dict[str, float]]:
-    """The figures of one run from a spy's result: per monitor (``cpu``, devices), its
+    """One run's figures from a spy's result: per monitor (``cpu``, devices), its
     ``peak``, ``begin``, ``end`` and ``mean`` in bytes.
 
-    :param result: what ``MemorySpy`` or ``spy`` returns (has ``monitors()``)
+    :param result: what ``MemorySpy`` or ``spy`` returns
     :return: channel -> figures
     """
     run: dict[str, dict[str, float]] = {}
@@ -117,17 +109,14 @@ def profile_data(
     main: str | None = None,
     timer: str = "wall",
 ) -> dict[str, Any]:
-    """The payload of a profile result from cProfile's stats dictionaries, in the columns
-    of version 2 (see :mod:`.schema`): nanoseconds and counts, function-major.
+    """The payload of a profile result from cProfile's stats dictionaries, in integer
+    columns (nanoseconds and counts, function-major; see :mod:`.schema`).
 
-    :param runs: ``(stats, wall seconds)`` per run; ``stats`` is ``pstats.Stats.stats``
-        or a validated dictionary from ``_profiling.load`` (``{(file, line, name):
-        (cc, nc, tt, ct, callers)}``); the profiler's own entries are left out
+    :param runs: ``(stats, wall seconds)`` per run, ``stats`` as ``pstats.Stats.stats``
+        (the profiler's own entries left out)
     :param memory: per run, bytes of growth per function, when measured
-    :param main: the file of the program's script, matched with the other side's script
-        when two profiles are compared
-    :param timer: cProfile's clock, ``wall`` (its default) or ``cpu`` (the thread's CPU
-        time); two profiles of different clocks are not compared
+    :param main: the program's script, matched with the other side's when compared
+    :param timer: cProfile's clock, ``wall`` or ``cpu``
     :return: the payload, checked
     :raises ResultFormatError: a figure is not a finite number
     """
@@ -239,12 +228,11 @@ def report_data(
     memory: Mapping[str, Any] | None = None,
     profile: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The payload of a report: the parts it holds.
+    """The payload of a report, checked: the parts it holds.
 
     :param timing: from :func:`timing_data`
     :param memory: from :func:`memory_data`
     :param profile: from :func:`profile_data`
-    :return: the payload, checked
     """
     parts = {"timing": timing, "memory": memory, "profile": profile}
     data = {k: dict(v) for k, v in parts.items() if v is not None}
@@ -260,10 +248,9 @@ def _is_fold(site: Any) -> bool:
 def _tree_paths(
     report: Any, index: dict[tuple[str, int, str], int]
 ) -> dict[tuple[int, ...], list[float]]:
-    """The report's call tree as paths of function indices (outermost first) and the
-    seconds inside each, callees included, and its own seconds; folded rows and their
-    subtrees left out, the functions added to ``index`` when new. The rows come in
-    pre-order, each naming its parent's index: one pass, no recursion."""
+    """The report's call tree as paths of function indices (outermost first), each with
+    its seconds (callees included) and its own; folded rows left out, new functions added
+    to ``index``. One pass over the pre-order rows, no recursion."""
     paths: dict[tuple[int, ...], list[float]] = {}
     row_path: list[tuple[int, ...] | None] = []
     for row in getattr(report, "tree", ()):
@@ -311,13 +298,11 @@ def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[s
 
 
 def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
-    """The payload of a ``run`` result: per run, the wall time, the exact peak, and each
-    function's time (own and cumulative) and memory growth while it ran (its flat
-    figures, ``Report.functions``).
+    """The payload of a ``run`` result: per run, the wall time, the exact peak, each
+    function's times and memory growth and the call tree's paths.
 
     :param reports: the ``_report.model.Report`` of each run (at least one)
-    :param main: the file of the program's script, matched with the other side's script
-        when two results are compared
+    :param main: the program's script, matched with the other side's when compared
     :return: the payload, checked
     """
     index: dict[tuple[str, int, str], int] = {}
@@ -371,12 +356,10 @@ def _sampled_stacks(profile: Any) -> Any:
 def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, Any]:
     """The payload of a sampled profile, one run per model.
 
-    :param profiles: ``_sampling.model.SampledProfile`` of each run (at least one); read
-        through their public shape only: ``threads`` (``is_main``, ``name``),
-        ``thread_stacks`` (frames ``name``, ``file``, ``first_line``; totals ``[wall,
-        cpu, samples]``), ``interval``, ``timer``, ``duration``, ``cpu_known``
-    :param main: the file of the program's script
-    :return: the payload, checked (see :mod:`.schema`)
+    :param profiles: ``_sampling.model.SampledProfile`` of each run (at least one), read
+        through its public shape only
+    :param main: the program's script
+    :return: the payload, checked
     """
     functions: dict[tuple[str, int, str], int] = {}
     stacks: dict[tuple[int, ...], int] = {}
@@ -434,8 +417,7 @@ def _sampled_payload(
 
 
 def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One payload of the runs of several sampled payloads (each of one run or more),
-    their functions and stacks re-indexed.
+    """One payload of the runs of several sampled payloads, re-indexed.
 
     :param parts: checked sampled payloads
     :return: the payload, checked
@@ -471,8 +453,7 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
-    """The ``SampledProfile`` of a sampled payload, its runs added up (to render what a
-    saved profile holds).
+    """The ``SampledProfile`` of a sampled payload, its runs added up, to render.
 
     :param data: a checked sampled payload
     :param program: what ran, for the headers
@@ -532,7 +513,7 @@ def counted_series(
     :param executions: executions counted
     :param noise: instructions per execution within which a change is no change
     :param summary: the ``measure_time``-shaped summary kept beside
-    :return: the series (``times`` holds the instructions of the executions counted)
+    :return: the series (``times``: the instructions counted)
     """
     series = timing_series(name, [per_execution * executions], [executions], summary)
     series["counter"] = "instructions"
@@ -553,10 +534,9 @@ def counted_profile_data(
 ) -> dict[str, Any]:
     """The payload of a profile counted by valgrind, per Python function.
 
-    :param runs: ``(stats, total, wall)`` per run: cProfile-shaped statistics in
-        instructions (``_count.callgraph``), the whole run's instructions, valgrind's
-        wall seconds
-    :param main: the program's script (see :func:`profile_data`)
+    :param runs: ``(stats, total, wall)`` per run: cProfile-shaped instructions
+        (``_count.callgraph``), the whole run's, valgrind's wall seconds
+    :param main: the program's script
     :param allocations: per run, each function's calls to the allocators
     :param alloc_bytes: per run, each function's allocated bytes
     :return: the payload, checked

@@ -126,10 +126,9 @@ def load_result(path: str | os.PathLike[str], kind: str | None = None) -> dict[s
     :param path: the file
     :param kind: the kind expected, any when None
     :return: the document
-    :raises ResultFormatError: the file is not a regular file (a device, a FIFO: never
-        opened), is larger than :data:`MAX_FILE_SIZE`, is not a result of this schema and
-        version, is truncated, holds a bad figure (NaN, negative) or is of another kind;
-        the message names the file and the problem
+    :raises ResultFormatError: not a regular file (never opened), larger than
+        :data:`MAX_FILE_SIZE`, not a result of this schema, truncated, a bad figure, or
+        another kind; the message names the file and the problem
     """
     from .._untrusted import read_untrusted
 
