@@ -55,11 +55,10 @@ class Verdict:
     :param state: ``regressed``, ``undecided``, ``improved`` or ``unchanged``
     :param exit_code: 1, 3 or 0
     :param text: one line
-    :param regressions: the significant changes for the worse beyond the threshold, one
-        per function (its path where the change starts, else its own time) and headline
-    :param undecided: the headline figures beyond it that the evidence cannot decide
-    :param runs_needed: runs a side that would decide the first undecided figure, None
-        when unknown
+    :param regressions: the significant changes for the worse beyond it, one per
+        function (where its change starts, else its own time) and headline
+    :param undecided: the figures beyond it the evidence cannot decide
+    :param runs_needed: runs a side that would decide the first, None when unknown
     """
 
     state: str
@@ -75,7 +74,6 @@ def label(c: Change) -> str:
     ``wall time``, ``memory: build (prog.py:10)``.
 
     :param c: the change
-    :return: the label
     """
     from .keys import display_name
 
@@ -106,9 +104,9 @@ class ResultComparison:
     :param confidence: the level of the intervals
     :param runs: runs (processes for a timing) on each side
     :param correction: the correction of the family (``holm``)
-    :param factor: how much the whole run moved (profiles), None when not estimated
+    :param factor: how much B's whole run moved, None when not estimated
     :param min_change: the change deemed negligible for a profile's figures
-    :param warnings: differences between the two environments (Python, machine)
+    :param warnings: differences between the two environments
     """
 
     kind: str
@@ -144,12 +142,10 @@ class ResultComparison:
         return [c for c in self.ordered() if c.file is None]
 
     def regressions(self, above: float) -> list[Change]:
-        """Significant changes for the worse beyond ``above`` (0.05 for 5 %): the
-        headline figures and the changes listed as worse (where a change starts, a
-        function's own time, a memory growth), never a caller the change runs through.
+        """Significant changes for the worse beyond ``above``: the headline figures and
+        the changes listed as worse, never a caller the change only runs through.
 
-        :param above: the threshold, a fraction
-        :return: the changes, ordered
+        :param above: the threshold, a fraction (0.05 for 5 %)
         """
         check_number("above", above, minimum=0)
         return [c for c in self._worse(above) if not _one_run(c)]
@@ -165,7 +161,6 @@ class ResultComparison:
         """The gate's answer at a threshold (see the module's description).
 
         :param above: the threshold, a fraction
-        :return: the verdict
         """
         found = self.regressions(above)
         if found:
@@ -207,9 +202,8 @@ class ResultComparison:
 
     def _undecided(self, above: float) -> list[tuple[Change, int | None, str]]:
         """The figures the evidence cannot decide at the threshold: a headline figure
-        whose interval reaches above it (or, untested, whose estimate is above it); a
-        function or path above it, significant on its own but not once corrected for
-        the family (see :func:`_suggestive`)."""
+        whose interval (untested, estimate) reaches above it, and :func:`_suggestive`
+        ones."""
         out = []
         for c in self.headlines():
             state, runs = gate(_decision_of(c), above, self.alpha)
@@ -301,12 +295,10 @@ def _one_per_function(changes: Sequence[Change]) -> list[Change]:
 
 
 def format_change(c: Change) -> str:
-    """``+12.3 % ± 2.1`` (the interval's half width in points) when the interval is
-    symmetric about the change, ``+12.3 % [+4.0, +21.9]`` (its bounds in %) otherwise,
-    ``+12.3 %`` untested, ``new`` for a figure only in B.
+    """``+12.3 % ± 2.1`` for an interval symmetric about the change, ``+12.3 % [+4.0,
+    +21.9]`` otherwise, ``+12.3 %`` untested, ``new`` for a figure only in B.
 
     :param c: the change
-    :return: the text
     """
     if c.change is None:
         return "new" if c.note == "only in B" else "n/a"
@@ -321,9 +313,8 @@ def format_change(c: Change) -> str:
 
 
 def _one_run(c: Change) -> bool:
-    """A function's or a path's change seen on a single run a side (its samples' counts):
-    two runs of one program differ more than those counts say (two single runs of the
-    same script read +89 % on a function), so it never decides a regression."""
+    """A function's or path's change on a single run a side never decides a regression:
+    two runs differ more than their counts say (+89 % on a function of one script)."""
     return c.weaker and c.file is not None
 
 
@@ -353,7 +344,6 @@ def process_medians(series: Mapping[str, Any], samples: Sequence[float]) -> list
 
     :param series: the series (its ``processes``, if any)
     :param samples: its seconds per execution, batch by batch
-    :return: one median per process
     """
     out, start = [], 0
     for count in series.get("processes", [len(samples)]):
@@ -373,15 +363,13 @@ def _series_clock(series: Mapping[str, Any]) -> str:
 def timing_change(
     sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings, shift: Shift | None = None
 ) -> Change:
-    """One statement's change: over its processes, or its batches (weaker evidence) with
-    a single process a side.
+    """One statement's change: over its processes, or with a single process a side its
+    batches (weaker evidence).
 
     :param sa: A's series
     :param sb: B's series
     :param settings: the settings
-    :param shift: the machine's shift between the two sessions (their reference works),
-        taken out of B's times
-    :return: the change
+    :param shift: the machine's shift between the sessions, taken out of B's times
     """
     if counter_of(sa) or counter_of(sb):
         return counted.timing_change(sa, sb, settings)
@@ -499,12 +487,11 @@ _ENVIRONMENT = (("python", "Python"), ("implementation", "implementation"),
 
 
 def environment_warnings(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """The differences between the environments of two results that make their times
-    less comparable: the Python version, the implementation, the machine, the CPU.
+    """One line per difference between two results' environments that makes their times
+    less comparable (Python, implementation, machine, CPU).
 
     :param a: A's document
     :param b: B's document
-    :return: one line per difference
     """
     ea, eb = a.get("environment") or {}, b.get("environment") or {}
     found = []
@@ -535,14 +522,11 @@ def compare_results(
     :param names: what to call them in messages (their files)
     :param alpha: significance level, after Holm's correction
     :param confidence: level of the intervals
-    :param min_share: figures of a profile under this share of the run on both sides are
-        shown, not tested
+    :param min_share: a profile's figures under this share on both sides are not tested
     :param min_change: changes of a profile's figures within this fraction are negligible
-    :param clock: ``cpu`` or ``wall``: the figure of sampled profiles compared (each
-        result's own when None)
+    :param clock: ``cpu`` or ``wall`` for sampled profiles, each result's own when None
     :return: the comparison
-    :raises ResultFormatError: the results are of different kinds, clocks or profilers,
-        or share nothing
+    :raises ResultFormatError: different kinds, clocks or profilers, or nothing shared
     """
     check_number("alpha", alpha, above=0, maximum=0.5)
     check_number("confidence", confidence, above=0, maximum=0.9999)

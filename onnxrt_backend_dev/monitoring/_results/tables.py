@@ -180,23 +180,18 @@ def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
 def smooth_cpu(
     cpu: Sequence[Sequence[float]], samples: Sequence[Sequence[float]], leaves: Sequence[Any]
 ) -> list[Sequence[float]]:
-    """The CPU time of the stacks ending in one function, in each run, shared among them by
-    their samples: a stack's is its samples times the CPU a sample of that function
-    carried in that run (over all its stacks). Each function's own time in each run is
-    kept; only how it splits among its callers' paths changes.
-
-    A sampler charges the CPU time since its last sample to the stack it finds: on a busy
-    machine, a sample late by a preemption charges several milliseconds to one caller and
-    none to the others. Twenty callers of one ``spin``, 25 ms each a run, 1 ms samples:
-    each caller's path spread by 0.30 to 0.50 (log) from run to run, its samples by 0.20
-    (their Poisson part). What a sample of a function carries (a function waiting on I/O
-    is sampled with little CPU) is the function's, whoever called it.
+    """The CPU time of the stacks ending in one function, in each run, shared among them
+    by their samples (each function's own time kept). A sampler charges the CPU time
+    since its last sample to the stack it finds: a sample late by a preemption charges
+    milliseconds to one caller (twenty callers of one ``spin``: each caller's path spread
+    by 0.30 to 0.50 in log from run to run, its samples by 0.20). What a sample of a
+    function carries is the function's, whoever called it.
 
     :param cpu: per stack, its CPU time in each run
     :param samples: per stack, its samples in each run
     :param leaves: per stack, the function it ends in
-    :return: per stack, its CPU time in each run, shared by samples (a stack alone in
-        ending where it ends, or a run without samples there, as it was)
+    :return: per stack, its CPU time in each run (a stack alone in ending where it ends,
+        or a run without samples there, as it was)
     """
     groups: dict[Any, list[int]] = {}
     for j, leaf in enumerate(leaves):
@@ -220,9 +215,8 @@ def smooth_cpu(
 
 
 def _run(data: Mapping[str, Any], clock: str | None) -> SideTable:
-    """A ``run`` result: the report's ticks see wall time for every figure, and CPU time
-    for a function's own time only: on the CPU clock (asked for, both sides having it),
-    only the own times are compared; on the wall clock (the default) every figure."""
+    """A ``run`` result: its ticks see CPU time for a function's own time only, so on
+    the CPU clock (asked for, and held) only the own times are compared."""
     runs = data["runs"]
     cpu = all("own_cpu" in r and math.fsum(r["own_cpu"]) > 0 for r in runs)
     side = SideTable(
