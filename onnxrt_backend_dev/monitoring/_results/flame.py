@@ -1,14 +1,9 @@
-"""The differential flame graph of a comparison: B's call paths as an icicle (the root
-on top, each box as wide as its path's time in B), each box coloured by its path's
-*significant* change: red worse, blue better (deeper for a larger change), grey
-unchanged, pale when not tested; an outlined box is where a change starts.
-
-A sampled profile or a ``run`` result holds whole stacks: each box is a path. A cProfile
-profile holds only caller → callee edges: the tree is expanded from its roots, each
-callee's box the share of its caller's box that the edge holds of the caller's
-inclusive time (the usual reading of cProfile's graph as a tree), each box coloured by
-its edge's change. Built with explicit stacks, no recursion; boxes under 0.2 % of the
-width and rows past 60 are left out. Every name is escaped; the page needs no script.
+"""The differential flame graph of a comparison: B's call paths as an icicle (each box as
+wide as its path's time in B), coloured by its *significant* change (red worse, blue
+better, grey unchanged, pale untested), outlined where a change starts. cProfile's
+edges are expanded into a tree from its roots, each callee's box the share of its
+caller's box the edge holds of the caller's inclusive time. Explicit stacks, no
+recursion; boxes under 0.2 % of the width and rows past 60 left out; no script.
 """
 
 from __future__ import annotations
@@ -174,7 +169,6 @@ def flame_html(cmp: object) -> str:
     inside), empty when the comparison has no paths.
 
     :param cmp: a ``ResultComparison``
-    :return: the fragment
     """
     changes: Sequence[Change] = getattr(cmp, "changes", ())
     paths = [c for c in changes if c.figure == PATH and c.path]

@@ -48,10 +48,9 @@ from .payloads import memory_data, report_data, timing_data, timing_series
 
 # Below this growth of a block's memory increase, its figure is the allocator's noise.
 MEMORY_FLOOR = 2**20
-# A block timed once (one run a side) regresses only when it grew by more than this
-# (+100 %: it doubled) and by more than TIME_FLOOR: between two sessions on a loaded
-# machine the same block moves by +50 % (sleep(0) took 4 ms at load 8). Between the
-# threshold and this, it is undecided.
+# A block timed once regresses only when it more than doubled, and by TIME_FLOOR: between
+# two sessions on a loaded machine it moves by +50 % (sleep(0) took 4 ms at load 8).
+# Between the threshold and this, it is undecided.
 SINGLE_RUN_CHANGE = 1.0
 TIME_FLOOR = 0.01
 SEPARATOR = "::"
@@ -63,7 +62,6 @@ def figure_names(nodeid: str, figures: Sequence[Mapping[str, Any]]) -> list[str]
 
     :param nodeid: the test's id
     :param figures: its figures, in order
-    :return: one name per figure
     """
     seen: dict[tuple[str, str], int] = {}
     names = []
@@ -76,10 +74,9 @@ def figure_names(nodeid: str, figures: Sequence[Mapping[str, Any]]) -> list[str]
 
 
 def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dict[str, Any] | None:
-    """The payload of a session's result.
+    """The ``report`` payload of a session, None when nothing was measured.
 
     :param rows: ``(test id, figures)`` per test
-    :return: a ``report`` payload, None when nothing was measured
     """
     series, runs = [], {}
     for nodeid, figures in rows:
@@ -141,7 +138,6 @@ class Baseline:
         :param nodeid: the test's id
         :param figures: what it measured now
         :param threshold: the relative growth allowed (0.1 for 10 %)
-        :return: the findings, empty when none (or nothing in the baseline)
         """
         found = []
         for name, f in zip(figure_names(nodeid, figures), figures, strict=True):
@@ -203,8 +199,7 @@ def _time_message(
     threshold: float,
     runs: int | None,
 ) -> str:
-    """What was measured (the medians per run and their change), then what was judged:
-    the change once the machine's shift is out, its interval and test."""
+    """What was measured (the medians, their change), then what was judged."""
     a, b = statistics.median(xs), statistics.median(ys)
     text = (
         f"time {label}: {format_duration(b)} per run, was {format_duration(a)} ({b / a - 1:+.1%})"
@@ -243,8 +238,7 @@ def _time_message(
 def _counted_finding(
     label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
 ) -> tuple[str, str] | None:
-    """A figure counted by valgrind (``--monitoring-counter``): one run a side decides
-    (:mod:`.counted`); a count beside a time is not compared (undecided)."""
+    """A counted figure: one run a side decides; a count beside a time is undecided."""
     from .._format import format_count
     from .counted import counted_change
 
@@ -294,10 +288,9 @@ def _memory_regression(
 
 
 def parse_threshold(text: str) -> float:
-    """Reads ``10%`` or ``0.1``.
+    """The fraction ``10%`` or ``0.1`` says.
 
     :param text: the option's value
-    :return: the fraction
     :raises BadValue: not a finite number >= 0
     """
     from .._errors import BadValue

@@ -1,14 +1,9 @@
 """Renderers of a :class:`.compare.ResultComparison`: text, JSON and a self-contained
-HTML page, each opening with the verdict.
-
-The text and the page hold the same sections, ``top`` rows each: the run as a whole
-(time, peak; a timing's statements; a memory's channels), where the changes start (call
-paths), the functions (own and inclusive time, after the run-wide factor), their memory
-growth (``run`` results). What is not shown is folded into one line per section saying
-how many rows and why (below the share tested, only in A or B, not significant). The page
-adds a differential flame graph (:mod:`.flame`). Every text that comes from a file
-(function names, paths, the names of the results) is escaped for the page; names are
-shown on one line (a newline or a NUL in a crafted name as ``\\n``, ``\\x00``).
+HTML page, each opening with the verdict. The text and the page hold the same sections,
+``top`` rows each (the whole run, where the changes start, the functions, their memory
+growth), the rest folded into one line saying how many and why; the page adds a
+differential flame graph (:mod:`.flame`). Every text from a file is escaped for the
+page and shown on one line (a newline or a NUL in a crafted name as ``\\n``, ``\\x00``).
 """
 
 from __future__ import annotations
@@ -223,12 +218,11 @@ def _through_line(rows: list[Change]) -> str:
 
 
 def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE) -> str:
-    """The comparison as text: the verdict first, then each section, ``top`` rows each.
+    """The comparison as text: the verdict first, then each section.
 
     :param cmp: the comparison
     :param top: rows of each section (the changes listed as worse or better always are)
-    :param above: the gate's threshold, a fraction, for the verdict
-    :return: the text
+    :param above: the gate's threshold, a fraction
     """
     verdict = cmp.verdict(above)
     sections = _sections(cmp)
@@ -266,15 +260,12 @@ def _functions_title(cmp: ResultComparison, page: bool = False) -> str:
 def to_json(
     cmp: ResultComparison, regressions: list[Change] | None = None, above: float = DEFAULT_ABOVE
 ) -> str:
-    """The comparison as JSON: the verdict, its settings, notes, and ``entries`` (one
-    per figure, with ``function``, ``file``, ``line``, ``figure``, ``path``, ``role``,
-    ``a``, ``b``, ``change``, ``ci_low``, ``ci_high``, ``significant``, ``verdict``...).
+    """The comparison as JSON: the verdict, its settings, notes, and ``entries``, one
+    per figure (:meth:`.change.Change.to_dict`).
 
     :param cmp: the comparison
-    :param regressions: the regressions beyond the gate's threshold (the verdict's when
-        None)
+    :param regressions: the regressions beyond the threshold (the verdict's when None)
     :param above: the gate's threshold, a fraction
-    :return: the JSON text
     """
     verdict = cmp.verdict(above)
     found = list(verdict.regressions) if regressions is None else regressions
@@ -303,7 +294,6 @@ def esc(text: object) -> str:
     """Text for an HTML page, quotes included, on one line.
 
     :param text: anything
-    :return: the escaped text
     """
     return escape_text(one_line(str(text)))
 
@@ -395,13 +385,11 @@ def _banner(verdict: Verdict, cmp: ResultComparison) -> str:
 
 def to_html(cmp: ResultComparison, top: int = 100, above: float = DEFAULT_ABOVE) -> str:
     """The comparison as a self-contained HTML page: the verdict in a banner, the
-    differential flame graph beside the tables (only significant changes coloured: red
-    worse, blue better).
+    differential flame graph beside the tables.
 
     :param cmp: the comparison
     :param top: rows of each table (the listed changes always are)
     :param above: the gate's threshold, a fraction
-    :return: the page
     """
     from .flame import flame_html
 
