@@ -31,7 +31,15 @@ from .._validate import check_number
 from . import counted
 from .change import EXPLAINED, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
 from .counted import counter_of
-from .decide import REGRESSED, UNDECIDED, Shift, gate, machine_shift, reference_ratio
+from .decide import (
+    REGRESSED,
+    UNDECIDED,
+    Shift,
+    gate,
+    machine_shift,
+    per_execution,
+    reference_ratio,
+)
 from .diff import MIN_CHANGE, MIN_SHARE, headline_change, profile_changes
 from .tables import side_table
 
@@ -327,10 +335,6 @@ def _decision_of(c: Change) -> Any:
     )  # fmt: skip
 
 
-def _samples(series: Mapping[str, Any]) -> list[float]:
-    return [t / n for t, n in zip(series["times"], series["sizes"], strict=True)]
-
-
 def _pair_series(sa: list[dict[str, Any]], sb: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
     """Series of the same name, or the only one of each side."""
     if len(sa) == 1 and len(sb) == 1:
@@ -379,7 +383,7 @@ def timing_change(
             f"{sb['name']!r} was timed with the {clocks[0]} clock in A and the {clocks[1]} "
             "clock in B: not comparable"
         )
-    samples_a, samples_b = _samples(sa), _samples(sb)
+    samples_a, samples_b = per_execution(sa), per_execution(sb)
     xs, ys = process_medians(sa, samples_a), process_medians(sb, samples_b)
     weaker = len(xs) < 2 or len(ys) < 2
     if weaker:

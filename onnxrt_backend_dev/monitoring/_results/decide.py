@@ -138,6 +138,14 @@ def reference_ratio(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | 
     return math.log(float(b) / float(a)) if ok else None  # type: ignore[arg-type]
 
 
+def per_execution(series: Mapping[str, Any]) -> list[float]:
+    """The seconds per execution of each batch of a timing series or a pytest figure.
+
+    :param series: its ``times`` and ``sizes``
+    """
+    return [t / n for t, n in zip(series["times"], series["sizes"], strict=True)]
+
+
 @dataclass(frozen=True)
 class Decision:
     """The test of one headline figure.

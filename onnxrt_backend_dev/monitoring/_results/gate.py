@@ -42,6 +42,7 @@ from .decide import (
     gate,
     judge,
     machine_shift,
+    per_execution,
     reference_ratio,
 )
 from .payloads import memory_data, report_data, timing_data, timing_series
@@ -164,8 +165,7 @@ class Baseline:
                 f"time {label}: timed with the {clocks[1]} clock, the baseline with the "
                 f"{clocks[0]} clock: not compared (save the baseline with the same clock)"
             )
-        xs = _per_execution(base["times"], base["sizes"])
-        ys = _per_execution(now["times"], now["sizes"])
+        xs, ys = per_execution(base), per_execution(now)
         if not xs or not ys:
             return None
         ratios = self.references.setdefault(clocks[0], [])
@@ -183,10 +183,6 @@ class Baseline:
         if state not in (REGRESSED, UNDECIDED) or d.change is None:
             return None
         return state, _time_message(label, xs, ys, d, shift, state, threshold, runs)
-
-
-def _per_execution(times: Sequence[float], sizes: Sequence[int]) -> list[float]:
-    return [t / n for t, n in zip(times, sizes, strict=True)]
 
 
 def _time_message(
