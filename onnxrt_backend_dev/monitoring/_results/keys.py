@@ -1,17 +1,12 @@
 """How a function of one result is matched with the same function of another, and how
 it is named for a reader.
 
-A function is matched by its file (``<main>`` for the program's script, so that
-``old.py`` and ``new.py`` match), its name and the rank of its first line among the
-functions of that name in that file: not its line, which moves whenever the code above
-it changes. An address in a name or a file (``<lambda> at 0x7f…``, the code of a
-generated ``__new__``) differs from run to run: it is replaced by ``0x…`` before
-matching, and functions left with the same file, name and line (twenty generated
-``__new__`` of ``<string>`` line 1) fold into one.
-
-A function is named as ``profile`` shows it: ``read_csv (pandas/io/parsers/readers.py:1304)``,
-the path of a library file from its package, a user's file relative to the current
-folder, a built-in by its name alone.
+A function is matched by its file (``<main>`` for the program's script: ``old.py`` and
+``new.py`` match), its name and the rank of its first line among the functions of that
+name in that file (its line moves whenever the code above it changes). An address in a
+name or file (``<lambda> at 0x7f…``) differs from run to run: it becomes ``0x…``, and
+functions left alike (twenty generated ``__new__`` of ``<string>`` line 1) fold into one.
+A function is named as ``profile`` shows it: ``read_csv (pandas/io/parsers/readers.py:1304)``.
 """
 
 from __future__ import annotations
@@ -63,7 +58,6 @@ def display_name(file: str, line: int, name: str) -> str:
     :param file: the function's file
     :param line: its first line
     :param name: its name
-    :return: one line of text
     """
     from .._sampling.view import short_file
 
@@ -74,24 +68,21 @@ def display_name(file: str, line: int, name: str) -> str:
 
 
 def short_name(file: str, line: int, name: str) -> str:
-    """The function's name alone (``spin``), a built-in's inside its brackets
-    (``{built-in method builtins.sum}`` stays as it is).
+    """The function's name alone, on one line (``spin``; a built-in's in its brackets).
 
-    :param file: the function's file
-    :param line: its first line
+    :param file: the function's file (unused)
+    :param line: its first line (unused)
     :param name: its name
-    :return: one line of text
     """
     return one_line(name)
 
 
 def place(file: str, line: int, name: str) -> str:
-    """A function's identity in one string (``prog.py:12:c``): names repeat (every
-    module's ``<module>``), places do not.
+    """A function's identity as ``file:line:name``: names repeat (every ``<module>``),
+    places do not.
 
     :param file: the function's file
     :param line: its first line
     :param name: its name
-    :return: ``file:line:name``
     """
     return f"{file}:{line}:{name}"

@@ -1,17 +1,13 @@
 """Runs programs several times in child processes, interleaved (A B A B ...), each run
-under the sampler (the default: the observer reading it from outside where this machine
-allows it, see :func:`observed`; the in-process sampler of :mod:`.sampled_child`
-otherwise) or cProfile when the program is Python, and turns the runs into a profile
-result.
+of a Python program sampled (by the observer from outside where this machine allows it,
+:func:`observed`, else in-process, :mod:`.sampled_child`) or under cProfile, and turns
+the runs into results. A program is ``python old.py args``, ``python -m package args``,
+``old.py`` (run with this interpreter) or any other command (timed, not profiled).
 
-A program is a command line: ``python old.py args``, ``python -m package args``, a
-script ``old.py`` (run with this interpreter) or any other command (timed, not
-profiled). Each run is a new process in a group of its own under the command's
-supervisor (``_run.supervise``): past its timeout its whole group is ended, SIGINT,
-SIGTERM and SIGHUP are forwarded to it (and stop the runs: what was done is returned,
-``Runs.stopped`` naming the signal), and it dies with the command. Its profile and wall
-time come back through two files of a temporary folder removed afterwards (by the
-janitor if the command is killed outright).
+Each run is a process group of its own under the command's supervisor
+(``_run.supervise``): ended past its timeout, sent SIGINT, SIGTERM and SIGHUP (which
+stop the runs, ``Runs.stopped`` naming the signal), dying with the command. Its profile
+comes back through a temporary folder removed afterwards (by the janitor if need be).
 """
 
 from __future__ import annotations
@@ -205,10 +201,8 @@ def parse_program(
     """Reads a program given as a command line.
 
     :param command: ``"python old.py -x"``, ``"python -m pkg"``, ``"old.py"`` or any command
-    :param profiler: how a Python program's runs are profiled, ``sampled`` or ``cprofile``
-    :param interval: the sampler's seconds between samples, None for the collector's
-        default
-    :return: the program
+    :param profiler: ``sampled`` or ``cprofile``, for a Python program
+    :param interval: the sampler's seconds between samples, None for the default
     :raises BadValue: an empty command, or ``python`` with nothing to run
     """
     from .._errors import BadValue
@@ -246,12 +240,11 @@ class Run:
 
 @dataclass
 class Runs:
-    """The runs of each program, filled as they end (what was done when stopped).
+    """The runs of each program, filled as they end.
 
     :param programs: the programs
     :param runs: each program's runs
-    :param stopped: the signal (SIGINT, SIGTERM, SIGHUP) that stopped the runs early,
-        None when all ran; a run it cut short is not kept
+    :param stopped: the signal that stopped the runs early (the run it cut not kept)
     """
 
     programs: list[Program]
@@ -362,9 +355,8 @@ def run_once(
 
 
 def observed(program: Program) -> bool:
-    """Whether a run of ``program`` is sampled by the observer, from outside: a sampled
-    Python program run by this interpreter (whose layout the observer checked), where
-    this machine allows it, unless the in-process sampler is asked for.
+    """Whether a run of ``program`` is sampled by the observer from outside: a sampled
+    Python program, where this machine allows it, unless in-process is asked for.
 
     :param program: the program
     :raises BadValue: the observer is asked for and cannot run
@@ -580,12 +572,11 @@ def run_interleaved(
 def profile_result_data(
     runs: Sequence[Run], program: Program | None = None, timer: str = "cpu"
 ) -> dict[str, Any]:
-    """The payload of a profile result from profiled runs (see :func:`profile_data`).
+    """The payload of a profile result from profiled runs.
 
     :param runs: runs of one program, all profiled
     :param program: the program, whose script is recorded as ``main``
     :param timer: the clock the runs were profiled with
-    :return: the payload
     :raises BadValue: a run was not profiled
     """
     from .._errors import BadValue
@@ -758,13 +749,12 @@ def count_program(
 
 
 def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tuple[str, Any]:
-    """The kind and payload of a counted run: a profile counted per function, or a
-    timing of the whole run (one execution).
+    """``(kind, data)`` of a counted run: a profile counted per function, or a timing of
+    the whole run (one execution).
 
     :param program: what ran
     :param counted: its ``Counted``
     :param cwd: the folder it ran in
-    :return: ``(kind, data)``
     """
     from .payloads import counted_profile_data, counted_series
 
