@@ -52,10 +52,10 @@ NOTE = (
 
 
 def counter_of(data: Mapping[str, Any]) -> str | None:
-    """The counter of a timing series or a profile payload, None when timed.
+    """The counter (``instructions``) of a timing series or a profile payload, None when
+    timed.
 
     :param data: the series or the payload
-    :return: ``instructions`` or None
     """
     value = data.get("counter")
     return value if isinstance(value, str) else None
@@ -95,7 +95,6 @@ def counted_change(
     :param noise: the absolute noise of both sides together
     :param where: the function's ``(file, line)``
     :param listed: a significant change is listed as worse or better
-    :return: the change
     """
     relative = FUNCTION_NOISE if figure in (OWN, INCLUSIVE, PATH, ALLOCS, BYTES) else RELATIVE_NOISE
     tolerance = noise + relative * max(abs(a), abs(b))
@@ -131,12 +130,11 @@ def amount(figure: str, value: float) -> str:
 
 
 def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings) -> Change:
-    """A counted statement (or whole run) of both sides.
+    """A counted statement (or whole run) of both sides, in instructions per execution.
 
     :param sa: A's series
     :param sb: B's series
     :param settings: the settings (its notes filled)
-    :return: the change, in instructions per execution
     """
     _check_same(repr(sb["name"]), counter_of(sa), counter_of(sb))
     per = [sum(s["times"]) / sum(s["sizes"]) for s in (sa, sb)]
@@ -165,7 +163,6 @@ def profile_changes(
     :param db: B's payload
     :param settings: the settings (notes filled)
     :param section: ``profile``
-    :return: the changes
     """
     _check_same("the profiles", counter_of(da), counter_of(db))
     sa, sb = side_table("profile", da), side_table("profile", db)

@@ -22,12 +22,10 @@ def count_ratio_test(
     margin: float = 0.0,
     runs: tuple[int, int] = (1, 1),
 ) -> tuple[float, float, float, float]:
-    """Compares the counts of two sides when one of them has a single run (the weaker
-    evidence of a single run a side): the log ratio of the counts per run,
-    ``log((k_B + 1/2) / n_B) - log((k_A + 1/2) / n_A)``, less the run-wide ``factor``
-    (the log ratio of the whole runs, estimated over every path), with the Poisson
-    variance of each total plus ``extra_var`` (the run-to-run variance of a figure,
-    which a single run cannot show: a prior), by the normal approximation.
+    """Compares the counts of two sides when one has a single run: the log ratio of the
+    counts per run, ``log((k_B + 1/2) / n_B) - log((k_A + 1/2) / n_A)``, less the
+    run-wide ``factor``, with the Poisson variance of each total plus ``extra_var`` (the
+    run-to-run spread a single run cannot show), by the normal approximation.
 
     :param count_a: A's count (samples), all its runs added up
     :param count_b: B's count

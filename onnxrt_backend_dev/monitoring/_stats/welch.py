@@ -56,10 +56,9 @@ class LogTest:
 
 
 def mean_and_variance(xs: Sequence[float]) -> tuple[float, float]:
-    """The mean and the sample variance (ddof=1; 0 for a single value).
+    """``(mean, sample variance)`` (ddof=1; 0 for a single value).
 
     :param xs: the values, at least one
-    :return: ``(mean, variance)``
     """
     n = len(xs)
     mean = math.fsum(xs) / n
@@ -150,13 +149,12 @@ def moderated_log_test(
 def log_welch_test(
     xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
 ) -> LogTest:
-    """Welch's test of the logs of two series of positive figures (at least two a side).
+    """Welch's test of the logs of two series of positive figures (two a side or more).
 
     :param xs: A's figures, > 0
     :param ys: B's figures, > 0
     :param confidence: level of the interval
     :param margin: the change deemed negligible (see :func:`moderated_log_test`)
-    :return: the test
     """
     return moderated_log_test(
         [math.log(x) for x in xs], [math.log(y) for y in ys], confidence, margin=margin
@@ -166,14 +164,13 @@ def log_welch_test(
 def welch_difference(
     xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
 ) -> tuple[float, float, float, float]:
-    """Welch's test of the difference of the means of two series of figures of any sign
-    (a memory growth: a function may free), at least two a side.
+    """Welch's test of ``mean B - mean A`` of figures of any sign (a memory growth: a
+    function may free), two a side or more: ``(difference, low, high, p-value)``.
 
     :param xs: A's figures
     :param ys: B's figures
     :param confidence: level of the interval
     :param margin: a difference deemed negligible, in the figures' unit, >= 0
-    :return: ``(mean B - mean A, low, high, p-value)``
     """
     ma, va = mean_and_variance(xs)
     mb, vb = mean_and_variance(ys)
