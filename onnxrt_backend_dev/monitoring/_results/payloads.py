@@ -162,14 +162,22 @@ def _columns(
         "calls": _integers("calls", calls, 1.0),
     }
     if memory is not None:
-        grown = [0.0] * size
-        for r, figures in enumerate(memory):
-            for func, value in figures.items():
-                j = index.get(_key(func))
-                if j is not None:
-                    grown[j * count + r] += float(value)
-        columns["memory_bytes"] = _integers("memory", grown, 1.0)
+        columns["memory_bytes"] = _integers("memory", _per_function(memory, index), 1.0)
     return columns
+
+
+def _per_function(
+    runs: Sequence[Mapping[Any, float]], index: Mapping[tuple[str, int, str], int]
+) -> list[float]:
+    """Each run's figure per function, added up in one function-major column."""
+    count = len(runs)
+    values = [0.0] * (len(index) * count)
+    for r, figures in enumerate(runs):
+        for func, value in figures.items():
+            j = index.get(_key(func))
+            if j is not None:
+                values[j * count + r] += float(value)
+    return values
 
 
 def _edge_figures(stats: Mapping[Any, Any], index: Mapping[tuple[str, int, str], int]) -> Any:
@@ -554,16 +562,9 @@ def counted_profile_data(
     data = profile_data(scaled, main=main)
     data["counter"] = "instructions"
     data["total"] = [float(total) for _, total, _ in runs]
-    index = {tuple(f): i for i, f in enumerate(data["functions"])}
+    index = {(f[0], f[1], f[2]): i for i, f in enumerate(data["functions"])}
     for column, per_run in (("alloc_calls", allocations), ("alloc_bytes", alloc_bytes)):
-        if per_run is None:
-            continue
-        values = [0] * (len(index) * len(runs))
-        for r, found in enumerate(per_run):
-            for func, n in found.items():
-                j = index.get(_key(func))
-                if j is not None:
-                    values[j * len(runs) + r] += int(n)
-        data[column] = values
+        if per_run is not None:
+            data[column] = _integers(column, _per_function(per_run, index), 1.0)
     check_profile("data", data)
     return data
