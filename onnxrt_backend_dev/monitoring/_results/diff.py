@@ -333,8 +333,7 @@ def _apply_factors(
     items: list[_Item], pieces: list[_Item], pair: _Pair, settings: Settings
 ) -> None:
     """Takes each run's factor and the shift between the sides out of every figure,
-    estimated over the disjoint pieces of the runs (a sampled profile's stacks, the
-    functions' own times) it does not hold."""
+    estimated over the pieces of the runs it does not hold."""
     reference = [it for it in pieces if it.tested]
     if len(reference) > MAX_PIECES:  # the largest carry the run's factor; the cost stays
         reference.sort(key=lambda it: -(it.a["time"] + it.b["time"]))
@@ -371,9 +370,8 @@ def _apply_factors(
 
 
 class _Held:
-    """Which pieces of the run (a stack: a tuple of function keys; or a function's own
-    time: its key) each figure holds, indexed in one pass over the pieces: a comparison
-    of 20,000 functions asks it 60,000 times."""
+    """Which pieces of the run (stacks, or functions' own times) each figure holds,
+    indexed in one pass: a comparison of 20,000 functions asks 60,000 times."""
 
     def __init__(self, pieces: Sequence[Any]) -> None:
         self.ending: dict[Any, list[int]] = {}
@@ -480,10 +478,8 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
 
 def _shown(it: _Item, a: float, offset: float) -> None:
     """The figures a test compared, as the rows show them: A's typical time (the
-    geometric mean of its runs once each run's factor is out) and B's at A's run
-    speed, the change and its interval those of the two (the test's log ratio is of
-    the times plus half a sample: ``B / A - 1`` is that ratio less one, times
-    ``1 + offset / A``)."""
+    geometric mean of its runs, factors out) and B's at A's run speed; the test's ratio,
+    of the times plus half a sample, scaled by ``1 + offset / A`` to be theirs."""
     if it.test is None or a <= 0:
         return
     scale = 1 + offset / a
@@ -498,9 +494,8 @@ def _mean_diff(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def _correct(families: Sequence[list[_Item]], alpha: float) -> None:
     """Holm over every tested figure as one family, each weighted by the square root of
-    its share of the run (the mean of A's and B's): a path holding 5 % of the run is
-    tested at about a fifth of the level of one holding all of it, not a twentieth, and
-    the hundreds of small figures cost the large ones little."""
+    its share: a path of 5 % of the run is tested at a fifth of the level of the whole,
+    not a twentieth, and hundreds of small figures cost the large ones little."""
     where = [it for fam in families for it in fam if it.test is not None]
     weights = [math.sqrt(max(it.share, 1e-12)) for it in where]
     adjusted = holm([it.test[3] for it in where if it.test is not None], weights)
@@ -681,7 +676,7 @@ def headline_change(
     clock: str = "wall",
     shift: Shift | None = None,
 ) -> Change:
-    """A headline figure (a run's time, a peak, a statement) tested on its own
+    """A headline figure (a run's time, a peak, a statement) judged on its own
     (:func:`.decide.judge`).
 
     :param section: the comparison's section
@@ -693,7 +688,6 @@ def headline_change(
     :param weaker: the values are the batches of one process a side
     :param clock: the clock of the values (``wall`` or ``cpu``)
     :param shift: the machine's shift between the sessions, taken out of ``ys``
-    :return: the change
     """
     d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock, shift=shift)
     a = {figure: median(xs), "n": float(len(xs))}
@@ -711,9 +705,9 @@ def headline_change(
 
 
 def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Item]:
-    """Each function's memory growth while it ran, in bytes, tested on its difference
-    against A's rise (peak - start): a callback that runs once at the end and is charged
-    with 2 MiB more is +1 % of a 200 MiB program, not +24,116 %."""
+    """Each function's memory growth while it ran, tested on its difference over A's
+    rise (peak - start): 2 MiB more in a callback is +1 % of a 200 MiB program, not
+    +24,116 %."""
     items = []
     for key in union(sa.growth, sb.growth):
         xs, ys = sa.growth.get(key), sb.growth.get(key)
@@ -752,13 +746,13 @@ def _growth_change(it: _Item, pair: _Pair) -> Change:
 
 
 def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: str) -> list[Change]:
-    """Compares two sides (see the module's description).
+    """Compares two sides (see the module's description): the headline(s), then every
+    function's and path's change.
 
     :param sa: A's table
     :param sb: B's table
     :param settings: the settings (its notes and factor are filled)
     :param section: ``profile`` or ``run``
-    :return: the headline(s), then every function's and path's change
     :raises ResultFormatError: the sides were measured in ways not comparable
     """
     _check_comparable(sa, sb, settings.names)
@@ -800,8 +794,8 @@ def _small_changes(
     pair: _Pair,
     section: str,
 ) -> list[Change]:
-    """The functions under the share tested (or on one side only), shown and not tested:
-    built in one pass, they are most of a large profile (19,000 of 20,000 functions)."""
+    """The functions under the share tested or on one side only, shown, not tested: in
+    one pass, they are most of a large profile (19,000 of 20,000 functions)."""
     med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
     total_a, total_b = pair.total_a or 1.0, pair.total_b or 1.0
     small = f"below the {pair.settings.min_share:.1%} share tested"
@@ -832,10 +826,9 @@ def _same(it: _Item, other: _Item) -> bool:
 
 
 def _deduplicate(own: list[_Item], inclusive: list[_Item], paths: list[_Item], kind: str) -> None:
-    """Tests each quantity once: a function's inclusive time that is its own time (it
-    calls nothing that takes time), or the time of its only call path, is not tested
-    again; nor a path whose only callee path holds all its time (``<module> → main``
-    when ``main`` is all of it): the deeper one is tested."""
+    """Tests each quantity once: an inclusive time that is the function's own time or
+    its only path's, or a path whose only callee path holds all its time (``<module> →
+    main``), is not tested again."""
     own_of = {it.key: it for it in own}
     ending: dict[Any, list[_Item]] = {}
     children: dict[Any, list[_Item]] = {}
@@ -859,9 +852,8 @@ def _deduplicate(own: list[_Item], inclusive: list[_Item], paths: list[_Item], k
 
 
 def _tested_as(it: _Item) -> _Item:
-    """The figure whose test stands for this one: itself, or down the chain of the
-    figures it is the same as (a caller's inclusive time, its only path, that path's
-    only callee's path...), to a tested one."""
+    """The figure whose test stands for this one: itself, or the tested one down the
+    chain of the figures it is the same as."""
     found = it
     for _ in range(MAX_SAME):
         if found.test is not None or found.same is None:
