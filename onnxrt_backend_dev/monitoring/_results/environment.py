@@ -16,10 +16,9 @@ GIT_TIMEOUT = 2.0
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The CPU's model name (Linux ``/proc/cpuinfo``), else what :mod:`platform` says.
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else :mod:`platform`'s, or ``""``.
 
     :param cpuinfo: the file to read, for tests
-    :return: the model, ``""`` when unknown
     """
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
@@ -38,7 +37,6 @@ def git_commit(folder: str | None = None, timeout: float = GIT_TIMEOUT) -> str |
 
     :param folder: where to ask
     :param timeout: seconds
-    :return: the 40-digit commit or None
     """
     try:
         done = subprocess.run(

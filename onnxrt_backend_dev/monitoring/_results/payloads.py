@@ -33,7 +33,6 @@ def timing_series(
     :param sizes: executions of each batch (as many as ``times``)
     :param summary: the ``measure_time`` dictionary, kept beside the raw figures
     :param processes: batches timed by each process, in order, None for one process
-    :return: the series
     """
     series: dict[str, Any] = {
         "name": str(name),
@@ -48,10 +47,9 @@ def timing_series(
 
 
 def timing_data(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The payload of a timing result.
+    """The payload of a timing result, checked.
 
     :param series: from :func:`timing_series`
-    :return: ``{"series": [...]}``, checked
     """
     data = {"series": [dict(s) for s in series]}
     check_timing("data", data)
@@ -84,10 +82,9 @@ def memory_run(result: Any) -> dict[str, dict[str, float]]:
 
 
 def memory_data(runs: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, Any]:
-    """The payload of a memory result from one or several runs.
+    """The payload of a memory result from one or several runs, checked.
 
     :param runs: each from :func:`memory_run`
-    :return: ``{"channels": {name: [figures per run]}}``, checked
     """
     channels: dict[str, list[dict[str, float]]] = {}
     for run in runs:
