@@ -736,14 +736,11 @@ def count_program(
               show_output, timeout, what, count_bytes)  # fmt: skip
     counted = count(run, folder, supervisor)
     if counted is not None and not found.per_function:
+        no_bytes = "; --count-bytes needs each function counted: no bytes counted"
         counted.notes.append(
             f"Python {found.version[0]}.{found.version[1]} has no perf trampolines (Python "
             ">= 3.12 built with them): the whole run counted, not each function"
-            + (
-                "; --count-bytes needs each function counted: no bytes counted"
-                if count_bytes
-                else ""
-            )
+            + (no_bytes if count_bytes else "")
         )
     return counted
 
