@@ -126,11 +126,9 @@ SAMPLED_BOOT = (
 TIMERS = ("cpu", "wall")
 PROFILERS = ("sampled", "cprofile")
 # The sampler's interval in the runs of compare --a/--b and profile --repeat: 1 ms in the
-# program (the in-process sampler: each sample is its handler's work), 0.25 ms from
-# outside (the observer: 18 % of a core beside the program, not in it). A path's figure
-# is as good as its samples: 25 ms of a caller a run held 25 samples at 1 ms, whose
-# lumps (a sample late by a preemption charged several ms to one caller) hid a 40 %
-# change in 2 of 20 comparisons at load 1; 100 samples at 0.25 ms named it in 20/20.
+# program (each sample is its handler's work), 0.25 ms from outside (18 % of a core beside
+# the program). A path is as good as its samples: 25 a run of a 25 ms caller hid a 40 %
+# change in 2 of 20 comparisons at load 1; 100 named it in 20/20.
 RUN_INTERVAL = 0.001
 OBSERVED_INTERVAL = 0.00025
 # Seconds a killed run's process group has to end after SIGTERM before SIGKILL.
