@@ -1,5 +1,6 @@
-"""The per-function columns of a profile in bulk: medians over the runs, shares, and the
-same figures from a version 1 file (rows per run) as from version 2 (integer columns)."""
+"""The per-function columns of a profile in bulk (_results.tables): medians over the runs,
+totals, and the same figures from a version 1 file (rows per run) as from version 2
+(integer columns)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from results_data import profile_doc
 
-from onnxrt_backend_dev.monitoring._results import columns, store
+from onnxrt_backend_dev.monitoring._results import store, tables
 from onnxrt_backend_dev.monitoring._results.compare import compare_results
 
 V1 = Path(__file__).parent.parent / "data" / "results"
@@ -19,34 +20,33 @@ V1 = Path(__file__).parent.parent / "data" / "results"
 
 @pytest.mark.parametrize("runs", [1, 2, 3, 4, 7])
 def test_medians_are_the_medians_of_each_function(runs: int) -> None:
-    # GIVEN 5 functions of `runs` figures each, function-major
-    rows = [[(7 * i + 3 * r) % 11 + i for r in range(runs)] for i in range(5)]
-    flat = [x for row in rows for x in row]
-    # WHEN the medians are taken in bulk, in a unit of 10
-    got = columns.medians(flat, runs, 10.0)
-    # THEN each is statistics.median of its row, over 10
-    assert got == pytest.approx([statistics.median(row) / 10 for row in rows])
+    # GIVEN 5 functions of `runs` figures each
+    rows = {i: [float((7 * i + 3 * r) % 11 + i) for r in range(runs)] for i in range(5)}
+    # WHEN the medians are taken in bulk
+    got = tables.medians(rows)
+    # THEN each is statistics.median of its row
+    assert got == pytest.approx({i: statistics.median(row) for i, row in rows.items()})
 
 
-def test_constant_rows_skip_the_sort_and_mixed_rows_do_not() -> None:
-    # GIVEN calls the same in every run, then one row that varies
-    same = [3, 3, 3, 5, 5, 5]
-    mixed = [3, 3, 3, 5, 9, 5]
-    # WHEN asked as likely constant THEN the right medians either way
-    assert columns.medians(same, 3, constant=True) == [3.0, 5.0]
-    assert columns.medians(mixed, 3, constant=True) == [3.0, 5.0]
-    assert columns.medians([1, 2, 3, 9], 2, constant=True) == [1.5, 6.0]
+def test_constant_and_mixed_rows_give_their_medians() -> None:
+    # GIVEN rows the same in every run, then one row that varies
+    same = {0: [3.0, 3.0, 3.0], 1: [5.0, 5.0, 5.0]}
+    mixed = {0: [3.0, 3.0, 3.0], 1: [5.0, 9.0, 5.0]}
+    # WHEN their medians are taken THEN the right medians either way
+    assert tables.medians(same) == tables.medians(mixed) == {0: 3.0, 1: 5.0}
+    assert tables.medians({0: [1.0, 2.0], 1: [3.0, 9.0]}) == {0: 1.5, 1: 6.0}
 
 
-def test_split_and_row() -> None:
+def test_split_and_totals() -> None:
     # GIVEN 3 functions of 2 runs WHEN cut THEN one row per function
     flat = [1, 2, 3, 4, 5, 6]
-    assert columns.split(flat, 2) == [[1, 2], [3, 4], [5, 6]]
-    table = columns.Columns({"functions": [["f", 1, "a"]] * 3, "wall": [1.0, 1.0],
-                             "own_ns": flat, "cumulative_ns": flat, "calls": flat})  # fmt: skip
-    assert table.row(table.own, 1) == [3, 4]
-    # AND the shares divide by each run's total (9 and 12)
-    assert table.shares() == pytest.approx([1 / 9, 2 / 12, 3 / 9, 4 / 12, 5 / 9, 6 / 12])
+    assert tables.split(flat, 2) == [[1, 2], [3, 4], [5, 6]]
+    functions = [["f.py", 1, "a"], ["f.py", 2, "b"], ["f.py", 3, "c"]]
+    data = {"profiler": "cprofile", "functions": functions, "wall": [1.0, 1.0]}
+    side = tables.side_table("profile", {**data, "own_ns": flat, "cumulative_ns": flat})
+    assert list(side.own.values())[1] == pytest.approx([3e-9, 4e-9])
+    # AND each run's total adds up its own times (9 and 12 ns)
+    assert side.totals() == pytest.approx([9e-9, 12e-9])
 
 
 def _v1(doc: dict[str, Any]) -> dict[str, Any]:

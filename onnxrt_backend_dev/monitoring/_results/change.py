@@ -11,48 +11,41 @@ OWN, INCLUSIVE, PATH, GROWTH = "own", "inclusive", "path", "growth"
 # A function's calls to the allocators, counted by valgrind.
 ALLOCS = "allocs"
 BYTES = "bytes"  # allocated bytes, counted (``--count-bytes``)
-# The roles of a call path whose change is significant: where the change starts, or a
-# caller the change only runs through (its callee carries it).
+# A significant path's role: where the change starts, or a caller it only runs through.
 ORIGIN, EXPLAINED = "origin", "explained"
 WORSE, BETTER = "worse", "better"
 
 
 @dataclass(frozen=True)
 class Change:
-    """One compared figure: a function's own or inclusive time, a call path's inclusive
-    time, a function's memory growth, a timed statement, a memory channel's peak, a
-    run's time.
+    """One compared figure: a function's or path's time, a memory growth, a statement, a
+    channel's peak, a run's time.
 
     :param section: ``timing``, ``memory``, ``profile`` or ``run``
-    :param function: the function (its name), the statement, the channel or
-        ``wall time``, ``CPU time``, ``peak memory``
+    :param function: the function's name, the statement, the channel or the headline
     :param file: the function's file, None for other figures
     :param line: its first line, None for other figures
-    :param figure: what was tested: ``own``, ``inclusive``, ``path``, ``growth``,
-        ``time``, ``peak``, ``wall``, ``cpu``
-    :param a: figures of A (medians over its runs: ``time`` seconds, ``share`` of the
-        run, ``growth`` bytes...)
-    :param b: figures of B
-    :param change: relative change, ``B / A - 1``, after the run-wide factor for the
-        figures of a profile; for a memory growth, ``(B - A) / A's rise``; None when A
-        is 0
-    :param ci_low: lower bound of ``change``'s interval, None when not tested
+    :param figure: what was tested (``own``, ``inclusive``, ``path``, ``growth``,
+        ``time``, ``peak``, ``wall``, ``cpu``)
+    :param a: A's figures (medians over its runs: ``time``, ``share``, ``growth``...)
+    :param b: B's figures
+    :param change: ``B / A - 1`` (after the run-wide factor; a growth over A's rise),
+        None when A is 0
+    :param ci_low: lower bound of its interval, None when not tested
     :param ci_high: upper bound
     :param p_value: the test's p-value, None when not tested
-    :param p_adjusted: corrected for the family (Holm), None when not tested
+    :param p_adjusted: Holm-corrected for the family, None when not tested
     :param significant: ``p_adjusted < alpha``
     :param tested: whether a test was made
     :param note: why it was not tested, or a remark
-    :param path: a call path's functions (names as shown), outermost first
+    :param path: a call path's functions as shown, outermost first
     :param role: a significant path's role, ``origin`` or ``explained``
-    :param chain: how many of ``path``'s last functions to show in one line
-    :param shown: an origin's functions to show: where the change starts (with its
-        caller when it is one path long) down to the function that carries it
-    :param verdict: ``worse`` or ``better`` when listed as a change, else ``""``
-    :param weaker: judged on weaker evidence (the batches of one process, the counts of
-        one run a side)
-    :param places: a call path's functions as ``file:line:name``, one per name of
-        ``path`` (two functions may share a name: every module's ``<module>``)
+    :param chain: how many of ``path``'s last functions one line shows
+    :param shown: an origin's functions to show, where the change starts down to where
+        it is carried
+    :param verdict: ``worse`` or ``better`` when listed, else ``""``
+    :param weaker: judged on weaker evidence (one process or one run a side)
+    :param places: ``path`` as ``file:line:name`` (names repeat: every ``<module>``)
     """
 
     section: str
@@ -91,8 +84,7 @@ class Change:
     def replace(self, **fields: Any) -> Change:
         """A copy with some fields changed.
 
-        :param fields: the fields
-        :return: the copy
+        :param fields: the fields changed
         """
         values = dict(self.__dict__)
         values.update(fields)
@@ -113,16 +105,14 @@ class Settings:
 
     :param confidence: level of the intervals
     :param alpha: significance level, after Holm's correction
-    :param min_share: figures under this share of the run on both sides are shown, not
-        tested
-    :param min_change: changes within this fraction are negligible: a profile's figure is
-        significant only when its change is beyond it
+    :param min_share: figures under this share of the run on both sides are not tested
+    :param min_change: changes of a profile's figures within this fraction are negligible
     :param clock: ``cpu`` or ``wall`` for sampled figures, None for each result's own
     :param notes: what the reader must know, filled by the sections
     :param judged: False when a headline figure had a single value on a side
-    :param factor: how much the whole run moved (B against A), None when not estimated
+    :param factor: how much B's whole run moved, None when not estimated
     :param reference: the pieces of the run the factor was estimated over
-    :param names: what to call A and B in messages (their files)
+    :param names: what to call A and B in messages
     """
 
     confidence: float

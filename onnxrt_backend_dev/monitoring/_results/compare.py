@@ -1,24 +1,19 @@
 """The comparison of two saved results (A the baseline, B the new one), and its verdict.
 
-* timings: each statement's seconds per execution, **over the processes that timed
-  it** (one figure per process, its median batch) when each side has two or more
-  (``time --processes N``); with a single process a side, over its batches, as *weaker
-  evidence* (its batches share its memory layout, hash seed and the load of its moment),
-  never passed in silence (see :mod:`.decide`);
+* timings: each statement's seconds per execution over the processes that timed it
+  (their median batches) with two or more a side, else over its batches as *weaker
+  evidence*, never passed in silence (:mod:`.decide`);
 * memory: each channel's peak over the runs;
-* profiles and ``run`` results: absolute times, inclusive and own, per function and per
-  call path, against one run-wide factor, and where each change starts (see
-  :mod:`.diff`), beside the run's time (and for a ``run``, its peak and each function's
-  memory growth);
+* profiles and ``run`` results: times per function and call path against a run-wide
+  factor, and where each change starts (:mod:`.diff`);
 * reports: each part they share.
 
-A positive ``change`` is always "B is worse" (more time, a higher peak). The verdict
-(:meth:`ResultComparison.verdict`) reads the changes against a threshold: 1 a
-significant regression beyond it (a function and its paths one finding); 3 undecided: a
-headline figure whose interval reaches beyond it (with the runs a side that would
-decide it), or a function or path beyond it significant alone but not once corrected
-for the family (:func:`suggestive`); 0 otherwise. Two saved sessions of the pytest
-plugin are compared after the machine's shift between them, from their reference works.
+A positive ``change`` is always "B is worse". The verdict
+(:meth:`ResultComparison.verdict`) at a threshold: 1 for a significant regression beyond
+it (a function and its paths one finding); 3 undecided (a headline figure whose interval
+reaches beyond it, or a function or path significant alone but not once corrected,
+:func:`_suggestive`); 0 otherwise. Two pytest sessions are compared after the machine's
+shift between them.
 """
 
 from __future__ import annotations
@@ -31,12 +26,20 @@ from typing import Any
 
 from .._errors import ResultFormatError
 from .._gc import gc_paused
-from .._stats.multiple import holm
+from .._stats.multiple import holm, median
 from .._validate import check_number
 from . import counted
 from .change import EXPLAINED, INCLUSIVE, OWN, PATH, WORSE, Change, Settings
 from .counted import counter_of
-from .decide import REGRESSED, UNDECIDED, Shift, gate, machine_shift, reference_ratio
+from .decide import (
+    REGRESSED,
+    UNDECIDED,
+    Shift,
+    gate,
+    machine_shift,
+    per_execution,
+    reference_ratio,
+)
 from .diff import MIN_CHANGE, MIN_SHARE, headline_change, profile_changes
 from .tables import side_table
 
@@ -44,7 +47,6 @@ CORRECTION = "holm"
 # Below this many runs a side, the tests are weak (and a rank test cannot reach small
 # p-values).
 FEW_RUNS = 5
-HEADLINES = ("time", "wall", "cpu", "peak")
 EXIT_PASS, EXIT_REGRESSED, EXIT_UNDECIDED = 0, 1, 3
 # A function or path above the threshold, significant alone, whose corrected p-value is
 # under this keeps the gate undecided: measured on seeded profiles, identical programs
@@ -61,11 +63,10 @@ class Verdict:
     :param state: ``regressed``, ``undecided``, ``improved`` or ``unchanged``
     :param exit_code: 1, 3 or 0
     :param text: one line
-    :param regressions: the significant changes for the worse beyond the threshold, one
-        per function (its path where the change starts, else its own time) and headline
-    :param undecided: the headline figures beyond it that the evidence cannot decide
-    :param runs_needed: runs a side that would decide the first undecided figure, None
-        when unknown
+    :param regressions: the significant changes for the worse beyond it, one per
+        function (where its change starts, else its own time) and headline
+    :param undecided: the figures beyond it the evidence cannot decide
+    :param runs_needed: runs a side that would decide the first, None when unknown
     """
 
     state: str
@@ -81,7 +82,6 @@ def label(c: Change) -> str:
     ``wall time``, ``memory: build (prog.py:10)``.
 
     :param c: the change
-    :return: the label
     """
     from .keys import display_name
 
@@ -112,9 +112,9 @@ class ResultComparison:
     :param confidence: the level of the intervals
     :param runs: runs (processes for a timing) on each side
     :param correction: the correction of the family (``holm``)
-    :param factor: how much the whole run moved (profiles), None when not estimated
+    :param factor: how much B's whole run moved, None when not estimated
     :param min_change: the change deemed negligible for a profile's figures
-    :param warnings: differences between the two environments (Python, machine)
+    :param warnings: differences between the two environments
     """
 
     kind: str
@@ -150,12 +150,10 @@ class ResultComparison:
         return [c for c in self.ordered() if c.file is None]
 
     def regressions(self, above: float) -> list[Change]:
-        """Significant changes for the worse beyond ``above`` (0.05 for 5 %): the
-        headline figures and the changes listed as worse (where a change starts, a
-        function's own time, a memory growth), never a caller the change runs through.
+        """Significant changes for the worse beyond ``above``: the headline figures and
+        the changes listed as worse, never a caller the change only runs through.
 
-        :param above: the threshold, a fraction
-        :return: the changes, ordered
+        :param above: the threshold, a fraction (0.05 for 5 %)
         """
         check_number("above", above, minimum=0)
         return [c for c in self._worse(above) if not _one_run(c)]
@@ -171,7 +169,6 @@ class ResultComparison:
         """The gate's answer at a threshold (see the module's description).
 
         :param above: the threshold, a fraction
-        :return: the verdict
         """
         found = self.regressions(above)
         if found:
@@ -179,7 +176,7 @@ class ResultComparison:
             # Where a change starts first (it names the code), then the whole run's figures.
             named = sorted(findings, key=lambda c: (c.file is None, -c.impact))
             listed = "; ".join(
-                f"{label(c)} {_pct(c)}" + (" (weaker evidence)" if c.weaker else "")
+                f"{label(c)} {format_change(c)}" + (" (weaker evidence)" if c.weaker else "")
                 for c in named[:3]
             )
             more = f"; {len(findings) - 3} more" if len(findings) > 3 else ""
@@ -194,8 +191,8 @@ class ResultComparison:
             c = one_run[0]
             return Verdict(
                 UNDECIDED, EXIT_UNDECIDED,
-                f"undecided: {label(c)} {_pct(c)} is above {_threshold(above)} in a single "
-                f"run a side, which cannot tell it from the spread between runs "
+                f"undecided: {label(c)} {format_change(c)} is above {_threshold(above)} in a "
+                f"single run a side, which cannot tell it from the spread between runs "
                 f"(profile --repeat 5 --save, or compare --a/--b)",
                 (), tuple(one_run),
             )  # fmt: skip
@@ -205,7 +202,7 @@ class ResultComparison:
             more = f"; about {runs} runs a side would decide it" if runs else ""
             return Verdict(
                 UNDECIDED, EXIT_UNDECIDED,
-                f"undecided: {label(c)} {_pct(c)} may be above {_threshold(above)}: the "
+                f"undecided: {label(c)} {format_change(c)} may be above {_threshold(above)}: the "
                 f"evidence cannot decide it ({why}){more}",
                 (), tuple(u[0] for u in undecided), runs,
             )  # fmt: skip
@@ -213,9 +210,8 @@ class ResultComparison:
 
     def _undecided(self, above: float) -> list[tuple[Change, int | None, str]]:
         """The figures the evidence cannot decide at the threshold: a headline figure
-        whose interval reaches above it (or, untested, whose estimate is above it); a
-        function or path above it, significant on its own but not once corrected for
-        the family (see :func:`suggestive`)."""
+        whose interval (untested, estimate) reaches above it, and :func:`_suggestive`
+        ones."""
         out = []
         for c in self.headlines():
             state, runs = gate(_decision_of(c), above, self.alpha)
@@ -228,7 +224,7 @@ class ResultComparison:
                 out.append((c, runs, why))
         # A path first: it names the caller (f07 → spin).
         for c in sorted(self.ordered(), key=lambda c: c.figure != PATH):
-            if c.file is not None and suggestive(c, above, self.alpha):
+            if c.file is not None and _suggestive(c, above, self.alpha):
                 out.append((c, None, f"p = {c.p_value:.2g} alone, {c.p_adjusted:.2g} once "
                            "corrected for the figures compared"))  # fmt: skip
         return out
@@ -236,7 +232,7 @@ class ResultComparison:
     def _pass_text(self, above: float) -> str:
         better = _one_per_function([c for c in self.ordered() if c.verdict == "better"])
         worse = _one_per_function([c for c in self.ordered() if c.verdict == WORSE])
-        heads = "; ".join(f"{label(c)} {_pct(c)}" for c in self.headlines()[:2])
+        heads = "; ".join(f"{label(c)} {format_change(c)}" for c in self.headlines()[:2])
         text = f"no significant regression above {_threshold(above)}"
         text += f" ({heads})" if heads else ""
         if worse:
@@ -273,18 +269,12 @@ def _threshold(above: float) -> str:
     return f"{above * 100:g} %"
 
 
-def suggestive(c: Change, above: float, alpha: float) -> bool:
+def _suggestive(c: Change, above: float, alpha: float) -> bool:
     """Whether a function's or path's figure is above the threshold with evidence that
     does not decide it: tested, significant on its own (p < ``alpha``) but not once
     corrected for the family, its corrected p-value under :data:`SUGGESTIVE` (a change
     where a change only runs through is not one). Among 1,900 figures of a large profile
-    some are significant on their own by chance; their corrected p-value is 1.
-
-    :param c: the change
-    :param above: the threshold, a fraction
-    :param alpha: the level
-    :return: True when the gate must say undecided for it
-    """
+    some are significant on their own by chance; their corrected p-value is 1."""
     return (
         c.tested
         and not c.note  # not a figure shown with the test of another it is the same as
@@ -313,12 +303,10 @@ def _one_per_function(changes: Sequence[Change]) -> list[Change]:
 
 
 def format_change(c: Change) -> str:
-    """``+12.3 % ± 2.1`` (the interval's half width in points) when the interval is
-    symmetric about the change, ``+12.3 % [+4.0, +21.9]`` (its bounds in %) otherwise,
-    ``+12.3 %`` untested, ``new`` for a figure only in B.
+    """``+12.3 % ± 2.1`` for an interval symmetric about the change, ``+12.3 % [+4.0,
+    +21.9]`` otherwise, ``+12.3 %`` untested, ``new`` for a figure only in B.
 
     :param c: the change
-    :return: the text
     """
     if c.change is None:
         return "new" if c.note == "only in B" else "n/a"
@@ -332,13 +320,9 @@ def format_change(c: Change) -> str:
     return text
 
 
-_pct = format_change
-
-
 def _one_run(c: Change) -> bool:
-    """A function's or a path's change seen on a single run a side (its samples' counts):
-    two runs of one program differ more than those counts say (two single runs of the
-    same script read +89 % on a function), so it never decides a regression."""
+    """A function's or path's change on a single run a side never decides a regression:
+    two runs differ more than their counts say (+89 % on a function of one script)."""
     return c.weaker and c.file is not None
 
 
@@ -351,10 +335,6 @@ def _decision_of(c: Change) -> Any:
     )  # fmt: skip
 
 
-def _samples(series: Mapping[str, Any]) -> list[float]:
-    return [t / n for t, n in zip(series["times"], series["sizes"], strict=True)]
-
-
 def _pair_series(sa: list[dict[str, Any]], sb: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
     """Series of the same name, or the only one of each side."""
     if len(sa) == 1 and len(sb) == 1:
@@ -363,33 +343,22 @@ def _pair_series(sa: list[dict[str, Any]], sb: list[dict[str, Any]]) -> list[tup
     return [(s, by_name[s["name"]]) for s in sa if s["name"] in by_name]
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return 0.0 if not n else (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
-
-
 def process_medians(series: Mapping[str, Any], samples: Sequence[float]) -> list[float]:
     """The median seconds per execution of each process of a series, in order.
 
     :param series: the series (its ``processes``, if any)
     :param samples: its seconds per execution, batch by batch
-    :return: one median per process
     """
     out, start = [], 0
     for count in series.get("processes", [len(samples)]):
-        out.append(_median(samples[start : start + count]))
+        out.append(median(samples[start : start + count]))
         start += count
     return out
 
 
-def series_clock(series: Mapping[str, Any]) -> str:
-    """The clock that timed a series: its ``clock`` (the pytest plugin's), or its
-    summary's (``time --clock``), ``wall`` when neither says.
-
-    :param series: a timing series
-    :return: ``wall`` or ``cpu``
-    """
+def _series_clock(series: Mapping[str, Any]) -> str:
+    """A series' ``clock`` (the pytest plugin's), or its summary's (``time --clock``),
+    ``wall`` when neither says."""
     summary = series.get("summary")
     clock = series.get("clock") or (summary.get("clock") if isinstance(summary, Mapping) else None)
     return "cpu" if clock == "cpu" else "wall"
@@ -398,25 +367,23 @@ def series_clock(series: Mapping[str, Any]) -> str:
 def timing_change(
     sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings, shift: Shift | None = None
 ) -> Change:
-    """One statement's change: over its processes, or its batches (weaker evidence) with
-    a single process a side.
+    """One statement's change: over its processes, or with a single process a side its
+    batches (weaker evidence).
 
     :param sa: A's series
     :param sb: B's series
     :param settings: the settings
-    :param shift: the machine's shift between the two sessions (their reference works),
-        taken out of B's times
-    :return: the change
+    :param shift: the machine's shift between the sessions, taken out of B's times
     """
     if counter_of(sa) or counter_of(sb):
         return counted.timing_change(sa, sb, settings)
-    clocks = (series_clock(sa), series_clock(sb))
+    clocks = (_series_clock(sa), _series_clock(sb))
     if clocks[0] != clocks[1]:
         raise ResultFormatError(
             f"{sb['name']!r} was timed with the {clocks[0]} clock in A and the {clocks[1]} "
             "clock in B: not comparable"
         )
-    samples_a, samples_b = _samples(sa), _samples(sb)
+    samples_a, samples_b = per_execution(sa), per_execution(sb)
     xs, ys = process_medians(sa, samples_a), process_medians(sb, samples_b)
     weaker = len(xs) < 2 or len(ys) < 2
     if weaker:
@@ -450,8 +417,8 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
     if not pairs:
         raise ResultFormatError("the two timings share no statement name")
     shifts = {}
-    for clock in {series_clock(sa) for sa, _ in pairs}:
-        ratios = [reference_ratio(sa, sb) for sa, sb in pairs if series_clock(sa) == clock]
+    for clock in {_series_clock(sa) for sa, _ in pairs}:
+        ratios = [reference_ratio(sa, sb) for sa, sb in pairs if _series_clock(sa) == clock]
         shifts[clock] = machine_shift([r for r in ratios if r is not None])
         if shifts[clock].references:
             settings.notes.append(
@@ -460,7 +427,7 @@ def _timing(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
                 f"{shifts[clock].references} statement(s)): taken out of B's times"
             )
     changes = [
-        timing_change(sa, sb, settings, shifts[series_clock(sa)].with_stolen(sa, sb))
+        timing_change(sa, sb, settings, shifts[_series_clock(sa)].with_stolen(sa, sb))
         for sa, sb in pairs
     ]
     if any(c.a.get("stolen") is not None for c in changes):
@@ -524,12 +491,11 @@ _ENVIRONMENT = (("python", "Python"), ("implementation", "implementation"),
 
 
 def environment_warnings(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """The differences between the environments of two results that make their times
-    less comparable: the Python version, the implementation, the machine, the CPU.
+    """One line per difference between two results' environments that makes their times
+    less comparable (Python, implementation, machine, CPU).
 
     :param a: A's document
     :param b: B's document
-    :return: one line per difference
     """
     ea, eb = a.get("environment") or {}, b.get("environment") or {}
     found = []
@@ -560,14 +526,11 @@ def compare_results(
     :param names: what to call them in messages (their files)
     :param alpha: significance level, after Holm's correction
     :param confidence: level of the intervals
-    :param min_share: figures of a profile under this share of the run on both sides are
-        shown, not tested
+    :param min_share: a profile's figures under this share on both sides are not tested
     :param min_change: changes of a profile's figures within this fraction are negligible
-    :param clock: ``cpu`` or ``wall``: the figure of sampled profiles compared (each
-        result's own when None)
+    :param clock: ``cpu`` or ``wall`` for sampled profiles, each result's own when None
     :return: the comparison
-    :raises ResultFormatError: the results are of different kinds, clocks or profilers,
-        or share nothing
+    :raises ResultFormatError: different kinds, clocks or profilers, or nothing shared
     """
     check_number("alpha", alpha, above=0, maximum=0.5)
     check_number("confidence", confidence, above=0, maximum=0.9999)

@@ -1,21 +1,17 @@
 """The comparison of figures counted by valgrind (``--counter instructions``): no
 statistics, one run a side.
 
-A count is the same to the last instruction when the same program runs again with the
-same hash seed; what moves it without the code changing is small and bounded (another
-folder, another environment: a few thousand instructions of a program's start). A
-figure changed when ``|B - A|`` is beyond its *noise*: the noise saved beside each side
-(the two halves of a statement's count, :mod:`.._count.statement`) and a share of the
-larger side, ``RELATIVE_NOISE`` for a whole run or a statement and ``FUNCTION_NOISE``
-for a function's figure (the garbage collector runs in whichever function crosses its
-threshold: other functions' counts move a little when one changes). The interval shown
-is the change plus or minus that noise. A counted figure is never compared with a
-timed one: they measure different things.
+A count is the same to the instruction when the program runs again with the same hash
+seed; what else moves it is small and bounded (another folder or environment: a few
+thousand instructions at start). A figure changed when ``|B - A|`` is beyond its noise:
+the noise saved with each side plus a share of the larger, ``RELATIVE_NOISE`` for a run
+or statement, ``FUNCTION_NOISE`` for a function (the garbage collector runs in whichever
+function crosses its threshold). The interval shown is the change plus or minus it. A
+count is never compared with a time.
 
-For a profile counted per Python function (Python >= 3.12), each function's own and
-inclusive instructions and each caller → callee edge are compared; a function is listed
-as worse or better where its *own* count changed (its callers' inclusive counts carry
-the same change and are shown, not listed again).
+Per Python function (Python >= 3.12): own and inclusive counts and caller → callee
+edges; a function is listed where its *own* count changed (its callers' inclusive
+counts carry the same change).
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from typing import Any
 from .._count import FUNCTION_NOISE, RELATIVE_NOISE
 from .._count.callgraph import INTERPRETER
 from .._errors import ResultFormatError
+from .._stats.multiple import median
 from .change import (
     ALLOCS,
     BETTER,
@@ -39,7 +36,7 @@ from .change import (
     Settings,
 )
 from .keys import place, short_name
-from .tables import side_table, union
+from .tables import located, side_table, union
 
 # The instructions of one count: a counted profile stores them where nanoseconds go.
 PER_UNIT = 1e9
@@ -55,24 +52,17 @@ NOTE = (
 
 
 def counter_of(data: Mapping[str, Any]) -> str | None:
-    """The counter of a timing series or a profile payload, None when timed.
+    """The counter (``instructions``) of a timing series or a profile payload, None when
+    timed.
 
     :param data: the series or the payload
-    :return: ``instructions`` or None
     """
     value = data.get("counter")
     return value if isinstance(value, str) else None
 
 
-def check_same(what: str, a: str | None, b: str | None, names: Sequence[str] = ("A", "B")) -> None:
-    """Refuses a counted figure beside a timed one.
-
-    :param what: the figure, for the message
-    :param a: A's counter (None: timed)
-    :param b: B's counter
-    :param names: how A and B are named
-    :raises ResultFormatError: they differ
-    """
+def _check_same(what: str, a: str | None, b: str | None, names: Sequence[str] = ("A", "B")) -> None:
+    """Refuses a counted figure (its counter) beside a timed one (None)."""
     if a == b:
         return
 
@@ -105,7 +95,6 @@ def counted_change(
     :param noise: the absolute noise of both sides together
     :param where: the function's ``(file, line)``
     :param listed: a significant change is listed as worse or better
-    :return: the change
     """
     relative = FUNCTION_NOISE if figure in (OWN, INCLUSIVE, PATH, ALLOCS, BYTES) else RELATIVE_NOISE
     tolerance = noise + relative * max(abs(a), abs(b))
@@ -141,14 +130,13 @@ def amount(figure: str, value: float) -> str:
 
 
 def timing_change(sa: Mapping[str, Any], sb: Mapping[str, Any], settings: Settings) -> Change:
-    """A counted statement (or whole run) of both sides.
+    """A counted statement (or whole run) of both sides, in instructions per execution.
 
     :param sa: A's series
     :param sb: B's series
     :param settings: the settings (its notes filled)
-    :return: the change, in instructions per execution
     """
-    check_same(repr(sb["name"]), counter_of(sa), counter_of(sb))
+    _check_same(repr(sb["name"]), counter_of(sa), counter_of(sb))
     per = [sum(s["times"]) / sum(s["sizes"]) for s in (sa, sb)]
     noise = float(sa.get("noise", 0.0)) + float(sb.get("noise", 0.0))
     _note(settings)
@@ -175,33 +163,32 @@ def profile_changes(
     :param db: B's payload
     :param settings: the settings (notes filled)
     :param section: ``profile``
-    :return: the changes
     """
-    check_same("the profiles", counter_of(da), counter_of(db))
+    _check_same("the profiles", counter_of(da), counter_of(db))
     sa, sb = side_table("profile", da), side_table("profile", db)
     _note(settings)
-    totals = [_median(d.get("total") or [1.0]) for d in (da, db)]
+    totals = [median(d.get("total") or [1.0]) for d in (da, db)]
     changes = [counted_change(section, "instructions", "count", totals[0], totals[1])]
     least = settings.min_share * max(totals)
 
     def figures(rows_a: Any, rows_b: Any) -> Any:
         for key in union(rows_a, rows_b):
-            a = _median(rows_a.get(key, [0.0])) * PER_UNIT
-            b = _median(rows_b.get(key, [0.0])) * PER_UNIT
+            a = median(rows_a.get(key, [0.0])) * PER_UNIT
+            b = median(rows_b.get(key, [0.0])) * PER_UNIT
             yield key, a, b, max(a, b) >= least
 
     for figure, rows_a, rows_b in ((OWN, sa.own, sb.own), (INCLUSIVE, sa.inclusive, sb.inclusive)):
         for key, a, b, big in figures(rows_a, rows_b):
-            name, file, line = _where(key, sa, sb)
+            file, line, name = located(key, sa, sb)
             listed = figure == OWN and name != INTERPRETER[2]  # its changes are the total's
             c = counted_change(section, name, figure, a, b, 0.0, (file, line), listed)
             changes.append(_shared(c, a, b, totals) if big else _small(c, settings))
     changes += _allocation_changes(sa, sb, section)
     own = {(c.file, c.line, c.function): c for c in changes if c.figure == OWN and c.verdict}
     for key, a, b, big in figures(sa.paths, sb.paths):
-        name, file, line = _where(key[-1], sa, sb)
+        file, line, name = located(key[-1], sa, sb)
         c = counted_change(section, name, PATH, a, b, 0.0, (file, line), listed=False)
-        where = [_place(k, sa, sb) for k in key]
+        where = [located(k, sa, sb) for k in key]
         path = tuple(short_name(*w) for w in where)
         c = (_shared(c, a, b, totals) if big else _small(c, settings)).replace(
             path=path, chain=len(path), places=tuple(place(*w) for w in where))  # fmt: skip
@@ -235,12 +222,12 @@ def _allocation_changes(sa: Any, sb: Any, section: str) -> list[Change]:
         ra, rb = getattr(sa, rows), getattr(sb, rows)
         if not ra or not rb:
             continue
-        sums = [sum(_median(row) for row in side.values()) for side in (ra, rb)]
+        sums = [sum(median(row) for row in side.values()) for side in (ra, rb)]
         out.append(counted_change(section, name, figure, sums[0], sums[1]))
         for key in union(ra, rb):
-            a, b = _median(ra.get(key, [0.0])), _median(rb.get(key, [0.0]))
+            a, b = median(ra.get(key, [0.0])), median(rb.get(key, [0.0]))
             if max(a, b) >= least:
-                name_, file, line = _where(key, sa, sb)
+                file, line, name_ = located(key, sa, sb)
                 out.append(counted_change(section, name_, figure, a, b, 0.0, (file, line)))
     return out
 
@@ -256,24 +243,3 @@ def _small(c: Change, settings: Settings) -> Change:
         significant=False, verdict="", tested=False,
         note=f"below the {settings.min_share:.1%} share tested",
     )  # fmt: skip
-
-
-def _where(key: Any, sa: Any, sb: Any) -> tuple[str, str, int]:
-    found = sb.where.get(key) or sa.where.get(key)
-    if found is None:
-        return str(key[1]), str(key[0]), 0
-    file, line, name = found
-    return name, file, line
-
-
-def _place(key: Any, sa: Any, sb: Any) -> tuple[str, int, str]:
-    name, file, line = _where(key, sa, sb)
-    return file, line, name
-
-
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    if not n:
-        return 0.0
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2

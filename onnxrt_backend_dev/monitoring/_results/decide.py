@@ -1,35 +1,23 @@
-"""The one judgement of a headline figure (a timed statement, a run's wall time, a
-memory peak), shared by ``compare`` and the pytest gate, and the gate's four answers.
+"""The one judgement of a headline figure (a timed statement, a run's time, a memory
+peak), shared by ``compare`` and the pytest gate, and the gate's four answers.
 
-A figure is a series of positive values a side: one per process (a timing saved with
-``time --processes N``), one per run (``--repeat``), or, with a single process a side,
-the batches of that process, which is *weaker evidence*: its batches share the process's
-memory layout, hash seed and the load of its moment, and say little of another process
-(two ``time --save`` of one statement, one after the other on a busy machine, differed
-by -31 % to +56 %). The test is Mann-Whitney's with the Hodges-Lehmann interval of the
-ratio from 8 values a side (a run the machine slowed is one rank, not a weight), and
-Welch's test of the logs below (a rank test of 4 against 4 cannot go under p = 0.03).
+A figure is a series of positive values a side: one per process (``time --processes
+N``) or run (``--repeat``), or the batches of a single process, *weaker evidence*:
+they share its memory layout, hash seed and moment (two ``time --save`` of one
+statement on a busy machine differed by -31 % to +56 %). The test is Mann-Whitney's with
+the Hodges-Lehmann interval of the ratio from 8 values a side, Welch's test of the logs
+below (4 against 4 cannot rank below p = 0.03).
 
-With a single process a side, the batches cannot show how much two processes differ:
-a spread of :data:`BETWEEN_PROCESSES` is added to the batches' own, in the test and its
-interval (or the spread a caller measured, ``extra_var``): 20 % a process on the wall
-clock (two ``time --save`` of one statement, one after the other on this project's busy
-machine, differed by -31 % to +56 %; the figures of an unchanged pytest file moved
-between two sessions by a log spread of 0.20 to 0.42 at load 5 to 9), 8 % on the CPU
-clock (the same figures: 0.03 to 0.04, none beyond 0.15 in 200). One process a side is
-thus decisive only for large changes, and never in the wrong direction on a machine
-that moved.
+With a single process a side, a spread :data:`BETWEEN_PROCESSES` is added to the
+batches' own (or the caller's ``extra_var``): 20 % on the wall clock (an unchanged
+pytest file moved between sessions by a log spread of 0.20 to 0.42 at load 5 to 9), 8 %
+on the CPU clock (0.03 to 0.04, none beyond 0.15 in 200). One process a side thus
+decides only large changes, never in the wrong direction on a machine that moved.
 
-The gate's answers (:func:`gate`), for a threshold ``above`` (0.05 for 5 %):
-
-* ``regressed``: the change is significant, for the worse, and its estimate exceeds
-  the threshold;
-* ``improved``: significant, for the better, and its interval below the threshold;
-* ``undecided``: neither, and the evidence cannot rule out a change above the threshold:
-  the interval reaches above it, or, untested (a single value a side), the estimate is
-  above it. A gate that cannot decide never says pass. The runs a side that would decide
-  it come with it, when the spread is known;
-* ``unchanged``: the interval lies below the threshold.
+The gate's answers (:func:`gate`) for a threshold: ``regressed`` (significant, worse,
+its estimate beyond it), ``improved`` (significant, better, its interval below it),
+``undecided`` (the interval, or untested the estimate, reaches beyond it: a gate that
+cannot decide never passes; with the runs a side that would decide it), ``unchanged``.
 """
 
 from __future__ import annotations
@@ -40,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._stats.distributions import NORMAL
+from .._stats.multiple import median
 from .._stats.power import runs_needed
 from .._stats.ranks import hodges_lehmann_ratio, mann_whitney_u, small_sample_test
 from .._stats.robust import biweight_location
@@ -64,16 +53,14 @@ REGRESSED, UNDECIDED, IMPROVED, UNCHANGED = "regressed", "undecided", "improved"
 @dataclass(frozen=True)
 class Shift:
     """How much slower the machine was in B's session than in A's: the robust mean of
-    the log ratios of the reference work timed beside each figure (the same code in both
-    sessions: only the machine moved it), never the figures' own (a change slowing every
-    figure would be taken for the machine); on the wall clock, plus how much more of the
-    figure's wall time other programs took (:func:`stolen_shift`).
+    the log ratios of the reference work timed beside each figure (only the machine moves
+    it; the figures' own would take a change slowing all of them for the machine), plus
+    on the wall clock what other programs took (:func:`_stolen_shift`).
 
     :param value: the log ratio taken out of B's values (0 when unknown)
     :param variance: its variance, carried into each figure's test
     :param references: how many references it is estimated over
-    :param stolen: the part of ``value`` from other programs' time slices (its square is
-        in ``variance``)
+    :param stolen: the part of ``value`` from other programs' time slices
     """
 
     value: float = 0.0
@@ -88,13 +75,11 @@ class Shift:
         :param now: this session's
         :return: the shift
         """
-        extra = stolen_shift(base, now)
+        extra = _stolen_shift(base, now)
         if extra is None:
             return self
-        # The share is of the figure's whole span; its median batch may have been spared
-        # (other programs' slices come in bursts): the correction is as uncertain as it
-        # is large (beside two busy loops, a share 49 % lower, the median batch 2 times
-        # longer).
+        # The share is of the whole span, its median batch may have been spared (slices
+        # come in bursts): the correction is as uncertain as it is large.
         return Shift(self.value + extra, self.variance + extra * extra, self.references, extra)
 
     def describe(self) -> str:
@@ -111,25 +96,18 @@ class Shift:
         return "; ".join(parts)
 
 
-def stolen_shift(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
+def _stolen_shift(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
     """``log((1 - base's stolen share) / (1 - now's))``: how much longer the same work
-    took on the wall clock for the time slices other programs took (waiting for a CPU,
-    not sleeping), None when a side lacks the share.
-
-    :param base: the baseline's figure (a timing series)
-    :param now: this session's
-    :return: the log ratio or None
-    """
+    took for the time slices other programs took, None when a side lacks the share."""
     a, b = base.get("stolen"), now.get("stolen")
     ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1 for x in (a, b))
     return math.log((1 - float(a)) / (1 - float(b))) if ok else None  # type: ignore[arg-type]
 
 
 def machine_shift(ratios: Sequence[float]) -> Shift:
-    """The machine's shift between two sessions from the log ratios of their reference
-    works (see :class:`Shift`): Tukey's biweight from :data:`MIN_REFERENCES` of them, its
-    variance from their spread; below, their mean with a variance of
-    :data:`REFERENCE_SPREAD` squared a reference.
+    """The machine's shift between two sessions (:class:`Shift`): Tukey's biweight of
+    the reference works' log ratios from :data:`MIN_REFERENCES` of them, below their mean
+    with a variance of :data:`REFERENCE_SPREAD` squared a reference.
 
     :param ratios: ``log(B's reference / A's)``, one per figure
     :return: the shift (zero with no ratio)
@@ -146,8 +124,7 @@ def machine_shift(ratios: Sequence[float]) -> Shift:
 
 def reference_ratio(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | None:
     """``log(now's reference / base's)``: how much slower the machine was for this
-    figure than for the baseline's (the reference work timed beside both), None when a
-    side lacks it.
+    figure than for the baseline's, None when a side lacks it.
 
     :param base: the baseline's figure (a timing series)
     :param now: this session's
@@ -161,11 +138,19 @@ def reference_ratio(base: Mapping[str, Any], now: Mapping[str, Any]) -> float | 
     return math.log(float(b) / float(a)) if ok else None  # type: ignore[arg-type]
 
 
+def per_execution(series: Mapping[str, Any]) -> list[float]:
+    """The seconds per execution of each batch of a timing series or a pytest figure.
+
+    :param series: its ``times`` and ``sizes``
+    """
+    return [t / n for t, n in zip(series["times"], series["sizes"], strict=True)]
+
+
 @dataclass(frozen=True)
 class Decision:
     """The test of one headline figure.
 
-    :param change: ``B / A - 1`` of the typical values (None when A is 0)
+    :param change: ``B / A - 1`` of the medians (None when A is 0)
     :param low: lower bound of its interval (None when not tested)
     :param high: upper bound
     :param p_value: the test's p-value (None when not tested)
@@ -174,8 +159,7 @@ class Decision:
     :param weaker: judged on the batches of a single process a side
     :param method: ``mann-whitney``, ``welch`` or ``""``
     :param note: why it was not tested, or what the evidence is
-    :param log_variance: the run-to-run variance of the log of one value (pooled), None
-        when unknown
+    :param log_variance: the pooled variance of one value's log, None when unknown
     """
 
     change: float | None
@@ -190,20 +174,9 @@ class Decision:
     log_variance: float | None = None
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-def pooled_log_variance(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """The variance of the log of one value, pooled over both sides (each about its own
-    mean), None with fewer than two values a side or a value <= 0.
-
-    :param xs: A's values
-    :param ys: B's values
-    :return: the variance or None
-    """
+def _pooled_log_variance(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """The variance of one value's log, pooled over both sides, None with fewer than two
+    values a side or a value <= 0."""
     if len(xs) < 2 or len(ys) < 2 or min(min(xs), min(ys)) <= 0:
         return None
     _, va = mean_and_variance([math.log(x) for x in xs])
@@ -228,20 +201,16 @@ def judge(
     :param alpha: the level
     :param confidence: the level of the interval
     :param weaker: the values are the batches of a single process a side
-    :param clock: ``wall`` or ``cpu``, the clock of the values (the spread between
-        processes that weaker evidence adds)
-    :param extra_var: the variance of the log ratio that the values cannot show, added
-        to the test's (a spread between sessions measured by the caller, a shift taken
-        out of ``ys``); None: twice :data:`BETWEEN_PROCESSES` squared for weaker
-        evidence, nothing otherwise
-    :param shift: the machine's shift between the sessions, taken out of ``ys`` (the
-        change is then B's at A's machine speed), its variance added to the test's
+    :param clock: ``wall`` or ``cpu``, the clock of the values
+    :param extra_var: a variance of the log ratio the values cannot show, added to the
+        test's; None: twice :data:`BETWEEN_PROCESSES` squared for weaker evidence
+    :param shift: the machine's shift between the sessions, taken out of ``ys``, its
+        variance added to the test's
     :return: the decision
     """
     if shift is not None and shift.value:
         ys = [y * math.exp(-shift.value) for y in ys]
-    a = _median(xs) if xs else 0.0
-    b = _median(ys) if ys else 0.0
+    a, b = median(xs), median(ys)
     # The change shown is the one of the medians shown beside it; the interval and the
     # p-value are the test's.
     shown = change = b / a - 1 if a > 0 else None
@@ -249,7 +218,7 @@ def judge(
         return Decision(change, note="a single value on a side: significance not judged")
     if min(min(xs), min(ys)) <= 0:
         return Decision(change, note="a value of zero: no ratio to test")
-    variance = pooled_log_variance(xs, ys)
+    variance = _pooled_log_variance(xs, ys)
     if len(xs) >= RANK_FROM and len(ys) >= RANK_FROM:
         if len(xs) * len(ys) <= _SMALL_PRODUCT:
             change, low, high, p = small_sample_test(xs, ys, confidence)
@@ -282,8 +251,7 @@ def judge(
 def _widened(
     change: float, low: float, high: float, confidence: float, extra_var: float
 ) -> tuple[float, float, float, float]:
-    """The change, its interval and p-value widened by a variance the values cannot
-    show (between processes or sessions; normal approximation on the logs)."""
+    """The test widened by a variance the values cannot show (normal, on the logs)."""
     q = NORMAL.inv_cdf(0.5 + confidence / 2.0)
     d = math.log1p(change)
     se_batches = (math.log1p(high) - math.log1p(low)) / (2 * q)
@@ -300,17 +268,16 @@ def gate(
     strict: bool = True,
 ) -> tuple[str, int | None]:
     """The gate's answer for one figure, and the runs a side that would decide it when
-    it is undecided and the spread is known.
+    undecided and the spread is known.
 
     :param decision: from :func:`judge`
     :param above: the threshold, a fraction (0.05 for 5 %)
     :param alpha: the level the runs are counted for
-    :param power: the chance the counted runs give to decide a change of ``above``
-    :param strict: undecided whenever the interval reaches above the threshold (the
-        default, as ``compare`` and the pytest gate judge); False: only when the
-        estimate is above it
-    :return: ``(answer, runs)``, one of :data:`REGRESSED`, :data:`UNDECIDED`,
-        :data:`IMPROVED`, :data:`UNCHANGED`, and None or a number of runs
+    :param power: the chance those runs give to decide a change of ``above``
+    :param strict: undecided whenever the interval reaches above the threshold; False:
+        only when the estimate does
+    :return: ``(answer, runs)``: :data:`REGRESSED`, :data:`UNDECIDED`, :data:`IMPROVED`
+        or :data:`UNCHANGED`, and None or a number of runs
     """
     change = decision.change
     if change is None:

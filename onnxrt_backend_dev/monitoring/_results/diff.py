@@ -1,62 +1,38 @@
 """The comparison of two profiles (cProfile or sampled) or two ``run`` results: absolute
 times, inclusive and own, per function and per call path, against one run-wide factor.
 
-**The figures.** Each function's own time and inclusive time, and each call path's
-inclusive time (the stack up to the function: a whole stack prefix for a sampled profile
-or a run's tree, caller → callee for cProfile), in seconds per run. Never a share of the
-run: when one function grows, every other share shrinks, and unchanged functions were
-called "significantly better" (33 of 44 on a three-stage pipeline).
+**The figures**, in seconds per run: each function's own and inclusive time, each call
+path's inclusive time (a stack prefix for a sampled profile or a run's tree, caller →
+callee for cProfile). Never a share of the run: when one function grows every other
+share shrinks, and unchanged functions were called "significantly better" (33 of 44).
 
-**The run-wide factor.** A run may be faster or slower as a whole (the machine's load,
-its clock speed): every figure of that run moves together. Over the disjoint pieces of
-the run (a sampled profile's stacks, else the functions' own times) that are tested, in
-two steps that a changed function cannot drag:
+**The run-wide factor.** The machine's load or clock moves every figure of a run
+together. It is estimated over the run's disjoint pieces (a sampled profile's stacks,
+else the functions' own times), in two steps a changed function cannot drag: each run's
+factor within its side (each piece centred on its side's median, the run's factor the
+biweight mean of its pieces' deviations, :mod:`.._stats.robust`), then the shift between
+the sides (the pieces' own shifts weighted by precision, none above a quarter of the
+weight, combined by the biweight: one function of 40 % of the run made 25 % faster moved
+the others by -9.9 % with a pooled weighted median). Every figure is compared with the
+factors of the pieces it does not hold, the shift's variance added to its test; one
+holding more than :data:`MOST_OF_RUN` is judged by the run's time.
 
-* *each run's factor within its side*: each piece centred on its median over the runs of
-  its own side (nothing changes within a side), the run's factor Tukey's biweight mean
-  (:mod:`.._stats.robust`) of its pieces' deviations, each standardised by its precision
-  (its Poisson part, then its spread once the factor is out); the factors of a side are
-  centred on their median;
-* *the shift between the sides*: each piece's own shift (its trimmed mean level in B
-  less in A), weighted by its precision, no piece above a quarter of the weight,
-  combined by the biweight from their weighted median: a piece that changed stands apart
-  and weighs nothing (one function holding 40 % of the run and made 25 % faster moved
-  the others by -9.9 % with a weighted median over both sides pooled, as before).
+**The test.** Yuen's test of the logs (20 % trimmed at each end: a run the sampler got
+wrong moves nothing; half a sample added to counted figures), each side's variance
+moderated by a prior fitted over all the figures against their share (worth 4 degrees:
+with 5 runs a side the plain test needs t > 5 for p < 1e-3), testing "the change is
+within ``min_change``" (a steady 0.5 % from code moved in memory is no change). A single
+run a side is tested on its counts (sampled figures only, plus a 3 % spread it cannot
+show) as weaker evidence; cProfile's figures of one run are shown, not tested.
 
-Every figure is compared with the factors of the pieces it does not hold (its own change
-never moves them) and the shift's variance is added to its test; a figure holding more
-than :data:`MOST_OF_RUN` of the run is judged by the run's time (what is left cannot tell
-its change from the machine's). The shift is reported: how much B's run moved as a
-whole.
+**The correction.** Holm over every test as one family, each weighted by the square
+root of its share. Each quantity is tested once: an inclusive time equal to the own
+time or to its only path's, or a path whose only callee path holds all its time, shows
+the test of the figure it is the same as.
 
-**The test.** Yuen's test of the logs (the 20 % smallest and largest runs of each side
-trimmed: a run the sampler got wrong moves neither the mean nor the variance; half a
-sample added to a sampled figure, whose counts may be zero), each side's variance
-*moderated* by a prior (:mod:`.._stats.welch`): the variance a figure of that share of
-the run has, fitted over all the tested figures (the log of the variance against the log
-of the share, which also holds the Poisson noise of the samples: ``1 / samples``), worth
-4 degrees of freedom. With 5 runs a side the plain test has 8 degrees and needs t > 5 for
-p < 1e-3; the moderated one has 16. The hypothesis tested is "the change is within
-``min_change``" (2 %): a consistent 0.5 % (code moved in memory) is not a change. A
-single run a side is tested on its counts (sampled figures only: Poisson, plus a 3 %
-run-to-run spread it cannot show) and marked as weaker evidence; cProfile's exact
-figures of one run are shown, not tested. The change shown is the one of the figures
-shown beside it (``typical``: A's geometric mean, B's at A's run speed).
-
-**The correction.** Holm's step-down over all the tests as one family (own times,
-inclusive times, call paths, memory growths), each figure weighted by the square root of
-its share of the run (the mean of A's and B's, blind to which side is which). The
-chance of any false alarm stays under ``alpha``. Each quantity is tested once: an
-inclusive time that is the function's own time or its only path's, or a path whose only
-callee path holds all its time, shows the test of the figure it is the same as, counted
-once in the family.
-
-**Where the change starts.** A significant path whose change its callees' significant
-paths carry (half of it or more, the same way) is *explained*: the change runs through
-it. The others are *origins*, and each is shown with the callers whose own relative
-change is at least half of it (``f07 → spin +40 %``, where ``main``, +2 %, is not). A
-function is listed as worse or better where its own time changed significantly, or where
-a change starts.
+**Where the change starts.** A significant path whose callees' significant paths carry
+half its change or more, the same way, is *explained*; the others are *origins*, shown
+with the callers whose own change is at least half of theirs (``f07 → spin +40 %``).
 """
 
 from __future__ import annotations
@@ -79,7 +55,7 @@ from .._stats.welch import (
 from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
 from .decide import Shift, judge
 from .keys import Key, place, short_name
-from .tables import EDGES, NO_PATHS, STACKS, SideTable, medians, union
+from .tables import EDGES, NO_PATHS, STACKS, SideTable, located, medians, union
 
 MIN_SHARE = 0.001
 MIN_CHANGE = 0.02
@@ -157,10 +133,6 @@ class _Item:
         return 0 if not self.test else (1 if self.test[0] > 0 else -1)
 
 
-def _median(xs: Sequence[float]) -> float:
-    return median(xs) if xs else 0.0
-
-
 class _Pair:
     """Both sides and what their figures share: the interval, whether counted."""
 
@@ -170,7 +142,7 @@ class _Pair:
         self.rate = min(sa.rate, sb.rate) if self.counted else 0.0
         # Half a sample, in seconds: the log of a count that may be zero.
         self.offset = 0.5 / self.rate if self.counted and self.rate > 0 else 0.0
-        self.total_a, self.total_b = _median(sa.totals()), _median(sb.totals())
+        self.total_a, self.total_b = median(sa.totals()), median(sb.totals())
         self.single = sa.runs < 2 or sb.runs < 2
         self._medians: dict[int, dict[Any, float]] = {}
 
@@ -192,7 +164,7 @@ class _Pair:
         if small:
             return f"below the {self.settings.min_share:.1%} share tested"
         if self.counted:
-            samples = max(_median(xs), _median(ys)) * self.rate
+            samples = max(median(xs), median(ys)) * self.rate
             if samples < MIN_SAMPLES:
                 return f"under {MIN_SAMPLES:g} samples a run"
         elif min(xs) <= 0 or min(ys) <= 0:
@@ -241,13 +213,9 @@ def _capped(weights: Sequence[float]) -> list[float]:
 
 
 class _SideFactors:
-    """The factor of each run of one side: how much faster or slower that run was as a
-    whole than the side's typical run, a robust mean over the pieces of the run (see
-    the module's description). Nothing changes within a side, so no piece can drag it.
-
-    :param rows: per piece, the logs of its figure in each run of the side
-    :param floor: per piece, the least variance of its log (its Poisson part)
-    """
+    """How much faster or slower each run of one side was than its typical run, a robust
+    mean over the pieces (``rows``: each one's logs per run, ``floor``: its least
+    variance). Nothing changes within a side: no piece can drag it."""
 
     def __init__(self, rows: Sequence[Sequence[float]], floor: Sequence[float]) -> None:
         self.runs = len(rows[0]) if rows else 0
@@ -281,12 +249,8 @@ class _SideFactors:
         return [v for _, v in self.levels()]
 
     def factors(self, left_out: Sequence[int] = ()) -> list[float]:
-        """Each run's log factor, over the pieces not ``left_out``.
-
-        :param left_out: the pieces a figure holds
-        :return: one log factor per run, their median 0 (the side's level is its
-            pieces', whatever pieces the factors are estimated over)
-        """
+        """Each run's log factor over the pieces not ``left_out`` (those a figure holds),
+        their median 0: the side's level is its pieces', whichever they are."""
         out = []
         for r, (fit, total) in enumerate(zip(self.fits, self.totals, strict=True)):
             gone = math.fsum(fit.weights[j] for j in left_out)
@@ -302,15 +266,10 @@ class _SideFactors:
 
 
 class _Shift:
-    """The shift between the sides (B's typical run against A's, in log), a robust
-    mean over the pieces' own shifts once each run's factor is out, each weighed by its
-    precision (none above a quarter of the weight): a piece that changed stands apart
-    and gets no weight. Its variance is carried into each figure's test.
-
-    :param sides: A's and B's factors
-    :param extra: a variance added to each piece's (the spread between runs that a
-        single run a side cannot show)
-    """
+    """The log shift of B's typical run against A's: a robust mean of the pieces' own
+    shifts (each run's factor out), weighed by precision, none above a quarter of the
+    weight, ``extra`` added to each piece's variance (what one run a side cannot show).
+    A piece that changed weighs nothing; the shift's variance goes into every test."""
 
     def __init__(self, sides: tuple[_SideFactors, _SideFactors], extra: float) -> None:
         na, nb = sides[0].runs, sides[1].runs
@@ -325,12 +284,7 @@ class _Shift:
         self.spread = math.fsum(x * x * v for x, v in zip(w, self.variances, strict=True))
 
     def value(self, left_out: Sequence[int] = ()) -> tuple[float, float]:
-        """The log shift over the pieces not ``left_out``, and its variance (the
-        pieces' variances through the weights, times the biweight's scale squared).
-
-        :param left_out: the pieces a figure holds
-        :return: ``(shift, variance)``
-        """
+        """``(shift, variance)`` over the pieces not ``left_out``."""
         w, scale = self.fit.weights, self.fit.scale
         gone = math.fsum(w[j] for j in left_out)
         total = self.total - gone
@@ -346,7 +300,7 @@ def _floor(pair: _Pair, side: list[float] | None) -> float:
     """A piece's least variance of its log figure: its Poisson part (counted figures)."""
     if not (pair.counted and pair.rate > 0 and side):
         return MIN_LOG_VARIANCE
-    return 1.0 / max(_median(side) * pair.rate, 0.5)
+    return 1.0 / max(median(side) * pair.rate, 0.5)
 
 
 @dataclass
@@ -358,12 +312,8 @@ class _Factors:
     shift: _Shift
 
     def of(self, left_out: Sequence[int]) -> tuple[list[float], list[float], float, float]:
-        """A figure's factors: A's runs', B's runs' (the shift between the sides in
-        them) and the shift's variance, over the pieces it does not hold.
-
-        :param left_out: the pieces the figure holds
-        :return: ``(A's log factors, B's log factors, shift, its variance)``
-        """
+        """``(A's log factors, B's with the shift, shift, its variance)`` of a figure,
+        over the pieces it does not hold (not ``left_out``)."""
         shift, var = self.shift.value(left_out)
         fa = self.sides[0].factors(left_out)
         fb = [f + shift for f in self.sides[1].factors(left_out)]
@@ -383,8 +333,7 @@ def _apply_factors(
     items: list[_Item], pieces: list[_Item], pair: _Pair, settings: Settings
 ) -> None:
     """Takes each run's factor and the shift between the sides out of every figure,
-    estimated over the disjoint pieces of the runs (a sampled profile's stacks, the
-    functions' own times) it does not hold."""
+    estimated over the pieces of the runs it does not hold."""
     reference = [it for it in pieces if it.tested]
     if len(reference) > MAX_PIECES:  # the largest carry the run's factor; the cost stays
         reference.sort(key=lambda it: -(it.a["time"] + it.b["time"]))
@@ -421,9 +370,8 @@ def _apply_factors(
 
 
 class _Held:
-    """Which pieces of the run (a stack: a tuple of function keys; or a function's own
-    time: its key) each figure holds, indexed in one pass over the pieces: a comparison
-    of 20,000 functions asks it 60,000 times."""
+    """Which pieces of the run (stacks, or functions' own times) each figure holds,
+    indexed in one pass: a comparison of 20,000 functions asks 60,000 times."""
 
     def __init__(self, pieces: Sequence[Any]) -> None:
         self.ending: dict[Any, list[int]] = {}
@@ -442,11 +390,7 @@ class _Held:
                 self.starting.setdefault(piece[:depth], []).append(j)
 
     def by(self, it: _Item) -> frozenset[int]:
-        """The pieces the figure of ``it`` holds.
-
-        :param it: a figure
-        :return: the pieces' indices
-        """
+        """The indices of the pieces the figure of ``it`` holds."""
         if not self.stacks:
             found = self.ending.get(it.key[-1] if it.family == PATH else it.key, ())
         elif it.family == OWN:
@@ -471,16 +415,11 @@ class _Prior:
         )
 
 
-def fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -> _Prior | None:
+def _fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -> _Prior | None:
     """The prior variance of a log figure against its share, fitted over the tested
     figures (least squares of the logs), corrected for the bias of the log of a variance
-    estimated over ``df`` degrees (``E log(chi2_k / k) = -1/k - 1/(3 k^2)``).
-
-    :param shares: each figure's share of the run
-    :param variances: its pooled variance over the runs
-    :param df: the degrees of freedom of each variance
-    :return: the prior, None with fewer than 8 figures
-    """
+    estimated over ``df`` degrees (``E log(chi2_k / k) = -1/k - 1/(3 k^2)``); None with
+    fewer than 8 figures."""
     pts = [
         (math.log(max(s, 1e-9)), math.log(v))
         for s, v in zip(shares, variances, strict=True)
@@ -509,7 +448,7 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
     runs = (pair.sa.runs, pair.sb.runs)
     if not pair.single:
         df = sum(trimmed_mean_and_variance([0.0] * n, TRIM)[2] for n in runs)
-        prior = fit_prior([it.share for it in tested], [_pooled(it) for it in tested], df)
+        prior = _fit_prior([it.share for it in tested], [_pooled(it) for it in tested], df)
     margin = settings.min_change
     for it in tested:
         if pair.single:
@@ -539,10 +478,8 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
 
 def _shown(it: _Item, a: float, offset: float) -> None:
     """The figures a test compared, as the rows show them: A's typical time (the
-    geometric mean of its runs once each run's factor is out) and B's at A's run
-    speed, the change and its interval those of the two (the test's log ratio is of
-    the times plus half a sample: ``B / A - 1`` is that ratio less one, times
-    ``1 + offset / A``)."""
+    geometric mean of its runs, factors out) and B's at A's run speed; the test's ratio,
+    of the times plus half a sample, scaled by ``1 + offset / A`` to be theirs."""
     if it.test is None or a <= 0:
         return
     scale = 1 + offset / a
@@ -557,9 +494,8 @@ def _mean_diff(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def _correct(families: Sequence[list[_Item]], alpha: float) -> None:
     """Holm over every tested figure as one family, each weighted by the square root of
-    its share of the run (the mean of A's and B's): a path holding 5 % of the run is
-    tested at about a fifth of the level of one holding all of it, not a twentieth, and
-    the hundreds of small figures cost the large ones little."""
+    its share: a path of 5 % of the run is tested at a fifth of the level of the whole,
+    not a twentieth, and hundreds of small figures cost the large ones little."""
     where = [it for fam in families for it in fam if it.test is not None]
     weights = [math.sqrt(max(it.share, 1e-12)) for it in where]
     adjusted = holm([it.test[3] for it in where if it.test is not None], weights)
@@ -645,25 +581,17 @@ def _attribute(paths: list[_Item], kind: str) -> dict[Any, tuple[str, tuple[Key,
     return roles
 
 
-def _name(key: Key, pair: _Pair) -> tuple[str, str, int]:
-    """``(name, file, line)`` of a function, B's place first."""
-    where = pair.sb.where.get(key) or pair.sa.where.get(key)
-    if where is None:
-        return key[1], key[0], 0
-    return where[2], where[0], where[1]
-
-
 def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
     """A figure's change; one the same as a tested figure (its only path...) shows that
     figure's test, once in the family."""
     key = it.key[-1] if it.family == PATH else it.key
-    name, file, line = _name(key, pair)
+    file, line, name = located(key, pair.sa, pair.sb)
     path: tuple[str, ...] = ()
     places: tuple[str, ...] = ()
     if it.family == PATH:
-        named = [_name(k, pair) for k in it.key]
-        path = tuple(short_name(*_reorder(n)) for n in named)
-        places = tuple(place(*_reorder(n)) for n in named)
+        named = [located(k, pair.sa, pair.sb) for k in it.key]
+        path = tuple(short_name(*n) for n in named)
+        places = tuple(place(*n) for n in named)
     src = _tested_as(it)
     t: tuple[float | None, ...] = src.test or (None, None, None, None)
     a, b = it.a, it.b
@@ -688,11 +616,6 @@ def _untested(a: dict[str, float], b: dict[str, float], factor: float | None) ->
     return b["time"] / a["time"] - 1
 
 
-def _reorder(t: tuple[str, str, int]) -> tuple[str, int, str]:
-    name, file, line = t
-    return file, line, name
-
-
 def _verdict(it: _Item) -> str:
     return (WORSE if it.sign > 0 else BETTER) if it.significant and it.sign else ""
 
@@ -704,7 +627,7 @@ def _path_changes(paths: list[_Item], kind: str, section: str, pair: _Pair) -> l
         c = _change(it, section, pair)
         role, shown = roles.get(it.key, ("", ()))
         if role == ORIGIN:
-            names = tuple(short_name(*_reorder(_name(k, pair))) for k in shown)
+            names = tuple(short_name(*located(k, pair.sa, pair.sb)) for k in shown)
             c = c.replace(role=role, shown=names, verdict=_verdict(it))
         elif role == EXPLAINED:
             c = c.replace(role=role)
@@ -753,7 +676,7 @@ def headline_change(
     clock: str = "wall",
     shift: Shift | None = None,
 ) -> Change:
-    """A headline figure (a run's time, a peak, a statement) tested on its own
+    """A headline figure (a run's time, a peak, a statement) judged on its own
     (:func:`.decide.judge`).
 
     :param section: the comparison's section
@@ -765,11 +688,10 @@ def headline_change(
     :param weaker: the values are the batches of one process a side
     :param clock: the clock of the values (``wall`` or ``cpu``)
     :param shift: the machine's shift between the sessions, taken out of ``ys``
-    :return: the change
     """
     d = judge(xs, ys, settings.alpha, settings.confidence, weaker, clock, shift=shift)
-    a = {figure: _median(xs), "n": float(len(xs))}
-    b = {figure: _median(ys), "n": float(len(ys))}
+    a = {figure: median(xs), "n": float(len(xs))}
+    b = {figure: median(ys), "n": float(len(ys))}
     if d.log_variance is not None:
         a["log_variance"] = b["log_variance"] = d.log_variance
     if not d.tested and (len(xs) < 2 or len(ys) < 2):
@@ -783,14 +705,14 @@ def headline_change(
 
 
 def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Item]:
-    """Each function's memory growth while it ran, in bytes, tested on its difference
-    against A's rise (peak - start): a callback that runs once at the end and is charged
-    with 2 MiB more is +1 % of a 200 MiB program, not +24,116 %."""
+    """Each function's memory growth while it ran, tested on its difference over A's
+    rise (peak - start): 2 MiB more in a callback is +1 % of a 200 MiB program, not
+    +24,116 %."""
     items = []
     for key in union(sa.growth, sb.growth):
         xs, ys = sa.growth.get(key), sb.growth.get(key)
-        a = {"growth": _median(xs or [0.0]), "rise": sa.rise}
-        b = {"growth": _median(ys or [0.0]), "rise": sb.rise}
+        a = {"growth": median(xs or [0.0]), "rise": sa.rise}
+        b = {"growth": median(ys or [0.0]), "rise": sb.rise}
         a["share"], b["share"] = abs(a["growth"]) / sa.rise, abs(b["growth"]) / sb.rise
         a["time"], b["time"] = a["growth"], b["growth"]
         item = _Item(GROWTH, key, xs, ys, a, b)
@@ -811,7 +733,7 @@ def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Ite
 
 
 def _growth_change(it: _Item, pair: _Pair) -> Change:
-    name, file, line = _name(it.key, pair)
+    file, line, name = located(it.key, pair.sa, pair.sb)
     ratio = None
     if it.test is None:
         ratio = (it.b["growth"] - it.a["growth"]) / max(it.a["rise"], 1.0)
@@ -824,13 +746,13 @@ def _growth_change(it: _Item, pair: _Pair) -> Change:
 
 
 def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: str) -> list[Change]:
-    """Compares two sides (see the module's description).
+    """Compares two sides (see the module's description): the headline(s), then every
+    function's and path's change.
 
     :param sa: A's table
     :param sb: B's table
     :param settings: the settings (its notes and factor are filled)
     :param section: ``profile`` or ``run``
-    :return: the headline(s), then every function's and path's change
     :raises ResultFormatError: the sides were measured in ways not comparable
     """
     _check_comparable(sa, sb, settings.names)
@@ -872,8 +794,8 @@ def _small_changes(
     pair: _Pair,
     section: str,
 ) -> list[Change]:
-    """The functions under the share tested (or on one side only), shown and not tested:
-    built in one pass, they are most of a large profile (19,000 of 20,000 functions)."""
+    """The functions under the share tested or on one side only, shown, not tested: in
+    one pass, they are most of a large profile (19,000 of 20,000 functions)."""
     med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
     total_a, total_b = pair.total_a or 1.0, pair.total_b or 1.0
     small = f"below the {pair.settings.min_share:.1%} share tested"
@@ -886,7 +808,7 @@ def _small_changes(
         a = {"time": a_time or 0.0, "share": (a_time or 0.0) / total_a}
         b = {"time": b_time or 0.0, "share": (b_time or 0.0) / total_b}
         ratio = _untested(a, b, pair.settings.factor) if a["time"] > 0 else None
-        name, file, line = _name(key, pair)
+        file, line, name = located(key, pair.sa, pair.sb)
         out.append(Change(section, name, file, line, family, a, b, ratio, note=note))
     return out
 
@@ -904,10 +826,9 @@ def _same(it: _Item, other: _Item) -> bool:
 
 
 def _deduplicate(own: list[_Item], inclusive: list[_Item], paths: list[_Item], kind: str) -> None:
-    """Tests each quantity once: a function's inclusive time that is its own time (it
-    calls nothing that takes time), or the time of its only call path, is not tested
-    again; nor a path whose only callee path holds all its time (``<module> → main``
-    when ``main`` is all of it): the deeper one is tested."""
+    """Tests each quantity once: an inclusive time that is the function's own time or
+    its only path's, or a path whose only callee path holds all its time (``<module> →
+    main``), is not tested again."""
     own_of = {it.key: it for it in own}
     ending: dict[Any, list[_Item]] = {}
     children: dict[Any, list[_Item]] = {}
@@ -931,9 +852,8 @@ def _deduplicate(own: list[_Item], inclusive: list[_Item], paths: list[_Item], k
 
 
 def _tested_as(it: _Item) -> _Item:
-    """The figure whose test stands for this one: itself, or down the chain of the
-    figures it is the same as (a caller's inclusive time, its only path, that path's
-    only callee's path...), to a tested one."""
+    """The figure whose test stands for this one: itself, or the tested one down the
+    chain of the figures it is the same as."""
     found = it
     for _ in range(MAX_SAME):
         if found.test is not None or found.same is None:

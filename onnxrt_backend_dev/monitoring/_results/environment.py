@@ -16,10 +16,9 @@ GIT_TIMEOUT = 2.0
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The CPU's model name (Linux ``/proc/cpuinfo``), else what :mod:`platform` says.
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else :mod:`platform`'s, or ``""``.
 
     :param cpuinfo: the file to read, for tests
-    :return: the model, ``""`` when unknown
     """
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
@@ -33,13 +32,11 @@ def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
 
 
 def git_commit(folder: str | None = None, timeout: float = GIT_TIMEOUT) -> str | None:
-    """The commit checked out in ``folder`` (the current one by default), None outside a
-    repository, without git, or when git does not answer within ``timeout`` seconds (its
-    process is killed by :func:`subprocess.run`).
+    """The commit checked out in ``folder``, None outside a repository, without git, or
+    when git does not answer within ``timeout`` seconds.
 
     :param folder: where to ask
     :param timeout: seconds
-    :return: the 40-digit commit or None
     """
     try:
         done = subprocess.run(
@@ -63,8 +60,7 @@ def capture(folder: str | None = None, timeout: float = GIT_TIMEOUT) -> dict[str
     :param folder: the folder whose git commit is recorded (the current one by default)
     :param timeout: seconds git may take
     :return: ``python``, ``implementation``, ``executable``, ``platform``, ``machine``,
-        ``cpu``, ``cpu_count``, ``package_version``, ``git_commit`` (None outside a
-        repository)
+        ``cpu``, ``cpu_count``, ``package_version``, ``git_commit``
     """
     return {
         "python": platform.python_version(),

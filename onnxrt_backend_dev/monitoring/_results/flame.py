@@ -1,14 +1,9 @@
-"""The differential flame graph of a comparison: B's call paths as an icicle (the root
-on top, each box as wide as its path's time in B), each box coloured by its path's
-*significant* change: red worse, blue better (deeper for a larger change), grey
-unchanged, pale when not tested; an outlined box is where a change starts.
-
-A sampled profile or a ``run`` result holds whole stacks: each box is a path. A cProfile
-profile holds only caller → callee edges: the tree is expanded from its roots, each
-callee's box the share of its caller's box that the edge holds of the caller's
-inclusive time (the usual reading of cProfile's graph as a tree), each box coloured by
-its edge's change. Built with explicit stacks, no recursion; boxes under 0.2 % of the
-width and rows past 60 are left out. Every name is escaped; the page needs no script.
+"""The differential flame graph of a comparison: B's call paths as an icicle (each box as
+wide as its path's time in B), coloured by its *significant* change (red worse, blue
+better, grey unchanged, pale untested), outlined where a change starts. cProfile's
+edges are expanded into a tree from its roots, each callee's box the share of its
+caller's box the edge holds of the caller's inclusive time. Explicit stacks, no
+recursion; boxes under 0.2 % of the width and rows past 60 left out; no script.
 """
 
 from __future__ import annotations
@@ -17,10 +12,10 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .._format import format_count
+from .._format import format_count, one_line
 from .change import INCLUSIVE, ORIGIN, PATH, Change
 from .compare import format_change
-from .keys import clean, place
+from .keys import place
 
 MIN_WIDTH = 0.002
 MAX_DEPTH = 60
@@ -145,10 +140,10 @@ def _boxes(root: _Node) -> list[str]:
             f"background:{_colour(_coloured_by(node))}"
         )
         origin = " origin" if node.change is not None and node.change.role == ORIGIN else ""
-        title = html.escape(clean(_title(node, path)), quote=True)
+        title = html.escape(one_line(_title(node, path)), quote=True)
         boxes.append(
             f'<div class="fb{origin}" style="{style}" title="{title}">'
-            f"{html.escape(clean(node.name))}</div>"
+            f"{html.escape(one_line(node.name))}</div>"
         )
         kids = sorted(node.children.values(), key=lambda n: -n.time)
         offset = x
@@ -174,7 +169,6 @@ def flame_html(cmp: object) -> str:
     inside), empty when the comparison has no paths.
 
     :param cmp: a ``ResultComparison``
-    :return: the fragment
     """
     changes: Sequence[Change] = getattr(cmp, "changes", ())
     paths = [c for c in changes if c.figure == PATH and c.path]
@@ -185,9 +179,9 @@ def flame_html(cmp: object) -> str:
     else:
         keyed = any(c.places for c in paths)
         inclusive = {
-            (place(c.file or "", c.line or 0, c.function) if keyed else clean(c.function)): c.b.get(
-                "time", 0.0
-            )
+            (
+                place(c.file or "", c.line or 0, c.function) if keyed else one_line(c.function)
+            ): c.b.get("time", 0.0)
             for c in changes
             if c.figure == INCLUSIVE
         }

@@ -2,43 +2,26 @@
 test's figures with a baseline's (``--monitoring-save`` / ``--monitoring-compare``).
 
 Each measured block of a test is one *figure*, a JSON-ready dictionary:
+``{"kind": "time", "label", "times", "sizes", "clock"}`` (a block timed once or by
+``measure``) or ``{"kind": "memory", "label", "peak", "begin", "end", "mean"}`` in bytes
+(and ``alloc_peak``, the peak of the block's own live allocations, when counted). A
+session saves as a ``report``: a timing series per time figure, a memory channel per
+memory figure, named ``test id::label`` (``#2``... when a label repeats).
 
-* ``{"kind": "time", "label", "times": [seconds per batch], "sizes": [executions per
-  batch], "clock": "wall" | "cpu"}``: a block timed once (one batch of one execution)
-  or ``measure`` (its batches);
-* ``{"kind": "memory", "label", "peak", "begin", "end", "mean"}``: bytes of the resident
-  memory of the process, and ``alloc_peak`` when the block counted its allocations (the
-  peak of the bytes live of its own allocations).
+The gate, per test, with the statistics of ``compare`` (:mod:`.decide`):
 
-A session saves as a ``report`` result: a timing series per timed figure, a memory
-channel (one run) per memory figure, named ``test id::label`` (``#2``, ``#3``... when a
-label repeats in a test).
-
-The gate, per test, with the statistics of ``compare`` (:mod:`.decide`, one
-implementation):
-
-* a time figure is judged as ``compare`` judges a timing of one process a side: on its
-  batches, Mann-Whitney's test from 8 a side and Welch's test of the logs below, as
-  *weaker evidence* (a session's batches share the load of its moment, and cannot show
-  how much a figure moves from one session to the next: :data:`.decide.BETWEEN_PROCESSES`
-  is added), after the machine's shift between the two sessions
-  (:func:`.decide.machine_shift`: the robust mean of the ratios of the reference work
-  timed beside each figure judged so far in this session to the baseline's, never of
-  the figures, whose common change may be the code's; its variance added). It
-  *regresses* (the test fails) when the change is significant and above the threshold;
-  it is *undecided* when its estimate is above the threshold and the evidence cannot
-  decide it (not significant, a block timed once): never a pass in silence, said in the
-  test's report and the session's summary, not a failure. The message says what was
-  measured (the medians per run), then the shift and the change judged. A block timed
-  once (one run a side) regresses only when it more than doubled
-  (:data:`SINGLE_RUN_CHANGE`), and by 10 ms.
-  Beside other load, the CPU clock (``--monitoring-clock cpu``) is the steadier one for
-  CPU-bound code; figures of different clocks are not compared (undecided);
-* a memory figure (one run a side) regresses on the *plain threshold*, when it grew by
-  more than the threshold and by more than :data:`MEMORY_FLOOR`, below which it is the
-  allocator's noise; it is weaker evidence, and says so. It is the block's allocations'
-  peak when both sides counted it (the same code allocates the same bytes, whatever ran
-  before), the RSS increase (peak - begin) otherwise, never the RSS peak, which holds
+* a time figure is judged as one process a side (weaker evidence: a session's batches
+  cannot show how much a figure moves between sessions, :data:`.decide.BETWEEN_PROCESSES`
+  is added), after the machine's shift between the sessions (the reference work timed
+  beside each figure, never the figures, whose common change may be the code's). It
+  *regresses* when significant and above the threshold; it is *undecided* when its
+  estimate is above and the evidence cannot decide (never a silent pass, never a
+  failure). A block timed once regresses only when it more than doubled
+  (:data:`SINGLE_RUN_CHANGE`), and by 10 ms. Figures of different clocks are not
+  compared (undecided);
+* a memory figure regresses on the plain threshold, beyond :data:`MEMORY_FLOOR` (below,
+  the allocator's noise): its allocations' peak when both sides counted it (the same
+  code allocates the same bytes), else its RSS increase, never the RSS peak, which holds
   the whole interpreter.
 """
 
@@ -59,16 +42,16 @@ from .decide import (
     gate,
     judge,
     machine_shift,
+    per_execution,
     reference_ratio,
 )
 from .payloads import memory_data, report_data, timing_data, timing_series
 
 # Below this growth of a block's memory increase, its figure is the allocator's noise.
 MEMORY_FLOOR = 2**20
-# A block timed once (one run a side) regresses only when it grew by more than this
-# (+100 %: it doubled) and by more than TIME_FLOOR: between two sessions on a loaded
-# machine the same block moves by +50 % (sleep(0) took 4 ms at load 8). Between the
-# threshold and this, it is undecided.
+# A block timed once regresses only when it more than doubled, and by TIME_FLOOR: between
+# two sessions on a loaded machine it moves by +50 % (sleep(0) took 4 ms at load 8).
+# Between the threshold and this, it is undecided.
 SINGLE_RUN_CHANGE = 1.0
 TIME_FLOOR = 0.01
 SEPARATOR = "::"
@@ -80,7 +63,6 @@ def figure_names(nodeid: str, figures: Sequence[Mapping[str, Any]]) -> list[str]
 
     :param nodeid: the test's id
     :param figures: its figures, in order
-    :return: one name per figure
     """
     seen: dict[tuple[str, str], int] = {}
     names = []
@@ -93,10 +75,9 @@ def figure_names(nodeid: str, figures: Sequence[Mapping[str, Any]]) -> list[str]
 
 
 def session_data(rows: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dict[str, Any] | None:
-    """The payload of a session's result.
+    """The ``report`` payload of a session, None when nothing was measured.
 
     :param rows: ``(test id, figures)`` per test
-    :return: a ``report`` payload, None when nothing was measured
     """
     series, runs = [], {}
     for nodeid, figures in rows:
@@ -158,7 +139,6 @@ class Baseline:
         :param nodeid: the test's id
         :param figures: what it measured now
         :param threshold: the relative growth allowed (0.1 for 10 %)
-        :return: the findings, empty when none (or nothing in the baseline)
         """
         found = []
         for name, f in zip(figure_names(nodeid, figures), figures, strict=True):
@@ -185,8 +165,7 @@ class Baseline:
                 f"time {label}: timed with the {clocks[1]} clock, the baseline with the "
                 f"{clocks[0]} clock: not compared (save the baseline with the same clock)"
             )
-        xs = _per_execution(base["times"], base["sizes"])
-        ys = _per_execution(now["times"], now["sizes"])
+        xs, ys = per_execution(base), per_execution(now)
         if not xs or not ys:
             return None
         ratios = self.references.setdefault(clocks[0], [])
@@ -206,10 +185,6 @@ class Baseline:
         return state, _time_message(label, xs, ys, d, shift, state, threshold, runs)
 
 
-def _per_execution(times: Sequence[float], sizes: Sequence[int]) -> list[float]:
-    return [t / n for t, n in zip(times, sizes, strict=True)]
-
-
 def _time_message(
     label: str,
     xs: Sequence[float],
@@ -220,8 +195,7 @@ def _time_message(
     threshold: float,
     runs: int | None,
 ) -> str:
-    """What was measured (the medians per run and their change), then what was judged:
-    the change once the machine's shift is out, its interval and test."""
+    """What was measured (the medians, their change), then what was judged."""
     a, b = statistics.median(xs), statistics.median(ys)
     text = (
         f"time {label}: {format_duration(b)} per run, was {format_duration(a)} ({b / a - 1:+.1%})"
@@ -260,8 +234,7 @@ def _time_message(
 def _counted_finding(
     label: str, base: Mapping[str, Any], now: Mapping[str, Any], threshold: float
 ) -> tuple[str, str] | None:
-    """A figure counted by valgrind (``--monitoring-counter``): one run a side decides
-    (:mod:`.counted`); a count beside a time is not compared (undecided)."""
+    """A counted figure: one run a side decides; a count beside a time is undecided."""
     from .._format import format_count
     from .counted import counted_change
 
@@ -311,10 +284,9 @@ def _memory_regression(
 
 
 def parse_threshold(text: str) -> float:
-    """Reads ``10%`` or ``0.1``.
+    """The fraction ``10%`` or ``0.1`` says.
 
     :param text: the option's value
-    :return: the fraction
     :raises BadValue: not a finite number >= 0
     """
     from .._errors import BadValue

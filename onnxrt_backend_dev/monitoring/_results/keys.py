@@ -1,17 +1,12 @@
 """How a function of one result is matched with the same function of another, and how
 it is named for a reader.
 
-A function is matched by its file (``<main>`` for the program's script, so that
-``old.py`` and ``new.py`` match), its name and the rank of its first line among the
-functions of that name in that file: not its line, which moves whenever the code above
-it changes. An address in a name or a file (``<lambda> at 0x7f…``, the code of a
-generated ``__new__``) differs from run to run: it is replaced by ``0x…`` before
-matching, and functions left with the same file, name and line (twenty generated
-``__new__`` of ``<string>`` line 1) fold into one.
-
-A function is named as ``profile`` shows it: ``read_csv (pandas/io/parsers/readers.py:1304)``,
-the path of a library file from its package, a user's file relative to the current
-folder, a built-in by its name alone.
+A function is matched by its file (``<main>`` for the program's script: ``old.py`` and
+``new.py`` match), its name and the rank of its first line among the functions of that
+name in that file (its line moves whenever the code above it changes). An address in a
+name or file (``<lambda> at 0x7f…``) differs from run to run: it becomes ``0x…``, and
+functions left alike (twenty generated ``__new__`` of ``<string>`` line 1) fold into one.
+A function is named as ``profile`` shows it: ``read_csv (pandas/io/parsers/readers.py:1304)``.
 """
 
 from __future__ import annotations
@@ -28,12 +23,8 @@ Key = tuple[str, str, int]  # file (or <main>), name, rank of the line
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
 
 
-def without_address(text: str) -> str:
-    """``text`` with every hexadecimal address (``0x7f3a…``) replaced by ``0x…``.
-
-    :param text: a function's name or file
-    :return: the text
-    """
+def _without_address(text: str) -> str:
+    """``text`` with every hexadecimal address (``0x7f3a…``) replaced by ``0x…``."""
     return _ADDRESS.sub("0x…", text) if "0x" in text else text
 
 
@@ -44,8 +35,8 @@ def match_keys(functions: Sequence[Sequence[Any]], main: str | None) -> list[Key
     :param main: the program's script, None when unknown
     :return: one key per function, in order; equal keys fold
     """
-    files = [without_address(str(f[0])) for f in functions]
-    names = [without_address(str(f[2])) for f in functions]
+    files = [_without_address(str(f[0])) for f in functions]
+    names = [_without_address(str(f[2])) for f in functions]
     lines = list(map(operator.itemgetter(1), functions))
     order = sorted(zip(files, names, lines, range(len(functions)), strict=True))
     keys: list[Key] = [("", "", 0)] * len(functions)
@@ -60,22 +51,6 @@ def match_keys(functions: Sequence[Sequence[Any]], main: str | None) -> list[Key
     return keys
 
 
-def _short_file(file: str) -> str:
-    from .._sampling.view import short_file
-
-    return short_file(file)
-
-
-def clean(text: str) -> str:
-    """``text`` on one line: control characters (a newline or a NUL in a crafted name)
-    shown as ``\\n``, ``\\x00``.
-
-    :param text: a name or a path
-    :return: the text
-    """
-    return one_line(text)  # the one escaper of every text renderer
-
-
 def display_name(file: str, line: int, name: str) -> str:
     """The function as ``profile`` names it: ``name (short/path.py:line)``; a built-in
     (cProfile's ``~``), a thread's root or a function without a file by its name alone.
@@ -83,33 +58,31 @@ def display_name(file: str, line: int, name: str) -> str:
     :param file: the function's file
     :param line: its first line
     :param name: its name
-    :return: one line of text
     """
-    name = clean(name)
+    from .._sampling.view import short_file
+
+    name = one_line(name)
     if file in ("", "~") or (line == 0 and not file.endswith(".py")):
         return name
-    return f"{name} ({clean(_short_file(file))}:{line})"
+    return f"{name} ({one_line(short_file(file))}:{line})"
 
 
 def short_name(file: str, line: int, name: str) -> str:
-    """The function's name alone (``spin``), a built-in's inside its brackets
-    (``{built-in method builtins.sum}`` stays as it is).
+    """The function's name alone, on one line (``spin``; a built-in's in its brackets).
 
-    :param file: the function's file
-    :param line: its first line
+    :param file: the function's file (unused)
+    :param line: its first line (unused)
     :param name: its name
-    :return: one line of text
     """
-    return clean(name)
+    return one_line(name)
 
 
 def place(file: str, line: int, name: str) -> str:
-    """A function's identity in one string (``prog.py:12:c``): names repeat (every
-    module's ``<module>``), places do not.
+    """A function's identity as ``file:line:name``: names repeat (every ``<module>``),
+    places do not.
 
     :param file: the function's file
     :param line: its first line
     :param name: its name
-    :return: ``file:line:name``
     """
     return f"{file}:{line}:{name}"

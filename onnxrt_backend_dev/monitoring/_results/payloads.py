@@ -1,16 +1,9 @@
 """The payload of each command's saved result (the ``data`` of :mod:`.schema`), built from
-what the command measured: the raw figures, never only the summary.
-
-* :func:`timing_data`: batches of ``time`` (one series, or two with ``--compare``);
-* :func:`memory_data`: the peaks of ``spy`` (one run, or several merged);
-* :func:`profile_data`: cProfile stats dictionaries of one or several runs, the functions
-  aligned across runs;
-* :func:`sampled_data` / :func:`merge_sampled`: the stacks of a sampled profile
-  (``_sampling.model.SampledProfile``: its stacks and per-thread totals) of one or
-  several runs, and :func:`sampled_profile` the model back from them, to render;
-* :func:`report_data`: the parts of a report;
-* :func:`run_data`: the per-function figures and call paths of the ``run`` command's
-  reports.
+what the command measured: the raw figures, never only the summary. :func:`timing_data`
+(``time``'s batches), :func:`memory_data` (``spy``'s peaks), :func:`profile_data`
+(cProfile's stats, functions aligned across runs), :func:`sampled_data` and
+:func:`merge_sampled` (a sampled profile's stacks; :func:`sampled_profile` the model back,
+to render), :func:`report_data`, :func:`run_data` (the ``run`` command's reports).
 """
 
 from __future__ import annotations
@@ -39,9 +32,7 @@ def timing_series(
     :param times: seconds of each batch
     :param sizes: executions of each batch (as many as ``times``)
     :param summary: the ``measure_time`` dictionary, kept beside the raw figures
-    :param processes: batches timed by each process, in order (``time --processes``),
-        None for one process
-    :return: the series
+    :param processes: batches timed by each process, in order, None for one process
     """
     series: dict[str, Any] = {
         "name": str(name),
@@ -56,10 +47,9 @@ def timing_series(
 
 
 def timing_data(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The payload of a timing result.
+    """The payload of a timing result, checked.
 
     :param series: from :func:`timing_series`
-    :return: ``{"series": [...]}``, checked
     """
     data = {"series": [dict(s) for s in series]}
     check_timing("data", data)
@@ -74,10 +64,10 @@ def _plain(value: Any) -> bool:
 
 
 def memory_run(result: Any) -> dict[str, dict[str, float]]:
-    """The figures of one run from a spy's result: per monitor (``cpu``, devices), its
+    """One run's figures from a spy's result: per monitor (``cpu``, devices), its
     ``peak``, ``begin``, ``end`` and ``mean`` in bytes.
 
-    :param result: what ``MemorySpy`` or ``spy`` returns (has ``monitors()``)
+    :param result: what ``MemorySpy`` or ``spy`` returns
     :return: channel -> figures
     """
     run: dict[str, dict[str, float]] = {}
@@ -92,10 +82,9 @@ def memory_run(result: Any) -> dict[str, dict[str, float]]:
 
 
 def memory_data(runs: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, Any]:
-    """The payload of a memory result from one or several runs.
+    """The payload of a memory result from one or several runs, checked.
 
     :param runs: each from :func:`memory_run`
-    :return: ``{"channels": {name: [figures per run]}}``, checked
     """
     channels: dict[str, list[dict[str, float]]] = {}
     for run in runs:
@@ -117,17 +106,14 @@ def profile_data(
     main: str | None = None,
     timer: str = "wall",
 ) -> dict[str, Any]:
-    """The payload of a profile result from cProfile's stats dictionaries, in the columns
-    of version 2 (see :mod:`.schema`): nanoseconds and counts, function-major.
+    """The payload of a profile result from cProfile's stats dictionaries, in integer
+    columns (nanoseconds and counts, function-major; see :mod:`.schema`).
 
-    :param runs: ``(stats, wall seconds)`` per run; ``stats`` is ``pstats.Stats.stats``
-        or a validated dictionary from ``_profiling.load`` (``{(file, line, name):
-        (cc, nc, tt, ct, callers)}``); the profiler's own entries are left out
+    :param runs: ``(stats, wall seconds)`` per run, ``stats`` as ``pstats.Stats.stats``
+        (the profiler's own entries left out)
     :param memory: per run, bytes of growth per function, when measured
-    :param main: the file of the program's script, matched with the other side's script
-        when two profiles are compared
-    :param timer: cProfile's clock, ``wall`` (its default) or ``cpu`` (the thread's CPU
-        time); two profiles of different clocks are not compared
+    :param main: the program's script, matched with the other side's when compared
+    :param timer: cProfile's clock, ``wall`` or ``cpu``
     :return: the payload, checked
     :raises ResultFormatError: a figure is not a finite number
     """
@@ -173,14 +159,22 @@ def _columns(
         "calls": _integers("calls", calls, 1.0),
     }
     if memory is not None:
-        grown = [0.0] * size
-        for r, figures in enumerate(memory):
-            for func, value in figures.items():
-                j = index.get(_key(func))
-                if j is not None:
-                    grown[j * count + r] += float(value)
-        columns["memory_bytes"] = _integers("memory", grown, 1.0)
+        columns["memory_bytes"] = _integers("memory", _per_function(memory, index), 1.0)
     return columns
+
+
+def _per_function(
+    runs: Sequence[Mapping[Any, float]], index: Mapping[tuple[str, int, str], int]
+) -> list[float]:
+    """Each run's figure per function, added up in one function-major column."""
+    count = len(runs)
+    values = [0.0] * (len(index) * count)
+    for r, figures in enumerate(runs):
+        for func, value in figures.items():
+            j = index.get(_key(func))
+            if j is not None:
+                values[j * count + r] += float(value)
+    return values
 
 
 def _edge_figures(stats: Mapping[Any, Any], index: Mapping[tuple[str, int, str], int]) -> Any:
@@ -239,12 +233,11 @@ def report_data(
     memory: Mapping[str, Any] | None = None,
     profile: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The payload of a report: the parts it holds.
+    """The payload of a report, checked: the parts it holds.
 
     :param timing: from :func:`timing_data`
     :param memory: from :func:`memory_data`
     :param profile: from :func:`profile_data`
-    :return: the payload, checked
     """
     parts = {"timing": timing, "memory": memory, "profile": profile}
     data = {k: dict(v) for k, v in parts.items() if v is not None}
@@ -260,10 +253,9 @@ def _is_fold(site: Any) -> bool:
 def _tree_paths(
     report: Any, index: dict[tuple[str, int, str], int]
 ) -> dict[tuple[int, ...], list[float]]:
-    """The report's call tree as paths of function indices (outermost first) and the
-    seconds inside each, callees included, and its own seconds; folded rows and their
-    subtrees left out, the functions added to ``index`` when new. The rows come in
-    pre-order, each naming its parent's index: one pass, no recursion."""
+    """The report's call tree as paths of function indices (outermost first), each with
+    its seconds (callees included) and its own; folded rows left out, new functions added
+    to ``index``. One pass over the pre-order rows, no recursion."""
     paths: dict[tuple[int, ...], list[float]] = {}
     row_path: list[tuple[int, ...] | None] = []
     for row in getattr(report, "tree", ()):
@@ -311,13 +303,11 @@ def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[s
 
 
 def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
-    """The payload of a ``run`` result: per run, the wall time, the exact peak, and each
-    function's time (own and cumulative) and memory growth while it ran (its flat
-    figures, ``Report.functions``).
+    """The payload of a ``run`` result: per run, the wall time, the exact peak, each
+    function's times and memory growth and the call tree's paths.
 
     :param reports: the ``_report.model.Report`` of each run (at least one)
-    :param main: the file of the program's script, matched with the other side's script
-        when two results are compared
+    :param main: the program's script, matched with the other side's when compared
     :return: the payload, checked
     """
     index: dict[tuple[str, int, str], int] = {}
@@ -371,12 +361,10 @@ def _sampled_stacks(profile: Any) -> Any:
 def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, Any]:
     """The payload of a sampled profile, one run per model.
 
-    :param profiles: ``_sampling.model.SampledProfile`` of each run (at least one); read
-        through their public shape only: ``threads`` (``is_main``, ``name``),
-        ``thread_stacks`` (frames ``name``, ``file``, ``first_line``; totals ``[wall,
-        cpu, samples]``), ``interval``, ``timer``, ``duration``, ``cpu_known``
-    :param main: the file of the program's script
-    :return: the payload, checked (see :mod:`.schema`)
+    :param profiles: ``_sampling.model.SampledProfile`` of each run (at least one), read
+        through its public shape only
+    :param main: the program's script
+    :return: the payload, checked
     """
     functions: dict[tuple[str, int, str], int] = {}
     stacks: dict[tuple[int, ...], int] = {}
@@ -390,23 +378,41 @@ def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, 
             for k in range(3):
                 acc[k] += max(float(totals[k]), 0.0)
         per_run.append(sums)
-    runs = len(profiles)
-    columns = [[0.0] * (len(stacks) * runs) for _ in range(3)]
-    for r, sums in enumerate(per_run):
-        for sid, acc in sums.items():
-            for k in range(3):
-                columns[k][sid * runs + r] = acc[k]
     cpu = all(bool(getattr(p, "cpu_known", False)) for p in profiles)
-    data: dict[str, Any] = {
-        "profiler": "sampled",
+    head = {
         "timer": "cpu" if cpu else "wall",
         "sampler": str(profiles[0].timer) if profiles else "",
         "interval": float(profiles[0].interval) if profiles else 0.002,
+    }
+    walls = [max(float(p.duration), 1e-9) for p in profiles]
+    return _sampled_payload(head, functions, stacks, per_run, walls, main, 1e9)
+
+
+def _sampled_payload(
+    head: Mapping[str, Any],
+    functions: Mapping[tuple[str, int, str], int],
+    stacks: Mapping[tuple[int, ...], int],
+    runs: Sequence[Mapping[int, Sequence[float]]],
+    walls: list[float],
+    main: str | None,
+    scale: float,
+) -> dict[str, Any]:
+    """A sampled payload, checked: ``head`` (its timer, sampler and interval), then each
+    run's ``[wall, cpu, samples]`` per stack (wall and CPU in ``1 / scale`` ns)."""
+    count = len(runs)
+    columns = [[0.0] * (len(stacks) * count) for _ in range(3)]
+    for r, sums in enumerate(runs):
+        for sid, acc in sums.items():
+            for k in range(3):
+                columns[k][sid * count + r] = acc[k]
+    data: dict[str, Any] = {
+        "profiler": "sampled",
+        **head,
         "functions": [list(f) for f in functions],
         "stacks": [list(s) for s in stacks],
-        "wall": [max(float(p.duration), 1e-9) for p in profiles],
-        "stack_wall_ns": _integers("wall", columns[0], 1e9),
-        "stack_cpu_ns": _integers("cpu", columns[1], 1e9),
+        "wall": walls,
+        "stack_wall_ns": _integers("wall", columns[0], scale),
+        "stack_cpu_ns": _integers("cpu", columns[1], scale),
         "stack_samples": _integers("samples", columns[2], 1.0),
     }
     if main is not None:
@@ -416,8 +422,7 @@ def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, 
 
 
 def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One payload of the runs of several sampled payloads (each of one run or more),
-    their functions and stacks re-indexed.
+    """One payload of the runs of several sampled payloads, re-indexed.
 
     :param parts: checked sampled payloads
     :return: the payload, checked
@@ -443,34 +448,17 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                     acc[c] += figures[c]
         runs.extend(local)
         walls.extend(float(w) for w in part["wall"])
-    count = len(runs)
-    columns = [[0] * (len(stacks) * count) for _ in range(3)]
-    for r, sums in enumerate(runs):
-        for sid, acc in sums.items():
-            for c in range(3):
-                columns[c][sid * count + r] = acc[c]
     first = parts[0]
-    data: dict[str, Any] = {
-        "profiler": "sampled",
+    head = {
         "timer": "cpu" if all(p.get("timer") == "cpu" for p in parts) else "wall",
         "sampler": first.get("sampler", ""),
         "interval": first["interval"],
-        "functions": [list(f) for f in functions],
-        "stacks": [list(s) for s in stacks],
-        "wall": walls,
-        "stack_wall_ns": columns[0],
-        "stack_cpu_ns": columns[1],
-        "stack_samples": columns[2],
     }
-    if "main" in first:
-        data["main"] = first["main"]
-    check_profile("data", data)
-    return data
+    return _sampled_payload(head, functions, stacks, runs, walls, first.get("main"), 1.0)
 
 
 def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
-    """The ``SampledProfile`` of a sampled payload, its runs added up (to render what a
-    saved profile holds).
+    """The ``SampledProfile`` of a sampled payload, its runs added up, to render.
 
     :param data: a checked sampled payload
     :param program: what ran, for the headers
@@ -530,7 +518,7 @@ def counted_series(
     :param executions: executions counted
     :param noise: instructions per execution within which a change is no change
     :param summary: the ``measure_time``-shaped summary kept beside
-    :return: the series (``times`` holds the instructions of the executions counted)
+    :return: the series (``times``: the instructions counted)
     """
     series = timing_series(name, [per_execution * executions], [executions], summary)
     series["counter"] = "instructions"
@@ -551,10 +539,9 @@ def counted_profile_data(
 ) -> dict[str, Any]:
     """The payload of a profile counted by valgrind, per Python function.
 
-    :param runs: ``(stats, total, wall)`` per run: cProfile-shaped statistics in
-        instructions (``_count.callgraph``), the whole run's instructions, valgrind's
-        wall seconds
-    :param main: the program's script (see :func:`profile_data`)
+    :param runs: ``(stats, total, wall)`` per run: cProfile-shaped instructions
+        (``_count.callgraph``), the whole run's, valgrind's wall seconds
+    :param main: the program's script
     :param allocations: per run, each function's calls to the allocators
     :param alloc_bytes: per run, each function's allocated bytes
     :return: the payload, checked
@@ -572,16 +559,9 @@ def counted_profile_data(
     data = profile_data(scaled, main=main)
     data["counter"] = "instructions"
     data["total"] = [float(total) for _, total, _ in runs]
-    index = {tuple(f): i for i, f in enumerate(data["functions"])}
+    index = {(f[0], f[1], f[2]): i for i, f in enumerate(data["functions"])}
     for column, per_run in (("alloc_calls", allocations), ("alloc_bytes", alloc_bytes)):
-        if per_run is None:
-            continue
-        values = [0] * (len(index) * len(runs))
-        for r, found in enumerate(per_run):
-            for func, n in found.items():
-                j = index.get(_key(func))
-                if j is not None:
-                    values[j * len(runs) + r] += int(n)
-        data[column] = values
+        if per_run is not None:
+            data[column] = _integers(column, _per_function(per_run, index), 1.0)
     check_profile("data", data)
     return data

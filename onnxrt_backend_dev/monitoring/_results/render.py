@@ -1,14 +1,9 @@
 """Renderers of a :class:`.compare.ResultComparison`: text, JSON and a self-contained
-HTML page, each opening with the verdict.
-
-The text and the page hold the same sections, ``top`` rows each: the run as a whole
-(time, peak; a timing's statements; a memory's channels), where the changes start (call
-paths), the functions (own and inclusive time, after the run-wide factor), their memory
-growth (``run`` results). What is not shown is folded into one line per section saying
-how many rows and why (below the share tested, only in A or B, not significant). The page
-adds a differential flame graph (:mod:`.flame`). Every text that comes from a file
-(function names, paths, the names of the results) is escaped for the page; names are
-shown on one line (a newline or a NUL in a crafted name as ``\\n``, ``\\x00``).
+HTML page, each opening with the verdict. The text and the page hold the same sections,
+``top`` rows each (the whole run, where the changes start, the functions, their memory
+growth), the rest folded into one line saying how many and why; the page adds a
+differential flame graph (:mod:`.flame`). Every text from a file is escaped for the
+page and shown on one line (a newline or a NUL in a crafted name as ``\\n``, ``\\x00``).
 """
 
 from __future__ import annotations
@@ -22,7 +17,6 @@ from .._html import text as escape_text
 from .change import ALLOCS, BYTES, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, Change
 from .compare import ResultComparison, Verdict, format_change, label
 from .counted import amount
-from .keys import clean
 
 __all__ = ["format_change", "label", "to_html", "to_json", "to_text"]
 
@@ -61,9 +55,9 @@ def _mark(c: Change) -> str:
 
 def _sections(cmp: ResultComparison) -> dict[str, list[Change]]:
     """The changes by section, each ordered (listed changes first, by impact)."""
-    out: dict[str, list[Change]] = {"whole": [], "origins": [], "functions": [], "growth": []}
-    out["allocs"] = []
-    out["through"] = []
+    out: dict[str, list[Change]] = {
+        k: [] for k in ("whole", "origins", "functions", "growth", "allocs", "through")
+    }
     for c in cmp.ordered():
         if c.file is None:
             out["whole"].append(c)
@@ -100,14 +94,10 @@ def _inclusive(cmp: ResultComparison) -> dict[tuple[str | None, int | None, str]
     return {(c.file, c.line, c.function): c for c in cmp.changes if c.figure == INCLUSIVE}
 
 
-def fold_line(rows: Sequence[Change], what: str) -> str:
-    """One line for the rows not shown: how many, and why (``12 more functions: 9 below
-    the 0.1 % share tested, 3 only in A or B; none significant``).
-
-    :param rows: the rows left out
-    :param what: what they are (``functions``)
-    :return: the line, empty when there is none
-    """
+def _fold_line(rows: Sequence[Change], what: str) -> str:
+    """One line for the rows not shown, empty when none: how many ``what``, and why
+    (``12 more functions: 9 below the 0.1 % share tested, 3 only in A or B; none
+    significant``)."""
     if not rows:
         return ""
     reasons: dict[str, int] = {}
@@ -145,21 +135,23 @@ def _header(cmp: ResultComparison) -> list[str]:
         else f"{what} {cmp.runs[0]} and {cmp.runs[1]}; {cmp.confidence:.0%} intervals, "
         f"{cmp.correction}-corrected at alpha {cmp.alpha:g}"
     )
-    lines = [f"A {clean(cmp.names[0])} -> B {clean(cmp.names[1])} ({cmp.kind}; {how})"]
+    lines = [f"A {one_line(cmp.names[0])} -> B {one_line(cmp.names[1])} ({cmp.kind}; {how})"]
     lines.extend(f"warning: {w}" for w in cmp.warnings)
     lines.extend(f"note: {n}" for n in cmp.notes)
     return lines
 
 
+def _line(c: Change, suffix: str, middle: str = "") -> str:
+    """One row of the text: the change, its mark, A's and B's amounts, then the label."""
+    return (
+        f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
+        f"{_amount(c, c.b):>{W}}{middle}  {label(c)}{suffix}"
+    )
+
+
 def _whole_rows(rows: list[Change]) -> list[str]:
     lines = [f"  {'change':>22} sig {'A':>{W}} {'B':>{W}}  what"]
-    for c in rows:
-        note = f"  [{c.note}]" if c.note else ""
-        lines.append(
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
-            f"{_amount(c, c.b):>{W}}  {label(c)}{note}"
-        )
-    return lines
+    return lines + [_line(c, f"  [{c.note}]" if c.note else "") for c in rows]
 
 
 def _section(
@@ -168,7 +160,7 @@ def _section(
     """A section of the text: its head, ``top`` rows, the rest folded into one line."""
     shown, rest = _shown(rows, top)
     lines = [head, *(row(c) for c in shown)]
-    fold = fold_line(rest, what)
+    fold = _fold_line(rest, what)
     return [*lines, f"  {fold}"] if fold else lines
 
 
@@ -180,11 +172,7 @@ def _speed(cmp: ResultComparison) -> str:
 
 def _origin_rows(rows: list[Change], top: int) -> list[str]:
     def row(c: Change) -> str:
-        where = f"  ({_place(c)})" if c.file else ""
-        return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
-            f"{_amount(c, c.b):>{W}}  {label(c)}{where}"
-        )
+        return _line(c, f"  ({_place(c)})" if c.file else "")
 
     head = f"  {'change':>22} sig {'A':>{W}} {'B':>{W}}  call path"
     return _section(rows, top, head, row, "paths where a change starts")
@@ -194,7 +182,7 @@ def _place(c: Change) -> str:
     from .keys import display_name
 
     name = display_name(c.file or "", c.line or 0, c.function)
-    return name[len(clean(c.function)) + 2 : -1] if name.endswith(")") else name
+    return name[len(one_line(c.function)) + 2 : -1] if name.endswith(")") else name
 
 
 def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -> list[str]:
@@ -203,10 +191,7 @@ def _function_rows(rows: list[Change], inclusive: dict[Any, Change], top: int) -
         inc_text = format_change(inc) if inc is not None else ""
         inc_mark = _mark(inc) if inc is not None else ""
         verdict = f"  [{c.verdict}]" if c.verdict else _only(c)
-        return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} {_amount(c, c.b):>{W}} "
-            f"{inc_text:>22} {inc_mark:^3}  {label(c)}{verdict}"
-        )
+        return _line(c, verdict, f" {inc_text:>22} {inc_mark:^3}")
 
     head = f"  {'own change':>22} sig {'A own':>{W}} {'B own':>{W}} {'inclusive':>22} sig  function"
     return _section(rows, top, head, row, "functions")
@@ -217,14 +202,8 @@ def _only(c: Change) -> str:
 
 
 def _growth_rows(rows: list[Change], top: int, change: str = "change (of rise)") -> list[str]:
-    def row(c: Change) -> str:
-        return (
-            f"  {format_change(c):>22} {_mark(c):^3} {_amount(c, c.a):>{W}} "
-            f"{_amount(c, c.b):>{W}}  {label(c)}{_only(c)}"
-        )
-
     head = f"  {change:>22} sig {'A':>{W}} {'B':>{W}}  function"
-    return _section(rows, top, head, row, "functions")
+    return _section(rows, top, head, lambda c: _line(c, _only(c)), "functions")
 
 
 def _through_line(rows: list[Change]) -> str:
@@ -239,12 +218,11 @@ def _through_line(rows: list[Change]) -> str:
 
 
 def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE) -> str:
-    """The comparison as text: the verdict first, then each section, ``top`` rows each.
+    """The comparison as text: the verdict first, then each section.
 
     :param cmp: the comparison
     :param top: rows of each section (the changes listed as worse or better always are)
-    :param above: the gate's threshold, a fraction, for the verdict
-    :return: the text
+    :param above: the gate's threshold, a fraction
     """
     verdict = cmp.verdict(above)
     sections = _sections(cmp)
@@ -272,11 +250,8 @@ def to_text(cmp: ResultComparison, top: int = TOP, above: float = DEFAULT_ABOVE)
 def _functions_title(cmp: ResultComparison, page: bool = False) -> str:
     """The functions' section's title, of the text or of the page."""
     if _counted(cmp):
-        return (
-            "Functions (own instructions; inclusive beside)"
-            if page
-            else ("functions (own instructions; inclusive beside):")
-        )
+        text = "functions (own instructions; inclusive beside)"
+        return text.capitalize() if page else f"{text}:"
     if page:
         return f"Functions (own time, inclusive beside{_speed(cmp)})"
     return f"functions (own time; inclusive beside){_speed(cmp)}:"
@@ -285,15 +260,12 @@ def _functions_title(cmp: ResultComparison, page: bool = False) -> str:
 def to_json(
     cmp: ResultComparison, regressions: list[Change] | None = None, above: float = DEFAULT_ABOVE
 ) -> str:
-    """The comparison as JSON: the verdict, its settings, notes, and ``entries`` (one
-    per figure, with ``function``, ``file``, ``line``, ``figure``, ``path``, ``role``,
-    ``a``, ``b``, ``change``, ``ci_low``, ``ci_high``, ``significant``, ``verdict``...).
+    """The comparison as JSON: the verdict, its settings, notes, and ``entries``, one
+    per figure (:meth:`.change.Change.to_dict`).
 
     :param cmp: the comparison
-    :param regressions: the regressions beyond the gate's threshold (the verdict's when
-        None)
+    :param regressions: the regressions beyond the threshold (the verdict's when None)
     :param above: the gate's threshold, a fraction
-    :return: the JSON text
     """
     verdict = cmp.verdict(above)
     found = list(verdict.regressions) if regressions is None else regressions
@@ -322,9 +294,8 @@ def esc(text: object) -> str:
     """Text for an HTML page, quotes included, on one line.
 
     :param text: anything
-    :return: the escaped text
     """
-    return escape_text(clean(str(text)))
+    return escape_text(one_line(str(text)))
 
 
 _STYLE = """
@@ -397,7 +368,7 @@ def _table(title: str, rows: list[Change], top: int, what: str, inclusive: Any =
             inc = inclusive.get(_fkey(c))
             extra = f"<td>{esc(format_change(inc)) if inc is not None else ''}</td>"
         body.append(_row(c, extra))
-    fold = fold_line(rest, what)
+    fold = _fold_line(rest, what)
     tail = f'<p class="fold">{esc(fold)}</p>' if fold else ""
     return (
         f"<h2>{esc(title)}</h2><table>{_HEAD}{extra_head}</tr>" + "".join(body) + f"</table>{tail}"
@@ -414,13 +385,11 @@ def _banner(verdict: Verdict, cmp: ResultComparison) -> str:
 
 def to_html(cmp: ResultComparison, top: int = 100, above: float = DEFAULT_ABOVE) -> str:
     """The comparison as a self-contained HTML page: the verdict in a banner, the
-    differential flame graph beside the tables (only significant changes coloured: red
-    worse, blue better).
+    differential flame graph beside the tables.
 
     :param cmp: the comparison
     :param top: rows of each table (the listed changes always are)
     :param above: the gate's threshold, a fraction
-    :return: the page
     """
     from .flame import flame_html
 

@@ -1,17 +1,13 @@
 """Runs programs several times in child processes, interleaved (A B A B ...), each run
-under the sampler (the default: the observer reading it from outside where this machine
-allows it, see :func:`observed`; the in-process sampler of :mod:`.sampled_child`
-otherwise) or cProfile when the program is Python, and turns the runs into a profile
-result.
+of a Python program sampled (by the observer from outside where this machine allows it,
+:func:`observed`, else in-process, :mod:`.sampled_child`) or under cProfile, and turns
+the runs into results. A program is ``python old.py args``, ``python -m package args``,
+``old.py`` (run with this interpreter) or any other command (timed, not profiled).
 
-A program is a command line: ``python old.py args``, ``python -m package args``, a
-script ``old.py`` (run with this interpreter) or any other command (timed, not
-profiled). Each run is a new process in a group of its own under the command's
-supervisor (``_run.supervise``): past its timeout its whole group is ended, SIGINT,
-SIGTERM and SIGHUP are forwarded to it (and stop the runs: what was done is returned,
-``Runs.stopped`` naming the signal), and it dies with the command. Its profile and wall
-time come back through two files of a temporary folder removed afterwards (by the
-janitor if the command is killed outright).
+Each run is a process group of its own under the command's supervisor
+(``_run.supervise``): ended past its timeout, sent SIGINT, SIGTERM and SIGHUP (which
+stop the runs, ``Runs.stopped`` naming the signal), dying with the command. Its profile
+comes back through a temporary folder removed afterwards (by the janitor if need be).
 """
 
 from __future__ import annotations
@@ -130,11 +126,9 @@ SAMPLED_BOOT = (
 TIMERS = ("cpu", "wall")
 PROFILERS = ("sampled", "cprofile")
 # The sampler's interval in the runs of compare --a/--b and profile --repeat: 1 ms in the
-# program (the in-process sampler: each sample is its handler's work), 0.25 ms from
-# outside (the observer: 18 % of a core beside the program, not in it). A path's figure
-# is as good as its samples: 25 ms of a caller a run held 25 samples at 1 ms, whose
-# lumps (a sample late by a preemption charged several ms to one caller) hid a 40 %
-# change in 2 of 20 comparisons at load 1; 100 samples at 0.25 ms named it in 20/20.
+# program (each sample is its handler's work), 0.25 ms from outside (18 % of a core beside
+# the program). A path is as good as its samples: 25 a run of a 25 ms caller hid a 40 %
+# change in 2 of 20 comparisons at load 1; 100 named it in 20/20.
 RUN_INTERVAL = 0.001
 OBSERVED_INTERVAL = 0.00025
 # Seconds a killed run's process group has to end after SIGTERM before SIGKILL.
@@ -149,21 +143,19 @@ __all__ = ["ChildRun", "Program", "Run", "RunFailed", "Runs", "run_interleaved",
 
 @dataclass(frozen=True)
 class Program:
-    """How to run a program: the command as given, and, for a Python program, the
-    interpreter and what it runs (``how`` is ``path`` or ``module``).
+    """How to run a program.
 
     :param command: the command line, split
     :param python: the interpreter, None for a command that is not Python
     :param how: ``path`` (a script) or ``module`` (``-m``)
     :param target: the script or the module
     :param args: the program's arguments
-    :param profiler: ``sampled`` (the sampler in the child) or ``cprofile``
+    :param profiler: ``sampled`` or ``cprofile``
     :param interval: the sampler's seconds between samples, None for the collector's
         default (:data:`RUN_INTERVAL` in the program, :data:`OBSERVED_INTERVAL` outside)
     :param sampler: the sampler's timer (``prof``, ``real``, ``thread``)
-    :param collector: who samples a sampled run: ``auto`` (the observer, reading the
-        program from outside, where this machine allows it and the program runs this
-        interpreter; the in-process sampler otherwise), ``observer`` or ``in-process``
+    :param collector: ``auto`` (the observer where this machine allows it and the
+        program runs this interpreter, else in-process), ``observer`` or ``in-process``
     """
 
     command: tuple[str, ...]
@@ -207,10 +199,8 @@ def parse_program(
     """Reads a program given as a command line.
 
     :param command: ``"python old.py -x"``, ``"python -m pkg"``, ``"old.py"`` or any command
-    :param profiler: how a Python program's runs are profiled, ``sampled`` or ``cprofile``
-    :param interval: the sampler's seconds between samples, None for the collector's
-        default
-    :return: the program
+    :param profiler: ``sampled`` or ``cprofile``, for a Python program
+    :param interval: the sampler's seconds between samples, None for the default
     :raises BadValue: an empty command, or ``python`` with nothing to run
     """
     from .._errors import BadValue
@@ -220,22 +210,18 @@ def parse_program(
     if not words:
         raise BadValue(f"the program must be a command line, got {command!r}")
     if words[0].endswith(".py"):
-        return Program(
-            tuple(words), sys.executable, "path", words[0], tuple(words[1:]), profiler, interval
-        )
-    if _is_python(words[0]):
-        python = shutil.which(words[0]) or words[0]
-        if len(words) >= 3 and words[1] == "-m":
-            return Program(
-                tuple(words), python, "module", words[2], tuple(words[3:]), profiler, interval
-            )
-        if len(words) >= 2 and not words[1].startswith("-"):
-            return Program(
-                tuple(words), python, "path", words[1], tuple(words[2:]), profiler, interval
-            )
-        if len(words) < 2:
-            raise BadValue(f"the program {command!r} names python but nothing to run")
-    return Program(tuple(words))
+        python, how, rest = sys.executable, "path", words
+    elif not _is_python(words[0]):
+        return Program(tuple(words))
+    elif len(words) < 2:
+        raise BadValue(f"the program {command!r} names python but nothing to run")
+    elif len(words) >= 3 and words[1] == "-m":
+        python, how, rest = shutil.which(words[0]) or words[0], "module", words[2:]
+    elif words[1].startswith("-"):  # python -c ...: a command, not profiled
+        return Program(tuple(words))
+    else:
+        python, how, rest = shutil.which(words[0]) or words[0], "path", words[1:]
+    return Program(tuple(words), python, how, rest[0], tuple(rest[1:]), profiler, interval)
 
 
 @dataclass
@@ -252,12 +238,11 @@ class Run:
 
 @dataclass
 class Runs:
-    """The runs of each program, filled as they end (what was done when stopped).
+    """The runs of each program, filled as they end.
 
     :param programs: the programs
     :param runs: each program's runs
-    :param stopped: the signal (SIGINT, SIGTERM, SIGHUP) that stopped the runs early,
-        None when all ran; a run it cut short is not kept
+    :param stopped: the signal that stopped the runs early (the run it cut not kept)
     """
 
     programs: list[Program]
@@ -320,9 +305,9 @@ def run_once(
     :param cwd: the folder it runs in
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (signals, janitor), None for one of its own
-    :param show_output: the program's output goes to this process's (else it is
-        discarded, the end of its stderr kept for the message of a failed run)
-    :return: the run, None when a signal stopped it (see ``Supervisor.stopped``)
+    :param show_output: show the program's output (else discarded, the end of its
+        stderr kept for a failed run's message)
+    :return: the run, None when a signal stopped it
     :raises RunFailed: it exited with an error or ran past ``timeout``
     """
     out = os.path.join(folder, "run")  # the folder is emptied after each run
@@ -357,26 +342,19 @@ def run_once(
             f"{shlex.join(program.command)} left no readable profile ({e}): did it call "
             "os._exit, or is this package missing from its interpreter?"
         ) from None
-    if program.profiler == "sampled":
-        return Run(
-            _figure(sidecar.get("wall")) or wall,
-            None,
-            _figure(sidecar.get("begin")),
-            _figure(sidecar.get("peak")),
-            _checked_profile(sidecar.get("profile"), program),
-        )
+    sampled = program.profiler == "sampled"
     return Run(
         _figure(sidecar.get("wall")) or wall,
-        read_profile_file(out + ".prof").stats,
+        None if sampled else read_profile_file(out + ".prof").stats,
         _figure(sidecar.get("begin")),
         _figure(sidecar.get("peak")),
+        _checked_profile(sidecar.get("profile"), program) if sampled else None,
     )
 
 
 def observed(program: Program) -> bool:
-    """Whether a run of ``program`` is sampled by the observer, from outside: a sampled
-    Python program run by this interpreter (whose layout the observer checked), where
-    this machine allows it, unless the in-process sampler is asked for.
+    """Whether a run of ``program`` is sampled by the observer from outside: a sampled
+    Python program, where this machine allows it, unless in-process is asked for.
 
     :param program: the program
     :raises BadValue: the observer is asked for and cannot run
@@ -396,13 +374,9 @@ def _observed_run(
     sup: Supervisor,
     show_output: bool,
 ) -> Run | None:
-    """One run sampled by the observer from outside (nothing of this tool in the
-    program: the line inside a C call is the right one, at the interval asked, where the
-    in-process sampler's CPU timer ticks once per kernel tick, 4 ms here).
-
-    :return: the run, None when a signal stopped it
-    :raises RunFailed: it exited with an error or ran past ``timeout``
-    """
+    """:func:`run_once` sampled by the observer from outside: nothing of this tool in the
+    program, the line inside a C call right, at the interval asked (the in-process
+    sampler's CPU timer ticks once per kernel tick, 4 ms here)."""
     from .._observe.build import to_profile
     from .._observe.session import start_program
     from .._sampling.aggregate import Aggregator
@@ -463,18 +437,11 @@ def _observed_run(
 
 
 def _program_only(profile: Any, main: str | None) -> None:
-    """Leaves out of the main thread the interpreter's start and end (``site``, the
-    encodings, the import system before the program's first line, ``atexit`` after its
-    last), as the in-process sampler does: the stacks without the program's module. They
-    are the same on both sides of a comparison, and every figure tested widens the
-    family that the significance is corrected over (Holm): 150 functions of start-up
-    beside the program's 40 made a 15 % slower stage of a 0.6 s program go unnoticed.
-    The run's whole CPU time and wall time still count them.
-
-    :param profile: the observed run's ``SampledProfile``, changed in place
-    :param main: the script as named in the stacks; None for ``-m``, whose stacks are
-        those under runpy's ``_run_module_as_main``
-    """
+    """Leaves the interpreter's start and end (the main thread's stacks without the
+    program's module: ``main``'s ``<module>``, or runpy's ``_run_module_as_main`` for
+    ``-m``) out of ``profile``, as the in-process sampler does. The same on both sides,
+    they only widen the family Holm corrects over: 150 functions of start-up beside the
+    program's 40 hid a 15 % slower stage. The run's whole times still count them."""
     for thread in profile.threads:
         if not thread.is_main:
             continue
@@ -493,14 +460,8 @@ def _program_only(profile: Any, main: str | None) -> None:
 
 
 def _check_ended(program: Program, ended: Any, errors: str, timeout: float) -> None:
-    """Refuses a run that ran past its timeout or exited with an error.
-
-    :param program: what ran
-    :param ended: its ``_run.supervise.Exit``
-    :param errors: the file holding its standard error (its end goes in the message)
-    :param timeout: the run's timeout, seconds
-    :raises RunFailed: it did
-    """
+    """Refuses (:class:`RunFailed`) a run past its timeout or exiting with an error, the
+    end of its standard error (the file ``errors``) in the message."""
     if ended.timed_out:
         raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
     if ended.code != 0:
@@ -530,14 +491,9 @@ def _figure(value: Any) -> float | None:
     return float(value) if ok and 0 <= value < float("inf") else None
 
 
-def check_sampler(program: Program, timeout: float = 60.0) -> None:
-    """Refuses, before any run, a program whose interpreter cannot import this package:
-    the sampler runs inside the program's process.
-
-    :param program: the program
-    :param timeout: seconds the check may take
-    :raises BadValue: the interpreter cannot import the package
-    """
+def _check_sampler(program: Program, timeout: float = 60.0) -> None:
+    """Refuses (:class:`BadValue`), before any run, a program whose interpreter cannot
+    import this package: the sampler runs inside the program's process."""
     from .._errors import BadValue
 
     if program.profiler != "sampled" or program.python in (None, sys.executable):
@@ -577,15 +533,13 @@ def run_interleaved(
     :param programs: what to run
     :param repeat: runs of each program
     :param timeout: seconds each run may take before it is killed
-    :param max_time: stop starting rounds once this many seconds have passed (after two
-        rounds at least); None for no budget
+    :param max_time: stop starting rounds after this many seconds (two rounds at least)
     :param cwd: the folder they run in
     :param into: filled run by run, for a caller that reports what was done when stopped
     :param on_run: called with (round, program index) after each run
     :param timer: cProfile's clock (see :data:`TIMERS`)
-    :param supervisor: the command's supervisor (its signals then stop the runs and are
-        the command's to report); None for one for the time of the runs
-    :param show_output: the programs' output goes to this process's (see :func:`run_once`)
+    :param supervisor: the command's (its signals stop the runs), None for one of its own
+    :param show_output: show the programs' output
     :return: the runs; ``stopped`` names the signal that stopped them early
     :raises RunFailed: a run failed
     """
@@ -616,12 +570,11 @@ def run_interleaved(
 def profile_result_data(
     runs: Sequence[Run], program: Program | None = None, timer: str = "cpu"
 ) -> dict[str, Any]:
-    """The payload of a profile result from profiled runs (see :func:`profile_data`).
+    """The payload of a profile result from profiled runs.
 
     :param runs: runs of one program, all profiled
     :param program: the program, whose script is recorded as ``main``
     :param timer: the clock the runs were profiled with
-    :return: the payload
     :raises BadValue: a run was not profiled
     """
     from .._errors import BadValue
@@ -639,17 +592,11 @@ def profile_result_data(
     return profile_data([(run.stats or {}, run.wall) for run in runs], main=main, timer=timer)
 
 
-def side_result(
+def _side_result(
     runs: Sequence[Run], program: Program, timer: str = "cpu"
 ) -> tuple[str, dict[str, Any]]:
-    """The kind and payload of one program's runs: a report of its profile (wall time
-    included) and its memory peaks when profiled, a timing of its wall time otherwise.
-
-    :param runs: the program's runs
-    :param program: the program
-    :param timer: the clock the runs were profiled with
-    :return: ``(kind, data)``
-    """
+    """``(kind, data)`` of one program's runs: a report of its profile and memory peaks
+    when profiled, else a timing of its wall time."""
     if not program.profiled:
         name = shlex.join(program.command)
         walls = [r.wall for r in runs]
@@ -693,54 +640,54 @@ def compare_programs(
     :param cwd: the folder they run in
     :param alpha: significance level (Holm-corrected across functions and paths)
     :param on_run: called with (round, program index) after each run
-    :param min_share: figures under this share on both sides are not tested (the
-        comparison's default when None)
-    :param timer: the clock compared: ``cpu``, the CPU time (the default: the time
-        another process takes from the program on a busy machine is not counted), or
-        ``wall``; cProfile's clock with ``profiler="cprofile"``
-    :param profiler: ``sampled`` (the default: the observer, or the sampler in each run
-        where it cannot run, about 1.1x the program's time) or ``cprofile`` (exact
-        counts, about 2x)
-    :param interval: the sampler's seconds between samples, None for the collector's
-        default (see :class:`Program`)
-    :param min_change: changes deemed negligible (the comparison's default when None)
-    :param supervisor: the command's supervisor (``_run.supervise``), None for one for
-        the time of the runs
-    :param counter: ``instructions``: one run of each counted by valgrind, ``repeat``,
-        ``max_time``, ``timer``, ``profiler`` and ``interval`` unused
+    :param min_share: figures under this share on both sides are not tested
+    :param timer: ``cpu`` (the default: not what other processes take on a busy
+        machine) or ``wall``; cProfile's clock with ``profiler="cprofile"``
+    :param profiler: ``sampled`` (the default, about 1.1x the program's time) or
+        ``cprofile`` (exact counts, about 2x)
+    :param interval: the sampler's seconds between samples (see :class:`Program`)
+    :param min_change: changes deemed negligible
+    :param supervisor: the command's supervisor, None for one of its own
+    :param counter: ``instructions``: one run of each counted by valgrind (``repeat``,
+        ``max_time``, ``timer``, ``profiler`` and ``interval`` unused)
     :param count_bytes: with ``counter``, each function's allocated bytes too (a second
-        counted run of each, under DHAT)
+        run under DHAT)
     :return: ``(comparison, result of A, result of B)``, the results ready to save
     :raises RunFailed: a run failed or ran past ``timeout``
-    :raises Stopped: a signal stopped the runs; its ``done`` holds the results of A and
-        of B (None for a side without a run), ready to save
+    :raises Stopped: a signal stopped the runs; ``done`` holds the results of A and B
+        (None for a side without a run)
     """
     from .compare import MIN_CHANGE, MIN_SHARE, compare_results
     from .store import make_result
 
     programs = [parse_program(a, profiler, interval), parse_program(b, profiler, interval)]
-    if counter is not None:
-        counted = _count_both(programs, timeout, cwd, on_run, supervisor, count_bytes)
-        names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
-        cmp = compare_results(counted[0], counted[1], names, alpha=alpha,
-                              min_share=MIN_SHARE if min_share is None else min_share)  # fmt: skip
-        return cmp, counted[0], counted[1]
-    if programs[0].profiled != programs[1].profiled:
-        from .._errors import BadValue
-
-        raise BadValue("a and b must both be Python programs, or both other commands")
-    for program in programs:
-        check_sampler(program)
-    runs = run_interleaved(
-        programs, repeat, timeout, max_time, cwd, on_run=on_run, timer=timer, supervisor=supervisor
-    )
-    docs: list[Any] = []
-    for program, side in zip(programs, runs.runs, strict=True):
-        kind, data = side_result(side, program, timer) if side else ("", {})
-        docs.append(make_result(kind, data, ["compare", *program.command]) if side else None)
-    if runs.stopped is not None:
-        raise Stopped(runs.stopped, (docs[0], docs[1]))
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
+    if counter is not None:
+        docs = _count_both(programs, timeout, cwd, on_run, supervisor, count_bytes)
+        min_change = None  # a count changes beyond its noise, never by a share
+    else:
+        if programs[0].profiled != programs[1].profiled:
+            from .._errors import BadValue
+
+            raise BadValue("a and b must both be Python programs, or both other commands")
+        for program in programs:
+            _check_sampler(program)
+        runs = run_interleaved(
+            programs,
+            repeat,
+            timeout,
+            max_time,
+            cwd,
+            on_run=on_run,
+            timer=timer,
+            supervisor=supervisor,
+        )
+        docs = []
+        for program, side in zip(programs, runs.runs, strict=True):
+            kind, data = _side_result(side, program, timer) if side else ("", {})
+            docs.append(make_result(kind, data, ["compare", *program.command]) if side else None)
+        if runs.stopped is not None:
+            raise Stopped(runs.stopped, (docs[0], docs[1]))
     cmp = compare_results(
         docs[0],
         docs[1],
@@ -762,17 +709,15 @@ def count_program(
     count_bytes: bool = False,
 ) -> Any:
     """Counts one run of a program's instructions under valgrind: per Python function
-    where its interpreter has perf trampolines (Python >= 3.12), the whole run otherwise
-    (and for a command that is not Python).
+    where its interpreter has perf trampolines (Python >= 3.12), else the whole run.
 
     :param program: what to run
     :param folder: a folder for the run's files
     :param supervisor: the command's supervisor
     :param timeout: seconds before the run is killed
     :param cwd: the folder it runs in
-    :param show_output: the program's output goes to this process's
-    :param count_bytes: per function, also each function's allocated bytes (a second
-        run, under DHAT)
+    :param show_output: show the program's output
+    :param count_bytes: each function's allocated bytes too (a second run, under DHAT)
     :return: the ``_count.valgrind.Counted``, None when a signal stopped it
     :raises CounterError: valgrind is missing or killed, the program forked
     :raises RunFailed: it exited with an error or ran past ``timeout``
@@ -789,26 +734,22 @@ def count_program(
               show_output, timeout, what, count_bytes)  # fmt: skip
     counted = count(run, folder, supervisor)
     if counted is not None and not found.per_function:
+        no_bytes = "; --count-bytes needs each function counted: no bytes counted"
         counted.notes.append(
             f"Python {found.version[0]}.{found.version[1]} has no perf trampolines (Python "
             ">= 3.12 built with them): the whole run counted, not each function"
-            + (
-                "; --count-bytes needs each function counted: no bytes counted"
-                if count_bytes
-                else ""
-            )
+            + (no_bytes if count_bytes else "")
         )
     return counted
 
 
 def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tuple[str, Any]:
-    """The kind and payload of a counted run: a profile counted per function, or a
-    timing of the whole run (one execution).
+    """``(kind, data)`` of a counted run: a profile counted per function, or a timing of
+    the whole run (one execution).
 
     :param program: what ran
     :param counted: its ``Counted``
     :param cwd: the folder it ran in
-    :return: ``(kind, data)``
     """
     from .payloads import counted_profile_data, counted_series
 

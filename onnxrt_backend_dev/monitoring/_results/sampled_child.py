@@ -1,13 +1,8 @@
 """The child of a sampled run (``profile --save``, ``profile --repeat``, ``compare
---a/--b``): runs a program as ``__main__`` under the sampler and writes its profile, as a
-sampled payload (:func:`.payloads.sampled_data`), with its wall time, exit code and
-memory high-water mark, into one JSON file, even when the program raises or exits.
-
-Started as ``python -c BOOT OUT INTERVAL TIMER COLLECTOR HOW TARGET ARGS...``
-(:data:`.runner.SAMPLED_BOOT`) by :mod:`.runner`, which gives it a timeout and kills its
-process group past it. The sampler is the package's (``_report.sampling.Sampling``);
-only its model's public shape is read (:func:`.payloads.sampled_data`), so the
-collection may change beneath.
+--a/--b``), started by :data:`.runner.SAMPLED_BOOT`: runs a program as ``__main__``
+under the package's sampler and writes its sampled payload (:func:`.payloads.sampled_data`),
+wall time, exit code and memory high-water mark into one JSON file, even when the
+program raises or exits.
 """
 
 from __future__ import annotations

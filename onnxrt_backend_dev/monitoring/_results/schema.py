@@ -1,73 +1,23 @@
-"""The schema of a saved result, version 3 (documented in ``docs/results.rst``); version
-1 and 2 files still load.
+"""The schema of a saved result, version 3; version 1 and 2 files still load. The
+document and each kind's ``data`` are laid out in ``docs/results.rst``; ``data`` holds
+the raw figures, never only summaries, so that a comparison has the spread of every side.
+Beyond that page, optional keys:
 
-Every file is one JSON object::
+* a timing series: ``"reference"`` (the pytest plugin's: seconds of a fixed piece of
+  work timed beside it, the machine's speed of the moment), ``"stolen"`` (the share of
+  its wall time other programs took, waiting for a CPU), ``"counter": "instructions"``
+  (counted by valgrind: ``times`` are then instructions and may be 0) with its
+  ``"noise"`` (instructions per execution);
+* a memory run: ``"alloc_peak"``;
+* a cProfile profile counted by valgrind: ``"counter": "instructions"`` (instructions in
+  place of nanoseconds), ``"total"`` (each whole run's instructions), ``"alloc_calls"``
+  and ``"alloc_bytes"`` (each function's calls to the allocators and bytes allocated,
+  columns).
 
-    {"schema": "onnxrt-monitoring-result", "version": 3,
-     "kind": "timing" | "memory" | "profile" | "report" | "run",
-     "created": "2026-12-01T21:00:00Z", "command": ["time", "cos(0.5)"],
-     "environment": {...}, "data": {...}}
-
-``data`` holds the raw figures, never only summaries, so that a comparison has the
-spread of every side:
-
-* ``timing``: ``{"series": [{"name", "times": [seconds per batch], "sizes":
-  [executions per batch], "summary": {...}}]}``; a sample is ``times[i] / sizes[i]``;
-  ``"processes": [batches of each process]`` (optional, ``time --processes``: the
-  batches in order, process by process; absent, one process timed them all);
-  ``"clock": "wall" | "cpu"`` (optional, version 3: the clock that timed it, ``wall``
-  when absent) and ``"reference"`` (optional, the pytest plugin's: seconds of a fixed
-  piece of work timed beside it, the machine's speed of the moment), ``"stolen"``
-  (optional, the pytest plugin's on the wall clock: the share of the figure's wall time
-  other programs took, waiting for a CPU); ``"counter":
-  "instructions"`` (optional: counted by valgrind, ``times`` then instructions per batch
-  and possibly 0) with its ``"noise"`` (instructions per execution);
-* ``memory``: ``{"channels": {"cpu": [{"peak", "begin", "end", "mean"} per run]}}``, bytes;
-* ``profile``, version 2 (columns): ``{"profiler": "cprofile", "functions": [[file, line,
-  name], ...], "wall": [seconds per run], "own_ns": [...], "cumulative_ns": [...],
-  "calls": [...]}``: each figure one flat list of integers (nanoseconds, counts) holding
-  function ``i``'s figure in run ``r`` at ``i * runs + r`` (``runs = len(wall)``),
-  optionally ``"memory_bytes"`` (growth per function, may be negative), ``"main"`` (the
-  program's script, matched with the other side's) and ``"timer"`` (``wall``, the
-  default, or ``cpu``: the clock cProfile read). Integers parse four times faster than
-  floats and are exact: cProfile counts nanoseconds. Version 3 adds the call paths
-  cProfile knows, its edges: ``"edges": [[caller, callee], ...]`` (indices into
-  ``functions``) and ``"edge_ns"``, the callee's inclusive time when called from that
-  caller, edge ``e``'s run ``r`` at ``e * runs + r``. A profile counted by valgrind
-  (``--counter instructions``) has ``"counter": "instructions"``, instructions in
-  place of nanoseconds in ``own_ns``, ``cumulative_ns`` and ``edge_ns``, and
-  ``"total"``: the instructions of each whole run, and optionally ``"alloc_calls"``: each
-  function's calls to the allocators (``malloc``, ``PyObject_Malloc``...), and
-  ``"alloc_bytes"`` (``--count-bytes``): the bytes it allocated, columns;
-* ``profile`` of a sampling profiler (version 3, ``"profiler": "sampled"``):
-  ``{"timer": "cpu" | "wall" (the figure compared), "sampler": how samples were
-  taken, "interval": seconds, "functions": [[file, first line, name], ...], "stacks":
-  [[function indices, outermost first], ...], "wall": [seconds per run],
-  "stack_wall_ns": [...], "stack_cpu_ns": [...], "stack_samples": [...]}``: per stack
-  and run (stack ``j``'s run ``r`` at ``j * runs + r``) the wall and CPU nanoseconds it
-  stood for and its samples, the model's per-thread totals; a thread other than the main
-  one roots its stacks at a function ``["<thread>", 0, name]``; optionally ``"main"``;
-* ``profile``, version 1 (rows, still read): ``{..., "runs": [{"wall", "own": [...],
-  "cumulative": [...], "calls": [...]} per run]}``, the lists aligned with ``functions``
-  (seconds, counts), optionally ``"memory"`` per run;
-* ``report``: ``{"timing": ..., "memory": ..., "profile": ...}``, one or more of them;
-* ``run`` (the ``run`` command's one report, one entry per run): ``{"sampler": "ticks",
-  "interval": seconds, "functions": [[file, line, name], ...], "runs": [{"wall", "peak",
-  "start", "end", "own": [...], "cumulative": [...], "growth": [...], "to_peak": [...]}
-  per run]}``: seconds, the exact peak and the RSS at the start and the end in bytes; per
-  function (aligned with ``functions``) the seconds where it was the innermost user
-  function (``own``) and while it ran (``cumulative``), and its memory growth while it
-  ran (net, and up to the peak; negative when it freed), optionally ``"own_cpu"`` (the
-  sampler's CPU seconds where it was the innermost user function), ``"cpu"`` and
-  ``"exit"`` per run and ``"main"`` (the program's script); the same in versions 1 and
-  2. Version 3 adds the call tree's paths: ``"paths": [[function indices, outermost
-  first], ...]`` and per run ``"path_time"`` (the wall seconds inside each path, callees
-  included) and ``"path_self"`` (its own wall seconds).
-
-Timing and memory payloads are the same in both versions. :func:`check_result` checks a
-loaded document and raises :class:`ResultFormatError` with the path of the first bad
-value (``data.runs[3].own[17] must be ...``, ``data.own_ns[61] (function 3, run 1) must
-be ...``).
+Integers parse four times faster than floats and are exact: cProfile counts
+nanoseconds. :func:`check_result` raises :class:`ResultFormatError` with the path of the
+first bad value (``data.runs[3].own[17] must be ...``, ``data.own_ns[61] (function 3,
+run 1) must be ...``).
 """
 
 from __future__ import annotations
@@ -133,6 +83,11 @@ def _list(where: str, value: Any, length: int | None = None, least: int = 0) -> 
     return value
 
 
+def _choice(where: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise _fail(where, f"one of {', '.join(choices)}", value)
+
+
 def _dict(where: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(where, "an object", value)
@@ -181,8 +136,7 @@ def check_timing(where: str, data: Any) -> None:
             _check_processes(f"{at}.processes", s["processes"], len(times))
         if "summary" in s:
             _dict(f"{at}.summary", s["summary"])
-        if s.get("clock", "wall") not in TIMERS:
-            raise _fail(f"{at}.clock", f"one of {', '.join(TIMERS)}", s.get("clock"))
+        _choice(f"{at}.clock", s.get("clock", "wall"), TIMERS)
         if "reference" in s:
             _number(f"{at}.reference", s["reference"], positive=True)
         if "stolen" in s and _number(f"{at}.stolen", s["stolen"]) >= 1:
@@ -194,8 +148,7 @@ def _counter(where: str, data: dict[str, Any]) -> bool:
     ``noise``; whether there is one."""
     if "counter" not in data:
         return False
-    if data["counter"] not in COUNTERS:
-        raise _fail(f"{where}.counter", f"one of {', '.join(COUNTERS)}", data["counter"])
+    _choice(f"{where}.counter", data["counter"], COUNTERS)
     if "noise" in data:
         _number(f"{where}.noise", data["noise"])
     return True
@@ -279,12 +232,10 @@ def _cut_names(functions: list[Any]) -> None:
 def _profile_header(where: str, data: Any) -> tuple[dict[str, Any], int]:
     """The keys both layouts share; returns the data and its number of functions."""
     data = _dict(where, data)
-    if data.get("profiler") not in PROFILERS:
-        raise _fail(f"{where}.profiler", f"one of {', '.join(PROFILERS)}", data.get("profiler"))
+    _choice(f"{where}.profiler", data.get("profiler"), PROFILERS)
     functions = _list(f"{where}.functions", data.get("functions"))
     _check_functions(f"{where}.functions", functions)
-    if data.get("timer", "wall") not in TIMERS:
-        raise _fail(f"{where}.timer", f"one of {', '.join(TIMERS)}", data.get("timer"))
+    _choice(f"{where}.timer", data.get("timer", "wall"), TIMERS)
     if "main" in data and not isinstance(data["main"], str):
         raise _fail(f"{where}.main", "a str", data["main"])
     return data, len(functions)
@@ -300,10 +251,7 @@ def _check_rows(where: str, data: dict[str, Any], n: int) -> None:
         for key in ("own", "cumulative", "calls"):
             _numbers(f"{at}.{key}", run.get(key), n)
         if "memory" in run:  # growth may be negative: a function that frees
-            values = _list(f"{at}.memory", run["memory"], n)
-            for j, x in enumerate(values):
-                if not (isinstance(x, (int, float)) and math.isfinite(x)) or isinstance(x, bool):
-                    raise _fail(f"{at}.memory[{j}]", "a finite number", x)
+            _signed(f"{at}.memory", run["memory"], n)
 
 
 def _integers(where: str, values: Any, runs: int, negative: bool) -> None:
@@ -321,6 +269,16 @@ def _integers(where: str, values: Any, runs: int, negative: bool) -> None:
             raise _fail(f"{where}[{k}] (function {k // runs}, run {k % runs})", rule, x)
 
 
+def _column(where: str, values: Any, rows: int, what: str, runs: int, negative: bool) -> None:
+    """A column of ``rows x runs`` integers, row-major."""
+    if isinstance(values, list) and len(values) != rows * runs:
+        raise ResultFormatError(
+            f"{where} must hold {rows * runs} values ({rows} {what} x {runs} runs), "
+            f"got {len(values)}"
+        )
+    _integers(where, values, runs, negative)
+
+
 def _check_columns(where: str, data: dict[str, Any], n: int) -> None:
     """Version 2: one flat list of integers per figure, function-major."""
     if "runs" in data:
@@ -334,13 +292,7 @@ def _check_columns(where: str, data: dict[str, Any], n: int) -> None:
     for key, required, negative in COLUMNS:
         if key not in data and not required:
             continue
-        values = data.get(key)
-        if isinstance(values, list) and len(values) != n * runs:
-            raise ResultFormatError(
-                f"{where}.{key} must hold {n * runs} values ({n} functions x {runs} runs), "
-                f"got {len(values)}"
-            )
-        _integers(f"{where}.{key}", values, runs, negative)
+        _column(f"{where}.{key}", data.get(key), n, "functions", runs, negative)
 
 
 def _check_paths(where: str, paths: Any, n: int, least: int) -> list[Any]:
@@ -365,14 +317,7 @@ def _check_edges(where: str, data: dict[str, Any], n: int) -> None:
     edges = _check_paths(f"{where}.edges", data["edges"], n, 2)
     if any(len(e) != 2 for e in edges):
         raise ResultFormatError(f"{where}.edges must be pairs [caller, callee]")
-    runs = len(data["wall"])
-    values = data.get("edge_ns")
-    if isinstance(values, list) and len(values) != len(edges) * runs:
-        raise ResultFormatError(
-            f"{where}.edge_ns must hold {len(edges) * runs} values ({len(edges)} edges x "
-            f"{runs} runs), got {len(values)}"
-        )
-    _integers(f"{where}.edge_ns", values, runs, False)
+    _column(f"{where}.edge_ns", data.get("edge_ns"), len(edges), "edges", len(data["wall"]), False)
 
 
 SAMPLED_COLUMNS = ("stack_wall_ns", "stack_cpu_ns", "stack_samples")
@@ -388,13 +333,7 @@ def _check_sampled(where: str, data: dict[str, Any], n: int) -> None:
     _numbers(f"{where}.wall", walls, None, positive=True)
     runs = len(walls)
     for key in SAMPLED_COLUMNS:
-        values = data.get(key)
-        if isinstance(values, list) and len(values) != len(stacks) * runs:
-            raise ResultFormatError(
-                f"{where}.{key} must hold {len(stacks) * runs} values ({len(stacks)} stacks x "
-                f"{runs} runs), got {len(values)}"
-            )
-        _integers(f"{where}.{key}", values, runs, False)
+        _column(f"{where}.{key}", data.get(key), len(stacks), "stacks", runs, False)
 
 
 def check_profile(where: str, data: Any, version: int = VERSION) -> None:
@@ -420,7 +359,7 @@ def check_report(where: str, data: Any, version: int = VERSION) -> None:
     if not parts:
         raise ResultFormatError(f"{where} must hold timing, memory or profile, got none")
     for part in parts:
-        check_data(part, f"{where}.{part}", data[part], version)
+        _check_data(part, f"{where}.{part}", data[part], version)
 
 
 def _signed(where: str, values: Any, length: int) -> None:
@@ -457,8 +396,7 @@ def _check_run_entry(at: str, run: Any, n: int, paths: int | None = None) -> Non
 def check_run(where: str, data: Any) -> None:
     """Checks the ``data`` of a ``run`` result (see the module's description)."""
     data = _dict(where, data)
-    if data.get("sampler") not in SAMPLERS:
-        raise _fail(f"{where}.sampler", f"one of {', '.join(SAMPLERS)}", data.get("sampler"))
+    _choice(f"{where}.sampler", data.get("sampler"), SAMPLERS)
     _number(f"{where}.interval", data.get("interval"), positive=True)
     if "main" in data and not isinstance(data["main"], str):
         raise _fail(f"{where}.main", "a str", data["main"])
@@ -473,15 +411,8 @@ def check_run(where: str, data: Any) -> None:
         _check_run_entry(f"{where}.runs[{i}]", run, len(functions), paths)
 
 
-def check_data(kind: str, where: str, data: Any, version: int = VERSION) -> None:
-    """Checks the payload of a result of ``kind`` in the layout of ``version``.
-
-    :param kind: one of :data:`KINDS`
-    :param where: what to call it in messages (``data``)
-    :param data: the payload
-    :param version: the document's version (only profiles differ)
-    :raises ResultFormatError: the first problem, with where it is
-    """
+def _check_data(kind: str, where: str, data: Any, version: int = VERSION) -> None:
+    """Checks the payload of a result of ``kind`` in the layout of ``version``."""
     if kind == "timing":
         check_timing(where, data)
     elif kind == "memory":
@@ -516,10 +447,9 @@ def check_result(doc: Any) -> dict[str, Any]:
     missing = [k for k in _TOP_KEYS if k not in doc]
     if missing:
         raise ResultFormatError(f"missing keys {', '.join(missing)}")
-    if doc["kind"] not in KINDS:
-        raise _fail("kind", f"one of {', '.join(KINDS)}", doc["kind"])
+    _choice("kind", doc["kind"], KINDS)
     if not isinstance(doc["command"], list) or not all(isinstance(c, str) for c in doc["command"]):
         raise _fail("command", "a list of str", doc["command"])
     _dict("environment", doc["environment"])
-    check_data(doc["kind"], "data", doc["data"], version)
+    _check_data(doc["kind"], "data", doc["data"], version)
     return dict(doc)

@@ -32,11 +32,10 @@ def make_result(
 ) -> dict[str, Any]:
     """A result document, checked against the schema.
 
-    :param kind: ``timing``, ``memory``, ``profile`` or ``report``
-    :param data: the payload (see :mod:`.schema`; built by :mod:`.payloads`)
+    :param kind: one of :data:`.schema.KINDS`
+    :param data: the payload (built by :mod:`.payloads`)
     :param command: the command line that measured it
     :param env: the environment, :func:`environment.capture` when None
-    :return: the document
     :raises ResultFormatError: the payload does not follow the schema
     """
     check_choice("kind", kind, KINDS)
@@ -58,12 +57,11 @@ def _reject_constant(name: str) -> Any:
 
 
 def save_result(path: str | os.PathLike[str], doc: Mapping[str, Any], force: bool = False) -> str:
-    """Writes a result document as JSON.
+    """Writes a result document as JSON, and returns the path written.
 
     :param path: the file
     :param doc: the document (:func:`make_result`)
     :param force: replace an existing file (refused otherwise)
-    :return: the path written
     :raises BadValue: the file exists and ``force`` is False
     :raises ResultFormatError: the document does not follow the schema
     :raises OSError: the file cannot be written (an existing one is left as it was)
@@ -100,7 +98,6 @@ def parse_result(text: str | bytes, source: str = "<string>") -> dict[str, Any]:
 
     :param text: the JSON
     :param source: what to call it in messages
-    :return: the document
     :raises ResultFormatError: ``cannot read result 'x.json': ...``
     """
     try:
@@ -125,11 +122,9 @@ def load_result(path: str | os.PathLike[str], kind: str | None = None) -> dict[s
 
     :param path: the file
     :param kind: the kind expected, any when None
-    :return: the document
-    :raises ResultFormatError: the file is not a regular file (a device, a FIFO: never
-        opened), is larger than :data:`MAX_FILE_SIZE`, is not a result of this schema and
-        version, is truncated, holds a bad figure (NaN, negative) or is of another kind;
-        the message names the file and the problem
+    :raises ResultFormatError: not a regular file (never opened), larger than
+        :data:`MAX_FILE_SIZE`, not a result of this schema, truncated, a bad figure, or
+        another kind; the message names the file and the problem
     """
     from .._untrusted import read_untrusted
 

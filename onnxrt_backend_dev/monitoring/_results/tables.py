@@ -1,20 +1,17 @@
 """One side of a comparison of profiles, whatever measured it: each function's own and
-inclusive seconds in every run, each call path's inclusive seconds in every run, keyed
-by the matching keys of :mod:`.keys`.
+inclusive seconds and each call path's inclusive seconds, in every run, keyed by
+:mod:`.keys`.
 
-* a cProfile profile (``profile --cprofile``; versions 1 to 3): exact own and
-  cumulative times; its call paths are its edges (caller → callee: the callee's
-  inclusive time when called from there), saved from version 3;
-* a sampled profile (``profile``, ``compare --a/--b``): each stack's seconds, wall and
-  CPU, per run; a function's own time is the time of the stacks it ends, its inclusive
-  time the time of the stacks holding it (once, in a recursion), a path's the time of
-  the stacks starting with it;
-* a ``run`` result: the report's functions (own and inclusive, sampled by its ticks) and
-  its call tree's paths (version 3), and each function's memory growth while it ran.
+* cProfile (versions 1 to 3): exact own and cumulative times; its paths are its edges
+  (the callee's inclusive time when called from there), saved from version 3;
+* a sampled profile: each stack's wall and CPU seconds per run; a function's own time is
+  that of the stacks it ends, its inclusive time that of the stacks holding it (once, in
+  a recursion), a path's that of the stacks starting with it;
+* a ``run`` result: the report's functions and call tree's paths, and each function's
+  memory growth.
 
-Sampled figures are counts of samples times an interval: a path seen in few samples may
-be absent from a run. They are *counted* (``counted``): the comparison adds half a
-sample before taking logs and tests the paths with enough samples.
+Sampled figures are *counted* (samples times an interval, possibly absent from a run):
+the comparison adds half a sample before taking logs.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .columns import Columns, split
 from .keys import Key, match_keys
 
 Path = tuple[Key, ...]
@@ -93,14 +89,41 @@ class SideTable:
         return keys
 
 
+def _function_major(rows: Sequence[Sequence[float]]) -> list[float]:
+    """Rows of runs (``rows[r][i]``) into one function-major list."""
+    return list(itertools.chain.from_iterable(zip(*rows, strict=True)))
+
+
+def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
+    """The function-major list cut into one row of ``runs`` figures per function.
+
+    :param values: ``functions x runs`` figures
+    :param runs: figures per function
+    :return: one slice per function
+    """
+    size = len(values)
+    return list(
+        map(values.__getitem__, map(slice, range(0, size, runs), range(runs, size + 1, runs)))
+    )
+
+
 def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
-    table = Columns(data)
-    side = SideTable("cprofile", clock or data.get("timer", "wall"), table.walls)
-    keys = side._keys(table.functions, data.get("main"))
-    n, unit = table.runs, table.per_second
-    # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs.
-    own = list(map(operator.truediv, table.own, itertools.repeat(unit)))
-    cum = list(map(operator.truediv, table.cumulative, itertools.repeat(unit)))
+    """Either layout of :mod:`.schema`: version 1's rows per run (seconds), version 2's
+    function-major integer columns (nanoseconds)."""
+    if "runs" in data:
+        runs = data["runs"]
+        walls = [r["wall"] for r in runs]
+        own, cum = (_function_major([r[k] for r in runs]) for k in ("own", "cumulative"))
+        unit = 1.0
+    else:
+        walls, own, cum, unit = data["wall"], data["own_ns"], data["cumulative_ns"], 1e9
+    side = SideTable("cprofile", clock or data.get("timer", "wall"), walls)
+    keys = side._keys(data["functions"], data.get("main"))
+    n = side.runs
+    # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs read through
+    # Python loops took seconds.
+    own = list(map(operator.truediv, own, itertools.repeat(unit)))
+    cum = list(map(operator.truediv, cum, itertools.repeat(unit)))
     own_rows, cum_rows = split(own, n), split(cum, n)
     if len(set(keys)) == len(keys):  # nothing folds: the rows as they are
         side.own = dict(zip(keys, map(list, own_rows), strict=True))
@@ -157,23 +180,18 @@ def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
 def smooth_cpu(
     cpu: Sequence[Sequence[float]], samples: Sequence[Sequence[float]], leaves: Sequence[Any]
 ) -> list[Sequence[float]]:
-    """The CPU time of the stacks ending in one function, in each run, shared among them by
-    their samples: a stack's is its samples times the CPU a sample of that function
-    carried in that run (over all its stacks). Each function's own time in each run is
-    kept; only how it splits among its callers' paths changes.
-
-    A sampler charges the CPU time since its last sample to the stack it finds: on a busy
-    machine, a sample late by a preemption charges several milliseconds to one caller and
-    none to the others. Twenty callers of one ``spin``, 25 ms each a run, 1 ms samples:
-    each caller's path spread by 0.30 to 0.50 (log) from run to run, its samples by 0.20
-    (their Poisson part). What a sample of a function carries (a function waiting on I/O
-    is sampled with little CPU) is the function's, whoever called it.
+    """The CPU time of the stacks ending in one function, in each run, shared among them
+    by their samples (each function's own time kept). A sampler charges the CPU time
+    since its last sample to the stack it finds: a sample late by a preemption charges
+    milliseconds to one caller (twenty callers of one ``spin``: each caller's path spread
+    by 0.30 to 0.50 in log from run to run, its samples by 0.20). What a sample of a
+    function carries is the function's, whoever called it.
 
     :param cpu: per stack, its CPU time in each run
     :param samples: per stack, its samples in each run
     :param leaves: per stack, the function it ends in
-    :return: per stack, its CPU time in each run, shared by samples (a stack alone in
-        ending where it ends, or a run without samples there, as it was)
+    :return: per stack, its CPU time in each run (a stack alone in ending where it ends,
+        or a run without samples there, as it was)
     """
     groups: dict[Any, list[int]] = {}
     for j, leaf in enumerate(leaves):
@@ -197,9 +215,8 @@ def smooth_cpu(
 
 
 def _run(data: Mapping[str, Any], clock: str | None) -> SideTable:
-    """A ``run`` result: the report's ticks see wall time for every figure, and CPU time
-    for a function's own time only: on the CPU clock (asked for, both sides having it),
-    only the own times are compared; on the wall clock (the default) every figure."""
+    """A ``run`` result: its ticks see CPU time for a function's own time only, so on
+    the CPU clock (asked for, and held) only the own times are compared."""
     runs = data["runs"]
     cpu = all("own_cpu" in r and math.fsum(r["own_cpu"]) > 0 for r in runs)
     side = SideTable(
@@ -273,6 +290,17 @@ def medians(rows: Rows) -> dict[Any, float]:
         m = len(s)
         out[key] = s[m // 2] if m % 2 else (s[m // 2 - 1] + s[m // 2]) / 2
     return out
+
+
+def located(key: Key, sa: SideTable, sb: SideTable) -> tuple[str, int, str]:
+    """``(file, line, name)`` of a function, B's place first.
+
+    :param key: the function's key
+    :param sa: A's table
+    :param sb: B's table
+    :return: its place (its key's file and name, line 0, when neither side has one)
+    """
+    return sb.where.get(key) or sa.where.get(key) or (key[0], 0, key[1])
 
 
 def union(*keys: Any) -> list[Any]:

@@ -1,15 +1,7 @@
-"""The statistics every comparison shares, standard library only (nothing heavy is
-imported): one implementation for ``time --compare``, ``compare`` and the pytest gate.
-
-* :mod:`.distributions`: Student's t (tail and quantile, through the incomplete beta
-  function) and the normal distribution;
-* :mod:`.ranks`: Mann-Whitney's U test, the exact Hodges-Lehmann estimate and interval
-  (selected without building the ``n m`` differences), the one-sort small-sample
-  version, Wilcoxon's signed-rank test;
-* :mod:`.welch`: Welch's t-test from summaries and on log figures, and the *moderated*
-  test of log figures (a variance borrowed from a prior, as limma does) with a margin of
-  negligible change;
-* :mod:`.multiple`: Holm's (weighted) step-down correction, weighted medians;
-* :mod:`.counts`: the test of two sampled counts (Poisson, with extra variance);
-* :mod:`.power`: how many runs would decide a change.
+"""The statistics every comparison shares, standard library only: one implementation for
+``time --compare``, ``compare`` and the pytest gate. Student's t and the normal
+distribution (:mod:`.distributions`), Mann-Whitney and Hodges-Lehmann (:mod:`.ranks`),
+Welch's test, moderated by a prior as limma does (:mod:`.welch`), Holm's correction
+(:mod:`.multiple`), the test of sampled counts (:mod:`.counts`), the biweight location
+(:mod:`.robust`) and the runs that would decide a change (:mod:`.power`).
 """

@@ -13,24 +13,6 @@ from .distributions import NORMAL
 HALF = 0.5
 
 
-def log_count(k: float) -> float:
-    """``log(k + 1/2)``: the log of a count that may be zero.
-
-    :param k: a count (samples), >= 0
-    :return: the log
-    """
-    return math.log(k + HALF)
-
-
-def count_variance(k: float) -> float:
-    """The variance of :func:`log_count` of a Poisson count of mean ``k`` (delta method).
-
-    :param k: the count's mean, >= 0
-    :return: the variance
-    """
-    return 1.0 / (k + HALF)
-
-
 def count_ratio_test(
     count_a: float,
     count_b: float,
@@ -40,12 +22,10 @@ def count_ratio_test(
     margin: float = 0.0,
     runs: tuple[int, int] = (1, 1),
 ) -> tuple[float, float, float, float]:
-    """Compares the counts of two sides when one of them has a single run (the weaker
-    evidence of a single run a side): the log ratio of the counts per run,
-    ``log((k_B + 1/2) / n_B) - log((k_A + 1/2) / n_A)``, less the run-wide ``factor``
-    (the log ratio of the whole runs, estimated over every path), with the Poisson
-    variance of each total plus ``extra_var`` (the run-to-run variance of a figure,
-    which a single run cannot show: a prior), by the normal approximation.
+    """Compares the counts of two sides when one has a single run: the log ratio of the
+    counts per run, ``log((k_B + 1/2) / n_B) - log((k_A + 1/2) / n_A)``, less the
+    run-wide ``factor``, with the Poisson variance of each total plus ``extra_var`` (the
+    run-to-run spread a single run cannot show), by the normal approximation.
 
     :param count_a: A's count (samples), all its runs added up
     :param count_b: B's count
@@ -56,8 +36,9 @@ def count_ratio_test(
     :param runs: the runs of A and B the counts add up
     :return: ``(B / A - 1, low, high, p-value)``, the change corrected for the factor
     """
-    d = log_count(count_b) - log_count(count_a) - factor - math.log(runs[1] / runs[0])
-    se = math.sqrt(count_variance(count_a) + count_variance(count_b) + extra_var)
+    d = math.log(count_b + HALF) - math.log(count_a + HALF) - factor - math.log(runs[1] / runs[0])
+    # The variance of log(k + 1/2) of a Poisson count of mean k: 1 / (k + 1/2) (delta method).
+    se = math.sqrt(1.0 / (count_a + HALF) + 1.0 / (count_b + HALF) + extra_var)
     z = max(abs(d) - math.log1p(margin), 0.0) / se
     p = min(1.0, 2.0 * NORMAL.cdf(-z))
     q = NORMAL.inv_cdf(0.5 + confidence / 2.0)

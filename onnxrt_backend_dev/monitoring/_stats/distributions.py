@@ -33,14 +33,8 @@ def _betacf(a: float, b: float, x: float) -> float:
     return h
 
 
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta function ``I_x(a, b)``.
-
-    :param a: first shape, > 0
-    :param b: second shape, > 0
-    :param x: in [0, 1]
-    :return: the probability
-    """
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)``."""
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
@@ -60,7 +54,7 @@ def student_t_sf2(t: float, df: float) -> float:
         return min(1.0, 2.0 * NORMAL.cdf(-abs(t)))
     if math.isinf(t):
         return 0.0
-    return betainc(df / 2.0, 0.5, df / (df + t * t))
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
 def student_t_pdf(t: float, df: float) -> float:

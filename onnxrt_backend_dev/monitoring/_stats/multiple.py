@@ -8,14 +8,12 @@ from collections.abc import Sequence
 
 
 def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given), weighted as Holm (1979)
-    allows: hypothesis ``i`` is tested at ``alpha * w_i / (sum of the weights left)``.
-    The family-wise error stays at most ``alpha`` for any positive weights chosen without
-    looking at the differences; equal weights give the classic method.
+    """Holm's step-down adjusted p-values, in order, weighted as Holm (1979) allows
+    (hypothesis ``i`` tested at ``alpha w_i / (the weights left)``: the family-wise error
+    stays under ``alpha`` for weights chosen blind to the differences).
 
     :param p_values: the raw p-values of one family
     :param weights: positive weights, all 1 when None
-    :return: adjusted p-values, ``p_adj < alpha`` rejecting at family-wise level ``alpha``
     """
     m = len(p_values)
     w = [1.0] * m if weights is None else [float(x) for x in weights]
@@ -31,11 +29,10 @@ def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> l
 
 
 def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
-    """The value below and above which half the weight lies.
+    """The value below and above which half the weight lies (0.0 when empty).
 
     :param values: the values
     :param weights: their positive weights
-    :return: the weighted median (0.0 when empty)
     """
     order = sorted(range(len(values)), key=values.__getitem__)
     half = math.fsum(weights) / 2
@@ -48,10 +45,9 @@ def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
 
 
 def median(values: Sequence[float]) -> float:
-    """The median (the mean of the two middle values for an even count; 0.0 when empty).
+    """The median (of the two middle values for an even count; 0.0 when empty).
 
     :param values: the values
-    :return: the median
     """
     s = sorted(values)
     n = len(s)

@@ -13,16 +13,14 @@ RANK_EFFICIENCY = 3 / math.pi
 
 
 def runs_needed(log_variance: float, change: float, alpha: float = 0.05, power: float = 0.8) -> int:
-    """Runs a side for a two-sided rank test at ``alpha`` to find a change of ``change``
-    (a fraction) with probability ``power``, when one log figure varies with
-    ``log_variance`` from run to run (normal approximation, corrected for the rank test's
-    efficiency).
+    """Runs a side (at least 2) for a two-sided rank test at ``alpha`` to find
+    ``change`` with probability ``power`` (normal approximation, corrected for the rank
+    test's efficiency).
 
-    :param log_variance: the variance of the log of one run's figure
+    :param log_variance: the run-to-run variance of the log of one run's figure
     :param change: the change to find, a fraction (0.05 for 5 %), != 0
     :param alpha: the level
     :param power: the chance to find it
-    :return: runs a side, at least 2
     """
     effect = abs(math.log1p(change))
     if effect <= 0 or log_variance <= 0:

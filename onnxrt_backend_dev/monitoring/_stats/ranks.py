@@ -1,7 +1,6 @@
 """Rank statistics: Mann-Whitney's U test, the Hodges-Lehmann estimate of a ratio with its
 distribution-free interval (the order statistics selected exactly, without building the
-``n m`` pairwise differences), the same from one sort for small samples, and Wilcoxon's
-signed-rank test of paired log ratios."""
+``n m`` pairwise differences), and the same from one sort for small samples."""
 
 from __future__ import annotations
 
@@ -35,12 +34,25 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
         ties += size**3 - size
         i = j + 1
     u_a = rank_sum_a - n_a * (n_a + 1) / 2.0
-    n = n_a + n_b
-    var = n_a * n_b / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    return u_a, _u_p_value(u_a, n_a, n_b, ties)
+
+
+def _u_p_value(u_a: float, n: int, m: int, ties: float) -> float:
+    """The two-sided p-value of U, with tie and continuity corrections."""
+    total = n + m
+    var = n * m / 12.0 * ((total + 1) - ties / (total * (total - 1)))
     if var <= 0:
-        return u_a, 1.0
-    z = (abs(u_a - n_a * n_b / 2.0) - 0.5) / math.sqrt(var)
-    return u_a, min(1.0, 2.0 * NORMAL.cdf(-max(z, 0.0)))
+        return 1.0
+    z = (abs(u_a - n * m / 2.0) - 0.5) / math.sqrt(var)
+    return min(1.0, 2.0 * NORMAL.cdf(-max(z, 0.0)))
+
+
+def _interval_rank(n: int, m: int, confidence: float) -> int:
+    """The rank of the lower bound of the Hodges-Lehmann interval among the ``n m``
+    differences (the normal approximation of U's)."""
+    q = NORMAL.inv_cdf(0.5 + confidence / 2.0)
+    k = math.floor(n * m / 2.0 - q * math.sqrt(n * m * (n + m + 1) / 12.0))
+    return min(max(k, 0), (n * m - 1) // 2)
 
 
 # Below this many candidate pairs, the selection sorts them: cheaper than more rounds.
@@ -105,14 +117,11 @@ def _clamped_ranks(
 
 
 def kth_difference(a: Sequence[float], bd: Sequence[float], k: int) -> float:
-    """The ``k``-th smallest (from 0) of the ``len(a) * len(bd)`` differences
-    ``a[i] - bd[j]``, exactly as sorting them all would give it, without building them.
-
-    ``a`` must be ascending and ``bd`` descending, so that the matrix of differences is
-    sorted along its rows and its columns. Randomized selection over that matrix: each
-    round draws two pivots that likely bracket the answer, counts the differences below
-    them along the staircase (O(n + m)) and keeps the candidates between them, about a
-    sixteenth; a few rounds, O(n + m) memory.
+    """The ``k``-th smallest (from 0) of the differences ``a[i] - bd[j]``, exactly as
+    sorting them all would give it, without building them: ``a`` ascending and ``bd``
+    descending sort the matrix of differences along rows and columns; each round of a
+    randomized selection draws two pivots likely to bracket the answer, counts the
+    differences below them along the staircase (O(n + m)) and keeps about a sixteenth.
 
     :param a: ascending values
     :param bd: descending values
@@ -165,9 +174,7 @@ def hodges_lehmann_ratio(
     la = sorted(math.log(x) for x in a)
     lbd = sorted((math.log(y) for y in b), reverse=True)
     m = len(la) * len(lbd)
-    z = NORMAL.inv_cdf(0.5 + confidence / 2.0)
-    k = math.floor(m / 2.0 - z * math.sqrt(len(a) * len(b) * (len(a) + len(b) + 1) / 12.0))
-    k = min(max(k, 0), (m - 1) // 2)
+    k = _interval_rank(len(a), len(b), confidence)
     if m % 2:
         median = kth_difference(la, lbd, m // 2)
     else:  # as statistics.median: the mean of the two middle values
@@ -202,45 +209,8 @@ def small_sample_test(
     below, upto = bisect.bisect_left(diffs, 0.0), bisect.bisect_right(diffs, 0.0)
     u_a = nm - upto + 0.5 * (upto - below)
     ties = sum(c**3 - c for c in Counter([*xs, *ys]).values())
-    total = n + m
-    var = n * m / 12.0 * ((total + 1) - ties / (total * (total - 1)))
-    if var <= 0:
-        p = 1.0
-    else:
-        z = (abs(u_a - nm / 2.0) - 0.5) / math.sqrt(var)
-        p = min(1.0, 2.0 * NORMAL.cdf(-max(z, 0.0)))
-    q = NORMAL.inv_cdf(0.5 + confidence / 2.0)
-    k = math.floor(nm / 2.0 - q * math.sqrt(n * m * (n + m + 1) / 12.0))
-    k = min(max(k, 0), (nm - 1) // 2)
+    p = _u_p_value(u_a, n, m, ties)
+    k = _interval_rank(n, m, confidence)
     median = diffs[nm // 2] if nm % 2 else (diffs[nm // 2 - 1] + diffs[nm // 2]) / 2
     # diffs are log(A / B): B / A - 1 is exp(-d) - 1, and the bounds swap.
     return math.exp(-median) - 1, math.exp(-diffs[nm - 1 - k]) - 1, math.exp(-diffs[k]) - 1, p
-
-
-def signed_rank_test(d: Sequence[float], confidence: float) -> tuple[float, float, float, float]:
-    """Wilcoxon's signed-rank test of paired log ratios ``d`` (``log(B / A)`` per pair),
-    with the Hodges-Lehmann estimate (the median of the Walsh averages) and its interval:
-    the paired counterpart of :func:`small_sample_test`.
-
-    :param d: one log ratio per pair of runs
-    :param confidence: level of the interval
-    :return: ``(B / A - 1, low, high, p-value)``
-    """
-    n = len(d)
-    walsh = sorted([(d[i] + d[j]) / 2 for i in range(n) for j in range(i, n)])
-    nw = len(walsh)
-    # The signed-rank statistic is the number of positive Walsh averages (ties half).
-    below, upto = bisect.bisect_left(walsh, 0.0), bisect.bisect_right(walsh, 0.0)
-    t_plus = nw - upto + 0.5 * (upto - below)
-    ties = sum(c**3 - c for c in Counter(abs(x) for x in d if x != 0).values())
-    var = n * (n + 1) * (2 * n + 1) / 24.0 - ties / 48.0
-    if var <= 0:
-        p = 1.0
-    else:
-        z = (abs(t_plus - nw / 2.0) - 0.5) / math.sqrt(var)
-        p = min(1.0, 2.0 * NORMAL.cdf(-max(z, 0.0)))
-    q = NORMAL.inv_cdf(0.5 + confidence / 2.0)
-    k = math.floor(nw / 2.0 - q * math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0))
-    k = min(max(k, 0), (nw - 1) // 2)
-    median = walsh[nw // 2] if nw % 2 else (walsh[nw // 2 - 1] + walsh[nw // 2]) / 2
-    return math.exp(median) - 1, math.exp(walsh[k]) - 1, math.exp(walsh[nw - 1 - k]) - 1, p

@@ -1,11 +1,8 @@
-"""A location that a few values cannot drag: Tukey's biweight M-estimate of a weighted
-mean, started from the weighted median, each value standardised by its own precision.
-
-What the comparisons estimate a run-wide factor with: the pieces of a run (functions,
-stacks) that did not change agree on it within their noise, one that changed stands
-apart and gets no weight, however large it is. The values' spread beyond what their
-precisions say (the scale) is estimated from the median absolute deviation and never
-taken below 1: the values are at least as noisy as their precisions say.
+"""A location a few values cannot drag: Tukey's biweight M-estimate of a weighted mean,
+from the weighted median, each value standardised by its precision. The run-wide factor
+of a comparison: the unchanged pieces of a run agree on it within their noise, a changed
+one stands apart and weighs nothing. The scale (the spread beyond the precisions, from
+the median absolute deviation) is never below 1: values are at least that noisy.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .multiple import weighted_median
+from .multiple import median, weighted_median
 
 # Tukey's tuning constant: 95 % efficiency at the normal distribution.
 BIWEIGHT_C = 4.685
@@ -29,8 +26,7 @@ class Location:
     """A robust location and what it weighed.
 
     :param value: the estimate
-    :param weights: each value's final weight in the mean (its weight times its
-        biweight, 0 for a value rejected)
+    :param weights: each value's weight times its biweight (0: rejected)
     :param scale: the spread of the standardised values (>= 1)
     """
 
@@ -39,8 +35,8 @@ class Location:
     scale: float
 
     def variance(self, variances: Sequence[float], left_out: Sequence[int] = ()) -> float:
-        """The variance of the weighted mean, each value of variance ``variances[i]``
-        times the scale squared, with the values ``left_out`` removed.
+        """The variance of the weighted mean (each value's times the scale squared)
+        without the values ``left_out``.
 
         :param variances: each value's variance
         :param left_out: indices of the values left out
@@ -63,21 +59,16 @@ def biweight_location(
     c: float = BIWEIGHT_C,
     scale: float | None = None,
 ) -> Location:
-    """Tukey's biweight location of ``values``.
-
-    Each value's residual is standardised by its precision (``(x - m) sqrt(p)``) and
-    the scale (the median absolute deviation of the standardised residuals about the
-    weighted median, at least 1); its biweight is ``(1 - (z / c)^2)^2`` inside ``c``, 0
-    beyond; the estimate is the mean weighted by ``weights`` times the biweights,
-    iterated from the weighted median.
+    """Tukey's biweight location of ``values``: each residual standardised by its
+    precision and the scale (``z = (x - m) sqrt(p) / scale``) weighs ``(1 - (z / c)^2)^2``
+    inside ``c``, 0 beyond, times its weight; iterated from the weighted median.
 
     :param values: the values
     :param precisions: one over each value's variance, > 0
-    :param weights: each value's weight in the mean (the precisions when None; a
-        caller may cap them so that no single value weighs too much)
+    :param weights: each value's weight (the precisions when None; capped by a caller
+        so that no value weighs too much)
     :param c: the tuning constant
-    :param scale: the spread of the standardised values when known (estimated when
-        None)
+    :param scale: the spread of the standardised values, estimated when None
     :return: the location (0.0 with no value)
     """
     n = len(values)
@@ -87,9 +78,8 @@ def biweight_location(
     roots = [math.sqrt(max(p, 0.0)) for p in precisions]
     m = weighted_median(values, w)
     if scale is None:  # once, about the median (the scale is not iterated)
-        z = sorted(abs(x - m) * r for x, r in zip(values, roots, strict=True))
-        mid = z[n // 2] if n % 2 else (z[n // 2 - 1] + z[n // 2]) / 2
-        scale = max(1.0, MAD_TO_SD * mid)
+        z = [abs(x - m) * r for x, r in zip(values, roots, strict=True)]
+        scale = max(1.0, MAD_TO_SD * median(z))
     final = list(w)
     for _ in range(_ITERATIONS):
         width = c * scale

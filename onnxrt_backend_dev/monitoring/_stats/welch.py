@@ -1,15 +1,13 @@
-"""Welch's t-test: from summaries (``measure_time`` dictionaries), on the logs of two
-series of positive figures, and *moderated* (a prior variance borrowed from the other
-figures of a comparison, as limma does for genes), with a margin of negligible change.
+"""Welch's t-test: from summaries, on the logs of two series of positive figures, and
+*moderated* (a prior variance borrowed from the other figures, as limma does), with a
+margin of negligible change.
 
 The logs, because a machine's speed and a function's work act as factors: the change is
-a ratio, ``B / A - 1``. The moderation, because a comparison of profiles has few runs a
-side (5 to 20) and hundreds of figures: each figure's own variance, over 8 degrees of
-freedom, is a poor estimate (Student's t at 8 degrees needs t > 5 for p < 1e-3, where
-Holm asks that much of one test among 50), while the figures together say well what
-spread a figure of that size has. The moderated variance is the mean of the two,
-weighted by their degrees of freedom; under the hypothesis of no change the statistic is
-Student's t with the degrees added (Smyth 2004).
+a ratio. The moderation, because a comparison of profiles has 5 to 20 runs a side and
+hundreds of figures: one figure's variance over 8 degrees is a poor estimate (t > 5 for
+p < 1e-3), the figures together say well what spread a figure of that size has. The
+moderated variance is their mean weighted by degrees of freedom; with no change the
+statistic is Student's t with the degrees added (Smyth 2004).
 """
 
 from __future__ import annotations
@@ -41,10 +39,10 @@ def welch_test(
 class LogTest:
     """The test of two series of log figures.
 
-    :param change: ``B / A - 1``, from the difference of the means of the logs
-    :param low: lower bound of ``change``'s interval
+    :param change: ``B / A - 1``, from the difference of the log means
+    :param low: lower bound of its interval
     :param high: upper bound
-    :param p_value: two-sided p-value (of a change beyond the margin, when one is given)
+    :param p_value: two-sided p-value (of a change beyond the margin)
     :param df: degrees of freedom of the statistic
     :param se: standard error of the difference of the log means
     """
@@ -58,10 +56,9 @@ class LogTest:
 
 
 def mean_and_variance(xs: Sequence[float]) -> tuple[float, float]:
-    """The mean and the sample variance (ddof=1; 0 for a single value).
+    """``(mean, sample variance)`` (ddof=1; 0 for a single value).
 
     :param xs: the values, at least one
-    :return: ``(mean, variance)``
     """
     n = len(xs)
     mean = math.fsum(xs) / n
@@ -71,16 +68,14 @@ def mean_and_variance(xs: Sequence[float]) -> tuple[float, float]:
 
 
 def trimmed_mean_and_variance(xs: Sequence[float], trim: float = 0.0) -> tuple[float, float, int]:
-    """Yuen's trimmed mean, with the variance of one value it implies and its degrees of
-    freedom: the ``g = floor(trim n)`` smallest and largest values left out of the mean,
-    and brought in to their neighbours' values for the variance (winsorized), scaled so
-    that the trimmed mean's squared standard error is ``variance / n``. A run whose
-    figure a sampler got wrong (4 ms for a function of 50 ms) moves neither.
+    """Yuen's trimmed mean, the variance of one value it implies (winsorized, scaled so
+    that the mean's squared standard error is ``variance / n``) and its degrees of
+    freedom: a run a sampler got wrong (4 ms for a 50 ms function) moves neither.
 
     :param xs: the values, at least one
     :param trim: the fraction trimmed at each end, in [0, 0.5)
-    :return: ``(trimmed mean, variance, degrees of freedom)``; with ``trim = 0`` the mean,
-        the sample variance and ``n - 1``
+    :return: ``(trimmed mean, variance, degrees of freedom)``; untrimmed, the mean, the
+        sample variance and ``n - 1``
     """
     n = len(xs)
     g = int(trim * n)
@@ -108,16 +103,11 @@ def moderated_log_test(
     trim: float = 0.0,
     floors: tuple[float, float] = (0.0, 0.0),
 ) -> LogTest:
-    """Welch's test of two series of logs, each side's variance moderated by a prior.
-
-    Each side's variance becomes ``(d0 s0^2 + (n - 1) s^2) / (d0 + n - 1)`` with
-    ``d0 = prior_df`` and ``s0^2 = prior_var``; the degrees of freedom follow Welch and
-    Satterthwaite with ``d0 + n - 1`` a side. ``prior_df = 0`` is Welch's plain test.
-
-    ``margin`` (a fraction, 0.02 for 2 %) makes the hypothesis tested "the change is
-    within the margin": the statistic is ``(|d| - log(1 + margin)) / se``, so a
-    consistent change of 0.5 % (a code layout moved) is not called significant however
-    many runs show it.
+    """Welch's test of two series of logs, each side's variance moderated by a prior:
+    ``(d0 s0^2 + (n - 1) s^2) / (d0 + n - 1)``, with Welch-Satterthwaite degrees of
+    ``d0 + n - 1`` a side (``prior_df = 0``: Welch's plain test). The statistic is
+    ``(|d| - log(1 + margin)) / se``: a steady 0.5 % (code moved in memory) is never
+    significant, however many runs show it.
 
     :param la: logs of A's figures (at least one; two unless a prior is given)
     :param lb: logs of B's figures
@@ -125,13 +115,10 @@ def moderated_log_test(
     :param prior_var: the prior variance of one log figure
     :param prior_df: its degrees of freedom (0: none)
     :param margin: the change deemed negligible, a fraction >= 0
-    :param extra_var: a variance added to the difference's (of a shift between the sides
-        taken out of ``lb``, estimated elsewhere)
-    :param trim: Yuen's test: the fraction of each side's values trimmed at each end
-        (:func:`trimmed_mean_and_variance`)
+    :param extra_var: a variance added to the difference's (a shift taken out of ``lb``)
+    :param trim: Yuen's test: the fraction trimmed at each end
     :param floors: each side's least variance of one log figure (a count's Poisson part:
-        runs that happen to agree more than their samples can do not make the test
-        surer)
+        runs agreeing better than their samples allow make the test no surer)
     :return: the test
     """
     ma, va, dfa = trimmed_mean_and_variance(la, trim)
@@ -162,13 +149,12 @@ def moderated_log_test(
 def log_welch_test(
     xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
 ) -> LogTest:
-    """Welch's test of the logs of two series of positive figures (at least two a side).
+    """Welch's test of the logs of two series of positive figures (two a side or more).
 
     :param xs: A's figures, > 0
     :param ys: B's figures, > 0
     :param confidence: level of the interval
     :param margin: the change deemed negligible (see :func:`moderated_log_test`)
-    :return: the test
     """
     return moderated_log_test(
         [math.log(x) for x in xs], [math.log(y) for y in ys], confidence, margin=margin
@@ -178,14 +164,13 @@ def log_welch_test(
 def welch_difference(
     xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
 ) -> tuple[float, float, float, float]:
-    """Welch's test of the difference of the means of two series of figures of any sign
-    (a memory growth: a function may free), at least two a side.
+    """Welch's test of ``mean B - mean A`` of figures of any sign (a memory growth: a
+    function may free), two a side or more: ``(difference, low, high, p-value)``.
 
     :param xs: A's figures
     :param ys: B's figures
     :param confidence: level of the interval
     :param margin: a difference deemed negligible, in the figures' unit, >= 0
-    :return: ``(mean B - mean A, low, high, p-value)``
     """
     ma, va = mean_and_variance(xs)
     mb, vb = mean_and_variance(ys)
