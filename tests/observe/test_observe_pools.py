@@ -24,6 +24,7 @@ from onnxrt_backend_dev.monitoring._observe.process import Mapping
 
 SITE = "/venv/lib/python3.11/site-packages/"
 STACK, LIBC, PYTHON, ORT, NUMPY = 0x7000_0000, 0x7F00_0000, 0x40_0000, 0x7F10_0000, 0x7F20_0000
+GOMP = 0x7F30_0000
 MAPS = [
     Mapping(PYTHON, PYTHON + 0x1000, "r-xp", 0, "/usr/bin/python3.11"),
     Mapping(STACK, STACK + 0x2000, "rw-p", 0, ""),
@@ -32,6 +33,7 @@ MAPS = [
     Mapping(ORT + 0x1000, ORT + 0x9000, "r-xp", 0x1000,
             SITE + "onnxruntime/capi/onnxruntime_pybind11_state.so"),
     Mapping(NUMPY, NUMPY + 0x1000, "r-xp", 0, SITE + "numpy.libs/libscipy_openblas64_-ab12.so"),
+    Mapping(GOMP, GOMP + 0x1000, "r-xp", 0, SITE + "torch/lib/libgomp-a34b3233.so.1"),
 ]  # fmt: skip
 SP = STACK + 0x100
 BLOCKED = b"202 0x7f01 0x80 0x0 0x0 0x0 0x0 %#x %#x\n" % (SP, LIBC + 0x10)
@@ -57,6 +59,11 @@ def test_the_first_library_on_the_stack_not_the_runtimes_names_the_thread() -> N
     )
     # AND a stack of the runtime's alone names nothing
     assert stack_library(BLOCKED, Code(MAPS), _stack(LIBC + 1, PYTHON + 1)) == ""
+    # AND OpenMP's code names a thread only when no other library is on its stack
+    assert stack_library(BLOCKED, Code(MAPS), _stack(GOMP + 1, ORT + 0x1234)) == ORT_LABEL
+    assert stack_library(BLOCKED, Code(MAPS), _stack(GOMP + 1, LIBC + 1)) == (
+        "torch (libgomp-a34b3233)"
+    )
 
 
 def _entries(*names: str) -> dict[int, list[Any]]:

@@ -4,9 +4,10 @@ by the library whose code is on its stack, read from outside once per new thread
 A thread blocked in the kernel (a pool's, between jobs, on a futex) gives its stack
 pointer in ``/proc/PID/task/TID/syscall``; a window of its stack above it is read and its
 words looked up in the executable mappings: the first return address in a library other
-than the C runtime's or the interpreter's names the thread. A thread running is tried
-again on later reads. Everything read is the target's: a bad line, an
-unmapped stack or a thread gone leaves the thread unnamed, never raises.
+than the C runtime's, OpenMP's or the interpreter's names the thread (OpenMP's when no
+other is there). A thread running is tried again on later reads. Everything read is the
+target's: a bad line, an unmapped stack or a thread gone leaves the thread unnamed, never
+raises.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from .process import Mapping, mappings
 
 WINDOW = 1 << 16  # bytes of a thread's stack read above its stack pointer at most
 LAST_TRY = 600  # reads (of OTHERS_PERIOD: 30 s) after which a thread running is left unnamed
-# The C runtime's and the interpreter's code, on every thread's stack: not a pool's.
-RUNTIME = ("libc.", "libc-", "libpthread", "libstdc++", "libgcc_s", "libgomp", "ld-linux",
-           "libm.", "libm-", "libdl", "librt", "[")  # fmt: skip
+# The C runtime's code, on every thread's stack: not a pool's (nor the interpreter's).
+RUNTIME = ("libc.", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux", "libm.",
+           "libm-", "libdl", "librt", "[")  # fmt: skip
 
 
 def library_label(path: str) -> str:
@@ -86,11 +87,14 @@ def stack_library(line: bytes, code: Code, memory: Memory) -> str:
         words = array("Q", memory.read(sp, size)) if size > 0 else array("Q")
     except (ValueError, OSError, ReadError):
         return ""
+    found = ""  # OpenMP's, when no other library is on the stack (a worker between jobs)
     for word in (pc, *words):
         i = code.at(word)
-        if i >= 0 and code.labels[i]:
-            return code.labels[i]
-    return ""
+        label = code.labels[i] if i >= 0 else ""
+        if label and "libgomp" not in label:
+            return label
+        found = found or label
+    return found
 
 
 def _syscall(pid: int, tid: int) -> bytes:
