@@ -123,7 +123,7 @@ def test_pools_are_named_by_kernel_name_without_digits() -> None:
     record = _record()
     record.comm = "python3.11"
     for tid, name in enumerate(["onnxruntime-1", "onnxruntime-2", "OpenBLAS", "python3.11", ""]):
-        record.others[tid] = [name, 0, (tid + 1) * 10**9]
+        record.others[tid] = [name, 0, (tid + 1) * 10**9, "", -1]
     # THEN one row per pool, the unnamed threads together
     assert sorted(native_threads(record)) == [
         ("OpenBLAS", 1, 3.0), ("onnxruntime", 2, 3.0), ("unnamed", 2, 9.0)

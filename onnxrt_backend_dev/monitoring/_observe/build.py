@@ -147,16 +147,17 @@ def to_profile(
 def native_threads(record: ProcessRecord) -> list[tuple[str, int, float]]:
     """The threads Python does not know, grouped into pools by kernel name, digits left
     out (``onnxruntime-3`` and ``onnxruntime-7`` are the pool ``onnxruntime``):
-    ``(name, count, CPU seconds)``; a thread keeping the process's name (unnamed) or
-    whose name was not read is ``unnamed``.
+    ``(name, count, CPU seconds)``; a thread keeping the process's name by the library on
+    its stack (``onnxruntime (onnxruntime_pybind11_state)``, see :mod:`.pools`), else,
+    as one whose name was not read, ``unnamed``.
 
     :param record: the process
     """
     groups: dict[str, list[float]] = {}
     own = record.comm or thread_name(record.pid, record.pid)
-    for name, first_ns, last_ns in record.others.values():
+    for name, first_ns, last_ns, library, _ in record.others.values():
         pool = "".join(c for c in str(name) if not c.isdigit()).strip(" -_.:#/")
-        label = "unnamed" if str(name) == own or not pool else pool
+        label = library or ("unnamed" if str(name) == own or not pool else pool)
         entry = groups.setdefault(label, [0, 0.0])
         entry[0] += 1
         entry[1] += max(last_ns - first_ns, 0) / 1e9

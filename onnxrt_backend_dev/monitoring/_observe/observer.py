@@ -24,6 +24,7 @@ from typing import Any
 from .._sampling.recorder import ThreadLine
 from . import opcodes
 from .memory import ReadError
+from .pools import name_pools
 from .process import (
     TICKS,
     ProcessFiles,
@@ -154,7 +155,8 @@ class ProcessRecord:
         self.status_t = 0.0  # when the memory's high-water mark is read next
         self.others_t = 0.0  # when threads Python does not know are listed next
         self.faults: list[str] = []  # the C walk's faults (it was dropped)
-        self.others: dict[int, list[Any]] = {}  # kernel id -> [name, cpu seconds, ns]
+        # kernel id -> [name, first and last CPU ns, library, reads] (see .pools)
+        self.others: dict[int, list[Any]] = {}
         self.samples = 0
         self.read_failures = 0
         self.gone = False
@@ -697,8 +699,9 @@ def _delta(th: ThreadRecord, row: Any) -> tuple[float, float, float, float]:
 
 def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
     """The CPU of threads Python does not know (a BLAS or ONNX Runtime pool), by their
-    kernel name, read every :data:`OTHERS_PERIOD` seconds; what they used since the
-    previous read is credited to the main thread's stack now (see :func:`credit_pool`)."""
+    kernel name or the library on their stack (:func:`.pools.name_pools`), read every
+    :data:`OTHERS_PERIOD` seconds; what they used since the previous read is credited to
+    the main thread's stack now (see :func:`credit_pool`)."""
     if record.reader is None:
         return  # no Python thread read yet: every thread would look unknown
     # Python's threads, whenever seen (a read that failed, or a thread starting without
@@ -720,10 +723,11 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
         except (OSError, ValueError, IndexError):
             continue
         if entry is None:
-            record.others[tid] = [thread_name(record.pid, tid), ns, ns]
+            record.others[tid] = [thread_name(record.pid, tid), ns, ns, "", 0]
         else:
             spent += max(ns - entry[2], 0)
             entry[2] = ns
+    name_pools(record.pid, record.others, record.comm, getattr(record.reader, "memory", None))
     if spent:
         credit_pool(record, spent / 1e9)
 
