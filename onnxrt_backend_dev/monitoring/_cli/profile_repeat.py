@@ -16,10 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from .common import EXIT_ERROR, EXIT_USAGE, CommandError
-
-DEFAULT_TIMEOUT = 600.0
-
+from .common import DEFAULT_TIMEOUT, EXIT_ERROR, EXIT_USAGE, CommandError, emit_text, timeout_of
 
 _REPEAT_HELP = (
     "run the program N times, each in a child process, and show the runs merged "
@@ -91,17 +88,6 @@ def wants_repeat(args: argparse.Namespace) -> bool:
     return True
 
 
-def saves_sampled(args: argparse.Namespace, cprofile: bool) -> bool:
-    """Whether ``profile --save`` (without ``--repeat``) runs the program once in a child
-    under the sampler, to keep its stacks (cProfile's ``--save`` runs in this process).
-
-    :param args: the parsed arguments
-    :param cprofile: whether the options ask for cProfile
-    :return: True for a sampled ``--save``
-    """
-    return getattr(args, "save", None) is not None and args.repeat is None and not cprofile
-
-
 def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     """The program ``profile`` runs in child processes (``--repeat``, ``--save``,
     ``--counter``).
@@ -156,7 +142,6 @@ def _emit_sampled(data: Any, args: argparse.Namespace, out: TextIO, err: TextIO)
     """Renders the runs of a sampled payload, added up, as ``profile`` renders one run."""
     from .._results.payloads import sampled_profile
     from .._sampling.result import SamplingResult
-    from .common import emit_text
 
     fmt = args.format_resolved
     result = SamplingResult(sampled_profile(data, args.program or ""))
@@ -223,10 +208,9 @@ def _runs(args: argparse.Namespace, program: Any, err: TextIO, supervisor: Any) 
             err.write(f"\rprofile: run {round_ + 1} of {repeat}")
             err.flush()
 
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     try:
         runs: list[Any] = run_interleaved(
-            [program], repeat, timeout, args.max_time, on_run=progress,
+            [program], repeat, timeout_of(args), args.max_time, on_run=progress,
             timer=args.clock or "cpu", supervisor=supervisor, show_output=single,
         ).runs[0]  # fmt: skip
     except RunFailed as e:
