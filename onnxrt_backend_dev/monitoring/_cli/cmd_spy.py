@@ -7,6 +7,7 @@ command's own exit code. Its ``--help`` says what the resets of the peak change.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -165,9 +166,7 @@ class SpyCommand:
             if args.where:
                 from .spy_where import run_where
 
-                def report(result: Any, code: int, what: str) -> None:
-                    self._report(result, code, what, args, out)
-
+                report = functools.partial(self._report, args=args, out=out)
                 result, code, what = run_where(cmd, args, err, self._status, report)
             elif cmd:
                 result, code, what = self._run_command(cmd, args, err)
@@ -294,12 +293,13 @@ class SpyCommand:
         runs: the measurement of a long command must not be lost at the end, nor
         overwrite the command or a file named in its arguments."""
         program = shutil.which(cmd[0]) if cmd else None
+        inputs = [*cmd, *([program] if program else [])]
         check_outputs(
             {"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--flame": args.flame},
-            inputs=[*cmd, *([program] if program else [])],
+            inputs=inputs,
             suffixes={"--plot": PLOT_SUFFIXES},
         )
-        check_save(args, inputs=[*cmd, *([program] if program else [])])
+        check_save(args, inputs=inputs)
         # Looked up, not imported: with --where, an import here would be measured.
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             from .._optional import require

@@ -104,20 +104,18 @@ def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     sampler = str(getattr(args, "timer", None) or "prof")
     collector = str(getattr(args, "collector", "auto"))
     if args.module:
-        module, rest = args.module[0], tuple(args.module[1:])
-        command = (sys.executable, "-m", module, *rest)
-        return Program(
-            command, sys.executable, "module", module, rest, profiler, interval, sampler, collector
-        )
-    if args.target is None:
+        how, target, rest = "module", args.module[0], tuple(args.module[1:])
+        command = (sys.executable, "-m", target, *rest)
+    elif args.target is None:
         raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
-    if not os.path.isfile(args.target):
+    elif not os.path.isfile(args.target):
         raise CommandError(f"cannot run {args.target!r}: no such file", EXIT_USAGE)
-    rest = tuple(args.args)
+    else:
+        how, target, rest = "path", args.target, tuple(args.args)
+        command = (target, *rest)
     return Program(
-        (args.target, *rest), sys.executable, "path", args.target, rest, profiler, interval,
-        sampler, collector,
-    )  # fmt: skip
+        command, sys.executable, how, target, rest, profiler, interval, sampler, collector
+    )
 
 
 @contextlib.contextmanager
@@ -164,11 +162,7 @@ def run_repeated(
     sampled: bool = False,
 ) -> int:
     """Runs the program ``--repeat`` times (once for ``--save`` alone, its output shown),
-    renders the merged profile, saves the runs.
-
-    SIGINT, SIGTERM and SIGHUP end the running child's whole group (``_run.supervise``)
-    and stop the runs: the runs done are rendered and saved, then the exit code is
-    ``128 + N``.
+    renders the merged profile, saves the runs (those done when a signal stops them).
 
     :param args: the parsed arguments (checked by :func:`wants_repeat`)
     :param out: where the profile goes
