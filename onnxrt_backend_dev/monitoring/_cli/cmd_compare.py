@@ -424,13 +424,8 @@ def _save_sides(args: argparse.Namespace, doc_a: Any, doc_b: Any) -> list[str]:
 
 
 def _stopped(args: argparse.Namespace, stop: Any, err: TextIO) -> int:
-    """A signal stopped the runs of --a/--b: no comparison, the runs done saved.
-
-    :param args: the parsed arguments
-    :param stop: the ``Stopped`` error, its ``done`` the two sides' results (or None)
-    :param err: where the line goes
-    :return: ``128 + N``
-    """
+    """A signal stopped the runs of --a/--b (``stop.done``: the two sides' results, or
+    None): no comparison, the runs done saved, ``128 + N``."""
     from .._errors import signal_name
 
     doc_a, doc_b = stop.done

@@ -192,13 +192,8 @@ def _current_folder_on_path() -> Iterator[None]:
 
 
 def _timing(args: argparse.Namespace, setup: Any, progress: Any, repeat: int) -> dict[str, Any]:
-    """The keywords of ``measure_time`` and ``compare`` the options give.
-
-    :param args: the parsed options
-    :param setup: the code run before each batch
-    :param progress: what the batches fill, for the live status and a stop midway
-    :param repeat: the batches without ``--repeat``
-    """
+    """The keywords of ``measure_time`` and ``compare`` the options give (``repeat``: the
+    batches without ``--repeat``)."""
     return {
         "clock": CLOCKS[args.clock], "repeat": args.repeat or repeat, "number": args.number or 1,
         "warmup": args.warmup, "max_time": args.max_time, "setup": setup, "progress": progress,

@@ -86,11 +86,8 @@ def run_repeated_reports(
     err: TextIO,
     emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], None],
 ) -> int:
-    """Runs the program ``--repeat`` times, shows the median run's report, saves all.
-
-    SIGINT, SIGTERM and SIGHUP end the running child's whole group (``_run.supervise``)
-    and stop the runs: the runs done are shown and saved, then the exit code is
-    ``128 + N``.
+    """Runs the program ``--repeat`` times, shows the median run's report, saves all (those
+    done when a signal stops them).
 
     :param args: the parsed arguments (checked by ``wants_repeat``)
     :param out: where the report goes
