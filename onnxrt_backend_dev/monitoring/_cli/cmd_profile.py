@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from .._run.program import module_code as _module_code
 from .._run.program import script_code as _script_code
+from .._run.signals import Signals
 from .common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -275,8 +276,13 @@ class ProfileCommand:
             raise CommandError("--count-bytes needs --counter instructions", EXIT_USAGE)
         implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}))
         check_combinations(args, implied)
-        if getattr(args, "pid", None) is not None:
-            return self._attached(args, out, err)
+        if args.pid is not None:  # a running process read by the observer
+            from .profile_observed import run_attached
+
+            _check_before_running(args)
+            args.program = None
+            with Signals():  # recorded to the end: the profile is written whatever comes
+                return run_attached(args, out, err)
         if args.target != "show":
             _check_before_running(args)
             check_save(args, program_inputs(args))
@@ -290,37 +296,18 @@ class ProfileCommand:
         if not uses_cprofile(args):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
             if args.target != "show" and (args.module or args.target):
-                observed = self._observed(args, out, err)
-                if observed is not None:
-                    return observed
+                # Read from outside by the observer where it can run; else the note says
+                # why, and the in-process sampler runs.
+                args.collector_note = observer_reason(args)
+                if not args.collector_note:
+                    from .profile_observed import run_observed
+
+                    with Signals():  # recorded to the end: the profile is written
+                        return run_observed(args, out, err)
             profile = run_sampled
         if args.target == "show" and not args.module:
             return self._show(args, out, err)
         return _run_in_process(profile, args, out, err)
-
-    @staticmethod
-    def _observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int | None:
-        """The program read from outside by the observer where it can run (its exit
-        code); None when it cannot (the note says why, the in-process sampler runs)."""
-        why = observer_reason(args)
-        if why:
-            args.collector_note = why
-            return None
-        from .._run.signals import Signals
-        from .profile_observed import run_observed
-
-        with Signals():  # recorded to the end: the profile is written
-            return run_observed(args, out, err)
-
-    def _attached(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """``--pid``: a running process read by the observer."""
-        from .._run.signals import Signals
-        from .profile_observed import run_attached
-
-        _check_before_running(args)
-        args.program = None
-        with Signals():  # recorded to the end: the profile is written whatever comes
-            return run_attached(args, out, err)
 
     @staticmethod
     def _counted(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -224,21 +224,6 @@ def by_cpu(row: Any) -> float:
     return float(-row.cpu)
 
 
-def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) -> Any:
-    """The in-process sampler, chosen or taken where the observer cannot run: its first
-    note says which and why."""
-    from .._report.sampling import Sampling
-
-    timer = args.timer or "prof"
-    sampler = Sampling(interval, timer, program=args.program or name, collector="in-process")
-    why = getattr(args, "collector_note", "")
-    if why:
-        from .._observe.session import Choice
-
-        sampler.note = Choice(False, why).note()
-    return sampler
-
-
 def run_sampled(program: Program, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Runs the program under the sampler and writes its profile (see :func:`run_profiled`).
 
@@ -248,7 +233,16 @@ def run_sampled(program: Program, args: argparse.Namespace, out: TextIO, err: Te
     fmt = resolve_format(args)
     if fmt not in SAMPLED_FORMATS:
         raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
-    sampler = _in_process_sampler(interval, args, os.path.basename(program[2][0]))
+    from .._report.sampling import Sampling
+
+    # Chosen, or taken where the observer cannot run: its first note says which and why.
+    name = args.program or os.path.basename(program[2][0])
+    sampler = Sampling(interval, args.timer or "prof", program=name, collector="in-process")
+    why = getattr(args, "collector_note", "")
+    if why:
+        from .._observe.session import Choice
+
+        sampler.note = Choice(False, why).note()
 
     def emit(result: Any, stream: TextIO) -> bool:
         _emit(result, args, stream, err)
