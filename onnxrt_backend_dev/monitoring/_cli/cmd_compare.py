@@ -5,29 +5,30 @@ whether it is real.
 ``profile``, ``run``); ``compare --a "python old.py" --b "python new.py"`` runs both
 programs interleaved (A B A B ...), ``--repeat`` times each, under the sampler (the
 observer, from outside, where it can run; ``--cprofile`` for cProfile), and compares
-them. Text (the verdict first), ``--format
-json`` or ``html`` (``-o`` guesses it from the suffix).
-
-Exit codes, for CI: 0 no significant regression above ``--fail-above``; 1 a significant
-regression above it; 2 bad input (a file that is not a result, of another kind or
-clock, a bad option) or a run of ``--a/--b`` that failed; 3 undecided: the interval of a
-headline figure (the run's time, a statement, a peak) reaches above ``--fail-above`` (one
-process a side, too few runs, too noisy), the runs that would decide it named, or a
-function or path above it is significant alone but not once corrected for the family;
-130 interrupted.
+them. Text (the verdict first), ``--format json`` or ``html`` (``-o`` guesses it from
+the suffix). The exit codes, for CI, are those of ``--help`` (:data:`_EXIT_CODES`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from .._gc import gc_paused
-from .common import EXIT_USAGE, CommandError, check_outputs, emit_text, save_output
+from .common import (
+    DEFAULT_TIMEOUT,
+    EXIT_USAGE,
+    CommandError,
+    check_outputs,
+    emit_text,
+    save_output,
+    unknown_suffix,
+)
 
 _EXIT_CODES = (
     "The gate: the verdict is the first line of every output. Exit codes: 0 no "
@@ -47,7 +48,6 @@ _FORMATS = ("text", "json", "html")
 _SUFFIXES = {".html": "html", ".htm": "html", ".json": "json", ".txt": "text", ".text": "text",
              ".log": "text", "": "text"}  # fmt: skip
 _DEFAULT_REPEAT = 20
-_DEFAULT_TIMEOUT = 600.0
 
 
 def parse_percent(option: str, text: str) -> float:
@@ -85,39 +85,36 @@ def _check_sources(args: argparse.Namespace) -> None:
             if getattr(args, option) is not None:
                 raise CommandError(f"--{option.replace('_', '-')} needs --a/--b", EXIT_USAGE)
     else:
-        sides = [("--a", args.a), ("--b", args.b)]
-        parsed = [_checked(option, command, _parsed) for option, command in sides]
-        if parsed[0].profiled != parsed[1].profiled:
-            raise CommandError("a and b must both be Python programs, or both other commands",
-                               EXIT_USAGE)  # fmt: skip
-        for (option, command), program in zip(sides, parsed, strict=True):
-            _checked(option, command, functools.partial(_runnable, program))
+        _check_programs(args)
 
 
-def _parsed(command: str) -> Any:
+def _check_programs(args: argparse.Namespace) -> None:
+    """``--a`` and ``--b`` parsed, both Python programs or both not, each found."""
     from .._results.runner import parse_program
-
-    return parse_program(command)
-
-
-def _runnable(program: Any, command: str) -> None:
-    """A command found, or a script that exists (a module is found by its run)."""
-    del command  # named by the caller's message
-    import os
-
     from .._run.supervise import check_command
 
-    if not program.profiled:
-        check_command(program.command[0])
-    elif program.how == "path" and not os.path.exists(program.target):
-        raise CommandError(f"script not found: {program.target!r}")
+    sides = [("--a", args.a), ("--b", args.b)]
+    parsed = []
+    for option, command in sides:
+        with _blamed(option, command):
+            parsed.append(parse_program(command))
+    if parsed[0].profiled != parsed[1].profiled:
+        raise CommandError("a and b must both be Python programs, or both other commands",
+                           EXIT_USAGE)  # fmt: skip
+    for (option, command), program in zip(sides, parsed, strict=True):
+        with _blamed(option, command):  # a command found, or a script that exists
+            if not program.profiled:
+                check_command(program.command[0])
+            elif program.how == "path" and not os.path.exists(program.target):
+                raise CommandError(f"script not found: {program.target!r}")
 
 
-def _checked(option: str, command: str, check: Callable[[str], Any]) -> Any:
+@contextlib.contextmanager
+def _blamed(option: str, command: str) -> Iterator[None]:
     """``--a``/``--b`` checked, else exit 2 and one line naming the option (a quote left
     open, nothing given, a command or a script not found)."""
     try:
-        return check(command)
+        yield
     except (ValueError, CommandError) as e:
         raise CommandError(f"{option} {command!r}: {e}", EXIT_USAGE) from None
 
@@ -174,11 +171,7 @@ def output_format(fmt: str | None, output: str | None) -> str:
     guessed = _SUFFIXES.get(suffix)
     if fmt is None:
         if guessed is None:
-            raise CommandError(
-                f"cannot tell the format of -o {output!r} from its suffix {suffix!r}: give "
-                f"--format ({', '.join(_FORMATS)})",
-                EXIT_USAGE,
-            )
+            raise unknown_suffix(output, _FORMATS)
         return guessed
     if guessed is not None and suffix and guessed != fmt:
         raise CommandError(
@@ -238,8 +231,8 @@ class CompareCommand:
             help="with --a/--b: start no new round after this many seconds (2 rounds at least)",
         )  # fmt: skip
         parser.add_argument(
-            "--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="SECONDS",
-            help=f"with --a/--b: kill a run after this many seconds ({_DEFAULT_TIMEOUT:g})",
+            "--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+            help=f"with --a/--b: kill a run after this many seconds ({DEFAULT_TIMEOUT:g})",
         )  # fmt: skip
         parser.add_argument(
             "--cprofile", action="store_true",
@@ -420,22 +413,19 @@ def _save_sides(args: argparse.Namespace, doc_a: Any, doc_b: Any) -> list[str]:
 
     :return: the files written
     """
+    from .._results.store import save_result
+
     written = []
     for option, path, doc in (("--save-a", args.save_a, doc_a), ("--save-b", args.save_b, doc_b)):
         if path is not None and doc is not None:
-            save_output(option, path, _writer(doc))
+            save_output(option, path, functools.partial(save_result, doc=doc, force=True))
             written.append(path)
     return written
 
 
 def _stopped(args: argparse.Namespace, stop: Any, err: TextIO) -> int:
-    """A signal stopped the runs of --a/--b: no comparison, the runs done saved.
-
-    :param args: the parsed arguments
-    :param stop: the ``Stopped`` error, its ``done`` the two sides' results (or None)
-    :param err: where the line goes
-    :return: ``128 + N``
-    """
+    """A signal stopped the runs of --a/--b (``stop.done``: the two sides' results, or
+    None): no comparison, the runs done saved, ``128 + N``."""
     from .._errors import signal_name
 
     doc_a, doc_b = stop.done
@@ -444,16 +434,6 @@ def _stopped(args: argparse.Namespace, stop: Any, err: TextIO) -> int:
     lead = "\n" if not args.quiet and err.isatty() else ""  # after the live line
     err.write(f"{lead}compare: stopped by {signal_name(stop.signum)}: no comparison{kept}\n")
     return 128 + int(stop.signum)
-
-
-def _writer(doc: dict[str, Any]) -> Any:
-    """Writes ``doc`` into the path it is given (checked before the runs)."""
-    from .._results.store import save_result
-
-    def write(path: str) -> None:
-        save_result(path, doc, force=True)
-
-    return write
 
 
 COMMAND = CompareCommand()

@@ -20,7 +20,7 @@ from pprint import pformat
 from typing import Any, TextIO
 
 from .._optional import MissingDependencyError
-from .common import check_output_folder, make_output_folder, save_output
+from .common import make_output_folder, save_output, text_writer
 
 # The workload of the memory example: three steps of this size, then everything freed.
 _STEP_BYTES = 64 * 2**20
@@ -68,16 +68,6 @@ _REFERENCE_LEGEND = (
 )
 
 
-def _save(path: Path, text: str) -> None:
-    """Writes a text file of the demo, saved elsewhere if that fails."""
-
-    def write(target: str) -> None:
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(text)
-
-    save_output("--out", str(path), write)
-
-
 def _section(out: TextIO, title: str) -> None:
     out.write(f"\n== {title} ==\n")
 
@@ -100,8 +90,7 @@ class DemoCommand:
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Runs the three examples and writes their files."""
-        check_output_folder(args.out, "--out", _FILES)
-        make_output_folder(args.out, "--out")
+        make_output_folder(args.out, "--out", _FILES)
         folder = Path(args.out)
         written: list[Path] = []
         results: dict[str, Any] = {}
@@ -110,7 +99,7 @@ class DemoCommand:
         results["memory"] = self._memory(out, err, folder, written)
         results["profile"] = self._profile(out, err, folder, written)
         path = folder / "results.json"
-        _save(path, json.dumps(results, indent=2) + "\n")
+        save_output("--out", str(path), text_writer(json.dumps(results, indent=2) + "\n"))
         written.append(path)
         _section(out, "files")
         out.writelines(f"wrote {p}\n" for p in written)
@@ -177,7 +166,7 @@ class DemoCommand:
             ("profile.speedscope.json", str(to_speedscope(root, name="demo: fct4"))),
         ):
             path = folder / name
-            _save(path, text)
+            save_output("--out", str(path), text_writer(text))
             written.append(path)
         self._picture(err, folder / "profile.png", written, lambda ax: plot_profile(root, ax=ax))
         return root.as_dict()

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from .._run.program import module_code as _module_code
 from .._run.program import script_code as _script_code
+from .._run.signals import Signals
 from .common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -26,7 +27,19 @@ from .common import (
     program_inputs,
     save_output,
 )
-from .profile_repeat import add_repeat_options, run_repeated, saves_sampled, wants_repeat
+from .profile_repeat import add_repeat_options, run_repeated, wants_repeat
+from .profile_sampled import (
+    SAMPLED_FORMATS,
+    add_options,
+    can_encode,
+    check_combinations,
+    check_sampled,
+    observer_reason,
+    resolve_format,
+    run_profiled,
+    run_sampled,
+    uses_cprofile,
+)
 from .save_result import add_save_options, check_save, save_profile
 
 _EPILOG = (
@@ -43,19 +56,6 @@ _EPILOG = (
     "show: a file that is not a readable profile (empty, truncated, another format, "
     "values of the wrong type, NaN or infinite times) exits with 1 and one line naming "
     "the file and the problem."
-)
-# Suffixes of -o that mean text when no format claims them (and no suffix at all).
-_VIEW_DESTS = (
-    "sort",
-    "view",
-    "fold_share",
-    "format",
-    "output",
-    "quiet",
-    "hide_stdlib",
-    "min_share",
-    "max_depth",
-    "focus",
 )
 
 
@@ -128,24 +128,6 @@ def _add_view_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _resolve_format(args: argparse.Namespace) -> str:
-    from .._profiling.formats import FORMATS, guess_format
-
-    fmt: str = args.format if args.format is not None else guess_format(args.output or "", "")
-    if not fmt:  # no suffix of ours (the package's one table): text for a bare name
-        suffix = os.path.splitext(args.output or "")[1].lower()
-        if suffix:
-            raise CommandError(
-                f"cannot tell the format of -o {args.output!r} from its suffix {suffix!r}: "
-                f"give --format ({', '.join(FORMATS)})",
-                EXIT_USAGE,
-            )
-        fmt = "text"
-    if FORMATS[fmt].binary and not args.output:
-        raise CommandError(f"--format {fmt} writes a binary file and needs -o FILE", EXIT_USAGE)
-    return fmt
-
-
 def _check_before_running(args: argparse.Namespace) -> None:
     """Rejects bad view options and an unwritable ``-o`` before the program runs, so a
     long run is never lost to a typo. ``-o`` becomes absolute: the profile goes where the
@@ -163,7 +145,7 @@ def _check_before_running(args: argparse.Namespace) -> None:
         raise CommandError(option + msg[len(key) :], EXIT_USAGE) from e
     if not 0.0 <= args.fold_share <= 1.0:
         raise CommandError(f"--fold-share must be in [0, 1], got {args.fold_share!r}", EXIT_USAGE)
-    _resolve_format(args)
+    resolve_format(args)
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)
@@ -202,20 +184,11 @@ def _render(stats: Any, args: argparse.Namespace, fmt: str) -> str | None:
         opts["fold_share"] = args.fold_share
         opts["program"] = getattr(args, "program", None)
         opts["show_all"] = args.show_library
-        if fmt == "text" and args.output is None and not _can_encode(sys.stdout, "├─│└"):
+        if fmt == "text" and args.output is None and not can_encode(sys.stdout, "├─│└"):
             opts["guides"] = "ascii"  # a terminal that cannot show the box characters
     if entry.render is None:  # _emit dumps the statistics of such formats itself
         raise CommandError(f"--format {fmt} is not a rendering of the call graph")
     return entry.render(root, **opts)
-
-
-def _can_encode(stream: Any, text: str) -> bool:
-    """Tells if ``stream`` can write ``text`` (its encoding, utf-8 if it has none)."""
-    try:
-        text.encode(getattr(stream, "encoding", None) or "utf-8")
-    except (UnicodeEncodeError, LookupError):
-        return False
-    return True
 
 
 def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> bool:
@@ -223,7 +196,7 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> boo
 
     :return: False when ``--focus`` matched no function (said on ``err``, nothing written)
     """
-    fmt = _resolve_format(args)
+    fmt = resolve_format(args)
     if fmt == "prof":
         save_output("-o", args.output, stats.dump_stats)
     else:
@@ -264,7 +237,6 @@ class ProfileCommand:
         )
         parser.epilog = _EPILOG
         _add_view_options(parser)
-        from .profile_sampled import add_options
 
         add_options(parser)
         parser.add_argument(
@@ -298,64 +270,44 @@ class ProfileCommand:
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Profiles the program (sampled, or with cProfile), or renders files with
         ``show``."""
-        import functools
-
-        from .profile_sampled import check_combinations, check_sampled, run_sampled, uses_cprofile
-
         if args.counter is not None:
             return self._counted(args, out, err)
         if args.count_bytes:
             raise CommandError("--count-bytes needs --counter instructions", EXIT_USAGE)
-        helpers = self._helpers()
-        implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}), helpers)
+        implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}))
         check_combinations(args, implied)
-        if getattr(args, "pid", None) is not None:
-            return self._attached(args, out, err)
+        if args.pid is not None:  # a running process read by the observer
+            from .profile_observed import run_attached
+
+            _check_before_running(args)
+            args.program = None
+            with Signals():  # recorded to the end: the profile is written whatever comes
+                return run_attached(args, out, err)
         if args.target != "show":
             _check_before_running(args)
             check_save(args, program_inputs(args))
         # The program's name in the call tree's header.
         args.program = f"-m {args.module[0]}" if args.module else args.target
-        # --save and --repeat run child processes, sampled unless cProfile is asked for.
-        if wants_repeat(args) or saves_sampled(args, implied):
+        # --repeat runs child processes, sampled unless cProfile is asked for; so does a
+        # sampled --save, to keep its stacks (cProfile's --save runs in this process).
+        if wants_repeat(args) or (args.save is not None and not implied):
             return self._children(args, out, err, not implied)
         profile: Callable[..., int] = self._profile
-        if not uses_cprofile(args, helpers):  # sampled, the default
+        if not uses_cprofile(args):  # sampled, the default
             check_sampled(args)  # a bad --interval is reported before the program runs
             if args.target != "show" and (args.module or args.target):
-                observed = self._observed(args, out, err, helpers)
-                if observed is not None:
-                    return observed
-            profile = functools.partial(run_sampled, helpers=helpers)
+                # Read from outside by the observer where it can run; else the note says
+                # why, and the in-process sampler runs.
+                args.collector_note = observer_reason(args)
+                if not args.collector_note:
+                    from .profile_observed import run_observed
+
+                    with Signals():  # recorded to the end: the profile is written
+                        return run_observed(args, out, err)
+            profile = run_sampled
         if args.target == "show" and not args.module:
             return self._show(args, out, err)
         return _run_in_process(profile, args, out, err)
-
-    @staticmethod
-    def _observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Any) -> int | None:
-        """The program read from outside by the observer where it can run (its exit
-        code); None when it cannot (the note says why, the in-process sampler runs)."""
-        from .profile_sampled import observer_reason
-
-        why = observer_reason(args)
-        if why:
-            args.collector_note = why
-            return None
-        from .._run.signals import Signals
-        from .profile_observed import run_observed
-
-        with Signals():  # recorded to the end: the profile is written
-            return run_observed(args, out, err, helpers)
-
-    def _attached(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        """``--pid``: a running process read by the observer."""
-        from .._run.signals import Signals
-        from .profile_observed import run_attached
-
-        _check_before_running(args)
-        args.program = None
-        with Signals():  # recorded to the end: the profile is written whatever comes
-            return run_attached(args, out, err, self._helpers())
 
     @staticmethod
     def _counted(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -372,20 +324,12 @@ class ProfileCommand:
     def _children(args: argparse.Namespace, out: TextIO, err: TextIO, sampled: bool) -> int:
         """``--repeat N`` or ``--save`` alone: the runs in child processes, sampled or
         under cProfile (:mod:`.profile_repeat`)."""
-        args.format_resolved = _resolve_format(args)
+        args.format_resolved = resolve_format(args)
         if sampled:
-            from .profile_sampled import SAMPLED_FORMATS, check_sampled
-
             check_sampled(args)
             if args.format_resolved not in SAMPLED_FORMATS:
                 raise CommandError(f"--format {args.format_resolved} needs --cprofile", EXIT_USAGE)
         return run_repeated(args, out, err, _emit, sampled)
-
-    @staticmethod
-    def _helpers() -> Any:
-        from .profile_sampled import RunHelpers
-
-        return RunHelpers(_resolve_format, _can_encode)
 
     def _show(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._profiling.load import ProfileFormatError, load_stats_object
@@ -405,7 +349,9 @@ class ProfileCommand:
             "and installed packages)",
         )
         parser.add_argument("files", nargs="+", help="profile files (merged)")
-        parser.set_defaults(**{k: getattr(args, k) for k in (*_VIEW_DESTS, "show_library")})
+        # The view options given before ``show`` are the defaults of those after it.
+        shared = {a.dest for a in parser._actions} - {"help", "files"}
+        parser.set_defaults(**{k: getattr(args, k) for k in shared})
         try:
             sargs = parser.parse_args(args.args)
         except SystemExit as e:  # argparse already wrote the help or the error
@@ -428,9 +374,8 @@ class ProfileCommand:
         from pstats import Stats
 
         from ..profiling import check_no_profiler_active
-        from .profile_sampled import run_profiled
 
-        _resolve_format(args)  # a usage error is reported before the program runs
+        resolve_format(args)  # a usage error is reported before the program runs
         check_no_profiler_active()
         pr = cProfile.Profile()
 

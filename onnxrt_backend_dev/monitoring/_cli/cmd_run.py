@@ -11,10 +11,25 @@ report is written even when the program is killed (SIGKILL, a segfault, ``os._ex
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any, TextIO
 
-from .common import ALLOC_DEFAULT, EXIT_USAGE, CommandError, alloc_size, check_outputs, emit_text
+from .common import (
+    ALLOC_DEFAULT,
+    EXIT_USAGE,
+    CommandError,
+    alloc_size,
+    check_alloc_switch,
+    check_outputs,
+    check_probes_open,
+    emit_text,
+    pid_rules,
+    program_inputs,
+    refuse_ignored,
+    unknown_suffix,
+)
 
 _FORMATS = ("text", "json", "html")
 _REPEAT_HELP = (
@@ -49,18 +64,14 @@ def _format(args: argparse.Namespace) -> str:
     try:  # the package's one table of suffixes; a name without one is text
         return guess_format(args.output or "", _FORMATS, default="text")
     except BadValue:
-        suffix = os.path.splitext(args.output or "")[1].lower()
-        raise CommandError(
-            f"cannot tell the format of -o {args.output!r} from its suffix {suffix!r}: "
-            f"give --format ({', '.join(_FORMATS)})",
-            EXIT_USAGE,
-        ) from None
+        raise unknown_suffix(args.output, _FORMATS) from None
 
 
 def _check(args: argparse.Namespace) -> None:
     """Refuses bad options and an unwritable -o before anything runs."""
     from .._sampling.rates import check_interval
-    from .common import check_alloc_switch, program_inputs, refuse_ignored
+    from .profile_repeat import wants_repeat
+    from .save_result import check_save
 
     try:
         check_interval(args.interval, "--interval", minimum=0.001)
@@ -68,15 +79,19 @@ def _check(args: argparse.Namespace) -> None:
         raise CommandError(str(e), EXIT_USAGE) from None
     pid = args.pid is not None
     refuse_ignored([
-        (args.duration is not None and not pid,
-         "--duration is for --pid PID (stop after that many seconds); a program started "
-         "here runs to its end"),
-        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
+        *pid_rules(args),
         (pid and args.save is not None, "--save keeps the runs of a program started here"),
     ])  # fmt: skip
     check_alloc_switch(args)
     if args.probe:  # the registry only when a probe is named
-        _check_probes(args.probe)
+        from .._memory.registry import get_spec
+
+        for name in args.probe:
+            try:
+                get_spec(name)
+            except ValueError as e:
+                raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
+        check_probes_open(args.probe)
     _format(args)
     if args.target is None and not args.module and args.pid is None:
         raise CommandError("give a script, -m module, -- COMMAND, or --pid PID", EXIT_USAGE)
@@ -87,34 +102,13 @@ def _check(args: argparse.Namespace) -> None:
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
-    _check_save_and_repeat(args, program_inputs(args))
-
-
-def _check_probes(probes: list[str]) -> None:
-    """Refuses a probe name the registry does not know, or one that cannot be read here
-    (exit 2, one line)."""
-    from .._memory.registry import get_spec
-    from .common import check_probes_open
-
-    for name in probes:
-        try:
-            get_spec(name)
-        except ValueError as e:
-            raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
-    check_probes_open(probes)
-
-
-def _check_save_and_repeat(args: argparse.Namespace, inputs: list[str]) -> None:
-    """``--save`` (never an input nor -o) and ``--repeat``'s options, before any run."""
-    from .profile_repeat import wants_repeat
-    from .save_result import check_save
-
-    if args.save is not None and args.output is not None:
+    if args.save is not None and args.output is not None:  # --save is never -o
         check_outputs({"-o": args.output, "--save": args.save}, suffixes={"--save": (".json",)})
-    check_save(args, inputs)
+    check_save(args, program_inputs(args))
     wants_repeat(args)
 
 
+# What tells the child the probes read inside the program (see _report.child).
 INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
 
 
@@ -133,6 +127,7 @@ def _collector_said(report: Any, args: argparse.Namespace) -> Any:
 
 
 def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The probes read beside the program, and those read inside it (torch's counters)."""
     if not names:
         return (), ()
     from .._memory.registry import split_probes
@@ -140,50 +135,30 @@ def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return split_probes(names)
 
 
-def _probe_args(names: tuple[str, ...]) -> list[str]:
-    from .._memory.registry import get_spec
-
-    return [get_spec(n).to_arg() for n in names]
-
-
-class _environment:
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
     """Sets an environment variable (for a child about to start) and restores it."""
-
-    def __init__(self, name: str, value: str) -> None:
-        self.name, self.value = name, value
-        self.saved: str | None = None
-
-    def __enter__(self) -> None:
-        self.saved = os.environ.get(self.name)
-        if self.value:
-            os.environ[self.name] = self.value
-
-    def __exit__(self, *exc: object) -> None:
-        if self.saved is None:
-            os.environ.pop(self.name, None)
+    saved = os.environ.get(name)
+    if value:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
         else:
-            os.environ[self.name] = self.saved
-
-
-def _inprocess_probes(names: list[str]) -> tuple[str, ...]:
-    """The probes read inside the program (torch's allocator counters)."""
-    if not names:
-        return ()
-    from .._memory.registry import split_probes
-
-    return split_probes(names)[1]
+            os.environ[name] = saved
 
 
 def _is_python(target: str) -> bool:
     return target.endswith((".py", ".pyw")) or os.path.isdir(target)
 
 
-def _save_run(args: argparse.Namespace, report: Any, main: str | None) -> None:
-    """``--save``, if given (its machinery, that of ``--repeat`` too, imported then only)."""
-    if args.save is not None:
-        from .run_repeat import save_run
-
-        save_run(args, [report], main)
+def _name(args: argparse.Namespace) -> str:
+    """The program's name in the report."""
+    if args.module:
+        return f"-m {args.module[0]}"
+    return args.target if _is_python(args.target) else " ".join([args.target, *args.args])
 
 
 def render(report: Any, fmt: str) -> str:
@@ -276,8 +251,9 @@ class RunCommand:
 
     def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .._report.runner import run_command, run_fresh
-        from .._run.program import module_code, script_code
+        from .profile_sampled import observer_reason
         from .run_child import command_line
+        from .run_repeat import main_of, run_repeated_reports, save_run
 
         _check(args)
         if args.pid is not None:
@@ -288,69 +264,44 @@ class RunCommand:
         if not hasattr(os, "fork"):
             raise CommandError("run needs os.fork (Linux, macOS)")
         if args.repeat is not None:
-            from .run_repeat import run_repeated_reports
-
             return run_repeated_reports(args, out, err, self._emit)
-        main: str | None = None  # the script, named in a saved result
-        observed = self._observed(args, out, err)
-        if observed is not None:
-            return observed
-        if args.module:  # checked (and compiled) here, run by a fresh interpreter
-            module_code(args.module[0])
-            target, rest, name = args.module[0], args.module[1:], f"-m {args.module[0]}"
-        elif _is_python(args.target):
-            main = script_code(args.target)[0].co_filename
-            target, rest, name = args.target, args.args, args.target
-        else:
-            name = " ".join([args.target, *args.args])
-            report, rc = run_command([args.target, *args.args], name, args.probe)
-            self._emit(report, args, out, err)
-            _save_run(args, report, None)
-            return rc
-        is_module = bool(args.module)
-
-        def command(fd: int) -> list[str]:
-            return command_line(fd, args.interval, target, rest, module=is_module)
-
         spy_side, inside = _split(args.probe)
-        # The probes read inside the program (torch's counters) are opened by the child,
-        # which learns them from its environment (see _report.child.record).
-        with _environment(INPROCESS_ENV, ";".join(_probe_args(inside))):
-            report, rc = run_fresh(command, name, args.interval, spy_side)
-        report = _collector_said(report, args)
-        self._emit(report, args, out, err)
-        _save_run(args, report, main)
-        return rc
-
-    def _observed(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int | None:
-        """Runs the program under the observer when it can run here (None otherwise:
-        the in-process recorder runs, saying why)."""
-        from .._run.program import module_code, script_code
-        from .profile_observed import program_argv
-        from .profile_sampled import observer_reason
-
-        inside = _inprocess_probes(args.probe)
         extra = f"--probe {inside[0]} reads counters inside the program" if inside else ""
-        why = observer_reason(args, extra)
-        if why:
-            args.collector_note = why
-            return None
-        main: str | None = None
-        if args.module:
-            module_code(args.module[0])  # a missing module: a usage error before the run
-            argv, name = program_argv(args), f"-m {args.module[0]}"
-        elif _is_python(args.target):
-            main = script_code(args.target)[0].co_filename
-            argv, name = program_argv(args), args.target
-        else:
-            argv, name = [args.target, *args.args], " ".join([args.target, *args.args])
-        from .run_observed import run_observed
+        # Where the observer cannot run, the in-process recorder does, saying why.
+        args.collector_note = observer_reason(args, extra)
+        main, name = main_of(args), _name(args)
 
         def emit(report: Any) -> None:
             self._emit(report, args, out, err)
-            _save_run(args, report, main)
+            save_run(args, [report], main)
 
-        return run_observed(args, argv, name, err, emit)
+        if not args.collector_note:
+            from .profile_observed import program_argv
+            from .run_observed import run_observed
+
+            python = args.module or _is_python(args.target)
+            argv = program_argv(args) if python else [args.target, *args.args]
+            return run_observed(args, argv, name, err, emit)
+        if not args.module and not _is_python(args.target):
+            report, rc = run_command([args.target, *args.args], name, args.probe)
+            emit(report)
+            return rc
+        target, rest = (
+            (args.module[0], args.module[1:]) if args.module else (args.target, args.args)
+        )
+        is_module = bool(args.module)
+
+        def command_of(fd: int) -> list[str]:
+            return command_line(fd, args.interval, target, rest, module=is_module)
+
+        from .._memory.registry import get_spec
+
+        # The probes read inside the program (torch's counters) are opened by the child,
+        # which learns them from its environment (see _report.child.record).
+        with _environment(INPROCESS_ENV, ";".join(get_spec(n).to_arg() for n in inside)):
+            report, rc = run_fresh(command_of, name, args.interval, spy_side)
+        emit(_collector_said(report, args))
+        return rc
 
     def _emit(self, report: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         fmt = _format(args)

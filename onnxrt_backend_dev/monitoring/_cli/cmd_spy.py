@@ -1,26 +1,13 @@
-"""``spy``: the memory peak of a command, or of a running process.
-
-``spy [--delay S] [--cuda] [--probe NAME]... [--children] [--no-reset-peak] [--json FILE]
-[--csv FILE] [--plot FILE.png] -- COMMAND ARGS...`` runs the command under the memory spy, prints
-peak, mean, begin and end with units and the duration, writes the series where asked and
-exits with the command's own exit code. ``spy --pid PID`` attaches to a running process
-until it ends or Ctrl-C.
-
-Exact peaks reset the spied process's high-water mark at every tick, and with it its
-``ru_maxrss`` (what ``/usr/bin/time`` and ``getrusage`` report); the command's true
-maximum is still reported (``max RSS``, the highest of the spy's readings) beside the
-lowered ``ru_maxrss``. ``--no-reset-peak`` only samples and writes nothing to
-``/proc/PID/clear_refs``. SIGTERM and SIGHUP are forwarded to the command, which is
-waited for (then killed after a grace); the measure is still written and the exit code
-is ``128 + signal``. A Ctrl-C to the CLI alone reaches the command as SIGINT.
-``spy --where script.py [args]`` (or ``-m module [args]``) runs a Python program in this
-process with the stacks sampled: where the peak happened, memory growth per function, a
-memory flame graph with ``--flame FILE`` (see ``spy_where``).
+"""``spy``: the memory peak of a command (``spy -- COMMAND ARGS``), of a running process
+(``--pid``), or of a Python program run here with its stacks sampled (``--where``, see
+:mod:`.spy_where`): peak, mean, begin and end, the series written where asked, the
+command's own exit code. Its ``--help`` says what the resets of the peak change.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -179,9 +166,7 @@ class SpyCommand:
             if args.where:
                 from .spy_where import run_where
 
-                def report(result: Any, code: int, what: str) -> None:
-                    self._report(result, code, what, args, out)
-
+                report = functools.partial(self._report, args=args, out=out)
                 result, code, what = run_where(cmd, args, err, self._status, report)
             elif cmd:
                 result, code, what = self._run_command(cmd, args, err)
@@ -308,12 +293,13 @@ class SpyCommand:
         runs: the measurement of a long command must not be lost at the end, nor
         overwrite the command or a file named in its arguments."""
         program = shutil.which(cmd[0]) if cmd else None
+        inputs = [*cmd, *([program] if program else [])]
         check_outputs(
             {"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--flame": args.flame},
-            inputs=[*cmd, *([program] if program else [])],
+            inputs=inputs,
             suffixes={"--plot": PLOT_SUFFIXES},
         )
-        check_save(args, inputs=[*cmd, *([program] if program else [])])
+        check_save(args, inputs=inputs)
         # Looked up, not imported: with --where, an import here would be measured.
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             from .._optional import require

@@ -192,13 +192,8 @@ def _current_folder_on_path() -> Iterator[None]:
 
 
 def _timing(args: argparse.Namespace, setup: Any, progress: Any, repeat: int) -> dict[str, Any]:
-    """The keywords of ``measure_time`` and ``compare`` the options give.
-
-    :param args: the parsed options
-    :param setup: the code run before each batch
-    :param progress: what the batches fill, for the live status and a stop midway
-    :param repeat: the batches without ``--repeat``
-    """
+    """The keywords of ``measure_time`` and ``compare`` the options give (``repeat``: the
+    batches without ``--repeat``)."""
     return {
         "clock": CLOCKS[args.clock], "repeat": args.repeat or repeat, "number": args.number or 1,
         "warmup": args.warmup, "max_time": args.max_time, "setup": setup, "progress": progress,
@@ -206,18 +201,22 @@ def _timing(args: argparse.Namespace, setup: Any, progress: Any, repeat: int) ->
     }  # fmt: skip
 
 
-def _run_setup_once(args: argparse.Namespace) -> dict[str, Any] | None:
-    """Runs ``--setup-once`` once, in a fresh namespace: the globals of what is timed
-    (run under :func:`_measuring`, which turns what it raises into one line).
+def _setup_once(args: argparse.Namespace, err: TextIO) -> tuple[dict[str, Any] | None, int | None]:
+    """Runs ``--setup-once`` once, in a fresh namespace: the globals of what is timed.
 
-    :return: the namespace, None without ``--setup-once``
+    :return: the namespace (None without ``--setup-once``), and the exit code when a
+        signal stopped it (None otherwise)
     """
     code = _setup_once_code(args)
     if code is None:
-        return None
+        return None, None
     namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec(compile(code, "<setup-once>", "exec"), namespace)
-    return namespace
+    with _measuring("--setup-once") as stop:  # what it raises becomes one line
+        exec(compile(code, "<setup-once>", "exec"), namespace)
+    if stop.signum is None:
+        return namespace, None
+    err.write(f"interrupted by {signal.Signals(stop.signum).name} in --setup-once\n")
+    return namespace, _exit_code(stop.signum)
 
 
 def _exit_code(stopped: int | None) -> int:
@@ -387,10 +386,9 @@ class TimeCommand:
 
         live = not args.quiet and (args.max_time or 0) >= _LIVE_STATUS_MIN_SECONDS
         status = LiveStatus(err, render, enabled=None if live else False)
-        with _measuring("--setup-once") as stop:
-            context = _run_setup_once(args)
-        if stop.signum is not None:
-            return self._stopped_in_setup(stop.signum, err)
+        context, stopped_in_setup = _setup_once(args, err)
+        if stopped_in_setup is not None:
+            return stopped_in_setup
         with status, _measuring(what) as stop:
             measure_time(args.stmt, context, **_timing(args, setup, progress, _CALIBRATED_REPEAT))
         stopped = stop.signum
@@ -408,11 +406,6 @@ class TimeCommand:
             out,
             err,
         )
-
-    @staticmethod
-    def _stopped_in_setup(signum: int, err: TextIO) -> int:
-        err.write(f"interrupted by {signal.Signals(signum).name} in --setup-once\n")
-        return _exit_code(signum)
 
     def _finish(
         self,
@@ -471,10 +464,9 @@ class TimeCommand:
             side = progress.running
             return ("a statement" if side is None else _SIDES[side]) + suffix
 
-        with _measuring("--setup-once") as stop:
-            context = _run_setup_once(args)
-        if stop.signum is not None:
-            return self._stopped_in_setup(stop.signum, err)
+        context, stopped_in_setup = _setup_once(args, err)
+        if stopped_in_setup is not None:
+            return stopped_in_setup
         with _measuring(what) as stop:
             compare(
                 args.stmt, args.compare, context, **_timing(args, setup, progress, _COMPARE_REPEAT)

@@ -45,6 +45,25 @@ PLOT_SUFFIXES = (
 
 # The start of the name of a file saving an output that could not be written.
 _FALLBACK_PREFIX = "onnxrt-monitoring-"
+# Seconds a child run (--repeat, --processes, --counter, compare --a/--b) may take.
+DEFAULT_TIMEOUT = 600.0
+# The package whose ``__main__`` runs the command line (``python -m ...``), for children.
+PACKAGE = __name__.rsplit(".", 2)[0]
+
+
+def timeout_of(args: argparse.Namespace) -> float:
+    """``--timeout``, :data:`DEFAULT_TIMEOUT` when not given."""
+    return DEFAULT_TIMEOUT if args.timeout is None else float(args.timeout)
+
+
+def unknown_suffix(output: str | None, formats: Iterable[str]) -> CommandError:
+    """The usage error of an ``-o`` whose suffix names no format."""
+    suffix = os.path.splitext(output or "")[1].lower()
+    return CommandError(
+        f"cannot tell the format of -o {output!r} from its suffix {suffix!r}: give "
+        f"--format ({', '.join(formats)})",
+        EXIT_USAGE,
+    )
 
 
 def _refused(option: str, path: str, reason: str) -> CommandError:
@@ -81,12 +100,17 @@ def _check_suffix(option: str, path: str, suffixes: Sequence[str] | None) -> Non
         raise _refused(option, path, f"{what} is not supported, use one of {', '.join(suffixes)}")
 
 
-def _check_one(option: str, path: str, suffixes: Sequence[str] | None) -> None:
-    """Refuses one output that cannot be created (see :func:`check_outputs`)."""
+def _check_named(option: str, path: str, kind: str) -> None:
+    """Refuses an empty path, or a symbolic link to nothing."""
     if not path:
         raise _refused(option, path, "the path is empty")
     if os.path.islink(path) and not os.path.exists(path):
-        raise _refused(option, path, "a symbolic link to a file that does not exist")
+        raise _refused(option, path, f"a symbolic link to a {kind} that does not exist")
+
+
+def _check_one(option: str, path: str, suffixes: Sequence[str] | None) -> None:
+    """Refuses one output that cannot be created (see :func:`check_outputs`)."""
+    _check_named(option, path, "file")
     if os.path.isdir(path) or path.endswith(("/", os.sep)):
         raise _refused(option, path, "it is a folder, give a file")
     folder = os.path.dirname(os.path.abspath(path))
@@ -133,18 +157,17 @@ def check_outputs(
                 raise _refused(option, path, f"the same file as the input {source!r}")
 
 
-def check_output_folder(path: str, option: str, files: Iterable[str] = ()) -> None:
-    """Refuses an output folder that cannot be created or written, before any work starts.
+def make_output_folder(path: str, option: str, files: Iterable[str] = ()) -> None:
+    """Checks and creates an output folder (with its parents), before any work starts: one
+    that passes the checks but cannot be made (``/proc/x``, a read-only mount seen as
+    writable by root) is refused too.
 
-    :param path: the folder, created later if missing (with its parents)
+    :param path: the folder
     :param option: the option that named it, for the message
     :param files: names of the files the command will write in it, checked when it exists
     :raises CommandError: exit code 2 and one line naming the option and the path
     """
-    if not path:
-        raise _refused(option, path, "the path is empty")
-    if os.path.islink(path) and not os.path.exists(path):
-        raise _refused(option, path, "a symbolic link to a folder that does not exist")
+    _check_named(option, path, "folder")
     if os.path.exists(path) and not os.path.isdir(path):
         raise _refused(option, path, "it is a file, give a folder")
     existing = os.path.abspath(path)
@@ -157,17 +180,6 @@ def check_output_folder(path: str, option: str, files: Iterable[str] = ()) -> No
     if os.path.isdir(path):
         for name in files:
             check_outputs({option: os.path.join(path, name)})
-
-
-def make_output_folder(path: str, option: str) -> None:
-    """Creates an output folder checked by :func:`check_output_folder` (with its
-    parents), before any work starts: a folder that passes the checks but cannot be made
-    (``/proc/x``, a read-only mount seen as writable by root) is refused naming the option.
-
-    :param path: the folder
-    :param option: the option that named it, for the message
-    :raises CommandError: exit code 2 and one line naming the option and the path
-    """
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
@@ -186,7 +198,7 @@ def _fallback_suffix(path: str) -> str:
     return "".join("." + p for p in parts if p and len(p) <= 16)
 
 
-def save_fallback(write: Callable[[str], None], suffix: str) -> str:
+def save_fallback(write: Callable[[str], object], suffix: str) -> str:
     """Writes an output that could not go where asked into a new file of the temporary
     folder (``$TMPDIR``, ``/tmp``).
 
@@ -208,7 +220,7 @@ def save_fallback(write: Callable[[str], None], suffix: str) -> str:
     return fallback
 
 
-def save_output(option: str, path: str, write: Callable[[str], None]) -> None:
+def save_output(option: str, path: str, write: Callable[[str], object]) -> None:
     """Writes an output file after the work; if that fails (a full disk, a folder removed
     meanwhile), the result is saved into a fallback file instead, named in the error.
 
@@ -267,7 +279,7 @@ def text_writer(text: str) -> Callable[[str], None]:
     return write
 
 
-def save_outputs(writes: Iterable[tuple[str, str | None, Callable[[str], None]]]) -> None:
+def save_outputs(writes: Iterable[tuple[str, str | None, Callable[[str], object]]]) -> None:
     """Writes several output files with :func:`save_output`, all of them even when one
     fails.
 
@@ -310,8 +322,6 @@ def alloc_size(text: str) -> int:
     :return: bytes
     :raises argparse.ArgumentTypeError: not a size, or out of range
     """
-    import argparse
-
     from .._alloc.program import check_mean
     from .._format import parse_bytes
 
@@ -328,8 +338,6 @@ def check_alloc_switch(args: Any) -> None:
     :param args: the parsed options (``alloc_sample``)
     :raises CommandError: the variable's value is neither
     """
-    import os
-
     from .._alloc.shim import check_switch
 
     if getattr(args, "alloc_sample", 0):
@@ -368,6 +376,20 @@ def refuse_ignored(rules: Sequence[tuple[bool, str]]) -> None:
     for ignored, sentence in rules:
         if ignored:
             raise CommandError(sentence, EXIT_USAGE)
+
+
+def pid_rules(args: argparse.Namespace) -> list[tuple[bool, str]]:
+    """The rules of :func:`refuse_ignored` for ``--pid`` and ``--duration`` (``profile``,
+    ``run``)."""
+    pid = args.pid is not None
+    return [
+        (
+            args.duration is not None and not pid,
+            "--duration is for --pid PID (stop after that many seconds); a program started "
+            "here runs to its end",
+        ),
+        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
+    ]
 
 
 def program_inputs(args: argparse.Namespace) -> list[str]:

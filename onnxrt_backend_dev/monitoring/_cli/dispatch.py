@@ -377,7 +377,3 @@ def _run_command(command: Command, args: argparse.Namespace, out: TextIO, err: T
     except KeyboardInterrupt:
         err.write("interrupted\n")
         return EXIT_INTERRUPTED
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

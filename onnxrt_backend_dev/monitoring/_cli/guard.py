@@ -7,6 +7,8 @@ measure is written before the command exits with the conventional ``128 + signum
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,21 +20,11 @@ from .._run.signals import Signals
 __all__ = ["KeptOutput", "Signals", "Terminated", "kept_output", "terminating_signals"]
 
 
-@contextmanager
-def terminating_signals(interrupts: bool = False) -> Iterator[Signals]:
-    """Installs the handlers of SIGTERM and SIGHUP (and SIGINT with ``interrupts``) for a
-    program run in this process: they raise in it (:class:`Terminated`,
-    ``KeyboardInterrupt``) until ``program_over()``, then only record (main thread only:
-    Python delivers signals there; not for a signal already ignored), restoring the
-    previous handlers afterwards.
-
-    :param interrupts: SIGINT too: a Ctrl-C that comes once the program is over (a
-        second one, milliseconds after the first) is then recorded, not raised into the
-        writing of the report
-    :return: the state the handlers fill
-    """
-    with Signals(interrupts=interrupts, running=True) as state:
-        yield state
+# The handlers of SIGTERM and SIGHUP (and SIGINT with ``interrupts=True``) for a program
+# run in this process: they raise in it (:class:`Terminated`, ``KeyboardInterrupt``) until
+# ``program_over()``, then only record, so that a signal coming once the program is over
+# (a second Ctrl-C) is not raised into the writing of the report.
+terminating_signals = functools.partial(Signals, interrupts=False, running=True)
 
 
 class KeptOutput:
@@ -45,10 +37,8 @@ class KeptOutput:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.fd: int | None = None
-        try:
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # StringIO in tests
             self.fd = os.dup(out.fileno())
-        except (AttributeError, OSError, ValueError):  # not a file (StringIO in tests)
-            self.fd = None
 
     @contextmanager
     def stream(self, err: TextIO) -> Iterator[TextIO]:
@@ -70,22 +60,14 @@ class KeptOutput:
             yield f
             f.flush()
 
-    def close(self) -> None:
+    def __enter__(self) -> KeptOutput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         """Closes the duplicated descriptor."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
 
 
-@contextmanager
-def kept_output(out: TextIO) -> Iterator[KeptOutput]:
-    """:class:`KeptOutput` for the time of a run.
-
-    :param out: the command's output stream
-    :return: the kept output
-    """
-    kept = KeptOutput(out)
-    try:
-        yield kept
-    finally:
-        kept.close()
+kept_output = KeptOutput  # for the time of a run: ``with kept_output(out) as kept``

@@ -14,10 +14,9 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from .common import EXIT_USAGE, CommandError, emit_text
+from .common import EXIT_USAGE, CommandError, emit_text, timeout_of
 
 _FOLDER = "onnxrt-monitoring-count-"
-DEFAULT_TIMEOUT = 600.0
 TOP = 25
 
 
@@ -60,7 +59,7 @@ def run_counted(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .save_result import write_saved
 
     program = program_of(args)
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+    timeout = timeout_of(args)
     sampled: dict[Any, float] = {}
     with Supervisor() as sup, sup.folder(_FOLDER) as folder:
         try:

@@ -12,7 +12,8 @@ import os
 import sys
 from typing import TextIO
 
-from .profile_sampled import SAMPLED_FORMATS, RunHelpers, check_sampled
+from .common import EXIT_USAGE, CommandError
+from .profile_sampled import SAMPLED_FORMATS, check_sampled, resolve_format
 from .profile_sampled import _emit as emit_profile
 
 
@@ -69,7 +70,14 @@ def reading_notes(observer: object, wall: float) -> list[str]:
         if partial or failed:
             notes.append(f"{torn} stack reads moved under the read and were read again; "
                          f"{partial} kept as their outer frames, {failed} lost")  # fmt: skip
-    notes.append(cost_note(observer.cost, observer.samples, wall))
+    # Its own cost: it runs beside the program, not in it.
+    cost, samples = observer.cost, observer.samples
+    share = 100 * cost / wall if wall > 0 else 0.0
+    each = 1e6 * cost / samples if samples else 0.0
+    notes.append(
+        f"the observer used {cost:.2f} s of CPU beside the program ({share:.0f} % of one "
+        f"core), {each:.0f} µs a sample"
+    )
     if observer.late:
         notes.append(f"{observer.late} samples came late and were skipped (a busy machine)")
     if rec.overflow:
@@ -77,27 +85,12 @@ def reading_notes(observer: object, wall: float) -> list[str]:
     return notes
 
 
-def cost_note(cost: float, samples: int, wall: float) -> str:
-    """The observer's own cost, in words: it runs beside the program, not in it.
-
-    :param cost: its CPU seconds
-    :param samples: samples it took
-    :param wall: seconds it ran
-    :return: ``the observer used 0.12 s of CPU (3 % of one core), 48 µs a sample``
-    """
-    share = 100 * cost / wall if wall > 0 else 0.0
-    each = 1e6 * cost / samples if samples else 0.0
-    return (f"the observer used {cost:.2f} s of CPU beside the program ({share:.0f} % of one "
-            f"core), {each:.0f} µs a sample")  # fmt: skip
-
-
-def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:
+def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Runs the program under the observer and writes its profile.
 
     :param args: the parsed options
     :param out: the output stream
     :param err: the error stream
-    :param helpers: the command's helpers
     :return: the program's exit code (128 + N on signal N)
     """
     from .._observe.build import to_profile
@@ -106,10 +99,9 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     from .._run.program import module_code, script_code
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
-    from .common import EXIT_USAGE, CommandError
 
     interval = check_sampled(args)
-    fmt = helpers.resolve_format(args)
+    fmt = resolve_format(args)
     if fmt not in SAMPLED_FORMATS:
         raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
     # Missing, not compiling: one line before anything starts, as run and the in-process
@@ -128,7 +120,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
     profile = to_profile(rec, interval, run.wall, args.program or name,
                          observer_notes(run), cpu, run.observer.samples)  # fmt: skip
-    emit_profile(SamplingResult(profile), args, out, err, helpers)
+    emit_profile(SamplingResult(profile), args, out, err)
     code, words = signal_ending(run) or (exit_code(run.status), ending_words(run.status))
     if code:  # said even with -q: the program failed (its own traceback is above)
         err.write(f"{name} {words}\n")
@@ -153,25 +145,6 @@ def ending_words(status: int) -> str:
     return f"exited with code {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1}"
 
 
-def check_attach(args: argparse.Namespace) -> tuple[int, float | None]:
-    """``--pid`` and ``--duration``, checked before anything runs (exit 2).
-
-    :param args: the parsed options
-    :return: the pid and the duration
-    """
-    from .._observe.attach import check_duration, check_pid
-    from .common import EXIT_USAGE, CommandError
-
-    try:
-        pid = check_pid(args.pid)
-        duration = check_duration(args.duration)
-    except ValueError as e:
-        raise CommandError(str(e), EXIT_USAGE) from e
-    if args.target is not None or args.module:
-        raise CommandError("--pid profiles a running process: give no script", EXIT_USAGE)
-    return pid, duration
-
-
 def attach_observer(args: argparse.Namespace, interval: float, sink: object) -> object:
     """Observes ``--pid`` until it ends, ``--duration`` passes or a signal comes.
 
@@ -181,10 +154,15 @@ def attach_observer(args: argparse.Namespace, interval: float, sink: object) -> 
     :return: an :class:`.._observe.attach.Attached`
     """
     from .._errors import ObserveError
-    from .._observe.attach import observe_pid
-    from .common import CommandError
+    from .._observe.attach import check_duration, check_pid, observe_pid
 
-    pid, duration = check_attach(args)
+    try:  # checked before anything runs (exit 2)
+        pid = check_pid(args.pid)
+        duration = check_duration(args.duration)
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from e
+    if args.target is not None or args.module:
+        raise CommandError("--pid profiles a running process: give no script", EXIT_USAGE)
     try:
         return observe_pid(pid, interval, sink, duration)
     except ObserveError as e:
@@ -210,23 +188,21 @@ def attach_notes(attached: object) -> list[str]:
     return notes + reading_notes(attached.observer, attached.wall)
 
 
-def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers) -> int:
+def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``profile --pid PID``: the profile of a running process.
 
     :param args: the parsed options
     :param out: the output stream
     :param err: the error stream
-    :param helpers: the command's helpers
     :return: 0
     """
     from .._observe.attach import Attached
     from .._observe.build import to_profile
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
-    from .common import EXIT_USAGE, CommandError
 
     interval = check_sampled(args)
-    if helpers.resolve_format(args) not in SAMPLED_FORMATS:
+    if resolve_format(args) not in SAMPLED_FORMATS:
         raise CommandError("--pid profiles by sampling: --cprofile formats do not apply",
                            EXIT_USAGE)  # fmt: skip
     attached = attach_observer(args, interval, Aggregator())
@@ -236,5 +212,5 @@ def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO, helpers: Ru
     cpu = sum(sum(r[2] for r in t.rows.values()) for t in rec.threads.values())
     profile = to_profile(rec, interval, attached.wall, name, attach_notes(attached), cpu,
                          attached.observer.samples)  # fmt: skip
-    emit_profile(SamplingResult(profile), args, out, err, helpers)
+    emit_profile(SamplingResult(profile), args, out, err)
     return 0

@@ -16,10 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from .common import EXIT_ERROR, EXIT_USAGE, CommandError
-
-DEFAULT_TIMEOUT = 600.0
-
+from .common import DEFAULT_TIMEOUT, EXIT_ERROR, EXIT_USAGE, CommandError, emit_text, timeout_of
 
 _REPEAT_HELP = (
     "run the program N times, each in a child process, and show the runs merged "
@@ -91,17 +88,6 @@ def wants_repeat(args: argparse.Namespace) -> bool:
     return True
 
 
-def saves_sampled(args: argparse.Namespace, cprofile: bool) -> bool:
-    """Whether ``profile --save`` (without ``--repeat``) runs the program once in a child
-    under the sampler, to keep its stacks (cProfile's ``--save`` runs in this process).
-
-    :param args: the parsed arguments
-    :param cprofile: whether the options ask for cProfile
-    :return: True for a sampled ``--save``
-    """
-    return getattr(args, "save", None) is not None and args.repeat is None and not cprofile
-
-
 def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     """The program ``profile`` runs in child processes (``--repeat``, ``--save``,
     ``--counter``).
@@ -118,20 +104,18 @@ def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     sampler = str(getattr(args, "timer", None) or "prof")
     collector = str(getattr(args, "collector", "auto"))
     if args.module:
-        module, rest = args.module[0], tuple(args.module[1:])
-        command = (sys.executable, "-m", module, *rest)
-        return Program(
-            command, sys.executable, "module", module, rest, profiler, interval, sampler, collector
-        )
-    if args.target is None:
+        how, target, rest = "module", args.module[0], tuple(args.module[1:])
+        command = (sys.executable, "-m", target, *rest)
+    elif args.target is None:
         raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
-    if not os.path.isfile(args.target):
+    elif not os.path.isfile(args.target):
         raise CommandError(f"cannot run {args.target!r}: no such file", EXIT_USAGE)
-    rest = tuple(args.args)
+    else:
+        how, target, rest = "path", args.target, tuple(args.args)
+        command = (target, *rest)
     return Program(
-        (args.target, *rest), sys.executable, "path", args.target, rest, profiler, interval,
-        sampler, collector,
-    )  # fmt: skip
+        command, sys.executable, how, target, rest, profiler, interval, sampler, collector
+    )
 
 
 @contextlib.contextmanager
@@ -156,7 +140,6 @@ def _emit_sampled(data: Any, args: argparse.Namespace, out: TextIO, err: TextIO)
     """Renders the runs of a sampled payload, added up, as ``profile`` renders one run."""
     from .._results.payloads import sampled_profile
     from .._sampling.result import SamplingResult
-    from .common import emit_text
 
     fmt = args.format_resolved
     result = SamplingResult(sampled_profile(data, args.program or ""))
@@ -179,11 +162,7 @@ def run_repeated(
     sampled: bool = False,
 ) -> int:
     """Runs the program ``--repeat`` times (once for ``--save`` alone, its output shown),
-    renders the merged profile, saves the runs.
-
-    SIGINT, SIGTERM and SIGHUP end the running child's whole group (``_run.supervise``)
-    and stop the runs: the runs done are rendered and saved, then the exit code is
-    ``128 + N``.
+    renders the merged profile, saves the runs (those done when a signal stops them).
 
     :param args: the parsed arguments (checked by :func:`wants_repeat`)
     :param out: where the profile goes
@@ -223,10 +202,9 @@ def _runs(args: argparse.Namespace, program: Any, err: TextIO, supervisor: Any) 
             err.write(f"\rprofile: run {round_ + 1} of {repeat}")
             err.flush()
 
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     try:
         runs: list[Any] = run_interleaved(
-            [program], repeat, timeout, args.max_time, on_run=progress,
+            [program], repeat, timeout_of(args), args.max_time, on_run=progress,
             timer=args.clock or "cpu", supervisor=supervisor, show_output=single,
         ).runs[0]  # fmt: skip
     except RunFailed as e:

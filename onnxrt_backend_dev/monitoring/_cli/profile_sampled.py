@@ -8,13 +8,14 @@ a closed stdout, SIGTERM or SIGHUP.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, NamedTuple, TextIO
+from typing import Any, TextIO
 
-from .common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_text
+from .common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_text, unknown_suffix
 from .guard import Terminated, kept_output, terminating_signals
 
 SAMPLED_FORMATS = ("text", "json", "html", "speedscope", "collapsed")
@@ -24,16 +25,32 @@ SAMPLED_FORMATS = ("text", "json", "html", "speedscope", "collapsed")
 Program = tuple[types.CodeType, types.ModuleType, list[str], str]
 
 
-class RunHelpers(NamedTuple):
-    """What ``profile`` has to report a program, given by :mod:`.cmd_profile` (passed,
-    not imported: the command imports this module).
+def resolve_format(args: argparse.Namespace) -> str:
+    """The output format: ``--format``, else guessed from ``-o``'s suffix, else text.
 
-    :param resolve_format: the output format from ``--format`` and ``-o``
-    :param can_encode: whether a stream can write some text
+    :param args: the parsed options
+    :return: a format of :data:`.._profiling.formats.FORMATS`
+    :raises CommandError: exit code 2, an unknown suffix or a binary format without ``-o``
     """
+    from .._profiling.formats import FORMATS, guess_format
 
-    resolve_format: Callable[[argparse.Namespace], str]
-    can_encode: Callable[[Any, str], bool]
+    fmt: str = args.format if args.format is not None else guess_format(args.output or "", "")
+    if not fmt:  # no suffix of ours (the package's one table): text for a bare name
+        if os.path.splitext(args.output or "")[1]:
+            raise unknown_suffix(args.output, FORMATS)
+        fmt = "text"
+    if FORMATS[fmt].binary and not args.output:
+        raise CommandError(f"--format {fmt} writes a binary file and needs -o FILE", EXIT_USAGE)
+    return fmt
+
+
+def can_encode(stream: Any, text: str) -> bool:
+    """Tells if ``stream`` can write ``text`` (its encoding, utf-8 if it has none)."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -96,12 +113,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def uses_cprofile(args: argparse.Namespace, helpers: RunHelpers) -> bool:
+def uses_cprofile(args: argparse.Namespace) -> bool:
     """Whether the options ask for cProfile (explicitly or through a cProfile-only
     option).
 
     :param args: the parsed options
-    :param helpers: the command's helpers
     :return: True for cProfile
     """
     if args.cprofile or args.view == "reference" or args.target == "show":
@@ -112,7 +128,7 @@ def uses_cprofile(args: argparse.Namespace, helpers: RunHelpers) -> bool:
     if args.sort != "cumulative" or args.focus or args.hide_stdlib or args.min_share:
         return True
     try:
-        return helpers.resolve_format(args) == "prof"
+        return resolve_format(args) == "prof"
     except CommandError:
         return False  # reported by the caller
 
@@ -123,16 +139,13 @@ def check_combinations(args: argparse.Namespace, cprofile: bool) -> None:
     :param args: the parsed options
     :param cprofile: cProfile was asked for, or implied
     """
-    from .common import refuse_ignored
+    from .common import pid_rules, refuse_ignored
 
     traced = "--cprofile (given, or implied by --view reference, --sort, --focus, "
     traced += "--hide-stdlib, --min-share, -o FILE.prof) traces every call"
     pid, observer = args.pid is not None, args.collector == "observer"
     refuse_ignored([
-        (args.duration is not None and not pid,
-         "--duration is for --pid PID (stop after that many seconds); a program started "
-         "here runs to its end"),
-        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
+        *pid_rules(args),
         (pid and cprofile, f"--pid is sampled from outside, and {traced} of a program it starts"),
         (cprofile and observer, f"--collector observer samples, and {traced}: drop one"),
         (cprofile and args.interval is not None,
@@ -163,40 +176,29 @@ def observer_reason(args: argparse.Namespace, extra: str = "") -> str:
         raise CommandError(str(e)) from None
 
 
-def default_interval(args: argparse.Namespace) -> float:
-    """The interval when none is given: the observer's (1 ms) when it runs, the
-    in-process sampler's (2 ms) otherwise.
-
-    :param args: the parsed options (``collector_note`` set when the observer does not
-        run)
-    """
-    from .._sampling.rates import DEFAULT_INTERVAL, OBSERVER_INTERVAL
-
-    inside = getattr(args, "collector", "auto") == "in-process" or getattr(
-        args, "collector_note", ""
-    )
-    return DEFAULT_INTERVAL if inside else OBSERVER_INTERVAL
-
-
 def check_sampled(args: argparse.Namespace) -> float:
     """Checks the sampler's options before the program runs.
 
     :param args: the parsed options
     :return: the interval
     """
-    from .._sampling.rates import check_interval
+    from .._sampling.rates import DEFAULT_INTERVAL, OBSERVER_INTERVAL, check_interval
 
-    interval = default_interval(args) if args.interval is None else args.interval
+    # None given: the observer's (1 ms) when it runs, the in-process sampler's (2 ms) else.
+    inside = getattr(args, "collector", "auto") == "in-process" or getattr(
+        args, "collector_note", ""
+    )
+    interval = args.interval
+    if interval is None:
+        interval = DEFAULT_INTERVAL if inside else OBSERVER_INTERVAL
     try:
         return check_interval(interval, "--interval")
     except ValueError as e:
         raise CommandError(str(e), EXIT_USAGE) from e
 
 
-def _emit(
-    result: Any, args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers
-) -> None:
-    fmt = helpers.resolve_format(args)
+def _emit(result: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    fmt = resolve_format(args)
     opts: dict[str, Any] = {}
     if fmt in ("text", "json", "html"):
         opts = {"fold_share": args.fold_share, "show_all": args.show_library}
@@ -206,7 +208,7 @@ def _emit(
     if fmt == "text":
         opts["max_depth"] = args.max_depth
         opts["rank"] = rank
-        if args.output is None and not helpers.can_encode(sys.stdout, "├─│└"):
+        if args.output is None and not can_encode(sys.stdout, "├─│└"):
             opts["guides"] = "ascii"
     render: Callable[..., str] = getattr(result, f"to_{fmt}")
     text = render(**opts)
@@ -222,39 +224,28 @@ def by_cpu(row: Any) -> float:
     return float(-row.cpu)
 
 
-def _in_process_sampler(interval: float, args: argparse.Namespace, name: str) -> Any:
-    """The in-process sampler, chosen or taken where the observer cannot run: its first
-    note says which and why."""
+def run_sampled(program: Program, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Runs the program under the sampler and writes its profile (see :func:`run_profiled`).
+
+    :return: the exit code
+    """
+    interval = check_sampled(args)
+    fmt = resolve_format(args)
+    if fmt not in SAMPLED_FORMATS:
+        raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
     from .._report.sampling import Sampling
 
-    timer = args.timer or "prof"
-    sampler = Sampling(interval, timer, program=args.program or name, collector="in-process")
+    # Chosen, or taken where the observer cannot run: its first note says which and why.
+    name = args.program or os.path.basename(program[2][0])
+    sampler = Sampling(interval, args.timer or "prof", program=name, collector="in-process")
     why = getattr(args, "collector_note", "")
     if why:
         from .._observe.session import Choice
 
         sampler.note = Choice(False, why).note()
-    return sampler
-
-
-def run_sampled(
-    program: Program, args: argparse.Namespace, out: TextIO, err: TextIO, helpers: RunHelpers
-) -> int:
-    """Runs the program under the sampler and writes its profile (see :func:`run_profiled`).
-
-    :param helpers: the command's helpers
-    :return: the exit code
-    """
-    interval = check_sampled(args)
-    fmt = helpers.resolve_format(args)
-    if fmt not in SAMPLED_FORMATS:
-        raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
-    import os
-
-    sampler = _in_process_sampler(interval, args, os.path.basename(program[2][0]))
 
     def emit(result: Any, stream: TextIO) -> bool:
-        _emit(result, args, stream, err, helpers)
+        _emit(result, args, stream, err)
         return True
 
     return run_profiled(program, args, out, err, sampler, emit)
@@ -281,8 +272,6 @@ def run_profiled(
     :param emit: writes a profile to a stream, False when it could not be written
     :return: the exit code
     """
-    import os
-
     from .._progress import elapsed_status
     from .._run.program import as_main, before_os_exit, exit_code, report_raised
     from .._sampling.frames import depth

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -39,6 +40,7 @@ def run_observed(
     :param emit: writes the report
     :return: the program's exit code (128 + N on signal N)
     """
+    from .._alloc.program import AllocPlan, plan
     from .._memory.devices import DeviceSampler
     from .._observe.launch import observe_program
     from .._observe.session import follower
@@ -55,7 +57,11 @@ def run_observed(
             raise CommandError(f"--probe: {e}") from e
     status = elapsed_status(err, f"running {name}", args.quiet)
     floor = _own_rss()
-    alloc = alloc_plan(args, argv)
+    # A Python program run by this interpreter gets the allocation shim, sampling one
+    # allocation per --alloc-sample bytes (0: off); another command does not.
+    mean = int(getattr(args, "alloc_sample", 0) or 0)
+    python = bool(argv) and argv[0] == sys.executable
+    alloc = plan(mean) if python else AllocPlan(None, None, "", "")
     with status:
         try:
             run = observe_program(argv, args.interval, Aggregator(), follow=follower(Aggregator),
@@ -72,24 +78,6 @@ def run_observed(
     report, rc = observed_report(run, name, args.interval, notes, floor, devices)
     emit(report)
     return rc
-
-
-def alloc_plan(args: argparse.Namespace, argv: list[str]) -> Any:
-    """How the program's allocations are tracked: a Python program run by this
-    interpreter gets the shim, unless ``--alloc-sample 0`` (another command does not).
-
-    :param args: the parsed options (``alloc_sample``: bytes between two samples)
-    :param argv: the program's command line
-    :return: an :class:`.._alloc.program.AllocPlan`
-    """
-    import sys
-
-    from .._alloc.program import AllocPlan, plan
-
-    mean = int(getattr(args, "alloc_sample", 0) or 0)
-    if not argv or argv[0] != sys.executable:
-        return AllocPlan(None, None, "", "")
-    return plan(mean)
 
 
 def run_attached(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:

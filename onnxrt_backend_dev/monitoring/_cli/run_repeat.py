@@ -13,25 +13,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from .._results.runner import ChildRun
-from .common import EXIT_ERROR, CommandError
-
-# The package whose ``__main__`` runs the command line (``python -m ...``).
-_PACKAGE = __name__.rsplit(".", 2)[0]
+from .common import EXIT_ERROR, PACKAGE, CommandError, timeout_of
 
 
 def main_of(args: argparse.Namespace) -> str | None:
     """The program's script as its code names it (``main`` of the saved result), None
-    for a module or a command; refuses a missing script (exit 2) before any run."""
+    for a module or a command; refuses a missing script or module (exit 2) before any
+    run (checked and compiled here, run by a fresh interpreter)."""
     from .._run.program import module_code, script_code
 
     if args.module:
-        module_code(args.module[0])  # a missing module is refused before the runs
+        module_code(args.module[0])
         return None
     if not args.target.endswith((".py", ".pyw")) and not os.path.isdir(args.target):
         return None
@@ -54,7 +50,7 @@ def save_run(args: argparse.Namespace, reports: Sequence[Any], main: str | None)
 
 
 def _child_argv(args: argparse.Namespace, output: str) -> tuple[str, ...]:
-    argv = [sys.executable, "-m", _PACKAGE, "run", "-q", "--format", "json", "-o", output]
+    argv = [sys.executable, "-m", PACKAGE, "run", "-q", "--format", "json", "-o", output]
     argv += ["--interval", repr(args.interval)]
     for name in args.probe:
         argv += ["--probe", name]
@@ -90,11 +86,8 @@ def run_repeated_reports(
     err: TextIO,
     emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], None],
 ) -> int:
-    """Runs the program ``--repeat`` times, shows the median run's report, saves all.
-
-    SIGINT, SIGTERM and SIGHUP end the running child's whole group (``_run.supervise``)
-    and stop the runs: the runs done are shown and saved, then the exit code is
-    ``128 + N``.
+    """Runs the program ``--repeat`` times, shows the median run's report, saves all (those
+    done when a signal stops them).
 
     :param args: the parsed arguments (checked by ``wants_repeat``)
     :param out: where the report goes
@@ -119,12 +112,10 @@ def run_repeated_reports(
 
 def _runs(args: argparse.Namespace, err: TextIO, supervisor: Any) -> list[Any]:
     """The reports of the runs (those done when a signal stopped them)."""
-    from .._results.runner import RunFailed, run_interleaved
-    from .profile_repeat import DEFAULT_TIMEOUT
+    from .._results.runner import ChildRun, RunFailed, run_interleaved
 
     live = not args.quiet and err.isatty()
     reports: list[Any] = []
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     with supervisor.folder("onnxrt-monitoring-run-") as folder:
         path = os.path.join(folder, "report.json")
         program = ChildRun(_shown(args), real=_child_argv(args, path))
@@ -137,7 +128,7 @@ def _runs(args: argparse.Namespace, err: TextIO, supervisor: Any) -> list[Any]:
 
         try:
             run_interleaved(
-                [program], args.repeat, timeout, args.max_time, on_run=collect,
+                [program], args.repeat, timeout_of(args), args.max_time, on_run=collect,
                 supervisor=supervisor,
             )  # fmt: skip
         except RunFailed as e:
@@ -157,6 +148,8 @@ def _show(
     emit: Callable[[Any, argparse.Namespace, TextIO, TextIO], None],
 ) -> None:
     """Shows the median run's report, sums the runs up, saves them all."""
+    import statistics
+
     from .._format import format_bytes, format_duration
 
     order = sorted(range(len(reports)), key=lambda i: reports[i].wall)

@@ -10,6 +10,7 @@ written atomically, with a fallback file when the write fails after the work.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -69,11 +70,8 @@ def write_saved(args: argparse.Namespace, kind: str, data: Mapping[str, Any]) ->
     from .._results.store import make_result, save_result
 
     doc = make_result(kind, data, sys.argv[1:])
-
-    def write(target: str) -> None:
-        save_result(target, doc, force=True)  # refused before the work if not --force
-
-    save_output("--save", path, write)
+    # Forced: an existing file was refused before the work without --force.
+    save_output("--save", path, functools.partial(save_result, doc=doc, force=True))
 
 
 def save_timing(

@@ -148,15 +148,8 @@ def run_where(
 
 
 def _ending(name: str, received: list[int], failure: BaseException | None, err: TextIO) -> int:
-    """The exit code of the program, said on ``err`` when it did not end by itself.
-
-    :param name: the program's name
-    :param received: the signals received
-    :param failure: what the program raised, None if nothing
-    :param err: the error stream
-    :return: 128 + N for SIGTERM or SIGHUP, 130 when Ctrl-C ended the program (or came
-        once it was over), else the program's code
-    """
+    """The exit code of the program, said on ``err`` when it did not end by itself: 128 + N
+    for SIGTERM or SIGHUP, 130 when Ctrl-C ended it (or came once it was over)."""
     import signal
 
     from .._errors import Terminated

@@ -16,10 +16,9 @@ import signal
 from typing import Any, TextIO
 
 from .._format import format_count
-from .common import EXIT_USAGE, CommandError
+from .common import EXIT_USAGE, CommandError, timeout_of
 
 _FOLDER = "onnxrt-monitoring-count-"
-DEFAULT_TIMEOUT = 600.0
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -70,13 +69,12 @@ def count_time(
     from .._run.supervise import Supervisor
 
     stmts = [args.stmt] + ([args.compare] if args.compare is not None else [])
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     results: list[dict[str, Any]] = []
     with Supervisor() as sup, sup.folder(_FOLDER) as folder:
         for stmt in stmts:
             statement = Statement(stmt, setup, setup_once, None, args.warmup, number=args.number)
             try:
-                counted = count_statement(statement, folder, sup, timeout=timeout)
+                counted = count_statement(statement, folder, sup, timeout=timeout_of(args))
             except RunFailed as e:
                 raise CommandError(str(e)) from None
             except CounterError as e:

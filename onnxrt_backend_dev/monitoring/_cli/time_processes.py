@@ -20,11 +20,7 @@ import os
 import sys
 from typing import Any
 
-from .common import EXIT_ERROR, CommandError
-
-# The package whose ``__main__`` runs the command line (``python -m ...``).
-_PACKAGE = __name__.rsplit(".", 2)[0]
-DEFAULT_TIMEOUT = 600.0
+from .common import EXIT_ERROR, PACKAGE, CommandError, timeout_of
 
 
 def child_argv(args: argparse.Namespace, output: str) -> list[str]:
@@ -34,7 +30,7 @@ def child_argv(args: argparse.Namespace, output: str) -> list[str]:
     :param output: the result file of that process
     :return: the command line
     """
-    argv = [sys.executable, "-m", _PACKAGE, "time", "-q", "--save", output, "--force"]
+    argv = [sys.executable, "-m", PACKAGE, "time", "-q", "--save", output, "--force"]
     argv += ["-w", str(args.warmup)]
     argv += [f"--setup={code}" for code in args.setup]  # a setup may start with "-"
     argv += [f"--setup-once={code}" for code in args.setup_once]
@@ -71,13 +67,12 @@ def time_in_processes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], i
     from .._run.supervise import Supervisor
 
     series: list[dict[str, Any]] = []
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     with Supervisor() as supervisor, supervisor.folder("onnxrt-monitoring-time-") as folder:
         path = os.path.join(folder, "timing.json")
         program = ChildRun(("time", args.stmt), real=tuple(child_argv(args, path)))
         try:
             run_interleaved(
-                [program], args.processes, timeout,
+                [program], args.processes, timeout_of(args),
                 on_run=lambda _round, _side: series.append(_read(path)),
                 supervisor=supervisor,
             )  # fmt: skip
