@@ -90,10 +90,10 @@ class _MagicSpec:
         )
         parser.add_argument("-h", "--help", action="store_true", help="show this help")
         for o in self.options:
-            if o.metavar is None:
-                parser.add_argument(o.flag, action="store_true", help=o.help.replace("%", "%%"))
-            else:
-                parser.add_argument(o.flag, metavar=o.metavar, help=o.help.replace("%", "%%"))
+            kind: dict[str, Any] = (
+                {"action": "store_true"} if o.metavar is None else {"metavar": o.metavar}
+            )
+            parser.add_argument(o.flag, help=o.help.replace("%", "%%"), **kind)
         return parser.format_help()
 
 
@@ -218,12 +218,18 @@ __doc__ = (__doc__ or "") + "".join(
 )
 
 
+def _all_values(opts: dict[str, Any], name: str) -> tuple[str, ...]:
+    """Every value given to a repeatable option (IPython keeps a list when repeated)."""
+    value = opts.get(name)
+    if value is None:
+        return ()
+    return tuple(str(v) for v in (value if isinstance(value, list) else [value]))
+
+
 def _option(opts: dict[str, Any], name: str) -> str | None:
     """Returns the last value given to option ``name`` or None."""
-    value = opts.get(name)
-    if isinstance(value, list):
-        value = value[-1]
-    return None if value is None else str(value)
+    values = _all_values(opts, name)
+    return values[-1] if values else None
 
 
 def _path_option(opts: dict[str, Any], name: str) -> str | None:
@@ -392,7 +398,7 @@ class MonitoringMagics(Magics):
         if rest.strip():  # a word the magic does not take: refused before the cell runs
             raise UsageError(f"%%monitor: unexpected {rest.strip()!r}; see %%monitor --help")
         interval = _interval(opts, 0.005, 0.001)
-        probes = [str(p) for p in opts.get("probe", [])]
+        probes = _all_values(opts, "probe")
         outputs = {"--html": _path_option(opts, "html"), "--json": _path_option(opts, "json")}
         with _monitor_errors():  # before the cell runs, as the command line does
             check_outputs(outputs)
@@ -553,14 +559,6 @@ def _sort_key(name: str) -> str:
     except NotImplementedError as e:
         raise UsageError(f"-s {name}: {e}") from None
     return name
-
-
-def _all_values(opts: dict[str, Any], name: str) -> tuple[str, ...]:
-    """Every value given to a repeatable option (IPython keeps a list when repeated)."""
-    value = opts.get(name)
-    if value is None:
-        return ()
-    return tuple(str(v) for v in (value if isinstance(value, list) else [value]))
 
 
 def _print_spy(stats: Any) -> None:

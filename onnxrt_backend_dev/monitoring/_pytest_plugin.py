@@ -640,12 +640,12 @@ def monitor_memory(request: pytest.FixtureRequest) -> MemoryMonitor:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Declares the options turning the end-of-session summary off."""
+    """Declares the plugin's options (argparse's defaults: False for a switch, None
+    otherwise)."""
     group = parser.getgroup(PLUGIN_NAME, "time and memory monitoring (onnxrt-backend-dev)")
     group.addoption(
         "--no-monitoring-summary",
         action="store_true",
-        default=False,
         help="do not list the time and memory measured by each test at the end",
     )
     parser.addini(
@@ -657,20 +657,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-save",
         metavar="FILE.json",
-        default=None,
         help="save what each test measured (every batch, every peak) as a result that "
         "--monitoring-compare and the compare command read",
     )
     group.addoption(
         "--monitoring-force",
         action="store_true",
-        default=False,
         help="let --monitoring-save replace an existing file",
     )
     group.addoption(
         "--monitoring-compare",
         metavar="FILE.json",
-        default=None,
         help="fail a test whose time or memory regressed beyond --monitoring-threshold "
         "compared with this saved session",
     )
@@ -685,7 +682,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-clock",
         metavar="CLOCK",
-        default=None,
         choices=tuple(CLOCKS),
         help="the clock of monitor_time's blocks and measure: wall (the default) or cpu, the "
         "process's CPU time, steadier for CPU-bound code beside other load",
@@ -696,7 +692,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-counter",
         metavar="COUNTER",
-        default=None,
         choices=("instructions",),
         help="count the instructions of monitor_time's blocks and measure instead of timing "
         "them: the session runs again under valgrind (callgrind), each block counted alone; "
@@ -705,7 +700,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-json",
         metavar="FILE.json",
-        default=None,
         help="write the session's table (each test, its blocks and their figures) as JSON",
     )
 

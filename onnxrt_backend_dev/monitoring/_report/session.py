@@ -21,6 +21,10 @@ from .recording import SPY_DELAY, Recording, block_facts, spy_facts
 __all__ = ["SPY_DELAY", "Recording", "facts_of", "monitor", "run_monitored", "spy_facts"]
 
 
+# Plain facts that RunFacts takes as they are (absent: its default).
+_AS_THEY_ARE = ("cpu", "wall", "t0", "curves", "exact_peak", "threads", "allocations", "held")
+
+
 def facts_of(
     program: str,
     interval: float,
@@ -37,29 +41,21 @@ def facts_of(
     :param children: the program's forked children, labelled, and their ticks
     :return: the facts
     """
-    devices = devices_of(facts.get("devices", ()))
     notes = list(facts.get("notes", ()))
     lost = int(facts.get("dropped", 0))
     if lost:
         notes.append(f"{lost} ticks were lost (a full pipe or too many distinct stacks)")
     return RunFacts(
-        program=program,
-        ending=ending,
-        interval=interval,
-        cpu=facts.get("cpu"),
-        wall=facts.get("wall"),
-        t0=facts.get("t0"),
-        curves=facts.get("curves", ()),
-        devices=devices,
-        exact_peak=facts.get("exact_peak"),
+        program,
+        ending,
+        interval,
+        devices=devices_of(facts.get("devices", ())),
         pid=int(facts.get("pid", 0)),
         started=str(facts.get("started", "")),
         notes=notes,
-        threads=facts.get("threads", ()),
         children=children,
         tool_rss=float(facts.get("tool_rss") or 0.0),
-        allocations=facts.get("allocations"),
-        held=facts.get("held"),
+        **{name: facts[name] for name in _AS_THEY_ARE if name in facts},
     )
 
 
