@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._errors import signal_name
 from .._format import format_bytes
 from .._memory.devices import DeviceSampler
 from .._observe.build import decode_stacks, thread_label, totals_of
@@ -19,7 +20,6 @@ from .._observe.observer import ProcessRecord
 from .._sampling.aggregate import Aggregator
 from .build import build_report
 from .model import Ending, Report
-from .runner import signal_name
 from .session import facts_of
 
 

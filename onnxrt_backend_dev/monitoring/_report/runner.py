@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
+from .._errors import signal_name
 from .._sampling.aggregate import Aggregator
 from .stream import StreamReader
 
@@ -30,14 +31,6 @@ __all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded", "sign
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
-
-
-def signal_name(signum: int) -> str:
-    """``SIGKILL``, ``signal 70`` for a number without a name."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 _DEATHS = {
