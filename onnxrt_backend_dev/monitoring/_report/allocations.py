@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._alloc.report import AllocFacts
@@ -66,16 +67,14 @@ def _leak_site(frames: Sequence[SampledFrame], site: SiteEstimate) -> bool:
     return any(not is_library_path(f.file) and not f.file.startswith("<") for f in frames)
 
 
+@dataclass(slots=True)
 class _Line:
-    __slots__ = ("called", "called_bytes", "figures", "libs", "samples")
-
-    def __init__(self) -> None:
-        # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
-        self.figures = [0.0] * 9
-        self.samples = 0
-        self.libs: defaultdict[str, float] = defaultdict(float)
-        self.called = ""
-        self.called_bytes = -1.0
+    # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
+    figures: list[float] = field(default_factory=lambda: [0.0] * 9)
+    samples: int = 0
+    libs: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    called: str = ""
+    called_bytes: float = -1.0
 
 
 _LineKey = tuple[str, str, int]
@@ -144,15 +143,13 @@ def _leaks(facts: AllocFacts) -> tuple[AllocLine, ...]:
     )
 
 
+@dataclass(slots=True, eq=False)
 class _Node:
-    __slots__ = ("bytes", "children", "hidden", "site", "var")
-
-    def __init__(self, site: Site) -> None:
-        self.site = site
-        self.bytes = 0.0
-        self.var = 0.0
-        self.children: dict[tuple[str, str, int], _Node] = {}
-        self.hidden: dict[tuple[str, str], str] = {}
+    site: Site
+    bytes: float = 0.0
+    var: float = 0.0
+    children: dict[tuple[str, str, int], _Node] = field(default_factory=dict)
+    hidden: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:

@@ -158,11 +158,11 @@ def _block(
     )
 
 
+@dataclasses.dataclass
 class Monitored:
     """What :func:`monitor` yields: ``report`` is set when the block ends."""
 
-    def __init__(self) -> None:
-        self.report: Report | None = None
+    report: Report | None = None
 
 
 def check_probe_names(probes: Any) -> tuple[str, ...]:
