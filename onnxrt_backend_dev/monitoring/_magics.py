@@ -322,6 +322,8 @@ class MonitoringMagics(Magics):
         warmup = _number_option(opts, "w", 1, int, 0)
         max_time = _number_option(opts, "max-time", None, float, 1e-9)
         setup, body = (None, stmt) if cell is None else (stmt, cell)
+        # As %timeit: the batch size is found unless given (or a budget sizes them).
+        calibrated = number is None and max_time is None
         code = self._checked(body)
         if code is None:
             raise UsageError("nothing to time: give a statement or a cell")
@@ -335,12 +337,10 @@ class MonitoringMagics(Magics):
             warmup=warmup,
             max_time=max_time,
             setup=self._checked(setup),
-            # As %timeit: the batch size is found unless given (or a budget sizes them).
-            calibrate=number is None and max_time is None,
+            calibrate=calibrated,
         )
         if "q" not in opts:
             name = stmt.strip() if cell is None else "cell"
-            calibrated = number is None and max_time is None
             print(format_line(name, {**res, "max_time": max_time, "calibrated": calibrated}))
         return res if "o" in opts else None
 
