@@ -12,7 +12,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._alloc.report import AllocFacts
 from .._sampling.frames import SampledFrame
@@ -274,22 +274,3 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
     sites = [s for s in facts.sites if _line_of(_stack(facts, s.key[0]))[0] == best]
     heaviest = max(sites, key=lambda s: s.live_peak)
     return row.site, row.called, tuple(_site(f) for f in _stack(facts, heaviest.key[0]))
-
-
-def allocation_section(
-    tracker: Any, stacks: Sequence[Sequence[Any]], t0: float, notes: Sequence[str] = ()
-) -> tuple[Allocations | None, tuple[Site, str, tuple[Site, ...]] | None]:
-    """The report's allocations section and the line holding the most at the peak.
-
-    :param tracker: the tracker, after the run
-    :param stacks: the process's decoded stacks, by id
-    :param t0: the start on the records' clock (seconds)
-    :param notes: what could not be tracked
-    :return: the section (None when nothing was read) and the line
-    """
-    from .._alloc.report import alloc_facts
-
-    facts = alloc_facts(tracker, stacks, t0, notes)
-    if facts is None:
-        return None, None
-    return build_allocations(facts), peak_place(facts)

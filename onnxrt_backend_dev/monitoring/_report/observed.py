@@ -165,13 +165,15 @@ def _facts(
 def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, list[str]]:
     """The allocations section of the report (the shim's records read by the tracker),
     the line holding the most at the peak, and the notes when there is no section."""
-    from .._alloc.report import tracking_notes
-    from .allocations import allocation_section
+    from .._alloc.report import alloc_facts, tracking_notes
+    from .allocations import build_allocations, peak_place
 
     tracker = run.record.alloc
     notes = tracking_notes(tracker, len(run.observer.processes) - 1, tracker.preloaded)
-    section, held = allocation_section(tracker, stacks, run.observer.t0, notes)
-    return section, held, notes if section is None else []
+    facts = alloc_facts(tracker, stacks, run.observer.t0, notes)
+    if facts is None:  # nothing was read
+        return None, None, notes
+    return build_allocations(facts), peak_place(facts), []
 
 
 def _iso(monotonic_t: float) -> str:
