@@ -599,19 +599,14 @@ def _write_plot(stats: Any, path: str) -> None:
     print(f"memory curve written to {path}")
 
 
-def _in_terminal(shell: Any) -> bool:
-    """True in terminal IPython, which prints an image as
-    ``<IPython.core.display.Image object>``."""
-    return any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
-
-
 def _plot_memory(shell: Any, stats: Any) -> None:
     """Shows the memory curve as a PNG, when the front end displays images (a notebook,
     not a terminal: there the text summary is all, and ``--plot FILE.png`` writes the
     curve) and matplotlib is installed."""
     if importlib.util.find_spec("matplotlib") is None:
         return
-    if _in_terminal(shell):
+    # Terminal IPython prints an image as ``<IPython.core.display.Image object>``.
+    if any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__):
         print("(the memory curve is drawn in notebooks; --plot FILE.png writes it here)")
         return
     if "image/png" not in getattr(getattr(shell, "display_formatter", None), "active_types", ()):

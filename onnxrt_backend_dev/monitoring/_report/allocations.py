@@ -54,15 +54,13 @@ def _stack(facts: AllocFacts, sid: int) -> Sequence[SampledFrame]:
     return facts.stacks[sid] if 0 <= sid < len(facts.stacks) else ()
 
 
-def _importing(frames: Sequence[SampledFrame]) -> bool:
-    return any(f.file.startswith(_IMPORTS) or _IMPORTS[1] in f.file for f in frames)
-
-
 def _leak_site(frames: Sequence[SampledFrame], site: SiteEstimate) -> bool:
     """Whether a site's bytes still live at the end can make a leak: a line of the
     program's allocated them (not the interpreter's start, nor a library's own thread,
     nor an import)."""
-    if not site.live_end or _importing(frames):
+    if not site.live_end:
+        return False
+    if any(f.file.startswith(_IMPORTS) or _IMPORTS[1] in f.file for f in frames):
         return False
     return any(not is_library_path(f.file) and not f.file.startswith("<") for f in frames)
 

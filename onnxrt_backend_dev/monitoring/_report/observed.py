@@ -23,34 +23,25 @@ from .model import Ending, Report
 from .session import facts_of
 
 
-def ending_of(status: int) -> Ending:
-    """How a program ended, from its wait status.
+def ending_of_run(run: ObservedRun) -> Ending:
+    """How an observed program ended: from its wait status, or said of the signal the
+    command received when that signal decided it (see :func:`.launch.signal_ending`).
 
-    :param status: from ``wait4``
-    :return: the ending (code 128 + N on signal N)
+    :param run: the run
+    :return: the ending (128 + N for the signal N the program or the command received)
     """
-    code = exit_code(status)
-    if os.WIFSIGNALED(status):
-        name = signal_name(os.WTERMSIG(status))
+    decided = signal_ending(run)
+    if decided is not None:
+        code, words = decided
+        return Ending("interrupted" if code == 130 else "signal", code, words)
+    code = exit_code(run.status)
+    if os.WIFSIGNALED(run.status):
+        name = signal_name(os.WTERMSIG(run.status))
         kind = "interrupted" if name == "SIGINT" else "signal"
         return Ending(kind, code, DEATHS.get(name, f"killed by {name}"))
     if code == 1:
         return Ending("exit", 1, "exited with code 1 (an uncaught exception exits so)")
     return Ending("exit", code, f"exited with code {code}")
-
-
-def ending_of_run(run: ObservedRun) -> Ending:
-    """How an observed program ended, said of the signal the command received when that
-    signal decided it (see :func:`.launch.signal_ending`).
-
-    :param run: the run
-    :return: the ending (128 + N for the signal N the command received)
-    """
-    decided = signal_ending(run)
-    if decided is None:
-        return ending_of(run.status)
-    code, words = decided
-    return Ending("interrupted" if code == 130 else "signal", code, words)
 
 
 def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:

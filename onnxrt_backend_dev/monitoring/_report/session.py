@@ -59,34 +59,32 @@ def facts_of(
     )
 
 
-def _device(fact: Sequence[Any]) -> Device:
-    """One device from its plain fact: ``(name, peak, begin, end)``, then optionally the
-    extras of ``inprocess.device_facts`` (role, uuid, context, site)."""
-    name, peak, begin, end = fact[:4]
-    extras = fact[4] if len(fact) > 4 and isinstance(fact[4], dict) else {}
-    site = extras.get("site")
-    context = extras.get("context")
-    return Device(
-        str(name),
-        float(peak),
-        float(begin),
-        float(end),
-        role=str(extras.get("role") or ""),
-        context=None if context is None else float(context),
-        site=None if not site else Site(str(site[0]), str(site[1]), int(site[2])),
-        uuid=None if extras.get("uuid") is None else str(extras["uuid"]),
-    )
-
-
 def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
     """Every device of the plain facts, with the CUDA context measured apart where the
     spy's NVML (this process's usage) and the program's torch (its reserved memory) of
     one GPU are both known: the facts of ``run`` come from the two processes.
 
-    :param facts: the devices' plain facts
+    :param facts: the devices' plain facts: ``(name, peak, begin, end)``, then optionally
+        the extras of ``inprocess.device_facts`` (role, uuid, context, site)
     :return: the devices, in order
     """
-    devices = [_device(f) for f in facts]
+    devices = []
+    for fact in facts:
+        name, peak, begin, end = fact[:4]
+        extras = fact[4] if len(fact) > 4 and isinstance(fact[4], dict) else {}
+        site, context, uuid = extras.get("site"), extras.get("context"), extras.get("uuid")
+        devices.append(
+            Device(
+                str(name),
+                float(peak),
+                float(begin),
+                float(end),
+                role=str(extras.get("role") or ""),
+                context=None if context is None else float(context),
+                site=None if not site else Site(str(site[0]), str(site[1]), int(site[2])),
+                uuid=None if uuid is None else str(uuid),
+            )
+        )
     found = context_of([(d.role, d.uuid, d.end) for d in devices])
     return [
         dataclasses.replace(d, context=found[i]) if d.context is None and i in found else d
