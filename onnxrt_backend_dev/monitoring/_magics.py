@@ -90,10 +90,10 @@ class _MagicSpec:
         )
         parser.add_argument("-h", "--help", action="store_true", help="show this help")
         for o in self.options:
-            if o.metavar is None:
-                parser.add_argument(o.flag, action="store_true", help=o.help.replace("%", "%%"))
-            else:
-                parser.add_argument(o.flag, metavar=o.metavar, help=o.help.replace("%", "%%"))
+            kind: dict[str, Any] = (
+                {"action": "store_true"} if o.metavar is None else {"metavar": o.metavar}
+            )
+            parser.add_argument(o.flag, help=o.help.replace("%", "%%"), **kind)
         return parser.format_help()
 
 
@@ -218,12 +218,18 @@ __doc__ = (__doc__ or "") + "".join(
 )
 
 
+def _all_values(opts: dict[str, Any], name: str) -> tuple[str, ...]:
+    """Every value given to a repeatable option (IPython keeps a list when repeated)."""
+    value = opts.get(name)
+    if value is None:
+        return ()
+    return tuple(str(v) for v in (value if isinstance(value, list) else [value]))
+
+
 def _option(opts: dict[str, Any], name: str) -> str | None:
     """Returns the last value given to option ``name`` or None."""
-    value = opts.get(name)
-    if isinstance(value, list):
-        value = value[-1]
-    return None if value is None else str(value)
+    values = _all_values(opts, name)
+    return values[-1] if values else None
 
 
 def _path_option(opts: dict[str, Any], name: str) -> str | None:
@@ -316,6 +322,8 @@ class MonitoringMagics(Magics):
         warmup = _number_option(opts, "w", 1, int, 0)
         max_time = _number_option(opts, "max-time", None, float, 1e-9)
         setup, body = (None, stmt) if cell is None else (stmt, cell)
+        # As %timeit: the batch size is found unless given (or a budget sizes them).
+        calibrated = number is None and max_time is None
         code = self._checked(body)
         if code is None:
             raise UsageError("nothing to time: give a statement or a cell")
@@ -329,12 +337,10 @@ class MonitoringMagics(Magics):
             warmup=warmup,
             max_time=max_time,
             setup=self._checked(setup),
-            # As %timeit: the batch size is found unless given (or a budget sizes them).
-            calibrate=number is None and max_time is None,
+            calibrate=calibrated,
         )
         if "q" not in opts:
             name = stmt.strip() if cell is None else "cell"
-            calibrated = number is None and max_time is None
             print(format_line(name, {**res, "max_time": max_time, "calibrated": calibrated}))
         return res if "o" in opts else None
 
@@ -392,7 +398,7 @@ class MonitoringMagics(Magics):
         if rest.strip():  # a word the magic does not take: refused before the cell runs
             raise UsageError(f"%%monitor: unexpected {rest.strip()!r}; see %%monitor --help")
         interval = _interval(opts, 0.005, 0.001)
-        probes = [str(p) for p in opts.get("probe", [])]
+        probes = _all_values(opts, "probe")
         outputs = {"--html": _path_option(opts, "html"), "--json": _path_option(opts, "json")}
         with _monitor_errors():  # before the cell runs, as the command line does
             check_outputs(outputs)
@@ -555,14 +561,6 @@ def _sort_key(name: str) -> str:
     return name
 
 
-def _all_values(opts: dict[str, Any], name: str) -> tuple[str, ...]:
-    """Every value given to a repeatable option (IPython keeps a list when repeated)."""
-    value = opts.get(name)
-    if value is None:
-        return ()
-    return tuple(str(v) for v in (value if isinstance(value, list) else [value]))
-
-
 def _print_spy(stats: Any) -> None:
     """Prints the growth table (with --stacks), the summary and what the cell added."""
     from ._memory.where_render import where_text
@@ -601,19 +599,14 @@ def _write_plot(stats: Any, path: str) -> None:
     print(f"memory curve written to {path}")
 
 
-def _in_terminal(shell: Any) -> bool:
-    """True in terminal IPython, which prints an image as
-    ``<IPython.core.display.Image object>``."""
-    return any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__)
-
-
 def _plot_memory(shell: Any, stats: Any) -> None:
     """Shows the memory curve as a PNG, when the front end displays images (a notebook,
     not a terminal: there the text summary is all, and ``--plot FILE.png`` writes the
     curve) and matplotlib is installed."""
     if importlib.util.find_spec("matplotlib") is None:
         return
-    if _in_terminal(shell):
+    # Terminal IPython prints an image as ``<IPython.core.display.Image object>``.
+    if any(c.__name__ == "TerminalInteractiveShell" for c in type(shell).__mro__):
         print("(the memory curve is drawn in notebooks; --plot FILE.png writes it here)")
         return
     if "image/png" not in getattr(getattr(shell, "display_formatter", None), "active_types", ()):

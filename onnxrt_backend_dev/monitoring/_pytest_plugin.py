@@ -134,6 +134,25 @@ class StolenTime:
         return min(max((wait - self._wait) / wall, 0.0), 0.99)
 
 
+def _time_figure(
+    label: str,
+    times: list[float],
+    sizes: list[int],
+    reference: float | None = None,
+    stolen: float | None = None,
+    **kind: str,
+) -> dict[str, Any]:
+    """A time figure: batches of seconds (or counts) and executions; ``kind`` is its
+    ``clock`` or its ``counter``."""
+    figure: dict[str, Any] = {"kind": "time", "label": label, "times": times, "sizes": sizes}
+    figure.update(kind)
+    if reference is not None:
+        figure["reference"] = reference
+    if stolen is not None:
+        figure["stolen"] = stolen
+    return figure
+
+
 def _records(item: pytest.Item) -> list[_Record]:
     """Returns the list of records of a test, created on first use."""
     return item.stash.setdefault(_RECORDS, [])
@@ -201,15 +220,9 @@ class TimedBlock:
     def figure(self) -> dict[str, Any]:
         """One batch of one execution (nothing when the block never ended)."""
         ok = math.isfinite(self.elapsed) and self.elapsed > 0
-        figure: dict[str, Any] = {
-            "kind": "time", "label": self.label, "times": [self.elapsed] if ok else [],
-            "sizes": [1] if ok else [], "clock": self.clock_name,
-        }  # fmt: skip
-        if self.speed:
-            figure["reference"] = sorted(self.speed)[len(self.speed) // 2]
-        if self.stolen is not None:
-            figure["stolen"] = self.stolen
-        return figure
+        times, sizes = ([self.elapsed], [1]) if ok else ([], [])
+        reference = sorted(self.speed)[len(self.speed) // 2] if self.speed else None
+        return _time_figure(self.label, times, sizes, reference, self.stolen, clock=self.clock_name)
 
 
 class CountedBlock:
@@ -253,10 +266,8 @@ class CountedBlock:
     def figure(self) -> dict[str, Any]:
         """The block's instructions, one execution (nothing when it never ended)."""
         ok = math.isfinite(self.elapsed)
-        return {
-            "kind": "time", "label": self.label, "times": [float(self.instructions)] if ok else [],
-            "sizes": [1] if ok else [], "counter": "instructions",
-        }  # fmt: skip
+        times, sizes = ([float(self.instructions)], [1]) if ok else ([], [])
+        return _time_figure(self.label, times, sizes, counter="instructions")
 
 
 class MemoryBlock:
@@ -452,26 +463,17 @@ def _counting(source: str) -> bool:
     return not why
 
 
+@dataclass(eq=False)
 class _Measured:
     """A ``measure_time`` result kept for the report."""
 
-    def __init__(
-        self,
-        label: str,
-        res: dict[str, Any],
-        times: Sequence[float] = (),
-        sizes: Sequence[int] = (),
-        clock_name: str = "wall",
-        speed: float | None = None,
-        stolen: float | None = None,
-    ) -> None:
-        self.label = label
-        self.res = res
-        self.times = [float(t) for t in times]
-        self.sizes = [int(n) for n in sizes]
-        self.clock_name = clock_name
-        self.speed = speed
-        self.stolen = stolen
+    label: str
+    res: dict[str, Any]
+    times: Sequence[float] = ()
+    sizes: Sequence[int] = ()
+    clock_name: str = "wall"
+    speed: float | None = None
+    stolen: float | None = None
 
     def summary(self) -> str:
         if self.res.get("counter"):
@@ -489,19 +491,15 @@ class _Measured:
         return [(f"time.{self.label}.average", self.res["average"])]
 
     def figure(self) -> dict[str, Any]:
-        """Every batch: seconds and executions."""
-        figure: dict[str, Any] = {"kind": "time", "label": self.label, "times": self.times,
-                                  "sizes": self.sizes, "clock": self.clock_name}  # fmt: skip
+        """Every batch: seconds and executions (a count: one batch of every run)."""
         if self.res.get("counter"):
             runs = int(self.res["runs"])
-            figure.update(times=[float(self.res["average"]) * runs], sizes=[runs])
-            figure["counter"] = self.res["counter"]
-            del figure["clock"]
-        if self.speed is not None:
-            figure["reference"] = self.speed
-        if self.stolen is not None:
-            figure["stolen"] = self.stolen
-        return figure
+            times, sizes = [float(self.res["average"]) * runs], [runs]
+            kind = {"counter": self.res["counter"]}
+        else:
+            times, sizes = [float(t) for t in self.times], [int(n) for n in self.sizes]
+            kind = {"clock": self.clock_name}
+        return _time_figure(self.label, times, sizes, self.speed, self.stolen, **kind)
 
 
 @dataclass(eq=False, repr=False)
@@ -587,34 +585,15 @@ class MemoryMonitor:
 
     records: list[_Record]
 
-    def __call__(
-        self,
-        label: str = "block",
-        limit: int | float | str | None = None,
-        delay: float = 0.01,
-        cuda: bool = False,
-        absolute: bool = False,
-        stacks: bool = False,
-        probes: Sequence[str] = (),
-        source: str = "auto",
-    ) -> MemoryBlock:
+    def __call__(self, label: str = "block", *args: Any, **kwargs: Any) -> MemoryBlock:
         """Returns a context manager spying on the memory of a block.
 
         :param label: name shown in the report
-        :param limit: bytes or a size such as ``"200 MB"``; the test fails above it
-        :param delay: seconds between two measures
-        :param cuda: also spy on the GPUs
-        :param absolute: compare the peak itself with the limit, not its increase
-        :param stacks: sample the Python stacks too: where the peak happened
-        :param probes: device probes to read too, by registry name
-        :param source: what the limit applies to: ``"allocations"``, ``"rss"`` or
-            ``"auto"`` (see :class:`MemoryBlock`)
+        :param args: the other parameters of :class:`MemoryBlock` (``limit``, ``delay``...)
+        :param kwargs: the same by name
         :return: the block, whose ``peak``, ``increase``, ``alloc_peak``... are set on exit
         """
-        block = MemoryBlock(
-            label, limit, delay=delay, cuda=cuda, absolute=absolute, stacks=stacks,
-            probes=probes, source=source,
-        )  # fmt: skip
+        block = MemoryBlock(label, *args, **kwargs)
         self.records.append(block)
         return block
 
@@ -661,12 +640,12 @@ def monitor_memory(request: pytest.FixtureRequest) -> MemoryMonitor:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Declares the options turning the end-of-session summary off."""
+    """Declares the plugin's options (argparse's defaults: False for a switch, None
+    otherwise)."""
     group = parser.getgroup(PLUGIN_NAME, "time and memory monitoring (onnxrt-backend-dev)")
     group.addoption(
         "--no-monitoring-summary",
         action="store_true",
-        default=False,
         help="do not list the time and memory measured by each test at the end",
     )
     parser.addini(
@@ -678,20 +657,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-save",
         metavar="FILE.json",
-        default=None,
         help="save what each test measured (every batch, every peak) as a result that "
         "--monitoring-compare and the compare command read",
     )
     group.addoption(
         "--monitoring-force",
         action="store_true",
-        default=False,
         help="let --monitoring-save replace an existing file",
     )
     group.addoption(
         "--monitoring-compare",
         metavar="FILE.json",
-        default=None,
         help="fail a test whose time or memory regressed beyond --monitoring-threshold "
         "compared with this saved session",
     )
@@ -706,7 +682,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-clock",
         metavar="CLOCK",
-        default=None,
         choices=tuple(CLOCKS),
         help="the clock of monitor_time's blocks and measure: wall (the default) or cpu, the "
         "process's CPU time, steadier for CPU-bound code beside other load",
@@ -717,7 +692,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-counter",
         metavar="COUNTER",
-        default=None,
         choices=("instructions",),
         help="count the instructions of monitor_time's blocks and measure instead of timing "
         "them: the session runs again under valgrind (callgrind), each block counted alone; "
@@ -726,7 +700,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--monitoring-json",
         metavar="FILE.json",
-        default=None,
         help="write the session's table (each test, its blocks and their figures) as JSON",
     )
 
@@ -859,14 +832,21 @@ def _session_from_options(config: pytest.Config) -> Any:
         raise pytest.UsageError(str(e)) from None
 
 
-def _marker_block(marker: pytest.Mark) -> MemoryBlock:
-    """Builds the memory block a ``limit_memory`` marker asks for."""
+def _marker_args(marker: pytest.Mark, usage: str) -> dict[str, Any]:
+    """A marker's arguments by name, its one positional one as ``limit`` (``usage``: the
+    error when it has none or more)."""
     args = dict(marker.kwargs)
     if marker.args:
         args["limit"] = marker.args[0]
     if "limit" not in args or len(marker.args) > 1:
-        raise BadType("limit_memory takes one size, e.g. limit_memory('200 MB')")
-    return MemoryBlock("limit_memory", **args)
+        raise BadType(usage)
+    return args
+
+
+def _marker_block(marker: pytest.Mark) -> MemoryBlock:
+    """Builds the memory block a ``limit_memory`` marker asks for."""
+    usage = "limit_memory takes one size, e.g. limit_memory('200 MB')"
+    return MemoryBlock("limit_memory", **_marker_args(marker, usage))
 
 
 def _new_style_wrapper() -> Callable[[Any], Any] | None:
@@ -894,11 +874,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _time_marker_block(marker: pytest.Mark) -> TimedBlock:
     """Builds the timed block a ``limit_time`` marker asks for."""
-    args = dict(marker.kwargs)
-    if marker.args:
-        args["limit"] = marker.args[0]
-    if "limit" not in args or len(marker.args) > 1 or set(args) != {"limit"}:
-        raise BadType("limit_time takes one number of seconds, e.g. limit_time(2.5)")
+    usage = "limit_time takes one number of seconds, e.g. limit_time(2.5)"
+    args = _marker_args(marker, usage)
+    if set(args) != {"limit"}:
+        raise BadType(usage)
     if args["limit"] is None:
         raise BadType("limit_time needs a number of seconds, got None")
     return _TimeLimit("limit_time", args["limit"])

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .._alloc.report import AllocFacts
 from .._sampling.frames import SampledFrame
@@ -53,29 +54,25 @@ def _stack(facts: AllocFacts, sid: int) -> Sequence[SampledFrame]:
     return facts.stacks[sid] if 0 <= sid < len(facts.stacks) else ()
 
 
-def _importing(frames: Sequence[SampledFrame]) -> bool:
-    return any(f.file.startswith(_IMPORTS) or _IMPORTS[1] in f.file for f in frames)
-
-
 def _leak_site(frames: Sequence[SampledFrame], site: SiteEstimate) -> bool:
     """Whether a site's bytes still live at the end can make a leak: a line of the
     program's allocated them (not the interpreter's start, nor a library's own thread,
     nor an import)."""
-    if not site.live_end or _importing(frames):
+    if not site.live_end:
+        return False
+    if any(f.file.startswith(_IMPORTS) or _IMPORTS[1] in f.file for f in frames):
         return False
     return any(not is_library_path(f.file) and not f.file.startswith("<") for f in frames)
 
 
+@dataclass(slots=True)
 class _Line:
-    __slots__ = ("called", "called_bytes", "figures", "libs", "samples")
-
-    def __init__(self) -> None:
-        # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
-        self.figures = [0.0] * 9
-        self.samples = 0
-        self.libs: defaultdict[str, float] = defaultdict(float)
-        self.called = ""
-        self.called_bytes = -1.0
+    # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
+    figures: list[float] = field(default_factory=lambda: [0.0] * 9)
+    samples: int = 0
+    libs: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    called: str = ""
+    called_bytes: float = -1.0
 
 
 _LineKey = tuple[str, str, int]
@@ -144,15 +141,13 @@ def _leaks(facts: AllocFacts) -> tuple[AllocLine, ...]:
     )
 
 
+@dataclass(slots=True, eq=False)
 class _Node:
-    __slots__ = ("bytes", "children", "hidden", "site", "var")
-
-    def __init__(self, site: Site) -> None:
-        self.site = site
-        self.bytes = 0.0
-        self.var = 0.0
-        self.children: dict[tuple[str, str, int], _Node] = {}
-        self.hidden: dict[tuple[str, str], str] = {}
+    site: Site
+    bytes: float = 0.0
+    var: float = 0.0
+    children: dict[tuple[str, str, int], _Node] = field(default_factory=dict)
+    hidden: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:
@@ -277,22 +272,3 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
     sites = [s for s in facts.sites if _line_of(_stack(facts, s.key[0]))[0] == best]
     heaviest = max(sites, key=lambda s: s.live_peak)
     return row.site, row.called, tuple(_site(f) for f in _stack(facts, heaviest.key[0]))
-
-
-def allocation_section(
-    tracker: Any, stacks: Sequence[Sequence[Any]], t0: float, notes: Sequence[str] = ()
-) -> tuple[Allocations | None, tuple[Site, str, tuple[Site, ...]] | None]:
-    """The report's allocations section and the line holding the most at the peak.
-
-    :param tracker: the tracker, after the run
-    :param stacks: the process's decoded stacks, by id
-    :param t0: the start on the records' clock (seconds)
-    :param notes: what could not be tracked
-    :return: the section (None when nothing was read) and the line
-    """
-    from .._alloc.report import alloc_facts
-
-    facts = alloc_facts(tracker, stacks, t0, notes)
-    if facts is None:
-        return None, None
-    return build_allocations(facts), peak_place(facts)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._errors import signal_name
 from .._format import format_bytes
 from .._memory.devices import DeviceSampler
 from .._observe.build import decode_stacks, thread_label, totals_of
@@ -19,38 +20,28 @@ from .._observe.observer import ProcessRecord
 from .._sampling.aggregate import Aggregator
 from .build import build_report
 from .model import Ending, Report
-from .runner import signal_name
 from .session import facts_of
 
 
-def ending_of(status: int) -> Ending:
-    """How a program ended, from its wait status.
+def ending_of_run(run: ObservedRun) -> Ending:
+    """How an observed program ended: from its wait status, or said of the signal the
+    command received when that signal decided it (see :func:`.launch.signal_ending`).
 
-    :param status: from ``wait4``
-    :return: the ending (code 128 + N on signal N)
+    :param run: the run
+    :return: the ending (128 + N for the signal N the program or the command received)
     """
-    code = exit_code(status)
-    if os.WIFSIGNALED(status):
-        name = signal_name(os.WTERMSIG(status))
+    decided = signal_ending(run)
+    if decided is not None:
+        code, words = decided
+        return Ending("interrupted" if code == 130 else "signal", code, words)
+    code = exit_code(run.status)
+    if os.WIFSIGNALED(run.status):
+        name = signal_name(os.WTERMSIG(run.status))
         kind = "interrupted" if name == "SIGINT" else "signal"
         return Ending(kind, code, DEATHS.get(name, f"killed by {name}"))
     if code == 1:
         return Ending("exit", 1, "exited with code 1 (an uncaught exception exits so)")
     return Ending("exit", code, f"exited with code {code}")
-
-
-def ending_of_run(run: ObservedRun) -> Ending:
-    """How an observed program ended, said of the signal the command received when that
-    signal decided it (see :func:`.launch.signal_ending`).
-
-    :param run: the run
-    :return: the ending (128 + N for the signal N the command received)
-    """
-    decided = signal_ending(run)
-    if decided is None:
-        return ending_of(run.status)
-    code, words = decided
-    return Ending("interrupted" if code == 130 else "signal", code, words)
 
 
 def declare_stacks(record: ProcessRecord, agg: Aggregator) -> list[Any]:
@@ -165,13 +156,15 @@ def _facts(
 def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, list[str]]:
     """The allocations section of the report (the shim's records read by the tracker),
     the line holding the most at the peak, and the notes when there is no section."""
-    from .._alloc.report import tracking_notes
-    from .allocations import allocation_section
+    from .._alloc.report import alloc_facts, tracking_notes
+    from .allocations import build_allocations, peak_place
 
     tracker = run.record.alloc
     notes = tracking_notes(tracker, len(run.observer.processes) - 1, tracker.preloaded)
-    section, held = allocation_section(tracker, stacks, run.observer.t0, notes)
-    return section, held, notes if section is None else []
+    facts = alloc_facts(tracker, stacks, run.observer.t0, notes)
+    if facts is None:  # nothing was read
+        return None, None, notes
+    return build_allocations(facts), peak_place(facts), []
 
 
 def _iso(monotonic_t: float) -> str:

@@ -345,15 +345,26 @@ class Recording:
         facts = block_facts(self.t0, self.cpu0, self.started, self.notes)
         facts["threads"] = _threads(profile, self.ticks) if profile and self.keep_threads else []
         spy, self.spy = self.spy, None
-        if spy is None:
-            return facts
-        try:
-            result = spy.stop()
-        except Exception as e:  # the report stands on the ticks alone
-            facts["notes"].append(f"the memory spy failed: {e}")
-            return facts
-        spy_facts(result, facts)
+        result = stop_spy(spy, facts["notes"])
+        if result is not None:
+            spy_facts(result, facts)
         return facts
+
+
+def stop_spy(spy: Any, notes: list[str]) -> Any:
+    """Stops the memory spy, if any: its result, None when it failed (the report stands
+    on the ticks alone, a note says why).
+
+    :param spy: the spy, None for none
+    :param notes: where the failure is said
+    """
+    if spy is None:
+        return None
+    try:
+        return spy.stop()
+    except Exception as e:
+        notes.append(f"the memory spy failed: {e}")
+        return None
 
 
 def spy_facts(result: Any, facts: dict[str, Any], offset: float = 0.0) -> None:

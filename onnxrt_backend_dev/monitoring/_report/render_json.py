@@ -153,13 +153,17 @@ def _object(cls: type, doc: Any) -> Any:
     return cls(**values)
 
 
-def from_dict(doc: Any) -> Report:
-    """Reads a report written by :func:`to_dict`.
+def from_json(text: str) -> Report:
+    """Reads a report from :func:`to_json`'s text.
 
-    :param doc: the parsed JSON
+    :param text: the document
     :return: the report
-    :raises ResultFormatError: not a report of a version this code reads
+    :raises ResultFormatError: not valid JSON, or not a report of a version this code reads
     """
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise ResultFormatError(f"not JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ResultFormatError(f"not a report: schema must be {SCHEMA!r}")
     if doc.get("version") != SCHEMA_VERSION:
@@ -168,17 +172,3 @@ def from_dict(doc: Any) -> Report:
         return _object(Report, doc)
     except (KeyError, TypeError, ValueError) as e:
         raise ResultFormatError(f"malformed report: {type(e).__name__}: {e}") from None
-
-
-def from_json(text: str) -> Report:
-    """Reads a report from :func:`to_json`'s text.
-
-    :param text: the document
-    :return: the report
-    :raises ResultFormatError: not valid JSON or not a report
-    """
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise ResultFormatError(f"not JSON: {e}") from None
-    return from_dict(doc)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
+from .._errors import signal_name
 from .._sampling.aggregate import Aggregator
 from .stream import StreamReader
 
@@ -30,14 +31,6 @@ __all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded", "sign
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
-
-
-def signal_name(signum: int) -> str:
-    """``SIGKILL``, ``signal 70`` for a number without a name."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 _DEATHS = {
@@ -173,7 +166,9 @@ def _follow(
         os.close(rfd)
         if child.exit is None:  # the parent failed: no orphan left running
             child.end(signal.SIGKILL, 1.0)
-        spied = _stop_spy(spying, notes)
+        from .recording import stop_spy
+
+        spied = stop_spy(spying, notes)
     assert child.exit is not None
     return _report(agg, reader, child.exit, name, interval, spied, notes)
 
@@ -195,16 +190,6 @@ def _start_spy(pid: int, probes: Sequence[str]) -> tuple[Any, list[str]]:
         return MemorySpy(pid, delay=SPY_DELAY, reset_peak=False, probes=tuple(probes)), []
     except Exception as e:  # the ticks still report
         return None, [f"the memory spy could not start: {e}"]
-
-
-def _stop_spy(spy: Any, notes: list[str]) -> Any:
-    if spy is None:
-        return None
-    try:
-        return spy.stop()
-    except Exception as e:
-        notes.append(f"the memory spy failed: {e}")
-        return None
 
 
 def _report(

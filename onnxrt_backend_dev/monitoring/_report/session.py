@@ -21,6 +21,10 @@ from .recording import SPY_DELAY, Recording, block_facts, spy_facts
 __all__ = ["SPY_DELAY", "Recording", "facts_of", "monitor", "run_monitored", "spy_facts"]
 
 
+# Plain facts that RunFacts takes as they are (absent: its default).
+_AS_THEY_ARE = ("cpu", "wall", "t0", "curves", "exact_peak", "threads", "allocations", "held")
+
+
 def facts_of(
     program: str,
     interval: float,
@@ -37,48 +41,21 @@ def facts_of(
     :param children: the program's forked children, labelled, and their ticks
     :return: the facts
     """
-    devices = devices_of(facts.get("devices", ()))
     notes = list(facts.get("notes", ()))
     lost = int(facts.get("dropped", 0))
     if lost:
         notes.append(f"{lost} ticks were lost (a full pipe or too many distinct stacks)")
     return RunFacts(
-        program=program,
-        ending=ending,
-        interval=interval,
-        cpu=facts.get("cpu"),
-        wall=facts.get("wall"),
-        t0=facts.get("t0"),
-        curves=facts.get("curves", ()),
-        devices=devices,
-        exact_peak=facts.get("exact_peak"),
+        program,
+        ending,
+        interval,
+        devices=devices_of(facts.get("devices", ())),
         pid=int(facts.get("pid", 0)),
         started=str(facts.get("started", "")),
         notes=notes,
-        threads=facts.get("threads", ()),
         children=children,
         tool_rss=float(facts.get("tool_rss") or 0.0),
-        allocations=facts.get("allocations"),
-        held=facts.get("held"),
-    )
-
-
-def _device(fact: Sequence[Any]) -> Device:
-    """One device from its plain fact: ``(name, peak, begin, end)``, then optionally the
-    extras of ``inprocess.device_facts`` (role, uuid, context, site)."""
-    name, peak, begin, end = fact[:4]
-    extras = fact[4] if len(fact) > 4 and isinstance(fact[4], dict) else {}
-    site = extras.get("site")
-    context = extras.get("context")
-    return Device(
-        str(name),
-        float(peak),
-        float(begin),
-        float(end),
-        role=str(extras.get("role") or ""),
-        context=None if context is None else float(context),
-        site=None if not site else Site(str(site[0]), str(site[1]), int(site[2])),
-        uuid=None if extras.get("uuid") is None else str(extras["uuid"]),
+        **{name: facts[name] for name in _AS_THEY_ARE if name in facts},
     )
 
 
@@ -87,10 +64,27 @@ def devices_of(facts: Sequence[Sequence[Any]]) -> list[Device]:
     spy's NVML (this process's usage) and the program's torch (its reserved memory) of
     one GPU are both known: the facts of ``run`` come from the two processes.
 
-    :param facts: the devices' plain facts
+    :param facts: the devices' plain facts: ``(name, peak, begin, end)``, then optionally
+        the extras of ``inprocess.device_facts`` (role, uuid, context, site)
     :return: the devices, in order
     """
-    devices = [_device(f) for f in facts]
+    devices = []
+    for fact in facts:
+        name, peak, begin, end = fact[:4]
+        extras = fact[4] if len(fact) > 4 and isinstance(fact[4], dict) else {}
+        site, context, uuid = extras.get("site"), extras.get("context"), extras.get("uuid")
+        devices.append(
+            Device(
+                str(name),
+                float(peak),
+                float(begin),
+                float(end),
+                role=str(extras.get("role") or ""),
+                context=None if context is None else float(context),
+                site=None if not site else Site(str(site[0]), str(site[1]), int(site[2])),
+                uuid=None if uuid is None else str(uuid),
+            )
+        )
     found = context_of([(d.role, d.uuid, d.end) for d in devices])
     return [
         dataclasses.replace(d, context=found[i]) if d.context is None and i in found else d
@@ -162,11 +156,11 @@ def _block(
     )
 
 
+@dataclasses.dataclass
 class Monitored:
     """What :func:`monitor` yields: ``report`` is set when the block ends."""
 
-    def __init__(self) -> None:
-        self.report: Report | None = None
+    report: Report | None = None
 
 
 def check_probe_names(probes: Any) -> tuple[str, ...]:
