@@ -215,3 +215,6 @@ def test_a_native_pools_cpu_is_on_the_line_that_runs_it(tmp_path: Path) -> None:
     pools = {r["site"]["line"]: r["split"][4] for r in json.loads(out.read_text())["lines"]
              if len(r["split"]) > 4}  # fmt: skip
     assert pools.get(9, 0.0) > 0 and max(pools, key=lambda k: pools[k]) == 9, pools
+    # AND the page names the pool by the library on its threads' stacks, with its CPU
+    notes = [n for n in json.loads(out.read_text())["notes"] if "native pools" in n]
+    assert notes and "numpy (" in notes[0], notes

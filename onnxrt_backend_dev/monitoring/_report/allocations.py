@@ -8,13 +8,13 @@ Every walk over stacks and the icicle uses loops and explicit stacks, never recu
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._alloc.report import AllocFacts
+from .._observe.pools import library_label
 from .._sampling.frames import SampledFrame
 from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
@@ -31,23 +31,6 @@ NODE_SHARE = 0.005  # icicle boxes under this share of the peak fold into "N mor
 LEAK_SHARE = 0.01  # a leak candidate holds at least this share of the peak at the end
 NO_FRAME = Site("(no Python frame)", "", 0, True)
 _IMPORTS = ("<frozen importlib._bootstrap", "importlib/_bootstrap")
-
-
-def library_label(path: str) -> str:
-    """How a report names a native library: ``numpy (_multiarray_umath)``,
-    ``libonnxruntime``; empty for the interpreter itself.
-
-    :param path: the library's file
-    """
-    base = os.path.basename(path)
-    if base.startswith("libpython") or base.startswith("python"):
-        return ""
-    name = base.split(".", 1)[0]
-    marker = next((m for m in ("site-packages/", "dist-packages/") if m in path), None)
-    if marker is None:
-        return name
-    package = path.split(marker, 1)[1].split("/", 1)[0].removesuffix(".libs")
-    return name if package == base else f"{package} ({name})"
 
 
 def _stack(facts: AllocFacts, sid: int) -> Sequence[SampledFrame]:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import signal_name
-from .._format import format_bytes
+from .._format import format_bytes, format_duration
 from .._memory.devices import DeviceSampler
-from .._observe.build import decode_stacks, thread_label, totals_of
+from .._observe.build import decode_stacks, native_threads, thread_label, totals_of
 from .._observe.launch import DEATHS, ObservedRun, exit_code, signal_ending
 from .._observe.observer import ProcessRecord
 from .._sampling.aggregate import Aggregator
@@ -150,6 +150,13 @@ def _facts(
         "threads": sampled_threads(record, stacks),
         "tool_rss": record.tool_rss,
     }
+    # The pools by name: the hot lines' pool column says what the program ran meanwhile.
+    pools = sorted((p for p in native_threads(record) if p[2] > 0), key=lambda p: -p[2])
+    if pools:
+        named = ", ".join(
+            f"{n}{f' ({c} threads)' if c > 1 else ''} {format_duration(s)}" for n, c, s in pools
+        )
+        facts["notes"].append(f"threads Python does not know (native pools), CPU: {named}")
     return agg, stacks, facts
 
 
