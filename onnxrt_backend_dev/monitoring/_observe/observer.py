@@ -381,7 +381,8 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     # The memory from the program's first line on (before, the interpreter's start: not
     # the program's, as a report made inside it would start); a process never read as
     # Python (a command) from its start.
-    (record.alloc or _NO_ALLOC).sample(record, t)  # the allocation shim's records
+    if record.alloc is not None:
+        record.alloc.sample(record, t)  # the allocation shim's records
     if record.python_seen or (record.reader is None and record.opener is None):
         tool = record.tool_rss  # the shim's own pages: not the program's
         record.sink.add_tick(t, rss - tool, max((hwm or 0.0) - tool, 0.0), credited)
@@ -450,16 +451,6 @@ def _python_rows(record: ProcessRecord, samples: list[ThreadSample]) -> list[Any
     intern = record.intern
     return [(s.address, s.ident, s.native_id, intern(s.frames), s.complete, s.dropped, s.gil,
              s.outer, None) for s in samples]  # fmt: skip
-
-
-class _NoAlloc:
-    """A process whose allocations are not tracked."""
-
-    def sample(self, record: ProcessRecord, t: float) -> None:
-        """Nothing to read."""
-
-
-_NO_ALLOC = _NoAlloc()
 
 
 def image_of(pid: int) -> tuple[bytes, bytes]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
