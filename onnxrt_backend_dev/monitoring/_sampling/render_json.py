@@ -97,21 +97,16 @@ def to_dict(
     """
     deepest = None if max_depth is None else max_depth + 1
     sampled = [t for t in profile.threads if t.totals]
-    roots = {id(t): r for t, r in zip(sampled, trees(profile, show_all), strict=True)}
-    threads = []
-    for t in profile.threads:
-        root = roots.get(id(t))
-        if root is None:
-            continue
-        threads.append(
-            {
-                "name": t.name,
-                "main": t.is_main,
-                "wall": round(root.wall, 6),
-                "cpu": round(root.cpu, 6),
-                "rows": tree_rows(root, fold_share, deepest, order),
-            }
-        )
+    threads = [
+        {
+            "name": t.name,
+            "main": t.is_main,
+            "wall": round(root.wall, 6),
+            "cpu": round(root.cpu, 6),
+            "rows": tree_rows(root, fold_share, deepest, order),
+        }
+        for t, root in zip(sampled, trees(profile, show_all), strict=True)
+    ]
     hot = [
         {
             "function": f.name,
