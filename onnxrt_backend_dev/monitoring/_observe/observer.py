@@ -30,6 +30,7 @@ from .process import (
     ProcFile,
     children_of,
     parse_stat,
+    read_proc,
     thread_ids,
     thread_name,
 )
@@ -456,14 +457,10 @@ def _python_rows(record: ProcessRecord, samples: list[ThreadSample]) -> list[Any
 def image_of(pid: int) -> tuple[bytes, bytes]:
     """What a process runs now: its first mapping and its command line (an exec changes
     them; the first mapping moves with address randomisation even for the same file)."""
-    out = []
-    for name in ("maps", "cmdline"):
-        try:
-            with open(f"/proc/{pid}/{name}", "rb") as f:
-                out.append(f.read(256).split(b"\n", 1)[0])
-        except OSError:
-            out.append(b"")
-    return out[0], out[1]
+    maps, cmdline = (
+        read_proc(f"/proc/{pid}/{name}", 256).split(b"\n", 1)[0] for name in ("maps", "cmdline")
+    )
+    return maps, cmdline
 
 
 def check_exec(record: ProcessRecord) -> bool:
@@ -706,9 +703,8 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
             continue
         entry = record.others.get(tid)
         try:
-            with open(f"/proc/{record.pid}/task/{tid}/schedstat", "rb") as f:
-                ns = int(f.read(128).split()[0])
-        except (OSError, ValueError, IndexError):
+            ns = int(read_proc(f"/proc/{record.pid}/task/{tid}/schedstat", 128).split()[0])
+        except (ValueError, IndexError):
             continue
         if entry is None:
             record.others[tid] = [thread_name(record.pid, tid), ns, ns]

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from .._errors import ObserveError
 from .observer import Observer, ProcessRecord
-from .process import state_of
+from .process import read_proc, state_of
 from .reader import StackReader
 from .target import Interpreter, locate
 from .verify import Verified, verify
@@ -299,11 +299,7 @@ def command_line_of(pid: int) -> str:
 
     :param pid: the process
     """
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read(4096)
-    except OSError:
-        return ""
+    raw = read_proc(f"/proc/{pid}/cmdline", 4096)
     text = " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
     # Untrusted: a control character (an escape sequence) would act on the terminal.
     return "".join(c if c.isprintable() else "?" for c in text)
