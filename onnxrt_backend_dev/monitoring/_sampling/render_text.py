@@ -7,7 +7,7 @@ from typing import Any
 
 from .._format import format_duration, one_line
 from .model import CPROFILE, CPU, WALL, SampledProfile
-from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
+from .view import FOLD_SHARE, Row, hot_lines, short_file, split_shares, trees, visible_rows
 
 _GUIDES = {"unicode": ("├─ ", "└─ ", "│  ", "   "), "ascii": ("|- ", "`- ", "|  ", "   ")}
 
@@ -69,7 +69,7 @@ def split_text(row: Row) -> str:
     """
     if row.python + row.native + row.system <= 0:
         return ""
-    py, nat, sy, wait = row.split_shares()
+    py, nat, sy, wait = split_shares(row.wall, row.cpu, row.python, row.native, row.system)
     queued = ""
     if row.wall > 0 and row.queued >= 0.05 * row.wall:  # a busy machine: say how busy
         queued = f", of which {100 * row.queued / row.wall:.0f} % for a CPU (a busy machine)"

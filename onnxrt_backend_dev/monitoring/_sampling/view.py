@@ -179,14 +179,6 @@ class Row:
         self.more = 0  # for a 'more' row: how many rows it stands for
         self.waiting = False  # set by mark_waiting
 
-    def split_shares(self) -> tuple[float, float, float, float]:
-        """Shares of the row's time in Python, native code, the kernel, and waiting (off
-        the CPU), adding up to 1 (all 0 without time).
-
-        :return: ``(python, native, system, waiting)``
-        """
-        return split_shares(self.wall, self.cpu, self.python, self.native, self.system)
-
     def own_cpu_share(self) -> float:
         """The CPU share of the row's own time (0 without own time)."""
         return self.self_cpu / self.self_wall if self.self_wall > 0 else 0.0
