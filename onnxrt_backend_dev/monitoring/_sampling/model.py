@@ -66,6 +66,24 @@ class ThreadProfile:
         self.totals = totals
         self.timeline = timeline if timeline is not None else []
 
+    @property
+    def wall(self) -> float:
+        """Seconds this thread was sampled for."""
+        return sum(t[0] for t in self.totals.values())
+
+    @property
+    def cpu(self) -> float:
+        """CPU seconds of this thread over its samples (0 where unknown)."""
+        return sum(t[1] for t in self.totals.values())
+
+    def split(self) -> tuple[float, float, float]:
+        """Python, native and system CPU seconds of this thread (0 where unknown)."""
+        py = nat = sy = 0.0
+        for t in self.totals.values():
+            if len(t) >= 6:
+                py, nat, sy = py + t[3], nat + t[4], sy + t[5]
+        return py, nat, sy
+
 
 class SampledProfile:
     """A run as the sampler saw it.
