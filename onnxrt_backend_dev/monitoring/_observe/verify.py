@@ -166,7 +166,7 @@ def _parts(interp: Interpreter) -> tuple[Any, ...]:
     """What a check depends on besides the interpreter's file: the layout, the check's
     own version and the C walk's."""
     offsets = tuple(sorted(interp.layout.offsets.items()))
-    return (interp.layout.source, interp.version, offsets, CHECK_VERSION, walk.build_tag())
+    return (interp.layout.source, interp.version, offsets, CHECK_VERSION, walk.BUILD_TAG)
 
 
 def _check(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> Verified:
@@ -251,7 +251,7 @@ def _check_native(
 ) -> str:
     """The C walk read on the same known thread: '' when it finds the same stack, else
     why it is not used."""
-    reason = walk.why_not()
+    reason = walk.WHY_NOT
     if reason:
         return reason
     reader = _reader(interp, memory_factory)
