@@ -110,7 +110,6 @@ def to_profile(
     :param cpu_time: CPU seconds of the process
     :param samples: samples taken
     :param timer: how samples were taken
-    :return: the profile
     """
     stacks = decode_stacks(record)
     threads: list[ThreadProfile] = []

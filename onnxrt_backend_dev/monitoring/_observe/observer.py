@@ -515,7 +515,6 @@ def sample_threads(
     :param dt: seconds since the previous sample
     :param skip: thread name -> True to leave that thread out (this tool's own)
     :param stat: read the threads' user and system ticks (the Python reader's rows)
-    :return: the credited stack id
     """
     best_cpu, credited, main_sid, best_frames = -1.0, -1, -1, EMPTY
     pid = record.pid
@@ -630,7 +629,6 @@ def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> in
     :param before_in_call: its innermost frame was inside a call or an operator
     :param now: its stack id now
     :param now_in_call: the same, now
-    :return: the stack id credited
     """
     if before < 0 or before == now:
         return now

@@ -39,7 +39,6 @@ def row_text(row: Row, total: float, unit: tuple[str, float] = ("s", 1.0)) -> st
     :param row: the row
     :param total: the thread's time, for the share
     :param unit: the unit of the times and its factor from seconds
-    :return: the text
     """
     share = 100.0 * row.wall / total if total > 0 else 0.0
     head = f"{row.wall * unit[1]:.3f} {unit[0]} {share:5.1f} %  "
@@ -65,7 +64,6 @@ def split_text(row: Row) -> str:
     split, '' otherwise.
 
     :param row: a row (the thread's root)
-    :return: the text
     """
     if row.python + row.native + row.system <= 0:
         return ""
@@ -96,7 +94,6 @@ def tree_lines(
         with their level in brackets, and a last line says so
     :param order: see :func:`~.view.visible_rows`
     :param unit: see :func:`row_text`
-    :return: the lines
     """
     mid, end, bar, blank = _GUIDES[guides]
     total = root.wall
@@ -233,7 +230,6 @@ def hot_line_lines(profile: SampledProfile, by: int = WALL) -> list[str]:
 
     :param profile: the profile
     :param by: ranked by ``WALL`` or by ``CPU`` time
-    :return: the lines
     """
     found = hot_lines(profile, by=by)
     if not found:

@@ -111,7 +111,6 @@ def short_file(file: str) -> str:
     folder when under it.
 
     :param file: the code's file
-    :return: the short path
     """
     rel = library_relative(file)
     if rel is not None:
@@ -375,7 +374,6 @@ def trees(profile: SampledProfile, show_all: bool = False) -> list[Row]:
 
     :param profile: the profile
     :param show_all: no folding
-    :return: the roots
     """
     roots = [build_tree(profile, t, show_all) for t in profile.threads if t.totals]
     for root in roots:
@@ -398,7 +396,6 @@ def visible_rows(
     :param max_depth: rows deeper than this are not drawn
     :param order: the key the children shown are sorted by (None: hottest first); the
         ``N more`` row stays last
-    :return: an iterator
     """
     total = root.wall or 1.0
     stack: list[tuple[int, Row, bool]] = [(0, root, True)]
@@ -482,7 +479,6 @@ def innermost_user(frames: Sequence[SampledFrame]) -> int:
     comprehension, which counts as the function holding it (3.12 inlines them, PEP 709).
 
     :param frames: outermost first
-    :return: the index
     """
     for j in range(len(frames) - 1, -1, -1):
         f = frames[j]
