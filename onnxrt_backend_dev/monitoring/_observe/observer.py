@@ -701,8 +701,9 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
             continue
         entry = record.others.get(tid)
         try:
-            ns = int(read_proc(f"/proc/{record.pid}/task/{tid}/schedstat", 128).split()[0])
-        except (ValueError, IndexError):
+            with open(f"/proc/{record.pid}/task/{tid}/schedstat", "rb") as f:
+                ns = int(f.read(128).split()[0])
+        except (OSError, ValueError, IndexError):
             continue
         if entry is None:
             record.others[tid] = [thread_name(record.pid, tid), ns, ns]
