@@ -405,12 +405,19 @@ def _read(
 ) -> tuple[float | None, float | None, Any]:
     """The memory (when asked; its high-water mark with ``status``: the C walk reads the
     resident bytes alone cheaper) and the threads' rows (None: not read), by the C walk
-    when the reader has one, else by the Python reader."""
+    when the reader has one (the stacks straight into the record's table), else by the
+    Python reader. A fault of the C code drops the walk: the Python reader reads from now
+    on, the notes say why."""
     reader = record.reader
     if reader is not None and reader.native is not None:
-        got = _native_sample(record, reader, stat, status and memory)
-        if got is not None:
-            return got
+        walk = reader.native
+        if walk.owner is not record:
+            walk.bind(record)
+        try:
+            return walk.sample(stat, status and memory)
+        except Fault as e:
+            record.faults.append(str(e))
+            drop_native(reader)
     rss, hwm = record.files.memory() if memory else (None, None)
     if reader is None or (memory and not rss):
         return rss, hwm, None
@@ -428,23 +435,6 @@ def read_rows(record: ProcessRecord, stat: bool = True) -> list[Any] | None:
     :param stat: read the threads' user and system ticks too
     """
     return _read(record, stat, memory=False)[2]
-
-
-def _native_sample(
-    record: ProcessRecord, reader: StackReader, stat: bool, status: bool
-) -> tuple[float | None, float | None, list[Any] | None] | None:
-    """One read by the C walk (the stacks straight into the record's table); None when
-    the C code faulted: the walk is dropped (the Python reader reads from now on, the
-    notes say why)."""
-    walk = reader.native
-    if walk.owner is not record:
-        walk.bind(record)
-    try:
-        return walk.sample(stat, status)
-    except Fault as e:
-        record.faults.append(str(e))
-        drop_native(reader)
-        return None
 
 
 def _python_rows(record: ProcessRecord, samples: list[ThreadSample]) -> list[Any]:
