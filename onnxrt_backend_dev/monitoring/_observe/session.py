@@ -194,26 +194,20 @@ def _retry(pid: int, e: ObserveError, since: float, patience: float) -> bool | N
 def _may_become_python(pid: int) -> bool:
     """Whether a process not readable as Python yet may still become readable: its
     executable is named like an interpreter (its library may be mapping; a reading of
-    the mappings can miss lines that change meanwhile), or the loader is not done."""
+    the mappings can miss lines that change meanwhile), or the dynamic loader is not
+    done with it (it has not mapped the C library: an interpreter not found once it has
+    is not coming)."""
     import re
 
-    from .process import executable
+    from .process import executable, mappings
 
-    exe = os.path.basename(executable(pid) or "")
-    return bool(re.match(r"python\d", exe)) or not _loaded(pid)
-
-
-def _loaded(pid: int) -> bool:
-    """Whether the dynamic loader is done with a process (it mapped the C library): an
-    interpreter not found then is not coming."""
-    from .process import mappings
-
-    try:
-        maps = mappings(pid)
-    except OSError:
+    if re.match(r"python\d", os.path.basename(executable(pid) or "")):
         return True
-    names = {os.path.basename(m.path) for m in maps}
-    return any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
+    try:
+        names = {os.path.basename(m.path) for m in mappings(pid)}
+    except OSError:
+        return False
+    return not any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
 
 
 class Started(NamedTuple):
