@@ -225,15 +225,6 @@ def _compare(
     return mine
 
 
-def _expected(frame: Any) -> list[tuple[str, int]]:
-    """The interpreter's own view of a stack: ``(name, line)``, outermost first."""
-    import traceback
-
-    if frame is None:
-        return []
-    return [(f.name, f.lineno or 0) for f in traceback.extract_stack(frame)]
-
-
 def _observer_check_inner(ev: threading.Event) -> None:
     ev.wait(60)
 
@@ -291,10 +282,14 @@ def _check_self(
 
 
 def _wait_for_stack(thread: threading.Thread) -> list[tuple[str, int]]:
+    """The interpreter's own view of the check's thread once it waits: ``(name, line)``,
+    outermost first."""
+    import traceback
+
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         frame = sys._current_frames().get(thread.ident or 0)
-        names = _expected(frame)
+        names = [(f.name, f.lineno or 0) for f in traceback.extract_stack(frame)] if frame else []
         inner = [n for n, _ in names]
         if "_observer_check_inner" in inner and inner[-1] == "wait":
             return names
