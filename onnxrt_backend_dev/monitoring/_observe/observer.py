@@ -2,7 +2,7 @@
 watched, the Python stack of every thread, each thread's state and CPU time, the
 resident memory and its high-water mark, in one pass.
 
-What a sample adds, per thread and stack (the columns of :class:`Columns`): one sample,
+What a sample adds, per thread and stack (a row's columns, :data:`SAMPLES`...): one sample,
 the wall time since the previous sample, the CPU time the thread used meanwhile (the
 kernel's nanosecond count, ``/proc/PID/task/TID/schedstat``), the part of it spent in
 bytecode (the thread held the GIL and its innermost frame was not in a call or an
