@@ -121,10 +121,7 @@ def kind_of(name: str, family: str) -> int:
     :param name: the instruction's name (maybe a specialised form)
     :param family: its generic form
     """
-    if family.startswith("INSTRUMENTED_"):
-        family = family[len("INSTRUMENTED_") :]
-    if name.startswith("INSTRUMENTED_"):
-        name = name[len("INSTRUMENTED_") :]
+    name, family = name.removeprefix("INSTRUMENTED_"), family.removeprefix("INSTRUMENTED_")
     if family in CALL_FAMILIES or family.startswith(CALL_PREFIXES):
         found = NATIVE_CALL
     elif family in OPERATOR_FAMILIES or family.startswith(OPERATOR_PREFIXES):
