@@ -65,10 +65,7 @@ for key, value in deopt.items():  # names (3.11-3.13) or numbers
     by_name[k] = value if isinstance(value, str) else dis.opname[value]
 by_number = {}
 for name, op in names.items():
-    base = by_name.get(name, name)
-    if base.startswith("INSTRUMENTED_"):
-        base = base[len("INSTRUMENTED_"):]
-    by_number[op] = [name, base]
+    by_number[op] = [name, by_name.get(name, name).removeprefix("INSTRUMENTED_")]
 print(json.dumps(by_number))
 """
 
