@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .._errors import ObserveError
+from .._errors import BadValue, ObserveError
 from .observer import Observer, ProcessRecord
-from .process import read_proc, state_of
+from .process import executable, mappings, read_proc, state_of
 from .reader import StackReader
 from .target import Interpreter, locate
 from .verify import Verified, verify
@@ -87,8 +87,6 @@ def choose(
     :param name: how the caller spells the request, for the refusal
     :raises BadValue: ``observer`` asked for where it cannot run
     """
-    from .._errors import BadValue
-
     if collector == "in-process":
         return Choice(False, f"{name or 'collector'} in-process asked for")
     found = availability()
@@ -198,8 +196,6 @@ def _may_become_python(pid: int) -> bool:
     done with it (it has not mapped the C library: an interpreter not found once it has
     is not coming)."""
     import re
-
-    from .process import executable, mappings
 
     if re.match(r"python\d", os.path.basename(executable(pid) or "")):
         return True

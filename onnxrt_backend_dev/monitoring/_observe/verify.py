@@ -76,9 +76,7 @@ sys.stdin.read()
 
 
 def _probe() -> str:
-    from .opcodes import OPS_SCRIPT  # here: a check kept from an earlier run needs none
-
-    body = "\n".join("    " + line for line in OPS_SCRIPT.strip().splitlines())
+    body = "\n".join("    " + line for line in opcodes.OPS_SCRIPT.strip().splitlines())
     return PROBE_HEAD + body + PROBE_TAIL
 
 
@@ -177,9 +175,7 @@ def _check(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> 
         and _identity(own.path) == _identity(interp.path)
         and (own.version == interp.version)
     ):
-        from .opcodes import kinds, table_here
-
-        how, flags = "self", kinds(table_here())
+        how, flags = "self", opcodes.kinds(opcodes.table_here())
         tid, names, native = _check_self(own, memory_factory)
     else:
         how = "probe"
@@ -356,9 +352,7 @@ def _check_probe(
             raise ObserveError("layout check: the probe's layout differs", "unverified")
         reader = _reader(probe, memory_factory)
         sample = _compare(reader, ident, expected, interp.executable)
-        from .opcodes import kinds, parse_table
-
-        flags = kinds(parse_table(str(info.get("ops", ""))))
+        flags = opcodes.kinds(opcodes.parse_table(str(info.get("ops", ""))))
         checked = _check_native(probe, memory_factory, ident, expected, interp.executable)
         return (flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name),
                 checked)  # fmt: skip
