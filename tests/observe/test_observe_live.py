@@ -70,7 +70,7 @@ def _both_readers(opened: Any) -> list[Any]:
 def test_a_running_process_is_read_with_its_threads(sleeper: subprocess.Popen[str]) -> None:
     opened = open_target(sleeper.pid)
     # THEN the C walk reads it where built (the Python reader otherwise, saying why)
-    assert opened.why_python == walk.why_not()
+    assert opened.why_python == walk.WHY_NOT
     samples = _both_readers(opened)
     names = [[opened.reader.infos[s.frames[i]].name for i in range(0, len(s.frames), 2)]
              for s in samples]  # fmt: skip
@@ -107,7 +107,7 @@ def test_other_versions_installed_here_pass_the_check(exe: str) -> None:
         assert opened.verified.how == "probe"
         # THEN the C walk passed the check too and reads it (where built), the same
         # stacks as the Python reader, its threads' names too
-        assert opened.why_python == walk.why_not()
+        assert opened.why_python == walk.WHY_NOT
         samples = _both_readers(opened)
         first = samples[0]
         names = [opened.reader.infos[first.frames[i]].name for i in range(0, len(first.frames), 2)]

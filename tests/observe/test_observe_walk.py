@@ -21,7 +21,7 @@ from onnxrt_backend_dev.monitoring._observe.reader import StackReader
 from onnxrt_backend_dev.monitoring._observe.session import availability, open_target
 
 pytestmark = pytest.mark.skipif(
-    bool(walk.why_not()) or not availability().ok, reason=walk.why_not() or "no observer"
+    bool(walk.WHY_NOT) or not availability().ok, reason=walk.WHY_NOT or "no observer"
 )
 
 DEEP = """

@@ -1,12 +1,6 @@
 """What the observer saw, as the models the views read: the sampled profile (stacks of
 frames and, per thread, each stack's columns) and the report's inputs (memory ticks per
-stack, sampled threads).
-
-Each row's columns become: samples, wall seconds, CPU seconds, and the CPU split into
-Python (bytecode), native (C code, the GIL released or a call into C) and system (the
-kernel's share, from the kernel's user and system ticks); waiting is wall minus CPU. A
-main thread's row also holds the CPU of the threads Python does not know (the pool's)
-while it ran that stack.
+stack, sampled threads). What each column becomes: :func:`split`.
 """
 
 from __future__ import annotations
@@ -110,7 +104,6 @@ def to_profile(
     :param cpu_time: CPU seconds of the process
     :param samples: samples taken
     :param timer: how samples were taken
-    :return: the profile
     """
     stacks = decode_stacks(record)
     threads: list[ThreadProfile] = []

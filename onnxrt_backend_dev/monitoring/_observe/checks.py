@@ -66,17 +66,6 @@ def _path() -> str:
 _READ: dict[str, dict[tuple[str, str], list[str]]] = {}  # path -> its lines, read once
 
 
-def _entries() -> dict[tuple[str, str], list[str]]:
-    """The lines kept, by kind and key (each line's other fields, as text): the file is
-    read once per process (a start looks up several keys)."""
-    path = _path()
-    if not path:
-        return {}
-    if path not in _READ:
-        _READ[path] = _read(path)
-    return dict(_READ[path])
-
-
 def _read(path: str) -> dict[tuple[str, str], list[str]]:
     try:
         with open(path, "rb") as f:
@@ -95,12 +84,18 @@ def _read(path: str) -> dict[tuple[str, str], list[str]]:
 
 
 def load(kind: str, key: str) -> list[str] | None:
-    """The fields kept for a key, as text (the caller checks them), None if none.
+    """The fields kept for a key, as text (the caller checks them), None if none; the
+    file is read once per process (a start looks up several keys).
 
     :param kind: what is kept (``check``, ``symbols``)
     :param key: from :func:`key_of`
     """
-    return _entries().get((kind, key)) if key else None
+    path = _path()
+    if not key or not path:
+        return None
+    if path not in _READ:
+        _READ[path] = _read(path)
+    return _READ[path].get((kind, key))
 
 
 def _clean(text: str) -> str:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .observer import Observer, ProcessRecord
+from .observer import Observer, ProcessRecord, has_user_code
 from .session import start_program
 
 # How a program ended by a signal reads in a report.
@@ -120,8 +120,6 @@ def signal_ending(run: ObservedRun) -> tuple[int, str] | None:
     if not run.received:
         return None
     code = exit_code(run.status)
-    from .observer import has_user_code
-
     killed = os.WIFSIGNALED(run.status) and os.WTERMSIG(run.status) == signal.SIGKILL
     # Its own code ran (not only the interpreter's start: site, the imports it makes).
     record = run.record

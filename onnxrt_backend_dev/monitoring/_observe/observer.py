@@ -2,7 +2,7 @@
 watched, the Python stack of every thread, each thread's state and CPU time, the
 resident memory and its high-water mark, in one pass.
 
-What a sample adds, per thread and stack (the columns of :class:`Columns`): one sample,
+What a sample adds, per thread and stack (a row's columns, :data:`SAMPLES`...): one sample,
 the wall time since the previous sample, the CPU time the thread used meanwhile (the
 kernel's nanosecond count, ``/proc/PID/task/TID/schedstat``), the part of it spent in
 bytecode (the thread held the GIL and its innermost frame was not in a call or an
@@ -31,6 +31,7 @@ from .process import (
     ProcFile,
     children_of,
     parse_stat,
+    read_proc,
     thread_ids,
     thread_name,
 )
@@ -383,7 +384,8 @@ def sample_process(record: ProcessRecord, t: float) -> None:
     # The memory from the program's first line on (before, the interpreter's start: not
     # the program's, as a report made inside it would start); a process never read as
     # Python (a command) from its start.
-    (record.alloc or _NO_ALLOC).sample(record, t)  # the allocation shim's records
+    if record.alloc is not None:
+        record.alloc.sample(record, t)  # the allocation shim's records
     if record.python_seen or (record.reader is None and record.opener is None):
         tool = record.tool_rss  # the shim's own pages: not the program's
         record.sink.add_tick(t, rss - tool, max((hwm or 0.0) - tool, 0.0), credited)
@@ -405,12 +407,19 @@ def _read(
 ) -> tuple[float | None, float | None, Any]:
     """The memory (when asked; its high-water mark with ``status``: the C walk reads the
     resident bytes alone cheaper) and the threads' rows (None: not read), by the C walk
-    when the reader has one, else by the Python reader."""
+    when the reader has one (the stacks straight into the record's table), else by the
+    Python reader. A fault of the C code drops the walk: the Python reader reads from now
+    on, the notes say why."""
     reader = record.reader
     if reader is not None and reader.native is not None:
-        got = _native_sample(record, reader, stat, status and memory)
-        if got is not None:
-            return got
+        walk = reader.native
+        if walk.owner is not record:
+            walk.bind(record)
+        try:
+            return walk.sample(stat, status and memory)
+        except Fault as e:
+            record.faults.append(str(e))
+            drop_native(reader)
     rss, hwm = record.files.memory() if memory else (None, None)
     if reader is None or (memory and not rss):
         return rss, hwm, None
@@ -430,23 +439,6 @@ def read_rows(record: ProcessRecord, stat: bool = True) -> list[Any] | None:
     return _read(record, stat, memory=False)[2]
 
 
-def _native_sample(
-    record: ProcessRecord, reader: StackReader, stat: bool, status: bool
-) -> tuple[float | None, float | None, list[Any] | None] | None:
-    """One read by the C walk (the stacks straight into the record's table); None when
-    the C code faulted: the walk is dropped (the Python reader reads from now on, the
-    notes say why)."""
-    walk = reader.native
-    if walk.owner is not record:
-        walk.bind(record)
-    try:
-        return walk.sample(stat, status)
-    except Fault as e:
-        record.faults.append(str(e))
-        drop_native(reader)
-        return None
-
-
 def _python_rows(record: ProcessRecord, samples: list[ThreadSample]) -> list[Any]:
     """The Python reader's threads as the C walk's rows (CPU left to be read here)."""
     intern = record.intern
@@ -454,27 +446,13 @@ def _python_rows(record: ProcessRecord, samples: list[ThreadSample]) -> list[Any
              s.outer, None) for s in samples]  # fmt: skip
 
 
-class _NoAlloc:
-    """A process whose allocations are not tracked."""
-
-    def sample(self, record: ProcessRecord, t: float) -> None:
-        """Nothing to read."""
-
-
-_NO_ALLOC = _NoAlloc()
-
-
 def image_of(pid: int) -> tuple[bytes, bytes]:
     """What a process runs now: its first mapping and its command line (an exec changes
     them; the first mapping moves with address randomisation even for the same file)."""
-    out = []
-    for name in ("maps", "cmdline"):
-        try:
-            with open(f"/proc/{pid}/{name}", "rb") as f:
-                out.append(f.read(256).split(b"\n", 1)[0])
-        except OSError:
-            out.append(b"")
-    return out[0], out[1]
+    maps, cmdline = (
+        read_proc(f"/proc/{pid}/{name}", 256).split(b"\n", 1)[0] for name in ("maps", "cmdline")
+    )
+    return maps, cmdline
 
 
 def check_exec(record: ProcessRecord) -> bool:
@@ -529,7 +507,6 @@ def sample_threads(
     :param dt: seconds since the previous sample
     :param skip: thread name -> True to leave that thread out (this tool's own)
     :param stat: read the threads' user and system ticks (the Python reader's rows)
-    :return: the credited stack id
     """
     best_cpu, credited, main_sid, best_frames = -1.0, -1, -1, EMPTY
     pid = record.pid
@@ -644,7 +621,6 @@ def credit(before: int, before_in_call: bool, now: int, now_in_call: bool) -> in
     :param before_in_call: its innermost frame was inside a call or an operator
     :param now: its stack id now
     :param now_in_call: the same, now
-    :return: the stack id credited
     """
     if before < 0 or before == now:
         return now

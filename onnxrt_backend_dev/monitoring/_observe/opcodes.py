@@ -65,10 +65,7 @@ for key, value in deopt.items():  # names (3.11-3.13) or numbers
     by_name[k] = value if isinstance(value, str) else dis.opname[value]
 by_number = {}
 for name, op in names.items():
-    base = by_name.get(name, name)
-    if base.startswith("INSTRUMENTED_"):
-        base = base[len("INSTRUMENTED_"):]
-    by_number[op] = [name, base]
+    by_number[op] = [name, by_name.get(name, name).removeprefix("INSTRUMENTED_")]
 print(json.dumps(by_number))
 """
 
@@ -121,10 +118,7 @@ def kind_of(name: str, family: str) -> int:
     :param name: the instruction's name (maybe a specialised form)
     :param family: its generic form
     """
-    if family.startswith("INSTRUMENTED_"):
-        family = family[len("INSTRUMENTED_") :]
-    if name.startswith("INSTRUMENTED_"):
-        name = name[len("INSTRUMENTED_") :]
+    name, family = name.removeprefix("INSTRUMENTED_"), family.removeprefix("INSTRUMENTED_")
     if family in CALL_FAMILIES or family.startswith(CALL_PREFIXES):
         found = NATIVE_CALL
     elif family in OPERATOR_FAMILIES or family.startswith(OPERATOR_PREFIXES):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -187,13 +186,18 @@ def thread_ids(pid: int) -> list[int]:
         return []
 
 
+def read_proc(path: str, size: int) -> bytes:
+    """The first ``size`` bytes of a ``/proc`` file, b'' once unreadable (it ended)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
 def thread_name(pid: int, tid: int) -> str:
     """A thread's kernel name (``/proc/PID/task/TID/comm``), '' once it ended."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/comm", "rb") as f:
-            return f.read(64).decode(errors="replace").strip()
-    except OSError:
-        return ""
+    return read_proc(f"/proc/{pid}/task/{tid}/comm", 64).decode(errors="replace").strip()
 
 
 def children_of(pid: int) -> list[int]:
@@ -232,11 +236,7 @@ def state_of(pid: int) -> str | None:
 
     :param pid: the process
     """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = parse_stat(f.read(1024))
-    except OSError:
-        return None
+    stat = parse_stat(read_proc(f"/proc/{pid}/stat", 1024))
     return stat.state if stat else None
 
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .._errors import ObserveError
+from .._errors import BadValue, ObserveError
 from .observer import Observer, ProcessRecord
-from .process import state_of
+from .process import executable, mappings, read_proc, state_of
 from .reader import StackReader
 from .target import Interpreter, locate
 from .verify import Verified, verify
@@ -87,8 +87,6 @@ def choose(
     :param name: how the caller spells the request, for the refusal
     :raises BadValue: ``observer`` asked for where it cannot run
     """
-    from .._errors import BadValue
-
     if collector == "in-process":
         return Choice(False, f"{name or 'collector'} in-process asked for")
     found = availability()
@@ -194,26 +192,18 @@ def _retry(pid: int, e: ObserveError, since: float, patience: float) -> bool | N
 def _may_become_python(pid: int) -> bool:
     """Whether a process not readable as Python yet may still become readable: its
     executable is named like an interpreter (its library may be mapping; a reading of
-    the mappings can miss lines that change meanwhile), or the loader is not done."""
+    the mappings can miss lines that change meanwhile), or the dynamic loader is not
+    done with it (it has not mapped the C library: an interpreter not found once it has
+    is not coming)."""
     import re
 
-    from .process import executable
-
-    exe = os.path.basename(executable(pid) or "")
-    return bool(re.match(r"python\d", exe)) or not _loaded(pid)
-
-
-def _loaded(pid: int) -> bool:
-    """Whether the dynamic loader is done with a process (it mapped the C library): an
-    interpreter not found then is not coming."""
-    from .process import mappings
-
-    try:
-        maps = mappings(pid)
-    except OSError:
+    if re.match(r"python\d", os.path.basename(executable(pid) or "")):
         return True
-    names = {os.path.basename(m.path) for m in maps}
-    return any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
+    try:
+        names = {os.path.basename(m.path) for m in mappings(pid)}
+    except OSError:
+        return False
+    return not any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
 
 
 class Started(NamedTuple):
@@ -299,11 +289,7 @@ def command_line_of(pid: int) -> str:
 
     :param pid: the process
     """
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read(4096)
-    except OSError:
-        return ""
+    raw = read_proc(f"/proc/{pid}/cmdline", 4096)
     text = " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p)
     # Untrusted: a control character (an escape sequence) would act on the terminal.
     return "".join(c if c.isprintable() else "?" for c in text)

@@ -90,21 +90,6 @@ def _version_from_name(path: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _open_memory(pid: int) -> Memory:
-    try:
-        return open_memory(pid)
-    except OSError as e:
-        raise ObserveError(f"cannot read another process's memory here: {e}", "unsupported") from e
-
-
-def _mapped_path(pid: int, path: str) -> str:
-    """The file as this process can open it: through ``/proc/PID/root`` when the process
-    lives in another mount namespace (a container)."""
-    if os.path.exists(path):
-        return path
-    return f"/proc/{pid}/root{path}"
-
-
 def locate(pid: int, memory: Memory | None = None) -> Interpreter:
     """Finds the interpreter of a process.
 
@@ -136,7 +121,9 @@ def locate(pid: int, memory: Memory | None = None) -> Interpreter:
 
 def _find_runtime(pid: int, maps: list[Mapping], path: str) -> tuple[int, dict[str, int]] | None:
     """``(load base, symbols)`` of a file holding ``_PyRuntime``, None otherwise."""
-    found = _symbols(_mapped_path(pid, path))
+    # The file as this process can open it: through /proc/PID/root when the process lives
+    # in another mount namespace (a container).
+    found = _symbols(path if os.path.exists(path) else f"/proc/{pid}/root{path}")
     if found is None or "_PyRuntime" not in found[1]:
         return None
     base = load_base(maps, path)
@@ -184,7 +171,10 @@ def _interpreter(
     pid: int, path: str, found: tuple[int, dict[str, int]], memory: Memory | None, exe: str
 ) -> Interpreter:
     bias, symbols = found
-    mem = memory if memory is not None else _open_memory(pid)
+    try:
+        mem = memory if memory is not None else open_memory(pid)
+    except OSError as e:
+        raise ObserveError(f"cannot read another process's memory here: {e}", "unsupported") from e
     runtime = symbols["_PyRuntime"]
     try:
         head = mem.read(runtime, DEBUG_OFFSETS_SIZE)

@@ -76,9 +76,7 @@ sys.stdin.read()
 
 
 def _probe() -> str:
-    from .opcodes import OPS_SCRIPT  # here: a check kept from an earlier run needs none
-
-    body = "\n".join("    " + line for line in OPS_SCRIPT.strip().splitlines())
+    body = "\n".join("    " + line for line in opcodes.OPS_SCRIPT.strip().splitlines())
     return PROBE_HEAD + body + PROBE_TAIL
 
 
@@ -166,7 +164,7 @@ def _parts(interp: Interpreter) -> tuple[Any, ...]:
     """What a check depends on besides the interpreter's file: the layout, the check's
     own version and the C walk's."""
     offsets = tuple(sorted(interp.layout.offsets.items()))
-    return (interp.layout.source, interp.version, offsets, CHECK_VERSION, walk.build_tag())
+    return (interp.layout.source, interp.version, offsets, CHECK_VERSION, walk.BUILD_TAG)
 
 
 def _check(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> Verified:
@@ -177,9 +175,7 @@ def _check(interp: Interpreter, memory_factory: Callable[[int], Any] | None) -> 
         and _identity(own.path) == _identity(interp.path)
         and (own.version == interp.version)
     ):
-        from .opcodes import kinds, table_here
-
-        how, flags = "self", kinds(table_here())
+        how, flags = "self", opcodes.kinds(opcodes.table_here())
         tid, names, native = _check_self(own, memory_factory)
     else:
         how = "probe"
@@ -225,15 +221,6 @@ def _compare(
     return mine
 
 
-def _expected(frame: Any) -> list[tuple[str, int]]:
-    """The interpreter's own view of a stack: ``(name, line)``, outermost first."""
-    import traceback
-
-    if frame is None:
-        return []
-    return [(f.name, f.lineno or 0) for f in traceback.extract_stack(frame)]
-
-
 def _observer_check_inner(ev: threading.Event) -> None:
     ev.wait(60)
 
@@ -251,7 +238,7 @@ def _check_native(
 ) -> str:
     """The C walk read on the same known thread: '' when it finds the same stack, else
     why it is not used."""
-    reason = walk.why_not()
+    reason = walk.WHY_NOT
     if reason:
         return reason
     reader = _reader(interp, memory_factory)
@@ -291,10 +278,14 @@ def _check_self(
 
 
 def _wait_for_stack(thread: threading.Thread) -> list[tuple[str, int]]:
+    """The interpreter's own view of the check's thread once it waits: ``(name, line)``,
+    outermost first."""
+    import traceback
+
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         frame = sys._current_frames().get(thread.ident or 0)
-        names = _expected(frame)
+        names = [(f.name, f.lineno or 0) for f in traceback.extract_stack(frame)] if frame else []
         inner = [n for n, _ in names]
         if "_observer_check_inner" in inner and inner[-1] == "wait":
             return names
@@ -361,9 +352,7 @@ def _check_probe(
             raise ObserveError("layout check: the probe's layout differs", "unverified")
         reader = _reader(probe, memory_factory)
         sample = _compare(reader, ident, expected, interp.executable)
-        from .opcodes import kinds, parse_table
-
-        flags = kinds(parse_table(str(info.get("ops", ""))))
+        flags = opcodes.kinds(opcodes.parse_table(str(info.get("ops", ""))))
         checked = _check_native(probe, memory_factory, ident, expected, interp.executable)
         return (flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name),
                 checked)  # fmt: skip

@@ -23,8 +23,7 @@ Fault = WalkerFault  # what a fault of the C code raises
 
 ENV = "ONNXRT_MONITORING_WALKER"  # "python": the Python reader even where C is built
 
-
-WHY_NOT = ""
+WHY_NOT = ""  # '' when the C walk is built, else why not (for the notes)
 try:
     from . import _walker
 except ImportError as e:  # built without a compiler, or another platform
@@ -33,20 +32,12 @@ except ImportError as e:  # built without a compiler, or another platform
 
 if not WHY_NOT and os.environ.get(ENV, "") == "python":
     WHY_NOT = f"{ENV}=python turns the C walker off"
+# Which walk this installation has (a check kept between runs depends on it).
+BUILD_TAG = "python" if WHY_NOT else f"c{_walker.VERSION}"
 
 # A thread's row, as the walk returns it.
 ADDRESS, IDENT, TID, STACK, COMPLETE, DROPPED, GIL, OUTER = range(8)
 RUN_NS, WAIT_NS, UTICKS, STICKS, STATE = range(8, 13)
-
-
-def why_not() -> str:
-    """'' when the C walk is built, else why not (for the notes)."""
-    return WHY_NOT
-
-
-def build_tag() -> str:
-    """Which walk this installation has (a check kept between runs depends on it)."""
-    return "python" if WHY_NOT else f"c{_walker.VERSION}"
 
 
 class NativeWalk:

@@ -73,7 +73,6 @@ class Aggregator:
         self.peak_sid = NO_STACK
         self.dated = 0.0
         self.last_rise_sid = NO_STACK
-        self.last_rise_t = 0.0
         self.last_sid = NO_STACK
         self.times = array.array("d")
         self.rss = array.array("d")
@@ -116,7 +115,7 @@ class Aggregator:
                 self._date_peak(t, rss, level, sid)
         rising = delta > RISE_NOISE or (rose and hwm - self.last_hwm > RISE_NOISE)
         if rising and sid != NO_STACK:  # outside the program: not what it allocated
-            self.last_rise_sid, self.last_rise_t = sid, t
+            self.last_rise_sid = sid
         self.last_t, self.last_rss, self.last_sid = t, rss, sid
         self.last_hwm = max(self.last_hwm, hwm)
         self.n += 1
@@ -161,8 +160,8 @@ class Aggregator:
 
 # What :meth:`Aggregator.to_state` keeps: plain attributes, per-stack tables, series.
 _SCALARS = ("n", "dropped", "first_t", "last_t", "first_rss", "last_rss", "last_hwm", "before",
-            "peak", "peak_t", "peak_rss", "peak_sid", "dated", "last_rise_sid", "last_rise_t",
-            "last_sid", "stride", "max_points", "tolerance")  # fmt: skip
+            "peak", "peak_t", "peak_rss", "peak_sid", "dated", "last_rise_sid", "last_sid",
+            "stride", "max_points", "tolerance")  # fmt: skip
 _TABLES = ("count", "seconds", "net", "pending", "to_peak", "highest")
 
 

@@ -19,7 +19,7 @@ call: :func:`walk` (or :meth:`StackTable.intern_frame`) at each sample,
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import CodeType, FrameType
 from typing import NamedTuple
 
@@ -250,10 +250,6 @@ class StackTable:
     def key(self, sid: int) -> StackKey:
         """The key of a stack id."""
         return self._keys.key(sid)
-
-    def keys(self) -> Iterator[StackKey]:
-        """Every stack key, in id order."""
-        return iter(self._keys)
 
     def decode(self) -> list[tuple[SampledFrame, ...]]:
         """Every stack as frames, outermost first, in id order (one tuple per id)."""

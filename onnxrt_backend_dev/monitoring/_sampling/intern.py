@@ -104,14 +104,6 @@ class KeyTable:
         self._place(sid)
         return sid
 
-    def intern(self, key: Sequence[int]) -> int:
-        """The id of ``key``, added if new.
-
-        :param key: a tuple of integers
-        """
-        sid = self.find(key)
-        return sid if sid >= 0 else self.add(key)
-
     def key(self, sid: int) -> tuple[int, ...]:
         """The key of an id.
 

@@ -32,7 +32,6 @@ def column(totals: list[float], index: int) -> float:
 
     :param totals: the row
     :param index: the column
-    :return: its value
     """
     return totals[index] if index < len(totals) else 0.0
 
@@ -148,7 +147,6 @@ class SampledProfile:
         """``(frames, [wall, cpu, samples])`` of a thread, the caller's frames left out.
 
         :param thread: one of :attr:`threads`
-        :return: an iterator
         """
         skip = self.skip_outer if thread.is_main else 0
         for sid, totals in thread.totals.items():

@@ -93,25 +93,19 @@ def to_dict(
     :param max_depth: rows deeper than this under the thread are left out (0: the top
         level only)
     :param order: see :func:`~.view.visible_rows`
-    :return: the dictionary
     """
     deepest = None if max_depth is None else max_depth + 1
     sampled = [t for t in profile.threads if t.totals]
-    roots = {id(t): r for t, r in zip(sampled, trees(profile, show_all), strict=True)}
-    threads = []
-    for t in profile.threads:
-        root = roots.get(id(t))
-        if root is None:
-            continue
-        threads.append(
-            {
-                "name": t.name,
-                "main": t.is_main,
-                "wall": round(root.wall, 6),
-                "cpu": round(root.cpu, 6),
-                "rows": tree_rows(root, fold_share, deepest, order),
-            }
-        )
+    threads = [
+        {
+            "name": t.name,
+            "main": t.is_main,
+            "wall": round(root.wall, 6),
+            "cpu": round(root.cpu, 6),
+            "rows": tree_rows(root, fold_share, deepest, order),
+        }
+        for t, root in zip(sampled, trees(profile, show_all), strict=True)
+    ]
     hot = [
         {
             "function": f.name,
@@ -158,6 +152,5 @@ def to_json(profile: SampledProfile, fold_share: float = FOLD_SHARE, show_all: b
     :param profile: the profile
     :param fold_share: see :func:`~.view.visible_rows`
     :param show_all: no folding of library frames
-    :return: the text
     """
     return json.dumps(to_dict(profile, fold_share, show_all), allow_nan=False, indent=1)

@@ -7,7 +7,7 @@ from typing import Any
 
 from .._format import format_duration, one_line
 from .model import CPROFILE, CPU, WALL, SampledProfile
-from .view import FOLD_SHARE, Row, hot_lines, short_file, trees, visible_rows
+from .view import FOLD_SHARE, Row, hot_lines, short_file, split_shares, trees, visible_rows
 
 _GUIDES = {"unicode": ("├─ ", "└─ ", "│  ", "   "), "ascii": ("|- ", "`- ", "|  ", "   ")}
 
@@ -39,7 +39,6 @@ def row_text(row: Row, total: float, unit: tuple[str, float] = ("s", 1.0)) -> st
     :param row: the row
     :param total: the thread's time, for the share
     :param unit: the unit of the times and its factor from seconds
-    :return: the text
     """
     share = 100.0 * row.wall / total if total > 0 else 0.0
     head = f"{row.wall * unit[1]:.3f} {unit[0]} {share:5.1f} %  "
@@ -65,11 +64,10 @@ def split_text(row: Row) -> str:
     split, '' otherwise.
 
     :param row: a row (the thread's root)
-    :return: the text
     """
     if row.python + row.native + row.system <= 0:
         return ""
-    py, nat, sy, wait = row.split_shares()
+    py, nat, sy, wait = split_shares(row.wall, row.cpu, row.python, row.native, row.system)
     queued = ""
     if row.wall > 0 and row.queued >= 0.05 * row.wall:  # a busy machine: say how busy
         queued = f", of which {100 * row.queued / row.wall:.0f} % for a CPU (a busy machine)"
@@ -96,7 +94,6 @@ def tree_lines(
         with their level in brackets, and a last line says so
     :param order: see :func:`~.view.visible_rows`
     :param unit: see :func:`row_text`
-    :return: the lines
     """
     mid, end, bar, blank = _GUIDES[guides]
     total = root.wall
@@ -233,7 +230,6 @@ def hot_line_lines(profile: SampledProfile, by: int = WALL) -> list[str]:
 
     :param profile: the profile
     :param by: ranked by ``WALL`` or by ``CPU`` time
-    :return: the lines
     """
     found = hot_lines(profile, by=by)
     if not found:

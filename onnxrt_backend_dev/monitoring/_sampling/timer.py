@@ -73,22 +73,14 @@ class Ticker:
             finally:
                 self._lock.release()
 
-    def _signal_names(self) -> tuple[int, int] | None:
+    def _start_signal(self) -> None:
         names = _SIGNALS.get(self.timer)
         if names is None:
-            return None
-        signum = getattr(signal, names[0], None)
-        which = getattr(signal, names[1], None)
+            return
+        signum, which = getattr(signal, names[0], None), getattr(signal, names[1], None)
         if signum is None or which is None or not hasattr(signal, "setitimer"):
             self.notes.append(f"{names[1]} is not available here: sampled by a thread")
-            return None
-        return int(signum), int(which)
-
-    def _start_signal(self) -> None:
-        found = self._signal_names()
-        if found is None:
             return
-        signum, which = found
         name = signal.Signals(signum).name
         if threading.current_thread() is not threading.main_thread():
             self.notes.append(f"not started from the main thread: no {name}, sampled by a thread")
@@ -100,7 +92,7 @@ class Ticker:
             )
             return
         self._previous = current
-        self._signum, self._which = signum, which
+        self._signum, self._which = int(signum), int(which)
         signal.signal(signum, self._handler)
         # SA_RESTART: a system call interrupted by a tick resumes, in C extensions too.
         signal.siginterrupt(signum, False)

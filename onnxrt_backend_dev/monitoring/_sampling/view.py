@@ -111,7 +111,6 @@ def short_file(file: str) -> str:
     folder when under it.
 
     :param file: the code's file
-    :return: the short path
     """
     rel = library_relative(file)
     if rel is not None:
@@ -178,14 +177,6 @@ class Row:
         self.children: dict[tuple[str, str, int, str], Row] = {}
         self.more = 0  # for a 'more' row: how many rows it stands for
         self.waiting = False  # set by mark_waiting
-
-    def split_shares(self) -> tuple[float, float, float, float]:
-        """Shares of the row's time in Python, native code, the kernel, and waiting (off
-        the CPU), adding up to 1 (all 0 without time).
-
-        :return: ``(python, native, system, waiting)``
-        """
-        return split_shares(self.wall, self.cpu, self.python, self.native, self.system)
 
     def own_cpu_share(self) -> float:
         """The CPU share of the row's own time (0 without own time)."""
@@ -383,7 +374,6 @@ def trees(profile: SampledProfile, show_all: bool = False) -> list[Row]:
 
     :param profile: the profile
     :param show_all: no folding
-    :return: the roots
     """
     roots = [build_tree(profile, t, show_all) for t in profile.threads if t.totals]
     for root in roots:
@@ -406,7 +396,6 @@ def visible_rows(
     :param max_depth: rows deeper than this are not drawn
     :param order: the key the children shown are sorted by (None: hottest first); the
         ``N more`` row stays last
-    :return: an iterator
     """
     total = root.wall or 1.0
     stack: list[tuple[int, Row, bool]] = [(0, root, True)]
@@ -490,7 +479,6 @@ def innermost_user(frames: Sequence[SampledFrame]) -> int:
     comprehension, which counts as the function holding it (3.12 inlines them, PEP 709).
 
     :param frames: outermost first
-    :return: the index
     """
     for j in range(len(frames) - 1, -1, -1):
         f = frames[j]
