@@ -179,17 +179,15 @@ def _items(
     rows_a: dict[Any, list[float]],
     rows_b: dict[Any, list[float]],
     pair: _Pair,
-    keep_small: bool = True,
 ) -> list[_Item]:
-    """The figures of a family; ``keep_small``: those under the share tested too (call
-    paths under it are left out: a large profile has hundreds of thousands)."""
+    """The figures of a family at or above the share tested on a side (those under it are
+    shown by :func:`_small_changes`; a large profile has hundreds of thousands of paths)."""
     items = []
     med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
     least_a = pair.settings.min_share * pair.total_a
     least_b = pair.settings.min_share * pair.total_b
     for key in union(rows_a, rows_b):
-        small = med_a.get(key, 0.0) < least_a and med_b.get(key, 0.0) < least_b
-        if small and not keep_small:
+        if med_a.get(key, 0.0) < least_a and med_b.get(key, 0.0) < least_b:
             continue
         xs, ys = rows_a.get(key), rows_b.get(key)
         a, b = (
@@ -734,14 +732,11 @@ def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Ite
 
 def _growth_change(it: _Item, pair: _Pair) -> Change:
     file, line, name = located(it.key, pair.sa, pair.sb)
-    ratio = None
-    if it.test is None:
-        ratio = (it.b["growth"] - it.a["growth"]) / max(it.a["rise"], 1.0)
-    t = it.test
+    untested = ((it.b["growth"] - it.a["growth"]) / max(it.a["rise"], 1.0), None, None, None)
+    change, low, high, p = it.test or untested
     return Change(
-        "run", name, file, line, GROWTH, it.a, it.b, t[0] if t else ratio,
-        t[1] if t else None, t[2] if t else None, t[3] if t else None,
-        it.p_adjusted, it.significant, t is not None, it.note, verdict=_verdict(it),
+        "run", name, file, line, GROWTH, it.a, it.b, change, low, high, p,
+        it.p_adjusted, it.significant, it.test is not None, it.note, verdict=_verdict(it),
     )  # fmt: skip
 
 
@@ -757,16 +752,16 @@ def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: s
     """
     _check_comparable(sa, sb, settings.names)
     pair = _Pair(sa, sb, settings)
-    own = _items(OWN, sa.own, sb.own, pair, keep_small=False)
-    inclusive = _items(INCLUSIVE, sa.inclusive, sb.inclusive, pair, keep_small=False)
+    own = _items(OWN, sa.own, sb.own, pair)
+    inclusive = _items(INCLUSIVE, sa.inclusive, sb.inclusive, pair)
     kind = sa.path_kind if sa.path_kind == sb.path_kind else NO_PATHS
-    paths = _items(PATH, sa.paths, sb.paths, pair, keep_small=False) if kind != NO_PATHS else []
+    paths = _items(PATH, sa.paths, sb.paths, pair) if kind != NO_PATHS else []
     _deduplicate(own, inclusive, paths, kind)
     everything = own + inclusive + paths
     pieces = (
         own
         if sa.pieces is sa.own and sb.pieces is sb.own
-        else _items("piece", sa.pieces, sb.pieces, pair, keep_small=False)
+        else _items("piece", sa.pieces, sb.pieces, pair)
     )
     _apply_factors(everything, pieces, pair, settings)
     _test_items(everything, pair, settings)
@@ -797,16 +792,13 @@ def _small_changes(
     """The functions under the share tested or on one side only, shown, not tested: in
     one pass, they are most of a large profile (19,000 of 20,000 functions)."""
     med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
-    total_a, total_b = pair.total_a or 1.0, pair.total_b or 1.0
-    small = f"below the {pair.settings.min_share:.1%} share tested"
     out = []
     for key in union(rows_a, rows_b):
         if key in done:
             continue
-        a_time, b_time = med_a.get(key), med_b.get(key)
-        note = "only in B" if a_time is None else "only in A" if b_time is None else small
-        a = {"time": a_time or 0.0, "share": (a_time or 0.0) / total_a}
-        b = {"time": b_time or 0.0, "share": (b_time or 0.0) / total_b}
+        a = pair.figures(med_a.get(key), pair.total_a)
+        b = pair.figures(med_b.get(key), pair.total_b)
+        note = pair.why_untested(rows_a.get(key), rows_b.get(key), small=True)
         ratio = _untested(a, b, pair.settings.factor) if a["time"] > 0 else None
         file, line, name = located(key, pair.sa, pair.sb)
         out.append(Change(section, name, file, line, family, a, b, ratio, note=note))

@@ -441,11 +441,9 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for j, stack in enumerate(part["stacks"]):
             sid = stacks.setdefault(tuple(fmap[i] for i in stack), len(stacks))
             for r in range(n):
-                k = j * n + r
-                figures = [part[c][k] for c in ("stack_wall_ns", "stack_cpu_ns", "stack_samples")]
                 acc = local[r].setdefault(sid, [0, 0, 0])
-                for c in range(3):
-                    acc[c] += figures[c]
+                for c, column in enumerate(("stack_wall_ns", "stack_cpu_ns", "stack_samples")):
+                    acc[c] += part[column][j * n + r]
         runs.extend(local)
         walls.extend(float(w) for w in part["wall"])
     first = parts[0]

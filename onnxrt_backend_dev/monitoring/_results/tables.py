@@ -22,6 +22,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._stats.multiple import median
 from .keys import Key, match_keys
 
 Path = tuple[Key, ...]
@@ -285,11 +286,7 @@ def medians(rows: Rows) -> dict[Any, float]:
             high = map(operator.itemgetter(n // 2), ordered)
             mids = map(operator.truediv, map(operator.add, low, high), itertools.repeat(2.0))
         return dict(zip(rows, mids, strict=True))
-    out = {}
-    for key, s in zip(rows, ordered, strict=True):
-        m = len(s)
-        out[key] = s[m // 2] if m % 2 else (s[m // 2 - 1] + s[m // 2]) / 2
-    return out
+    return {key: median(s) for key, s in zip(rows, ordered, strict=True)}
 
 
 def located(key: Key, sa: SideTable, sb: SideTable) -> tuple[str, int, str]:
