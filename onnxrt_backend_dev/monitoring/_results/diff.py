@@ -38,7 +38,7 @@ with the callers whose own change is at least half of theirs (``f07 → spin +40
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,7 +223,7 @@ class _SideFactors:
         # Twice: the pieces' residual spread, once the run's factor is out of it, weighs
         # them the second time.
         self._fit([1.0 / f for f in self.floor])
-        self._fit([1.0 / v for v in self.variances()])
+        self._fit([1.0 / v for _, v in self.levels()])
 
     def _fit(self, precisions: list[float]) -> None:
         self.fits = [
@@ -241,10 +241,6 @@ class _SideFactors:
             level, var, _ = trimmed_mean_and_variance(res, TRIM)
             out.append((centre + level, max(var, floor)))
         return out
-
-    def variances(self) -> list[float]:
-        """Each piece's variance from run to run once each run's factor is out."""
-        return [v for _, v in self.levels()]
 
     def factors(self, left_out: Sequence[int] = ()) -> list[float]:
         """Each run's log factor over the pieces not ``left_out`` (those a figure holds),
@@ -301,13 +297,16 @@ def _floor(pair: _Pair, side: list[float] | None) -> float:
     return 1.0 / max(median(side) * pair.rate, 0.5)
 
 
-@dataclass
 class _Factors:
-    """The run-wide factors of both sides: each run's within its side, and the shift
-    between the sides."""
+    """The run-wide factors of both sides over the ``reference`` pieces: each run's
+    within its side, and the shift between the sides."""
 
-    sides: tuple[_SideFactors, _SideFactors]
-    shift: _Shift
+    def __init__(self, reference: list[_Item], pair: _Pair) -> None:
+        self.sides = (
+            _SideFactors([it.raw_a for it in reference], [_floor(pair, it.xs) for it in reference]),
+            _SideFactors([it.raw_b for it in reference], [_floor(pair, it.ys) for it in reference]),
+        )
+        self.shift = _Shift(self.sides, SINGLE_RUN_VARIANCE if pair.single else 0.0)
 
     def of(self, left_out: Sequence[int]) -> tuple[list[float], list[float], float, float]:
         """``(A's log factors, B's with the shift, shift, its variance)`` of a figure,
@@ -316,15 +315,6 @@ class _Factors:
         fa = self.sides[0].factors(left_out)
         fb = [f + shift for f in self.sides[1].factors(left_out)]
         return fa, fb, shift, var
-
-
-def _fit_factors(reference: list[_Item], pair: _Pair) -> _Factors:
-    sides = (
-        _SideFactors([it.raw_a for it in reference], [_floor(pair, it.xs) for it in reference]),
-        _SideFactors([it.raw_b for it in reference], [_floor(pair, it.ys) for it in reference]),
-    )
-    shift = _Shift(sides, SINGLE_RUN_VARIANCE if pair.single else 0.0)
-    return _Factors(sides, shift)
 
 
 def _apply_factors(
@@ -345,7 +335,7 @@ def _apply_factors(
         for it in items:
             it.la, it.lb = list(it.raw_a), list(it.raw_b)
         return
-    factors = _fit_factors(reference, pair)
+    factors = _Factors(reference, pair)
     settings.factor = math.expm1(factors.shift.fit.value)
     held = _Held([it.key for it in reference])
     cache: dict[frozenset[int], tuple[list[float], list[float], float, float]] = {}
@@ -400,24 +390,13 @@ class _Held:
         return frozenset(found)
 
 
-@dataclass(frozen=True)
-class _Prior:
-    """The variance of a log figure by its share: ``exp(intercept + slope log share)``."""
-
-    intercept: float
-    slope: float
-
-    def at(self, share: float) -> float:
-        return max(
-            math.exp(self.intercept + self.slope * math.log(max(share, 1e-9))), MIN_LOG_VARIANCE
-        )
-
-
-def _fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -> _Prior | None:
-    """The prior variance of a log figure against its share, fitted over the tested
-    figures (least squares of the logs), corrected for the bias of the log of a variance
-    estimated over ``df`` degrees (``E log(chi2_k / k) = -1/k - 1/(3 k^2)``); None with
-    fewer than 8 figures."""
+def _fit_prior(
+    shares: Sequence[float], variances: Sequence[float], df: float
+) -> Callable[[float], float] | None:
+    """The prior variance of a log figure by its share, ``exp(intercept + slope log
+    share)``, fitted over the tested figures (least squares of the logs), corrected for
+    the bias of the log of a variance estimated over ``df`` degrees (``E log(chi2_k / k)
+    = -1/k - 1/(3 k^2)``); None with fewer than 8 figures."""
     pts = [
         (math.log(max(s, 1e-9)), math.log(v))
         for s, v in zip(shares, variances, strict=True)
@@ -430,8 +409,10 @@ def _fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -
     sxx = math.fsum((p[0] - mx) ** 2 for p in pts)
     sxy = math.fsum((p[0] - mx) * (p[1] - my) for p in pts)
     slope = min(max(sxy / sxx if sxx > 0 else 0.0, -2.0), 1.0)
-    bias = 1 / df + 1 / (3 * df * df)
-    return _Prior(my - slope * mx + bias, slope)
+    intercept = my - slope * mx + (1 / df + 1 / (3 * df * df))  # the bias
+    return lambda share: max(
+        math.exp(intercept + slope * math.log(max(share, 1e-9))), MIN_LOG_VARIANCE
+    )
 
 
 def _pooled(it: _Item) -> float:
@@ -463,7 +444,7 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
             # A's mean run; the half sample is spread over its runs.
             _shown(it, math.fsum(it.xs or ()) / len(it.la), pair.offset / len(it.la))
             continue
-        var, df0 = (prior.at(it.share), PRIOR_DF) if prior is not None else (0.0, 0.0)
+        var, df0 = (prior(it.share), PRIOR_DF) if prior is not None else (0.0, 0.0)
         floors = (_floor(pair, it.xs), _floor(pair, it.ys))
         t = moderated_log_test(
             it.la, it.lb, settings.confidence, var, df0, margin, it.shift_variance, TRIM,
