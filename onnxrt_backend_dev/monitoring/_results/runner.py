@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,14 +253,11 @@ class Runs:
         self.runs = [[] for _ in self.programs]
 
 
-@contextlib.contextmanager
-def _supervised(supervisor: Supervisor | None) -> Iterator[Supervisor]:
+def _supervised(supervisor: Supervisor | None) -> contextlib.AbstractContextManager[Supervisor]:
     """The caller's supervisor, or one for the time of the runs."""
     if supervisor is not None:
-        yield supervisor
-        return
-    with Supervisor(grace=_KILL_GRACE) as own:
-        yield own
+        return contextlib.nullcontext(supervisor)
+    return Supervisor(grace=_KILL_GRACE)
 
 
 def _tail(path: str) -> str:
