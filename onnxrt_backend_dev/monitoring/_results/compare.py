@@ -529,7 +529,6 @@ def compare_results(
     :param min_share: a profile's figures under this share on both sides are not tested
     :param min_change: changes of a profile's figures within this fraction are negligible
     :param clock: ``cpu`` or ``wall`` for sampled profiles, each result's own when None
-    :return: the comparison
     :raises ResultFormatError: different kinds, clocks or profilers, or nothing shared
     """
     check_number("alpha", alpha, above=0, maximum=0.5)

@@ -73,7 +73,6 @@ class Shift:
 
         :param base: the baseline's figure
         :param now: this session's
-        :return: the shift
         """
         extra = _stolen_shift(base, now)
         if extra is None:
@@ -206,7 +205,6 @@ def judge(
         test's; None: twice :data:`BETWEEN_PROCESSES` squared for weaker evidence
     :param shift: the machine's shift between the sessions, taken out of ``ys``, its
         variance added to the test's
-    :return: the decision
     """
     if shift is not None and shift.value:
         ys = [y * math.exp(-shift.value) for y in ys]

@@ -460,7 +460,6 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
 
     :param data: a checked sampled payload
     :param program: what ran, for the headers
-    :return: the model
     """
     from .._sampling.frames import SampledFrame
     from .._sampling.model import SampledProfile, ThreadProfile

@@ -75,10 +75,7 @@ class SideTable:
         self.failed = 0
 
     def totals(self) -> list[float]:
-        """Each run's profiled seconds (the sum of the own times; 1.0 for an empty run).
-
-        :return: one total per run
-        """
+        """Each run's profiled seconds (the sum of the own times; 1.0 for an empty run)."""
         sums = [math.fsum(col) for col in zip(*self.own.values(), strict=True)] or [0.0]
         sums = sums if len(sums) == self.runs else [0.0] * self.runs
         return [t if t > 0 else 1.0 for t in sums]
@@ -100,7 +97,6 @@ def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
 
     :param values: ``functions x runs`` figures
     :param runs: figures per function
-    :return: one slice per function
     """
     size = len(values)
     return list(
@@ -259,7 +255,6 @@ def side_table(kind: str, data: Mapping[str, Any], clock: str | None = None) -> 
     :param data: the payload
     :param clock: ``cpu`` or ``wall`` for the sampled figures (the payload's own when
         None); a cProfile profile's clock is the one it was profiled with
-    :return: the table
     """
     if kind == "run":
         return _run(data, clock)
@@ -272,7 +267,6 @@ def medians(rows: Rows) -> dict[Any, float]:
     """The median over the runs of each row.
 
     :param rows: key -> values per run
-    :return: key -> median
     """
     if not rows:
         return {}

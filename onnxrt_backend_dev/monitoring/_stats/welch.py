@@ -119,7 +119,6 @@ def moderated_log_test(
     :param trim: Yuen's test: the fraction trimmed at each end
     :param floors: each side's least variance of one log figure (a count's Poisson part:
         runs agreeing better than their samples allow make the test no surer)
-    :return: the test
     """
     ma, va, dfa = trimmed_mean_and_variance(la, trim)
     mb, vb, dfb = trimmed_mean_and_variance(lb, trim)
