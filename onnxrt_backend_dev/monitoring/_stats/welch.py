@@ -145,19 +145,14 @@ def moderated_log_test(
     return LogTest(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p, df, se)
 
 
-def log_welch_test(
-    xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
-) -> LogTest:
+def log_welch_test(xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95) -> LogTest:
     """Welch's test of the logs of two series of positive figures (two a side or more).
 
     :param xs: A's figures, > 0
     :param ys: B's figures, > 0
     :param confidence: level of the interval
-    :param margin: the change deemed negligible (see :func:`moderated_log_test`)
     """
-    return moderated_log_test(
-        [math.log(x) for x in xs], [math.log(y) for y in ys], confidence, margin=margin
-    )
+    return moderated_log_test([math.log(x) for x in xs], [math.log(y) for y in ys], confidence)
 
 
 def welch_difference(
