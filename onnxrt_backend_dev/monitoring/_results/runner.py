@@ -518,7 +518,6 @@ def run_interleaved(
     timeout: float = 600.0,
     max_time: float | None = None,
     cwd: str | None = None,
-    into: Runs | None = None,
     on_run: Callable[[int, int], None] | None = None,
     timer: str = "cpu",
     supervisor: Supervisor | None = None,
@@ -532,7 +531,6 @@ def run_interleaved(
     :param timeout: seconds each run may take before it is killed
     :param max_time: stop starting rounds after this many seconds (two rounds at least)
     :param cwd: the folder they run in
-    :param into: filled run by run, for a caller that reports what was done when stopped
     :param on_run: called with (round, program index) after each run
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (its signals stop the runs), None for one of its own
@@ -545,7 +543,7 @@ def run_interleaved(
     check_number("timeout", timeout, above=0)
     if max_time is not None:
         check_number("max_time", max_time, above=0)
-    runs = into if into is not None else Runs(list(programs))
+    runs = Runs(list(programs))
     start = time.monotonic()
     with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for r in range(repeat):
@@ -613,7 +611,6 @@ def compare_programs(
     repeat: int = 20,
     timeout: float = 600.0,
     max_time: float | None = None,
-    cwd: str | None = None,
     alpha: float = 0.05,
     on_run: Callable[[int, int], None] | None = None,
     min_share: float | None = None,
@@ -634,7 +631,6 @@ def compare_programs(
     :param repeat: runs of each
     :param timeout: seconds each run may take
     :param max_time: stop starting rounds after this many seconds (two rounds at least)
-    :param cwd: the folder they run in
     :param alpha: significance level (Holm-corrected across functions and paths)
     :param on_run: called with (round, program index) after each run
     :param min_share: figures under this share on both sides are not tested
@@ -660,7 +656,7 @@ def compare_programs(
     programs = [parse_program(a, profiler, interval), parse_program(b, profiler, interval)]
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
     if counter is not None:
-        docs = _count_both(programs, timeout, cwd, on_run, supervisor, count_bytes)
+        docs = _count_both(programs, timeout, on_run, supervisor, count_bytes)
         min_change = None  # a count changes beyond its noise, never by a share
     else:
         if programs[0].profiled != programs[1].profiled:
@@ -674,7 +670,6 @@ def compare_programs(
             repeat,
             timeout,
             max_time,
-            cwd,
             on_run=on_run,
             timer=timer,
             supervisor=supervisor,
@@ -769,7 +764,6 @@ def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tu
 def _count_both(
     programs: Sequence[Program],
     timeout: float,
-    cwd: str | None,
     on_run: Callable[[int, int], None] | None,
     supervisor: Supervisor | None,
     count_bytes: bool = False,
@@ -783,10 +777,10 @@ def _count_both(
     docs: list[Any] = [None, None]
     with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for i, program in enumerate(programs):
-            counted = count_program(program, folder, sup, timeout, cwd, count_bytes=count_bytes)
+            counted = count_program(program, folder, sup, timeout, count_bytes=count_bytes)
             if counted is None:
                 raise Stopped(sup.stopped or 15, (docs[0], docs[1]))
-            kind, data = counted_result(program, counted, cwd)
+            kind, data = counted_result(program, counted)
             docs[i] = make_result(kind, data, ["compare", "--counter", *program.command])
             if on_run is not None:
                 on_run(0, i)
