@@ -102,7 +102,6 @@ def _key(func: tuple[Any, ...]) -> tuple[str, int, str]:
 
 def profile_data(
     runs: Sequence[tuple[Mapping[Any, Any], float]],
-    memory: Sequence[Mapping[tuple[str, int, str], float]] | None = None,
     main: str | None = None,
     timer: str = "wall",
 ) -> dict[str, Any]:
@@ -111,7 +110,6 @@ def profile_data(
 
     :param runs: ``(stats, wall seconds)`` per run, ``stats`` as ``pstats.Stats.stats``
         (the profiler's own entries left out)
-    :param memory: per run, bytes of growth per function, when measured
     :param main: the program's script, matched with the other side's when compared
     :param timer: cProfile's clock, ``wall`` or ``cpu``
     :return: the payload, checked
@@ -127,7 +125,7 @@ def profile_data(
         "timer": timer,
         "functions": [list(k) for k in index],
         "wall": [float(wall) for _, wall in runs],
-        **_columns([stats for stats, _ in runs], index, memory),
+        **_columns([stats for stats, _ in runs], index),
         **_edges([stats for stats, _ in runs], index),
     }
     if main is not None:
@@ -137,9 +135,7 @@ def profile_data(
 
 
 def _columns(
-    runs: Sequence[Mapping[Any, Any]],
-    index: Mapping[tuple[str, int, str], int],
-    memory: Sequence[Mapping[tuple[str, int, str], float]] | None,
+    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int]
 ) -> dict[str, list[int]]:
     """The figures of every run in columns: function ``j`` of run ``r`` at ``j * R + r``."""
     count = len(runs)
@@ -153,14 +149,11 @@ def _columns(
                 own[k] += float(tt)
                 cum[k] += float(ct)
                 calls[k] += float(nc)
-    columns = {
+    return {
         "own_ns": _integers("own", own, 1e9),
         "cumulative_ns": _integers("cumulative", cum, 1e9),
         "calls": _integers("calls", calls, 1.0),
     }
-    if memory is not None:
-        columns["memory_bytes"] = _integers("memory", _per_function(memory, index), 1.0)
-    return columns
 
 
 def _per_function(
