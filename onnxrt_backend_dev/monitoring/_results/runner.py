@@ -289,7 +289,6 @@ def run_once(
     program: Program,
     folder: str,
     timeout: float,
-    cwd: str | None = None,
     timer: str = "cpu",
     supervisor: Supervisor | None = None,
     show_output: bool = False,
@@ -299,7 +298,6 @@ def run_once(
     :param program: what to run
     :param folder: a folder for the run's files
     :param timeout: seconds before the run is killed
-    :param cwd: the folder it runs in
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (signals, janitor), None for one of its own
     :param show_output: show the program's output (else discarded, the end of its
@@ -313,7 +311,7 @@ def run_once(
         if sup.stopped is not None:
             return None
         if observed(program):
-            return _observed_run(program, errors, timeout, cwd, sup, show_output)
+            return _observed_run(program, errors, timeout, sup, show_output)
         start = time.perf_counter()
         with open(errors, "wb") as err:
             child = sup.start(
@@ -321,7 +319,6 @@ def run_once(
                 stdin=None if show_output else subprocess.DEVNULL,
                 stdout=None if show_output else subprocess.DEVNULL,
                 stderr=None if show_output else err,
-                cwd=cwd,
                 group=True,
             )
             ended = sup.wait(child, timeout)
@@ -367,7 +364,6 @@ def _observed_run(
     program: Program,
     errors: str,
     timeout: float,
-    cwd: str | None,
     sup: Supervisor,
     show_output: bool,
 ) -> Run | None:
@@ -388,7 +384,7 @@ def _observed_run(
     with open(errors, "wb") as err:
         quiet = not show_output
         started = start_program(
-            [*head, *target, *program.args], interval, agg, sup, cwd=cwd, group=True,
+            [*head, *target, *program.args], interval, agg, sup, group=True,
             stdin=subprocess.DEVNULL if quiet else None,
             stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
         )  # fmt: skip
@@ -419,7 +415,7 @@ def _observed_run(
     if program.how == "path":
         # The script's code is named by its absolute path (Python >= 3.9): named back as
         # given, as the in-process sampler names it.
-        path = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
+        path = os.path.abspath(program.target)
         main = program.target
         profile.stacks = [
             tuple(f._replace(file=main) if f.file == path else f for f in stack)
@@ -517,7 +513,6 @@ def run_interleaved(
     repeat: int,
     timeout: float = 600.0,
     max_time: float | None = None,
-    cwd: str | None = None,
     on_run: Callable[[int, int], None] | None = None,
     timer: str = "cpu",
     supervisor: Supervisor | None = None,
@@ -530,7 +525,6 @@ def run_interleaved(
     :param repeat: runs of each program
     :param timeout: seconds each run may take before it is killed
     :param max_time: stop starting rounds after this many seconds (two rounds at least)
-    :param cwd: the folder they run in
     :param on_run: called with (round, program index) after each run
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (its signals stop the runs), None for one of its own
@@ -550,7 +544,7 @@ def run_interleaved(
             if max_time is not None and r >= 2 and time.monotonic() - start >= max_time:
                 break
             for i, program in enumerate(programs):
-                run = run_once(program, folder, timeout, cwd, timer, sup, show_output)
+                run = run_once(program, folder, timeout, timer, sup, show_output)
                 for name in os.listdir(folder):  # one run's files at a time on disk
                     os.remove(os.path.join(folder, name))
                 if run is None:
@@ -696,7 +690,6 @@ def count_program(
     folder: str,
     supervisor: Supervisor,
     timeout: float = 600.0,
-    cwd: str | None = None,
     show_output: bool = False,
     count_bytes: bool = False,
 ) -> Any:
@@ -707,7 +700,6 @@ def count_program(
     :param folder: a folder for the run's files
     :param supervisor: the command's supervisor
     :param timeout: seconds before the run is killed
-    :param cwd: the folder it runs in
     :param show_output: show the program's output
     :param count_bytes: each function's allocated bytes too (a second run, under DHAT)
     :return: the ``_count.valgrind.Counted``, None when a signal stopped it
@@ -718,11 +710,11 @@ def count_program(
 
     what = shlex.join(program.command)
     if program.python is None:
-        run = Run(program.command, False, cwd, None, show_output, timeout, what)
+        run = Run(program.command, False, None, None, show_output, timeout, what)
         return count(run, folder, supervisor)
     found = interpreter(program.python)
     target = ["-m", program.target] if program.how == "module" else [program.target]
-    run = Run([found.binary, *target, *program.args], found.per_function, cwd, None,
+    run = Run([found.binary, *target, *program.args], found.per_function, None, None,
               show_output, timeout, what, count_bytes)  # fmt: skip
     counted = count(run, folder, supervisor)
     if counted is not None and not found.per_function:
@@ -735,13 +727,12 @@ def count_program(
     return counted
 
 
-def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tuple[str, Any]:
+def counted_result(program: Program, counted: Any) -> tuple[str, Any]:
     """``(kind, data)`` of a counted run: a profile counted per function, or a timing of
     the whole run (one execution).
 
     :param program: what ran
     :param counted: its ``Counted``
-    :param cwd: the folder it ran in
     """
     from .payloads import counted_profile_data, counted_series
 
@@ -752,7 +743,7 @@ def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tu
     main = None
     if program.how == "path" and program.python is not None:
         # The script's code is named by its absolute path: named back as given.
-        main = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
+        main = os.path.abspath(program.target)
     data = counted_profile_data(
         [(counted.functions, counted.total, counted.wall)], main=main,
         allocations=[counted.allocations],

@@ -104,7 +104,7 @@ def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
     )
 
 
-def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
+def _cprofile(data: Mapping[str, Any]) -> SideTable:
     """Either layout of :mod:`.schema`: version 1's rows per run (seconds), version 2's
     function-major integer columns (nanoseconds)."""
     if "runs" in data:
@@ -114,7 +114,7 @@ def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
         unit = 1.0
     else:
         walls, own, cum, unit = data["wall"], data["own_ns"], data["cumulative_ns"], 1e9
-    side = SideTable("cprofile", clock or data.get("timer", "wall"), walls)
+    side = SideTable("cprofile", data.get("timer", "wall"), walls)
     keys = side._keys(data["functions"], data.get("main"))
     n = side.runs
     # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs read through
@@ -260,7 +260,7 @@ def side_table(kind: str, data: Mapping[str, Any], clock: str | None = None) -> 
         return _run(data, clock)
     if data.get("profiler") == "sampled":
         return _sampled(data, clock)
-    return _cprofile(data, None)
+    return _cprofile(data)
 
 
 def medians(rows: Rows) -> dict[Any, float]:
