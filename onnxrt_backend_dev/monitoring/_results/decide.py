@@ -156,7 +156,6 @@ class Decision:
     :param significant: ``p_value < alpha``
     :param tested: whether a test was made
     :param weaker: judged on the batches of a single process a side
-    :param method: ``mann-whitney``, ``welch`` or ``""``
     :param note: why it was not tested, or what the evidence is
     :param log_variance: the pooled variance of one value's log, None when unknown
     """
@@ -168,7 +167,6 @@ class Decision:
     significant: bool = False
     tested: bool = False
     weaker: bool = False
-    method: str = ""
     note: str = ""
     log_variance: float | None = None
 
@@ -221,10 +219,9 @@ def judge(
             _, p = mann_whitney_u(xs, ys)
             ratio, r_low, r_high = hodges_lehmann_ratio(xs, ys, confidence)
             change, low, high = 1 / ratio - 1, 1 / r_high - 1, 1 / r_low - 1
-        method = "mann-whitney"
     else:
         test = log_welch_test(xs, ys, confidence)
-        change, low, high, p, method = test.change, test.low, test.high, test.p_value, "welch"
+        change, low, high, p = test.change, test.low, test.high, test.p_value
     extra_var = 0.0  # a variance of the log ratio the values cannot show
     if weaker:
         spread = BETWEEN_PROCESSES.get(clock, BETWEEN_PROCESSES["wall"])
@@ -239,8 +236,8 @@ def judge(
         change, low, high, p = _widened(change, low, high, confidence, extra_var)
     note = "weaker evidence: the batches of a single process a side" if weaker else ""
     return Decision(
-        change if shown is None else shown, low, high, p, p < alpha, True, weaker, method,
-        note, log_variance=variance,
+        change if shown is None else shown, low, high, p, p < alpha, True, weaker, note,
+        log_variance=variance,
     )  # fmt: skip
 
 
