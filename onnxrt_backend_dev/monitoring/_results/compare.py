@@ -241,12 +241,10 @@ class ResultComparison:
             text += f"; {len(better)} better"
         return text
 
-    def to_dict(self, entries: bool = True) -> dict[str, Any]:
-        """JSON-ready: the settings, the notes and one entry per change, ordered.
-
-        :param entries: include the entries (a renderer may encode them one by one)
-        """
-        head = {
+    def to_dict(self) -> dict[str, Any]:
+        """The settings and the notes, JSON-ready (the renderer encodes the entries one by
+        one)."""
+        return {
             "kind": self.kind,
             "a": self.names[0],
             "b": self.names[1],
@@ -260,9 +258,6 @@ class ResultComparison:
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
-        if entries:
-            head["entries"] = [c.to_dict() for c in self.ordered()]
-        return head
 
 
 def _threshold(above: float) -> str:
