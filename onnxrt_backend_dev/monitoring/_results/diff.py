@@ -758,7 +758,7 @@ def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: s
     # Every function has its own time's entry; its inclusive time's only from the share
     # tested (the own entry already says a function is only in A or B).
     changes += _small_changes(OWN, sa.own, sb.own, {it.key for it in own}, pair, section)
-    _notes(settings, pair, own, paths, kind)
+    _notes(settings, pair, kind)
     return changes
 
 
@@ -835,9 +835,7 @@ def _tested_as(it: _Item) -> _Item:
     return found if found.test is not None else it
 
 
-def _notes(
-    settings: Settings, pair: _Pair, own: list[_Item], paths: list[_Item], kind: str
-) -> None:
+def _notes(settings: Settings, pair: _Pair, kind: str) -> None:
     if kind == NO_PATHS:
         settings.notes.append(
             "no call paths on both sides (a result saved before version 3): functions only"

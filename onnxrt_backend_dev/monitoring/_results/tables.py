@@ -53,7 +53,6 @@ class SideTable:
         self.walls = [float(w) for w in walls]
         self.runs = len(self.walls)
         self.counted = False  # figures are samples times an interval
-        self.interval = 0.0
         # Samples a second of the figures (the kernel's CPU timer may tick every 4 ms
         # whatever the interval asked): counts are seconds times this.
         self.rate = 0.0
@@ -146,13 +145,12 @@ def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
     clock = clock or data.get("timer", "wall")
     side = SideTable("sampled", clock, data["wall"])
     side.counted = True
-    side.interval = float(data["interval"])
     side.path_kind = STACKS
     keys = side._keys(data["functions"], data.get("main"))
     n = side.runs
     column = data["stack_cpu_ns" if clock == "cpu" else "stack_wall_ns"]
     seconds = math.fsum(column) / 1e9
-    side.rate = math.fsum(data["stack_samples"]) / seconds if seconds > 0 else 1 / side.interval
+    side.rate = math.fsum(data["stack_samples"]) / seconds if seconds > 0 else 1 / data["interval"]
     rows = split(column, n)
     if clock == "cpu" and n > 1:
         leaves = [keys[ids[-1]] if ids else None for ids in data["stacks"]]
@@ -220,8 +218,7 @@ def _run(data: Mapping[str, Any], clock: str | None) -> SideTable:
         "ticks", "cpu" if clock == "cpu" and cpu else "wall", [r["wall"] for r in runs]
     )
     side.counted = True
-    side.interval = float(data["interval"])
-    side.rate = 1 / side.interval
+    side.rate = 1 / float(data["interval"])
     keys = side._keys(data["functions"], data.get("main"))
     own_key = "own_cpu" if side.clock == "cpu" else "own"
     wall = side.clock == "wall"
