@@ -65,7 +65,6 @@ class Verdict:
     :param text: one line
     :param regressions: the significant changes for the worse beyond it, one per
         function (where its change starts, else its own time) and headline
-    :param undecided: the figures beyond it the evidence cannot decide
     :param runs_needed: runs a side that would decide the first, None when unknown
     """
 
@@ -73,7 +72,6 @@ class Verdict:
     exit_code: int
     text: str
     regressions: tuple[Change, ...] = ()
-    undecided: tuple[Change, ...] = ()
     runs_needed: int | None = None
 
 
@@ -194,7 +192,6 @@ class ResultComparison:
                 f"undecided: {label(c)} {format_change(c)} is above {_threshold(above)} in a "
                 f"single run a side, which cannot tell it from the spread between runs "
                 f"(profile --repeat 5 --save, or compare --a/--b)",
-                (), tuple(one_run),
             )  # fmt: skip
         undecided = self._undecided(above)
         if undecided:
@@ -204,7 +201,7 @@ class ResultComparison:
                 UNDECIDED, EXIT_UNDECIDED,
                 f"undecided: {label(c)} {format_change(c)} may be above {_threshold(above)}: the "
                 f"evidence cannot decide it ({why}){more}",
-                (), tuple(u[0] for u in undecided), runs,
+                runs_needed=runs,
             )  # fmt: skip
         return Verdict("unchanged", EXIT_PASS, self._pass_text(above))
 
