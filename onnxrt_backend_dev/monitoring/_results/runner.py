@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import RunFailed, Stopped
@@ -240,17 +240,12 @@ class Run:
 class Runs:
     """The runs of each program, filled as they end.
 
-    :param programs: the programs
     :param runs: each program's runs
     :param stopped: the signal that stopped the runs early (the run it cut not kept)
     """
 
-    programs: list[Program]
-    runs: list[list[Run]] = field(default_factory=list)
+    runs: list[list[Run]]
     stopped: int | None = None
-
-    def __post_init__(self) -> None:
-        self.runs = [[] for _ in self.programs]
 
 
 def _supervised(supervisor: Supervisor | None) -> contextlib.AbstractContextManager[Supervisor]:
@@ -537,7 +532,7 @@ def run_interleaved(
     check_number("timeout", timeout, above=0)
     if max_time is not None:
         check_number("max_time", max_time, above=0)
-    runs = Runs(list(programs))
+    runs = Runs([[] for _ in programs])
     start = time.monotonic()
     with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for r in range(repeat):
