@@ -54,7 +54,7 @@ from .._stats.welch import (
 )
 from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
 from .decide import Shift, judge
-from .keys import Key, place, short_name
+from .keys import Key, place
 from .tables import EDGES, NO_PATHS, STACKS, SideTable, located, medians, union
 
 MIN_SHARE = 0.001
@@ -569,7 +569,7 @@ def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
     places: tuple[str, ...] = ()
     if it.family == PATH:
         named = [located(k, pair.sa, pair.sb) for k in it.key]
-        path = tuple(short_name(*n) for n in named)
+        path = tuple(one_line(n[2]) for n in named)
         places = tuple(place(*n) for n in named)
     src = _tested_as(it)
     t: tuple[float | None, ...] = src.test or (None, None, None, None)
@@ -606,7 +606,7 @@ def _path_changes(paths: list[_Item], kind: str, section: str, pair: _Pair) -> l
         c = _change(it, section, pair)
         role, shown = roles.get(it.key, ("", ()))
         if role == ORIGIN:
-            names = tuple(short_name(*located(k, pair.sa, pair.sb)) for k in shown)
+            names = tuple(one_line(located(k, pair.sa, pair.sb)[2]) for k in shown)
             c = c.replace(role=role, shown=names, verdict=_verdict(it))
         elif role == EXPLAINED:
             c = c.replace(role=role)
