@@ -3,6 +3,7 @@ section of it reads (:class:`Settings`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,9 +87,7 @@ class Change:
 
         :param fields: the fields changed
         """
-        values = dict(self.__dict__)
-        values.update(fields)
-        return Change(**values)
+        return dataclasses.replace(self, **fields)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields."""

@@ -65,7 +65,6 @@ class Verdict:
     :param text: one line
     :param regressions: the significant changes for the worse beyond it, one per
         function (where its change starts, else its own time) and headline
-    :param undecided: the figures beyond it the evidence cannot decide
     :param runs_needed: runs a side that would decide the first, None when unknown
     """
 
@@ -73,7 +72,6 @@ class Verdict:
     exit_code: int
     text: str
     regressions: tuple[Change, ...] = ()
-    undecided: tuple[Change, ...] = ()
     runs_needed: int | None = None
 
 
@@ -194,7 +192,6 @@ class ResultComparison:
                 f"undecided: {label(c)} {format_change(c)} is above {_threshold(above)} in a "
                 f"single run a side, which cannot tell it from the spread between runs "
                 f"(profile --repeat 5 --save, or compare --a/--b)",
-                (), tuple(one_run),
             )  # fmt: skip
         undecided = self._undecided(above)
         if undecided:
@@ -204,7 +201,7 @@ class ResultComparison:
                 UNDECIDED, EXIT_UNDECIDED,
                 f"undecided: {label(c)} {format_change(c)} may be above {_threshold(above)}: the "
                 f"evidence cannot decide it ({why}){more}",
-                (), tuple(u[0] for u in undecided), runs,
+                runs_needed=runs,
             )  # fmt: skip
         return Verdict("unchanged", EXIT_PASS, self._pass_text(above))
 
@@ -241,12 +238,10 @@ class ResultComparison:
             text += f"; {len(better)} better"
         return text
 
-    def to_dict(self, entries: bool = True) -> dict[str, Any]:
-        """JSON-ready: the settings, the notes and one entry per change, ordered.
-
-        :param entries: include the entries (a renderer may encode them one by one)
-        """
-        head = {
+    def to_dict(self) -> dict[str, Any]:
+        """The settings and the notes, JSON-ready (the renderer encodes the entries one by
+        one)."""
+        return {
             "kind": self.kind,
             "a": self.names[0],
             "b": self.names[1],
@@ -260,9 +255,6 @@ class ResultComparison:
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
-        if entries:
-            head["entries"] = [c.to_dict() for c in self.ordered()]
-        return head
 
 
 def _threshold(above: float) -> str:
@@ -529,7 +521,6 @@ def compare_results(
     :param min_share: a profile's figures under this share on both sides are not tested
     :param min_change: changes of a profile's figures within this fraction are negligible
     :param clock: ``cpu`` or ``wall`` for sampled profiles, each result's own when None
-    :return: the comparison
     :raises ResultFormatError: different kinds, clocks or profilers, or nothing shared
     """
     check_number("alpha", alpha, above=0, maximum=0.5)

@@ -22,6 +22,7 @@ from typing import Any
 from .._count import FUNCTION_NOISE, RELATIVE_NOISE
 from .._count.callgraph import INTERPRETER
 from .._errors import ResultFormatError
+from .._format import one_line
 from .._stats.multiple import median
 from .change import (
     ALLOCS,
@@ -35,7 +36,7 @@ from .change import (
     Change,
     Settings,
 )
-from .keys import place, short_name
+from .keys import place
 from .tables import located, side_table, union
 
 # The instructions of one count: a counted profile stores them where nanoseconds go.
@@ -189,7 +190,7 @@ def profile_changes(
         file, line, name = located(key[-1], sa, sb)
         c = counted_change(section, name, PATH, a, b, 0.0, (file, line), listed=False)
         where = [located(k, sa, sb) for k in key]
-        path = tuple(short_name(*w) for w in where)
+        path = tuple(one_line(w[2]) for w in where)
         c = (_shared(c, a, b, totals) if big else _small(c, settings)).replace(
             path=path, chain=len(path), places=tuple(place(*w) for w in where))  # fmt: skip
         changes.append(_origin(c, own.get((file, line, name))))

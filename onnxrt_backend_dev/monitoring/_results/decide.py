@@ -9,10 +9,10 @@ the Hodges-Lehmann interval of the ratio from 8 values a side, Welch's test of t
 below (4 against 4 cannot rank below p = 0.03).
 
 With a single process a side, a spread :data:`BETWEEN_PROCESSES` is added to the
-batches' own (or the caller's ``extra_var``): 20 % on the wall clock (an unchanged
-pytest file moved between sessions by a log spread of 0.20 to 0.42 at load 5 to 9), 8 %
-on the CPU clock (0.03 to 0.04, none beyond 0.15 in 200). One process a side thus
-decides only large changes, never in the wrong direction on a machine that moved.
+batches' own: 20 % on the wall clock (an unchanged pytest file moved between sessions
+by a log spread of 0.20 to 0.42 at load 5 to 9), 8 % on the CPU clock (0.03 to 0.04,
+none beyond 0.15 in 200). One process a side thus decides only large changes, never in
+the wrong direction on a machine that moved.
 
 The gate's answers (:func:`gate`) for a threshold: ``regressed`` (significant, worse,
 its estimate beyond it), ``improved`` (significant, better, its interval below it),
@@ -73,7 +73,6 @@ class Shift:
 
         :param base: the baseline's figure
         :param now: this session's
-        :return: the shift
         """
         extra = _stolen_shift(base, now)
         if extra is None:
@@ -157,7 +156,6 @@ class Decision:
     :param significant: ``p_value < alpha``
     :param tested: whether a test was made
     :param weaker: judged on the batches of a single process a side
-    :param method: ``mann-whitney``, ``welch`` or ``""``
     :param note: why it was not tested, or what the evidence is
     :param log_variance: the pooled variance of one value's log, None when unknown
     """
@@ -169,7 +167,6 @@ class Decision:
     significant: bool = False
     tested: bool = False
     weaker: bool = False
-    method: str = ""
     note: str = ""
     log_variance: float | None = None
 
@@ -191,7 +188,6 @@ def judge(
     confidence: float = 0.95,
     weaker: bool = False,
     clock: str = "wall",
-    extra_var: float | None = None,
     shift: Shift | None = None,
 ) -> Decision:
     """Tests two series of positive values (see the module's description).
@@ -202,11 +198,8 @@ def judge(
     :param confidence: the level of the interval
     :param weaker: the values are the batches of a single process a side
     :param clock: ``wall`` or ``cpu``, the clock of the values
-    :param extra_var: a variance of the log ratio the values cannot show, added to the
-        test's; None: twice :data:`BETWEEN_PROCESSES` squared for weaker evidence
     :param shift: the machine's shift between the sessions, taken out of ``ys``, its
         variance added to the test's
-    :return: the decision
     """
     if shift is not None and shift.value:
         ys = [y * math.exp(-shift.value) for y in ys]
@@ -226,25 +219,25 @@ def judge(
             _, p = mann_whitney_u(xs, ys)
             ratio, r_low, r_high = hodges_lehmann_ratio(xs, ys, confidence)
             change, low, high = 1 / ratio - 1, 1 / r_high - 1, 1 / r_low - 1
-        method = "mann-whitney"
     else:
         test = log_welch_test(xs, ys, confidence)
-        change, low, high, p, method = test.change, test.low, test.high, test.p_value, "welch"
+        change, low, high, p = test.change, test.low, test.high, test.p_value
+    extra_var = 0.0  # a variance of the log ratio the values cannot show
     if weaker:
         spread = BETWEEN_PROCESSES.get(clock, BETWEEN_PROCESSES["wall"])
-        extra_var = 2 * spread**2 if extra_var is None else extra_var
+        extra_var = 2 * spread**2
         # The runs that would decide it are processes: each one's figure spreads by the
         # spread between processes, plus its batches' own.
         if variance is not None:
             variance = spread**2 + variance / min(len(xs), len(ys))
     if shift is not None:
-        extra_var = (extra_var or 0.0) + shift.variance
+        extra_var += shift.variance
     if extra_var:
         change, low, high, p = _widened(change, low, high, confidence, extra_var)
     note = "weaker evidence: the batches of a single process a side" if weaker else ""
     return Decision(
-        change if shown is None else shown, low, high, p, p < alpha, True, weaker, method,
-        note, log_variance=variance,
+        change if shown is None else shown, low, high, p, p < alpha, True, weaker, note,
+        log_variance=variance,
     )  # fmt: skip
 
 
@@ -264,7 +257,6 @@ def gate(
     decision: Decision,
     above: float,
     alpha: float = 0.05,
-    power: float = 0.8,
     strict: bool = True,
 ) -> tuple[str, int | None]:
     """The gate's answer for one figure, and the runs a side that would decide it when
@@ -272,8 +264,7 @@ def gate(
 
     :param decision: from :func:`judge`
     :param above: the threshold, a fraction (0.05 for 5 %)
-    :param alpha: the level the runs are counted for
-    :param power: the chance those runs give to decide a change of ``above``
+    :param alpha: the level the runs are counted for (at 80 % power)
     :param strict: undecided whenever the interval reaches above the threshold; False:
         only when the estimate does
     :return: ``(answer, runs)``: :data:`REGRESSED`, :data:`UNDECIDED`, :data:`IMPROVED`
@@ -288,7 +279,7 @@ def gate(
     if reach > above:
         runs = None
         if decision.log_variance is not None and decision.log_variance > 0 and above > 0:
-            runs = runs_needed(decision.log_variance, above, alpha, power)
+            runs = runs_needed(decision.log_variance, above, alpha)
         return UNDECIDED, runs
     if decision.significant and change < 0:
         return IMPROVED, None

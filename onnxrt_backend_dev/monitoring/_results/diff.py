@@ -38,7 +38,7 @@ with the callers whose own change is at least half of theirs (``f07 → spin +40
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +54,7 @@ from .._stats.welch import (
 )
 from .change import BETTER, EXPLAINED, GROWTH, INCLUSIVE, ORIGIN, OWN, PATH, WORSE, Change, Settings
 from .decide import Shift, judge
-from .keys import Key, place, short_name
+from .keys import Key, place
 from .tables import EDGES, NO_PATHS, STACKS, SideTable, located, medians, union
 
 MIN_SHARE = 0.001
@@ -179,17 +179,15 @@ def _items(
     rows_a: dict[Any, list[float]],
     rows_b: dict[Any, list[float]],
     pair: _Pair,
-    keep_small: bool = True,
 ) -> list[_Item]:
-    """The figures of a family; ``keep_small``: those under the share tested too (call
-    paths under it are left out: a large profile has hundreds of thousands)."""
+    """The figures of a family at or above the share tested on a side (those under it are
+    shown by :func:`_small_changes`; a large profile has hundreds of thousands of paths)."""
     items = []
     med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
     least_a = pair.settings.min_share * pair.total_a
     least_b = pair.settings.min_share * pair.total_b
     for key in union(rows_a, rows_b):
-        small = med_a.get(key, 0.0) < least_a and med_b.get(key, 0.0) < least_b
-        if small and not keep_small:
+        if med_a.get(key, 0.0) < least_a and med_b.get(key, 0.0) < least_b:
             continue
         xs, ys = rows_a.get(key), rows_b.get(key)
         a, b = (
@@ -225,7 +223,7 @@ class _SideFactors:
         # Twice: the pieces' residual spread, once the run's factor is out of it, weighs
         # them the second time.
         self._fit([1.0 / f for f in self.floor])
-        self._fit([1.0 / v for v in self.variances()])
+        self._fit([1.0 / v for _, v in self.levels()])
 
     def _fit(self, precisions: list[float]) -> None:
         self.fits = [
@@ -243,10 +241,6 @@ class _SideFactors:
             level, var, _ = trimmed_mean_and_variance(res, TRIM)
             out.append((centre + level, max(var, floor)))
         return out
-
-    def variances(self) -> list[float]:
-        """Each piece's variance from run to run once each run's factor is out."""
-        return [v for _, v in self.levels()]
 
     def factors(self, left_out: Sequence[int] = ()) -> list[float]:
         """Each run's log factor over the pieces not ``left_out`` (those a figure holds),
@@ -303,13 +297,16 @@ def _floor(pair: _Pair, side: list[float] | None) -> float:
     return 1.0 / max(median(side) * pair.rate, 0.5)
 
 
-@dataclass
 class _Factors:
-    """The run-wide factors of both sides: each run's within its side, and the shift
-    between the sides."""
+    """The run-wide factors of both sides over the ``reference`` pieces: each run's
+    within its side, and the shift between the sides."""
 
-    sides: tuple[_SideFactors, _SideFactors]
-    shift: _Shift
+    def __init__(self, reference: list[_Item], pair: _Pair) -> None:
+        self.sides = (
+            _SideFactors([it.raw_a for it in reference], [_floor(pair, it.xs) for it in reference]),
+            _SideFactors([it.raw_b for it in reference], [_floor(pair, it.ys) for it in reference]),
+        )
+        self.shift = _Shift(self.sides, SINGLE_RUN_VARIANCE if pair.single else 0.0)
 
     def of(self, left_out: Sequence[int]) -> tuple[list[float], list[float], float, float]:
         """``(A's log factors, B's with the shift, shift, its variance)`` of a figure,
@@ -318,15 +315,6 @@ class _Factors:
         fa = self.sides[0].factors(left_out)
         fb = [f + shift for f in self.sides[1].factors(left_out)]
         return fa, fb, shift, var
-
-
-def _fit_factors(reference: list[_Item], pair: _Pair) -> _Factors:
-    sides = (
-        _SideFactors([it.raw_a for it in reference], [_floor(pair, it.xs) for it in reference]),
-        _SideFactors([it.raw_b for it in reference], [_floor(pair, it.ys) for it in reference]),
-    )
-    shift = _Shift(sides, SINGLE_RUN_VARIANCE if pair.single else 0.0)
-    return _Factors(sides, shift)
 
 
 def _apply_factors(
@@ -347,7 +335,7 @@ def _apply_factors(
         for it in items:
             it.la, it.lb = list(it.raw_a), list(it.raw_b)
         return
-    factors = _fit_factors(reference, pair)
+    factors = _Factors(reference, pair)
     settings.factor = math.expm1(factors.shift.fit.value)
     held = _Held([it.key for it in reference])
     cache: dict[frozenset[int], tuple[list[float], list[float], float, float]] = {}
@@ -402,24 +390,13 @@ class _Held:
         return frozenset(found)
 
 
-@dataclass(frozen=True)
-class _Prior:
-    """The variance of a log figure by its share: ``exp(intercept + slope log share)``."""
-
-    intercept: float
-    slope: float
-
-    def at(self, share: float) -> float:
-        return max(
-            math.exp(self.intercept + self.slope * math.log(max(share, 1e-9))), MIN_LOG_VARIANCE
-        )
-
-
-def _fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -> _Prior | None:
-    """The prior variance of a log figure against its share, fitted over the tested
-    figures (least squares of the logs), corrected for the bias of the log of a variance
-    estimated over ``df`` degrees (``E log(chi2_k / k) = -1/k - 1/(3 k^2)``); None with
-    fewer than 8 figures."""
+def _fit_prior(
+    shares: Sequence[float], variances: Sequence[float], df: float
+) -> Callable[[float], float] | None:
+    """The prior variance of a log figure by its share, ``exp(intercept + slope log
+    share)``, fitted over the tested figures (least squares of the logs), corrected for
+    the bias of the log of a variance estimated over ``df`` degrees (``E log(chi2_k / k)
+    = -1/k - 1/(3 k^2)``); None with fewer than 8 figures."""
     pts = [
         (math.log(max(s, 1e-9)), math.log(v))
         for s, v in zip(shares, variances, strict=True)
@@ -432,8 +409,10 @@ def _fit_prior(shares: Sequence[float], variances: Sequence[float], df: float) -
     sxx = math.fsum((p[0] - mx) ** 2 for p in pts)
     sxy = math.fsum((p[0] - mx) * (p[1] - my) for p in pts)
     slope = min(max(sxy / sxx if sxx > 0 else 0.0, -2.0), 1.0)
-    bias = 1 / df + 1 / (3 * df * df)
-    return _Prior(my - slope * mx + bias, slope)
+    intercept = my - slope * mx + (1 / df + 1 / (3 * df * df))  # the bias
+    return lambda share: max(
+        math.exp(intercept + slope * math.log(max(share, 1e-9))), MIN_LOG_VARIANCE
+    )
 
 
 def _pooled(it: _Item) -> float:
@@ -465,7 +444,7 @@ def _test_items(items: list[_Item], pair: _Pair, settings: Settings) -> None:
             # A's mean run; the half sample is spread over its runs.
             _shown(it, math.fsum(it.xs or ()) / len(it.la), pair.offset / len(it.la))
             continue
-        var, df0 = (prior.at(it.share), PRIOR_DF) if prior is not None else (0.0, 0.0)
+        var, df0 = (prior(it.share), PRIOR_DF) if prior is not None else (0.0, 0.0)
         floors = (_floor(pair, it.xs), _floor(pair, it.ys))
         t = moderated_log_test(
             it.la, it.lb, settings.confidence, var, df0, margin, it.shift_variance, TRIM,
@@ -590,7 +569,7 @@ def _change(it: _Item, section: str, pair: _Pair, verdict: str = "") -> Change:
     places: tuple[str, ...] = ()
     if it.family == PATH:
         named = [located(k, pair.sa, pair.sb) for k in it.key]
-        path = tuple(short_name(*n) for n in named)
+        path = tuple(one_line(n[2]) for n in named)
         places = tuple(place(*n) for n in named)
     src = _tested_as(it)
     t: tuple[float | None, ...] = src.test or (None, None, None, None)
@@ -627,7 +606,7 @@ def _path_changes(paths: list[_Item], kind: str, section: str, pair: _Pair) -> l
         c = _change(it, section, pair)
         role, shown = roles.get(it.key, ("", ()))
         if role == ORIGIN:
-            names = tuple(short_name(*located(k, pair.sa, pair.sb)) for k in shown)
+            names = tuple(one_line(located(k, pair.sa, pair.sb)[2]) for k in shown)
             c = c.replace(role=role, shown=names, verdict=_verdict(it))
         elif role == EXPLAINED:
             c = c.replace(role=role)
@@ -734,14 +713,11 @@ def _growth_items(sa: SideTable, sb: SideTable, settings: Settings) -> list[_Ite
 
 def _growth_change(it: _Item, pair: _Pair) -> Change:
     file, line, name = located(it.key, pair.sa, pair.sb)
-    ratio = None
-    if it.test is None:
-        ratio = (it.b["growth"] - it.a["growth"]) / max(it.a["rise"], 1.0)
-    t = it.test
+    untested = ((it.b["growth"] - it.a["growth"]) / max(it.a["rise"], 1.0), None, None, None)
+    change, low, high, p = it.test or untested
     return Change(
-        "run", name, file, line, GROWTH, it.a, it.b, t[0] if t else ratio,
-        t[1] if t else None, t[2] if t else None, t[3] if t else None,
-        it.p_adjusted, it.significant, t is not None, it.note, verdict=_verdict(it),
+        "run", name, file, line, GROWTH, it.a, it.b, change, low, high, p,
+        it.p_adjusted, it.significant, it.test is not None, it.note, verdict=_verdict(it),
     )  # fmt: skip
 
 
@@ -757,16 +733,16 @@ def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: s
     """
     _check_comparable(sa, sb, settings.names)
     pair = _Pair(sa, sb, settings)
-    own = _items(OWN, sa.own, sb.own, pair, keep_small=False)
-    inclusive = _items(INCLUSIVE, sa.inclusive, sb.inclusive, pair, keep_small=False)
+    own = _items(OWN, sa.own, sb.own, pair)
+    inclusive = _items(INCLUSIVE, sa.inclusive, sb.inclusive, pair)
     kind = sa.path_kind if sa.path_kind == sb.path_kind else NO_PATHS
-    paths = _items(PATH, sa.paths, sb.paths, pair, keep_small=False) if kind != NO_PATHS else []
+    paths = _items(PATH, sa.paths, sb.paths, pair) if kind != NO_PATHS else []
     _deduplicate(own, inclusive, paths, kind)
     everything = own + inclusive + paths
     pieces = (
         own
         if sa.pieces is sa.own and sb.pieces is sb.own
-        else _items("piece", sa.pieces, sb.pieces, pair, keep_small=False)
+        else _items("piece", sa.pieces, sb.pieces, pair)
     )
     _apply_factors(everything, pieces, pair, settings)
     _test_items(everything, pair, settings)
@@ -782,7 +758,7 @@ def profile_changes(sa: SideTable, sb: SideTable, settings: Settings, section: s
     # Every function has its own time's entry; its inclusive time's only from the share
     # tested (the own entry already says a function is only in A or B).
     changes += _small_changes(OWN, sa.own, sb.own, {it.key for it in own}, pair, section)
-    _notes(settings, pair, own, paths, kind)
+    _notes(settings, pair, kind)
     return changes
 
 
@@ -797,16 +773,13 @@ def _small_changes(
     """The functions under the share tested or on one side only, shown, not tested: in
     one pass, they are most of a large profile (19,000 of 20,000 functions)."""
     med_a, med_b = pair.medians(rows_a), pair.medians(rows_b)
-    total_a, total_b = pair.total_a or 1.0, pair.total_b or 1.0
-    small = f"below the {pair.settings.min_share:.1%} share tested"
     out = []
     for key in union(rows_a, rows_b):
         if key in done:
             continue
-        a_time, b_time = med_a.get(key), med_b.get(key)
-        note = "only in B" if a_time is None else "only in A" if b_time is None else small
-        a = {"time": a_time or 0.0, "share": (a_time or 0.0) / total_a}
-        b = {"time": b_time or 0.0, "share": (b_time or 0.0) / total_b}
+        a = pair.figures(med_a.get(key), pair.total_a)
+        b = pair.figures(med_b.get(key), pair.total_b)
+        note = pair.why_untested(rows_a.get(key), rows_b.get(key), small=True)
         ratio = _untested(a, b, pair.settings.factor) if a["time"] > 0 else None
         file, line, name = located(key, pair.sa, pair.sb)
         out.append(Change(section, name, file, line, family, a, b, ratio, note=note))
@@ -862,9 +835,7 @@ def _tested_as(it: _Item) -> _Item:
     return found if found.test is not None else it
 
 
-def _notes(
-    settings: Settings, pair: _Pair, own: list[_Item], paths: list[_Item], kind: str
-) -> None:
+def _notes(settings: Settings, pair: _Pair, kind: str) -> None:
     if kind == NO_PATHS:
         settings.notes.append(
             "no call paths on both sides (a result saved before version 3): functions only"

@@ -54,11 +54,10 @@ def git_commit(folder: str | None = None, timeout: float = GIT_TIMEOUT) -> str |
     return commit if ok and all(c in "0123456789abcdef" for c in commit) else None
 
 
-def capture(folder: str | None = None, timeout: float = GIT_TIMEOUT) -> dict[str, Any]:
+def capture(folder: str | None = None) -> dict[str, Any]:
     """The environment as a JSON-ready dictionary.
 
     :param folder: the folder whose git commit is recorded (the current one by default)
-    :param timeout: seconds git may take
     :return: ``python``, ``implementation``, ``executable``, ``platform``, ``machine``,
         ``cpu``, ``cpu_count``, ``package_version``, ``git_commit``
     """
@@ -71,5 +70,5 @@ def capture(folder: str | None = None, timeout: float = GIT_TIMEOUT) -> dict[str
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count() or 0,
         "package_version": __version__,
-        "git_commit": git_commit(folder, timeout),
+        "git_commit": git_commit(folder),
     }

@@ -67,16 +67,6 @@ def display_name(file: str, line: int, name: str) -> str:
     return f"{name} ({one_line(short_file(file))}:{line})"
 
 
-def short_name(file: str, line: int, name: str) -> str:
-    """The function's name alone, on one line (``spin``; a built-in's in its brackets).
-
-    :param file: the function's file (unused)
-    :param line: its first line (unused)
-    :param name: its name
-    """
-    return one_line(name)
-
-
 def place(file: str, line: int, name: str) -> str:
     """A function's identity as ``file:line:name``: names repeat (every ``<module>``),
     places do not.

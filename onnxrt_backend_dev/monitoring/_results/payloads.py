@@ -102,18 +102,18 @@ def _key(func: tuple[Any, ...]) -> tuple[str, int, str]:
 
 def profile_data(
     runs: Sequence[tuple[Mapping[Any, Any], float]],
-    memory: Sequence[Mapping[tuple[str, int, str], float]] | None = None,
     main: str | None = None,
     timer: str = "wall",
+    unit: float = 1e9,
 ) -> dict[str, Any]:
     """The payload of a profile result from cProfile's stats dictionaries, in integer
     columns (nanoseconds and counts, function-major; see :mod:`.schema`).
 
     :param runs: ``(stats, wall seconds)`` per run, ``stats`` as ``pstats.Stats.stats``
         (the profiler's own entries left out)
-    :param memory: per run, bytes of growth per function, when measured
     :param main: the program's script, matched with the other side's when compared
     :param timer: cProfile's clock, ``wall`` or ``cpu``
+    :param unit: the integers saved per unit of the stats' times (1 for instructions)
     :return: the payload, checked
     :raises ResultFormatError: a figure is not a finite number
     """
@@ -127,8 +127,8 @@ def profile_data(
         "timer": timer,
         "functions": [list(k) for k in index],
         "wall": [float(wall) for _, wall in runs],
-        **_columns([stats for stats, _ in runs], index, memory),
-        **_edges([stats for stats, _ in runs], index),
+        **_columns([stats for stats, _ in runs], index, unit),
+        **_edges([stats for stats, _ in runs], index, unit),
     }
     if main is not None:
         data["main"] = str(main)
@@ -137,9 +137,7 @@ def profile_data(
 
 
 def _columns(
-    runs: Sequence[Mapping[Any, Any]],
-    index: Mapping[tuple[str, int, str], int],
-    memory: Sequence[Mapping[tuple[str, int, str], float]] | None,
+    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], unit: float
 ) -> dict[str, list[int]]:
     """The figures of every run in columns: function ``j`` of run ``r`` at ``j * R + r``."""
     count = len(runs)
@@ -153,14 +151,11 @@ def _columns(
                 own[k] += float(tt)
                 cum[k] += float(ct)
                 calls[k] += float(nc)
-    columns = {
-        "own_ns": _integers("own", own, 1e9),
-        "cumulative_ns": _integers("cumulative", cum, 1e9),
+    return {
+        "own_ns": _integers("own", own, unit),
+        "cumulative_ns": _integers("cumulative", cum, unit),
         "calls": _integers("calls", calls, 1.0),
     }
-    if memory is not None:
-        columns["memory_bytes"] = _integers("memory", _per_function(memory, index), 1.0)
-    return columns
 
 
 def _per_function(
@@ -186,7 +181,7 @@ def _edge_figures(stats: Mapping[Any, Any], index: Mapping[tuple[str, int, str],
             continue
         for caller, value in callers.items():
             i = index.get(_key(caller)) if isinstance(caller, tuple) else None
-            if i is not None and isinstance(value, tuple) and len(value) >= 4:
+            if i is not None and isinstance(value, (tuple, list)) and len(value) >= 4:
                 yield (i, j), float(value[3])
 
 
@@ -197,11 +192,11 @@ MIN_EDGE_SHARE = 5e-4
 
 
 def _edges(
-    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int]
+    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], unit: float
 ) -> dict[str, list[Any]]:
     """cProfile's call paths of length two: for each (caller, callee) holding at least
     :data:`MIN_EDGE_SHARE` of a run, the callee's inclusive time when that caller called
-    it, edge-major (nanoseconds)."""
+    it, edge-major (in ``unit``)."""
     edges: dict[tuple[int, int], int] = {}
     per_run = [list(_edge_figures(stats, index)) for stats in runs]
     for stats, figures in zip(runs, per_run, strict=True):
@@ -217,7 +212,7 @@ def _edges(
             e = edges.get(edge)
             if e is not None:
                 times[e * count + r] += seconds
-    return {"edges": [list(e) for e in edges], "edge_ns": _integers("edge", times, 1e9)}
+    return {"edges": [list(e) for e in edges], "edge_ns": _integers("edge", times, unit)}
 
 
 def _integers(name: str, values: list[float], scale: float) -> list[int]:
@@ -441,11 +436,9 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for j, stack in enumerate(part["stacks"]):
             sid = stacks.setdefault(tuple(fmap[i] for i in stack), len(stacks))
             for r in range(n):
-                k = j * n + r
-                figures = [part[c][k] for c in ("stack_wall_ns", "stack_cpu_ns", "stack_samples")]
                 acc = local[r].setdefault(sid, [0, 0, 0])
-                for c in range(3):
-                    acc[c] += figures[c]
+                for c, column in enumerate(("stack_wall_ns", "stack_cpu_ns", "stack_samples")):
+                    acc[c] += part[column][j * n + r]
         runs.extend(local)
         walls.extend(float(w) for w in part["wall"])
     first = parts[0]
@@ -462,7 +455,6 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
 
     :param data: a checked sampled payload
     :param program: what ran, for the headers
-    :return: the model
     """
     from .._sampling.frames import SampledFrame
     from .._sampling.model import SampledProfile, ThreadProfile
@@ -526,11 +518,6 @@ def counted_series(
     return series
 
 
-# A counted profile stores instructions where a timed one stores nanoseconds: the
-# functions' figures go through profile_data as if they were seconds, scaled back.
-_PER_INSTRUCTION = 1e-9
-
-
 def counted_profile_data(
     runs: Sequence[tuple[Mapping[Any, Any], int, float]],
     main: str | None = None,
@@ -546,17 +533,8 @@ def counted_profile_data(
     :param alloc_bytes: per run, each function's allocated bytes
     :return: the payload, checked
     """
-    scaled = []
-    for stats, _, wall in runs:
-        one = {}
-        for func, (cc, nc, tt, ct, callers) in stats.items():
-            edges = {
-                k: (v[0], v[1], v[2] * _PER_INSTRUCTION, v[3] * _PER_INSTRUCTION)
-                for k, v in callers.items()
-            }
-            one[func] = (cc, nc, tt * _PER_INSTRUCTION, ct * _PER_INSTRUCTION, edges)
-        scaled.append((one, wall))
-    data = profile_data(scaled, main=main)
+    # Instructions where a timed profile stores nanoseconds (callgrind's figures are lists).
+    data = profile_data([(stats, wall) for stats, _, wall in runs], main=main, unit=1.0)
     data["counter"] = "instructions"
     data["total"] = [float(total) for _, total, _ in runs]
     index = {(f[0], f[1], f[2]): i for i, f in enumerate(data["functions"])}

@@ -279,7 +279,7 @@ def to_json(
             "above": above,
             "runs_needed": verdict.runs_needed,
         },
-        **cmp.to_dict(entries=False),
+        **cmp.to_dict(),
         "regressions": [label(c) for c in found],
     }
     # One entry a line: readable, and written by json's C encoder (indent= is pure Python,

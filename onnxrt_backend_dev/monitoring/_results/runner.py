@@ -20,8 +20,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import RunFailed, Stopped
@@ -240,27 +240,19 @@ class Run:
 class Runs:
     """The runs of each program, filled as they end.
 
-    :param programs: the programs
     :param runs: each program's runs
     :param stopped: the signal that stopped the runs early (the run it cut not kept)
     """
 
-    programs: list[Program]
-    runs: list[list[Run]] = field(default_factory=list)
+    runs: list[list[Run]]
     stopped: int | None = None
 
-    def __post_init__(self) -> None:
-        self.runs = [[] for _ in self.programs]
 
-
-@contextlib.contextmanager
-def _supervised(supervisor: Supervisor | None) -> Iterator[Supervisor]:
+def _supervised(supervisor: Supervisor | None) -> contextlib.AbstractContextManager[Supervisor]:
     """The caller's supervisor, or one for the time of the runs."""
     if supervisor is not None:
-        yield supervisor
-        return
-    with Supervisor(grace=_KILL_GRACE) as own:
-        yield own
+        return contextlib.nullcontext(supervisor)
+    return Supervisor(grace=_KILL_GRACE)
 
 
 def _tail(path: str) -> str:
@@ -292,7 +284,6 @@ def run_once(
     program: Program,
     folder: str,
     timeout: float,
-    cwd: str | None = None,
     timer: str = "cpu",
     supervisor: Supervisor | None = None,
     show_output: bool = False,
@@ -302,7 +293,6 @@ def run_once(
     :param program: what to run
     :param folder: a folder for the run's files
     :param timeout: seconds before the run is killed
-    :param cwd: the folder it runs in
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (signals, janitor), None for one of its own
     :param show_output: show the program's output (else discarded, the end of its
@@ -316,7 +306,7 @@ def run_once(
         if sup.stopped is not None:
             return None
         if observed(program):
-            return _observed_run(program, errors, timeout, cwd, sup, show_output)
+            return _observed_run(program, errors, timeout, sup, show_output)
         start = time.perf_counter()
         with open(errors, "wb") as err:
             child = sup.start(
@@ -324,7 +314,6 @@ def run_once(
                 stdin=None if show_output else subprocess.DEVNULL,
                 stdout=None if show_output else subprocess.DEVNULL,
                 stderr=None if show_output else err,
-                cwd=cwd,
                 group=True,
             )
             ended = sup.wait(child, timeout)
@@ -370,7 +359,6 @@ def _observed_run(
     program: Program,
     errors: str,
     timeout: float,
-    cwd: str | None,
     sup: Supervisor,
     show_output: bool,
 ) -> Run | None:
@@ -391,7 +379,7 @@ def _observed_run(
     with open(errors, "wb") as err:
         quiet = not show_output
         started = start_program(
-            [*head, *target, *program.args], interval, agg, sup, cwd=cwd, group=True,
+            [*head, *target, *program.args], interval, agg, sup, group=True,
             stdin=subprocess.DEVNULL if quiet else None,
             stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
         )  # fmt: skip
@@ -422,7 +410,7 @@ def _observed_run(
     if program.how == "path":
         # The script's code is named by its absolute path (Python >= 3.9): named back as
         # given, as the in-process sampler names it.
-        path = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
+        path = os.path.abspath(program.target)
         main = program.target
         profile.stacks = [
             tuple(f._replace(file=main) if f.file == path else f for f in stack)
@@ -520,8 +508,6 @@ def run_interleaved(
     repeat: int,
     timeout: float = 600.0,
     max_time: float | None = None,
-    cwd: str | None = None,
-    into: Runs | None = None,
     on_run: Callable[[int, int], None] | None = None,
     timer: str = "cpu",
     supervisor: Supervisor | None = None,
@@ -534,8 +520,6 @@ def run_interleaved(
     :param repeat: runs of each program
     :param timeout: seconds each run may take before it is killed
     :param max_time: stop starting rounds after this many seconds (two rounds at least)
-    :param cwd: the folder they run in
-    :param into: filled run by run, for a caller that reports what was done when stopped
     :param on_run: called with (round, program index) after each run
     :param timer: cProfile's clock (see :data:`TIMERS`)
     :param supervisor: the command's (its signals stop the runs), None for one of its own
@@ -548,14 +532,14 @@ def run_interleaved(
     check_number("timeout", timeout, above=0)
     if max_time is not None:
         check_number("max_time", max_time, above=0)
-    runs = into if into is not None else Runs(list(programs))
+    runs = Runs([[] for _ in programs])
     start = time.monotonic()
     with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for r in range(repeat):
             if max_time is not None and r >= 2 and time.monotonic() - start >= max_time:
                 break
             for i, program in enumerate(programs):
-                run = run_once(program, folder, timeout, cwd, timer, sup, show_output)
+                run = run_once(program, folder, timeout, timer, sup, show_output)
                 for name in os.listdir(folder):  # one run's files at a time on disk
                     os.remove(os.path.join(folder, name))
                 if run is None:
@@ -616,7 +600,6 @@ def compare_programs(
     repeat: int = 20,
     timeout: float = 600.0,
     max_time: float | None = None,
-    cwd: str | None = None,
     alpha: float = 0.05,
     on_run: Callable[[int, int], None] | None = None,
     min_share: float | None = None,
@@ -637,7 +620,6 @@ def compare_programs(
     :param repeat: runs of each
     :param timeout: seconds each run may take
     :param max_time: stop starting rounds after this many seconds (two rounds at least)
-    :param cwd: the folder they run in
     :param alpha: significance level (Holm-corrected across functions and paths)
     :param on_run: called with (round, program index) after each run
     :param min_share: figures under this share on both sides are not tested
@@ -663,7 +645,7 @@ def compare_programs(
     programs = [parse_program(a, profiler, interval), parse_program(b, profiler, interval)]
     names = (shlex.join(programs[0].command), shlex.join(programs[1].command))
     if counter is not None:
-        docs = _count_both(programs, timeout, cwd, on_run, supervisor, count_bytes)
+        docs = _count_both(programs, timeout, on_run, supervisor, count_bytes)
         min_change = None  # a count changes beyond its noise, never by a share
     else:
         if programs[0].profiled != programs[1].profiled:
@@ -677,7 +659,6 @@ def compare_programs(
             repeat,
             timeout,
             max_time,
-            cwd,
             on_run=on_run,
             timer=timer,
             supervisor=supervisor,
@@ -704,7 +685,6 @@ def count_program(
     folder: str,
     supervisor: Supervisor,
     timeout: float = 600.0,
-    cwd: str | None = None,
     show_output: bool = False,
     count_bytes: bool = False,
 ) -> Any:
@@ -715,7 +695,6 @@ def count_program(
     :param folder: a folder for the run's files
     :param supervisor: the command's supervisor
     :param timeout: seconds before the run is killed
-    :param cwd: the folder it runs in
     :param show_output: show the program's output
     :param count_bytes: each function's allocated bytes too (a second run, under DHAT)
     :return: the ``_count.valgrind.Counted``, None when a signal stopped it
@@ -726,11 +705,11 @@ def count_program(
 
     what = shlex.join(program.command)
     if program.python is None:
-        run = Run(program.command, False, cwd, None, show_output, timeout, what)
+        run = Run(program.command, False, None, None, show_output, timeout, what)
         return count(run, folder, supervisor)
     found = interpreter(program.python)
     target = ["-m", program.target] if program.how == "module" else [program.target]
-    run = Run([found.binary, *target, *program.args], found.per_function, cwd, None,
+    run = Run([found.binary, *target, *program.args], found.per_function, None, None,
               show_output, timeout, what, count_bytes)  # fmt: skip
     counted = count(run, folder, supervisor)
     if counted is not None and not found.per_function:
@@ -743,13 +722,12 @@ def count_program(
     return counted
 
 
-def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tuple[str, Any]:
+def counted_result(program: Program, counted: Any) -> tuple[str, Any]:
     """``(kind, data)`` of a counted run: a profile counted per function, or a timing of
     the whole run (one execution).
 
     :param program: what ran
     :param counted: its ``Counted``
-    :param cwd: the folder it ran in
     """
     from .payloads import counted_profile_data, counted_series
 
@@ -760,7 +738,7 @@ def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tu
     main = None
     if program.how == "path" and program.python is not None:
         # The script's code is named by its absolute path: named back as given.
-        main = os.path.abspath(os.path.join(cwd or os.getcwd(), program.target))
+        main = os.path.abspath(program.target)
     data = counted_profile_data(
         [(counted.functions, counted.total, counted.wall)], main=main,
         allocations=[counted.allocations],
@@ -772,7 +750,6 @@ def counted_result(program: Program, counted: Any, cwd: str | None = None) -> tu
 def _count_both(
     programs: Sequence[Program],
     timeout: float,
-    cwd: str | None,
     on_run: Callable[[int, int], None] | None,
     supervisor: Supervisor | None,
     count_bytes: bool = False,
@@ -786,10 +763,10 @@ def _count_both(
     docs: list[Any] = [None, None]
     with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for i, program in enumerate(programs):
-            counted = count_program(program, folder, sup, timeout, cwd, count_bytes=count_bytes)
+            counted = count_program(program, folder, sup, timeout, count_bytes=count_bytes)
             if counted is None:
                 raise Stopped(sup.stopped or 15, (docs[0], docs[1]))
-            kind, data = counted_result(program, counted, cwd)
+            kind, data = counted_result(program, counted)
             docs[i] = make_result(kind, data, ["compare", "--counter", *program.command])
             if on_run is not None:
                 on_run(0, i)

@@ -22,6 +22,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._stats.multiple import median
 from .keys import Key, match_keys
 
 Path = tuple[Key, ...]
@@ -52,7 +53,6 @@ class SideTable:
         self.walls = [float(w) for w in walls]
         self.runs = len(self.walls)
         self.counted = False  # figures are samples times an interval
-        self.interval = 0.0
         # Samples a second of the figures (the kernel's CPU timer may tick every 4 ms
         # whatever the interval asked): counts are seconds times this.
         self.rate = 0.0
@@ -74,10 +74,7 @@ class SideTable:
         self.failed = 0
 
     def totals(self) -> list[float]:
-        """Each run's profiled seconds (the sum of the own times; 1.0 for an empty run).
-
-        :return: one total per run
-        """
+        """Each run's profiled seconds (the sum of the own times; 1.0 for an empty run)."""
         sums = [math.fsum(col) for col in zip(*self.own.values(), strict=True)] or [0.0]
         sums = sums if len(sums) == self.runs else [0.0] * self.runs
         return [t if t > 0 else 1.0 for t in sums]
@@ -99,7 +96,6 @@ def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
 
     :param values: ``functions x runs`` figures
     :param runs: figures per function
-    :return: one slice per function
     """
     size = len(values)
     return list(
@@ -107,7 +103,7 @@ def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
     )
 
 
-def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
+def _cprofile(data: Mapping[str, Any]) -> SideTable:
     """Either layout of :mod:`.schema`: version 1's rows per run (seconds), version 2's
     function-major integer columns (nanoseconds)."""
     if "runs" in data:
@@ -117,7 +113,7 @@ def _cprofile(data: Mapping[str, Any], clock: str | None) -> SideTable:
         unit = 1.0
     else:
         walls, own, cum, unit = data["wall"], data["own_ns"], data["cumulative_ns"], 1e9
-    side = SideTable("cprofile", clock or data.get("timer", "wall"), walls)
+    side = SideTable("cprofile", data.get("timer", "wall"), walls)
     keys = side._keys(data["functions"], data.get("main"))
     n = side.runs
     # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs read through
@@ -149,13 +145,12 @@ def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
     clock = clock or data.get("timer", "wall")
     side = SideTable("sampled", clock, data["wall"])
     side.counted = True
-    side.interval = float(data["interval"])
     side.path_kind = STACKS
     keys = side._keys(data["functions"], data.get("main"))
     n = side.runs
     column = data["stack_cpu_ns" if clock == "cpu" else "stack_wall_ns"]
     seconds = math.fsum(column) / 1e9
-    side.rate = math.fsum(data["stack_samples"]) / seconds if seconds > 0 else 1 / side.interval
+    side.rate = math.fsum(data["stack_samples"]) / seconds if seconds > 0 else 1 / data["interval"]
     rows = split(column, n)
     if clock == "cpu" and n > 1:
         leaves = [keys[ids[-1]] if ids else None for ids in data["stacks"]]
@@ -223,8 +218,7 @@ def _run(data: Mapping[str, Any], clock: str | None) -> SideTable:
         "ticks", "cpu" if clock == "cpu" and cpu else "wall", [r["wall"] for r in runs]
     )
     side.counted = True
-    side.interval = float(data["interval"])
-    side.rate = 1 / side.interval
+    side.rate = 1 / float(data["interval"])
     keys = side._keys(data["functions"], data.get("main"))
     own_key = "own_cpu" if side.clock == "cpu" else "own"
     wall = side.clock == "wall"
@@ -258,20 +252,18 @@ def side_table(kind: str, data: Mapping[str, Any], clock: str | None = None) -> 
     :param data: the payload
     :param clock: ``cpu`` or ``wall`` for the sampled figures (the payload's own when
         None); a cProfile profile's clock is the one it was profiled with
-    :return: the table
     """
     if kind == "run":
         return _run(data, clock)
     if data.get("profiler") == "sampled":
         return _sampled(data, clock)
-    return _cprofile(data, None)
+    return _cprofile(data)
 
 
 def medians(rows: Rows) -> dict[Any, float]:
     """The median over the runs of each row.
 
     :param rows: key -> values per run
-    :return: key -> median
     """
     if not rows:
         return {}
@@ -285,11 +277,7 @@ def medians(rows: Rows) -> dict[Any, float]:
             high = map(operator.itemgetter(n // 2), ordered)
             mids = map(operator.truediv, map(operator.add, low, high), itertools.repeat(2.0))
         return dict(zip(rows, mids, strict=True))
-    out = {}
-    for key, s in zip(rows, ordered, strict=True):
-        m = len(s)
-        out[key] = s[m // 2] if m % 2 else (s[m // 2 - 1] + s[m // 2]) / 2
-    return out
+    return {key: median(s) for key, s in zip(rows, ordered, strict=True)}
 
 
 def located(key: Key, sa: SideTable, sb: SideTable) -> tuple[str, int, str]:

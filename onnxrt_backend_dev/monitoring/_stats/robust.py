@@ -57,7 +57,6 @@ def biweight_location(
     precisions: Sequence[float],
     weights: Sequence[float] | None = None,
     c: float = BIWEIGHT_C,
-    scale: float | None = None,
 ) -> Location:
     """Tukey's biweight location of ``values``: each residual standardised by its
     precision and the scale (``z = (x - m) sqrt(p) / scale``) weighs ``(1 - (z / c)^2)^2``
@@ -68,7 +67,6 @@ def biweight_location(
     :param weights: each value's weight (the precisions when None; capped by a caller
         so that no value weighs too much)
     :param c: the tuning constant
-    :param scale: the spread of the standardised values, estimated when None
     :return: the location (0.0 with no value)
     """
     n = len(values)
@@ -77,9 +75,9 @@ def biweight_location(
     w = list(precisions if weights is None else weights)
     roots = [math.sqrt(max(p, 0.0)) for p in precisions]
     m = weighted_median(values, w)
-    if scale is None:  # once, about the median (the scale is not iterated)
-        z = [abs(x - m) * r for x, r in zip(values, roots, strict=True)]
-        scale = max(1.0, MAD_TO_SD * median(z))
+    # The scale once, about the median (not iterated).
+    z = [abs(x - m) * r for x, r in zip(values, roots, strict=True)]
+    scale = max(1.0, MAD_TO_SD * median(z))
     final = list(w)
     for _ in range(_ITERATIONS):
         width = c * scale

@@ -43,16 +43,12 @@ class LogTest:
     :param low: lower bound of its interval
     :param high: upper bound
     :param p_value: two-sided p-value (of a change beyond the margin)
-    :param df: degrees of freedom of the statistic
-    :param se: standard error of the difference of the log means
     """
 
     change: float
     low: float
     high: float
     p_value: float
-    df: float
-    se: float
 
 
 def mean_and_variance(xs: Sequence[float]) -> tuple[float, float]:
@@ -119,7 +115,6 @@ def moderated_log_test(
     :param trim: Yuen's test: the fraction trimmed at each end
     :param floors: each side's least variance of one log figure (a count's Poisson part:
         runs agreeing better than their samples allow make the test no surer)
-    :return: the test
     """
     ma, va, dfa = trimmed_mean_and_variance(la, trim)
     mb, vb, dfb = trimmed_mean_and_variance(lb, trim)
@@ -132,10 +127,10 @@ def moderated_log_test(
     d = mb - ma
     shift = math.log1p(margin)
     if not math.isfinite(se2):
-        return LogTest(math.expm1(d), -1.0, math.inf, 1.0, 0.0, math.inf)
+        return LogTest(math.expm1(d), -1.0, math.inf, 1.0)
     if se2 <= 0:
         p = 0.0 if abs(d) > shift else 1.0
-        return LogTest(math.expm1(d), math.expm1(d), math.expm1(d), p, math.inf, 0.0)
+        return LogTest(math.expm1(d), math.expm1(d), math.expm1(d), p)
     denom = sum(s * s / df for s, df in parts if df > 0 and s > 0)
     df = se2 * se2 / denom if denom > 0 else math.inf
     se = math.sqrt(se2)
@@ -143,22 +138,17 @@ def moderated_log_test(
     # The interval's degrees rounded to a quarter (its bounds move by < 0.1 % for it),
     # so that the quantiles of a comparison's hundreds of tests are a few cached ones.
     q = student_t_quantile(0.5 + confidence / 2.0, max(round(df * 4) / 4, 1.0))
-    return LogTest(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p, df, se)
+    return LogTest(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p)
 
 
-def log_welch_test(
-    xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95, margin: float = 0.0
-) -> LogTest:
+def log_welch_test(xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95) -> LogTest:
     """Welch's test of the logs of two series of positive figures (two a side or more).
 
     :param xs: A's figures, > 0
     :param ys: B's figures, > 0
     :param confidence: level of the interval
-    :param margin: the change deemed negligible (see :func:`moderated_log_test`)
     """
-    return moderated_log_test(
-        [math.log(x) for x in xs], [math.log(y) for y in ys], confidence, margin=margin
-    )
+    return moderated_log_test([math.log(x) for x in xs], [math.log(y) for y in ys], confidence)
 
 
 def welch_difference(
