@@ -108,12 +108,13 @@ def measure(
     import sys
     import time
 
-    from .._timing.template import GcOff, build_timer
+    from .._gc import gc_paused
+    from .._timing.template import build_timer
 
     inner = build_timer(stmt, context, setup)
     if warmup:
         inner(itertools.repeat(None, warmup), time.perf_counter)
-    with GcOff(keep_gc), counting("measure") as count:
+    with gc_paused(keep_gc), counting("measure") as count:
         inner(itertools.repeat(None, executions), time.perf_counter)
     per = count.instructions / executions
     return {
