@@ -13,7 +13,7 @@ from typing import Any
 from .._gc import gc_paused
 from .filters import ViewOptions
 from .model import FilterNode, ProfileNode
-from .render_forest_text import render_forest_text, render_segments_text
+from .render_forest_text import render_segments_text
 from .render_json import render_json, rows_as_dicts
 from .view_reference import TreeRows, tree_rows
 
@@ -42,24 +42,15 @@ def to_text(
     view = ViewOptions(**options)
     with gc_paused():
         rows = TreeRows(node, filter_node, sort_key, view)
-        if not show_share:
-            return render_segments_text(
-                rows.segments(),
-                fct_width=fct_width,
-                max_indent=max_indent,
-                max_count=rows.max_count,
-                segments_again=rows.segments_again,
-            )
-        return render_forest_text(
-            rows.raw(),
+        return render_segments_text(
+            rows.segments(),
             fct_width=fct_width,
-            show_share=show_share,
             max_indent=max_indent,
             max_count=rows.max_count,
-            total=rows.total,
             # a second walk of the same view (a walk marks what it expanded), in case
             # the rows' counts need narrower columns than the graph's largest count
-            rows_again=rows.raw_again,
+            segments_again=rows.segments_again,
+            share_of=rows.total if show_share else None,
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter, mod
 from typing import Any
 
@@ -32,9 +32,6 @@ def align_text(text: str, size: int) -> str:
     return text[:head] + "..." + (text[len(text) - tail :] if tail else "")
 
 
-_CHUNK = 2048
-
-
 def count_width(max_count: int) -> int:
     """Width of the count columns, the reference's rule: ``int(log10(max) + 1.5)`` (with
     the sign space of ``{: Nd}`` a count may overflow it by one character, as there); 1
@@ -46,16 +43,6 @@ def count_width(max_count: int) -> int:
     if max_count < 1:
         return 1
     return int(math.log(max_count) / math.log(10) + 1.5)
-
-
-def _templates(max_count: int, show_share: bool) -> tuple[tuple[str, str], tuple[str, str]]:
-    """The %-templates of a line and of a reference line: with the share as an argument,
-    and with a share below 0.05 % written as ``0.0``."""
-    dg = count_width(max_count)
-    base = f"%s -- % {dg}d % {dg}d -- %1.5f %1.5f%s"
-    share = " -- %.1f%%" if show_share else ""
-    tiny = " -- 0.0%%" if show_share else ""
-    return (base + share, base + " +++" + share), (base + tiny, base + " +++" + tiny)
 
 
 # Widest name column accepted: wider only pads every row with spaces.
@@ -87,7 +74,8 @@ def render_forest_text(
     total: float | None = None,
     rows_again: Callable[[], Iterable[RawRow]] | None = None,
 ) -> str:
-    """Renders rows as the reference's text tree.
+    """Renders rows as the reference's text tree (:func:`render_segments_text`, one
+    segment per row).
 
     :param rows: :class:`Row <.view_reference.Row>` from :func:`tree_rows
         <.view_reference.tree_rows>`, or, with ``total``, the raw rows of
@@ -103,7 +91,6 @@ def render_forest_text(
         narrower columns than ``max_count`` (the reference sizes them from its rows)
     :return: text
     """
-    _check_widths(fct_width, max_indent)
     raw: Iterable[RawRow] = rows  # type: ignore[assignment]
     if total is None:
         full = [r for r in rows if isinstance(r, Row)]
@@ -113,70 +100,15 @@ def render_forest_text(
     if rows_again is None and max_count is None:
         kept = raw = list(raw)
         rows_again = lambda: kept  # noqa: E731
-    hint = 0 if max_count is None else int(max_count)
-    text, top = _render(raw, _templates(hint, show_share), fct_width, max_indent, total)
-    if count_width(top) != count_width(hint) and rows_again is not None:
-        templates = _templates(top, show_share)
-        text = _render(rows_again(), templates, fct_width, max_indent, total)[0]
-    return text
+    again = None if rows_again is None else lambda: _one_row_segments(rows_again())
+    return render_segments_text(
+        _one_row_segments(raw), fct_width, max_indent, max_count or 0, again,
+        total if show_share else None,
+    )  # fmt: skip
 
 
-def _render(
-    rows: Iterable[Any],
-    templates: tuple[tuple[str, str], tuple[str, str]],
-    fct_width: int,
-    max_indent: int,
-    total: float,
-) -> tuple[str, int]:
-    """The text of the rows and their largest call count."""
-    scale = 100.0 / total if total > 0 else 0.0
-    full, tiny = templates
-    # Most rows of a large tree hold less than 0.05 %, written "0.0" without a float
-    # conversion (as "%.1f" would; zero may be -0.0, so it is formatted).
-    low, high = (0.0, 0.05) if full != tiny else (-math.inf, math.inf)
-    # By depth, then node: the line's start and end (a node shows at few depths).
-    parts: dict[int, dict[ProfileNode, tuple[str, str]]] = {}
-    # A chunk of lines is one %-formatting: their templates joined, one argument tuple.
-    chunks: list[str] = []
-    line_templates: list[str] = []
-    args: list[Any] = []
-    next_line, add_args = line_templates.append, args.extend
-    folded = top = 0
-    depth, deep, by_node = -1, False, {}
-    for node, indent, el, ref in rows:
-        if el[0] > top or el[1] > top:
-            top = max(el[0], el[1])
-        if indent != depth:  # rows come depth first: the depth often stays the same
-            depth, deep = indent, indent > max_indent
-            by_node = parts.setdefault(indent, {})
-        both = by_node.get(node)
-        if both is None:
-            name = one_line(node.func_name)
-            both = by_node[node] = (
-                _prefix(name, indent, fct_width, max_indent),
-                f" -- {one_line(node.key)} ({name})",
-            )
-        if deep:
-            folded += 1
-        share = el[3] * scale
-        if low < share < high:
-            next_line(tiny[ref])
-            add_args((both[0], el[0], el[1], el[2], el[3], both[1]))
-        else:
-            next_line(full[ref])
-            add_args((both[0], el[0], el[1], el[2], el[3], both[1], share))
-        if len(line_templates) >= _CHUNK:
-            chunks.append("\n".join(line_templates) % tuple(args))
-            line_templates.clear()
-            args.clear()
-    if line_templates:
-        chunks.append("\n".join(line_templates) % tuple(args))
-    if folded:
-        chunks.append(
-            f"[{folded} rows deeper than {max_indent} levels are drawn at level "
-            f"{max_indent} with their depth in brackets]"
-        )
-    return "\n".join(chunks), int(top)
+def _one_row_segments(rows: Iterable[RawRow]) -> Iterator[Segment]:
+    return ((depth, (node,), (el,), ref) for node, depth, el, ref in rows)
 
 
 def render_segments_text(
@@ -185,25 +117,33 @@ def render_segments_text(
     max_indent: int = 30,
     max_count: int = 0,
     segments_again: Callable[[], Iterable[Segment]] | None = None,
+    share_of: float | None = None,
 ) -> str:
     """Renders the segments of :meth:`TreeRows.segments
-    <.view_reference.TreeRows.segments>`: the text of :func:`render_forest_text` without
-    the share column, byte for byte, each line one %-formatting of a template made once
-    per function, depth and kind, in C loops (``map``).
+    <.view_reference.TreeRows.segments>` in the reference's format, each line one
+    %-formatting of a template made once per function, depth and kind, in C loops
+    (``map``): the name padded to ``fct_width`` minus the indent, ``-- nc1 nc2 -- tin
+    tall -- file:line:func (func)``, ``+++`` for a reference, ``-- share%`` with
+    ``share_of``.
 
     :param segments: the segments, streamed
     :param fct_width: width of the function name column (0 to 1000)
-    :param max_indent: indentation levels drawn, as :func:`render_forest_text`'s
+    :param max_indent: indentation levels drawn; deeper rows are drawn at that level,
+        their depth in brackets
     :param max_count: a bound of the rows' call counts, sizing the count columns first
-    :param segments_again: the segments once more, as ``rows_again`` of
-        :func:`render_forest_text`
+    :param segments_again: the segments once more, when the rows' largest count needs
+        narrower columns than ``max_count`` (the reference sizes them from its rows)
+    :param share_of: the total time each row's share is appended as a share of, None
+        for no share column
     :return: text
     """
     _check_widths(fct_width, max_indent)
     hint = int(max_count)
-    text, top = _render_segments(segments, count_width(hint), fct_width, max_indent)
+    scale = None if share_of is None else (100.0 / share_of if share_of > 0 else 0.0)
+    layout = (fct_width, max_indent, scale)
+    text, top = _render_segments(segments, count_width(hint), *layout)
     if count_width(top) != count_width(hint) and segments_again is not None:
-        text = _render_segments(segments_again(), count_width(top), fct_width, max_indent)[0]
+        text = _render_segments(segments_again(), count_width(top), *layout)[0]
     return text
 
 
@@ -213,16 +153,18 @@ _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 class _Templates(dict[ProfileNode, str]):
     """The %-templates of the lines of one depth and kind, by node, made on first use."""
 
-    def __init__(self, depth: int, ref: bool, figures: str, fct_width: int, max_indent: int):
+    def __init__(
+        self, depth: int, ref: bool, figures: str, fct_width: int, max_indent: int, share: str
+    ):
         super().__init__()
-        self.depth, self.ref, self.figures = depth, ref, figures
+        self.depth, self.ref, self.figures, self.share = depth, ref, figures, share
         self.fct_width, self.max_indent = fct_width, max_indent
 
     def __missing__(self, node: ProfileNode) -> str:
         name = one_line(node.func_name)
         head = _prefix(name, self.depth, self.fct_width, self.max_indent).replace("%", "%%")
         tail = f" -- {one_line(node.key)} ({name})".replace("%", "%%")
-        line = f"{head}{self.figures}{tail} +++" if self.ref else f"{head}{self.figures}{tail}"
+        line = f"{head}{self.figures}{tail}{' +++' if self.ref else ''}{self.share}"
         self[node] = line
         return line
 
@@ -237,10 +179,16 @@ def _format_lines(templates: list[str], els: list[Any]) -> list[str]:
 
 
 def _render_segments(
-    segments: Iterable[Segment], width: int, fct_width: int, max_indent: int
+    segments: Iterable[Segment],
+    width: int,
+    fct_width: int,
+    max_indent: int,
+    scale: float | None,
 ) -> tuple[str, int]:
-    """The text of the segments and their largest call count."""
+    """The text of the segments and their largest call count; ``scale`` turns a time
+    into the share column's percentage (None: no share column)."""
     figures = f" -- % {width}d % {width}d -- %1.5f %1.5f"
+    share = "" if scale is None else " -- %.1f%%"
     # By depth and kind: the lines' templates by node (a node shows at few depths).
     templates: dict[tuple[int, bool], _Templates] = {}
     lines: list[str] = []
@@ -250,18 +198,22 @@ def _render_segments(
     for depth, nodes, seg_els, ref in segments:
         known = templates.get((depth, ref))
         if known is None:
-            known = templates[depth, ref] = _Templates(depth, ref, figures, fct_width, max_indent)
+            known = templates[depth, ref] = _Templates(
+                depth, ref, figures, fct_width, max_indent, share
+            )
         add_lines(map(known.__getitem__, nodes))
         add_els(seg_els)
         if depth > max_indent:
             folded += len(nodes)
     if not els:
         return "", 0
+    top = max(max(map(_FIRST, els)), max(map(_SECOND, els)))
+    if scale is not None:
+        els = [(el[0], el[1], el[2], el[3], el[3] * scale) for el in els]
     lines = _format_lines(lines, els)
     if folded:
         lines.append(
             f"[{folded} rows deeper than {max_indent} levels are drawn at level "
             f"{max_indent} with their depth in brackets]"
         )
-    top = max(max(map(_FIRST, els)), max(map(_SECOND, els)))
     return "\n".join(lines), int(top)
