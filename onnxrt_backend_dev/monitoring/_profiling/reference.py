@@ -14,7 +14,7 @@ from .._gc import gc_paused
 from .filters import ViewOptions
 from .model import FilterNode, ProfileNode
 from .render_forest_text import render_segments_text
-from .render_json import render_json, rows_as_dicts
+from .render_json import render_json, row_as_dict
 from .view_reference import TreeRows, tree_rows
 
 
@@ -26,7 +26,8 @@ def as_dict(
 ) -> list[dict[str, Any]]:
     """See :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`."""
     with gc_paused():
-        return rows_as_dicts(tree_rows(node, filter_node, sort_key, ViewOptions(**options)))
+        rows = tree_rows(node, filter_node, sort_key, ViewOptions(**options))
+        return [row_as_dict(r) for r in rows]
 
 
 def to_text(

@@ -16,7 +16,7 @@ from .view_reference import Row
 # Columns of the per-function table of profile(as_df=True), in order.
 DF_COLUMNS = ["namefct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
 # Columns of the reference's profile2df table, in order.
-REFERENCE_COLUMNS = ["fct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
+REFERENCE_COLUMNS = ["fct", *DF_COLUMNS[1:]]
 
 
 def row_as_dict(r: Row) -> dict[str, Any]:
@@ -27,15 +27,6 @@ def row_as_dict(r: Row) -> dict[str, Any]:
     if r.ref:
         d["more"] = "+"
     return d
-
-
-def rows_as_dicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """Rows as dictionaries, see :func:`row_as_dict`.
-
-    :param rows: rows from :func:`tree_rows <.view_reference.tree_rows>`
-    :return: list of dictionaries
-    """
-    return [row_as_dict(r) for r in rows]
 
 
 def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
