@@ -402,6 +402,20 @@ def hot_paths(
     """
     if isinstance(tree, ProfileNode):
         tree = build_tree(tree)
+    return [names for names, _ in hot_path_leaves(tree, count, builtins)]
+
+
+def hot_path_leaves(
+    tree: CallTree, count: int = 5, builtins: bool = False
+) -> list[tuple[list[str], int]]:
+    """The paths of :func:`hot_paths` with the index of their last row in
+    ``tree.items`` (its ``time`` and its parents give the path's figures).
+
+    :param tree: a call tree
+    :param count: paths returned at most
+    :param builtins: keep the built-ins (``~`` frames)
+    :return: ``(names, row index)`` for each path
+    """
     if count < 1:
         raise BadValue(f"count must be >= 1, got {count!r}")
     items = tree.items
@@ -409,7 +423,7 @@ def hot_paths(
     for i, it in enumerate(items):
         if it.parent >= 0 and it.node is not None:
             kids[it.parent].append(i)
-    paths: list[list[str]] = []
+    paths: list[tuple[list[str], int]] = []
     seen: set[tuple[str, ...]] = set()
     # Depth first, hottest child first whatever order the tree was sorted in.
     stack = [0]
@@ -421,7 +435,7 @@ def hot_paths(
         names = _path_names(items, i, builtins)
         if tuple(names) not in seen:
             seen.add(tuple(names))
-            paths.append(names)
+            paths.append((names, i))
     return paths
 
 
