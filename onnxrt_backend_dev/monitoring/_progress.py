@@ -42,6 +42,11 @@ class LiveStatus:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._width = 0
+        self.start_time = time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Seconds since the status was created."""
+        return time.perf_counter() - self.start_time
 
     def _draw(self, text: str) -> None:
         pad = max(self._width - len(text), 0)
