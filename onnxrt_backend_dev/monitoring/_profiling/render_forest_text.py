@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from operator import itemgetter, mod
 from typing import Any
 
 from .._errors import BadValue
 from .._format import one_line
 from .model import ProfileNode
-from .view_reference import RawRow, Row, Segment
+from .view_reference import Segment
 
 
 def align_text(text: str, size: int) -> str:
@@ -63,52 +63,6 @@ def _prefix(name: str, indent: int, fct_width: int, max_indent: int) -> str:
         indent = max_indent
     pad = indent * 4
     return " " * pad + align_text(name, fct_width - pad)
-
-
-def render_forest_text(
-    rows: Iterable[Row] | Iterable[RawRow],
-    fct_width: int = 60,
-    show_share: bool = False,
-    max_indent: int = 30,
-    max_count: int | None = None,
-    total: float | None = None,
-    rows_again: Callable[[], Iterable[RawRow]] | None = None,
-) -> str:
-    """Renders rows as the reference's text tree (:func:`render_segments_text`, one
-    segment per row).
-
-    :param rows: :class:`Row <.view_reference.Row>` from :func:`tree_rows
-        <.view_reference.tree_rows>`, or, with ``total``, the raw rows of
-        :meth:`TreeRows.raw <.view_reference.TreeRows.raw>`, streamed
-    :param fct_width: width of the function name column (0 to 1000)
-    :param show_share: append each row's share of the total time
-    :param max_indent: indentation levels drawn; deeper rows are drawn at that level,
-        their depth in brackets
-    :param max_count: a bound of the rows' call counts, sizing the count columns first;
-        None: from the rows
-    :param total: the total time the shares are relative to
-    :param rows_again: the raw rows once more, when the rows' largest count needs
-        narrower columns than ``max_count`` (the reference sizes them from its rows)
-    :return: text
-    """
-    raw: Iterable[RawRow] = rows  # type: ignore[assignment]
-    if total is None:
-        full = [r for r in rows if isinstance(r, Row)]
-        # Every row has share = tall / total: any of them gives the total back.
-        total = next((r.tall / r.share for r in full if r.share > 0), 0.0)
-        raw = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in full]
-    if rows_again is None and max_count is None:
-        kept = raw = list(raw)
-        rows_again = lambda: kept  # noqa: E731
-    again = None if rows_again is None else lambda: _one_row_segments(rows_again())
-    return render_segments_text(
-        _one_row_segments(raw), fct_width, max_indent, max_count or 0, again,
-        total if show_share else None,
-    )  # fmt: skip
-
-
-def _one_row_segments(rows: Iterable[RawRow]) -> Iterator[Segment]:
-    return ((depth, (node,), (el,), ref) for node, depth, el, ref in rows)
 
 
 def render_segments_text(
