@@ -341,13 +341,12 @@ class Child:
             ended = self.wait(grace)
             if ended is not None:
                 return ended
-        self.send(signum, descendants=True)
-        ended = self.wait(grace)
-        if ended is not None:
-            return ended
-        self.send(signal.SIGKILL, descendants=True)
-        ended = self.wait(grace)
-        return ended if ended is not None else self._reap()
+        for sent in (signum, signal.SIGKILL):
+            self.send(sent, descendants=True)
+            ended = self.wait(grace)
+            if ended is not None:
+                return ended
+        return self._reap()
 
 
 class Supervisor:
@@ -539,11 +538,8 @@ class Supervisor:
         ended = child.wait(timeout)
         if ended is not None:
             return ended
-        child.end(signal.SIGTERM, self.grace)
-        assert child.exit is not None
-        timed = Exit(child.exit.status, child.exit.rusage, timed_out=True)
-        child.exit = timed
-        return timed
+        child.exit = child.end(signal.SIGTERM, self.grace)._replace(timed_out=True)
+        return child.exit
 
     @contextlib.contextmanager
     def folder(self, prefix: str) -> Iterator[str]:
