@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import DATA as _DATA
 
-from onnxrt_backend_dev.monitoring._profiling.render_forest_text import count_width
+from onnxrt_backend_dev.monitoring._profiling.reference import count_width
 from onnxrt_backend_dev.monitoring.profiling import profile, profile2df, profile2graph
 
 # The document's example, its functions on the document's lines (fct0 on line 7...):

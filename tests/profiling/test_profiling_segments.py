@@ -13,7 +13,7 @@ import pytest
 from test_profiling import FakeStats, chain_stats, self_recursion_stats
 
 from onnxrt_backend_dev.monitoring._profiling.filters import ViewOptions
-from onnxrt_backend_dev.monitoring._profiling.render_forest_text import render_segments_text
+from onnxrt_backend_dev.monitoring._profiling.reference import render_segments_text
 from onnxrt_backend_dev.monitoring._profiling.view_reference import TreeRows
 from onnxrt_backend_dev.monitoring.profiling import ProfileNode, profile2graph
 
