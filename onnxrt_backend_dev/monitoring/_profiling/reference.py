@@ -1,6 +1,7 @@
 """The reference's renderings of a graph: :meth:`ProfileNode.as_dict
 <.model.ProfileNode.as_dict>`, ``to_text`` (the forest as text, in the reference's
-format: :func:`render_segments_text`) and ``to_json``, as functions of the node.
+format: :func:`render_segments_text`) and ``to_json`` (the rows nested:
+:func:`render_json`), as functions of the node.
 
 The model reaches this module through the package's ``reference_rendering`` on first
 use, so importing the model imports no renderer.
@@ -8,8 +9,9 @@ use, so importing the model imports no renderer.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter, mod
 from pstats import SortKey
 from typing import Any
@@ -17,10 +19,9 @@ from typing import Any
 from .._errors import BadValue
 from .._format import one_line
 from .._gc import gc_paused
-from .filters import ViewOptions
+from .filters import ViewOptions, call_dict
 from .model import FilterNode, ProfileNode
-from .render_json import render_json, row_as_dict
-from .view_reference import Segment, TreeRows, tree_rows
+from .view_reference import Row, Segment, TreeRows, tree_rows
 
 
 def as_dict(
@@ -73,6 +74,91 @@ def to_json(
     with gc_paused():
         rows = tree_rows(node, filter_node, sort_key, ViewOptions(**opts))
         return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
+
+
+def row_as_dict(r: Row) -> dict[str, Any]:
+    """One row as the reference's dictionary, plus ``share`` (and ``more='+'`` for a
+    reference)."""
+    d = call_dict(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall))
+    d["share"] = r.share
+    if r.ref:
+        d["more"] = "+"
+    return d
+
+
+def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
+    """Nests rows as ``{name: {"details": {...}, "calls": {...}}}``, rows deeper than
+    ``max_indent`` attached at that level (``details["indent"]`` keeps their depth) so
+    that any JSON parser reads the nesting.
+
+    :param rows: rows in depth-first order
+    :param max_indent: deepest nesting level
+    :return: the nested dictionary and the number of folded rows
+    """
+    if max_indent < 1:
+        raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
+    width = len(str(max((abs(int(r.nc1)) for r in rows), default=0)))
+    top: dict[str, Any] = {}
+    # containers[i] is the "calls" dictionary receiving rows of level i.
+    containers: list[dict[str, Any]] = [top]
+    folded = 0
+    for r in rows:
+        level = r.indent
+        if level > max_indent:
+            folded += 1
+            level = max_indent
+        level = min(level, len(containers) - 1)
+        del containers[level + 1 :]
+        target = containers[level]
+        sep = ":::" if level == 0 else ":"
+        name = f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
+        if name in target:
+            # Numbered by the container's size, then past any function named so.
+            base, n = name, len(target)
+            while name in target:
+                name, n = f"{base}#{n}", n + 1
+        item: dict[str, Any] = {"details": row_as_dict(r)}
+        target[name] = item
+        calls: dict[str, Any] = {}
+        item["calls"] = calls
+        containers.append(calls)
+    _drop_empty_calls(top)
+    return top, folded
+
+
+def _drop_empty_calls(top: dict[str, Any]) -> None:
+    stack = [top]
+    while stack:
+        for item in stack.pop().values():
+            if item["calls"]:
+                stack.append(item["calls"])
+            else:
+                del item["calls"]
+
+
+def render_json(
+    rows: Sequence[Row], as_str: bool = True, max_indent: int = 30, **kwargs: Any
+) -> str | dict[str, Any]:
+    """Renders rows as ``{"profile": nested}``.
+
+    :param rows: rows in depth-first order
+    :param as_str: return a string (:func:`json.dumps` with ``kwargs``) or the dictionary
+    :param max_indent: deepest nesting level, see :func:`nest_rows`
+    :param kwargs: given to :func:`json.dumps`
+    :return: JSON text or dictionary
+    """
+    nested, folded = nest_rows(rows, max_indent=max_indent)
+    doc: dict[str, Any] = {"profile": nested}
+    if folded:
+        doc["folded"] = (
+            f"{folded} rows deeper than {max_indent} levels are attached at level "
+            f"{max_indent}; details.indent keeps their depth"
+        )
+    if as_str:
+        # JSON has no NaN or Infinity token: refuse them rather than write invalid JSON.
+        kwargs.setdefault("allow_nan", False)
+        return json.dumps(doc, **kwargs)
+    return doc
 
 
 def align_text(text: str, size: int) -> str:
