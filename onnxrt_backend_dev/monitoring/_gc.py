@@ -10,11 +10,15 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(keep: bool = False) -> Iterator[None]:
     """Pauses the cyclic garbage collector for the block, and restores it as it was
-    (a block nested in another, or run with the collector off, leaves it off)."""
+    (a block nested in another, or run with the collector off, leaves it off).
+
+    :param keep: leave the collector as it is (``measure_time(keep_gc=True)``)
+    """
     was_enabled = gc.isenabled()
-    gc.disable()
+    if not keep:
+        gc.disable()
     try:
         yield
     finally:

@@ -12,15 +12,13 @@ from collections.abc import Callable
 from pstats import SortKey
 from typing import Any
 
-from ._profiling.by_view import export_html
+from ._profiling.by_view import export_html, render_tree_text
 from ._profiling.choices import FOLD_SHARE
 from ._profiling.filters import ViewOptions
 from ._profiling.formats import FORMATS, VIEWS, Format, renderer
 from ._profiling.load import ProfileFormatError
 from ._profiling.model import ProfileNode
 from ._profiling.plot import plot_top_functions
-from ._profiling.render_paths import render_collapsed, render_speedscope
-from ._profiling.render_tree_text import render_tree_text
 from ._profiling.run import (
     as_root,
     check_no_profiler_active,
@@ -29,7 +27,7 @@ from ._profiling.run import (
     profile2df,
     profile2graph,
 )
-from ._profiling.view_paths import PathLimits
+from ._profiling.view_paths import PathLimits, render_collapsed, render_speedscope
 from ._profiling.view_tree import CallTree, build_tree
 from ._profiling.view_tree import hot_paths as _hot_paths
 from ._report.sampling import Sampling, sample, sampling

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._count.callgraph import INTERPRETER
-from onnxrt_backend_dev.monitoring._count.dhat import read_dhat
+from onnxrt_backend_dev.monitoring._count.callgraph import INTERPRETER, read_dhat
 from onnxrt_backend_dev.monitoring._errors import CounterError
 
 

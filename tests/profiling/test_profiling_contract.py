@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import DATA as _DATA
 
-from onnxrt_backend_dev.monitoring._profiling.render_forest_text import count_width
+from onnxrt_backend_dev.monitoring._profiling.reference import count_width
 from onnxrt_backend_dev.monitoring.profiling import profile, profile2df, profile2graph
 
 # The document's example, its functions on the document's lines (fct0 on line 7...):
@@ -222,7 +222,8 @@ def test_count_columns_sized_from_the_rows_printed() -> None:
     assert len(lines) == 2
     assert " --  1  1 -- " in lines[0] and " --  3  3 -- " in lines[1]
     # and the same rows from a list of Row give the same text
-    from onnxrt_backend_dev.monitoring._profiling.render_forest_text import render_forest_text
+    from test_profiling_segments import render_forest_text
+
     from onnxrt_backend_dev.monitoring._profiling.view_reference import tree_rows
 
     assert render_forest_text(tree_rows(root, no_work)) == "\n".join(lines)

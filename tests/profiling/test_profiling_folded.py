@@ -1,5 +1,5 @@
 """The folded call tree of a cProfile graph (``_profiling/view_folded.py``, drawn by
-``render_tree_text.py`` and ``render_tree_html.py``): the graph's call paths handed to
+``by_view.py``'s ``render_tree_text`` and ``render_tree_html``): the graph's call paths handed to
 the sampled profile's fold, so that ``profile --cprofile`` and the sampled ``profile``
 show one tree."""
 
@@ -17,11 +17,20 @@ from helpers import tree_rows as rows
 from test_profiling import FakeStats, chain_stats
 
 from onnxrt_backend_dev.monitoring._profiling import view_folded
-from onnxrt_backend_dev.monitoring._profiling.view_folded import folded_profile, folded_stacks
+from onnxrt_backend_dev.monitoring._profiling.view_folded import FoldedView, folded_profile
 from onnxrt_backend_dev.monitoring._profiling.view_tree import build_tree
 from onnxrt_backend_dev.monitoring._sampling.model import CPROFILE
 from onnxrt_backend_dev.monitoring._sampling.view import build_tree as fold_tree
 from onnxrt_backend_dev.monitoring.profiling import profile2graph, to_html, to_tree_text
+
+
+def folded_stacks(view: FoldedView) -> Any:
+    """The ``(frames, seconds)`` stacks of a folded view (moved here from the package:
+    only these tests read them)."""
+    thread = view.profile.threads[0]
+    for frames, totals in view.profile.thread_stacks(thread):
+        yield frames, totals[0]
+
 
 Key = tuple[str, int, str]
 SITE = "/venv/lib/python3.11/site-packages"

@@ -13,14 +13,41 @@ import pytest
 from test_profiling import FakeStats, chain_stats, self_recursion_stats
 
 from onnxrt_backend_dev.monitoring._profiling.filters import ViewOptions
-from onnxrt_backend_dev.monitoring._profiling.render_forest_text import (
-    render_forest_text,
-    render_segments_text,
-)
+from onnxrt_backend_dev.monitoring._profiling.reference import render_segments_text
 from onnxrt_backend_dev.monitoring._profiling.view_reference import TreeRows
 from onnxrt_backend_dev.monitoring.profiling import ProfileNode, profile2graph
 
 LIB = "/usr/lib/python3.11/json/encoder.py"
+
+
+def render_forest_text(
+    rows: Any,
+    show_share: bool = False,
+    max_count: int | None = None,
+    total: float | None = None,
+    rows_again: Any = None,
+    **layout: Any,
+) -> str:
+    """The rows rendered one by one (one segment per row): a list of ``Row``, or the raw
+    rows of ``TreeRows.raw`` with ``total`` (moved here from the package, whose only text
+    path is ``to_text``'s segments)."""
+    if total is None:
+        rows = list(rows)
+        # Every row has share = tall / total: any of them gives the total back.
+        total = next((r.tall / r.share for r in rows if r.share > 0), 0.0)
+        rows = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in rows]
+    if rows_again is None and max_count is None:
+        kept = rows = list(rows)
+        rows_again = lambda: kept  # noqa: E731
+
+    def one_row_segments(raw: Any) -> Any:
+        return ((depth, (node,), (el,), ref) for node, depth, el, ref in raw)
+
+    again = None if rows_again is None else lambda: one_row_segments(rows_again())
+    return render_segments_text(
+        one_row_segments(rows), max_count=max_count or 0, segments_again=again,
+        share_of=total if show_share else None, **layout,
+    )  # fmt: skip
 
 
 def _random_stats(seed: int, n: int = 60) -> FakeStats:

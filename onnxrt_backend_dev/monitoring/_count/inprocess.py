@@ -108,12 +108,13 @@ def measure(
     import sys
     import time
 
-    from .._timing.template import GcOff, build_timer
+    from .._gc import gc_paused
+    from .._timing.template import build_timer
 
     inner = build_timer(stmt, context, setup)
     if warmup:
         inner(itertools.repeat(None, warmup), time.perf_counter)
-    with GcOff(keep_gc), counting("measure") as count:
+    with gc_paused(keep_gc), counting("measure") as count:
         inner(itertools.repeat(None, executions), time.perf_counter)
     per = count.instructions / executions
     return {
@@ -124,30 +125,6 @@ def measure(
     }  # fmt: skip
 
 
-def session_argv(args: Sequence[str], folder: str) -> tuple[list[str], dict[str, str]]:
-    """The command and environment of a pytest session counted under callgrind.
-
-    :param args: pytest's arguments as given
-    :param folder: where the dumps go (the outer process's temporary folder)
-    :return: ``(argv, env)``
-    :raises CounterError: valgrind or the compiled client requests are missing
-    """
-    valgrind = find_valgrind()
-    if client() is None:
-        raise CounterError(NOT_BUILT)
-    import sys
-
-    python = interpreter(sys.executable).binary
-    argv = [
-        valgrind, "--tool=callgrind", "--instr-atstart=no", "--dump-line=no",
-        "--dump-instr=no", f"--callgrind-out-file={os.path.join(folder, 'count')}.%p",
-        f"--log-file={os.path.join(folder, 'valgrind')}.%p", python, "-m", "pytest", *args,
-    ]  # fmt: skip
-    env = environment()
-    env[FOLDER_VARIABLE] = folder
-    return argv, env
-
-
 def run_session(args: Sequence[str], cwd: str) -> int:
     """Runs a pytest session under callgrind, its output this process's (signals
     forwarded).
@@ -155,11 +132,23 @@ def run_session(args: Sequence[str], cwd: str) -> int:
     :param args: pytest's arguments as given
     :param cwd: the folder pytest was started in
     :return: its exit code (``128 + N`` when signal N stopped it)
+    :raises CounterError: valgrind or the compiled client requests are missing
     """
+    import sys
+
     from .._run.supervise import Supervisor
 
+    valgrind = find_valgrind()
+    if client() is None:
+        raise CounterError(NOT_BUILT)
+    python = interpreter(sys.executable).binary
     with Supervisor() as sup, sup.folder("onnxrt-monitoring-counted-") as folder:
-        argv, env = session_argv(args, folder)
+        argv = [
+            valgrind, "--tool=callgrind", "--instr-atstart=no", "--dump-line=no",
+            "--dump-instr=no", f"--callgrind-out-file={os.path.join(folder, 'count')}.%p",
+            f"--log-file={os.path.join(folder, 'valgrind')}.%p", python, "-m", "pytest", *args,
+        ]  # fmt: skip
+        env = {**environment(), FOLDER_VARIABLE: folder}
         child = sup.start(argv, cwd=cwd, env=env)
         ended = sup.wait(child)
         return sup.exit_code or ended.code

@@ -26,8 +26,7 @@ from typing import Any
 
 from .._errors import BadValue, CounterError, RunFailed
 from . import COUNTERS
-from .callgraph import ALLOCATORS, read_callgrind, read_total
-from .dhat import ARGS, read_dhat
+from .callgraph import ALLOCATORS, DHAT_ARGS, read_callgrind, read_dhat, read_total
 
 INSTALL = (
     "--counter instructions needs valgrind, which is not installed: apt-get install "
@@ -200,7 +199,7 @@ class Run:
     :param timeout: seconds before it is killed
     :param what: how messages name it
     :param count_bytes: with ``per_function``, a second run under DHAT counts each
-        function's allocated bytes (:mod:`.dhat`)
+        function's allocated bytes (:func:`.callgraph.read_dhat`)
     """
 
     argv: Sequence[str]
@@ -237,7 +236,7 @@ def count(run: Run, folder: str, supervisor: Any) -> Counted | None:
         counted = _read(out, run, time.perf_counter() - start)
         if run.per_function and run.count_bytes:
             bytes_out = os.path.join(folder, "bytes")
-            tool = [valgrind, f"--log-file={log}.%p", *ARGS, f"--dhat-out-file={bytes_out}.%p"]
+            tool = [valgrind, f"--log-file={log}.%p", *DHAT_ARGS, f"--dhat-out-file={bytes_out}.%p"]
             # Every object one malloc, which DHAT sees (Python's arenas it does not).
             if not _under(run, [*tool, *argv], {**env, "PYTHONMALLOC": "malloc"}, folder,
                           supervisor, log):  # fmt: skip

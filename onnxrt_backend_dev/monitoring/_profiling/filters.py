@@ -35,11 +35,6 @@ class ViewOptions:
     def __post_init__(self) -> None:
         check_filters(self.min_share, self.max_depth, self.focus)
 
-    def matches_focus(self, node: ProfileNode) -> bool:
-        """Tells if ``node`` is a starting point of the focus."""
-        focus = self.focus
-        return focus is not None and (focus in node.func_name or focus == node.key)
-
 
 def _small_module_nodes(nodes: list[ProfileNode]) -> set[ProfileNode]:
     """The nodes of the modules the default filter looks at, one test per file."""
@@ -144,9 +139,10 @@ def focus_starts(options: ViewOptions, reachable: list[ProfileNode]) -> list[Pro
     :param reachable: the nodes of the graph
     :return: the nodes, None without ``focus``
     """
-    if options.focus is None:
+    focus = options.focus
+    if focus is None:
         return None
-    return [n for n in reachable if options.matches_focus(n) and not n.virtual]
+    return [n for n in reachable if (focus in n.func_name or focus == n.key) and not n.virtual]
 
 
 def outermost(matches: list[ProfileNode]) -> list[ProfileNode]:

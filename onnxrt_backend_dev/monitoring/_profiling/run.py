@@ -13,9 +13,14 @@ from typing import Any
 
 from .._errors import BadType, BadValue, StateError
 from .._validate import check_bool, check_callable
-from .builder import build_graph
+from .builder import build_graph, is_artifact
 from .load import load_profiles
 from .model import ProfileNode
+
+# Columns of the per-function table of profile(as_df=True), in order.
+DF_COLUMNS = ["namefct", "file", "ncalls1", "ncalls2", "tin", "cum_tin", "tall", "cum_tall"]
+# Columns of the reference's profile2df table, in order.
+REFERENCE_COLUMNS = ["fct", *DF_COLUMNS[1:]]
 
 
 def check_no_profiler_active() -> None:
@@ -132,8 +137,6 @@ def profile(
     s = StringIO()
     ps = Stats(pr, stream=s).sort_stats(sort)
     if as_df:
-        from .render_json import rows_to_dataframe, stats_rows
-
         res: Any = rows_to_dataframe(stats_rows(ps, clean_text))
     else:
         ps.print_stats()
@@ -186,8 +189,6 @@ def profile2df(
         decreasing ``cum_tall``; with ``as_df=False``, one dictionary per function
     :raises ProfileFormatError: see :func:`profile2graph`
     """
-    from .render_json import rows_to_dataframe, stats_rows
-
     check_callable("clean_text", clean_text, optional=True)
     check_bool("as_df", as_df)
     check_bool("verbose", verbose)
@@ -207,3 +208,67 @@ def as_root(graph: Any) -> ProfileNode:
     if isinstance(graph, ProfileNode):
         return graph
     return build_graph(load_profiles(graph, "graph"))[0]
+
+
+def _better_name(fct: str, file: str) -> str:
+    if len(fct) > 15:
+        return f"{file.split(':')[-1]}-{fct}"
+    return f"{os.path.basename(file)}-{fct}"
+
+
+def stats_rows(
+    ps: Any, clean_text: Callable[[str], str] | None = None, skip_artifacts: bool = True
+) -> list[dict[str, Any]]:
+    """One row per function of one or several profiles: ``namefct, fct, file, ncalls1,
+    ncalls2, tin, cum_tin, tall, cum_tall`` (the cumulated columns equal ``tin`` and
+    ``tall``, as in the reference).
+
+    :param ps: :class:`pstats.Stats`, a path, or a list of them (validated here)
+    :param clean_text: function to clean file names
+    :param skip_artifacts: leave out the profiler's own entries
+    :return: rows
+    """
+    from .._validate import checked_text_function
+
+    clean = checked_text_function("clean_text", clean_text)
+    rows = []
+    for loaded in load_profiles(ps):
+        for func, v in loaded.stats.items():
+            if skip_artifacts and is_artifact(func):
+                continue
+            file = f"{clean(str(func[0]).replace(chr(92), '/'))}:{func[1]}"
+            fct = str(func[2])
+            rows.append(
+                {
+                    "namefct": _better_name(fct, file),
+                    "fct": fct,
+                    "file": file,
+                    "ncalls1": v[0],
+                    "ncalls2": v[1],
+                    "tin": v[2],
+                    "cum_tin": v[2],
+                    "tall": v[3],
+                    "cum_tall": v[3],
+                }
+            )
+    return rows
+
+
+def rows_to_dataframe(rows: list[dict[str, Any]], reference: bool = False) -> Any:
+    """The per-function table as a DataFrame grouped by function and file (``namefct``,
+    or ``fct`` for the reference's ``profile2df``), sorted by decreasing ``cum_tall``,
+    index ``0..n-1``.
+
+    :param rows: rows from :func:`stats_rows`
+    :param reference: the reference's columns (:data:`REFERENCE_COLUMNS`), else
+        :data:`DF_COLUMNS`
+    :return: a :class:`pandas.DataFrame`
+    """
+    from .._optional import require
+
+    pandas = require("pandas", "pandas", "profiling tables")
+    columns = REFERENCE_COLUMNS if reference else DF_COLUMNS
+    df = pandas.DataFrame(rows, columns=columns)
+    df = df.groupby([columns[0], "file"], as_index=False).sum()
+    df = df.sort_values("cum_tall", ascending=False).reset_index(drop=True)
+    return df[columns].copy()

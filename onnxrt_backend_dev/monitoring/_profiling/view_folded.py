@@ -22,7 +22,7 @@ reference view's, as a note under the header says. Nothing recurses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._sampling.frames import SampledFrame
@@ -286,13 +286,6 @@ def folded_profile(
     return FoldedView(profile, merged, shortened, capped)
 
 
-def folded_stacks(view: FoldedView) -> Iterator[tuple[tuple[SampledFrame, ...], float]]:
-    """The ``(frames, seconds)`` stacks of a folded view."""
-    thread = view.profile.threads[0]
-    for frames, totals in view.profile.thread_stacks(thread):
-        yield frames, totals[0]
-
-
 #: The note under the header: where the exact counts are.
 COUNTS_NOTE = "exact call counts: the reference view (ProfileNode.to_text, --view reference), JSON"
 #: The note when one import row gathers the modules of several packages.
@@ -361,4 +354,4 @@ def folded_view(
     return folded, options
 
 
-__all__ = ["FoldedView", "folded_profile", "folded_stacks", "folded_view"]
+__all__ = ["FoldedView", "folded_profile", "folded_view"]

@@ -1,5 +1,7 @@
-"""The call paths view: the graph expanded into the paths of a flame graph, read by the
-speedscope and collapsed-stacks renderers."""
+"""The call paths view: the graph expanded into the paths of a flame graph, and its
+renderers: collapsed stacks (``a;b;c N``: the input of flamegraph.pl and most flame graph
+tools) or a speedscope document (each path with own time a sample weighing that time in
+seconds)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .._stacks.export import to_collapsed, to_speedscope
 from .._stacks.frames import StackFrame
+from .._validate import check_number
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import ProfileNode, reachable_nodes
 
@@ -173,3 +177,31 @@ def path_samples(
         frame = StackFrame(item.node.func_name, item.node.filename, item.node.line)
         stacks.append([*(stacks[item.parent] if item.parent >= 0 else []), frame])
     return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))
+
+
+def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> str:
+    """Renders the call paths of a graph as collapsed stacks, one line per path with own
+    time, its count in ``unit`` seconds (paths rounding to 0 are left out).
+
+    :param root: the node to start from
+    :param unit: seconds per count
+    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and
+        ``limits`` (:class:`PathLimits`)
+    :return: text
+    """
+    check_number("unit", unit, above=0)  # also refuses NaN and infinity (counts of 0)
+    return to_collapsed(path_samples(root, options), unit)
+
+
+def render_speedscope(
+    root: ProfileNode, name: str = "profile", as_str: bool = True, **options: Any
+) -> str | dict[str, Any]:
+    """Renders the call paths of a graph as a speedscope document.
+
+    :param root: the node to start from
+    :param name: the profile's name
+    :param as_str: return JSON text or the dictionary
+    :param options: filters and ``limits``, as :func:`render_collapsed`'s
+    :return: JSON text or dictionary
+    """
+    return to_speedscope(path_samples(root, options), name, "seconds", as_str)

@@ -341,13 +341,12 @@ class Child:
             ended = self.wait(grace)
             if ended is not None:
                 return ended
-        self.send(signum, descendants=True)
-        ended = self.wait(grace)
-        if ended is not None:
-            return ended
-        self.send(signal.SIGKILL, descendants=True)
-        ended = self.wait(grace)
-        return ended if ended is not None else self._reap()
+        for sent in (signum, signal.SIGKILL):
+            self.send(sent, descendants=True)
+            ended = self.wait(grace)
+            if ended is not None:
+                return ended
+        return self._reap()
 
 
 class Supervisor:
@@ -479,7 +478,7 @@ class Supervisor:
             script = (_GATE if slot is not None else _GATE_BY_PATH).format(fd=slot or gate_read)
             command = [_SHELL, "-c", script, "supervised", *command]
             fds.append(gate_read if slot is None else slot)
-        setup = _ChildSetup(os.getpid(), own, self._prctl, gate_read, slot)
+        setup = functools.partial(_child_setup, os.getpid(), own, self._prctl, gate_read, slot)
         try:
             proc = subprocess.Popen(
                 command, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env,
@@ -539,11 +538,8 @@ class Supervisor:
         ended = child.wait(timeout)
         if ended is not None:
             return ended
-        child.end(signal.SIGTERM, self.grace)
-        assert child.exit is not None
-        timed = Exit(child.exit.status, child.exit.rusage, timed_out=True)
-        child.exit = timed
-        return timed
+        child.exit = child.end(signal.SIGTERM, self.grace)._replace(timed_out=True)
+        return child.exit
 
     @contextlib.contextmanager
     def folder(self, prefix: str) -> Iterator[str]:
@@ -566,27 +562,22 @@ class Supervisor:
             self.janitor.drop_folder(path)
 
 
-class _ChildSetup:
-    """Run by ``subprocess`` in the forked child before ``exec``: its own group, and
-    death with its parent. Nothing is imported or looked up here (a fork of a process
-    with threads must not take a lock another thread held)."""
-
-    def __init__(
-        self,
-        parent: int,
-        group: bool,
-        prctl: Callable[..., int] | None,
-        gate: int | None = None,
-        slot: int | None = None,
-    ) -> None:
-        self.parent, self.group, self.prctl, self.gate, self.slot = parent, group, prctl, gate, slot
-
-    def __call__(self) -> None:
-        if self.group:
-            os.setpgid(0, 0)
-        die_with_parent(self.parent, self.prctl)
-        if self.gate is not None and self.slot is not None and self.slot != self.gate:
-            os.dup2(self.gate, self.slot)  # the gate where the shell can name it
+def _child_setup(
+    parent: int,
+    group: bool,
+    prctl: Callable[..., int] | None,
+    gate: int | None = None,
+    slot: int | None = None,
+) -> None:
+    """Run in a forked child (by ``subprocess`` before ``exec``, or before the function
+    of :meth:`Supervisor.fork`): its own group, and death with its parent. Nothing is
+    imported or looked up here (a fork of a process with threads must not take a lock
+    another thread held)."""
+    if group:
+        os.setpgid(0, 0)
+    die_with_parent(parent, prctl)
+    if gate is not None and slot is not None and slot != gate:
+        os.dup2(gate, slot)  # the gate where the shell can name it
 
 
 def _gate_slot(gate: int, pass_fds: Sequence[int]) -> int | None:
@@ -612,9 +603,7 @@ def _forked_child(
     """The forked child of :meth:`Supervisor.fork`: it never returns."""
     code = 1
     try:
-        if group:
-            os.setpgid(0, 0)
-        die_with_parent(parent, prctl)
+        _child_setup(parent, group, prctl)
         for fd in (gate_write, janitor):
             if fd is not None:
                 os.close(fd)

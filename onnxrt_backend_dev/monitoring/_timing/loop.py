@@ -14,10 +14,11 @@ from time import perf_counter
 from typing import Any
 
 from .._errors import BadType, BadValue, ClockError
+from .._gc import gc_paused
 from .._validate import check_bool, check_callable, check_int, check_str
 from .stats import Comparison, compare_samples, summarize
 from .template import _TEMPLATE as _TEMPLATE  # re-exported: the tests compare it with timeit's
-from .template import Clock, GcOff, Inner, build_timer
+from .template import Clock, Inner, build_timer
 
 # With max_time, a batch aims at max_time / _BATCHES_PER_BUDGET seconds (at most
 # _MAX_BATCH_SECONDS): enough samples for a median and a spread, and the last batch is
@@ -402,7 +403,7 @@ def measure(
     progress.div_by_number = div_by_number
     progress.context_size = sys.getsizeof({} if context is None else context)
     progress.max_time = budget
-    with GcOff(keep_gc):
+    with gc_paused(keep_gc):
         if warmup:
             progress.warmup_time = _timed(inner, clock, warmup)
         if calibrate:
@@ -553,7 +554,7 @@ def measure_interleaved(
     _check_clock(timer)
     order = list(range(len(inners)))
     rounds = repeat
-    with GcOff(keep_gc):
+    with gc_paused(keep_gc):
         if warmup:
             _each(state, inners, lambda inner: _timed(inner, timer, warmup))
         if calibrate:

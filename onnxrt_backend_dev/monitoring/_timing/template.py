@@ -6,7 +6,6 @@ statement's interpreter (``_count.statement``) imports little beside what it cou
 from __future__ import annotations
 
 import ast
-import gc
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,23 +28,6 @@ def inner(_it, _timer{init}):
     _t1 = _timer()
     return _t1 - _t0
 """
-
-
-class GcOff:
-    """Disables the garbage collector unless told to keep it, then restores it."""
-
-    def __init__(self, keep_gc: bool) -> None:
-        self.keep_gc = keep_gc
-        self.was_enabled = True
-
-    def __enter__(self) -> None:
-        self.was_enabled = gc.isenabled()
-        if not self.keep_gc:
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was_enabled:
-            gc.enable()
 
 
 def _parsed(src: str, filename: str) -> list[ast.stmt]:
