@@ -35,9 +35,8 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from .registry import DeviceProbe, open_probe
 from .series import DEFAULT_MAX_POINTS, Monitor
-from .worker import device_monitors, update_devices
+from .worker import DeviceSet
 
 __all__ = ["THREAD_NAME", "InProcessProbes", "device_facts", "program_probes"]
 
@@ -96,25 +95,19 @@ class InProcessProbes:
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
     ) -> None:
         self.delay = max(float(delay), MIN_DELAY)
-        self.max_points = max_points
         self.thread = threading.get_ident() if thread is None else thread
         self.reset = reset
         self.wait_import = wait_import
         self.clock = clock
         self.current_frames = current_frames
-        self.probes: list[DeviceProbe] = []
-        self.monitors: list[list[Monitor]] = []
+        self.devices = DeviceSet(max_points)
         self.pending = [_Pending(arg) for arg in args]
         self.notes: list[str] = []
+        self.read_errors: list[str] = []  # a probe unread at a tick: unknown there, no note
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._codes: dict[int, Any] = {}
-
-    def _open(self, pending: _Pending) -> None:
-        probe = open_probe(pending.arg, _this_process)
-        self.probes.append(probe)
-        self.monitors.append(device_monitors(probe, self.max_points))
 
     def _open_ready(self) -> None:
         """Opens the waiting probes whose library the program imported (``wait_import``)."""
@@ -123,7 +116,7 @@ class InProcessProbes:
                 if not pending.importable_now():
                     continue
                 self.pending.remove(pending)
-                self._open(pending)
+                self.devices.open(pending.arg, _this_process)
             except Exception as e:  # the program's devices are not ours to break
                 with contextlib.suppress(ValueError):
                     self.pending.remove(pending)
@@ -136,18 +129,13 @@ class InProcessProbes:
         :raises RuntimeError: a probe cannot be opened (the cause in words)
         """
         if not self.wait_import:
-            try:
-                for pending in self.pending:
-                    self._open(pending)
-            except BaseException:
-                self.close()
-                raise
+            self.devices.open_all([pending.arg for pending in self.pending], _this_process)
             self.pending = []
         with _LIVE_LOCK:
-            if self.reset and self.probes:
+            if self.reset and self.devices.probes:
                 for other in _LIVE:  # before the marks move: they keep the peak so far
                     other.tick()
-                for probe in self.probes:
+                for probe in self.devices.probes:
                     probe.reset_peaks()
             _LIVE.append(self)
         self.tick()
@@ -166,14 +154,7 @@ class InProcessProbes:
                 return
             if self.pending and self.wait_import:
                 self._open_ready()
-            t = self.clock()
-            rose: list[Monitor] = []
-            for probe, mons in zip(self.probes, self.monitors, strict=True):
-                try:
-                    readings = probe.read_peaks()
-                except Exception:  # unknown at this tick
-                    continue
-                rose.extend(update_devices(mons, readings, t))
+            rose = self.devices.read(self.clock(), self.read_errors)
             if rose:
                 from .frames import frame_label
 
@@ -217,18 +198,16 @@ class InProcessProbes:
         closes the probes; every monitor, probe after probe."""
         self._halt()
         self.tick()
-        self.close()
-        for probe, mons in zip(self.probes, self.monitors, strict=True):
+        for probe, mons in zip(self.devices.probes, self.devices.monitors, strict=True):
             for mon, channel in zip(mons, probe.channels, strict=False):
                 mon.uuid = getattr(channel, "uuid", None)  # learnt once CUDA started
-        return [mon for mons in self.monitors for mon in mons]
+        self.close()
+        return self.devices.all()
 
     def close(self) -> None:
         """Stops the thread and closes the probes, without a last reading (idempotent)."""
         self._halt()
-        for probe in self.probes:
-            with contextlib.suppress(Exception):
-                probe.close()
+        self.devices.close()
 
 
 def _this_process() -> set[int]:
