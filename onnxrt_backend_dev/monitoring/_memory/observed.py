@@ -20,7 +20,7 @@ from .._observe.observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .._observe.session import describe, open_target
 from .._sampling.aggregate import Aggregator, to_state
 from .._sampling.frames import OWN_THREADS
-from .stacks import frames_of
+from .stacks import TickLog, frames_of
 
 MAX_TICKS = 1 << 20
 
@@ -49,11 +49,7 @@ class BlockObserver:
             self.record.alloc = AllocTracker(pid, alloc)
         self.first_t = -1.0
         self.collector = describe(target)
-        self.max_points = max(int(max_points), 2)
-        self.times = array.array("d")
-        self.ids = array.array("q")
-        self.stride = 1
-        self._skip = 0
+        self.log = TickLog(max(int(max_points), 2))
         self.failed = 0
         # The memory of each tick with its stack: what a report of the block is made of.
         self.aggregate = Aggregator()
@@ -83,16 +79,7 @@ class BlockObserver:
             self.first_t = t
         if rss is not None:
             self.aggregate.add_tick(t, rss, peak if peak is not None else rss, sid)
-        if self._skip:
-            self._skip -= 1
-            return
-        self._skip = self.stride - 1
-        self.times.append(t)
-        self.ids.append(sid)
-        if len(self.times) >= self.max_points:
-            self.times, self.ids = self.times[::2], self.ids[::2]
-            self.stride *= 2
-            self._skip = self.stride - 1
+        self.log.add(t, sid)
 
     def _own_thread(self, name: str) -> bool:
         return name in OWN_THREADS
@@ -126,8 +113,8 @@ class BlockObserver:
             allocations = tracker_doc(record.alloc, self.first_t)
         return {
             "allocations": allocations,
-            "times": self.times.tobytes(),
-            "ids": self.ids.tobytes(),
+            "times": self.log.times.tobytes(),
+            "ids": self.log.ids.tobytes(),
             "stacks": stacks,
             "threads": threads,
             "collector": self.collector,
