@@ -335,54 +335,46 @@ class Monitor:
         return f"Monitor({self.name}: {self.summary()})"
 
     def to_state(self) -> tuple[dict[str, Any], bytes]:
-        """A JSON-able header and the series bytes."""
+        """A header of plain values (it crosses the spy's pipe) and the series bytes."""
         data = self.series.to_bytes()
-        header = {
-            "name": self.name,
-            "probe": self.probe,
-            "device": self.device,
-            "group": self.group,
-            "max_peak": self.max_peak,
-            "n": self.n_measures,
-            "begin": self.begin,
-            "end": self.end,
-            "total": self.total,
-            "source": self.peak_source,
-            "previous_peak": self.previous_peak,
-            "max_points": self.series.max_points,
-            "stride": self.series.stride,
-            "nbytes": len(data),
-            "peak_times": (self.start_timestamp, self.peak_prev_timestamp, self.peak_timestamp),
-            "role": self.role,
-            "uuid": self.uuid,
-        }
+        header = {name: getattr(self, name) for name in _STATE}
+        header.update(
+            max_points=self.series.max_points,
+            stride=self.series.stride,
+            nbytes=len(data),
+            peak_times=(self.start_timestamp, self.peak_prev_timestamp, self.peak_timestamp),
+        )
         return header, data
 
     @classmethod
     def from_state(cls, header: dict[str, Any], data: bytes) -> Monitor:
         """Rebuilds a monitor from :meth:`to_state`."""
-        mon = cls(
-            header["name"],
-            header["max_points"],
-            probe=header.get("probe"),
-            device=header.get("device"),
-            group=header.get("group"),
-        )
-        mon.max_peak = header["max_peak"]
-        mon.n_measures = header["n"]
-        mon.begin = header["begin"]
-        mon.end = header["end"]
-        mon.total = header["total"]
-        mon.peak_source = header["source"]
-        mon.previous_peak = header["previous_peak"]
+        mon = cls(header["name"], header["max_points"])
+        for name in _STATE:
+            setattr(mon, name, header[name])
         mon.series = MemorySeries.from_bytes(data, header["max_points"], header["stride"])
-        times = header.get("peak_times")
-        if times is not None:
-            mon.start_timestamp, mon.peak_prev_timestamp, mon.peak_timestamp = times
-        mon.role = str(header.get("role") or "")
-        uuid = header.get("uuid")
-        mon.uuid = uuid if isinstance(uuid, str) else None
+        mon.start_timestamp, mon.peak_prev_timestamp, mon.peak_timestamp = header["peak_times"]
+        mon.role = str(mon.role or "")
+        mon.uuid = mon.uuid if isinstance(mon.uuid, str) else None
         return mon
+
+
+# The attributes of a Monitor that :meth:`Monitor.to_state` copies as they are.
+_STATE = (
+    "name",
+    "probe",
+    "device",
+    "group",
+    "max_peak",
+    "n_measures",
+    "begin",
+    "end",
+    "total",
+    "peak_source",
+    "previous_peak",
+    "role",
+    "uuid",
+)
 
 
 def same_device(a: str | None, b: str | None) -> bool:
