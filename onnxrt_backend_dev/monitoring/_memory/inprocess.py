@@ -47,25 +47,17 @@ _LIVE: list[InProcessProbes] = []
 _LIVE_LOCK = threading.Lock()
 
 
-class _Pending:
-    """A probe not opened yet: waits until the program imports its library."""
-
-    def __init__(self, arg: str) -> None:
-        self.arg = arg
-        name, _, rest = arg.partition("=")
-        target, _, self.lib = rest.partition(",")
-        self.name = name
-        self.target = target
-
-    def importable_now(self) -> bool:
-        """True once the program imported the library and the probe's ``ready`` says so."""
-        module = sys.modules.get(self.lib) if self.lib else None
-        if self.lib and module is None:
-            return False
-        module_name, _, class_name = self.target.partition(":")
-        cls = getattr(importlib.import_module(module_name), class_name, None)
-        ready = getattr(cls, "ready", None)
-        return not callable(ready) or bool(ready(module))
+def _ready(arg: str) -> bool:
+    """True once the program imported the probe's library and the probe's ``ready(module)``
+    says so (the probe waiting to open, a ``ProbeSpec.to_arg()`` value)."""
+    target, _, lib = arg.partition("=")[2].partition(",")
+    module = sys.modules.get(lib) if lib else None
+    if lib and module is None:
+        return False
+    module_name, _, class_name = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name, None)
+    ready = getattr(cls, "ready", None)
+    return not callable(ready) or bool(ready(module))
 
 
 class InProcessProbes:
@@ -101,7 +93,7 @@ class InProcessProbes:
         self.clock = clock
         self.current_frames = current_frames
         self.devices = DeviceSet(max_points)
-        self.pending = [_Pending(arg) for arg in args]
+        self.pending = list(args)  # the probes not opened yet
         self.notes: list[str] = []
         self.read_errors: list[str] = []  # a probe unread at a tick: unknown there, no note
         self._lock = threading.Lock()
@@ -111,16 +103,16 @@ class InProcessProbes:
 
     def _open_ready(self) -> None:
         """Opens the waiting probes whose library the program imported (``wait_import``)."""
-        for pending in list(self.pending):
+        for arg in list(self.pending):
             try:
-                if not pending.importable_now():
+                if not _ready(arg):
                     continue
-                self.pending.remove(pending)
-                self.devices.open(pending.arg, _this_process)
+                self.pending.remove(arg)
+                self.devices.open(arg, _this_process)
             except Exception as e:  # the program's devices are not ours to break
                 with contextlib.suppress(ValueError):
-                    self.pending.remove(pending)
-                self.notes.append(f"the {pending.name!r} probe could not be read: {e}")
+                    self.pending.remove(arg)
+                self.notes.append(f"the {arg.partition('=')[0]!r} probe could not be read: {e}")
 
     def start(self) -> InProcessProbes:
         """Opens the probes (unless waiting for an import), resets their marks, takes
@@ -129,7 +121,7 @@ class InProcessProbes:
         :raises RuntimeError: a probe cannot be opened (the cause in words)
         """
         if not self.wait_import:
-            self.devices.open_all([pending.arg for pending in self.pending], _this_process)
+            self.devices.open_all(self.pending, _this_process)
             self.pending = []
         with _LIVE_LOCK:
             if self.reset and self.devices.probes:
