@@ -230,14 +230,6 @@ def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
     return len(head).to_bytes(8, "little") + len(payload).to_bytes(8, "little") + head + payload
 
 
-def decode_frame(data: bytes) -> tuple[dict[str, Any], bytes, bytes]:
-    """The header, the payload and what follows of the frame ``data`` starts with."""
-    n_head = int.from_bytes(data[:8], "little")
-    n_payload = int.from_bytes(data[8:16], "little")
-    end = 16 + n_head + n_payload
-    return marshal.loads(data[16 : 16 + n_head]), data[16 + n_head : end], data[end:]
-
-
 def write_frame(
     fd: int, header: dict[str, Any], payload: bytes = b"", timeout: float = WRITE_TIMEOUT
 ) -> bool:
@@ -360,14 +352,18 @@ def _open_observer(loop: SpyLoop, pid: int, max_points: int, alloc: str = "") ->
         loop.stacks_error = str(e) or type(e).__name__
 
 
-def wire_name(error: BaseException) -> str:
-    """The class name an error travels under: its own, or that of its nearest ancestor of
-    the family (a probe's subclass of ``SpyError`` arrives as a ``SpyError``), so that the
-    parent rebuilds it as a class it knows (see ``_errors.rebuild``)."""
-    for cls in type(error).__mro__:
-        if BY_NAME.get(cls.__name__) is cls:
-            return cls.__name__
-    return type(error).__name__
+def _error(error: BaseException, started: bool = False) -> dict[str, Any]:
+    """The ``error`` frame of an exception, under its class name or that of its nearest
+    ancestor of the family (a probe's subclass of ``SpyError`` arrives as a ``SpyError``),
+    so that the parent rebuilds it as a class it knows (see ``_errors.rebuild``).
+
+    :param error: what was raised
+    :param started: raised once the spy ran: outside the family it is the spy's own failure
+    """
+    name = next((c.__name__ for c in type(error).__mro__ if BY_NAME.get(c.__name__) is c), None)
+    if name is None and started:  # unexpected: reported rather than printed as a traceback
+        return {"kind": "error", "type": "SpyError", "message": f"spy failed: {error!r}"}
+    return {"kind": "error", "type": name or type(error).__name__, "message": str(error)}
 
 
 def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
@@ -383,7 +379,7 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
         opts = parse_args(sys.argv[1:] if argv is None else argv)
         loop = build_loop(opts)
     except Exception as e:
-        write_frame(wfd, {"kind": "error", "type": wire_name(e), "message": str(e)})
+        write_frame(wfd, _error(e))
         return 1
     try:
         alive = loop.tick()  # the first measure: ``begin`` is the memory at start
@@ -401,12 +397,8 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
             write_frame(wfd, *loop.result(True))
             return 0
         return serve(loop, rfd, wfd, opts["delay"], opts["parent"])
-    except Exception as e:  # unexpected: report it rather than print a traceback
-        name = wire_name(e)
-        if name in BY_NAME:  # one of the family (a probe's own error): as it is
-            write_frame(wfd, {"kind": "error", "type": name, "message": str(e)})
-        else:
-            write_frame(wfd, {"kind": "error", "type": "SpyError", "message": f"spy failed: {e!r}"})
+    except Exception as e:  # one of the family (a probe's own error) as it is
+        write_frame(wfd, _error(e, started=True))
         return 1
     finally:
         loop.close()
