@@ -385,8 +385,11 @@ class MemorySpy:
             spec = registry.get_spec(name)
             lib = self.probe_libs.get(name, spec.lib)
             if lib and importlib.util.find_spec(lib.split(".")[0]) is None:
+                asked = (
+                    "cuda=True" if self.cuda and name == registry.CUDA_PROBE else f"probe {name!r}"
+                )
                 raise MissingDependencyError(
-                    f"{registry.asked_as(name, self.cuda)} needs {lib!r} ({spec.package}): "
+                    f"{asked} needs {lib!r} ({spec.package}): "
                     f"pip install 'onnxrt-backend-dev[{spec.extra}]'"
                 )
 
