@@ -446,7 +446,7 @@ class MemorySpy:
                 self._samples = None
                 self._sampler = StackSampler(self.delay, self.max_points).start()
         except BaseException:
-            self._kill()
+            self.abort()
             self._proc = self._reader = None  # not started: start() may try again
             raise
         return self
@@ -526,7 +526,7 @@ class MemorySpy:
             if proc.stdin is not None:
                 proc.stdin.write(b"stop\n")
         if not reader.done.wait(self.stop_timeout):
-            self._kill()  # stopped (SIGSTOP) or stuck: a frozen spy is not a dead one
+            self.abort()  # stopped (SIGSTOP) or stuck: a frozen spy is not a dead one
             raise SpyError(
                 f"the memory spy (pid {proc.pid}) did not answer within {self.stop_timeout} s"
                 " (killed)"
@@ -596,29 +596,22 @@ class MemorySpy:
             self._samples = sampler.snapshot()
 
     def _close(self) -> None:
-        """Closes the pipe (the spy exits at end-of-file), reaps it, kills it if needed."""
-        self._stop_sampler()
+        """Closes the pipe (the spy exits at end-of-file) and reaps it, killed if it does
+        not exit."""
         proc = self._proc
-        if proc is None:
-            return
-        _LIVE.discard(self)
-        if proc.stdin is not None:
+        if proc is not None and proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
-        try:
-            proc.wait(timeout=KILL_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self._kill()
-        if self._reader is not None:
-            self._reader.thread.join(KILL_TIMEOUT)
-        if proc.stdout is not None:
-            proc.stdout.close()
+            try:
+                proc.wait(timeout=KILL_TIMEOUT)
+                if self._reader is not None:
+                    self._reader.thread.join(KILL_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass  # killed below
+        self.abort()
 
     def abort(self) -> None:
         """Kills the spy without its measures (the measured code failed)."""
-        self._kill()
-
-    def _kill(self) -> None:
         inside, self._inside = self._inside, None
         if inside is not None:
             inside.close()
@@ -644,7 +637,7 @@ class MemorySpy:
         if exc[0] is None:
             self.stop()
         elif self.result is None:
-            self._kill()  # the block failed: do not hide its exception behind ours
+            self.abort()  # the block failed: do not hide its exception behind ours
 
     def __del__(self) -> None:
         # getattr: the constructor may have failed before setting them. No wait here: a
@@ -663,4 +656,4 @@ def _stop_all() -> None:
     pid = os.getpid()
     for spy in list(_LIVE):
         if spy._owner == pid:
-            spy._kill()
+            spy.abort()
