@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import io
 import marshal
 import math
 import os
@@ -176,10 +177,11 @@ class _Reader:
         self.thread.start()
 
     def _run(self) -> None:
-        stream = self.proc.stdout
-        assert stream is not None
+        assert self.proc.stdout is not None
         try:
-            self._read_frames(stream)
+            # Buffered over the raw pipe (bufsize=0): read(n) returns n bytes, fewer only at
+            # end-of-file; closing the pipe from stop() still ends the reading at once.
+            self._read_frames(io.BufferedReader(self.proc.stdout))  # type: ignore[type-var]
         except (OSError, ValueError):
             pass  # the spy died mid-frame: stop() reports it
         finally:
@@ -188,25 +190,13 @@ class _Reader:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=KILL_TIMEOUT)  # reap it at once: no zombie
 
-    @staticmethod
-    def _read_exact(stream: IO[bytes], size: int) -> bytes:
-        """Reads ``size`` bytes (an unbuffered pipe returns what is there); fewer at EOF."""
-        chunks, left = [], size
-        while left > 0:
-            chunk = stream.read(left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
     def _read_frames(self, stream: IO[bytes]) -> None:
         while True:
-            sizes = self._read_exact(stream, 16)
+            sizes = stream.read(16)
             if len(sizes) < 16:
                 return
-            head = self._read_exact(stream, int.from_bytes(sizes[:8], "little"))
-            payload = self._read_exact(stream, int.from_bytes(sizes[8:], "little"))
+            head = stream.read(int.from_bytes(sizes[:8], "little"))
+            payload = stream.read(int.from_bytes(sizes[8:], "little"))
             header = marshal.loads(head)
             if header["kind"] == "ready":
                 self.ready_frame = header
