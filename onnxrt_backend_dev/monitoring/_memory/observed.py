@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import array
 import itertools
-import os
 from typing import Any
 
 from .._observe.observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .._observe.session import describe, open_target
 from .._sampling.aggregate import Aggregator, to_state
 from .._sampling.frames import OWN_THREADS
+from .frames import is_own_frame
 from .stacks import TickLog, frames_of
 
 MAX_TICKS = 1 << 20
@@ -127,8 +127,6 @@ class BlockObserver:
 
 # -- the parent's side: what the spy's observer read, as the models -------------------
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))).replace("\\", "/") + "/"
-
 RootKey = tuple[str, str, int]  # a code's (qualified name, file, first line)
 
 
@@ -155,12 +153,8 @@ def cut(frames: tuple[Any, ...], root: RootKey | None) -> tuple[Any, ...]:
                      -1)  # fmt: skip
         if start < 0:
             return ()
-    kept = []
-    for f in frames[start:]:
-        if f.file.replace("\\", "/").startswith(_PACKAGE):
-            break
-        kept.append(f)
-    return tuple(kept)
+    end = next((i for i in range(start, len(frames)) if is_own_frame(frames[i])), len(frames))
+    return tuple(frames[start:end])
 
 
 def stacks_of(doc: dict[str, Any], root: RootKey | None) -> list[tuple[Any, ...]]:
