@@ -15,9 +15,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
-from .._errors import BadValue
 from .._sampling.frames import SampledFrame, StackKey
-from .series import DEFAULT_MAX_POINTS
+from .series import DEFAULT_MAX_POINTS, check_max_points
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
 MAX_STACKS = 20_000  # distinct stacks interned at most (a few MB at worst)
@@ -139,8 +138,7 @@ class StackSampler:
         from .._sampling.frames import StackTable
         from .._sampling.recorder import Recorder
 
-        if max_points < 2:
-            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
+        check_max_points(max_points)
         self.delay = max(float(delay), MIN_DELAY)
         table = StackTable(max_stacks, MAX_DEPTH)
         self.recorder = Recorder(self.delay, clock, current_frames, lambda ident: None,
