@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._sampling.frames import SampledFrame
-from .estimate import SiteEstimate
+from .estimate import NO_STACK, SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker
 
@@ -160,8 +160,6 @@ def facts_from_doc(doc: Any, stacks: Sequence[Sequence[SampledFrame]]) -> AllocF
     :param doc: what :func:`tracker_doc` gave (untrusted: checked)
     :param stacks: the frames of each stack id, outermost first (``SampledFrame``)
     """
-    from .estimate import NO_STACK, SiteEstimate
-
     try:
         sites = [SiteEstimate((int(s[0][0]), int(s[0][1])), int(s[1]),
                               *(float(v) for v in s[2:])) for s in doc["sites"]]  # fmt: skip
