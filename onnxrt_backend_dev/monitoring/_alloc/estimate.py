@@ -73,7 +73,7 @@ class _Sample(NamedTuple):
     key: tuple[int, int]
     weight: float
     var: float
-    count: float  # the allocations it stands for
+    calls: float  # the allocations it stands for
     seq: int
     tid: int
     nallocs: int
@@ -189,8 +189,8 @@ class Estimator:
         """
         p = inclusion(size, self.mean)
         stands_for, var = weight(size, self.mean)
-        count = 1.0 / p if p > 0 else 0.0
-        sample = _Sample(key, stands_for, var, count, seq, tid, nallocs, final)
+        calls = 1.0 / p if p > 0 else 0.0
+        sample = _Sample(key, stands_for, var, calls, seq, tid, nallocs, final)
         old = self.live.pop(address, None)
         if old is not None:  # its free was not seen (lost): it ends here
             self._ended(old, seq)
@@ -199,7 +199,7 @@ class Estimator:
         sums.samples += 1
         sums.allocated += sample.weight
         sums.allocated_var += sample.var
-        sums.count += sample.count
+        sums.count += sample.calls
         self.samples += 1
 
     def free(
@@ -224,7 +224,7 @@ class Estimator:
             sums = self.sums[sample.key]
             sums.temporary += sample.weight
             sums.temp_var += sample.var
-            sums.temp_count += sample.count
+            sums.temp_count += sample.calls
         if final and not sample.final:
             self.final_freed.append(sample)
         self._ended(sample, seq)
