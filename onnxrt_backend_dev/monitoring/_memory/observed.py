@@ -222,13 +222,9 @@ def profile_from(
             new = kept(int(sid), bool(is_main))
             if new >= 0:
                 cols = split(list(map(float, row)))
-                old = totals.get(new)
+                old = totals.get(new, [])
                 # Two stacks cut to one: a row with the pool's column and one without.
-                totals[new] = (
-                    cols
-                    if old is None
-                    else [a + b for a, b in itertools.zip_longest(old, cols, fillvalue=0.0)]
-                )
+                totals[new] = [a + b for a, b in itertools.zip_longest(old, cols, fillvalue=0.0)]
         if not totals:
             continue
         line = [(t, w, kept(s, bool(is_main))) for t, w, s in _timeline(timeline)]
