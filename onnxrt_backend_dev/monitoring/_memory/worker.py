@@ -317,17 +317,12 @@ def build_loop(opts: dict[str, Any]) -> SpyLoop:
     reset = not opts["no_reset"]
     cpu: Probe
     if opts["children"]:
-        tree = TreeProbe(pid, exclude=[os.getpid()], reset_peak=reset)
-        cpu = tree
-
-        def pids() -> set[int]:
-            return {pid, *tree.probes}
-
+        cpu = TreeProbe(pid, exclude=[os.getpid()], reset_peak=reset)
     else:
         cpu = make_process_probe(pid, reset)
 
-        def pids() -> set[int]:
-            return {pid}
+    def pids() -> set[int]:  # whose own usage the device probes read
+        return {pid, *cpu.probes} if isinstance(cpu, TreeProbe) else {pid}
 
     try:
         devices = DeviceSet(opts["max_points"]).open_all(opts["probes"], pids)
