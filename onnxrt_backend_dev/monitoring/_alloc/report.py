@@ -92,12 +92,8 @@ def by_library(sites: Sequence[SiteEstimate], libraries: Sequence[int]) -> list[
         sid, call = site.key
         lid = libraries[call] if 0 <= call < len(libraries) else -1
         values = dataclasses.astuple(site)[1:]
-        row = merged.get((sid, lid))
-        if row is None:
-            merged[sid, lid] = list(values)
-        else:
-            for i, v in enumerate(values):
-                row[i] += v
+        row = merged.get((sid, lid), [0.0] * len(values))
+        merged[sid, lid] = [a + b for a, b in zip(row, values, strict=True)]
     return [SiteEstimate((sid, lid), int(v[0]), *v[1:]) for (sid, lid), v in merged.items()]
 
 
