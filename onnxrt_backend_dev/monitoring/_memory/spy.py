@@ -510,7 +510,8 @@ class MemorySpy:
     def _collect(self, proc: subprocess.Popen[bytes], reader: _Reader) -> SpyReport:
         """Asks the spy for its measures and waits for them (see :meth:`stop`)."""
         # The last reading inside, then the spy's last tick: both at the end of the block.
-        inside = self._stop_inside()
+        probes, self._inside = self._inside, None
+        inside = [] if probes is None else probes.stop()
         # OSError: the spy already ended (the spied process exited); ValueError: closed.
         with contextlib.suppress(OSError, ValueError):
             if proc.stdin is not None:
@@ -573,18 +574,6 @@ class MemorySpy:
             result["devices"] = devices
         return result
 
-    def _stop_inside(self) -> list[Monitor]:
-        """Stops the in-process probes' reader: its monitors ([] without one)."""
-        inside, self._inside = self._inside, None
-        return [] if inside is None else inside.stop()
-
-    def _stop_sampler(self) -> None:
-        """Stops the stack sampler (after the spy's last tick) and keeps its records."""
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            sampler.stop()
-            self._samples = sampler.snapshot()
-
     def _close(self) -> None:
         """Closes the pipe (the spy exits at end-of-file) and reaps it, killed if it does
         not exit."""
@@ -605,7 +594,10 @@ class MemorySpy:
         inside, self._inside = self._inside, None
         if inside is not None:
             inside.close()
-        self._stop_sampler()
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:  # after the spy's last tick: its records are kept
+            sampler.stop()
+            self._samples = sampler.snapshot()
         proc = self._proc
         if proc is None:
             return
