@@ -86,8 +86,8 @@ def test_probe_permission_denied_gives_advice(
 def test_probe_of_a_missing_process_names_the_pid(tmp_path: Path) -> None:
     with pytest.raises(ProcessLookupError, match="no process with pid 77"):
         _probes.ProcessProbe(77, proc_root=str(tmp_path))
-    with pytest.raises(ProcessLookupError, match="77"):
-        _probes.read_status(77, proc_root=str(tmp_path))
+    with pytest.raises(ProcessLookupError, match="no process with pid 4194305"):
+        _probes.get_memory_rss(2**22 + 1)  # beyond any pid_max
 
 
 def test_tree_probe_sums_descendants_and_skips_the_excluded_subtree(tmp_path: Path) -> None:

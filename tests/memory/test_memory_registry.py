@@ -64,9 +64,10 @@ def test_a_second_device_probe_is_opened_from_its_registry_entry(
         _registry.to_argv({"pid": os.getpid(), "delay": 0.01, "parent": 1, "probes": probes})
     )
     loop = _spy_worker.build_loop(opts)
+    opened = loop.devices.probes
     try:
         # THEN both are open behind the one interface, their monitors named by probe and device
-        assert all(isinstance(p, _registry.DeviceProbe) for p in loop.devices)
+        assert all(isinstance(p, _registry.DeviceProbe) for p in opened)
         assert [m.qualname for m in loop.monitors] == [
             "cpu", "nvml:gpu0", "nvml:gpu1", "nvml:gpu0:process", "nvml:gpu1:process",
             "fakeamd:amd0", "fakeamd:amd1",
@@ -78,7 +79,7 @@ def test_a_second_device_probe_is_opened_from_its_registry_entry(
         )  # fmt: skip
     finally:
         loop.close()
-    assert all(getattr(p, "closed", True) for p in loop.devices)
+    assert all(getattr(p, "closed", True) for p in opened)
     # AND a class that does not implement the interface is refused by name
     with pytest.raises(RuntimeError, match="fakes:NotAProbe is not a DeviceProbe"):
         _registry.open_probe("bad=fakes:NotAProbe,", set)
@@ -146,3 +147,35 @@ def test_worker_argv_is_built_and_parsed_from_one_table() -> None:
     }  # fmt: skip
     with pytest.raises(ValueError, match="unexpected spy options \\['bogus'\\]"):
         _registry.to_argv({**minimal, "bogus": 1})
+
+
+def test_the_observer_reads_its_devices_every_few_samples_and_says_a_lost_one_once(
+    fake_nvml: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxrt_backend_dev.monitoring._memory.devices import DeviceSampler
+
+    # GIVEN NVML, a probe failing at each read, and torch (read inside the program)
+    monkeypatch.setenv("FAKE_PROBE_ERROR", "read:BadValue")
+    _registry.register(_registry.ProbeSpec("failing", "fakes:FailingProbe"))
+    try:
+        sampler = DeviceSampler([fake_nvml, "failing", "torch"], every=2)
+    finally:
+        _registry.unregister("failing")
+    # WHEN the observer samples five times, the first one forced
+    try:
+        for i in range(5):
+            sampler.sample(float(i), force=i == 0)
+    finally:
+        sampler.close()
+    # THEN NVML is read at the first sample then every second one, torch not from here
+    curves = {name: times for name, times, _, _ in sampler.curves()}
+    assert curves == {
+        "nvml:gpu0": [0.0, 1.0, 3.0], "nvml:gpu1": [0.0, 1.0, 3.0],
+        "nvml:gpu0:process": [0.0, 1.0, 3.0], "nvml:gpu1:process": [0.0, 1.0, 3.0],
+        "failing:bad0": [],
+    }  # fmt: skip
+    assert [d[0] for d in sampler.devices()] == [
+        "nvml:gpu0", "nvml:gpu1", "nvml:gpu0:process", "nvml:gpu1:process"
+    ]  # fmt: skip
+    # AND the failing probe is said once, not at every reading
+    assert sampler.errors == ["failing: BadValue from the probe"]

@@ -309,7 +309,7 @@ def test_the_program_hook_opens_the_probe_once_the_program_initialized_cuda(
         [_arg()], 3600.0, reset=False, wait_import=True, thread=threading.get_ident()
     ).start()
     reader.tick()
-    assert reader.probes == [] and fake_torch.calls == []  # nothing opened, nothing asked
+    assert reader.devices.probes == [] and fake_torch.calls == []  # nothing opened, nothing asked
     # WHEN it starts CUDA and allocates
     fake_torch.init()
     fake_torch.alloc(64 * MIB)

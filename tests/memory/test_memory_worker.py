@@ -3,9 +3,11 @@ in-process."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import subprocess
 import sys
+from typing import Any
 
 from fakes import FakeProbe
 from helpers import TESTS as _TESTS
@@ -24,6 +26,14 @@ def _dead_pid() -> int:
 
 
 # --- the spy's loop and protocol, in-process ------------------------------------------
+
+
+def _decode_frame(data: bytes) -> tuple[dict[str, Any], bytes, bytes]:
+    """The header, the payload and what follows of the frame ``data`` starts with."""
+    n_head = int.from_bytes(data[:8], "little")
+    n_payload = int.from_bytes(data[8:16], "little")
+    end = 16 + n_head + n_payload
+    return marshal.loads(data[16 : 16 + n_head]), data[16 + n_head : end], data[end:]
 
 
 def test_loop_feeds_the_monitor_and_reports_the_target_gone() -> None:
@@ -64,10 +74,10 @@ def _serve(readings: list[tuple[float, float]], message: bytes, parent: int = 1)
 
 def test_serve_answers_stop_with_the_result() -> None:
     out = _serve([(1.0, 1.0)] * 1000, b"peek\nstop\n")
-    header, payload, rest = _spy_worker.decode_frame(out)
+    header, payload, rest = _decode_frame(out)
     if header["kind"] == "peek":  # both lines may come in one read or in two
         assert header["peak"] == 1.0
-        header, payload, rest = _spy_worker.decode_frame(rest)
+        header, payload, rest = _decode_frame(rest)
     assert (header["kind"], header["target_exited"], rest) == ("result", False, b"")
     assert Monitor.from_state(header["monitors"][0], payload).max_peak == 1.0
 
@@ -92,7 +102,7 @@ def test_serve_sends_the_result_when_the_target_ends() -> None:
     assert _spy_worker.serve(loop, r_in, w_out, 0.001, 1, getppid=lambda: 1) == 0
     os.close(w_out)
     with os.fdopen(r_out, "rb") as f:
-        header, _, rest = _spy_worker.decode_frame(f.read())
+        header, _, rest = _decode_frame(f.read())
     assert (header["kind"], header["target_exited"], rest) == ("result", True, b"")
     os.close(r_in)
     os.close(w_in)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .._errors import BadValue
 
@@ -66,23 +67,17 @@ def half_width(variance: float) -> float:
     return Z95 * math.sqrt(max(variance, 0.0))
 
 
-class _Sample:
-    __slots__ = ("count", "final", "key", "nallocs", "seq", "size", "t", "tid", "var", "weight")
+class _Sample(NamedTuple):
+    """A sampled allocation: what it stands for, and when and by which thread it was made."""
 
-    def __init__(
-        self, key: tuple[int, int], size: int, mean: float, seq: int, t: float, tid: int,
-        nallocs: int, final: bool,
-    ) -> None:  # fmt: skip
-        self.key = key
-        self.size = size
-        self.weight, self.var = weight(size, mean)
-        p = inclusion(size, mean)
-        self.count = 1.0 / p if p > 0 else 0.0
-        self.seq = seq
-        self.t = t
-        self.tid = tid
-        self.nallocs = nallocs
-        self.final = final
+    key: tuple[int, int]
+    weight: float
+    var: float
+    calls: float  # the allocations it stands for
+    seq: int
+    tid: int
+    nallocs: int
+    final: bool
 
 
 class _Sums:
@@ -192,7 +187,10 @@ class Estimator:
         :param nallocs: the allocations its thread had made, itself included
         :param final: made during the interpreter's finalization
         """
-        sample = _Sample(key, size, self.mean, seq, t, tid, nallocs, final)
+        p = inclusion(size, self.mean)
+        stands_for, var = weight(size, self.mean)
+        calls = 1.0 / p if p > 0 else 0.0
+        sample = _Sample(key, stands_for, var, calls, seq, tid, nallocs, final)
         old = self.live.pop(address, None)
         if old is not None:  # its free was not seen (lost): it ends here
             self._ended(old, seq)
@@ -201,7 +199,7 @@ class Estimator:
         sums.samples += 1
         sums.allocated += sample.weight
         sums.allocated_var += sample.var
-        sums.count += sample.count
+        sums.count += sample.calls
         self.samples += 1
 
     def free(
@@ -226,7 +224,7 @@ class Estimator:
             sums = self.sums[sample.key]
             sums.temporary += sample.weight
             sums.temp_var += sample.var
-            sums.temp_count += sample.count
+            sums.temp_count += sample.calls
         if final and not sample.final:
             self.final_freed.append(sample)
         self._ended(sample, seq)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._sampling.frames import SampledFrame
-from .estimate import SiteEstimate
+from .estimate import NO_STACK, SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker
 
@@ -92,12 +92,8 @@ def by_library(sites: Sequence[SiteEstimate], libraries: Sequence[int]) -> list[
         sid, call = site.key
         lid = libraries[call] if 0 <= call < len(libraries) else -1
         values = dataclasses.astuple(site)[1:]
-        row = merged.get((sid, lid))
-        if row is None:
-            merged[sid, lid] = list(values)
-        else:
-            for i, v in enumerate(values):
-                row[i] += v
+        row = merged.get((sid, lid), [0.0] * len(values))
+        merged[sid, lid] = [a + b for a, b in zip(row, values, strict=True)]
     return [SiteEstimate((sid, lid), int(v[0]), *v[1:]) for (sid, lid), v in merged.items()]
 
 
@@ -160,8 +156,6 @@ def facts_from_doc(doc: Any, stacks: Sequence[Sequence[SampledFrame]]) -> AllocF
     :param doc: what :func:`tracker_doc` gave (untrusted: checked)
     :param stacks: the frames of each stack id, outermost first (``SampledFrame``)
     """
-    from .estimate import NO_STACK, SiteEstimate
-
     try:
         sites = [SiteEstimate((int(s[0][0]), int(s[0][1])), int(s[1]),
                               *(float(v) for v in s[2:])) for s in doc["sites"]]  # fmt: skip

@@ -244,7 +244,9 @@ class RingReader:
             raise ReadError(self.address, count * RECORD_SIZE, "the ring is unreadable")
         # Records the writers may have lapped while they were read are not trusted (a
         # backlog under a quarter of the ring cannot be lapped within one read).
-        after = u64_at(self.memory, self.address + 48) if count > cap // 4 else first + count
+        after = first + count
+        if count > cap // 4:  # the head now (the header's word at 48)
+            after = _U64.unpack(self.memory.read(self.address + 48, 8))[0]
         safe_from = after - cap
         data = b"".join(g for g in got if g is not None)
         out: list[Record] = []
@@ -264,14 +266,6 @@ class RingReader:
             out.append(rec)
             self.next = index + 1
         return out, False
-
-
-def u64_at(memory: Memory, address: int) -> int:
-    """An unsigned 64-bit integer of the program's memory.
-
-    :raises ReadError: unreadable
-    """
-    return int(_U64.unpack(memory.read(address, 8))[0])
 
 
 class _IoVec(ctypes.Structure):

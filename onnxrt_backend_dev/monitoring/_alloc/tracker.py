@@ -228,12 +228,7 @@ class AllocTracker:
 
     def _caller_site(self, rec: Record) -> int:
         """The id of the allocation's native call site: ``(caller, the caller's caller)``."""
-        pair = (rec.caller, rec.caller2)
-        site = self._sites.get(pair)
-        if site is None:
-            site = self._sites[pair] = len(self.sites)
-            self.sites.append(pair)
-        return site
+        return _intern(self._sites, self.sites, (rec.caller, rec.caller2))
 
     def site_libraries(self) -> list[int]:
         """Each call site's library id (``NO_LIBRARY`` unknown): the caller's library, or
@@ -250,13 +245,7 @@ class AllocTracker:
     def _library(self, address: int) -> int:
         """The id of the file mapped at a code address (``NO_LIBRARY`` unknown)."""
         path = self._span_of(address) if address else None
-        if path is None:
-            return NO_LIBRARY
-        lid = self._library_ids.get(path)
-        if lid is None:
-            lid = self._library_ids[path] = len(self.libraries)
-            self.libraries.append(path)
-        return lid
+        return NO_LIBRARY if path is None else _intern(self._library_ids, self.libraries, path)
 
     def _maps_due(self) -> None:
         """Reads the program's mappings when it exits, and every few seconds."""
@@ -295,6 +284,15 @@ class AllocTracker:
         """Records lost: lapped in the ring, or not kept while waiting for the stacks."""
         lapped = self.reader.lost if self.reader is not None else 0
         return lapped + self.dropped_pending
+
+
+def _intern(ids: dict[Any, int], items: list[Any], item: Any) -> int:
+    """The id of ``item``: its index in ``items``, where it is added when new."""
+    found = ids.get(item)
+    if found is None:
+        found = ids[item] = len(items)
+        items.append(item)
+    return found
 
 
 def _waited_for(record: Any, sid: int) -> int:

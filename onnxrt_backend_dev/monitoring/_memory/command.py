@@ -40,9 +40,11 @@ def _own_peak() -> float:
     to this figure, read once Popen returned. Not this process's own ``ru_maxrss``: that
     one holds what its parent (a test runner, a notebook) had at the fork, often more.
     """
-    from .probes import read_status
+    from .probes import ProcessProbe
 
-    hwm = read_status(os.getpid())[1]
+    probe = ProcessProbe(os.getpid(), reset_peak=False)
+    probe.close()
+    hwm = probe.previous_peak  # the mark, read before any reset
     if hwm is not None:
         return float(hwm)
     import resource  # no VmHWM shown: the safe, higher figure

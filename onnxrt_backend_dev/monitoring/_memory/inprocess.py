@@ -35,9 +35,8 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from .registry import DeviceProbe, open_probe
 from .series import DEFAULT_MAX_POINTS, Monitor
-from .worker import device_monitors, update_devices
+from .worker import DeviceSet
 
 __all__ = ["THREAD_NAME", "InProcessProbes", "device_facts", "program_probes"]
 
@@ -48,25 +47,17 @@ _LIVE: list[InProcessProbes] = []
 _LIVE_LOCK = threading.Lock()
 
 
-class _Pending:
-    """A probe not opened yet: waits until the program imports its library."""
-
-    def __init__(self, arg: str) -> None:
-        self.arg = arg
-        name, _, rest = arg.partition("=")
-        target, _, self.lib = rest.partition(",")
-        self.name = name
-        self.target = target
-
-    def importable_now(self) -> bool:
-        """True once the program imported the library and the probe's ``ready`` says so."""
-        module = sys.modules.get(self.lib) if self.lib else None
-        if self.lib and module is None:
-            return False
-        module_name, _, class_name = self.target.partition(":")
-        cls = getattr(importlib.import_module(module_name), class_name, None)
-        ready = getattr(cls, "ready", None)
-        return not callable(ready) or bool(ready(module))
+def _ready(arg: str) -> bool:
+    """True once the program imported the probe's library and the probe's ``ready(module)``
+    says so (the probe waiting to open, a ``ProbeSpec.to_arg()`` value)."""
+    target, _, lib = arg.partition("=")[2].partition(",")
+    module = sys.modules.get(lib) if lib else None
+    if lib and module is None:
+        return False
+    module_name, _, class_name = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name, None)
+    ready = getattr(cls, "ready", None)
+    return not callable(ready) or bool(ready(module))
 
 
 class InProcessProbes:
@@ -96,38 +87,32 @@ class InProcessProbes:
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
     ) -> None:
         self.delay = max(float(delay), MIN_DELAY)
-        self.max_points = max_points
         self.thread = threading.get_ident() if thread is None else thread
         self.reset = reset
         self.wait_import = wait_import
         self.clock = clock
         self.current_frames = current_frames
-        self.probes: list[DeviceProbe] = []
-        self.monitors: list[list[Monitor]] = []
-        self.pending = [_Pending(arg) for arg in args]
+        self.devices = DeviceSet(max_points)
+        self.pending = list(args)  # the probes not opened yet
         self.notes: list[str] = []
+        self.read_errors: list[str] = []  # a probe unread at a tick: unknown there, no note
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._codes: dict[int, Any] = {}
 
-    def _open(self, pending: _Pending) -> None:
-        probe = open_probe(pending.arg, _this_process)
-        self.probes.append(probe)
-        self.monitors.append(device_monitors(probe, self.max_points))
-
     def _open_ready(self) -> None:
         """Opens the waiting probes whose library the program imported (``wait_import``)."""
-        for pending in list(self.pending):
+        for arg in list(self.pending):
             try:
-                if not pending.importable_now():
+                if not _ready(arg):
                     continue
-                self.pending.remove(pending)
-                self._open(pending)
+                self.pending.remove(arg)
+                self.devices.open(arg, _this_process)
             except Exception as e:  # the program's devices are not ours to break
                 with contextlib.suppress(ValueError):
-                    self.pending.remove(pending)
-                self.notes.append(f"the {pending.name!r} probe could not be read: {e}")
+                    self.pending.remove(arg)
+                self.notes.append(f"the {arg.partition('=')[0]!r} probe could not be read: {e}")
 
     def start(self) -> InProcessProbes:
         """Opens the probes (unless waiting for an import), resets their marks, takes
@@ -136,18 +121,13 @@ class InProcessProbes:
         :raises RuntimeError: a probe cannot be opened (the cause in words)
         """
         if not self.wait_import:
-            try:
-                for pending in self.pending:
-                    self._open(pending)
-            except BaseException:
-                self.close()
-                raise
+            self.devices.open_all(self.pending, _this_process)
             self.pending = []
         with _LIVE_LOCK:
-            if self.reset and self.probes:
+            if self.reset and self.devices.probes:
                 for other in _LIVE:  # before the marks move: they keep the peak so far
                     other.tick()
-                for probe in self.probes:
+                for probe in self.devices.probes:
                     probe.reset_peaks()
             _LIVE.append(self)
         self.tick()
@@ -166,14 +146,7 @@ class InProcessProbes:
                 return
             if self.pending and self.wait_import:
                 self._open_ready()
-            t = self.clock()
-            rose: list[Monitor] = []
-            for probe, mons in zip(self.probes, self.monitors, strict=True):
-                try:
-                    readings = probe.read_peaks()
-                except Exception:  # unknown at this tick
-                    continue
-                rose.extend(update_devices(mons, readings, t))
+            rose = self.devices.read(self.clock(), self.read_errors)
             if rose:
                 from .frames import frame_label
 
@@ -217,18 +190,16 @@ class InProcessProbes:
         closes the probes; every monitor, probe after probe."""
         self._halt()
         self.tick()
-        self.close()
-        for probe, mons in zip(self.probes, self.monitors, strict=True):
+        for probe, mons in zip(self.devices.probes, self.devices.monitors, strict=True):
             for mon, channel in zip(mons, probe.channels, strict=False):
                 mon.uuid = getattr(channel, "uuid", None)  # learnt once CUDA started
-        return [mon for mons in self.monitors for mon in mons]
+        self.close()
+        return self.devices.all()
 
     def close(self) -> None:
         """Stops the thread and closes the probes, without a last reading (idempotent)."""
         self._halt()
-        for probe in self.probes:
-            with contextlib.suppress(Exception):
-                probe.close()
+        self.devices.close()
 
 
 def _this_process() -> set[int]:

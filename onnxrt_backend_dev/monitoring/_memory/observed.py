@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import array
 import itertools
-import os
 from typing import Any
 
 from .._observe.observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .._observe.session import describe, open_target
 from .._sampling.aggregate import Aggregator, to_state
 from .._sampling.frames import OWN_THREADS
-from .stacks import frames_of
+from .frames import is_own_frame
+from .stacks import TickLog, frames_of
 
 MAX_TICKS = 1 << 20
 
@@ -49,11 +49,7 @@ class BlockObserver:
             self.record.alloc = AllocTracker(pid, alloc)
         self.first_t = -1.0
         self.collector = describe(target)
-        self.max_points = max(int(max_points), 2)
-        self.times = array.array("d")
-        self.ids = array.array("q")
-        self.stride = 1
-        self._skip = 0
+        self.log = TickLog(max(int(max_points), 2))
         self.failed = 0
         # The memory of each tick with its stack: what a report of the block is made of.
         self.aggregate = Aggregator()
@@ -83,16 +79,7 @@ class BlockObserver:
             self.first_t = t
         if rss is not None:
             self.aggregate.add_tick(t, rss, peak if peak is not None else rss, sid)
-        if self._skip:
-            self._skip -= 1
-            return
-        self._skip = self.stride - 1
-        self.times.append(t)
-        self.ids.append(sid)
-        if len(self.times) >= self.max_points:
-            self.times, self.ids = self.times[::2], self.ids[::2]
-            self.stride *= 2
-            self._skip = self.stride - 1
+        self.log.add(t, sid)
 
     def _own_thread(self, name: str) -> bool:
         return name in OWN_THREADS
@@ -126,8 +113,8 @@ class BlockObserver:
             allocations = tracker_doc(record.alloc, self.first_t)
         return {
             "allocations": allocations,
-            "times": self.times.tobytes(),
-            "ids": self.ids.tobytes(),
+            "times": self.log.times.tobytes(),
+            "ids": self.log.ids.tobytes(),
             "stacks": stacks,
             "threads": threads,
             "collector": self.collector,
@@ -139,8 +126,6 @@ class BlockObserver:
 
 
 # -- the parent's side: what the spy's observer read, as the models -------------------
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))).replace("\\", "/") + "/"
 
 RootKey = tuple[str, str, int]  # a code's (qualified name, file, first line)
 
@@ -168,12 +153,8 @@ def cut(frames: tuple[Any, ...], root: RootKey | None) -> tuple[Any, ...]:
                      -1)  # fmt: skip
         if start < 0:
             return ()
-    kept = []
-    for f in frames[start:]:
-        if f.file.replace("\\", "/").startswith(_PACKAGE):
-            break
-        kept.append(f)
-    return tuple(kept)
+    end = next((i for i in range(start, len(frames)) if is_own_frame(frames[i])), len(frames))
+    return tuple(frames[start:end])
 
 
 def stacks_of(doc: dict[str, Any], root: RootKey | None) -> list[tuple[Any, ...]]:
@@ -241,13 +222,9 @@ def profile_from(
             new = kept(int(sid), bool(is_main))
             if new >= 0:
                 cols = split(list(map(float, row)))
-                old = totals.get(new)
+                old = totals.get(new, [])
                 # Two stacks cut to one: a row with the pool's column and one without.
-                totals[new] = (
-                    cols
-                    if old is None
-                    else [a + b for a, b in itertools.zip_longest(old, cols, fillvalue=0.0)]
-                )
+                totals[new] = [a + b for a, b in itertools.zip_longest(old, cols, fillvalue=0.0)]
         if not totals:
             continue
         line = [(t, w, kept(s, bool(is_main))) for t, w, s in _timeline(timeline)]

@@ -36,6 +36,8 @@ class Probe(abc.ABC):
     source: str = "sampling"
     #: the high-water mark left by what ran before the spy started (None if unknown)
     previous_peak: float | None = None
+    #: the resident memory when opened, in bytes
+    rss: float = 0.0
 
     @abc.abstractmethod
     def read(self) -> tuple[float, float]:
@@ -69,40 +71,14 @@ def _no_process(pid: int) -> ProcessLookupError:
     return ProcessLookupError(f"no process with pid {pid}")
 
 
-def _denied(pid: int, e: OSError) -> PermissionError:
-    return PermissionError(
-        f"cannot read the memory of pid {pid} ({e.strerror}): {PERMISSION_ADVICE}"
-    )
-
-
-def read_status(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int | None]:
-    """Reads ``(VmRSS, VmHWM)`` of a process in bytes from ``/proc/PID/status`` (the
-    high-water mark None if not shown).
-
-    :param pid: the process
-    :param proc_root: where procfs is mounted
-    """
-    try:
-        with open(f"{proc_root}/{pid}/status", "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise _no_process(pid) from None
-    except PermissionError as e:
-        raise _denied(pid, e) from None
-    rss = _parse_kb(data, b"VmRSS:")
-    if rss is None:
-        raise ProcessLookupError(f"process {pid} has no user memory (ended or a kernel thread)")
-    return rss, _parse_kb(data, b"VmHWM:")
-
-
 def get_memory_rss(pid: int) -> int:
     """Returns the resident memory (RSS) of a process in bytes.
 
     :param pid: the process
     """
-    if os.path.isdir(f"{PROC_ROOT}/self"):
-        return read_status(pid)[0]
-    return PsutilProbe(pid).rss
+    probe = make_process_probe(pid, reset_peak=False)
+    probe.close()
+    return int(probe.rss)
 
 
 class ProcessProbe(Probe):
@@ -121,10 +97,12 @@ class ProcessProbe(Probe):
         except FileNotFoundError:
             raise _no_process(pid) from None
         except PermissionError as e:
-            raise _denied(pid, e) from None
+            raise PermissionError(
+                f"cannot read the memory of pid {pid} ({e.strerror}): {PERMISSION_ADVICE}"
+            ) from None
         self._clear_fd: int | None = None
         try:
-            _, hwm = self._read_raw()
+            self.rss, hwm = self._read_raw()
         except TargetGone:
             self.close()
             raise ProcessLookupError(
@@ -189,16 +167,12 @@ class PsutilProbe(Probe):
     :param pid: the process
     """
 
-    source = "sampling"
-    previous_peak: float | None = None
-
     def __init__(self, pid: int) -> None:
         import psutil
 
         self._psutil = psutil
         try:
             self._proc = psutil.Process(pid)
-            #: the resident memory when opened, in bytes
             self.rss = int(self._proc.memory_info().rss)
         except psutil.NoSuchProcess:
             raise _no_process(pid) from None

@@ -185,15 +185,6 @@ def get_spec(name: str) -> ProbeSpec:
     return spec
 
 
-def asked_as(name: str, cuda: bool) -> str:
-    """How the caller asked for a probe, for a message: ``cuda=True`` or ``probe 'x'``.
-
-    :param name: the probe's registry name
-    :param cuda: whether ``cuda=True`` was given
-    """
-    return "cuda=True" if cuda and name == CUDA_PROBE else f"probe {name!r}"
-
-
 register(
     ProbeSpec(
         "nvml",

@@ -5,10 +5,9 @@ One :class:`Monitor` per channel (the process, each GPU) keeps exact statistics
 them. The series is bounded: once full it halves itself, keeping the larger point of each
 pair, and from then on stores the maximum of every ``stride`` ticks, so the true maximum
 always survives and the memory used does not grow with the duration.
-:class:`SpyResult` is what ``MemorySpy.stop()`` returns. Exporters (rows, DataFrame) are
-plain functions over it; the views (the plot, the DataFrame) are in :mod:`.views`, this
-model imports none. This module only imports the standard library: the spy process uses
-it too.
+:class:`SpyResult` is what ``MemorySpy.stop()`` returns; the views (the plot, the
+DataFrame) are in :mod:`.views`, this model imports none. This module only imports the
+standard library: the spy process uses it too.
 """
 
 from __future__ import annotations
@@ -119,9 +118,7 @@ class MemorySeries:
         return len(self.values) + (1 if self._bucket_n else 0)
 
     def __iter__(self) -> Iterator[tuple[float, float]]:
-        yield from zip(self.times, self.values, strict=False)
-        if self._bucket_n:
-            yield self._bucket_t, self._bucket_v
+        return ((t, v) for t, v, _ in self.with_ends())
 
     def with_ends(self) -> Iterator[tuple[float, float, float]]:
         """The points as ``(timestamp, peak, memory at the end)``."""
@@ -232,38 +229,34 @@ class Monitor:
         peak = None if peak is None else _finite("peak", peak)
         timestamp = _finite("timestamp", timestamp)
         top = value if peak is None or peak < value else peak
-        if self.n_measures == 0:
+        first = self.n_measures == 0
+        if first:
             self.begin = value
-            self.max_peak = top
             self.start_timestamp = self._last_timestamp = timestamp
-            self._new_peak(timestamp, top)
-        elif top > self.max_peak:
-            self.max_peak = top
-            if top > self._dated_peak + self._tolerance():
-                self._new_peak(timestamp, top)
+        if first or top > self.max_peak:
+            self._raise_peak(top, timestamp, first)
         self._last_timestamp = timestamp
         self.end = value
         self.total += value
         self.n_measures += 1
         self.series.append(timestamp, top, value)
 
-    def _tolerance(self) -> float:
-        """See ``PEAK_TOLERANCE``; 1 % of the rise for small figures."""
-        return min(PEAK_TOLERANCE, 0.01 * (self._dated_peak - self.begin))
-
-    def _new_peak(self, timestamp: float, value: float) -> None:
-        self.peak_timestamp = timestamp
-        self.peak_prev_timestamp = self._last_timestamp
-        self._dated_peak = value
+    def _raise_peak(self, top: float, timestamp: float, first: bool = False) -> None:
+        """A higher ``max_peak``, dated at this tick unless it passes the dated one by
+        ``PEAK_TOLERANCE`` at most (1 % of the rise for small figures)."""
+        self.max_peak = top
+        tolerance = min(PEAK_TOLERANCE, 0.01 * (self._dated_peak - self.begin))
+        if first or top > self._dated_peak + tolerance:
+            self.peak_timestamp = timestamp
+            self.peak_prev_timestamp = self._last_timestamp
+            self._dated_peak = top
 
     def add_final_peak(self, value: float, timestamp: float) -> None:
         """Adds a peak in bytes known after the last tick (the command's ``ru_maxrss`` at
         exit), at ``timestamp`` on the spy's clock."""
         value, timestamp = _finite("value", value), _finite("timestamp", timestamp)
         if value > self.max_peak:
-            self.max_peak = value
-            if value > self._dated_peak + self._tolerance():
-                self._new_peak(timestamp, value)
+            self._raise_peak(value, timestamp)
         self.series.append(timestamp, value)  # the curve shows what max_peak says
 
     @property
@@ -335,54 +328,46 @@ class Monitor:
         return f"Monitor({self.name}: {self.summary()})"
 
     def to_state(self) -> tuple[dict[str, Any], bytes]:
-        """A JSON-able header and the series bytes."""
+        """A header of plain values (it crosses the spy's pipe) and the series bytes."""
         data = self.series.to_bytes()
-        header = {
-            "name": self.name,
-            "probe": self.probe,
-            "device": self.device,
-            "group": self.group,
-            "max_peak": self.max_peak,
-            "n": self.n_measures,
-            "begin": self.begin,
-            "end": self.end,
-            "total": self.total,
-            "source": self.peak_source,
-            "previous_peak": self.previous_peak,
-            "max_points": self.series.max_points,
-            "stride": self.series.stride,
-            "nbytes": len(data),
-            "peak_times": (self.start_timestamp, self.peak_prev_timestamp, self.peak_timestamp),
-            "role": self.role,
-            "uuid": self.uuid,
-        }
+        header = {name: getattr(self, name) for name in _STATE}
+        header.update(
+            max_points=self.series.max_points,
+            stride=self.series.stride,
+            nbytes=len(data),
+            peak_times=(self.start_timestamp, self.peak_prev_timestamp, self.peak_timestamp),
+        )
         return header, data
 
     @classmethod
     def from_state(cls, header: dict[str, Any], data: bytes) -> Monitor:
         """Rebuilds a monitor from :meth:`to_state`."""
-        mon = cls(
-            header["name"],
-            header["max_points"],
-            probe=header.get("probe"),
-            device=header.get("device"),
-            group=header.get("group"),
-        )
-        mon.max_peak = header["max_peak"]
-        mon.n_measures = header["n"]
-        mon.begin = header["begin"]
-        mon.end = header["end"]
-        mon.total = header["total"]
-        mon.peak_source = header["source"]
-        mon.previous_peak = header["previous_peak"]
+        mon = cls(header["name"], header["max_points"])
+        for name in _STATE:
+            setattr(mon, name, header[name])
         mon.series = MemorySeries.from_bytes(data, header["max_points"], header["stride"])
-        times = header.get("peak_times")
-        if times is not None:
-            mon.start_timestamp, mon.peak_prev_timestamp, mon.peak_timestamp = times
-        mon.role = str(header.get("role") or "")
-        uuid = header.get("uuid")
-        mon.uuid = uuid if isinstance(uuid, str) else None
+        mon.start_timestamp, mon.peak_prev_timestamp, mon.peak_timestamp = header["peak_times"]
+        mon.role = str(mon.role or "")
+        mon.uuid = mon.uuid if isinstance(mon.uuid, str) else None
         return mon
+
+
+# The attributes of a Monitor that :meth:`Monitor.to_state` copies as they are.
+_STATE = (
+    "name",
+    "probe",
+    "device",
+    "group",
+    "max_peak",
+    "n_measures",
+    "begin",
+    "end",
+    "total",
+    "peak_source",
+    "previous_peak",
+    "role",
+    "uuid",
+)
 
 
 def same_device(a: str | None, b: str | None) -> bool:
@@ -475,8 +460,20 @@ class SpyResult(dict):
         return "\n".join(map(one_line, lines))  # marks and names from the program
 
     def to_rows(self) -> list[dict[str, Any]]:
-        """See :func:`to_rows`."""
-        return to_rows(self)
+        """The retained series as rows ``{'time', 'channel', 'bytes', 'label'}``, ``time``
+        in seconds since the spy started; marks are rows of channel ``'mark'`` (``bytes``
+        None). Ordered by channel then time, marks last."""
+        rows: list[dict[str, Any]] = []
+        for mon in self.monitors():
+            rows.extend(
+                {"time": t - self.t0, "channel": mon.name, "bytes": v, "label": None}
+                for t, v in mon.series
+            )
+        rows.extend(
+            {"time": t, "channel": "mark", "bytes": None, "label": label}
+            for t, label in self.get("marks", [])
+        )
+        return rows
 
     def to_dict(self) -> dict[str, Any]:
         """The measure as plain data: ``duration``, ``target_exited``, ``peak_source``,
@@ -527,23 +524,3 @@ class SpyResult(dict):
 def summary_text(result: SpyResult) -> str:
     """``str(result)``: the text format of :meth:`SpyResult.export`."""
     return str(result)
-
-
-def to_rows(result: SpyResult) -> list[dict[str, Any]]:
-    """The retained series as rows ``{'time', 'channel', 'bytes', 'label'}``, ``time`` in
-    seconds since the spy started; marks are rows of channel ``'mark'`` (``bytes`` None).
-
-    :param result: what ``MemorySpy.stop()`` returned
-    :return: the rows, ordered by channel then time, marks last
-    """
-    t0 = result.t0
-    rows: list[dict[str, Any]] = []
-    for mon in result.monitors():
-        rows.extend(
-            {"time": t - t0, "channel": mon.name, "bytes": v, "label": None} for t, v in mon.series
-        )
-    rows.extend(
-        {"time": t, "channel": "mark", "bytes": None, "label": label}
-        for t, label in result.get("marks", [])
-    )
-    return rows

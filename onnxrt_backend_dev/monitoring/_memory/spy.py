@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import io
 import marshal
 import math
 import os
@@ -176,10 +177,11 @@ class _Reader:
         self.thread.start()
 
     def _run(self) -> None:
-        stream = self.proc.stdout
-        assert stream is not None
+        assert self.proc.stdout is not None
         try:
-            self._read_frames(stream)
+            # Buffered over the raw pipe (bufsize=0): read(n) returns n bytes, fewer only at
+            # end-of-file; closing the pipe from stop() still ends the reading at once.
+            self._read_frames(io.BufferedReader(self.proc.stdout))  # type: ignore[type-var]
         except (OSError, ValueError):
             pass  # the spy died mid-frame: stop() reports it
         finally:
@@ -188,25 +190,13 @@ class _Reader:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=KILL_TIMEOUT)  # reap it at once: no zombie
 
-    @staticmethod
-    def _read_exact(stream: IO[bytes], size: int) -> bytes:
-        """Reads ``size`` bytes (an unbuffered pipe returns what is there); fewer at EOF."""
-        chunks, left = [], size
-        while left > 0:
-            chunk = stream.read(left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
     def _read_frames(self, stream: IO[bytes]) -> None:
         while True:
-            sizes = self._read_exact(stream, 16)
+            sizes = stream.read(16)
             if len(sizes) < 16:
                 return
-            head = self._read_exact(stream, int.from_bytes(sizes[:8], "little"))
-            payload = self._read_exact(stream, int.from_bytes(sizes[8:], "little"))
+            head = stream.read(int.from_bytes(sizes[:8], "little"))
+            payload = stream.read(int.from_bytes(sizes[8:], "little"))
             header = marshal.loads(head)
             if header["kind"] == "ready":
                 self.ready_frame = header
@@ -385,8 +375,11 @@ class MemorySpy:
             spec = registry.get_spec(name)
             lib = self.probe_libs.get(name, spec.lib)
             if lib and importlib.util.find_spec(lib.split(".")[0]) is None:
+                asked = (
+                    "cuda=True" if self.cuda and name == registry.CUDA_PROBE else f"probe {name!r}"
+                )
                 raise MissingDependencyError(
-                    f"{registry.asked_as(name, self.cuda)} needs {lib!r} ({spec.package}): "
+                    f"{asked} needs {lib!r} ({spec.package}): "
                     f"pip install 'onnxrt-backend-dev[{spec.extra}]'"
                 )
 
@@ -443,7 +436,7 @@ class MemorySpy:
                 self._samples = None
                 self._sampler = StackSampler(self.delay, self.max_points).start()
         except BaseException:
-            self._kill()
+            self.abort()
             self._proc = self._reader = None  # not started: start() may try again
             raise
         return self
@@ -517,13 +510,14 @@ class MemorySpy:
     def _collect(self, proc: subprocess.Popen[bytes], reader: _Reader) -> SpyReport:
         """Asks the spy for its measures and waits for them (see :meth:`stop`)."""
         # The last reading inside, then the spy's last tick: both at the end of the block.
-        inside = self._stop_inside()
+        probes, self._inside = self._inside, None
+        inside = [] if probes is None else probes.stop()
         # OSError: the spy already ended (the spied process exited); ValueError: closed.
         with contextlib.suppress(OSError, ValueError):
             if proc.stdin is not None:
                 proc.stdin.write(b"stop\n")
         if not reader.done.wait(self.stop_timeout):
-            self._kill()  # stopped (SIGSTOP) or stuck: a frozen spy is not a dead one
+            self.abort()  # stopped (SIGSTOP) or stuck: a frozen spy is not a dead one
             raise SpyError(
                 f"the memory spy (pid {proc.pid}) did not answer within {self.stop_timeout} s"
                 " (killed)"
@@ -580,46 +574,30 @@ class MemorySpy:
             result["devices"] = devices
         return result
 
-    def _stop_inside(self) -> list[Monitor]:
-        """Stops the in-process probes' reader: its monitors ([] without one)."""
-        inside, self._inside = self._inside, None
-        return [] if inside is None else inside.stop()
-
-    def _stop_sampler(self) -> None:
-        """Stops the stack sampler (after the spy's last tick) and keeps its records."""
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            sampler.stop()
-            self._samples = sampler.snapshot()
-
     def _close(self) -> None:
-        """Closes the pipe (the spy exits at end-of-file), reaps it, kills it if needed."""
-        self._stop_sampler()
+        """Closes the pipe (the spy exits at end-of-file) and reaps it, killed if it does
+        not exit."""
         proc = self._proc
-        if proc is None:
-            return
-        _LIVE.discard(self)
-        if proc.stdin is not None:
+        if proc is not None and proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
-        try:
-            proc.wait(timeout=KILL_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self._kill()
-        if self._reader is not None:
-            self._reader.thread.join(KILL_TIMEOUT)
-        if proc.stdout is not None:
-            proc.stdout.close()
+            try:
+                proc.wait(timeout=KILL_TIMEOUT)
+                if self._reader is not None:
+                    self._reader.thread.join(KILL_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass  # killed below
+        self.abort()
 
     def abort(self) -> None:
         """Kills the spy without its measures (the measured code failed)."""
-        self._kill()
-
-    def _kill(self) -> None:
         inside, self._inside = self._inside, None
         if inside is not None:
             inside.close()
-        self._stop_sampler()
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:  # after the spy's last tick: its records are kept
+            sampler.stop()
+            self._samples = sampler.snapshot()
         proc = self._proc
         if proc is None:
             return
@@ -641,7 +619,7 @@ class MemorySpy:
         if exc[0] is None:
             self.stop()
         elif self.result is None:
-            self._kill()  # the block failed: do not hide its exception behind ours
+            self.abort()  # the block failed: do not hide its exception behind ours
 
     def __del__(self) -> None:
         # getattr: the constructor may have failed before setting them. No wait here: a
@@ -660,4 +638,4 @@ def _stop_all() -> None:
     pid = os.getpid()
     for spy in list(_LIVE):
         if spy._owner == pid:
-            spy._kill()
+            spy.abort()

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
-from .._errors import BadValue
 from .._sampling.frames import SampledFrame, StackKey
-from .series import DEFAULT_MAX_POINTS
+from .series import DEFAULT_MAX_POINTS, check_max_points
 
 MAX_DEPTH = 256  # frames kept per stack, from the innermost (a deep recursion is cut)
 MAX_STACKS = 20_000  # distinct stacks interned at most (a few MB at worst)
@@ -50,6 +49,33 @@ class StackSamples(NamedTuple):
     ids: array.array[int]
     stacks: list[tuple[SampledFrame, ...]]  # outermost frame first
     dropped: int  # samples whose stack could not be interned
+
+
+class TickLog:
+    """Sample times and their stack ids, bounded: once ``max_points`` are kept, every
+    other one is dropped and from then on one sample in ``stride`` is kept.
+
+    :param max_points: records kept at most (>= 2)
+    """
+
+    def __init__(self, max_points: int) -> None:
+        self.max_points = max_points
+        self.times = array.array("d")
+        self.ids = array.array("q")
+        self.stride = 1
+        self._skip = 0  # samples to skip before the next kept one (stride)
+
+    def add(self, t: float, sid: int) -> None:
+        """Records one sample (or skips it, see the class)."""
+        if self._skip:
+            self._skip -= 1
+            return
+        self.times.append(t)
+        self.ids.append(sid)
+        if len(self.times) >= self.max_points:
+            self.times, self.ids = self.times[::2], self.ids[::2]
+            self.stride *= 2
+        self._skip = self.stride - 1
 
 
 def is_idle(key: StackKey, codes: dict[int, CodeType]) -> bool:
@@ -112,18 +138,13 @@ class StackSampler:
         from .._sampling.frames import StackTable
         from .._sampling.recorder import Recorder
 
-        if max_points < 2:
-            raise BadValue(f"max_points must be >= 2, got {max_points!r}")
+        check_max_points(max_points)
         self.delay = max(float(delay), MIN_DELAY)
-        self.max_points = max_points
         table = StackTable(max_stacks, MAX_DEPTH)
         self.recorder = Recorder(self.delay, clock, current_frames, lambda ident: None,
                                  lambda ident: "", max_points, table)  # fmt: skip
         self.recorder.listener = self._keep
-        self.times = array.array("d")
-        self.ids = array.array("q")
-        self.stride = 1
-        self._skip = 0  # samples to skip before the next kept one (stride)
+        self.log = TickLog(max_points)
         self._previous: dict[int, int] = {}
         self._idle: dict[int, bool] = {}  # stack id -> waits in the standard library
         self._ticker: Any = None
@@ -141,16 +162,7 @@ class StackSampler:
         """The running thread's stack at ``t``, of ``sids`` (thread id -> stack id)."""
         ident = pick_thread(sids, self._previous, self.recorder.main_ident, idle=self._waits)
         self._previous = sids
-        if self._skip:
-            self._skip -= 1
-            return
-        self._skip = self.stride - 1
-        self.times.append(t)
-        self.ids.append(NO_STACK if ident is None else sids[ident])
-        if len(self.times) >= self.max_points:
-            self.times, self.ids = self.times[::2], self.ids[::2]
-            self.stride *= 2
-            self._skip = self.stride - 1
+        self.log.add(t, NO_STACK if ident is None else sids[ident])
 
     def _waits(self, sid: int) -> bool:
         found = self._idle.get(sid)
@@ -177,7 +189,7 @@ class StackSampler:
 
     def snapshot(self) -> StackSamples:
         """What was sampled, stacks outermost first."""
-        return StackSamples(array.array("d", self.times), array.array("q", self.ids),
+        return StackSamples(array.array("d", self.log.times), array.array("q", self.log.ids),
                             self.recorder.table.decode(), self.dropped)  # fmt: skip
 
 

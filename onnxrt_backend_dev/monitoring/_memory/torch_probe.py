@@ -93,21 +93,18 @@ class TorchProbe(DeviceProbe):
         zeros before CUDA is initialized, None for a device whose counters cannot be read."""
         if not self.ready(self.cuda):
             return [(0.0, None)] * (2 * self.count)
-        allocated: list[tuple[float | None, float | None]] = []
-        reserved: list[tuple[float | None, float | None]] = []
+        readings: list[tuple[float | None, float | None]] = [(None, None)] * (2 * self.count)
         for device in range(self.count):
             try:
                 stats = self._stats(device)
                 figures = [float(stats.get(key, 0)) for key in (*_ALLOCATED, *_RESERVED)]
             except Exception:  # a device lost, a counter of another shape: unknown at this tick
-                allocated.append((None, None))
-                reserved.append((None, None))
                 continue
-            allocated.append(self._interval(device, figures[0], figures[1]))
-            reserved.append(self._interval(self.count + device, figures[2], figures[3]))
+            readings[device] = self._interval(device, *figures[:2])
+            readings[self.count + device] = self._interval(self.count + device, *figures[2:])
         if not self._uuids_known:
             self._learn_uuids()
-        return allocated + reserved
+        return readings
 
     def _interval(self, channel: int, current: float, mark: float) -> tuple[float, float | None]:
         """``(current, peak of the interval since the previous read)``: the mark when it

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from .series import SpyResult, to_rows
+from .series import SpyResult
 from .where import StackAttribution, attribute
 
 if TYPE_CHECKING:
@@ -56,12 +56,12 @@ class SpyReport(SpyResult):
     """A :class:`SpyResult <.series.SpyResult>` with its views as methods."""
 
     def to_dataframe(self) -> Any:
-        """The rows of :func:`to_rows <.series.to_rows>` as a pandas DataFrame (pandas
-        extra), columns time, channel, bytes, label."""
+        """The rows of :meth:`to_rows <.series.SpyResult.to_rows>` as a pandas DataFrame
+        (pandas extra), columns time, channel, bytes, label."""
         from .._optional import require
 
         pd = require("pandas", "pandas", "the memory series as a DataFrame")
-        return pd.DataFrame(to_rows(self), columns=["time", "channel", "bytes", "label"])
+        return pd.DataFrame(self.to_rows(), columns=["time", "channel", "bytes", "label"])
 
     def plot(self, ax: Any = None, unit: int = 2**20) -> Any:
         """See :func:`onnxrt_backend_dev.monitoring._memory.plot.plot_memory`."""

@@ -149,20 +149,14 @@ def attribute(
     agg = Aggregator(max_points=2)  # the per-stack tables are what is read here
     high = 0.0
     for k, (t, v, end) in enumerate(points):
-        index = stack_at(samples, points[k - 1][0]) if k else NO_STACK
-        view = view_of[index] if index != NO_STACK else NO_STACK
+        view = view_of[stack_at(samples, points[k - 1][0])] if k else NO_STACK
         high = max(high, v)  # the high-water mark the spy's resets hide
         agg.add_tick(t, end, high, view, v if k else 0.0)
-    return _from_model(agg, stacks, samples, _peak_view(samples, view_of, peak_after, agg))
-
-
-def _peak_view(
-    samples: StackSamples, view_of: list[int], peak_after: float | None, agg: Any
-) -> int:
-    if peak_after is None:
-        return int(agg.peak_sid) if agg.n > 1 else NO_STACK
-    index = stack_at(samples, peak_after)
-    return view_of[index] if index != NO_STACK else NO_STACK
+    if peak_after is not None:
+        peak = view_of[stack_at(samples, peak_after)]
+    else:
+        peak = int(agg.peak_sid) if agg.n > 1 else NO_STACK
+    return _from_model(agg, stacks, samples, peak)
 
 
 def _from_model(
@@ -201,12 +195,12 @@ def _from_model(
 
 def _user_views(
     raw: Sequence[tuple[SampledFrame, ...]],
-) -> tuple[list[tuple[SampledFrame, ...]], list[int]]:
-    """The distinct :func:`user_view` of the stacks and, per stack, the index of its view
-    (``NO_STACK`` for a stack of this tool only)."""
+) -> tuple[list[tuple[SampledFrame, ...]], dict[int, int]]:
+    """The distinct :func:`user_view` of the stacks and, per stack index, the index of its
+    view (``NO_STACK`` for a stack of this tool only, and for ``NO_STACK``)."""
     index: dict[tuple[SampledFrame, ...], int] = {}
-    view_of: list[int] = []
-    for stack in raw:
+    view_of = {NO_STACK: NO_STACK}
+    for i, stack in enumerate(raw):
         view = user_view(stack)
-        view_of.append(index.setdefault(view, len(index)) if view else NO_STACK)
+        view_of[i] = index.setdefault(view, len(index)) if view else NO_STACK
     return list(index), view_of

@@ -27,24 +27,19 @@ def where_text(where: StackAttribution, top: int = 10) -> str:
     lines = [f"memory growth by function ({shown})", head]
     for r in where.functions[:top]:
         name = f"{r.function} ({os.path.basename(r.filename)}:{r.first_line})"
-        lines.append(
-            f"{format_bytes(r.to_peak):>10} {format_bytes(r.net):>10} "
-            f"{format_bytes(r.highest):>10}  {one_line(name)}"
-        )
+        lines.append(_row(r.to_peak, r.net, format_bytes(r.highest), one_line(name)))
     if not where.functions:
         lines.append("(no stack sampled while memory grew)")
     lost_net, lost_peak = where.unattributed
     if lost_net or lost_peak:
-        lines.append(
-            f"{format_bytes(lost_peak):>10} {format_bytes(lost_net):>10} {'':>10}  "
-            "(no stack sampled)"
-        )
+        lines.append(_row(lost_peak, lost_net, "", "(no stack sampled)"))
     net, to_peak = where.totals()
-    lines.append(
-        f"{format_bytes(to_peak):>10} {format_bytes(net):>10} {'':>10}  "
-        "total: peak - begin, end - begin"
-    )
+    lines.append(_row(to_peak, net, "", "total: peak - begin, end - begin"))
     return "\n".join(lines)
+
+
+def _row(to_peak: float, net: float, highest: str, label: str) -> str:
+    return f"{format_bytes(to_peak):>10} {format_bytes(net):>10} {highest:>10}  {label}"
 
 
 def where_collapsed(where: StackAttribution) -> str:

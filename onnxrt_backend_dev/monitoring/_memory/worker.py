@@ -44,7 +44,7 @@ class SpyLoop:
     """Reads the probes at each tick and feeds one :class:`Monitor` per channel.
 
     :param cpu: the process (or process tree) probe
-    :param devices: the device probes (GPUs), each with its channels
+    :param devices: the device probes (GPUs), open, with their monitors
     :param clock: a monotonic clock
     :param max_points: bound of each retained series
     """
@@ -52,22 +52,16 @@ class SpyLoop:
     def __init__(
         self,
         cpu: Probe,
-        devices: Sequence[DeviceProbe] = (),
+        devices: DeviceSet | None = None,
         clock: Callable[[], float] = time.monotonic,
         max_points: int = DEFAULT_MAX_POINTS,
     ) -> None:
         self.cpu = cpu
-        self.devices = list(devices)
+        self.devices = DeviceSet(max_points) if devices is None else devices
         self.clock = clock
-        self.monitors = [Monitor("cpu", max_points)]
+        self.monitors = [Monitor("cpu", max_points), *self.devices.all()]
         self.monitors[0].peak_source = cpu.source
         self.monitors[0].previous_peak = cpu.previous_peak
-        # One list of monitors per device probe, in the order of its read().
-        self.device_monitors: list[list[Monitor]] = []
-        for probe in self.devices:
-            mons = device_monitors(probe, max_points)
-            self.device_monitors.append(mons)
-            self.monitors.extend(mons)
         self.first: float | None = None
         self.last = 0.0
         # The parent's stacks read from here at each tick (stacks=True), see
@@ -92,8 +86,7 @@ class SpyLoop:
         self.monitors[0].update(current, peak, t)
         if self.observer is not None:
             self.observer.tick(t, current, peak)
-        for probe, mons in zip(self.devices, self.device_monitors, strict=True):
-            update_devices(mons, probe.read_peaks(), t)
+        self.devices.read(t)
         return True
 
     def result(self, target_exited: bool) -> tuple[dict[str, Any], bytes]:
@@ -120,24 +113,83 @@ class SpyLoop:
     def close(self) -> None:
         """Closes the probes."""
         self.cpu.close()
-        for probe in self.devices:
-            probe.close()
+        self.devices.close()
 
 
-def device_monitors(probe: DeviceProbe, max_points: int) -> list[Monitor]:
-    """One monitor per channel of a device probe, in the order of its ``read()``.
+class DeviceSet:
+    """Device probes and one :class:`Monitor` per channel, read together: the one reading
+    of the devices of the spy, of the observer (:mod:`.devices`) and of a thread of the
+    measured process (:mod:`.inprocess`).
 
-    :param probe: the open probe
     :param max_points: bound of each retained series
     """
-    mons = []
-    for ch in probe.channels:
-        mon = Monitor(ch.name, max_points, probe=probe.name, device=ch.device, group=ch.group)
-        mon.role = getattr(ch, "role", "") or ""
-        mon.uuid = getattr(ch, "uuid", None)
-        mon.peak_source = probe.source
-        mons.append(mon)
-    return mons
+
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        self.max_points = max_points
+        self.probes: list[DeviceProbe] = []
+        # One list of monitors per probe, in the order of its read().
+        self.monitors: list[list[Monitor]] = []
+
+    def open(self, arg: str, pids: Callable[[], set[int]]) -> None:
+        """Opens one probe (see :func:`.registry.open_probe`), one monitor per channel."""
+        probe = open_probe(arg, pids)
+        mons = []
+        for ch in probe.channels:
+            mon = Monitor(
+                ch.name, self.max_points, probe=probe.name, device=ch.device, group=ch.group
+            )
+            mon.role = getattr(ch, "role", "") or ""
+            mon.uuid = getattr(ch, "uuid", None)
+            mon.peak_source = probe.source
+            mons.append(mon)
+        self.probes.append(probe)
+        self.monitors.append(mons)
+
+    def open_all(self, args: Sequence[str], pids: Callable[[], set[int]]) -> DeviceSet:
+        """Opens every probe (``--probe`` values); none is left open when one fails."""
+        try:
+            for arg in args:
+                self.open(arg, pids)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def read(self, t: float, errors: list[str] | None = None) -> list[Monitor]:
+        """Reads every probe at time ``t``.
+
+        :param t: the tick's time
+        :param errors: where a probe's failure is noted (once), the probe skipped at this
+            tick; None: the failure is raised
+        :return: the monitors whose peak was dated at this tick (see :func:`update_devices`)
+        """
+        rose = []
+        for probe, mons in zip(self.probes, self.monitors, strict=False):  # none once closed
+            try:
+                readings = probe.read_peaks()
+            except Exception as e:
+                if errors is None:
+                    raise
+                note = f"{probe.name}: {e}"
+                if note not in errors:
+                    errors.append(note)
+                continue
+            rose.extend(update_devices(mons, readings, t))
+        return rose
+
+    def all(self) -> list[Monitor]:
+        """Every monitor, probe after probe."""
+        return [mon for mons in self.monitors for mon in mons]
+
+    def close(self) -> None:
+        """Releases the devices, once (never raises); the monitors stay."""
+        probes, self.probes = self.probes, []
+        for probe in probes:
+            # No contextlib here: importing it costs the spy milliseconds at start.
+            try:  # noqa: SIM105
+                probe.close()
+            except Exception:
+                pass
 
 
 def _finite(value: Any) -> bool:
@@ -176,14 +228,6 @@ def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
     """
     head = marshal.dumps(header)
     return len(head).to_bytes(8, "little") + len(payload).to_bytes(8, "little") + head + payload
-
-
-def decode_frame(data: bytes) -> tuple[dict[str, Any], bytes, bytes]:
-    """The header, the payload and what follows of the frame ``data`` starts with."""
-    n_head = int.from_bytes(data[:8], "little")
-    n_payload = int.from_bytes(data[8:16], "little")
-    end = 16 + n_head + n_payload
-    return marshal.loads(data[16 : 16 + n_head]), data[16 + n_head : end], data[end:]
 
 
 def write_frame(
@@ -273,25 +317,16 @@ def build_loop(opts: dict[str, Any]) -> SpyLoop:
     reset = not opts["no_reset"]
     cpu: Probe
     if opts["children"]:
-        tree = TreeProbe(pid, exclude=[os.getpid()], reset_peak=reset)
-        cpu = tree
-
-        def pids() -> set[int]:
-            return {pid, *tree.probes}
-
+        cpu = TreeProbe(pid, exclude=[os.getpid()], reset_peak=reset)
     else:
         cpu = make_process_probe(pid, reset)
 
-        def pids() -> set[int]:
-            return {pid}
+    def pids() -> set[int]:  # whose own usage the device probes read
+        return {pid, *cpu.probes} if isinstance(cpu, TreeProbe) else {pid}
 
-    devices: list[DeviceProbe] = []
     try:
-        for arg in opts["probes"]:
-            devices.append(open_probe(arg, pids))
+        devices = DeviceSet(opts["max_points"]).open_all(opts["probes"], pids)
     except BaseException:
-        for probe in devices:
-            probe.close()
         cpu.close()
         raise
     loop = SpyLoop(cpu, devices, max_points=opts["max_points"])
@@ -312,14 +347,18 @@ def _open_observer(loop: SpyLoop, pid: int, max_points: int, alloc: str = "") ->
         loop.stacks_error = str(e) or type(e).__name__
 
 
-def wire_name(error: BaseException) -> str:
-    """The class name an error travels under: its own, or that of its nearest ancestor of
-    the family (a probe's subclass of ``SpyError`` arrives as a ``SpyError``), so that the
-    parent rebuilds it as a class it knows (see ``_errors.rebuild``)."""
-    for cls in type(error).__mro__:
-        if BY_NAME.get(cls.__name__) is cls:
-            return cls.__name__
-    return type(error).__name__
+def _error(error: BaseException, started: bool = False) -> dict[str, Any]:
+    """The ``error`` frame of an exception, under its class name or that of its nearest
+    ancestor of the family (a probe's subclass of ``SpyError`` arrives as a ``SpyError``),
+    so that the parent rebuilds it as a class it knows (see ``_errors.rebuild``).
+
+    :param error: what was raised
+    :param started: raised once the spy ran: outside the family it is the spy's own failure
+    """
+    name = next((c.__name__ for c in type(error).__mro__ if BY_NAME.get(c.__name__) is c), None)
+    if name is None and started:  # unexpected: reported rather than printed as a traceback
+        return {"kind": "error", "type": "SpyError", "message": f"spy failed: {error!r}"}
+    return {"kind": "error", "type": name or type(error).__name__, "message": str(error)}
 
 
 def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
@@ -335,7 +374,7 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
         opts = parse_args(sys.argv[1:] if argv is None else argv)
         loop = build_loop(opts)
     except Exception as e:
-        write_frame(wfd, {"kind": "error", "type": wire_name(e), "message": str(e)})
+        write_frame(wfd, _error(e))
         return 1
     try:
         alive = loop.tick()  # the first measure: ``begin`` is the memory at start
@@ -353,12 +392,8 @@ def main(argv: Sequence[str] | None = None, rfd: int = 0, wfd: int = 1) -> int:
             write_frame(wfd, *loop.result(True))
             return 0
         return serve(loop, rfd, wfd, opts["delay"], opts["parent"])
-    except Exception as e:  # unexpected: report it rather than print a traceback
-        name = wire_name(e)
-        if name in BY_NAME:  # one of the family (a probe's own error): as it is
-            write_frame(wfd, {"kind": "error", "type": name, "message": str(e)})
-        else:
-            write_frame(wfd, {"kind": "error", "type": "SpyError", "message": f"spy failed: {e!r}"})
+    except Exception as e:  # one of the family (a probe's own error) as it is
+        write_frame(wfd, _error(e, started=True))
         return 1
     finally:
         loop.close()
