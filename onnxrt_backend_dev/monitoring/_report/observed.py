@@ -141,22 +141,23 @@ def _facts(
     agg = record.sink
     assert isinstance(agg, Aggregator)
     stacks = declare_stacks(record, agg)
-    facts = {
-        "t0": t0,
-        "wall": wall,
-        "pid": record.pid,
-        "started": _iso(t0),
-        "notes": list(notes),
-        "threads": sampled_threads(record, stacks),
-        "tool_rss": record.tool_rss,
-    }
+    notes = list(notes)
     # The pools by name: the hot lines' pool column says what the program ran meanwhile.
     pools = sorted((p for p in native_threads(record) if p[2] > 0), key=lambda p: -p[2])
     if pools:
         named = ", ".join(
             f"{n}{f' ({c} threads)' if c > 1 else ''} {format_duration(s)}" for n, c, s in pools
         )
-        facts["notes"].append(f"threads Python does not know (native pools), CPU: {named}")
+        notes.append(f"threads Python does not know (native pools), CPU: {named}")
+    facts = {
+        "t0": t0,
+        "wall": wall,
+        "pid": record.pid,
+        "started": _iso(t0),
+        "notes": notes,
+        "threads": sampled_threads(record, stacks),
+        "tool_rss": record.tool_rss,
+    }
     return agg, stacks, facts
 
 
