@@ -110,6 +110,38 @@ def test_the_pools_cpu_lands_on_the_stack_the_main_thread_runs_at_each_read() ->
         record.close()
 
 
+def test_a_pool_born_and_idle_between_two_reads_keeps_its_cpu() -> None:
+    # GIVEN a main thread on line A, its threads listed once, then a pool thread started
+    # that works 20 ms of its own CPU and idles before the next listing
+    record = _record()
+    main = next(iter(record.threads.values()))
+    record.infos.append(SimpleNamespace(ops=bytes(4)))
+    line_a = record.intern((0, 0))
+    main.add(line_a, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0)
+    main.last_sid = line_a
+    _other_threads(record, [])
+    worked, stop = threading.Event(), threading.Event()
+
+    def pool() -> None:
+        _spin(0.02)
+        worked.set()
+        stop.wait()
+
+    worker = threading.Thread(target=pool)
+    worker.start()
+    try:
+        worked.wait(5)
+        # WHEN the threads are listed again
+        _other_threads(record, [])
+        # THEN its whole CPU is the run's: on line A and in the pool's total
+        assert main.rows[line_a][POOL] >= 0.02
+        assert sum(s for _, _, s in native_threads(record)) >= 0.02
+    finally:
+        stop.set()
+        worker.join()
+        record.close()
+
+
 def test_no_main_thread_read_yet_credits_no_stack() -> None:
     record = _record()
     credit_pool(record, 1.0)  # its stack not read yet (last_sid -1): the total keeps it

@@ -155,6 +155,7 @@ class ProcessRecord:
         self.stat_t = 0.0  # when the threads' ticks are read next
         self.status_t = 0.0  # when the memory's high-water mark is read next
         self.others_t = 0.0  # when threads Python does not know are listed next
+        self.others_read = False  # listed once: a thread seen later was born since
         self.faults: list[str] = []  # the C walk's faults (it was dropped)
         # kernel id -> [name, first and last CPU ns, library, reads] (see .pools)
         self.others: dict[int, list[Any]] = {}
@@ -699,10 +700,15 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
         except (OSError, ValueError, IndexError):
             continue
         if entry is None:
-            record.others[tid] = [thread_name(record.pid, tid), ns, ns, "", 0]
+            # Born since the first listing: all its CPU is the run's (a pool that works
+            # and idles between two reads is not lost); before it, from now on.
+            first = 0 if record.others_read else ns
+            record.others[tid] = [thread_name(record.pid, tid), first, ns, "", 0]
+            spent += ns - first
         else:
             spent += max(ns - entry[2], 0)
             entry[2] = ns
+    record.others_read = True
     name_pools(record.pid, record.others, record.comm, getattr(record.reader, "memory", None))
     if spent:
         credit_pool(record, spent / 1e9)
