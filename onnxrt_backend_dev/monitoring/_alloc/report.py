@@ -5,7 +5,6 @@ be tracked.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,7 +90,7 @@ def by_library(sites: Sequence[SiteEstimate], libraries: Sequence[int]) -> list[
     for site in sites:
         sid, call = site.key
         lid = libraries[call] if 0 <= call < len(libraries) else -1
-        values = dataclasses.astuple(site)[1:]
+        values = site[1:]
         row = merged.get((sid, lid), [0.0] * len(values))
         merged[sid, lid] = [a + b for a, b in zip(row, values, strict=True)]
     return [SiteEstimate((sid, lid), int(v[0]), *v[1:]) for (sid, lid), v in merged.items()]
@@ -141,7 +140,7 @@ def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
     if facts is None:
         return None
     return {
-        "sites": [dataclasses.astuple(s) for s in facts.sites],
+        "sites": [tuple(s) for s in facts.sites],
         "libraries": list(facts.libraries),
         "counts": tuple(getattr(facts, name) for name in _COUNTS),
         "notes": list(facts.notes),
