@@ -6,8 +6,7 @@ be tracked.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._sampling.frames import SampledFrame
 from .estimate import NO_STACK, SiteEstimate
@@ -18,8 +17,7 @@ from .tracker import AllocTracker
 _COUNTS = ("mean", "samples", "peak", "peak_time", "allocated", "count", "lost")
 
 
-@dataclass(frozen=True)
-class AllocFacts:
+class AllocFacts(NamedTuple):
     """What the allocation tracking knows at the end of a run.
 
     :param sites: the estimates per ``(stack id, library id)``
@@ -43,9 +41,9 @@ class AllocFacts:
     peak: float
     peak_time: float
     allocated: float
-    count: int
+    count: int  # type: ignore[assignment]  # tuple.count shadowed: not called
     lost: int = 0
-    notes: Sequence[str] = field(default=())
+    notes: Sequence[str] = ()
 
 
 def tracking_notes(tracker: AllocTracker, children: int = 0, preloaded: str = "") -> list[str]:
