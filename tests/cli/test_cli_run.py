@@ -489,3 +489,42 @@ def test_a_script_named_like_an_option_and_a_script_given_to_spy_run_as_scripts(
     assert dash.returncode == 0 and "dash ran" in dash.stdout, dash.stderr
     assert "Unknown option" not in dash.stderr
     assert spy.returncode == 0 and "train ran" in spy.stdout, spy.stderr
+
+
+_RUN_IMPORTS = """\
+import json, sys
+from onnxrt_backend_dev.monitoring._cli import dispatch
+from onnxrt_backend_dev.monitoring._observe.session import availability
+code = dispatch.main(["run", "-q", "-o", sys.argv[2], sys.argv[3]])
+package = [m for n, m in sys.modules.items() if n.startswith("onnxrt_backend_dev")]
+made = sorted(f"{m.__name__}.{k}" for m in package for k, v in vars(m).items()
+              if isinstance(v, type) and v.__module__ == m.__name__
+              and "__dataclass_fields__" in vars(v))
+watched = [m for m in json.loads(sys.argv[1]) if m in sys.modules]
+print(json.dumps([code, availability().ok, watched, made]))
+"""
+
+
+def test_an_observed_run_imports_none_of_the_in_process_recorder(tmp_path: Path) -> None:
+    # GIVEN a fresh interpreter running `run` on a tiny script
+    prog = tmp_path / "tiny.py"
+    prog.write_text("x = sum(range(1000))\n")
+    watched = ["datetime", "faulthandler", "onnxrt_backend_dev.monitoring._cli.run_child",
+               "onnxrt_backend_dev.monitoring._report.child"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_IMPORTS, json.dumps(watched), "out.json", str(prog)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    code, observed, loaded, dataclasses = json.loads(done.stdout.splitlines()[-1])
+    if not observed:
+        pytest.skip("the observer cannot run here: the in-process recorder ran")
+    # THEN the report was written, without the in-process recorder's modules, and the
+    # only dataclasses made are the public ones (the report's model, what monitor()
+    # yields): each costs its methods' compilation at every start, the run's own records
+    # are NamedTuples or plain classes
+    assert code == 0 and (tmp_path / "out.json").exists()
+    assert loaded == []
+    public = {"_report.model.Report", "_report.model.Site", "_report.session.Monitored"}
+    assert {f"onnxrt_backend_dev.monitoring.{name}" for name in public} <= set(dataclasses)
+    assert {d.rsplit(".", 1)[0].rsplit(".", 1)[1] for d in dataclasses} == {"model", "session"}

@@ -73,7 +73,7 @@ def facts(**changes: object) -> AllocFacts:
         allocated=900 * MiB,
         count=12345,
     )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return base._replace(**changes)  # type: ignore[arg-type]
 
 
 def test_library_labels_name_the_package_and_leave_the_interpreter_out() -> None:

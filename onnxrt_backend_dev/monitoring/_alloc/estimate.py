@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from .._errors import BadValue
@@ -92,8 +91,7 @@ class _Sums:
         self.temporary = self.temp_var = self.temp_count = 0.0
 
 
-@dataclass(frozen=True)
-class SiteEstimate:
+class SiteEstimate(NamedTuple):
     """The estimates of one site: a stack (``NO_STACK`` without a Python frame) and the
     native library that called the allocator. Bytes; each ``*_var`` is the estimate's
     variance (see :func:`half_width`).
@@ -116,7 +114,7 @@ class SiteEstimate:
     live_peak_var: float
     allocated: float
     allocated_var: float
-    count: float
+    count: float  # type: ignore[assignment]  # tuple.count shadowed: not called
     temporary: float
     temporary_var: float
     temporary_count: float
@@ -124,8 +122,7 @@ class SiteEstimate:
     live_end_var: float
 
 
-@dataclass(frozen=True)
-class Estimates:
+class Estimates(NamedTuple):
     """What the samples say.
 
     :param mean: bytes between two samples on average

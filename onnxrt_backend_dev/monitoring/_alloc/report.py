@@ -5,10 +5,8 @@ be tracked.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._sampling.frames import SampledFrame
 from .estimate import NO_STACK, SiteEstimate
@@ -19,8 +17,7 @@ from .tracker import AllocTracker
 _COUNTS = ("mean", "samples", "peak", "peak_time", "allocated", "count", "lost")
 
 
-@dataclass(frozen=True)
-class AllocFacts:
+class AllocFacts(NamedTuple):
     """What the allocation tracking knows at the end of a run.
 
     :param sites: the estimates per ``(stack id, library id)``
@@ -44,9 +41,9 @@ class AllocFacts:
     peak: float
     peak_time: float
     allocated: float
-    count: int
+    count: int  # type: ignore[assignment]  # tuple.count shadowed: not called
     lost: int = 0
-    notes: Sequence[str] = field(default=())
+    notes: Sequence[str] = ()
 
 
 def tracking_notes(tracker: AllocTracker, children: int = 0, preloaded: str = "") -> list[str]:
@@ -91,7 +88,7 @@ def by_library(sites: Sequence[SiteEstimate], libraries: Sequence[int]) -> list[
     for site in sites:
         sid, call = site.key
         lid = libraries[call] if 0 <= call < len(libraries) else -1
-        values = dataclasses.astuple(site)[1:]
+        values = site[1:]
         row = merged.get((sid, lid), [0.0] * len(values))
         merged[sid, lid] = [a + b for a, b in zip(row, values, strict=True)]
     return [SiteEstimate((sid, lid), int(v[0]), *v[1:]) for (sid, lid), v in merged.items()]
@@ -141,7 +138,7 @@ def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
     if facts is None:
         return None
     return {
-        "sites": [dataclasses.astuple(s) for s in facts.sites],
+        "sites": [tuple(s) for s in facts.sites],
         "libraries": list(facts.libraries),
         "counts": tuple(getattr(facts, name) for name in _COUNTS),
         "notes": list(facts.notes),

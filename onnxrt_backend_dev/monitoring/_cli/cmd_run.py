@@ -250,9 +250,7 @@ class RunCommand:
             return self._run(args, out, err)
 
     def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from .._report.runner import run_command, run_fresh
         from .profile_sampled import observer_reason
-        from .run_child import command_line
         from .run_repeat import main_of, run_repeated_reports, save_run
 
         _check(args)
@@ -282,6 +280,9 @@ class RunCommand:
             python = args.module or _is_python(args.target)
             argv = program_argv(args) if python else [args.target, *args.args]
             return run_observed(args, argv, name, err, emit)
+        from .._report.runner import run_command, run_fresh  # the in-process recorder's
+        from .run_child import command_line
+
         if not args.module and not _is_python(args.target):
             report, rc = run_command([args.target, *args.args], name, args.probe)
             emit(report)

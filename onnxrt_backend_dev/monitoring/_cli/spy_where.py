@@ -13,7 +13,6 @@ written as asked, then exits with 130.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -215,7 +214,7 @@ def _attach_allocations(result: Any, spy: Any, code: Any, why: str) -> None:
 
     facts = facts_from_doc(doc, stacks_of(observed, root_key(code)))
     if facts is not None:
-        facts = dataclasses.replace(facts, notes=(*facts.notes, NOT_SEEN))
+        facts = facts._replace(notes=(*facts.notes, NOT_SEEN))
         result["allocations"] = build_allocations(facts)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._alloc.report import AllocFacts
@@ -48,14 +47,13 @@ def _leak_site(frames: Sequence[SampledFrame], site: SiteEstimate) -> bool:
     return any(not is_library_path(f.file) and not f.file.startswith("<") for f in frames)
 
 
-@dataclass(slots=True)
-class _Line:
-    # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
-    figures: list[float] = field(default_factory=lambda: [0.0] * 9)
-    samples: int = 0
-    libs: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
-    called: str = ""
-    called_bytes: float = -1.0
+class _Line:  # not a dataclass: its methods would be compiled at every run's start
+    __slots__ = ("called", "called_bytes", "figures", "libs", "samples")
+
+    def __init__(self) -> None:
+        # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
+        self.figures, self.samples, self.called, self.called_bytes = [0.0] * 9, 0, "", -1.0
+        self.libs: defaultdict[str, float] = defaultdict(float)
 
 
 _LineKey = tuple[str, str, int]
@@ -124,13 +122,13 @@ def _leaks(facts: AllocFacts) -> tuple[AllocLine, ...]:
     )
 
 
-@dataclass(slots=True, eq=False)
 class _Node:
-    site: Site
-    bytes: float = 0.0
-    var: float = 0.0
-    children: dict[tuple[str, str, int], _Node] = field(default_factory=dict)
-    hidden: dict[tuple[str, str], str] = field(default_factory=dict)
+    __slots__ = ("bytes", "children", "hidden", "site", "var")
+
+    def __init__(self, site: Site) -> None:
+        self.site, self.bytes, self.var = site, 0.0, 0.0
+        self.children: dict[tuple[str, str, int], _Node] = {}
+        self.hidden: dict[tuple[str, str], str] = {}
 
 
 def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:

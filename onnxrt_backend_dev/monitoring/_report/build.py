@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from .._format import format_bytes, format_duration
 from .._sampling.aggregate import NO_STACK, RISE_NOISE, Aggregator
@@ -68,8 +68,7 @@ WAITING_CPU = 0.02
 SampledThread = tuple[str, bool, dict[int, Sequence[float]]]
 
 
-@dataclass(frozen=True)
-class RunFacts:
+class RunFacts(NamedTuple):
     """What the run knows beside the ticks.
 
     :param program: what ran
@@ -107,7 +106,7 @@ class RunFacts:
     exact_peak: float | None = None
     pid: int = 0
     started: str = ""
-    notes: Sequence[str] = field(default=())
+    notes: Sequence[str] = ()
     threads: Sequence[SampledThread] = ()
     children: Sequence[tuple[str, Aggregator]] = ()
     tool_rss: float = 0.0

@@ -5,7 +5,6 @@ threads' time per stack, the devices, how the program ended and its exact peak.
 
 from __future__ import annotations
 
-import datetime
 import os
 import sys
 from collections.abc import Sequence
@@ -178,8 +177,9 @@ def _allocations(run: ObservedRun, stacks: Sequence[Any]) -> tuple[Any, Any, lis
 def _iso(monotonic_t: float) -> str:
     import time
 
-    wall = time.time() - (time.monotonic() - monotonic_t)
-    return datetime.datetime.fromtimestamp(wall).astimezone().isoformat(timespec="seconds")
+    local = time.localtime(time.time() - (time.monotonic() - monotonic_t))
+    zone = time.strftime("%z", local)  # datetime's isoformat, datetime not imported for it
+    return time.strftime("%Y-%m-%dT%H:%M:%S", local) + zone[:3] + ":" + zone[3:]
 
 
 def attached_report(attached: Any, notes: list[str], interval: float) -> Report:

@@ -17,11 +17,11 @@ No recursion: trees are built and walked with explicit stacks.
 from __future__ import annotations
 
 import os
-import sysconfig
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from .._format import cut_source
+from .._stacks.frames import library_prefixes
 from .frames import SampledFrame
 from .model import (
     CPU,
@@ -49,11 +49,6 @@ MIN_MORE_SHARE = 0.001  # an 'N more' row under 0.1 % is not drawn
 # little CPU, does not make computing rows look idle), or under 2 % CPU at all.
 WAITING_CPU = 0.2
 IDLE_CPU = 0.02
-_STDLIB = [
-    p.replace("\\", "/").rstrip("/") + "/"
-    for p in {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")}
-    if p
-]
 _MARKERS = ("site-packages/", "dist-packages/")
 
 
@@ -69,7 +64,7 @@ def library_relative(file: str) -> str | None:
         i = path.rfind(marker)
         if i >= 0:
             return path[i + len(marker) :]
-    for prefix in _STDLIB:
+    for prefix in library_prefixes():
         if path.startswith(prefix):
             return path[len(prefix) :]
     if path.startswith("<frozen "):

@@ -24,14 +24,14 @@ class StackFrame(NamedTuple):
 
 
 @cache
-def _library_prefixes() -> tuple[str, ...]:
+def library_prefixes() -> tuple[str, ...]:
     """The standard library's folders, computed on first use (``sysconfig.get_paths``
     costs milliseconds the start of ``run`` and of a sampled ``profile`` need not pay)."""
     import sysconfig
 
     paths = sysconfig.get_paths()
     prefixes = {paths.get("stdlib", ""), paths.get("platstdlib", "")}
-    return tuple(sorted(p.replace("\\", "/") + "/" for p in prefixes if p))
+    return tuple(sorted(p.replace("\\", "/").rstrip("/") + "/" for p in prefixes if p))
 
 
 _LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ", "lib/python3")
@@ -53,6 +53,6 @@ def is_library_path(filename: str) -> bool:
     name = filename.replace("\\", "/")
     if name in ("~", "", "<built-in>") or name.startswith(("<frozen", _OWN_FOLDER)):
         return True
-    if name.startswith(_library_prefixes()):
+    if name.startswith(library_prefixes()):
         return True
     return any(m in name for m in _LIBRARY_MARKERS)
