@@ -38,6 +38,18 @@ def _record() -> ProcessRecord:
     return record
 
 
+def _lines(record: ProcessRecord, n: int) -> tuple[ThreadRecord, list[int]]:
+    """The record's main thread and ``n`` stack ids of one frame each (lines A, B...)."""
+    record.infos.extend([SimpleNamespace(ops=bytes(4))] * n)
+    return next(iter(record.threads.values())), [record.intern((i, 0)) for i in range(n)]
+
+
+def _runs(main: ThreadRecord, sid: int) -> None:
+    """One sample of the main thread on ``sid`` (8 columns, no pool's), its stack now."""
+    main.add(sid, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0)
+    main.last_sid = sid
+
+
 def test_a_python_thread_missing_from_one_read_is_not_counted_as_a_native_one() -> None:
     # GIVEN a process whose main thread was read before, and a thread Python's reader
     # did not list (a pool started from C, as the observer sees it)
@@ -66,9 +78,7 @@ def test_the_pools_cpu_lands_on_the_stack_the_main_thread_runs_at_each_read() ->
     # GIVEN a main thread sampled on line A, then on line B, and a thread Python does not
     # know (a pool started from C, as the observer sees it) using CPU while it waits
     record = _record()
-    main = next(iter(record.threads.values()))
-    record.infos.extend([SimpleNamespace(ops=bytes(4))] * 2)
-    line_a, line_b = record.intern((0, 0)), record.intern((1, 0))
+    main, (line_a, line_b) = _lines(record, 2)
     go, used = threading.Event(), threading.Event()
 
     def pool() -> None:
@@ -81,8 +91,7 @@ def test_the_pools_cpu_lands_on_the_stack_the_main_thread_runs_at_each_read() ->
     worker = threading.Thread(target=pool)
     worker.start()
     try:
-        main.add(line_a, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0)  # one sample: 8 columns, no pool
-        main.last_sid = line_a
+        _runs(main, line_a)
         _other_threads(record, [])  # its first reading: nothing to credit yet
         go.set()
         used.wait(5)
@@ -94,8 +103,7 @@ def test_the_pools_cpu_lands_on_the_stack_the_main_thread_runs_at_each_read() ->
         # AND it is the pool's total, listed apart as before (counted once each way)
         assert sum(s for _, _, s in native_threads(record)) == pytest.approx(pooled)
         # WHEN the main thread moved on to line B and the pool used 1.5 s more
-        main.add(line_b, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0)
-        main.last_sid = line_b
+        _runs(main, line_b)
         credit_pool(record, 1.5)
         # THEN line B has it, line A keeps its own
         assert main.rows[line_b][POOL] == 1.5 and main.rows[line_a][POOL] == pooled
@@ -114,11 +122,8 @@ def test_a_pool_born_and_idle_between_two_reads_keeps_its_cpu() -> None:
     # GIVEN a main thread on line A, its threads listed once, then a pool thread started
     # that works 20 ms of its own CPU and idles before the next listing
     record = _record()
-    main = next(iter(record.threads.values()))
-    record.infos.append(SimpleNamespace(ops=bytes(4)))
-    line_a = record.intern((0, 0))
-    main.add(line_a, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0)
-    main.last_sid = line_a
+    main, (line_a,) = _lines(record, 1)
+    _runs(main, line_a)
     _other_threads(record, [])
     worked, stop = threading.Event(), threading.Event()
 

@@ -695,9 +695,8 @@ def _other_threads(record: ProcessRecord, rows: list[Any]) -> None:
             continue
         entry = record.others.get(tid)
         try:
-            with open(f"/proc/{record.pid}/task/{tid}/schedstat", "rb") as f:
-                ns = int(f.read(128).split()[0])
-        except (OSError, ValueError, IndexError):
+            ns = int(read_proc(f"/proc/{record.pid}/task/{tid}/schedstat", 128).split()[0])
+        except (ValueError, IndexError):  # the thread ended (b'') or a bad line
             continue
         if entry is None:
             # Born since the first listing: all its CPU is the run's (a pool that works

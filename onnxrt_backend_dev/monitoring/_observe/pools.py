@@ -20,7 +20,7 @@ from typing import Any
 
 from .._errors import ReadError
 from .memory import Memory
-from .process import Mapping, mappings
+from .process import Mapping, mappings, read_proc
 
 WINDOW = 1 << 16  # bytes of a thread's stack read above its stack pointer at most
 LAST_TRY = 600  # reads (of OTHERS_PERIOD: 30 s) after which a thread running is left unnamed
@@ -98,11 +98,7 @@ def stack_library(line: bytes, code: Code, memory: Memory) -> str:
 
 
 def _syscall(pid: int, tid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as f:
-            return f.read(512)
-    except OSError:
-        return b""
+    return read_proc(f"/proc/{pid}/task/{tid}/syscall", 512)
 
 
 def name_pools(
