@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .._alloc.estimate import half_width
 from .._alloc.report import AllocFacts
 from .._observe.pools import library_label
 from .._sampling.frames import SampledFrame
@@ -23,7 +24,6 @@ from .model import Allocations, AllocLine, AllocNode, Site
 if TYPE_CHECKING:
     from .._alloc.estimate import SiteEstimate
 
-Z95 = 1.959963984540054
 MAX_ROWS = 15
 MAX_NODES = 2000
 NODE_SHARE = 0.005  # icicle boxes under this share of the peak fold into "N more"
@@ -88,10 +88,6 @@ def _text(file: str, line: int) -> str:
     return source_line(file, line, 120) if not file.startswith("<") else ""
 
 
-def _err(variance: float) -> float:
-    return Z95 * max(variance, 0.0) ** 0.5
-
-
 def _row(key: _LineKey | None, line: _Line) -> AllocLine:
     f = line.figures
     if key is None:
@@ -101,8 +97,8 @@ def _row(key: _LineKey | None, line: _Line) -> AllocLine:
         site = Site(function, file, number, is_library_path(file))
         source = _text(file, number) if file else ""
     native = max(line.libs, key=lambda k: line.libs[k]) if line.libs else ""
-    return AllocLine(site, f[0], _err(f[1]), f[2], _err(f[3]), f[4], f[5], f[6], f[7], _err(f[8]),
-                     line.samples, line.called, native, source)  # fmt: skip
+    return AllocLine(site, f[0], half_width(f[1]), f[2], half_width(f[3]), f[4], f[5], f[6],
+                     f[7], half_width(f[8]), line.samples, line.called, native, source)  # fmt: skip
 
 
 def _top(rows: list[AllocLine], key: str, floor: float = 0.0) -> tuple[AllocLine, ...]:
@@ -177,7 +173,7 @@ def _nodes(root: _Node, total: float) -> list[AllocNode]:
         index = len(out)
         site = node.site
         source = _text(site.file, site.line) if site.file and not site.library else ""
-        out.append(AllocNode(parent, depth, site, node.bytes, _err(node.var), _hidden(node),
+        out.append(AllocNode(parent, depth, site, node.bytes, half_width(node.var), _hidden(node),
                              source))  # fmt: skip
         children = _ordered(node)
         kept = [c for c in children if c.bytes >= floor]
@@ -224,7 +220,7 @@ def build_allocations(facts: AllocFacts) -> Allocations:
         peak=facts.peak,
         peak_time=facts.peak_time,
         live_peak=live,
-        live_peak_err=_err(live_var),
+        live_peak_err=half_width(live_var),
         allocated=facts.allocated,
         count=facts.count,
         lines=_top(rows, "live_peak"),
