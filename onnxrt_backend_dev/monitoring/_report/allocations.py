@@ -10,23 +10,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from .._alloc.estimate import half_width
+from .._alloc.estimate import NO_STACK, SiteEstimate, half_width
 from .._alloc.report import AllocFacts
 from .._observe.pools import library_label
 from .._sampling.frames import SampledFrame
 from .._sampling.view import source_line
 from .._stacks.frames import is_library_path
-from .build import _line_of, _site, package_of
+from .build import FOLD_SHARE, _line_of, _site, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
-
-if TYPE_CHECKING:
-    from .._alloc.estimate import SiteEstimate
 
 MAX_ROWS = 15
 MAX_NODES = 2000
-NODE_SHARE = 0.005  # icicle boxes under this share of the peak fold into "N more"
 LEAK_SHARE = 0.01  # a leak candidate holds at least this share of the peak at the end
 NO_FRAME = Site("(no Python frame)", "", 0, True)
 _IMPORTS = ("<frozen importlib._bootstrap", "importlib/_bootstrap")
@@ -48,40 +43,52 @@ def _leak_site(frames: Sequence[SampledFrame], site: SiteEstimate) -> bool:
 
 
 class _Line:  # not a dataclass: its methods would be compiled at every run's start
-    __slots__ = ("called", "called_bytes", "figures", "libs", "samples")
+    """One line's sums over its sites, the native library it called most and its site
+    holding the most at the peak."""
+
+    __slots__ = ("called", "called_bytes", "figures", "held", "libs", "samples")
 
     def __init__(self) -> None:
         # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
         self.figures, self.samples, self.called, self.called_bytes = [0.0] * 9, 0, "", -1.0
+        self.held = (-1.0, NO_STACK)  # the heaviest site at the peak: bytes, stack id
         self.libs: defaultdict[str, float] = defaultdict(float)
 
-
-_LineKey = tuple[str, str, int]
-
-
-def _by_line(facts: AllocFacts, leaks_only: bool = False) -> dict[_LineKey | None, _Line]:
-    lines: dict[_LineKey | None, _Line] = {}
-    for site in facts.sites:
-        sid, lid = site.key
-        frames = _stack(facts, sid)
-        if leaks_only and not _leak_site(frames, site):
-            continue
-        key, called = _line_of(frames)
-        row = lines.setdefault(key, _Line())
+    def add(self, site: SiteEstimate, called: str, library: str) -> None:
+        """Adds a site of this line: what its stack called, its native library's label."""
         values = (site.live_peak, site.live_peak_var, site.allocated, site.allocated_var,
                   site.count, site.temporary, site.temporary_count, site.live_end,
                   site.live_end_var)  # fmt: skip
         for i, v in enumerate(values):
-            row.figures[i] += v
-        row.samples += site.samples
+            self.figures[i] += v
+        self.samples += site.samples
         weight = max(site.live_peak, site.allocated)
-        if called and weight > row.called_bytes:
-            row.called, row.called_bytes = called, weight
-        if 0 <= lid < len(facts.libraries):
-            label = library_label(facts.libraries[lid])
-            if label:
-                row.libs[label] += weight
-    return lines
+        if called and weight > self.called_bytes:
+            self.called, self.called_bytes = called, weight
+        if library:
+            self.libs[library] += weight
+        if site.live_peak > self.held[0]:
+            self.held = (site.live_peak, site.key[0])
+
+
+_LineKey = tuple[str, str, int]
+_Table = dict[_LineKey | None, _Line]
+
+
+def _by_line(facts: AllocFacts) -> tuple[_Table, _Table]:
+    """One walk over the sites: every line's sums, and those of the sites that can make a
+    leak (see :func:`_leak_site`)."""
+    lines: _Table = {}
+    leaks: _Table = {}
+    for site in facts.sites:
+        sid, lid = site.key
+        frames = _stack(facts, sid)
+        key, called = _line_of(frames)
+        library = library_label(facts.libraries[lid]) if 0 <= lid < len(facts.libraries) else ""
+        lines.setdefault(key, _Line()).add(site, called, library)
+        if _leak_site(frames, site):
+            leaks.setdefault(key, _Line()).add(site, called, library)
+    return lines, leaks
 
 
 def _text(file: str, line: int) -> str:
@@ -107,12 +114,12 @@ def _top(rows: list[AllocLine], key: str, floor: float = 0.0) -> tuple[AllocLine
     return tuple(chosen[:MAX_ROWS])
 
 
-def _leaks(facts: AllocFacts) -> tuple[AllocLine, ...]:
+def _leaks(facts: AllocFacts, leaks: _Table) -> tuple[AllocLine, ...]:
     """Lines still holding at the end more than 1 % of the peak, beyond their error bar
     (a single sampled small allocation is no evidence). What imports allocated is left
     out (a module's state, kept on purpose), and so is what no line of the program
     allocated (the interpreter's start, native threads): a candidate is a line."""
-    rows = [_row(k, v) for k, v in _by_line(facts, leaks_only=True).items()]
+    rows = [_row(k, v) for k, v in leaks.items()]
     return _top(
         [r for r in rows if r.live_end > r.live_end_err], "live_end", LEAK_SHARE * facts.peak
     )
@@ -167,7 +174,7 @@ def _icicle(facts: AllocFacts) -> list[AllocNode]:
 def _nodes(root: _Node, total: float) -> list[AllocNode]:
     out: list[AllocNode] = []
     todo: list[tuple[_Node, int, int]] = [(c, -1, 0) for c in _ordered(root)][::-1]
-    floor = NODE_SHARE * total
+    floor = FOLD_SHARE * total  # the report's one share: its call tree folds at it too
     while todo and len(out) < MAX_NODES:
         node, parent, depth = todo.pop()
         index = len(out)
@@ -205,7 +212,8 @@ def build_allocations(facts: AllocFacts) -> Allocations:
     :param facts: what the tracking knows
     :return: the section
     """
-    rows = [_row(k, v) for k, v in _by_line(facts).items()]
+    lines, leaks = _by_line(facts)
+    rows = [_row(k, v) for k, v in lines.items()]
     live = sum(s.live_peak for s in facts.sites)
     live_var = sum(s.live_peak_var for s in facts.sites)
     notes = list(facts.notes)
@@ -225,7 +233,7 @@ def build_allocations(facts: AllocFacts) -> Allocations:
         count=facts.count,
         lines=_top(rows, "live_peak"),
         flame=tuple(_icicle(facts)),
-        leaks=_leaks(facts),
+        leaks=_leaks(facts, leaks),
         temporaries=_top(rows, "temporary"),
         allocating=_top(rows, "allocated"),
         lost=facts.lost,
@@ -240,12 +248,11 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
 
     :param facts: what the tracking knows
     """
-    lines = _by_line(facts)
+    lines, _ = _by_line(facts)
     held = [(v.figures[0], k) for k, v in lines.items() if k is not None and v.figures[0] > 0]
     if not held:
         return None
     _, best = max(held)
-    row = _row(best, lines[best])
-    sites = [s for s in facts.sites if _line_of(_stack(facts, s.key[0]))[0] == best]
-    heaviest = max(sites, key=lambda s: s.live_peak)
-    return row.site, row.called, tuple(_site(f) for f in _stack(facts, heaviest.key[0]))
+    line = lines[best]
+    site = Site(*best, is_library_path(best[1]))
+    return site, line.called, tuple(_site(f) for f in _stack(facts, line.held[1]))
