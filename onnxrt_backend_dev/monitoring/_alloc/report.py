@@ -13,15 +13,14 @@ from .estimate import NO_STACK, SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker
 
-# The exact counters of AllocFacts that cross the spy's pipe as one tuple, in this order.
-_COUNTS = ("mean", "samples", "peak", "peak_time", "allocated", "count", "lost")
-
 
 class AllocFacts(NamedTuple):
     """What the allocation tracking knows at the end of a run.
 
-    :param sites: the estimates per ``(stack id, library id)``
-    :param stacks: the frames of each stack id, outermost first
+    :param sites: the estimates per ``(stack id, library id)``: columns keyed on the
+        run's stack ids
+    :param stacks: the run's stack table (the frames of each id, outermost first), not
+        a copy
     :param libraries: each library id's file
     :param mean: bytes between two samples on average
     :param samples: allocations sampled
@@ -114,7 +113,7 @@ def alloc_facts(
     peak_time = estimates.peak_time if estimates.peak_time >= 0 else header.peak_time / 1e9
     return AllocFacts(
         sites=by_library(estimates.sites, tracker.site_libraries()),
-        stacks=list(stacks),
+        stacks=stacks,
         libraries=list(tracker.libraries),
         mean=float(header.mean),
         samples=estimates.samples,
@@ -127,9 +126,9 @@ def alloc_facts(
     )
 
 
-def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
+def tracker_doc(tracker: AllocTracker, t0: float) -> tuple[Any, ...] | None:
     """What a tracker read, as plain values (it crosses the spy's pipe, marshalled): the
-    estimates per site, the libraries, the exact counters; the stacks travel apart.
+    fields of its :class:`AllocFacts`, the sites as tuples, the stacks travelling apart.
 
     :param tracker: the tracker
     :param t0: the start on the records' clock (seconds)
@@ -137,32 +136,26 @@ def tracker_doc(tracker: AllocTracker, t0: float) -> dict[str, Any] | None:
     facts = alloc_facts(tracker, (), t0, tracking_notes(tracker))
     if facts is None:
         return None
-    return {
-        "sites": [tuple(s) for s in facts.sites],
-        "libraries": list(facts.libraries),
-        "counts": tuple(getattr(facts, name) for name in _COUNTS),
-        "notes": list(facts.notes),
-    }
+    return ([tuple(s) for s in facts.sites], *facts[1:])
 
 
 def facts_from_doc(doc: Any, stacks: Sequence[Sequence[SampledFrame]]) -> AllocFacts | None:
-    """The figures of :func:`tracker_doc` again (None when ``doc`` is not one), with the
-    stacks decoded (and cut at the block's root) by the receiver; the sites whose stack
-    was cut away (outside the block: the tool's own) left out.
+    """The figures of :func:`tracker_doc` again (None when ``doc`` is not one), on the
+    stacks the receiver decoded (and cut at the block's root); the sites whose stack was
+    cut away (outside the block: the tool's own) left out.
 
     :param doc: what :func:`tracker_doc` gave (untrusted: checked)
     :param stacks: the frames of each stack id, outermost first (``SampledFrame``)
     """
     try:
+        raw, _, libraries, mean, samples, peak, peak_time, allocated, count, lost, notes = doc
         sites = [SiteEstimate((int(s[0][0]), int(s[0][1])), int(s[1]),
-                              *(float(v) for v in s[2:])) for s in doc["sites"]]  # fmt: skip
-        mean, samples, peak, peak_time, allocated, count, lost = doc["counts"]
-        libraries = [str(x) for x in doc["libraries"]]
-        notes = [str(x) for x in doc["notes"]]
-    except (KeyError, TypeError, ValueError, IndexError):
+                              *(float(v) for v in s[2:])) for s in raw]  # fmt: skip
+        facts = AllocFacts(sites, stacks, [str(x) for x in libraries], float(mean),
+                           int(samples), float(peak), float(peak_time), float(allocated),
+                           int(count), int(lost), [str(x) for x in notes])  # fmt: skip
+    except (TypeError, ValueError, IndexError):
         return None
-    raw = list(stacks)
-    kept = [s for s in sites
-            if s.key[0] == NO_STACK or (0 <= s.key[0] < len(raw) and raw[s.key[0]])]  # fmt: skip
-    return AllocFacts(kept, raw, libraries, float(mean), int(samples), float(peak),
-                      float(peak_time), float(allocated), int(count), int(lost), notes)  # fmt: skip
+    n = len(stacks)
+    kept = [s for s in sites if s.key[0] == NO_STACK or (0 <= s.key[0] < n and stacks[s.key[0]])]
+    return facts._replace(sites=kept)
