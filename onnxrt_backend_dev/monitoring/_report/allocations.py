@@ -1,7 +1,10 @@
-"""The report's allocations section (:class:`.model.Allocations`) from the estimates of
-sampled allocations: by line (each allocation credited to the innermost user line of
-its stack, the native calls it made included), the icicle of what is live at the peak,
-the leak candidates, the temporary allocations.
+"""The report's allocations section (:class:`.model.Allocations`): views of the
+estimates of sampled allocations, columns keyed on the run's stack ids
+(:class:`.._alloc.report.AllocFacts`), all made by one walk over them (:func:`_walk`):
+by line (each allocation credited to the innermost user line of its stack, the native
+calls it made included), the leak candidates, the temporary allocations, the line
+holding the most at the peak, and the icicle of what is live at the peak, folded at the
+report's share (:data:`.build.FOLD_SHARE`, its call tree's).
 
 Every walk over stacks and the icicle uses loops and explicit stacks, never recursion.
 """
@@ -75,22 +78,6 @@ _LineKey = tuple[str, str, int]
 _Table = dict[_LineKey | None, _Line]
 
 
-def _by_line(facts: AllocFacts) -> tuple[_Table, _Table]:
-    """One walk over the sites: every line's sums, and those of the sites that can make a
-    leak (see :func:`_leak_site`)."""
-    lines: _Table = {}
-    leaks: _Table = {}
-    for site in facts.sites:
-        sid, lid = site.key
-        frames = _stack(facts, sid)
-        key, called = _line_of(frames)
-        library = library_label(facts.libraries[lid]) if 0 <= lid < len(facts.libraries) else ""
-        lines.setdefault(key, _Line()).add(site, called, library)
-        if _leak_site(frames, site):
-            leaks.setdefault(key, _Line()).add(site, called, library)
-    return lines, leaks
-
-
 def _text(file: str, line: int) -> str:
     return source_line(file, line, 120) if not file.startswith("<") else ""
 
@@ -126,6 +113,9 @@ def _leaks(facts: AllocFacts, leaks: _Table) -> tuple[AllocLine, ...]:
 
 
 class _Node:
+    """A box of the icicle: bytes live at the peak below it, their variance, the library
+    frames folded into it."""
+
     __slots__ = ("bytes", "children", "hidden", "site", "var")
 
     def __init__(self, site: Site) -> None:
@@ -134,41 +124,53 @@ class _Node:
         self.hidden: dict[tuple[str, str], str] = {}
 
 
-def _path(facts: AllocFacts, sid: int, lid: int) -> list[tuple[Site, bool]]:
-    """The boxes of one site, outermost first: its frames (library frames called by
-    library frames folded into the first), then its native library."""
-    frames = _stack(facts, sid)
-    out: list[tuple[Site, bool]] = []
-    if not frames:
-        out.append((NO_FRAME, False))
+def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, _Node]:
+    """One walk over the sites makes every view: each line's sums, those of the sites
+    that can make a leak (see :func:`_leak_site`) and, with ``icicle``, the tree of what
+    is live at the peak."""
+    lines: _Table = {}
+    leaks: _Table = {}
+    root = _Node(Site("", "", 0))
+    for site in facts.sites:
+        sid, lid = site.key
+        frames = _stack(facts, sid)
+        key, called = _line_of(frames)
+        library = library_label(facts.libraries[lid]) if 0 <= lid < len(facts.libraries) else ""
+        lines.setdefault(key, _Line()).add(site, called, library)
+        if _leak_site(frames, site):
+            leaks.setdefault(key, _Line()).add(site, called, library)
+        if icicle and site.live_peak > 0:
+            _grow(root, site, _boxes(frames, library))
+    return lines, leaks, root
+
+
+def _boxes(frames: Sequence[SampledFrame], library: str) -> list[tuple[Site, bool]]:
+    """The icicle's boxes of one site, outermost first, each saying whether a library
+    frame called after it folds into it: its frames, then its native library."""
+    out = [] if frames else [(NO_FRAME, False)]
     out.extend((s, s.library) for s in map(_site, frames))
-    if 0 <= lid < len(facts.libraries):
-        label = library_label(facts.libraries[lid])
-        if label:
-            out.append((Site(f"[{label}]", "", 0, True), False))
+    if library:
+        out.append((Site(f"[{library}]", "", 0, True), False))
     return out
 
 
-def _icicle(facts: AllocFacts) -> list[AllocNode]:
-    root = _Node(Site("", "", 0))
-    for site in facts.sites:
-        if site.live_peak <= 0:
+def _grow(root: _Node, site: SiteEstimate, boxes: list[tuple[Site, bool]]) -> None:
+    """Adds what a site holds at the peak along its boxes, library frames called by
+    library frames folded into the first."""
+    node, previous_library = root, False
+    root.bytes += site.live_peak
+    root.var += site.live_peak_var
+    for box, library in boxes:
+        if library and previous_library:
+            node.hidden[box.function, box.file] = package_of(box.file)
             continue
-        node, previous_library = root, False
-        root.bytes += site.live_peak
-        root.var += site.live_peak_var
-        for box, library in _path(facts, *site.key):
-            if library and previous_library:
-                node.hidden[box.function, box.file] = package_of(box.file)
-                continue
-            key = (box.function, box.file, box.line)
-            child = node.children.get(key)
-            if child is None:
-                child = node.children[key] = _Node(box)
-            child.bytes += site.live_peak
-            child.var += site.live_peak_var
-            node, previous_library = child, library
-    return _nodes(root, max(facts.peak, root.bytes))
+        key = (box.function, box.file, box.line)
+        child = node.children.get(key)
+        if child is None:
+            child = node.children[key] = _Node(box)
+        child.bytes += site.live_peak
+        child.var += site.live_peak_var
+        node, previous_library = child, library
 
 
 def _nodes(root: _Node, total: float) -> list[AllocNode]:
@@ -212,7 +214,7 @@ def build_allocations(facts: AllocFacts) -> Allocations:
     :param facts: what the tracking knows
     :return: the section
     """
-    lines, leaks = _by_line(facts)
+    lines, leaks, root = _walk(facts)
     rows = [_row(k, v) for k, v in lines.items()]
     live = sum(s.live_peak for s in facts.sites)
     live_var = sum(s.live_peak_var for s in facts.sites)
@@ -232,7 +234,7 @@ def build_allocations(facts: AllocFacts) -> Allocations:
         allocated=facts.allocated,
         count=facts.count,
         lines=_top(rows, "live_peak"),
-        flame=tuple(_icicle(facts)),
+        flame=tuple(_nodes(root, max(facts.peak, root.bytes))),
         leaks=_leaks(facts, leaks),
         temporaries=_top(rows, "temporary"),
         allocating=_top(rows, "allocated"),
@@ -248,7 +250,7 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
 
     :param facts: what the tracking knows
     """
-    lines, _ = _by_line(facts)
+    lines, _, _ = _walk(facts, icicle=False)
     held = [(v.figures[0], k) for k, v in lines.items() if k is not None and v.figures[0] > 0]
     if not held:
         return None
