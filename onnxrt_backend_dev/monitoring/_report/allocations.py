@@ -52,17 +52,14 @@ class _Line:  # not a dataclass: its methods would be compiled at every run's st
     __slots__ = ("called", "called_bytes", "figures", "held", "libs", "samples")
 
     def __init__(self) -> None:
-        # live_peak, var, allocated, var, count, temporary, temp count, live_end, var
-        self.figures, self.samples, self.called, self.called_bytes = [0.0] * 9, 0, "", -1.0
+        # The sums of the sites' figures: SiteEstimate's from live_peak on, in its order.
+        self.figures, self.samples, self.called, self.called_bytes = [0.0] * 10, 0, "", -1.0
         self.held = (-1.0, NO_STACK)  # the heaviest site at the peak: bytes, stack id
         self.libs: defaultdict[str, float] = defaultdict(float)
 
     def add(self, site: SiteEstimate, called: str, library: str) -> None:
         """Adds a site of this line: what its stack called, its native library's label."""
-        values = (site.live_peak, site.live_peak_var, site.allocated, site.allocated_var,
-                  site.count, site.temporary, site.temporary_count, site.live_end,
-                  site.live_end_var)  # fmt: skip
-        for i, v in enumerate(values):
+        for i, v in enumerate(site[2:]):
             self.figures[i] += v
         self.samples += site.samples
         weight = max(site.live_peak, site.allocated)
@@ -91,8 +88,8 @@ def _row(key: _LineKey | None, line: _Line) -> AllocLine:
         site = Site(function, file, number, is_library_path(file))
         source = _text(file, number) if file else ""
     native = max(line.libs, key=lambda k: line.libs[k]) if line.libs else ""
-    return AllocLine(site, f[0], half_width(f[1]), f[2], half_width(f[3]), f[4], f[5], f[6],
-                     f[7], half_width(f[8]), line.samples, line.called, native, source)  # fmt: skip
+    return AllocLine(site, f[0], half_width(f[1]), f[2], half_width(f[3]), f[4], f[5], f[7],
+                     f[8], half_width(f[9]), line.samples, line.called, native, source)  # fmt: skip
 
 
 def _top(rows: list[AllocLine], key: str, floor: float = 0.0) -> tuple[AllocLine, ...]:
