@@ -4,6 +4,7 @@ frame out of a wrapper), and the figures sent over the spy's pipe and back."""
 
 from __future__ import annotations
 
+import marshal
 from types import SimpleNamespace
 from typing import Any
 
@@ -82,6 +83,7 @@ def test_the_figures_cross_the_spys_pipe_and_come_back_cut_at_the_block() -> Non
                                    site_libraries=lambda: [])  # fmt: skip
     doc = tracker_doc(tracker, 0.5)
     assert doc is not None
+    doc = marshal.loads(marshal.dumps(doc))  # plain values: they cross the pipe marshalled
     program = (SampledFrame("main", "/w/p.py", 1, 3),)
     facts = facts_from_doc(doc, [program, ()])
     assert facts is not None
