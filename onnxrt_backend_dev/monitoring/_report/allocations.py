@@ -142,8 +142,8 @@ def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, _Node
 
 
 def _boxes(frames: Sequence[SampledFrame], library: str) -> list[tuple[Site, bool]]:
-    """The icicle's boxes of one site, outermost first, each saying whether a library
-    frame called after it folds into it: its frames, then its native library."""
+    """The icicle's boxes of one site, outermost first: its frames, each with whether it
+    is a library's (a library frame it calls folds into it), then its native library."""
     out = [] if frames else [(NO_FRAME, False)]
     out.extend((s, s.library) for s in map(_site, frames))
     if library:
@@ -171,6 +171,9 @@ def _grow(root: _Node, site: SiteEstimate, boxes: list[tuple[Site, bool]]) -> No
 
 
 def _nodes(root: _Node, total: float) -> list[AllocNode]:
+    """The icicle in pre-order, the heaviest box first; under a box, those under the
+    report's share of ``total`` fold into one ``N more`` box, kept however small (the
+    roots never fold)."""
     out: list[AllocNode] = []
     todo: list[tuple[_Node, int, int]] = [(c, -1, 0) for c in _ordered(root)][::-1]
     floor = FOLD_SHARE * total  # the report's one share: its call tree folds at it too
