@@ -46,8 +46,7 @@ def _leak_site(frames: Sequence[SampledFrame], site: SiteEstimate) -> bool:
 
 
 class _Line:  # not a dataclass: its methods would be compiled at every run's start
-    """One line's sums over its sites, the native library it called most and its site
-    holding the most at the peak."""
+    """One line's sums over its sites, its native libraries, its heaviest site."""
 
     __slots__ = ("called", "called_bytes", "figures", "held", "libs", "samples")
 
@@ -110,8 +109,7 @@ def _leaks(facts: AllocFacts, leaks: _Table) -> tuple[AllocLine, ...]:
 
 
 class _Node:
-    """A box of the icicle: bytes live at the peak below it, their variance, the library
-    frames folded into it."""
+    """A box of the icicle: bytes live at the peak below it, the frames folded into it."""
 
     __slots__ = ("bytes", "children", "hidden", "site", "var")
 
@@ -122,9 +120,8 @@ class _Node:
 
 
 def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, _Node]:
-    """One walk over the sites makes every view: each line's sums, those of the sites
-    that can make a leak (see :func:`_leak_site`) and, with ``icicle``, the tree of what
-    is live at the peak."""
+    """One walk over the sites makes every view: each line's sums, those of the leak
+    sites (:func:`_leak_site`) and, with ``icicle``, the tree of what is live at the peak."""
     lines: _Table = {}
     leaks: _Table = {}
     root = _Node(Site("", "", 0))
@@ -142,8 +139,7 @@ def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, _Node
 
 
 def _boxes(frames: Sequence[SampledFrame], library: str) -> list[tuple[Site, bool]]:
-    """The icicle's boxes of one site, outermost first: its frames, each with whether it
-    is a library's (a library frame it calls folds into it), then its native library."""
+    """A site's icicle boxes, outermost first, each with whether it is a library's."""
     out = [] if frames else [(NO_FRAME, False)]
     out.extend((s, s.library) for s in map(_site, frames))
     if library:
@@ -152,8 +148,7 @@ def _boxes(frames: Sequence[SampledFrame], library: str) -> list[tuple[Site, boo
 
 
 def _grow(root: _Node, site: SiteEstimate, boxes: list[tuple[Site, bool]]) -> None:
-    """Adds what a site holds at the peak along its boxes, library frames called by
-    library frames folded into the first."""
+    """Adds a site along its boxes, a library's called by a library's folded into it."""
     node, previous_library = root, False
     root.bytes += site.live_peak
     root.var += site.live_peak_var
@@ -171,9 +166,8 @@ def _grow(root: _Node, site: SiteEstimate, boxes: list[tuple[Site, bool]]) -> No
 
 
 def _nodes(root: _Node, total: float) -> list[AllocNode]:
-    """The icicle in pre-order, the heaviest box first; under a box, those under the
-    report's share of ``total`` fold into one ``N more`` box, kept however small (the
-    roots never fold)."""
+    """The icicle in pre-order, heaviest first; small boxes fold into one ``N more`` box
+    per parent, kept however small (the roots never fold)."""
     out: list[AllocNode] = []
     todo: list[tuple[_Node, int, int]] = [(c, -1, 0) for c in _ordered(root)][::-1]
     floor = FOLD_SHARE * total  # the report's one share: its call tree folds at it too
