@@ -127,16 +127,13 @@ class MemoryProfile(SampledProfile):
         stack = self.peak_stack
         return None if stack is None else tuple(frame_label(f) for f in stack)
 
-    def _rows(self) -> dict[int, list[float]]:
-        return self.threads[0].totals
-
     @functools.cached_property
     def functions(self) -> list[FunctionRow]:
         """The per-function view, by decreasing growth up to the peak: net growth and
         growth up to the peak to each stack's innermost user frame, the highest memory
         and the ticks to every function on it (once: recursion counts once)."""
         rows: dict[tuple[str, str, int], list[float]] = {}
-        for sid, totals in self._rows().items():
+        for sid, totals in self.threads[0].totals.items():
             stack = self.stacks[sid]
             if not stack:
                 continue
@@ -156,7 +153,7 @@ class MemoryProfile(SampledProfile):
     @property
     def unattributed(self) -> tuple[float, float]:
         """``(net, to_peak)`` of the intervals no user stack was sampled for."""
-        row = next((t for sid, t in self._rows().items() if not self.stacks[sid]), None)
+        row = next((t for sid, t in self.threads[0].totals.items() if not self.stacks[sid]), None)
         return (0.0, 0.0) if row is None else (row[NET], row[TO_PEAK])
 
     def totals(self) -> tuple[float, float]:
@@ -172,7 +169,7 @@ class MemoryProfile(SampledProfile):
         stack exporters."""
         return [
             ([f.function() for f in self.stacks[sid]], size)
-            for sid, totals in self._rows().items()
+            for sid, totals in self.threads[0].totals.items()
             if self.stacks[sid] and (size := round(totals[TO_PEAK])) > 0
         ]
 
