@@ -131,14 +131,20 @@ class BlockObserver:
 RootKey = tuple[str, str, int]  # a code's (qualified name, file, first line)
 
 
-def frames_of(raw: Any) -> tuple[SampledFrame, ...] | None:
-    """The frames, outermost first, of a stack as the spy's observer sends it (``(name,
-    file, first line, line)`` each, untrusted), None when it is not one."""
-    try:
-        return tuple(SampledFrame(str(n), str(f), int(first), int(line))
-                     for n, f, first, line in raw)  # fmt: skip
-    except (TypeError, ValueError):
-        return None
+def decoded(doc: dict[str, Any]) -> list[tuple[SampledFrame, ...]]:
+    """The observer's stacks, one per id, as frames outermost first (sent as ``(name,
+    file, first line, line)`` each, untrusted: one that is not a stack is empty).
+
+    :param doc: the ``stacks`` entry of the spy's result
+    """
+    out: list[tuple[SampledFrame, ...]] = []
+    for raw in doc.get("stacks", ()):
+        try:
+            out.append(tuple(SampledFrame(str(n), str(f), int(first), int(line))
+                             for n, f, first, line in raw))  # fmt: skip
+        except (TypeError, ValueError):
+            out.append(())
+    return out
 
 
 def from_observer(doc: dict[str, Any]) -> StackSamples:
@@ -155,7 +161,7 @@ def from_observer(doc: dict[str, Any]) -> StackSamples:
         times.frombytes(raw_times[: len(raw_times) // 8 * 8])
         ids.frombytes(raw_ids[: len(raw_ids) // 8 * 8])
     n = min(len(times), len(ids))
-    stacks = [frames_of(raw) or () for raw in doc.get("stacks", ())]
+    stacks = decoded(doc)
     empty = doc.get("empty", -1)
     cleaned = array.array("q", (i if 0 <= i < len(stacks) and i != empty else NO_STACK
                                 for i in ids[:n]))  # fmt: skip
@@ -196,11 +202,7 @@ def stacks_of(doc: dict[str, Any], root: RootKey | None) -> list[tuple[Any, ...]
     :param doc: the ``stacks`` entry of the spy's result
     :param root: the block's root
     """
-    out = []
-    for raw in doc.get("stacks", ()):
-        frames = frames_of(raw)
-        out.append(cut(frames, root) if frames else ())
-    return out
+    return [cut(frames, root) if frames else () for frames in decoded(doc)]
 
 
 def _timeline(raw: Any) -> list[tuple[float, float, int]]:
@@ -238,7 +240,7 @@ def profile_from(
     from .._observe.build import split
     from .._sampling.model import SampledProfile, ThreadProfile
 
-    raw = [frames_of(r) or () for r in doc.get("stacks", ())]
+    raw = decoded(doc)
     index: dict[tuple[Any, ...], int] = {}  # the stacks kept, in order
 
     def kept(sid: int, is_main: bool) -> int:
