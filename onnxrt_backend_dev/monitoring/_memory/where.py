@@ -2,8 +2,9 @@
 
 The spy (another process) knows when memory rose: its tick ``k`` at ``t[k]`` saw the
 highest memory ``v[k]`` of the interval ``(t[k-1], t[k]]`` (the kernel's high-water mark
-with ``reset_peak``) and the memory ``e[k]`` at its end. The sampler in the spied process
-(:mod:`.stacks`) knows which code ran when. Both use ``time.monotonic``. Each interval is
+with ``reset_peak``) and the memory ``e[k]`` at its end. The spy's observer, or the
+in-process recorder where it cannot run (:mod:`.._sampling.recorder`), knows which code ran
+when. Both use ``time.monotonic``. Each interval is
 given the stack of the first sample taken after it began: that sample is inside the
 interval, or, when a C call held the GIL through the whole interval (the sampler could not
 run), the first one taken as that call returned, which still shows the function that made
