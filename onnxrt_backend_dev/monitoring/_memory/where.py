@@ -87,7 +87,11 @@ class MemoryProfile(SampledProfile):
     """
 
     def __init__(
-        self, agg: Aggregator, stacks: list[tuple[SampledFrame, ...]], peak: int, samples: Any
+        self,
+        agg: Aggregator,
+        stacks: list[tuple[SampledFrame, ...]],
+        peak: int,
+        samples: StackSamples,
     ) -> None:
         composition = agg.composition() if agg.n > 1 else {}
         totals: dict[int, list[float]] = {}
