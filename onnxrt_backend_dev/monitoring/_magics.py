@@ -563,7 +563,7 @@ def _sort_key(name: str) -> str:
 
 def _print_spy(stats: Any) -> None:
     """Prints the growth table (with --stacks), the summary and what the cell added."""
-    from ._memory.where_render import where_text
+    from ._memory.where import where_text
 
     cpu = stats["cpu"]
     if cpu.where is not None:

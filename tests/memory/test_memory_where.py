@@ -1,6 +1,6 @@
-"""Tests for where the memory peak happened: the in-target stack sampler
-(``_memory/stacks.py``), the attribution (``_memory/where.py``), its renderers
-(``_memory/where_render.py``) and the views bound to the results (``_memory/views.py``),
+"""Tests for where the memory peak happened: the in-process recorder's running stacks
+(``_sampling/recorder.py``), the attribution and its renderers (``_memory/where.py``)
+and the views bound to the results (``_memory/views.py``),
 ``stacks=True`` and ``spy --where``."""
 
 from __future__ import annotations
@@ -26,20 +26,21 @@ from onnxrt_backend_dev.monitoring._memory import frames as _frames
 from onnxrt_backend_dev.monitoring._memory import where as _where
 from onnxrt_backend_dev.monitoring._memory.plot import plot_memory
 from onnxrt_backend_dev.monitoring._memory.series import Monitor, SpyResult
-from onnxrt_backend_dev.monitoring._memory.stacks import (
-    NO_STACK,
-    StackSampler,
-    StackSamples,
-    is_idle,
-    pick_thread,
-)
-from onnxrt_backend_dev.monitoring._memory.views import AttributionReport, attach
-from onnxrt_backend_dev.monitoring._memory.where_render import (
+from onnxrt_backend_dev.monitoring._memory.views import attach
+from onnxrt_backend_dev.monitoring._memory.where import (
     where_collapsed,
     where_speedscope,
     where_text,
 )
+from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK
 from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame, decode_key, line_of, walk
+from onnxrt_backend_dev.monitoring._sampling.recorder import (
+    StackSamples,
+    is_idle,
+    pick_thread,
+    spy_recorder,
+)
+from onnxrt_backend_dev.monitoring._sampling.timer import Ticker
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
 
 pytest_plugins = ["pytester"]
@@ -114,7 +115,7 @@ def test_after_the_last_sample_the_last_one_counts_and_no_sample_means_no_stack(
     empty = _samples([], [], [])
     assert _where.stack_at(empty, 0.0) == NO_STACK
     att = _where.attribute(POINTS, empty, peak_after=2.0)
-    assert (att.functions, att.peak_stack, att.weights) == ([], None, {})
+    assert (att.functions, att.peak_stack, att.growth_stacks()) == ([], None, [])
 
 
 def test_recursion_counts_once_and_unknown_stacks_are_skipped() -> None:
@@ -158,7 +159,7 @@ def test_the_peak_line_names_the_innermost_user_frames() -> None:
 
 
 @functools.cache
-def _attribution() -> _where.StackAttribution:
+def _attribution() -> _where.MemoryProfile:
     return _where.attribute(POINTS, SAMPLES, peak_after=2.0)
 
 
@@ -193,7 +194,7 @@ def test_text_shows_the_top_functions_with_units() -> None:
     with pytest.raises(ValueError, match="top must be >= 1, got 0"):
         where_text(_attribution(), top=0)
     # the model's convenience method is the same renderer
-    assert AttributionReport.of(_attribution()).to_text(2) == text
+    assert _attribution().to_text(2) == text
 
 
 def test_a_function_name_with_a_line_break_stays_on_its_row() -> None:
@@ -309,7 +310,7 @@ def test_peak_time_is_the_tick_that_first_reached_the_peak() -> None:
 def _sampler_threads_end(timeout: float = 5.0) -> bool:
     """True once no sampler thread is left (one ends when its last sleep does)."""
     deadline = time.monotonic() + timeout
-    while any(t.name == "memory-spy-stacks" for t in threading.enumerate()):
+    while any(t.name == "onnxrt-sampler" for t in threading.enumerate()):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)
@@ -355,23 +356,31 @@ def test_offsets_become_the_lines_the_interpreter_reports() -> None:
 
 def test_the_running_thread_is_preferred_to_idle_and_unchanged_ones() -> None:
     codes = {id(c): c for c in (_user.__code__, _other.__code__, IDLE_CODE)}
-    busy = (id(_user.__code__), 0)
-    idle = (id(IDLE_CODE), 2, id(_user.__code__), 0)
-    assert is_idle(idle, codes) and not is_idle(busy, codes) and is_idle((), codes)
-    assert pick_thread({1: idle, 2: busy}, {}, 1, codes) == 2
-    moved = (id(_other.__code__), 0)
-    assert pick_thread({1: busy, 2: moved}, {1: busy, 2: busy}, 1, codes) == 2
-    assert pick_thread({1: busy, 2: busy}, {1: busy, 2: busy}, 1, codes) == 1
-    assert pick_thread({}, {}, 1, codes) is None
+    # the stacks by id, as the recorder's table gives them
+    keys = [
+        (id(_user.__code__), 0),
+        (id(IDLE_CODE), 2, id(_user.__code__), 0),
+        (id(_other.__code__), 0),
+    ]
+    busy, idle, moved = range(3)
+    assert is_idle(keys[idle], codes) and not is_idle(keys[busy], codes) and is_idle((), codes)
+
+    def waits(sid: int) -> bool:
+        return is_idle(keys[sid], codes)
+
+    assert pick_thread({1: idle, 2: busy}, {}, 1, waits) == 2
+    assert pick_thread({1: busy, 2: moved}, {1: busy, 2: busy}, 1, waits) == 2
+    assert pick_thread({1: busy, 2: busy}, {1: busy, 2: busy}, 1, waits) == 1
+    assert pick_thread({}, {}, 1, waits) is None
     # every thread waits (Event.wait, a join): none is credited with the memory's moves
-    assert pick_thread({1: idle, 2: idle}, {1: busy}, 1, codes) is None
+    assert pick_thread({1: idle, 2: idle}, {1: busy}, 1, waits) is None
 
 
 def test_the_sampler_interns_stacks_and_stays_bounded() -> None:
     clock = iter(float(i) for i in range(1000))
     frames = [{1: _frame(_user.__code__, lasti=2 * (i % 3))} for i in range(100)]
     feed = iter(frames)
-    sampler = StackSampler(
+    recorder = spy_recorder(
         0.01,
         max_points=8,
         max_stacks=2,
@@ -379,28 +388,30 @@ def test_the_sampler_interns_stacks_and_stays_bounded() -> None:
         current_frames=lambda: next(feed),
     )
     for _ in range(100):
-        sampler.sample()
-    snap = sampler.snapshot()
-    assert len(snap.times) < 8 and sampler.log.stride > 1
+        recorder.sample()
+    snap = recorder.running_samples()
+    assert recorder.running is not None
+    assert len(snap.times) < 8 and recorder.running.stride > 1
     # the third stack came with the table full: kept as its outer frames, counted
-    assert len(snap.stacks) == 3 and sampler.dropped == 1
+    assert len(snap.stacks) == 3 and snap.dropped == 1
     line = line_of(_user.__code__, 0)
     assert snap.stacks[0] == (SampledFrame("_user", __file__, _user.__code__.co_firstlineno, line),)
     assert list(snap.times) == sorted(snap.times)
     with pytest.raises(ValueError, match="max_points must be >= 2, got 1"):
-        StackSampler(0.01, max_points=1)
+        MemorySpy(os.getpid(), stacks=True, max_points=1)
 
 
 def test_the_sampler_thread_starts_stops_and_skips_itself() -> None:
-    sampler = StackSampler(0.001).start()
+    ticker = Ticker(spy_recorder(0.001, 1000), "thread")
+    ticker.start()
     time.sleep(0.05)
-    sampler.stop()
-    sampler.stop()  # idempotent
-    snap = sampler.snapshot()
+    ticker.stop()
+    ticker.stop()  # idempotent
+    snap = ticker.recorder.running_samples()
     assert len(snap.times) >= 2
     assert _sampler_threads_end()
     names = {f.name for stack in snap.stacks for f in stack}
-    assert "StackSampler._run" not in names  # its own thread is never sampled
+    assert "Ticker._watch" not in names  # its own thread is never sampled
 
 
 # -- the spy, for real ---------------------------------------------------------------------

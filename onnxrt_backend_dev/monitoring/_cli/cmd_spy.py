@@ -181,7 +181,7 @@ class SpyCommand:
     ) -> None:
         """Prints the measure and writes the files asked for."""
         if args.where and result["cpu"].where is not None:
-            from .._memory.where_render import where_text
+            from .._memory.where import where_text
 
             out.write(where_text(result["cpu"].where, args.top) + "\n")
         if args.where and "allocations" in result:

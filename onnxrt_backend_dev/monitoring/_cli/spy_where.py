@@ -224,7 +224,7 @@ def write_flame(result: Any, path: str) -> None:
     :param result: the spy's result, sampled with stacks
     :param path: the file
     """
-    from .._memory.where_render import where_collapsed, where_speedscope
+    from .._memory.where import where_collapsed, where_speedscope
 
     where = result["cpu"].where
     if where is None:

@@ -158,14 +158,14 @@ class InProcessProbes:
     def _stack(self) -> tuple[Any, ...] | None:
         """The measured thread's stack now, as the user reads it (None if it is gone)."""
         from .._sampling.frames import decode_key, walk
+        from .._sampling.recorder import RUNNING_DEPTH
         from .frames import user_view
-        from .stacks import MAX_DEPTH
 
         frame = self.current_frames().get(self.thread)
         if frame is None:
             return None
         try:
-            key = walk(frame, self._codes, MAX_DEPTH)
+            key = walk(frame, self._codes, RUNNING_DEPTH)
         finally:
             del frame  # frames keep their locals alive
         return user_view(decode_key(key, self._codes)) or None

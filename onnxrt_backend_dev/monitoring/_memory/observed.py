@@ -17,10 +17,10 @@ from typing import Any
 
 from .._observe.observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .._observe.session import describe, open_target
-from .._sampling.aggregate import Aggregator, to_state
-from .._sampling.frames import OWN_THREADS
+from .._sampling.aggregate import NO_STACK, Aggregator, to_state
+from .._sampling.frames import OWN_THREADS, SampledFrame
+from .._sampling.recorder import StackSamples, ThreadLine
 from .frames import is_own_frame
-from .stacks import TickLog, frames_of
 
 MAX_TICKS = 1 << 20
 
@@ -49,7 +49,8 @@ class BlockObserver:
             self.record.alloc = AllocTracker(pid, alloc)
         self.first_t = -1.0
         self.collector = describe(target)
-        self.log = TickLog(max(int(max_points), 2))
+        self.max_points = max(int(max_points), 2)
+        self.log = ThreadLine()  # the credited stack at each tick
         self.failed = 0
         # The memory of each tick with its stack: what a report of the block is made of.
         self.aggregate = Aggregator()
@@ -79,7 +80,7 @@ class BlockObserver:
             self.first_t = t
         if rss is not None:
             self.aggregate.add_tick(t, rss, peak if peak is not None else rss, sid)
-        self.log.add(t, sid)
+        self.log.add(t, sid, 0.0, self.max_points)
 
     def _own_thread(self, name: str) -> bool:
         return name in OWN_THREADS
@@ -114,7 +115,7 @@ class BlockObserver:
         return {
             "allocations": allocations,
             "times": self.log.times.tobytes(),
-            "ids": self.log.ids.tobytes(),
+            "ids": self.log.stacks.tobytes(),
             "stacks": stacks,
             "threads": threads,
             "collector": self.collector,
@@ -128,6 +129,43 @@ class BlockObserver:
 # -- the parent's side: what the spy's observer read, as the models -------------------
 
 RootKey = tuple[str, str, int]  # a code's (qualified name, file, first line)
+
+
+def decoded(doc: dict[str, Any]) -> list[tuple[SampledFrame, ...]]:
+    """The observer's stacks, one per id, as frames outermost first (sent as ``(name,
+    file, first line, line)`` each, untrusted: one that is not a stack is empty).
+
+    :param doc: the ``stacks`` entry of the spy's result
+    """
+    out: list[tuple[SampledFrame, ...]] = []
+    for raw in doc.get("stacks", ()):
+        try:
+            out.append(tuple(SampledFrame(str(n), str(f), int(first), int(line))
+                             for n, f, first, line in raw))  # fmt: skip
+        except (TypeError, ValueError):
+            out.append(())
+    return out
+
+
+def from_observer(doc: dict[str, Any]) -> StackSamples:
+    """What the spy's observer read of this process as the in-process recorder's running
+    stacks (:meth:`.._sampling.recorder.Recorder.running_samples`): one attribution for
+    both collectors.
+
+    :param doc: the ``stacks`` entry of the spy's result (plain values, checked)
+    """
+    times = array.array("d")
+    ids = array.array("q")
+    raw_times, raw_ids = doc.get("times", b""), doc.get("ids", b"")
+    if isinstance(raw_times, bytes) and isinstance(raw_ids, bytes):
+        times.frombytes(raw_times[: len(raw_times) // 8 * 8])
+        ids.frombytes(raw_ids[: len(raw_ids) // 8 * 8])
+    n = min(len(times), len(ids))
+    stacks = decoded(doc)
+    empty = doc.get("empty", -1)
+    cleaned = array.array("q", (i if 0 <= i < len(stacks) and i != empty else NO_STACK
+                                for i in ids[:n]))  # fmt: skip
+    return StackSamples(times[:n], cleaned, stacks, int(doc.get("failed", 0) or 0))
 
 
 def root_key(code: Any) -> RootKey:
@@ -164,11 +202,7 @@ def stacks_of(doc: dict[str, Any], root: RootKey | None) -> list[tuple[Any, ...]
     :param doc: the ``stacks`` entry of the spy's result
     :param root: the block's root
     """
-    out = []
-    for raw in doc.get("stacks", ()):
-        frames = frames_of(raw)
-        out.append(cut(frames, root) if frames else ())
-    return out
+    return [cut(frames, root) if frames else () for frames in decoded(doc)]
 
 
 def _timeline(raw: Any) -> list[tuple[float, float, int]]:
@@ -206,7 +240,7 @@ def profile_from(
     from .._observe.build import split
     from .._sampling.model import SampledProfile, ThreadProfile
 
-    raw = [frames_of(r) or () for r in doc.get("stacks", ())]
+    raw = decoded(doc)
     index: dict[tuple[Any, ...], int] = {}  # the stacks kept, in order
 
     def kept(sid: int, is_main: bool) -> int:

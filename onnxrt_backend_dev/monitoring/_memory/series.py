@@ -211,7 +211,7 @@ class Monitor:
         #: maximum, ``"file:line:function"`` strings, outermost first (None otherwise).
         self.peak_stack: tuple[str, ...] | None = None
         #: With ``stacks=True``: the per-function table and the memory flame graph
-        #: (a :class:`StackAttribution <.where.StackAttribution>`), None otherwise.
+        #: (a :class:`MemoryProfile <.where.MemoryProfile>`), None otherwise.
         self.where: Any = None
         #: For a probe read inside the measured process: the stack (``SampledFrame``
         #: values, outermost first) of the measured thread at the tick that saw the peak
@@ -287,7 +287,7 @@ class Monitor:
     def to_dict(self, unit: int | float = 1) -> dict[str, Any]:
         """Returns ``{'peak', 'mean', 'n', 'begin', 'end', 'peak_time'}``, sizes divided
         by ``unit``; with ``stacks=True`` also ``'peak_stack'`` and ``'functions'``
-        (the per-function table, see :class:`FunctionRow <.where.FunctionRow>`).
+        (the per-function table, see :meth:`MemoryProfile.to_dict <.where.MemoryProfile.to_dict>`).
 
         :param unit: divide byte figures by this (``2**20`` for MiB); ``n`` stays a count
         :return: the dictionary

@@ -312,7 +312,7 @@ class MemorySpy:
         # _memory.observed), once stopped; None when the stacks were sampled in process.
         self.observed: dict[str, Any] | None = None
         self._inside: Any = None  # the InProcessProbes reading in-process probes
-        self._sampler: Any = None  # the in-process StackSampler (no observer)
+        self._sampler: Any = None  # the in-process recorder's Ticker (no observer)
         self._samples: Any = None  # what it recorded, once stopped
         self.result: SpyReport | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -431,10 +431,14 @@ class MemorySpy:
 
                 self.stacks_note = Choice(False, ready["stacks_error"]).note(_STACKS_FALLBACK)
             if self.stacks and not ready.get("stacks"):
-                from .stacks import StackSampler
+                from .._sampling.recorder import spy_recorder
+                from .._sampling.timer import Ticker
 
                 self._samples = None
-                self._sampler = StackSampler(self.delay, self.max_points).start()
+                # Its first sample comes after ``delay``: one taken now would show the
+                # spy starting, not the code measured.
+                self._sampler = Ticker(spy_recorder(self.delay, self.max_points), "thread")
+                self._sampler.start()
         except BaseException:
             self.abort()
             self._proc = self._reader = None  # not started: start() may try again
@@ -535,7 +539,7 @@ class MemorySpy:
         samples = self._samples
         self.observed = header.get("stacks")
         if "stacks" in header:
-            from .stacks import from_observer
+            from .observed import from_observer
 
             samples = from_observer(header["stacks"])
         if samples is not None:
@@ -597,7 +601,7 @@ class MemorySpy:
         sampler, self._sampler = self._sampler, None
         if sampler is not None:  # after the spy's last tick: its records are kept
             sampler.stop()
-            self._samples = sampler.snapshot()
+            self._samples = sampler.recorder.running_samples()
         proc = self._proc
         if proc is None:
             return

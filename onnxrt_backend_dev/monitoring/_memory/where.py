@@ -2,8 +2,9 @@
 
 The spy (another process) knows when memory rose: its tick ``k`` at ``t[k]`` saw the
 highest memory ``v[k]`` of the interval ``(t[k-1], t[k]]`` (the kernel's high-water mark
-with ``reset_peak``) and the memory ``e[k]`` at its end. The sampler in the spied process
-(:mod:`.stacks`) knows which code ran when. Both use ``time.monotonic``. Each interval is
+with ``reset_peak``) and the memory ``e[k]`` at its end. The spy's observer, or the
+in-process recorder where it cannot run (:mod:`.._sampling.recorder`), knows which code ran
+when. Both use ``time.monotonic``. Each interval is
 given the stack of the first sample taken after it began: that sample is inside the
 interval, or, when a C call held the GIL through the whole interval (the sampler could not
 run), the first one taken as that call returned, which still shows the function that made
@@ -20,76 +21,162 @@ library, an installed package or this tool):
 and ``highest``, the highest memory seen while it was anywhere on the stack. The figures
 per stack come from the one model of memory per stack, ``_sampling.aggregate.Aggregator``
 (each interval is a tick of its stack), which ``run``'s report reads too: one rule for
-the peak's date and its composition everywhere; this module is its per-function view. No figure adds
-the rises without the falls (a loop allocating and freeing 100 MiB a thousand times does
-not show 100 GiB). The memory flame graph weighs each stack by its growth up to the peak
-(the stacks whose growth is not positive are left out: a flame graph has no negative
-width). This module is the model: the text and the flame files are :mod:`.where_render`.
+the peak's date and its composition everywhere. They become the rows of the one model of
+a sampled run, a :class:`SampledProfile <.._sampling.model.SampledProfile>` whose
+columns ``NET``, ``TO_PEAK`` and ``HIGHEST`` are those ``run``'s tree shows; the
+per-function table is a view of it. No figure adds the rises without the falls (a loop
+allocating and freeing 100 MiB a thousand times does not show 100 GiB). The memory flame
+graph weighs each stack by its growth up to the peak (the stacks whose growth is not
+positive are left out: a flame graph has no negative width). The views (the growth table,
+the flame files) are functions returning strings, bound as the model's methods too.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from .._format import format_bytes, one_line
+from .._sampling.aggregate import NO_STACK, Aggregator
 from .._sampling.frames import SampledFrame
+from .._sampling.model import (
+    HIGHEST,
+    NCOLUMNS,
+    NET,
+    SAMPLES,
+    TO_PEAK,
+    WALL,
+    SampledProfile,
+    ThreadProfile,
+)
 from .._stacks.frames import StackFrame
+from .._validate import check_int, check_str
 from .frames import frame_label, innermost_user, user_view
-from .stacks import NO_STACK, StackSamples
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .._sampling.recorder import StackSamples
 
 
-@dataclass
-class FunctionRow:
-    """Memory attributed to one function, in bytes (see the module)."""
+class FunctionRow(NamedTuple):
+    """One row of the per-function view, in bytes (see the module)."""
 
     function: str
     filename: str
     first_line: int
-    net: float = 0.0  # net growth while the innermost user frame
-    to_peak: float = 0.0  # growth up to the peak while the innermost user frame
-    highest: float = 0.0  # highest memory while on the stack
-    ticks: int = 0  # intervals on the stack
-
-    def to_dict(self, unit: float = 1.0) -> dict[str, Any]:
-        """Plain values, bytes divided by ``unit``."""
-        return {
-            "function": self.function,
-            "file": self.filename,
-            "line": self.first_line,
-            "growth_to_peak": self.to_peak / unit,
-            "net_growth": self.net / unit,
-            "highest": self.highest / unit,
-            "ticks": self.ticks,
-        }
+    net: float  # net growth while the innermost user frame
+    to_peak: float  # growth up to the peak while the innermost user frame
+    highest: float  # highest memory while on the stack
+    ticks: int  # intervals on the stack
 
 
-@dataclass
-class StackAttribution:
-    """The per-function table, the weighted stacks behind the flame graphs and the stack
-    at the peak. Built by :func:`attribute`; drawn by :mod:`.where_render`."""
+class MemoryProfile(SampledProfile):
+    """The spy's intervals as a sampled profile: one thread whose rows carry the ticks,
+    their seconds and the memory columns per stack (the stack ``()`` stands for the
+    intervals no user stack was sampled for), the stack at the peak, and the views the
+    spy's results give (the per-function table, the flame graphs). Built by
+    :func:`attribute`.
 
-    functions: list[FunctionRow]  # by decreasing growth up to the peak
-    stacks: list[tuple[SampledFrame, ...]]  # every sampled stack, outermost first
-    weights: dict[int, float]  # stack index -> growth up to the peak attributed to it
-    peak_stack: tuple[SampledFrame, ...] | None
-    samples: int = 0
-    dropped: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: ``(net, to_peak)`` of the intervals no user stack was sampled for
-    unattributed: tuple[float, float] = (0.0, 0.0)
+    :param agg: the intervals as ticks, per stack
+    :param stacks: the stacks the ticks name, outermost first
+    :param peak: the stack id at the peak, ``NO_STACK`` if none
+    :param samples: what the stacks were sampled from
+    """
+
+    def __init__(
+        self,
+        agg: Aggregator,
+        stacks: list[tuple[SampledFrame, ...]],
+        peak: int,
+        samples: StackSamples,
+    ) -> None:
+        composition = agg.composition() if agg.n > 1 else {}
+        totals: dict[int, list[float]] = {}
+        for sid in sorted(agg.count):
+            row = [0.0] * NCOLUMNS
+            row[WALL], row[SAMPLES] = agg.seconds[sid], agg.count[sid]
+            row[NET], row[TO_PEAK] = agg.net[sid], composition.get(sid, 0.0)
+            row[HIGHEST] = agg.highest[sid]
+            if sid == NO_STACK:  # the intervals without a user stack: a row without frames
+                sid = len(stacks)
+                stacks = [*stacks, ()]
+            totals[sid] = row
+        duration = agg.last_t - agg.first_t
+        notes = []
+        if samples.dropped:
+            notes.append(f"stack table full: {samples.dropped} samples kept as their outer frames")
+        super().__init__(
+            stacks,
+            [ThreadProfile(0, "MainThread", True, totals)],
+            interval=duration / max(agg.n - 1, 1),
+            timer="ticks",
+            duration=duration,
+            cpu_time=0.0,
+            samples=len(samples.times),
+            notes=notes,
+            cpu_known=False,
+            memory_known=True,
+        )
+        self.peak = peak
+
+    @property
+    def peak_stack(self) -> tuple[SampledFrame, ...] | None:
+        """The stack at the peak, outermost first (None if none was sampled)."""
+        return None if self.peak == NO_STACK else self.stacks[self.peak]
 
     def peak_labels(self) -> tuple[str, ...] | None:
         """The stack at the peak as ``function (file.py:line)`` labels, outermost first."""
-        return None if self.peak_stack is None else tuple(frame_label(f) for f in self.peak_stack)
+        stack = self.peak_stack
+        return None if stack is None else tuple(frame_label(f) for f in stack)
+
+    @functools.cached_property
+    def functions(self) -> list[FunctionRow]:
+        """The per-function view, by decreasing growth up to the peak: net growth and
+        growth up to the peak to each stack's innermost user frame, the highest memory
+        and the ticks to every function on it (once: recursion counts once)."""
+        rows: dict[tuple[str, str, int], list[float]] = {}
+        for sid, totals in self.threads[0].totals.items():
+            stack = self.stacks[sid]
+            if not stack:
+                continue
+            for key in dict.fromkeys((f.file, f.name, f.first_line) for f in stack):
+                row = rows.setdefault(key, [0.0, 0.0, 0.0, 0])
+                row[2] = max(row[2], totals[HIGHEST])
+                row[3] += int(totals[SAMPLES])
+            inner = stack[innermost_user(stack)]
+            row = rows[(inner.file, inner.name, inner.first_line)]
+            row[0] += totals[NET]
+            row[1] += totals[TO_PEAK]
+        found = [
+            FunctionRow(k[1], k[0], k[2], v[0], v[1], v[2], int(v[3])) for k, v in rows.items()
+        ]
+        return sorted(found, key=lambda r: (-r.to_peak, -r.net, r.function))
+
+    @property
+    def unattributed(self) -> tuple[float, float]:
+        """``(net, to_peak)`` of the intervals no user stack was sampled for."""
+        row = next((t for sid, t in self.threads[0].totals.items() if not self.stacks[sid]), None)
+        return (0.0, 0.0) if row is None else (row[NET], row[TO_PEAK])
 
     def totals(self) -> tuple[float, float]:
         """``(net, to_peak)`` summed over the functions and the unattributed intervals:
         ``end - begin`` and ``peak - begin`` of the series."""
-        net = sum(r.net for r in self.functions) + self.unattributed[0]
-        to_peak = sum(r.to_peak for r in self.functions) + self.unattributed[1]
+        lost = self.unattributed
+        net = sum(r.net for r in self.functions) + lost[0]
+        to_peak = sum(r.to_peak for r in self.functions) + lost[1]
         return net, to_peak
+
+    def growth_stacks(self) -> list[tuple[list[StackFrame], float]]:
+        """The stacks with a positive growth up to the peak, in bytes (rounded), for the
+        stack exporters."""
+        return [
+            ([f.function() for f in self.stacks[sid]], size)
+            for sid, totals in self.threads[0].totals.items()
+            if self.stacks[sid] and (size := round(totals[TO_PEAK])) > 0
+        ]
 
     def to_dict(self, unit: float = 1.0, top: int | None = None) -> dict[str, Any]:
         """JSON-able: ``peak_stack`` and ``functions`` (bytes divided by ``unit``).
@@ -98,24 +185,36 @@ class StackAttribution:
         :param top: rows kept, all if None
         """
         rows = self.functions if top is None else self.functions[:top]
+        lost = self.unattributed
         return {
             "peak_stack": list(self.peak_labels() or ()) if self.peak_stack else None,
-            "functions": [r.to_dict(unit) for r in rows],
-            "unattributed": {
-                "net_growth": self.unattributed[0] / unit,
-                "growth_to_peak": self.unattributed[1] / unit,
-            },
+            "functions": [
+                {
+                    "function": r.function,
+                    "file": r.filename,
+                    "line": r.first_line,
+                    "growth_to_peak": r.to_peak / unit,
+                    "net_growth": r.net / unit,
+                    "highest": r.highest / unit,
+                    "ticks": r.ticks,
+                }
+                for r in rows
+            ],
+            "unattributed": {"net_growth": lost[0] / unit, "growth_to_peak": lost[1] / unit},
             "stack_samples": self.samples,
         }
 
-    def weighted_stacks(self) -> list[tuple[list[StackFrame], float]]:
-        """The stacks with a positive growth up to the peak, in bytes (rounded), for the
-        stack exporters."""
-        return [
-            ([f.function() for f in self.stacks[index]], size)
-            for index, weight in sorted(self.weights.items())
-            if (size := round(weight)) > 0
-        ]
+    def to_text(self, top: int = 10) -> str:
+        """See :func:`where_text`."""
+        return where_text(self, top)
+
+    def to_collapsed(self) -> str:
+        """See :func:`where_collapsed`."""
+        return where_collapsed(self)
+
+    def to_speedscope(self, name: str = "memory growth") -> str:
+        """See :func:`where_speedscope`."""
+        return where_speedscope(self, name)
 
 
 def stack_at(samples: StackSamples, after: float) -> int:
@@ -131,20 +230,19 @@ def attribute(
     points: Sequence[tuple[float, float, float]],
     samples: StackSamples,
     peak_after: float | None = None,
-) -> StackAttribution:
+) -> MemoryProfile:
     """Joins the memory series and the stack samples, through the one model of memory
     per stack (:class:`Aggregator <.._sampling.aggregate.Aggregator>`, what ``run``'s
     report reads): each interval is a tick of the stack given to it.
 
     :param points: the spy's ``(time, peak, end)`` points: the peak of each interval
         and the memory at its end
-    :param samples: what :class:`StackSampler <.stacks.StackSampler>` recorded (or the
-        observer, see :func:`.stacks.from_observer`)
+    :param samples: the running thread's stacks, from the in-process recorder
+        (:meth:`.._sampling.recorder.Recorder.running_samples`) or the observer
+        (:func:`.observed.from_observer`)
     :param peak_after: time of the tick before the one that saw the peak (the spy knows
         it); None: the stack of the interval the model dates the peak in
     """
-    from .._sampling.aggregate import Aggregator  # its NO_STACK is this one's (-1)
-
     stacks, view_of = _user_views(samples.stacks)
     agg = Aggregator(max_points=2)  # the per-stack tables are what is read here
     high = 0.0
@@ -156,41 +254,7 @@ def attribute(
         peak = view_of[stack_at(samples, peak_after)]
     else:
         peak = int(agg.peak_sid) if agg.n > 1 else NO_STACK
-    return _from_model(agg, stacks, samples, peak)
-
-
-def _from_model(
-    agg: Any, stacks: list[tuple[SampledFrame, ...]], samples: StackSamples, peak: int
-) -> StackAttribution:
-    """The per-function view of the model's per-stack figures: net growth and growth up
-    to the peak to each stack's innermost user frame, the highest memory and the ticks
-    to every function on it (once: recursion counts once)."""
-    composition = agg.composition() if agg.n > 1 else {}
-    rows: dict[tuple[str, str, int], FunctionRow] = {}
-    for sid in sorted(agg.count):
-        if sid == NO_STACK or not 0 <= sid < len(stacks):
-            continue
-        stack = stacks[sid]
-        for key in dict.fromkeys((f.file, f.name, f.first_line) for f in stack):
-            row = rows.setdefault(key, FunctionRow(key[1], key[0], key[2]))
-            row.highest = max(row.highest, agg.highest.get(sid, 0.0))
-            row.ticks += agg.count[sid]
-        inner = stack[innermost_user(stack)]
-        row = rows[(inner.file, inner.name, inner.first_line)]
-        row.net += agg.net.get(sid, 0.0)
-        row.to_peak += composition.get(sid, 0.0)
-    weights = {sid: w for sid, w in composition.items() if sid != NO_STACK and sid in agg.count}
-    lost = (agg.net.get(NO_STACK, 0.0), composition.get(NO_STACK, 0.0))
-    functions = sorted(rows.values(), key=lambda r: (-r.to_peak, -r.net, r.function))
-    return StackAttribution(
-        functions,
-        stacks,
-        weights,
-        stacks[peak] if 0 <= peak < len(stacks) else None,
-        len(samples.times),
-        samples.dropped,
-        unattributed=lost,
-    )
+    return MemoryProfile(agg, stacks, peak, samples)
 
 
 def _user_views(
@@ -204,3 +268,59 @@ def _user_views(
         view = user_view(stack)
         view_of[i] = index.setdefault(view, len(index)) if view else NO_STACK
     return list(index), view_of
+
+
+# -- the views ---------------------------------------------------------------------------
+
+
+def where_text(where: MemoryProfile, top: int = 10) -> str:
+    """The ``top`` functions by growth up to the peak as a table with units: growth up to
+    the peak and net growth (both the function's own, summing to ``peak - begin`` and
+    ``end - begin`` with the unattributed line), and the highest RSS reached while it ran.
+
+    :param where: the attribution
+    :param top: rows shown
+    """
+    top = check_int("top", top, minimum=1)
+    head = f"{'to peak':>10} {'net':>10} {'highest':>10}  function"
+    count = len(where.functions)
+    shown = f"top {top} of {count}" if count > top else f"{count} function{'s' * (count != 1)}"
+    lines = [f"memory growth by function ({shown})", head]
+    for r in where.functions[:top]:
+        name = f"{r.function} ({os.path.basename(r.filename)}:{r.first_line})"
+        lines.append(_row(r.to_peak, r.net, format_bytes(r.highest), one_line(name)))
+    if not where.functions:
+        lines.append("(no stack sampled while memory grew)")
+    lost_net, lost_peak = where.unattributed
+    if lost_net or lost_peak:
+        lines.append(_row(lost_peak, lost_net, "", "(no stack sampled)"))
+    net, to_peak = where.totals()
+    lines.append(_row(to_peak, net, "", "total: peak - begin, end - begin"))
+    return "\n".join(lines)
+
+
+def _row(to_peak: float, net: float, highest: str, label: str) -> str:
+    return f"{format_bytes(to_peak):>10} {format_bytes(net):>10} {highest:>10}  {label}"
+
+
+def where_collapsed(where: MemoryProfile) -> str:
+    """Collapsed stacks ``a;b;c BYTES``, one line per stack with growth up to the peak: a
+    memory flame graph for flamegraph.pl, speedscope, inferno.
+
+    :param where: the attribution
+    """
+    from .._stacks.export import to_collapsed
+
+    return to_collapsed(where.growth_stacks())
+
+
+def where_speedscope(where: MemoryProfile, name: str = "memory growth") -> str:
+    """A speedscope document (``sampled``, unit ``bytes``): one sample per stack with
+    growth up to the peak, weighted by it.
+
+    :param where: the attribution
+    :param name: the profile's name
+    """
+    from .._stacks.export import to_speedscope
+
+    return str(to_speedscope(where.growth_stacks(), check_str("name", name), "bytes"))

@@ -6,23 +6,58 @@ Those totals are exact however long the run. The timeline (which stack each thre
 when) is kept per thread up to ``max_points`` entries, then halved (every other entry
 kept, its neighbour's time added to it) and sampled at half the rate, as the memory
 series does: an hour-long run stays a few MB.
+
+The same recorder is the memory spy's in-process fallback (``running=True``, where the
+observer cannot run): at each sample it also keeps the stack of the thread that runs
+(:func:`pick_thread`), which :mod:`.._memory.where` joins with the memory series.
 """
 
 from __future__ import annotations
 
 import array
+import functools
 import operator
 import sys
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType
+from types import CodeType, FrameType
+from typing import NamedTuple
 
-from .frames import StackTable
+from .aggregate import NO_STACK
+from .frames import SampledFrame, StackKey, StackTable
 from .intern import MIN_CAPACITY, Totals, filled, grow
 
 MAX_POINTS = 20_000  # timeline entries kept per thread before halving
 DELAY_FACTOR = 2.5  # a gap over this many intervals is a sample delayed by a GIL holder
+# The spy's fallback keeps fewer, shorter stacks (a deep recursion is cut, a few MB at worst).
+RUNNING_DEPTH = 256
+RUNNING_STACKS = 20_000
+
+# A thread whose innermost frame is one of these standard modules waits (join, a queue,
+# a lock, select): it does not allocate, another thread is the one running.
+_IDLE_MODULES = (
+    "threading.py",
+    "queue.py",
+    "selectors.py",
+    "socket.py",
+    "subprocess.py",
+    "concurrent/futures/thread.py",
+    "concurrent/futures/_base.py",
+    "multiprocessing/connection.py",
+    "multiprocessing/pool.py",
+    "asyncio/base_events.py",
+)
+
+
+class StackSamples(NamedTuple):
+    """The running thread's stack at each sample: what :mod:`.._memory.where` joins with
+    the memory series (from the in-process recorder, or the spy's observer)."""
+
+    times: array.array[float]
+    ids: array.array[int]  # stack ids, ``NO_STACK`` when no thread ran
+    stacks: list[tuple[SampledFrame, ...]]  # outermost frame first
+    dropped: int  # samples whose stack could not be interned whole
 
 
 class ThreadLine:
@@ -136,6 +171,8 @@ class Recorder:
     :param thread_name: thread id -> its name
     :param max_points: timeline entries per thread before halving
     :param table: the stack table (a fresh one by default)
+    :param running: also keep the running thread's stack at each sample (the spy's
+        fallback, see :meth:`running_samples`)
     """
 
     def __init__(
@@ -147,6 +184,7 @@ class Recorder:
         thread_name: Callable[[int], str] | None = None,
         max_points: int = MAX_POINTS,
         table: StackTable | None = None,
+        running: bool = False,
     ) -> None:
         self.interval = interval
         self.clock = clock
@@ -167,6 +205,9 @@ class Recorder:
         self.order: list[int] = []  # idents in the order first seen
         # Told each sample's time and stacks (thread id -> stack id), when set.
         self.listener: Callable[[float, dict[int, int]], None] | None = None
+        self.running = ThreadLine() if running else None
+        self._previous: dict[int, int] = {}  # thread id -> stack id at the previous sample
+        self._idle: dict[int, bool] = {}  # stack id -> waits in the standard library
 
     def sample(self, main_frame: FrameType | None = None, final: bool = False) -> None:
         """Takes one sample of every thread now.
@@ -210,8 +251,31 @@ class Recorder:
             state[1].add(sid, gap, cpu)
             state[2].add(now - self.start, sid, gap, self.max_points)
         del frames  # frames keep their locals alive: release them at once
+        if self.running is not None:
+            self._keep_running(self.running, now, seen)
         if self.listener is not None:
             self.listener(now, seen)
+
+    def _keep_running(self, line: ThreadLine, now: float, seen: dict[int, int]) -> None:
+        """Keeps the stack of the thread that runs (of ``seen``: thread id -> stack id)."""
+        ident = pick_thread(seen, self._previous, self.main_ident, self._waits)
+        self._previous = seen
+        line.add(now, NO_STACK if ident is None else seen[ident], 0.0, self.max_points)
+
+    def _waits(self, sid: int) -> bool:
+        """Tells if the stack ``sid`` waits in the standard library (cached)."""
+        found = self._idle.get(sid)
+        if found is None:
+            key = self.table.key(sid)
+            found = self._idle[sid] = is_idle(
+                key, {key[0]: self.table.codes[key[0]]} if key else {}
+            )
+        return found
+
+    def running_samples(self) -> StackSamples:
+        """What ``running`` kept, the stacks decoded (outermost first)."""
+        line = self.running or ThreadLine()
+        return StackSamples(line.times, line.stacks, self.table.decode(), int(self.table.merged))
 
     @staticmethod
     def _cpu_delta(state: list) -> float:
@@ -247,6 +311,70 @@ class Recorder:
 
 
 OWN_CODES.add(Recorder.sample.__code__)
+
+
+def spy_recorder(
+    delay: float,
+    max_points: int,
+    clock: Callable[[], float] = time.monotonic,
+    current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+    max_stacks: int = RUNNING_STACKS,
+) -> Recorder:
+    """The memory spy's in-process fallback: a recorder keeping the running thread's stack
+    (``running``) on the spy's clock, without the threads' CPU clocks.
+
+    :param delay: seconds between two samples
+    :param max_points: samples kept at most (>= 2), halved beyond
+    :param clock: the clock, ``time.monotonic`` as the spy's
+    :param current_frames: ``sys._current_frames`` (tests pass a fake)
+    :param max_stacks: distinct stacks kept at most (beyond, their outer frames)
+    """
+    table = StackTable(max_stacks, RUNNING_DEPTH)
+    return Recorder(delay, clock, current_frames, _no_cpu_clock, str, max_points, table, True)
+
+
+def _no_cpu_clock(ident: int) -> None:
+    """No thread's CPU time (the spy's fallback does not read it)."""
+
+
+def is_idle(key: StackKey, codes: dict[int, CodeType]) -> bool:
+    """Tells if a thread waits in the standard library (see ``_IDLE_MODULES``).
+
+    :param key: its stack
+    :param codes: ``id(code) -> code``
+    """
+    return not key or codes[key[0]].co_filename.replace("\\", "/").startswith(_idle_files())
+
+
+@functools.cache
+def _idle_files() -> tuple[str, ...]:
+    """``_IDLE_MODULES`` under the standard library (sysconfig imported at the first use)."""
+    import sysconfig
+
+    stdlib = sysconfig.get_paths().get("stdlib", "").replace("\\", "/").rstrip("/") + "/"
+    return tuple(stdlib + name for name in _IDLE_MODULES)
+
+
+def pick_thread(
+    stacks: dict[int, int], previous: dict[int, int], main: int, idle: Callable[[int], bool]
+) -> int | None:
+    """The thread that most likely runs: not idle first, then one whose stack changed
+    since the previous sample, then the main thread. None when every thread waits: a
+    waiting thread (``Event.wait``, a queue, a join) is never credited with what memory
+    did meanwhile (a C extension's thread, the garbage collector, another process's
+    pages); that goes to "no stack sampled".
+
+    :param stacks: thread id -> stack id now
+    :param previous: thread id -> stack id at the previous sample
+    :param main: the main thread's id
+    :param idle: tells a waiting stack
+    """
+    best, best_score = None, (False, False, False)
+    for ident, sid in stacks.items():
+        score = (not idle(sid), previous.get(ident) != sid, ident == main)
+        if best is None or score > best_score:
+            best, best_score = ident, score
+    return best if best_score[0] else None
 
 
 def _program_frame(frame: FrameType | None, depth: int = 12) -> FrameType | None:
