@@ -118,7 +118,8 @@ def test_an_elf_whose_tables_lie_is_refused_or_yields_nothing(tmp_path: Path) ->
 def _debug_offsets(values: dict[str, int], cookie: bytes = layouts.DEBUG_COOKIE) -> bytes:
     data = bytearray(cookie + struct.pack("<QQ", 0x030D00F0, values.pop("free_threaded", 0)))
     for section, fields in layouts._DEBUG_313:
-        for name in fields:
+        for field in fields:
+            name = field.partition("=")[0]
             data += struct.pack("<Q", values.get(f"{section}.{name}", 8))
     return bytes(data)
 
