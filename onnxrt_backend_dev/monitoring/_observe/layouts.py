@@ -37,14 +37,14 @@ _COMMON = {
     "chunk.size": 8,
     "chunk.top": 16,
     "chunk.data": 24,
-    # The same in 3.10 and 3.11 (3.12 and 3.13 change some of them).
+    # The same in 3.10 and 3.11 (3.12 and 3.13 change some of them; 3.13's debug offsets
+    # give each of them).
     "interp.next": 0,
     "tstate.next": 8,
     "tstate.interp": 16,
     "frame.code": 32,
     "unicode.ascii_size": 48,
     "unicode.compact_size": 72,
-    "heaptype.cached_keys": 872,
 }
 TABLE: dict[tuple[int, int], dict[str, int]] = {
     (3, 10): {
@@ -62,6 +62,7 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "code.linetable": 120,
         "code.firstlineno": 40,
         "frame.localsplus": 352,
+        "heaptype.cached_keys": 872,
         "keys.size": 8,
         "keys.nentries": 32,
         "keys.indices": 40,
@@ -87,6 +88,7 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "code.linetable": 136,
         "code.firstlineno": 72,
         "frame.localsplus": 72,
+        "heaptype.cached_keys": 872,
         "keys.log2_index_bytes": 9,
         "keys.kind": 10,
         "keys.nentries": 24,
