@@ -229,29 +229,34 @@ def _observer_check_outer(ev: threading.Event) -> None:
     _observer_check_inner(ev)
 
 
-def _check_native(
+def _read_known(
     interp: Interpreter,
     memory_factory: Callable[[int], Any] | None,
-    ident: int,
+    known: tuple[int, int, str],
     expected: list[tuple[str, int]],
     where: str,
-) -> str:
-    """The C walk read on the same known thread: '' when it finds the same stack, else
-    why it is not used."""
-    reason = walk.WHY_NOT
-    if reason:
-        return reason
+) -> tuple[int, bool, str]:
+    """Reads the known thread (``ident, kernel id, name``) of a live interpreter, this
+    process or the probe, with the Python reader, then with the C walk: the 3.10 thread
+    id offset, whether its name read right, and '' when the C walk found the same stack,
+    else why it is not used."""
+    ident, native, name = known
     reader = _reader(interp, memory_factory)
+    sample = _compare(reader, ident, expected, where)
+    tid, names = _pthread_tid(reader, sample, native), _name_read(reader, sample, name)
+    if walk.WHY_NOT:
+        return tid, names, walk.WHY_NOT
+    reader = _reader(interp, memory_factory)  # a fresh one: the C walk finds every code
     reason = walk.attach_native(reader, reader.memory if memory_factory else interp.pid)
     if reason:
-        return f"the C walker cannot read this interpreter: {reason}"
+        return tid, names, f"the C walker cannot read this interpreter: {reason}"
     try:
         _compare(reader, ident, expected, where)
     except (ObserveError, walk.Fault, ReadError) as e:
-        return f"the C walker failed the check: {e}"
+        return tid, names, f"the C walker failed the check: {e}"
     finally:
         walk.drop_native(reader)
-    return ""
+    return tid, names, ""
 
 
 def _check_self(
@@ -264,13 +269,8 @@ def _check_self(
                               name="onnxrt-layout-check")  # fmt: skip
     try:  # started inside: a Ctrl-C in start() (it waits for the thread) still ends it
         thread.start()
-        expected = _wait_for_stack(thread)
-        reader = _reader(own, memory_factory)
-        sample = _compare(reader, thread.ident or 0, expected, "this interpreter")
-        tid = _pthread_tid(reader, sample, thread.native_id or 0)
-        native = _check_native(own, memory_factory, thread.ident or 0, expected,
-                               "this interpreter")  # fmt: skip
-        return tid, _name_read(reader, sample, thread.name), native
+        known = (thread.ident or 0, thread.native_id or 0, thread.name)
+        return _read_known(own, memory_factory, known, _wait_for_stack(thread), "this interpreter")
     finally:
         ev.set()
         if thread.ident is not None:
@@ -342,20 +342,15 @@ def _check_probe(
         try:
             info = json.loads(line)
             expected = [(str(n), int(ln)) for n, ln in info["stack"]]
-            ident, native = int(info["ident"]), int(info["native"])
-            name = str(info.get("name", ""))
+            known = (int(info["ident"]), int(info["native"]), str(info.get("name", "")))
         except (ValueError, KeyError, TypeError) as e:
             raise ObserveError(f"layout check: the probe said {line[:80]!r}",
                                "unverified") from e  # fmt: skip
         probe = locate(proc.pid)
         if probe.layout.offsets != interp.layout.offsets:
             raise ObserveError("layout check: the probe's layout differs", "unverified")
-        reader = _reader(probe, memory_factory)
-        sample = _compare(reader, ident, expected, interp.executable)
         flags = opcodes.kinds(opcodes.parse_table(str(info.get("ops", ""))))
-        checked = _check_native(probe, memory_factory, ident, expected, interp.executable)
-        return (flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name),
-                checked)  # fmt: skip
+        return (flags, *_read_known(probe, memory_factory, known, expected, interp.executable))
     finally:
         proc.kill()
         proc.wait()
