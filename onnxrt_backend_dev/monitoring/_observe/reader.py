@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
-from .linetable import LineTable, decode, line_of
+from .linetable import line, line_of
 from .memory import Memory, ReadError
 
 MAX_DEPTH = 1024  # frames walked per thread at most (a deeper stack keeps its innermost)
@@ -54,8 +54,7 @@ def u64(data: bytes, offset: int) -> int:
 class CodeInfo:
     """A code object as read: its name, file, first line, its bytecode's size and the
     bytecode itself (to tell what the innermost frame runs), and its line table, whose
-    line for each offset asked is found once (by the C walk's module where built, else
-    decoded as far as needed).
+    line for each offset asked is found once (see :mod:`.linetable`).
 
     :param name: its qualified name (``co_qualname`` on 3.11+, ``co_name`` before)
     :param file: ``co_filename``
@@ -66,8 +65,7 @@ class CodeInfo:
     :param ops: the bytecode as read once (specialised instructions stay in their family)
     """
 
-    __slots__ = ("_lines", "_table", "file", "first_line", "name", "ops", "raw_table", "size",
-                 "version")  # fmt: skip
+    __slots__ = ("_lines", "file", "first_line", "name", "ops", "raw_table", "size", "version")
 
     def __init__(
         self,
@@ -81,19 +79,14 @@ class CodeInfo:
     ) -> None:
         self.name, self.file, self.first_line, self.raw_table = name, file, first_line, raw_table
         self.version, self.size, self.ops = version, size, ops
-        self._table: LineTable | None = None
         self._lines: dict[int, int] = {}
 
     def line(self, offset: int) -> int:
         """The line of a byte offset (the first line before the code), found once."""
         found = self._lines.get(offset)
         if found is None:
-            if line_of is not None:
-                found = line_of(self.raw_table, self.first_line, offset, self.version[1])
-            else:
-                if self._table is None:  # decoded once, as far as the offsets asked need
-                    self._table = decode(self.raw_table, self.first_line, self.version)
-                found = self._table.line(offset)
+            lookup = line_of or line  # in C where built
+            found = lookup(self.raw_table, self.first_line, offset, self.version[1])
             self._lines[offset] = found
         return found
 
@@ -172,7 +165,7 @@ class StackReader:
         self._states: dict[int, list[int]] = {}  # interpreter -> its thread states last seen
         self.reads = 0  # samples taken
         self.names = True  # read threads' names (off when the check could not)
-        self._key_index: dict[tuple[int, str], int] = {}
+        self._key_index: dict[tuple[int, str], tuple[int, int, int, int]] = {}
         self.torn = 0  # thread reads that moved and were read again
         self.partial = 0  # thread reads kept as their agreed outer frames
         self.failed = 0  # thread reads that gave nothing
@@ -584,15 +577,14 @@ class StackReader:
         dict's values array)."""
         if not keys:
             return 0
-        index = self._key_index.get((keys, name))
-        if index is None:
-            index, entries, size, value_at = self._find_key(keys, name)
-            self._key_index[(keys, name)] = index
+        found = self._key_index.get((keys, name))
+        if found is None:
+            found = self._key_index[(keys, name)] = self._find_key(keys, name)
+        index, entries, size, value_at = found
         if index < 0:
             return 0
         if values:
             return u64(self.memory.read(values + 8 * index, 8), 0)
-        _, entries, size, value_at = self._find_key(keys, name)
         return u64(self.memory.read(entries + size * index + value_at, 8), 0)
 
     def _find_key(self, keys: int, name: str) -> tuple[int, int, int, int]:
