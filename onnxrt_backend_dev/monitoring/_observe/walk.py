@@ -139,9 +139,7 @@ def drop_native(reader: StackReader) -> None:
     walk = reader.native
     if walk is None:
         return
-    torn, partial, failed = walk.counts()
-    reader.torn, reader.partial, reader.failed = (
-        reader.torn + torn, reader.partial + partial, reader.failed + failed)  # fmt: skip
+    reader.torn, reader.partial, reader.failed = reader.counts()  # its own and the walk's
     reader.native = None
     walk.close()
 
