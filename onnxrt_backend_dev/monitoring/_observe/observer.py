@@ -414,11 +414,10 @@ def _read(
     on, the notes say why."""
     reader = record.reader
     if reader is not None and reader.native is not None:
-        walk = reader.native
-        if walk.owner is not record:
-            walk.bind(record)
+        if reader.owner is not record:
+            reader.bind(record)
         try:
-            return walk.sample(stat, status and memory)
+            return reader.native.sample(stat, status and memory)
         except Fault as e:
             record.faults.append(str(e))
             drop_native(reader)

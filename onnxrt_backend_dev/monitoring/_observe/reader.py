@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
 from .linetable import line, line_of
 from .memory import Memory, ReadError
+from .walk import ADDRESS, COMPLETE, DROPPED, GIL, IDENT, OUTER, STACK, TID
 
 MAX_DEPTH = 1024  # frames walked per thread at most (a deeper stack keeps its innermost)
 MAX_THREADS = 4096
@@ -169,9 +170,14 @@ class StackReader:
         self.torn = 0  # thread reads that moved and were read again
         self.partial = 0  # thread reads kept as their agreed outer frames
         self.failed = 0  # thread reads that gave nothing
-        # The walk in C (:mod:`.walk`), when built and checked: it reads the stacks, this
-        # reader the code objects it finds (:meth:`learn`), their names and threads'.
+        # The walk in C (``_walker.Walker``, given by :func:`.walk.attach_native` when
+        # built and checked): it reads the stacks, this reader the code objects it finds
+        # (:meth:`learn`), their names and threads'. Its stacks go to this reader's table
+        # until :meth:`bind` gives them to another (the observer's record of the process).
         self.native: Any = None
+        self.owner: Any = self
+        self.keys: dict[tuple[int, ...], int] = {}
+        self.key_list: list[tuple[int, ...]] = []
         lay = layout
         self._cframe = "tstate.cframe" in lay
         self._owner_check = lay.version >= (3, 12)
@@ -265,7 +271,12 @@ class StackReader:
         :raises ReadError: the runtime itself cannot be read (the process is gone)
         """
         if self.native is not None:
-            return self.native.threads()
+            _, _, rows = self.native.sample(False, False)
+            if rows is None:
+                raise ReadError(self.runtime, 8, "the runtime is unreadable")
+            keys = self.owner.key_list
+            return [ThreadSample(r[ADDRESS], r[IDENT], r[TID], keys[r[STACK]], r[COMPLETE],
+                                 r[DROPPED], r[GIL], r[OUTER]) for r in rows]  # fmt: skip
         self.reads += 1
         out: list[ThreadSample] = []
         for interp in self.interpreters():
@@ -642,12 +653,32 @@ class StackReader:
         cid = self._identify_all([address], [head])[address]
         return cid, (self.infos[cid].size if cid >= 0 else 0)
 
+    def intern(self, frames: tuple[int, ...]) -> int:
+        """The id of a stack the C walk read (until :meth:`bind`).
+
+        :param frames: ``code id, byte offset`` pairs, innermost first
+        """
+        sid = self.keys.get(frames)
+        if sid is None:
+            sid = self.keys[frames] = len(self.key_list)
+            self.key_list.append(frames)
+        return sid
+
+    def bind(self, owner: Any) -> None:
+        """Gives the C walk's stacks to another table from now on.
+
+        :param owner: what interns them (its ``intern`` and ``key_list``: the observer's
+            record of the process)
+        """
+        self.owner = owner
+        self.native.set_interner(owner.intern)
+
     def counts(self) -> tuple[int, int, int]:
         """Stack reads that moved and were read again, kept as their outer frames, that
         gave nothing: this reader's and the C walk's."""
         torn, partial, failed = self.torn, self.partial, self.failed
         if self.native is not None:
-            more = self.native.counts()
+            more = self.native.counts
             torn, partial, failed = torn + more[0], partial + more[1], failed + more[2]
         return torn, partial, failed
 
