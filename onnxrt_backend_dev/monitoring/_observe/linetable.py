@@ -14,16 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from .._errors import BadData
+from .walk import _walker
 
 MAX_RANGES = 1 << 20
 
 # The same lookup in C (the walk's module, where built): a line found in microseconds;
 # :func:`line` stays the lookup without it.
-line_of: Callable[[bytes, int, int, int], int] | None
-try:
-    from ._walker import line as line_of
-except ImportError:
-    line_of = None
+line_of: Callable[[bytes, int, int, int], int] | None = _walker.line if _walker else None
 
 
 def line(table: bytes, first_line: int, offset: int, minor: int) -> int:

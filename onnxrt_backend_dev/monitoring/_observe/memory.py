@@ -15,11 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from .._errors import ReadError
-
-try:  # the C walk's module, where built: reads without ctypes (its import costs a start)
-    from . import _walker as _native
-except ImportError:
-    _native = None  # type: ignore[assignment]
+from .walk import _walker as _native  # where built: reads without ctypes (a costly import)
 
 MAX_READ = 1 << 22  # one read at most 4 MiB: a size read from the process is untrusted
 IOV_MAX = 1024  # iovecs per call (Linux's UIO_MAXIOV)
