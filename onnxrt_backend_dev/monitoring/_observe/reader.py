@@ -722,68 +722,42 @@ class StackReader:
 
     def _read_code(self, key: tuple[int, ...]) -> CodeInfo | None:
         """A code object's name, file, line table and bytecode, in two system calls (the
-        objects' heads, then their contents; 3.10's bytecode, a bytes object, in one
-        more)."""
+        objects' heads, then their contents and the bytecode; 3.10's bytecode, a bytes
+        object, has its head read in one more)."""
         address, name_ptr, file_ptr, table_ptr, first_line, units = key
         if first_line < 0 or not (name_ptr and file_ptr and table_ptr):
             return None
         lay = self.layout
         str_head, bytes_head = lay["unicode.compact_size"], lay["bytes.data"]
-        first = [(name_ptr, str_head), (file_ptr, str_head), (table_ptr, bytes_head)]
-        if lay.code_adaptive >= 0:
-            if 2 * units > MAX_TABLE:
-                return None
-            if units:
-                first.append((address + lay.code_adaptive, 2 * units))
-        else:
-            first.append((address + lay["code.code"], 8))
-        got = self.memory.read_many(first)
+        heads = [(name_ptr, str_head), (file_ptr, str_head), (table_ptr, bytes_head)]
+        if lay.code_adaptive < 0:
+            heads.append((address + lay["code.code"], 8))
+        elif 2 * units > MAX_TABLE:
+            return None
+        got = self.memory.read_many(heads)
         spans = [self._string_span(name_ptr, got[0]), self._string_span(file_ptr, got[1]),
                  self._bytes_span(table_ptr, got[2])]  # fmt: skip
-        code_ptr = 0
-        if lay.code_adaptive < 0 and got[3] is not None:
+        if lay.code_adaptive >= 0:
+            spans.append((address + lay.code_adaptive, 2 * units, "bytes"))
+        elif got[3] is not None:  # 3.10: a bytes object (its bytecode unread: none known)
             code_ptr = u64(got[3], 0)
             if not code_ptr:
                 return None
-        contents = self._contents(spans, code_ptr)
-        if contents is None:
-            return None
-        name, file, table, ops = contents
-        if lay.code_adaptive >= 0:
-            raw = got[3] if units else b""
-            if raw is None:
-                return None
-            ops = raw
-        return CodeInfo(name, file, first_line, table, lay.version, len(ops), ops)
-
-    def _contents(
-        self, spans: list[tuple[int, int, str] | None], code_ptr: int
-    ) -> tuple[str, str, bytes, bytes] | None:
-        """The texts of the name and the file, the line table's bytes, and 3.10's
-        bytecode (its bytes object at ``code_ptr``), read in one system call (two for
-        the bytecode)."""
+            (head,) = self.memory.read_many([(code_ptr, bytes_head)])
+            spans.append(self._bytes_span(code_ptr, head))
         if any(span is None for span in spans):
             return None
         wanted = [(a, n) for a, n, _ in spans if n]  # type: ignore[misc]
-        if code_ptr:
-            wanted.append((code_ptr, self.layout["bytes.data"]))
-        got = iter(self.memory.read_many(wanted))
+        contents = iter(self.memory.read_many(wanted))
         parts: list[Any] = []
         for _, n, encoding in spans:  # type: ignore[misc]
-            data = next(got) if n else b""
+            data = next(contents) if n else b""
             if data is None:
                 return None
             parts.append(data if encoding == "bytes" else data.decode(encoding, "replace"))
-        ops = b""
-        if code_ptr:
-            span = self._bytes_span(code_ptr, next(got))
-            if span is None:
-                return None
-            try:
-                ops = self.memory.read(span[0], span[1]) if span[1] else b""
-            except ReadError:
-                return None
-        return parts[0], parts[1], parts[2], ops
+        name, file, table, *rest = parts
+        ops = rest[0] if rest else b""
+        return CodeInfo(name, file, first_line, table, lay.version, len(ops), ops)
 
     def _string_span(self, address: int, head: bytes | None) -> tuple[int, int, str] | None:
         """Where a compact ``str`` object's text is, given its head: ``(address, bytes,
