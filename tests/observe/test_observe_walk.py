@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeproc import TYPES, Image
@@ -121,11 +122,16 @@ def test_the_observer_goes_on_with_the_python_reader_after_a_fault() -> None:
     opened = open_target(os.getpid())
     record = ProcessRecord(os.getpid(), opened.reader, opened.verified.native_flags, _Sink())
 
-    def fault(*args: object) -> None:
-        raise walk.Fault("the C walker faulted (SIGSEGV) while reading the stacks")
+    class Faulting:  # the C walk, with its sample faulting
+        def __init__(self, walker: Any) -> None:
+            self.walker, self.counts = walker, walker.counts
+            self.set_interner, self.close = walker.set_interner, walker.close
+
+        def sample(self, *args: object) -> None:
+            raise walk.Fault("the C walker faulted (SIGSEGV) while reading the stacks")
 
     assert opened.reader.native is not None
-    opened.reader.native.sample = fault
+    opened.reader.native = Faulting(opened.reader.native)
     # WHEN sampled
     sample_process(record, 1.0)
     # THEN the fault is kept for the notes, the walk dropped, the stacks read in Python

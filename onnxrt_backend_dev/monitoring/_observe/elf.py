@@ -124,26 +124,22 @@ MAX_NOTES = 1 << 16  # bytes of notes read at most
 
 def build_id(path: str) -> str:
     """The GNU build id of an ELF file (hex, '' when it has none), read from its program
-    headers' notes: a few small reads, not the whole file.
+    headers' notes: the file mapped, a few pages read.
 
     :param path: the file
     :raises ElfError: not a 64-bit little-endian ELF, or malformed
     :raises OSError: unreadable
     """
+    import mmap
+
     with open(path, "rb") as f:
-        fields = _header(path, f.read(_EHDR.size))
-        phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-        if phentsize < _PHDR.size or phnum > 4096:
-            raise ElfError(f"{path}: malformed program headers")
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-        for i in range(len(table) // phentsize):
-            p_type, _, p_offset, _, _, p_filesz, _, _ = _PHDR.unpack_from(table, i * phentsize)
-            if p_type == PT_NOTE and 0 < p_filesz <= MAX_NOTES:
-                f.seek(p_offset)
-                found = _gnu_build_id(f.read(p_filesz))
-                if found:
-                    return found
+        head = _header(path, f.read(_EHDR.size))  # checked before the file is mapped
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            for p in _table(data, len(data), head[5], head[9], head[10], _PHDR):
+                if p[0] == PT_NOTE and 0 < p[5] <= MAX_NOTES:
+                    found = _gnu_build_id(data[p[2] : p[2] + p[5]])
+                    if found:
+                        return found
     return ""
 
 

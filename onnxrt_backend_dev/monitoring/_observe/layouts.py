@@ -37,28 +37,30 @@ _COMMON = {
     "chunk.size": 8,
     "chunk.top": 16,
     "chunk.data": 24,
+    # The same in 3.10 and 3.11 (3.12 and 3.13 change some of them; 3.13's debug offsets
+    # give each of them).
+    "interp.next": 0,
+    "tstate.next": 8,
+    "tstate.interp": 16,
+    "frame.code": 32,
+    "unicode.ascii_size": 48,
+    "unicode.compact_size": 72,
 }
 TABLE: dict[tuple[int, int], dict[str, int]] = {
     (3, 10): {
         "runtime.interpreters_head": 32,
         "runtime.gil_locked": 368,
         "runtime.gil_holder": 360,
-        "interp.next": 0,
         "interp.threads_head": 8,
-        "tstate.next": 8,
-        "tstate.interp": 16,
         "tstate.thread_id": 176,
         "tstate.frame": 24,
         "frame.back": 24,
-        "frame.code": 32,
         "frame.lasti": 96,
         "code.code": 48,
         "code.filename": 104,
         "code.name": 112,
         "code.linetable": 120,
         "code.firstlineno": 40,
-        "unicode.ascii_size": 48,
-        "unicode.compact_size": 72,
         "frame.localsplus": 352,
         "heaptype.cached_keys": 872,
         "keys.size": 8,
@@ -69,17 +71,13 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "runtime.interpreters_head": 40,
         "runtime.gil_locked": 376,
         "runtime.gil_holder": 368,
-        "interp.next": 0,
         "interp.threads_head": 16,
-        "tstate.next": 8,
-        "tstate.interp": 16,
         "tstate.thread_id": 152,
         "tstate.native_thread_id": 160,
         "tstate.datastack_chunk": 296,
         "tstate.cframe": 56,
         "cframe.current_frame": 8,
         "frame.back": 48,
-        "frame.code": 32,
         "frame.instr": 56,
         "frame.owner": 69,
         "frame.size": 80,
@@ -89,8 +87,6 @@ TABLE: dict[tuple[int, int], dict[str, int]] = {
         "code.name": 120,
         "code.linetable": 136,
         "code.firstlineno": 72,
-        "unicode.ascii_size": 48,
-        "unicode.compact_size": 72,
         "frame.localsplus": 72,
         "heaptype.cached_keys": 872,
         "keys.log2_index_bytes": 9,
@@ -193,64 +189,37 @@ def from_table(version: tuple[int, int]) -> Layout:
     return Layout(version, offsets, "table")
 
 
-# The 3.13 ``_Py_DebugOffsets``: (section, [fields]) in order, each a uint64.
+# The 3.13 ``_Py_DebugOffsets``: (section, [fields]) in order, each a uint64; a field
+# this tool reads is written ``theirs=ours`` (the name of the offset in a Layout).
 _DEBUG_313 = (
-    ("runtime_state", ("size", "finalizing", "interpreters_head")),
-    ("interpreter_state", ("size", "id", "next", "threads_head", "gc", "imports_modules",
-                           "sysdict", "builtins", "ceval_gil", "gil_runtime_state",
-                           "gil_runtime_state_enabled", "gil_runtime_state_locked",
-                           "gil_runtime_state_holder")),
-    ("thread_state", ("size", "prev", "next", "interp", "current_frame", "thread_id",
-                      "native_thread_id", "datastack_chunk", "status")),
-    ("interpreter_frame", ("size", "previous", "executable", "instr_ptr", "localsplus",
-                           "owner")),
-    ("code_object", ("size", "filename", "name", "qualname", "linetable", "firstlineno",
-                     "argcount", "localsplusnames", "localspluskinds", "co_code_adaptive")),
-    ("pyobject", ("size", "ob_type")),
-    ("type_object", ("size", "tp_name", "tp_repr", "tp_flags")),
+    ("runtime_state", ("size", "finalizing", "interpreters_head=runtime.interpreters_head")),
+    ("interpreter_state", ("size", "id", "next=interp.next",
+                           "threads_head=interp.threads_head", "gc", "imports_modules",
+                           "sysdict", "builtins", "ceval_gil=interp.gil", "gil_runtime_state",
+                           "gil_runtime_state_enabled", "gil_runtime_state_locked=gil.locked",
+                           "gil_runtime_state_holder=gil.holder")),
+    ("thread_state", ("size", "prev", "next=tstate.next", "interp=tstate.interp",
+                      "current_frame=tstate.current_frame", "thread_id=tstate.thread_id",
+                      "native_thread_id=tstate.native_thread_id",
+                      "datastack_chunk=tstate.datastack_chunk", "status")),
+    ("interpreter_frame", ("size=frame.size", "previous=frame.back", "executable=frame.code",
+                           "instr_ptr=frame.instr", "localsplus", "owner=frame.owner")),
+    ("code_object", ("size", "filename=code.filename", "name=code.name",
+                     "qualname=code.qualname", "linetable=code.linetable",
+                     "firstlineno=code.firstlineno", "argcount", "localsplusnames",
+                     "localspluskinds", "co_code_adaptive=code.adaptive")),
+    ("pyobject", ("size", "ob_type=object.type")),
+    ("type_object", ("size", "tp_name=type.name", "tp_repr", "tp_flags")),
     ("tuple_object", ("size", "ob_item", "ob_size")),
     ("list_object", ("size", "ob_item", "ob_size")),
     ("dict_object", ("size", "ma_keys", "ma_values")),
     ("float_object", ("size", "ob_fval")),
     ("long_object", ("size", "lv_tag", "ob_digit")),
-    ("bytes_object", ("size", "ob_size", "ob_sval")),
-    ("unicode_object", ("size", "state", "length", "asciiobject_size")),
+    ("bytes_object", ("size", "ob_size=bytes.size", "ob_sval=bytes.data")),
+    ("unicode_object", ("size", "state=unicode.state", "length=unicode.length",
+                        "asciiobject_size=unicode.ascii_size")),
 )  # fmt: skip
 DEBUG_OFFSETS_SIZE = 8 + 8 * (2 + sum(len(f) for _, f in _DEBUG_313))
-
-# Our names for the debug offsets' fields.
-_FROM_DEBUG = {
-    "runtime.interpreters_head": "runtime_state.interpreters_head",
-    "interp.next": "interpreter_state.next",
-    "interp.threads_head": "interpreter_state.threads_head",
-    "interp.gil": "interpreter_state.ceval_gil",
-    "gil.locked": "interpreter_state.gil_runtime_state_locked",
-    "gil.holder": "interpreter_state.gil_runtime_state_holder",
-    "tstate.next": "thread_state.next",
-    "tstate.interp": "thread_state.interp",
-    "tstate.current_frame": "thread_state.current_frame",
-    "tstate.thread_id": "thread_state.thread_id",
-    "tstate.native_thread_id": "thread_state.native_thread_id",
-    "tstate.datastack_chunk": "thread_state.datastack_chunk",
-    "frame.size": "interpreter_frame.size",
-    "frame.back": "interpreter_frame.previous",
-    "frame.code": "interpreter_frame.executable",
-    "frame.instr": "interpreter_frame.instr_ptr",
-    "frame.owner": "interpreter_frame.owner",
-    "code.filename": "code_object.filename",
-    "code.name": "code_object.name",
-    "code.qualname": "code_object.qualname",
-    "code.linetable": "code_object.linetable",
-    "code.firstlineno": "code_object.firstlineno",
-    "code.adaptive": "code_object.co_code_adaptive",
-    "object.type": "pyobject.ob_type",
-    "type.name": "type_object.tp_name",
-    "bytes.size": "bytes_object.ob_size",
-    "bytes.data": "bytes_object.ob_sval",
-    "unicode.state": "unicode_object.state",
-    "unicode.length": "unicode_object.length",
-    "unicode.ascii_size": "unicode_object.asciiobject_size",
-}
 MAX_OFFSET = 1 << 16  # a struct bigger than this is not a release build's
 
 
@@ -267,19 +236,22 @@ def parse_debug_offsets(data: bytes) -> tuple[int, dict[str, int]]:
     if free_threaded:
         raise LayoutError("a free-threaded build (its frames are not read by this tool)")
     raw: dict[str, int] = {}
+    offsets: dict[str, int] = {}
     at = 24
     for section, fields in _DEBUG_313:
-        for name in fields:
-            raw[f"{section}.{name}"] = struct.unpack_from("<Q", data, at)[0]
+        for field in fields:
+            name, _, ours = field.partition("=")
+            value = raw[f"{section}.{name}"] = struct.unpack_from("<Q", data, at)[0]
+            if ours:
+                offsets[ours] = value
             at += 8
-    # The compact unicode object follows the ASCII one by a wstr-free header (3.12+).
-    offsets = {ours: raw[theirs] for ours, theirs in _FROM_DEBUG.items()}
     # The lock and the holder are given inside the interpreter's own embedded GIL; the
     # interpreter points at the GIL it uses (its own or the main one's): make them
     # relative to the GIL.
     gil = raw["interpreter_state.gil_runtime_state"]
     offsets["gil.locked"] -= gil
     offsets["gil.holder"] -= gil
+    # The compact unicode object follows the ASCII one by a wstr-free header (3.12+).
     offsets["unicode.compact_size"] = raw["unicode_object.asciiobject_size"] + 16
     for name, value in offsets.items():
         if not 0 <= value < MAX_OFFSET:

@@ -15,11 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from .._errors import ReadError
-
-try:  # the C walk's module, where built: reads without ctypes (its import costs a start)
-    from . import _walker as _native
-except ImportError:
-    _native = None  # type: ignore[assignment]
+from .walk import _walker as _native  # where built: reads without ctypes (a costly import)
 
 MAX_READ = 1 << 22  # one read at most 4 MiB: a size read from the process is untrusted
 IOV_MAX = 1024  # iovecs per call (Linux's UIO_MAXIOV)
@@ -39,42 +35,12 @@ class Memory(Protocol):
 
 
 def open_memory(pid: int) -> Memory:
-    """The memory of process ``pid``: read by the C module where built, else through
-    ctypes.
+    """The memory of process ``pid`` (see :class:`ProcessMemory`).
 
     :param pid: the process
     :raises OSError: the platform has no ``process_vm_readv``
     """
-    return NativeMemory(pid) if _native is not None else ProcessMemory(pid)
-
-
-class NativeMemory:
-    """The memory of process ``pid`` read with ``process_vm_readv`` by the C walk's
-    module (see :class:`ProcessMemory`, which it stands for where built).
-
-    :param pid: the process
-    """
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.calls = 0
-
-    def read(self, address: int, size: int) -> bytes:
-        """See :meth:`ProcessMemory.read`."""
-        if size <= 0:
-            return b""
-        if size > MAX_READ or address <= 0 or address >= 1 << 64:
-            raise ReadError(address, size, "out of bounds")
-        self.calls += 1
-        try:
-            return _native.read(self.pid, address, size)
-        except OSError as e:
-            raise ReadError(address, size, os.strerror(e.errno) if e.errno else str(e)) from e
-
-    def read_many(self, requests: Sequence[tuple[int, int]]) -> list[bytes | None]:
-        """See :meth:`ProcessMemory.read_many` (the same batches, in C)."""
-        self.calls += 1
-        return _native.read_many(self.pid, requests)
+    return ProcessMemory(pid)
 
 
 _IOVEC: list[Any] = []  # the iovec structure, made once ctypes is imported
@@ -94,13 +60,21 @@ def _ctypes() -> Any:
 
 
 class ProcessMemory:
-    """The memory of process ``pid`` read with ``process_vm_readv``.
+    """The memory of process ``pid`` read with ``process_vm_readv``: by the C walk's
+    module where built (the same batches, in C), else through ctypes.
 
     :param pid: the process
     :raises OSError: the platform has no ``process_vm_readv``
     """
 
     def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.calls = 0  # system calls made: the cost of a sample, for the report
+        if _native is None:
+            self._open_ctypes()
+
+    def _open_ctypes(self) -> None:
+        """The ctypes call and its buffers (no C module built)."""
         self._ctypes = _ctypes()
         try:
             call = self._ctypes.CDLL(None, use_errno=True).process_vm_readv
@@ -110,7 +84,6 @@ class ProcessMemory:
         # No argtypes: checking them costs a third of the call. The arguments are a pid
         # and small counts (C ints) and iovec pointers (byref or arrays), nothing else.
         call.argtypes = None
-        self.pid = pid
         self._call = call
         self._size = 1 << 16
         self._buffer = self._ctypes.create_string_buffer(self._size)
@@ -118,7 +91,6 @@ class ProcessMemory:
         self._remote = _IOVEC[0](0, 0)
         self._local_ptr = self._ctypes.byref(self._local)
         self._remote_ptr = self._ctypes.byref(self._remote)
-        self.calls = 0  # system calls made: the cost of a sample, for the report
         self._shapes: dict[int, struct.Struct] = {}
         self._make_iovecs(64)
         self._view = memoryview(self._buffer).cast("B")
@@ -142,6 +114,12 @@ class ProcessMemory:
             return b""
         if size > MAX_READ or address <= 0 or address >= 1 << 64:
             raise ReadError(address, size, "out of bounds")
+        if _native is not None:
+            self.calls += 1
+            try:
+                return _native.read(self.pid, address, size)
+            except OSError as e:
+                raise ReadError(address, size, os.strerror(e.errno) if e.errno else str(e)) from e
         self._ensure(size)
         self._local.len = size
         self._remote.base = address
@@ -160,6 +138,9 @@ class ProcessMemory:
         :param requests: ``(address, size)`` pairs
         :return: the bytes of each, None where it failed
         """
+        if _native is not None:
+            self.calls += 1
+            return _native.read_many(self.pid, requests)
         out: list[bytes | None] = []
         for start in range(0, len(requests), IOV_MAX):
             out.extend(self._read_batch(requests[start : start + IOV_MAX]))

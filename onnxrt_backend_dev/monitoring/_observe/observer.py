@@ -44,6 +44,7 @@ from .walk import (
     OUTER,
     RUN_NS,
     STACK,
+    STATE,
     TID,
     Fault,
     drop_native,
@@ -413,11 +414,10 @@ def _read(
     on, the notes say why."""
     reader = record.reader
     if reader is not None and reader.native is not None:
-        walk = reader.native
-        if walk.owner is not record:
-            walk.bind(record)
+        if reader.owner is not record:
+            reader.bind(record)
         try:
-            return walk.sample(stat, status and memory)
+            return reader.native.sample(stat, status and memory)
         except Fault as e:
             record.faults.append(str(e))
             drop_native(reader)
@@ -523,7 +523,7 @@ def sample_threads(
         if skip is not None and th.name and skip(th.name):
             continue
         cpu, uticks, sticks, queued = (
-            _delta(th, row) if row[RUN_NS] is not None else _cpu(th, pid, stat)
+            _delta(th, *row[RUN_NS:STATE]) if row[RUN_NS] is not None else _cpu(th, pid, stat)
         )
         sid = row[STACK]
         if not key_list[sid] and not row[COMPLETE] and th.last_sid >= 0:
@@ -651,14 +651,15 @@ def _cpu(th: ThreadRecord, pid: int, stat: bool) -> tuple[float, float, float, f
     parsed = parse_stat(th.stat.read(1024) or b"") if stat and th.stat is not None else None
     if parsed is not None:
         uticks, sticks = round(parsed.utime * TICKS), round(parsed.stime * TICKS)
-    return _delta(th, (0, 0, 0, 0, 0, 0, 0, 0, run_ns, wait_ns, uticks, sticks))
+    return _delta(th, run_ns, wait_ns, uticks, sticks)
 
 
-def _delta(th: ThreadRecord, row: Any) -> tuple[float, float, float, float]:
+def _delta(
+    th: ThreadRecord, run_ns: int, wait_ns: int, uticks: int, sticks: int
+) -> tuple[float, float, float, float]:
     """CPU, user and system seconds (from the kernel's ticks, which move by 10 ms: read
     every few samples, their difference goes to the stack of that sample) and seconds
     runnable, since the thread's previous reading."""
-    run_ns, wait_ns, uticks, sticks = row[8:12]
     cpu = queued = user = system = 0.0
     if run_ns >= 0:
         if th.cpu_ns >= 0:

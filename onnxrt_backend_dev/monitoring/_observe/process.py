@@ -73,12 +73,14 @@ class TaskStat(NamedTuple):
     :param stime: system CPU seconds
     :param reaped: page faults of the children it waited for (``cminflt``): above 0
         once it reaped a child, whose ``ru_maxrss`` then counts in its own at ``wait4``
+    :param parent: its parent process
     """
 
     state: str
     utime: float
     stime: float
     reaped: int = 0
+    parent: int = 0
 
 
 def parse_stat(data: bytes) -> TaskStat | None:
@@ -96,7 +98,7 @@ def parse_stat(data: bytes) -> TaskStat | None:
         return None
     try:
         utime, stime = int(fields[11]) / TICKS, int(fields[12]) / TICKS
-        return TaskStat(fields[0].decode(), utime, stime, int(fields[8]))
+        return TaskStat(fields[0].decode(), utime, stime, int(fields[8]), int(fields[1]))
     except (ValueError, UnicodeDecodeError):
         return None
 
@@ -219,15 +221,9 @@ def children_of(pid: int) -> list[int]:
     if readable or not tids:
         return sorted(found)
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    data = f.read(512)
-                fields = data[data.rfind(b")") + 2 :].split()
-                if len(fields) > 1 and int(fields[1]) == pid:
-                    found.add(int(entry))
-            except (OSError, ValueError):
-                continue
+        stat = parse_stat(read_proc(f"/proc/{entry}/stat", 512)) if entry.isdigit() else None
+        if stat is not None and stat.parent == pid:
+            found.add(int(entry))
     return sorted(found)
 
 

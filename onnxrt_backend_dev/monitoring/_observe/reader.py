@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .layouts import FRAME_OWNED_BY_CSTACK, Layout
-from .linetable import LineTable, decode, line_of
+from .linetable import line, line_of
 from .memory import Memory, ReadError
+from .walk import ADDRESS, COMPLETE, DROPPED, GIL, IDENT, OUTER, STACK, TID
 
 MAX_DEPTH = 1024  # frames walked per thread at most (a deeper stack keeps its innermost)
 MAX_THREADS = 4096
@@ -54,8 +55,7 @@ def u64(data: bytes, offset: int) -> int:
 class CodeInfo:
     """A code object as read: its name, file, first line, its bytecode's size and the
     bytecode itself (to tell what the innermost frame runs), and its line table, whose
-    line for each offset asked is found once (by the C walk's module where built, else
-    decoded as far as needed).
+    line for each offset asked is found once (see :mod:`.linetable`).
 
     :param name: its qualified name (``co_qualname`` on 3.11+, ``co_name`` before)
     :param file: ``co_filename``
@@ -66,8 +66,7 @@ class CodeInfo:
     :param ops: the bytecode as read once (specialised instructions stay in their family)
     """
 
-    __slots__ = ("_lines", "_table", "file", "first_line", "name", "ops", "raw_table", "size",
-                 "version")  # fmt: skip
+    __slots__ = ("_lines", "file", "first_line", "name", "ops", "raw_table", "size", "version")
 
     def __init__(
         self,
@@ -81,19 +80,14 @@ class CodeInfo:
     ) -> None:
         self.name, self.file, self.first_line, self.raw_table = name, file, first_line, raw_table
         self.version, self.size, self.ops = version, size, ops
-        self._table: LineTable | None = None
         self._lines: dict[int, int] = {}
 
     def line(self, offset: int) -> int:
         """The line of a byte offset (the first line before the code), found once."""
         found = self._lines.get(offset)
         if found is None:
-            if line_of is not None:
-                found = line_of(self.raw_table, self.first_line, offset, self.version[1])
-            else:
-                if self._table is None:  # decoded once, as far as the offsets asked need
-                    self._table = decode(self.raw_table, self.first_line, self.version)
-                found = self._table.line(offset)
+            lookup = line_of or line  # in C where built
+            found = lookup(self.raw_table, self.first_line, offset, self.version[1])
             self._lines[offset] = found
         return found
 
@@ -172,13 +166,18 @@ class StackReader:
         self._states: dict[int, list[int]] = {}  # interpreter -> its thread states last seen
         self.reads = 0  # samples taken
         self.names = True  # read threads' names (off when the check could not)
-        self._key_index: dict[tuple[int, str], int] = {}
+        self._key_index: dict[tuple[int, str], tuple[int, int, int, int]] = {}
         self.torn = 0  # thread reads that moved and were read again
         self.partial = 0  # thread reads kept as their agreed outer frames
         self.failed = 0  # thread reads that gave nothing
-        # The walk in C (:mod:`.walk`), when built and checked: it reads the stacks, this
-        # reader the code objects it finds (:meth:`learn`), their names and threads'.
+        # The walk in C (``_walker.Walker``, given by :func:`.walk.attach_native` when
+        # built and checked): it reads the stacks, this reader the code objects it finds
+        # (:meth:`learn`), their names and threads'. Its stacks go to this reader's table
+        # until :meth:`bind` gives them to another (the observer's record of the process).
         self.native: Any = None
+        self.owner: Any = self
+        self.keys: dict[tuple[int, ...], int] = {}
+        self.key_list: list[tuple[int, ...]] = []
         lay = layout
         self._cframe = "tstate.cframe" in lay
         self._owner_check = lay.version >= (3, 12)
@@ -272,7 +271,12 @@ class StackReader:
         :raises ReadError: the runtime itself cannot be read (the process is gone)
         """
         if self.native is not None:
-            return self.native.threads()
+            _, _, rows = self.native.sample(False, False)
+            if rows is None:
+                raise ReadError(self.runtime, 8, "the runtime is unreadable")
+            keys = self.owner.key_list
+            return [ThreadSample(r[ADDRESS], r[IDENT], r[TID], keys[r[STACK]], r[COMPLETE],
+                                 r[DROPPED], r[GIL], r[OUTER]) for r in rows]  # fmt: skip
         self.reads += 1
         out: list[ThreadSample] = []
         for interp in self.interpreters():
@@ -584,15 +588,14 @@ class StackReader:
         dict's values array)."""
         if not keys:
             return 0
-        index = self._key_index.get((keys, name))
-        if index is None:
-            index, entries, size, value_at = self._find_key(keys, name)
-            self._key_index[(keys, name)] = index
+        found = self._key_index.get((keys, name))
+        if found is None:
+            found = self._key_index[(keys, name)] = self._find_key(keys, name)
+        index, entries, size, value_at = found
         if index < 0:
             return 0
         if values:
             return u64(self.memory.read(values + 8 * index, 8), 0)
-        _, entries, size, value_at = self._find_key(keys, name)
         return u64(self.memory.read(entries + size * index + value_at, 8), 0)
 
     def _find_key(self, keys: int, name: str) -> tuple[int, int, int, int]:
@@ -650,12 +653,32 @@ class StackReader:
         cid = self._identify_all([address], [head])[address]
         return cid, (self.infos[cid].size if cid >= 0 else 0)
 
+    def intern(self, frames: tuple[int, ...]) -> int:
+        """The id of a stack the C walk read (until :meth:`bind`).
+
+        :param frames: ``code id, byte offset`` pairs, innermost first
+        """
+        sid = self.keys.get(frames)
+        if sid is None:
+            sid = self.keys[frames] = len(self.key_list)
+            self.key_list.append(frames)
+        return sid
+
+    def bind(self, owner: Any) -> None:
+        """Gives the C walk's stacks to another table from now on.
+
+        :param owner: what interns them (its ``intern`` and ``key_list``: the observer's
+            record of the process)
+        """
+        self.owner = owner
+        self.native.set_interner(owner.intern)
+
     def counts(self) -> tuple[int, int, int]:
         """Stack reads that moved and were read again, kept as their outer frames, that
         gave nothing: this reader's and the C walk's."""
         torn, partial, failed = self.torn, self.partial, self.failed
         if self.native is not None:
-            more = self.native.counts()
+            more = self.native.counts
             torn, partial, failed = torn + more[0], partial + more[1], failed + more[2]
         return torn, partial, failed
 
@@ -699,68 +722,42 @@ class StackReader:
 
     def _read_code(self, key: tuple[int, ...]) -> CodeInfo | None:
         """A code object's name, file, line table and bytecode, in two system calls (the
-        objects' heads, then their contents; 3.10's bytecode, a bytes object, in one
-        more)."""
+        objects' heads, then their contents and the bytecode; 3.10's bytecode, a bytes
+        object, has its head read in one more)."""
         address, name_ptr, file_ptr, table_ptr, first_line, units = key
         if first_line < 0 or not (name_ptr and file_ptr and table_ptr):
             return None
         lay = self.layout
         str_head, bytes_head = lay["unicode.compact_size"], lay["bytes.data"]
-        first = [(name_ptr, str_head), (file_ptr, str_head), (table_ptr, bytes_head)]
-        if lay.code_adaptive >= 0:
-            if 2 * units > MAX_TABLE:
-                return None
-            if units:
-                first.append((address + lay.code_adaptive, 2 * units))
-        else:
-            first.append((address + lay["code.code"], 8))
-        got = self.memory.read_many(first)
+        heads = [(name_ptr, str_head), (file_ptr, str_head), (table_ptr, bytes_head)]
+        if lay.code_adaptive < 0:
+            heads.append((address + lay["code.code"], 8))
+        elif 2 * units > MAX_TABLE:
+            return None
+        got = self.memory.read_many(heads)
         spans = [self._string_span(name_ptr, got[0]), self._string_span(file_ptr, got[1]),
                  self._bytes_span(table_ptr, got[2])]  # fmt: skip
-        code_ptr = 0
-        if lay.code_adaptive < 0 and got[3] is not None:
+        if lay.code_adaptive >= 0:
+            spans.append((address + lay.code_adaptive, 2 * units, "bytes"))
+        elif got[3] is not None:  # 3.10: a bytes object (its bytecode unread: none known)
             code_ptr = u64(got[3], 0)
             if not code_ptr:
                 return None
-        contents = self._contents(spans, code_ptr)
-        if contents is None:
-            return None
-        name, file, table, ops = contents
-        if lay.code_adaptive >= 0:
-            raw = got[3] if units else b""
-            if raw is None:
-                return None
-            ops = raw
-        return CodeInfo(name, file, first_line, table, lay.version, len(ops), ops)
-
-    def _contents(
-        self, spans: list[tuple[int, int, str] | None], code_ptr: int
-    ) -> tuple[str, str, bytes, bytes] | None:
-        """The texts of the name and the file, the line table's bytes, and 3.10's
-        bytecode (its bytes object at ``code_ptr``), read in one system call (two for
-        the bytecode)."""
+            (head,) = self.memory.read_many([(code_ptr, bytes_head)])
+            spans.append(self._bytes_span(code_ptr, head))
         if any(span is None for span in spans):
             return None
         wanted = [(a, n) for a, n, _ in spans if n]  # type: ignore[misc]
-        if code_ptr:
-            wanted.append((code_ptr, self.layout["bytes.data"]))
-        got = iter(self.memory.read_many(wanted))
+        contents = iter(self.memory.read_many(wanted))
         parts: list[Any] = []
         for _, n, encoding in spans:  # type: ignore[misc]
-            data = next(got) if n else b""
+            data = next(contents) if n else b""
             if data is None:
                 return None
             parts.append(data if encoding == "bytes" else data.decode(encoding, "replace"))
-        ops = b""
-        if code_ptr:
-            span = self._bytes_span(code_ptr, next(got))
-            if span is None:
-                return None
-            try:
-                ops = self.memory.read(span[0], span[1]) if span[1] else b""
-            except ReadError:
-                return None
-        return parts[0], parts[1], parts[2], ops
+        name, file, table, *rest = parts
+        ops = rest[0] if rest else b""
+        return CodeInfo(name, file, first_line, table, lay.version, len(ops), ops)
 
     def _string_span(self, address: int, head: bytes | None) -> tuple[int, int, str] | None:
         """Where a compact ``str`` object's text is, given its head: ``(address, bytes,

@@ -23,7 +23,6 @@ sampler and says why.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,30 +40,40 @@ CHECK_VERSION = 2  # changed with what a check does: the checks kept before are 
 # (2: the instructions' table holds their kinds, Python, call or operator, not 0 or 1)
 PROBE_TIMEOUT = 20.0  # seconds for the probe child to start and print (a loaded machine)
 
-# The probe child's program: the opcode table (see :mod:`.opcodes`) goes between the
-# two halves (:func:`_probe`).
-PROBE_HEAD = r"""
-import json, sys, threading, traceback
+# The known thread, run in the probe child or in this process: two functions of known
+# names waiting; ``_observer_wait`` gives the interpreter's own view of its stack once it
+# waits (``(name, line)``, outermost first), [] when it never does.
+KNOWN_THREAD = r"""
+import sys, threading, time, traceback
 def _observer_probe_inner(ev):
     ev.wait(60)
 def _observer_probe_outer(ev):
     _observer_probe_inner(ev)
+def _observer_wait(t, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        f = sys._current_frames().get(t.ident)
+        stack = [(s.name, s.lineno or 0) for s in traceback.extract_stack(f)] if f else []
+        if "_observer_probe_inner" in [n for n, _ in stack] and stack[-1][0] == "wait":
+            return stack
+        time.sleep(0.001)
+    return []
+"""
+# The probe child's program: the opcode table (see :mod:`.opcodes`) goes between the
+# two halves (:func:`_probe`).
+PROBE_HEAD = (
+    KNOWN_THREAD
+    + r"""
+import json
 ev = threading.Event()
 t = threading.Thread(target=_observer_probe_outer, args=(ev,), daemon=True)
 t.start()
-import time
-deadline = time.monotonic() + 30
-while time.monotonic() < deadline:
-    f = sys._current_frames().get(t.ident)
-    _stack = [(s.name, s.lineno) for s in traceback.extract_stack(f)] if f else []
-    _names = [n for n, _ in _stack]
-    if "_observer_probe_inner" in _names and _names[-1] == "wait":
-        break
-    time.sleep(0.001)
+_stack = _observer_wait(t, 30)
 import io, contextlib
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
 """
+)
 PROBE_TAIL = r"""
 info = {"ident": t.ident, "native": getattr(t, "native_id", 0) or 0, "name": t.name,
         "main_ident": threading.main_thread().ident, "stack": _stack,
@@ -221,76 +230,59 @@ def _compare(
     return mine
 
 
-def _observer_check_inner(ev: threading.Event) -> None:
-    ev.wait(60)
-
-
-def _observer_check_outer(ev: threading.Event) -> None:
-    _observer_check_inner(ev)
-
-
-def _check_native(
+def _read_known(
     interp: Interpreter,
     memory_factory: Callable[[int], Any] | None,
-    ident: int,
+    known: tuple[int, int, str],
     expected: list[tuple[str, int]],
     where: str,
-) -> str:
-    """The C walk read on the same known thread: '' when it finds the same stack, else
-    why it is not used."""
-    reason = walk.WHY_NOT
-    if reason:
-        return reason
+) -> tuple[int, bool, str]:
+    """Reads the known thread (``ident, kernel id, name``) of a live interpreter, this
+    process or the probe, with the Python reader, then with the C walk: the 3.10 thread
+    id offset, whether its name read right, and '' when the C walk found the same stack,
+    else why it is not used."""
+    ident, native, name = known
     reader = _reader(interp, memory_factory)
+    sample = _compare(reader, ident, expected, where)
+    tid, names = _pthread_tid(reader, sample, native), _name_read(reader, sample, name)
+    if walk.WHY_NOT:
+        return tid, names, walk.WHY_NOT
+    reader = _reader(interp, memory_factory)  # a fresh one: the C walk finds every code
     reason = walk.attach_native(reader, reader.memory if memory_factory else interp.pid)
     if reason:
-        return f"the C walker cannot read this interpreter: {reason}"
+        return tid, names, f"the C walker cannot read this interpreter: {reason}"
     try:
         _compare(reader, ident, expected, where)
     except (ObserveError, walk.Fault, ReadError) as e:
-        return f"the C walker failed the check: {e}"
+        return tid, names, f"the C walker failed the check: {e}"
     finally:
         walk.drop_native(reader)
-    return ""
+    return tid, names, ""
 
 
 def _check_self(
     own: Interpreter, memory_factory: Callable[[int], Any] | None
 ) -> tuple[int, bool, str]:
-    """Reads a thread of this process waiting in known functions; returns the 3.10
-    thread id offset, whether its name was read right, and the C walk's check."""
+    """Reads a thread of this process waiting in known functions (the probe's,
+    :data:`KNOWN_THREAD`); returns the 3.10 thread id offset, whether its name was read
+    right, and the C walk's check."""
+    code: dict[str, Any] = {}
+    exec(KNOWN_THREAD, code)  # the probe child's functions, here
     ev = threading.Event()
-    thread = threading.Thread(target=_observer_check_outer, args=(ev,), daemon=True,
+    thread = threading.Thread(target=code["_observer_probe_outer"], args=(ev,), daemon=True,
                               name="onnxrt-layout-check")  # fmt: skip
     try:  # started inside: a Ctrl-C in start() (it waits for the thread) still ends it
         thread.start()
-        expected = _wait_for_stack(thread)
-        reader = _reader(own, memory_factory)
-        sample = _compare(reader, thread.ident or 0, expected, "this interpreter")
-        tid = _pthread_tid(reader, sample, thread.native_id or 0)
-        native = _check_native(own, memory_factory, thread.ident or 0, expected,
-                               "this interpreter")  # fmt: skip
-        return tid, _name_read(reader, sample, thread.name), native
+        expected = code["_observer_wait"](thread, 10)
+        if not expected:
+            raise ObserveError("layout check: the check's thread never reached its wait",
+                               "unverified")  # fmt: skip
+        known = (thread.ident or 0, thread.native_id or 0, thread.name)
+        return _read_known(own, memory_factory, known, expected, "this interpreter")
     finally:
         ev.set()
         if thread.ident is not None:
             thread.join(5)
-
-
-def _wait_for_stack(thread: threading.Thread) -> list[tuple[str, int]]:
-    """The interpreter's own view of the check's thread once it waits: ``(name, line)``,
-    outermost first."""
-    import traceback
-
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        frame = sys._current_frames().get(thread.ident or 0)
-        names = [(f.name, f.lineno or 0) for f in traceback.extract_stack(frame)] if frame else []
-        inner = [n for n, _ in names]
-        if "_observer_check_inner" in inner and inner[-1] == "wait":
-            return names
-        time.sleep(0.001)
-    raise ObserveError("layout check: the check's thread never reached its wait", "unverified")
 
 
 def _name_read(reader: StackReader, sample: ThreadSample, name: str) -> bool:
@@ -342,20 +334,15 @@ def _check_probe(
         try:
             info = json.loads(line)
             expected = [(str(n), int(ln)) for n, ln in info["stack"]]
-            ident, native = int(info["ident"]), int(info["native"])
-            name = str(info.get("name", ""))
+            known = (int(info["ident"]), int(info["native"]), str(info.get("name", "")))
         except (ValueError, KeyError, TypeError) as e:
             raise ObserveError(f"layout check: the probe said {line[:80]!r}",
                                "unverified") from e  # fmt: skip
         probe = locate(proc.pid)
         if probe.layout.offsets != interp.layout.offsets:
             raise ObserveError("layout check: the probe's layout differs", "unverified")
-        reader = _reader(probe, memory_factory)
-        sample = _compare(reader, ident, expected, interp.executable)
         flags = opcodes.kinds(opcodes.parse_table(str(info.get("ops", ""))))
-        checked = _check_native(probe, memory_factory, ident, expected, interp.executable)
-        return (flags, _pthread_tid(reader, sample, native), _name_read(reader, sample, name),
-                checked)  # fmt: skip
+        return (flags, *_read_known(probe, memory_factory, known, expected, interp.executable))
     finally:
         proc.kill()
         proc.wait()
