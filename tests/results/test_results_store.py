@@ -73,13 +73,17 @@ _MEMORY = memory_doc(1e8, runs=2)
 # Saved by version 1 of the schema (the rows layout of profiles), kept as written then.
 V1 = Path(__file__).parent.parent / "data" / "results"
 _PROFILE_V1 = json.loads((V1 / "profile_v1_a.json").read_text(encoding="utf-8"))
+# A profile's figures per function; a bad figure of an older file is named where the
+# upgraded file holds it (function 2, run 1 of 6 runs).
+_FN = "data.function_figures"
+_V1_OWN = r"own\[13\] \(function 2, run 1\) .*\(version 1, read as version 4\)"
 
 BAD_DOCS = [
     ("other schema", _edit(_TIMING, "schema", "pyperf"), "not a saved result"),
     (
         "other version",
-        _edit(_TIMING, "version", 4),
-        "schema version 4, .* reads versions 1, 2 and 3",
+        _edit(_TIMING, "version", 5),
+        "schema version 5, .* reads versions 1, 2, 3 and 4",
     ),
     ("bool version", _edit(_TIMING, "version", True), "schema version True"),
     ("no version", _edit(_TIMING, "version", _DELETE), "schema version None"),
@@ -100,21 +104,21 @@ BAD_DOCS = [
     ("whole stolen", _edit(_TIMING, "data.series.0.stolen", 1.0), r"stolen must be a share in"),
     ("negative stolen", _edit(_TIMING, "data.series.0.stolen", -0.1), r"stolen must be a fin"),
     ("bool stolen", _edit(_TIMING, "data.series.0.stolen", True), r"stolen must be a finite"),
-    ("negative own", _edit(_PROFILE, "data.own_ns.7", -5), r"own_ns\[7\] \(function 2, run 1\)"),
-    ("float own", _edit(_PROFILE, "data.own_ns.0", 0.5), r"own_ns\[0\] .*an int >= 0, got 0.5"),
-    ("bool calls", _edit(_PROFILE, "data.calls.11", True), r"calls\[11\] \(function 3, run 2\)"),
-    ("huge calls", _edit(_PROFILE, "data.calls.0", 10**30), r"calls\[0\] .* must be an int"),
-    ("float memory", _edit(_PROFILE, "data.memory_bytes", [0.5] * 12), r"memory_bytes\[0\]"),
-    ("no calls", _edit(_PROFILE, "data.calls", _DELETE), "data.calls must be a list of ints"),
+    ("negative own", _edit(_PROFILE, f"{_FN}.own.7", -5), r"own\[7\] \(function 2, run 1\)"),
+    ("float own", _edit(_PROFILE, f"{_FN}.own.0", 0.5), r"own\[0\] .*an int >= 0, got 0.5"),
+    ("bool calls", _edit(_PROFILE, f"{_FN}.calls.11", True), r"calls\[11\] \(function 3, run 2\)"),
+    ("huge calls", _edit(_PROFILE, f"{_FN}.calls.0", 10**30), r"calls\[0\] .* must be an int"),
+    ("float bytes", _edit(_PROFILE, f"{_FN}.alloc_bytes", [0.5] * 12), r"alloc_bytes\[0\]"),
+    ("no calls", _edit(_PROFILE, f"{_FN}.calls", _DELETE), f"{_FN}.calls must be a list of ints"),
     ("zero wall", _edit(_PROFILE, "data.wall.0", 0), r"wall\[0\] must be"),
     ("no wall", _edit(_PROFILE, "data.wall", []), "wall must hold at least 1"),
-    ("short own", _edit(_PROFILE, "data.own_ns", [1]), r"must hold 12 values \(4 functions x 3"),
-    ("rows in v2", _edit(_PROFILE, "data.runs", []), "data.runs is the layout of version 1"),
+    ("short own", _edit(_PROFILE, f"{_FN}.own", [1]), r"must hold 12 values \(4 functions x 3"),
+    ("rows in v2", _edit(_PROFILE_V1, "version", 2), "data.runs is the layout of version 1"),
     ("bad function", _edit(_PROFILE, "data.functions.0", ["f", "1", "g"]), "file, line, name"),
     ("negative line", _edit(_PROFILE, "data.functions.3", ["f", -1, "g"]), r"functions\[3\]"),
     ("profiler", _edit(_PROFILE, "data.profiler", "yappi"), "profiler must be one of"),
-    ("v1 negative own", _edit(_PROFILE_V1, "data.runs.1.own.2", -0.5), r"runs\[1\].own\[2\]"),
-    ("v1 zero wall", _edit(_PROFILE_V1, "data.runs.0.wall", 0), r"runs\[0\].wall must be"),
+    ("v1 negative own", _edit(_PROFILE_V1, "data.runs.1.own.2", -0.5), _V1_OWN),
+    ("v1 zero wall", _edit(_PROFILE_V1, "data.runs.0.wall", 0), r"wall\[0\] must be .*version 1"),
     ("v1 short own", _edit(_PROFILE_V1, "data.runs.0.own", [0.1]), "must hold 8 values"),
     ("v1 columns", _edit(_PROFILE_V1, "data.runs", _DELETE), "data.runs must be a list"),
     ("v1 bad function", _edit(_PROFILE_V1, "data.functions.1", ["f", 1]), r"functions\[1\]"),

@@ -470,10 +470,8 @@ def _runs(kind: str, data: Mapping[str, Any]) -> int:
         return min(len(s.get("processes", [0])) for s in data["series"])
     if kind == "memory":
         return min(len(runs) for runs in data["channels"].values())
-    if kind == "profile":
-        return len(data["runs"]) if "runs" in data else len(data["wall"])
-    if kind == "run":
-        return len(data["runs"])
+    if kind in ("profile", "run"):
+        return len(data["wall"])
     return min(_runs(k, data[k]) for k in _REPORT_PARTS if k in data)
 
 

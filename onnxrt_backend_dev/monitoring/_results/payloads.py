@@ -16,7 +16,7 @@ from typing import Any
 
 from .._errors import ResultFormatError
 from .._profiling.builder import is_artifact
-from .schema import check_memory, check_profile, check_report, check_run, check_timing
+from .schema import TICKS, check_memory, check_profile, check_report, check_timing
 
 
 def timing_series(
@@ -106,8 +106,8 @@ def profile_data(
     timer: str = "wall",
     unit: float = 1e9,
 ) -> dict[str, Any]:
-    """The payload of a profile result from cProfile's stats dictionaries, in integer
-    columns (nanoseconds and counts, function-major; see :mod:`.schema`).
+    """The payload of a profile result from cProfile's stats dictionaries: its table
+    (:mod:`.schema`) of integer figures (nanoseconds and counts), its stacks the edges.
 
     :param runs: ``(stats, wall seconds)`` per run, ``stats`` as ``pstats.Stats.stats``
         (the profiler's own entries left out)
@@ -122,13 +122,16 @@ def profile_data(
         for func in stats:
             if not is_artifact(func):
                 index.setdefault(_key(func), len(index))
+    edges, edge_times = _edges([stats for stats, _ in runs], index, unit)
     data: dict[str, Any] = {
         "profiler": "cprofile",
         "timer": timer,
+        "unit": "ns",
         "functions": [list(k) for k in index],
+        "stacks": edges,
         "wall": [float(wall) for _, wall in runs],
-        **_columns([stats for stats, _ in runs], index, unit),
-        **_edges([stats for stats, _ in runs], index, unit),
+        "function_figures": _columns([stats for stats, _ in runs], index, unit),
+        "stack_figures": {"time": edge_times},
     }
     if main is not None:
         data["main"] = str(main)
@@ -152,8 +155,8 @@ def _columns(
                 cum[k] += float(ct)
                 calls[k] += float(nc)
     return {
-        "own_ns": _integers("own", own, unit),
-        "cumulative_ns": _integers("cumulative", cum, unit),
+        "own": _integers("own", own, unit),
+        "inclusive": _integers("cumulative", cum, unit),
         "calls": _integers("calls", calls, 1.0),
     }
 
@@ -193,7 +196,7 @@ MIN_EDGE_SHARE = 5e-4
 
 def _edges(
     runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], unit: float
-) -> dict[str, list[Any]]:
+) -> tuple[list[list[int]], list[int]]:
     """cProfile's call paths of length two: for each (caller, callee) holding at least
     :data:`MIN_EDGE_SHARE` of a run, the callee's inclusive time when that caller called
     it, edge-major (in ``unit``)."""
@@ -212,7 +215,7 @@ def _edges(
             e = edges.get(edge)
             if e is not None:
                 times[e * count + r] += seconds
-    return {"edges": [list(e) for e in edges], "edge_ns": _integers("edge", times, unit)}
+    return [list(e) for e in edges], _integers("edge", times, unit)
 
 
 def _integers(name: str, values: list[float], scale: float) -> list[int]:
@@ -268,38 +271,44 @@ def _tree_paths(
     return paths
 
 
-def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[str, Any]:
-    """One report's figures, its functions aligned with ``index``."""
-    n = len(index)
-    own, cumulative, growth, to_peak = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
-    own_cpu = [0.0] * n
+# A run's figures per function (``own``: where it was the innermost user function;
+# ``own_cpu``: its thread's CPU time over those samples).
+_RUN_COLUMNS = ("own", "own_cpu", "inclusive", "growth", "to_peak")
+
+
+def _add_report(
+    report: Any, index: Mapping[tuple[str, int, str], int], columns: Any, r: int, count: int
+) -> None:
+    """Run ``r`` of ``count``: its figures per function into the function-major
+    ``columns``."""
     for row in report.functions:
         j = index[(str(row.site.file), int(row.site.line), str(row.site.function))]
-        own[j] += max(float(row.self_time), 0.0)
-        own_cpu[j] += max(float(row.self_cpu), 0.0)
-        cumulative[j] += max(float(row.time), 0.0)
-        growth[j] += float(row.net)
-        to_peak[j] += float(row.to_peak)
-    run: dict[str, Any] = {
-        "wall": max(float(report.wall), 1e-9),
-        "peak": max(float(report.peak.value), 0.0),
-        "start": max(float(report.peak.start), 0.0),
-        "end": max(float(report.end_rss), 0.0),
-        "own": own,
-        "own_cpu": own_cpu,
-        "cumulative": cumulative,
-        "growth": growth,
-        "to_peak": to_peak,
-        "exit": int(report.ending.code),
+        k = j * count + r
+        columns["own"][k] += max(float(row.self_time), 0.0)
+        columns["own_cpu"][k] += max(float(row.self_cpu), 0.0)
+        columns["inclusive"][k] += max(float(row.time), 0.0)
+        columns["growth"][k] += float(row.net)
+        columns["to_peak"][k] += float(row.to_peak)
+
+
+def _run_figures(reports: Sequence[Any]) -> dict[str, list[Any]]:
+    """Each run's exact peak, its RSS at the start and the end, its exit code and (when
+    every run read it) its CPU seconds."""
+    figures: dict[str, list[Any]] = {
+        "peak": [max(float(r.peak.value), 0.0) for r in reports],
+        "start": [max(float(r.peak.start), 0.0) for r in reports],
+        "end": [max(float(r.end_rss), 0.0) for r in reports],
+        "exit": [int(r.ending.code) for r in reports],
     }
-    if report.cpu is not None and math.isfinite(report.cpu):
-        run["cpu"] = max(float(report.cpu), 0.0)
-    return run
+    if all(r.cpu is not None and math.isfinite(r.cpu) for r in reports):
+        figures["cpu"] = [max(float(r.cpu), 0.0) for r in reports]
+    return figures
 
 
 def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
-    """The payload of a ``run`` result: per run, the wall time, the exact peak, each
-    function's times and memory growth and the call tree's paths.
+    """The payload of a ``run`` result, a profile table (:mod:`.schema`) in seconds: per
+    run, the wall time, the exact peak, each function's times and memory growth and the
+    call tree's paths (its stacks).
 
     :param reports: the ``_report.model.Report`` of each run (at least one)
     :param main: the program's script, matched with the other side's when compared
@@ -315,30 +324,37 @@ def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
     for tree in trees:
         for path in tree:
             paths.setdefault(path, len(paths))
-    interval = float(reports[0].interval) if reports else 0.0
-    runs = [_run_entry(report, index) for report in reports]
-    for run, tree in zip(runs, trees, strict=True):
-        times, own = [0.0] * len(paths), [0.0] * len(paths)
+    count = len(reports)
+    columns = {name: [0.0] * (len(index) * count) for name in _RUN_COLUMNS}
+    times, own = [0.0] * (len(paths) * count), [0.0] * (len(paths) * count)
+    for r, (report, tree) in enumerate(zip(reports, trees, strict=True)):
+        _add_report(report, index, columns, r, count)
         for path, (seconds, alone) in tree.items():
-            times[paths[path]] = seconds
-            own[paths[path]] = alone
-        run["path_time"] = times
-        run["path_self"] = own
+            times[paths[path] * count + r] = seconds
+            own[paths[path] * count + r] = alone
+    interval = float(reports[0].interval) if reports else 0.0
     data: dict[str, Any] = {
-        "sampler": "ticks",
+        "profiler": "ticks",
+        "timer": "wall",
+        "unit": "s",
         "interval": interval if interval > 0 else 0.005,
         "functions": [list(k) for k in index],
-        "paths": [list(p) for p in paths],
-        "runs": runs,
+        "stacks": [list(p) for p in paths],
+        "wall": [max(float(report.wall), 1e-9) for report in reports],
+        "run_figures": _run_figures(reports),
+        "function_figures": columns,
+        "stack_figures": {"time": times, "self": own},
     }
     if main is not None:
         data["main"] = str(main)
-    check_run("data", data)
+    check_profile("data", data, TICKS)
     return data
 
 
 # The function a thread other than the main one roots its stacks at.
 THREAD_FILE = "<thread>"
+# A sampled stack's figures in each run: its own wall and CPU nanoseconds, its samples.
+SAMPLED = ("wall", "cpu", "samples")
 
 
 def _sampled_stacks(profile: Any) -> Any:
@@ -403,12 +419,15 @@ def _sampled_payload(
     data: dict[str, Any] = {
         "profiler": "sampled",
         **head,
+        "unit": "ns",
         "functions": [list(f) for f in functions],
         "stacks": [list(s) for s in stacks],
         "wall": walls,
-        "stack_wall_ns": _integers("wall", columns[0], scale),
-        "stack_cpu_ns": _integers("cpu", columns[1], scale),
-        "stack_samples": _integers("samples", columns[2], 1.0),
+        "stack_figures": {
+            "wall": _integers("wall", columns[0], scale),
+            "cpu": _integers("cpu", columns[1], scale),
+            "samples": _integers("samples", columns[2], 1.0),
+        },
     }
     if main is not None:
         data["main"] = str(main)
@@ -433,12 +452,13 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for f in part["functions"]
         ]
         local = [dict[int, list[int]]() for _ in range(n)]
+        figures = part["stack_figures"]
         for j, stack in enumerate(part["stacks"]):
             sid = stacks.setdefault(tuple(fmap[i] for i in stack), len(stacks))
             for r in range(n):
                 acc = local[r].setdefault(sid, [0, 0, 0])
-                for c, column in enumerate(("stack_wall_ns", "stack_cpu_ns", "stack_samples")):
-                    acc[c] += part[column][j * n + r]
+                for c, column in enumerate(SAMPLED):
+                    acc[c] += figures[column][j * n + r]
         runs.extend(local)
         walls.extend(float(w) for w in part["wall"])
     first = parts[0]
@@ -461,6 +481,7 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
 
     frames = [SampledFrame(str(f[2]), str(f[0]), int(f[1]), int(f[1])) for f in data["functions"]]
     n = len(data["wall"])
+    columns = data["stack_figures"]
     stacks: list[tuple[Any, ...]] = []
     threads: dict[str, ThreadProfile] = {}
     for j, ids in enumerate(data["stacks"]):
@@ -472,13 +493,12 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
             thread = threads[name] = ThreadProfile(len(threads), name, name == "MainThread", {})
         stacks.append(tuple(frames[i] for i in body))
         figures = [
-            sum(data[c][j * n : (j + 1) * n]) / (1e9 if c != "stack_samples" else 1.0)
-            for c in ("stack_wall_ns", "stack_cpu_ns", "stack_samples")
+            sum(columns[c][j * n : (j + 1) * n]) / (1e9 if c != "samples" else 1.0) for c in SAMPLED
         ]
         thread.totals[len(stacks) - 1] = figures
     ordered = sorted(threads.values(), key=lambda t: not t.is_main)
-    samples = int(sum(data["stack_samples"]))
-    cpu = sum(data["stack_cpu_ns"]) / 1e9
+    samples = int(sum(columns["samples"]))
+    cpu = sum(columns["cpu"]) / 1e9
     notes = [f"{n} runs added up"] if n > 1 else []
     notes.append("saved runs keep functions, not lines")
     return SampledProfile(
@@ -536,10 +556,11 @@ def counted_profile_data(
     # Instructions where a timed profile stores nanoseconds (callgrind's figures are lists).
     data = profile_data([(stats, wall) for stats, _, wall in runs], main=main, unit=1.0)
     data["counter"] = "instructions"
-    data["total"] = [float(total) for _, total, _ in runs]
+    data["run_figures"] = {"total": [float(total) for _, total, _ in runs]}
     index = {(f[0], f[1], f[2]): i for i, f in enumerate(data["functions"])}
     for column, per_run in (("alloc_calls", allocations), ("alloc_bytes", alloc_bytes)):
         if per_run is not None:
-            data[column] = _integers(column, _per_function(per_run, index), 1.0)
+            figures = _integers(column, _per_function(per_run, index), 1.0)
+            data["function_figures"][column] = figures
     check_profile("data", data)
     return data

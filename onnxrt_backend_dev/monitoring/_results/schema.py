@@ -1,7 +1,10 @@
-"""The schema of a saved result, version 3; version 1 and 2 files still load. The
-document and each kind's ``data`` are laid out in ``docs/results.rst``; ``data`` holds
-the raw figures, never only summaries, so that a comparison has the spread of every side.
-Beyond that page, optional keys:
+"""The schema of a saved result, version 4; files of versions 1 to 3 still load, brought
+to version 4 as they are read (:func:`upgrade`). The document and each kind's ``data``
+are laid out in ``docs/results.rst``; ``data`` holds the raw figures, never only
+summaries, so that a comparison has the spread of every side. A profile (cProfile's or
+the sampler's) and a ``run`` save one layout, the profile table (:func:`check_profile`):
+interned functions and stacks, each run's wall time, and named columns of figures per
+run, per function and per stack. Beyond that page, optional keys:
 
 * a timing series: ``"reference"`` (the pytest plugin's: seconds of a fixed piece of
   work timed beside it, the machine's speed of the moment), ``"stolen"`` (the share of
@@ -10,18 +13,21 @@ Beyond that page, optional keys:
   ``"noise"`` (instructions per execution);
 * a memory run: ``"alloc_peak"``;
 * a cProfile profile counted by valgrind: ``"counter": "instructions"`` (instructions in
-  place of nanoseconds), ``"total"`` (each whole run's instructions), ``"alloc_calls"``
-  and ``"alloc_bytes"`` (each function's calls to the allocators and bytes allocated,
-  columns).
+  place of nanoseconds), the run figure ``total`` (each whole run's instructions), the
+  function figures ``alloc_calls`` and ``alloc_bytes`` (each function's calls to the
+  allocators and bytes allocated).
 
-Integers parse four times faster than floats and are exact: cProfile counts
-nanoseconds. :func:`check_result` raises :class:`ResultFormatError` with the path of the
-first bad value (``data.runs[3].own[17] must be ...``, ``data.own_ns[61] (function 3,
-run 1) must be ...``).
+Integers parse four times faster than floats and are exact: cProfile and the sampler
+count nanoseconds (``"unit": "ns"``, integer figures); a ``run``'s ticks save seconds
+(``"unit": "s"``). :func:`check_result` raises :class:`ResultFormatError` with the path
+of the first bad value (``data.series[3].times[17] must be ...``,
+``data.function_figures.own[61] (function 3, run 1) must be ...``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 from collections.abc import Mapping
 from operator import itemgetter
@@ -31,24 +37,31 @@ from .._count import COUNTERS
 from .._errors import ResultFormatError
 
 SCHEMA = "onnxrt-monitoring-result"
-VERSION = 3
+VERSION = 4
 # The versions this package reads: 1 differs from 2 in the layout of profiles only; 3
-# adds call paths (cProfile's edges, sampled stacks, the run's tree) and the clock.
-VERSIONS = (1, 2, 3)
+# adds call paths (cProfile's edges, sampled stacks, the run's tree) and the clock; 4
+# saves every profile and run in one table. 1 to 3 are upgraded as they are read.
+VERSIONS = (1, 2, 3, 4)
 KINDS = ("timing", "memory", "profile", "report", "run")
+# A profile's profilers; a run's figures are its report's ticks.
 PROFILERS = ("cprofile", "sampled")
+TICKS = ("ticks",)
 TIMERS = ("wall", "cpu")
-SAMPLERS = ("ticks",)
+UNITS = ("ns", "s")
 _TOP_KEYS = ("schema", "version", "kind", "created", "command", "environment", "data")
-# The columns of a version 2 profile: key, whether required, whether negative values pass.
-COLUMNS = (
-    ("own_ns", True, False),
-    ("cumulative_ns", True, False),
-    ("calls", True, False),
-    ("memory_bytes", False, True),
-    ("alloc_calls", False, False),
-    ("alloc_bytes", False, False),
-)
+# The columns of a profile table: rows per column (counted by its key), and its name.
+TABLES = (("function_figures", "functions"), ("stack_figures", "stacks"))
+# The columns each profiler's table holds at least.
+REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
+    "cprofile": {"function_figures": ("own", "inclusive", "calls")},
+    "sampled": {"stack_figures": ("wall", "cpu", "samples")},
+    "ticks": {
+        "run_figures": ("peak", "start", "end"),
+        "function_figures": ("own", "inclusive", "growth", "to_peak"),
+    },
+}
+# Figures of any sign: memory growth (a function may free).
+SIGNED = ("growth", "to_peak")
 # An integer figure above this is no measurement (292 years in nanoseconds).
 _MAX_INT = 2**63 - 1
 
@@ -229,70 +242,34 @@ def _cut_names(functions: list[Any]) -> None:
                 f[j] = f[j][:MAX_NAME] + "…"
 
 
-def _profile_header(where: str, data: Any) -> tuple[dict[str, Any], int]:
-    """The keys both layouts share; returns the data and its number of functions."""
-    data = _dict(where, data)
-    _choice(f"{where}.profiler", data.get("profiler"), PROFILERS)
-    functions = _list(f"{where}.functions", data.get("functions"))
-    _check_functions(f"{where}.functions", functions)
-    _choice(f"{where}.timer", data.get("timer", "wall"), TIMERS)
-    if "main" in data and not isinstance(data["main"], str):
-        raise _fail(f"{where}.main", "a str", data["main"])
-    return data, len(functions)
-
-
-def _check_rows(where: str, data: dict[str, Any], n: int) -> None:
-    """Version 1: one object per run, its lists aligned with the functions."""
-    runs = _list(f"{where}.runs", data.get("runs"), least=1)
-    for i, run in enumerate(runs):
-        at = f"{where}.runs[{i}]"
-        run = _dict(at, run)
-        _number(f"{at}.wall", run.get("wall"), positive=True)
-        for key in ("own", "cumulative", "calls"):
-            _numbers(f"{at}.{key}", run.get(key), n)
-        if "memory" in run:  # growth may be negative: a function that frees
-            _signed(f"{at}.memory", run["memory"], n)
-
-
-def _integers(where: str, values: Any, runs: int, negative: bool) -> None:
-    """A column of ``functions x runs`` integers; the first bad one is named with its
-    function and run."""
+def _figures(
+    where: str, values: Any, rows: tuple[int, str], runs: int, unit: str, signed: bool
+) -> None:
+    """A column of ``rows x runs`` figures, row-major: integers (``unit`` ``ns``) or
+    finite numbers, each ``>= 0`` unless ``signed``; the first bad one is named with its
+    row and run."""
+    count, what = rows
+    integers = unit == "ns"
     if not isinstance(values, list):
-        raise _fail(where, "a list of ints", values)
-    if values and set(map(type, values)) <= {int}:  # bool is its own type: refused
-        low, high = min(values), max(values)
-        if (negative or low >= 0) and max(high, -low) <= _MAX_INT:
-            return
-    rule = "an int" if negative else "an int >= 0"
-    for k, x in enumerate(values):
-        if type(x) is not int or not (negative or x >= 0) or abs(x) > _MAX_INT:
-            raise _fail(f"{where}[{k}] (function {k // runs}, run {k % runs})", rule, x)
-
-
-def _column(where: str, values: Any, rows: int, what: str, runs: int, negative: bool) -> None:
-    """A column of ``rows x runs`` integers, row-major."""
-    if isinstance(values, list) and len(values) != rows * runs:
+        raise _fail(where, "a list of " + ("ints" if integers else "numbers"), values)
+    if len(values) != count * runs:
         raise ResultFormatError(
-            f"{where} must hold {rows * runs} values ({rows} {what} x {runs} runs), "
+            f"{where} must hold {count * runs} values ({count} {what} x {runs} runs), "
             f"got {len(values)}"
         )
-    _integers(where, values, runs, negative)
-
-
-def _check_columns(where: str, data: dict[str, Any], n: int) -> None:
-    """Version 2: one flat list of integers per figure, function-major."""
-    if "runs" in data:
-        raise ResultFormatError(
-            f"{where}.runs is the layout of version 1; a version 2 profile holds wall, "
-            "own_ns, cumulative_ns and calls"
-        )
-    walls = _list(f"{where}.wall", data.get("wall"), least=1)
-    _numbers(f"{where}.wall", walls, None, positive=True)
-    runs = len(walls)
-    for key, required, negative in COLUMNS:
-        if key not in data and not required:
-            continue
-        _column(f"{where}.{key}", data.get(key), n, "functions", runs, negative)
+    allowed = {int} if integers else {int, float}  # bool is its own type: refused
+    kinds = set(map(type, values))
+    if values and kinds <= allowed:
+        with contextlib.suppress(OverflowError):  # an int too large for a float
+            if float not in kinds or not any(map(math.isnan, values)):
+                low, high = min(values), max(values)
+                if (signed or low >= 0) and max(high, -low) <= _MAX_INT:
+                    return
+    rule = ("an int" if integers else "a finite number") + ("" if signed else " >= 0")
+    for k, x in enumerate(values):
+        if not (type(x) in allowed and (signed or x >= 0) and abs(x) <= _MAX_INT):
+            at = f"{where}[{k}] ({what[:-1]} {k // runs}, run {k % runs})"
+            raise _fail(at, rule, x)
 
 
 def _check_paths(where: str, paths: Any, n: int, least: int) -> list[Any]:
@@ -310,126 +287,186 @@ def _check_paths(where: str, paths: Any, n: int, least: int) -> list[Any]:
     return paths
 
 
-def _check_edges(where: str, data: dict[str, Any], n: int) -> None:
-    """Version 3's edges of a cProfile profile (optional)."""
-    if "edges" not in data:
-        return
-    edges = _check_paths(f"{where}.edges", data["edges"], n, 2)
-    if any(len(e) != 2 for e in edges):
-        raise ResultFormatError(f"{where}.edges must be pairs [caller, callee]")
-    _column(f"{where}.edge_ns", data.get("edge_ns"), len(edges), "edges", len(data["wall"]), False)
-
-
-SAMPLED_COLUMNS = ("stack_wall_ns", "stack_cpu_ns", "stack_samples")
-
-
-def _check_sampled(where: str, data: dict[str, Any], n: int) -> None:
-    """A sampling profiler's stacks and their figures per run (version 3)."""
-    _number(f"{where}.interval", data.get("interval"), positive=True)
-    if not isinstance(data.get("sampler", ""), str):
-        raise _fail(f"{where}.sampler", "a str", data.get("sampler"))
-    stacks = _check_paths(f"{where}.stacks", data.get("stacks"), n, 1)
+def _check_runs(where: str, data: dict[str, Any], needed: tuple[str, ...]) -> int:
+    """Each run's wall seconds and figures (an exit code, else numbers >= 0); returns the
+    number of runs."""
     walls = _list(f"{where}.wall", data.get("wall"), least=1)
     _numbers(f"{where}.wall", walls, None, positive=True)
-    runs = len(walls)
-    for key in SAMPLED_COLUMNS:
-        _column(f"{where}.{key}", data.get(key), len(stacks), "stacks", runs, False)
+    figures = _dict(f"{where}.run_figures", data.get("run_figures", {}))
+    for name in dict.fromkeys((*needed, *figures)):
+        at = f"{where}.run_figures.{name}"
+        values = _list(at, figures.get(name), len(walls))
+        if name != "exit":
+            _numbers(at, values, None)
+            continue
+        for r, code in enumerate(values):
+            if type(code) is not int:
+                raise _fail(f"{at}[{r}]", "an int", code)
+    return len(walls)
 
 
-def check_profile(where: str, data: Any, version: int = VERSION) -> None:
-    """Checks the ``data`` of a profile result, in the layout of ``version``."""
-    data, n = _profile_header(where, data)
-    if data["profiler"] == "sampled":
-        if version < 3:
-            raise ResultFormatError(f"{where}.profiler 'sampled' needs version 3, got {version}")
-        _check_sampled(where, data, n)
-    elif version == 1:
-        _check_rows(where, data, n)
-    else:
-        _check_columns(where, data, n)
-        _check_edges(where, data, n)
-        if _counter(where, data):
-            _numbers(f"{where}.total", data.get("total"), len(data["wall"]))
+def check_profile(where: str, data: Any, profilers: tuple[str, ...] = PROFILERS) -> None:
+    """Checks a profile table: the ``data`` of a profile, or of a run (``ticks``).
+
+    :param where: its path in the document, for messages
+    :param data: the payload
+    :param profilers: the profilers its kind admits
+    :raises ResultFormatError: the first problem, with where it is
+    """
+    data = _dict(where, data)
+    _choice(f"{where}.profiler", data.get("profiler"), profilers)
+    profiler = data["profiler"]
+    _choice(f"{where}.timer", data.get("timer", "wall"), TIMERS)
+    _choice(f"{where}.unit", data.get("unit"), UNITS)
+    for key in ("main", "sampler"):
+        if key in data and not isinstance(data[key], str):
+            raise _fail(f"{where}.{key}", "a str", data[key])
+    if profiler != "cprofile":
+        _number(f"{where}.interval", data.get("interval"), positive=True)
+    functions = _list(f"{where}.functions", data.get("functions"))
+    _check_functions(f"{where}.functions", functions)
+    edges = profiler == "cprofile"  # cProfile's paths are its edges: [caller, callee]
+    stacks = _check_paths(f"{where}.stacks", data.get("stacks"), len(functions), 1 + edges)
+    if edges and any(len(s) != 2 for s in stacks):
+        raise ResultFormatError(f"{where}.stacks of cProfile must be pairs [caller, callee]")
+    needed = REQUIRED[profiler]
+    counted = ("total",) if _counter(where, data) else ()
+    runs = _check_runs(where, data, needed.get("run_figures", ()) + counted)
+    rows = {"functions": len(functions), "stacks": len(stacks)}
+    for table, what in TABLES:
+        columns = _dict(f"{where}.{table}", data.get(table, {}))
+        for name in dict.fromkeys((*needed.get(table, ()), *columns)):
+            at, values = f"{where}.{table}.{name}", columns.get(name)
+            _figures(at, values, (rows[what], what), runs, data["unit"], name in SIGNED)
 
 
-def check_report(where: str, data: Any, version: int = VERSION) -> None:
+def check_report(where: str, data: Any) -> None:
     """Checks the ``data`` of a report: its timing, memory and profile parts."""
     data = _dict(where, data)
     parts = [k for k in ("timing", "memory", "profile") if k in data]
     if not parts:
         raise ResultFormatError(f"{where} must hold timing, memory or profile, got none")
     for part in parts:
-        _check_data(part, f"{where}.{part}", data[part], version)
+        _check_data(part, f"{where}.{part}", data[part])
 
 
-def _signed(where: str, values: Any, length: int) -> None:
-    """Finite numbers of any sign (memory growth: a function may free)."""
-    values = _list(where, values, length)
-    if values and set(map(type, values)) <= {float, int} and all(map(math.isfinite, values)):
-        return
-    for j, x in enumerate(values):
-        if not (isinstance(x, (int, float)) and math.isfinite(x)) or isinstance(x, bool):
-            raise _fail(f"{where}[{j}]", "a finite number", x)
-
-
-def _check_run_entry(at: str, run: Any, n: int, paths: int | None = None) -> None:
-    run = _dict(at, run)
-    _number(f"{at}.wall", run.get("wall"), positive=True)
-    for key in ("peak", "start", "end"):
-        _number(f"{at}.{key}", run.get(key))
-    if "cpu" in run:
-        _number(f"{at}.cpu", run["cpu"])
-    if "exit" in run and type(run["exit"]) is not int:
-        raise _fail(f"{at}.exit", "an int", run["exit"])
-    for key in ("own", "cumulative"):
-        _numbers(f"{at}.{key}", run.get(key), n)
-    if "own_cpu" in run:
-        _numbers(f"{at}.own_cpu", run["own_cpu"], n)
-    for key in ("growth", "to_peak"):
-        _signed(f"{at}.{key}", run.get(key), n)
-    if paths is not None:
-        _numbers(f"{at}.path_time", run.get("path_time"), paths)
-        if "path_self" in run:
-            _numbers(f"{at}.path_self", run["path_self"], paths)
-
-
-def check_run(where: str, data: Any) -> None:
-    """Checks the ``data`` of a ``run`` result (see the module's description)."""
-    data = _dict(where, data)
-    _choice(f"{where}.sampler", data.get("sampler"), SAMPLERS)
-    _number(f"{where}.interval", data.get("interval"), positive=True)
-    if "main" in data and not isinstance(data["main"], str):
-        raise _fail(f"{where}.main", "a str", data["main"])
-    functions = _list(f"{where}.functions", data.get("functions"))
-    for i, f in enumerate(functions):
-        _check_function(f"{where}.functions[{i}]", f)
-    paths = None
-    if "paths" in data:
-        paths = len(_check_paths(f"{where}.paths", data["paths"], len(functions), 1))
-    runs = _list(f"{where}.runs", data.get("runs"), least=1)
-    for i, run in enumerate(runs):
-        _check_run_entry(f"{where}.runs[{i}]", run, len(functions), paths)
-
-
-def _check_data(kind: str, where: str, data: Any, version: int = VERSION) -> None:
-    """Checks the payload of a result of ``kind`` in the layout of ``version``."""
+def _check_data(kind: str, where: str, data: Any) -> None:
+    """Checks the payload of a result of ``kind``."""
     if kind == "timing":
         check_timing(where, data)
     elif kind == "memory":
         check_memory(where, data)
-    elif kind == "profile":
-        check_profile(where, data, version)
-    elif kind == "run":
-        check_run(where, data)
+    elif kind in ("profile", "run"):
+        check_profile(where, data, PROFILERS if kind == "profile" else TICKS)
     else:
-        check_report(where, data, version)
+        check_report(where, data)
+
+
+# Where version 2 and 3 kept what version 4 holds in its tables: (table, name).
+_MOVED = {
+    "own_ns": ("function_figures", "own"),
+    "cumulative_ns": ("function_figures", "inclusive"),
+    "calls": ("function_figures", "calls"),
+    "alloc_calls": ("function_figures", "alloc_calls"),
+    "alloc_bytes": ("function_figures", "alloc_bytes"),
+    "edge_ns": ("stack_figures", "time"),
+    "stack_wall_ns": ("stack_figures", "wall"),
+    "stack_cpu_ns": ("stack_figures", "cpu"),
+    "stack_samples": ("stack_figures", "samples"),
+    "total": ("run_figures", "total"),
+}
+# A version 1 profile's rows and a version 3 run's entries: (key in a run, table, name).
+_V1_ROWS = (("own", "own"), ("cumulative", "inclusive"), ("calls", "calls"))
+_RUN_FUNCTIONS = (
+    ("own", "own"),
+    ("own_cpu", "own_cpu"),
+    ("cumulative", "inclusive"),
+    ("growth", "growth"),
+    ("to_peak", "to_peak"),
+)
+_RUN_FIGURES = ("peak", "start", "end", "cpu", "exit")
+# Optional in a version 3 run's entries: kept where every run has it.
+_RUN_OPTIONAL = ("own_cpu", "cpu", "path_self")
+
+
+def _per_run(where: str, runs: list[dict[str, Any]], key: str, n: int) -> list[Any]:
+    """One figure of ``n`` values per run, function-major (``i * runs + r``)."""
+    rows = [_list(f"{where}.runs[{r}].{key}", run.get(key), n) for r, run in enumerate(runs)]
+    return list(itertools.chain.from_iterable(zip(*rows, strict=True)))
+
+
+def _upgrade_rows(where: str, data: dict[str, Any], out: dict[str, Any], ticks: bool) -> None:
+    """Version 1's rows of a profile, a version 3 run's entries: one object per run."""
+    runs = _list(f"{where}.runs", data.get("runs"), least=1)
+    runs = [_dict(f"{where}.runs[{r}]", run) for r, run in enumerate(runs)]
+    n = len(_list(f"{where}.functions", data.get("functions")))
+    out["wall"] = [run.get("wall") for run in runs]
+    functions = out["function_figures"] = {}
+    for key, name in _RUN_FUNCTIONS if ticks else _V1_ROWS:
+        if key not in _RUN_OPTIONAL or all(key in run for run in runs):
+            functions[name] = _per_run(where, runs, key, n)
+    if not ticks:
+        return
+    out["run_figures"] = {
+        key: [run.get(key, 0) for run in runs]  # no exit code: 0
+        for key in _RUN_FIGURES
+        if key not in _RUN_OPTIONAL or all(key in run for run in runs)
+    }
+    paths = out["stacks"] = data.get("paths", [])
+    stacks = out["stack_figures"] = {}
+    if "paths" in data:
+        count = len(_list(f"{where}.paths", paths))
+        for key, name in (("path_time", "time"), ("path_self", "self")):
+            if key not in _RUN_OPTIONAL or all(key in run for run in runs):
+                stacks[name] = _per_run(where, runs, key, count)
+
+
+def upgrade(where: str, kind: str, data: Any, version: int) -> Any:
+    """A payload of an older version in the layout of :data:`VERSION`, its figures as
+    they were (checked after): one step from any of versions 1 to 3.
+
+    :param where: its path in the document, for messages
+    :param kind: the result's kind
+    :param data: the payload as read
+    :param version: the file's version
+    :return: the payload in the current layout (a timing or memory payload as it is)
+    :raises ResultFormatError: its shape is not that of its version
+    """
+    if kind == "report" and isinstance(data, dict) and "profile" in data:
+        return {**data, "profile": upgrade(f"{where}.profile", "profile", data["profile"], version)}
+    if kind not in ("profile", "run"):
+        return data
+    data = _dict(where, data)
+    if kind == "run":
+        _choice(f"{where}.sampler", data.get("sampler"), TICKS)
+    out = {k: v for k, v in data.items() if k not in _MOVED and k not in ("edges", "runs")}
+    if kind == "run":
+        out.update(profiler="ticks", unit="s", timer="wall")
+        del out["sampler"]
+        _upgrade_rows(where, data, out, ticks=True)
+        return out
+    out["unit"] = "ns"
+    out["stacks"] = data.get("edges", data.get("stacks", []))
+    for key, (table, name) in _MOVED.items():
+        if key in data:
+            out.setdefault(table, {})[name] = data[key]
+    if version == 1 and data.get("profiler") == "cprofile":
+        out["unit"] = "s"
+        _upgrade_rows(where, data, out, ticks=False)
+    elif "runs" in data:
+        raise ResultFormatError(
+            f"{where}.runs is the layout of version 1; a version {version} profile holds "
+            "wall, own_ns, cumulative_ns and calls"
+        )
+    return out
 
 
 def check_result(doc: Any) -> dict[str, Any]:
-    """Checks a loaded document against the schema.
+    """Checks a loaded document against the schema, an older version brought to the
+    current one (:func:`upgrade`).
 
     :param doc: what ``json.load`` returned
-    :return: the document, unchanged
+    :return: the document, in the layout of :data:`VERSION`
     :raises ResultFormatError: the first problem, with where it is
     """
     if not isinstance(doc, Mapping):
@@ -451,5 +488,13 @@ def check_result(doc: Any) -> dict[str, Any]:
     if not isinstance(doc["command"], list) or not all(isinstance(c, str) for c in doc["command"]):
         raise _fail("command", "a list of str", doc["command"])
     _dict("environment", doc["environment"])
-    _check_data(doc["kind"], "data", doc["data"], version)
-    return dict(doc)
+    data = doc["data"]
+    if version == VERSION:
+        _check_data(doc["kind"], "data", data)
+        return dict(doc)
+    data = upgrade("data", doc["kind"], data, version)
+    try:
+        _check_data(doc["kind"], "data", data)
+    except ResultFormatError as e:  # named where the upgraded file holds it
+        raise ResultFormatError(f"{e} (version {version}, read as version {VERSION})") from None
+    return {**doc, "version": VERSION, "data": data}
