@@ -166,11 +166,14 @@ def test_bad_texts(tmp_path: Path, text: bytes, message: str) -> None:
 @pytest.mark.parametrize("name", ["profile_v1_a.json", "profile_v1_b.json", "report_v1.json"])
 def test_version_1_files_still_load(name: str) -> None:
     # GIVEN a file saved by version 1 of the schema (profiles in rows, one per run)
-    # WHEN loaded THEN it is checked and returned as it was written
+    # WHEN loaded THEN it is checked and returned in the current layout, its figures kept
     doc = store.load_result(V1 / name)
-    assert doc["version"] == 1
+    assert doc["version"] == schema.VERSION
     profile = doc["data"] if doc["kind"] == "profile" else doc["data"]["profile"]
-    assert len(profile["runs"]) == 6 and len(profile["functions"]) == 8
+    assert len(profile["wall"]) == 6 and len(profile["functions"]) == 8
+    raw = json.loads((V1 / name).read_text(encoding="utf-8"))["data"]
+    first = (raw if doc["kind"] == "profile" else raw["profile"])["runs"][0]
+    assert profile["function_figures"]["own"][::6] == first["own"] and profile["unit"] == "s"
 
 
 def test_version_2_columns_are_nanoseconds_function_major() -> None:
@@ -183,10 +186,12 @@ def test_version_2_columns_are_nanoseconds_function_major() -> None:
     data = payloads.profile_data(runs)
     assert data["functions"] == [["m.py", 1, "f"], ["m.py", 2, "g"]]
     assert data["wall"] == [1.0, 2.0]
-    assert data["own_ns"] == [250_000_000, 125_000_000, 1, 0]
-    assert data["cumulative_ns"] == [500_000_000, 250_000_000, 1, 0]
-    assert data["calls"] == [2, 3, 1, 1]
-    schema.check_profile("data", {**data, "memory_bytes": [0, 0, -64, 0]})  # growth: any sign
+    figures = data["function_figures"]
+    assert figures["own"] == [250_000_000, 125_000_000, 1, 0]
+    assert figures["inclusive"] == [500_000_000, 250_000_000, 1, 0]
+    assert figures["calls"] == [2, 3, 1, 1]
+    growth = {**figures, "growth": [0, 0, -64, 0]}  # growth: any sign
+    schema.check_profile("data", {**data, "function_figures": growth})
     # AND a figure that is no number is refused before anything is written
     bad: list[tuple[dict[Any, Any], float]] = [({("m.py", 1, "f"): (1, 1, math.nan, 0.0, {})}, 1.0)]
     with pytest.raises(ResultFormatError, match="own figure is not a finite number"):
