@@ -329,7 +329,9 @@ def check_profile(where: str, data: Any, profilers: tuple[str, ...] = PROFILERS)
     stacks = _check_paths(f"{where}.stacks", data.get("stacks"), len(functions), 1 + edges)
     if edges and any(len(s) != 2 for s in stacks):
         raise ResultFormatError(f"{where}.stacks of cProfile must be pairs [caller, callee]")
-    needed = REQUIRED[profiler]
+    needed = dict(REQUIRED[profiler])
+    if edges and stacks:  # saved edges have their times
+        needed["stack_figures"] = ("time",)
     counted = ("total",) if _counter(where, data) else ()
     runs = _check_runs(where, data, needed.get("run_figures", ()) + counted)
     rows = {"functions": len(functions), "stacks": len(stacks)}
@@ -362,7 +364,7 @@ def _check_data(kind: str, where: str, data: Any) -> None:
         check_report(where, data)
 
 
-# Where version 2 and 3 kept what version 4 holds in its tables: (table, name).
+# Where versions 2 and 3 kept what version 4 holds in its tables: (table, name).
 _MOVED = {
     "own_ns": ("function_figures", "own"),
     "cumulative_ns": ("function_figures", "inclusive"),
@@ -375,50 +377,32 @@ _MOVED = {
     "stack_samples": ("stack_figures", "samples"),
     "total": ("run_figures", "total"),
 }
-# A version 1 profile's rows and a version 3 run's entries: (key in a run, table, name).
-_V1_ROWS = (("own", "own"), ("cumulative", "inclusive"), ("calls", "calls"))
-_RUN_FUNCTIONS = (
-    ("own", "own"),
-    ("own_cpu", "own_cpu"),
-    ("cumulative", "inclusive"),
-    ("growth", "growth"),
-    ("to_peak", "to_peak"),
-)
-_RUN_FIGURES = ("peak", "start", "end", "cpu", "exit")
-# Optional in a version 3 run's entries: kept where every run has it.
-_RUN_OPTIONAL = ("own_cpu", "cpu", "path_self")
+# Keys of a version 1 profile's rows and of a version 3 run's entries, one per run (the
+# optional ones kept where every run has them), and their names in version 4.
+_ROWS = {
+    "profile": ("own", "cumulative", "calls"),
+    "run": ("own", "own_cpu", "cumulative", "growth", "to_peak"),
+    "run_figures": ("peak", "start", "end", "cpu", "exit"),
+    "stack_figures": ("path_time", "path_self"),
+}
+_OPTIONAL = ("own_cpu", "cpu", "path_self")
+_RENAMED = {"cumulative": "inclusive", "path_time": "time", "path_self": "self"}
 
 
-def _per_run(where: str, runs: list[dict[str, Any]], key: str, n: int) -> list[Any]:
-    """One figure of ``n`` values per run, function-major (``i * runs + r``)."""
-    rows = [_list(f"{where}.runs[{r}].{key}", run.get(key), n) for r, run in enumerate(runs)]
-    return list(itertools.chain.from_iterable(zip(*rows, strict=True)))
-
-
-def _upgrade_rows(where: str, data: dict[str, Any], out: dict[str, Any], ticks: bool) -> None:
-    """Version 1's rows of a profile, a version 3 run's entries: one object per run."""
-    runs = _list(f"{where}.runs", data.get("runs"), least=1)
-    runs = [_dict(f"{where}.runs[{r}]", run) for r, run in enumerate(runs)]
-    n = len(_list(f"{where}.functions", data.get("functions")))
-    out["wall"] = [run.get("wall") for run in runs]
-    functions = out["function_figures"] = {}
-    for key, name in _RUN_FUNCTIONS if ticks else _V1_ROWS:
-        if key not in _RUN_OPTIONAL or all(key in run for run in runs):
-            functions[name] = _per_run(where, runs, key, n)
-    if not ticks:
-        return
-    out["run_figures"] = {
-        key: [run.get(key, 0) for run in runs]  # no exit code: 0
-        for key in _RUN_FIGURES
-        if key not in _RUN_OPTIONAL or all(key in run for run in runs)
-    }
-    paths = out["stacks"] = data.get("paths", [])
-    stacks = out["stack_figures"] = {}
-    if "paths" in data:
-        count = len(_list(f"{where}.paths", paths))
-        for key, name in (("path_time", "time"), ("path_self", "self")):
-            if key not in _RUN_OPTIONAL or all(key in run for run in runs):
-                stacks[name] = _per_run(where, runs, key, count)
+def _rows(where: str, runs: list[Any], keys: tuple[str, ...], n: int | None) -> dict[str, Any]:
+    """The figures of one object per run as columns: each key's ``n`` values a run
+    row-major (``i * runs + r``), or its one value a run when ``n`` is None."""
+    columns = {}
+    for key in keys:
+        if key in _OPTIONAL and not all(key in run for run in runs):
+            continue
+        if n is None:  # a run without an exit code exited with 0
+            columns[key] = [run.get(key, 0 if key == "exit" else None) for run in runs]
+            continue
+        rows = [_list(f"{where}[{r}].{key}", run.get(key), n) for r, run in enumerate(runs)]
+        values = itertools.chain.from_iterable(zip(*rows, strict=True))
+        columns[_RENAMED.get(key, key)] = list(values)
+    return columns
 
 
 def upgrade(where: str, kind: str, data: Any, version: int) -> Any:
@@ -437,27 +421,32 @@ def upgrade(where: str, kind: str, data: Any, version: int) -> Any:
     if kind not in ("profile", "run"):
         return data
     data = _dict(where, data)
-    if kind == "run":
-        _choice(f"{where}.sampler", data.get("sampler"), TICKS)
-    out = {k: v for k, v in data.items() if k not in _MOVED and k not in ("edges", "runs")}
-    if kind == "run":
-        out.update(profiler="ticks", unit="s", timer="wall")
-        del out["sampler"]
-        _upgrade_rows(where, data, out, ticks=True)
-        return out
-    out["unit"] = "ns"
-    out["stacks"] = data.get("edges", data.get("stacks", []))
-    for key, (table, name) in _MOVED.items():
-        if key in data:
-            out.setdefault(table, {})[name] = data[key]
-    if version == 1 and data.get("profiler") == "cprofile":
-        out["unit"] = "s"
-        _upgrade_rows(where, data, out, ticks=False)
-    elif "runs" in data:
+    rows = kind == "run" or (version == 1 and data.get("profiler") == "cprofile")
+    if "runs" in data and not rows:
         raise ResultFormatError(
             f"{where}.runs is the layout of version 1; a version {version} profile holds "
             "wall, own_ns, cumulative_ns and calls"
         )
+    moved = {*_MOVED, "edges", "runs", "paths"} | ({"sampler"} if kind == "run" else set())
+    out = {k: v for k, v in data.items() if k not in moved}
+    out.update(unit="ns", stacks=data.get("edges", data.get("stacks", [])))
+    for key, (table, name) in _MOVED.items():
+        if key in data:
+            out.setdefault(table, {})[name] = data[key]
+    if not rows:
+        return out
+    runs = _list(f"{where}.runs", data.get("runs"), least=1)
+    runs = [_dict(f"{where}.runs[{r}]", run) for r, run in enumerate(runs)]
+    n = len(_list(f"{where}.functions", data.get("functions")))
+    out.update(unit="s", wall=[run.get("wall") for run in runs])
+    out["function_figures"] = _rows(f"{where}.runs", runs, _ROWS[kind], n)
+    if kind == "run":
+        _choice(f"{where}.sampler", data.get("sampler"), TICKS)
+        out.update(profiler="ticks", timer="wall", stacks=data.get("paths", []))
+        out["run_figures"] = _rows(f"{where}.runs", runs, _ROWS["run_figures"], None)
+        paths = len(_list(f"{where}.paths", out["stacks"])) if "paths" in data else None
+        keys = _ROWS["stack_figures"] if paths is not None else ()
+        out["stack_figures"] = _rows(f"{where}.runs", runs, keys, paths)
     return out
 
 
