@@ -11,12 +11,12 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._errors import ResultFormatError
 from .._profiling.builder import is_artifact
-from .schema import TICKS, check_memory, check_profile, check_report, check_timing
+from .schema import PROFILERS, TICKS, check_memory, check_profile, check_report, check_timing
 
 
 def timing_series(
@@ -122,57 +122,70 @@ def profile_data(
         for func in stats:
             if not is_artifact(func):
                 index.setdefault(_key(func), len(index))
-    edges, edge_times = _edges([stats for stats, _ in runs], index, unit)
+    per_run = [s for s, _ in runs]
+    edges, edge_times = _edges(per_run, index, unit)
+    # cProfile's (cc, nc, tt, ct, callers): own time tt, cumulative time ct, calls nc.
+    columns = (
+        ("own", "own", 2, unit),
+        ("inclusive", "cumulative", 3, unit),
+        ("calls", "calls", 1, 1.0),
+    )
+    figures = {
+        name: _integers(what, _per_function(per_run, index, at), scale)
+        for name, what, at, scale in columns
+    }
+    walls = [float(wall) for _, wall in runs]
+    tables = {"function_figures": figures, "stack_figures": {"time": edge_times}}
+    return _table("cprofile", index, edges, walls, main, timer=timer, unit="ns", **tables)
+
+
+def _table(
+    profiler: str,
+    functions: Iterable[tuple[Any, ...]],
+    stacks: Iterable[Sequence[int]],
+    walls: list[float],
+    main: str | None,
+    **rest: Any,
+) -> dict[str, Any]:
+    """A profile table (:mod:`.schema`), checked: ``rest`` its head (``timer``,
+    ``unit``, ...) and its figures per run, per function and per stack."""
     data: dict[str, Any] = {
-        "profiler": "cprofile",
-        "timer": timer,
-        "unit": "ns",
-        "functions": [list(k) for k in index],
-        "stacks": edges,
-        "wall": [float(wall) for _, wall in runs],
-        "function_figures": _columns([stats for stats, _ in runs], index, unit),
-        "stack_figures": {"time": edge_times},
+        "profiler": profiler,
+        **rest,
+        "functions": [list(f) for f in functions],
+        "stacks": [list(s) for s in stacks],
+        "wall": walls,
     }
     if main is not None:
         data["main"] = str(main)
-    check_profile("data", data)
+    check_profile("data", data, TICKS if profiler == TICKS[0] else PROFILERS)
     return data
 
 
-def _columns(
-    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], unit: float
-) -> dict[str, list[int]]:
-    """The figures of every run in columns: function ``j`` of run ``r`` at ``j * R + r``."""
+def _row_major(runs: Sequence[Iterable[tuple[int | None, float]]], rows: int) -> list[float]:
+    """Each run's ``(row, figure)`` pairs added up (a None row left out) in one
+    row-major column: row ``i``'s run ``r`` at ``i * len(runs) + r``."""
     count = len(runs)
-    size = len(index) * count
-    own, cum, calls = [0.0] * size, [0.0] * size, [0.0] * size
-    for r, stats in enumerate(runs):
-        for func, (_, nc, tt, ct, _callers) in stats.items():
-            j = index.get(_key(func))
-            if j is not None:  # several keys may fold into one text: add them up
-                k = j * count + r
-                own[k] += float(tt)
-                cum[k] += float(ct)
-                calls[k] += float(nc)
-    return {
-        "own": _integers("own", own, unit),
-        "inclusive": _integers("cumulative", cum, unit),
-        "calls": _integers("calls", calls, 1.0),
-    }
+    values = [0.0] * (rows * count)
+    for r, pairs in enumerate(runs):
+        for i, x in pairs:
+            if i is not None:  # several keys may fold into one text: added up
+                values[i * count + r] += x
+    return values
 
 
 def _per_function(
-    runs: Sequence[Mapping[Any, float]], index: Mapping[tuple[str, int, str], int]
+    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], at: int | None
 ) -> list[float]:
-    """Each run's figure per function, added up in one function-major column."""
-    count = len(runs)
-    values = [0.0] * (len(index) * count)
-    for r, figures in enumerate(runs):
-        for func, value in figures.items():
-            j = index.get(_key(func))
-            if j is not None:
-                values[j * count + r] += float(value)
-    return values
+    """Each run's figure per function (its value, or item ``at`` of its value: cProfile's
+    ``(cc, nc, tt, ct, callers)``), added up in one function-major column."""
+    return _row_major(
+        [
+            ((index.get(_key(f)), float(v if at is None else v[at])) for f, v in figures.items())
+            for figures in runs
+        ],
+        len(index),
+    )
 
 
 def _edge_figures(stats: Mapping[Any, Any], index: Mapping[tuple[str, int, str], int]) -> Any:
@@ -208,13 +221,7 @@ def _edges(
         for edge, seconds in figures:
             if seconds >= least:
                 edges.setdefault(edge, len(edges))
-    count = len(runs)
-    times = [0.0] * (len(edges) * count)
-    for r, figures in enumerate(per_run):
-        for edge, seconds in figures:
-            e = edges.get(edge)
-            if e is not None:
-                times[e * count + r] += seconds
+    times = _row_major([((edges.get(e), x) for e, x in figures) for figures in per_run], len(edges))
     return [list(e) for e in edges], _integers("edge", times, unit)
 
 
@@ -272,23 +279,18 @@ def _tree_paths(
 
 
 # A run's figures per function (``own``: where it was the innermost user function;
-# ``own_cpu``: its thread's CPU time over those samples).
-_RUN_COLUMNS = ("own", "own_cpu", "inclusive", "growth", "to_peak")
+# ``own_cpu``: its thread's CPU time over those samples), from the report's rows.
+_RUN_COLUMNS = {
+    "own": lambda row: max(float(row.self_time), 0.0),
+    "own_cpu": lambda row: max(float(row.self_cpu), 0.0),
+    "inclusive": lambda row: max(float(row.time), 0.0),
+    "growth": lambda row: float(row.net),
+    "to_peak": lambda row: float(row.to_peak),
+}
 
 
-def _add_report(
-    report: Any, index: Mapping[tuple[str, int, str], int], columns: Any, r: int, count: int
-) -> None:
-    """Run ``r`` of ``count``: its figures per function into the function-major
-    ``columns``."""
-    for row in report.functions:
-        j = index[(str(row.site.file), int(row.site.line), str(row.site.function))]
-        k = j * count + r
-        columns["own"][k] += max(float(row.self_time), 0.0)
-        columns["own_cpu"][k] += max(float(row.self_cpu), 0.0)
-        columns["inclusive"][k] += max(float(row.time), 0.0)
-        columns["growth"][k] += float(row.net)
-        columns["to_peak"][k] += float(row.to_peak)
+def _site(row: Any) -> tuple[str, int, str]:
+    return str(row.site.file), int(row.site.line), str(row.site.function)
 
 
 def _run_figures(reports: Sequence[Any]) -> dict[str, list[Any]]:
@@ -317,38 +319,32 @@ def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
     index: dict[tuple[str, int, str], int] = {}
     for report in reports:
         for row in report.functions:
-            key = (str(row.site.file), int(row.site.line), str(row.site.function))
-            index.setdefault(key, len(index))
+            index.setdefault(_site(row), len(index))
     trees = [_tree_paths(report, index) for report in reports]
     paths: dict[tuple[int, ...], int] = {}
     for tree in trees:
         for path in tree:
             paths.setdefault(path, len(paths))
-    count = len(reports)
-    columns = {name: [0.0] * (len(index) * count) for name in _RUN_COLUMNS}
-    times, own = [0.0] * (len(paths) * count), [0.0] * (len(paths) * count)
-    for r, (report, tree) in enumerate(zip(reports, trees, strict=True)):
-        _add_report(report, index, columns, r, count)
-        for path, (seconds, alone) in tree.items():
-            times[paths[path] * count + r] = seconds
-            own[paths[path] * count + r] = alone
-    interval = float(reports[0].interval) if reports else 0.0
-    data: dict[str, Any] = {
-        "profiler": "ticks",
-        "timer": "wall",
-        "unit": "s",
-        "interval": interval if interval > 0 else 0.005,
-        "functions": [list(k) for k in index],
-        "stacks": [list(p) for p in paths],
-        "wall": [max(float(report.wall), 1e-9) for report in reports],
-        "run_figures": _run_figures(reports),
-        "function_figures": columns,
-        "stack_figures": {"time": times, "self": own},
+    functions = {
+        name: _row_major(
+            [((index[_site(row)], figure(row)) for row in report.functions) for report in reports],
+            len(index),
+        )
+        for name, figure in _RUN_COLUMNS.items()
     }
-    if main is not None:
-        data["main"] = str(main)
-    check_profile("data", data, TICKS)
-    return data
+    stacks = {
+        name: _row_major(
+            [((paths[p], v[k]) for p, v in tree.items()) for tree in trees], len(paths)
+        )
+        for k, name in enumerate(("time", "self"))
+    }
+    interval = float(reports[0].interval) if reports else 0.0
+    walls = [max(float(report.wall), 1e-9) for report in reports]
+    head = {"timer": "wall", "unit": "s", "interval": interval if interval > 0 else 0.005}
+    tables = {"function_figures": functions, "stack_figures": stacks}
+    return _table(
+        "ticks", index, paths, walls, main, **head, **tables, run_figures=_run_figures(reports)
+    )
 
 
 # The function a thread other than the main one roots its stacks at.
@@ -377,18 +373,10 @@ def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, 
     :param main: the program's script
     :return: the payload, checked
     """
-    functions: dict[tuple[str, int, str], int] = {}
-    stacks: dict[tuple[int, ...], int] = {}
-    per_run: list[dict[int, list[float]]] = []
-    for profile in profiles:
-        sums: dict[int, list[float]] = {}
-        for stack, totals in _sampled_stacks(profile):
-            ids = tuple(functions.setdefault(f, len(functions)) for f in stack)
-            sid = stacks.setdefault(ids, len(stacks))
-            acc = sums.setdefault(sid, [0.0, 0.0, 0.0])
-            for k in range(3):
-                acc[k] += max(float(totals[k]), 0.0)
-        per_run.append(sums)
+    runs = [
+        [(stack, [max(float(x), 0.0) for x in totals[:3]]) for stack, totals in _sampled_stacks(p)]
+        for p in profiles
+    ]
     cpu = all(bool(getattr(p, "cpu_known", False)) for p in profiles)
     head = {
         "timer": "cpu" if cpu else "wall",
@@ -396,43 +384,37 @@ def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, 
         "interval": float(profiles[0].interval) if profiles else 0.002,
     }
     walls = [max(float(p.duration), 1e-9) for p in profiles]
-    return _sampled_payload(head, functions, stacks, per_run, walls, main, 1e9)
+    return _sampled_payload(head, {}, runs, walls, main, 1e9)
 
 
 def _sampled_payload(
     head: Mapping[str, Any],
-    functions: Mapping[tuple[str, int, str], int],
-    stacks: Mapping[tuple[int, ...], int],
-    runs: Sequence[Mapping[int, Sequence[float]]],
+    functions: dict[tuple[str, int, str], int],
+    runs: Sequence[Sequence[tuple[tuple[Any, ...], Sequence[float]]]],
     walls: list[float],
     main: str | None,
     scale: float,
 ) -> dict[str, Any]:
     """A sampled payload, checked: ``head`` (its timer, sampler and interval), then each
-    run's ``[wall, cpu, samples]`` per stack (wall and CPU in ``1 / scale`` ns)."""
-    count = len(runs)
-    columns = [[0.0] * (len(stacks) * count) for _ in range(3)]
-    for r, sums in enumerate(runs):
-        for sid, acc in sums.items():
+    run's ``(stack of functions, [wall, cpu, samples])`` added up per stack (wall and
+    CPU in ``1 / scale`` ns), ``functions`` the index they extend."""
+    stacks: dict[tuple[int, ...], int] = {}
+    per_run: list[dict[int, list[float]]] = []
+    for run in runs:
+        sums: dict[int, list[float]] = {}
+        for stack, figures in run:
+            ids = tuple(functions.setdefault(f, len(functions)) for f in stack)
+            acc = sums.setdefault(stacks.setdefault(ids, len(stacks)), [0.0, 0.0, 0.0])
             for k in range(3):
-                columns[k][sid * count + r] = acc[k]
-    data: dict[str, Any] = {
-        "profiler": "sampled",
-        **head,
-        "unit": "ns",
-        "functions": [list(f) for f in functions],
-        "stacks": [list(s) for s in stacks],
-        "wall": walls,
-        "stack_figures": {
-            "wall": _integers("wall", columns[0], scale),
-            "cpu": _integers("cpu", columns[1], scale),
-            "samples": _integers("samples", columns[2], 1.0),
-        },
-    }
-    if main is not None:
-        data["main"] = str(main)
-    check_profile("data", data)
-    return data
+                acc[k] += figures[k]
+        per_run.append(sums)
+    columns = {}
+    for k, name in enumerate(SAMPLED):
+        values = _row_major([((j, v[k]) for j, v in sums.items()) for sums in per_run], len(stacks))
+        columns[name] = _integers(name, values, scale if k < 2 else 1.0)
+    return _table(
+        "sampled", functions, stacks, walls, main, **head, unit="ns", stack_figures=columns
+    )
 
 
 def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -442,24 +424,17 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     :return: the payload, checked
     """
     functions: dict[tuple[str, int, str], int] = {}
-    stacks: dict[tuple[int, ...], int] = {}
-    runs: list[dict[int, list[int]]] = []
+    runs: list[list[tuple[tuple[Any, ...], list[int]]]] = []
     walls: list[float] = []
     for part in parts:
         n = len(part["wall"])
-        fmap = [
-            functions.setdefault((str(f[0]), int(f[1]), str(f[2])), len(functions))
-            for f in part["functions"]
-        ]
-        local = [dict[int, list[int]]() for _ in range(n)]
-        figures = part["stack_figures"]
-        for j, stack in enumerate(part["stacks"]):
-            sid = stacks.setdefault(tuple(fmap[i] for i in stack), len(stacks))
-            for r in range(n):
-                acc = local[r].setdefault(sid, [0, 0, 0])
-                for c, column in enumerate(SAMPLED):
-                    acc[c] += figures[column][j * n + r]
-        runs.extend(local)
+        keys = [(str(f[0]), int(f[1]), str(f[2])) for f in part["functions"]]
+        for key in keys:  # in the part's order, as they were indexed
+            functions.setdefault(key, len(functions))
+        stacks = [tuple(keys[i] for i in ids) for ids in part["stacks"]]
+        columns = [part["stack_figures"][name] for name in SAMPLED]
+        for r in range(n):
+            runs.append([(s, [c[j * n + r] for c in columns]) for j, s in enumerate(stacks)])
         walls.extend(float(w) for w in part["wall"])
     first = parts[0]
     head = {
@@ -467,7 +442,7 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "sampler": first.get("sampler", ""),
         "interval": first["interval"],
     }
-    return _sampled_payload(head, functions, stacks, runs, walls, first.get("main"), 1.0)
+    return _sampled_payload(head, functions, runs, walls, first.get("main"), 1.0)
 
 
 def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
@@ -560,7 +535,7 @@ def counted_profile_data(
     index = {(f[0], f[1], f[2]): i for i, f in enumerate(data["functions"])}
     for column, per_run in (("alloc_calls", allocations), ("alloc_bytes", alloc_bytes)):
         if per_run is not None:
-            figures = _integers(column, _per_function(per_run, index), 1.0)
+            figures = _integers(column, _per_function(per_run, index, None), 1.0)
             data["function_figures"][column] = figures
     check_profile("data", data)
     return data
