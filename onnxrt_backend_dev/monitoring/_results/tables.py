@@ -129,8 +129,8 @@ def _functions(data: Mapping[str, Any], clock: str | None) -> SideTable:
             if cum_rows is not None:
                 _add(side.inclusive, key, cum_row)
     side.pieces = side.own
-    for column, rows in (("growth", side.growth), ("alloc_calls", side.allocs),
-                         ("alloc_bytes", side.bytes)):  # fmt: skip
+    counts = {"growth": side.growth, "alloc_calls": side.allocs, "alloc_bytes": side.bytes}
+    for column, rows in counts.items():
         if column in figures:
             for key, row in zip(keys, split(figures[column], runs), strict=True):
                 _add(rows, key, [float(x) for x in row])
