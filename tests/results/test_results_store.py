@@ -14,6 +14,7 @@ from results_data import ENV, memory_doc, profile_doc, timing_doc
 
 from onnxrt_backend_dev.monitoring._errors import BadValue, ResultFormatError
 from onnxrt_backend_dev.monitoring._results import environment, payloads, schema, store
+from onnxrt_backend_dev.monitoring._results.compare import compare_results
 
 
 def test_round_trip_keeps_raw_figures(tmp_path: Path) -> None:
@@ -70,7 +71,8 @@ _DELETE = object()
 _TIMING = timing_doc(1e-3)
 _PROFILE = profile_doc(3, functions=4)  # version 2: 4 functions x 3 runs in each column
 _MEMORY = memory_doc(1e8, runs=2)
-# Saved by version 1 of the schema (the rows layout of profiles), kept as written then.
+# Saved by version 1 of the schema (the rows layout of profiles) and by version 3 (a
+# layout per profiler), kept as written then.
 V1 = Path(__file__).parent.parent / "data" / "results"
 _PROFILE_V1 = json.loads((V1 / "profile_v1_a.json").read_text(encoding="utf-8"))
 # A profile's figures per function; a bad figure of an older file is named where the
@@ -174,6 +176,34 @@ def test_version_1_files_still_load(name: str) -> None:
     raw = json.loads((V1 / name).read_text(encoding="utf-8"))["data"]
     first = (raw if doc["kind"] == "profile" else raw["profile"])["runs"][0]
     assert profile["function_figures"]["own"][::6] == first["own"] and profile["unit"] == "s"
+
+
+def test_version_3_files_load_as_the_table_of_their_figures() -> None:
+    # GIVEN the three profile layouts of version 3, saved by `profile --cprofile --repeat`,
+    # `profile --repeat` and `run --repeat` (5 runs each)
+    def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        raw = json.loads((V1 / name).read_text(encoding="utf-8"))
+        return raw["data"], store.load_result(V1 / name)["data"]
+
+    # WHEN loaded THEN each is the table the writers save now, its figures as they were
+    raw, cprofile = load("cprofile_v3.json")
+    assert (cprofile["stacks"], cprofile["stack_figures"]["time"]) == (raw["edges"], raw["edge_ns"])
+    assert cprofile["function_figures"]["own"] == raw["own_ns"] and cprofile["unit"] == "ns"
+    raw, sampled = load("sampled_v3.json")
+    assert (
+        sampled["stack_figures"]["cpu"] == raw["stack_cpu_ns"]
+        and sampled["stacks"] == raw["stacks"]
+    )
+    raw, run = load("run_v3.json")
+    assert run["profiler"] == "ticks" and run["unit"] == "s" and run["stacks"] == raw["paths"]
+    for r, entry in enumerate(raw["runs"]):
+        assert run["function_figures"]["own"][r::5] == entry["own"]
+        assert run["stack_figures"]["self"][r::5] == entry["path_self"]
+        assert run["run_figures"]["peak"][r] == entry["peak"] and run["wall"][r] == entry["wall"]
+    # AND each compares with itself, nothing changed
+    for name in ("cprofile_v3.json", "sampled_v3.json", "run_v3.json"):
+        doc = store.load_result(V1 / name)
+        assert not compare_results(doc, doc).regressions(0.05)
 
 
 def test_version_2_columns_are_nanoseconds_function_major() -> None:
