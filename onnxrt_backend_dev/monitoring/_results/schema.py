@@ -1,10 +1,12 @@
-"""The schema of a saved result, version 4; files of versions 1 to 3 still load, brought
-to version 4 as they are read (:func:`upgrade`). The document and each kind's ``data``
-are laid out in ``docs/results.rst``; ``data`` holds the raw figures, never only
-summaries, so that a comparison has the spread of every side. A profile (cProfile's or
-the sampler's) and a ``run`` save one layout, the profile table (:func:`check_profile`):
-interned functions and stacks, each run's wall time, and named columns of figures per
-run, per function and per stack. Beyond that page, optional keys:
+"""The schema of a saved result, version 4 (laid out in ``docs/results.rst``); files of
+versions 1 to 3 load too, brought to version 4 as they are read (:func:`upgrade`).
+``data`` holds the raw figures, never only summaries, so that a comparison has the spread
+of every side. A profile (cProfile's, the sampler's) and a ``run`` save one layout, the
+profile table (:func:`check_profile`): interned functions and stacks, each run's wall
+time, and named columns of figures per run, per function and per stack, integers where
+the ``unit`` is ``ns`` (they parse four times faster than floats and are exact: cProfile
+and the sampler count nanoseconds), seconds where it is ``s`` (a ``run``'s ticks).
+Beyond that page, optional keys:
 
 * a timing series: ``"reference"`` (the pytest plugin's: seconds of a fixed piece of
   work timed beside it, the machine's speed of the moment), ``"stolen"`` (the share of
@@ -13,15 +15,11 @@ run, per function and per stack. Beyond that page, optional keys:
   ``"noise"`` (instructions per execution);
 * a memory run: ``"alloc_peak"``;
 * a cProfile profile counted by valgrind: ``"counter": "instructions"`` (instructions in
-  place of nanoseconds), the run figure ``total`` (each whole run's instructions), the
-  function figures ``alloc_calls`` and ``alloc_bytes`` (each function's calls to the
-  allocators and bytes allocated).
+  place of nanoseconds), the run figure ``total`` (each run's), the function figures
+  ``alloc_calls`` and ``alloc_bytes`` (calls to the allocators, bytes allocated).
 
-Integers parse four times faster than floats and are exact: cProfile and the sampler
-count nanoseconds (``"unit": "ns"``, integer figures); a ``run``'s ticks save seconds
-(``"unit": "s"``). :func:`check_result` raises :class:`ResultFormatError` with the path
-of the first bad value (``data.series[3].times[17] must be ...``,
-``data.function_figures.own[61] (function 3, run 1) must be ...``).
+:func:`check_result` raises :class:`ResultFormatError` with the path of the first bad
+value (``data.function_figures.own[61] (function 3, run 1) must be ...``).
 """
 
 from __future__ import annotations
@@ -49,8 +47,6 @@ TICKS = ("ticks",)
 TIMERS = ("wall", "cpu")
 UNITS = ("ns", "s")
 _TOP_KEYS = ("schema", "version", "kind", "created", "command", "environment", "data")
-# The columns of a profile table: rows per column (counted by its key), and its name.
-TABLES = (("function_figures", "functions"), ("stack_figures", "stacks"))
 # The columns each profiler's table holds at least.
 REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
     "cprofile": {"function_figures": ("own", "inclusive", "calls")},
@@ -199,19 +195,6 @@ def check_memory(where: str, data: Any) -> None:
                     _number(f"{at}.{key}", run[key])
 
 
-def _check_function(at: str, f: Any) -> None:
-    ok = (
-        isinstance(f, list)
-        and len(f) == 3
-        and isinstance(f[0], str)
-        and type(f[1]) is int
-        and f[1] >= 0
-        and isinstance(f[2], str)
-    )
-    if not ok:
-        raise _fail(at, "[file, line, name]", f)
-
-
 def _check_functions(where: str, functions: list[Any]) -> None:
     """Each function is ``[file, line, name]``: checked in bulk (map, set, min), then
     one by one only to name the first bad one."""
@@ -224,9 +207,10 @@ def _check_functions(where: str, functions: list[Any]) -> None:
         and min(map(line, functions), default=0) >= 0
         and set(map(type, map(itemgetter(2), functions))) <= {str}
     )
-    if not ok:
+    if not ok:  # one by one, to name the first bad one
         for i, f in enumerate(functions):
-            _check_function(f"{where}[{i}]", f)
+            if not (isinstance(f, list) and list(map(type, f)) == [str, int, str] and f[1] >= 0):
+                raise _fail(f"{where}[{i}]", "[file, line, name]", f)
     _cut_names(functions)
 
 
@@ -333,12 +317,15 @@ def check_profile(where: str, data: Any, profilers: tuple[str, ...] = PROFILERS)
         needed["stack_figures"] = ("time",)
     counted = ("total",) if _counter(where, data) else ()
     runs = _check_runs(where, data, needed.get("run_figures", ()) + counted)
-    rows = {"functions": len(functions), "stacks": len(stacks)}
-    for table, what in TABLES:
+    rows = {
+        "function_figures": (len(functions), "functions"),
+        "stack_figures": (len(stacks), "stacks"),
+    }
+    for table, counted_rows in rows.items():
         columns = _dict(f"{where}.{table}", data.get(table, {}))
         for name in dict.fromkeys((*needed.get(table, ()), *columns)):
             at, values = f"{where}.{table}.{name}", columns.get(name)
-            _figures(at, values, (rows[what], what), runs, data["unit"], name in SIGNED)
+            _figures(at, values, counted_rows, runs, data["unit"], name in SIGNED)
 
 
 def check_report(where: str, data: Any) -> None:
