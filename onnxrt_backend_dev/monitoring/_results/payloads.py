@@ -1,9 +1,10 @@
 """The payload of each command's saved result (the ``data`` of :mod:`.schema`), built from
 what the command measured: the raw figures, never only the summary. :func:`timing_data`
-(``time``'s batches), :func:`memory_data` (``spy``'s peaks), :func:`profile_data`
-(cProfile's stats, functions aligned across runs), :func:`sampled_data` and
-:func:`merge_sampled` (a sampled profile's stacks; :func:`sampled_profile` the model back,
-to render), :func:`report_data`, :func:`run_data` (the ``run`` command's reports).
+(``time``'s batches), :func:`memory_data` (``spy``'s peaks), :func:`report_data`; one
+profile table (``_table``, its columns filled by ``_row_major``) from cProfile's
+stats (:func:`profile_data`), the sampler's stacks (:func:`sampled_data`,
+:func:`merge_sampled`; :func:`sampled_profile` the model back, to render) and the ``run``
+command's reports (:func:`run_data`).
 """
 
 from __future__ import annotations
@@ -98,6 +99,11 @@ def memory_data(runs: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, 
 def _key(func: tuple[Any, ...]) -> tuple[str, int, str]:
     # The profile module stores code objects for the code it is given: their text.
     return str(func[0]), int(func[1]), str(func[2])
+
+
+def _site(row: Any) -> tuple[str, int, str]:
+    """A report row's function, as a key."""
+    return str(row.site.file), int(row.site.line), str(row.site.function)
 
 
 def profile_data(
@@ -268,8 +274,7 @@ def _tree_paths(
         if parent is None or _is_fold(row.site):
             row_path.append(None)
             continue
-        key = (str(row.site.file), int(row.site.line), str(row.site.function))
-        path = (*parent, index.setdefault(key, len(index)))
+        path = (*parent, index.setdefault(_site(row), len(index)))
         row_path.append(path)
         if len(path) <= 1024:
             figures = paths.setdefault(path, [0.0, 0.0])
@@ -287,10 +292,6 @@ _RUN_COLUMNS = {
     "growth": lambda row: float(row.net),
     "to_peak": lambda row: float(row.to_peak),
 }
-
-
-def _site(row: Any) -> tuple[str, int, str]:
-    return str(row.site.file), int(row.site.line), str(row.site.function)
 
 
 def _run_figures(reports: Sequence[Any]) -> dict[str, list[Any]]:
@@ -472,8 +473,6 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
         ]
         thread.totals[len(stacks) - 1] = figures
     ordered = sorted(threads.values(), key=lambda t: not t.is_main)
-    samples = int(sum(columns["samples"]))
-    cpu = sum(columns["cpu"]) / 1e9
     notes = [f"{n} runs added up"] if n > 1 else []
     notes.append("saved runs keep functions, not lines")
     return SampledProfile(
@@ -482,8 +481,8 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
         interval=float(data["interval"]),
         timer=str(data.get("sampler") or "prof"),
         duration=sum(data["wall"]),
-        cpu_time=cpu,
-        samples=samples,
+        cpu_time=sum(columns["cpu"]) / 1e9,
+        samples=int(sum(columns["samples"])),
         notes=notes,
         program=program,
         cpu_known=data.get("timer") == "cpu",
