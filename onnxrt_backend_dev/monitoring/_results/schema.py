@@ -463,13 +463,11 @@ def check_result(doc: Any) -> dict[str, Any]:
     if not isinstance(doc["command"], list) or not all(isinstance(c, str) for c in doc["command"]):
         raise _fail("command", "a list of str", doc["command"])
     _dict("environment", doc["environment"])
-    data = doc["data"]
-    if version == VERSION:
-        _check_data(doc["kind"], "data", data)
-        return dict(doc)
-    data = upgrade("data", doc["kind"], data, version)
+    data = doc["data"] if version == VERSION else upgrade("data", doc["kind"], doc["data"], version)
     try:
         _check_data(doc["kind"], "data", data)
-    except ResultFormatError as e:  # named where the upgraded file holds it
+    except ResultFormatError as e:  # an older file's named where the upgraded one holds it
+        if version == VERSION:
+            raise
         raise ResultFormatError(f"{e} (version {version}, read as version {VERSION})") from None
     return {**doc, "version": VERSION, "data": data}

@@ -98,6 +98,16 @@ def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
     )
 
 
+def _by_key(keys: Sequence[Key], rows: Sequence[Sequence[float]]) -> Rows:
+    """Each function's row by its key, the rows of functions alike added up."""
+    if len(set(keys)) == len(keys):  # nothing folds: the rows as they are
+        return dict(zip(keys, map(list, rows), strict=True))
+    out: Rows = {}
+    for key, row in zip(keys, rows, strict=True):
+        _add(out, key, row)
+    return out
+
+
 def _seconds(values: Sequence[float], scale: float, runs: int) -> list[Sequence[float]]:
     """A function-major column in seconds (in C: map), cut into rows of ``runs``."""
     return split(list(map(operator.truediv, values, itertools.repeat(scale))), runs)
@@ -117,23 +127,15 @@ def _functions(data: Mapping[str, Any], clock: str | None) -> SideTable:
     keys = side._keys(data["functions"], data.get("main"))
     scale = 1e9 if data["unit"] == "ns" else 1.0
     wall = not ticks or side.clock == "wall"  # a run's inclusive times and paths: wall
-    own_rows = _seconds(figures["own_cpu" if not wall else "own"], scale, runs)
-    cum_rows = _seconds(figures["inclusive"], scale, runs) if wall else None
-    if len(set(keys)) == len(keys):  # nothing folds: the rows as they are
-        side.own = dict(zip(keys, map(list, own_rows), strict=True))
-        if cum_rows is not None:
-            side.inclusive = dict(zip(keys, map(list, cum_rows), strict=True))
-    else:
-        for key, own_row, cum_row in zip(keys, own_rows, cum_rows or own_rows, strict=True):
-            _add(side.own, key, own_row)
-            if cum_rows is not None:
-                _add(side.inclusive, key, cum_row)
+    side.own = _by_key(keys, _seconds(figures["own_cpu" if not wall else "own"], scale, runs))
+    if wall:
+        side.inclusive = _by_key(keys, _seconds(figures["inclusive"], scale, runs))
     side.pieces = side.own
-    counts = {"growth": side.growth, "alloc_calls": side.allocs, "alloc_bytes": side.bytes}
-    for column, rows in counts.items():
+    counts = {"growth": "growth", "alloc_calls": "allocs", "alloc_bytes": "bytes"}
+    for column, name in counts.items():
         if column in figures:
-            for key, row in zip(keys, split(figures[column], runs), strict=True):
-                _add(rows, key, [float(x) for x in row])
+            rows = [list(map(float, row)) for row in split(figures[column], runs)]
+            setattr(side, name, _by_key(keys, rows))
     if wall and "time" in stacks:
         side.path_kind = STACKS if ticks else EDGES
         _paths(side, data, keys, scale)
