@@ -457,12 +457,8 @@ def _profile(
     return profile_changes(sa, sb, settings, section)
 
 
-_SECTIONS: dict[str, Callable[..., list[Change]]] = {
-    "timing": _timing,
-    "memory": _memory,
-    "profile": _profile,
-    "run": functools.partial(_profile, section="run"),
-}
+_run: Callable[..., list[Change]] = functools.partial(_profile, section="run")
+_SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile, "run": _run}
 # The parts a report may hold (a run result is a kind of its own, never a part).
 _REPORT_PARTS = ("timing", "memory", "profile")
 

@@ -101,8 +101,7 @@ def _key(func: tuple[Any, ...]) -> tuple[str, int, str]:
     return str(func[0]), int(func[1]), str(func[2])
 
 
-def _site(row: Any) -> tuple[str, int, str]:
-    """A report row's function, as a key."""
+def _site(row: Any) -> tuple[str, int, str]:  # a report row's function
     return str(row.site.file), int(row.site.line), str(row.site.function)
 
 
@@ -130,15 +129,10 @@ def profile_data(
                 index.setdefault(_key(func), len(index))
     per_run = [s for s, _ in runs]
     edges, edge_times = _edges(per_run, index, unit)
-    # cProfile's (cc, nc, tt, ct, callers): own time tt, cumulative time ct, calls nc.
-    columns = (
-        ("own", "own", 2, unit),
-        ("inclusive", "cumulative", 3, unit),
-        ("calls", "calls", 1, 1.0),
-    )
-    figures = {
-        name: _integers(what, _per_function(per_run, index, at), scale)
-        for name, what, at, scale in columns
+    figures = {  # cProfile's (cc, nc, tt, ct, callers): tt own, ct cumulative, nc calls
+        "own": _integers("own", _per_function(per_run, index, 2), unit),
+        "inclusive": _integers("cumulative", _per_function(per_run, index, 3), unit),
+        "calls": _integers("calls", _per_function(per_run, index, 1), 1.0),
     }
     walls = [float(wall) for _, wall in runs]
     tables = {"function_figures": figures, "stack_figures": {"time": edge_times}}
@@ -396,9 +390,9 @@ def _sampled_payload(
     main: str | None,
     scale: float,
 ) -> dict[str, Any]:
-    """A sampled payload, checked: ``head`` (its timer, sampler and interval), then each
-    run's ``(stack of functions, [wall, cpu, samples])`` added up per stack (wall and
-    CPU in ``1 / scale`` ns), ``functions`` the index they extend."""
+    """A sampled payload, checked: ``head`` (timer, sampler, interval), each run's ``(stack
+    of functions, [wall, cpu, samples])`` added up per stack (times in ``1 / scale``
+    ns), ``functions`` the index they extend."""
     stacks: dict[tuple[int, ...], int] = {}
     per_run: list[dict[int, list[float]]] = []
     for run in runs:

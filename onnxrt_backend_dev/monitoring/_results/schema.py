@@ -1,12 +1,11 @@
-"""The schema of a saved result, version 4 (laid out in ``docs/results.rst``); files of
-versions 1 to 3 load too, brought to version 4 as they are read (:func:`upgrade`).
-``data`` holds the raw figures, never only summaries, so that a comparison has the spread
-of every side. A profile (cProfile's, the sampler's) and a ``run`` save one layout, the
-profile table (:func:`check_profile`): interned functions and stacks, each run's wall
-time, and named columns of figures per run, per function and per stack, integers where
-the ``unit`` is ``ns`` (they parse four times faster than floats and are exact: cProfile
-and the sampler count nanoseconds), seconds where it is ``s`` (a ``run``'s ticks).
-Beyond that page, optional keys:
+"""The schema of a saved result, version 4 (``docs/results.rst``); files of versions 1 to
+3 are brought to it as they are read (:func:`upgrade`). ``data`` holds the raw figures,
+never only summaries, so that a comparison has the spread of every side. A profile and a
+``run`` save one layout, the profile table (:func:`check_profile`): interned functions
+and stacks, each run's wall time, named columns of figures per run, function and stack,
+integers where ``unit`` is ``ns`` (exact, and parsed four times faster than floats:
+cProfile and the sampler count nanoseconds), seconds where it is ``s`` (a ``run``'s
+ticks). Beyond that page, optional keys:
 
 * a timing series: ``"reference"`` (the pytest plugin's: seconds of a fixed piece of
   work timed beside it, the machine's speed of the moment), ``"stolen"`` (the share of
@@ -233,9 +232,8 @@ def _cut_names(functions: list[Any]) -> None:
 def _figures(
     where: str, values: Any, rows: tuple[int, str], runs: int, unit: str, signed: bool
 ) -> None:
-    """A column of ``rows x runs`` figures, row-major: integers (``unit`` ``ns``) or
-    finite numbers, each ``>= 0`` unless ``signed``; the first bad one is named with its
-    row and run."""
+    """A row-major column of ``rows x runs`` ints (``unit`` ``ns``) or finite numbers,
+    ``>= 0`` unless ``signed``; the first bad one named with its row and run."""
     count, what = rows
     integers = unit == "ns"
     if not isinstance(values, list):
@@ -271,8 +269,7 @@ def _check_paths(where: str, paths: Any, n: int, least: int) -> list[Any]:
 
 
 def _check_runs(where: str, data: dict[str, Any], needed: tuple[str, ...]) -> int:
-    """Each run's wall seconds and figures (an exit code, else numbers >= 0); returns the
-    number of runs."""
+    """Each run's wall seconds and figures (exit codes, numbers >= 0); its runs."""
     walls = _list(f"{where}.wall", data.get("wall"), least=1)
     _numbers(f"{where}.wall", walls, None, positive=True)
     figures = _dict(f"{where}.run_figures", data.get("run_figures", {}))
@@ -317,10 +314,8 @@ def check_profile(where: str, data: Any, profilers: tuple[str, ...] = PROFILERS)
         needed["stack_figures"] = ("time",)
     counted = ("total",) if _counter(where, data) else ()
     runs = _check_runs(where, data, needed.get("run_figures", ()) + counted)
-    rows = {
-        "function_figures": (len(functions), "functions"),
-        "stack_figures": (len(stacks), "stacks"),
-    }
+    rows = {"function_figures": (len(functions), "functions")}
+    rows["stack_figures"] = (len(stacks), "stacks")
     for table, counted_rows in rows.items():
         columns = _dict(f"{where}.{table}", data.get(table, {}))
         for name in dict.fromkeys((*needed.get(table, ()), *columns)):

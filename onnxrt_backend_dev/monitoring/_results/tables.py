@@ -1,8 +1,8 @@
-"""One side of a comparison of profiles, whatever measured it, read from the one saved
-layout (the profile table of :mod:`.schema`): each function's own and inclusive seconds
-and each call path's inclusive seconds, in every run, keyed by :mod:`.keys`.
+"""One side of a comparison of profiles, read from their saved table (:mod:`.schema`)
+whatever measured them: each function's own and inclusive seconds and each call path's
+inclusive seconds, in every run, keyed by :mod:`.keys`.
 
-* cProfile: exact own and inclusive times; its paths are its edges (its stacks: the
+* cProfile: exact own and inclusive times; its paths are its edges, its stacks (the
   callee's inclusive time when called from there);
 * a sampled profile: each stack's wall and CPU seconds per run; a function's own time is
   that of the stacks it ends, its inclusive time that of the stacks holding it (once, in
@@ -114,10 +114,9 @@ def _seconds(values: Sequence[float], scale: float, runs: int) -> list[Sequence[
 
 
 def _functions(data: Mapping[str, Any], clock: str | None) -> SideTable:
-    """cProfile's table or a run's: each function's own and inclusive time as saved, the
-    stacks' (cProfile's edges, the run's call tree) inclusive time. A run's ticks see CPU
-    time for a function's own time only, so on the CPU clock (asked for, and held) only
-    the own times are compared."""
+    """cProfile's table or a run's: the functions' times as saved, the stacks' (edges, the
+    call tree's paths) as paths; a run's ticks see CPU time for own times only, compared
+    alone on the CPU clock (asked for, and held)."""
     figures, stacks = data["function_figures"], data.get("stack_figures", {})
     ticks = data["profiler"] == "ticks"
     runs = len(data["wall"])
@@ -167,8 +166,7 @@ def _paths(side: SideTable, data: Mapping[str, Any], keys: Sequence[Key], scale:
 
 
 def _run_figures(side: SideTable, data: Mapping[str, Any]) -> None:
-    """A run's peaks, its typical rise (peak - start), its failed runs; its ticks'
-    rate."""
+    """A run's peaks, typical rise (peak - start), failed runs and ticks' rate."""
     figures = data["run_figures"]
     side.counted = True
     side.rate = 1 / float(data["interval"])
