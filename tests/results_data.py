@@ -131,12 +131,11 @@ def sampled_doc(
         "timer": "cpu",
         "sampler": "prof",
         "interval": 0.001,
+        "unit": "ns",
         "functions": [[file, 10 * i + 1, name] for name, i in index.items()],
         "stacks": [[index[name] for name in stack] for stack in order],
         "wall": walls,
-        "stack_wall_ns": columns[0],
-        "stack_cpu_ns": columns[1],
-        "stack_samples": columns[2],
+        "stack_figures": dict(zip(("wall", "cpu", "samples"), columns, strict=True)),
         "main": file,
     }
     return store.make_result("profile", data, ["profile", file], ENV)

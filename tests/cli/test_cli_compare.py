@@ -299,7 +299,7 @@ def test_profile_and_spy_save(tmp_path: Path) -> None:
     assert code == 0, err
     # THEN a one-run profile (its edges) and a one-run memory result, compared as weaker
     data = store.load_result(prof, kind="profile")["data"]
-    assert "f" in {f[2] for f in data["functions"]} and data["edges"]
+    assert "f" in {f[2] for f in data["functions"]} and data["stacks"]
     assert store.load_result(mem, kind="memory")["data"]["channels"]["cpu"][0]["peak"] > 0
     code, out, _ = run_cli("compare", prof, prof)
     assert code == 0 and "weaker evidence" in out

@@ -68,7 +68,7 @@ def test_repeat_under_cprofile_counts_the_calls(program: Path, tmp_path: Path) -
     rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["work"]]
     assert rows and rows[0][2] == "3"  # name, --, calls, primitive calls, ...
     data = load_result(saved, kind="profile")["data"]
-    assert data["profiler"] == "cprofile" and data["timer"] == "cpu" and data["edges"]
+    assert data["profiler"] == "cprofile" and data["timer"] == "cpu" and data["stacks"]
 
 
 def test_save_alone_runs_once_in_a_child_showing_the_program_output(

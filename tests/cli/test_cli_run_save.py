@@ -100,15 +100,22 @@ def test_bad_save_and_repeat_options_exit_2_before_anything_runs(
     assert existing.read_text() == "{}"  # never replaced
 
 
+_FN = "function_figures"
+
+
 def _run_doc(runs: int) -> dict[str, object]:
     """A valid run result with ``runs`` runs of two functions."""
-    run = {"wall": 1.0, "peak": 5e7, "start": 1e7, "end": 5e7, "own": [0.5, 0.4],
-           "cumulative": [0.9, 0.4], "growth": [4e7, 3e7], "to_peak": [4e7, 3e7]}  # fmt: skip
+    functions = {"own": [0.5, 0.4], "inclusive": [0.9, 0.4], "growth": [4e7, 3e7],
+                 "to_peak": [4e7, 3e7]}  # fmt: skip
     data = {
-        "sampler": "ticks",
+        "profiler": "ticks",
+        "unit": "s",
         "interval": 0.005,
         "functions": [["p.py", 1, "main"], ["p.py", 5, "build"]],
-        "runs": [dict(run) for _ in range(runs)],
+        "stacks": [],
+        "wall": [1.0] * runs,
+        "run_figures": {"peak": [5e7] * runs, "start": [1e7] * runs, "end": [5e7] * runs},
+        "function_figures": {k: [x for x in v for _ in range(runs)] for k, v in functions.items()},
     }
     return store.make_result("run", data, ["run", "p.py"])
 
@@ -116,11 +123,15 @@ def _run_doc(runs: int) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("name", "doc", "words"),
     [
-        ("version.json", lambda d: d.update(version=4), "schema version 4"),
+        ("version.json", lambda d: d.update(version=5), "schema version 5"),
         ("kind.json", lambda d: d.update(kind="runs"), "kind must be one of"),
-        ("nogrowth.json", lambda d: d["data"]["runs"][0].pop("growth"), "growth must be a list"),
-        ("norun.json", lambda d: d["data"].pop("runs"), "data.runs must be a list"),
-        ("nan.json", lambda d: d["data"]["runs"][1]["own"].__setitem__(0, -1.0), "own[0] must be"),
+        ("nogrowth.json", lambda d: d["data"][_FN].pop("growth"), "growth must be a list"),
+        ("norun.json", lambda d: d["data"].pop("wall"), "data.wall must be a list"),
+        (
+            "nan.json",
+            lambda d: d["data"][_FN]["own"].__setitem__(1, -1.0),
+            "own[1] (function 0, run 1) must be",
+        ),
         ("text.json", None, "not JSON or truncated"),
     ],
 )
@@ -178,12 +189,13 @@ def test_run_save_and_repeat_then_compare_end_to_end(tmp_path: Path, script: Pat
     assert "2 runs: wall median" in a.stderr and "of the median wall time" in a.stderr
     # AND every run is saved, with the environment and the command
     doc = store.load_result(tmp_path / "a.json", kind="run")
-    assert len(doc["data"]["runs"]) == 2 and doc["data"]["main"] == "prog.py"
+    assert len(doc["data"]["wall"]) == 2 and doc["data"]["main"] == "prog.py"
     assert doc["command"][:3] == ["run", "--repeat", "2"] and "python" in doc["environment"]
     names = [f[2] for f in doc["data"]["functions"]]
     build = names.index("build")
-    assert all(r["growth"][build] > 2**20 for r in doc["data"]["runs"]), doc["data"]["runs"]
-    assert len(store.load_result(tmp_path / "one.json")["data"]["runs"]) == 1
+    growth = doc["data"]["function_figures"]["growth"][build * 2 : build * 2 + 2]
+    assert all(g > 2**20 for g in growth), growth
+    assert len(store.load_result(tmp_path / "one.json")["data"]["wall"]) == 1
     assert (tmp_path / "one.html").read_text().startswith("<!DOCTYPE html>")
     # WHEN A and B are compared as JSON
     cmp = _cli("compare", "a.json", "b.json", "--format", "json", cwd=tmp_path)
@@ -263,9 +275,9 @@ def test_repeat_shows_the_median_run_and_saves_all(
     assert argv[argv.index("--interval") + 1] == "0.01" and argv[-2:] == [str(script), "x"]
     # AND every run is saved, CPU times included
     data = store.load_result(saved, kind="run")["data"]
-    assert [r["wall"] for r in data["runs"]] == [0.3, 0.1, 0.2]
-    assert [r["growth"][0] for r in data["runs"]] == [20 * 2**20, 21 * 2**20, 22 * 2**20]
-    assert data["runs"][0]["own_cpu"] == [0.15] and data["main"] == str(script)
+    assert data["wall"] == [0.3, 0.1, 0.2]
+    assert data["function_figures"]["growth"][:3] == [20 * 2**20, 21 * 2**20, 22 * 2**20]
+    assert data["function_figures"]["own_cpu"][:1] == [0.15] and data["main"] == str(script)
 
 
 def test_a_run_that_leaves_no_report_is_one_line_exit_1(

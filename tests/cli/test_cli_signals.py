@@ -116,7 +116,7 @@ def test_a_signal_into_a_repeat_ends_every_process_and_keeps_the_runs_done(
     # AND what was measured is written: the runs done, shown and saved
     assert out.strip() and saved.exists()
     data = json.loads(saved.read_text())["data"]
-    assert len(data["runs"] if command == "run" else data["wall"]) == 1
+    assert len(data["wall"]) == 1
     # AND nothing is left: no process of its session, no temporary folder
     assert _left_after(cli.pid) == []
     assert os.listdir(tmp_path / "tmp") == []

@@ -1,6 +1,6 @@
 """The per-function columns of a profile in bulk (_results.tables): medians over the runs,
-totals, and the same figures from a version 1 file (rows per run) as from version 2
-(integer columns)."""
+totals, and the same figures from a version 1 file (rows per run, upgraded as it loads)
+as from the current table (integer columns)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,10 @@ def test_split_and_totals() -> None:
     flat = [1, 2, 3, 4, 5, 6]
     assert tables.split(flat, 2) == [[1, 2], [3, 4], [5, 6]]
     functions = [["f.py", 1, "a"], ["f.py", 2, "b"], ["f.py", 3, "c"]]
-    data = {"profiler": "cprofile", "functions": functions, "wall": [1.0, 1.0]}
-    side = tables.side_table("profile", {**data, "own_ns": flat, "cumulative_ns": flat})
+    data = {"profiler": "cprofile", "unit": "ns", "functions": functions, "wall": [1.0, 1.0]}
+    side = tables.side_table(
+        "profile", {**data, "function_figures": {"own": flat, "inclusive": flat}}
+    )
     assert list(side.own.values())[1] == pytest.approx([3e-9, 4e-9])
     # AND each run's total adds up its own times (9 and 12 ns)
     assert side.totals() == pytest.approx([9e-9, 12e-9])
@@ -54,7 +56,10 @@ def _v1(doc: dict[str, Any]) -> dict[str, Any]:
     data = dict(doc["data"])
     n = len(data.pop("wall"))
     walls = doc["data"]["wall"]
-    own, cum, calls = data.pop("own_ns"), data.pop("cumulative_ns"), data.pop("calls")
+    for key in ("unit", "stacks", "stack_figures"):
+        del data[key]
+    figures = data.pop("function_figures")
+    own, cum, calls = figures["own"], figures["inclusive"], figures["calls"]
     data["runs"] = [
         {"wall": walls[r], "own": [x / 1e9 for x in own[r::n]],
          "cumulative": [x / 1e9 for x in cum[r::n]], "calls": [float(c) for c in calls[r::n]]}
@@ -83,7 +88,8 @@ def test_a_saved_version_1_file_compares_with_a_new_one(tmp_path: Path) -> None:
     # GIVEN the version 1 baseline kept in tests/data, and a new result of the same program
     base = store.load_result(V1 / "profile_v1_a.json")
     new = store.load_result(store.save_result(tmp_path / "new.json", profile_doc(6, 8, seed=1)))
-    assert (base["version"], new["version"]) == (1, 3)
+    written = json.loads((V1 / "profile_v1_a.json").read_text(encoding="utf-8"))["version"]
+    assert (written, base["version"], new["version"]) == (1, 4, 4)
     # WHEN compared THEN every function is matched, none only on one side
     cmp = compare_results(base, new)
     assert cmp.judged and not [c for c in cmp.changes if c.note.startswith("only")]

@@ -143,7 +143,7 @@ def test_functions_only_on_one_side_tiny_or_unmeasured() -> None:
     # in a run
     a = profile_doc(10, functions=5, slow={0: 0.0001}, seed=1)
     b = profile_doc(10, functions=6, slow={0: 0.0001}, seed=2)
-    b["data"]["own_ns"][1 * 10 + 3] = 0  # function 1, run 3 of 10
+    b["data"]["function_figures"]["own"][1 * 10 + 3] = 0  # function 1, run 3 of 10
     # WHEN compared
     cmp = compare_results(a, b)
     # THEN each is shown, untested, with why
@@ -315,11 +315,17 @@ def test_environments_that_differ_are_a_warning() -> None:
 
 def test_a_version_2_profile_without_paths_compares_functions() -> None:
     # GIVEN a profile saved before version 3 (no edges)
-    a, b = graph_doc(5, seed=1), graph_doc(5, slow=1.4, seed=2)
-    for doc in (a, b):
+    docs = [graph_doc(5, seed=1), graph_doc(5, slow=1.4, seed=2)]
+    for doc in docs:
+        data = doc["data"]
+        figures = data.pop("function_figures")
+        for key in ("unit", "stacks", "stack_figures"):
+            del data[key]
+        data.update(own_ns=figures["own"], cumulative_ns=figures["inclusive"])
+        data["calls"] = figures["calls"]
         doc["version"] = 2
-        del doc["data"]["edges"], doc["data"]["edge_ns"]
-        store.check_result(doc)
+    # WHEN loaded (upgraded) and compared
+    a, b = (store.check_result(doc) for doc in docs)
     cmp = compare_results(a, b)
     # THEN compared on functions, the note says why no path is
     assert any("no call paths" in n for n in cmp.notes)

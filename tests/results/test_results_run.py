@@ -1,4 +1,4 @@
-"""Tests for the ``run`` results (_results: schema.check_run, payloads.run_data, the
+"""Tests for the ``run`` results (_results: schema.check_profile, payloads.run_data, the
 ``run`` section of compare_results and its rendering): bad documents, then comparisons of
 synthetic runs whose functions' growth and noise are chosen (seeded, no clock)."""
 
@@ -78,16 +78,17 @@ def test_the_payload_keeps_every_run_and_every_function() -> None:
     doc = run_doc(3)
     data = doc["data"]
     # THEN each run holds its figures, aligned with the functions
-    assert data["sampler"] == "ticks" and data["main"] == "prog.py" and len(data["runs"]) == 3
+    assert data["profiler"] == "ticks" and data["main"] == "prog.py" and len(data["wall"]) == 3
     names = [f[2] for f in data["functions"]]
     assert names == [*FUNCTIONS, "main"]
-    run = data["runs"][0]
-    index = names.index("index")
+    run = {k: v[0::3] for k, v in data["function_figures"].items()}  # run 0 of 3
+    figures = {k: v[0] for k, v in data["run_figures"].items()}
+    index, main = names.index("index"), names.index("main")
     assert run["growth"][index] == pytest.approx(40 * MIB, rel=0.05)
-    assert run["own"][names.index("main")] == 0.0
-    assert run["cumulative"][names.index("main")] == pytest.approx(sum(run["own"]))
-    assert run["peak"] - run["start"] == pytest.approx(run["growth"][names.index("main")])
-    assert run["exit"] == 0 and run["wall"] > 0 and "cpu" in run
+    assert run["own"][main] == 0.0
+    assert run["inclusive"][main] == pytest.approx(sum(run["own"]))
+    assert figures["peak"] - figures["start"] == pytest.approx(run["growth"][main])
+    assert figures["exit"] == 0 and data["wall"][0] > 0 and "cpu" in figures
 
 
 def test_a_round_trip_through_a_file(tmp_path: Path) -> None:
@@ -97,7 +98,7 @@ def test_a_round_trip_through_a_file(tmp_path: Path) -> None:
 
 
 def _edit(path: str, value: Any) -> Any:
-    """A change of a valid document: ``path`` is dotted (``data.runs.0.own``)."""
+    """A change of a valid document: ``path`` is dotted (``data.wall.0``)."""
 
     def change(doc: dict[str, Any]) -> None:
         *parents, last = path.split(".")
@@ -115,35 +116,45 @@ def _edit(path: str, value: Any) -> Any:
 
 
 _DROP = object()
+_RUN, _FN = "data.run_figures", "data.function_figures"
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         (
-            _edit("version", 4),
-            "schema version 4, this version of the package reads versions 1, 2 and 3",
+            _edit("version", 5),
+            "schema version 5, this version of the package reads versions 1, 2, 3 and 4",
         ),
         (_edit("kind", "runs"), "kind must be one of timing, memory, profile, report, run"),
         (_edit("schema", "other"), "not a saved result"),
-        (_edit("data.sampler", "cprofile"), "data.sampler must be one of ticks"),
+        (_edit("data.profiler", "cprofile"), "data.profiler must be one of ticks"),
         (_edit("data.interval", 0), "data.interval must be a finite number > 0"),
         (_edit("data.main", 3), "data.main must be a str"),
-        (_edit("data.runs", []), "data.runs must hold at least 1 values"),
-        (_edit("data.runs", _DROP), "data.runs must be a list"),
+        (_edit("data.wall", []), "data.wall must hold at least 1 values"),
+        (_edit("data.wall", _DROP), "data.wall must be a list"),
         (_edit("data.functions.1", ["f.py", -1, "g"]), "data.functions[1] must be [file, line"),
-        (_edit("data.runs.0.wall", 0), "data.runs[0].wall must be a finite number > 0"),
-        (_edit("data.runs.1.peak", -5), "data.runs[1].peak must be a finite number >= 0"),
-        (_edit("data.runs.0.start", _DROP), "data.runs[0].start must be a finite number"),
-        (_edit("data.runs.0.cpu", "1"), "data.runs[0].cpu must be a finite number"),
-        (_edit("data.runs.0.exit", 0.5), "data.runs[0].exit must be an int"),
-        (_edit("data.runs.0.own", _DROP), "data.runs[0].own must be a list"),
-        (_edit("data.runs.0.own.2", -0.1), "data.runs[0].own[2] must be a finite number >= 0"),
-        (_edit("data.runs.1.cumulative.0", True), "data.runs[1].cumulative[0] must be"),
-        (_edit("data.runs.0.growth", [1.0]), "data.runs[0].growth must hold 6 values, got 1"),
-        (_edit("data.runs.0.growth.3", "x"), "data.runs[0].growth[3] must be a finite number"),
-        (_edit("data.runs.0.to_peak.0", None), "data.runs[0].to_peak[0] must be a finite"),
-        (_edit("data.runs.0.to_peak", _DROP), "data.runs[0].to_peak must be a list"),
+        (_edit("data.wall.0", 0), "data.wall[0] must be a finite number > 0"),
+        (_edit(f"{_RUN}.peak.1", -5), f"{_RUN}.peak[1] must be a finite number >= 0"),
+        (_edit(f"{_RUN}.start", _DROP), f"{_RUN}.start must be a list"),
+        (_edit(f"{_RUN}.cpu.0", "1"), f"{_RUN}.cpu[0] must be a finite number"),
+        (_edit(f"{_RUN}.exit.0", 0.5), f"{_RUN}.exit[0] must be an int"),
+        (_edit(f"{_FN}.own", _DROP), f"{_FN}.own must be a list"),
+        (
+            _edit(f"{_FN}.own.2", -0.1),
+            f"{_FN}.own[2] (function 1, run 0) must be a finite number >= 0",
+        ),
+        (_edit(f"{_FN}.inclusive.0", True), f"{_FN}.inclusive[0] (function 0, run 0) must be"),
+        (
+            _edit(f"{_FN}.growth", [1.0]),
+            f"{_FN}.growth must hold 12 values (6 functions x 2 runs), got 1",
+        ),
+        (
+            _edit(f"{_FN}.growth.3", "x"),
+            f"{_FN}.growth[3] (function 1, run 1) must be a finite number",
+        ),
+        (_edit(f"{_FN}.to_peak.0", None), f"{_FN}.to_peak[0] (function 0, run 0) must be a finite"),
+        (_edit(f"{_FN}.to_peak", _DROP), f"{_FN}.to_peak must be a list"),
     ],
 )
 def test_bad_run_documents_name_the_file_and_the_problem(
@@ -164,7 +175,7 @@ def test_bad_run_documents_name_the_file_and_the_problem(
 def test_a_negative_growth_is_a_figure_not_an_error() -> None:
     # GIVEN a function that freed memory (its growth is negative)
     doc = copy.deepcopy(run_doc(2))
-    doc["data"]["runs"][0]["growth"][0] = -3 * MIB
+    doc["data"]["function_figures"]["growth"][0] = -3 * MIB
     # THEN the document is valid
     assert store.parse_result(json.dumps(doc))["kind"] == "run"
 
@@ -211,8 +222,8 @@ def test_a_callback_charged_with_noise_is_not_a_huge_regression() -> None:
     a, b = copy.deepcopy(run_doc(10, seed=1)), copy.deepcopy(run_doc(10, seed=2))
     spin = [f[2] for f in a["data"]["functions"]].index("spin")
     for doc, grown in ((a, 4096.0), (b, 1.5 * MIB)):
-        for run in doc["data"]["runs"]:
-            run["growth"][spin] = grown
+        for r in range(10):
+            doc["data"]["function_figures"]["growth"][spin * 10 + r] = grown
     entry = _entry(compare_results(a, b), "spin", "growth")
     # THEN its change is about +1 % of the rise, not +36,000 %, and no regression above 5 %
     assert entry.change is not None and entry.change < 0.02
@@ -247,7 +258,7 @@ def test_a_single_run_on_a_side_is_weaker_evidence() -> None:
 
 def test_a_failed_run_is_noted() -> None:
     a = copy.deepcopy(run_doc(4))
-    a["data"]["runs"][2]["exit"] = 137
+    a["data"]["run_figures"]["exit"][2] = 137
     cmp = compare_results(a, run_doc(4))
     assert "A: 1 of 4 runs did not exit with 0" in cmp.notes
 
@@ -285,8 +296,9 @@ def test_cpu_times_are_compared_when_both_sides_have_them() -> None:
     a = run_doc(10, seed=5, cpu=True)
     b = copy.deepcopy(run_doc(10, seed=6, cpu=True))
     join = [f[2] for f in b["data"]["functions"]].index("join")
-    for run in b["data"]["runs"]:
-        run["own"][join] *= 1.6
+    own = b["data"]["function_figures"]["own"]
+    for r in range(10):
+        own[join * 10 + r] *= 1.6
     # WHEN compared on the CPU clock THEN nothing significant, the headline says CPU
     cmp = compare_results(a, b, clock="cpu")
     assert not _entry(cmp, "join", "own").significant
@@ -294,8 +306,7 @@ def test_cpu_times_are_compared_when_both_sides_have_them() -> None:
     # AND on the wall clock (the default: the ticks' inclusive and path times are wall
     # times), or with a side without CPU times, the wait shows
     assert _entry(compare_results(a, b), "join", "own").significant
-    for run in b["data"]["runs"]:
-        run.pop("own_cpu")
+    b["data"]["function_figures"].pop("own_cpu")
     cmp = compare_results(a, b, clock="cpu")
     assert _entry(cmp, "join", "own").significant
     assert any(c.figure == "wall" for c in cmp.headlines())

@@ -168,7 +168,7 @@ def test_sampled_runs_are_read_from_outside_by_default(tmp_path: Path) -> None:
     own: dict[str, float] = {}
     for sid, stack in enumerate(data["stacks"]):
         leaf = names[stack[-1]]
-        own[leaf] = own.get(leaf, 0.0) + sum(data["stack_cpu_ns"][sid * 2 : sid * 2 + 2])
+        own[leaf] = own.get(leaf, 0.0) + sum(data["stack_figures"]["cpu"][sid * 2 : sid * 2 + 2])
     total = sum(own.values())
     assert total > 0 and own.get("tiny", 0.0) < 0.05 * total, own
 

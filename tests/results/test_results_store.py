@@ -14,6 +14,7 @@ from results_data import ENV, memory_doc, profile_doc, timing_doc
 
 from onnxrt_backend_dev.monitoring._errors import BadValue, ResultFormatError
 from onnxrt_backend_dev.monitoring._results import environment, payloads, schema, store
+from onnxrt_backend_dev.monitoring._results.compare import compare_results
 
 
 def test_round_trip_keeps_raw_figures(tmp_path: Path) -> None:
@@ -70,16 +71,21 @@ _DELETE = object()
 _TIMING = timing_doc(1e-3)
 _PROFILE = profile_doc(3, functions=4)  # version 2: 4 functions x 3 runs in each column
 _MEMORY = memory_doc(1e8, runs=2)
-# Saved by version 1 of the schema (the rows layout of profiles), kept as written then.
+# Saved by version 1 of the schema (the rows layout of profiles) and by version 3 (a
+# layout per profiler), kept as written then.
 V1 = Path(__file__).parent.parent / "data" / "results"
 _PROFILE_V1 = json.loads((V1 / "profile_v1_a.json").read_text(encoding="utf-8"))
+# A profile's figures per function; a bad figure of an older file is named where the
+# upgraded file holds it (function 2, run 1 of 6 runs).
+_FN = "data.function_figures"
+_V1_OWN = r"own\[13\] \(function 2, run 1\) .*\(version 1, read as version 4\)"
 
 BAD_DOCS = [
     ("other schema", _edit(_TIMING, "schema", "pyperf"), "not a saved result"),
     (
         "other version",
-        _edit(_TIMING, "version", 4),
-        "schema version 4, .* reads versions 1, 2 and 3",
+        _edit(_TIMING, "version", 5),
+        "schema version 5, .* reads versions 1, 2, 3 and 4",
     ),
     ("bool version", _edit(_TIMING, "version", True), "schema version True"),
     ("no version", _edit(_TIMING, "version", _DELETE), "schema version None"),
@@ -100,21 +106,21 @@ BAD_DOCS = [
     ("whole stolen", _edit(_TIMING, "data.series.0.stolen", 1.0), r"stolen must be a share in"),
     ("negative stolen", _edit(_TIMING, "data.series.0.stolen", -0.1), r"stolen must be a fin"),
     ("bool stolen", _edit(_TIMING, "data.series.0.stolen", True), r"stolen must be a finite"),
-    ("negative own", _edit(_PROFILE, "data.own_ns.7", -5), r"own_ns\[7\] \(function 2, run 1\)"),
-    ("float own", _edit(_PROFILE, "data.own_ns.0", 0.5), r"own_ns\[0\] .*an int >= 0, got 0.5"),
-    ("bool calls", _edit(_PROFILE, "data.calls.11", True), r"calls\[11\] \(function 3, run 2\)"),
-    ("huge calls", _edit(_PROFILE, "data.calls.0", 10**30), r"calls\[0\] .* must be an int"),
-    ("float memory", _edit(_PROFILE, "data.memory_bytes", [0.5] * 12), r"memory_bytes\[0\]"),
-    ("no calls", _edit(_PROFILE, "data.calls", _DELETE), "data.calls must be a list of ints"),
+    ("negative own", _edit(_PROFILE, f"{_FN}.own.7", -5), r"own\[7\] \(function 2, run 1\)"),
+    ("float own", _edit(_PROFILE, f"{_FN}.own.0", 0.5), r"own\[0\] .*an int >= 0, got 0.5"),
+    ("bool calls", _edit(_PROFILE, f"{_FN}.calls.11", True), r"calls\[11\] \(function 3, run 2\)"),
+    ("huge calls", _edit(_PROFILE, f"{_FN}.calls.0", 10**30), r"calls\[0\] .* must be an int"),
+    ("float bytes", _edit(_PROFILE, f"{_FN}.alloc_bytes", [0.5] * 12), r"alloc_bytes\[0\]"),
+    ("no calls", _edit(_PROFILE, f"{_FN}.calls", _DELETE), f"{_FN}.calls must be a list of ints"),
     ("zero wall", _edit(_PROFILE, "data.wall.0", 0), r"wall\[0\] must be"),
     ("no wall", _edit(_PROFILE, "data.wall", []), "wall must hold at least 1"),
-    ("short own", _edit(_PROFILE, "data.own_ns", [1]), r"must hold 12 values \(4 functions x 3"),
-    ("rows in v2", _edit(_PROFILE, "data.runs", []), "data.runs is the layout of version 1"),
+    ("short own", _edit(_PROFILE, f"{_FN}.own", [1]), r"must hold 12 values \(4 functions x 3"),
+    ("rows in v2", _edit(_PROFILE_V1, "version", 2), "data.runs is the layout of version 1"),
     ("bad function", _edit(_PROFILE, "data.functions.0", ["f", "1", "g"]), "file, line, name"),
     ("negative line", _edit(_PROFILE, "data.functions.3", ["f", -1, "g"]), r"functions\[3\]"),
     ("profiler", _edit(_PROFILE, "data.profiler", "yappi"), "profiler must be one of"),
-    ("v1 negative own", _edit(_PROFILE_V1, "data.runs.1.own.2", -0.5), r"runs\[1\].own\[2\]"),
-    ("v1 zero wall", _edit(_PROFILE_V1, "data.runs.0.wall", 0), r"runs\[0\].wall must be"),
+    ("v1 negative own", _edit(_PROFILE_V1, "data.runs.1.own.2", -0.5), _V1_OWN),
+    ("v1 zero wall", _edit(_PROFILE_V1, "data.runs.0.wall", 0), r"wall\[0\] must be .*version 1"),
     ("v1 short own", _edit(_PROFILE_V1, "data.runs.0.own", [0.1]), "must hold 8 values"),
     ("v1 columns", _edit(_PROFILE_V1, "data.runs", _DELETE), "data.runs must be a list"),
     ("v1 bad function", _edit(_PROFILE_V1, "data.functions.1", ["f", 1]), r"functions\[1\]"),
@@ -162,11 +168,42 @@ def test_bad_texts(tmp_path: Path, text: bytes, message: str) -> None:
 @pytest.mark.parametrize("name", ["profile_v1_a.json", "profile_v1_b.json", "report_v1.json"])
 def test_version_1_files_still_load(name: str) -> None:
     # GIVEN a file saved by version 1 of the schema (profiles in rows, one per run)
-    # WHEN loaded THEN it is checked and returned as it was written
+    # WHEN loaded THEN it is checked and returned in the current layout, its figures kept
     doc = store.load_result(V1 / name)
-    assert doc["version"] == 1
+    assert doc["version"] == schema.VERSION
     profile = doc["data"] if doc["kind"] == "profile" else doc["data"]["profile"]
-    assert len(profile["runs"]) == 6 and len(profile["functions"]) == 8
+    assert len(profile["wall"]) == 6 and len(profile["functions"]) == 8
+    raw = json.loads((V1 / name).read_text(encoding="utf-8"))["data"]
+    first = (raw if doc["kind"] == "profile" else raw["profile"])["runs"][0]
+    assert profile["function_figures"]["own"][::6] == first["own"] and profile["unit"] == "s"
+
+
+def test_version_3_files_load_as_the_table_of_their_figures() -> None:
+    # GIVEN the three profile layouts of version 3, saved by `profile --cprofile --repeat`,
+    # `profile --repeat` and `run --repeat` (5 runs each)
+    def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        raw = json.loads((V1 / name).read_text(encoding="utf-8"))
+        return raw["data"], store.load_result(V1 / name)["data"]
+
+    # WHEN loaded THEN each is the table the writers save now, its figures as they were
+    raw, cprofile = load("cprofile_v3.json")
+    assert (cprofile["stacks"], cprofile["stack_figures"]["time"]) == (raw["edges"], raw["edge_ns"])
+    assert cprofile["function_figures"]["own"] == raw["own_ns"] and cprofile["unit"] == "ns"
+    raw, sampled = load("sampled_v3.json")
+    assert (
+        sampled["stack_figures"]["cpu"] == raw["stack_cpu_ns"]
+        and sampled["stacks"] == raw["stacks"]
+    )
+    raw, run = load("run_v3.json")
+    assert run["profiler"] == "ticks" and run["unit"] == "s" and run["stacks"] == raw["paths"]
+    for r, entry in enumerate(raw["runs"]):
+        assert run["function_figures"]["own"][r::5] == entry["own"]
+        assert run["stack_figures"]["self"][r::5] == entry["path_self"]
+        assert run["run_figures"]["peak"][r] == entry["peak"] and run["wall"][r] == entry["wall"]
+    # AND each compares with itself, nothing changed
+    for name in ("cprofile_v3.json", "sampled_v3.json", "run_v3.json"):
+        doc = store.load_result(V1 / name)
+        assert not compare_results(doc, doc).regressions(0.05)
 
 
 def test_version_2_columns_are_nanoseconds_function_major() -> None:
@@ -179,10 +216,12 @@ def test_version_2_columns_are_nanoseconds_function_major() -> None:
     data = payloads.profile_data(runs)
     assert data["functions"] == [["m.py", 1, "f"], ["m.py", 2, "g"]]
     assert data["wall"] == [1.0, 2.0]
-    assert data["own_ns"] == [250_000_000, 125_000_000, 1, 0]
-    assert data["cumulative_ns"] == [500_000_000, 250_000_000, 1, 0]
-    assert data["calls"] == [2, 3, 1, 1]
-    schema.check_profile("data", {**data, "memory_bytes": [0, 0, -64, 0]})  # growth: any sign
+    figures = data["function_figures"]
+    assert figures["own"] == [250_000_000, 125_000_000, 1, 0]
+    assert figures["inclusive"] == [500_000_000, 250_000_000, 1, 0]
+    assert figures["calls"] == [2, 3, 1, 1]
+    growth = {**figures, "growth": [0, 0, -64, 0]}  # growth: any sign
+    schema.check_profile("data", {**data, "function_figures": growth})
     # AND a figure that is no number is refused before anything is written
     bad: list[tuple[dict[Any, Any], float]] = [({("m.py", 1, "f"): (1, 1, math.nan, 0.0, {})}, 1.0)]
     with pytest.raises(ResultFormatError, match="own figure is not a finite number"):

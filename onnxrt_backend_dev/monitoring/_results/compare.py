@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -444,22 +444,20 @@ def _memory(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) ->
     return _family(changes, settings.alpha)
 
 
-def _profile(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) -> list[Change]:
+def _profile(
+    da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings, section: str = "profile"
+) -> list[Change]:
+    """Two profile tables: a profile's, or a run's (``section``)."""
     if counter_of(da) or counter_of(db):
-        return counted.profile_changes(da, db, settings, "profile")
-    sa = side_table("profile", da, settings.clock)
-    sb = side_table("profile", db, settings.clock)
-    return profile_changes(sa, sb, settings, "profile")
-
-
-def _run(da: Mapping[str, Any], db: Mapping[str, Any], settings: Settings) -> list[Change]:
-    sa, sb = side_table("run", da, settings.clock), side_table("run", db, settings.clock)
-    if sa.clock != sb.clock:  # one side lacks the CPU times: both on the wall clock
+        return counted.profile_changes(da, db, settings, section)
+    sa, sb = side_table(section, da, settings.clock), side_table(section, db, settings.clock)
+    if sa.clock != sb.clock and section == "run":  # a side lacks CPU times: both on the wall
         settings.notes.append("a side has no CPU times: both compared on the wall clock")
-        sa, sb = side_table("run", da, "wall"), side_table("run", db, "wall")
-    return profile_changes(sa, sb, settings, "run")
+        sa, sb = side_table(section, da, "wall"), side_table(section, db, "wall")
+    return profile_changes(sa, sb, settings, section)
 
 
+_run: Callable[..., list[Change]] = functools.partial(_profile, section="run")
 _SECTIONS = {"timing": _timing, "memory": _memory, "profile": _profile, "run": _run}
 # The parts a report may hold (a run result is a kind of its own, never a part).
 _REPORT_PARTS = ("timing", "memory", "profile")
@@ -470,10 +468,8 @@ def _runs(kind: str, data: Mapping[str, Any]) -> int:
         return min(len(s.get("processes", [0])) for s in data["series"])
     if kind == "memory":
         return min(len(runs) for runs in data["channels"].values())
-    if kind == "profile":
-        return len(data["runs"]) if "runs" in data else len(data["wall"])
-    if kind == "run":
-        return len(data["runs"])
+    if kind in ("profile", "run"):
+        return len(data["wall"])
     return min(_runs(k, data[k]) for k in _REPORT_PARTS if k in data)
 
 

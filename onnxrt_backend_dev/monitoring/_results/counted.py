@@ -168,7 +168,7 @@ def profile_changes(
     _check_same("the profiles", counter_of(da), counter_of(db))
     sa, sb = side_table("profile", da), side_table("profile", db)
     _note(settings)
-    totals = [median(d.get("total") or [1.0]) for d in (da, db)]
+    totals = [median(d.get("run_figures", {}).get("total") or [1.0]) for d in (da, db)]
     changes = [counted_change(section, "instructions", "count", totals[0], totals[1])]
     least = settings.min_share * max(totals)
 

@@ -1,9 +1,10 @@
 """The payload of each command's saved result (the ``data`` of :mod:`.schema`), built from
 what the command measured: the raw figures, never only the summary. :func:`timing_data`
-(``time``'s batches), :func:`memory_data` (``spy``'s peaks), :func:`profile_data`
-(cProfile's stats, functions aligned across runs), :func:`sampled_data` and
-:func:`merge_sampled` (a sampled profile's stacks; :func:`sampled_profile` the model back,
-to render), :func:`report_data`, :func:`run_data` (the ``run`` command's reports).
+(``time``'s batches), :func:`memory_data` (``spy``'s peaks), :func:`report_data`; one
+profile table (``_table``, its columns filled by ``_row_major``) from cProfile's
+stats (:func:`profile_data`), the sampler's stacks (:func:`sampled_data`,
+:func:`merge_sampled`; :func:`sampled_profile` the model back, to render) and the ``run``
+command's reports (:func:`run_data`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._errors import ResultFormatError
 from .._profiling.builder import is_artifact
-from .schema import check_memory, check_profile, check_report, check_run, check_timing
+from .schema import PROFILERS, TICKS, check_memory, check_profile, check_report, check_timing
 
 
 def timing_series(
@@ -100,14 +101,18 @@ def _key(func: tuple[Any, ...]) -> tuple[str, int, str]:
     return str(func[0]), int(func[1]), str(func[2])
 
 
+def _site(row: Any) -> tuple[str, int, str]:  # a report row's function
+    return str(row.site.file), int(row.site.line), str(row.site.function)
+
+
 def profile_data(
     runs: Sequence[tuple[Mapping[Any, Any], float]],
     main: str | None = None,
     timer: str = "wall",
     unit: float = 1e9,
 ) -> dict[str, Any]:
-    """The payload of a profile result from cProfile's stats dictionaries, in integer
-    columns (nanoseconds and counts, function-major; see :mod:`.schema`).
+    """The payload of a profile result from cProfile's stats dictionaries: its table
+    (:mod:`.schema`) of integer figures (nanoseconds and counts), its stacks the edges.
 
     :param runs: ``(stats, wall seconds)`` per run, ``stats`` as ``pstats.Stats.stats``
         (the profiler's own entries left out)
@@ -122,54 +127,65 @@ def profile_data(
         for func in stats:
             if not is_artifact(func):
                 index.setdefault(_key(func), len(index))
+    per_run = [s for s, _ in runs]
+    edges, edge_times = _edges(per_run, index, unit)
+    figures = {  # cProfile's (cc, nc, tt, ct, callers): tt own, ct cumulative, nc calls
+        "own": _integers("own", _per_function(per_run, index, 2), unit),
+        "inclusive": _integers("cumulative", _per_function(per_run, index, 3), unit),
+        "calls": _integers("calls", _per_function(per_run, index, 1), 1.0),
+    }
+    walls = [float(wall) for _, wall in runs]
+    tables = {"function_figures": figures, "stack_figures": {"time": edge_times}}
+    return _table("cprofile", index, edges, walls, main, timer=timer, unit="ns", **tables)
+
+
+def _table(
+    profiler: str,
+    functions: Iterable[tuple[Any, ...]],
+    stacks: Iterable[Sequence[int]],
+    walls: list[float],
+    main: str | None,
+    **rest: Any,
+) -> dict[str, Any]:
+    """A profile table (:mod:`.schema`), checked: ``rest`` its head (``timer``,
+    ``unit``, ...) and its figures per run, per function and per stack."""
     data: dict[str, Any] = {
-        "profiler": "cprofile",
-        "timer": timer,
-        "functions": [list(k) for k in index],
-        "wall": [float(wall) for _, wall in runs],
-        **_columns([stats for stats, _ in runs], index, unit),
-        **_edges([stats for stats, _ in runs], index, unit),
+        "profiler": profiler,
+        **rest,
+        "functions": [list(f) for f in functions],
+        "stacks": [list(s) for s in stacks],
+        "wall": walls,
     }
     if main is not None:
         data["main"] = str(main)
-    check_profile("data", data)
+    check_profile("data", data, TICKS if profiler == TICKS[0] else PROFILERS)
     return data
 
 
-def _columns(
-    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], unit: float
-) -> dict[str, list[int]]:
-    """The figures of every run in columns: function ``j`` of run ``r`` at ``j * R + r``."""
+def _row_major(runs: Sequence[Iterable[tuple[int | None, float]]], rows: int) -> list[float]:
+    """Each run's ``(row, figure)`` pairs added up (a None row left out) in one
+    row-major column: row ``i``'s run ``r`` at ``i * len(runs) + r``."""
     count = len(runs)
-    size = len(index) * count
-    own, cum, calls = [0.0] * size, [0.0] * size, [0.0] * size
-    for r, stats in enumerate(runs):
-        for func, (_, nc, tt, ct, _callers) in stats.items():
-            j = index.get(_key(func))
-            if j is not None:  # several keys may fold into one text: add them up
-                k = j * count + r
-                own[k] += float(tt)
-                cum[k] += float(ct)
-                calls[k] += float(nc)
-    return {
-        "own_ns": _integers("own", own, unit),
-        "cumulative_ns": _integers("cumulative", cum, unit),
-        "calls": _integers("calls", calls, 1.0),
-    }
+    values = [0.0] * (rows * count)
+    for r, pairs in enumerate(runs):
+        for i, x in pairs:
+            if i is not None:  # several keys may fold into one text: added up
+                values[i * count + r] += x
+    return values
 
 
 def _per_function(
-    runs: Sequence[Mapping[Any, float]], index: Mapping[tuple[str, int, str], int]
+    runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], at: int | None
 ) -> list[float]:
-    """Each run's figure per function, added up in one function-major column."""
-    count = len(runs)
-    values = [0.0] * (len(index) * count)
-    for r, figures in enumerate(runs):
-        for func, value in figures.items():
-            j = index.get(_key(func))
-            if j is not None:
-                values[j * count + r] += float(value)
-    return values
+    """Each run's figure per function (its value, or item ``at`` of its value: cProfile's
+    ``(cc, nc, tt, ct, callers)``), added up in one function-major column."""
+    return _row_major(
+        [
+            ((index.get(_key(f)), float(v if at is None else v[at])) for f, v in figures.items())
+            for figures in runs
+        ],
+        len(index),
+    )
 
 
 def _edge_figures(stats: Mapping[Any, Any], index: Mapping[tuple[str, int, str], int]) -> Any:
@@ -193,7 +209,7 @@ MIN_EDGE_SHARE = 5e-4
 
 def _edges(
     runs: Sequence[Mapping[Any, Any]], index: Mapping[tuple[str, int, str], int], unit: float
-) -> dict[str, list[Any]]:
+) -> tuple[list[list[int]], list[int]]:
     """cProfile's call paths of length two: for each (caller, callee) holding at least
     :data:`MIN_EDGE_SHARE` of a run, the callee's inclusive time when that caller called
     it, edge-major (in ``unit``)."""
@@ -205,14 +221,8 @@ def _edges(
         for edge, seconds in figures:
             if seconds >= least:
                 edges.setdefault(edge, len(edges))
-    count = len(runs)
-    times = [0.0] * (len(edges) * count)
-    for r, figures in enumerate(per_run):
-        for edge, seconds in figures:
-            e = edges.get(edge)
-            if e is not None:
-                times[e * count + r] += seconds
-    return {"edges": [list(e) for e in edges], "edge_ns": _integers("edge", times, unit)}
+    times = _row_major([((edges.get(e), x) for e, x in figures) for figures in per_run], len(edges))
+    return [list(e) for e in edges], _integers("edge", times, unit)
 
 
 def _integers(name: str, values: list[float], scale: float) -> list[int]:
@@ -258,8 +268,7 @@ def _tree_paths(
         if parent is None or _is_fold(row.site):
             row_path.append(None)
             continue
-        key = (str(row.site.file), int(row.site.line), str(row.site.function))
-        path = (*parent, index.setdefault(key, len(index)))
+        path = (*parent, index.setdefault(_site(row), len(index)))
         row_path.append(path)
         if len(path) <= 1024:
             figures = paths.setdefault(path, [0.0, 0.0])
@@ -268,38 +277,35 @@ def _tree_paths(
     return paths
 
 
-def _run_entry(report: Any, index: Mapping[tuple[str, int, str], int]) -> dict[str, Any]:
-    """One report's figures, its functions aligned with ``index``."""
-    n = len(index)
-    own, cumulative, growth, to_peak = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
-    own_cpu = [0.0] * n
-    for row in report.functions:
-        j = index[(str(row.site.file), int(row.site.line), str(row.site.function))]
-        own[j] += max(float(row.self_time), 0.0)
-        own_cpu[j] += max(float(row.self_cpu), 0.0)
-        cumulative[j] += max(float(row.time), 0.0)
-        growth[j] += float(row.net)
-        to_peak[j] += float(row.to_peak)
-    run: dict[str, Any] = {
-        "wall": max(float(report.wall), 1e-9),
-        "peak": max(float(report.peak.value), 0.0),
-        "start": max(float(report.peak.start), 0.0),
-        "end": max(float(report.end_rss), 0.0),
-        "own": own,
-        "own_cpu": own_cpu,
-        "cumulative": cumulative,
-        "growth": growth,
-        "to_peak": to_peak,
-        "exit": int(report.ending.code),
+# A run's figures per function (``own``: where it was the innermost user function;
+# ``own_cpu``: its thread's CPU time over those samples), from the report's rows.
+_RUN_COLUMNS = {
+    "own": lambda row: max(float(row.self_time), 0.0),
+    "own_cpu": lambda row: max(float(row.self_cpu), 0.0),
+    "inclusive": lambda row: max(float(row.time), 0.0),
+    "growth": lambda row: float(row.net),
+    "to_peak": lambda row: float(row.to_peak),
+}
+
+
+def _run_figures(reports: Sequence[Any]) -> dict[str, list[Any]]:
+    """Each run's exact peak, its RSS at the start and the end, its exit code and (when
+    every run read it) its CPU seconds."""
+    figures: dict[str, list[Any]] = {
+        "peak": [max(float(r.peak.value), 0.0) for r in reports],
+        "start": [max(float(r.peak.start), 0.0) for r in reports],
+        "end": [max(float(r.end_rss), 0.0) for r in reports],
+        "exit": [int(r.ending.code) for r in reports],
     }
-    if report.cpu is not None and math.isfinite(report.cpu):
-        run["cpu"] = max(float(report.cpu), 0.0)
-    return run
+    if all(r.cpu is not None and math.isfinite(r.cpu) for r in reports):
+        figures["cpu"] = [max(float(r.cpu), 0.0) for r in reports]
+    return figures
 
 
 def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
-    """The payload of a ``run`` result: per run, the wall time, the exact peak, each
-    function's times and memory growth and the call tree's paths.
+    """The payload of a ``run`` result, a profile table (:mod:`.schema`) in seconds: per
+    run, the wall time, the exact peak, each function's times and memory growth and the
+    call tree's paths (its stacks).
 
     :param reports: the ``_report.model.Report`` of each run (at least one)
     :param main: the program's script, matched with the other side's when compared
@@ -308,37 +314,38 @@ def run_data(reports: Sequence[Any], main: str | None = None) -> dict[str, Any]:
     index: dict[tuple[str, int, str], int] = {}
     for report in reports:
         for row in report.functions:
-            key = (str(row.site.file), int(row.site.line), str(row.site.function))
-            index.setdefault(key, len(index))
+            index.setdefault(_site(row), len(index))
     trees = [_tree_paths(report, index) for report in reports]
     paths: dict[tuple[int, ...], int] = {}
     for tree in trees:
         for path in tree:
             paths.setdefault(path, len(paths))
-    interval = float(reports[0].interval) if reports else 0.0
-    runs = [_run_entry(report, index) for report in reports]
-    for run, tree in zip(runs, trees, strict=True):
-        times, own = [0.0] * len(paths), [0.0] * len(paths)
-        for path, (seconds, alone) in tree.items():
-            times[paths[path]] = seconds
-            own[paths[path]] = alone
-        run["path_time"] = times
-        run["path_self"] = own
-    data: dict[str, Any] = {
-        "sampler": "ticks",
-        "interval": interval if interval > 0 else 0.005,
-        "functions": [list(k) for k in index],
-        "paths": [list(p) for p in paths],
-        "runs": runs,
+    functions = {
+        name: _row_major(
+            [((index[_site(row)], figure(row)) for row in report.functions) for report in reports],
+            len(index),
+        )
+        for name, figure in _RUN_COLUMNS.items()
     }
-    if main is not None:
-        data["main"] = str(main)
-    check_run("data", data)
-    return data
+    stacks = {
+        name: _row_major(
+            [((paths[p], v[k]) for p, v in tree.items()) for tree in trees], len(paths)
+        )
+        for k, name in enumerate(("time", "self"))
+    }
+    interval = float(reports[0].interval) if reports else 0.0
+    walls = [max(float(report.wall), 1e-9) for report in reports]
+    head = {"timer": "wall", "unit": "s", "interval": interval if interval > 0 else 0.005}
+    tables = {"function_figures": functions, "stack_figures": stacks}
+    return _table(
+        "ticks", index, paths, walls, main, **head, **tables, run_figures=_run_figures(reports)
+    )
 
 
 # The function a thread other than the main one roots its stacks at.
 THREAD_FILE = "<thread>"
+# A sampled stack's figures in each run: its own wall and CPU nanoseconds, its samples.
+SAMPLED = ("wall", "cpu", "samples")
 
 
 def _sampled_stacks(profile: Any) -> Any:
@@ -361,18 +368,10 @@ def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, 
     :param main: the program's script
     :return: the payload, checked
     """
-    functions: dict[tuple[str, int, str], int] = {}
-    stacks: dict[tuple[int, ...], int] = {}
-    per_run: list[dict[int, list[float]]] = []
-    for profile in profiles:
-        sums: dict[int, list[float]] = {}
-        for stack, totals in _sampled_stacks(profile):
-            ids = tuple(functions.setdefault(f, len(functions)) for f in stack)
-            sid = stacks.setdefault(ids, len(stacks))
-            acc = sums.setdefault(sid, [0.0, 0.0, 0.0])
-            for k in range(3):
-                acc[k] += max(float(totals[k]), 0.0)
-        per_run.append(sums)
+    runs = [
+        [(stack, [max(float(x), 0.0) for x in totals[:3]]) for stack, totals in _sampled_stacks(p)]
+        for p in profiles
+    ]
     cpu = all(bool(getattr(p, "cpu_known", False)) for p in profiles)
     head = {
         "timer": "cpu" if cpu else "wall",
@@ -380,40 +379,37 @@ def sampled_data(profiles: Sequence[Any], main: str | None = None) -> dict[str, 
         "interval": float(profiles[0].interval) if profiles else 0.002,
     }
     walls = [max(float(p.duration), 1e-9) for p in profiles]
-    return _sampled_payload(head, functions, stacks, per_run, walls, main, 1e9)
+    return _sampled_payload(head, {}, runs, walls, main, 1e9)
 
 
 def _sampled_payload(
     head: Mapping[str, Any],
-    functions: Mapping[tuple[str, int, str], int],
-    stacks: Mapping[tuple[int, ...], int],
-    runs: Sequence[Mapping[int, Sequence[float]]],
+    functions: dict[tuple[str, int, str], int],
+    runs: Sequence[Sequence[tuple[tuple[Any, ...], Sequence[float]]]],
     walls: list[float],
     main: str | None,
     scale: float,
 ) -> dict[str, Any]:
-    """A sampled payload, checked: ``head`` (its timer, sampler and interval), then each
-    run's ``[wall, cpu, samples]`` per stack (wall and CPU in ``1 / scale`` ns)."""
-    count = len(runs)
-    columns = [[0.0] * (len(stacks) * count) for _ in range(3)]
-    for r, sums in enumerate(runs):
-        for sid, acc in sums.items():
+    """A sampled payload, checked: ``head`` (timer, sampler, interval), each run's ``(stack
+    of functions, [wall, cpu, samples])`` added up per stack (times in ``1 / scale``
+    ns), ``functions`` the index they extend."""
+    stacks: dict[tuple[int, ...], int] = {}
+    per_run: list[dict[int, list[float]]] = []
+    for run in runs:
+        sums: dict[int, list[float]] = {}
+        for stack, figures in run:
+            ids = tuple(functions.setdefault(f, len(functions)) for f in stack)
+            acc = sums.setdefault(stacks.setdefault(ids, len(stacks)), [0.0, 0.0, 0.0])
             for k in range(3):
-                columns[k][sid * count + r] = acc[k]
-    data: dict[str, Any] = {
-        "profiler": "sampled",
-        **head,
-        "functions": [list(f) for f in functions],
-        "stacks": [list(s) for s in stacks],
-        "wall": walls,
-        "stack_wall_ns": _integers("wall", columns[0], scale),
-        "stack_cpu_ns": _integers("cpu", columns[1], scale),
-        "stack_samples": _integers("samples", columns[2], 1.0),
-    }
-    if main is not None:
-        data["main"] = str(main)
-    check_profile("data", data)
-    return data
+                acc[k] += figures[k]
+        per_run.append(sums)
+    columns = {}
+    for k, name in enumerate(SAMPLED):
+        values = _row_major([((j, v[k]) for j, v in sums.items()) for sums in per_run], len(stacks))
+        columns[name] = _integers(name, values, scale if k < 2 else 1.0)
+    return _table(
+        "sampled", functions, stacks, walls, main, **head, unit="ns", stack_figures=columns
+    )
 
 
 def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -423,23 +419,17 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     :return: the payload, checked
     """
     functions: dict[tuple[str, int, str], int] = {}
-    stacks: dict[tuple[int, ...], int] = {}
-    runs: list[dict[int, list[int]]] = []
+    runs: list[list[tuple[tuple[Any, ...], list[int]]]] = []
     walls: list[float] = []
     for part in parts:
         n = len(part["wall"])
-        fmap = [
-            functions.setdefault((str(f[0]), int(f[1]), str(f[2])), len(functions))
-            for f in part["functions"]
-        ]
-        local = [dict[int, list[int]]() for _ in range(n)]
-        for j, stack in enumerate(part["stacks"]):
-            sid = stacks.setdefault(tuple(fmap[i] for i in stack), len(stacks))
-            for r in range(n):
-                acc = local[r].setdefault(sid, [0, 0, 0])
-                for c, column in enumerate(("stack_wall_ns", "stack_cpu_ns", "stack_samples")):
-                    acc[c] += part[column][j * n + r]
-        runs.extend(local)
+        keys = [(str(f[0]), int(f[1]), str(f[2])) for f in part["functions"]]
+        for key in keys:  # in the part's order, as they were indexed
+            functions.setdefault(key, len(functions))
+        stacks = [tuple(keys[i] for i in ids) for ids in part["stacks"]]
+        columns = [part["stack_figures"][name] for name in SAMPLED]
+        for r in range(n):
+            runs.append([(s, [c[j * n + r] for c in columns]) for j, s in enumerate(stacks)])
         walls.extend(float(w) for w in part["wall"])
     first = parts[0]
     head = {
@@ -447,7 +437,7 @@ def merge_sampled(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "sampler": first.get("sampler", ""),
         "interval": first["interval"],
     }
-    return _sampled_payload(head, functions, stacks, runs, walls, first.get("main"), 1.0)
+    return _sampled_payload(head, functions, runs, walls, first.get("main"), 1.0)
 
 
 def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
@@ -461,6 +451,7 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
 
     frames = [SampledFrame(str(f[2]), str(f[0]), int(f[1]), int(f[1])) for f in data["functions"]]
     n = len(data["wall"])
+    columns = data["stack_figures"]
     stacks: list[tuple[Any, ...]] = []
     threads: dict[str, ThreadProfile] = {}
     for j, ids in enumerate(data["stacks"]):
@@ -472,13 +463,10 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
             thread = threads[name] = ThreadProfile(len(threads), name, name == "MainThread", {})
         stacks.append(tuple(frames[i] for i in body))
         figures = [
-            sum(data[c][j * n : (j + 1) * n]) / (1e9 if c != "stack_samples" else 1.0)
-            for c in ("stack_wall_ns", "stack_cpu_ns", "stack_samples")
+            sum(columns[c][j * n : (j + 1) * n]) / (1e9 if c != "samples" else 1.0) for c in SAMPLED
         ]
         thread.totals[len(stacks) - 1] = figures
     ordered = sorted(threads.values(), key=lambda t: not t.is_main)
-    samples = int(sum(data["stack_samples"]))
-    cpu = sum(data["stack_cpu_ns"]) / 1e9
     notes = [f"{n} runs added up"] if n > 1 else []
     notes.append("saved runs keep functions, not lines")
     return SampledProfile(
@@ -487,8 +475,8 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
         interval=float(data["interval"]),
         timer=str(data.get("sampler") or "prof"),
         duration=sum(data["wall"]),
-        cpu_time=cpu,
-        samples=samples,
+        cpu_time=sum(columns["cpu"]) / 1e9,
+        samples=int(sum(columns["samples"])),
         notes=notes,
         program=program,
         cpu_known=data.get("timer") == "cpu",
@@ -536,10 +524,11 @@ def counted_profile_data(
     # Instructions where a timed profile stores nanoseconds (callgrind's figures are lists).
     data = profile_data([(stats, wall) for stats, _, wall in runs], main=main, unit=1.0)
     data["counter"] = "instructions"
-    data["total"] = [float(total) for _, total, _ in runs]
+    data["run_figures"] = {"total": [float(total) for _, total, _ in runs]}
     index = {(f[0], f[1], f[2]): i for i, f in enumerate(data["functions"])}
     for column, per_run in (("alloc_calls", allocations), ("alloc_bytes", alloc_bytes)):
         if per_run is not None:
-            data[column] = _integers(column, _per_function(per_run, index), 1.0)
+            figures = _integers(column, _per_function(per_run, index, None), 1.0)
+            data["function_figures"][column] = figures
     check_profile("data", data)
     return data

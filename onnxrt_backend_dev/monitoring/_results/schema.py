@@ -1,7 +1,11 @@
-"""The schema of a saved result, version 3; version 1 and 2 files still load. The
-document and each kind's ``data`` are laid out in ``docs/results.rst``; ``data`` holds
-the raw figures, never only summaries, so that a comparison has the spread of every side.
-Beyond that page, optional keys:
+"""The schema of a saved result, version 4 (``docs/results.rst``); files of versions 1 to
+3 are brought to it as they are read (:func:`upgrade`). ``data`` holds the raw figures,
+never only summaries, so that a comparison has the spread of every side. A profile and a
+``run`` save one layout, the profile table (:func:`check_profile`): interned functions
+and stacks, each run's wall time, named columns of figures per run, function and stack,
+integers where ``unit`` is ``ns`` (exact, and parsed four times faster than floats:
+cProfile and the sampler count nanoseconds), seconds where it is ``s`` (a ``run``'s
+ticks). Beyond that page, optional keys:
 
 * a timing series: ``"reference"`` (the pytest plugin's: seconds of a fixed piece of
   work timed beside it, the machine's speed of the moment), ``"stolen"`` (the share of
@@ -10,18 +14,17 @@ Beyond that page, optional keys:
   ``"noise"`` (instructions per execution);
 * a memory run: ``"alloc_peak"``;
 * a cProfile profile counted by valgrind: ``"counter": "instructions"`` (instructions in
-  place of nanoseconds), ``"total"`` (each whole run's instructions), ``"alloc_calls"``
-  and ``"alloc_bytes"`` (each function's calls to the allocators and bytes allocated,
-  columns).
+  place of nanoseconds), the run figure ``total`` (each run's), the function figures
+  ``alloc_calls`` and ``alloc_bytes`` (calls to the allocators, bytes allocated).
 
-Integers parse four times faster than floats and are exact: cProfile counts
-nanoseconds. :func:`check_result` raises :class:`ResultFormatError` with the path of the
-first bad value (``data.runs[3].own[17] must be ...``, ``data.own_ns[61] (function 3,
-run 1) must be ...``).
+:func:`check_result` raises :class:`ResultFormatError` with the path of the first bad
+value (``data.function_figures.own[61] (function 3, run 1) must be ...``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 from collections.abc import Mapping
 from operator import itemgetter
@@ -31,24 +34,29 @@ from .._count import COUNTERS
 from .._errors import ResultFormatError
 
 SCHEMA = "onnxrt-monitoring-result"
-VERSION = 3
+VERSION = 4
 # The versions this package reads: 1 differs from 2 in the layout of profiles only; 3
-# adds call paths (cProfile's edges, sampled stacks, the run's tree) and the clock.
-VERSIONS = (1, 2, 3)
+# adds call paths (cProfile's edges, sampled stacks, the run's tree) and the clock; 4
+# saves every profile and run in one table. 1 to 3 are upgraded as they are read.
+VERSIONS = (1, 2, 3, 4)
 KINDS = ("timing", "memory", "profile", "report", "run")
+# A profile's profilers; a run's figures are its report's ticks.
 PROFILERS = ("cprofile", "sampled")
+TICKS = ("ticks",)
 TIMERS = ("wall", "cpu")
-SAMPLERS = ("ticks",)
+UNITS = ("ns", "s")
 _TOP_KEYS = ("schema", "version", "kind", "created", "command", "environment", "data")
-# The columns of a version 2 profile: key, whether required, whether negative values pass.
-COLUMNS = (
-    ("own_ns", True, False),
-    ("cumulative_ns", True, False),
-    ("calls", True, False),
-    ("memory_bytes", False, True),
-    ("alloc_calls", False, False),
-    ("alloc_bytes", False, False),
-)
+# The columns each profiler's table holds at least.
+REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
+    "cprofile": {"function_figures": ("own", "inclusive", "calls")},
+    "sampled": {"stack_figures": ("wall", "cpu", "samples")},
+    "ticks": {
+        "run_figures": ("peak", "start", "end"),
+        "function_figures": ("own", "inclusive", "growth", "to_peak"),
+    },
+}
+# Figures of any sign: memory growth (a function may free).
+SIGNED = ("growth", "to_peak")
 # An integer figure above this is no measurement (292 years in nanoseconds).
 _MAX_INT = 2**63 - 1
 
@@ -94,17 +102,21 @@ def _dict(where: str, value: Any) -> dict[str, Any]:
     return value
 
 
-def _all_good(values: list[Any], positive: bool) -> bool:
-    """Whether every value is a finite number in bounds, at C speed (map, min, max): a
-    20-run 20,000-function profile holds over a million of them."""
+def _all_good(values: list[Any], positive: bool, signed: bool = False, ints: bool = False) -> bool:
+    """Whether every value is a finite number (an int below :data:`_MAX_INT` where
+    ``ints``) in bounds, at C speed (map, min, max): a 20-run 20,000-function profile
+    holds over a million of them."""
     if not values:
         return True
-    if not set(map(type, values)) <= {float, int}:  # bool is its own type: refused
+    kinds = set(map(type, values))
+    if not kinds <= ({int} if ints else {float, int}):  # bool is its own type: refused
         return False
-    if any(map(math.isnan, values)):
-        return False
-    low, high = min(values), max(values)
-    return (low > 0 if positive else low >= 0) and high < math.inf
+    with contextlib.suppress(OverflowError):  # an int too large for a float
+        if float not in kinds or not any(map(math.isnan, values)):
+            low, high = min(values), max(values)
+            bound = max(high, -low) <= _MAX_INT if ints else max(high, -low) < math.inf
+            return bound and (signed or (low > 0 if positive else low >= 0))
+    return False
 
 
 def _numbers(where: str, values: Any, length: int | None, positive: bool = False) -> None:
@@ -182,19 +194,6 @@ def check_memory(where: str, data: Any) -> None:
                     _number(f"{at}.{key}", run[key])
 
 
-def _check_function(at: str, f: Any) -> None:
-    ok = (
-        isinstance(f, list)
-        and len(f) == 3
-        and isinstance(f[0], str)
-        and type(f[1]) is int
-        and f[1] >= 0
-        and isinstance(f[2], str)
-    )
-    if not ok:
-        raise _fail(at, "[file, line, name]", f)
-
-
 def _check_functions(where: str, functions: list[Any]) -> None:
     """Each function is ``[file, line, name]``: checked in bulk (map, set, min), then
     one by one only to name the first bad one."""
@@ -207,9 +206,10 @@ def _check_functions(where: str, functions: list[Any]) -> None:
         and min(map(line, functions), default=0) >= 0
         and set(map(type, map(itemgetter(2), functions))) <= {str}
     )
-    if not ok:
+    if not ok:  # one by one, to name the first bad one
         for i, f in enumerate(functions):
-            _check_function(f"{where}[{i}]", f)
+            if not (isinstance(f, list) and list(map(type, f)) == [str, int, str] and f[1] >= 0):
+                raise _fail(f"{where}[{i}]", "[file, line, name]", f)
     _cut_names(functions)
 
 
@@ -229,70 +229,28 @@ def _cut_names(functions: list[Any]) -> None:
                 f[j] = f[j][:MAX_NAME] + "…"
 
 
-def _profile_header(where: str, data: Any) -> tuple[dict[str, Any], int]:
-    """The keys both layouts share; returns the data and its number of functions."""
-    data = _dict(where, data)
-    _choice(f"{where}.profiler", data.get("profiler"), PROFILERS)
-    functions = _list(f"{where}.functions", data.get("functions"))
-    _check_functions(f"{where}.functions", functions)
-    _choice(f"{where}.timer", data.get("timer", "wall"), TIMERS)
-    if "main" in data and not isinstance(data["main"], str):
-        raise _fail(f"{where}.main", "a str", data["main"])
-    return data, len(functions)
-
-
-def _check_rows(where: str, data: dict[str, Any], n: int) -> None:
-    """Version 1: one object per run, its lists aligned with the functions."""
-    runs = _list(f"{where}.runs", data.get("runs"), least=1)
-    for i, run in enumerate(runs):
-        at = f"{where}.runs[{i}]"
-        run = _dict(at, run)
-        _number(f"{at}.wall", run.get("wall"), positive=True)
-        for key in ("own", "cumulative", "calls"):
-            _numbers(f"{at}.{key}", run.get(key), n)
-        if "memory" in run:  # growth may be negative: a function that frees
-            _signed(f"{at}.memory", run["memory"], n)
-
-
-def _integers(where: str, values: Any, runs: int, negative: bool) -> None:
-    """A column of ``functions x runs`` integers; the first bad one is named with its
-    function and run."""
+def _figures(
+    where: str, values: Any, rows: tuple[int, str], runs: int, unit: str, signed: bool
+) -> None:
+    """A row-major column of ``rows x runs`` ints (``unit`` ``ns``) or finite numbers,
+    ``>= 0`` unless ``signed``; the first bad one named with its row and run."""
+    count, what = rows
+    integers = unit == "ns"
     if not isinstance(values, list):
-        raise _fail(where, "a list of ints", values)
-    if values and set(map(type, values)) <= {int}:  # bool is its own type: refused
-        low, high = min(values), max(values)
-        if (negative or low >= 0) and max(high, -low) <= _MAX_INT:
-            return
-    rule = "an int" if negative else "an int >= 0"
-    for k, x in enumerate(values):
-        if type(x) is not int or not (negative or x >= 0) or abs(x) > _MAX_INT:
-            raise _fail(f"{where}[{k}] (function {k // runs}, run {k % runs})", rule, x)
-
-
-def _column(where: str, values: Any, rows: int, what: str, runs: int, negative: bool) -> None:
-    """A column of ``rows x runs`` integers, row-major."""
-    if isinstance(values, list) and len(values) != rows * runs:
+        raise _fail(where, "a list of " + ("ints" if integers else "numbers"), values)
+    if len(values) != count * runs:
         raise ResultFormatError(
-            f"{where} must hold {rows * runs} values ({rows} {what} x {runs} runs), "
+            f"{where} must hold {count * runs} values ({count} {what} x {runs} runs), "
             f"got {len(values)}"
         )
-    _integers(where, values, runs, negative)
-
-
-def _check_columns(where: str, data: dict[str, Any], n: int) -> None:
-    """Version 2: one flat list of integers per figure, function-major."""
-    if "runs" in data:
-        raise ResultFormatError(
-            f"{where}.runs is the layout of version 1; a version 2 profile holds wall, "
-            "own_ns, cumulative_ns and calls"
-        )
-    walls = _list(f"{where}.wall", data.get("wall"), least=1)
-    _numbers(f"{where}.wall", walls, None, positive=True)
-    runs = len(walls)
-    for key, required, negative in COLUMNS:
-        if key not in data and not required:
-            continue
-        _column(f"{where}.{key}", data.get(key), n, "functions", runs, negative)
+    if _all_good(values, False, signed, integers):
+        return
+    rule = ("an int" if integers else "a finite number") + ("" if signed else " >= 0")
+    allowed, bound = ({int}, _MAX_INT + 1) if integers else ({int, float}, math.inf)
+    for k, x in enumerate(values):
+        if not (type(x) in allowed and (signed or x >= 0) and abs(x) < bound):
+            at = f"{where}[{k}] ({what[:-1]} {k // runs}, run {k % runs})"
+            raise _fail(at, rule, x)
 
 
 def _check_paths(where: str, paths: Any, n: int, least: int) -> list[Any]:
@@ -310,126 +268,175 @@ def _check_paths(where: str, paths: Any, n: int, least: int) -> list[Any]:
     return paths
 
 
-def _check_edges(where: str, data: dict[str, Any], n: int) -> None:
-    """Version 3's edges of a cProfile profile (optional)."""
-    if "edges" not in data:
-        return
-    edges = _check_paths(f"{where}.edges", data["edges"], n, 2)
-    if any(len(e) != 2 for e in edges):
-        raise ResultFormatError(f"{where}.edges must be pairs [caller, callee]")
-    _column(f"{where}.edge_ns", data.get("edge_ns"), len(edges), "edges", len(data["wall"]), False)
-
-
-SAMPLED_COLUMNS = ("stack_wall_ns", "stack_cpu_ns", "stack_samples")
-
-
-def _check_sampled(where: str, data: dict[str, Any], n: int) -> None:
-    """A sampling profiler's stacks and their figures per run (version 3)."""
-    _number(f"{where}.interval", data.get("interval"), positive=True)
-    if not isinstance(data.get("sampler", ""), str):
-        raise _fail(f"{where}.sampler", "a str", data.get("sampler"))
-    stacks = _check_paths(f"{where}.stacks", data.get("stacks"), n, 1)
+def _check_runs(where: str, data: dict[str, Any], needed: tuple[str, ...]) -> int:
+    """Each run's wall seconds and figures (exit codes, numbers >= 0); its runs."""
     walls = _list(f"{where}.wall", data.get("wall"), least=1)
     _numbers(f"{where}.wall", walls, None, positive=True)
-    runs = len(walls)
-    for key in SAMPLED_COLUMNS:
-        _column(f"{where}.{key}", data.get(key), len(stacks), "stacks", runs, False)
+    figures = _dict(f"{where}.run_figures", data.get("run_figures", {}))
+    for name in dict.fromkeys((*needed, *figures)):
+        at = f"{where}.run_figures.{name}"
+        values = _list(at, figures.get(name), len(walls))
+        if name != "exit":
+            _numbers(at, values, None)
+            continue
+        for r, code in enumerate(values):
+            if type(code) is not int:
+                raise _fail(f"{at}[{r}]", "an int", code)
+    return len(walls)
 
 
-def check_profile(where: str, data: Any, version: int = VERSION) -> None:
-    """Checks the ``data`` of a profile result, in the layout of ``version``."""
-    data, n = _profile_header(where, data)
-    if data["profiler"] == "sampled":
-        if version < 3:
-            raise ResultFormatError(f"{where}.profiler 'sampled' needs version 3, got {version}")
-        _check_sampled(where, data, n)
-    elif version == 1:
-        _check_rows(where, data, n)
-    else:
-        _check_columns(where, data, n)
-        _check_edges(where, data, n)
-        if _counter(where, data):
-            _numbers(f"{where}.total", data.get("total"), len(data["wall"]))
+def check_profile(where: str, data: Any, profilers: tuple[str, ...] = PROFILERS) -> None:
+    """Checks a profile table: the ``data`` of a profile, or of a run (``ticks``).
+
+    :param where: its path in the document, for messages
+    :param data: the payload
+    :param profilers: the profilers its kind admits
+    :raises ResultFormatError: the first problem, with where it is
+    """
+    data = _dict(where, data)
+    _choice(f"{where}.profiler", data.get("profiler"), profilers)
+    profiler = data["profiler"]
+    _choice(f"{where}.timer", data.get("timer", "wall"), TIMERS)
+    _choice(f"{where}.unit", data.get("unit"), UNITS)
+    for key in ("main", "sampler"):
+        if key in data and not isinstance(data[key], str):
+            raise _fail(f"{where}.{key}", "a str", data[key])
+    if profiler != "cprofile":
+        _number(f"{where}.interval", data.get("interval"), positive=True)
+    functions = _list(f"{where}.functions", data.get("functions"))
+    _check_functions(f"{where}.functions", functions)
+    edges = profiler == "cprofile"  # cProfile's paths are its edges: [caller, callee]
+    stacks = _check_paths(f"{where}.stacks", data.get("stacks"), len(functions), 1 + edges)
+    if edges and any(len(s) != 2 for s in stacks):
+        raise ResultFormatError(f"{where}.stacks of cProfile must be pairs [caller, callee]")
+    needed = dict(REQUIRED[profiler])
+    if edges and stacks:  # saved edges have their times
+        needed["stack_figures"] = ("time",)
+    counted = ("total",) if _counter(where, data) else ()
+    runs = _check_runs(where, data, needed.get("run_figures", ()) + counted)
+    rows = {"function_figures": (len(functions), "functions")}
+    rows["stack_figures"] = (len(stacks), "stacks")
+    for table, counted_rows in rows.items():
+        columns = _dict(f"{where}.{table}", data.get(table, {}))
+        for name in dict.fromkeys((*needed.get(table, ()), *columns)):
+            at, values = f"{where}.{table}.{name}", columns.get(name)
+            _figures(at, values, counted_rows, runs, data["unit"], name in SIGNED)
 
 
-def check_report(where: str, data: Any, version: int = VERSION) -> None:
+def check_report(where: str, data: Any) -> None:
     """Checks the ``data`` of a report: its timing, memory and profile parts."""
     data = _dict(where, data)
     parts = [k for k in ("timing", "memory", "profile") if k in data]
     if not parts:
         raise ResultFormatError(f"{where} must hold timing, memory or profile, got none")
     for part in parts:
-        _check_data(part, f"{where}.{part}", data[part], version)
+        _check_data(part, f"{where}.{part}", data[part])
 
 
-def _signed(where: str, values: Any, length: int) -> None:
-    """Finite numbers of any sign (memory growth: a function may free)."""
-    values = _list(where, values, length)
-    if values and set(map(type, values)) <= {float, int} and all(map(math.isfinite, values)):
-        return
-    for j, x in enumerate(values):
-        if not (isinstance(x, (int, float)) and math.isfinite(x)) or isinstance(x, bool):
-            raise _fail(f"{where}[{j}]", "a finite number", x)
-
-
-def _check_run_entry(at: str, run: Any, n: int, paths: int | None = None) -> None:
-    run = _dict(at, run)
-    _number(f"{at}.wall", run.get("wall"), positive=True)
-    for key in ("peak", "start", "end"):
-        _number(f"{at}.{key}", run.get(key))
-    if "cpu" in run:
-        _number(f"{at}.cpu", run["cpu"])
-    if "exit" in run and type(run["exit"]) is not int:
-        raise _fail(f"{at}.exit", "an int", run["exit"])
-    for key in ("own", "cumulative"):
-        _numbers(f"{at}.{key}", run.get(key), n)
-    if "own_cpu" in run:
-        _numbers(f"{at}.own_cpu", run["own_cpu"], n)
-    for key in ("growth", "to_peak"):
-        _signed(f"{at}.{key}", run.get(key), n)
-    if paths is not None:
-        _numbers(f"{at}.path_time", run.get("path_time"), paths)
-        if "path_self" in run:
-            _numbers(f"{at}.path_self", run["path_self"], paths)
-
-
-def check_run(where: str, data: Any) -> None:
-    """Checks the ``data`` of a ``run`` result (see the module's description)."""
-    data = _dict(where, data)
-    _choice(f"{where}.sampler", data.get("sampler"), SAMPLERS)
-    _number(f"{where}.interval", data.get("interval"), positive=True)
-    if "main" in data and not isinstance(data["main"], str):
-        raise _fail(f"{where}.main", "a str", data["main"])
-    functions = _list(f"{where}.functions", data.get("functions"))
-    for i, f in enumerate(functions):
-        _check_function(f"{where}.functions[{i}]", f)
-    paths = None
-    if "paths" in data:
-        paths = len(_check_paths(f"{where}.paths", data["paths"], len(functions), 1))
-    runs = _list(f"{where}.runs", data.get("runs"), least=1)
-    for i, run in enumerate(runs):
-        _check_run_entry(f"{where}.runs[{i}]", run, len(functions), paths)
-
-
-def _check_data(kind: str, where: str, data: Any, version: int = VERSION) -> None:
-    """Checks the payload of a result of ``kind`` in the layout of ``version``."""
+def _check_data(kind: str, where: str, data: Any) -> None:
+    """Checks the payload of a result of ``kind``."""
     if kind == "timing":
         check_timing(where, data)
     elif kind == "memory":
         check_memory(where, data)
-    elif kind == "profile":
-        check_profile(where, data, version)
-    elif kind == "run":
-        check_run(where, data)
+    elif kind in ("profile", "run"):
+        check_profile(where, data, PROFILERS if kind == "profile" else TICKS)
     else:
-        check_report(where, data, version)
+        check_report(where, data)
+
+
+# Where versions 2 and 3 kept what version 4 holds in its tables: (table, name).
+_MOVED = {
+    "own_ns": ("function_figures", "own"),
+    "cumulative_ns": ("function_figures", "inclusive"),
+    "calls": ("function_figures", "calls"),
+    "alloc_calls": ("function_figures", "alloc_calls"),
+    "alloc_bytes": ("function_figures", "alloc_bytes"),
+    "edge_ns": ("stack_figures", "time"),
+    "stack_wall_ns": ("stack_figures", "wall"),
+    "stack_cpu_ns": ("stack_figures", "cpu"),
+    "stack_samples": ("stack_figures", "samples"),
+    "total": ("run_figures", "total"),
+}
+# Keys of a version 1 profile's rows and of a version 3 run's entries, one per run (the
+# optional ones kept where every run has them), and their names in version 4.
+_ROWS = {
+    "profile": ("own", "cumulative", "calls"),
+    "run": ("own", "own_cpu", "cumulative", "growth", "to_peak"),
+    "run_figures": ("peak", "start", "end", "cpu", "exit"),
+    "stack_figures": ("path_time", "path_self"),
+}
+_OPTIONAL = ("own_cpu", "cpu", "path_self")
+_RENAMED = {"cumulative": "inclusive", "path_time": "time", "path_self": "self"}
+
+
+def _rows(where: str, runs: list[Any], keys: tuple[str, ...], n: int | None) -> dict[str, Any]:
+    """The figures of one object per run as columns: each key's ``n`` values a run
+    row-major (``i * runs + r``), or its one value a run when ``n`` is None."""
+    columns = {}
+    for key in keys:
+        if key in _OPTIONAL and not all(key in run for run in runs):
+            continue
+        if n is None:  # a run without an exit code exited with 0
+            columns[key] = [run.get(key, 0 if key == "exit" else None) for run in runs]
+            continue
+        rows = [_list(f"{where}[{r}].{key}", run.get(key), n) for r, run in enumerate(runs)]
+        values = itertools.chain.from_iterable(zip(*rows, strict=True))
+        columns[_RENAMED.get(key, key)] = list(values)
+    return columns
+
+
+def upgrade(where: str, kind: str, data: Any, version: int) -> Any:
+    """A payload of an older version in the layout of :data:`VERSION`, its figures as
+    they were (checked after): one step from any of versions 1 to 3.
+
+    :param where: its path in the document, for messages
+    :param kind: the result's kind
+    :param data: the payload as read
+    :param version: the file's version
+    :return: the payload in the current layout (a timing or memory payload as it is)
+    :raises ResultFormatError: its shape is not that of its version
+    """
+    if kind == "report" and isinstance(data, dict) and "profile" in data:
+        return {**data, "profile": upgrade(f"{where}.profile", "profile", data["profile"], version)}
+    if kind not in ("profile", "run"):
+        return data
+    data = _dict(where, data)
+    rows = kind == "run" or (version == 1 and data.get("profiler") == "cprofile")
+    if "runs" in data and not rows:
+        raise ResultFormatError(
+            f"{where}.runs is the layout of version 1; a version {version} profile holds "
+            "wall, own_ns, cumulative_ns and calls"
+        )
+    moved = {*_MOVED, "edges", "runs", "paths"} | ({"sampler"} if kind == "run" else set())
+    out = {k: v for k, v in data.items() if k not in moved}
+    out.update(unit="ns", stacks=data.get("edges", data.get("stacks", [])))
+    for key, (table, name) in _MOVED.items():
+        if key in data:
+            out.setdefault(table, {})[name] = data[key]
+    if not rows:
+        return out
+    runs = _list(f"{where}.runs", data.get("runs"), least=1)
+    runs = [_dict(f"{where}.runs[{r}]", run) for r, run in enumerate(runs)]
+    n = len(_list(f"{where}.functions", data.get("functions")))
+    out.update(unit="s", wall=[run.get("wall") for run in runs])
+    out["function_figures"] = _rows(f"{where}.runs", runs, _ROWS[kind], n)
+    if kind == "run":
+        _choice(f"{where}.sampler", data.get("sampler"), TICKS)
+        out.update(profiler="ticks", timer="wall", stacks=data.get("paths", []))
+        out["run_figures"] = _rows(f"{where}.runs", runs, _ROWS["run_figures"], None)
+        paths = len(_list(f"{where}.paths", out["stacks"])) if "paths" in data else None
+        keys = _ROWS["stack_figures"] if paths is not None else ()
+        out["stack_figures"] = _rows(f"{where}.runs", runs, keys, paths)
+    return out
 
 
 def check_result(doc: Any) -> dict[str, Any]:
-    """Checks a loaded document against the schema.
+    """Checks a loaded document against the schema, an older version brought to the
+    current one (:func:`upgrade`).
 
     :param doc: what ``json.load`` returned
-    :return: the document, unchanged
+    :return: the document, in the layout of :data:`VERSION`
     :raises ResultFormatError: the first problem, with where it is
     """
     if not isinstance(doc, Mapping):
@@ -451,5 +458,11 @@ def check_result(doc: Any) -> dict[str, Any]:
     if not isinstance(doc["command"], list) or not all(isinstance(c, str) for c in doc["command"]):
         raise _fail("command", "a list of str", doc["command"])
     _dict("environment", doc["environment"])
-    _check_data(doc["kind"], "data", doc["data"], version)
-    return dict(doc)
+    data = doc["data"] if version == VERSION else upgrade("data", doc["kind"], doc["data"], version)
+    try:
+        _check_data(doc["kind"], "data", data)
+    except ResultFormatError as e:  # an older file's named where the upgraded one holds it
+        if version == VERSION:
+            raise
+        raise ResultFormatError(f"{e} (version {version}, read as version {VERSION})") from None
+    return {**doc, "version": VERSION, "data": data}

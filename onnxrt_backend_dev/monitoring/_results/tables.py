@@ -1,14 +1,14 @@
-"""One side of a comparison of profiles, whatever measured it: each function's own and
-inclusive seconds and each call path's inclusive seconds, in every run, keyed by
-:mod:`.keys`.
+"""One side of a comparison of profiles, read from their saved table (:mod:`.schema`)
+whatever measured them: each function's own and inclusive seconds and each call path's
+inclusive seconds, in every run, keyed by :mod:`.keys`.
 
-* cProfile (versions 1 to 3): exact own and cumulative times; its paths are its edges
-  (the callee's inclusive time when called from there), saved from version 3;
+* cProfile: exact own and inclusive times; its paths are its edges, its stacks (the
+  callee's inclusive time when called from there);
 * a sampled profile: each stack's wall and CPU seconds per run; a function's own time is
   that of the stacks it ends, its inclusive time that of the stacks holding it (once, in
   a recursion), a path's that of the stacks starting with it;
-* a ``run`` result: the report's functions and call tree's paths, and each function's
-  memory growth.
+* a ``run`` result: the report's functions and call tree's paths (its stacks), and each
+  function's memory growth.
 
 Sampled figures are *counted* (samples times an interval, possibly absent from a run):
 the comparison adds half a sample before taking logs.
@@ -86,11 +86,6 @@ class SideTable:
         return keys
 
 
-def _function_major(rows: Sequence[Sequence[float]]) -> list[float]:
-    """Rows of runs (``rows[r][i]``) into one function-major list."""
-    return list(itertools.chain.from_iterable(zip(*rows, strict=True)))
-
-
 def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
     """The function-major list cut into one row of ``runs`` figures per function.
 
@@ -103,42 +98,83 @@ def split(values: Sequence[float], runs: int) -> list[Sequence[float]]:
     )
 
 
-def _cprofile(data: Mapping[str, Any]) -> SideTable:
-    """Either layout of :mod:`.schema`: version 1's rows per run (seconds), version 2's
-    function-major integer columns (nanoseconds)."""
-    if "runs" in data:
-        runs = data["runs"]
-        walls = [r["wall"] for r in runs]
-        own, cum = (_function_major([r[k] for r in runs]) for k in ("own", "cumulative"))
-        unit = 1.0
-    else:
-        walls, own, cum, unit = data["wall"], data["own_ns"], data["cumulative_ns"], 1e9
-    side = SideTable("cprofile", data.get("timer", "wall"), walls)
-    keys = side._keys(data["functions"], data.get("main"))
-    n = side.runs
-    # Seconds, in C (map); rows cut by slices: 20,000 functions of 20 runs read through
-    # Python loops took seconds.
-    own = list(map(operator.truediv, own, itertools.repeat(unit)))
-    cum = list(map(operator.truediv, cum, itertools.repeat(unit)))
-    own_rows, cum_rows = split(own, n), split(cum, n)
+def _by_key(keys: Sequence[Key], rows: Sequence[Sequence[float]]) -> Rows:
+    """Each function's row by its key, the rows of functions alike added up."""
     if len(set(keys)) == len(keys):  # nothing folds: the rows as they are
-        side.own = dict(zip(keys, map(list, own_rows), strict=True))
-        side.inclusive = dict(zip(keys, map(list, cum_rows), strict=True))
-    else:
-        for key, own_row, cum_row in zip(keys, own_rows, cum_rows, strict=True):
-            _add(side.own, key, own_row)
-            _add(side.inclusive, key, cum_row)
+        return dict(zip(keys, map(list, rows), strict=True))
+    out: Rows = {}
+    for key, row in zip(keys, rows, strict=True):
+        _add(out, key, row)
+    return out
+
+
+def _seconds(values: Sequence[float], scale: float, runs: int) -> list[Sequence[float]]:
+    """A function-major column in seconds (in C: map), cut into rows of ``runs``."""
+    return split(list(map(operator.truediv, values, itertools.repeat(scale))), runs)
+
+
+def _functions(data: Mapping[str, Any], clock: str | None) -> SideTable:
+    """cProfile's table or a run's: the functions' times as saved, the stacks' (edges, the
+    call tree's paths) as paths; a run's ticks see CPU time for own times only, compared
+    alone on the CPU clock (asked for, and held)."""
+    figures, stacks = data["function_figures"], data.get("stack_figures", {})
+    ticks = data["profiler"] == "ticks"
+    runs = len(data["wall"])
+    side = SideTable(
+        data["profiler"], _clock(data, clock) if ticks else data.get("timer", "wall"), data["wall"]
+    )
+    keys = side._keys(data["functions"], data.get("main"))
+    scale = 1e9 if data["unit"] == "ns" else 1.0
+    wall = not ticks or side.clock == "wall"  # a run's inclusive times and paths: wall
+    side.own = _by_key(keys, _seconds(figures["own_cpu" if not wall else "own"], scale, runs))
+    if wall:
+        side.inclusive = _by_key(keys, _seconds(figures["inclusive"], scale, runs))
     side.pieces = side.own
-    for column, rows in (("alloc_calls", side.allocs), ("alloc_bytes", side.bytes)):
-        if column in data:
-            for key, row in zip(keys, split(data[column], n), strict=True):
-                _add(rows, key, [float(x) for x in row])
-    if "edges" in data:
-        side.path_kind = EDGES
-        for (i, j), row in zip(data["edges"], split(data["edge_ns"], n), strict=True):
-            if keys[i] != keys[j]:  # a function calling itself is not a path to compare
-                _add(side.paths, (keys[i], keys[j]), [x / 1e9 for x in row])
+    counts = {"growth": "growth", "alloc_calls": "allocs", "alloc_bytes": "bytes"}
+    for column, name in counts.items():
+        if column in figures:
+            rows = [list(map(float, row)) for row in split(figures[column], runs)]
+            setattr(side, name, _by_key(keys, rows))
+    if wall and "time" in stacks:
+        side.path_kind = STACKS if ticks else EDGES
+        _paths(side, data, keys, scale)
+    if ticks:
+        _run_figures(side, data)
     return side
+
+
+def _clock(data: Mapping[str, Any], clock: str | None) -> str:
+    """A run's clock: the CPU clock where asked for and every run holds CPU times."""
+    own_cpu, runs = data["function_figures"].get("own_cpu"), len(data["wall"])
+    held = own_cpu is not None and all(math.fsum(own_cpu[r::runs]) > 0 for r in range(runs))
+    return "cpu" if clock == "cpu" and held else "wall"
+
+
+def _paths(side: SideTable, data: Mapping[str, Any], keys: Sequence[Key], scale: float) -> None:
+    """Each stack's inclusive time as a path, its own (a run's) as a piece."""
+    runs, stacks = side.runs, data["stack_figures"]
+    pieces: Rows = {}
+    alone = split(stacks["self"], runs) if "self" in stacks else None
+    for j, (ids, row) in enumerate(zip(data["stacks"], split(stacks["time"], runs), strict=True)):
+        path = tuple(keys[i] for i in ids)
+        if side.path_kind == EDGES and path[0] == path[1]:
+            continue  # a function calling itself is not a path to compare
+        _add(side.paths, path, [x / scale for x in row])
+        if alone is not None:
+            _add(pieces, path, [x / scale for x in alone[j]])
+    side.pieces = pieces or side.own
+
+
+def _run_figures(side: SideTable, data: Mapping[str, Any]) -> None:
+    """A run's peaks, typical rise (peak - start), failed runs and ticks' rate."""
+    figures = data["run_figures"]
+    side.counted = True
+    side.rate = 1 / float(data["interval"])
+    side.peaks = [float(x) for x in figures["peak"]]
+    rises = sorted(map(operator.sub, side.peaks, map(float, figures["start"])))
+    rise = rises[len(rises) // 2]
+    side.rise = rise if rise > 0 else 1.0
+    side.failed = sum(1 for code in figures.get("exit", ()) if code != 0)
 
 
 def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
@@ -148,13 +184,14 @@ def _sampled(data: Mapping[str, Any], clock: str | None) -> SideTable:
     side.path_kind = STACKS
     keys = side._keys(data["functions"], data.get("main"))
     n = side.runs
-    column = data["stack_cpu_ns" if clock == "cpu" else "stack_wall_ns"]
+    columns = data["stack_figures"]
+    column = columns["cpu" if clock == "cpu" else "wall"]
     seconds = math.fsum(column) / 1e9
-    side.rate = math.fsum(data["stack_samples"]) / seconds if seconds > 0 else 1 / data["interval"]
+    side.rate = math.fsum(columns["samples"]) / seconds if seconds > 0 else 1 / data["interval"]
     rows = split(column, n)
     if clock == "cpu" and n > 1:
         leaves = [keys[ids[-1]] if ids else None for ids in data["stacks"]]
-        rows = smooth_cpu(rows, split(data["stack_samples"], n), leaves)
+        rows = smooth_cpu(rows, split(columns["samples"], n), leaves)
     zeros = [0.0] * n
     for ids, row in zip(data["stacks"], rows, strict=True):
         values = [x / 1e9 for x in row]
@@ -209,55 +246,18 @@ def smooth_cpu(
     return out
 
 
-def _run(data: Mapping[str, Any], clock: str | None) -> SideTable:
-    """A ``run`` result: its ticks see CPU time for a function's own time only, so on
-    the CPU clock (asked for, and held) only the own times are compared."""
-    runs = data["runs"]
-    cpu = all("own_cpu" in r and math.fsum(r["own_cpu"]) > 0 for r in runs)
-    side = SideTable(
-        "ticks", "cpu" if clock == "cpu" and cpu else "wall", [r["wall"] for r in runs]
-    )
-    side.counted = True
-    side.rate = 1 / float(data["interval"])
-    keys = side._keys(data["functions"], data.get("main"))
-    own_key = "own_cpu" if side.clock == "cpu" else "own"
-    wall = side.clock == "wall"
-    for i, key in enumerate(keys):
-        _add(side.own, key, [float(r[own_key][i]) for r in runs])
-        if wall:
-            _add(side.inclusive, key, [float(r["cumulative"][i]) for r in runs])
-        _add(side.growth, key, [float(r["growth"][i]) for r in runs])
-    side.pieces = side.own
-    if wall and "paths" in data and all("path_time" in r for r in runs):
-        side.path_kind = STACKS
-        pieces: Rows = {}
-        for j, ids in enumerate(data["paths"]):
-            path = tuple(keys[i] for i in ids)
-            _add(side.paths, path, [float(r["path_time"][j]) for r in runs])
-            if all("path_self" in r for r in runs):
-                _add(pieces, path, [float(r["path_self"][j]) for r in runs])
-        side.pieces = pieces or side.own
-    side.peaks = [float(r["peak"]) for r in runs]
-    rises = sorted(float(r["peak"]) - float(r["start"]) for r in runs)
-    rise = rises[len(rises) // 2]
-    side.rise = rise if rise > 0 else 1.0
-    side.failed = sum(1 for r in runs if r.get("exit", 0) != 0)
-    return side
-
-
 def side_table(kind: str, data: Mapping[str, Any], clock: str | None = None) -> SideTable:
-    """The table of a checked ``profile`` or ``run`` payload.
+    """The table of a checked profile table (:mod:`.schema`).
 
-    :param kind: ``profile`` or ``run``
+    :param kind: ``profile`` or ``run``, the result's kind (its profiler, ``ticks`` for a
+        run, says how it reads)
     :param data: the payload
     :param clock: ``cpu`` or ``wall`` for the sampled figures (the payload's own when
         None); a cProfile profile's clock is the one it was profiled with
     """
-    if kind == "run":
-        return _run(data, clock)
-    if data.get("profiler") == "sampled":
+    if data["profiler"] == "sampled":
         return _sampled(data, clock)
-    return _cprofile(data)
+    return _functions(data, clock)
 
 
 def medians(rows: Rows) -> dict[Any, float]:
