@@ -48,7 +48,8 @@ def observer_notes(run: object) -> list[str]:
     if rec.reader is not None:
         notes = [f"collector: the observer, outside the program ({rec.collector})"]
     else:
-        notes = [f"collector: the observer, memory only: {run.why or 'no Python stacks'}"]
+        why = "; ".join(run.why) or "no Python stacks"
+        notes = [f"collector: the observer, memory only: {why}"]
     return notes + reading_notes(run.observer, run.wall)
 
 

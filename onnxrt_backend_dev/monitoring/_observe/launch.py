@@ -35,14 +35,16 @@ class ObservedRun(NamedTuple):
     :param rusage: its resource usage (CPU, ``ru_maxrss``)
     :param wall: seconds from its start to its end
     :param received: signals the command received meanwhile
+    :param timed_out: its timeout ended it
     """
 
     observer: Observer
-    why: str
+    why: list[str]
     status: int
     rusage: Any
     wall: float
     received: list[int]
+    timed_out: bool = False
 
     @property
     def record(self) -> ProcessRecord:
@@ -59,6 +61,9 @@ def observe_program(
     devices: Any = None,
     env: dict[str, str] | None = None,
     alloc: Any = None,
+    supervisor: Any = None,
+    timeout: float | None = None,
+    **popen: Any,
 ) -> ObservedRun:
     """Runs ``argv`` under the observer until it ends.
 
@@ -71,28 +76,40 @@ def observe_program(
     :param env: the program's environment (this process's by default)
     :param alloc: reads the program's allocations at each sample (an
         ``_alloc.tracker.AllocTracker``, made with the pid), None: not tracked
+    :param supervisor: the command's (``_run.harness.supervised``), None for one here
+    :param timeout: seconds before the program is ended (one of repeated runs: a
+        signal then ends it at once), None to follow it to its end
+    :param popen: more of ``Supervisor.start``'s options (``stdin``, ``stdout``...)
     :raises CommandNotFound: the command cannot start (127, 126)
     """
-    from .._run.supervise import Supervisor
+    from .._run.harness import supervised
 
     start = time.monotonic()
-    with Supervisor(janitor=False) as supervisor:
-        started = start_program(argv, interval, sink, supervisor, follow, env=env,
-                                devices=devices)  # fmt: skip
+    deadline = None if timeout is None else start + timeout
+    with supervised(supervisor, janitor=False) as sup:
+        started = start_program(argv, interval, sink, sup, follow, env=env, devices=devices,
+                                **popen)  # fmt: skip
         child = started.child
         if alloc is not None:
             started.observer.root.alloc = alloc(child.pid)
+
+        def over() -> bool:
+            if child.poll() is not None:
+                return True
+            return deadline is not None and (sup.stopped is not None or time.monotonic() > deadline)
+
         try:
-            started.observer.run(lambda: child.poll() is not None, on_sample)
+            started.observer.run(over, on_sample)
+            # Still running, no signal: the deadline stopped the loop.
+            timed_out = child.exit is None and sup.stopped is None
         finally:
-            if child.exit is None:  # the command failed here: no program left running
+            if child.exit is None:  # past the timeout, a signal, a failure here
                 child.end()
             started.observer.close()
-        received = list(supervisor.signals.received)
+        received = list(sup.signals.received)
     ended = child.exit
-    why = "; ".join(started.why)
-    return ObservedRun(started.observer, why, ended.status, ended.rusage,
-                       time.monotonic() - start, received)  # fmt: skip
+    return ObservedRun(started.observer, started.why, ended.status, ended.rusage,
+                       time.monotonic() - start, received, timed_out)  # fmt: skip
 
 
 def exit_code(status: int) -> int:
