@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import BadType, BadValue, CounterError, RunFailed, Terminated
+from .._run.harness import last_line, run_child, supervised
 from .._validate import check_bool, check_int
-from .valgrind import Run, check_counter, count, environment, interpreter, last_line
+from .valgrind import Run, check_counter, count, environment, interpreter
 
 # A plain loop of the statement takes about this much CPU time (20 to 40 million
 # instructions): under cachegrind about 20 times longer, beside 1.5 s of valgrind's own
@@ -242,17 +243,11 @@ def _figure(counts: list[int], k: int, unseen: str = "") -> StatementCount:
 def _calibrate(binary: str, spec: str, supervisor: Any, timeout: float) -> tuple[int, str] | None:
     """``k`` and what the counter cannot see, from a plain run of the loop."""
     import json
-    import subprocess
 
     errors = spec + ".stderr"
-    with open(errors, "wb") as err:
-        child = supervisor.start(
-            [binary, "-c", CHILD, "calibrate", str(round(TARGET_SECONDS * 1000)), spec],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-            env=environment(), group=True,
-        )  # fmt: skip
-        ended = supervisor.wait(child, timeout)
-    if supervisor.stopped is not None:
+    argv = [binary, "-c", CHILD, "calibrate", str(round(TARGET_SECONDS * 1000)), spec]
+    ended = run_child(supervisor, argv, errors, timeout, env=environment())
+    if ended is None:
         return None
     if ended.timed_out or ended.code != 0:
         last = last_line(errors)
@@ -333,10 +328,8 @@ def count_measure(
 
     if inprocess.active():
         return inprocess.measure(stmt, context, setup, warmup, keep_gc, executions)
-    from .._run.supervise import Supervisor
-
     statement = Statement(stmt, setup, None, context, warmup, keep_gc)
-    with Supervisor() as sup, sup.folder(_FOLDER) as folder:
+    with supervised() as sup, sup.folder(_FOLDER) as folder:
         counted = count_statement(statement, folder, sup)
         stopped = sup.stopped
     if stopped is not None or counted is None:

@@ -13,10 +13,13 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from types import CodeType, ModuleType
 from typing import Any, NamedTuple, TextIO
 
+from .._errors import CommandError
 from .supervise import GRACE, Exit, Supervisor, check_command
 
 # Characters of the last line of a failed child's standard error kept for its message.
@@ -51,17 +54,43 @@ class Target(NamedTuple):
             return f"-m {self.name}"
         return self.name if self.kind == "script" else " ".join([self.name, *self.args])
 
-    def argv(self, head: Sequence[str] = ()) -> list[str]:
-        """Its command line.
+    @property
+    def python(self) -> bool:
+        """Whether it is Python code (a script or a module), not a command."""
+        return self.kind != "command"
 
-        :param head: what runs a script or a module (an interpreter and its flags, or
-            this tool's command and ``--``); a command is its own words
+    def argv(self, head: Sequence[str] = ()) -> list[str]:
+        """Its command line: ``head`` (what runs it), ``-m`` for a module, its name, its
+        arguments.
+
+        :param head: an interpreter and its flags, this tool's command... (none for a
+            command, which is its own words)
         """
-        if self.kind == "command":
-            return [self.name, *self.args]
-        if self.kind == "module":
-            return [*head, "-m", self.name, *self.args]
-        return [*head, self.name, *self.args]
+        module = ["-m"] if self.kind == "module" else []
+        return [*head, *module, self.name, *self.args]
+
+    def fresh(self) -> list[str]:
+        """Its command line in a fresh interpreter: this one with its flags (``-X``,
+        ``-W``, ``-O``) for Python code; a command as given."""
+        if not self.python:
+            return self.argv()
+        # What multiprocessing passes to its own fresh interpreters (spawn).
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+        if self.kind == "script" and self.name.startswith("-"):
+            # A name starting with "-" would be one of Python's options ("-dash.py").
+            return self._replace(name=os.path.join(".", self.name)).argv([sys.executable, *flags])
+        return self.argv([sys.executable, *flags])
+
+    def code(self) -> tuple[CodeType, ModuleType, list[str], str]:
+        """Its code, ``__main__`` module, ``sys.argv`` and ``sys.path[0]``, to run it as
+        ``__main__`` in this process (:mod:`.program`).
+
+        :raises CommandError: a missing script or module, exit 2
+        """
+        from .program import module_code, script_code
+
+        found = module_code(self.name) if self.kind == "module" else script_code(self.name)
+        return found[0], found[1], found[2] + list(self.args), found[3]
 
     def check(self) -> str | None:
         """Refuses a program that cannot run, before anything starts: a missing script
@@ -69,27 +98,27 @@ class Target(NamedTuple):
 
         :return: the script's path as its code names it, None for a module or a command
         """
-        from .program import module_code, script_code
-
         if self.kind == "command":
             check_command(self.name)
             return None
-        if self.kind == "module":
-            module_code(self.name)
-            return None
-        return str(script_code(self.name)[0].co_filename)
+        code = self.code()[0]
+        return str(code.co_filename) if self.kind == "script" else None
 
 
-def target_of(args: Any, commands: bool = False) -> Target | None:
+def target_of(args: Any, commands: bool = False, missing: str = "") -> Target | None:
     """The program of a command's parsed arguments (``-m``, a script, ``-- COMMAND``).
 
     :param args: with ``module``, ``target`` and ``args``
     :param commands: a target that is not Python is a command (``run``), not a script
+    :param missing: the usage error (exit 2) when none was given, empty for none
     :return: the program, None when none was given
+    :raises CommandError: none was given and ``missing`` says so
     """
     if args.module:
         return Target("module", args.module[0], tuple(args.module[1:]))
     if args.target is None:
+        if missing:
+            raise CommandError(missing, 2)
         return None
     script = not commands or python_path(args.target)
     return Target("script" if script else "command", args.target, tuple(args.args))
@@ -132,7 +161,7 @@ def last_line(path: str) -> str:
 def run_child(
     sup: Supervisor,
     argv: Sequence[str],
-    errors: str,
+    errors: str | None = None,
     timeout: float | None = None,
     show_output: bool = False,
     **popen: Any,
@@ -142,10 +171,11 @@ def run_child(
 
     :param sup: the command's supervisor, entered
     :param argv: the command line
-    :param errors: the file its standard error goes to (unless shown)
+    :param errors: the file its standard error goes to (unless shown), None for none
     :param timeout: seconds before it is ended, None for no limit
     :param show_output: its input and output this process's, else none and ``errors``
-    :param popen: more of :meth:`.supervise.Supervisor.start`'s options (``cwd``, ``env``)
+    :param popen: more of :meth:`.supervise.Supervisor.start`'s options (``cwd``,
+        ``env``, ``group``: a group of its own by default)
     :return: its exit (``timed_out`` when the timeout ended it), None when a signal
         stopped the command
     :raises CommandNotFound: the command cannot be run (127, 126)
@@ -153,9 +183,10 @@ def run_child(
     if sup.stopped is not None:
         return None
     quiet = subprocess.DEVNULL if not show_output else None
-    with open(errors, "wb") as err:
+    popen.setdefault("group", True)
+    with open(errors or os.devnull, "wb") as err:
         child = sup.start(argv, stdin=quiet, stdout=quiet, stderr=err if quiet else None,
-                          group=True, **popen)  # fmt: skip
+                          **popen)  # fmt: skip
         ended = sup.wait(child, timeout)
     return None if sup.stopped is not None else ended
 
