@@ -66,11 +66,11 @@ def count_time(
     """
     from .._count.statement import Statement, count_statement
     from .._errors import BadType, CounterError, RunFailed
-    from .._run.supervise import Supervisor
+    from .._run.harness import supervised
 
     stmts = [args.stmt] + ([args.compare] if args.compare is not None else [])
     results: list[dict[str, Any]] = []
-    with Supervisor() as sup, sup.folder(_FOLDER) as folder:
+    with supervised() as sup, sup.folder(_FOLDER) as folder:
         for stmt in stmts:
             statement = Statement(stmt, setup, setup_once, None, args.warmup, number=args.number)
             try:

@@ -7,12 +7,13 @@ what was measured whatever happens.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .observer import Observer, ProcessRecord, has_user_code
-from .session import start_program
+from .session import LOCATE_TIMEOUT, opener, reopen_after_exec
 
 # How a program ended by a signal reads in a report.
 DEATHS = {
@@ -65,7 +66,9 @@ def observe_program(
     timeout: float | None = None,
     **popen: Any,
 ) -> ObservedRun:
-    """Runs ``argv`` under the observer until it ends.
+    """Runs ``argv`` under the observer until it ends: it starts under the command's
+    supervisor (its own interpreter, nothing of this tool in it), its first sample taken
+    at once.
 
     :param argv: the command line
     :param interval: seconds between samples
@@ -79,19 +82,28 @@ def observe_program(
     :param supervisor: the command's (``_run.harness.supervised``), None for one here
     :param timeout: seconds before the program is ended (one of repeated runs: a
         signal then ends it at once), None to follow it to its end
-    :param popen: more of ``Supervisor.start``'s options (``stdin``, ``stdout``...)
+    :param popen: more of ``Supervisor.start``'s options (``stdin``, ``stdout``,
+        ``stderr``, ``cwd``, ``group``)
     :raises CommandNotFound: the command cannot start (127, 126)
     """
     from .._run.harness import supervised
 
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
+    why: list[str] = []  # why there are no stacks, filled while it runs
     with supervised(supervisor, janitor=False) as sup:
-        started = start_program(argv, interval, sink, sup, follow, env=env, devices=devices,
-                                **popen)  # fmt: skip
-        child = started.child
+        sys.stdout.flush()
+        sys.stderr.flush()
+        child = sup.start(list(argv), env=env, **popen)
+        record = ProcessRecord(child.pid, None, bytes(256), sink)
+        record.opener = opener(child.pid, LOCATE_TIMEOUT, why)
+        record.on_exec = reopen_after_exec
+        observer = Observer(record, interval, follow=follow, devices=devices)
+        if devices is not None:
+            devices.pid_source = observer.pids
+        observer.sample()  # the memory from the start, a first try at the interpreter
         if alloc is not None:
-            started.observer.root.alloc = alloc(child.pid)
+            record.alloc = alloc(child.pid)
 
         def over() -> bool:
             if child.poll() is not None:
@@ -99,16 +111,16 @@ def observe_program(
             return deadline is not None and (sup.stopped is not None or time.monotonic() > deadline)
 
         try:
-            started.observer.run(over, on_sample)
+            observer.run(over, on_sample)
             # Still running, no signal: the deadline stopped the loop.
             timed_out = child.exit is None and sup.stopped is None
         finally:
             if child.exit is None:  # past the timeout, a signal, a failure here
                 child.end()
-            started.observer.close()
+            observer.close()
         received = list(sup.signals.received)
     ended = child.exit
-    return ObservedRun(started.observer, started.why, ended.status, ended.rusage,
+    return ObservedRun(observer, why, ended.status, ended.rusage,
                        time.monotonic() - start, received, timed_out)  # fmt: skip
 
 

@@ -79,26 +79,22 @@ def run_recorded(
     :return: the report and the exit code to return
     """
     from .._run.signals import ending_signals
-    from .._run.supervise import Supervisor
     from .child import record
 
     # The child runs the program with the handlers it would have had without the tool
     # (its Ctrl-C a KeyboardInterrupt), not the supervisor's, which it inherits.
     own = {s: signal.getsignal(s) for s in ending_signals()}
 
-    def in_child() -> int:
-        for signum, handler in own.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        os.close(rfd)
-        return record(wfd, program, interval, root_code)
+    def start(supervisor: Supervisor, rfd: int, wfd: int) -> Child:
+        def in_child() -> int:
+            for signum, handler in own.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+            os.close(rfd)
+            return record(wfd, program, interval, root_code)
 
-    with Supervisor(janitor=False) as supervisor:
-        rfd, wfd = os.pipe()
-        try:
-            child = supervisor.fork(in_child)
-        finally:
-            os.close(wfd)
-        return _follow(supervisor, child, rfd, name, interval, probes, spy)
+        return supervisor.fork(in_child)
+
+    return _piped(start, name, interval, probes, spy)
 
 
 def run_fresh(
@@ -118,19 +114,35 @@ def run_fresh(
     :param probes: device probes, by registry name
     :return: the report and the exit code to return
     """
-    from .._run.supervise import Supervisor
 
-    with Supervisor(janitor=False) as supervisor:
+    def start(supervisor: Supervisor, _rfd: int, wfd: int) -> Child:
+        # Not found and not executable are said before anything runs (127, 126).
+        return supervisor.start(command(wfd), pass_fds=(wfd,))
+
+    return _piped(start, name, interval, probes, True)
+
+
+def _piped(
+    start: Callable[[Supervisor, int, int], Child],
+    name: str,
+    interval: float,
+    probes: Sequence[str],
+    spy: bool,
+) -> tuple[Report, int]:
+    """Starts the child (``start(supervisor, read end, write end)``) streaming into a
+    pipe under the command's supervisor, and follows it to its end."""
+    from .._run.harness import supervised
+
+    with supervised(janitor=False) as supervisor:
         rfd, wfd = os.pipe()
         try:
-            # Not found and not executable are said before anything runs (127, 126).
-            child = supervisor.start(command(wfd), pass_fds=(wfd,))
+            child = start(supervisor, rfd, wfd)
         except BaseException:
             os.close(rfd)
             raise
         finally:
             os.close(wfd)
-        return _follow(supervisor, child, rfd, name, interval, probes, True)
+        return _follow(supervisor, child, rfd, name, interval, probes, spy)
 
 
 def _follow(
