@@ -26,15 +26,6 @@ from .supervise import GRACE, Exit, Supervisor, check_command
 TAIL = 300
 
 
-def python_path(path: str) -> bool:
-    """Whether ``run`` runs ``path`` as Python (a script, or a folder with a
-    ``__main__.py``), not as a command.
-
-    :param path: the program as given
-    """
-    return path.endswith((".py", ".pyw")) or os.path.isdir(path)
-
-
 class Target(NamedTuple):
     """The program a command runs.
 
@@ -120,7 +111,8 @@ def target_of(args: Any, commands: bool = False, missing: str = "") -> Target | 
         if missing:
             raise CommandError(missing, 2)
         return None
-    script = not commands or python_path(args.target)
+    # ``run`` runs a script or a folder with a ``__main__.py`` as Python, else a command.
+    script = not commands or args.target.endswith((".py", ".pyw")) or os.path.isdir(args.target)
     return Target("script" if script else "command", args.target, tuple(args.args))
 
 
