@@ -11,9 +11,7 @@ report is written even when the program is killed (SIGKILL, a segfault, ``os._ex
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 from .common import (
@@ -108,10 +106,6 @@ def _check(args: argparse.Namespace) -> None:
     wants_repeat(args)
 
 
-# What tells the child the probes read inside the program (see _report.child).
-INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
-
-
 def _collector_said(report: Any, args: argparse.Namespace) -> Any:
     """The report with its first note saying the in-process recorder ran, and why."""
     why = getattr(args, "collector_note", "")
@@ -133,21 +127,6 @@ def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     from .._memory.registry import split_probes
 
     return split_probes(names)
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    """Sets an environment variable (for a child about to start) and restores it."""
-    saved = os.environ.get(name)
-    if value:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
 
 
 def render(report: Any, fmt: str) -> str:
@@ -283,11 +262,13 @@ class RunCommand:
             return command_line(fd, args.interval, target.name, target.args, module=module)
 
         from .._memory.registry import get_spec
+        from .._report.child import INPROCESS_ENV
 
         # The probes read inside the program (torch's counters) are opened by the child,
         # which learns them from its environment (see _report.child.record).
-        with _environment(INPROCESS_ENV, ";".join(get_spec(n).to_arg() for n in inside)):
-            report, rc = run_fresh(command_of, name, args.interval, spy_side)
+        inner = ";".join(get_spec(n).to_arg() for n in inside)
+        env = {**os.environ, INPROCESS_ENV: inner} if inner else None
+        report, rc = run_fresh(command_of, name, args.interval, spy_side, env)
         emit(_collector_said(report, args))
         return rc
 

@@ -117,15 +117,10 @@ def ending_words(status: int) -> str:
     :param status: its wait status
     :return: the words
     """
-    import signal
+    from .._errors import signal_name
 
     if os.WIFSIGNALED(status):
-        num = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(num).name
-        except ValueError:
-            name = f"signal {num}"
-        return f"terminated by {name}"
+        return f"terminated by {signal_name(os.WTERMSIG(status))}"
     return f"exited with code {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1}"
 
 

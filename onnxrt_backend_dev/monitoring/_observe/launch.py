@@ -115,11 +115,9 @@ def observe_program(
             # Still running, no signal: the deadline stopped the loop.
             timed_out = child.exit is None and sup.stopped is None
         finally:
-            if child.exit is None:  # past the timeout, a signal, a failure here
-                child.end()
+            ended = child.exit or child.end()  # past the timeout, a signal, a failure here
             observer.close()
         received = list(sup.signals.received)
-    ended = child.exit
     return ObservedRun(observer, why, ended.status, ended.rusage,
                        time.monotonic() - start, received, timed_out)  # fmt: skip
 

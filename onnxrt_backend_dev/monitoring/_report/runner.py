@@ -102,6 +102,7 @@ def run_fresh(
     name: str,
     interval: float = 0.005,
     probes: Sequence[str] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[Report, int]:
     """Runs a program in a fresh interpreter under the ticks and the spy (POSIX only):
     the child carries none of this process's memory, and takes its own start-up memory
@@ -112,12 +113,13 @@ def run_fresh(
     :param name: the program's name in the report
     :param interval: seconds between ticks
     :param probes: device probes, by registry name
+    :param env: the child's environment, None for this process's
     :return: the report and the exit code to return
     """
 
     def start(supervisor: Supervisor, _rfd: int, wfd: int) -> Child:
         # Not found and not executable are said before anything runs (127, 126).
-        return supervisor.start(command(wfd), pass_fds=(wfd,))
+        return supervisor.start(command(wfd), pass_fds=(wfd,), env=env)
 
     return _piped(start, name, interval, probes, True)
 
