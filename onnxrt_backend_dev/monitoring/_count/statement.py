@@ -42,6 +42,8 @@ TARGET_SECONDS = 0.01
 SWITCHES = 0.5
 SYSTEM = 0.2
 _TIMEOUT = 600.0
+# The start of the name of a count's temporary folder.
+_FOLDER = "onnxrt-monitoring-count-"
 
 # The child: the statement's loop, as measure_time builds it (timeit's template).
 CHILD = r"""
@@ -192,15 +194,14 @@ def _culprit(spec: Mapping[str, Any], error: Exception) -> str:
 
 def count_statement(
     statement: Statement,
-    folder: str,
     supervisor: Any,
     python: str | None = None,
     timeout: float = _TIMEOUT,
 ) -> StatementCount | None:
-    """Counts a statement's instructions per execution.
+    """Counts a statement's instructions per execution (the runs' files in a folder of
+    their own, removed afterwards).
 
     :param statement: what to count
-    :param folder: a folder of the caller's for the files of the runs
     :param supervisor: the command's ``_run.supervise.Supervisor``
     :param python: the interpreter, this one when None
     :param timeout: seconds each run may take
@@ -209,24 +210,25 @@ def count_statement(
     :raises RunFailed: the statement raised (the message holds the end of its error)
     """
     binary = interpreter(python or sys.executable).binary
-    spec = os.path.join(folder, "statement.pickle")
-    _spec(statement, spec)
-    runs = os.path.join(folder, "runs")
-    os.makedirs(runs, exist_ok=True)
-    k, unseen = statement.number, ""
-    if k is None:
-        found = _calibrate(binary, spec, supervisor, timeout)
-        if found is None:
-            return None
-        k, unseen = found
-    counts = []
-    for n in (k, 2 * k, 3 * k, 4 * k):
-        run = Run([binary, "-c", CHILD, "count", str(n), spec], what="the statement",
-                  timeout=timeout, env=environment())  # fmt: skip
-        counted = count(run, runs, supervisor)
-        if counted is None:
-            return None
-        counts.append(counted.total)
+    with supervisor.folder(_FOLDER) as folder:
+        spec = os.path.join(folder, "statement.pickle")
+        _spec(statement, spec)
+        runs = os.path.join(folder, "runs")
+        os.makedirs(runs, exist_ok=True)
+        k, unseen = statement.number, ""
+        if k is None:
+            found = _calibrate(binary, spec, supervisor, timeout)
+            if found is None:
+                return None
+            k, unseen = found
+        counts = []
+        for n in (k, 2 * k, 3 * k, 4 * k):
+            run = Run([binary, "-c", CHILD, "count", str(n), spec], what="the statement",
+                      timeout=timeout, env=environment())  # fmt: skip
+            counted = count(run, runs, supervisor)
+            if counted is None:
+                return None
+            counts.append(counted.total)
     return _figure(counts, k, unseen)
 
 
@@ -281,9 +283,6 @@ def _unseen(switches: float, kernel: float) -> str:
     )
 
 
-_FOLDER = "onnxrt-monitoring-count-"
-
-
 def _refuse(**given: Any) -> None:
     for name, value in given.items():
         if value not in (None, False):
@@ -329,8 +328,8 @@ def count_measure(
     if inprocess.active():
         return inprocess.measure(stmt, context, setup, warmup, keep_gc, executions)
     statement = Statement(stmt, setup, None, context, warmup, keep_gc)
-    with supervised() as sup, sup.folder(_FOLDER) as folder:
-        counted = count_statement(statement, folder, sup)
+    with supervised() as sup:
+        counted = count_statement(statement, sup)
         stopped = sup.stopped
     if stopped is not None or counted is None:
         if stopped == signal.SIGINT:
