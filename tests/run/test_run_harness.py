@@ -104,5 +104,10 @@ def test_a_signal_stops_the_rounds_and_is_said() -> None:
     )
     # AND with max_time, two rounds at least run
     count: list[int] = []
-    assert run_rounds(lambda r, i: count.append(r) is None, 10, max_time=1e-9)
+
+    def run_ok(round_: int, side: int) -> bool:
+        count.append(round_)
+        return True
+
+    assert run_rounds(run_ok, 10, max_time=1e-9)
     assert count == [0, 1]
