@@ -290,7 +290,7 @@ class CompareCommand:
         settings = self._check(args)
         if args.a is None:
             return self._compare(args, settings, out, err, None)
-        from .._run.harness import supervised
+        from .._run.program import supervised
 
         # The runs' supervisor: SIGINT, SIGTERM and SIGHUP end the running program's
         # group, and the runs done are saved before the exit with 128 + N.

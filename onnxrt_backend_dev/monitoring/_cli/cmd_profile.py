@@ -212,7 +212,7 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> boo
 def _run_in_process(profile: Callable[..., int], args: argparse.Namespace, out: TextIO,
                     err: TextIO) -> int:  # fmt: skip
     """Runs the script or the module in this process under ``profile``."""
-    from .._run.harness import target_of
+    from .._run.program import target_of
 
     target = target_of(args, missing=NO_PROGRAM)
     assert target is not None

@@ -91,7 +91,7 @@ def _check(args: argparse.Namespace) -> None:
                 raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
         check_probes_open(args.probe)
     _format(args)
-    from .._run.harness import target_of
+    from .._run.program import target_of
 
     missing = "" if args.pid is not None else "give a script, -m module, -- COMMAND, or --pid PID"
     target = target_of(args, commands=True, missing=missing)
@@ -218,7 +218,7 @@ class RunCommand:
             return self._run(args, out, err)
 
     def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from .._run.harness import target_of
+        from .._run.program import target_of
         from .profile_sampled import observer_reason
         from .run_repeat import run_repeated_reports, save_run
 
@@ -258,8 +258,7 @@ class RunCommand:
             return rc
 
         def command_of(fd: int) -> list[str]:
-            module = target.kind == "module"
-            return command_line(fd, args.interval, target.name, target.args, module=module)
+            return command_line(fd, args.interval, target)
 
         from .._memory.registry import get_spec
         from .._report.child import INPROCESS_ENV

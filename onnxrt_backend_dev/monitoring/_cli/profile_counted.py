@@ -54,7 +54,7 @@ def run_counted(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """
     from .._errors import CounterError, RunFailed, signal_name
     from .._results.runner import count_program, counted_result
-    from .._run.harness import supervised
+    from .._run.program import supervised
     from .profile_repeat import program_of
     from .save_result import write_saved
 

@@ -78,7 +78,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .._observe.build import to_profile
     from .._observe.launch import exit_code, observe_program, signal_ending
     from .._progress import elapsed_status
-    from .._run.harness import target_of
+    from .._run.program import target_of
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
 

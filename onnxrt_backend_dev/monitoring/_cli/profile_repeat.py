@@ -100,7 +100,7 @@ def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     :raises CommandError: no program, or a script that does not exist
     """
     from .._results.runner import Program
-    from .._run.harness import target_of
+    from .._run.program import target_of
 
     profiler = "sampled" if sampled else "cprofile"
     interval = args.interval if sampled else None  # None: the collector's default
@@ -214,7 +214,7 @@ def run_repeated(
     :return: the exit code: 0, 1 when a run failed or the render could not be written,
         128 + N when signal N stopped the runs
     """
-    from .._run.harness import say_stopped, supervised
+    from .._run.program import say_stopped, supervised
 
     program = program_of(args, sampled)
     what = f"profile {'--save' if args.repeat is None else '--repeat'}"

@@ -64,7 +64,7 @@ def count_time(
     """
     from .._count.statement import Statement, count_statement
     from .._errors import BadType, CounterError, RunFailed
-    from .._run.harness import supervised
+    from .._run.program import supervised
 
     stmts = [args.stmt] + ([args.compare] if args.compare is not None else [])
     results: list[dict[str, Any]] = []

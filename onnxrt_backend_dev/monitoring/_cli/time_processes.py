@@ -64,7 +64,7 @@ def time_in_processes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], i
     :raises CommandError: a process failed or ran past ``--timeout`` (exit 1)
     """
     from .._results.runner import ChildRun
-    from .._run.harness import supervised
+    from .._run.program import supervised
     from .profile_repeat import repeat_runs
 
     series: list[dict[str, Any]] = []

@@ -136,7 +136,7 @@ def run_session(args: Sequence[str], cwd: str) -> int:
     """
     import sys
 
-    from .._run.harness import run_child, supervised
+    from .._run.program import run_child, supervised
 
     valgrind = find_valgrind()
     if client() is None:

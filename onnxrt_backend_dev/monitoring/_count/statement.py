@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import BadType, BadValue, CounterError, RunFailed, Terminated
-from .._run.harness import last_line, run_child, supervised
+from .._run.program import last_line, run_child, supervised
 from .._validate import check_bool, check_int
 from .valgrind import Run, check_counter, count, environment, interpreter
 

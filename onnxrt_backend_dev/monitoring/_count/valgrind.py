@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import BadValue, CounterError, RunFailed
-from .._run.harness import TAIL, last_line, run_child
+from .._run.program import TAIL, last_line, run_child
 from . import COUNTERS
 from .callgraph import ALLOCATORS, DHAT_ARGS, read_callgrind, read_dhat, read_total
 

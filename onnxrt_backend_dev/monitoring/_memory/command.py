@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from .._run.harness import supervised
+from .._run.program import supervised
 from .._run.signals import Signals
 from .series import SpyResult
 from .spy import MemorySpy

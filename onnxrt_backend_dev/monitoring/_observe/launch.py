@@ -79,14 +79,14 @@ def observe_program(
     :param env: the program's environment (this process's by default)
     :param alloc: reads the program's allocations at each sample (an
         ``_alloc.tracker.AllocTracker``, made with the pid), None: not tracked
-    :param supervisor: the command's (``_run.harness.supervised``), None for one here
+    :param supervisor: the command's (``_run.program.supervised``), None for one here
     :param timeout: seconds before the program is ended (one of repeated runs: a
         signal then ends it at once), None to follow it to its end
     :param popen: more of ``Supervisor.start``'s options (``stdin``, ``stdout``,
         ``stderr``, ``cwd``, ``group``)
     :raises CommandNotFound: the command cannot start (127, 126)
     """
-    from .._run.harness import supervised
+    from .._run.program import supervised
 
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout

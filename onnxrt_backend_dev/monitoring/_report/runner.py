@@ -133,7 +133,7 @@ def _piped(
 ) -> tuple[Report, int]:
     """Starts the child (``start(supervisor, read end, write end)``) streaming into a
     pipe under the command's supervisor, and follows it to its end."""
-    from .._run.harness import supervised
+    from .._run.program import supervised
 
     with supervised(janitor=False) as supervisor:
         rfd, wfd = os.pipe()

@@ -25,7 +25,7 @@ from typing import Any
 
 from .._errors import RunFailed, Stopped
 from .._profiling.load import read_profile_file
-from .._run.harness import last_line, run_child, run_rounds, supervised
+from .._run.program import last_line, run_child, run_rounds, supervised
 from .._run.supervise import Supervisor
 from .._validate import check_choice, check_int, check_number
 from .payloads import (

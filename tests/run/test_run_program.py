@@ -1,4 +1,4 @@
-"""The one program harness (``_run.harness``): the program a command runs, its checks and
+"""The one program harness (``_run.program``): the program a command runs, its checks and
 command lines, a child run to its end, the rounds of repeated runs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from onnxrt_backend_dev.monitoring._errors import CommandError, CommandNotFound
-from onnxrt_backend_dev.monitoring._run.harness import (
+from onnxrt_backend_dev.monitoring._run.program import (
     Target,
     last_line,
     run_child,
