@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._run.program import target_of
 from .._run.signals import Signals
 from .common import (
     EXIT_ERROR,
@@ -212,8 +213,6 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> boo
 def _run_in_process(profile: Callable[..., int], args: argparse.Namespace, out: TextIO,
                     err: TextIO) -> int:  # fmt: skip
     """Runs the script or the module in this process under ``profile``."""
-    from .._run.program import target_of
-
     target = target_of(args, missing=NO_PROGRAM)
     assert target is not None
     return profile(target.code(), args, out, err)

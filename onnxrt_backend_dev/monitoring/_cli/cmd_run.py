@@ -14,6 +14,7 @@ import argparse
 import os
 from typing import Any, TextIO
 
+from .._run.program import target_of
 from .common import (
     ALLOC_DEFAULT,
     EXIT_USAGE,
@@ -91,8 +92,6 @@ def _check(args: argparse.Namespace) -> None:
                 raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
         check_probes_open(args.probe)
     _format(args)
-    from .._run.program import target_of
-
     missing = "" if args.pid is not None else "give a script, -m module, -- COMMAND, or --pid PID"
     target = target_of(args, commands=True, missing=missing)
     if target is not None and not target.python:
@@ -218,7 +217,6 @@ class RunCommand:
             return self._run(args, out, err)
 
     def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from .._run.program import target_of
         from .profile_sampled import observer_reason
         from .run_repeat import run_repeated_reports, save_run
 

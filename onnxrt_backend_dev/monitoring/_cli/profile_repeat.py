@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from .._run.program import say_stopped, supervised, target_of
 from .common import DEFAULT_TIMEOUT, EXIT_ERROR, EXIT_USAGE, CommandError, emit_text, timeout_of
 
 # What profile says when given no program.
@@ -100,7 +101,6 @@ def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     :raises CommandError: no program, or a script that does not exist
     """
     from .._results.runner import Program
-    from .._run.program import target_of
 
     profiler = "sampled" if sampled else "cprofile"
     interval = args.interval if sampled else None  # None: the collector's default
@@ -214,8 +214,6 @@ def run_repeated(
     :return: the exit code: 0, 1 when a run failed or the render could not be written,
         128 + N when signal N stopped the runs
     """
-    from .._run.program import say_stopped, supervised
-
     program = program_of(args, sampled)
     what = f"profile {'--save' if args.repeat is None else '--repeat'}"
     with supervised() as supervisor:

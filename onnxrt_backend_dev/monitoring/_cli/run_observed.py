@@ -7,21 +7,11 @@ and writes the report whatever happens to the program (the flight recorder).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from .common import CommandError
-
-
-def _own_rss() -> float:
-    """This process's resident bytes now (the child's pre-exec mark is at most this)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def run_observed(
@@ -46,6 +36,7 @@ def run_observed(
     from .._observe.session import follower
     from .._progress import elapsed_status
     from .._report.observed import observed_report
+    from .._report.recording import resident
     from .._sampling.aggregate import Aggregator
     from .profile_observed import observer_notes
 
@@ -56,7 +47,7 @@ def run_observed(
         except Exception as e:
             raise CommandError(f"--probe: {e}") from e
     status = elapsed_status(err, f"running {name}", args.quiet)
-    floor = _own_rss()
+    floor = resident() or 0.0  # the child's pre-exec mark is at most this
     # A Python program run by this interpreter gets the allocation shim, sampling one
     # allocation per --alloc-sample bytes (0: off); another command does not.
     mean = int(getattr(args, "alloc_sample", 0) or 0)

@@ -15,12 +15,10 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from .._run.program import Target, say_stopped, supervised, target_of
 from .common import PACKAGE, CommandError, timeout_of
-
-if TYPE_CHECKING:
-    from .._run.program import Target
 
 
 def save_run(args: argparse.Namespace, reports: Sequence[Any], main: str | None) -> None:
@@ -77,7 +75,6 @@ def run_repeated_reports(
     :return: 0, 1 when a run failed, 128 + N when signal N stopped the runs
     """
     from .._results.runner import ChildRun
-    from .._run.program import say_stopped, supervised, target_of
     from .profile_repeat import repeat_runs
 
     target = target_of(args, commands=True)

@@ -78,6 +78,7 @@ def run_recorded(
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :return: the report and the exit code to return
     """
+    from .._run.program import supervised
     from .._run.signals import ending_signals
     from .child import record
 
@@ -85,16 +86,19 @@ def run_recorded(
     # (its Ctrl-C a KeyboardInterrupt), not the supervisor's, which it inherits.
     own = {s: signal.getsignal(s) for s in ending_signals()}
 
-    def start(supervisor: Supervisor, rfd: int, wfd: int) -> Child:
-        def in_child() -> int:
-            for signum, handler in own.items():
-                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-            os.close(rfd)
-            return record(wfd, program, interval, root_code)
+    def in_child() -> int:
+        for signum, handler in own.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        os.close(rfd)
+        return record(wfd, program, interval, root_code)
 
-        return supervisor.fork(in_child)
-
-    return _piped(start, name, interval, probes, spy)
+    with supervised(janitor=False) as supervisor:
+        rfd, wfd = os.pipe()
+        try:
+            child = supervisor.fork(in_child)
+        finally:
+            os.close(wfd)
+        return _follow(supervisor, child, rfd, name, interval, probes, spy)
 
 
 def run_fresh(
@@ -116,35 +120,19 @@ def run_fresh(
     :param env: the child's environment, None for this process's
     :return: the report and the exit code to return
     """
-
-    def start(supervisor: Supervisor, _rfd: int, wfd: int) -> Child:
-        # Not found and not executable are said before anything runs (127, 126).
-        return supervisor.start(command(wfd), pass_fds=(wfd,), env=env)
-
-    return _piped(start, name, interval, probes, True)
-
-
-def _piped(
-    start: Callable[[Supervisor, int, int], Child],
-    name: str,
-    interval: float,
-    probes: Sequence[str],
-    spy: bool,
-) -> tuple[Report, int]:
-    """Starts the child (``start(supervisor, read end, write end)``) streaming into a
-    pipe under the command's supervisor, and follows it to its end."""
     from .._run.program import supervised
 
     with supervised(janitor=False) as supervisor:
         rfd, wfd = os.pipe()
         try:
-            child = start(supervisor, rfd, wfd)
+            # Not found and not executable are said before anything runs (127, 126).
+            child = supervisor.start(command(wfd), pass_fds=(wfd,), env=env)
         except BaseException:
             os.close(rfd)
             raise
         finally:
             os.close(wfd)
-        return _follow(supervisor, child, rfd, name, interval, probes, spy)
+        return _follow(supervisor, child, rfd, name, interval, probes, True)
 
 
 def _follow(

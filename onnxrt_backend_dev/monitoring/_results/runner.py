@@ -131,8 +131,6 @@ PROFILERS = ("sampled", "cprofile")
 # change in 2 of 20 comparisons at load 1; 100 named it in 20/20.
 RUN_INTERVAL = 0.001
 OBSERVED_INTERVAL = 0.00025
-# Seconds a killed run's process group has to end after SIGTERM before SIGKILL.
-_KILL_GRACE = 1.0
 # The start of the name of the runs' temporary folder.
 _FOLDER_PREFIX = "onnxrt-monitoring-runs-"
 
@@ -283,7 +281,7 @@ def run_once(
     """
     out = os.path.join(folder, "run")  # the folder is emptied after each run
     errors = out + ".stderr"
-    with supervised(supervisor, _KILL_GRACE) as sup:
+    with supervised(supervisor) as sup:
         if sup.stopped is not None:
             return None
         if observed(program):
@@ -488,7 +486,7 @@ def run_interleaved(
     if max_time is not None:
         check_number("max_time", max_time, above=0)
     runs = Runs([[] for _ in programs])
-    with supervised(supervisor, _KILL_GRACE) as sup, sup.folder(_FOLDER_PREFIX) as folder:
+    with supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
 
         def run_one(_round: int, i: int) -> bool:
             run = run_once(programs[i], folder, timeout, timer, sup, show_output)
@@ -713,7 +711,7 @@ def _count_both(
     from .store import make_result
 
     docs: list[Any] = [None, None]
-    with supervised(supervisor, _KILL_GRACE) as sup, sup.folder(_FOLDER_PREFIX) as folder:
+    with supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for i, program in enumerate(programs):
             counted = count_program(program, folder, sup, timeout, count_bytes=count_bytes)
             if counted is None:
