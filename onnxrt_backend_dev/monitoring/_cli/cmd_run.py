@@ -246,7 +246,7 @@ class RunCommand:
         if not args.collector_note:
             from .run_observed import run_observed
 
-            return run_observed(args, target.fresh(), name, err, emit)
+            return run_observed(args, target, err, emit)
         from .._report.runner import run_command, run_fresh  # the in-process recorder's
         from .run_child import command_line
 

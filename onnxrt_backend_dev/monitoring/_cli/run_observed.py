@@ -11,21 +11,17 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._run.program import Target
 from .common import CommandError
 
 
 def run_observed(
-    args: argparse.Namespace,
-    argv: list[str],
-    name: str,
-    err: TextIO,
-    emit: Callable[[Any], None],
+    args: argparse.Namespace, target: Target, err: TextIO, emit: Callable[[Any], None]
 ) -> int:
-    """Runs a command under the observer and emits its report.
+    """Runs a program under the observer and emits its report.
 
     :param args: the parsed options of ``run``
-    :param argv: the command line
-    :param name: the program's name in the report
+    :param target: the program (in a fresh interpreter when Python)
     :param err: the error stream
     :param emit: writes the report
     :return: the program's exit code (128 + N on signal N)
@@ -46,12 +42,13 @@ def run_observed(
             devices = DeviceSampler(args.probe)
         except Exception as e:
             raise CommandError(f"--probe: {e}") from e
+    argv, name = target.fresh(), target.shown
     status = elapsed_status(err, f"running {name}", args.quiet)
     floor = resident() or 0.0  # the child's pre-exec mark is at most this
     # A Python program run by this interpreter gets the allocation shim, sampling one
     # allocation per --alloc-sample bytes (0: off); another command does not.
     mean = int(getattr(args, "alloc_sample", 0) or 0)
-    python = bool(argv) and argv[0] == sys.executable
+    python = bool(argv) and argv[0] == sys.executable  # a command may name it too
     alloc = plan(mean) if python else AllocPlan(None, None, "", "")
     with status:
         try:
