@@ -79,7 +79,7 @@ def run_repeated_reports(
 
     target = target_of(args, commands=True)
     assert target is not None  # checked by cmd_run
-    main = target.check()  # a missing script is refused before any run
+    main = target.check() if target.python else None  # a missing script: before any run
     with supervised() as supervisor, supervisor.folder("onnxrt-monitoring-run-") as folder:
         path = os.path.join(folder, "report.json")
         program = ChildRun(("run", *target.argv()), real=tuple(_child_argv(args, target, path)))
