@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from .._run.supervise import shell_code as exit_code  # 128 + N on signal N, as a shell
 from .observer import Observer, ProcessRecord, has_user_code
 from .session import LOCATE_TIMEOUT, opener, reopen_after_exec
 
@@ -120,16 +121,6 @@ def observe_program(
         received = list(sup.signals.received)
     return ObservedRun(observer, why, ended.status, ended.rusage,
                        time.monotonic() - start, received, timed_out)  # fmt: skip
-
-
-def exit_code(status: int) -> int:
-    """The conventional exit code of a wait status (128 + N on signal N).
-
-    :param status: from ``wait4``
-    """
-    from .._run.supervise import shell_code
-
-    return shell_code(status)
 
 
 def signal_ending(run: ObservedRun) -> tuple[int, str] | None:
