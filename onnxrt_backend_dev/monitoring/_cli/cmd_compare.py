@@ -290,11 +290,11 @@ class CompareCommand:
         settings = self._check(args)
         if args.a is None:
             return self._compare(args, settings, out, err, None)
-        from .._run.supervise import Supervisor
+        from .._run.program import supervised
 
         # The runs' supervisor: SIGINT, SIGTERM and SIGHUP end the running program's
         # group, and the runs done are saved before the exit with 128 + N.
-        with Supervisor() as supervisor:
+        with supervised() as supervisor:
             code = self._compare(args, settings, out, err, supervisor)
             return supervisor.exit_code or code
 

@@ -15,8 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .._run.program import module_code as _module_code
-from .._run.program import script_code as _script_code
+from .._run.program import target_of
 from .._run.signals import Signals
 from .common import (
     EXIT_ERROR,
@@ -27,7 +26,7 @@ from .common import (
     program_inputs,
     save_output,
 )
-from .profile_repeat import add_repeat_options, run_repeated, wants_repeat
+from .profile_repeat import NO_PROGRAM, add_repeat_options, run_repeated, wants_repeat
 from .profile_sampled import (
     SAMPLED_FORMATS,
     add_options,
@@ -214,13 +213,9 @@ def _emit(stats: Any, args: argparse.Namespace, out: TextIO, err: TextIO) -> boo
 def _run_in_process(profile: Callable[..., int], args: argparse.Namespace, out: TextIO,
                     err: TextIO) -> int:  # fmt: skip
     """Runs the script or the module in this process under ``profile``."""
-    if args.module:
-        code, module, argv, path0 = _module_code(args.module[0])
-        return profile((code, module, argv + args.module[1:], path0), args, out, err)
-    if args.target is None:
-        raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
-    code, module, argv, path0 = _script_code(args.target)
-    return profile((code, module, argv + args.args, path0), args, out, err)
+    target = target_of(args, missing=NO_PROGRAM)
+    assert target is not None
+    return profile(target.code(), args, out, err)
 
 
 class ProfileCommand:

@@ -11,11 +11,10 @@ report is written even when the program is killed (SIGKILL, a segfault, ``os._ex
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any, TextIO
 
+from .._run.program import target_of
 from .common import (
     ALLOC_DEFAULT,
     EXIT_USAGE,
@@ -93,12 +92,10 @@ def _check(args: argparse.Namespace) -> None:
                 raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
         check_probes_open(args.probe)
     _format(args)
-    if args.target is None and not args.module and args.pid is None:
-        raise CommandError("give a script, -m module, -- COMMAND, or --pid PID", EXIT_USAGE)
-    if args.target is not None and not args.module and not _is_python(args.target):
-        from .._run.supervise import check_command
-
-        check_command(args.target)  # 127 or 126 and one line, as a shell and spy say
+    missing = "" if args.pid is not None else "give a script, -m module, -- COMMAND, or --pid PID"
+    target = target_of(args, commands=True, missing=missing)
+    if target is not None and not target.python:
+        target.check()  # 127 or 126 and one line, as a shell and spy say
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
         args.output = os.path.abspath(args.output)  # the program may change folder
@@ -106,10 +103,6 @@ def _check(args: argparse.Namespace) -> None:
         check_outputs({"-o": args.output, "--save": args.save}, suffixes={"--save": (".json",)})
     check_save(args, program_inputs(args))
     wants_repeat(args)
-
-
-# What tells the child the probes read inside the program (see _report.child).
-INPROCESS_ENV = "ONNXRT_MONITORING_INPROCESS_PROBES"
 
 
 def _collector_said(report: Any, args: argparse.Namespace) -> Any:
@@ -133,32 +126,6 @@ def _split(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     from .._memory.registry import split_probes
 
     return split_probes(names)
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    """Sets an environment variable (for a child about to start) and restores it."""
-    saved = os.environ.get(name)
-    if value:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
-
-
-def _is_python(target: str) -> bool:
-    return target.endswith((".py", ".pyw")) or os.path.isdir(target)
-
-
-def _name(args: argparse.Namespace) -> str:
-    """The program's name in the report."""
-    if args.module:
-        return f"-m {args.module[0]}"
-    return args.target if _is_python(args.target) else " ".join([args.target, *args.args])
 
 
 def render(report: Any, fmt: str) -> str:
@@ -251,7 +218,7 @@ class RunCommand:
 
     def _run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .profile_sampled import observer_reason
-        from .run_repeat import main_of, run_repeated_reports, save_run
+        from .run_repeat import run_repeated_reports, save_run
 
         _check(args)
         if args.pid is not None:
@@ -267,40 +234,38 @@ class RunCommand:
         extra = f"--probe {inside[0]} reads counters inside the program" if inside else ""
         # Where the observer cannot run, the in-process recorder does, saying why.
         args.collector_note = observer_reason(args, extra)
-        main, name = main_of(args), _name(args)
+        target = target_of(args, commands=True)
+        assert target is not None  # checked by _check
+        main = target.check() if target.python else None  # a command was checked
+        name = target.shown
 
         def emit(report: Any) -> None:
             self._emit(report, args, out, err)
             save_run(args, [report], main)
 
         if not args.collector_note:
-            from .profile_observed import program_argv
             from .run_observed import run_observed
 
-            python = args.module or _is_python(args.target)
-            argv = program_argv(args) if python else [args.target, *args.args]
-            return run_observed(args, argv, name, err, emit)
+            return run_observed(args, target, err, emit)
         from .._report.runner import run_command, run_fresh  # the in-process recorder's
         from .run_child import command_line
 
-        if not args.module and not _is_python(args.target):
-            report, rc = run_command([args.target, *args.args], name, args.probe)
+        if not target.python:
+            report, rc = run_command(target.argv(), name, args.probe)
             emit(report)
             return rc
-        target, rest = (
-            (args.module[0], args.module[1:]) if args.module else (args.target, args.args)
-        )
-        is_module = bool(args.module)
 
         def command_of(fd: int) -> list[str]:
-            return command_line(fd, args.interval, target, rest, module=is_module)
+            return command_line(fd, args.interval, target)
 
         from .._memory.registry import get_spec
+        from .._report.child import INPROCESS_ENV
 
         # The probes read inside the program (torch's counters) are opened by the child,
         # which learns them from its environment (see _report.child.record).
-        with _environment(INPROCESS_ENV, ";".join(get_spec(n).to_arg() for n in inside)):
-            report, rc = run_fresh(command_of, name, args.interval, spy_side)
+        inner = ";".join(get_spec(n).to_arg() for n in inside)
+        env = {**os.environ, INPROCESS_ENV: inner} if inner else None
+        report, rc = run_fresh(command_of, name, args.interval, spy_side, env)
         emit(_collector_said(report, args))
         return rc
 

@@ -54,14 +54,14 @@ def run_counted(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """
     from .._errors import CounterError, RunFailed, signal_name
     from .._results.runner import count_program, counted_result
-    from .._run.supervise import Supervisor
+    from .._run.program import supervised
     from .profile_repeat import program_of
     from .save_result import write_saved
 
     program = program_of(args)
     timeout = timeout_of(args)
     sampled: dict[Any, float] = {}
-    with Supervisor() as sup, sup.folder(_FOLDER) as folder:
+    with supervised() as sup, sup.folder(_FOLDER) as folder:
         try:
             counted = count_program(program, folder, sup, timeout, show_output=True,
                                     count_bytes=args.count_bytes)  # fmt: skip

@@ -9,30 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TextIO
 
 from .common import EXIT_USAGE, CommandError
 from .profile_sampled import SAMPLED_FORMATS, check_sampled, resolve_format
 from .profile_sampled import _emit as emit_profile
-
-
-def program_argv(args: argparse.Namespace) -> list[str]:
-    """The program's command line: this interpreter, its flags (``-X``, ``-W``, ``-O``),
-    the script or ``-m module``, the program's arguments.
-
-    :param args: the parsed options of ``profile`` or ``run``
-    :return: the command line
-    """
-    import subprocess
-
-    flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
-    head = [sys.executable, *flags]
-    if args.module:
-        return [*head, "-m", *args.module]
-    # A name starting with "-" would be one of Python's options ("-dash.py").
-    target = os.path.join(".", args.target) if args.target.startswith("-") else args.target
-    return [*head, target, *args.args]
 
 
 def observer_notes(run: object) -> list[str]:
@@ -48,7 +29,8 @@ def observer_notes(run: object) -> list[str]:
     if rec.reader is not None:
         notes = [f"collector: the observer, outside the program ({rec.collector})"]
     else:
-        notes = [f"collector: the observer, memory only: {run.why or 'no Python stacks'}"]
+        why = "; ".join(run.why) or "no Python stacks"
+        notes = [f"collector: the observer, memory only: {why}"]
     return notes + reading_notes(run.observer, run.wall)
 
 
@@ -96,7 +78,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .._observe.build import to_profile
     from .._observe.launch import exit_code, observe_program, signal_ending
     from .._progress import elapsed_status
-    from .._run.program import module_code, script_code
+    from .._run.program import target_of
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
 
@@ -106,9 +88,11 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise CommandError(f"--format {fmt} needs --cprofile", EXIT_USAGE)
     # Missing, not compiling: one line before anything starts, as run and the in-process
     # sampler say it (Python would print its error, and the profile its start-up).
-    _ = module_code(args.module[0]) if args.module else script_code(args.target)
-    argv = program_argv(args)
-    name = os.path.basename(args.module[0] if args.module else args.target)
+    target = target_of(args)
+    assert target is not None  # checked by cmd_profile
+    target.check()
+    argv = target.fresh()
+    name = os.path.basename(target.name)
     status = elapsed_status(err, f"profiling {name}", args.quiet)
     with status:
         try:
@@ -133,15 +117,10 @@ def ending_words(status: int) -> str:
     :param status: its wait status
     :return: the words
     """
-    import signal
+    from .._errors import signal_name
 
     if os.WIFSIGNALED(status):
-        num = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(num).name
-        except ValueError:
-            name = f"signal {num}"
-        return f"terminated by {name}"
+        return f"terminated by {signal_name(os.WTERMSIG(status))}"
     return f"exited with code {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1}"
 
 

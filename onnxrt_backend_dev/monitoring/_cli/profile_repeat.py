@@ -16,8 +16,11 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from .._run.program import say_stopped, supervised, target_of
 from .common import DEFAULT_TIMEOUT, EXIT_ERROR, EXIT_USAGE, CommandError, emit_text, timeout_of
 
+# What profile says when given no program.
+NO_PROGRAM = "give a script, -m module, or show FILE.prof"
 _REPEAT_HELP = (
     "run the program N times, each in a child process, and show the runs merged "
     "(--save keeps every run, for compare)"
@@ -103,19 +106,58 @@ def program_of(args: argparse.Namespace, sampled: bool = False) -> Any:
     interval = args.interval if sampled else None  # None: the collector's default
     sampler = str(getattr(args, "timer", None) or "prof")
     collector = str(getattr(args, "collector", "auto"))
-    if args.module:
-        how, target, rest = "module", args.module[0], tuple(args.module[1:])
-        command = (sys.executable, "-m", target, *rest)
-    elif args.target is None:
-        raise CommandError("give a script, -m module, or show FILE.prof", EXIT_USAGE)
-    elif not os.path.isfile(args.target):
-        raise CommandError(f"cannot run {args.target!r}: no such file", EXIT_USAGE)
-    else:
-        how, target, rest = "path", args.target, tuple(args.args)
-        command = (target, *rest)
-    return Program(
-        command, sys.executable, how, target, rest, profiler, interval, sampler, collector
-    )
+    target = target_of(args, missing=NO_PROGRAM)
+    assert target is not None
+    if target.kind == "script" and not os.path.isfile(target.name):
+        raise CommandError(f"cannot run {target.name!r}: no such file", EXIT_USAGE)
+    # A script is named as given (the command line of its messages), run by this Python.
+    command = target.argv([sys.executable] if target.kind == "module" else [])
+    how = "module" if target.kind == "module" else "path"
+    return Program(tuple(command), sys.executable, how, target.name, target.args, profiler,
+                   interval, sampler, collector)  # fmt: skip
+
+
+def repeat_runs(
+    what: str,
+    program: Any,
+    count: int,
+    timeout: float,
+    supervisor: Any,
+    live: TextIO | None = None,
+    on_run: Callable[[int, int], None] | None = None,
+    **options: Any,
+) -> Any:
+    """Runs a program ``count`` times in child processes (``run --repeat``, ``profile
+    --repeat``, ``time -p``).
+
+    :param what: the command and option, for the count and the messages
+    :param program: a ``_results.runner.Program``
+    :param count: its runs
+    :param timeout: seconds a run may take
+    :param supervisor: the command's
+    :param live: the stream of a live count of the runs, None for none
+    :param on_run: called with (round, side) after each run
+    :param options: more of ``run_interleaved``'s (``max_time``, ``timer``...)
+    :return: ``run_interleaved``'s runs (those done when a signal stopped them)
+    :raises CommandError: a run failed (exit 1)
+    """
+    from .._results.runner import RunFailed, run_interleaved
+
+    def progress(round_: int, side: int) -> None:
+        if on_run is not None:
+            on_run(round_, side)
+        if live is not None:
+            live.write(f"\r{what.split()[0]}: run {round_ + 1} of {count}")
+            live.flush()
+
+    try:
+        return run_interleaved([program], count, timeout, on_run=progress,
+                               supervisor=supervisor, **options)  # fmt: skip
+    except RunFailed as e:
+        raise CommandError(f"{what}: {e}", EXIT_ERROR) from None
+    finally:
+        if live is not None:
+            live.write("\n")
 
 
 @contextlib.contextmanager
@@ -172,47 +214,20 @@ def run_repeated(
     :return: the exit code: 0, 1 when a run failed or the render could not be written,
         128 + N when signal N stopped the runs
     """
-    from .._run.supervise import Supervisor
-
     program = program_of(args, sampled)
-    with Supervisor() as supervisor:
-        runs = _runs(args, program, err, supervisor)
+    what = f"profile {'--save' if args.repeat is None else '--repeat'}"
+    with supervised() as supervisor:
+        live = err if not args.quiet and err.isatty() and args.repeat is not None else None
+        done = repeat_runs(what, program, args.repeat or 1, timeout_of(args), supervisor, live,
+                           max_time=args.max_time, timer=args.clock or "cpu",
+                           show_output=args.repeat is None)  # fmt: skip
+        runs: list[Any] = done.runs[0]
         if supervisor.stopped is not None:  # said even with -q: the runs were cut short
-            from .._errors import signal_name
-
-            done = f"the {len(runs)} run(s) done" if runs else "no run ended"
-            what = "--save" if args.repeat is None else "--repeat"
-            err.write(f"profile {what}: stopped by {signal_name(supervisor.stopped)}: {done}\n")
+            say_stopped(err, what, supervisor.stopped, len(runs))
         shown = _show(args, program, runs, out, err, emit, sampled) if runs else True
         if supervisor.exit_code is not None:
             return supervisor.exit_code
     return 0 if shown else EXIT_ERROR
-
-
-def _runs(args: argparse.Namespace, program: Any, err: TextIO, supervisor: Any) -> list[Any]:
-    """The runs (those done when a signal stopped them)."""
-    from .._results.runner import RunFailed, run_interleaved
-
-    single = args.repeat is None
-    repeat = 1 if single else args.repeat
-    live = not args.quiet and err.isatty() and not single
-
-    def progress(round_: int, _side: int) -> None:
-        if live:
-            err.write(f"\rprofile: run {round_ + 1} of {repeat}")
-            err.flush()
-
-    try:
-        runs: list[Any] = run_interleaved(
-            [program], repeat, timeout_of(args), args.max_time, on_run=progress,
-            timer=args.clock or "cpu", supervisor=supervisor, show_output=single,
-        ).runs[0]  # fmt: skip
-    except RunFailed as e:
-        raise CommandError(f"profile {'--save' if single else '--repeat'}: {e}") from None
-    finally:
-        if live:
-            err.write("\n")
-    return runs
 
 
 def _show(

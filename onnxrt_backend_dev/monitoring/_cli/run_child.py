@@ -18,12 +18,11 @@ import contextlib
 import os
 import sys
 import types
-from collections.abc import Sequence
 
 from .._report.child import record
 from .._report.follow import follow_descendants
 from .._report.recording import resident
-from .._run.program import Outcome, as_main, module_code, run_main, script_code
+from .._run.program import Outcome, Target, as_main, run_main
 from .guard import terminating_signals
 
 # sys.argv of ``python -c BOOT ROOT ...`` is ['-c', ROOT, ...]: ROOT (where this package
@@ -52,16 +51,12 @@ main(_rss)
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 
 
-def command_line(
-    fd: int, interval: float, target: str, args: Sequence[str], module: bool = False
-) -> list[str]:
+def command_line(fd: int, interval: float, target: Target) -> list[str]:
     """The child's command line.
 
     :param fd: the pipe's write end
     :param interval: seconds between ticks
-    :param target: the script (or folder), or the module with ``module``
-    :param args: the program's arguments
-    :param module: ``target`` is a module (``-m``)
+    :param target: the script (or folder) or the module, and its arguments
     :return: the interpreter, its flags (``-X``, ``-W``, ``-O`` of this one), ``-c BOOT``
         and the arguments
     """
@@ -69,9 +64,8 @@ def command_line(
 
     # What multiprocessing passes to its own fresh interpreters (spawn).
     flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
-    kind = "module" if module else "script"
     head = [sys.executable, *flags, "-c", BOOT, _ROOT, str(fd), repr(float(interval))]
-    return [*head, kind, target, *args]
+    return [*head, target.kind, target.name, *target.args]
 
 
 def program_of(
@@ -108,10 +102,7 @@ def main(rss0: float) -> None:
         _, fd, interval, kind, target, *args = sys.argv[1:]
         if kind == "module":
             sys.path[0] = os.getcwd()  # where ``python -m`` looks first
-            program, module, argv, path0 = module_code(target)
-        else:
-            program, module, argv, path0 = script_code(target)
-        argv += args
+        program, module, argv, path0 = Target(kind, target, tuple(args)).code()
         name = os.path.basename(argv[0])
         ready = resident()
         tool = max(ready - rss0, 0.0) if ready and rss0 else 0.0

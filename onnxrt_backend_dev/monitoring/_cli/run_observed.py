@@ -7,35 +7,21 @@ and writes the report whatever happens to the program (the flight recorder).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._run.program import Target
 from .common import CommandError
 
 
-def _own_rss() -> float:
-    """This process's resident bytes now (the child's pre-exec mark is at most this)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 def run_observed(
-    args: argparse.Namespace,
-    argv: list[str],
-    name: str,
-    err: TextIO,
-    emit: Callable[[Any], None],
+    args: argparse.Namespace, target: Target, err: TextIO, emit: Callable[[Any], None]
 ) -> int:
-    """Runs a command under the observer and emits its report.
+    """Runs a program under the observer and emits its report.
 
     :param args: the parsed options of ``run``
-    :param argv: the command line
-    :param name: the program's name in the report
+    :param target: the program (in a fresh interpreter when Python)
     :param err: the error stream
     :param emit: writes the report
     :return: the program's exit code (128 + N on signal N)
@@ -46,6 +32,7 @@ def run_observed(
     from .._observe.session import follower
     from .._progress import elapsed_status
     from .._report.observed import observed_report
+    from .._report.recording import resident
     from .._sampling.aggregate import Aggregator
     from .profile_observed import observer_notes
 
@@ -55,12 +42,13 @@ def run_observed(
             devices = DeviceSampler(args.probe)
         except Exception as e:
             raise CommandError(f"--probe: {e}") from e
+    argv, name = target.fresh(), target.shown
     status = elapsed_status(err, f"running {name}", args.quiet)
-    floor = _own_rss()
+    floor = resident() or 0.0  # the child's pre-exec mark is at most this
     # A Python program run by this interpreter gets the allocation shim, sampling one
     # allocation per --alloc-sample bytes (0: off); another command does not.
     mean = int(getattr(args, "alloc_sample", 0) or 0)
-    python = bool(argv) and argv[0] == sys.executable
+    python = bool(argv) and argv[0] == sys.executable  # a command may name it too
     alloc = plan(mean) if python else AllocPlan(None, None, "", "")
     with status:
         try:

@@ -17,21 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from .common import EXIT_ERROR, PACKAGE, CommandError, timeout_of
-
-
-def main_of(args: argparse.Namespace) -> str | None:
-    """The program's script as its code names it (``main`` of the saved result), None
-    for a module or a command; refuses a missing script or module (exit 2) before any
-    run (checked and compiled here, run by a fresh interpreter)."""
-    from .._run.program import module_code, script_code
-
-    if args.module:
-        module_code(args.module[0])
-        return None
-    if not args.target.endswith((".py", ".pyw")) and not os.path.isdir(args.target):
-        return None
-    return str(script_code(args.target)[0].co_filename)
+from .._run.program import Target, say_stopped, supervised, target_of
+from .common import PACKAGE, CommandError, timeout_of
 
 
 def save_run(args: argparse.Namespace, reports: Sequence[Any], main: str | None) -> None:
@@ -49,22 +36,14 @@ def save_run(args: argparse.Namespace, reports: Sequence[Any], main: str | None)
     write_saved(args, "run", run_data(reports, main))
 
 
-def _child_argv(args: argparse.Namespace, output: str) -> tuple[str, ...]:
+def _child_argv(args: argparse.Namespace, program: Target, output: str) -> list[str]:
     argv = [sys.executable, "-m", PACKAGE, "run", "-q", "--format", "json", "-o", output]
     argv += ["--interval", repr(args.interval)]
     for name in args.probe:
         argv += ["--probe", name]
     if hasattr(args, "alloc_sample"):
         argv += ["--alloc-sample", str(args.alloc_sample)]
-    if args.module:
-        return (*argv, "-m", *args.module)
-    return (*argv, "--", args.target, *args.args)
-
-
-def _shown(args: argparse.Namespace) -> tuple[str, ...]:
-    if args.module:
-        return ("run", "-m", *args.module)
-    return ("run", args.target, *args.args)
+    return program.argv(argv if args.module else [*argv, "--"])
 
 
 def _read_report(path: str) -> Any:
@@ -95,48 +74,25 @@ def run_repeated_reports(
     :param emit: writes one report with the options (``cmd_run``)
     :return: 0, 1 when a run failed, 128 + N when signal N stopped the runs
     """
-    from .._run.supervise import Supervisor
+    from .._results.runner import ChildRun
+    from .profile_repeat import repeat_runs
 
-    main = main_of(args)  # a missing script is refused before any run
-    with Supervisor() as supervisor:
-        reports = _runs(args, err, supervisor)
+    target = target_of(args, commands=True)
+    assert target is not None  # checked by cmd_run
+    main = target.check() if target.python else None  # a missing script: before any run
+    with supervised() as supervisor, supervisor.folder("onnxrt-monitoring-run-") as folder:
+        path = os.path.join(folder, "report.json")
+        program = ChildRun(("run", *target.argv()), real=tuple(_child_argv(args, target, path)))
+        reports: list[Any] = []
+        live = err if not args.quiet and err.isatty() else None
+        repeat_runs("run --repeat", program, args.repeat, timeout_of(args), supervisor, live,
+                    lambda _round, _side: reports.append(_read_report(path)),
+                    max_time=args.max_time)  # fmt: skip
         if supervisor.stopped is not None:  # said even with -q: the runs were cut short
-            from .._errors import signal_name
-
-            done = f"the {len(reports)} run(s) done" if reports else "no run ended"
-            err.write(f"run --repeat: stopped by {signal_name(supervisor.stopped)}: {done}\n")
+            say_stopped(err, "run --repeat", supervisor.stopped, len(reports))
         if reports:
             _show(args, reports, main, out, err, emit)
         return supervisor.exit_code or 0
-
-
-def _runs(args: argparse.Namespace, err: TextIO, supervisor: Any) -> list[Any]:
-    """The reports of the runs (those done when a signal stopped them)."""
-    from .._results.runner import ChildRun, RunFailed, run_interleaved
-
-    live = not args.quiet and err.isatty()
-    reports: list[Any] = []
-    with supervisor.folder("onnxrt-monitoring-run-") as folder:
-        path = os.path.join(folder, "report.json")
-        program = ChildRun(_shown(args), real=_child_argv(args, path))
-
-        def collect(round_: int, _side: int) -> None:
-            reports.append(_read_report(path))
-            if live:
-                err.write(f"\rrun: run {round_ + 1} of {args.repeat}")
-                err.flush()
-
-        try:
-            run_interleaved(
-                [program], args.repeat, timeout_of(args), args.max_time, on_run=collect,
-                supervisor=supervisor,
-            )  # fmt: skip
-        except RunFailed as e:
-            raise CommandError(f"run --repeat: {e}", EXIT_ERROR) from None
-        finally:
-            if live:
-                err.write("\n")
-    return reports
 
 
 def _show(

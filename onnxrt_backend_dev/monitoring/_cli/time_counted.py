@@ -18,8 +18,6 @@ from typing import Any, TextIO
 from .._format import format_count
 from .common import EXIT_USAGE, CommandError, timeout_of
 
-_FOLDER = "onnxrt-monitoring-count-"
-
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuses what does not apply to a count (exit 2, one line naming the option).
@@ -66,15 +64,15 @@ def count_time(
     """
     from .._count.statement import Statement, count_statement
     from .._errors import BadType, CounterError, RunFailed
-    from .._run.supervise import Supervisor
+    from .._run.program import supervised
 
     stmts = [args.stmt] + ([args.compare] if args.compare is not None else [])
     results: list[dict[str, Any]] = []
-    with Supervisor() as sup, sup.folder(_FOLDER) as folder:
+    with supervised() as sup:
         for stmt in stmts:
             statement = Statement(stmt, setup, setup_once, None, args.warmup, number=args.number)
             try:
-                counted = count_statement(statement, folder, sup, timeout=timeout_of(args))
+                counted = count_statement(statement, sup, timeout=timeout_of(args))
             except RunFailed as e:
                 raise CommandError(str(e)) from None
             except CounterError as e:

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from .common import EXIT_ERROR, PACKAGE, CommandError, timeout_of
+from .common import PACKAGE, CommandError, timeout_of
 
 
 def child_argv(args: argparse.Namespace, output: str) -> list[str]:
@@ -63,21 +63,16 @@ def time_in_processes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], i
         command early (None when all ran)
     :raises CommandError: a process failed or ran past ``--timeout`` (exit 1)
     """
-    from .._results.runner import ChildRun, RunFailed, run_interleaved
-    from .._run.supervise import Supervisor
+    from .._results.runner import ChildRun
+    from .._run.program import supervised
+    from .profile_repeat import repeat_runs
 
     series: list[dict[str, Any]] = []
-    with Supervisor() as supervisor, supervisor.folder("onnxrt-monitoring-time-") as folder:
+    with supervised() as supervisor, supervisor.folder("onnxrt-monitoring-time-") as folder:
         path = os.path.join(folder, "timing.json")
         program = ChildRun(("time", args.stmt), real=tuple(child_argv(args, path)))
-        try:
-            run_interleaved(
-                [program], args.processes, timeout_of(args),
-                on_run=lambda _round, _side: series.append(_read(path)),
-                supervisor=supervisor,
-            )  # fmt: skip
-        except RunFailed as e:
-            raise CommandError(f"time --processes: {e}", EXIT_ERROR) from None
+        repeat_runs("time --processes", program, args.processes, timeout_of(args), supervisor,
+                    on_run=lambda _round, _side: series.append(_read(path)))  # fmt: skip
         return series, supervisor.stopped
 
 

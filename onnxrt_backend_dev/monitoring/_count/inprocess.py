@@ -136,19 +136,19 @@ def run_session(args: Sequence[str], cwd: str) -> int:
     """
     import sys
 
-    from .._run.supervise import Supervisor
+    from .._run.program import run_child, supervised
 
     valgrind = find_valgrind()
     if client() is None:
         raise CounterError(NOT_BUILT)
     python = interpreter(sys.executable).binary
-    with Supervisor() as sup, sup.folder("onnxrt-monitoring-counted-") as folder:
+    with supervised() as sup, sup.folder("onnxrt-monitoring-counted-") as folder:
         argv = [
             valgrind, "--tool=callgrind", "--instr-atstart=no", "--dump-line=no",
             "--dump-instr=no", f"--callgrind-out-file={os.path.join(folder, 'count')}.%p",
             f"--log-file={os.path.join(folder, 'valgrind')}.%p", python, "-m", "pytest", *args,
         ]  # fmt: skip
         env = {**environment(), FOLDER_VARIABLE: folder}
-        child = sup.start(argv, cwd=cwd, env=env)
-        ended = sup.wait(child)
-        return sup.exit_code or ended.code
+        # In the terminal's job when it reads the terminal: pytest's output is the user's.
+        ended = run_child(sup, argv, show_output=True, cwd=cwd, env=env, group=None)
+        return sup.exit_code or (ended.code if ended is not None else 1)

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import BadType, BadValue, CounterError, RunFailed, Terminated
+from .._run.program import last_line, run_child, supervised
 from .._validate import check_bool, check_int
-from .valgrind import Run, check_counter, count, environment, interpreter, last_line
+from .valgrind import Run, check_counter, count, environment, interpreter
 
 # A plain loop of the statement takes about this much CPU time (20 to 40 million
 # instructions): under cachegrind about 20 times longer, beside 1.5 s of valgrind's own
@@ -41,6 +42,8 @@ TARGET_SECONDS = 0.01
 SWITCHES = 0.5
 SYSTEM = 0.2
 _TIMEOUT = 600.0
+# The start of the name of a count's temporary folder.
+_FOLDER = "onnxrt-monitoring-count-"
 
 # The child: the statement's loop, as measure_time builds it (timeit's template).
 CHILD = r"""
@@ -191,15 +194,14 @@ def _culprit(spec: Mapping[str, Any], error: Exception) -> str:
 
 def count_statement(
     statement: Statement,
-    folder: str,
     supervisor: Any,
     python: str | None = None,
     timeout: float = _TIMEOUT,
 ) -> StatementCount | None:
-    """Counts a statement's instructions per execution.
+    """Counts a statement's instructions per execution (the runs' files in a folder of
+    their own, removed afterwards).
 
     :param statement: what to count
-    :param folder: a folder of the caller's for the files of the runs
     :param supervisor: the command's ``_run.supervise.Supervisor``
     :param python: the interpreter, this one when None
     :param timeout: seconds each run may take
@@ -208,24 +210,25 @@ def count_statement(
     :raises RunFailed: the statement raised (the message holds the end of its error)
     """
     binary = interpreter(python or sys.executable).binary
-    spec = os.path.join(folder, "statement.pickle")
-    _spec(statement, spec)
-    runs = os.path.join(folder, "runs")
-    os.makedirs(runs, exist_ok=True)
-    k, unseen = statement.number, ""
-    if k is None:
-        found = _calibrate(binary, spec, supervisor, timeout)
-        if found is None:
-            return None
-        k, unseen = found
-    counts = []
-    for n in (k, 2 * k, 3 * k, 4 * k):
-        run = Run([binary, "-c", CHILD, "count", str(n), spec], what="the statement",
-                  timeout=timeout, env=environment())  # fmt: skip
-        counted = count(run, runs, supervisor)
-        if counted is None:
-            return None
-        counts.append(counted.total)
+    with supervisor.folder(_FOLDER) as folder:
+        spec = os.path.join(folder, "statement.pickle")
+        _spec(statement, spec)
+        runs = os.path.join(folder, "runs")
+        os.makedirs(runs, exist_ok=True)
+        k, unseen = statement.number, ""
+        if k is None:
+            found = _calibrate(binary, spec, supervisor, timeout)
+            if found is None:
+                return None
+            k, unseen = found
+        counts = []
+        for n in (k, 2 * k, 3 * k, 4 * k):
+            run = Run([binary, "-c", CHILD, "count", str(n), spec], what="the statement",
+                      timeout=timeout, env=environment())  # fmt: skip
+            counted = count(run, runs, supervisor)
+            if counted is None:
+                return None
+            counts.append(counted.total)
     return _figure(counts, k, unseen)
 
 
@@ -242,17 +245,11 @@ def _figure(counts: list[int], k: int, unseen: str = "") -> StatementCount:
 def _calibrate(binary: str, spec: str, supervisor: Any, timeout: float) -> tuple[int, str] | None:
     """``k`` and what the counter cannot see, from a plain run of the loop."""
     import json
-    import subprocess
 
     errors = spec + ".stderr"
-    with open(errors, "wb") as err:
-        child = supervisor.start(
-            [binary, "-c", CHILD, "calibrate", str(round(TARGET_SECONDS * 1000)), spec],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-            env=environment(), group=True,
-        )  # fmt: skip
-        ended = supervisor.wait(child, timeout)
-    if supervisor.stopped is not None:
+    argv = [binary, "-c", CHILD, "calibrate", str(round(TARGET_SECONDS * 1000)), spec]
+    ended = run_child(supervisor, argv, errors, timeout, env=environment())
+    if ended is None:
         return None
     if ended.timed_out or ended.code != 0:
         last = last_line(errors)
@@ -284,9 +281,6 @@ def _unseen(switches: float, kernel: float) -> str:
         "the counter counts the statement's own instructions, not its waiting nor the "
         "kernel's work: " + "; ".join(parts)
     )
-
-
-_FOLDER = "onnxrt-monitoring-count-"
 
 
 def _refuse(**given: Any) -> None:
@@ -333,11 +327,9 @@ def count_measure(
 
     if inprocess.active():
         return inprocess.measure(stmt, context, setup, warmup, keep_gc, executions)
-    from .._run.supervise import Supervisor
-
     statement = Statement(stmt, setup, None, context, warmup, keep_gc)
-    with Supervisor() as sup, sup.folder(_FOLDER) as folder:
-        counted = count_statement(statement, folder, sup)
+    with supervised() as sup:
+        counted = count_statement(statement, sup)
         stopped = sup.stopped
     if stopped is not None or counted is None:
         if stopped == signal.SIGINT:

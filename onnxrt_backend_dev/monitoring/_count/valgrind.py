@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import BadValue, CounterError, RunFailed
+from .._run.program import TAIL, last_line, run_child
 from . import COUNTERS
 from .callgraph import ALLOCATORS, DHAT_ARGS, read_callgrind, read_dhat, read_total
 
@@ -47,8 +48,6 @@ _PROBE_TIMEOUT = 60.0
 # allocators, whose calls are counted per function.
 _ALPHABET = string.ascii_letters + string.digits + "_.$@("
 _KEEP = ("0x", "_dl_runtime_resolve", "start_thread", "clone", *ALLOCATORS)
-# Characters of a failed run's standard error kept for its message.
-_TAIL = 300
 
 
 def check_counter(counter: str | None) -> str | None:
@@ -257,15 +256,9 @@ def _under(
     """Runs ``argv`` (valgrind and the command) to its end; False when a signal stopped
     it."""
     errors = os.path.join(folder, "stderr")
-    with open(errors, "wb") as err:
-        quiet = not run.show_output
-        child = supervisor.start(
-            argv, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL if quiet else None,
-            stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
-            group=True,
-        )  # fmt: skip
-        ended = supervisor.wait(child, run.timeout)
-    if supervisor.stopped is not None:
+    ended = run_child(supervisor, argv, errors, run.timeout, run.show_output, cwd=run.cwd,
+                      env=env)  # fmt: skip
+    if ended is None:
         return False
     _check_ended(run, ended, errors, log)
     return True
@@ -293,18 +286,6 @@ def _check_ended(run: Run, ended: Any, errors: str, log: str) -> None:
         raise RunFailed(f"{run.what} exited with {ended.code}" + (f": {tail}" if tail else ""))
 
 
-def last_line(path: str) -> str:
-    """The end of the last line of a program's standard error, for a message."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(os.path.getsize(path) - 4096, 0))
-            text = f.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-    last = text.splitlines()[-1] if text else ""
-    return last[-_TAIL:]
-
-
 def _last(pattern: str) -> str:
     """The last line of valgrind's log that says something, for a message."""
     for path in glob.glob(pattern):
@@ -312,7 +293,7 @@ def _last(pattern: str) -> str:
             lines = f.read().decode("utf-8", "replace").splitlines()
         said = [ln.split("==", 2)[-1].strip() for ln in lines if ln.strip("= 0123456789")]
         if said:
-            return ": " + said[-1][-_TAIL:]
+            return ": " + said[-1][-TAIL:]
     return ""
 
 

@@ -21,8 +21,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from .._run.program import supervised
 from .._run.signals import Signals
-from .._run.supervise import Supervisor
 from .series import SpyResult
 from .spy import MemorySpy
 
@@ -114,7 +114,7 @@ def spy_command(
         process's figures and are then left out
     :return: the measure, the exit code, the signal forwarded
     """
-    with Supervisor(grace=_INTERRUPT_GRACE) as supervisor:
+    with supervised(grace=_INTERRUPT_GRACE) as supervisor:
         child = supervisor.start(cmd, gate=True)
         floor = _own_peak()  # what the command's ru_maxrss may hold from this process
         # The spy is returned once ready: probes open, first tick taken, high-water mark

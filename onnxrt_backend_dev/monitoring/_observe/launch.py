@@ -7,12 +7,14 @@ what was measured whatever happens.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from .._run.supervise import shell_code as exit_code  # 128 + N on signal N, as a shell
 from .observer import Observer, ProcessRecord, has_user_code
-from .session import start_program
+from .session import LOCATE_TIMEOUT, opener, reopen_after_exec
 
 # How a program ended by a signal reads in a report.
 DEATHS = {
@@ -35,14 +37,16 @@ class ObservedRun(NamedTuple):
     :param rusage: its resource usage (CPU, ``ru_maxrss``)
     :param wall: seconds from its start to its end
     :param received: signals the command received meanwhile
+    :param timed_out: its timeout ended it
     """
 
     observer: Observer
-    why: str
+    why: list[str]
     status: int
     rusage: Any
     wall: float
     received: list[int]
+    timed_out: bool = False
 
     @property
     def record(self) -> ProcessRecord:
@@ -59,8 +63,13 @@ def observe_program(
     devices: Any = None,
     env: dict[str, str] | None = None,
     alloc: Any = None,
+    supervisor: Any = None,
+    timeout: float | None = None,
+    **popen: Any,
 ) -> ObservedRun:
-    """Runs ``argv`` under the observer until it ends.
+    """Runs ``argv`` under the observer until it ends: it starts under the command's
+    supervisor (its own interpreter, nothing of this tool in it), its first sample taken
+    at once.
 
     :param argv: the command line
     :param interval: seconds between samples
@@ -71,38 +80,47 @@ def observe_program(
     :param env: the program's environment (this process's by default)
     :param alloc: reads the program's allocations at each sample (an
         ``_alloc.tracker.AllocTracker``, made with the pid), None: not tracked
+    :param supervisor: the command's (``_run.program.supervised``), None for one here
+    :param timeout: seconds before the program is ended (one of repeated runs: a
+        signal then ends it at once), None to follow it to its end
+    :param popen: more of ``Supervisor.start``'s options (``stdin``, ``stdout``,
+        ``stderr``, ``cwd``, ``group``)
     :raises CommandNotFound: the command cannot start (127, 126)
     """
-    from .._run.supervise import Supervisor
+    from .._run.program import supervised
 
     start = time.monotonic()
-    with Supervisor(janitor=False) as supervisor:
-        started = start_program(argv, interval, sink, supervisor, follow, env=env,
-                                devices=devices)  # fmt: skip
-        child = started.child
+    deadline = None if timeout is None else start + timeout
+    why: list[str] = []  # why there are no stacks, filled while it runs
+    with supervised(supervisor, janitor=False) as sup:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        child = sup.start(list(argv), env=env, **popen)
+        record = ProcessRecord(child.pid, None, bytes(256), sink)
+        record.opener = opener(child.pid, LOCATE_TIMEOUT, why)
+        record.on_exec = reopen_after_exec
+        observer = Observer(record, interval, follow=follow, devices=devices)
+        if devices is not None:
+            devices.pid_source = observer.pids
+        observer.sample()  # the memory from the start, a first try at the interpreter
         if alloc is not None:
-            started.observer.root.alloc = alloc(child.pid)
+            record.alloc = alloc(child.pid)
+
+        def over() -> bool:
+            if child.poll() is not None:
+                return True
+            return deadline is not None and (sup.stopped is not None or time.monotonic() > deadline)
+
         try:
-            started.observer.run(lambda: child.poll() is not None, on_sample)
+            observer.run(over, on_sample)
+            # Still running, no signal: the deadline stopped the loop.
+            timed_out = child.exit is None and sup.stopped is None
         finally:
-            if child.exit is None:  # the command failed here: no program left running
-                child.end()
-            started.observer.close()
-        received = list(supervisor.signals.received)
-    ended = child.exit
-    why = "; ".join(started.why)
-    return ObservedRun(started.observer, why, ended.status, ended.rusage,
-                       time.monotonic() - start, received)  # fmt: skip
-
-
-def exit_code(status: int) -> int:
-    """The conventional exit code of a wait status (128 + N on signal N).
-
-    :param status: from ``wait4``
-    """
-    from .._run.supervise import shell_code
-
-    return shell_code(status)
+            ended = child.exit or child.end()  # past the timeout, a signal, a failure here
+            observer.close()
+        received = list(sup.signals.received)
+    return ObservedRun(observer, why, ended.status, ended.rusage,
+                       time.monotonic() - start, received, timed_out)  # fmt: skip
 
 
 def signal_ending(run: ObservedRun) -> tuple[int, str] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._errors import BadValue, ObserveError
@@ -204,58 +204,6 @@ def _may_become_python(pid: int) -> bool:
     except OSError:
         return False
     return not any(n.startswith(("libc.so", "libc-", "libpython")) for n in names)
-
-
-class Started(NamedTuple):
-    """A program started under the observer.
-
-    :param child: the child, supervised (see :mod:`.._run.supervise`)
-    :param observer: samples it
-    :param why: why there are no stacks, when there are none (filled while it runs)
-    """
-
-    child: Any
-    observer: Observer
-    why: list[str]
-
-
-def start_program(
-    argv: Sequence[str],
-    interval: float,
-    sink: Any,
-    supervisor: Any,
-    follow: Callable[[int], ProcessRecord | bool | None] | None = None,
-    env: dict[str, str] | None = None,
-    devices: Any = None,
-    **popen: Any,
-) -> Started:
-    """Starts ``argv`` as a child of ``supervisor`` (its own interpreter, nothing of this
-    tool in it) and its observer; the first sample is taken before this returns.
-
-    :param argv: the command line (a Python interpreter and its arguments)
-    :param interval: seconds between samples
-    :param sink: where the main process's memory ticks go
-    :param supervisor: a :class:`.._run.supervise.Supervisor`, entered
-    :param follow: makes the record of a new descendant (None: not followed)
-    :param env: the child's environment (this one's by default)
-    :param devices: device probes read in the observer's loop (opened before the start)
-    :param popen: more of ``Supervisor.start``'s options (``stdin``, ``stdout``,
-        ``stderr``, ``cwd``, ``group``)
-    :return: the child and its observer
-    :raises CommandNotFound: the command cannot start (127, 126)
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    child = supervisor.start(list(argv), env=env, **popen)
-    record = ProcessRecord(child.pid, None, bytes(256), sink)
-    why: list[str] = []
-    record.opener = opener(child.pid, LOCATE_TIMEOUT, why)
-    record.on_exec = reopen_after_exec
-    observer = Observer(record, interval, follow=follow, devices=devices)
-    if devices is not None:
-        devices.pid_source = observer.pids
-    observer.sample()  # the memory from the start, a first try at the interpreter
-    return Started(child, observer, why)
 
 
 def attach(pid: int, interval: float, sink: Any) -> tuple[Observer, Target]:

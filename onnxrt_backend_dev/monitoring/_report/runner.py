@@ -78,8 +78,8 @@ def run_recorded(
     :param spy: also run the memory spy (the curve during long C calls, devices)
     :return: the report and the exit code to return
     """
+    from .._run.program import supervised
     from .._run.signals import ending_signals
-    from .._run.supervise import Supervisor
     from .child import record
 
     # The child runs the program with the handlers it would have had without the tool
@@ -92,7 +92,7 @@ def run_recorded(
         os.close(rfd)
         return record(wfd, program, interval, root_code)
 
-    with Supervisor(janitor=False) as supervisor:
+    with supervised(janitor=False) as supervisor:
         rfd, wfd = os.pipe()
         try:
             child = supervisor.fork(in_child)
@@ -106,6 +106,7 @@ def run_fresh(
     name: str,
     interval: float = 0.005,
     probes: Sequence[str] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[Report, int]:
     """Runs a program in a fresh interpreter under the ticks and the spy (POSIX only):
     the child carries none of this process's memory, and takes its own start-up memory
@@ -116,15 +117,16 @@ def run_fresh(
     :param name: the program's name in the report
     :param interval: seconds between ticks
     :param probes: device probes, by registry name
+    :param env: the child's environment, None for this process's
     :return: the report and the exit code to return
     """
-    from .._run.supervise import Supervisor
+    from .._run.program import supervised
 
-    with Supervisor(janitor=False) as supervisor:
+    with supervised(janitor=False) as supervisor:
         rfd, wfd = os.pipe()
         try:
             # Not found and not executable are said before anything runs (127, 126).
-            child = supervisor.start(command(wfd), pass_fds=(wfd,))
+            child = supervisor.start(command(wfd), pass_fds=(wfd,), env=env)
         except BaseException:
             os.close(rfd)
             raise

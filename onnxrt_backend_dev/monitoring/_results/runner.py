@@ -12,7 +12,6 @@ comes back through a temporary folder removed afterwards (by the janitor if need
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -26,6 +25,7 @@ from typing import Any
 
 from .._errors import RunFailed, Stopped
 from .._profiling.load import read_profile_file
+from .._run.program import last_line, run_child, run_rounds, supervised
 from .._run.supervise import Supervisor
 from .._validate import check_choice, check_int, check_number
 from .payloads import (
@@ -131,10 +131,6 @@ PROFILERS = ("sampled", "cprofile")
 # change in 2 of 20 comparisons at load 1; 100 named it in 20/20.
 RUN_INTERVAL = 0.001
 OBSERVED_INTERVAL = 0.00025
-# Seconds a killed run's process group has to end after SIGTERM before SIGKILL.
-_KILL_GRACE = 1.0
-# Characters of a failed run's standard error kept for the message.
-_STDERR_TAIL = 300
 # The start of the name of the runs' temporary folder.
 _FOLDER_PREFIX = "onnxrt-monitoring-runs-"
 
@@ -248,23 +244,6 @@ class Runs:
     stopped: int | None = None
 
 
-def _supervised(supervisor: Supervisor | None) -> contextlib.AbstractContextManager[Supervisor]:
-    """The caller's supervisor, or one for the time of the runs."""
-    if supervisor is not None:
-        return contextlib.nullcontext(supervisor)
-    return Supervisor(grace=_KILL_GRACE)
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-    last = text.splitlines()[-1] if text else ""
-    return last[-_STDERR_TAIL:]
-
-
 @dataclass(frozen=True)
 class ChildRun(Program):
     """One of the tool's own commands run in a child process (``run --repeat``, ``time
@@ -302,23 +281,15 @@ def run_once(
     """
     out = os.path.join(folder, "run")  # the folder is emptied after each run
     errors = out + ".stderr"
-    with _supervised(supervisor) as sup:
+    with supervised(supervisor) as sup:
         if sup.stopped is not None:
             return None
         if observed(program):
             return _observed_run(program, errors, timeout, sup, show_output)
         start = time.perf_counter()
-        with open(errors, "wb") as err:
-            child = sup.start(
-                program.argv(out, timer),
-                stdin=None if show_output else subprocess.DEVNULL,
-                stdout=None if show_output else subprocess.DEVNULL,
-                stderr=None if show_output else err,
-                group=True,
-            )
-            ended = sup.wait(child, timeout)
+        ended = run_child(sup, program.argv(out, timer), errors, timeout, show_output)
         wall = time.perf_counter() - start
-        if sup.stopped is not None:
+        if ended is None:
             return None  # cut short by the signal: not a run
     _check_ended(program, ended, errors, timeout)
     if not program.profiled:
@@ -366,7 +337,8 @@ def _observed_run(
     program, the line inside a C call right, at the interval asked (the in-process
     sampler's CPU timer ticks once per kernel tick, 4 ms here)."""
     from .._observe.build import to_profile
-    from .._observe.session import start_program
+    from .._observe.launch import observe_program
+    from .._run.supervise import Exit
     from .._sampling.aggregate import Aggregator
     from .payloads import sampled_data
 
@@ -374,38 +346,19 @@ def _observed_run(
     target = ["-m", program.target] if program.how == "module" else [program.target]
     agg = Aggregator()
     interval = program.interval or OBSERVED_INTERVAL
-    deadline = time.monotonic() + timeout
-    start = time.perf_counter()
     with open(errors, "wb") as err:
-        quiet = not show_output
-        started = start_program(
-            [*head, *target, *program.args], interval, agg, sup, group=True,
-            stdin=subprocess.DEVNULL if quiet else None,
-            stdout=subprocess.DEVNULL if quiet else None, stderr=err if quiet else None,
+        quiet = subprocess.DEVNULL if not show_output else None
+        run = observe_program(
+            [*head, *target, *program.args], interval, agg, supervisor=sup, timeout=timeout,
+            group=True, stdin=quiet, stdout=quiet, stderr=err if quiet else None,
         )  # fmt: skip
-        child = started.child
-        try:
-            started.observer.run(
-                lambda: (
-                    sup.stopped is not None
-                    or child.poll() is not None
-                    or time.monotonic() > deadline
-                )
-            )
-            # Still running, no signal: the deadline stopped the loop.
-            timed_out = child.exit is None and sup.stopped is None
-        finally:
-            ended = child.exit or child.end()  # past the timeout, a signal, a failure here
-            started.observer.close()
-    wall = time.perf_counter() - start
     if sup.stopped is not None:
         return None  # cut short by the signal: not a run
-    _check_ended(program, ended._replace(timed_out=timed_out), errors, timeout)
-    usage = ended.rusage
+    _check_ended(program, Exit(run.status, run.rusage, run.timed_out), errors, timeout)
+    usage = run.rusage
     cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
-    observer = started.observer
-    profile = to_profile(observer.root, interval, wall, os.path.basename(program.target),
-                         list(started.why), cpu, observer.samples)  # fmt: skip
+    profile = to_profile(run.record, interval, run.wall, os.path.basename(program.target),
+                         run.why, cpu, run.observer.samples)  # fmt: skip
     main = None
     if program.how == "path":
         # The script's code is named by its absolute path (Python >= 3.9): named back as
@@ -421,7 +374,7 @@ def _observed_run(
     # mark; the child's ru_maxrss may be this command's, copied by the fork.
     begin = agg.first_rss if agg.n else None
     peak = max(agg.last_hwm, agg.peak) if agg.n else None
-    return Run(wall, None, begin, peak or None, sampled_data([profile], main=main))
+    return Run(run.wall, None, begin, peak or None, sampled_data([profile], main=main))
 
 
 def _program_only(profile: Any, main: str | None) -> None:
@@ -453,7 +406,7 @@ def _check_ended(program: Program, ended: Any, errors: str, timeout: float) -> N
     if ended.timed_out:
         raise RunFailed(f"{shlex.join(program.command)} ran past its timeout of {timeout:g} s")
     if ended.code != 0:
-        tail = _tail(errors)
+        tail = last_line(errors)
         raise RunFailed(
             f"{shlex.join(program.command)} exited with {ended.code}"
             + (f": {tail}" if tail else "")
@@ -533,21 +486,18 @@ def run_interleaved(
     if max_time is not None:
         check_number("max_time", max_time, above=0)
     runs = Runs([[] for _ in programs])
-    start = time.monotonic()
-    with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
-        for r in range(repeat):
-            if max_time is not None and r >= 2 and time.monotonic() - start >= max_time:
-                break
-            for i, program in enumerate(programs):
-                run = run_once(program, folder, timeout, timer, sup, show_output)
-                for name in os.listdir(folder):  # one run's files at a time on disk
-                    os.remove(os.path.join(folder, name))
-                if run is None:
-                    runs.stopped = sup.stopped
-                    return runs
+    with supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
+
+        def run_one(_round: int, i: int) -> bool:
+            run = run_once(programs[i], folder, timeout, timer, sup, show_output)
+            for name in os.listdir(folder):  # one run's files at a time on disk
+                os.remove(os.path.join(folder, name))
+            if run is not None:
                 runs.runs[i].append(run)
-                if on_run is not None:
-                    on_run(r, i)
+            return run is not None
+
+        if not run_rounds(run_one, repeat, len(programs), max_time, on_run):
+            runs.stopped = sup.stopped
     return runs
 
 
@@ -761,7 +711,7 @@ def _count_both(
     from .store import make_result
 
     docs: list[Any] = [None, None]
-    with _supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
+    with supervised(supervisor) as sup, sup.folder(_FOLDER_PREFIX) as folder:
         for i, program in enumerate(programs):
             counted = count_program(program, folder, sup, timeout, count_bytes=count_bytes)
             if counted is None:

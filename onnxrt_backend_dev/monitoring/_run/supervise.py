@@ -42,7 +42,6 @@ __all__ = [
     "Exit",
     "Supervisor",
     "check_command",
-    "die_with_parent",
     "shell_code",
 ]
 
@@ -120,20 +119,6 @@ def _prctl() -> Callable[..., int] | None:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
-
-
-def die_with_parent(parent: int, prctl: Callable[..., int] | None = None) -> None:
-    """In a forked child: be killed (SIGKILL) when the process that forked it dies
-    (Linux; kept across ``exec``). A parent already gone kills the child at once.
-
-    :param parent: the parent's pid, read before the fork
-    :param prctl: libc's ``prctl`` looked up before the fork, None to look it up here
-    """
-    call = prctl if prctl is not None else _prctl()
-    if call is not None:
-        call(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    if os.getppid() != parent:  # died before the death signal was armed
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _in_terminal_job(stdin: Any) -> bool:
@@ -570,12 +555,16 @@ def _child_setup(
     slot: int | None = None,
 ) -> None:
     """Run in a forked child (by ``subprocess`` before ``exec``, or before the function
-    of :meth:`Supervisor.fork`): its own group, and death with its parent. Nothing is
-    imported or looked up here (a fork of a process with threads must not take a lock
-    another thread held)."""
+    of :meth:`Supervisor.fork`): its own group, and death with its parent (SIGKILL, kept
+    across ``exec``; a parent already gone kills it at once). Nothing is imported or
+    looked up here (a fork of a process with threads must not take a lock another thread
+    held): ``prctl`` is libc's, looked up before the fork."""
     if group:
         os.setpgid(0, 0)
-    die_with_parent(parent, prctl)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent:  # died before the death signal was armed
+        os.kill(os.getpid(), signal.SIGKILL)
     if gate is not None and slot is not None and slot != gate:
         os.dup2(gate, slot)  # the gate where the shell can name it
 
