@@ -112,9 +112,12 @@ def _row_by_row(root: ProfileNode, opts: dict[str, Any], **text: Any) -> str:
     """The text of the row-by-row renderer, the reference the segments must match."""
     opts = dict(opts)
     filter_node, sort_key = opts.pop("filter_node", None), opts.pop("sort_key", SortKey.LINE)
-    rows = TreeRows(root, filter_node, sort_key, ViewOptions(**opts))
+    view = ViewOptions(**opts)
+    rows = TreeRows(root, filter_node, sort_key, view)
+    # A second walk of the same view, as segments_again gives the segments.
+    again = lambda: TreeRows(root, filter_node, sort_key, view).raw()  # noqa: E731
     return render_forest_text(
-        rows.raw(), max_count=rows.max_count, total=rows.total, rows_again=rows.raw_again, **text
+        rows.raw(), max_count=rows.max_count, total=rows.total, rows_again=again, **text
     )
 
 

@@ -226,11 +226,6 @@ class TreeRows:
         self.seen = set()
         return self.segments()
 
-    def raw_again(self) -> Iterator[RawRow]:
-        """The raw rows once more, as :meth:`segments_again`."""
-        self.seen = set()
-        return self.raw()
-
     def __iter__(self) -> Iterator[Row]:
         inv_total = 1.0 / self.total if self.total > 0 else 0.0
         new = tuple.__new__
