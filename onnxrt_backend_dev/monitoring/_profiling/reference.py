@@ -21,7 +21,7 @@ from .._format import one_line
 from .._gc import gc_paused
 from .filters import ViewOptions, call_dict
 from .model import FilterNode, ProfileNode
-from .view_reference import Row, Segment, TreeRows, tree_rows
+from .view_reference import Segment, TreeRows
 
 
 def as_dict(
@@ -32,8 +32,7 @@ def as_dict(
 ) -> list[dict[str, Any]]:
     """See :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`."""
     with gc_paused():
-        rows = tree_rows(node, filter_node, sort_key, ViewOptions(**options))
-        return [row_as_dict(r) for r in rows]
+        return row_dicts(TreeRows(node, filter_node, sort_key, ViewOptions(**options)))
 
 
 def to_text(
@@ -72,38 +71,46 @@ def to_json(
     opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
     max_indent = kwargs.pop("max_indent", 30)
     with gc_paused():
-        rows = tree_rows(node, filter_node, sort_key, ViewOptions(**opts))
+        rows = row_dicts(TreeRows(node, filter_node, sort_key, ViewOptions(**opts)))
         return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
 
 
-def row_as_dict(r: Row) -> dict[str, Any]:
-    """One row as the reference's dictionary, plus ``share`` (and ``more='+'`` for a
-    reference)."""
-    d = call_dict(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall))
-    d["share"] = r.share
-    if r.ref:
-        d["more"] = "+"
-    return d
+def row_dicts(view: TreeRows) -> list[dict[str, Any]]:
+    """The rows of a view as the reference's dictionaries, plus ``share`` of the total
+    (and ``more='+'`` for a reference).
+
+    :param view: the rows' walk
+    :return: one dictionary per row, depth first
+    """
+    inv_total = 1.0 / view.total if view.total > 0 else 0.0
+    rows = []
+    for node, depth, el, ref in view.raw():
+        d = call_dict(node, depth, el)
+        d["share"] = el[3] * inv_total
+        if ref:
+            d["more"] = "+"
+        rows.append(d)
+    return rows
 
 
-def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
+def nest_rows(rows: Sequence[dict[str, Any]], max_indent: int = 30) -> tuple[dict[str, Any], int]:
     """Nests rows as ``{name: {"details": {...}, "calls": {...}}}``, rows deeper than
     ``max_indent`` attached at that level (``details["indent"]`` keeps their depth) so
     that any JSON parser reads the nesting.
 
-    :param rows: rows in depth-first order
+    :param rows: rows of :func:`row_dicts`
     :param max_indent: deepest nesting level
     :return: the nested dictionary and the number of folded rows
     """
     if max_indent < 1:
         raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
-    width = len(str(max((abs(int(r.nc1)) for r in rows), default=0)))
+    width = len(str(max((abs(int(r["nc1"])) for r in rows), default=0)))
     top: dict[str, Any] = {}
     # containers[i] is the "calls" dictionary receiving rows of level i.
     containers: list[dict[str, Any]] = [top]
     folded = 0
     for r in rows:
-        level = r.indent
+        level = r["indent"]
         if level > max_indent:
             folded += 1
             level = max_indent
@@ -111,13 +118,13 @@ def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any]
         del containers[level + 1 :]
         target = containers[level]
         sep = ":::" if level == 0 else ":"
-        name = f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
+        name = f"{int(r['nc1']):<{width}d}-{r['tall']:1.5f}{sep}{r['fct']}"
         if name in target:
             # Numbered by the container's size, then past any function named so.
             base, n = name, len(target)
             while name in target:
                 name, n = f"{base}#{n}", n + 1
-        item: dict[str, Any] = {"details": row_as_dict(r)}
+        item: dict[str, Any] = {"details": r}
         target[name] = item
         calls: dict[str, Any] = {}
         item["calls"] = calls
@@ -137,11 +144,11 @@ def _drop_empty_calls(top: dict[str, Any]) -> None:
 
 
 def render_json(
-    rows: Sequence[Row], as_str: bool = True, max_indent: int = 30, **kwargs: Any
+    rows: Sequence[dict[str, Any]], as_str: bool = True, max_indent: int = 30, **kwargs: Any
 ) -> str | dict[str, Any]:
     """Renders rows as ``{"profile": nested}``.
 
-    :param rows: rows in depth-first order
+    :param rows: rows of :func:`row_dicts`
     :param as_str: return a string (:func:`json.dumps` with ``kwargs``) or the dictionary
     :param max_indent: deepest nesting level, see :func:`nest_rows`
     :param kwargs: given to :func:`json.dumps`
