@@ -28,8 +28,7 @@ from ._profiling.run import (
     profile2graph,
 )
 from ._profiling.view_paths import PathLimits, render_collapsed, render_speedscope
-from ._profiling.view_tree import CallTree, build_tree
-from ._profiling.view_tree import hot_paths as _hot_paths
+from ._profiling.view_tree import CallTree, build_tree, hot_path_leaves
 from ._report.sampling import Sampling, sample, sampling
 from ._sampling.result import SamplingResult
 
@@ -151,8 +150,8 @@ def hot_paths(graph: Any, count: int = 5, builtins: bool = False) -> list[list[s
     :param builtins: keep the built-in functions in the paths
     :return: the paths
     """
-    tree = graph if isinstance(graph, CallTree) else as_root(graph)
-    return _hot_paths(tree, count=count, builtins=builtins)
+    tree = graph if isinstance(graph, CallTree) else build_tree(as_root(graph))
+    return [names for names, _ in hot_path_leaves(tree, count, builtins)]
 
 
 def export(graph: Any, fmt: str = "text", **options: Any) -> str:

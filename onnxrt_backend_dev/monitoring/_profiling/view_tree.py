@@ -387,34 +387,19 @@ def build_tree(
     return CallTree(items, total, fold_share, expander.capped, order)
 
 
-def hot_paths(
-    tree: CallTree | ProfileNode, count: int = 5, builtins: bool = False
-) -> list[list[str]]:
+def hot_path_leaves(
+    tree: CallTree, count: int = 5, builtins: bool = False
+) -> list[tuple[list[str], int]]:
     """The top root-to-leaf paths of the call tree, by time: the first follows the
     hottest child at each step, the next ones branch off the previous ones as deep as
     possible. Built-ins are left out unless asked for, a function repeated in a row is
     written once, and paths that read the same are given once.
 
-    :param tree: a call tree, or the root of a graph (built with the defaults)
-    :param count: paths returned at most
-    :param builtins: keep the built-ins (``~`` frames)
-    :return: the paths, each a list of function names from the root
-    """
-    if isinstance(tree, ProfileNode):
-        tree = build_tree(tree)
-    return [names for names, _ in hot_path_leaves(tree, count, builtins)]
-
-
-def hot_path_leaves(
-    tree: CallTree, count: int = 5, builtins: bool = False
-) -> list[tuple[list[str], int]]:
-    """The paths of :func:`hot_paths` with the index of their last row in
-    ``tree.items`` (its ``time`` and its parents give the path's figures).
-
     :param tree: a call tree
     :param count: paths returned at most
     :param builtins: keep the built-ins (``~`` frames)
-    :return: ``(names, row index)`` for each path
+    :return: ``(names, index of the path's last row in tree.items)`` for each path (that
+        row's ``time`` and its parents give the path's figures)
     """
     if count < 1:
         raise BadValue(f"count must be >= 1, got {count!r}")
