@@ -72,17 +72,14 @@ def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> s
     """The graph as text.
 
     :param root: the graph
-    :param view: ``reference`` (:func:`.reference.to_text`) or ``tree``
-        (:func:`render_tree_text`)
+    :param view: ``reference`` (:meth:`ProfileNode.to_text <.model.ProfileNode.to_text>`)
+        or ``tree`` (:func:`render_tree_text`)
     :param options: given to the view's renderer
     :return: text
     """
     if check_view(view) == "tree":
         return render_tree_text(root, **options)
-    # Imported when its view is asked for: a format costs only its own renderer.
-    from .reference import to_text
-
-    return to_text(root, **options)
+    return root.to_text(**options)
 
 
 def export_html(

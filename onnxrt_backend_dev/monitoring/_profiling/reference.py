@@ -13,7 +13,6 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter, mod
-from pstats import SortKey
 from typing import Any
 
 from .._errors import BadValue
@@ -25,23 +24,31 @@ from .view_reference import Segment, TreeRows
 
 
 def as_dict(
-    node: ProfileNode,
-    filter_node: FilterNode | None = None,
-    sort_key: Any = SortKey.LINE,
-    **options: Any,
+    node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, **options: Any
 ) -> list[dict[str, Any]]:
-    """See :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`."""
+    """See :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`: the rows as the
+    reference's dictionaries, plus ``share`` of the total (and ``more='+'`` for a
+    reference)."""
+    rows = []
     with gc_paused():
-        return row_dicts(TreeRows(node, filter_node, sort_key, ViewOptions(**options)))
+        view = TreeRows(node, filter_node, sort_key, ViewOptions(**options))
+        inv_total = 1.0 / view.total if view.total > 0 else 0.0
+        for row, depth, el, ref in view.raw():
+            d = call_dict(row, depth, el)
+            d["share"] = el[3] * inv_total
+            if ref:
+                d["more"] = "+"
+            rows.append(d)
+    return rows
 
 
 def to_text(
     node: ProfileNode,
-    filter_node: FilterNode | None = None,
-    sort_key: Any = SortKey.LINE,
-    fct_width: int = 60,
-    show_share: bool = False,
-    max_indent: int = 30,
+    filter_node: FilterNode | None,
+    sort_key: Any,
+    fct_width: int,
+    show_share: bool,
+    max_indent: int,
     **options: Any,
 ) -> str:
     """See :meth:`ProfileNode.to_text <.model.ProfileNode.to_text>`."""
@@ -61,36 +68,14 @@ def to_text(
 
 
 def to_json(
-    node: ProfileNode,
-    filter_node: FilterNode | None = None,
-    sort_key: Any = SortKey.LINE,
-    as_str: bool = True,
-    **kwargs: Any,
+    node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, as_str: bool, **kwargs: Any
 ) -> str | dict[str, Any]:
     """See :meth:`ProfileNode.to_json <.model.ProfileNode.to_json>`."""
     opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
     max_indent = kwargs.pop("max_indent", 30)
     with gc_paused():
-        rows = row_dicts(TreeRows(node, filter_node, sort_key, ViewOptions(**opts)))
+        rows = as_dict(node, filter_node, sort_key, **opts)
         return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
-
-
-def row_dicts(view: TreeRows) -> list[dict[str, Any]]:
-    """The rows of a view as the reference's dictionaries, plus ``share`` of the total
-    (and ``more='+'`` for a reference).
-
-    :param view: the rows' walk
-    :return: one dictionary per row, depth first
-    """
-    inv_total = 1.0 / view.total if view.total > 0 else 0.0
-    rows = []
-    for node, depth, el, ref in view.raw():
-        d = call_dict(node, depth, el)
-        d["share"] = el[3] * inv_total
-        if ref:
-            d["more"] = "+"
-        rows.append(d)
-    return rows
 
 
 def nest_rows(rows: Sequence[dict[str, Any]], max_indent: int = 30) -> tuple[dict[str, Any], int]:
@@ -98,7 +83,7 @@ def nest_rows(rows: Sequence[dict[str, Any]], max_indent: int = 30) -> tuple[dic
     ``max_indent`` attached at that level (``details["indent"]`` keeps their depth) so
     that any JSON parser reads the nesting.
 
-    :param rows: rows of :func:`row_dicts`
+    :param rows: rows of :func:`as_dict`
     :param max_indent: deepest nesting level
     :return: the nested dictionary and the number of folded rows
     """
@@ -148,7 +133,7 @@ def render_json(
 ) -> str | dict[str, Any]:
     """Renders rows as ``{"profile": nested}``.
 
-    :param rows: rows of :func:`row_dicts`
+    :param rows: rows of :func:`as_dict`
     :param as_str: return a string (:func:`json.dumps` with ``kwargs``) or the dictionary
     :param max_indent: deepest nesting level, see :func:`nest_rows`
     :param kwargs: given to :func:`json.dumps`
