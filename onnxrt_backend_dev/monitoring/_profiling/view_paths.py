@@ -1,7 +1,8 @@
 """The call paths view: the graph expanded into the paths of a flame graph, and its
-renderers: collapsed stacks (``a;b;c N``: the input of flamegraph.pl and most flame graph
-tools) or a speedscope document (each path with own time a sample weighing that time in
-seconds)."""
+renderers (the library's ``to_collapsed`` and ``to_speedscope``, :mod:`..profiling`
+exports them): collapsed stacks (``a;b;c N``: the input of flamegraph.pl and most flame
+graph tools) or a speedscope document (each path with own time a sample weighing that
+time in seconds)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .._stacks.export import to_collapsed, to_speedscope
+from .._stacks import export as stacks_export
 from .._stacks.frames import StackFrame
 from .._validate import check_number
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import ProfileNode, reachable_nodes
+from .run import as_root
 
 
 class PathItem(NamedTuple):
@@ -179,29 +181,33 @@ def path_samples(
     return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))
 
 
-def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> str:
-    """Renders the call paths of a graph as collapsed stacks, one line per path with own
-    time, its count in ``unit`` seconds (paths rounding to 0 are left out).
+def to_collapsed(graph: Any, unit: float = 1e-6, **options: Any) -> str:
+    """Exports a profile as collapsed stacks (``a;b;c N``, N in ``unit`` seconds): one
+    line per call path with own time (paths rounding to 0 are left out).
 
-    :param root: the node to start from
-    :param unit: seconds per count
-    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and
-        ``limits`` (:class:`PathLimits`)
-    :return: text
+    :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
+    :param unit: seconds per count (microseconds by default)
+    :param options: filters (see :class:`ViewOptions`) and ``limits``
+        (:class:`PathLimits`)
+    :return: text, one line per stack
     """
+    root = as_root(graph)
     check_number("unit", unit, above=0)  # also refuses NaN and infinity (counts of 0)
-    return to_collapsed(path_samples(root, options), unit)
+    return stacks_export.to_collapsed(path_samples(root, options), unit)
 
 
-def render_speedscope(
-    root: ProfileNode, name: str = "profile", as_str: bool = True, **options: Any
+def to_speedscope(
+    graph: Any, name: str = "profile", as_str: bool = True, **options: Any
 ) -> str | dict[str, Any]:
-    """Renders the call paths of a graph as a speedscope document.
+    """Exports a profile as a speedscope document (weights in seconds): each call path
+    with own time a sample weighing that time.
 
-    :param root: the node to start from
-    :param name: the profile's name
+    :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
+    :param name: name of the profile
     :param as_str: return JSON text or the dictionary
-    :param options: filters and ``limits``, as :func:`render_collapsed`'s
+    :param options: filters (see :class:`ViewOptions`) and ``limits``
+        (:class:`PathLimits`)
     :return: JSON text or dictionary
     """
-    return to_speedscope(path_samples(root, options), name, "seconds", as_str)
+    samples = path_samples(as_root(graph), options)
+    return stacks_export.to_speedscope(samples, name, "seconds", as_str)
