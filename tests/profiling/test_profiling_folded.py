@@ -18,7 +18,7 @@ from test_profiling import FakeStats, chain_stats
 
 from onnxrt_backend_dev.monitoring._profiling import view_folded
 from onnxrt_backend_dev.monitoring._profiling.view_folded import FoldedView, folded_profile
-from onnxrt_backend_dev.monitoring._profiling.view_tree import build_tree
+from onnxrt_backend_dev.monitoring._profiling.view_tree import call_tree
 from onnxrt_backend_dev.monitoring._sampling.model import CPROFILE
 from onnxrt_backend_dev.monitoring._sampling.view import build_tree as fold_tree
 from onnxrt_backend_dev.monitoring.profiling import profile2graph, to_html, to_tree_text
@@ -139,7 +139,7 @@ def test_the_paths_of_random_graphs_add_up(seed: int) -> None:
 
     root, _ = profile2graph(random_stats(seed))
     view = folded_profile(root)
-    total = build_tree(root, fold_share=view_folded.FLOOR_SHARE).total
+    total = call_tree(root, fold_share=view_folded.FLOOR_SHARE).total
     # THEN the stacks keep the tree's total, no stack is empty or deeper than the bound
     stacks = list(folded_stacks(view))
     assert sum(s for _, s in stacks) == pytest.approx(total, rel=1e-9)

@@ -29,6 +29,7 @@ from .._validate import check_callable
 from .choices import FOLD_SHARE
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import FilterNode, ProfileNode, reachable_nodes, virtual_node
+from .run import as_root
 from .sorting import sort_name
 
 #: The share of its parent's time an entry point holds at least (see entry_point).
@@ -318,27 +319,30 @@ def tree_options(
     return ViewOptions(**options)
 
 
-def build_tree(
-    root: ProfileNode,
+def call_tree(
+    graph: Any,
     fold_share: float = FOLD_SHARE,
     filter_node: FilterNode | None = None,
     sort_key: Any = SortKey.CUMULATIVE,
     max_rows: int = MAX_ROWS,
     **options: Any,
 ) -> CallTree:
-    """Expands the graph into the call tree rooted at the program's entry point.
+    """The call tree rooted at the program's entry point, as rows before the fold of
+    :func:`to_tree_text`: one row per caller -> callee edge on each path.
 
-    :param root: the root of the graph (see :func:`entry_point`), or any node
+    :param graph: a :class:`ProfileNode` (the root of its graph, or any node) or what
+        :func:`profile2graph` accepts
     :param fold_share: children below this share of the root's time are folded into
         one ``N more`` row per parent (0 shows them all)
     :param filter_node: leaves out the nodes for which it returns False (None keeps all)
     :param sort_key: order of children: ``cumulative`` (hottest first), ``time`` (own
         time) or ``line``
     :param max_rows: rows kept at most, the rest folded
-    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`
-        (``min_share`` folds as ``fold_share`` does)
-    :return: the tree
+    :param options: filters, see :class:`ViewOptions` (``min_share`` folds as
+        ``fold_share`` does)
+    :return: the tree: ``items`` in depth-first order, ``total``
     """
+    root = as_root(graph)
     takes = "fold_share, filter_node, sort_key, max_rows"
     view = tree_options(options, fold_share, filter_node, max_rows, takes)
     order = sort_name(sort_key)
