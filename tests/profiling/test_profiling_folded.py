@@ -1,5 +1,5 @@
 """The folded call tree of a cProfile graph (``_profiling/view_folded.py``, drawn by
-``by_view.py``'s ``to_tree_text`` and ``render_tree_html``): the graph's call paths handed to
+``by_view.py``'s ``to_tree_text`` and ``to_html``): the graph's call paths handed to
 the sampled profile's fold, so that ``profile --cprofile`` and the sampled ``profile``
 show one tree."""
 

@@ -55,28 +55,6 @@ def to_tree_text(
     return to_text(folded.profile, guides=guides, hot=False, max_indent=max_indent, **opts)
 
 
-def render_tree_html(
-    root: ProfileNode,
-    title: str = "Call tree",
-    program: str | None = None,
-    **options: Any,
-) -> str:
-    """The folded call tree of a graph as an HTML page.
-
-    :param root: the root of the graph
-    :param title: the page's title; left to its default, the header line (naming the
-        program, the total and cProfile)
-    :param program: the program's name for the header
-    :param options: see :func:`folded_view <.view_folded.folded_view>`
-    :return: the page
-    """
-    from .._sampling.render_html import to_html as page
-    from .view_folded import folded_view
-
-    folded, opts = folded_view(root, program, **options)
-    return page(folded.profile, title=None if title == "Call tree" else title, **opts)
-
-
 def export_text(root: ProfileNode, view: str = "reference", **options: Any) -> str:
     """The graph as text.
 
@@ -112,11 +90,16 @@ def to_html(
     """
     root = as_root(graph)
     check_str("title", title)
-    render: Callable[..., str] = render_tree_html
-    if check_view(view) == "reference":
-        from .render_forest_html import render_forest_html
-
-        render = render_forest_html
+    reference = check_view(view) == "reference"
     # Hundreds of thousands of rows that all survive: no collection while they are built.
     with gc_paused():
-        return render(root, title=title, filter_node=filter_node, sort_key=sort_key, **options)
+        if reference:
+            from .render_forest_html import render_forest_html
+
+            return render_forest_html(root, title, filter_node, sort_key, **options)
+        from .._sampling.render_html import to_html as page
+        from .view_folded import folded_view
+
+        folded, opts = folded_view(root, filter_node=filter_node, sort_key=sort_key, **options)
+        # Left to its default, the title is the header line (the program, the total, cProfile).
+        return page(folded.profile, title=None if title == "Call tree" else title, **opts)
