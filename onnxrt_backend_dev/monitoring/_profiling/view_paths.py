@@ -43,41 +43,46 @@ class PathLimits:
     min_fraction: float = 1e-6
 
 
-def expand_paths(
-    start: ProfileNode,
-    options: ViewOptions | None = None,
-    limits: PathLimits | None = None,
-) -> list[PathItem]:
-    """Expands the graph into call paths, depth first and iteratively.
+def path_samples(
+    start: ProfileNode, options: dict[str, Any]
+) -> Iterator[tuple[list[StackFrame], float]]:
+    """The graph expanded into call paths, depth first and iteratively, each path with
+    own time as the stack exporters take it.
 
     A callee's time under a path is its edge time scaled by the share of its caller's
     time the path holds (cProfile keeps one level of callers), never more than its
     caller's. A function already on the path is not entered again: its time stays in
     the caller's own time, as does anything the limits or filters cut, so the own times
-    sum to the total of the top-level items.
+    sum to the total of the top-level paths.
 
     :param start: the node to start from (a virtual root expands its entries)
-    :param options: filters (``hide_stdlib`` folds library frames into their caller)
-    :param limits: bounds
-    :return: items in depth-first order, parents before children
+    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`: ``hide_stdlib``
+        folds library frames into their caller) and ``limits`` (:class:`PathLimits`)
+    :return: per path, its frames from the top and its own time in seconds
     """
-    options = options or ViewOptions()
-    limits = limits or PathLimits()
+    view = dict(options)
+    limits = view.pop("limits", None) or PathLimits()
+    filters = ViewOptions(**view)
     reachable = reachable_nodes(start)
-    focused = focus_starts(options, reachable)
+    focused = focus_starts(filters, reachable)
     if focused is not None:
         tops = outermost(focused)  # a match called by another is in its paths already
     elif start.virtual:
         tops = list(start.calls_to)
     else:
         tops = [start]
-    stage = FilterStage(options, reachable, sum(n.tall for n in tops), None, limits.min_fraction)
+    stage = FilterStage(filters, reachable, sum(n.tall for n in tops), None, limits.min_fraction)
     expander = _PathExpander(stage, limits)
     for top in tops:
         expander.expand(top)
     if stage.hide_stdlib:
         expander.fold_library()
-    return expander.items
+    items = expander.items  # parents before children
+    stacks: list[list[StackFrame]] = []
+    for item in items:
+        frame = StackFrame(item.node.func_name, item.node.filename, item.node.line)
+        stacks.append([*(stacks[item.parent] if item.parent >= 0 else []), frame])
+    return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))
 
 
 class _PathExpander:
@@ -159,26 +164,6 @@ class _PathExpander:
             new_index.append(len(kept))
             kept.append(item._replace(parent=parent, depth=depth))
         self.items = kept
-
-
-def path_samples(
-    root: ProfileNode, options: dict[str, Any]
-) -> Iterator[tuple[list[StackFrame], float]]:
-    """The call paths with own time as the stack exporters take them.
-
-    :param root: the node to start from
-    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and ``limits``
-        (:class:`PathLimits`)
-    :return: per path, its frames from the top and its own time in seconds
-    """
-    view = dict(options)
-    limits = view.pop("limits", None)
-    items = expand_paths(root, ViewOptions(**view), limits)
-    stacks: list[list[StackFrame]] = []
-    for item in items:  # parents before children
-        frame = StackFrame(item.node.func_name, item.node.filename, item.node.line)
-        stacks.append([*(stacks[item.parent] if item.parent >= 0 else []), frame])
-    return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))
 
 
 def to_collapsed(graph: Any, unit: float = 1e-6, **options: Any) -> str:
