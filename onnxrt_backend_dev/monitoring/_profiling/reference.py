@@ -1,7 +1,7 @@
 """The reference's renderings of a graph: :meth:`ProfileNode.as_dict
 <.model.ProfileNode.as_dict>`, ``to_text`` (the forest as text, in the reference's
 format: :func:`render_segments_text`) and ``to_json`` (the rows nested:
-:func:`render_json`), as functions of the node.
+:func:`nest_rows`), as functions of the node.
 
 The model reaches this module through the package's ``reference_rendering`` on first
 use, so importing the model imports no renderer.
@@ -70,12 +70,23 @@ def to_text(
 def to_json(
     node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, as_str: bool, **kwargs: Any
 ) -> str | dict[str, Any]:
-    """See :meth:`ProfileNode.to_json <.model.ProfileNode.to_json>`."""
+    """See :meth:`ProfileNode.to_json <.model.ProfileNode.to_json>`: ``{"profile":
+    nested}`` (:func:`nest_rows`), the rest of ``kwargs`` given to :func:`json.dumps`."""
     opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
     max_indent = kwargs.pop("max_indent", 30)
     with gc_paused():
-        rows = as_dict(node, filter_node, sort_key, **opts)
-        return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
+        nested, folded = nest_rows(as_dict(node, filter_node, sort_key, **opts), max_indent)
+        doc: dict[str, Any] = {"profile": nested}
+        if folded:
+            doc["folded"] = (
+                f"{folded} rows deeper than {max_indent} levels are attached at level "
+                f"{max_indent}; details.indent keeps their depth"
+            )
+        if not as_str:
+            return doc
+        # JSON has no NaN or Infinity token: refuse them rather than write invalid JSON.
+        kwargs.setdefault("allow_nan", False)
+        return json.dumps(doc, **kwargs)
 
 
 def nest_rows(rows: Sequence[dict[str, Any]], max_indent: int = 30) -> tuple[dict[str, Any], int]:
@@ -126,31 +137,6 @@ def _drop_empty_calls(top: dict[str, Any]) -> None:
                 stack.append(item["calls"])
             else:
                 del item["calls"]
-
-
-def render_json(
-    rows: Sequence[dict[str, Any]], as_str: bool = True, max_indent: int = 30, **kwargs: Any
-) -> str | dict[str, Any]:
-    """Renders rows as ``{"profile": nested}``.
-
-    :param rows: rows of :func:`as_dict`
-    :param as_str: return a string (:func:`json.dumps` with ``kwargs``) or the dictionary
-    :param max_indent: deepest nesting level, see :func:`nest_rows`
-    :param kwargs: given to :func:`json.dumps`
-    :return: JSON text or dictionary
-    """
-    nested, folded = nest_rows(rows, max_indent=max_indent)
-    doc: dict[str, Any] = {"profile": nested}
-    if folded:
-        doc["folded"] = (
-            f"{folded} rows deeper than {max_indent} levels are attached at level "
-            f"{max_indent}; details.indent keeps their depth"
-        )
-    if as_str:
-        # JSON has no NaN or Infinity token: refuse them rather than write invalid JSON.
-        kwargs.setdefault("allow_nan", False)
-        return json.dumps(doc, **kwargs)
-    return doc
 
 
 def align_text(text: str, size: int) -> str:
