@@ -33,8 +33,8 @@ def as_dict(
     with gc_paused():
         view = TreeRows(node, filter_node, sort_key, ViewOptions(**options))
         inv_total = 1.0 / view.total if view.total > 0 else 0.0
-        for row, depth, el, ref in view.raw():
-            d = call_dict(row, depth, el)
+        for func, depth, el, ref in view.raw():
+            d = call_dict(func, depth, el)
             d["share"] = el[3] * inv_total
             if ref:
                 d["more"] = "+"
