@@ -56,10 +56,10 @@ FORMATS: dict[str, dict[str, str]] = {
     },
     "profile": {
         "text": "_profiling.by_view:export_text",
-        "json": "_profiling.reference:to_json",
-        "html": "_profiling.by_view:export_html",
-        "speedscope": "_profiling.view_paths:render_speedscope",
-        "collapsed": "_profiling.view_paths:render_collapsed",
+        "json": ".to_json",
+        "html": "_profiling.by_view:to_html",
+        "speedscope": "_profiling.view_paths:to_speedscope",
+        "collapsed": "_profiling.view_paths:to_collapsed",
     },
 }
 

@@ -111,4 +111,5 @@ def test_the_model_imports_no_renderer_yet_keeps_its_methods() -> None:
     from onnxrt_backend_dev.monitoring._profiling import reference
 
     root = _root()
-    assert "fct4" in root.to_text() and root.to_text() == reference.to_text(root)
+    text = reference.to_text(root, None, "line", 60, False, 30)  # the method's defaults
+    assert "fct4" in root.to_text() and root.to_text() == text

@@ -221,9 +221,10 @@ def test_count_columns_sized_from_the_rows_printed() -> None:
     lines = root.to_text(filter_node=no_work).splitlines()
     assert len(lines) == 2
     assert " --  1  1 -- " in lines[0] and " --  3  3 -- " in lines[1]
-    # and the same rows from a list of Row give the same text
+    # and the same rows from a list of raw rows give the same text
     from test_profiling_segments import render_forest_text
 
-    from onnxrt_backend_dev.monitoring._profiling.view_reference import tree_rows
+    from onnxrt_backend_dev.monitoring._profiling.view_reference import TreeRows
 
-    assert render_forest_text(tree_rows(root, no_work)) == "\n".join(lines)
+    view = TreeRows(root, no_work)
+    assert render_forest_text(list(view.raw()), view.total) == "\n".join(lines)

@@ -1,5 +1,5 @@
 """The folded call tree of a cProfile graph (``_profiling/view_folded.py``, drawn by
-``by_view.py``'s ``render_tree_text`` and ``render_tree_html``): the graph's call paths handed to
+``by_view.py``'s ``to_tree_text`` and ``to_html``): the graph's call paths handed to
 the sampled profile's fold, so that ``profile --cprofile`` and the sampled ``profile``
 show one tree."""
 
@@ -18,7 +18,7 @@ from test_profiling import FakeStats, chain_stats
 
 from onnxrt_backend_dev.monitoring._profiling import view_folded
 from onnxrt_backend_dev.monitoring._profiling.view_folded import FoldedView, folded_profile
-from onnxrt_backend_dev.monitoring._profiling.view_tree import build_tree
+from onnxrt_backend_dev.monitoring._profiling.view_tree import call_tree
 from onnxrt_backend_dev.monitoring._sampling.model import CPROFILE
 from onnxrt_backend_dev.monitoring._sampling.view import build_tree as fold_tree
 from onnxrt_backend_dev.monitoring.profiling import profile2graph, to_html, to_tree_text
@@ -139,7 +139,7 @@ def test_the_paths_of_random_graphs_add_up(seed: int) -> None:
 
     root, _ = profile2graph(random_stats(seed))
     view = folded_profile(root)
-    total = build_tree(root, fold_share=view_folded.FLOOR_SHARE).total
+    total = call_tree(root, fold_share=view_folded.FLOOR_SHARE).total
     # THEN the stacks keep the tree's total, no stack is empty or deeper than the bound
     stacks = list(folded_stacks(view))
     assert sum(s for _, s in stacks) == pytest.approx(total, rel=1e-9)

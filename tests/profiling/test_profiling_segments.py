@@ -22,20 +22,15 @@ LIB = "/usr/lib/python3.11/json/encoder.py"
 
 def render_forest_text(
     rows: Any,
+    total: float,
     show_share: bool = False,
     max_count: int | None = None,
-    total: float | None = None,
     rows_again: Any = None,
     **layout: Any,
 ) -> str:
-    """The rows rendered one by one (one segment per row): a list of ``Row``, or the raw
-    rows of ``TreeRows.raw`` with ``total`` (moved here from the package, whose only text
-    path is ``to_text``'s segments)."""
-    if total is None:
-        rows = list(rows)
-        # Every row has share = tall / total: any of them gives the total back.
-        total = next((r.tall / r.share for r in rows if r.share > 0), 0.0)
-        rows = [(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall), r.ref) for r in rows]
+    """The raw rows of ``TreeRows.raw`` rendered one by one (one segment per row), their
+    shares of ``total`` (moved here from the package, whose only text path is
+    ``to_text``'s segments)."""
     if rows_again is None and max_count is None:
         kept = rows = list(rows)
         rows_again = lambda: kept  # noqa: E731
@@ -112,9 +107,12 @@ def _row_by_row(root: ProfileNode, opts: dict[str, Any], **text: Any) -> str:
     """The text of the row-by-row renderer, the reference the segments must match."""
     opts = dict(opts)
     filter_node, sort_key = opts.pop("filter_node", None), opts.pop("sort_key", SortKey.LINE)
-    rows = TreeRows(root, filter_node, sort_key, ViewOptions(**opts))
+    view = ViewOptions(**opts)
+    rows = TreeRows(root, filter_node, sort_key, view)
+    # A second walk of the same view, as segments_again gives the segments.
+    again = lambda: TreeRows(root, filter_node, sort_key, view).raw()  # noqa: E731
     return render_forest_text(
-        rows.raw(), max_count=rows.max_count, total=rows.total, rows_again=rows.raw_again, **text
+        rows.raw(), rows.total, max_count=rows.max_count, rows_again=again, **text
     )
 
 

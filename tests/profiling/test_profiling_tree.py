@@ -22,7 +22,7 @@ from helpers import ROOT, dump_dom, needs_browser, run_cli
 from helpers import tree_rows as rows
 from test_profiling import FakeStats, chain_stats, self_recursion_stats
 
-from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, TreeItem, build_tree
+from onnxrt_backend_dev.monitoring._profiling.view_tree import CallTree, TreeItem
 from onnxrt_backend_dev.monitoring.profiling import (
     FORMATS,
     ProfileNode,
@@ -77,7 +77,7 @@ def check_invariants(tree: CallTree) -> None:
 @pytest.mark.parametrize("fold", [0.0, 0.005, 0.05])
 def test_tree_invariants_on_random_graphs(seed: int, fold: float) -> None:
     root, _ = profile2graph(random_stats(seed))
-    tree = build_tree(root, fold_share=fold, max_rows=3000)
+    tree = call_tree(root, fold_share=fold, max_rows=3000)
     check_invariants(tree)
     limit = fold * tree.total
     # Past max_rows (paths multiply in a dense graph), the rest is folded too.
@@ -95,7 +95,7 @@ def test_tree_of_real_profiles_respects_filters() -> None:
     for name in ("cprofile.prof", "yappi.prof", "pyinstrument.prof", "profile_module.prof"):
         root, _ = profile2graph(os.path.join(DATA, name))
         for opts in ({}, {"hide_stdlib": True}, {"max_depth": 2}, {"min_share": 0.1}):
-            tree = build_tree(root, **opts)
+            tree = call_tree(root, **opts)
             check_invariants(tree)
             if "max_depth" in opts:
                 base = 1 if tree.items[0].node is not None and tree.items[0].node.virtual else 0
@@ -128,7 +128,7 @@ def test_edge_figures_and_entry_point() -> None:
     st.call(main, b, 1, 0.8, 3.0)
     st.call(a, b, 4, 3.2, 1.0)
     root, _ = profile2graph(st)
-    tree = build_tree(root, fold_share=0.0)
+    tree = call_tree(root, fold_share=0.0)
     rows = [(it.depth, it.node.func_name, it.calls, it.time) for it in tree.items if it.node]
     # THEN the tree starts at the script's <module>, not at exec; each edge is a child with
     # its own calls and time, hottest first; b appears under both callers
@@ -150,7 +150,7 @@ def test_edge_figures_and_entry_point() -> None:
 
 def test_recursion_5000_deep_stays_small() -> None:
     root, _ = profile2graph(self_recursion_stats(5000))
-    tree = build_tree(root)
+    tree = call_tree(root)
     assert len(tree.items) == 2
     rec = tree.items[1]
     assert rec.node is not None and rec.node.func_name == "rec" and rec.recursive == 5000
@@ -182,7 +182,7 @@ def test_real_mutual_recursion_is_folded() -> None:
     finally:
         sys.setrecursionlimit(limit)
     root, _ = profile2graph(Stats(pr))
-    tree = build_tree(root, fold_share=0.0)
+    tree = call_tree(root, fold_share=0.0)
     names = [it.node.func_name for it in tree.items if it.node is not None]
     assert names.count("_ping") == 1 and names.count("_pong") == 1
     assert len(tree.items) < 10
@@ -232,7 +232,7 @@ def _path_check(tree: CallTree) -> None:
 def test_reentry_goes_on_into_new_callees() -> None:
     # GIVEN agg re-entered through amf (its second call recursive, as cProfile counts)
     root, _ = profile2graph(reentry_stats())
-    tree = build_tree(root)
+    tree = call_tree(root)
     check_invariants(tree)
     _path_check(tree)
     # THEN the hot path goes on past the re-entry, as pyinstrument's stack does
@@ -261,7 +261,7 @@ def test_reentry_folded_when_it_leads_nowhere(
     # GIVEN no recursive call recorded (agg never ran twice at once), or callees under
     # the fold, or none with time, or one under 1 % of the re-entry's time (a finalizer)
     root, _ = profile2graph(reentry_stats(recursive_calls, helper))
-    tree = build_tree(root, fold_share=fold)
+    tree = call_tree(root, fold_share=fold)
     # THEN no re-entry row: the calls are counted on the caller's row, as before
     assert not any(it.reentry for it in tree.items)
     amf = [it for it in tree.items if it.node is not None and it.node.func_name == "amf"]
@@ -276,7 +276,7 @@ def test_reentry_invariants_on_random_recursive_graphs(seed: int, fold: float) -
     for key, (cc, nc, tt, ct, callers) in list(st.stats.items()):
         st.stats[key] = (cc, nc + 2, tt, ct, callers)  # every function recursive
     root, _ = profile2graph(st)
-    tree = build_tree(root, fold_share=fold, max_rows=5000)
+    tree = call_tree(root, fold_share=fold, max_rows=5000)
     check_invariants(tree)
     _path_check(tree)
     depth = max(it.depth for it in tree.items)
@@ -309,7 +309,7 @@ def test_real_mutual_recursion_with_a_reentry_stays_small() -> None:
     finally:
         sys.setrecursionlimit(limit)
     root, _ = profile2graph(Stats(pr))
-    tree = build_tree(root, fold_share=0.0)
+    tree = call_tree(root, fold_share=0.0)
     # THEN the re-entry of _ping_leaf is one marked row leading to _leaf, a few rows
     again = [it for it in tree.items if it.reentry]
     assert [it.node.func_name for it in again if it.node is not None] == ["_ping_leaf"]
@@ -405,9 +405,9 @@ def test_hot_paths_bad_count() -> None:
 def test_bad_tree_options() -> None:
     root, _ = profile2graph(os.path.join(DATA, "cprofile.prof"))
     with pytest.raises(ValueError, match="fold_share must be in"):
-        build_tree(root, fold_share=1.5)
+        call_tree(root, fold_share=1.5)
     with pytest.raises(ValueError, match="max_rows must be >= 1"):
-        build_tree(root, max_rows=0)
+        call_tree(root, max_rows=0)
     with pytest.raises(ValueError, match="max_indent must be >= 1"):
         to_tree_text(root, max_indent=0)
     with pytest.raises(ValueError, match="view must be one of"):
@@ -415,7 +415,7 @@ def test_bad_tree_options() -> None:
     with pytest.raises(TypeError, match=r"unexpected option\(s\) \['fct_width'\]"):
         to_tree_text(root, fct_width=20)
     with pytest.raises(NotImplementedError, match="sort_key must be one of"):
-        build_tree(root, sort_key="calls")
+        call_tree(root, sort_key="calls")
 
 
 def test_text_rows_fold_and_names() -> None:
@@ -554,12 +554,12 @@ def test_tree_page_in_browser(tmp_path: Path) -> None:
 
 def test_max_rows_caps_and_says_so() -> None:
     root, _ = profile2graph(random_stats(0))
-    tree = build_tree(root, fold_share=0.0, max_rows=50)
+    tree = call_tree(root, fold_share=0.0, max_rows=50)
     check_invariants(tree)
     assert tree.capped == 50 and len([it for it in tree.items if it.node is not None]) <= 50
     text = to_tree_text(root, fold_share=0.0, max_rows=50)
     assert "note: the call paths past 50 rows are in their callers' time" in text.splitlines()
-    assert build_tree(root).capped == 0
+    assert call_tree(root).capped == 0
 
 
 def test_ascii_guides_for_a_terminal_without_box_characters(

@@ -144,7 +144,16 @@ def _valid_keys(keys: Sequence[Any]) -> bool:
 def _valid_figures(rows: Sequence[Any]) -> bool:
     """Whether the first four columns are two counts and two finite times."""
     # One column at a time (zip(*rows) unpacks every row as an argument: far slower).
-    columns = [list(map(itemgetter(i), rows)) for i in range(4)]
+    return valid_columns([list(map(itemgetter(i), rows)) for i in range(4)])
+
+
+def valid_columns(columns: Sequence[Sequence[Any]]) -> bool:
+    """Whether figure columns ``nc1, nc2, tin, tall`` hold counts of at least
+    :data:`MIN_COUNT` and finite times of at least 0, checked in C loops.
+
+    :param columns: the four columns
+    :return: False where one value needs the check that names it
+    """
     if not (_types(columns[0]) | _types(columns[1])) <= _COUNT_TYPES:
         return False
     if not (_types(columns[2]) | _types(columns[3])) <= _TIME_TYPES:

@@ -5,20 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from .._errors import BadValue
-from .model import ProfileNode
+from .run import as_root
 
 _KEYS = {"tall": "time with callees (s)", "tin": "own time (s)"}
 
 
-def plot_top_functions(root: ProfileNode, top: int = 15, key: str = "tall", ax: Any = None) -> Any:
-    """Draws the ``top`` functions with the largest ``key`` as bars.
+def plot_profile(graph: Any, top: int = 15, key: str = "tall", ax: Any = None) -> Any:
+    """Bar chart of the functions with the largest times.
 
-    :param root: the graph (every node reachable from it is considered)
-    :param top: number of functions
-    :param key: ``tall`` or ``tin``
-    :param ax: axes to draw on; a new figure (no pyplot, no window) if None
+    :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts (every
+        function reachable from its root is considered)
+    :param top: number of functions shown
+    :param key: ``tall`` (time with callees) or ``tin`` (own time)
+    :param ax: matplotlib axes to draw on; a new figure (no pyplot, no window) if None
     :return: the axes
     """
+    root = as_root(graph)
     if key not in _KEYS:
         raise BadValue(f"key must be one of {sorted(_KEYS)}, got {key!r}")
     if top < 1:

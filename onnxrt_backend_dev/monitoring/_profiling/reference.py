@@ -1,7 +1,7 @@
 """The reference's renderings of a graph: :meth:`ProfileNode.as_dict
 <.model.ProfileNode.as_dict>`, ``to_text`` (the forest as text, in the reference's
 format: :func:`render_segments_text`) and ``to_json`` (the rows nested:
-:func:`render_json`), as functions of the node.
+:func:`nest_rows`), as functions of the node.
 
 The model reaches this module through the package's ``reference_rendering`` on first
 use, so importing the model imports no renderer.
@@ -13,7 +13,6 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter, mod
-from pstats import SortKey
 from typing import Any
 
 from .._errors import BadValue
@@ -21,28 +20,35 @@ from .._format import one_line
 from .._gc import gc_paused
 from .filters import ViewOptions, call_dict
 from .model import FilterNode, ProfileNode
-from .view_reference import Row, Segment, TreeRows, tree_rows
+from .view_reference import Segment, TreeRows
 
 
 def as_dict(
-    node: ProfileNode,
-    filter_node: FilterNode | None = None,
-    sort_key: Any = SortKey.LINE,
-    **options: Any,
+    node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, **options: Any
 ) -> list[dict[str, Any]]:
-    """See :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`."""
+    """See :meth:`ProfileNode.as_dict <.model.ProfileNode.as_dict>`: the rows as the
+    reference's dictionaries, plus ``share`` of the total (and ``more='+'`` for a
+    reference)."""
+    rows = []
     with gc_paused():
-        rows = tree_rows(node, filter_node, sort_key, ViewOptions(**options))
-        return [row_as_dict(r) for r in rows]
+        view = TreeRows(node, filter_node, sort_key, ViewOptions(**options))
+        inv_total = 1.0 / view.total if view.total > 0 else 0.0
+        for func, depth, el, ref in view.raw():
+            d = call_dict(func, depth, el)
+            d["share"] = el[3] * inv_total
+            if ref:
+                d["more"] = "+"
+            rows.append(d)
+    return rows
 
 
 def to_text(
     node: ProfileNode,
-    filter_node: FilterNode | None = None,
-    sort_key: Any = SortKey.LINE,
-    fct_width: int = 60,
-    show_share: bool = False,
-    max_indent: int = 30,
+    filter_node: FilterNode | None,
+    sort_key: Any,
+    fct_width: int,
+    show_share: bool,
+    max_indent: int,
     **options: Any,
 ) -> str:
     """See :meth:`ProfileNode.to_text <.model.ProfileNode.to_text>`."""
@@ -62,48 +68,45 @@ def to_text(
 
 
 def to_json(
-    node: ProfileNode,
-    filter_node: FilterNode | None = None,
-    sort_key: Any = SortKey.LINE,
-    as_str: bool = True,
-    **kwargs: Any,
+    node: ProfileNode, filter_node: FilterNode | None, sort_key: Any, as_str: bool, **kwargs: Any
 ) -> str | dict[str, Any]:
-    """See :meth:`ProfileNode.to_json <.model.ProfileNode.to_json>`."""
+    """See :meth:`ProfileNode.to_json <.model.ProfileNode.to_json>`: ``{"profile":
+    nested}`` (:func:`nest_rows`), the rest of ``kwargs`` given to :func:`json.dumps`."""
     opts = {k: kwargs.pop(k) for k in ViewOptions.FIELDS if k in kwargs}
     max_indent = kwargs.pop("max_indent", 30)
     with gc_paused():
-        rows = tree_rows(node, filter_node, sort_key, ViewOptions(**opts))
-        return render_json(rows, as_str=as_str, max_indent=max_indent, **kwargs)
+        nested, folded = nest_rows(as_dict(node, filter_node, sort_key, **opts), max_indent)
+        doc: dict[str, Any] = {"profile": nested}
+        if folded:
+            doc["folded"] = (
+                f"{folded} rows deeper than {max_indent} levels are attached at level "
+                f"{max_indent}; details.indent keeps their depth"
+            )
+        if not as_str:
+            return doc
+        # JSON has no NaN or Infinity token: refuse them rather than write invalid JSON.
+        kwargs.setdefault("allow_nan", False)
+        return json.dumps(doc, **kwargs)
 
 
-def row_as_dict(r: Row) -> dict[str, Any]:
-    """One row as the reference's dictionary, plus ``share`` (and ``more='+'`` for a
-    reference)."""
-    d = call_dict(r.node, r.indent, (r.nc1, r.nc2, r.tin, r.tall))
-    d["share"] = r.share
-    if r.ref:
-        d["more"] = "+"
-    return d
-
-
-def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any], int]:
+def nest_rows(rows: Sequence[dict[str, Any]], max_indent: int = 30) -> tuple[dict[str, Any], int]:
     """Nests rows as ``{name: {"details": {...}, "calls": {...}}}``, rows deeper than
     ``max_indent`` attached at that level (``details["indent"]`` keeps their depth) so
     that any JSON parser reads the nesting.
 
-    :param rows: rows in depth-first order
+    :param rows: rows of :func:`as_dict`
     :param max_indent: deepest nesting level
     :return: the nested dictionary and the number of folded rows
     """
     if max_indent < 1:
         raise BadValue(f"max_indent must be >= 1, got {max_indent!r}")
-    width = len(str(max((abs(int(r.nc1)) for r in rows), default=0)))
+    width = len(str(max((abs(int(r["nc1"])) for r in rows), default=0)))
     top: dict[str, Any] = {}
     # containers[i] is the "calls" dictionary receiving rows of level i.
     containers: list[dict[str, Any]] = [top]
     folded = 0
     for r in rows:
-        level = r.indent
+        level = r["indent"]
         if level > max_indent:
             folded += 1
             level = max_indent
@@ -111,13 +114,13 @@ def nest_rows(rows: Sequence[Row], max_indent: int = 30) -> tuple[dict[str, Any]
         del containers[level + 1 :]
         target = containers[level]
         sep = ":::" if level == 0 else ":"
-        name = f"{int(r.nc1):<{width}d}-{r.tall:1.5f}{sep}{r.node.func_name}"
+        name = f"{int(r['nc1']):<{width}d}-{r['tall']:1.5f}{sep}{r['fct']}"
         if name in target:
             # Numbered by the container's size, then past any function named so.
             base, n = name, len(target)
             while name in target:
                 name, n = f"{base}#{n}", n + 1
-        item: dict[str, Any] = {"details": row_as_dict(r)}
+        item: dict[str, Any] = {"details": r}
         target[name] = item
         calls: dict[str, Any] = {}
         item["calls"] = calls
@@ -134,31 +137,6 @@ def _drop_empty_calls(top: dict[str, Any]) -> None:
                 stack.append(item["calls"])
             else:
                 del item["calls"]
-
-
-def render_json(
-    rows: Sequence[Row], as_str: bool = True, max_indent: int = 30, **kwargs: Any
-) -> str | dict[str, Any]:
-    """Renders rows as ``{"profile": nested}``.
-
-    :param rows: rows in depth-first order
-    :param as_str: return a string (:func:`json.dumps` with ``kwargs``) or the dictionary
-    :param max_indent: deepest nesting level, see :func:`nest_rows`
-    :param kwargs: given to :func:`json.dumps`
-    :return: JSON text or dictionary
-    """
-    nested, folded = nest_rows(rows, max_indent=max_indent)
-    doc: dict[str, Any] = {"profile": nested}
-    if folded:
-        doc["folded"] = (
-            f"{folded} rows deeper than {max_indent} levels are attached at level "
-            f"{max_indent}; details.indent keeps their depth"
-        )
-    if as_str:
-        # JSON has no NaN or Infinity token: refuse them rather than write invalid JSON.
-        kwargs.setdefault("allow_nan", False)
-        return json.dumps(doc, **kwargs)
-    return doc
 
 
 def align_text(text: str, size: int) -> str:

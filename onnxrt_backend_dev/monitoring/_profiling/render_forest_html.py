@@ -16,6 +16,7 @@ from .._errors import BadData
 from .._html import script_json
 from .._html import text as escape_text
 from .filters import ViewOptions
+from .load import valid_columns
 from .model import FilterNode, ProfileNode
 from .view_reference import TreeRows
 
@@ -67,7 +68,7 @@ def _payload(view: TreeRows) -> str:
     index = dict(zip(dict.fromkeys(nodes), count()))
     names = [[str(n.func_name), str(n.key)] for n in index]
     columns = [list(map(itemgetter(i), figures)) for i in range(4)]
-    if _plain_figures(columns):
+    if valid_columns(columns):
         counts1, counts2 = columns[0], columns[1]
         tins, talls = list(map(float, columns[2])), list(map(float, columns[3]))
     else:
@@ -86,15 +87,6 @@ def _payload(view: TreeRows) -> str:
 # One row's numbers in the page's JSON (counts are ints, times finite floats).
 _ROW = "%d,%d,%d,%d,%r,%r,%d"
 _CHUNK = 2048
-
-
-def _plain_figures(columns: list[list[Any]]) -> bool:
-    """Whether the counts are ints and the times finite ints or floats."""
-    if not set(map(type, chain(columns[0], columns[1]))) <= {int}:
-        return False
-    if not set(map(type, chain(columns[2], columns[3]))) <= {int, float}:
-        return False
-    return math.isfinite(sum(columns[2]) + sum(columns[3]))
 
 
 def _checked_columns(

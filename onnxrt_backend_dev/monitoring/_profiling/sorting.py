@@ -62,17 +62,18 @@ def sort_name(sort_key: Any) -> str:
 
     :param sort_key: see :func:`sort_function`
     :return: the name
+    :raises NotImplementedError: for any other sort key
     """
-    sort_function(sort_key)
-    name = _key_name(sort_key)
-    return _SORT_ALIASES.get(name, name)
-
-
-def _key_name(sort_key: Any) -> str:
-    """The name of a sort key: a :class:`pstats.SortKey`'s value, or the text given."""
     from pstats import SortKey
 
-    return sort_key.value if isinstance(sort_key, SortKey) else str(sort_key)
+    name = sort_key.value if isinstance(sort_key, SortKey) else str(sort_key)
+    name = _SORT_ALIASES.get(name, name)
+    if name not in _SORT_KEYS:
+        raise NotImplementedError(
+            f"Unable to sort subcalls with this key {sort_key!r}, "
+            f"sort_key must be one of {sorted(_SORT_KEYS)}."
+        )
+    return name
 
 
 def sort_function(sort_key: Any) -> _SortFunction:
@@ -83,11 +84,4 @@ def sort_function(sort_key: Any) -> _SortFunction:
     :return: a function from callees and their figures to the list of sort keys
     :raises NotImplementedError: for any other sort key
     """
-    name = _key_name(sort_key)
-    name = _SORT_ALIASES.get(name, name)
-    if name not in _SORT_KEYS:
-        raise NotImplementedError(
-            f"Unable to sort subcalls with this key {sort_key!r}, "
-            f"sort_key must be one of {sorted(_SORT_KEYS)}."
-        )
-    return _SORT_KEYS[name]
+    return _SORT_KEYS[sort_name(sort_key)]

@@ -3,7 +3,7 @@ handed to the sampled profile's model, so that the one fold of :mod:`.._sampling
 (library frames folded as pyinstrument does, a module the user's code imports a row
 ``import pandas``) builds the tree every view shows.
 
-The paths are the call tree's (:func:`build_tree <.view_tree.build_tree>`); each path's
+The paths are the call tree's (:func:`call_tree <.view_tree.call_tree>`); each path's
 own time is the weight of one stack, column ``WALL`` of one thread ``MainThread``, so
 the stacks sum to the tree's total. What cProfile records and a sampler never sees is
 reshaped first:
@@ -32,7 +32,7 @@ from .._stacks.frames import is_library_path
 from .choices import FOLD_SHARE
 from .model import FilterNode, ProfileNode
 from .sorting import sort_name
-from .view_tree import build_tree, tree_options
+from .view_tree import call_tree, tree_options
 
 #: Paths under this share of the total stay in their caller's own time: a tenth of the
 #: fold share, between FLOOR_ALL and FLOOR_SHARE (a dense graph's paths multiply: 1e-5
@@ -158,7 +158,7 @@ def _paths(
 ) -> tuple[list[_Path], float, int, int]:
     """The paths with own time of the expanded tree, the total, the paths shortened and
     the rows the expansion stopped at (0: it did not)."""
-    tree = build_tree(root, **options)
+    tree = call_tree(root, **options)
     items = tree.items
     own = [it.time for it in items]
     for it in items:

@@ -1,7 +1,8 @@
 """The call paths view: the graph expanded into the paths of a flame graph, and its
-renderers: collapsed stacks (``a;b;c N``: the input of flamegraph.pl and most flame graph
-tools) or a speedscope document (each path with own time a sample weighing that time in
-seconds)."""
+renderers (the library's ``to_collapsed`` and ``to_speedscope``, :mod:`..profiling`
+exports them): collapsed stacks (``a;b;c N``: the input of flamegraph.pl and most flame
+graph tools) or a speedscope document (each path with own time a sample weighing that
+time in seconds)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .._stacks.export import to_collapsed, to_speedscope
+from .._stacks import export as stacks_export
 from .._stacks.frames import StackFrame
 from .._validate import check_number
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import ProfileNode, reachable_nodes
+from .run import as_root
 
 
 class PathItem(NamedTuple):
@@ -41,41 +43,46 @@ class PathLimits:
     min_fraction: float = 1e-6
 
 
-def expand_paths(
-    start: ProfileNode,
-    options: ViewOptions | None = None,
-    limits: PathLimits | None = None,
-) -> list[PathItem]:
-    """Expands the graph into call paths, depth first and iteratively.
+def path_samples(
+    start: ProfileNode, options: dict[str, Any]
+) -> Iterator[tuple[list[StackFrame], float]]:
+    """The graph expanded into call paths, depth first and iteratively, each path with
+    own time as the stack exporters take it.
 
     A callee's time under a path is its edge time scaled by the share of its caller's
     time the path holds (cProfile keeps one level of callers), never more than its
     caller's. A function already on the path is not entered again: its time stays in
     the caller's own time, as does anything the limits or filters cut, so the own times
-    sum to the total of the top-level items.
+    sum to the total of the top-level paths.
 
     :param start: the node to start from (a virtual root expands its entries)
-    :param options: filters (``hide_stdlib`` folds library frames into their caller)
-    :param limits: bounds
-    :return: items in depth-first order, parents before children
+    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`: ``hide_stdlib``
+        folds library frames into their caller) and ``limits`` (:class:`PathLimits`)
+    :return: per path, its frames from the top and its own time in seconds
     """
-    options = options or ViewOptions()
-    limits = limits or PathLimits()
+    view = dict(options)
+    limits = view.pop("limits", None) or PathLimits()
+    filters = ViewOptions(**view)
     reachable = reachable_nodes(start)
-    focused = focus_starts(options, reachable)
+    focused = focus_starts(filters, reachable)
     if focused is not None:
         tops = outermost(focused)  # a match called by another is in its paths already
     elif start.virtual:
         tops = list(start.calls_to)
     else:
         tops = [start]
-    stage = FilterStage(options, reachable, sum(n.tall for n in tops), None, limits.min_fraction)
+    stage = FilterStage(filters, reachable, sum(n.tall for n in tops), None, limits.min_fraction)
     expander = _PathExpander(stage, limits)
     for top in tops:
         expander.expand(top)
     if stage.hide_stdlib:
         expander.fold_library()
-    return expander.items
+    items = expander.items  # parents before children
+    stacks: list[list[StackFrame]] = []
+    for item in items:
+        frame = StackFrame(item.node.func_name, item.node.filename, item.node.line)
+        stacks.append([*(stacks[item.parent] if item.parent >= 0 else []), frame])
+    return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))
 
 
 class _PathExpander:
@@ -159,49 +166,33 @@ class _PathExpander:
         self.items = kept
 
 
-def path_samples(
-    root: ProfileNode, options: dict[str, Any]
-) -> Iterator[tuple[list[StackFrame], float]]:
-    """The call paths with own time as the stack exporters take them.
+def to_collapsed(graph: Any, unit: float = 1e-6, **options: Any) -> str:
+    """Exports a profile as collapsed stacks (``a;b;c N``, N in ``unit`` seconds): one
+    line per call path with own time (paths rounding to 0 are left out).
 
-    :param root: the node to start from
-    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and ``limits``
+    :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
+    :param unit: seconds per count (microseconds by default)
+    :param options: filters (see :class:`ViewOptions`) and ``limits``
         (:class:`PathLimits`)
-    :return: per path, its frames from the top and its own time in seconds
+    :return: text, one line per stack
     """
-    view = dict(options)
-    limits = view.pop("limits", None)
-    items = expand_paths(root, ViewOptions(**view), limits)
-    stacks: list[list[StackFrame]] = []
-    for item in items:  # parents before children
-        frame = StackFrame(item.node.func_name, item.node.filename, item.node.line)
-        stacks.append([*(stacks[item.parent] if item.parent >= 0 else []), frame])
-    return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))
-
-
-def render_collapsed(root: ProfileNode, unit: float = 1e-6, **options: Any) -> str:
-    """Renders the call paths of a graph as collapsed stacks, one line per path with own
-    time, its count in ``unit`` seconds (paths rounding to 0 are left out).
-
-    :param root: the node to start from
-    :param unit: seconds per count
-    :param options: filters (:class:`ViewOptions <.filters.ViewOptions>`) and
-        ``limits`` (:class:`PathLimits`)
-    :return: text
-    """
+    root = as_root(graph)
     check_number("unit", unit, above=0)  # also refuses NaN and infinity (counts of 0)
-    return to_collapsed(path_samples(root, options), unit)
+    return stacks_export.to_collapsed(path_samples(root, options), unit)
 
 
-def render_speedscope(
-    root: ProfileNode, name: str = "profile", as_str: bool = True, **options: Any
+def to_speedscope(
+    graph: Any, name: str = "profile", as_str: bool = True, **options: Any
 ) -> str | dict[str, Any]:
-    """Renders the call paths of a graph as a speedscope document.
+    """Exports a profile as a speedscope document (weights in seconds): each call path
+    with own time a sample weighing that time.
 
-    :param root: the node to start from
-    :param name: the profile's name
+    :param graph: a :class:`ProfileNode` or what :func:`profile2graph` accepts
+    :param name: name of the profile
     :param as_str: return JSON text or the dictionary
-    :param options: filters and ``limits``, as :func:`render_collapsed`'s
+    :param options: filters (see :class:`ViewOptions`) and ``limits``
+        (:class:`PathLimits`)
     :return: JSON text or dictionary
     """
-    return to_speedscope(path_samples(root, options), name, "seconds", as_str)
+    samples = path_samples(as_root(graph), options)
+    return stacks_export.to_speedscope(samples, name, "seconds", as_str)

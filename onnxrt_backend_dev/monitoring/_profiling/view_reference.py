@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from pstats import SortKey
-from typing import Any, NamedTuple
+from typing import Any
 
 from .filters import FilterStage, ViewOptions, default_filter, focus_starts
 from .model import FilterNode, ProfileNode, TimeElements, reachable_nodes
@@ -18,19 +18,6 @@ RawRow = tuple["ProfileNode", int, TimeElements, bool]
 Segment = tuple[int, Sequence["ProfileNode"], Sequence[TimeElements], bool]
 # A frame of the walk's stack: [callees, figures, in_refs, next index, depth].
 _Frame = list[Any]
-
-
-class Row(NamedTuple):
-    """One line of the tree view."""
-
-    node: ProfileNode
-    indent: int
-    nc1: Any
-    nc2: Any
-    tin: float
-    tall: float
-    ref: bool  # referenced here, printed as a root elsewhere (``+++``)
-    share: float
 
 
 def _tree_roots(start: ProfileNode, reachable: list[ProfileNode]) -> list[ProfileNode]:
@@ -225,31 +212,3 @@ class TreeRows:
         """The segments once more, from the same view: the marks of the walk cleared."""
         self.seen = set()
         return self.segments()
-
-    def raw_again(self) -> Iterator[RawRow]:
-        """The raw rows once more, as :meth:`segments_again`."""
-        self.seen = set()
-        return self.raw()
-
-    def __iter__(self) -> Iterator[Row]:
-        inv_total = 1.0 / self.total if self.total > 0 else 0.0
-        new = tuple.__new__
-        for node, depth, el, ref in self.raw():
-            yield new(Row, (node, depth, el[0], el[1], el[2], el[3], ref, el[3] * inv_total))
-
-
-def tree_rows(
-    start: ProfileNode,
-    filter_node: FilterNode | None = None,
-    sort_key: Any = SortKey.LINE,
-    options: ViewOptions | None = None,
-) -> list[Row]:
-    """The rows of :class:`TreeRows`, as a list.
-
-    :param start: the node to start from
-    :param filter_node: keeps a node if it returns True (None: the default filter)
-    :param sort_key: order of the top-level rows and of the callees
-    :param options: filters
-    :return: the rows
-    """
-    return list(TreeRows(start, filter_node, sort_key, options))

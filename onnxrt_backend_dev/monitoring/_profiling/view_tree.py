@@ -29,6 +29,7 @@ from .._validate import check_callable
 from .choices import FOLD_SHARE
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import FilterNode, ProfileNode, reachable_nodes, virtual_node
+from .run import as_root
 from .sorting import sort_name
 
 #: The share of its parent's time an entry point holds at least (see entry_point).
@@ -318,27 +319,30 @@ def tree_options(
     return ViewOptions(**options)
 
 
-def build_tree(
-    root: ProfileNode,
+def call_tree(
+    graph: Any,
     fold_share: float = FOLD_SHARE,
     filter_node: FilterNode | None = None,
     sort_key: Any = SortKey.CUMULATIVE,
     max_rows: int = MAX_ROWS,
     **options: Any,
 ) -> CallTree:
-    """Expands the graph into the call tree rooted at the program's entry point.
+    """The call tree rooted at the program's entry point, as rows before the fold of
+    :func:`to_tree_text`: one row per caller -> callee edge on each path.
 
-    :param root: the root of the graph (see :func:`entry_point`), or any node
+    :param graph: a :class:`ProfileNode` (the root of its graph, or any node) or what
+        :func:`profile2graph` accepts
     :param fold_share: children below this share of the root's time are folded into
         one ``N more`` row per parent (0 shows them all)
     :param filter_node: leaves out the nodes for which it returns False (None keeps all)
     :param sort_key: order of children: ``cumulative`` (hottest first), ``time`` (own
         time) or ``line``
     :param max_rows: rows kept at most, the rest folded
-    :param options: filters, see :class:`ViewOptions <.filters.ViewOptions>`
-        (``min_share`` folds as ``fold_share`` does)
-    :return: the tree
+    :param options: filters, see :class:`ViewOptions` (``min_share`` folds as
+        ``fold_share`` does)
+    :return: the tree: ``items`` in depth-first order, ``total``
     """
+    root = as_root(graph)
     takes = "fold_share, filter_node, sort_key, max_rows"
     view = tree_options(options, fold_share, filter_node, max_rows, takes)
     order = sort_name(sort_key)
@@ -387,34 +391,19 @@ def build_tree(
     return CallTree(items, total, fold_share, expander.capped, order)
 
 
-def hot_paths(
-    tree: CallTree | ProfileNode, count: int = 5, builtins: bool = False
-) -> list[list[str]]:
+def hot_path_leaves(
+    tree: CallTree, count: int = 5, builtins: bool = False
+) -> list[tuple[list[str], int]]:
     """The top root-to-leaf paths of the call tree, by time: the first follows the
     hottest child at each step, the next ones branch off the previous ones as deep as
     possible. Built-ins are left out unless asked for, a function repeated in a row is
     written once, and paths that read the same are given once.
 
-    :param tree: a call tree, or the root of a graph (built with the defaults)
-    :param count: paths returned at most
-    :param builtins: keep the built-ins (``~`` frames)
-    :return: the paths, each a list of function names from the root
-    """
-    if isinstance(tree, ProfileNode):
-        tree = build_tree(tree)
-    return [names for names, _ in hot_path_leaves(tree, count, builtins)]
-
-
-def hot_path_leaves(
-    tree: CallTree, count: int = 5, builtins: bool = False
-) -> list[tuple[list[str], int]]:
-    """The paths of :func:`hot_paths` with the index of their last row in
-    ``tree.items`` (its ``time`` and its parents give the path's figures).
-
     :param tree: a call tree
     :param count: paths returned at most
     :param builtins: keep the built-ins (``~`` frames)
-    :return: ``(names, row index)`` for each path
+    :return: ``(names, index of the path's last row in tree.items)`` for each path (that
+        row's ``time`` and its parents give the path's figures)
     """
     if count < 1:
         raise BadValue(f"count must be >= 1, got {count!r}")
