@@ -18,7 +18,7 @@ from .._alloc.estimate import NO_STACK, SiteEstimate, half_width
 from .._alloc.report import AllocFacts
 from .._observe.pools import library_label
 from .._sampling.frames import SampledFrame
-from .._sampling.view import source_line
+from .._sampling.view import Row, source_line, visible_rows
 from .._stacks.frames import is_library_path
 from .build import FOLD_SHARE, _line_of, _site, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
@@ -108,23 +108,17 @@ def _leaks(facts: AllocFacts, leaks: _Table) -> tuple[AllocLine, ...]:
     )
 
 
-class _Node:
-    """A box of the icicle: bytes live at the peak below it, the frames folded into it."""
-
-    __slots__ = ("bytes", "children", "hidden", "site", "var")
-
-    def __init__(self, site: Site) -> None:
-        self.site, self.bytes, self.var = site, 0.0, 0.0
-        self.children: dict[tuple[str, str, int], _Node] = {}
-        self.hidden: dict[tuple[str, str], str] = {}
+_Hidden = dict[Row, dict[tuple[str, str], str]]  # a box's folded frames: their packages
 
 
-def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, _Node]:
+def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, Row, _Hidden]:
     """One walk over the sites makes every view: each line's sums, those of the leak
-    sites (:func:`_leak_site`) and, with ``icicle``, the tree of what is live at the peak."""
+    sites (:func:`_leak_site`) and, with ``icicle``, the tree of what is live at the peak
+    and the frames folded into its boxes."""
     lines: _Table = {}
     leaks: _Table = {}
-    root = _Node(Site("", "", 0))
+    root = Row("", "", 0, "root")
+    hidden: _Hidden = defaultdict(dict)
     for site in facts.sites:
         sid, lid = site.key
         frames = _stack(facts, sid)
@@ -134,8 +128,8 @@ def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, _Node
         if _leak_site(frames, site):
             leaks.setdefault(key, _Line()).add(site, called, library)
         if icicle and site.live_peak > 0:
-            _grow(root, site, _boxes(frames, library))
-    return lines, leaks, root
+            _grow(root, hidden, site, _boxes(frames, library))
+    return lines, leaks, root, hidden
 
 
 def _boxes(frames: Sequence[SampledFrame], library: str) -> list[tuple[Site, bool]]:
@@ -147,59 +141,51 @@ def _boxes(frames: Sequence[SampledFrame], library: str) -> list[tuple[Site, boo
     return out
 
 
-def _grow(root: _Node, site: SiteEstimate, boxes: list[tuple[Site, bool]]) -> None:
-    """Adds a site along its boxes, a library's called by a library's folded into it."""
+def _grow(root: Row, hidden: _Hidden, site: SiteEstimate, boxes: list[tuple[Site, bool]]) -> None:
+    """Adds a site along its boxes, a library's called by a library's folded into it: its
+    bytes in the rows' time column, their variance in the CPU one (``N more`` rows add
+    both up)."""
     node, previous_library = root, False
-    root.bytes += site.live_peak
-    root.var += site.live_peak_var
+    root.wall += site.live_peak
+    root.cpu += site.live_peak_var
     for box, library in boxes:
         if library and previous_library:
-            node.hidden[box.function, box.file] = package_of(box.file)
+            hidden[node][box.function, box.file] = package_of(box.file)
             continue
-        key = (box.function, box.file, box.line)
+        key = (box.function, box.file, box.line, "library" if box.library else "user")
         child = node.children.get(key)
         if child is None:
-            child = node.children[key] = _Node(box)
-        child.bytes += site.live_peak
-        child.var += site.live_peak_var
+            child = node.children[key] = Row(*key)
+        child.wall += site.live_peak
+        child.cpu += site.live_peak_var
         node, previous_library = child, library
 
 
-def _nodes(root: _Node, total: float) -> list[AllocNode]:
-    """The icicle in pre-order, heaviest first; small boxes fold into one ``N more`` box
-    per parent, kept however small (the roots never fold)."""
+def _nodes(root: Row, hidden: _Hidden, peak: float) -> list[AllocNode]:
+    """The icicle in pre-order, heaviest first, through the views' one fold: small boxes
+    fold into one ``N more`` box per parent, kept however small (the roots never fold)."""
     out: list[AllocNode] = []
-    todo: list[tuple[_Node, int, int]] = [(c, -1, 0) for c in _ordered(root)][::-1]
-    floor = FOLD_SHARE * total  # the report's one share: its call tree folds at it too
-    while todo and len(out) < MAX_NODES:
-        node, parent, depth = todo.pop()
-        index = len(out)
-        site = node.site
+    parents = [-1]  # per depth, the index of the box the next one at that depth is under
+    root.wall = max(peak, root.wall)  # the report's one share of the peak: its tree's too
+    for depth, row, _ in visible_rows(root, FOLD_SHARE, min_more=0.0, fold_top=False):
+        if row is root:
+            continue
+        if len(out) >= MAX_NODES:
+            break
+        del parents[depth:]
+        site = Site(row.label, row.file, row.line, row.kind == "library")
         source = _text(site.file, site.line) if site.file and not site.library else ""
-        out.append(AllocNode(parent, depth, site, node.bytes, half_width(node.var), _hidden(node),
+        text = _hidden(hidden.get(row, {}))
+        out.append(AllocNode(parents[-1], depth - 1, site, row.wall, half_width(row.cpu), text,
                              source))  # fmt: skip
-        children = _ordered(node)
-        kept = [c for c in children if c.bytes >= floor]
-        folded = [c for c in children if c.bytes < floor]
-        if folded:
-            other = _Node(Site(f"{len(folded)} more", "", 0))
-            for c in folded:
-                other.bytes += c.bytes
-                other.var += c.var
-            kept.append(other)
-        todo.extend((c, index, depth + 1) for c in reversed(kept))
+        parents.append(len(out) - 1)
     return out
 
 
-def _ordered(node: _Node) -> list[_Node]:
-    return sorted(node.children.values(), key=lambda c: -c.bytes)
-
-
-def _hidden(node: _Node) -> str:
-    if not node.hidden:
+def _hidden(frames: dict[tuple[str, str], str]) -> str:
+    if not frames:
         return ""
-    packages = sorted(set(node.hidden.values()))
-    return f"{len(node.hidden)} frames hidden ({', '.join(packages)})"
+    return f"{len(frames)} frames hidden ({', '.join(sorted(set(frames.values())))})"
 
 
 def build_allocations(facts: AllocFacts) -> Allocations:
@@ -208,7 +194,7 @@ def build_allocations(facts: AllocFacts) -> Allocations:
     :param facts: what the tracking knows
     :return: the section
     """
-    lines, leaks, root = _walk(facts)
+    lines, leaks, root, hidden = _walk(facts)
     rows = [_row(k, v) for k, v in lines.items()]
     live = sum(s.live_peak for s in facts.sites)
     live_var = sum(s.live_peak_var for s in facts.sites)
@@ -228,7 +214,7 @@ def build_allocations(facts: AllocFacts) -> Allocations:
         allocated=facts.allocated,
         count=facts.count,
         lines=_top(rows, "live_peak"),
-        flame=tuple(_nodes(root, max(facts.peak, root.bytes))),
+        flame=tuple(_nodes(root, hidden, facts.peak)),
         leaks=_leaks(facts, leaks),
         temporaries=_top(rows, "temporary"),
         allocating=_top(rows, "allocated"),
@@ -244,7 +230,7 @@ def peak_place(facts: AllocFacts) -> tuple[Site, str, tuple[Site, ...]] | None:
 
     :param facts: what the tracking knows
     """
-    lines, _, _ = _walk(facts, icicle=False)
+    lines = _walk(facts, icicle=False)[0]
     held = [(v.figures[0], k) for k, v in lines.items() if k is not None and v.figures[0] > 0]
     if not held:
         return None

@@ -381,16 +381,20 @@ def visible_rows(
     fold_share: float = FOLD_SHARE,
     max_depth: int | None = None,
     order: Callable[[Row], Any] | None = None,
+    min_more: float = MIN_MORE_SHARE,
+    fold_top: bool = True,
 ) -> Iterator[tuple[int, Row, bool]]:
     """The rows to draw, depth first, the hottest child first: ``(depth, row, last)``
     with ``last`` True for a parent's last child shown. Children under ``fold_share``
-    of the root's time go into one ``N more`` row, left out when under 0.1 %.
+    of the root's time go into one ``N more`` row, left out when under ``min_more``.
 
     :param root: a tree
     :param fold_share: the share under which rows are folded (0 shows them all)
     :param max_depth: rows deeper than this are not drawn
     :param order: the key the children shown are sorted by (None: hottest first); the
         ``N more`` row stays last
+    :param min_more: the share under which an ``N more`` row is left out
+    :param fold_top: whether the root's own children fold too
     """
     total = root.wall or 1.0
     stack: list[tuple[int, Row, bool]] = [(0, root, True)]
@@ -400,13 +404,14 @@ def visible_rows(
         if row.kind == "more" or (max_depth is not None and depth >= max_depth):
             continue
         kids = sorted(row.children.values(), key=lambda r: -r.wall)
-        shown = [k for k in kids if k.wall >= fold_share * total and k.wall > 0]
+        floor = fold_share * total if fold_top or depth else 0.0
+        shown = [k for k in kids if k.wall >= floor and k.wall > 0]
         rest = kids[len(shown) :]  # sorted: the shown ones come first
         if order is not None:
             shown.sort(key=order)
         if rest:
             wall = sum(k.wall for k in rest)
-            if wall >= MIN_MORE_SHARE * total:
+            if wall >= min_more * total:
                 more = Row(f"{len(rest)} more", "", 0, "more", wall, sum(k.cpu for k in rest))
                 more.more = len(rest)
                 shown.append(more)
