@@ -93,13 +93,8 @@ class MemoryProfile(SampledProfile):
         peak: int,
         samples: StackSamples,
     ) -> None:
-        composition = agg.composition() if agg.n > 1 else {}
         totals: dict[int, list[float]] = {}
-        for sid in sorted(agg.count):
-            row = [0.0] * NCOLUMNS
-            row[WALL], row[SAMPLES] = agg.seconds[sid], agg.count[sid]
-            row[NET], row[TO_PEAK] = agg.net[sid], composition.get(sid, 0.0)
-            row[HIGHEST] = agg.highest[sid]
+        for sid, row in tick_rows(agg, agg.composition() if agg.n > 1 else {}).items():
             if sid == NO_STACK:  # the intervals without a user stack: a row without frames
                 sid = len(stacks)
                 stacks = [*stacks, ()]
@@ -215,6 +210,24 @@ class MemoryProfile(SampledProfile):
     def to_speedscope(self, name: str = "memory growth") -> str:
         """See :func:`where_speedscope`."""
         return where_speedscope(self, name)
+
+
+def tick_rows(agg: Aggregator, parts: dict[int, float]) -> dict[int, list[float]]:
+    """The ticks' row of the model per stack (what ``run``'s report and the attribution
+    read): their seconds and count, the net growth, the growth up to the peak, the
+    highest memory.
+
+    :param agg: the ticks
+    :param parts: the growth up to the peak per stack (``agg.composition()``)
+    :return: the stack id of ``agg`` -> the model's columns, by stack id
+    """
+    rows: dict[int, list[float]] = {}
+    for sid in sorted(agg.count):
+        row = rows[sid] = [0.0] * NCOLUMNS
+        row[WALL], row[SAMPLES] = agg.seconds[sid], agg.count[sid]
+        row[NET], row[TO_PEAK] = agg.net[sid], parts.get(sid, 0.0)
+        row[HIGHEST] = agg.highest[sid]
+    return rows
 
 
 def stack_at(samples: StackSamples, after: float) -> int:

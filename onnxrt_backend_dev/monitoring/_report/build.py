@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from .._format import format_bytes, format_duration
+from .._memory.where import tick_rows
 from .._sampling.aggregate import NO_STACK, RISE_NOISE, Aggregator
 from .._sampling.frames import SampledFrame
 from .._sampling.model import (
@@ -280,19 +281,18 @@ def _memory_columns(
     """Adds the ticks' memory (and, unless ``timed`` by a sampler, their time) to the
     thread that has the stack, the first one (the main thread) otherwise; ``offset`` is
     the model's id of the aggregator's stack 0."""
-    parts = agg.composition()
+    ticks = tick_rows(agg, agg.composition())
+    added = (NET, TO_PEAK) if timed else (NET, TO_PEAK, WALL, SAMPLES)
     for tick_sid, frames in agg.stacks.items():
         if not frames:
             continue
         sid = offset + tick_sid
         owner = next((t for t in threads if sid in t.totals), threads[0])
         row = owner.totals.setdefault(sid, [0.0] * NCOLUMNS)
-        row[NET] += agg.net.get(tick_sid, 0.0)
-        row[TO_PEAK] += parts.get(tick_sid, 0.0)
-        row[HIGHEST] = max(row[HIGHEST], agg.highest.get(tick_sid, 0.0))
-        if not timed:
-            row[WALL] += agg.seconds.get(tick_sid, 0.0)
-            row[SAMPLES] += agg.count.get(tick_sid, 0)
+        tick = ticks.get(tick_sid, [0.0] * NCOLUMNS)  # a stack declared, never ticked
+        for column_index in added:
+            row[column_index] += tick[column_index]
+        row[HIGHEST] = max(row[HIGHEST], tick[HIGHEST])
 
 
 def _keep(row: Row, total: float, span: float) -> bool:
