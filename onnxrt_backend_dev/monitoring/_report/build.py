@@ -129,39 +129,25 @@ def _site(frame: SampledFrame) -> Site:
     return Site(frame.name, frame.file, frame.line, is_library_path(frame.file))
 
 
-def _innermost_user(frames: Sequence[SampledFrame]) -> int:
-    """Index of the innermost frame of user code (see :func:`.._sampling.view.
-    innermost_user`), the innermost frame if all are the library's."""
-    found = innermost_user(frames)
-    return found if found >= 0 else len(frames) - 1
-
-
-def _called(frames: Sequence[SampledFrame], user: int) -> str:
-    """The library function the user line called (``numpy.ones``), empty if none."""
-    if user + 1 >= len(frames):
-        return ""
-    function, file = frames[user + 1].name, frames[user + 1].file
-    if not is_library_path(file) or function == "<module>":
-        return ""
-    return f"{package_of(file)}.{function}"
+def _line_of(frames: Sequence[SampledFrame]) -> tuple[tuple[str, str, int] | None, str]:
+    """The innermost user line of a stack (function, file, line) and the library
+    function it called (``numpy.ones``, empty if none); None and "" for no frame."""
+    if not frames:
+        return None, ""
+    user = innermost_user(frames, last=True)
+    line = (frames[user].name, frames[user].file, frames[user].line)
+    callee = frames[user + 1] if user + 1 < len(frames) else None
+    if callee is None or not is_library_path(callee.file) or callee.name == "<module>":
+        return line, ""
+    return line, f"{package_of(callee.file)}.{callee.name}"
 
 
 def _place(agg: Aggregator, sid: int) -> tuple[Site | None, str, tuple[Site, ...]]:
     frames = agg.stacks.get(sid, ())
-    if not frames:
+    line, called = _line_of(frames)
+    if line is None:
         return None, "", ()
-    user = _innermost_user(frames)
-    return _site(frames[user]), _called(frames, user), tuple(_site(f) for f in frames)
-
-
-def _line_of(frames: Sequence[SampledFrame]) -> tuple[tuple[str, str, int] | None, str]:
-    """The innermost user line of a stack (function, file, line) and the library
-    function it called; None and "" for no frame."""
-    if not frames:
-        return None, ""
-    user = _innermost_user(frames)
-    frame = frames[user]
-    return (frame.name, frame.file, frame.line), _called(frames, user)
+    return Site(*line, is_library_path(line[1])), called, tuple(_site(f) for f in frames)
 
 
 def _builder(agg: Aggregator, parts: dict[int, float]) -> int:
@@ -386,7 +372,7 @@ def _functions(model: SampledProfile) -> list[FunctionRow]:
                 row[0] += wall
                 row[2] += net
                 row[3] += to_peak
-            f = frames[_innermost_user(frames)]
+            f = frames[innermost_user(frames, last=True)]
             row = figures[f.name, f.file, f.first_line]
             row[1] += wall
             row[4] += totals[CPU]
@@ -402,7 +388,7 @@ def _composition(agg: Aggregator, parts: dict[int, float]) -> list[Part]:
     for sid, value in parts.items():
         frames = agg.stacks.get(sid, ())
         if frames:
-            f = frames[_innermost_user(frames)]
+            f = frames[innermost_user(frames, last=True)]
             label = f"{f.name} ({short_file(f.file)}:{f.first_line})"  # as every view shows paths
         else:
             label = "(no Python frame)"
@@ -420,7 +406,7 @@ def _label(frames: Sequence[SampledFrame], row: int) -> str:
     if not frames:
         return "(idle)"
     if row == 1:
-        return frames[_innermost_user(frames)].name
+        return frames[innermost_user(frames, last=True)].name
     for f in frames:
         if f.name != "<module>" and not is_library_path(f.file):
             return f.name

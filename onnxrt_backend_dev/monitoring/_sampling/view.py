@@ -472,13 +472,14 @@ def line_figures(profile: SampledProfile) -> dict[tuple[str, str, int, int], lis
 _COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
-def innermost_user(frames: Sequence[SampledFrame]) -> int:
+def innermost_user(frames: Sequence[SampledFrame], last: bool = False) -> int:
     """The index of a stack's innermost user frame, -1 when there is none: library frames
     are passed over, and so is code compiled from a string (``<string>``) that a library
     frame ran (a namedtuple's, numpy's; a notebook cell's is the user's) and a
     comprehension, which counts as the function holding it (3.12 inlines them, PEP 709).
 
     :param frames: outermost first
+    :param last: when none is the user's, the innermost frame's index instead of -1
     """
     for j in range(len(frames) - 1, -1, -1):
         f = frames[j]
@@ -489,7 +490,7 @@ def innermost_user(frames: Sequence[SampledFrame]) -> int:
         if f.name.endswith(_COMPREHENSIONS) and j and frames[j - 1].file == f.file:
             continue
         return j
-    return -1
+    return len(frames) - 1 if last else -1
 
 
 def hot_lines(
