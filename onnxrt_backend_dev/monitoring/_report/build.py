@@ -31,12 +31,12 @@ from .._sampling.model import (
     column,
 )
 from .._sampling.view import (
-    Row,
     build_tree,
     innermost_user,
     line_figures,
     short_file,
     source_line,
+    visible_rows,
 )
 from .._stacks.frames import is_library_path
 from .model import (
@@ -281,56 +281,31 @@ def _memory_columns(
         row[HIGHEST] = max(row[HIGHEST], tick[HIGHEST])
 
 
-def _keep(row: Row, total: float, span: float) -> bool:
-    return (
-        row.wall >= FOLD_SHARE * total
-        or abs(row.to_peak) >= FOLD_SHARE * span
-        or abs(row.net) >= FOLD_SHARE * span
-    )
-
-
 def _tree_rows(model: SampledProfile, total: float, span: float) -> list[TreeRow]:
     """The call tree in pre-order, heaviest first, through the views' one fold (library
-    frames folded, imports named): the main thread's rows at the top, each other thread
-    and child process under a row of its own; small siblings fold into one row."""
+    frames folded, imports named, small siblings by time and by memory folded into one
+    row): the main thread's rows at the top, each other thread and child process under a
+    row of its own."""
     rows: list[TreeRow] = []
-    todo: list[tuple[Row, int, int]] = []
-    for thread in reversed(model.threads):
+    for thread in model.threads:
         root = build_tree(model, thread)
-        if thread.is_main:
-            kids = _ordered(root, total, span)
-            todo.extend((c, -1, 0) for c in reversed(kids))
-        elif root.wall or root.net or root.to_peak:
-            root.label = f"{thread.kind} {thread.name}"
-            root.file = ""
-            todo.append((root, -1, 0))
-    while todo:
-        node, parent, depth = todo.pop()
-        index = len(rows)
-        site = Site(node.label, node.file, node.line, is_library_path(node.file))
-        rows.append(TreeRow(parent, depth, site, node.wall, node.self_wall, node.net,
-                            node.to_peak, node.highest, hidden=node.hidden_text()))  # fmt: skip
-        todo.extend((c, index, depth + 1) for c in reversed(_ordered(node, total, span)))
+        if not (thread.is_main or root.wall or root.net or root.to_peak):
+            continue
+        root.label, root.file = f"{thread.kind} {thread.name}", ""
+        parents = [-1]  # per depth, the index of the row the next one at that depth is under
+        # An "N more" row saying under a fifth of the share stands for nothing.
+        drawn = visible_rows(root, FOLD_SHARE, min_more=FOLD_SHARE * 0.2, span=span, total=total)
+        for depth, node, _ in drawn:
+            if thread.is_main:  # its rows are the tree's top, the thread's row not drawn
+                if node is root:
+                    continue
+                depth -= 1
+            del parents[depth + 1 :]
+            site = Site(node.label, node.file, node.line, is_library_path(node.file))
+            rows.append(TreeRow(parents[-1], depth, site, node.wall, node.self_wall, node.net,
+                                node.to_peak, node.highest, hidden=node.hidden_text()))  # fmt: skip
+            parents.append(len(rows) - 1)
     return rows
-
-
-def _ordered(node: Row, total: float, span: float) -> list[Row]:
-    """A row's children to show, heaviest first, the small ones folded into one."""
-    children = sorted(node.children.values(), key=lambda c: (-c.wall, -c.to_peak))
-    kept = [c for c in children if _keep(c, total, span)]
-    folded = [c for c in children if not _keep(c, total, span)]
-    if folded:
-        other = Row(f"{len(folded)} more", "", 0, "more")
-        for c in folded:
-            other.wall += c.wall
-            other.self_wall += c.wall
-            other.net += c.net
-            other.to_peak += c.to_peak
-            other.highest = max(other.highest, c.highest)
-        # A row saying under 0.1 % of the time and of the memory stands for nothing.
-        if _keep(other, total * 0.2, span * 0.2):
-            kept.append(other)
-    return kept
 
 
 def _lines(model: SampledProfile) -> list[LineRow]:

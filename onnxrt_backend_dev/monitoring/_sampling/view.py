@@ -383,10 +383,12 @@ def visible_rows(
     order: Callable[[Row], Any] | None = None,
     min_more: float = MIN_MORE_SHARE,
     fold_top: bool = True,
+    span: float = 0.0,
+    total: float = 0.0,
 ) -> Iterator[tuple[int, Row, bool]]:
     """The rows to draw, depth first, the hottest child first: ``(depth, row, last)``
     with ``last`` True for a parent's last child shown. Children under ``fold_share``
-    of the root's time go into one ``N more`` row, left out when under ``min_more``.
+    of the total time go into one ``N more`` row, left out when under ``min_more``.
 
     :param root: a tree
     :param fold_share: the share under which rows are folded (0 shows them all)
@@ -395,28 +397,47 @@ def visible_rows(
         ``N more`` row stays last
     :param min_more: the share under which an ``N more`` row is left out
     :param fold_top: whether the root's own children fold too
+    :param span: the memory's span (0: time only): a row growing the memory (net or up
+        to the peak) by this share of it is kept too, equal times rank by growth up to
+        the peak and an ``N more`` row adds up the memory columns
+    :param total: the time the shares are of (0: the root's)
     """
-    total = root.wall or 1.0
+    total = total or root.wall or 1.0
     stack: list[tuple[int, Row, bool]] = [(0, root, True)]
     while stack:
         depth, row, last = stack.pop()
         yield depth, row, last
         if row.kind == "more" or (max_depth is not None and depth >= max_depth):
             continue
-        kids = sorted(row.children.values(), key=lambda r: -r.wall)
+        kids = sorted(row.children.values(), key=lambda r: (-r.wall, -r.to_peak if span else 0))
         floor = fold_share * total if fold_top or depth else 0.0
-        shown = [k for k in kids if k.wall >= floor and k.wall > 0]
-        rest = kids[len(shown) :]  # sorted: the shown ones come first
+        shown = [k for k in kids if _shown(k, floor, fold_share * span)]
+        rest = [k for k in kids if not _shown(k, floor, fold_share * span)]
         if order is not None:
             shown.sort(key=order)
-        if rest:
-            wall = sum(k.wall for k in rest)
-            if wall >= min_more * total:
-                more = Row(f"{len(rest)} more", "", 0, "more", wall, sum(k.cpu for k in rest))
-                more.more = len(rest)
-                shown.append(more)
+        more = _more(rest, span) if rest else None
+        if more is not None and _shown(more, min_more * total, min_more * span):
+            shown.append(more)
         for i in range(len(shown) - 1, -1, -1):
             stack.append((depth + 1, shown[i], i == len(shown) - 1))
+
+
+def _shown(row: Row, floor: float, growth: float) -> bool:
+    """Whether a row takes ``floor`` seconds or more, or grows the memory by ``growth``."""
+    if row.wall >= floor and row.wall > 0:
+        return True
+    return growth > 0 and (abs(row.to_peak) >= growth or abs(row.net) >= growth)
+
+
+def _more(rest: list[Row], span: float) -> Row:
+    """The ``N more`` row of rows folded, their memory added up too with a ``span``."""
+    more = Row(f"{len(rest)} more", "", 0, "more", sum(k.wall for k in rest))
+    more.cpu, more.more = sum(k.cpu for k in rest), len(rest)
+    if span:
+        more.self_wall, more.net = more.wall, sum(k.net for k in rest)
+        more.to_peak = sum(k.to_peak for k in rest)
+        more.highest = max(0.0, *(k.highest for k in rest))
+    return more
 
 
 class HotLine(NamedTuple):
