@@ -128,23 +128,19 @@ def _walk(facts: AllocFacts, icicle: bool = True) -> tuple[_Table, _Table, Row, 
         if _leak_site(frames, site):
             leaks.setdefault(key, _Line()).add(site, called, library)
         if icicle and site.live_peak > 0:
-            _grow(root, hidden, site, _boxes(frames, library))
+            _grow(root, hidden, site, frames, library)
     return lines, leaks, root, hidden
 
 
-def _boxes(frames: Sequence[SampledFrame], library: str) -> list[tuple[Site, bool]]:
-    """A site's icicle boxes, outermost first, each with whether it is a library's."""
-    out = [] if frames else [(NO_FRAME, False)]
-    out.extend((s, s.library) for s in map(_site, frames))
+def _grow(
+    root: Row, hidden: _Hidden, site: SiteEstimate, frames: Sequence[SampledFrame], library: str
+) -> None:
+    """Adds a site along its boxes (its frames, then its native library's), a library
+    frame called by a library frame folded into it: its bytes in the rows' time column,
+    their variance in the CPU one (``N more`` rows add both up)."""
+    boxes = [(s, s.library) for s in map(_site, frames)] or [(NO_FRAME, False)]
     if library:
-        out.append((Site(f"[{library}]", "", 0, True), False))
-    return out
-
-
-def _grow(root: Row, hidden: _Hidden, site: SiteEstimate, boxes: list[tuple[Site, bool]]) -> None:
-    """Adds a site along its boxes, a library's called by a library's folded into it: its
-    bytes in the rows' time column, their variance in the CPU one (``N more`` rows add
-    both up)."""
+        boxes.append((Site(f"[{library}]", "", 0, True), False))
     node, previous_library = root, False
     root.wall += site.live_peak
     root.cpu += site.live_peak_var
