@@ -144,8 +144,8 @@ def _grow(
     node, previous_library = root, False
     root.wall += site.live_peak
     root.cpu += site.live_peak_var
-    for box, library in boxes:
-        if library and previous_library:
+    for box, is_library in boxes:
+        if is_library and previous_library:
             hidden[node][box.function, box.file] = package_of(box.file)
             continue
         key = (box.function, box.file, box.line, "library" if box.library else "user")
@@ -154,7 +154,7 @@ def _grow(
             child = node.children[key] = Row(*key)
         child.wall += site.live_peak
         child.cpu += site.live_peak_var
-        node, previous_library = child, library
+        node, previous_library = child, is_library
 
 
 def _nodes(root: Row, hidden: _Hidden, peak: float) -> list[AllocNode]:
