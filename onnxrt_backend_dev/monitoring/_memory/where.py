@@ -52,6 +52,7 @@ from .._sampling.model import (
     SampledProfile,
     ThreadProfile,
 )
+from .._sampling.view import function_figures
 from .._stacks.frames import StackFrame
 from .._validate import check_int, check_str
 from .frames import frame_label, innermost_user, user_view
@@ -132,21 +133,9 @@ class MemoryProfile(SampledProfile):
         """The per-function view, by decreasing growth up to the peak: net growth and
         growth up to the peak to each stack's innermost user frame, the highest memory
         and the ticks to every function on it (once: recursion counts once)."""
-        rows: dict[tuple[str, str, int], list[float]] = {}
-        for sid, totals in self.threads[0].totals.items():
-            stack = self.stacks[sid]
-            if not stack:
-                continue
-            for key in dict.fromkeys((f.file, f.name, f.first_line) for f in stack):
-                row = rows.setdefault(key, [0.0, 0.0, 0.0, 0])
-                row[2] = max(row[2], totals[HIGHEST])
-                row[3] += int(totals[SAMPLES])
-            inner = stack[innermost_user(stack)]
-            row = rows[(inner.file, inner.name, inner.first_line)]
-            row[0] += totals[NET]
-            row[1] += totals[TO_PEAK]
         found = [
-            FunctionRow(k[1], k[0], k[2], v[0], v[1], v[2], int(v[3])) for k, v in rows.items()
+            FunctionRow(k[0], k[1], k[2], own[NET], own[TO_PEAK], on[HIGHEST], int(on[SAMPLES]))
+            for k, (on, own) in function_figures(self, innermost_user).items()
         ]
         return sorted(found, key=lambda r: (-r.to_peak, -r.net, r.function))
 

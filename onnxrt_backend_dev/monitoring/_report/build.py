@@ -28,10 +28,10 @@ from .._sampling.model import (
     WALL,
     SampledProfile,
     ThreadProfile,
-    column,
 )
 from .._sampling.view import (
     build_tree,
+    function_figures,
     innermost_user,
     line_figures,
     short_file,
@@ -335,25 +335,11 @@ def _functions(model: SampledProfile) -> list[FunctionRow]:
     """Every function's flat figures: each stack's go to every distinct function on it
     (callees included), its own time and CPU to its innermost user function; all
     threads and processes added up."""
-    figures: dict[tuple[str, str, int], list[float]] = {}
-    for thread in model.threads:
-        for frames, totals in model.thread_stacks(thread):
-            if not frames:
-                continue
-            wall, net, to_peak = totals[WALL], column(totals, NET), column(totals, TO_PEAK)
-            # Each function once (a recursion), outermost first: ties keep the stack's order.
-            for key in dict.fromkeys((f.name, f.file, f.first_line) for f in frames):
-                row = figures.setdefault(key, [0.0] * 5)
-                row[0] += wall
-                row[2] += net
-                row[3] += to_peak
-            f = frames[innermost_user(frames, last=True)]
-            row = figures[f.name, f.file, f.first_line]
-            row[1] += wall
-            row[4] += totals[CPU]
     rows = [
-        FunctionRow(Site(*k, is_library_path(k[1])), v[0], v[1], v[2], v[3], v[4])
-        for k, v in figures.items()
+        FunctionRow(
+            Site(*k, is_library_path(k[1])), on[WALL], own[WALL], on[NET], on[TO_PEAK], own[CPU]
+        )
+        for k, (on, own) in function_figures(model).items()
     ]
     return sorted(rows, key=lambda r: (-r.time, -r.net))
 

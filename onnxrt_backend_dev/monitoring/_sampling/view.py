@@ -8,7 +8,8 @@
   loop shows the tasks' coroutines (marked ``task``) and one ``idle (event loop)`` row.
 - :func:`visible_rows`: the rows worth drawing, no ``0.0 %`` rows, at most one
   ``N more`` row per parent and none under 0.1 %.
-- :func:`hot_lines`: for each of the user's hottest functions, the lines taking the time.
+- :func:`hot_lines`: for each of the user's hottest functions, the lines taking the time;
+  :func:`function_figures`: every function's figures.
 - :func:`timeline_boxes`: what ran when, per thread, as boxes of a flame chart.
 
 No recursion: trees are built and walked with explicit stacks.
@@ -481,13 +482,39 @@ def line_figures(profile: SampledProfile) -> dict[tuple[str, str, int, int], lis
             if j < 0:
                 continue
             f = frames[j]
-            cols = per.setdefault((f.name, f.file, f.first_line, f.line), [0.0] * NCOLUMNS)
-            for i, value in enumerate(totals):
-                if i == HIGHEST:
-                    cols[i] = max(cols[i], value)
-                else:
-                    cols[i] += value
+            _add(per.setdefault((f.name, f.file, f.first_line, f.line), [0.0] * NCOLUMNS), totals)
     return per
+
+
+def function_figures(
+    profile: SampledProfile, inner: Callable[[Stack], int] | None = None
+) -> dict[tuple[str, str, int], tuple[list[float], list[float]]]:
+    """Every function's figures, all threads added up: the columns of the stacks it is on
+    (once each: a recursion counts once) and those of the stacks it is the innermost user
+    function of.
+
+    :param profile: the profile
+    :param inner: the index of a stack's innermost user frame (None: :func:`innermost_user`,
+        the innermost frame when none is the user's)
+    :return: ``(function, file, first line)`` -> ``(on the stack, innermost)``, each the
+        model's columns (the highest RSS: the most)
+    """
+    per: dict[tuple[str, str, int], tuple[list[float], list[float]]] = {}
+    for thread in profile.threads:
+        for frames, totals in profile.thread_stacks(thread):
+            if not frames:
+                continue
+            for key in dict.fromkeys((f.name, f.file, f.first_line) for f in frames):
+                _add(per.setdefault(key, ([0.0] * NCOLUMNS, [0.0] * NCOLUMNS))[0], totals)
+            f = frames[inner(frames) if inner else innermost_user(frames, last=True)]
+            _add(per[f.name, f.file, f.first_line][1], totals)
+    return per
+
+
+def _add(cols: list[float], totals: Sequence[float]) -> None:
+    """Adds a stack's columns to a row's (the highest RSS: the most)."""
+    for i, value in enumerate(totals):
+        cols[i] = max(cols[i], value) if i == HIGHEST else cols[i] + value
 
 
 _COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
