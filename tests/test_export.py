@@ -23,7 +23,7 @@ def _report() -> Any:
     from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report
     from onnxrt_backend_dev.monitoring._report.model import Ending
     from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
-    from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+    from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
     agg = Aggregator()
     agg.add_stack(

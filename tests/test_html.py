@@ -21,9 +21,9 @@ HOSTILE = "</script><!--<img src=x onerror=alert(1)>\u2028\u2029'\"&<svg onload=
 
 
 def _sampled_page(name: str) -> str:
-    from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
     from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile, ThreadProfile
     from onnxrt_backend_dev.monitoring._sampling.render_html import to_html
+    from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
     main, evil = SampledFrame("main", "/app.py", 1, 2), SampledFrame(name, name, 3, 4)
     thread = ThreadProfile(1, name, True, {0: [1.0, 1.0, 10]}, [(0.0, 1.0, 0)])
@@ -50,7 +50,7 @@ def _report_page(name: str) -> str:
     from onnxrt_backend_dev.monitoring._report.model import Ending
     from onnxrt_backend_dev.monitoring._report.render_html import to_html
     from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
-    from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+    from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
     agg = Aggregator()
     agg.add_stack(0, (SampledFrame("<module>", name, 1, 1), SampledFrame(name, name, 2, 2)))

@@ -16,7 +16,7 @@ from onnxrt_backend_dev.monitoring._alloc.tracker import (
     code_check,
     decode_frames,
 )
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 
 def test_frames_decode_by_pointer_and_by_lasti() -> None:

@@ -33,7 +33,7 @@ from onnxrt_backend_dev.monitoring._memory.where import (
     where_text,
 )
 from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame, decode_key, line_of, walk
+from onnxrt_backend_dev.monitoring._sampling.frames import decode_key, line_of, walk
 from onnxrt_backend_dev.monitoring._sampling.recorder import (
     StackSamples,
     is_idle,
@@ -41,6 +41,7 @@ from onnxrt_backend_dev.monitoring._sampling.recorder import (
     spy_recorder,
 )
 from onnxrt_backend_dev.monitoring._sampling.timer import Ticker
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 from onnxrt_backend_dev.monitoring.memory_peak import MemorySpy, spy_call
 
 pytest_plugins = ["pytester"]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from onnxrt_backend_dev.monitoring._sampling.aggregate import NO_STACK, Aggregator
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 MIB = 2**20
 

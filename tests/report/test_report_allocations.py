@@ -21,7 +21,7 @@ from onnxrt_backend_dev.monitoring._report.render_html import to_html
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_json
 from onnxrt_backend_dev.monitoring._report.render_text import to_text
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 MiB = 2**20
 NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/_multiarray_umath.cpython-311.so"

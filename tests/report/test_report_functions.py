@@ -12,7 +12,7 @@ from onnxrt_backend_dev.monitoring._report.build import RunFacts, build_report
 from onnxrt_backend_dev.monitoring._report.model import Ending, FunctionRow, Report
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_dict, to_json
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 MIB = float(2**20)
 NUMPY = "/venv/lib/python3.11/site-packages/numpy/_core/numeric.py"

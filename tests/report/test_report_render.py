@@ -16,7 +16,7 @@ from onnxrt_backend_dev.monitoring._report.render_html import to_html
 from onnxrt_backend_dev.monitoring._report.render_json import from_json, to_dict, to_json
 from onnxrt_backend_dev.monitoring._report.render_text import MAX_LINES, to_text
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 MIB = 2**20
 GIB = 1024.0 * MIB

@@ -9,7 +9,7 @@ import pytest
 
 from onnxrt_backend_dev.monitoring._report.stream import PIPE_BUF, StreamReader, StreamSink
 from onnxrt_backend_dev.monitoring._sampling.aggregate import Aggregator
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 
 def _chunk(body: bytes, pid: int = 7, more: int = 0) -> bytes:

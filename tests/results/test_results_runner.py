@@ -211,8 +211,8 @@ def test_the_in_process_sampler_on_request_and_the_observer_refused_where_it_can
 
 
 def test_an_observed_run_keeps_the_program_not_the_interpreter_start() -> None:
-    from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame as F
     from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile, ThreadProfile
+    from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame as F
 
     site = (F("<module>", "<frozen site>", 1, 1),)
     ours = (F("<module>", "prog.py", 1, 3), F("work", "prog.py", 5, 6))

@@ -12,10 +12,10 @@ import pytest
 from helpers import dump_dom, needs_browser
 
 from onnxrt_backend_dev.monitoring._report.sampling import sample
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile, ThreadProfile
 from onnxrt_backend_dev.monitoring._sampling.render_html import to_html
 from onnxrt_backend_dev.monitoring._sampling.result import SamplingResult
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 EVIL_FILE = "</script><script>document.title='Y'</script>.py"
 EVIL_NAME = "<img src=x onerror=document.title='X'>"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._sampling.frames import SampledFrame
 from onnxrt_backend_dev.monitoring._sampling.model import SampledProfile, ThreadProfile
 from onnxrt_backend_dev.monitoring._sampling.render_text import to_text
 from onnxrt_backend_dev.monitoring._sampling.view import (
@@ -22,6 +21,7 @@ from onnxrt_backend_dev.monitoring._sampling.view import (
     source_line,
     visible_rows,
 )
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame
 
 SITE = "/venv/lib/python3.11/site-packages/"
 STDLIB = sysconfig.get_paths()["stdlib"] + "/"

@@ -14,11 +14,11 @@ from onnxrt_backend_dev.monitoring._stacks.export import (
     to_collapsed,
     to_speedscope,
 )
-from onnxrt_backend_dev.monitoring._stacks.frames import StackFrame, is_library_path
+from onnxrt_backend_dev.monitoring._stacks.frames import SampledFrame, is_library_path
 
-MAIN = StackFrame("main", "app.py", 1)
-LOAD = StackFrame("load", "app.py", 5)
-HOSTILE = StackFrame("a;b\nc\r", "x;y.py", 3)
+MAIN = SampledFrame("main", "app.py", 1, 1)
+LOAD = SampledFrame("load", "app.py", 5, 5)
+HOSTILE = SampledFrame("a;b\nc\r", "x;y.py", 3, 3)
 
 
 def test_collapsed_adds_up_stacks_of_the_same_labels_in_first_seen_order() -> None:

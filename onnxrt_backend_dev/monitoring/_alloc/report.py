@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .._sampling.frames import SampledFrame
+from .._stacks.frames import SampledFrame
 from .estimate import NO_STACK, SiteEstimate
 from .ring import STATE_FINALIZE, STATE_STACKS
 from .tracker import AllocTracker

@@ -15,7 +15,7 @@ from .._stacks.frames import is_library_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .._sampling.frames import SampledFrame
+    from .._stacks.frames import SampledFrame
 
 # Frames of this tool (the spy's own calls, stop()) are never the user's code.
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

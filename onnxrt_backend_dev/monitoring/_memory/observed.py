@@ -18,8 +18,9 @@ from typing import Any
 from .._observe.observer import EMPTY, ProcessRecord, read_rows, sample_threads
 from .._observe.session import describe, open_target
 from .._sampling.aggregate import NO_STACK, Aggregator, to_state
-from .._sampling.frames import OWN_THREADS, SampledFrame
+from .._sampling.frames import OWN_THREADS
 from .._sampling.recorder import StackSamples, ThreadLine
+from .._stacks.frames import SampledFrame
 from .frames import is_own_frame
 
 MAX_TICKS = 1 << 20

@@ -41,7 +41,6 @@ from typing import Any, NamedTuple
 
 from .._format import format_bytes, one_line
 from .._sampling.aggregate import NO_STACK, Aggregator
-from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     HIGHEST,
     NCOLUMNS,
@@ -53,7 +52,7 @@ from .._sampling.model import (
     ThreadProfile,
 )
 from .._sampling.view import function_figures
-from .._stacks.frames import StackFrame
+from .._stacks.frames import SampledFrame
 from .._validate import check_int, check_str
 from .frames import frame_label, innermost_user, user_view
 
@@ -153,7 +152,7 @@ class MemoryProfile(SampledProfile):
         to_peak = sum(r.to_peak for r in self.functions) + lost[1]
         return net, to_peak
 
-    def growth_stacks(self) -> list[tuple[list[StackFrame], float]]:
+    def growth_stacks(self) -> list[tuple[list[SampledFrame], float]]:
         """The stacks with a positive growth up to the peak, in bytes (rounded), for the
         stack exporters."""
         return [

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._sampling.frames import SampledFrame
 from .._sampling.model import SampledProfile, Stack, ThreadProfile
+from .._stacks.frames import SampledFrame
 from .observer import CPU, NATIVE, PYTHON, QUEUED, SAMPLES, STICKS, UTICKS, WALL, ProcessRecord
 from .observer import POOL as OBSERVED_POOL  # the model's POOL is another index
 from .process import thread_name

@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .._sampling.frames import SampledFrame
 from .._sampling.model import CPROFILE, SampledProfile, ThreadProfile
 from .._sampling.view import Row, module_name, package_of
-from .._stacks.frames import is_library_path
+from .._stacks.frames import SampledFrame, is_library_path
 from .choices import FOLD_SHARE
 from .model import FilterNode, ProfileNode
 from .sorting import sort_name

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._stacks import export as stacks_export
-from .._stacks.frames import StackFrame
+from .._stacks.frames import SampledFrame
 from .._validate import check_number
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import ProfileNode, reachable_nodes
@@ -45,7 +45,7 @@ class PathLimits:
 
 def path_samples(
     start: ProfileNode, options: dict[str, Any]
-) -> Iterator[tuple[list[StackFrame], float]]:
+) -> Iterator[tuple[list[SampledFrame], float]]:
     """The graph expanded into call paths, depth first and iteratively, each path with
     own time as the stack exporters take it.
 
@@ -78,9 +78,10 @@ def path_samples(
     if stage.hide_stdlib:
         expander.fold_library()
     items = expander.items  # parents before children
-    stacks: list[list[StackFrame]] = []
+    stacks: list[list[SampledFrame]] = []
     for item in items:
-        frame = StackFrame(item.node.func_name, item.node.filename, item.node.line)
+        line = item.node.line
+        frame = SampledFrame(item.node.func_name, item.node.filename, line, line)
         stacks.append([*(stacks[item.parent] if item.parent >= 0 else []), frame])
     return ((stack, item.self_time) for item, stack in zip(items, stacks, strict=True))
 

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from .._alloc.estimate import NO_STACK, SiteEstimate, half_width
 from .._alloc.report import AllocFacts
 from .._observe.pools import library_label
-from .._sampling.frames import SampledFrame
 from .._sampling.view import Row, source_line, visible_rows
-from .._stacks.frames import is_library_path
+from .._stacks.frames import SampledFrame, is_library_path
 from .build import FOLD_SHARE, _line_of, _site, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 

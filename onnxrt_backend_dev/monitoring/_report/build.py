@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 from .._format import format_bytes, format_duration
 from .._memory.where import tick_rows
 from .._sampling.aggregate import NO_STACK, RISE_NOISE, Aggregator
-from .._sampling.frames import SampledFrame
 from .._sampling.model import (
     CPU,
     HIGHEST,
@@ -38,7 +37,7 @@ from .._sampling.view import (
     source_line,
     visible_rows,
 )
-from .._stacks.frames import is_library_path
+from .._stacks.frames import SampledFrame, is_library_path
 from .model import (
     Allocations,
     Curve,

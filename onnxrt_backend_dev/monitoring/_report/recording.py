@@ -27,9 +27,10 @@ from types import CodeType
 from typing import Any, Protocol
 
 from .._sampling.aggregate import NO_STACK
-from .._sampling.frames import SampledFrame, decode_key
+from .._sampling.frames import decode_key
 from .._sampling.intern import MIN_CAPACITY, filled, grow
 from .._sampling.rates import DEFAULT_INTERVAL
+from .._stacks.frames import SampledFrame
 from .stream import StreamSink
 
 SPY_DELAY = 0.01

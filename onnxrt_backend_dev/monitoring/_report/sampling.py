@@ -11,12 +11,13 @@ from types import FrameType
 from typing import Any
 
 from .._errors import StateError
-from .._sampling.frames import SampledFrame, depth
+from .._sampling.frames import depth
 from .._sampling.model import SampledProfile, ThreadProfile
 from .._sampling.rates import DEFAULT_INTERVAL, check_interval
 from .._sampling.recorder import MAX_POINTS, Recorder
 from .._sampling.result import SamplingResult
 from .._sampling.timer import TIMERS, Ticker
+from .._stacks.frames import SampledFrame
 from .._validate import check_callable, check_choice, check_int, check_str
 
 COLLECTORS = ("auto", "observer", "in-process")

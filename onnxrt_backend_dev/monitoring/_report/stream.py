@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 from .._errors import BadData
 from .._sampling.aggregate import Aggregator
-from .._sampling.frames import SampledFrame
 from .._sampling.intern import KeyTable
+from .._stacks.frames import SampledFrame
 
 MAX_PENDING = 4 * 2**20
 MAX_FRAME = 64 * 2**20  # a message announcing more is not one of ours

@@ -446,8 +446,8 @@ def sampled_profile(data: Mapping[str, Any], program: str = "") -> Any:
     :param data: a checked sampled payload
     :param program: what ran, for the headers
     """
-    from .._sampling.frames import SampledFrame
     from .._sampling.model import SampledProfile, ThreadProfile
+    from .._stacks.frames import SampledFrame
 
     frames = [SampledFrame(str(f[2]), str(f[0]), int(f[1]), int(f[1])) for f in data["functions"]]
     n = len(data["wall"])

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .frames import SampledFrame
+    from .._stacks.frames import SampledFrame
 
 NO_STACK = -1
 # A new peak moves the peak's moment only when it passes the dated one by this much (or

@@ -21,9 +21,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from types import CodeType, FrameType
-from typing import NamedTuple
 
-from .._stacks.frames import StackFrame, is_library_path
+from .._stacks.frames import SampledFrame
 from .intern import CodeTable, KeyTable
 
 MAX_DEPTH = 1024  # frames kept per stack, the innermost ones (a deeper recursion is cut)
@@ -51,30 +50,6 @@ def _call_ops() -> frozenset[int]:
             if name.startswith(("CALL", "PRECALL")) or name in ("SEND", "YIELD_VALUE")
         )
     return _CALL_OPS
-
-
-class SampledFrame(NamedTuple):
-    """One frame of a decoded stack.
-
-    :param name: qualified name (``co_qualname`` on 3.11+, ``co_name`` before)
-    :param file: the code's file as the interpreter has it
-    :param first_line: the function's first line (with name and file, its identity)
-    :param line: the line running (or calling) in this frame
-    """
-
-    name: str
-    file: str
-    first_line: int
-    line: int
-
-    def function(self) -> StackFrame:
-        """The function, as the shared exporters read it (line = its first line)."""
-        return StackFrame(self.name, self.file, self.first_line)
-
-    @property
-    def is_library(self) -> bool:
-        """True for standard library, installed packages, frozen or built-in code."""
-        return is_library_path(self.file)
 
 
 def walk(

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .._stacks.frames import StackFrame
-from .frames import SampledFrame
+from .._stacks.frames import SampledFrame
 
 Stack = tuple[SampledFrame, ...]  # outermost first
 
@@ -152,7 +151,7 @@ class SampledProfile:
         for sid, totals in thread.totals.items():
             yield self.stacks[sid][skip:], totals
 
-    def weighted_stacks(self, cpu: bool = False) -> Iterator[tuple[list[StackFrame], float]]:
+    def weighted_stacks(self, cpu: bool = False) -> Iterator[tuple[list[SampledFrame], float]]:
         """Every thread's stacks as the shared exporters read them, each rooted at a frame
         naming its thread (``thread MainThread``).
 
@@ -160,6 +159,6 @@ class SampledProfile:
         :return: ``(frames, seconds)`` pairs
         """
         for thread in self.threads:
-            root = StackFrame(f"thread {thread.name}", "", 0)
+            root = SampledFrame(f"thread {thread.name}", "", 0, 0)
             for frames, totals in self.thread_stacks(thread):
                 yield [root, *(f.function() for f in frames)], totals[1 if cpu else 0]

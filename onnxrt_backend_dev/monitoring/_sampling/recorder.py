@@ -24,8 +24,9 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import NamedTuple
 
+from .._stacks.frames import SampledFrame
 from .aggregate import NO_STACK
-from .frames import SampledFrame, StackKey, StackTable
+from .frames import StackKey, StackTable
 from .intern import MIN_CAPACITY, Totals, filled, grow
 
 MAX_POINTS = 20_000  # timeline entries kept per thread before halving

@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from .._format import cut_source
-from .._stacks.frames import library_prefixes
-from .frames import SampledFrame
+from .._stacks.frames import SampledFrame, library_prefixes
 from .model import (
     CPU,
     HIGHEST,

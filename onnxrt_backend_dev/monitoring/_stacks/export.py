@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._validate import check_number
-from .frames import StackFrame
+from .frames import SampledFrame
 
-WeightedStack = tuple[Sequence[StackFrame], float]
+WeightedStack = tuple[Sequence[SampledFrame], float]
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 # Characters with a meaning in the collapsed format: ';' separates frames, the last space
@@ -20,13 +20,13 @@ SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 _COLLAPSED_TRANSLATION = str.maketrans({";": ":", "\n": " ", "\r": " "})
 
 
-def collapsed_label(frame: StackFrame) -> str:
+def collapsed_label(frame: SampledFrame) -> str:
     """The name of a frame in a collapsed stack: ``func (file:line)``.
 
     :param frame: the frame
     :return: the label, without ``;`` or line breaks
     """
-    return f"{frame.name} ({frame.file}:{frame.line})".translate(_COLLAPSED_TRANSLATION)
+    return f"{frame.name} ({frame.file}:{frame.first_line})".translate(_COLLAPSED_TRANSLATION)
 
 
 def to_collapsed(stacks: Iterable[WeightedStack], scale: float = 1.0) -> str:
@@ -40,7 +40,7 @@ def to_collapsed(stacks: Iterable[WeightedStack], scale: float = 1.0) -> str:
     """
     check_number("scale", scale, above=0)  # also refuses NaN and infinity (counts of 0)
     counts: dict[str, int] = {}
-    labels: dict[StackFrame, str] = {}
+    labels: dict[SampledFrame, str] = {}
     for frames, weight in stacks:
         n = round(weight / scale)
         if n <= 0:
@@ -60,7 +60,7 @@ def to_speedscope(
     stacks: Iterable[WeightedStack], name: str, unit: str, as_str: bool = True
 ) -> str | dict[str, Any]:
     """A speedscope document: one ``sampled`` profile whose samples are the stacks, over
-    frames shared by (name, file, line).
+    frames shared by (name, file, first line).
 
     :param stacks: weighted stacks
     :param name: the profile's name
@@ -71,7 +71,7 @@ def to_speedscope(
     # Imported here: the spy process stands empty packages in for the parents (no version).
     from ... import __version__
 
-    frame_index: dict[StackFrame, int] = {}
+    frame_index: dict[SampledFrame, int] = {}
     frames: list[dict[str, Any]] = []
     samples: list[list[int]] = []
     weights: list[float] = []
@@ -83,7 +83,7 @@ def to_speedscope(
             index = frame_index.get(frame)
             if index is None:
                 index = frame_index[frame] = len(frames)
-                frames.append({"name": frame.name, "file": frame.file, "line": frame.line})
+                frames.append({"name": frame.name, "file": frame.file, "line": frame.first_line})
             path.append(index)
         samples.append(path)
         weights.append(weight)

@@ -1,4 +1,4 @@
-"""The frame of a stack, and the rule telling library frames from the user's.
+"""The one frame type of a stack, and the rule telling library frames from the user's.
 
 Standard library only, and nothing heavy: the spy process and the sampler import it.
 """
@@ -10,17 +10,31 @@ from functools import cache
 from typing import NamedTuple
 
 
-class StackFrame(NamedTuple):
-    """One frame of a stack as the exporters read it.
+class SampledFrame(NamedTuple):
+    """One frame of a stack: the one frame type of every view and exporter.
 
-    :param name: the function's (qualified) name, ``<module>`` for a module's code
-    :param file: the file as recorded (``~`` or ``""`` for built-ins)
-    :param line: the function's first line (0 when unknown)
+    :param name: qualified name (``co_qualname`` on 3.11+, ``co_name`` before), or a
+        label (``thread MainThread``)
+    :param file: the code's file as the interpreter has it (``~`` or ``""`` for built-ins)
+    :param first_line: the function's first line (with name and file, its identity; 0
+        when unknown)
+    :param line: the line running (or calling) in this frame
     """
 
     name: str
     file: str
+    first_line: int
     line: int
+
+    def function(self) -> SampledFrame:
+        """The function: this frame with its line set to the function's first line (one
+        frame per function, what the exporters key on)."""
+        return SampledFrame(self.name, self.file, self.first_line, self.first_line)
+
+    @property
+    def is_library(self) -> bool:
+        """True for standard library, installed packages, frozen or built-in code."""
+        return is_library_path(self.file)
 
 
 @cache
