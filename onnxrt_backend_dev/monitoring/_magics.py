@@ -429,7 +429,8 @@ class MonitoringMagics(Magics):
     @cell_magic
     @_documented(_PROFILE_TREE)
     def profile_tree(self, line: str, cell: str) -> Any:
-        from ._profiling.choices import FOLD_SHARE, check_view
+        from ._profiling.choices import check_view
+        from ._sampling.view import FOLD_SHARE
 
         opts, _ = self._options(_PROFILE_TREE, line, strict=False)
         if _wants_help(opts, _PROFILE_TREE):

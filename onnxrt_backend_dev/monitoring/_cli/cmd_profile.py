@@ -60,9 +60,10 @@ _EPILOG = (
 
 def _add_view_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by running a program and ``show``."""
-    from .._profiling.choices import FOLD_SHARE, VIEWS
+    from .._profiling.choices import VIEWS
     from .._profiling.formats import format_names
     from .._profiling.sorting import SORT_NAMES
+    from .._sampling.view import FOLD_SHARE
 
     parser.add_argument(
         "--sort",

@@ -12,8 +12,9 @@ from typing import Any
 
 from .._errors import BadValue
 from .._gc import gc_paused
+from .._sampling.view import FOLD_SHARE
 from .._validate import check_str
-from .choices import FOLD_SHARE, check_view
+from .choices import check_view
 from .model import ProfileNode
 from .run import as_root
 

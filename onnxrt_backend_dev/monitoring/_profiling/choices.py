@@ -11,9 +11,6 @@ from .._errors import BadValue
 #: at the program (``tree``) or the reference's forest (``reference``).
 VIEWS = ("tree", "reference")
 
-#: Rows below this share of the root's total are folded by default (the call tree).
-FOLD_SHARE = 0.005
-
 
 def check_view(view: str) -> str:
     """Validates a view name.

@@ -26,9 +26,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._sampling.model import CPROFILE, SampledProfile, ThreadProfile
-from .._sampling.view import Row, module_name, package_of
+from .._sampling.view import FOLD_SHARE, Row, module_name, package_of
 from .._stacks.frames import SampledFrame, is_library_path
-from .choices import FOLD_SHARE
 from .model import FilterNode, ProfileNode
 from .sorting import sort_name
 from .view_tree import call_tree, tree_options

@@ -25,8 +25,8 @@ from pstats import SortKey
 from typing import Any, NamedTuple
 
 from .._errors import BadType, BadValue
+from .._sampling.view import FOLD_SHARE
 from .._validate import check_callable
-from .choices import FOLD_SHARE
 from .filters import FilterStage, ViewOptions, focus_starts, outermost
 from .model import FilterNode, ProfileNode, reachable_nodes, virtual_node
 from .run import as_root

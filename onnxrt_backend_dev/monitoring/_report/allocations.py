@@ -4,7 +4,7 @@ estimates of sampled allocations, columns keyed on the run's stack ids
 by line (each allocation credited to the innermost user line of its stack, the native
 calls it made included), the leak candidates, the temporary allocations, the line
 holding the most at the peak, and the icicle of what is live at the peak, folded at the
-report's share (:data:`.build.FOLD_SHARE`, its call tree's).
+the one share of every tree (:data:`.._sampling.view.FOLD_SHARE`).
 
 Every walk over stacks and the icicle uses loops and explicit stacks, never recursion.
 """
@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from .._alloc.estimate import NO_STACK, SiteEstimate, half_width
 from .._alloc.report import AllocFacts
 from .._observe.pools import library_label
-from .._sampling.view import Row, source_line, visible_rows
+from .._sampling.view import FOLD_SHARE, Row, source_line, visible_rows
 from .._stacks.frames import SampledFrame, is_library_path
-from .build import FOLD_SHARE, _line_of, _site, package_of
+from .build import _line_of, _site, package_of
 from .model import Allocations, AllocLine, AllocNode, Site
 
 MAX_ROWS = 15

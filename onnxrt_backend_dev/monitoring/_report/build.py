@@ -29,6 +29,7 @@ from .._sampling.model import (
     ThreadProfile,
 )
 from .._sampling.view import (
+    FOLD_SHARE,
     build_tree,
     function_figures,
     innermost_user,
@@ -57,7 +58,6 @@ MAX_CURVE_POINTS = 4000  # per curve: enough for a page 1400 pixels wide, twice 
 MAX_SPANS = 4000
 MAX_LINES = 25
 MAX_PARTS = 8
-FOLD_SHARE = 0.005  # tree rows under this share of time and of memory fold into "N more"
 # A stack of a thread other than the main one is a wait below this CPU share of its wall.
 WAITING_CPU = 0.02
 

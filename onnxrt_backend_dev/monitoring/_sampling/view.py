@@ -42,7 +42,9 @@ from .model import (
     column,
 )
 
-FOLD_SHARE = 0.01  # rows under 1 % of their thread's time go into one 'N more' row
+# The one default fold of every tree (the sampled profile, cProfile's call tree, run's tree
+# and its allocation icicle): rows under 0.5 % of the total go into one 'N more' row.
+FOLD_SHARE = 0.005
 MIN_MORE_SHARE = 0.001  # an 'N more' row under 0.1 % is not drawn
 # A row is waiting when most of its time is its own and that time got at most 20 % of the
 # CPU share the thread's busiest rows got (so a loaded machine, where every row gets
