@@ -76,9 +76,10 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     :return: the program's exit code (128 + N on signal N)
     """
     from .._observe.build import to_profile
-    from .._observe.launch import exit_code, observe_program, signal_ending
+    from .._observe.launch import observe_program, signal_ending
     from .._progress import elapsed_status
     from .._run.program import target_of
+    from .._run.supervise import shell_code
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
 
@@ -105,7 +106,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     profile = to_profile(rec, interval, run.wall, args.program or name,
                          observer_notes(run), cpu, run.observer.samples)  # fmt: skip
     emit_profile(SamplingResult(profile), args, out, err)
-    code, words = signal_ending(run) or (exit_code(run.status), ending_words(run.status))
+    code, words = signal_ending(run) or (shell_code(run.status), ending_words(run.status))
     if code:  # said even with -q: the program failed (its own traceback is above)
         err.write(f"{name} {words}\n")
     return code
