@@ -141,8 +141,6 @@ def attach_observer(args: argparse.Namespace, interval: float, sink: object) -> 
         duration = check_duration(args.duration)
     except ValueError as e:
         raise CommandError(str(e), EXIT_USAGE) from e
-    if args.target is not None or args.module:
-        raise CommandError("--pid profiles a running process: give no script", EXIT_USAGE)
     try:
         return observe_pid(pid, interval, sink, duration)
     except ObserveError as e:
@@ -188,7 +186,7 @@ def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     attached = attach_observer(args, interval, Aggregator())
     assert isinstance(attached, Attached)
     rec = attached.observer.root
-    name = args.program or f"process {rec.pid}"
+    name = f"process {rec.pid}"
     cpu = sum(sum(r[2] for r in t.rows.values()) for t in rec.threads.values())
     profile = to_profile(rec, interval, attached.wall, name, attach_notes(attached), cpu,
                          attached.observer.samples)  # fmt: skip
