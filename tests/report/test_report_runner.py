@@ -91,11 +91,17 @@ def test_the_report_is_written_however_the_child_ends(
     assert report.cpu is not None and report.cpu > 0
 
 
-def test_a_peak_shorter_than_a_tick_is_credited_to_the_function_that_built_it(
-    tmp_path: Path,
-) -> None:
-    report, rc = run_script(tmp_path, MAKE_PEAK, interval=0.05)
-    assert rc == 0
+def make_peak() -> None:
+    a = bytearray(100 * MIB)
+    b = bytearray(100 * MIB)
+    del a, b
+
+
+def test_a_peak_shorter_than_a_tick_is_credited_to_the_function_that_built_it() -> None:
+    with monitor("peak", interval=0.05) as m:
+        make_peak()
+    report = m.report
+    assert report is not None and report.ending.kind == "exit"
     assert report.peak.site is not None and report.peak.site.function == "make_peak"
     assert sum(p.bytes for p in report.composition) == pytest.approx(
         report.peak.value - report.peak.start
