@@ -279,7 +279,7 @@ def test_one_place_walks_frames() -> None:
 # docs/architecture.rst gives (a new one is a decision to write down there).
 STARTERS = {"_run/supervise.py", "_run/janitor.py", "_memory/spy.py", "_observe/verify.py",
             "_results/environment.py", "_results/runner.py", "_count/valgrind.py"}  # fmt: skip
-HANDLERS = {"_run/signals.py", "_sampling/timer.py", "_memory/spy.py", "_report/runner.py",
+HANDLERS = {"_run/signals.py", "_sampling/timer.py", "_memory/spy.py",
             "_report/child.py", "__main__.py"}  # fmt: skip
 _STARTS = re.compile(r"subprocess\.(?:Popen|run|call|check_output|check_call)\(|os\.fork\(|"
                      r"os\.posix_spawn|os\.exec[lv]")  # fmt: skip

@@ -1,33 +1,36 @@
-"""The flight recorder: a forked child streams its ticks, the parent writes the report
-however the child ends (real forks)."""
+"""The flight recorder: a child in a fresh interpreter streams its ticks, the parent
+writes the report however the child ends (real processes)."""
 
 from __future__ import annotations
 
-import mmap
 import os
 import signal
+import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from onnxrt_backend_dev.monitoring._report.runner import ending_of_status, run_recorded
+from onnxrt_backend_dev.monitoring._cli.run_child import command_line
+from onnxrt_backend_dev.monitoring._report.model import Report
+from onnxrt_backend_dev.monitoring._report.runner import ending_of_status, run_fresh
 from onnxrt_backend_dev.monitoring._report.session import monitor
-from onnxrt_backend_dev.monitoring._run.program import Outcome
+from onnxrt_backend_dev.monitoring._run.program import Target
 from onnxrt_backend_dev.monitoring.memory_peak import register_probe
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 MIB = 2**20
 
+# Fresh anonymous pages, each written: a bytearray may reuse the free, already resident
+# heap of the interpreter (the RSS then grew 75 MiB for 120 MiB allocated).
+GROW_UNTIL = """
+import mmap, os, signal, sys, time
 
-def grow_until(how: str) -> Outcome:
-    # Fresh anonymous pages, each written: a bytearray may reuse the free, already
-    # resident heap the child inherits from a long-running pytest (the RSS then grew 75 MiB
-    # for 120 MiB allocated, late in a full suite).
-    # The outcome is built first: a NamedTuple's __new__ is a ``<lambda>`` of file
-    # ``<string>`` (user code to the report), and a last tick landing in it at the end
-    # named it, not grow_until (seen once in four runs after tests/sampling).
-    done = Outcome("exit", 0, "exited with code 0")
+MIB = 2**20
+
+
+def grow_until(how):
     chunks = []
     for _ in range(15):
         chunk = mmap.mmap(-1, 8 * MIB)
@@ -39,28 +42,44 @@ def grow_until(how: str) -> Outcome:
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "exit":
         os._exit(3)
-    return done
 
 
-ROOT = grow_until.__code__  # stacks start there, as the CLI's start at the script
+grow_until(sys.argv[1] if len(sys.argv) > 1 else "")
+"""
 
-
-def make_peak() -> Outcome:
-    a = bytearray(100 * MIB)
-    b = bytearray(100 * MIB)
+MAKE_PEAK = """
+def make_peak():
+    a = bytearray(100 * 2**20)
+    b = bytearray(100 * 2**20)
     del a, b
-    return Outcome("exit", 0, "exited with code 0")
+
+
+make_peak()
+"""
+
+
+def run_script(
+    tmp_path: Path,
+    source: str,
+    args: tuple[str, ...] = (),
+    interval: float = 0.005,
+    probes: tuple[str, ...] = (),
+) -> tuple[Report, int]:
+    """Runs ``source`` as a script the way ``run`` does (:func:`run_fresh`, its child)."""
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(source), encoding="utf-8")
+    target = Target("script", str(script), args)
+    return run_fresh(lambda fd: command_line(fd, interval, target), "prog", interval, probes)
 
 
 @pytest.mark.parametrize(
     ("how", "kind", "code"), [("kill", "signal", 137), ("exit", "os_exit", 3), ("", "exit", 0)]
 )
-def test_the_report_is_written_however_the_child_ends(how: str, kind: str, code: int) -> None:
+def test_the_report_is_written_however_the_child_ends(
+    how: str, kind: str, code: int, tmp_path: Path
+) -> None:
     # WHEN a child growing its memory in grow_until ends in each way
-    def program() -> Outcome:
-        return grow_until(how)
-
-    report, rc = run_recorded(program, "grow", interval=0.002, spy=False, root_code=ROOT)
+    report, rc = run_script(tmp_path, GROW_UNTIL, (how,), interval=0.002)
     # THEN the report says how it ended, with the conventional code
     assert (report.ending.kind, rc) == (kind, code), report.ending
     # AND names grow_until as what was allocating at the end and as the peak's builder
@@ -72,19 +91,27 @@ def test_the_report_is_written_however_the_child_ends(how: str, kind: str, code:
     assert report.cpu is not None and report.cpu > 0
 
 
+def make_peak() -> None:
+    a = bytearray(100 * MIB)
+    b = bytearray(100 * MIB)
+    del a, b
+
+
 def test_a_peak_shorter_than_a_tick_is_credited_to_the_function_that_built_it() -> None:
-    report, rc = run_recorded(make_peak, "peak", interval=0.05, root_code=make_peak.__code__)
-    assert rc == 0
+    with monitor("peak", interval=0.05) as m:
+        make_peak()
+    report = m.report
+    assert report is not None and report.ending.kind == "exit"
     assert report.peak.site is not None and report.peak.site.function == "make_peak"
     assert sum(p.bytes for p in report.composition) == pytest.approx(
         report.peak.value - report.peak.start
     )
 
 
-def test_a_device_probe_gives_one_curve_and_peak_per_device() -> None:
+def test_a_device_probe_gives_one_curve_and_peak_per_device(tmp_path: Path) -> None:
     # GIVEN the fake AMD probe (two devices, 1 and 3 GiB)
     register_probe("fakeamd", "fakes:FakeAmdProbe", package="fake-amdsmi", extra="amd")
-    report, rc = run_recorded(make_peak, "peak", probes=("fakeamd",))
+    report, rc = run_script(tmp_path, MAKE_PEAK, probes=("fakeamd",))
     assert rc == 0
     assert [(d.name, d.peak) for d in report.devices] == [
         ("fakeamd:amd0", 1024 * MIB),
@@ -156,22 +183,33 @@ def test_threads_get_their_own_tree_from_the_time_sampler() -> None:
     assert not any("memory-spy" in name or "onnxrt-sampler" in name for name in roots)
 
 
-def pool_work(n: int) -> int:
+POOL = """
+import hashlib, multiprocessing, time
+
+
+def hash_for(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        hashlib.sha256(b"x" * 10_000).digest()
+
+
+def pool_work(n):
     hash_for(0.3)
     return n
 
 
-def pool_program() -> Outcome:
-    import multiprocessing
+# Closed and joined: the with block's terminate once left a worker waiting on the
+# queue's lock in run's child (the test hung), a case of its own, not this test's.
+pool = multiprocessing.get_context("fork").Pool(2)
+pool.map(pool_work, range(2))
+pool.close()
+pool.join()
+"""
 
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        pool.map(pool_work, range(2))
-    return Outcome("exit", 0, "exited with code 0")
 
-
-def test_forked_children_appear_as_their_own_trees() -> None:
+def test_forked_children_appear_as_their_own_trees(tmp_path: Path) -> None:
     # WHEN the program runs a fork pool of 2 workers hashing for 0.3 s each
-    report, rc = run_recorded(pool_program, "pool", spy=False)
+    report, rc = run_script(tmp_path, POOL)
     assert rc == 0
     # THEN each worker that ran is a root of its own, with hash_for under it
     roots = [r for r in report.tree if r.parent < 0 and r.site.function.startswith("process ")]
@@ -200,18 +238,17 @@ def test_a_ctrl_c_while_the_spy_starts_still_ends_in_the_report(
 
     monkeypatch.setattr(runner, "_start_spy", slow_spy_start)
 
-    def sleepy() -> Outcome:
-        try:
-            gate.touch()
-            time.sleep(60)
-        except KeyboardInterrupt:
-            return Outcome("interrupted", 130, "interrupted (SIGINT)")
-        return Outcome("exit", 0, "exited with code 0")
+    sleepy = f"""
+import pathlib, time
+
+pathlib.Path({str(gate)!r}).touch()
+time.sleep(60)
+"""
 
     # WHEN the program runs THEN the parent forwards the Ctrl-C to the program, which
     # ends, and the report is made (the parent does not die of a KeyboardInterrupt)
     try:
-        report, rc = run_recorded(sleepy, "sleepy", interval=0.01, root_code=sleepy.__code__)
+        report, rc = run_script(tmp_path, sleepy, interval=0.01)
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C during the spy's start killed the parent: no report")
     assert (report.ending.kind, rc) == ("interrupted", 130)
@@ -220,8 +257,6 @@ def test_a_ctrl_c_while_the_spy_starts_still_ends_in_the_report(
 def test_a_child_whose_command_died_before_its_death_signal_was_armed_ends_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sys
-
     from onnxrt_backend_dev.monitoring._report import runner
 
     # GIVEN the child sees another parent than the command (the command died between

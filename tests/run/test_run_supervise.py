@@ -205,14 +205,14 @@ def test_a_signal_before_a_start_means_the_child_never_runs(tmp_path: Path) -> N
 
 
 @pytest.mark.timeout(TIMEOUT)
-def test_a_forked_function_runs_at_the_gate_and_returns_its_code() -> None:
+def test_a_gated_command_runs_once_released_and_returns_its_code() -> None:
     with Supervisor() as sup:
-        child = sup.fork(lambda: 7, gate=True)
+        child = sup.start(["sh", "-c", "exit 7"], gate=True, stdin=subprocess.DEVNULL)
         time.sleep(0.1)
         assert child.poll() is None  # held at its gate
         child.release()
         assert sup.wait(child, SLOW).code == 7
-        failing = sup.fork(lambda: 1 // 0)
+        failing = sup.start([sys.executable, "-c", "1 // 0"], stderr=subprocess.DEVNULL)
         assert sup.wait(failing, SLOW).code == 1
 
 

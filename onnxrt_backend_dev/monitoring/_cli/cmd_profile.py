@@ -271,12 +271,11 @@ class ProfileCommand:
         if args.count_bytes:
             raise CommandError("--count-bytes needs --counter instructions", EXIT_USAGE)
         implied = uses_cprofile(argparse.Namespace(**{**vars(args), "save": None}))
-        check_combinations(args, implied)
-        if args.pid is not None:  # a running process read by the observer
+        target = check_combinations(args, implied)
+        if target is not None and target.kind == "pid":  # read by the observer
             from .profile_observed import run_attached
 
             _check_before_running(args)
-            args.program = None
             with Signals():  # recorded to the end: the profile is written whatever comes
                 return run_attached(args, out, err)
         if args.target != "show":

@@ -14,7 +14,7 @@ import argparse
 import os
 from typing import Any, TextIO
 
-from .._run.program import target_of
+from .._run.program import Target, target_of
 from .common import (
     ALLOC_DEFAULT,
     EXIT_USAGE,
@@ -24,13 +24,12 @@ from .common import (
     check_outputs,
     check_probes_open,
     emit_text,
-    pid_rules,
     program_inputs,
-    refuse_ignored,
     unknown_suffix,
 )
 
 _FORMATS = ("text", "json", "html")
+_MISSING = "give a script, -m module, -- COMMAND, or --pid PID"
 _REPEAT_HELP = (
     "run the program N times, each a run of its own in a child process (its output "
     "discarded, the end of its stderr shown if it fails); the report shown is the run of "
@@ -66,8 +65,9 @@ def _format(args: argparse.Namespace) -> str:
         raise unknown_suffix(args.output, _FORMATS) from None
 
 
-def _check(args: argparse.Namespace) -> None:
-    """Refuses bad options and an unwritable -o before anything runs."""
+def _check(args: argparse.Namespace) -> Target:
+    """Refuses bad options and an unwritable -o before anything runs; returns the
+    program."""
     from .._sampling.rates import check_interval
     from .profile_repeat import wants_repeat
     from .save_result import check_save
@@ -76,11 +76,10 @@ def _check(args: argparse.Namespace) -> None:
         check_interval(args.interval, "--interval", minimum=0.001)
     except ValueError as e:
         raise CommandError(str(e), EXIT_USAGE) from None
-    pid = args.pid is not None
-    refuse_ignored([
-        *pid_rules(args),
-        (pid and args.save is not None, "--save keeps the runs of a program started here"),
-    ])  # fmt: skip
+    target = target_of(args, commands=True, missing=_MISSING)
+    assert target is not None
+    if target.kind == "pid" and args.save is not None:
+        raise CommandError("--save keeps the runs of a program started here", EXIT_USAGE)
     check_alloc_switch(args)
     if args.probe:  # the registry only when a probe is named
         from .._memory.registry import get_spec
@@ -92,9 +91,7 @@ def _check(args: argparse.Namespace) -> None:
                 raise CommandError(f"--probe {name!r}: {e}", EXIT_USAGE) from None
         check_probes_open(args.probe)
     _format(args)
-    missing = "" if args.pid is not None else "give a script, -m module, -- COMMAND, or --pid PID"
-    target = target_of(args, commands=True, missing=missing)
-    if target is not None and not target.python:
+    if target.kind == "command":
         target.check()  # 127 or 126 and one line, as a shell and spy say
     if args.output is not None:
         check_outputs({"-o": args.output}, inputs=program_inputs(args))
@@ -103,6 +100,7 @@ def _check(args: argparse.Namespace) -> None:
         check_outputs({"-o": args.output, "--save": args.save}, suffixes={"--save": (".json",)})
     check_save(args, program_inputs(args))
     wants_repeat(args)
+    return target
 
 
 def _collector_said(report: Any, args: argparse.Namespace) -> Any:
@@ -220,11 +218,10 @@ class RunCommand:
         from .profile_sampled import observer_reason
         from .run_repeat import run_repeated_reports, save_run
 
-        _check(args)
-        if args.pid is not None:
+        target = _check(args)
+        if target.kind == "pid":
             from .run_observed import run_attached
 
-            args.program = None
             return run_attached(args, lambda report: self._emit(report, args, out, err))
         if not hasattr(os, "fork"):
             raise CommandError("run needs os.fork (Linux, macOS)")
@@ -234,8 +231,6 @@ class RunCommand:
         extra = f"--probe {inside[0]} reads counters inside the program" if inside else ""
         # Where the observer cannot run, the in-process recorder does, saying why.
         args.collector_note = observer_reason(args, extra)
-        target = target_of(args, commands=True)
-        assert target is not None  # checked by _check
         main = target.check() if target.python else None  # a command was checked
         name = target.shown
 

@@ -263,10 +263,10 @@ class SpyCommand:
         self, cmd: list[str], args: argparse.Namespace, err: TextIO
     ) -> tuple[Any, int, str]:
         from .._memory.command import spy_command
-        from .._run.supervise import check_command
+        from .._run.program import Target
 
         what = "command: " + subprocess.list2cmdline(cmd)
-        check_command(cmd[0])  # 127 or 126 and one line, as a shell, before anything runs
+        Target("command", cmd[0]).check()  # 127 or 126 and one line, as a shell
         run = spy_command(
             cmd,
             lambda pid: self._spy(pid, args),

@@ -378,20 +378,6 @@ def refuse_ignored(rules: Sequence[tuple[bool, str]]) -> None:
             raise CommandError(sentence, EXIT_USAGE)
 
 
-def pid_rules(args: argparse.Namespace) -> list[tuple[bool, str]]:
-    """The rules of :func:`refuse_ignored` for ``--pid`` and ``--duration`` (``profile``,
-    ``run``)."""
-    pid = args.pid is not None
-    return [
-        (
-            args.duration is not None and not pid,
-            "--duration is for --pid PID (stop after that many seconds); a program started "
-            "here runs to its end",
-        ),
-        (pid and args.repeat is not None, "--repeat runs the program anew: it cannot repeat --pid"),
-    ]
-
-
 def program_inputs(args: argparse.Namespace) -> list[str]:
     """The files a command reads (the profiles shown, the program and its arguments), which
     its outputs must not overwrite.

@@ -76,9 +76,10 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     :return: the program's exit code (128 + N on signal N)
     """
     from .._observe.build import to_profile
-    from .._observe.launch import exit_code, observe_program, signal_ending
+    from .._observe.launch import observe_program, signal_ending
     from .._progress import elapsed_status
     from .._run.program import target_of
+    from .._run.supervise import shell_code
     from .._sampling.aggregate import Aggregator
     from .._sampling.result import SamplingResult
 
@@ -105,7 +106,7 @@ def run_observed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     profile = to_profile(rec, interval, run.wall, args.program or name,
                          observer_notes(run), cpu, run.observer.samples)  # fmt: skip
     emit_profile(SamplingResult(profile), args, out, err)
-    code, words = signal_ending(run) or (exit_code(run.status), ending_words(run.status))
+    code, words = signal_ending(run) or (shell_code(run.status), ending_words(run.status))
     if code:  # said even with -q: the program failed (its own traceback is above)
         err.write(f"{name} {words}\n")
     return code
@@ -140,8 +141,6 @@ def attach_observer(args: argparse.Namespace, interval: float, sink: object) -> 
         duration = check_duration(args.duration)
     except ValueError as e:
         raise CommandError(str(e), EXIT_USAGE) from e
-    if args.target is not None or args.module:
-        raise CommandError("--pid profiles a running process: give no script", EXIT_USAGE)
     try:
         return observe_pid(pid, interval, sink, duration)
     except ObserveError as e:
@@ -187,7 +186,7 @@ def run_attached(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     attached = attach_observer(args, interval, Aggregator())
     assert isinstance(attached, Attached)
     rec = attached.observer.root
-    name = args.program or f"process {rec.pid}"
+    name = f"process {rec.pid}"
     cpu = sum(sum(r[2] for r in t.rows.values()) for t in rec.threads.values())
     profile = to_profile(rec, interval, attached.wall, name, attach_notes(attached), cpu,
                          attached.observer.samples)  # fmt: skip

@@ -15,6 +15,7 @@ import types
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._run.program import Target, target_of
 from .common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_text, unknown_suffix
 from .guard import Terminated, kept_output, terminating_signals
 
@@ -133,19 +134,20 @@ def uses_cprofile(args: argparse.Namespace) -> bool:
         return False  # reported by the caller
 
 
-def check_combinations(args: argparse.Namespace, cprofile: bool) -> None:
+def check_combinations(args: argparse.Namespace, cprofile: bool) -> Target | None:
     """Refuses the options ``profile`` would ignore together (exit 2, before any work).
 
     :param args: the parsed options
     :param cprofile: cProfile was asked for, or implied
+    :return: the program or the process (:func:`.._run.program.target_of`), None for none
     """
-    from .common import pid_rules, refuse_ignored
+    from .common import refuse_ignored
 
     traced = "--cprofile (given, or implied by --view reference, --sort, --focus, "
     traced += "--hide-stdlib, --min-share, -o FILE.prof) traces every call"
+    target = target_of(args)  # the rules of --pid and --duration
     pid, observer = args.pid is not None, args.collector == "observer"
     refuse_ignored([
-        *pid_rules(args),
         (pid and cprofile, f"--pid is sampled from outside, and {traced} of a program it starts"),
         (cprofile and observer, f"--collector observer samples, and {traced}: drop one"),
         (cprofile and args.interval is not None,
@@ -157,6 +159,7 @@ def check_combinations(args: argparse.Namespace, cprofile: bool) -> None:
     ])  # fmt: skip
     if args.repeat is None and args.clock is not None and not cprofile:
         args.rank, args.clock = args.clock, None  # one sampled run: what ranks the rows
+    return target
 
 
 def observer_reason(args: argparse.Namespace, extra: str = "") -> str:

@@ -62,16 +62,6 @@ def check_where_args(cmd: list[str], args: argparse.Namespace) -> None:
         raise CommandError(f"--top must be >= 1, got {args.top}", EXIT_USAGE)
 
 
-def _program(cmd: list[str], args: argparse.Namespace) -> tuple[Any, Any, list[str], str, str]:
-    from .._run.program import module_code, script_code
-
-    if args.module:
-        code, module, argv, path0 = module_code(args.module[0])
-        return code, module, argv + args.module[1:], path0, f"module: {args.module[0]}"
-    code, module, argv, path0 = script_code(cmd[0])
-    return code, module, argv + cmd[1:], path0, f"script: {cmd[0]}"
-
-
 def run_where(
     cmd: list[str],
     args: argparse.Namespace,
@@ -90,10 +80,15 @@ def run_where(
     :return: the spy's result, the exit code, what was spied on
     """
     from .._memory.spy import MemorySpy
-    from .._run.program import as_main, before_os_exit
+    from .._run.program import Target, as_main, before_os_exit
     from .guard import terminating_signals
 
-    code, module, argv, path0, what = _program(cmd, args)
+    if args.module:
+        target = Target("module", args.module[0], tuple(args.module[1:]))
+    else:
+        target = Target("script", cmd[0], tuple(cmd[1:]))
+    code, module, argv, path0 = target.code()
+    what = f"{target.kind}: {target.name}"
     name = os.path.basename(argv[0])
     shim, why = _start_alloc(args)
     try:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .._run.supervise import shell_code as exit_code  # 128 + N on signal N, as a shell
+from .._run.supervise import shell_code
 from .observer import Observer, ProcessRecord, has_user_code
 from .session import LOCATE_TIMEOUT, opener, reopen_after_exec
 
@@ -137,7 +137,7 @@ def signal_ending(run: ObservedRun) -> tuple[int, str] | None:
 
     if not run.received:
         return None
-    code = exit_code(run.status)
+    code = shell_code(run.status)
     killed = os.WIFSIGNALED(run.status) and os.WTERMSIG(run.status) == signal.SIGKILL
     # Its own code ran (not only the interpreter's start: site, the imports it makes).
     record = run.record

@@ -14,8 +14,9 @@ from .._errors import signal_name
 from .._format import format_bytes, format_duration
 from .._memory.devices import DeviceSampler
 from .._observe.build import decode_stacks, native_threads, thread_label, totals_of
-from .._observe.launch import DEATHS, ObservedRun, exit_code, signal_ending
+from .._observe.launch import DEATHS, ObservedRun, signal_ending
 from .._observe.observer import ProcessRecord
+from .._run.supervise import shell_code as exit_code
 from .._sampling.aggregate import Aggregator
 from .build import build_report
 from .model import Ending, Report

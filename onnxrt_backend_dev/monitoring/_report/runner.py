@@ -12,7 +12,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from .._errors import signal_name
@@ -20,14 +19,13 @@ from .._sampling.aggregate import Aggregator
 from .stream import StreamReader
 
 if TYPE_CHECKING:
-    from .._run.program import Outcome
     from .._run.supervise import Child, Exit, Supervisor
     from .model import Ending, Report
 
 # What the child runs (.child, .recording: the recorder and the sampler) and the report's
-# model are imported where used: ``run`` forks its child sooner, and imports the model
+# model are imported where used: ``run`` starts its child sooner, and imports the model
 # while the program runs (see _import_report_machinery).
-__all__ = ["ending_of_status", "run_command", "run_fresh", "run_recorded", "signal_name"]
+__all__ = ["ending_of_status", "run_command", "run_fresh", "signal_name"]
 
 # Seconds the child has to end after a forwarded SIGTERM/SIGHUP before it is killed.
 GRACE = 10.0
@@ -55,50 +53,6 @@ def ending_of_status(status: int) -> Ending:
         return Ending("signal", 128 + signum, _DEATHS.get(name, f"killed by {name}"))
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
     return Ending("os_exit", code, f"ended without unwinding (os._exit({code}) or a fatal error)")
-
-
-def run_recorded(
-    program: Callable[[], Outcome],
-    name: str,
-    interval: float = 0.005,
-    probes: Sequence[str] = (),
-    root_code: CodeType | None = None,
-    spy: bool = True,
-) -> tuple[Report, int]:
-    """Runs ``program`` in a forked child under the ticks and the spy (POSIX only). The
-    child carries this process's memory (its modules, its data): the figures include
-    it; :func:`run_fresh` runs a program in a fresh interpreter instead.
-
-    :param program: runs the program in the child and says how it ended; it must catch
-        everything the program raises
-    :param name: the program's name in the report
-    :param interval: seconds between ticks
-    :param probes: device probes, by registry name
-    :param root_code: the program's code: stacks start there (the tool's frames left out)
-    :param spy: also run the memory spy (the curve during long C calls, devices)
-    :return: the report and the exit code to return
-    """
-    from .._run.program import supervised
-    from .._run.signals import ending_signals
-    from .child import record
-
-    # The child runs the program with the handlers it would have had without the tool
-    # (its Ctrl-C a KeyboardInterrupt), not the supervisor's, which it inherits.
-    own = {s: signal.getsignal(s) for s in ending_signals()}
-
-    def in_child() -> int:
-        for signum, handler in own.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        os.close(rfd)
-        return record(wfd, program, interval, root_code)
-
-    with supervised(janitor=False) as supervisor:
-        rfd, wfd = os.pipe()
-        try:
-            child = supervisor.fork(in_child)
-        finally:
-            os.close(wfd)
-        return _follow(supervisor, child, rfd, name, interval, probes, spy)
 
 
 def run_fresh(
@@ -132,7 +86,7 @@ def run_fresh(
             raise
         finally:
             os.close(wfd)
-        return _follow(supervisor, child, rfd, name, interval, probes, True)
+        return _follow(supervisor, child, rfd, name, interval, probes)
 
 
 def _follow(
@@ -142,7 +96,6 @@ def _follow(
     name: str,
     interval: float,
     probes: Sequence[str],
-    spy: bool,
 ) -> tuple[Report, int]:
     """Reads the child's stream until it ends (the supervisor forwards the signals
     received meanwhile) and makes the report; no child left running whatever happens."""
@@ -151,8 +104,7 @@ def _follow(
     spying: Any = None
     notes: list[str] = []
     try:
-        if spy or probes:  # from here, while the program already runs
-            spying, notes = _start_spy(child.pid, probes)
+        spying, notes = _start_spy(child.pid, probes)  # while the program already runs
         importing = [_import_report_machinery]
 
         def after_read() -> None:

@@ -196,10 +196,10 @@ def run_main(code: types.CodeType, module: types.ModuleType, name: str, err: Tex
 
 
 class Target(NamedTuple):
-    """The program a command runs.
+    """The program a command runs, or the running process it reads (``--pid``).
 
-    :param kind: ``script`` (or a folder), ``module`` (``-m``) or ``command``
-    :param name: the script, the module or the command
+    :param kind: ``script`` (or a folder), ``module`` (``-m``), ``command`` or ``pid``
+    :param name: the script, the module, the command or the process id
     :param args: its arguments
     """
 
@@ -209,15 +209,18 @@ class Target(NamedTuple):
 
     @property
     def shown(self) -> str:
-        """Its name in a report: ``-m mod``, the script, or the command line."""
+        """Its name in a report: ``-m mod``, the script, the command line or ``process
+        PID``."""
         if self.kind == "module":
             return f"-m {self.name}"
+        if self.kind == "pid":
+            return f"process {self.name}"
         return self.name if self.kind == "script" else " ".join([self.name, *self.args])
 
     @property
     def python(self) -> bool:
-        """Whether it is Python code (a script or a module), not a command."""
-        return self.kind != "command"
+        """Whether it is Python code this tool starts (a script or a module)."""
+        return self.kind in ("script", "module")
 
     def argv(self, head: Sequence[str] = ()) -> list[str]:
         """Its command line: ``head`` (what runs it), ``-m`` for a module, its name, its
@@ -268,14 +271,27 @@ class Target(NamedTuple):
 
 
 def target_of(args: Any, commands: bool = False, missing: str = "") -> Target | None:
-    """The program of a command's parsed arguments (``-m``, a script, ``-- COMMAND``).
+    """The program of a command's parsed arguments (``-m``, a script, ``-- COMMAND``,
+    ``--pid``); the options that would be ignored with it refused (exit 2).
 
-    :param args: with ``module``, ``target`` and ``args``
+    :param args: with ``module``, ``target``, ``args``, and ``pid``, ``duration`` and
+        ``repeat`` where the command has them
     :param commands: a target that is not Python is a command (``run``), not a script
     :param missing: the usage error (exit 2) when none was given, empty for none
     :return: the program, None when none was given
-    :raises CommandError: none was given and ``missing`` says so
+    :raises CommandError: an option that would be ignored, or none was given and
+        ``missing`` says so
     """
+    pid = getattr(args, "pid", None)
+    if getattr(args, "duration", None) is not None and pid is None:
+        raise _usage("--duration is for --pid PID (stop after that many seconds); a program "
+                     "started here runs to its end")  # fmt: skip
+    if pid is not None:
+        if getattr(args, "repeat", None) is not None:
+            raise _usage("--repeat runs the program anew: it cannot repeat --pid")
+        if args.target is not None or args.module:
+            raise _usage("--pid profiles a running process: give no script")
+        return Target("pid", str(pid))
     if args.module:
         return Target("module", args.module[0], tuple(args.module[1:]))
     if args.target is None:

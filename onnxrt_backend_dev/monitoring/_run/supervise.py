@@ -1,9 +1,9 @@
 """Supervision of the processes a command starts (``run``, ``profile --repeat``,
 ``compare --a/--b``, ``time -p N``, ``spy -- CMD``...).
 
-A child starts in a process group of its own, from an argv (:meth:`Supervisor.start`)
-or a forked function (:meth:`Supervisor.fork`), optionally held at a start gate until
-:meth:`Child.release` (so that a probe attached to its pid sees its first instruction).
+A child starts in a process group of its own, from an argv (:meth:`Supervisor.start`),
+optionally held at a start gate until :meth:`Child.release` (so that a probe attached to
+its pid sees its first instruction).
 It dies with this process (``PR_SET_PDEATHSIG``), and the janitor (:mod:`.janitor`)
 cleans up if this process is killed outright. While the :class:`Supervisor` is entered,
 SIGINT, SIGTERM and SIGHUP (:mod:`.signals`) are forwarded at once to every running
@@ -486,32 +486,6 @@ class Supervisor:
                 os.close(gate_read)
         return self._adopt(Child(proc.pid, own, gate_write, proc, self.janitor))
 
-    def fork(self, run: Callable[[], int], gate: bool = False, group: bool | None = None) -> Child:
-        """Runs a function in a forked child, in a group of its own, dying with this
-        process (POSIX). The child ends with the function's return value as its exit code
-        (1 and a traceback on stderr if it raised); it never returns into the caller.
-
-        :param run: the function, run in the child
-        :param gate: hold it at a start gate until :meth:`Child.release`
-        :param group: as in :meth:`start`
-        :return: the child
-        """
-        own = not _in_terminal_job(None) if group is None else group
-        gate_read, gate_write = os.pipe() if gate else (None, None)
-        parent = os.getpid()
-        for stream in (sys.stdout, sys.stderr):  # what was buffered is written once
-            with contextlib.suppress(Exception):
-                stream.flush()
-        pid = os.fork()
-        if pid == 0:
-            _forked_child(run, own, parent, self._prctl, gate_read, gate_write, self.janitor.fd)
-        if gate_read is not None:
-            os.close(gate_read)
-        if own:  # as a shell does: the group exists before any signal is sent to it
-            with contextlib.suppress(OSError):
-                os.setpgid(pid, pid)
-        return self._adopt(Child(pid, own, gate_write, None, self.janitor))
-
     def wait(self, child: Child, timeout: float | None = None) -> Exit:
         """Waits for a child; past ``timeout`` its group is ended (SIGTERM, then SIGKILL
         after the grace).
@@ -554,9 +528,9 @@ def _child_setup(
     gate: int | None = None,
     slot: int | None = None,
 ) -> None:
-    """Run in a forked child (by ``subprocess`` before ``exec``, or before the function
-    of :meth:`Supervisor.fork`): its own group, and death with its parent (SIGKILL, kept
-    across ``exec``; a parent already gone kills it at once). Nothing is imported or
+    """Run in the forked child by ``subprocess`` before ``exec``: its own group, and
+    death with its parent (SIGKILL, kept across ``exec``; a parent already gone kills it
+    at once). Nothing is imported or
     looked up here (a fork of a process with threads must not take a lock another thread
     held): ``prctl`` is libc's, looked up before the fork."""
     if group:
@@ -578,39 +552,3 @@ def _gate_slot(gate: int, pass_fds: Sequence[int]) -> int | None:
     if gate <= 9:
         return gate
     return next((n for n in range(9, 2, -1) if n not in pass_fds), None)
-
-
-def _forked_child(
-    run: Callable[[], int],
-    group: bool,
-    parent: int,
-    prctl: Callable[..., int] | None,
-    gate_read: int | None,
-    gate_write: int | None,
-    janitor: int | None,
-) -> None:
-    """The forked child of :meth:`Supervisor.fork`: it never returns."""
-    code = 1
-    try:
-        _child_setup(parent, group, prctl)
-        for fd in (gate_write, janitor):
-            if fd is not None:
-                os.close(fd)
-        if gate_read is not None:
-            released = os.read(gate_read, 1)
-            os.close(gate_read)
-            if not released:  # the parent gave up: never run unsupervised
-                os._exit(125)
-        code = run()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            import traceback
-
-            traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
