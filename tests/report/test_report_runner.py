@@ -198,12 +198,8 @@ def pool_work(n):
     return n
 
 
-# Closed and joined: the with block's terminate once left a worker waiting on the
-# queue's lock in run's child (the test hung), a case of its own, not this test's.
-pool = multiprocessing.get_context("fork").Pool(2)
-pool.map(pool_work, range(2))
-pool.close()
-pool.join()
+with multiprocessing.get_context("fork").Pool(2) as pool:
+    pool.map(pool_work, range(2))
 """
 
 

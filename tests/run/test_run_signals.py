@@ -3,6 +3,7 @@ raises, forwards, and how it nests."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -115,3 +116,27 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
     thread.start()
     thread.join(30)
     assert seen == [before]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_the_handlers_it_had_before_the_tool() -> None:
+    # A multiprocessing worker of the measured program: its pool's terminate (SIGTERM)
+    # must end it, not raise in it (a worker interrupted holding its queue's lock hung
+    # the pool under run's in-process recorder, 2 runs in 15).
+    before = signal.getsignal(signal.SIGTERM)
+    heard: list[int] = []
+    with Signals(running=True) as signals:
+        signals.listen(heard.append)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report its SIGTERM handler, then end without cleanup
+            same = signal.getsignal(signal.SIGTERM) == before and not signals._listeners
+            os.write(write, b"1" if same else b"0")
+            os._exit(0)
+        os.close(write)
+        answer = os.read(read, 1)
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert signal.getsignal(signal.SIGTERM) == signals.handler  # the parent's stays
+    assert answer == b"1"
+    assert heard == []

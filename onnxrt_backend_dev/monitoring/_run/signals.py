@@ -15,6 +15,7 @@ with what the outer one received and hands what it received back when removed.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -35,6 +36,25 @@ Listener = Callable[[int], None]
 
 # The installed handlers, innermost last (main thread only).
 _INSTALLED: list[Signals] = []
+
+
+def _forked_child() -> None:
+    """A process forked from here (a ``multiprocessing`` worker of the measured program)
+    gets back the handlers it had before this tool: its pool's ``terminate`` must end it
+    as it would without the tool, not raise in it (a worker interrupted holding its
+    queue's lock left the pool waiting forever)."""
+    while _INSTALLED:
+        installed = _INSTALLED.pop()
+        installed._listeners.clear()  # the parent's children are not this process's
+        for signum, previous in installed._previous.items():
+            if signal.getsignal(signum) == installed.handler:
+                with contextlib.suppress(ValueError, OSError):
+                    signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        installed._previous.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked_child)
 
 
 def ending_signals(interrupts: bool = True) -> tuple[int, ...]:
