@@ -114,7 +114,13 @@ def test_spy_where_says_what_is_live_at_the_peak_of_the_program(tmp_path: Path) 
     assert "live at the peak, by line:" in proc.stdout
     # AND why its heap peak can be below run's (a library's constructor is not seen)
     assert "note: allocations are followed once the program's libraries are loaded" in proc.stdout
-    assert re.search(r"48\.0 MiB +\S*prog\.py:4 load", proc.stdout), proc.stdout
+    # The 48 MiB block is always sampled (far above the mean of 256 KiB); a small
+    # allocation of the same line, when sampled, adds its weight: the true 48 MiB must lie
+    # within the printed error bar (48.3 MiB ±1% in 1 run of ~20 under load).
+    found = re.search(r"([\d.]+) MiB(?: ±(\d+)%)? +\S*prog\.py:4 load", proc.stdout)
+    assert found, proc.stdout
+    value, percent = float(found[1]), float(found[2] or 0)  # no bar: an exact figure
+    assert 48.0 <= value and value - 48.0 <= max(value * percent / 100, 0.05), proc.stdout
     alloc = json.loads(out.read_text())["allocations"]
     assert alloc["lines"][0]["site"]["line"] == 4
     # the tool's own allocations (the spy's start and stop, in this process) are not lines
