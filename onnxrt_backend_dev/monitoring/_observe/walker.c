@@ -1824,7 +1824,7 @@ static PyTypeObject WalkerType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* ---- plain reads (the Python reader's memory, see walk.NativeMemory) ------------------- */
+/* ---- plain reads (the Python reader's memory, see memory.ProcessMemory) ------------------- */
 
 static PyObject *read_many(PyObject *self, PyObject *args) {
     (void)self;
